@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Both-gold recall of the bridge-entity search policy against one BM25 search, on HotpotQA/MuSiQue.
+
+All paragraphs of all questions go into ONE `InMemoryDocumentStore`; every question is then run
+through `BridgeEntityPolicy.collect` (the exact procedure the policy does in the loop: one search
+per turn, chunks merged by id, sorted by BM25 score, capped at the budget) with an
+`InMemoryBM25Retriever`. A question counts when ALL its gold paragraphs are among the final
+chunks (HotpotQA: the titles in `supporting_facts`; MuSiQue: `context[i]` for `i` in
+`supporting_paragraph_idx`).
+
+Run: `python benchmarks/bridge_recall.py --data examples/data/hotpotqa_dev_sample.jsonl --budget 6`
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
+from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
+
+from haystack_agentic.bridge_entities import BridgeEntityPolicy  # noqa: E402
+from haystack_agentic.hotpotqa import gold_document_ids, hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
+
+
+def variants(budget: int) -> dict[str, dict]:
+    """The policies to compare: name -> `BridgeEntityPolicy` keyword arguments."""
+    out: dict[str, dict] = {
+        f"baseline: one search, top_k={budget}": {"first_top_k": budget, "max_follow_ups": 0},
+    }
+    for first, follow in ((budget - 2, 2), (budget - 3, 3)):
+        if first < 1:
+            continue
+        base = {"first_top_k": first, "follow_up_top_k": 1, "max_follow_ups": follow}
+        for scan in (1, 2, 3):
+            out[f"bridge {first}+{follow}x1 scan{scan}"] = {**base, "scan_top_chunks": scan}
+        out[f"bridge {first}+{follow}x1 scan2 position"] = {**base, "scan_top_chunks": 2, "candidate_order": "position"}
+        out[f"bridge {first}+{follow}x1 scan2 all_words"] = {
+            **base,
+            "scan_top_chunks": 2,
+            "question_exclusion": "all_words",
+        }
+        out[f"bridge {first}+{follow}x1 scan2 title_full"] = {**base, "scan_top_chunks": 2, "query_mode": "title_full"}
+        out[f"bridge {first}+{follow}x1 scan2 title+question"] = {
+            **base,
+            "scan_top_chunks": 2,
+            "query_mode": "title_question",
+        }
+        out[f"bridge {first}+{follow}x1 scan2 comma_alias"] = {**base, "scan_top_chunks": 2, "comma_alias": True}
+        out[f"bridge {first}+{follow}x1 scan2 capitalised_fallback"] = {
+            **base,
+            "scan_top_chunks": 2,
+            "capitalised_fallback": True,
+        }
+    return out
+
+
+def main() -> None:
+    """Parse arguments, index the corpus, run every policy variant and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="HotpotQA or MuSiQue JSONL file")
+    parser.add_argument("--budget", type=int, default=6, help="chunk budget (final chunks kept), default 6")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    parser.add_argument("--only", default=None, help="only variants whose name contains this text")
+    args = parser.parse_args()
+
+    rows = load_hotpotqa_questions(args.data)
+    documents = hotpotqa_documents(rows)  # all paragraphs of all questions, one store
+    store = InMemoryDocumentStore()
+    store.write_documents(documents)
+    retriever = InMemoryBM25Retriever(store)
+    questions = rows[: args.limit] if args.limit else rows
+    print(f"{args.data}: {len(questions)} questions, {len(documents)} documents, budget {args.budget} chunks\n")
+
+    cache: dict[tuple[str, int], list] = {}
+
+    def retrieve(query: str, top_k: int) -> list:
+        key = (query, top_k)
+        if key not in cache:
+            cache[key] = retriever.run(query=query, top_k=top_k)["documents"]
+        return cache[key]
+
+    header = f"{'policy':<48} {'both-gold recall':>16} {'mean searches':>14} {'max':>4} {'s/question':>10}"
+    print(header)
+    print("-" * len(header))
+    for name, kwargs in variants(args.budget).items():
+        if args.only and args.only not in name:
+            continue
+        policy = BridgeEntityPolicy.from_documents(documents, **kwargs)
+        hits, searches, started = 0, [], time.perf_counter()
+        for row in questions:
+            chunks, queries = policy.collect(row["question"], retrieve, chunk_cap=args.budget)
+            found = {c.id for c in chunks}
+            hits += all(g in found for g in gold_document_ids(row))
+            searches.append(len(queries))
+        elapsed = (time.perf_counter() - started) / len(questions)
+        print(
+            f"{name:<48} {100 * hits / len(questions):>15.1f}% {statistics.mean(searches):>14.2f} "
+            f"{max(searches):>4} {elapsed:>10.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: Apache-2.0
+"""haystack-agentic: Haystack components for agentic RAG loops."""
+
+from haystack_agentic.agentic_router import AgenticRouter
+from haystack_agentic.answerer import Answerer
+from haystack_agentic.fallback_synthesizer import FallbackSynthesizer
+from haystack_agentic.loop_controller import LoopController
+from haystack_agentic.loop_pipeline import ALLOWED_MODULES, build_loop_pipeline
+from haystack_agentic.loop_result_builder import LoopResultBuilder
+from haystack_agentic.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks
+
+__all__ = [
+    "ALLOWED_MODULES",
+    "AgenticRouter",
+    "Answerer",
+    "FallbackSynthesizer",
+    "LoopController",
+    "LoopResultBuilder",
+    "LoopState",
+    "PendingSearch",
+    "ToolStep",
+    "build_loop_pipeline",
+    "merge_chunks",
+]

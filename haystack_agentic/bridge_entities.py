@@ -1,0 +1,399 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+A deterministic multi-hop search policy: follow the bridge entities that retrieved chunks mention.
+
+Without an LLM to route, an agentic loop can still do multi-hop retrieval: search the question,
+then search the entities that the best retrieved chunks mention but the question does not (the
+*bridge entities*, recognised as the titles of other documents in the store), then answer.
+"""
+
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from haystack import Document, logging
+
+logger = logging.getLogger(__name__)
+
+CandidateOrder = Literal["chunk_rank", "position"]
+QueryMode = Literal["title", "title_full", "title_question"]
+QuestionExclusion = Literal["phrase", "all_words"]
+
+# Aliases made only of these words are never matched (they would fire on every sentence start).
+STOPWORDS = frozenset(
+    """a an the and or of in on at to for from by with as is was are were be been it its he she
+    they them his her their this that these those there here who whom whose which what when where
+    why how not no but if then than so also after before during since until while into onto over
+    under about between through s""".split()
+)
+
+_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+_PAREN_RE = re.compile(r"\s*\([^()]*\)\s*$")
+# A run of capitalised words, optionally joined by a few lower-case connectors ("Bank of America").
+_CAPITALISED_RE = re.compile(
+    r"\b[A-Z][\w'’.-]*(?:\s+(?:(?:of|the|de|von|van|la|le|and|du|del|da)\s+)*[A-Z][\w'’.-]*)*", re.UNICODE
+)
+
+
+def normalise(text: str) -> str:
+    """
+    Fold text for matching: Unicode compatibility form, accents removed, lower case.
+
+    :param text: Any text.
+    :returns: The folded text (same token boundaries as the input).
+    """
+    text = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in text if not unicodedata.combining(c)).lower()
+
+
+def _tokens(text: str) -> list[re.Match]:
+    return list(_TOKEN_RE.finditer(text))
+
+
+def title_aliases(title: str, comma_alias: bool = False) -> set[tuple[str, ...]]:
+    """
+    The normalised token sequences under which a title can be mentioned.
+
+    `"Big Stone Gap (film)"` gives `("big", "stone", "gap", "film")` and `("big", "stone", "gap")`;
+    with `comma_alias=True`, `"Van Hook Township, Mountrail County, North Dakota"` also gives
+    `("van", "hook", "township")`. Aliases made only of stopwords are dropped.
+
+    :param title: A document title.
+    :param comma_alias: Whether the part before the first comma is an alias too (default False).
+    :returns: A set of token tuples (possibly empty).
+    """
+    forms = {title}
+    bare = _PAREN_RE.sub("", title).strip()
+    if bare:
+        forms.add(bare)
+    if comma_alias and "," in bare:
+        forms.add(bare.split(",", 1)[0])
+    aliases = set()
+    for form in forms:
+        toks = tuple(m.group(0) for m in _TOKEN_RE.finditer(normalise(form)))
+        if toks and not all(t in STOPWORDS for t in toks):
+            aliases.add(toks)
+    return aliases
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A title mention found in a text: character span and the titles the mention may refer to."""
+
+    start: int
+    end: int
+    titles: tuple[str, ...]
+
+
+class BridgeEntityPolicy:
+    """
+    Decides what to search next in a multi-hop question, without an LLM.
+
+    The policy is: search the question (`first_top_k` chunks); then, for up to `max_follow_ups`
+    turns, search the best bridge entity: the title of another document that the top
+    `scan_top_chunks` retrieved chunks mention, that the question does not mention, whose document
+    is not retrieved yet and that was not searched before (`follow_up_top_k` chunks each). Titles
+    are matched through a token n-gram dictionary built once from the store's `meta["title"]`
+    values (case, accents, punctuation and a trailing "(disambiguator)" ignored; the mention must
+    start with a capital letter or a digit in the chunk).
+
+    Budget: `first_top_k + max_follow_ups * follow_up_top_k` should not exceed the loop's chunk cap,
+    because BM25 scores of different queries are not comparable (a short title query scores lower
+    than a long question), and a loop that evicts the lowest score would drop the follow-up chunks.
+
+    Usage example:
+    ```python
+    from haystack import Document
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+    from haystack_agentic.bridge_entities import BridgeEntityPolicy
+
+    store = InMemoryDocumentStore()
+    store.write_documents([
+        Document(content="Big Stone Gap is a 2014 American romantic comedy film directed by Adriana Trigiani.",
+                 meta={"title": "Big Stone Gap (film)"}),
+        Document(content="Adriana Trigiani is an Italian American author based in Greenwich Village, New York City.",
+                 meta={"title": "Adriana Trigiani"}),
+    ])
+    retriever = InMemoryBM25Retriever(store)
+    policy = BridgeEntityPolicy.from_document_store(store)
+    chunks, queries = policy.collect(
+        'The director of the romantic comedy "Big Stone Gap" is based in what New York city?',
+        retrieve=lambda query, top_k: retriever.run(query=query, top_k=top_k)["documents"],
+    )
+    print(queries)  # the question, then 'Adriana Trigiani'
+    ```
+    """
+
+    def __init__(
+        self,
+        titles: Iterable[str],
+        first_top_k: int = 4,
+        follow_up_top_k: int = 1,
+        max_follow_ups: int = 2,
+        scan_top_chunks: int = 2,
+        candidate_order: CandidateOrder = "chunk_rank",
+        query_mode: QueryMode = "title",
+        question_exclusion: QuestionExclusion = "phrase",
+        comma_alias: bool = False,
+        capitalised_fallback: bool = False,
+        max_alias_tokens: int = 12,
+    ) -> None:
+        """
+        Build the title index.
+
+        :param titles: The titles of the documents in the store (duplicates are fine).
+        :param first_top_k: Chunks to retrieve for the question itself (default 4).
+        :param follow_up_top_k: Chunks to retrieve per bridge-entity search (default 1).
+        :param max_follow_ups: Bridge-entity searches after the first search (default 2), so at
+            most `1 + max_follow_ups` searches per question.
+        :param scan_top_chunks: How many of the best chunks (in the order given, i.e. by score) are
+            scanned for mentions (default 2).
+        :param candidate_order: `"chunk_rank"` (default): mentions of the best chunk first, each
+            chunk's in text order; `"position"`: earliest mention in any scanned chunk first, ties
+            by chunk rank.
+        :param query_mode: The follow-up query: `"title"` (default) the title without its
+            parenthetical disambiguator, `"title_full"` the title as stored, `"title_question"`
+            the bare title followed by the question.
+        :param question_exclusion: When a title counts as mentioned by the question: `"phrase"`
+            (default) one of its aliases occurs as a contiguous token sequence of the question;
+            `"all_words"` every token of one alias occurs somewhere in the question.
+        :param comma_alias: Also match the part of a title before its first comma
+            ("Paris, Texas" as "Paris"); default False.
+        :param capitalised_fallback: When no title is found, propose capitalised phrases of the
+            scanned chunks that the question does not contain (default False).
+        :param max_alias_tokens: Longest alias, in tokens, that is indexed (default 12).
+        :raises ValueError: If a top-k, `max_follow_ups` or `scan_top_chunks` is out of range, or
+            an option is not one of its documented values.
+        """
+        if first_top_k < 1 or follow_up_top_k < 1:
+            raise ValueError("first_top_k and follow_up_top_k must be at least 1.")
+        if max_follow_ups < 0 or scan_top_chunks < 1:
+            raise ValueError("max_follow_ups must be >= 0 and scan_top_chunks >= 1.")
+        if candidate_order not in ("chunk_rank", "position"):
+            raise ValueError(f"candidate_order must be 'chunk_rank' or 'position', got {candidate_order!r}.")
+        if query_mode not in ("title", "title_full", "title_question"):
+            raise ValueError(f"query_mode must be 'title', 'title_full' or 'title_question', got {query_mode!r}.")
+        if question_exclusion not in ("phrase", "all_words"):
+            raise ValueError(f"question_exclusion must be 'phrase' or 'all_words', got {question_exclusion!r}.")
+        self.first_top_k = first_top_k
+        self.follow_up_top_k = follow_up_top_k
+        self.max_follow_ups = max_follow_ups
+        self.scan_top_chunks = scan_top_chunks
+        self.candidate_order = candidate_order
+        self.query_mode = query_mode
+        self.question_exclusion = question_exclusion
+        self.comma_alias = comma_alias
+        self.capitalised_fallback = capitalised_fallback
+        self.max_alias_tokens = max_alias_tokens
+
+        self._index: dict[tuple[str, ...], list[str]] = {}
+        self._aliases: dict[str, set[tuple[str, ...]]] = {}
+        for title in dict.fromkeys(t for t in titles if t):
+            aliases = {a for a in title_aliases(title, comma_alias) if len(a) <= max_alias_tokens}
+            self._aliases[title] = aliases
+            for alias in aliases:
+                self._index.setdefault(alias, []).append(title)
+        self._max_len = max((len(a) for a in self._index), default=0)
+
+    @classmethod
+    def from_documents(cls, documents: Iterable[Document], **kwargs) -> "BridgeEntityPolicy":
+        """
+        Build the policy from Documents' `meta["title"]` (Documents without a title are skipped).
+
+        :param documents: The documents of the store.
+        :param kwargs: Any `__init__` parameter but `titles`.
+        :returns: The policy.
+        """
+        return cls((d.meta.get("title") for d in documents), **kwargs)
+
+    @classmethod
+    def from_document_store(cls, document_store, filters: dict | None = None, **kwargs) -> "BridgeEntityPolicy":
+        """
+        Build the policy from every document of a Haystack document store (`filter_documents`).
+
+        :param document_store: Any Haystack document store.
+        :param filters: Optional Haystack filters to select the documents.
+        :param kwargs: Any `__init__` parameter but `titles`.
+        :returns: The policy.
+        """
+        return cls.from_documents(document_store.filter_documents(filters=filters), **kwargs)
+
+    @property
+    def max_searches(self) -> int:
+        """The most searches the policy makes for one question: `1 + max_follow_ups`."""
+        return 1 + self.max_follow_ups
+
+    @property
+    def max_chunks(self) -> int:
+        """The most chunks the policy retrieves: `first_top_k + max_follow_ups * follow_up_top_k`."""
+        return self.first_top_k + self.max_follow_ups * self.follow_up_top_k
+
+    def find_mentions(self, text: str) -> list[Mention]:
+        """
+        Title mentions in a text, left to right, longest match first, non-overlapping.
+
+        :param text: Any text (a chunk's content).
+        :returns: The mentions; a mention starts with an upper-case letter or a digit in `text`.
+        """
+        # normalise() keeps token boundaries for almost all text, but NFKD can change lengths, so
+        # match on the folded tokens and keep the original token spans for the capital check.
+        spans = _tokens(text)
+        folded = [normalise(m.group(0)) for m in spans]
+        mentions: list[Mention] = []
+        i, n = 0, len(spans)
+        while i < n:
+            first = spans[i].group(0)[0]
+            if not (first.isupper() or first.isdigit()):
+                i += 1
+                continue
+            for length in range(min(self._max_len, n - i), 0, -1):
+                titles = self._index.get(tuple(folded[i : i + length]))
+                if titles:
+                    mentions.append(Mention(spans[i].start(), spans[i + length - 1].end(), tuple(titles)))
+                    i += length
+                    break
+            else:
+                i += 1
+        return mentions
+
+    def _in_question(self, title: str, q_tokens: list[str], q_joined: str, q_set: set[str]) -> bool:
+        for alias in self._aliases.get(title, ()):
+            if self.question_exclusion == "all_words":
+                if all(t in q_set for t in alias):
+                    return True
+            elif f" {' '.join(alias)} " in q_joined:
+                return True
+        return False
+
+    def bridge_titles(self, question: str, chunks: Sequence[Document], searched: Iterable[str] = ()) -> list[str]:
+        """
+        The titles to follow next, best first (see `next_queries` for the rules).
+
+        :param question: The user's question.
+        :param chunks: The chunks retrieved so far, best first.
+        :param searched: The queries already made.
+        :returns: Document titles.
+        """
+        q_tokens = [m.group(0) for m in _TOKEN_RE.finditer(normalise(question))]
+        q_joined, q_set = f" {' '.join(q_tokens)} ", set(q_tokens)
+        searched_norm = {normalise(s).strip() for s in searched}
+        retrieved = {c.meta.get("title") for c in chunks}
+        found: list[tuple[int, int, str]] = []  # (position, chunk rank, title)
+        for rank, chunk in enumerate(chunks[: self.scan_top_chunks]):
+            for mention in self.find_mentions(chunk.content or ""):
+                for title in mention.titles:
+                    found.append((mention.start, rank, title))
+        if self.candidate_order == "position":
+            found.sort(key=lambda x: (x[0], x[1]))
+        result: list[str] = []
+        for _, _, title in found:
+            if title in retrieved or title in result:
+                continue
+            if normalise(self._query_for(title, question)).strip() in searched_norm:
+                continue
+            if self._in_question(title, q_tokens, q_joined, q_set):
+                continue
+            result.append(title)
+        return result
+
+    def _query_for(self, title: str, question: str) -> str:
+        if self.query_mode == "title_full":
+            return title
+        bare = _PAREN_RE.sub("", title).strip() or title
+        if self.query_mode == "title_question":
+            return f"{bare} {question}"
+        return bare
+
+    def _capitalised_phrases(self, question: str, chunks: Sequence[Document], searched: set[str]) -> list[str]:
+        q_norm = normalise(question)
+        titles = {normalise(c.meta.get("title") or "") for c in chunks}
+        out: list[str] = []
+        for chunk in chunks[: self.scan_top_chunks]:
+            for m in _CAPITALISED_RE.finditer(chunk.content or ""):
+                phrase = m.group(0).strip(" .'’-")
+                norm = normalise(phrase)
+                toks = _TOKEN_RE.findall(norm)
+                if not toks or all(t in STOPWORDS for t in toks) or norm in q_norm or norm in titles:
+                    continue
+                query = self._query_for(phrase, question)
+                if normalise(query).strip() in searched or query in out:
+                    continue
+                out.append(query)
+        return out
+
+    def next_queries(self, question: str, chunks: Sequence[Document], searched: Sequence[str]) -> list[str]:
+        """
+        The bridge-entity queries to search next, best first.
+
+        A candidate is the title of a document that one of the top `scan_top_chunks` chunks
+        mentions, whose document is not among `chunks`, that the question does not mention, and
+        whose query is not in `searched`. Mentions of a chunk's own title are skipped because the
+        document is already retrieved. When no title qualifies and `capitalised_fallback` is set,
+        capitalised phrases of those chunks are proposed instead.
+
+        :param question: The user's question.
+        :param chunks: The chunks retrieved so far, best first (e.g. sorted by score).
+        :param searched: The queries already made (the question included), compared case- and
+            accent-insensitively.
+        :returns: The queries (formatted according to `query_mode`), possibly empty. The caller
+            decides how many to follow (`max_follow_ups`).
+        """
+        queries = list(dict.fromkeys(self._query_for(t, question) for t in self.bridge_titles(question, chunks, searched)))
+        if not queries and self.capitalised_fallback:
+            queries = self._capitalised_phrases(question, chunks, {normalise(s).strip() for s in searched})
+        return queries
+
+    def collect(
+        self,
+        question: str,
+        retrieve: Callable[[str, int], list[Document]],
+        chunk_cap: int | None = None,
+    ) -> tuple[list[Document], list[str]]:
+        """
+        Run the whole policy with a retrieval function, the way an agentic loop would.
+
+        One search per turn: the question with `first_top_k`, then up to `max_follow_ups` times
+        the first query of `next_queries` (on the chunks so far, best first) with `follow_up_top_k`.
+        Chunks are merged like the loop's state: deduplicated by id keeping the highest score,
+        sorted by score (a missing score ranks lowest), capped at `chunk_cap` (lowest evicted).
+
+        :param question: The user's question.
+        :param retrieve: `retrieve(query, top_k) -> list[Document]`, e.g. a BM25 retriever's run.
+        :param chunk_cap: The most chunks kept; None (default) means `max_chunks`.
+        :returns: `(chunks, queries)`: the final chunks, best first, and the queries made in order.
+        """
+        cap = self.max_chunks if chunk_cap is None else chunk_cap
+        queries = [question]
+        chunks = merge_chunks([], retrieve(question, self.first_top_k), cap)
+        for _ in range(self.max_follow_ups):
+            proposals = self.next_queries(question, chunks, queries)
+            if not proposals:
+                break
+            queries.append(proposals[0])
+            chunks = merge_chunks(chunks, retrieve(proposals[0], self.follow_up_top_k), cap)
+        return chunks, queries
+
+
+def merge_chunks(chunks: Sequence[Document], new: Sequence[Document], chunk_cap: int) -> list[Document]:
+    """
+    Merge newly retrieved chunks into the chunks so far, as the loop state does.
+
+    :param chunks: The chunks so far.
+    :param new: The chunks just retrieved.
+    :param chunk_cap: The most chunks kept (lowest score evicted).
+    :returns: Chunks deduplicated by id (highest score kept), sorted by score descending (a
+        missing score ranks lowest; 0.0 is a real score), at most `chunk_cap` of them.
+    """
+    best: dict[str, Document] = {}
+    for doc in [*chunks, *new]:
+        kept = best.get(doc.id)
+        if kept is None or _score(doc) > _score(kept):
+            best[doc.id] = doc
+    return sorted(best.values(), key=_score, reverse=True)[:chunk_cap]
+
+
+def _score(doc: Document) -> float:
+    return float("-inf") if doc.score is None else doc.score

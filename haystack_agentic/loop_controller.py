@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: Apache-2.0
+
+from dataclasses import replace
+from typing import Any
+
+from haystack import Document, component, default_from_dict, default_to_dict, logging
+from haystack.dataclasses import ChatMessage
+
+from haystack_agentic.loop_state import LoopState
+
+logger = logging.getLogger(__name__)
+
+#: Most characters of one chunk shown to the controller LLM in a search tool result.
+DEFAULT_CHUNK_PREVIEW_CHARS = 1500
+
+
+@component
+class LoopController:
+    """
+    Keeps the books of the agentic loop: starts a run, merges retrieved chunks, counts iterations, stops at the limit.
+
+    It is the entry of the loop's cycle. The first visit builds a `LoopState` from the `query` (and optional
+    `filters`, which then scope every search of the run). Every later visit receives the state back from the
+    router (through a `BranchJoiner`) and, on a search turn, the retriever's `documents`: it merges them into the
+    state's chunks (dedup by id keeping the highest score, sorted by score, capped at `chunk_cap`), records which
+    chunks the search returned, gives the search result back to the controller LLM as a tool result (tools mode),
+    and counts the iteration. It sends the state on to the router (`state`), or to the fallback (`exhausted`) once
+    `max_iterations` router turns have been taken.
+
+    ### Usage example
+    ```python
+    from haystack import Document
+    from haystack_agentic import LoopController
+
+    controller = LoopController(max_iterations=3, chunk_cap=5)
+    state = controller.run(query="Who directed Big Stone Gap?")["state"]
+    print(state.iteration)  # 0
+    ```
+    """
+
+    def __init__(
+        self, max_iterations: int = 10, chunk_cap: int = 30, chunk_preview_chars: int = DEFAULT_CHUNK_PREVIEW_CHARS
+    ) -> None:
+        """
+        Create a LoopController.
+
+        :param max_iterations: Most router turns per run (>= 1). Default 10.
+        :param chunk_cap: Most chunks a run keeps (>= 1); the lowest-scored are evicted first. Default 30.
+        :param chunk_preview_chars: Most characters of each chunk put into a search tool result for the
+            controller LLM (characters, not tokens). Default 1500.
+        :raises ValueError: If a limit is below 1.
+        """
+        if max_iterations < 1:
+            raise ValueError(f"max_iterations must be at least 1, got {max_iterations}")
+        if chunk_cap < 1:
+            raise ValueError(f"chunk_cap must be at least 1, got {chunk_cap}")
+        if chunk_preview_chars < 1:
+            raise ValueError(f"chunk_preview_chars must be at least 1, got {chunk_preview_chars}")
+        self.max_iterations = max_iterations
+        self.chunk_cap = chunk_cap
+        self.chunk_preview_chars = chunk_preview_chars
+
+    @component.output_types(state=LoopState, exhausted=LoopState)
+    def run(
+        self,
+        query: str | None = None,
+        filters: dict[str, Any] | None = None,
+        state: LoopState | None = None,
+        documents: list[Document] | None = None,
+    ) -> dict[str, LoopState]:
+        """
+        Start a run, or record the turn that just happened and decide whether the loop goes on.
+
+        :param query: The user's question; starts a run when no `state` is given.
+        :param filters: Haystack metadata filters applied to every search of the run (first visit only).
+        :param state: The state coming back around the loop.
+        :param documents: The retriever's documents for the pending search, if this turn searched.
+        :returns: `{"state": LoopState}` to take another router turn, or `{"exhausted": LoopState}` when
+            `max_iterations` turns have been taken.
+        :raises ValueError: On the first visit, if `query` is missing, not a string or blank.
+        """
+        if state is None:
+            return {"state": self._start(query, filters)}
+        state = self._record_turn(state, documents)
+        if state.iteration >= state.max_iterations:
+            logger.debug("Loop exhausted after {iterations} iterations", iterations=state.iteration)
+            return {"exhausted": state}
+        return {"state": state}
+
+    def _start(self, query: Any, filters: dict[str, Any] | None) -> LoopState:
+        if query is None:
+            raise ValueError("LoopController needs a `query` to start a run: pass the question as a string.")
+        if not isinstance(query, str):
+            raise ValueError(f"The query must be a string, got {type(query).__name__}.")
+        if not query.strip():
+            raise ValueError("The query is empty: pass a question with some text in it.")
+        if filters is not None and not isinstance(filters, dict):
+            raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
+        return LoopState(
+            question=query.strip(),
+            max_iterations=self.max_iterations,
+            chunk_cap=self.chunk_cap,
+            filters=filters or None,
+        )
+
+    def _record_turn(self, state: LoopState, documents: list[Document] | None) -> LoopState:
+        pending = state.pending
+        if pending is not None:
+            found = list(documents or [])
+            state = state.merge_chunks(found)
+            returned = tuple(doc.id for doc in found)
+            history = state.tool_history
+            if history and history[-1].action == "search" and not history[-1].returned_chunk_ids:
+                last = history[-1]
+                history = (*history[:-1], replace(last, returned_chunk_ids=returned))
+            state = state.evolve(tool_history=history)
+            if pending.tool_call is not None:
+                text = self.format_search_result(pending.query, found)
+                state = state.with_messages(ChatMessage.from_tool(tool_result=text, origin=pending.tool_call))
+            state = state.evolve(pending=None)
+        elif documents:
+            logger.warning("LoopController received documents without a pending search; they are ignored.")
+        return state.evolve(iteration=state.iteration + 1)
+
+    def format_search_result(self, query: str, documents: list[Document]) -> str:
+        """
+        Render a search result for the controller LLM: numbered chunks with their ids, or "no results".
+
+        :param query: The query that was searched.
+        :param documents: The chunks it returned, best first.
+        :returns: The tool result text.
+        """
+        if not documents:
+            return f'No results for "{query}". Try other words, or answer from what you have.'
+        lines = [f'{len(documents)} result(s) for "{query}":']
+        for number, doc in enumerate(documents, start=1):
+            title = (doc.meta or {}).get("title")
+            content = (doc.content or "").strip()
+            if len(content) > self.chunk_preview_chars:
+                content = content[: self.chunk_preview_chars].rstrip() + " [...]"
+            header = f"[{number}] id={doc.id}" + (f" title={title}" if title else "")
+            lines.append(f"{header}\n{content}")
+        return "\n\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the component to a dictionary.
+
+        :returns: Dictionary with serialized data.
+        """
+        return default_to_dict(
+            self,
+            max_iterations=self.max_iterations,
+            chunk_cap=self.chunk_cap,
+            chunk_preview_chars=self.chunk_preview_chars,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LoopController":
+        """
+        Deserialize the component from a dictionary.
+
+        :param data: Dictionary to deserialize from.
+        :returns: The component.
+        """
+        return default_from_dict(cls, data)

@@ -1,0 +1,372 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+The value that travels around the agentic loop: `LoopState`, its `ToolStep` records and the chunk merge rules.
+
+A `LoopState` is immutable. Components never change one in place; they build the next state with `evolve()`.
+That is what lets one pipeline instance serve concurrent runs: no component keeps run state in its attributes,
+and Haystack's per-step deep copy of inputs costs nothing (`__deepcopy__` returns the same object).
+"""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from haystack import Document, logging
+from haystack.dataclasses import ChatMessage, ToolCall
+
+logger = logging.getLogger(__name__)
+
+#: Values of `LoopState.terminated_by`.
+TERMINATIONS = ("answered", "gave_up", "max_iterations", "error")
+
+#: The LLM roles whose calls and tokens are counted in `LoopState.usage`.
+ROLES = ("controller", "answer", "fallback")
+
+
+@dataclass(frozen=True)
+class ToolStep:
+    """
+    One recorded step of the loop: what the router decided at an iteration and what came of it.
+
+    :param iteration: 1-based iteration (router turn) at which the step was taken.
+    :param action: `search`, `reflect`, `answer`, `give_up`, `tool` (a user tool), `invalid` (an unknown tool,
+        bad arguments or an empty reply that went back to the model as an error) or `error`.
+    :param query: The search query, for `search` steps.
+    :param tool_name: The tool the model called, when it called one.
+    :param arguments: The tool call's arguments (or the parsed JSON decision in json mode).
+    :param returned_chunk_ids: Ids of the chunks the search returned, best first (filled in by the controller).
+    :param result: Text that went back to the model (tool result or error), or a short outcome note.
+    :param reasoning: The model's stated reasoning (json mode) or accompanying text.
+    """
+
+    iteration: int
+    action: str
+    query: str | None = None
+    tool_name: str | None = None
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    returned_chunk_ids: tuple[str, ...] = ()
+    result: str | None = None
+    reasoning: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize to a JSON-compatible dict (tuples become lists).
+
+        :returns: A dict with every field of the step.
+        """
+        return {
+            "iteration": self.iteration,
+            "action": self.action,
+            "query": self.query,
+            "tool_name": self.tool_name,
+            "arguments": _jsonable(self.arguments),
+            "returned_chunk_ids": list(self.returned_chunk_ids),
+            "result": self.result,
+            "reasoning": self.reasoning,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ToolStep":
+        """
+        Build a step from `to_dict()` output.
+
+        :param data: The dict.
+        :returns: The step.
+        """
+        values = dict(data)
+        values["returned_chunk_ids"] = tuple(values.get("returned_chunk_ids") or ())
+        values["arguments"] = dict(values.get("arguments") or {})
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class PendingSearch:
+    """
+    A search the router asked for, waiting for the retriever's documents.
+
+    :param query: The query text sent to the retriever (and to the query embedder, if any).
+    :param top_k: How many chunks to ask for.
+    :param filters: Haystack metadata filters for this search (the run's filters).
+    :param tool_call: The tool call that asked for it, in tools mode, so its result can be given back to the model.
+    """
+
+    query: str
+    top_k: int
+    filters: Mapping[str, Any] | None = None
+    tool_call: ToolCall | None = None
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """
+    The immutable state of one agentic-loop run, passed from socket to socket.
+
+    :param question: The user's question.
+    :param max_iterations: Hard limit on router turns for this run.
+    :param chunk_cap: Most chunks kept in `chunks`.
+    :param filters: Metadata filters that scope every search of the run, or `None`.
+    :param iteration: Router turns completed so far (0 before the first turn).
+    :param chunks: Accumulated chunks, deduplicated by id, sorted by score (highest first), at most `chunk_cap`.
+    :param messages: The controller conversation (tools mode).
+    :param tool_history: One `ToolStep` per recorded action, in order.
+    :param draft: The current draft answer, if any.
+    :param pending: The search waiting for documents, if any.
+    :param pending_action: What the answerer should do with the state: `answer` or `reflect` (json mode).
+    :param queries_tried: Every search query sent so far, in order.
+    :param usage: Per role (`controller`, `answer`, `fallback`): `{"calls", "prompt_tokens", "completion_tokens"}`.
+    :param answer: The final answer once the run has ended (`None` if there is none).
+    :param terminated_by: `answered`, `gave_up`, `max_iterations` or `error` once the run has ended.
+    :param error: The error that ended the run (or a failure that was survived, e.g. of the fallback).
+    :param grounding: Grounding of the answer (filled in by a grounder stage), or `None`.
+    :param metadata: Free-form, JSON-compatible extras (e.g. which policy ran).
+    """
+
+    question: str
+    max_iterations: int = 10
+    chunk_cap: int = 30
+    filters: Mapping[str, Any] | None = None
+    iteration: int = 0
+    chunks: tuple[Document, ...] = ()
+    messages: tuple[ChatMessage, ...] = ()
+    tool_history: tuple[ToolStep, ...] = ()
+    draft: str | None = None
+    pending: PendingSearch | None = None
+    pending_action: str | None = None
+    queries_tried: tuple[str, ...] = ()
+    usage: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    answer: str | None = None
+    terminated_by: str | None = None
+    error: str | None = None
+    grounding: Mapping[str, Any] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    # Haystack deep-copies every component input at every pipeline step. The state is immutable (and chunks
+    # are never mutated in place), so sharing is safe and makes the copy free.
+    def __deepcopy__(self, memo: dict[int, Any]) -> "LoopState":
+        return self
+
+    def __copy__(self) -> "LoopState":
+        return self
+
+    def evolve(self, **changes: Any) -> "LoopState":
+        """
+        Return a new state with the given fields replaced.
+
+        :param changes: Field names and their new values.
+        :returns: The new state; this one is unchanged.
+        """
+        return replace(self, **changes)
+
+    @property
+    def is_last_iteration(self) -> bool:
+        """`True` when the router turn about to be taken is the last one allowed."""
+        return self.iteration + 1 >= self.max_iterations
+
+    def with_step(self, step: ToolStep) -> "LoopState":
+        """
+        Append a step to the tool history.
+
+        :param step: The step.
+        :returns: The new state.
+        """
+        return self.evolve(tool_history=(*self.tool_history, step))
+
+    def with_messages(self, *messages: ChatMessage) -> "LoopState":
+        """
+        Append messages to the controller conversation.
+
+        :param messages: The messages, in order.
+        :returns: The new state.
+        """
+        return self.evolve(messages=(*self.messages, *messages))
+
+    def with_usage(self, role: str, replies: Iterable[ChatMessage], prompt_tokens_estimate: int = 0) -> "LoopState":
+        """
+        Count one LLM call of `role` and the tokens its replies report.
+
+        Tokens come from the replies' `meta["usage"]` (`prompt_tokens`, `completion_tokens`), as Haystack's chat
+        generators report them. When a generator reports none, `prompt_tokens_estimate` is counted instead (and
+        completion tokens are estimated at 4 characters per token, Haystack's `ApproximateTokenCounter` ratio).
+
+        :param role: `controller`, `answer` or `fallback`.
+        :param replies: The replies of the call (may be empty, e.g. when the call raised).
+        :param prompt_tokens_estimate: Estimated prompt tokens, used when no reply reports usage.
+        :returns: The new state.
+        """
+        prompt, completion, reported = 0, 0, False
+        for reply in replies:
+            usage = (reply.meta or {}).get("usage") or {}
+            if usage.get("prompt_tokens") is not None or usage.get("completion_tokens") is not None:
+                reported = True
+                prompt += int(usage.get("prompt_tokens") or 0)
+                completion += int(usage.get("completion_tokens") or 0)
+            else:
+                completion += len(reply.text or "") // 4
+        if not reported:
+            prompt = prompt_tokens_estimate
+        current = self.usage.get(role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        updated = {
+            "calls": current["calls"] + 1,
+            "prompt_tokens": current["prompt_tokens"] + prompt,
+            "completion_tokens": current["completion_tokens"] + completion,
+        }
+        return self.evolve(usage={**self.usage, role: updated})
+
+    def merge_chunks(self, documents: Iterable[Document]) -> "LoopState":
+        """
+        Merge newly retrieved chunks into `chunks` with the loop's merge rules (see `merge_chunks`).
+
+        :param documents: The retriever's documents.
+        :returns: The new state.
+        """
+        return self.evolve(chunks=merge_chunks(self.chunks, documents, self.chunk_cap))
+
+    def finish(
+        self, terminated_by: str, answer: str | None = None, error: str | None = None, **changes: Any
+    ) -> "LoopState":
+        """
+        End the run.
+
+        :param terminated_by: One of `TERMINATIONS`.
+        :param answer: The final answer (`None` when there is none).
+        :param error: The error, for `terminated_by="error"` (or a survived failure).
+        :param changes: Other fields to replace.
+        :returns: The ended state.
+        :raises ValueError: If `terminated_by` is not one of `TERMINATIONS`.
+        """
+        if terminated_by not in TERMINATIONS:
+            raise ValueError(f"terminated_by must be one of {TERMINATIONS}, got {terminated_by!r}")
+        return self.evolve(
+            terminated_by=terminated_by, answer=answer, error=error, pending=None, pending_action=None, **changes
+        )
+
+    def to_result(self) -> dict[str, Any]:
+        """
+        The run's result, JSON-serialisable (for hayhooks and `--json`).
+
+        :returns: A dict with `answer` (str or None), `terminated_by` (str), `iterations` (int),
+            `tool_history` (list of `ToolStep.to_dict()`), `documents` (list of `Document.to_dict()`, best first,
+            embeddings dropped), `grounding` (dict or None), `usage` (per role: calls, prompt_tokens,
+            completion_tokens; plus `total`), `error` (str or None) and `metadata` (dict).
+        """
+        total = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        for counts in self.usage.values():
+            for key in total:
+                total[key] += int(counts.get(key, 0))
+        documents = []
+        for doc in self.chunks:
+            as_dict = doc.to_dict(flatten=False)
+            as_dict.pop("embedding", None)
+            as_dict.pop("sparse_embedding", None)
+            documents.append(_jsonable(as_dict))
+        return {
+            "answer": self.answer,
+            "terminated_by": self.terminated_by,
+            "iterations": self.iteration,
+            "tool_history": [step.to_dict() for step in self.tool_history],
+            "documents": documents,
+            "grounding": _jsonable(self.grounding) if self.grounding is not None else None,
+            "usage": {**{role: dict(counts) for role, counts in self.usage.items()}, "total": total},
+            "error": self.error,
+            "metadata": _jsonable(self.metadata),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the whole state (for checkpoints and debugging).
+
+        :returns: A JSON-compatible dict; `from_dict` restores an equal state.
+        """
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "chunks":
+                value = [doc.to_dict(flatten=False) for doc in value]
+            elif f.name == "messages":
+                value = [message.to_dict() for message in value]
+            elif f.name == "tool_history":
+                value = [step.to_dict() for step in value]
+            elif f.name == "pending" and value is not None:
+                value = {
+                    "query": value.query,
+                    "top_k": value.top_k,
+                    "filters": _jsonable(value.filters),
+                    "tool_call": value.tool_call.to_dict() if value.tool_call else None,
+                }
+            elif f.name == "queries_tried":
+                value = list(value)
+            data[f.name] = _jsonable(value)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LoopState":
+        """
+        Restore a state from `to_dict()` output.
+
+        :param data: The dict.
+        :returns: The state.
+        """
+        values = dict(data)
+        values["chunks"] = tuple(Document.from_dict(d) for d in values.get("chunks") or ())
+        values["messages"] = tuple(ChatMessage.from_dict(m) for m in values.get("messages") or ())
+        values["tool_history"] = tuple(ToolStep.from_dict(s) for s in values.get("tool_history") or ())
+        values["queries_tried"] = tuple(values.get("queries_tried") or ())
+        pending = values.get("pending")
+        if pending is not None:
+            tool_call = pending.get("tool_call")
+            values["pending"] = PendingSearch(
+                query=pending["query"],
+                top_k=pending["top_k"],
+                filters=pending.get("filters"),
+                tool_call=ToolCall.from_dict(tool_call) if tool_call else None,
+            )
+        return cls(**values)
+
+
+def _score_key(doc: Document) -> float:
+    # A missing score ranks lowest; 0.0 is a real score and ranks above it.
+    return float("-inf") if doc.score is None else float(doc.score)
+
+
+def merge_chunks(existing: Iterable[Document], new: Iterable[Document], chunk_cap: int) -> tuple[Document, ...]:
+    """
+    Merge chunks: deduplicate by id keeping the highest score, sort by score, keep at most `chunk_cap`.
+
+    A missing score (`None`) ranks below every real score; `0.0` is a real score. Among equal scores the
+    chunk seen first stays first (stable), so earlier hops keep their place. The lowest-scored chunks are
+    evicted first when the cap is exceeded. Documents are never mutated.
+
+    :param existing: Chunks already held, in order.
+    :param new: Newly retrieved chunks.
+    :param chunk_cap: The most chunks to keep (>= 1).
+    :returns: The merged chunks, best first.
+    :raises ValueError: If `chunk_cap` is below 1.
+    """
+    if chunk_cap < 1:
+        raise ValueError(f"chunk_cap must be at least 1, got {chunk_cap}")
+    best: dict[str, Document] = {}
+    order: dict[str, int] = {}
+    for doc in (*existing, *new):
+        held = best.get(doc.id)
+        if held is None:
+            order[doc.id] = len(order)
+            best[doc.id] = doc
+        elif _score_key(doc) > _score_key(held):
+            best[doc.id] = doc
+    ranked = sorted(best.values(), key=lambda d: (-_score_key(d), order[d.id]))
+    return tuple(ranked[:chunk_cap])
+
+
+def _jsonable(value: Any) -> Any:
+    """Turn tuples, mappings and numpy scalars into plain JSON-compatible values."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if hasattr(value, "item"):  # numpy scalar
+        return value.item()
+    if hasattr(value, "to_dict"):
+        return _jsonable(value.to_dict())
+    return str(value)
