@@ -32,30 +32,24 @@ def variants(budget: int) -> dict[str, dict]:
     out: dict[str, dict] = {
         f"baseline: one search, top_k={budget}": {"first_top_k": budget, "max_follow_ups": 0},
     }
-    for first, follow in ((budget - 2, 2), (budget - 3, 3)):
-        if first < 1:
-            continue
-        base = {"first_top_k": first, "follow_up_top_k": 1, "max_follow_ups": follow}
+    # Fixed slots: first search budget-f chunks, then f follow-ups of 1 chunk (BM25 scores kept).
+    for follow in (2, 3):
+        base = {"first_top_k": budget - follow, "max_follow_ups": follow, "scan_top_chunks": 2}
+        out[f"bridge fixed {budget - follow}+{follow}x1 scan2"] = base
+    # Adaptive slots: first search fills the budget, rank scores let follow-ups evict its tail.
+    for follow in (2, 3):
+        base = {"first_top_k": budget, "max_follow_ups": follow, "score_mode": "rank"}
         for scan in (1, 2, 3):
-            out[f"bridge {first}+{follow}x1 scan{scan}"] = {**base, "scan_top_chunks": scan}
-        out[f"bridge {first}+{follow}x1 scan2 position"] = {**base, "scan_top_chunks": 2, "candidate_order": "position"}
-        out[f"bridge {first}+{follow}x1 scan2 all_words"] = {
-            **base,
-            "scan_top_chunks": 2,
-            "question_exclusion": "all_words",
-        }
-        out[f"bridge {first}+{follow}x1 scan2 title_full"] = {**base, "scan_top_chunks": 2, "query_mode": "title_full"}
-        out[f"bridge {first}+{follow}x1 scan2 title+question"] = {
-            **base,
-            "scan_top_chunks": 2,
-            "query_mode": "title_question",
-        }
-        out[f"bridge {first}+{follow}x1 scan2 comma_alias"] = {**base, "scan_top_chunks": 2, "comma_alias": True}
-        out[f"bridge {first}+{follow}x1 scan2 capitalised_fallback"] = {
-            **base,
-            "scan_top_chunks": 2,
-            "capitalised_fallback": True,
-        }
+            out[f"bridge rank {budget}+{follow}x1 scan{scan}"] = {**base, "scan_top_chunks": scan}
+        base = {**base, "scan_top_chunks": 2}
+        tag = f"bridge rank {budget}+{follow}x1 scan2"
+        out[f"{tag} position"] = {**base, "candidate_order": "position"}
+        out[f"{tag} all_words"] = {**base, "question_exclusion": "all_words"}
+        out[f"{tag} title_full"] = {**base, "query_mode": "title_full"}
+        out[f"{tag} title+question"] = {**base, "query_mode": "title_question"}
+        out[f"{tag} comma_alias"] = {**base, "comma_alias": True}
+        out[f"{tag} question_titles"] = {**base, "question_titles": True}
+        out[f"{tag} capitalised_fallback"] = {**base, "capitalised_fallback": True}
     return out
 
 
@@ -65,16 +59,26 @@ def main() -> None:
     parser.add_argument("--data", required=True, help="HotpotQA or MuSiQue JSONL file")
     parser.add_argument("--budget", type=int, default=6, help="chunk budget (final chunks kept), default 6")
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    parser.add_argument(
+        "--content",
+        choices=("title+text", "text"),
+        default="title+text",
+        help="document content: title line + paragraph (default) or the paragraph only",
+    )
     parser.add_argument("--only", default=None, help="only variants whose name contains this text")
     args = parser.parse_args()
 
     rows = load_hotpotqa_questions(args.data)
-    documents = hotpotqa_documents(rows)  # all paragraphs of all questions, one store
+    # all paragraphs of all questions, one store
+    documents = hotpotqa_documents(rows, title_in_content=args.content == "title+text")
     store = InMemoryDocumentStore()
     store.write_documents(documents)
     retriever = InMemoryBM25Retriever(store)
     questions = rows[: args.limit] if args.limit else rows
-    print(f"{args.data}: {len(questions)} questions, {len(documents)} documents, budget {args.budget} chunks\n")
+    print(
+        f"{args.data}: {len(questions)} questions, {len(documents)} documents, budget {args.budget} chunks, "
+        f"content {args.content}\n"
+    )
 
     cache: dict[tuple[str, int], list] = {}
 

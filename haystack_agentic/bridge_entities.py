@@ -7,10 +7,11 @@ then search the entities that the best retrieved chunks mention but the question
 *bridge entities*, recognised as the titles of other documents in the store), then answer.
 """
 
+import html
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from haystack import Document, logging
@@ -20,6 +21,7 @@ logger = logging.getLogger(__name__)
 CandidateOrder = Literal["chunk_rank", "position"]
 QueryMode = Literal["title", "title_full", "title_question"]
 QuestionExclusion = Literal["phrase", "all_words"]
+ScoreMode = Literal["bm25", "rank"]
 
 # Aliases made only of these words are never matched (they would fire on every sentence start).
 STOPWORDS = frozenset(
@@ -41,10 +43,10 @@ def normalise(text: str) -> str:
     """
     Fold text for matching: Unicode compatibility form, accents removed, lower case.
 
-    :param text: Any text.
-    :returns: The folded text (same token boundaries as the input).
+    :param text: Any text (HTML entities such as `&amp;`, found in HotpotQA titles, are decoded).
+    :returns: The folded text.
     """
-    text = unicodedata.normalize("NFKD", text)
+    text = unicodedata.normalize("NFKD", html.unescape(text))
     return "".join(c for c in text if not unicodedata.combining(c)).lower()
 
 
@@ -139,6 +141,8 @@ class BridgeEntityPolicy:
         question_exclusion: QuestionExclusion = "phrase",
         comma_alias: bool = False,
         capitalised_fallback: bool = False,
+        question_titles: bool = False,
+        score_mode: ScoreMode = "bm25",
         max_alias_tokens: int = 12,
     ) -> None:
         """
@@ -164,6 +168,12 @@ class BridgeEntityPolicy:
             ("Paris, Texas" as "Paris"); default False.
         :param capitalised_fallback: When no title is found, propose capitalised phrases of the
             scanned chunks that the question does not contain (default False).
+        :param question_titles: Before bridge entities, propose titles that the question itself
+            mentions but whose documents are not retrieved yet (helps comparison questions whose
+            first search found only one side); default False.
+        :param score_mode: How `collect` scores chunks before merging: `"bm25"` (default) keeps the
+            retriever's scores; `"rank"` replaces them by reciprocal ranks per search (see
+            `rank_scores`), so follow-up chunks survive a score-capped merge.
         :param max_alias_tokens: Longest alias, in tokens, that is indexed (default 12).
         :raises ValueError: If a top-k, `max_follow_ups` or `scan_top_chunks` is out of range, or
             an option is not one of its documented values.
@@ -176,6 +186,8 @@ class BridgeEntityPolicy:
             raise ValueError(f"candidate_order must be 'chunk_rank' or 'position', got {candidate_order!r}.")
         if query_mode not in ("title", "title_full", "title_question"):
             raise ValueError(f"query_mode must be 'title', 'title_full' or 'title_question', got {query_mode!r}.")
+        if score_mode not in ("bm25", "rank"):
+            raise ValueError(f"score_mode must be 'bm25' or 'rank', got {score_mode!r}.")
         if question_exclusion not in ("phrase", "all_words"):
             raise ValueError(f"question_exclusion must be 'phrase' or 'all_words', got {question_exclusion!r}.")
         self.first_top_k = first_top_k
@@ -187,6 +199,8 @@ class BridgeEntityPolicy:
         self.question_exclusion = question_exclusion
         self.comma_alias = comma_alias
         self.capitalised_fallback = capitalised_fallback
+        self.question_titles = question_titles
+        self.score_mode = score_mode
         self.max_alias_tokens = max_alias_tokens
 
         self._index: dict[tuple[str, ...], list[str]] = {}
@@ -289,6 +303,13 @@ class BridgeEntityPolicy:
         if self.candidate_order == "position":
             found.sort(key=lambda x: (x[0], x[1]))
         result: list[str] = []
+        if self.question_titles:
+            for mention in self.find_mentions(question):
+                for title in mention.titles:
+                    if title not in retrieved and title not in result and (
+                        normalise(self._query_for(title, question)).strip() not in searched_norm
+                    ):
+                        result.append(title)
         for _, _, title in found:
             if title in retrieved or title in result:
                 continue
@@ -366,15 +387,34 @@ class BridgeEntityPolicy:
         :returns: `(chunks, queries)`: the final chunks, best first, and the queries made in order.
         """
         cap = self.max_chunks if chunk_cap is None else chunk_cap
+        rescore = rank_scores if self.score_mode == "rank" else list
         queries = [question]
-        chunks = merge_chunks([], retrieve(question, self.first_top_k), cap)
+        chunks = merge_chunks([], rescore(retrieve(question, self.first_top_k)), cap)
         for _ in range(self.max_follow_ups):
             proposals = self.next_queries(question, chunks, queries)
             if not proposals:
                 break
             queries.append(proposals[0])
-            chunks = merge_chunks(chunks, retrieve(proposals[0], self.follow_up_top_k), cap)
+            chunks = merge_chunks(chunks, rescore(retrieve(proposals[0], self.follow_up_top_k)), cap)
         return chunks, queries
+
+
+def rank_scores(documents: Sequence[Document]) -> list[Document]:
+    """
+    Replace retrieval scores by reciprocal ranks: the i-th document (0-based) scores `1 / (i + 1)`.
+
+    Scores of different queries become comparable: every search's best chunk scores 1.0, so a
+    score-capped merge keeps each search's best chunks and evicts the tail of the longest list.
+    The original score is kept in `meta["retrieval_score"]`; new Documents are returned (the
+    inputs are not mutated) with the same ids.
+
+    :param documents: One search's results, best first.
+    :returns: Copies of the documents with rank scores.
+    """
+    return [
+        replace(doc, score=1.0 / (i + 1), meta={**doc.meta, "retrieval_score": doc.score})
+        for i, doc in enumerate(documents)
+    ]
 
 
 def merge_chunks(chunks: Sequence[Document], new: Sequence[Document], chunk_cap: int) -> list[Document]:

@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+The packaged loop pipelines, built in Python and written as the YAML files under `pipelines/`.
+
+`python -m haystack_agentic.default_pipelines [DIR]` rewrites the YAML files (default: the packaged directory);
+a test checks the committed files match what this module builds.
+
+- `agentic_rag.yml`: `AgenticRouter` in `tools` mode driven by an OpenAI-compatible chat generator
+  (`OPENAI_API_KEY`; `OPENAI_BASE_URL` for Ollama / vLLM / llama.cpp servers), in-memory BM25.
+- `agentic_rag_json.yml`: the same in `json` mode, for models without tool calling.
+- `agentic_rag_embedded.yml`: the offline default: `BridgeEntityRouter` (deterministic) with the packaged
+  SmolLM2-135M writing the answer; no API key, no server.
+"""
+
+import sys
+from pathlib import Path
+
+from haystack import Pipeline
+from haystack.components.generators.chat import OpenAIChatGenerator
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+from haystack_agentic.agentic_router import AgenticRouter
+from haystack_agentic.answerer import Answerer
+from haystack_agentic.bridge_entity_router import BridgeEntityRouter
+from haystack_agentic.embedded_chat_generator import EmbeddedChatGenerator
+from haystack_agentic.fallback_synthesizer import FallbackSynthesizer
+from haystack_agentic.loop_controller import LoopController
+from haystack_agentic.loop_pipeline import build_loop_pipeline
+from haystack_agentic.resources import pipelines_dir
+
+#: The in-memory store index the packaged pipelines share (in-memory stores with one index share storage).
+INDEX_NAME = "haystack-agentic"
+
+#: Default model name for the OpenAI-compatible pipelines (override with `--model` / `HAYSTACK_AGENTIC_MODEL`).
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+
+#: Answer prompt tuned for SmolLM2-135M: the question before and after the context, a short-answer instruction.
+EMBEDDED_GENERATE_PROMPT = """\
+Read the context and answer the question with a few words taken from the context.
+Question: {{ question }}
+
+Context:
+{{ chunks }}
+
+Question: {{ question }}
+Short answer:"""
+
+
+def embedded_pipeline() -> Pipeline:
+    """
+    The offline default: deterministic bridge-entity routing, SmolLM2-135M answers, in-memory BM25 over 6 chunks.
+
+    :returns: The pipeline (not warmed up; the model loads on first run).
+    """
+    store = InMemoryDocumentStore(index=INDEX_NAME)
+    router = BridgeEntityRouter(document_store=store, first_top_k=4, follow_up_top_k=1, max_follow_ups=2)
+    return build_loop_pipeline(
+        router,
+        InMemoryBM25Retriever(document_store=store),
+        controller=LoopController(max_iterations=router.max_follow_ups + 2, chunk_cap=router.max_chunks),
+        answerer=Answerer(
+            chat_generator=EmbeddedChatGenerator(),
+            generate_prompt=EMBEDDED_GENERATE_PROMPT,
+            max_chunks=router.max_chunks,
+            chunk_chars=700,
+        ),
+        fallback=FallbackSynthesizer(chat_generator=EmbeddedChatGenerator(), max_chunks=router.max_chunks, chunk_chars=700),
+        metadata={
+            "llm": "SmolLM2-135M-Instruct (embedded, offline)",
+            "policy": "bridge-entity (deterministic: search the question, then bridge entities)",
+        },
+    )
+
+
+def openai_pipeline(mode: str = "tools") -> Pipeline:
+    """
+    The LLM-routed loop on an OpenAI-compatible endpoint, in-memory BM25.
+
+    :param mode: `"tools"` (native tool calling) or `"json"` (the JSON routing protocol).
+    :returns: The pipeline. The API key is read from `OPENAI_API_KEY` when the generator warms up.
+    """
+    store = InMemoryDocumentStore(index=INDEX_NAME)
+    controller_llm = OpenAIChatGenerator(model=DEFAULT_OPENAI_MODEL)
+    # In tools mode the controller's answer is final unless a separate answer LLM is configured; json mode
+    # needs an answer LLM to write the answer from the chunks: the controller's.
+    answer_llm = OpenAIChatGenerator(model=DEFAULT_OPENAI_MODEL) if mode == "json" else None
+    return build_loop_pipeline(
+        AgenticRouter(chat_generator=controller_llm, mode=mode, temperature=0.0),
+        InMemoryBM25Retriever(document_store=store),
+        controller=LoopController(max_iterations=10, chunk_cap=30),
+        answerer=Answerer(chat_generator=answer_llm, temperature=0.0),
+        fallback=FallbackSynthesizer(chat_generator=OpenAIChatGenerator(model=DEFAULT_OPENAI_MODEL), temperature=0.0),
+        metadata={"llm": f"OpenAI-compatible ({DEFAULT_OPENAI_MODEL})", "policy": f"LLM router ({mode} mode)"},
+    )
+
+
+def default_pipelines() -> dict[str, Pipeline]:
+    """
+    Every packaged pipeline by file name.
+
+    :returns: `{"agentic_rag.yml": ..., "agentic_rag_json.yml": ..., "agentic_rag_embedded.yml": ...}`.
+    """
+    return {
+        "agentic_rag.yml": openai_pipeline("tools"),
+        "agentic_rag_json.yml": openai_pipeline("json"),
+        "agentic_rag_embedded.yml": embedded_pipeline(),
+    }
+
+
+def write_pipelines(directory: Path | None = None) -> list[Path]:
+    """
+    Write the packaged pipelines as YAML.
+
+    :param directory: Where to write (default: the packaged pipelines directory).
+    :returns: The paths written.
+    """
+    directory = Path(directory) if directory else pipelines_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, pipeline in default_pipelines().items():
+        path = directory / name
+        path.write_text(pipeline.dumps(), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for written_path in write_pipelines(Path(sys.argv[1]) if len(sys.argv) > 1 else None):
+        print(written_path)

@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Where the packaged resources are: the YAML pipelines and the sample corpus.
+
+In a wheel they sit inside the package (`haystack_agentic/pipelines`, `haystack_agentic/data`); in a source
+checkout (an editable install) they are the repository's `pipelines/` and `examples/data/`.
+"""
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+_REPO = _PACKAGE.parent
+
+#: File name of the shipped HotpotQA sample (CC BY-SA 4.0; see examples/data/SOURCES.md).
+SAMPLE_CORPUS = "hotpotqa_dev_sample.jsonl"
+
+
+def _first_existing(*candidates: Path) -> Path:
+    for candidate in candidates:
+        if candidate.exists():
+            return candidate
+    return candidates[-1]
+
+
+def pipelines_dir() -> Path:
+    """
+    The directory of the packaged YAML pipelines.
+
+    :returns: Its path (the package copy when installed from a wheel, else the repository's `pipelines/`).
+    """
+    return _first_existing(_PACKAGE / "pipelines", _REPO / "pipelines")
+
+
+def pipeline_path(name: str) -> Path:
+    """
+    The path of one packaged pipeline.
+
+    :param name: The file name (`agentic_rag.yml`) or its stem (`agentic_rag`).
+    :returns: The path.
+    :raises FileNotFoundError: If there is no such pipeline; the message lists the ones there are.
+    """
+    directory = pipelines_dir()
+    path = directory / (name if name.endswith((".yml", ".yaml")) else f"{name}.yml")
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in directory.glob("*.yml")))
+        raise FileNotFoundError(f"No packaged pipeline '{name}' in {directory}. Known pipelines: {known}.")
+    return path
+
+
+def sample_corpus_path() -> Path:
+    """
+    The shipped HotpotQA sample corpus (360 questions, ~3,500 Wikipedia paragraphs).
+
+    :returns: Its path.
+    """
+    return _first_existing(_PACKAGE / "data" / SAMPLE_CORPUS, _REPO / "examples" / "data" / SAMPLE_CORPUS)

@@ -1,0 +1,299 @@
+# SPDX-License-Identifier: Apache-2.0
+
+import asyncio
+import copy
+import inspect
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from haystack import component, default_from_dict, default_to_dict, logging
+from haystack.dataclasses import ChatMessage, ChatRole, StreamingChunk, ToolCall
+from haystack.utils.jinja2_sandbox import HaystackSandboxedEnvironment
+
+logger = logging.getLogger(__name__)
+
+#: The keys a scripted turn may have.
+TURN_KEYS = ("text", "tool_calls", "raise", "empty", "template")
+
+_ENV = HaystackSandboxedEnvironment()
+
+
+@component
+class ScriptedChatGenerator:
+    """
+    A chat generator that plays a written script instead of calling an LLM, for tests, examples and benchmarks.
+
+    The script is plain data (a list of dicts), so a pipeline using it serialises to YAML and loads again
+    (e.g. in a hayhooks server). Each reply reports `meta["usage"]` (tokens estimated at 4 characters each) and
+    `meta["model"]`, and every call is recorded in `calls` for assertions.
+
+    ### Turns
+    Each turn is a dict:
+    - `{"text": "..."}`: an assistant reply with text.
+    - `{"tool_calls": [{"tool_name": "search", "arguments": {...}}]}`: a reply with tool calls. `arguments` may be
+      any JSON value, or a raw string to simulate malformed arguments (it is passed through unparsed).
+      An optional `"id"` per call is kept; otherwise ids `call_<turn>_<n>` are made up.
+    - `{"text": ..., "tool_calls": ...}`: both.
+    - `{"raise": "message"}`: the call raises `RuntimeError("message")`.
+    - `{"empty": true}`: a reply with no text and no tool calls.
+    - `"template": true` (with any of the above): the text and every string inside the tool call arguments are
+      rendered as Jinja templates with `question` (the text of the first user message), `last_message` (the
+      text, or tool result, of the last message), `turn` (0-based) and `messages`. This lets one script give
+      each run an answer that depends on its own question.
+
+    ### Which turn is played
+    - Default (`per_call=False`): the turn index is the number of assistant messages already in the `messages`
+      the call receives. A tool-calling conversation carries its own history, so the same generator instance
+      serves any number of concurrent runs deterministically, with no shared counter.
+    - `per_call=True`: the turn index is an instance counter (under a lock), advanced on every call. Use it for
+      roles that get a fresh prompt each call (the answer LLM, json-mode routing, the fallback), where the
+      conversation carries no turn count. Such an instance follows one script across all the runs it serves.
+
+    When the script runs out, the last turn is repeated (`repeat_last=True`), or `IndexError` is raised.
+
+    ### Usage example
+    ```python
+    from haystack.dataclasses import ChatMessage
+    from haystack_agentic.testing import ScriptedChatGenerator
+
+    llm = ScriptedChatGenerator(
+        script=[
+            {"tool_calls": [{"tool_name": "search", "arguments": {"query": "Big Stone Gap director"}}]},
+            {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "Adriana Trigiani"}}]},
+        ]
+    )
+    reply = llm.run(messages=[ChatMessage.from_user("Who directed Big Stone Gap?")])["replies"][0]
+    print(reply.tool_calls[0].arguments)  # {"query": "Big Stone Gap director"}
+    ```
+    """
+
+    def __init__(
+        self,
+        script: list[dict[str, Any]] | None = None,
+        latency: float = 0.0,
+        model: str = "scripted",
+        repeat_last: bool = True,
+        per_call: bool = False,
+    ) -> None:
+        """
+        Create a ScriptedChatGenerator.
+
+        :param script: The turns, in order (see the class docstring). `None`: an empty script, whose first call
+            raises `IndexError`.
+        :param latency: Seconds to sleep in every call (`time.sleep` in `run`, `asyncio.sleep` in `run_async`, so
+            concurrent async runs overlap). Default 0.
+        :param model: The model name reported in each reply's `meta["model"]`. Default `"scripted"`.
+        :param repeat_last: When the script runs out, repeat its last turn (`True`, the default) or raise
+            `IndexError` (`False`).
+        :param per_call: Pick turns with a call counter instead of by counting assistant messages in the
+            conversation. Default `False`.
+        :raises ValueError: If a turn is not a dict, has unknown keys or no content, or `latency` is negative.
+        """
+        if latency < 0:
+            raise ValueError(f"latency must be >= 0 seconds, got {latency}")
+        self.script = [self._check_turn(i, turn) for i, turn in enumerate(copy.deepcopy(list(script or [])))]
+        self.latency = latency
+        self.model = model
+        self.repeat_last = repeat_last
+        self.per_call = per_call
+        #: Every call, in order: `(messages, generation_kwargs, tools)`.
+        self.calls: list[tuple[list[ChatMessage], dict[str, Any] | None, Any]] = []
+        self._counter = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _check_turn(index: int, turn: Any) -> dict[str, Any]:
+        if not isinstance(turn, Mapping):
+            raise ValueError(f"Script turn {index} must be a dict, got {type(turn).__name__}: {turn!r}")
+        unknown = set(turn) - set(TURN_KEYS)
+        if unknown:
+            raise ValueError(f"Script turn {index} has unknown keys {sorted(unknown)}; allowed: {list(TURN_KEYS)}")
+        if not any(key in turn for key in ("text", "tool_calls", "raise", "empty")):
+            raise ValueError(f"Script turn {index} needs 'text', 'tool_calls', 'raise' or 'empty': {dict(turn)!r}")
+        tool_calls = turn.get("tool_calls")
+        if tool_calls is not None:
+            if not isinstance(tool_calls, list) or not all(
+                isinstance(tc, Mapping) and isinstance(tc.get("tool_name"), str) for tc in tool_calls
+            ):
+                raise ValueError(
+                    f"Script turn {index}: 'tool_calls' must be a list of dicts with a 'tool_name' string"
+                )
+        return dict(turn)
+
+    def reset(self) -> None:
+        """Forget recorded calls and reset the `per_call` counter."""
+        with self._lock:
+            self.calls.clear()
+            self._counter = 0
+
+    # --- running ------------------------------------------------------------------------------------------
+
+    @component.output_types(replies=list[ChatMessage])
+    def run(
+        self,
+        messages: list[ChatMessage],
+        generation_kwargs: dict[str, Any] | None = None,
+        tools: Any = None,
+        streaming_callback: Any = None,
+    ) -> dict[str, list[ChatMessage]]:
+        """
+        Play the next scripted turn.
+
+        :param messages: The conversation (for `per_call=False`, its assistant messages say which turn is played).
+        :param generation_kwargs: Recorded, otherwise ignored.
+        :param tools: Recorded, otherwise ignored.
+        :param streaming_callback: If given, called once with a `StreamingChunk` holding the reply's text.
+        :returns: `{"replies": [ChatMessage]}`: one assistant reply.
+        :raises RuntimeError: On a `{"raise": ...}` turn.
+        :raises IndexError: When the script has run out and `repeat_last` is `False` (or the script is empty).
+        """
+        turn, index = self._next_turn(messages, generation_kwargs, tools)
+        if self.latency:
+            time.sleep(self.latency)
+        reply = self._reply(turn, index, messages)
+        if streaming_callback is not None:
+            streaming_callback(StreamingChunk(content=reply.text or "", meta={"model": self.model}))
+        return {"replies": [reply]}
+
+    @component.output_types(replies=list[ChatMessage])
+    async def run_async(
+        self,
+        messages: list[ChatMessage],
+        generation_kwargs: dict[str, Any] | None = None,
+        tools: Any = None,
+        streaming_callback: Any = None,
+    ) -> dict[str, list[ChatMessage]]:
+        """
+        Async twin of `run`: sleeps with `asyncio.sleep`, so concurrent runs overlap.
+
+        :returns: The same as `run`.
+        """
+        turn, index = self._next_turn(messages, generation_kwargs, tools)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        reply = self._reply(turn, index, messages)
+        if streaming_callback is not None:
+            outcome = streaming_callback(StreamingChunk(content=reply.text or "", meta={"model": self.model}))
+            if inspect.isawaitable(outcome):
+                await outcome
+        return {"replies": [reply]}
+
+    def _next_turn(
+        self, messages: Sequence[ChatMessage], generation_kwargs: dict[str, Any] | None, tools: Any
+    ) -> tuple[dict[str, Any], int]:
+        messages = list(messages)
+        with self._lock:
+            self.calls.append((messages, copy.deepcopy(generation_kwargs), tools))
+            if self.per_call:
+                index = self._counter
+                self._counter += 1
+            else:
+                index = sum(1 for m in messages if m.role == ChatRole.ASSISTANT)
+        if index < len(self.script):
+            return self.script[index], index
+        if self.script and self.repeat_last:
+            return self.script[-1], index
+        how = "calls made" if self.per_call else "assistant messages in the conversation"
+        raise IndexError(
+            f"ScriptedChatGenerator has no turn {index} ({how}: {index}); the script has {len(self.script)} "
+            "turn(s). Add turns, or set repeat_last=True."
+        )
+
+    def _reply(self, turn: Mapping[str, Any], index: int, messages: Sequence[ChatMessage]) -> ChatMessage:
+        if "raise" in turn:
+            raise RuntimeError(str(turn["raise"]))
+        variables = _template_variables(messages, index) if turn.get("template") else None
+        text = None if turn.get("empty") else turn.get("text")
+        if text is not None and variables is not None:
+            text = _ENV.from_string(str(text)).render(**variables)
+        tool_calls = []
+        if not turn.get("empty"):
+            for number, call in enumerate(turn.get("tool_calls") or []):
+                arguments = copy.deepcopy(call.get("arguments"))
+                if variables is not None:
+                    arguments = _render_strings(arguments, variables)
+                tool_calls.append(
+                    ToolCall(
+                        tool_name=call["tool_name"],
+                        arguments=arguments,
+                        id=call.get("id") or f"call_{index}_{number}",
+                    )
+                )
+        prompt_chars = sum(_message_chars(m) for m in messages)
+        completion_chars = len(text or "") + sum(_arguments_chars(tc.arguments) for tc in tool_calls)
+        meta = {
+            "model": self.model,
+            "index": 0,
+            "finish_reason": "tool_calls" if tool_calls else "stop",
+            "usage": {
+                "prompt_tokens": prompt_chars // 4,
+                "completion_tokens": completion_chars // 4,
+                "total_tokens": prompt_chars // 4 + completion_chars // 4,
+            },
+        }
+        return ChatMessage.from_assistant(text=text if text else None, tool_calls=tool_calls or None, meta=meta)
+
+    # --- serialisation ------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the component to a dictionary (plain data only).
+
+        :returns: Dictionary with serialized data.
+        """
+        return default_to_dict(
+            self,
+            script=copy.deepcopy(self.script),
+            latency=self.latency,
+            model=self.model,
+            repeat_last=self.repeat_last,
+            per_call=self.per_call,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ScriptedChatGenerator":
+        """
+        Deserialize the component from a dictionary.
+
+        :param data: Dictionary to deserialize from.
+        :returns: The component.
+        """
+        return default_from_dict(cls, data)
+
+
+def _message_chars(message: ChatMessage) -> int:
+    chars = len(message.text or "")
+    for tool_call in message.tool_calls:
+        chars += len(tool_call.tool_name) + _arguments_chars(tool_call.arguments)
+    for result in message.tool_call_results:
+        chars += len(str(result.result))
+    return chars
+
+
+def _arguments_chars(arguments: Any) -> int:
+    if isinstance(arguments, str):
+        return len(arguments)
+    return len(json.dumps(arguments, default=str))
+
+
+def _template_variables(messages: Sequence[ChatMessage], index: int) -> dict[str, Any]:
+    question = next((m.text or "" for m in messages if m.role == ChatRole.USER), "")
+    last = ""
+    if messages:
+        final = messages[-1]
+        results = final.tool_call_results
+        last = final.text or (str(results[-1].result) if results else "")
+    return {"question": question, "last_message": last, "turn": index, "messages": list(messages)}
+
+
+def _render_strings(value: Any, variables: dict[str, Any]) -> Any:
+    if isinstance(value, str):
+        return _ENV.from_string(value).render(**variables)
+    if isinstance(value, list):
+        return [_render_strings(v, variables) for v in value]
+    if isinstance(value, dict):
+        return {k: _render_strings(v, variables) for k, v in value.items()}
+    return value

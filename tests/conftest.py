@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Shared fixtures and helpers for the unit tests: a small in-memory document store, a scripted retriever, script
+turn builders and a factory that builds the loop pipeline around a `ScriptedChatGenerator`.
+"""
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from haystack import Document, Pipeline, component
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+from haystack_agentic import AgenticRouter, Answerer, FallbackSynthesizer, LoopController, build_loop_pipeline
+from haystack_agentic.testing import ScriptedChatGenerator
+
+QUESTION = "Where is the director of the film Big Stone Gap based?"
+
+DOCS = [
+    Document(
+        id="bsg",
+        content="Big Stone Gap is a 2014 American drama romance film written and directed by Adriana Trigiani.",
+        meta={"title": "Big Stone Gap (film)", "kind": "film"},
+    ),
+    Document(
+        id="trigiani",
+        content="Adriana Trigiani is an Italian American best-selling author and film director based in "
+        "Greenwich Village, New York City.",
+        meta={"title": "Adriana Trigiani", "kind": "person"},
+    ),
+    Document(
+        id="greenwich",
+        content="Greenwich Village is a neighborhood on the west side of Lower Manhattan, New York City.",
+        meta={"title": "Greenwich Village", "kind": "place"},
+    ),
+    Document(
+        id="bsg-town",
+        content="Big Stone Gap is a town in Wise County, Virginia, in the Appalachian Mountains.",
+        meta={"title": "Big Stone Gap, Virginia", "kind": "place"},
+    ),
+    Document(
+        id="stonehenge",
+        content="Stonehenge is a prehistoric monument on Salisbury Plain in Wiltshire, England.",
+        meta={"title": "Stonehenge", "kind": "place"},
+    ),
+    Document(
+        id="village-people",
+        content="Village People is an American disco group formed in New York City in 1977.",
+        meta={"title": "Village People", "kind": "band"},
+    ),
+]
+DOC_TEXT = {doc.id: doc.content for doc in DOCS}
+
+
+# --- script turns -------------------------------------------------------------------------------------------
+
+
+def tool_turn(name: str, arguments: Any, **extra: Any) -> dict[str, Any]:
+    """A scripted turn calling one tool."""
+    return {"tool_calls": [{"tool_name": name, "arguments": arguments}], **extra}
+
+
+def search(query: str, top_k: int | None = None) -> dict[str, Any]:
+    """A scripted `search` tool call."""
+    arguments: dict[str, Any] = {"query": query}
+    if top_k is not None:
+        arguments["top_k"] = top_k
+    return tool_turn("search", arguments)
+
+
+def answer(text: str) -> dict[str, Any]:
+    """A scripted `answer` tool call."""
+    return tool_turn("answer", {"text": text})
+
+
+def give_up(reason: str) -> dict[str, Any]:
+    """A scripted `give_up` tool call."""
+    return tool_turn("give_up", {"reason": reason})
+
+
+def decide(action: str, **fields: Any) -> dict[str, Any]:
+    """A scripted json-mode decision (plain JSON text)."""
+    return {"text": json.dumps({"action": action, **fields})}
+
+
+# --- test doubles -------------------------------------------------------------------------------------------
+
+
+@component
+class ScriptedRetriever:
+    """A retriever returning fixed documents per query (id, score) and recording every call."""
+
+    def __init__(self, results: dict[str, list[tuple[str, float | None]]]) -> None:
+        self.results = results
+        self.calls: list[dict[str, Any]] = []
+
+    @component.output_types(documents=list[Document])
+    def run(self, query: str, filters: dict[str, Any] | None = None, top_k: int | None = None) -> dict[str, Any]:
+        self.calls.append({"query": query, "filters": filters, "top_k": top_k})
+        docs = [
+            Document(id=doc_id, content=DOC_TEXT.get(doc_id, f"Text of {doc_id}."), score=score)
+            for doc_id, score in self.results.get(query, [])
+        ]
+        return {"documents": docs}
+
+
+# --- fixtures -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store() -> InMemoryDocumentStore:
+    """A fresh in-memory store (unique index: stores sharing an index share storage) holding `DOCS`."""
+    document_store = InMemoryDocumentStore(index=f"test-{uuid.uuid4().hex}")
+    document_store.write_documents([Document(id=d.id, content=d.content, meta=dict(d.meta)) for d in DOCS])
+    return document_store
+
+
+@pytest.fixture
+def retriever(store: InMemoryDocumentStore) -> InMemoryBM25Retriever:
+    """A BM25 retriever over `store`."""
+    return InMemoryBM25Retriever(store)
+
+
+class Loop:
+    """A built loop pipeline with handles on its scripted LLMs and retriever."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        llm: ScriptedChatGenerator,
+        retriever: Any,
+        answer_llm: ScriptedChatGenerator | None,
+        fallback_llm: ScriptedChatGenerator | None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.llm = llm
+        self.retriever = retriever
+        self.answer_llm = answer_llm
+        self.fallback_llm = fallback_llm
+
+    def run(self, query: str = QUESTION, filters: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run the pipeline and return the result dict."""
+        inputs: dict[str, Any] = {"query": query}
+        if filters is not None:
+            inputs["filters"] = filters
+        return self.pipeline.run({"controller": inputs})["result"]["result"]
+
+    async def run_async(self, query: str = QUESTION, filters: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run the pipeline with `run_async` and return the result dict."""
+        inputs: dict[str, Any] = {"query": query}
+        if filters is not None:
+            inputs["filters"] = filters
+        return (await self.pipeline.run_async({"controller": inputs}))["result"]["result"]
+
+
+@pytest.fixture
+def build_loop(store: InMemoryDocumentStore):
+    """
+    Factory: build the loop pipeline around a `ScriptedChatGenerator` controller script.
+
+    Keyword arguments: `mode`, `max_iterations`, `chunk_cap`, `answer_script` / `fallback_script` (lists of turns
+    for per-call scripted answer / fallback LLMs), `answerer` / `fallback` (ready components), `fallback_enabled`,
+    `retriever` (overrides a fresh BM25 retriever over `store`), `per_call`, `latency`, `router_kwargs`,
+    `answerer_kwargs`, `fallback_kwargs`.
+    """
+
+    def factory(
+        script: list[dict[str, Any]],
+        *,
+        mode: str = "tools",
+        max_iterations: int = 6,
+        chunk_cap: int = 30,
+        answer_script: list[dict[str, Any]] | None = None,
+        fallback_script: list[dict[str, Any]] | None = None,
+        answerer: Answerer | None = None,
+        fallback: FallbackSynthesizer | None = None,
+        fallback_enabled: bool = True,
+        retriever: Any = None,
+        per_call: bool | None = None,
+        latency: float = 0.0,
+        router_kwargs: dict[str, Any] | None = None,
+        answerer_kwargs: dict[str, Any] | None = None,
+        fallback_kwargs: dict[str, Any] | None = None,
+    ) -> Loop:
+        llm = ScriptedChatGenerator(script, per_call=(mode == "json") if per_call is None else per_call, latency=latency)
+        router = AgenticRouter(chat_generator=llm, mode=mode, **(router_kwargs or {}))
+        answer_llm = ScriptedChatGenerator(answer_script, per_call=True) if answer_script is not None else None
+        fallback_llm = ScriptedChatGenerator(fallback_script, per_call=True) if fallback_script is not None else None
+        if answerer is None:
+            answerer = Answerer(chat_generator=answer_llm, **(answerer_kwargs or {}))
+        if fallback is None:
+            fallback = FallbackSynthesizer(
+                chat_generator=fallback_llm, enabled=fallback_enabled, **(fallback_kwargs or {})
+            )
+        used_retriever = retriever if retriever is not None else InMemoryBM25Retriever(store)
+        pipeline = build_loop_pipeline(
+            router,
+            used_retriever,
+            controller=LoopController(max_iterations=max_iterations, chunk_cap=chunk_cap),
+            answerer=answerer,
+            fallback=fallback,
+        )
+        return Loop(pipeline, llm, used_retriever, answer_llm, fallback_llm)
+
+    return factory
+
+
+def actions(result: dict[str, Any]) -> list[str]:
+    """The `action` of every step in a result's tool history."""
+    return [step["action"] for step in result["tool_history"]]
+
+
+def calls(result: dict[str, Any], role: str) -> int:
+    """LLM calls of `role` in a result's usage (0 when the role never ran)."""
+    return result["usage"].get(role, {}).get("calls", 0)
