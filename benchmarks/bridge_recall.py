@@ -13,6 +13,7 @@ Run: `python benchmarks/bridge_recall.py --data examples/data/hotpotqa_dev_sampl
 """
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -32,24 +33,30 @@ def variants(budget: int) -> dict[str, dict]:
     out: dict[str, dict] = {
         f"baseline: one search, top_k={budget}": {"first_top_k": budget, "max_follow_ups": 0},
     }
-    # Fixed slots: first search budget-f chunks, then f follow-ups of 1 chunk (BM25 scores kept).
+    # Fixed slots: first search budget-f chunks, then f follow-ups of 1 chunk, BM25 scores kept,
+    # so nothing is ever evicted.
     for follow in (2, 3):
+        tag = f"fixed {budget - follow}+{follow}x1"
         base = {"first_top_k": budget - follow, "max_follow_ups": follow, "scan_top_chunks": 2}
-        out[f"bridge fixed {budget - follow}+{follow}x1 scan2"] = base
-    # Adaptive slots: first search fills the budget, rank scores let follow-ups evict its tail.
+        out[f"{tag} scan2"] = base
+        out[f"{tag} scan2 qtitles filter"] = {**base, "question_titles": True, "title_filter": True}
+    # Adaptive slots: the first search fills the budget; rank scores let follow-ups evict its tail.
     for follow in (2, 3):
-        base = {"first_top_k": budget, "max_follow_ups": follow, "score_mode": "rank"}
-        for scan in (1, 2, 3):
-            out[f"bridge rank {budget}+{follow}x1 scan{scan}"] = {**base, "scan_top_chunks": scan}
-        base = {**base, "scan_top_chunks": 2}
-        tag = f"bridge rank {budget}+{follow}x1 scan2"
-        out[f"{tag} position"] = {**base, "candidate_order": "position"}
-        out[f"{tag} all_words"] = {**base, "question_exclusion": "all_words"}
-        out[f"{tag} title_full"] = {**base, "query_mode": "title_full"}
-        out[f"{tag} title+question"] = {**base, "query_mode": "title_question"}
-        out[f"{tag} comma_alias"] = {**base, "comma_alias": True}
-        out[f"{tag} question_titles"] = {**base, "question_titles": True}
-        out[f"{tag} capitalised_fallback"] = {**base, "capitalised_fallback": True}
+        tag = f"rank {budget}+{follow}x1"
+        base = {"first_top_k": budget, "max_follow_ups": follow, "score_mode": "rank", "scan_top_chunks": 2}
+        out[f"{tag} scan2"] = base
+        out[f"{tag} scan2 follow-up top_k=2"] = {**base, "follow_up_top_k": 2}
+        out[f"{tag} scan2 title+question"] = {**base, "query_mode": "title_question"}
+        out[f"{tag} scan2 capitalised_fallback"] = {**base, "capitalised_fallback": True}
+        out[f"{tag} scan2 qtitles"] = {**base, "question_titles": True}
+        best = {**base, "question_titles": True, "title_filter": True}
+        out[f"{tag} scan2 qtitles filter"] = best
+        for scan in (1, 3):
+            out[f"{tag} scan{scan} qtitles filter"] = {**best, "scan_top_chunks": scan}
+        out[f"{tag} scan2 qtitles filter position"] = {**best, "candidate_order": "position"}
+        out[f"{tag} scan2 qtitles filter all_words"] = {**best, "question_exclusion": "all_words"}
+        out[f"{tag} scan2 qtitles filter comma_alias"] = {**best, "comma_alias": True}
+        out[f"{tag} scan2 qtitles filter title+question"] = {**best, "query_mode": "title_question"}
     return out
 
 
@@ -80,12 +87,12 @@ def main() -> None:
         f"content {args.content}\n"
     )
 
-    cache: dict[tuple[str, int], list] = {}
+    cache: dict[str, list] = {}
 
-    def retrieve(query: str, top_k: int) -> list:
-        key = (query, top_k)
+    def retrieve(query: str, top_k: int, filters: dict | None) -> list:
+        key = json.dumps([query, top_k, filters])
         if key not in cache:
-            cache[key] = retriever.run(query=query, top_k=top_k)["documents"]
+            cache[key] = retriever.run(query=query, top_k=top_k, filters=filters)["documents"]
         return cache[key]
 
     header = f"{'policy':<48} {'both-gold recall':>16} {'mean searches':>14} {'max':>4} {'s/question':>10}"

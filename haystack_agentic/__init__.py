@@ -3,6 +3,7 @@
 
 from haystack_agentic.agentic_router import AgenticRouter
 from haystack_agentic.answerer import Answerer
+from haystack_agentic.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.loop_controller import LoopController
 from haystack_agentic.loop_pipeline import ALLOWED_MODULES, build_loop_pipeline
@@ -13,6 +14,7 @@ __all__ = [
     "ALLOWED_MODULES",
     "AgenticRouter",
     "Answerer",
+    "BridgeEntityRouter",
     "FallbackSynthesizer",
     "LoopController",
     "LoopResultBuilder",

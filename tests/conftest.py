@@ -26,8 +26,8 @@ DOCS = [
     ),
     Document(
         id="trigiani",
-        content="Adriana Trigiani is an Italian American best-selling author and film director based in "
-        "Greenwich Village, New York City.",
+        content="Adriana Trigiani is an Italian American best-selling author and film director. "
+        "Trigiani is based in Greenwich Village, New York City.",
         meta={"title": "Adriana Trigiani", "kind": "person"},
     ),
     Document(

