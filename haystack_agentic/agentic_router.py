@@ -390,6 +390,16 @@ class AgenticRouter:
             if not query:
                 step = ToolStep(iteration=turn, action="invalid", arguments=decision, result="search without query")
                 return {"loop": state.with_step(step)}
+            if query.casefold() in {q.casefold() for q in state.queries_tried}:
+                step = ToolStep(
+                    iteration=turn,
+                    action="invalid",
+                    query=query,
+                    arguments=decision,
+                    reasoning=reasoning,
+                    result=f'already searched for "{query}"',
+                )
+                return {"loop": state.with_step(step)}
             return self._search(state, turn, query, self.default_top_k, None, decision, reasoning)
         if action == "reflect" and not state.draft:
             # Nothing to reflect on yet: the answerer writes a first draft instead.
@@ -414,7 +424,7 @@ class AgenticRouter:
                 state = state.with_messages(ChatMessage.from_assistant(""))
             return {"loop": state.with_step(step).with_messages(ChatMessage.from_user(_EMPTY_REPLY_NUDGE))}
 
-        search: tuple[ToolCall, str, int] | None = None
+        search: tuple[ToolCall, str, int, dict[str, Any]] | None = None
         for tool_call in tool_calls:
             name = tool_call.tool_name
             try:
@@ -443,7 +453,7 @@ class AgenticRouter:
                             ToolStep(turn, "invalid", query=query, tool_name=name, arguments=arguments, result=message)
                         )
                         continue
-                    search = (tool_call, query, top_k)
+                    search = (tool_call, query, top_k, arguments)
                     continue
                 if name in self._user_tools:
                     state = self._invoke_user_tool(state, turn, tool_call, arguments)
@@ -457,8 +467,8 @@ class AgenticRouter:
                     ToolStep(turn, "invalid", tool_name=name, arguments=_safe_arguments(tool_call), result=message)
                 )
         if search is not None:
-            tool_call, query, top_k = search
-            return self._search(state, turn, query, top_k, tool_call, _safe_arguments(tool_call), None)
+            tool_call, query, top_k, arguments = search
+            return self._search(state, turn, query, top_k, tool_call, arguments, None)
         return {"loop": state}
 
     def _top_k(self, value: Any) -> int:

@@ -128,12 +128,13 @@ class BridgeEntityPolicy:
                  meta={"title": "Adriana Trigiani"}),
     ])
     retriever = InMemoryBM25Retriever(store)
-    policy = BridgeEntityPolicy.from_document_store(store)
+    policy = BridgeEntityPolicy.from_document_store(store, first_top_k=1, max_follow_ups=1)
     chunks, queries = policy.collect(
         'The director of the romantic comedy "Big Stone Gap" is based in what New York city?',
         retrieve=lambda query, top_k, filters: retriever.run(query=query, top_k=top_k, filters=filters)["documents"],
     )
-    print(queries)  # the question, then 'Adriana Trigiani'
+    print(queries)  # [the question, 'Adriana Trigiani']
+    print([c.meta["title"] for c in chunks])  # ['Big Stone Gap (film)', 'Adriana Trigiani']
     ```
     """
 

@@ -12,13 +12,29 @@ from haystack_agentic.loop_state import LoopState, PendingSearch, ToolStep
 logger = logging.getLogger(__name__)
 
 
+def and_filters(*filters: dict[str, Any] | None) -> dict[str, Any] | None:
+    """
+    Combine Haystack metadata filters with AND (the run's filters always keep applying).
+
+    :param filters: Filters, any of them `None`.
+    :returns: `None` when all are `None`, the one filter when only one is set, else an `AND` of them.
+    """
+    present = [dict(f) for f in filters if f]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+    return {"operator": "AND", "conditions": present}
+
+
 @component
 class BridgeEntityRouter:
     """
     A deterministic router for the agentic loop, with the same sockets as `AgenticRouter`, for LLMs too weak to route.
 
     Turn 1 searches the question. Each later turn searches the best *bridge entity*: the title of another
-    document that the best chunks mention but the question does not (see `BridgeEntityPolicy`), until
+    document that the best chunks mention but the question does not (see `BridgeEntityPolicy`), restricted to
+    that document by a `meta.title` filter ANDed with the run's filters, until
     `max_follow_ups` follow-ups are done or no new bridge entity is found; then it routes to the answerer, which
     writes the answer from the chunks. It never calls an LLM, so the loop costs one answer call per question.
 
@@ -121,9 +137,12 @@ class BridgeEntityRouter:
             return self._search(state, turn, state.question, self.first_top_k, "the question")
         follow_ups_done = len(searched) - 1
         if follow_ups_done < self.max_follow_ups and not state.is_last_iteration:
-            proposals = self._current_policy().next_queries(state.question, list(state.chunks), searched)
+            proposals = self._current_policy().next_searches(state.question, list(state.chunks), searched)
             if proposals:
-                return self._search(state, turn, proposals[0], self.follow_up_top_k, "bridge entity")
+                best = proposals[0]
+                return self._search(
+                    state, turn, best["query"], best["top_k"], "bridge entity", extra_filters=best["filters"]
+                )
         reason = "no new bridge entity" if follow_ups_done < self.max_follow_ups else "follow-up budget used"
         step = ToolStep(iteration=turn, action="answer", result=f"answer from chunks ({reason})")
         return count_final_turn({"answer": state.with_step(step).evolve(pending_action="answer")}, turn)
@@ -141,9 +160,12 @@ class BridgeEntityRouter:
         return self.run(state)
 
     @staticmethod
-    def _search(state: LoopState, turn: int, query: str, top_k: int, why: str) -> dict[str, Any]:
-        filters = dict(state.filters) if state.filters else None
-        step = ToolStep(iteration=turn, action="search", query=query, arguments={"top_k": top_k}, reasoning=why)
+    def _search(
+        state: LoopState, turn: int, query: str, top_k: int, why: str, extra_filters: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        filters = and_filters(state.filters, extra_filters)
+        arguments = {"top_k": top_k, **({"filters": extra_filters} if extra_filters else {})}
+        step = ToolStep(iteration=turn, action="search", query=query, arguments=arguments, reasoning=why)
         state = state.with_step(step).evolve(
             pending=PendingSearch(query=query, top_k=top_k, filters=filters),
             queries_tried=(*state.queries_tried, query),

@@ -58,8 +58,10 @@ def build_loop_pipeline(
     :param retriever: A Haystack retriever with `query` (text) or `query_embedding` input, `filters`, `top_k`,
         and a `documents` output.
     :param controller: The `LoopController` (default: `LoopController()`).
-    :param answerer: The `Answerer` (default: one without its own LLM, which keeps the controller's draft).
-    :param fallback: The `FallbackSynthesizer` (default: disabled).
+    :param answerer: The `Answerer` (default: in json mode one with the router's chat generator; otherwise one
+        without its own LLM, which keeps the controller's draft as the answer).
+    :param fallback: The `FallbackSynthesizer` (default: one with the router's chat generator and temperature;
+        disabled when the router has no chat generator).
     :param query_embedder: A text embedder (input `text`, output `embedding`) for dense retrievers, or `None`.
     :param grounder: A grounding stage (input `state`, output `state`), or `None`.
     :param metadata: Pipeline metadata (kept in YAML).
@@ -67,6 +69,15 @@ def build_loop_pipeline(
         `result.result`.
     """
     controller = controller or LoopController()
+    # Unset roles fall back to the controller's chat generator (DESIGN.md). In tools mode the controller's answer
+    # is final by default (no rewrite); json mode needs an answer LLM to write the answer from the chunks.
+    controller_llm = getattr(router, "chat_generator", None)
+    controller_temperature = getattr(router, "temperature", None)
+    if answerer is None:
+        json_mode = getattr(router, "mode", "tools") == "json"
+        answerer = Answerer(chat_generator=controller_llm if json_mode else None, temperature=controller_temperature)
+    if fallback is None:
+        fallback = FallbackSynthesizer(chat_generator=controller_llm, temperature=controller_temperature)
     pipeline = Pipeline(max_runs_per_component=max_runs_for(controller.max_iterations), metadata=metadata or {})
     pipeline.add_component("controller", controller)
     pipeline.add_component("router", router)
@@ -74,8 +85,8 @@ def build_loop_pipeline(
     if query_embedder is not None:
         pipeline.add_component("query_embedder", query_embedder)
     pipeline.add_component("retriever", retriever)
-    pipeline.add_component("answerer", answerer or Answerer())
-    pipeline.add_component("fallback", fallback or FallbackSynthesizer(enabled=False))
+    pipeline.add_component("answerer", answerer)
+    pipeline.add_component("fallback", fallback)
     pipeline.add_component("finish", BranchJoiner(LoopState))
     if grounder is not None:
         pipeline.add_component("grounder", grounder)

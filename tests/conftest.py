@@ -184,7 +184,9 @@ def build_loop(store: InMemoryDocumentStore):
         answerer_kwargs: dict[str, Any] | None = None,
         fallback_kwargs: dict[str, Any] | None = None,
     ) -> Loop:
-        llm = ScriptedChatGenerator(script, per_call=(mode == "json") if per_call is None else per_call, latency=latency)
+        if per_call is None:
+            per_call = mode == "json"  # json mode sends a fresh one-message prompt each turn
+        llm = ScriptedChatGenerator(script, per_call=per_call, latency=latency)
         router = AgenticRouter(chat_generator=llm, mode=mode, **(router_kwargs or {}))
         answer_llm = ScriptedChatGenerator(answer_script, per_call=True) if answer_script is not None else None
         fallback_llm = ScriptedChatGenerator(fallback_script, per_call=True) if fallback_script is not None else None
@@ -215,3 +217,9 @@ def actions(result: dict[str, Any]) -> list[str]:
 def calls(result: dict[str, Any], role: str) -> int:
     """LLM calls of `role` in a result's usage (0 when the role never ran)."""
     return result["usage"].get(role, {}).get("calls", 0)
+
+
+@pytest.fixture
+def allow_deserialization(monkeypatch):
+    """Let `from_dict` outside `Pipeline.loads` import our classes (and test modules' callables)."""
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*,test_*,conftest")

@@ -130,15 +130,14 @@ def test_pending_action_none_means_answer():
 
 
 def test_reflect_replaces_the_draft_with_the_improved_answer():
-    llm = _llm({"text": "The draft lacks the city.\nImproved answer: Greenwich Village, New York City"})
+    reply = "The draft lacks the city.\nImproved answer: Greenwich Village, New York City"
+    llm = _llm({"text": reply})
     out = Answerer(chat_generator=llm).run(state=_state(action="reflect"))
     assert set(out) == {"state"}
     state = out["state"]
     assert state.draft == "Greenwich Village, New York City"
     assert state.pending_action is None and state.terminated_by is None
-    assert state.tool_history[-1] == ToolStep(
-        iteration=3, action="reflect", result="The draft lacks the city.\nImproved answer: Greenwich Village, New York City"
-    )
+    assert state.tool_history[-1] == ToolStep(iteration=3, action="reflect", result=reply)
     prompt = _prompt(llm)
     assert "Draft answer: Greenwich" in prompt and "Improved answer:" in prompt and DOC_TEXT["trigiani"] in prompt
 
@@ -228,7 +227,7 @@ def test_bad_limits_are_rejected():
         Answerer(chunk_chars=0)
 
 
-def test_serialisation_round_trip():
+def test_serialisation_round_trip(allow_deserialization):
     answerer = Answerer(
         chat_generator=_llm({"text": "a"}), temperature=0.3, generation_kwargs={"seed": 1},
         answer_prompt=DEFAULT_ANSWER_PROMPT + "!", max_chunks=3, chunk_chars=99,

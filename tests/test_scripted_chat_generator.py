@@ -162,7 +162,10 @@ def test_calls_are_recorded_with_generation_kwargs_and_tools():
 def test_template_turns_render_question_and_last_message():
     llm = ScriptedChatGenerator(
         [
-            {"tool_calls": [{"tool_name": "search", "arguments": {"query": "{{ question }}", "n": 3}}], "template": True},
+            {
+                "tool_calls": [{"tool_name": "search", "arguments": {"query": "{{ question }}", "n": 3}}],
+                "template": True,
+            },
             {"text": "turn {{ turn }}: {{ last_message }}", "template": True},
         ]
     )
