@@ -35,6 +35,20 @@ def render(template: str, **variables: Any) -> str:
     return _ENV.from_string(template).render(**variables).strip()
 
 
+def with_system_prompt(template: str | None, question: str, messages: list[ChatMessage]) -> list[ChatMessage]:
+    """
+    Put a rendered system message before `messages` when a template is given.
+
+    :param template: A Jinja template (variable `question`) or `None`.
+    :param question: The run's question.
+    :param messages: The prompt messages.
+    :returns: The messages, with the system message first when there is one.
+    """
+    if not template:
+        return messages
+    return [ChatMessage.from_system(render(template, question=question)), *messages]
+
+
 @dataclass(frozen=True)
 class LLMCall:
     """

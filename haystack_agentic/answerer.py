@@ -15,6 +15,7 @@ from haystack_agentic._llm import (
     generator_from_dict_inplace,
     generator_to_dict,
     render,
+    with_system_prompt,
     warm_up_generator,
 )
 from haystack_agentic.loop_state import LoopState, ToolStep
@@ -87,6 +88,7 @@ class Answerer:
         chat_generator: ChatGenerator | None = None,
         temperature: float | None = None,
         generation_kwargs: dict[str, Any] | None = None,
+        system_prompt: str | None = None,
         answer_prompt: str | None = None,
         generate_prompt: str | None = None,
         reflect_prompt: str | None = None,
@@ -100,6 +102,7 @@ class Answerer:
             answers that must be written from chunks end the run with an error saying a generator is needed.
         :param temperature: Sampling temperature of the answer role (`None`: the generator's default).
         :param generation_kwargs: Extra generation kwargs for every answer call.
+        :param system_prompt: Optional system message (Jinja, variable `question`) sent before every prompt.
         :param answer_prompt: Jinja template replacing `DEFAULT_ANSWER_PROMPT` (draft rewrite).
         :param generate_prompt: Jinja template replacing `DEFAULT_GENERATE_PROMPT` (answer from chunks).
         :param reflect_prompt: Jinja template replacing `DEFAULT_REFLECT_PROMPT` (critique + improve).
@@ -112,6 +115,7 @@ class Answerer:
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
+        self.system_prompt = system_prompt
         self.answer_prompt = answer_prompt
         self.generate_prompt = generate_prompt
         self.reflect_prompt = reflect_prompt
@@ -185,7 +189,7 @@ class Answerer:
         else:
             template, variables = self.generate_prompt or DEFAULT_GENERATE_PROMPT, {}
         prompt = render(template, question=state.question, chunks=chunks, **variables)
-        return [ChatMessage.from_user(prompt)]
+        return with_system_prompt(self.system_prompt, state.question, [ChatMessage.from_user(prompt)])
 
     def _complete(
         self, before: LoopState, state: LoopState, text: str, error: BaseException | None
@@ -228,6 +232,7 @@ class Answerer:
             chat_generator=generator_to_dict(self.chat_generator),
             temperature=self.temperature,
             generation_kwargs=self.generation_kwargs,
+            system_prompt=self.system_prompt,
             answer_prompt=self.answer_prompt,
             generate_prompt=self.generate_prompt,
             reflect_prompt=self.reflect_prompt,

@@ -277,7 +277,7 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     store = _retriever_store(pipeline)
     store_path = Path(args.store) if args.store else default_store_path()
     quiet = args.quiet or args.json
-    err = Console(stderr=True, quiet=quiet)
+    err = Console(stderr=True, quiet=quiet, soft_wrap=True)
     if isinstance(store, InMemoryDocumentStore) and store.count_documents() == 0:
         load_store_into(store, store_path, err, quiet)
     describe = {
@@ -325,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--filters", help='Haystack metadata filters as JSON, applied to every search.')
     ask.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     ask.add_argument("--quiet", action="store_true", help="No progress output.")
+
+    from haystack_agentic.eval_cli import add_eval_parser  # noqa: PLC0415
+    from haystack_agentic.serve import add_serve_parser  # noqa: PLC0415 - hayhooks is needed for `serve` only
+
+    add_eval_parser(sub)
+    add_serve_parser(sub)
     return parser
 
 
@@ -336,10 +342,16 @@ def main(argv: list[str] | None = None) -> int:
     :returns: The exit code: 0 on success, 1 when the loop ended in error, 2 on bad input.
     """
     args = build_parser().parse_args(argv)
-    console = Console()
+    console = Console(soft_wrap=True)
     try:
         if args.command == "index":
             return cmd_index(args, console)
+        if args.command == "serve":
+            return args.func(args)
+        if args.command == "eval":
+            from haystack_agentic.eval_cli import cmd_eval  # noqa: PLC0415
+
+            return cmd_eval(args, console)
         if args.max_iterations is not None and args.max_iterations < 1:
             raise CLIError("--max-iterations must be at least 1.")
         if args.filters:
@@ -350,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise CLIError(f"--filters must be a JSON object of Haystack filters ({exc}).") from exc
         return cmd_ask(args, console)
     except CLIError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
         return 2
 
 

@@ -10,10 +10,14 @@ a test checks the committed files match what this module builds.
 - `agentic_rag_json.yml`: the same in `json` mode, for models without tool calling.
 - `agentic_rag_embedded.yml`: the offline default: `BridgeEntityRouter` (deterministic) with the packaged
   SmolLM2-135M writing the answer; no API key, no server.
+
+Each file also declares the `inputs` (`query`) and `outputs` (`result`) that `hayhooks` needs to serve a YAML
+pipeline (`hayhooks pipeline deploy-yaml`, `hayhooks run --pipelines-dir`); Haystack ignores those keys.
 """
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from haystack import Pipeline
 from haystack.components.generators.chat import OpenAIChatGenerator
@@ -35,16 +39,54 @@ INDEX_NAME = "haystack-agentic"
 #: Default model name for the OpenAI-compatible pipelines (override with `--model` / `HAYSTACK_AGENTIC_MODEL`).
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
-#: Answer prompt tuned for SmolLM2-135M: the question before and after the context, a short-answer instruction.
+#: System message and answer prompt tuned for SmolLM2-135M (prompt wording compared on HotpotQA paragraphs: this
+#: one gave the shortest, most often correct answers; the model still tends to answer in a full sentence).
+EMBEDDED_SYSTEM_PROMPT = (
+    "You answer questions from documents. Give the shortest possible answer, a few words, no explanation."
+)
 EMBEDDED_GENERATE_PROMPT = """\
-Read the context and answer the question with a few words taken from the context.
-Question: {{ question }}
-
-Context:
+Documents:
 {{ chunks }}
 
 Question: {{ question }}
 Short answer:"""
+
+
+#: The inputs `hayhooks` exposes for a packaged YAML (hayhooks makes every declared input required, so only `query`).
+HAYHOOKS_INPUTS = {"query": "controller.query"}
+
+#: The outputs `hayhooks` returns for a packaged YAML: the loop's result dict.
+HAYHOOKS_OUTPUTS = {"result": "result.result"}
+
+
+class HayhooksPipeline(Pipeline):
+    """
+    A `Pipeline` whose serialised form also declares the `inputs`/`outputs` that hayhooks serves.
+
+    `Pipeline.loads` ignores the two extra keys, so the YAML stays a plain Haystack pipeline.
+    """
+
+    hayhooks_inputs: dict[str, str] = HAYHOOKS_INPUTS
+    hayhooks_outputs: dict[str, str] = HAYHOOKS_OUTPUTS
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the pipeline, with hayhooks' `inputs` and `outputs` declarations.
+
+        :returns: `Pipeline.to_dict()` plus `inputs` and `outputs`.
+        """
+        return {**super().to_dict(), "inputs": dict(self.hayhooks_inputs), "outputs": dict(self.hayhooks_outputs)}
+
+
+def servable(pipeline: Pipeline) -> HayhooksPipeline:
+    """
+    Make a built loop pipeline serialise with hayhooks' `inputs`/`outputs` declarations.
+
+    :param pipeline: A pipeline from `build_loop_pipeline` (input `controller.query`, output `result.result`).
+    :returns: The same pipeline object, as a `HayhooksPipeline`.
+    """
+    pipeline.__class__ = HayhooksPipeline  # same state, one overridden method: no copy of the graph needed
+    return pipeline
 
 
 def embedded_pipeline() -> Pipeline:
@@ -61,6 +103,7 @@ def embedded_pipeline() -> Pipeline:
         controller=LoopController(max_iterations=router.max_follow_ups + 2, chunk_cap=router.max_chunks),
         answerer=Answerer(
             chat_generator=EmbeddedChatGenerator(),
+            system_prompt=EMBEDDED_SYSTEM_PROMPT,
             generate_prompt=EMBEDDED_GENERATE_PROMPT,
             max_chunks=router.max_chunks,
             chunk_chars=700,
@@ -99,12 +142,13 @@ def default_pipelines() -> dict[str, Pipeline]:
     """
     Every packaged pipeline by file name.
 
-    :returns: `{"agentic_rag.yml": ..., "agentic_rag_json.yml": ..., "agentic_rag_embedded.yml": ...}`.
+    :returns: `{"agentic_rag.yml": ..., "agentic_rag_json.yml": ..., "agentic_rag_embedded.yml": ...}`, each
+        declaring hayhooks' `inputs`/`outputs` when serialised.
     """
     return {
-        "agentic_rag.yml": openai_pipeline("tools"),
-        "agentic_rag_json.yml": openai_pipeline("json"),
-        "agentic_rag_embedded.yml": embedded_pipeline(),
+        "agentic_rag.yml": servable(openai_pipeline("tools")),
+        "agentic_rag_json.yml": servable(openai_pipeline("json")),
+        "agentic_rag_embedded.yml": servable(embedded_pipeline()),
     }
 
 

@@ -179,7 +179,10 @@ class EmbeddedChatGenerator:
         if self.model_file is not None:
             path = Path(self.model_file).expanduser()
             if not path.is_file():
-                msg = f"EmbeddedChatGenerator: the GGUF file '{path}' given as `model_file` does not exist. {_INSTALL_HINT}"
+                msg = (
+                    f"EmbeddedChatGenerator: the GGUF file '{path}' given as `model_file` does not exist. "
+                    f"{_INSTALL_HINT}"
+                )
                 raise RuntimeError(msg)
             return path
         path = _locate_default_gguf()

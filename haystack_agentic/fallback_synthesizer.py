@@ -14,6 +14,7 @@ from haystack_agentic._llm import (
     generator_from_dict_inplace,
     generator_to_dict,
     render,
+    with_system_prompt,
     warm_up_generator,
 )
 from haystack_agentic.loop_state import LoopState
@@ -62,6 +63,7 @@ class FallbackSynthesizer:
         chat_generator: ChatGenerator | None = None,
         temperature: float | None = None,
         generation_kwargs: dict[str, Any] | None = None,
+        system_prompt: str | None = None,
         synthesis_prompt: str | None = None,
         enabled: bool = True,
         max_chunks: int = 10,
@@ -74,6 +76,7 @@ class FallbackSynthesizer:
             `enabled=False`.
         :param temperature: Sampling temperature of the fallback role (`None`: the generator's default).
         :param generation_kwargs: Extra generation kwargs for the call.
+        :param system_prompt: Optional system message (Jinja, variable `question`) sent before the prompt.
         :param synthesis_prompt: Jinja template replacing `DEFAULT_SYNTHESIS_PROMPT`.
         :param enabled: `False` turns the fallback call off.
         :param max_chunks: Most chunks (best first) put into the prompt. Default 10.
@@ -85,6 +88,7 @@ class FallbackSynthesizer:
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
+        self.system_prompt = system_prompt
         self.synthesis_prompt = synthesis_prompt
         self.enabled = enabled
         self.max_chunks = max_chunks
@@ -150,7 +154,7 @@ class FallbackSynthesizer:
             chunks=format_chunks(state.chunks[: self.max_chunks], self.chunk_chars),
             draft=state.draft,
         )
-        return [ChatMessage.from_user(prompt)]
+        return with_system_prompt(self.system_prompt, state.question, [ChatMessage.from_user(prompt)])
 
     @staticmethod
     def _complete(state: LoopState, text: str, error: BaseException | None) -> LoopState:
@@ -171,6 +175,7 @@ class FallbackSynthesizer:
             chat_generator=generator_to_dict(self.chat_generator),
             temperature=self.temperature,
             generation_kwargs=self.generation_kwargs,
+            system_prompt=self.system_prompt,
             synthesis_prompt=self.synthesis_prompt,
             enabled=self.enabled,
             max_chunks=self.max_chunks,

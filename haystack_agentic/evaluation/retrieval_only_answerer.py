@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: Apache-2.0
+
+from typing import Any
+
+from haystack import component, default_from_dict, default_to_dict, logging
+
+from haystack_agentic.loop_state import LoopState, ToolStep
+
+logger = logging.getLogger(__name__)
+
+
+@component
+class RetrievalOnlyAnswerer:
+    """
+    Ends the loop without writing an answer, for retrieval-only evaluation (`haystack-agentic eval --no-answer`).
+
+    It has the `Answerer`'s sockets and stands in for it: the run ends `answered` with the controller's draft if
+    there is one (an LLM router's own answer costs no extra call), else with no answer. It never calls an LLM, so
+    a retrieval-only evaluation measures recall and searches without the answer model's cost.
+
+    ### Usage example
+    ```python
+    from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
+    from haystack_agentic.loop_state import LoopState
+
+    out = RetrievalOnlyAnswerer().run(state=LoopState(question="q", pending_action="answer"))
+    print(out["finished"].terminated_by, out["finished"].answer)  # answered None
+    ```
+    """
+
+    @component.output_types(state=LoopState, finished=LoopState)
+    def run(self, state: LoopState) -> dict[str, LoopState]:
+        """
+        End the run (a reflect request goes back into the loop unchanged).
+
+        :param state: The run's state from the router.
+        :returns: `{"finished": LoopState}` (`terminated_by="answered"`, `answer` = the draft or `None`), or
+            `{"state": LoopState}` for a `reflect`/`draft` request, which is skipped.
+        """
+        action = state.pending_action or "answer"
+        if action in ("reflect", "draft"):
+            step = ToolStep(iteration=state.iteration + 1, action=action, result="skipped (retrieval-only)")
+            return {"state": state.with_step(step).evolve(pending_action=None)}
+        return {"finished": state.finish("answered", answer=state.draft)}
+
+    @component.output_types(state=LoopState, finished=LoopState)
+    async def run_async(self, state: LoopState) -> dict[str, LoopState]:
+        """
+        Async twin of `run`.
+
+        :param state: The run's state from the router.
+        :returns: The same as `run`.
+        """
+        return self.run(state)
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the component to a dictionary.
+
+        :returns: Dictionary with serialized data.
+        """
+        return default_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RetrievalOnlyAnswerer":
+        """
+        Deserialize the component from a dictionary.
+
+        :param data: Dictionary to deserialize from.
+        :returns: The component.
+        """
+        return default_from_dict(cls, data)

@@ -1,0 +1,271 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+`AgenticLoopWrapper`: a hayhooks `PipelineWrapper` that serves a loop pipeline YAML over REST, the
+OpenAI-compatible chat API (with streamed progress) and MCP.
+"""
+
+import os
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+from fastapi import HTTPException
+from haystack import Pipeline, logging
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.types import DuplicatePolicy
+from hayhooks import BasePipelineWrapper
+
+from haystack_agentic.loop_pipeline import ALLOWED_MODULES, max_runs_for
+from haystack_agentic.loop_state import LoopState
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable naming a saved `InMemoryDocumentStore` (JSON, from `haystack-agentic index`) that fills
+#: an empty in-memory store of the served pipeline at start-up.
+ENV_STORE = "HAYSTACK_AGENTIC_STORE"
+
+#: Components whose outputs carry the `LoopState` while the loop runs (watched to stream progress).
+_PROGRESS_COMPONENTS = {"router", "controller"}
+
+
+class BadRequest(HTTPException):
+    """A request the loop cannot run: answered with HTTP 422 and a message saying what to change."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(status_code=422, detail=message)
+
+
+def check_question(query: Any) -> str:
+    """
+    Validate a question before it reaches the pipeline.
+
+    :param query: The question from the request.
+    :returns: The question, stripped.
+    :raises BadRequest: If it is missing, not a string or blank.
+    """
+    if query is None:
+        raise BadRequest("The request needs a `query`: the question, as a string.")
+    if not isinstance(query, str):
+        raise BadRequest(f"`query` must be a string, got {type(query).__name__}.")
+    if not query.strip():
+        raise BadRequest("`query` is empty: ask a question with some text in it.")
+    return query.strip()
+
+
+def question_from_messages(messages: Any) -> str:
+    """
+    The question of an OpenAI-style chat request: the text of its last user message.
+
+    :param messages: The request's `messages` (dicts with `role` and `content`, a string or a list of parts).
+    :returns: The question, stripped.
+    :raises BadRequest: If there is no user message or it has no text.
+    """
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("`messages` must be a non-empty list of chat messages.")
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(
+                part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+            )
+        if not isinstance(content, str) or not content.strip():
+            raise BadRequest("The last user message has no text: put the question in its `content`.")
+        return content.strip()
+    raise BadRequest("`messages` has no user message: send the question as a message with role `user`.")
+
+
+def progress_line(step: dict[str, Any]) -> str:
+    """
+    One line of streamed progress for a step of the loop.
+
+    :param step: A `ToolStep.to_dict()`.
+    :returns: E.g. `1. search "Big Stone Gap director"` (with a trailing newline).
+    """
+    line = f"{step['iteration']}. {step['action']}"
+    if step.get("query"):
+        line += f' "{step["query"]}"'
+    elif step["action"] in ("give_up", "error", "invalid") and step.get("result"):
+        line += f" ({str(step['result'])[:200]})"
+    return line + "\n"
+
+
+def load_served_pipeline(
+    path: Path | str, overrides: dict[str, Any] | None = None, store_path: Path | str | None = None
+) -> Pipeline:
+    """
+    Load a loop pipeline YAML for serving, with the allow-list, optional overrides and a saved store.
+
+    :param path: The pipeline YAML.
+    :param overrides: Optional `model` and `api_base_url` (set on every `OpenAIChatGenerator`) and
+        `max_iterations` (set on the `LoopController`, with a matching `max_runs_per_component`).
+    :param store_path: A saved `InMemoryDocumentStore` JSON to copy into the retriever's in-memory store when that
+        store is empty (default: `$HAYSTACK_AGENTIC_STORE`, if set).
+    :returns: The pipeline, warmed up.
+    :raises ValueError: If the YAML cannot be read or loaded, or the store file cannot be read.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
+    overrides = overrides or {}
+    for spec in (data.get("components") or {}).values():
+        params = spec.setdefault("init_parameters", {}) or {}
+        if spec.get("type", "").endswith("LoopController") and overrides.get("max_iterations"):
+            params["max_iterations"] = int(overrides["max_iterations"])
+            data["max_runs_per_component"] = max_runs_for(int(overrides["max_iterations"]))
+        for value in params.values():
+            if isinstance(value, dict) and str(value.get("type", "")).endswith("OpenAIChatGenerator"):
+                for key in ("model", "api_base_url"):
+                    if overrides.get(key):
+                        value.setdefault("init_parameters", {})[key] = overrides[key]
+    data.pop("inputs", None)
+    data.pop("outputs", None)
+    try:
+        pipeline = Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
+    except Exception as exc:  # noqa: BLE001 - report any loading problem with the file named
+        raise ValueError(f"Cannot load the pipeline {path}: {exc}") from exc
+    store_path = store_path or os.environ.get(ENV_STORE)
+    if store_path:
+        fill_store(pipeline, Path(store_path))
+    pipeline.warm_up()
+    return pipeline
+
+
+def fill_store(pipeline: Pipeline, store_path: Path) -> int:
+    """
+    Copy a saved in-memory store into the pipeline retriever's in-memory store, if that one is empty.
+
+    :param pipeline: The loop pipeline (component `retriever` with a `document_store`).
+    :param store_path: The saved store (JSON from `InMemoryDocumentStore.save_to_disk`).
+    :returns: The number of documents in the retriever's store.
+    :raises ValueError: If the file cannot be read.
+    """
+    store = getattr(pipeline.get_component("retriever"), "document_store", None)
+    if not isinstance(store, InMemoryDocumentStore):
+        return 0
+    if store.count_documents() == 0:
+        try:
+            saved = InMemoryDocumentStore.load_from_disk(str(store_path))
+        except (OSError, ValueError, KeyError) as exc:
+            raise ValueError(f"Cannot read the store {store_path} ({exc}); run `haystack-agentic index`.") from exc
+        store.write_documents(saved.filter_documents(), policy=DuplicatePolicy.OVERWRITE)
+    return store.count_documents()
+
+
+class AgenticLoopWrapper(BasePipelineWrapper):
+    """
+    Serves an agentic loop pipeline with hayhooks: `POST /<name>/run`, `/v1/chat/completions` and an MCP tool.
+
+    Every request runs on `Pipeline.run_async`, so concurrent questions on one worker overlap while they wait on
+    the LLM; the loop's state travels as data, so one pipeline instance serves them all without leaks.
+    Subclass it in a hayhooks pipeline directory (`<name>/pipeline_wrapper.py`), or let `haystack-agentic serve`
+    write that file.
+
+    ### Usage example
+    ```python
+    # pipelines/agentic_rag/pipeline_wrapper.py, served by `hayhooks run --pipelines-dir pipelines`
+    from haystack_agentic.serving import AgenticLoopWrapper
+
+    class PipelineWrapper(AgenticLoopWrapper):
+        pipeline_file = "/path/to/agentic_rag.yml"
+    ```
+    """
+
+    #: The pipeline YAML to serve (absolute, or relative to the wrapper's module file).
+    pipeline_file: ClassVar[str | None] = None
+    #: Overrides for `load_served_pipeline` (`model`, `api_base_url`, `max_iterations`).
+    overrides: ClassVar[dict[str, Any]] = {}
+    #: A saved in-memory store to load at start-up (default: `$HAYSTACK_AGENTIC_STORE`).
+    store_file: ClassVar[str | None] = None
+
+    def setup(self) -> None:
+        """
+        Load and warm up the pipeline (once per worker).
+
+        :raises ValueError: If `pipeline_file` is not set, or the pipeline or store cannot be loaded.
+        """
+        if not self.pipeline_file:
+            raise ValueError(f"{type(self).__name__}.pipeline_file is not set: name the loop pipeline YAML to serve.")
+        self.pipeline = load_served_pipeline(self.pipeline_file, dict(self.overrides), self.store_file)
+
+    async def run_api_async(self, query: str, filters: dict[str, Any] | None = None) -> dict:
+        """
+        Answer a question with agentic RAG: an LLM searches the documents as often as it needs, then answers.
+
+        :param query: The question.
+        :param filters: Optional Haystack metadata filters that scope every search.
+        :returns: The loop's result: answer, terminated_by, iterations, tool_history, documents, grounding, usage,
+            error.
+        """
+        data = self._inputs(check_question(query), filters)
+        output = await self.pipeline.run_async(data)
+        return output["result"]["result"]
+
+    async def run_chat_completion_async(
+        self, model: str, messages: list[dict], body: dict
+    ) -> str | AsyncGenerator[str, None]:
+        """
+        OpenAI-compatible chat: the last user message is the question; the reply is the answer.
+
+        With `stream: true` the reply streams one progress line per loop step as it happens (e.g.
+        `1. search "..."`), then the answer.
+
+        :param model: The deployed pipeline's name.
+        :param messages: The chat messages (OpenAI format).
+        :param body: The whole request body (`stream`, ...).
+        :returns: The answer text, or an async generator of text pieces when streaming.
+        :raises BadRequest: If there is no user question.
+        """
+        data = self._inputs(question_from_messages(messages), None)
+        if not body.get("stream"):
+            result = (await self.pipeline.run_async(data))["result"]["result"]
+            return answer_text(result)
+        return self._stream(data)
+
+    async def _stream(self, data: dict[str, Any]) -> AsyncGenerator[str, None]:
+        sent = 0
+        result = None
+        try:
+            async for partial in self.pipeline.run_async_generator(data, include_outputs_from=_PROGRESS_COMPONENTS):
+                if "result" in partial:
+                    result = partial["result"]["result"]
+                for name in _PROGRESS_COMPONENTS & partial.keys():
+                    for value in partial[name].values():
+                        if isinstance(value, LoopState) and len(value.tool_history) > sent:
+                            for step in value.tool_history[sent:]:
+                                yield progress_line(step.to_dict())
+                            sent = len(value.tool_history)
+        except Exception as exc:  # noqa: BLE001 - the stream has started: report the failure in it
+            logger.error("Loop failed while streaming: {error}", error=exc)
+            yield f"\nError: the loop failed: {exc}\n"
+            return
+        if result is not None:
+            yield "\n" + answer_text(result)
+
+    def _inputs(self, query: str, filters: Any) -> dict[str, Any]:
+        if filters is not None and not isinstance(filters, dict):
+            raise BadRequest("`filters` must be an object of Haystack metadata filters.")
+        inputs: dict[str, Any] = {"query": query}
+        if filters:
+            inputs["filters"] = filters
+        return {"controller": inputs}
+
+
+def answer_text(result: dict[str, Any]) -> str:
+    """
+    The reply text of a chat completion for a loop result.
+
+    :param result: The loop's result dict.
+    :returns: The answer; when there is none, a sentence saying how the run ended (and its error).
+    """
+    if result.get("answer"):
+        return str(result["answer"])
+    reason = f"No answer (terminated by {result.get('terminated_by')})."
+    if result.get("error"):
+        reason += f" Error: {result['error']}"
+    return reason
+

@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: Apache-2.0
+import argparse
+import json
+
+import pytest
+from rich.console import Console
+
+from haystack_agentic.eval_cli import add_eval_parser, cmd_eval
+from haystack_agentic.evaluation.metrics import exact_match, f1, supporting_recall
+from haystack_agentic.evaluation.plot import plot_report
+from haystack_agentic.evaluation.report import render_table, write_json
+from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
+from haystack_agentic.evaluation.runner import build_store, run_eval, standard_configs
+from haystack_agentic.hotpotqa import gold_document_ids, load_hotpotqa_questions
+from haystack_agentic.loop_state import LoopState
+from haystack_agentic.resources import sample_corpus_path
+from haystack_agentic.testing import ScriptedChatGenerator
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return load_hotpotqa_questions(sample_corpus_path())[:4]
+
+
+def router_script():
+    return [
+        {"tool_calls": [{"tool_name": "search", "arguments": {"query": "{{ question }}", "top_k": 6}}], "template": True},
+        {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "yes"}}]},
+    ]
+
+
+def test_short_eval_with_scripted_llms(rows, tmp_path):
+    store = build_store(rows)
+    configs = standard_configs(
+        store,
+        budget=6,
+        answer_generator=ScriptedChatGenerator([{"text": "yes"}], per_call=True),
+        router_generator=ScriptedChatGenerator(router_script()),
+    )
+    seen = []
+    report = run_eval(rows, configs, on_question=lambda name, done: seen.append((name, done)))
+    assert list(report["configs"]) == ["one-shot", "bridge-entity", "llm-router"]
+    assert len(seen) == 3 * len(rows)
+    for name, entry in report["configs"].items():
+        summary = entry["summary"]
+        assert summary["questions"] == len(rows)
+        assert summary["terminated_by"] == {"answered": len(rows)}
+        for row, record in zip(rows, entry["questions"]):
+            assert record["answer"] == "yes"
+            assert record["em"] == exact_match("yes", row["answer"])
+            assert record["f1"] == f1("yes", row["answer"])
+            assert record["gold_total"] == 2
+        assert summary["em"] == pytest.approx(sum(r["em"] for r in entry["questions"]) / len(rows))
+    one_shot = report["configs"]["one-shot"]
+    assert all(r["searches"] == 1 and r["llm_calls"]["answer"] == 1 for r in one_shot["questions"])
+    assert one_shot["summary"]["llm_calls_mean"] == 1.0
+    bridge = report["configs"]["bridge-entity"]
+    assert all(1 <= r["searches"] <= 3 and r["llm_calls_total"] == 1 for r in bridge["questions"])
+    router = report["configs"]["llm-router"]
+    assert all(r["llm_calls"]["controller"] == 2 and r["searches"] == 1 for r in router["questions"])
+    assert router["questions"][0]["tokens"]["controller"]["prompt"] > 0
+    # recall of the one-shot run equals a direct BM25 search of 6 chunks
+    retriever_store_hits = []
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+
+    retriever = InMemoryBM25Retriever(store)
+    for row, record in zip(rows, one_shot["questions"]):
+        docs = retriever.run(query=row["question"], top_k=6)["documents"]
+        expected = supporting_recall([d.id for d in docs], gold_document_ids(row))
+        retriever_store_hits.append(expected["all_found"] == record["all_gold_found"])
+    assert all(retriever_store_hits)
+
+    # report files
+    report["meta"] = {"data_name": "sample", "questions": len(rows), "budget": 6}
+    json_path = write_json(report, tmp_path / "out" / "eval.json")
+    assert json.loads(json_path.read_text())["configs"]["bridge-entity"]["summary"]["questions"] == len(rows)
+    png = plot_report(report, tmp_path / "out" / "eval.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    console = Console(record=True, width=250)
+    render_table(report, console, per_question=True)
+    text = console.export_text()
+    assert "bridge-entity" in text and "llm-router" in text and "Per question" in text
+
+
+def test_retrieval_only_answerer_keeps_draft_and_skips_llm():
+    state = LoopState(question="q", pending_action="answer", draft="d")
+    assert RetrievalOnlyAnswerer().run(state=state)["finished"].answer == "d"
+    ended = RetrievalOnlyAnswerer().run(state=LoopState(question="q", pending_action="answer"))["finished"]
+    assert ended.terminated_by == "answered" and ended.answer is None and not ended.usage
+    assert "state" in RetrievalOnlyAnswerer().run(state=LoopState(question="q", pending_action="reflect"))
+
+
+def test_eval_command_retrieval_only_writes_files(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in load_hotpotqa_questions(sample_corpus_path())[:3]))
+    parser = argparse.ArgumentParser()
+    add_eval_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["eval", "--data", str(data), "--no-answer", "--out", str(tmp_path / "res"), "--quiet"])
+    console = Console(record=True, width=250)
+    assert cmd_eval(args, console) == 0
+    report = json.loads((tmp_path / "res" / "qa.json").read_text())
+    assert set(report["configs"]) == {"one-shot", "bridge-entity"}
+    assert report["meta"]["retrieval_only"] is True
+    assert all(r["em"] is None and r["llm_calls_total"] == 0 for r in report["configs"]["one-shot"]["questions"])
+    assert (tmp_path / "res" / "qa.png").stat().st_size > 0
+    assert "one-shot" in console.export_text()
+
+
+def test_eval_command_rejects_unknown_config(tmp_path):
+    from haystack_agentic.cli import CLIError
+
+    parser = argparse.ArgumentParser()
+    add_eval_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["eval", "--configs", "one-shot,magic", "--no-answer"])
+    with pytest.raises(CLIError, match="magic"):
+        cmd_eval(args, Console())

@@ -1,0 +1,192 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The loop served by a real hayhooks server: REST, OpenAI-compatible chat (streaming and not), MCP, bad requests,
+concurrency. The server comes from the `server` fixture (tests/serving/conftest.py)."""
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from .conftest import SCRIPTED_YAML, SLOW_LATENCY
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "Where is Adriana Trigiani based?"
+
+
+def post(server, path: str, body) -> httpx.Response:
+    return httpx.post(f"{server.url}{path}", json=body, timeout=30)
+
+
+def chat_client(server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-needed", max_retries=0)
+
+
+def test_openapi_lists_the_endpoints(server):
+    response = httpx.get(f"{server.url}/openapi.json", timeout=10)
+    assert response.status_code == 200
+    paths = response.json()["paths"]
+    for path in ("/scripted/run", "/slow/run", "/plain/run", "/v1/chat/completions"):
+        assert path in paths
+
+
+def test_run_endpoint_answers_with_the_result_and_its_trace(server):
+    response = post(server, "/scripted/run", {"query": QUESTION})
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert result["answer"] == f"Answer to: {QUESTION}"
+    assert result["terminated_by"] == "answered"
+    assert result["iterations"] == 2
+    assert [s["action"] for s in result["tool_history"]] == ["search", "answer"]
+    assert result["tool_history"][0]["query"] == QUESTION
+    assert result["tool_history"][0]["returned_chunk_ids"][0] == "trigiani"  # the store file was loaded
+    assert "trigiani" in [d["id"] for d in result["documents"]]
+    assert result["usage"]["total"]["calls"] == 2
+    assert {"grounding", "error"} <= result.keys()
+
+
+def test_filters_scope_the_searches(server):
+    filters = {"field": "meta.kind", "operator": "==", "value": "place"}
+    result = post(server, "/scripted/run", {"query": QUESTION, "filters": filters}).json()["result"]
+    assert result["documents"] and {d["meta"]["kind"] for d in result["documents"]} == {"place"}
+
+
+def test_plain_yaml_pipeline_is_deployed_from_the_pipelines_dir(server):
+    # `plain.yml` is the scripted YAML served by hayhooks itself (declared inputs/outputs, no wrapper).
+    response = post(server, "/plain/run", {"query": QUESTION})
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]["result"]["result"]  # hayhooks' response / pipeline output / socket
+    assert result["answer"] == f"Answer to: {QUESTION}"
+    assert result["terminated_by"] == "answered"
+
+
+def test_hayhooks_deploy_yaml_cli_deploys_a_packaged_style_yaml(server):
+    hayhooks = shutil.which("hayhooks", path=str(Path(sys.executable).parent))
+    env = {**server.env, "HAYHOOKS_HOST": "127.0.0.1", "HAYHOOKS_PORT": str(server.port)}
+    done = subprocess.run(
+        [hayhooks, "pipeline", "deploy-yaml", "--name", "cli_deployed", "--no-save-file", str(SCRIPTED_YAML)],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = post(server, "/cli_deployed/run", {"query": QUESTION}).json()["result"]["result"]["result"]
+    assert result["answer"] == f"Answer to: {QUESTION}"
+
+
+def test_chat_completion_with_the_openai_client(server):
+    reply = chat_client(server).chat.completions.create(
+        model="scripted",
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": QUESTION}],
+    )
+    assert reply.choices[0].message.content == f"Answer to: {QUESTION}"
+
+
+def test_chat_completion_streams_each_step_as_it_happens_then_the_answer(server):
+    start = time.perf_counter()
+    arrivals = []
+    stream = chat_client(server).chat.completions.create(
+        model="slow", messages=[{"role": "user", "content": QUESTION}], stream=True
+    )
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            arrivals.append((time.perf_counter() - start, chunk.choices[0].delta.content))
+    text = "".join(piece for _, piece in arrivals)
+    assert text == f'1. search "{QUESTION}"\n2. answer\n\nAnswer to: {QUESTION}'
+    # The search step arrives after the first LLM call, a whole LLM call before the answer.
+    first, last = arrivals[0][0], arrivals[-1][0]
+    assert last - first > 0.6 * SLOW_LATENCY
+
+
+async def test_mcp_client_lists_and_calls_the_tool(server):
+    async with streamable_http_client(server.mcp_url) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            assert "scripted" in tools
+            assert "query" in tools["scripted"].inputSchema["properties"]
+            assert "agentic RAG" in tools["scripted"].description
+            called = await session.call_tool("scripted", {"query": QUESTION})
+            assert not called.isError
+            result = json.loads(called.content[0].text)
+            assert result["answer"] == f"Answer to: {QUESTION}"
+            blank = await session.call_tool("scripted", {"query": "  "})
+            assert blank.isError and "empty" in blank.content[0].text
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({}, "Field required"),
+        ({"question": QUESTION}, "Field required"),
+        ({"query": ""}, "empty"),
+        ({"query": "   "}, "empty"),
+        ({"query": 42}, "valid string"),
+        ({"query": ["a"]}, "valid string"),
+        ({"query": QUESTION, "filters": "meta.kind == place"}, "valid dictionary"),
+    ],
+)
+def test_bad_run_requests_get_a_4xx_with_a_message(server, body, message):
+    response = post(server, "/scripted/run", body)
+    assert response.status_code == 422, response.text
+    assert message in response.text
+
+
+def test_a_body_that_is_not_json_gets_a_4xx(server):
+    response = httpx.post(f"{server.url}/scripted/run", content=b"{not json", timeout=10,
+                          headers={"content-type": "application/json"})  # fmt: skip
+    assert response.status_code == 422
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "system", "content": "no question here"}],
+        [{"role": "user", "content": "   "}],
+        [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x"}}]}],
+    ],
+)
+def test_bad_chat_requests_get_a_4xx(server, messages, stream):
+    with pytest.raises(openai.UnprocessableEntityError):
+        chat_client(server).chat.completions.create(model="scripted", messages=messages, stream=stream)
+
+
+def test_chat_with_an_unknown_model_is_a_404(server):
+    with pytest.raises(openai.NotFoundError):
+        chat_client(server).chat.completions.create(model="nope", messages=[{"role": "user", "content": QUESTION}])
+
+
+@pytest.mark.parametrize(("name", "ending"), [("raising", "error"), ("garbage", "max_iterations")])
+def test_bad_llm_output_is_a_200_with_the_outcome_in_the_result(server, name, ending):
+    response = post(server, f"/{name}/run", {"query": QUESTION})
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert result["terminated_by"] == ending
+    if ending == "error":
+        assert "LLM exploded" in result["error"]
+    reply = chat_client(server).chat.completions.create(model=name, messages=[{"role": "user", "content": QUESTION}])
+    assert reply.choices[0].message.content
+
+
+async def test_concurrent_questions_do_not_queue_and_keep_their_own_trace(server):
+    n = 8
+    questions = [f"Question number {i}: where is Adriana Trigiani based?" for i in range(n)]
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        start = time.perf_counter()
+        responses = await asyncio.gather(*(client.post("/slow/run", json={"query": q}) for q in questions))
+        elapsed = time.perf_counter() - start
+    one_request = 2 * SLOW_LATENCY  # two LLM calls: search, answer
+    assert elapsed < one_request + 1.5, f"{n} concurrent requests took {elapsed:.1f} s (one takes ~{one_request} s)"
+    for question, response in zip(questions, responses, strict=True):
+        assert response.status_code == 200
+        result = response.json()["result"]
+        assert result["answer"] == f"Answer to: {question}"
+        assert [s["query"] for s in result["tool_history"]] == [question, None]

@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Unit tests of the serving helpers (no server)."""
+
+import argparse
+
+import pytest
+
+from haystack_agentic.serve import ServeError, add_serve_parser, plan, write_serving_dir
+from haystack_agentic.serving import BadRequest, answer_text, check_question, progress_line, question_from_messages
+
+from .conftest import SCRIPTED_YAML
+
+
+def test_the_question_is_the_last_user_message():
+    messages = [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "reply"},
+        {"role": "user", "content": [{"type": "text", "text": " second "}]},
+    ]
+    assert question_from_messages(messages) == "second"
+
+
+@pytest.mark.parametrize("messages", [[], None, [{"role": "system", "content": "x"}], [{"role": "user", "content": ""}]])
+def test_no_question_is_a_bad_request(messages):
+    with pytest.raises(BadRequest) as caught:
+        question_from_messages(messages)
+    assert caught.value.status_code == 422
+
+
+@pytest.mark.parametrize("query", [None, 3, "", "  "])
+def test_check_question_refuses_what_the_loop_cannot_run(query):
+    with pytest.raises(BadRequest):
+        check_question(query)
+
+
+def test_progress_lines_and_answer_text():
+    assert progress_line({"iteration": 1, "action": "search", "query": "q"}) == '1. search "q"\n'
+    assert progress_line({"iteration": 3, "action": "give_up", "result": "no data"}) == "3. give_up (no data)\n"
+    assert answer_text({"answer": None, "terminated_by": "error", "error": "boom"}).endswith("Error: boom")
+
+
+def _args(*argv):
+    parser = argparse.ArgumentParser()
+    add_serve_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["serve", *argv])
+
+
+def test_serve_defaults_to_localhost_and_the_packaged_pipeline(monkeypatch, tmp_path):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    args = _args("--store", str(tmp_path / "s.json"))
+    assert (args.host, args.port) == ("127.0.0.1", 1416)
+    pipelines, overrides, store = plan(args)
+    assert list(pipelines) == ["agentic_rag"] and pipelines["agentic_rag"].name == "agentic_rag_embedded.yml"
+    assert store.endswith("s.json")
+    with pytest.raises(ServeError, match="OPENAI_API_KEY"):
+        plan(_args("--llm", "openai"))
+
+
+def test_serving_dir_has_one_wrapper_per_pipeline(tmp_path):
+    args = _args("--pipeline", f"mine={SCRIPTED_YAML}", "--model", "m", "--max-iterations", "3")
+    pipelines, overrides, store = plan(args)
+    assert overrides == {"model": "m", "max_iterations": 3}
+    (wrapper,) = write_serving_dir(tmp_path, pipelines, overrides, store)
+    assert wrapper == tmp_path / "mine" / "pipeline_wrapper.py"
+    namespace: dict = {}
+    exec(wrapper.read_text(), namespace)  # noqa: S102 - our own generated file
+    assert namespace["PipelineWrapper"].pipeline_file == str(SCRIPTED_YAML)
+    with pytest.raises(ServeError, match="does not exist"):
+        plan(_args("--pipeline", "x=/nope.yml"))

