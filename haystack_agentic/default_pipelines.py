@@ -107,6 +107,7 @@ def embedded_pipeline() -> Pipeline:
             generate_prompt=EMBEDDED_GENERATE_PROMPT,
             max_chunks=router.max_chunks,
             chunk_chars=700,
+            chunks_per_search=2,
         ),
         fallback=FallbackSynthesizer(chat_generator=EmbeddedChatGenerator(), max_chunks=router.max_chunks, chunk_chars=700),
         metadata={

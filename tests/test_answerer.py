@@ -237,3 +237,22 @@ def test_serialisation_round_trip(allow_deserialization):
     assert restored.to_dict() == data
     assert restored.chat_generator.per_call is True
     assert Answerer.from_dict(Answerer().to_dict()).chat_generator is None
+
+
+def test_chunks_per_search_keeps_each_hops_best_chunks_in_search_order():
+    from haystack import Document
+
+    from haystack_agentic.loop_state import LoopState, ToolStep
+
+    docs = [Document(id=i, content=f"text {i}", score=s) for i, s in (("a", 9.0), ("b", 8.0), ("c", 7.0), ("z", 1.0))]
+    state = LoopState(question="q", chunks=tuple(docs)).evolve(
+        tool_history=(
+            ToolStep(1, "search", query="q", returned_chunk_ids=("a", "b", "c")),
+            ToolStep(2, "search", query="bridge", returned_chunk_ids=("z",)),
+        )
+    )
+    assert [d.id for d in Answerer(max_chunks=6, chunks_per_search=2).select_chunks(state)] == ["a", "b", "z"]
+    assert [d.id for d in Answerer(max_chunks=2, chunks_per_search=2).select_chunks(state)] == ["a", "b"]
+    assert [d.id for d in Answerer(max_chunks=3).select_chunks(state)] == ["a", "b", "c"]
+    with pytest.raises(ValueError):
+        Answerer(chunks_per_search=0)
