@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from haystack import Document, logging
 
+from haystack_agentic.loop_state import merge_chunks
+
 logger = logging.getLogger(__name__)
 
 CandidateOrder = Literal["chunk_rank", "position"]
@@ -444,7 +446,7 @@ class BridgeEntityPolicy:
             search = proposals[0]
             queries.append(search["query"])
             chunks = merge_chunks(chunks, rescore(retrieve(search["query"], search["top_k"], search["filters"])), cap)
-        return chunks, queries
+        return list(chunks), queries
 
 
 def rank_scores(documents: Sequence[Document]) -> list[Document]:
@@ -463,25 +465,3 @@ def rank_scores(documents: Sequence[Document]) -> list[Document]:
         replace(doc, score=1.0 / (i + 1), meta={**doc.meta, "retrieval_score": doc.score})
         for i, doc in enumerate(documents)
     ]
-
-
-def merge_chunks(chunks: Sequence[Document], new: Sequence[Document], chunk_cap: int) -> list[Document]:
-    """
-    Merge newly retrieved chunks into the chunks so far, as the loop state does.
-
-    :param chunks: The chunks so far.
-    :param new: The chunks just retrieved.
-    :param chunk_cap: The most chunks kept (lowest score evicted).
-    :returns: Chunks deduplicated by id (highest score kept), sorted by score descending (a
-        missing score ranks lowest; 0.0 is a real score), at most `chunk_cap` of them.
-    """
-    best: dict[str, Document] = {}
-    for doc in [*chunks, *new]:
-        kept = best.get(doc.id)
-        if kept is None or _score(doc) > _score(kept):
-            best[doc.id] = doc
-    return sorted(best.values(), key=_score, reverse=True)[:chunk_cap]
-
-
-def _score(doc: Document) -> float:
-    return float("-inf") if doc.score is None else doc.score
