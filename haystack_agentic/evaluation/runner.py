@@ -40,6 +40,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack_agentic.agentic_router import AgenticRouter
 from haystack_agentic.answerer import Answerer
 from haystack_agentic.bridge_entity_router import BridgeEntityRouter
+from haystack_agentic.default_pipelines import EMBEDDED_GENERATE_PROMPT, EMBEDDED_SYSTEM_PROMPT
 from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers, supporting_recall
 from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
 from haystack_agentic.fallback_synthesizer import FallbackSynthesizer
@@ -49,17 +50,6 @@ from haystack_agentic.loop_pipeline import build_loop_pipeline
 from haystack_agentic.loop_state import ROLES
 
 logger = logging.getLogger(__name__)
-
-#: Answer prompt for a short-answer model (the same as the packaged embedded pipeline's).
-SHORT_ANSWER_PROMPT = """\
-Read the context and answer the question with a few words taken from the context.
-Question: {{ question }}
-
-Context:
-{{ chunks }}
-
-Question: {{ question }}
-Short answer:"""
 
 
 @dataclass
@@ -89,11 +79,17 @@ def build_store(rows: Sequence[dict[str, Any]]) -> InMemoryDocumentStore:
     return store
 
 
-def _answerer(answer_generator: Any, budget: int) -> Any:
+def _answerer(answer_generator: Any, budget: int, chunks_per_search: int | None = None) -> Any:
+    # The same answer settings as the packaged embedded pipeline (system message, prompt, chunk selection).
     if answer_generator is None:
         return RetrievalOnlyAnswerer()
     return Answerer(
-        chat_generator=answer_generator, generate_prompt=SHORT_ANSWER_PROMPT, max_chunks=budget, chunk_chars=700
+        chat_generator=answer_generator,
+        system_prompt=EMBEDDED_SYSTEM_PROMPT,
+        generate_prompt=EMBEDDED_GENERATE_PROMPT,
+        max_chunks=budget,
+        chunk_chars=700,
+        chunks_per_search=chunks_per_search,
     )
 
 
@@ -143,7 +139,7 @@ def bridge_entity_config(
         router,
         InMemoryBM25Retriever(document_store=store),
         controller=LoopController(max_iterations=max_follow_ups + 2, chunk_cap=budget),
-        answerer=_answerer(answer_generator, budget),
+        answerer=_answerer(answer_generator, budget, chunks_per_search=2),
         fallback=_fallback(answer_generator, budget),
     )
     description = f"bridge entities: question {budget - max_follow_ups} chunks + up to {max_follow_ups} x 1"
