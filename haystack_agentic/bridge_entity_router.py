@@ -36,7 +36,8 @@ class BridgeEntityRouter:
     document that the best chunks mention but the question does not (see `BridgeEntityPolicy`), restricted to
     that document by a `meta.title` filter ANDed with the run's filters, until
     `max_follow_ups` follow-ups are done or no new bridge entity is found; then it routes to the answerer, which
-    writes the answer from the chunks. It never calls an LLM, so the loop costs one answer call per question.
+    writes the answer from the chunks; when no search found any chunk it gives up (`gave_up`) instead, so no
+    answer is written from no evidence. It never calls an LLM, so the loop costs one answer call per question.
 
     The title index is built from the `document_store`'s `meta["title"]` values on first use and rebuilt when
     the store's document count changes.
@@ -143,6 +144,11 @@ class BridgeEntityRouter:
                 return self._search(
                     state, turn, best["query"], best["top_k"], "bridge entity", extra_filters=best["filters"]
                 )
+        if not state.chunks:
+            # Nothing found at all: say so instead of letting the answer LLM answer from no evidence.
+            step = ToolStep(iteration=turn, action="give_up", result="no chunks found")
+            answer = "I could not find an answer: no document matched the question."
+            return count_final_turn({"finished": state.with_step(step).finish("gave_up", answer=answer)}, turn)
         reason = "no new bridge entity" if follow_ups_done < self.max_follow_ups else "follow-up budget used"
         step = ToolStep(iteration=turn, action="answer", result=f"answer from chunks ({reason})")
         return count_final_turn({"answer": state.with_step(step).evolve(pending_action="answer")}, turn)

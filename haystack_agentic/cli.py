@@ -15,6 +15,7 @@ or llama.cpp servers); `--llm embedded` uses the packaged SmolLM2-135M with the 
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 import yaml
 from haystack import Document, Pipeline
+from haystack.core.errors import PipelineRuntimeError
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -121,7 +123,9 @@ def index_documents(documents: list[Document], store_path: Path, console: Consol
     return store.count_documents()
 
 
-def load_store_into(target: InMemoryDocumentStore, store_path: Path, console: Console, quiet: bool) -> int:
+def load_store_into(
+    target: InMemoryDocumentStore, store_path: Path, console: Console, quiet: bool, auto_index: bool = True
+) -> int:
     """
     Fill the pipeline's in-memory store from a saved store file, indexing the shipped sample first if needed.
 
@@ -129,17 +133,27 @@ def load_store_into(target: InMemoryDocumentStore, store_path: Path, console: Co
     :param store_path: The saved store (made from the shipped sample when it does not exist).
     :param console: Where progress goes.
     :param quiet: No progress output.
+    :param auto_index: Index the shipped sample when `store_path` does not exist (the default store only); else
+        a missing store is an error.
     :returns: The number of documents in `target`.
+    :raises CLIError: If the store cannot be read, or does not exist and `auto_index` is off.
     """
     if not store_path.exists():
+        if not auto_index:
+            raise CLIError(
+                f"The store {store_path} does not exist: check the path, or create it with "
+                f"`haystack-agentic index PATH --store {store_path}`."
+            )
         corpus = sample_corpus_path()
         if not quiet:
             console.print(f"[dim]No index at {store_path}; indexing the shipped sample {corpus.name} first.[/dim]")
         index_documents(read_documents(corpus), store_path, console, quiet)
     try:
         saved = InMemoryDocumentStore.load_from_disk(str(store_path))
-    except (OSError, ValueError, KeyError) as exc:
-        raise CLIError(f"Cannot read the store {store_path} ({exc}); run `haystack-agentic index` again.") from exc
+    except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
+        raise CLIError(
+            f"Cannot read the store {store_path} ({type(exc).__name__}: {exc}); run `haystack-agentic index` again."
+        ) from exc
     from haystack.document_stores.types import DuplicatePolicy
 
     target.write_documents(saved.filter_documents(), policy=DuplicatePolicy.OVERWRITE)
@@ -178,8 +192,15 @@ def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
         path = pipeline_path("agentic_rag_json" if args.mode == "json" else "agentic_rag")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise CLIError(f"Cannot read the pipeline {path}: {exc}") from exc
+    components = data.get("components") if isinstance(data, dict) else None
+    missing = [n for n in ("controller", "retriever", "result") if not isinstance(components, dict) or n not in components]
+    if missing:
+        raise CLIError(
+            f"{path} is not an agentic-loop pipeline: it has no component named {', '.join(missing)}. "
+            "Start from a file in the packaged pipelines/ folder."
+        )
     model = args.model or os.environ.get(ENV_MODEL)
     base_url = args.base_url
     for spec in (data.get("components") or {}).values():
@@ -212,6 +233,14 @@ def _retriever_store(pipeline: Pipeline) -> Any:
     return getattr(retriever, "document_store", None)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """Escape control characters (e.g. terminal escape codes in a question) before they reach the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _titles(result: dict[str, Any]) -> dict[str, str]:
     return {d["id"]: (d.get("meta") or {}).get("title") or d["id"][:12] for d in result.get("documents", [])}
 
@@ -227,7 +256,7 @@ def print_trace(console: Console, question: str, result: dict[str, Any], seconds
     :param describe: `llm` and `policy` descriptions.
     """
     console.print(f"[bold]LLM:[/bold] {describe['llm']}   [bold]Policy:[/bold] {describe['policy']}")
-    console.print(f"[bold]Question:[/bold] {question}")
+    console.print(f"[bold]Question:[/bold] {_printable(question)}", highlight=False)
     titles = _titles(result)
     for step in result["tool_history"]:
         line = f"  {step['iteration']:>2}. {step['action']:<8}"
@@ -239,9 +268,11 @@ def print_trace(console: Console, question: str, result: dict[str, Any], seconds
             line += f" -> {len(found)} chunk(s): {names}"
         elif step.get("result") and step["action"] != "search":
             line += f"  ({step['result'][:120]})"
-        console.print(line, highlight=False, markup=False)
+        console.print(_printable(line), highlight=False, markup=False)
     answer = result.get("answer")
-    console.print(f"[bold]Answer:[/bold] {answer if answer is not None else '(no answer)'}", highlight=False)
+    shown = _printable(answer) if answer is not None else "(no answer)"
+    console.print("[bold]Answer:[/bold] ", end="")
+    console.print(shown, highlight=False, markup=False)
     usage = result.get("usage", {})
     per_role = ", ".join(f"{role} {u['calls']}" for role, u in usage.items() if role != "total") or "none"
     total = usage.get("total", {})
@@ -272,22 +303,34 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     question = args.question
     if not question or not question.strip():
         raise CLIError("The question is empty: ask something, e.g. haystack-agentic ask 'Who directed Big Stone Gap?'")
+    filters = json.loads(args.filters) if args.filters else None
+    if filters is not None:
+        try:  # Haystack's own filter check on a one-document store: malformed filters fail here, not mid-loop
+            probe = InMemoryDocumentStore()
+            probe.write_documents([Document(content="probe", meta={})])
+            probe.filter_documents(filters=filters)
+        except Exception as exc:  # noqa: BLE001
+            raise CLIError(f"--filters is not a valid Haystack filter: {exc}") from exc
     llm = choose_llm(args.llm)
     pipeline = load_pipeline(args, llm)
     store = _retriever_store(pipeline)
+    explicit_store = bool(args.store or os.environ.get(ENV_STORE))
     store_path = Path(args.store) if args.store else default_store_path()
     quiet = args.quiet or args.json
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)
     if isinstance(store, InMemoryDocumentStore) and store.count_documents() == 0:
-        load_store_into(store, store_path, err, quiet)
+        load_store_into(store, store_path, err, quiet, auto_index=not explicit_store)
     describe = {
         "llm": pipeline.metadata.get("llm", "configured in the pipeline YAML"),
         "policy": pipeline.metadata.get("policy", "configured in the pipeline YAML"),
     }
-    filters = json.loads(args.filters) if args.filters else None
     start = time.perf_counter()
     with err.status("Running the agentic loop (the first run loads the model)..."):
-        output = pipeline.run({"controller": {"query": question, "filters": filters}})
+        try:
+            output = pipeline.run({"controller": {"query": question, "filters": filters}})
+        except PipelineRuntimeError as exc:  # e.g. a filter that does not fit the stored metadata's types
+            cause = exc.__cause__ or exc
+            raise CLIError(f"The loop failed: {type(cause).__name__}: {cause}") from exc
     seconds = time.perf_counter() - start
     result = output["result"]["result"]
     if args.json:

@@ -75,7 +75,9 @@ def test_follow_up_is_scoped_to_the_title_and_the_run_filters(store):
     assert out["documents"] == []
     searches = [s for s in out["tool_history"] if s["action"] == "search"]
     assert all(s["returned_chunk_ids"] == [] for s in searches)
-    assert out["tool_history"][-1]["action"] == "answer"
+    assert out["tool_history"][-1]["action"] == "give_up"
+    assert out["terminated_by"] == "gave_up" and "no document matched" in out["answer"]
+    assert "answer" not in out["usage"]  # the answer LLM is not asked to answer from nothing
 
 
 def test_and_filters():

