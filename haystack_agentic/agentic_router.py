@@ -390,7 +390,7 @@ class AgenticRouter:
             if not query:
                 step = ToolStep(iteration=turn, action="invalid", arguments=decision, result="search without query")
                 return {"loop": state.with_step(step)}
-            if query.casefold() in {q.casefold() for q in state.queries_tried}:
+            if state.already_searched(query):
                 step = ToolStep(
                     iteration=turn,
                     action="invalid",
@@ -443,7 +443,7 @@ class AgenticRouter:
                     top_k = self._top_k(arguments.get("top_k"))
                     if search is not None:
                         raise _InvalidArguments("only one search runs per turn; search again next turn")
-                    if query.casefold() in {q.casefold() for q in state.queries_tried}:
+                    if state.already_searched(query):
                         message = (
                             f'You already searched for "{query}"; its chunks are above. '
                             "Search for something else, or answer."

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from haystack import Document, Pipeline
 from haystack.core.errors import PipelineRuntimeError
 from haystack.document_stores.in_memory import InMemoryDocumentStore
@@ -29,8 +28,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from haystack_agentic.hotpotqa import hotpotqa_documents
-from haystack_agentic.loop_pipeline import ALLOWED_MODULES
-from haystack_agentic.resources import pipeline_path, sample_corpus_path
+from haystack_agentic.loop_controller import validate_filters
+from haystack_agentic.loop_loading import (
+    choose_llm,
+    fill_in_memory_store,
+    load_loop_pipeline,
+    packaged_pipeline_for,
+    retriever_store,
+)
+from haystack_agentic.resources import sample_corpus_path
 
 #: Environment variables the CLI reads.
 ENV_MODEL = "HAYSTACK_AGENTIC_MODEL"
@@ -124,20 +130,23 @@ def index_documents(documents: list[Document], store_path: Path, console: Consol
 
 
 def load_store_into(
-    target: InMemoryDocumentStore, store_path: Path, console: Console, quiet: bool, auto_index: bool = True
+    pipeline: Pipeline, store_path: Path, console: Console, quiet: bool, auto_index: bool = True
 ) -> int:
     """
-    Fill the pipeline's in-memory store from a saved store file, indexing the shipped sample first if needed.
+    Fill the pipeline's empty in-memory store from a saved store file, indexing the shipped sample first if needed.
 
-    :param target: The pipeline's store.
-    :param store_path: The saved store (made from the shipped sample when it does not exist).
+    :param pipeline: The loop pipeline (its retriever's store is filled).
+    :param store_path: The saved store (made from the shipped sample when it does not exist and `auto_index`).
     :param console: Where progress goes.
     :param quiet: No progress output.
     :param auto_index: Index the shipped sample when `store_path` does not exist (the default store only); else
         a missing store is an error.
-    :returns: The number of documents in `target`.
+    :returns: The number of documents in the retriever's store.
     :raises CLIError: If the store cannot be read, or does not exist and `auto_index` is off.
     """
+    store = retriever_store(pipeline)
+    if not isinstance(store, InMemoryDocumentStore) or store.count_documents() > 0:
+        return store.count_documents() if store is not None else 0
     if not store_path.exists():
         if not auto_index:
             raise CLIError(
@@ -149,30 +158,12 @@ def load_store_into(
             console.print(f"[dim]No index at {store_path}; indexing the shipped sample {corpus.name} first.[/dim]")
         index_documents(read_documents(corpus), store_path, console, quiet)
     try:
-        saved = InMemoryDocumentStore.load_from_disk(str(store_path))
-    except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
-        raise CLIError(
-            f"Cannot read the store {store_path} ({type(exc).__name__}: {exc}); run `haystack-agentic index` again."
-        ) from exc
-    from haystack.document_stores.types import DuplicatePolicy
-
-    target.write_documents(saved.filter_documents(), policy=DuplicatePolicy.OVERWRITE)
-    return target.count_documents()
+        return fill_in_memory_store(pipeline, store_path)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
 
 
 # --- asking ---------------------------------------------------------------------------------------------------
-
-
-def choose_llm(requested: str) -> str:
-    """
-    Resolve `--llm`.
-
-    :param requested: `auto`, `openai` or `embedded`.
-    :returns: `openai` or `embedded` (`auto`: `openai` when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set).
-    """
-    if requested != "auto":
-        return requested
-    return "openai" if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") else "embedded"
 
 
 def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
@@ -182,55 +173,20 @@ def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
     :param args: Parsed arguments (`pipeline`, `mode`, `model`, `base_url`, `max_iterations`).
     :param llm: `openai` or `embedded`.
     :returns: The pipeline.
-    :raises CLIError: If the YAML cannot be read or loaded.
+    :raises CLIError: If the YAML cannot be read or loaded, or `openai` has no key or base URL.
     """
-    if args.pipeline:
-        path = Path(args.pipeline)
-    elif llm == "embedded":
-        path = pipeline_path("agentic_rag_embedded")
-    else:
-        path = pipeline_path("agentic_rag_json" if args.mode == "json" else "agentic_rag")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise CLIError(f"Cannot read the pipeline {path}: {exc}") from exc
-    components = data.get("components") if isinstance(data, dict) else None
-    missing = [n for n in ("controller", "retriever", "result") if not isinstance(components, dict) or n not in components]
-    if missing:
-        raise CLIError(
-            f"{path} is not an agentic-loop pipeline: it has no component named {', '.join(missing)}. "
-            "Start from a file in the packaged pipelines/ folder."
-        )
     model = args.model or os.environ.get(ENV_MODEL)
-    base_url = args.base_url
-    for spec in (data.get("components") or {}).values():
-        params = spec.get("init_parameters") or {}
-        if spec.get("type", "").endswith("LoopController") and args.max_iterations:
-            params["max_iterations"] = args.max_iterations
-        generator = params.get("chat_generator")
-        if isinstance(generator, dict) and generator.get("type", "").endswith("OpenAIChatGenerator"):
-            if model:
-                generator["init_parameters"]["model"] = model
-            if base_url:
-                generator["init_parameters"]["api_base_url"] = base_url
-    if args.max_iterations:
-        data["max_runs_per_component"] = 2 * args.max_iterations + 4
-    if llm == "openai" and not os.environ.get("OPENAI_API_KEY"):
-        if not (base_url or os.environ.get("OPENAI_BASE_URL")):
-            raise CLIError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL / --base-url for a local server).")
-        os.environ["OPENAI_API_KEY"] = "not-needed-for-a-local-server"  # local servers ignore the key
     try:
-        pipeline = Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
-    except Exception as exc:  # noqa: BLE001 - report any loading problem as one line
-        raise CLIError(f"Cannot load the pipeline {path}: {exc}") from exc
+        packaged = packaged_pipeline_for(llm, args.mode, args.base_url)
+        path = Path(args.pipeline) if args.pipeline else packaged
+        pipeline = load_loop_pipeline(
+            path, model=model, api_base_url=args.base_url, max_iterations=args.max_iterations
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
     if model and llm == "openai":
         pipeline.metadata["llm"] = f"OpenAI-compatible ({model})"
     return pipeline
-
-
-def _retriever_store(pipeline: Pipeline) -> Any:
-    retriever = pipeline.get_component("retriever")
-    return getattr(retriever, "document_store", None)
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -303,23 +259,17 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     question = args.question
     if not question or not question.strip():
         raise CLIError("The question is empty: ask something, e.g. haystack-agentic ask 'Who directed Big Stone Gap?'")
-    filters = json.loads(args.filters) if args.filters else None
-    if filters is not None:
-        try:  # Haystack's own filter check on a one-document store: malformed filters fail here, not mid-loop
-            probe = InMemoryDocumentStore()
-            probe.write_documents([Document(content="probe", meta={})])
-            probe.filter_documents(filters=filters)
-        except Exception as exc:  # noqa: BLE001
-            raise CLIError(f"--filters is not a valid Haystack filter: {exc}") from exc
+    try:  # malformed filters fail here, not mid-loop
+        filters = validate_filters(json.loads(args.filters) if args.filters else None)
+    except ValueError as exc:
+        raise CLIError(f"--filters is not a valid Haystack filter: {exc}") from exc
     llm = choose_llm(args.llm)
     pipeline = load_pipeline(args, llm)
-    store = _retriever_store(pipeline)
     explicit_store = bool(args.store or os.environ.get(ENV_STORE))
     store_path = Path(args.store) if args.store else default_store_path()
     quiet = args.quiet or args.json
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)
-    if isinstance(store, InMemoryDocumentStore) and store.count_documents() == 0:
-        load_store_into(store, store_path, err, quiet, auto_index=not explicit_store)
+    load_store_into(pipeline, store_path, err, quiet, auto_index=not explicit_store)
     describe = {
         "llm": pipeline.metadata.get("llm", "configured in the pipeline YAML"),
         "policy": pipeline.metadata.get("policy", "configured in the pipeline YAML"),

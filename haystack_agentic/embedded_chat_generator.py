@@ -104,6 +104,11 @@ def _normalize_generation_kwargs(generation_kwargs: dict[str, Any]) -> dict[str,
     return kwargs
 
 
+#: Loaded models by converted-model folder: `(TransformersChatGenerator, run lock)`, shared by instances.
+_LOADED: dict[str, tuple[Any, threading.Lock]] = {}
+_LOADED_LOCK = threading.Lock()
+
+
 @component
 class EmbeddedChatGenerator:
     """
@@ -286,22 +291,28 @@ class EmbeddedChatGenerator:
                 return
             gguf_path = self._gguf_path()
             model_dir = self._model_dir(gguf_path)
-            if not (model_dir / _MARKER_FILE).is_file():
-                self._convert(gguf_path, model_dir)
+            # Instances on the same converted model share one loaded copy (and one run lock): a pipeline holds
+            # several (answerer, fallback), and loading the weights again would only cost time and memory.
+            with _LOADED_LOCK:
+                loaded = _LOADED.get(str(model_dir))
+                if loaded is None:
+                    if not (model_dir / _MARKER_FILE).is_file():
+                        self._convert(gguf_path, model_dir)
 
-            from haystack_integrations.components.generators.transformers import (  # noqa: PLC0415
-                TransformersChatGenerator,
-            )
+                    from haystack_integrations.components.generators.transformers import (  # noqa: PLC0415
+                        TransformersChatGenerator,
+                    )
 
-            generator = TransformersChatGenerator(
-                model=str(model_dir),
-                task="text-generation",
-                token=None,
-                # Every call passes the full, normalized generation kwargs (see `_prepare`): none are set here, so a
-                # run-time temperature of 0 cannot be undone by an init-time one merged in by the wrapped generator.
-            )
-            generator.warm_up()
-            self._generator = generator
+                    generator = TransformersChatGenerator(
+                        model=str(model_dir),
+                        task="text-generation",
+                        token=None,
+                        # Every call passes the full, normalized generation kwargs (see `_prepare`): none are set
+                        # here, so a run-time temperature of 0 cannot be undone by an init-time one.
+                    )
+                    generator.warm_up()
+                    loaded = _LOADED[str(model_dir)] = (generator, threading.Lock())
+            self._generator, self._run_lock = loaded
 
     def _prepare(self, generation_kwargs: dict[str, Any] | None, tools: Any) -> dict[str, Any]:
         if tools and not self._warned_tools:

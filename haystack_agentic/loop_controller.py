@@ -5,6 +5,7 @@ from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict, logging
 from haystack.dataclasses import ChatMessage
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_agentic.loop_state import LoopState
 
@@ -12,6 +13,50 @@ logger = logging.getLogger(__name__)
 
 #: Most characters of one chunk shown to the controller LLM in a search tool result.
 DEFAULT_CHUNK_PREVIEW_CHARS = 1500
+
+
+def validate_question(query: Any) -> str:
+    """
+    Check a question before a run starts.
+
+    :param query: The question.
+    :returns: The question, stripped.
+    :raises ValueError: If it is missing, not a string or blank (the message says what to pass).
+    """
+    if query is None:
+        raise ValueError("LoopController needs a `query` to start a run: pass the question as a string.")
+    if not isinstance(query, str):
+        raise ValueError(f"The query must be a string, got {type(query).__name__}.")
+    if not query.strip():
+        raise ValueError("The query is empty: pass a question with some text in it.")
+    return query.strip()
+
+
+def validate_filters(filters: Any) -> dict[str, Any] | None:
+    """
+    Check Haystack metadata filters before a run: their shape, operators and syntax.
+
+    The check runs Haystack's own filter matching against a one-document in-memory store, so a malformed filter
+    fails here with Haystack's message rather than inside a retriever mid-loop. (A filter that is well formed but
+    does not fit the stored metadata's types, e.g. `>` on a string field, can only fail at search time.)
+
+    :param filters: The filters, or `None`.
+    :returns: The filters (`None` for none or empty).
+    :raises ValueError: If they are not a dict or not valid Haystack filters.
+    """
+    if not filters:
+        if filters is not None and not isinstance(filters, dict):
+            raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
+        return None
+    if not isinstance(filters, dict):
+        raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
+    probe = InMemoryDocumentStore()
+    probe.write_documents([Document(content="probe")])
+    try:
+        probe.filter_documents(filters=filters)
+    except Exception as exc:  # noqa: BLE001 - any failure means the filter is malformed
+        raise ValueError(f"Not a valid Haystack filter: {exc}") from exc
+    return filters
 
 
 @component
@@ -88,16 +133,11 @@ class LoopController:
         return {"state": state}
 
     def _start(self, query: Any, filters: dict[str, Any] | None) -> LoopState:
-        if query is None:
-            raise ValueError("LoopController needs a `query` to start a run: pass the question as a string.")
-        if not isinstance(query, str):
-            raise ValueError(f"The query must be a string, got {type(query).__name__}.")
-        if not query.strip():
-            raise ValueError("The query is empty: pass a question with some text in it.")
+        question = validate_question(query)
         if filters is not None and not isinstance(filters, dict):
             raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
         return LoopState(
-            question=query.strip(),
+            question=question,
             max_iterations=self.max_iterations,
             chunk_cap=self.chunk_cap,
             filters=filters or None,

@@ -162,6 +162,16 @@ class LoopState:
         """`True` when the router turn about to be taken is the last one allowed."""
         return self.iteration + 1 >= self.max_iterations
 
+    def already_searched(self, query: str) -> bool:
+        """
+        Whether this exact query (ignoring case) was searched before in the run.
+
+        :param query: The query.
+        :returns: `True` if it is in `queries_tried`.
+        """
+        folded = query.casefold()
+        return any(q.casefold() == folded for q in self.queries_tried)
+
     def with_step(self, step: ToolStep) -> "LoopState":
         """
         Append a step to the tool history.

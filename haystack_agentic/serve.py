@@ -95,8 +95,8 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
     :returns: `({name: yaml path}, overrides, store file or None)`.
     :raises ServeError: On bad arguments, or `--llm openai` without a key or base URL.
     """
-    from haystack_agentic.cli import ENV_MODEL, choose_llm, default_store_path
-    from haystack_agentic.resources import pipeline_path
+    from haystack_agentic.cli import ENV_MODEL, default_store_path
+    from haystack_agentic.loop_loading import choose_llm, packaged_pipeline_for
 
     if args.max_iterations is not None and args.max_iterations < 1:
         raise ServeError("--max-iterations must be at least 1.")
@@ -112,15 +112,10 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
     if args.pipeline:
         pipelines = dict(_parse_pipeline_arg(value) for value in args.pipeline)
         return pipelines, overrides, str(Path(store).resolve()) if store else None
-    llm = choose_llm(args.llm)
-    if llm == "embedded":
-        path = pipeline_path("agentic_rag_embedded")
-    else:
-        if not os.environ.get("OPENAI_API_KEY"):
-            if not (args.base_url or os.environ.get("OPENAI_BASE_URL")):
-                raise ServeError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL / --base-url).")
-            os.environ["OPENAI_API_KEY"] = "not-needed-for-a-local-server"  # local servers ignore the key
-        path = pipeline_path("agentic_rag_json" if args.mode == "json" else "agentic_rag")
+    try:
+        path = packaged_pipeline_for(choose_llm(args.llm), args.mode, args.base_url)
+    except ValueError as exc:
+        raise ServeError(str(exc)) from exc
     return {args.name: path}, overrides, str(Path(store or default_store_path()).resolve())
 
 

@@ -9,14 +9,12 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
 from fastapi import HTTPException
 from haystack import Pipeline, logging
-from haystack.document_stores.in_memory import InMemoryDocumentStore
-from haystack.document_stores.types import DuplicatePolicy
 from hayhooks import BasePipelineWrapper
 
-from haystack_agentic.loop_pipeline import ALLOWED_MODULES, max_runs_for
+from haystack_agentic.loop_controller import validate_question
+from haystack_agentic.loop_loading import fill_in_memory_store, load_loop_pipeline
 from haystack_agentic.loop_state import LoopState
 
 logger = logging.getLogger(__name__)
@@ -44,13 +42,10 @@ def check_question(query: Any) -> str:
     :returns: The question, stripped.
     :raises BadRequest: If it is missing, not a string or blank.
     """
-    if query is None:
-        raise BadRequest("The request needs a `query`: the question, as a string.")
-    if not isinstance(query, str):
-        raise BadRequest(f"`query` must be a string, got {type(query).__name__}.")
-    if not query.strip():
-        raise BadRequest("`query` is empty: ask a question with some text in it.")
-    return query.strip()
+    try:
+        return validate_question(query)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from exc
 
 
 def question_from_messages(messages: Any) -> str:
@@ -106,54 +101,18 @@ def load_served_pipeline(
     :returns: The pipeline, warmed up.
     :raises ValueError: If the YAML cannot be read or loaded, or the store file cannot be read.
     """
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
     overrides = overrides or {}
-    for spec in (data.get("components") or {}).values():
-        params = spec.setdefault("init_parameters", {}) or {}
-        if spec.get("type", "").endswith("LoopController") and overrides.get("max_iterations"):
-            params["max_iterations"] = int(overrides["max_iterations"])
-            data["max_runs_per_component"] = max_runs_for(int(overrides["max_iterations"]))
-        for value in params.values():
-            if isinstance(value, dict) and str(value.get("type", "")).endswith("OpenAIChatGenerator"):
-                for key in ("model", "api_base_url"):
-                    if overrides.get(key):
-                        value.setdefault("init_parameters", {})[key] = overrides[key]
-    data.pop("inputs", None)
-    data.pop("outputs", None)
-    try:
-        pipeline = Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
-    except Exception as exc:  # noqa: BLE001 - report any loading problem with the file named
-        raise ValueError(f"Cannot load the pipeline {path}: {exc}") from exc
+    pipeline = load_loop_pipeline(
+        path,
+        model=overrides.get("model"),
+        api_base_url=overrides.get("api_base_url"),
+        max_iterations=overrides.get("max_iterations"),
+    )
     store_path = store_path or os.environ.get(ENV_STORE)
     if store_path:
-        fill_store(pipeline, Path(store_path))
+        fill_in_memory_store(pipeline, Path(store_path))
     pipeline.warm_up()
     return pipeline
-
-
-def fill_store(pipeline: Pipeline, store_path: Path) -> int:
-    """
-    Copy a saved in-memory store into the pipeline retriever's in-memory store, if that one is empty.
-
-    :param pipeline: The loop pipeline (component `retriever` with a `document_store`).
-    :param store_path: The saved store (JSON from `InMemoryDocumentStore.save_to_disk`).
-    :returns: The number of documents in the retriever's store.
-    :raises ValueError: If the file cannot be read.
-    """
-    store = getattr(pipeline.get_component("retriever"), "document_store", None)
-    if not isinstance(store, InMemoryDocumentStore):
-        return 0
-    if store.count_documents() == 0:
-        try:
-            saved = InMemoryDocumentStore.load_from_disk(str(store_path))
-        except (OSError, ValueError, KeyError) as exc:
-            raise ValueError(f"Cannot read the store {store_path} ({exc}); run `haystack-agentic index`.") from exc
-        store.write_documents(saved.filter_documents(), policy=DuplicatePolicy.OVERWRITE)
-    return store.count_documents()
 
 
 class AgenticLoopWrapper(BasePipelineWrapper):
