@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any
 
 from haystack import Document, component, default_from_dict, default_to_dict, logging
 from haystack.dataclasses import ChatMessage
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from pydantic import StringConstraints
 
 from haystack_agentic.loop_state import LoopState
 
@@ -13,6 +14,11 @@ logger = logging.getLogger(__name__)
 
 #: Most characters of one chunk shown to the controller LLM in a search tool result.
 DEFAULT_CHUNK_PREVIEW_CHARS = 1500
+
+
+#: The type of the `query` input: a string with at least one non-blank character. Servers that build request
+#: models from socket types (hayhooks) refuse a blank question with a 422 before the pipeline runs.
+Question = Annotated[str, StringConstraints(pattern=r"\S")]
 
 
 def validate_question(query: Any) -> str:
@@ -108,7 +114,7 @@ class LoopController:
     @component.output_types(state=LoopState, exhausted=LoopState)
     def run(
         self,
-        query: str | None = None,
+        query: Question | None = None,
         filters: dict[str, Any] | None = None,
         state: LoopState | None = None,
         documents: list[Document] | None = None,

@@ -13,7 +13,7 @@ from fastapi import HTTPException
 from haystack import Pipeline, logging
 from hayhooks import BasePipelineWrapper
 
-from haystack_agentic.loop_controller import validate_question
+from haystack_agentic.loop_controller import validate_filters, validate_question
 from haystack_agentic.loop_loading import fill_in_memory_store, load_loop_pipeline
 from haystack_agentic.loop_state import LoopState
 
@@ -208,6 +208,10 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     def _inputs(self, query: str, filters: Any) -> dict[str, Any]:
         if filters is not None and not isinstance(filters, dict):
             raise BadRequest("`filters` must be an object of Haystack metadata filters.")
+        try:
+            filters = validate_filters(filters)
+        except ValueError as exc:
+            raise BadRequest(f"`filters`: {exc}") from exc
         inputs: dict[str, Any] = {"query": query}
         if filters:
             inputs["filters"] = filters

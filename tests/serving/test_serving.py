@@ -69,6 +69,14 @@ def test_plain_yaml_pipeline_is_deployed_from_the_pipelines_dir(server):
     assert result["terminated_by"] == "answered"
 
 
+@pytest.mark.parametrize("query", ["", "   "])
+def test_plain_yaml_pipeline_refuses_a_blank_question_with_a_4xx(server, query):
+    # No wrapper here: the 422 comes from the type of `LoopController.query`, which hayhooks turns into its model.
+    response = post(server, "/plain/run", {"query": query})
+    assert response.status_code == 422, response.text
+    assert "query" in response.text
+
+
 def test_hayhooks_deploy_yaml_cli_deploys_a_packaged_style_yaml(server):
     hayhooks = shutil.which("hayhooks", path=str(Path(sys.executable).parent))
     env = {**server.env, "HAYHOOKS_HOST": "127.0.0.1", "HAYHOOKS_PORT": str(server.port)}
@@ -131,6 +139,8 @@ async def test_mcp_client_lists_and_calls_the_tool(server):
         ({"query": 42}, "valid string"),
         ({"query": ["a"]}, "valid string"),
         ({"query": QUESTION, "filters": "meta.kind == place"}, "valid dictionary"),
+        ({"query": QUESTION, "filters": {"operator": "AND"}}, "Not a valid Haystack filter"),
+        ({"query": QUESTION, "filters": {"field": "meta.kind", "operator": "bogus", "value": 1}}, "bogus"),
     ],
 )
 def test_bad_run_requests_get_a_4xx_with_a_message(server, body, message):
