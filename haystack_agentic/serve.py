@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -56,7 +57,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"Address to bind (default {DEFAULT_HOST}).")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT}).")
     serve.add_argument("--mcp-port", type=int, help="MCP port (default: --port + 1; 0 disables MCP).")
-    serve.add_argument("--workers", type=int, default=1, help="Worker processes (default 1; >1 serves no MCP).")
+    serve.add_argument("--workers", type=int, default=1, help="HTTP worker processes (default 1). With more than one, MCP runs as one extra process beside them.")
     serve.add_argument(
         "--pipeline",
         action="append",
@@ -193,25 +194,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _allow_our_modules()
     print(
         f"Serving {', '.join(sorted(pipelines))} from {directory} on http://{args.host}:{args.port}"
-        + (f" (MCP on http://{args.host}:{mcp_port}/mcp)" if mcp_port and args.workers == 1 else ""),
+        + (f" (MCP on http://{args.host}:{mcp_port}/mcp)" if mcp_port else "")
+        + (f" with {args.workers} workers" if args.workers > 1 else ""),
         file=sys.stderr,
         flush=True,
     )
     import uvicorn
 
     if args.workers > 1:
-        # Each worker builds its own app and pipelines; MCP runs separately: `hayhooks mcp run -d <dir>`.
-        uvicorn.run(
-            "hayhooks.server.app:create_app",
-            host=args.host,
-            port=args.port,
-            workers=args.workers,
-            factory=True,
-            log_config=None,
-        )
+        # Each worker builds its own app and pipelines (stateless workers); MCP runs as one process beside them.
+        mcp = _start_mcp_process(args.host, mcp_port, directory) if mcp_port else None
+        try:
+            uvicorn.run(
+                "hayhooks.server.app:create_app",
+                host=args.host,
+                port=args.port,
+                workers=args.workers,
+                factory=True,
+                log_config=None,
+            )
+        finally:
+            if mcp is not None:
+                mcp.terminate()
+                try:
+                    mcp.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    mcp.kill()
         return 0
     asyncio.run(_serve_one_process(args.host, args.port, mcp_port))
     return 0
+
+
+def _start_mcp_process(host: str, port: int, directory: Path) -> subprocess.Popen:
+    """Start `hayhooks mcp run` for the serving directory (used with several HTTP workers)."""
+    hayhooks = Path(sys.executable).with_name("hayhooks")
+    command = [str(hayhooks), "mcp", "run", "--host", host, "--port", str(port), "--pipelines-dir", str(directory)]
+    return subprocess.Popen(command, env=os.environ.copy())
 
 
 class _Server:
