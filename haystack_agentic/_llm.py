@@ -4,11 +4,14 @@ Shared plumbing for the components that call a chat generator: one call with usa
 the sync and async paths, prompt rendering, and (de)serialisation of an optional chat generator.
 """
 
+import asyncio
+import concurrent.futures
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from haystack import logging
+from haystack import logging, tracing
 from haystack.core.serialization import component_to_dict
 from haystack.dataclasses import ChatMessage
 from haystack.token_counters import ApproximateTokenCounter
@@ -90,6 +93,61 @@ def _account(
     return state.with_usage(role, replies, prompt_tokens_estimate=estimate)
 
 
+#: Exception class names (any library) that mark a transient failure worth retrying: timeouts, dropped
+#: connections, rate limits and server errors (OpenAI's and httpx's names among them).
+_TRANSIENT_NAMES = {
+    "APITimeoutError",
+    "APIConnectionError",
+    "RateLimitError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "ConnectTimeout",
+    "ReadTimeout",
+    "RemoteProtocolError",
+}
+#: HTTP statuses that mark a transient failure (RFC 9110: timeout, conflict, too many requests, server errors).
+_TRANSIENT_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+
+#: Retries after the first attempt of a transient failure (default of every LLM role).
+DEFAULT_MAX_RETRIES = 2
+#: First backoff in seconds; it doubles after each retry.
+DEFAULT_BACKOFF = 0.5
+
+
+def is_transient(exc: BaseException) -> bool:
+    """
+    Whether an exception from a chat generator is worth retrying (timeouts, connection errors, 429 and 5xx).
+
+    The exception and its causes are inspected, since Haystack may wrap the client's error.
+
+    :param exc: The exception.
+    :returns: `True` for a transient failure.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (TimeoutError, ConnectionError)) or type(current).__name__ in _TRANSIENT_NAMES:
+            return True
+        if getattr(current, "status_code", None) in _TRANSIENT_STATUSES:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _run_with_timeout(generator: Any, kwargs: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+    if timeout is None:
+        return generator.run(**kwargs)
+    # A thread cannot be killed: on timeout the call is abandoned (its result ignored) and the loop goes on.
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(generator.run, **kwargs).result(timeout=timeout)
+    except concurrent.futures.TimeoutError as exc:
+        raise TimeoutError(f"the chat generator did not answer within {timeout} s") from exc
+    finally:
+        pool.shutdown(wait=False)
+
+
 def call_generator(
     generator: Any,
     state: LoopState,
@@ -99,9 +157,16 @@ def call_generator(
     temperature: float | None = None,
     generation_kwargs: dict[str, Any] | None = None,
     tools: Any = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    timeout: float | None = None,
+    backoff: float = DEFAULT_BACKOFF,
 ) -> LLMCall:
     """
-    Call a chat generator once and count the call for `role`. Exceptions are caught and returned, not raised.
+    Call a chat generator and count the call for `role`. Exceptions are caught and returned, not raised.
+
+    Transient failures (`is_transient`: timeouts, connection errors, HTTP 429/5xx) are retried up to
+    `max_retries` times with exponential backoff (`backoff`, `2 * backoff`, ... seconds); other exceptions are
+    returned at once. Every attempt counts as a call in `usage` (a failed attempt may still be billed).
 
     :param generator: Any Haystack chat generator.
     :param state: The run's state (for usage accounting).
@@ -110,16 +175,29 @@ def call_generator(
     :param temperature: Sampling temperature, passed as `generation_kwargs["temperature"]` when set.
     :param generation_kwargs: Extra generation kwargs for this call.
     :param tools: Tools offered to the model, if any.
-    :returns: The `LLMCall`.
+    :param max_retries: Retries of a transient failure (>= 0).
+    :param timeout: Seconds one attempt may take (`None`: no limit); a timeout is transient.
+    :param backoff: Seconds before the first retry; doubles each retry.
+    :returns: The `LLMCall` (with the last exception when every attempt failed).
     """
-    try:
-        result = generator.run(**_call_kwargs(messages, temperature, generation_kwargs, tools))
-        replies = list(result.get("replies") or [])
-        error = None
-    except Exception as exc:  # noqa: BLE001 - any generator failure is a defined outcome of the loop
-        logger.warning("The {role} chat generator raised: {error}", role=role, error=repr(exc))
-        replies, error = [], exc
-    return LLMCall(replies=replies, error=error, state=_account(state, role, messages, replies, tools))
+    kwargs = _call_kwargs(messages, temperature, generation_kwargs, tools)
+    attempt = 0
+    while True:
+        with _llm_span(role, state, attempt) as span:
+            try:
+                result = _run_with_timeout(generator, kwargs, timeout)
+                replies, error = list(result.get("replies") or []), None
+            except Exception as exc:  # noqa: BLE001 - any generator failure is a defined outcome of the loop
+                replies, error = [], exc
+            state = _account(state, role, messages, replies, tools)
+            _tag_call(span, state, role, replies, error)
+        if error is None or attempt >= max_retries or not is_transient(error):
+            if error is not None:
+                logger.warning("The {role} chat generator raised: {error}", role=role, error=repr(error))
+            return LLMCall(replies=replies, error=error, state=state)
+        logger.info("Transient {role} LLM failure ({error}); retry {n}", role=role, error=repr(error), n=attempt + 1)
+        time.sleep(backoff * 2**attempt)
+        attempt += 1
 
 
 async def call_generator_async(
@@ -131,22 +209,57 @@ async def call_generator_async(
     temperature: float | None = None,
     generation_kwargs: dict[str, Any] | None = None,
     tools: Any = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    timeout: float | None = None,
+    backoff: float = DEFAULT_BACKOFF,
 ) -> LLMCall:
     """
-    Async twin of `call_generator`: awaits the generator's `run_async` when it has one, else runs `run` in a thread.
+    Async twin of `call_generator`: awaits the generator's `run_async` when it has one, else runs `run` in a thread;
+    the same retries, backoff (`asyncio.sleep`) and timeout (`asyncio.wait_for`).
 
     :returns: The `LLMCall`.
     """
-    try:
-        result = await _execute_component_async(
-            generator, **_call_kwargs(messages, temperature, generation_kwargs, tools)
-        )
-        replies = list(result.get("replies") or [])
-        error = None
-    except Exception as exc:  # noqa: BLE001
-        logger.warning("The {role} chat generator raised: {error}", role=role, error=repr(exc))
-        replies, error = [], exc
-    return LLMCall(replies=replies, error=error, state=_account(state, role, messages, replies, tools))
+    kwargs = _call_kwargs(messages, temperature, generation_kwargs, tools)
+    attempt = 0
+    while True:
+        with _llm_span(role, state, attempt) as span:
+            try:
+                result = await asyncio.wait_for(_execute_component_async(generator, **kwargs), timeout=timeout)
+                replies, error = list(result.get("replies") or []), None
+            except asyncio.TimeoutError:
+                replies, error = [], TimeoutError(f"the chat generator did not answer within {timeout} s")
+            except Exception as exc:  # noqa: BLE001
+                replies, error = [], exc
+            state = _account(state, role, messages, replies, tools)
+            _tag_call(span, state, role, replies, error)
+        if error is None or attempt >= max_retries or not is_transient(error):
+            if error is not None:
+                logger.warning("The {role} chat generator raised: {error}", role=role, error=repr(error))
+            return LLMCall(replies=replies, error=error, state=state)
+        logger.info("Transient {role} LLM failure ({error}); retry {n}", role=role, error=repr(error), n=attempt + 1)
+        await asyncio.sleep(backoff * 2**attempt)
+        attempt += 1
+
+
+def _llm_span(role: str, state: LoopState, attempt: int) -> Any:
+    """A Haystack tracing span for one LLM call (a no-op unless a tracer is enabled)."""
+    return tracing.tracer.trace(
+        "haystack_agentic.llm_call",
+        tags={
+            "haystack_agentic.role": role,
+            "haystack_agentic.iteration": state.iteration + 1,
+            "haystack_agentic.attempt": attempt + 1,
+        },
+    )
+
+
+def _tag_call(span: Any, state: LoopState, role: str, replies: list[ChatMessage], error: BaseException | None) -> None:
+    usage = state.usage.get(role, {})
+    span.set_tag("haystack_agentic.prompt_tokens_total", usage.get("prompt_tokens", 0))
+    span.set_tag("haystack_agentic.completion_tokens_total", usage.get("completion_tokens", 0))
+    span.set_tag("haystack_agentic.tool_calls", sum(len(r.tool_calls) for r in replies))
+    if error is not None:
+        span.set_tag("haystack_agentic.error", describe_error(error))
 
 
 def describe_error(exc: BaseException) -> str:

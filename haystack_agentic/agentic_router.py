@@ -7,10 +7,16 @@ from typing import Any, Literal
 from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, ToolCall
-from haystack.tools import Tool, deserialize_tools_or_toolset_inplace, flatten_tools_or_toolsets, serialize_tools_or_toolset
-from haystack.tools import ToolsType
+from haystack.tools import (
+    Tool,
+    ToolsType,
+    deserialize_tools_or_toolset_inplace,
+    flatten_tools_or_toolsets,
+    serialize_tools_or_toolset,
+)
 
 from haystack_agentic._llm import (
+    DEFAULT_MAX_RETRIES,
     LLMCall,
     call_generator,
     call_generator_async,
@@ -223,6 +229,8 @@ class AgenticRouter:
         max_top_k: int = 20,
         strict: bool = False,
         chunk_preview_chars: int = 600,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float | None = None,
     ) -> None:
         """
         Create an AgenticRouter.
@@ -241,6 +249,9 @@ class AgenticRouter:
         :param strict: In json mode, raise `ValueError` (with the raw reply) on output that is not a valid
             decision, instead of recording it and going on.
         :param chunk_preview_chars: Most characters of each chunk in the json-mode prompt. Default 600.
+        :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
+            exponential backoff from 0.5 s. Default 2.
+        :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
         :raises ValueError: On an unknown mode, a user tool named like a built-in tool, or bad top_k bounds.
         """
         if mode not in ("tools", "json"):
@@ -258,6 +269,8 @@ class AgenticRouter:
         self.json_prompt = json_prompt
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
+        self.max_retries = max_retries
+        self.timeout = timeout
         self.default_top_k = default_top_k
         self.max_top_k = max_top_k
         self.strict = strict
@@ -299,6 +312,8 @@ class AgenticRouter:
             messages,
             temperature=self.temperature,
             generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
             tools=tools,
         )
         return self._route(call)
@@ -324,6 +339,8 @@ class AgenticRouter:
             messages,
             temperature=self.temperature,
             generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
             tools=tools,
         )
         return self._route(call)
@@ -419,10 +436,11 @@ class AgenticRouter:
             if text:
                 step = ToolStep(iteration=turn, action="answer", result="plain-text reply", reasoning=None)
                 return {"answer": state.with_step(step).evolve(draft=text, pending_action="answer")}
-            step = ToolStep(iteration=turn, action="invalid", result="empty reply")
             if reply is None:
                 state = state.with_messages(ChatMessage.from_assistant(""))
-            return {"loop": state.with_step(step).with_messages(ChatMessage.from_user(_EMPTY_REPLY_NUDGE))}
+            # Reasoning models may think without a final text: that is an empty reply too.
+            thought = reply.reasoning.reasoning_text if reply is not None and reply.reasoning else None
+            return self._empty_reply(state, turn, "empty reply" + (" (reasoning only)" if thought else ""), None)
 
         search: tuple[ToolCall, str, int, dict[str, Any]] | None = None
         for tool_call in tool_calls:
@@ -430,6 +448,10 @@ class AgenticRouter:
             try:
                 arguments = _parse_arguments(tool_call)
                 if name == ANSWER_TOOL_NAME:
+                    if isinstance(arguments.get("text"), str) and not arguments["text"].strip():
+                        # A blank answer is an empty reply: it counts towards the nudge-once limit.
+                        problem = "'text' is required and must be a non-empty string (blank answer)"
+                        return self._empty_reply(state, turn, f"Error in answer: {problem}.", tool_call)
                     answer = _required_text(arguments, "text")
                     step = ToolStep(iteration=turn, action="answer", tool_name=name, arguments=arguments)
                     return {"answer": state.with_step(step).evolve(draft=answer, pending_action="answer")}
@@ -470,6 +492,27 @@ class AgenticRouter:
             tool_call, query, top_k, arguments = search
             return self._search(state, turn, query, top_k, tool_call, arguments, None)
         return {"loop": state}
+
+    @staticmethod
+    def _empty_reply(state: LoopState, turn: int, what: str, tool_call: ToolCall | None) -> dict[str, Any]:
+        """An empty reply or a blank answer is never an answer: nudge the model once, then go to the fallback."""
+        state = state.evolve(empty_replies=state.empty_replies + 1)
+        step = ToolStep(
+            iteration=turn,
+            action="invalid",
+            tool_name=tool_call.tool_name if tool_call else None,
+            arguments=_safe_arguments(tool_call) if tool_call else {},
+            result=what,
+        )
+        state = state.with_step(step)
+        if tool_call is not None:
+            state = state.with_messages(ChatMessage.from_tool(what, origin=tool_call, error=True))
+        if state.empty_replies > 1:
+            logger.warning("The controller LLM replied with nothing twice; handing over to the fallback.")
+            return {"loop": state.evolve(stop_reason=f"controller LLM gave no usable reply twice ({what})")}
+        if tool_call is not None:  # the tool error above is the nudge
+            return {"loop": state}
+        return {"loop": state.with_messages(ChatMessage.from_user(_EMPTY_REPLY_NUDGE))}
 
     def _top_k(self, value: Any) -> int:
         if value is None:
@@ -537,6 +580,8 @@ class AgenticRouter:
             json_prompt=self.json_prompt,
             temperature=self.temperature,
             generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
             default_top_k=self.default_top_k,
             max_top_k=self.max_top_k,
             strict=self.strict,

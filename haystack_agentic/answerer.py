@@ -8,6 +8,7 @@ from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic._llm import (
+    DEFAULT_MAX_RETRIES,
     call_generator,
     call_generator_async,
     describe_error,
@@ -15,8 +16,8 @@ from haystack_agentic._llm import (
     generator_from_dict_inplace,
     generator_to_dict,
     render,
-    with_system_prompt,
     warm_up_generator,
+    with_system_prompt,
 )
 from haystack_agentic.loop_state import LoopState, ToolStep
 
@@ -95,6 +96,8 @@ class Answerer:
         max_chunks: int = 6,
         chunk_chars: int = 1200,
         chunks_per_search: int | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float | None = None,
     ) -> None:
         """
         Create an Answerer.
@@ -114,6 +117,9 @@ class Answerer:
             every hop's evidence is in the prompt even when its scores are low, and fewer distractors are. With the
             packaged SmolLM2-135M on 40 HotpotQA questions, N=2 doubled the answers containing the gold answer
             (17 against 9 with the best 6 by score).
+        :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
+            exponential backoff from 0.5 s. Default 2.
+        :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
         :raises ValueError: If `max_chunks`, `chunk_chars` or `chunks_per_search` is below 1.
         """
         if max_chunks < 1 or chunk_chars < 1 or (chunks_per_search is not None and chunks_per_search < 1):
@@ -121,6 +127,8 @@ class Answerer:
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
+        self.max_retries = max_retries
+        self.timeout = timeout
         self.system_prompt = system_prompt
         self.answer_prompt = answer_prompt
         self.generate_prompt = generate_prompt
@@ -152,6 +160,8 @@ class Answerer:
             prepared,
             temperature=self.temperature,
             generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
         )
         return self._complete(state, call.state, call.text, call.error)
 
@@ -173,6 +183,8 @@ class Answerer:
             prepared,
             temperature=self.temperature,
             generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
         )
         return self._complete(state, call.state, call.text, call.error)
 
@@ -259,6 +271,8 @@ class Answerer:
             chat_generator=generator_to_dict(self.chat_generator),
             temperature=self.temperature,
             generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
             system_prompt=self.system_prompt,
             answer_prompt=self.answer_prompt,
             generate_prompt=self.generate_prompt,

@@ -7,6 +7,7 @@ from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic._llm import (
+    DEFAULT_MAX_RETRIES,
     call_generator,
     call_generator_async,
     describe_error,
@@ -14,8 +15,8 @@ from haystack_agentic._llm import (
     generator_from_dict_inplace,
     generator_to_dict,
     render,
-    with_system_prompt,
     warm_up_generator,
+    with_system_prompt,
 )
 from haystack_agentic.loop_state import LoopState
 
@@ -68,6 +69,8 @@ class FallbackSynthesizer:
         enabled: bool = True,
         max_chunks: int = 10,
         chunk_chars: int = 1200,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float | None = None,
     ) -> None:
         """
         Create a FallbackSynthesizer.
@@ -81,6 +84,9 @@ class FallbackSynthesizer:
         :param enabled: `False` turns the fallback call off.
         :param max_chunks: Most chunks (best first) put into the prompt. Default 10.
         :param chunk_chars: Most characters of each chunk in the prompt. Default 1200.
+        :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
+            exponential backoff from 0.5 s. Default 2.
+        :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
         :raises ValueError: If `max_chunks` or `chunk_chars` is below 1.
         """
         if max_chunks < 1 or chunk_chars < 1:
@@ -88,6 +94,8 @@ class FallbackSynthesizer:
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
+        self.max_retries = max_retries
+        self.timeout = timeout
         self.system_prompt = system_prompt
         self.synthesis_prompt = synthesis_prompt
         self.enabled = enabled
@@ -117,6 +125,8 @@ class FallbackSynthesizer:
             messages,
             temperature=self.temperature,
             generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
         )
         return {"finished": self._complete(call.state, call.text, call.error)}
 
@@ -138,6 +148,8 @@ class FallbackSynthesizer:
             messages,
             temperature=self.temperature,
             generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
         )
         return {"finished": self._complete(call.state, call.text, call.error)}
 
@@ -175,6 +187,8 @@ class FallbackSynthesizer:
             chat_generator=generator_to_dict(self.chat_generator),
             temperature=self.temperature,
             generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
             system_prompt=self.system_prompt,
             synthesis_prompt=self.synthesis_prompt,
             enabled=self.enabled,

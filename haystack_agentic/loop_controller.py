@@ -118,6 +118,7 @@ class LoopController:
         filters: dict[str, Any] | None = None,
         state: LoopState | None = None,
         documents: list[Document] | None = None,
+        search_error: str | None = None,
     ) -> dict[str, LoopState]:
         """
         Start a run, or record the turn that just happened and decide whether the loop goes on.
@@ -126,14 +127,17 @@ class LoopController:
         :param filters: Haystack metadata filters applied to every search of the run (first visit only).
         :param state: The state coming back around the loop.
         :param documents: The retriever's documents for the pending search, if this turn searched.
+        :param search_error: Why the pending search failed (from `SafeRetriever.error`), or `None`. A failed search
+            is recorded in the tool step (`result`) and given to the controller LLM as a tool error; the loop goes on.
         :returns: `{"state": LoopState}` to take another router turn, or `{"exhausted": LoopState}` when
-            `max_iterations` turns have been taken.
+            `max_iterations` turns have been taken, or a component asked the loop to stop (`state.stop_reason`,
+            e.g. a controller LLM that keeps replying with nothing).
         :raises ValueError: On the first visit, if `query` is missing, not a string or blank.
         """
         if state is None:
             return {"state": self._start(query, filters)}
-        state = self._record_turn(state, documents)
-        if state.iteration >= state.max_iterations:
+        state = self._record_turn(state, documents, search_error)
+        if state.iteration >= state.max_iterations or state.stop_reason:
             logger.debug("Loop exhausted after {iterations} iterations", iterations=state.iteration)
             return {"exhausted": state}
         return {"state": state}
@@ -149,7 +153,9 @@ class LoopController:
             filters=filters or None,
         )
 
-    def _record_turn(self, state: LoopState, documents: list[Document] | None) -> LoopState:
+    def _record_turn(
+        self, state: LoopState, documents: list[Document] | None, search_error: str | None = None
+    ) -> LoopState:
         pending = state.pending
         if pending is not None:
             found = list(documents or [])
@@ -158,15 +164,34 @@ class LoopController:
             history = state.tool_history
             if history and history[-1].action == "search" and not history[-1].returned_chunk_ids:
                 last = history[-1]
-                history = (*history[:-1], replace(last, returned_chunk_ids=returned))
+                changes: dict[str, Any] = {"returned_chunk_ids": returned}
+                if search_error:
+                    changes["result"] = f"search failed: {search_error}"
+                history = (*history[:-1], replace(last, **changes))
             state = state.evolve(tool_history=history)
             if pending.tool_call is not None:
-                text = self.format_search_result(pending.query, found)
-                state = state.with_messages(ChatMessage.from_tool(tool_result=text, origin=pending.tool_call))
+                if search_error:
+                    text = self.format_search_error(pending.query, search_error)
+                    message = ChatMessage.from_tool(tool_result=text, origin=pending.tool_call, error=True)
+                else:
+                    text = self.format_search_result(pending.query, found)
+                    message = ChatMessage.from_tool(tool_result=text, origin=pending.tool_call)
+                state = state.with_messages(message)
             state = state.evolve(pending=None)
         elif documents:
             logger.warning("LoopController received documents without a pending search; they are ignored.")
         return state.evolve(iteration=state.iteration + 1)
+
+    @staticmethod
+    def format_search_error(query: str, error: str) -> str:
+        """
+        Render a failed search for the controller LLM.
+
+        :param query: The query that was searched.
+        :param error: What went wrong (one line).
+        :returns: The tool error text.
+        """
+        return f'The search for "{query}" failed: {error}. Try again, or answer from what you have.'
 
     def format_search_result(self, query: str, documents: list[Document]) -> str:
         """

@@ -119,6 +119,9 @@ class LoopState:
     :param error: The error that ended the run (or a failure that was survived, e.g. of the fallback).
     :param grounding: Grounding of the answer (filled in by a grounder stage), or `None`.
     :param metadata: Free-form, JSON-compatible extras (e.g. which policy ran).
+    :param empty_replies: How many controller replies were empty (no text, no tool call, or a blank answer).
+    :param stop_reason: Set when a component ends the loop early; the controller then sends the state to the
+        fallback as if `max_iterations` were reached.
     """
 
     question: str
@@ -139,6 +142,8 @@ class LoopState:
     error: str | None = None
     grounding: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    empty_replies: int = 0
+    stop_reason: str | None = None
 
     # Haystack deep-copies every component input at every pipeline step. The state is immutable (and chunks
     # are never mutated in place), so sharing is safe and makes the copy free.

@@ -142,11 +142,12 @@ def test_max_iterations_without_chunks_makes_no_call(build_loop):
     assert loop.fallback_llm.calls == [] and calls(result, "fallback") == 0
 
 
-def test_max_iterations_with_only_empty_replies(build_loop):
-    loop = build_loop([{"empty": True}], max_iterations=3, fallback_script=[{"text": "made up"}])
+def test_only_empty_replies_nudge_once_then_hand_over_to_the_fallback(build_loop):
+    loop = build_loop([{"empty": True}], max_iterations=5, fallback_script=[{"text": "made up"}])
     result = loop.run()
-    assert (result["terminated_by"], result["answer"], result["iterations"]) == ("max_iterations", None, 3)
-    assert actions(result) == ["invalid"] * 3
+    # Nudged once; the second empty reply stops the loop. No chunks, so the fallback makes no call.
+    assert (result["terminated_by"], result["answer"], result["iterations"]) == ("max_iterations", None, 2)
+    assert actions(result) == ["invalid"] * 2
     assert loop.fallback_llm.calls == []
 
 

@@ -286,8 +286,8 @@ def test_usage_tokens_come_from_the_replies(build_loop):
 
 
 def test_long_runs_stay_within_max_runs_per_component(build_loop):
-    # Every turn loops without a search (empty replies), the most controller visits a run can take.
-    result = build_loop([{"empty": True}], max_iterations=10).run()
+    # Every turn searches (a new query each time), the most controller visits a run can take.
+    result = build_loop([search(f"query {i}") for i in range(10)], max_iterations=10).run()
     assert (result["terminated_by"], result["iterations"]) == ("max_iterations", 10)
     # json mode reflect turns go through the answerer and back around the loop.
     script = [decide("search", query="Adriana Trigiani")] + [decide("reflect")] * 10
