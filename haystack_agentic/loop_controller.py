@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
+import re
+import unicodedata
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -12,6 +14,12 @@ from haystack_agentic.loop_state import LoopState
 
 logger = logging.getLogger(__name__)
 
+#: Longest question accepted by default, in characters.
+DEFAULT_MAX_QUESTION_CHARS = 4000
+
+# C0 and C1 control characters except tab and newline.
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
 #: Most characters of one chunk shown to the controller LLM in a search tool result.
 DEFAULT_CHUNK_PREVIEW_CHARS = 1500
 
@@ -21,21 +29,32 @@ DEFAULT_CHUNK_PREVIEW_CHARS = 1500
 Question = Annotated[str, StringConstraints(pattern=r"\S")]
 
 
-def validate_question(query: Any) -> str:
+def validate_question(query: Any, max_chars: int | None = None) -> str:
     """
-    Check a question before a run starts.
+    Check a question before a run starts, and clean it.
+
+    Control characters (terminal escape codes, NUL, ...) are replaced by spaces; tabs and newlines stay. Text in
+    any script is accepted as it is (Unicode NFC normalised).
 
     :param query: The question.
-    :returns: The question, stripped.
-    :raises ValueError: If it is missing, not a string or blank (the message says what to pass).
+    :param max_chars: Longest question accepted, in characters, or `None` for no limit.
+    :returns: The cleaned question, stripped.
+    :raises ValueError: If it is missing, not a string, blank, or longer than `max_chars` (the message says what
+        to pass).
     """
     if query is None:
         raise ValueError("LoopController needs a `query` to start a run: pass the question as a string.")
     if not isinstance(query, str):
         raise ValueError(f"The query must be a string, got {type(query).__name__}.")
-    if not query.strip():
+    cleaned = _CONTROL_CHARACTERS.sub(" ", unicodedata.normalize("NFC", query)).strip()
+    if not cleaned:
         raise ValueError("The query is empty: pass a question with some text in it.")
-    return query.strip()
+    if max_chars is not None and len(cleaned) > max_chars:
+        raise ValueError(
+            f"The query is {len(cleaned)} characters long; the limit is {max_chars} "
+            "(LoopController max_question_chars): shorten the question."
+        )
+    return cleaned
 
 
 def validate_filters(filters: Any) -> dict[str, Any] | None:
@@ -90,7 +109,11 @@ class LoopController:
     """
 
     def __init__(
-        self, max_iterations: int = 10, chunk_cap: int = 30, chunk_preview_chars: int = DEFAULT_CHUNK_PREVIEW_CHARS
+        self,
+        max_iterations: int = 10,
+        chunk_cap: int = 30,
+        chunk_preview_chars: int = DEFAULT_CHUNK_PREVIEW_CHARS,
+        max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
     ) -> None:
         """
         Create a LoopController.
@@ -99,6 +122,8 @@ class LoopController:
         :param chunk_cap: Most chunks a run keeps (>= 1); the lowest-scored are evicted first. Default 30.
         :param chunk_preview_chars: Most characters of each chunk put into a search tool result for the
             controller LLM (characters, not tokens). Default 1500.
+        :param max_question_chars: Longest question accepted, in characters (after control characters are
+            removed and whitespace trimmed). Default 4000.
         :raises ValueError: If a limit is below 1.
         """
         if max_iterations < 1:
@@ -110,6 +135,9 @@ class LoopController:
         self.max_iterations = max_iterations
         self.chunk_cap = chunk_cap
         self.chunk_preview_chars = chunk_preview_chars
+        if max_question_chars < 1:
+            raise ValueError(f"max_question_chars must be at least 1, got {max_question_chars}")
+        self.max_question_chars = max_question_chars
 
     @component.output_types(state=LoopState, exhausted=LoopState)
     def run(
@@ -143,7 +171,7 @@ class LoopController:
         return {"state": state}
 
     def _start(self, query: Any, filters: dict[str, Any] | None) -> LoopState:
-        question = validate_question(query)
+        question = validate_question(query, self.max_question_chars)
         if filters is not None and not isinstance(filters, dict):
             raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
         return LoopState(
@@ -224,6 +252,7 @@ class LoopController:
             max_iterations=self.max_iterations,
             chunk_cap=self.chunk_cap,
             chunk_preview_chars=self.chunk_preview_chars,
+            max_question_chars=self.max_question_chars,
         )
 
     @classmethod

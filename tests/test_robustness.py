@@ -164,3 +164,28 @@ def test_roles_serialise_retry_settings(allow_deserialization):
     fallback = FallbackSynthesizer.from_dict(FallbackSynthesizer(max_retries=0, timeout=1.0).to_dict())
     assert (fallback.max_retries, fallback.timeout) == (0, 1.0)
     assert LoopController().max_iterations == 10
+
+
+# --- bad questions -----------------------------------------------------------------------------------------
+
+
+def test_question_control_characters_are_removed_and_scripts_kept():
+    controller = LoopController()
+    state = controller.run(query="Who directed \x1b[2J\x1b[31mBig Stone Gap?\x00")["state"]
+    assert state.question == "Who directed  [2J [31mBig Stone Gap?"
+    for question in ("《石门》的导演住在纽约哪个区？", "من أخرج فيلم بيج ستون جاب؟", "Кто режиссёр?"):
+        assert controller.run(query=question)["state"].question == question
+
+
+def test_question_over_the_limit_is_a_clear_error():
+    controller = LoopController(max_question_chars=50)
+    with pytest.raises(ValueError, match="is 60 characters long; the limit is 50"):
+        controller.run(query="x" * 60)
+    assert controller.run(query="x" * 50)["state"].question == "x" * 50
+    with pytest.raises(ValueError):
+        LoopController(max_question_chars=0)
+
+
+def test_non_latin_question_runs_through_the_loop(build_loop):
+    result = build_loop([search("Adriana Trigiani"), answer("格林威治村")]).run(query="导演住在哪里？")
+    assert (result["terminated_by"], result["answer"]) == ("answered", "格林威治村")
