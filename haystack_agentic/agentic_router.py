@@ -27,6 +27,7 @@ from haystack_agentic._llm import (
     render,
     warm_up_generator,
 )
+from haystack_agentic._tracing import trace_turn
 from haystack_agentic.loop_state import LoopState, PendingSearch, ToolStep
 
 logger = logging.getLogger(__name__)
@@ -353,7 +354,10 @@ class AgenticRouter:
             if state.is_last_iteration:
                 turn = state.iteration + 1
                 step = ToolStep(iteration=turn, action="generate", result="last iteration: generate without a call")
-                return count_final_turn({"answer": state.with_step(step).evolve(pending_action="answer")}, turn)
+                return trace_turn(
+                    "AgenticRouter",
+                    count_final_turn({"answer": state.with_step(step).evolve(pending_action="answer")}, turn),
+                )
             prompt = render(
                 self.json_prompt or DEFAULT_JSON_PROMPT,
                 question=state.question,
@@ -386,7 +390,7 @@ class AgenticRouter:
             routed = self._route_json(state, call, turn)
         else:
             routed = self._route_tools(state, call, turn)
-        return count_final_turn(routed, turn)
+        return trace_turn("AgenticRouter", count_final_turn(routed, turn))
 
     def _route_json(self, state: LoopState, call: LLMCall, turn: int) -> dict[str, Any]:
         decision = parse_json_decision(call.text)

@@ -5,6 +5,7 @@ from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict, logging
 
+from haystack_agentic._tracing import trace_turn
 from haystack_agentic.agentic_router import count_final_turn
 from haystack_agentic.bridge_entities import BridgeEntityPolicy
 from haystack_agentic.loop_state import LoopState, PendingSearch, ToolStep
@@ -130,8 +131,12 @@ class BridgeEntityRouter:
 
         :param state: The run's state from the controller.
         :returns: A search (`query`, `filters`, `top_k`, `loop`) or `{"answer": LoopState}` with
-            `pending_action="answer"` (no draft: the answerer writes the answer from the chunks).
+            `pending_action="answer"` (no draft: the answerer writes the answer from the chunks), or
+            `{"finished": LoopState}` (gave up) when no search found any chunk.
         """
+        return trace_turn("BridgeEntityRouter", self._turn(state))
+
+    def _turn(self, state: LoopState) -> dict[str, Any]:
         turn = state.iteration + 1
         searched = list(state.queries_tried)
         if not searched:

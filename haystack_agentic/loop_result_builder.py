@@ -4,6 +4,7 @@ from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict, logging
 
+from haystack_agentic._tracing import tag_current_span
 from haystack_agentic.loop_state import LoopState
 
 logger = logging.getLogger(__name__)
@@ -20,7 +21,8 @@ class LoopResultBuilder:
     ### Usage example
     ```python
     from haystack_agentic import LoopResultBuilder
-    from haystack_agentic.loop_state import LoopState
+    from haystack_agentic._tracing import tag_current_span
+from haystack_agentic.loop_state import LoopState
 
     state = LoopState(question="q").finish("answered", answer="a")
     print(LoopResultBuilder().run(state=state)["result"]["answer"])  # "a"
@@ -39,7 +41,17 @@ class LoopResultBuilder:
         if state.terminated_by is None:
             logger.warning("LoopResultBuilder got a state that never ended; reporting it as an error.")
             state = state.finish("error", error="The loop ended without a termination reason.")
-        return {"result": state.to_result()}
+        result = state.to_result()
+        tag_current_span(
+            terminated_by=result["terminated_by"],
+            iterations=result["iterations"],
+            chunks=len(result["documents"]),
+            llm_calls=result["usage"]["total"]["calls"],
+            prompt_tokens=result["usage"]["total"]["prompt_tokens"],
+            completion_tokens=result["usage"]["total"]["completion_tokens"],
+            answered=result["answer"] is not None,
+        )
+        return {"result": result}
 
     def to_dict(self) -> dict[str, Any]:
         """
