@@ -15,16 +15,13 @@ from hayhooks import BasePipelineWrapper
 
 from haystack_agentic.loop_controller import validate_filters, validate_question
 from haystack_agentic.loop_loading import fill_in_memory_store, load_loop_pipeline
-from haystack_agentic.loop_state import LoopState
+from haystack_agentic.progress import iter_progress
 
 logger = logging.getLogger(__name__)
 
 #: Environment variable naming a saved `InMemoryDocumentStore` (JSON, from `haystack-agentic index`) that fills
 #: an empty in-memory store of the served pipeline at start-up.
 ENV_STORE = "HAYSTACK_AGENTIC_STORE"
-
-#: Components whose outputs carry the `LoopState` while the loop runs (watched to stream progress).
-_PROGRESS_COMPONENTS = {"router", "controller"}
 
 
 class BadRequest(HTTPException):
@@ -186,24 +183,15 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         return self._stream(data)
 
     async def _stream(self, data: dict[str, Any]) -> AsyncGenerator[str, None]:
-        sent = 0
-        result = None
         try:
-            async for partial in self.pipeline.run_async_generator(data, include_outputs_from=_PROGRESS_COMPONENTS):
-                if "result" in partial:
-                    result = partial["result"]["result"]
-                for name in _PROGRESS_COMPONENTS & partial.keys():
-                    for value in partial[name].values():
-                        if isinstance(value, LoopState) and len(value.tool_history) > sent:
-                            for step in value.tool_history[sent:]:
-                                yield progress_line(step.to_dict())
-                            sent = len(value.tool_history)
+            async for event in iter_progress(self.pipeline, data):
+                if event.kind == "step" and event.step is not None:
+                    yield progress_line(event.step.to_dict())
+                elif event.result is not None:
+                    yield "\n" + answer_text(event.result)
         except Exception as exc:  # noqa: BLE001 - the stream has started: report the failure in it
             logger.error("Loop failed while streaming: {error}", error=exc)
             yield f"\nError: the loop failed: {exc}\n"
-            return
-        if result is not None:
-            yield "\n" + answer_text(result)
 
     def _inputs(self, query: str, filters: Any) -> dict[str, Any]:
         if filters is not None and not isinstance(filters, dict):
