@@ -20,6 +20,7 @@ from haystack_agentic._llm import (
     LLMCall,
     call_generator,
     call_generator_async,
+    compact_messages,
     describe_error,
     format_chunks,
     generator_from_dict_inplace,
@@ -72,6 +73,9 @@ Reply with one JSON object and nothing else:
 or {"action": "reflect", "reasoning": "<what to check in the draft>"}
 or {"action": "generate", "reasoning": "<why the chunks suffice>"}
 """
+
+#: Default most prompt tokens of one controller call.
+DEFAULT_CONTEXT_BUDGET_TOKENS = 16000
 
 ANSWER_TOOL_NAME = "answer"
 SEARCH_TOOL_NAME = "search"
@@ -230,6 +234,7 @@ class AgenticRouter:
         max_top_k: int = 20,
         strict: bool = False,
         chunk_preview_chars: int = 600,
+        context_budget_tokens: int = DEFAULT_CONTEXT_BUDGET_TOKENS,
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float | None = None,
     ) -> None:
@@ -250,6 +255,9 @@ class AgenticRouter:
         :param strict: In json mode, raise `ValueError` (with the raw reply) on output that is not a valid
             decision, instead of recording it and going on.
         :param chunk_preview_chars: Most characters of each chunk in the json-mode prompt. Default 600.
+        :param context_budget_tokens: Most prompt tokens of one controller call (estimated at 4 characters per
+            token). Tools mode compacts older search results into one-line digests, then cuts the latest one from
+            its lowest-ranked end; json mode leaves out the lowest-ranked chunks. Default 16000.
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
@@ -276,6 +284,9 @@ class AgenticRouter:
         self.max_top_k = max_top_k
         self.strict = strict
         self.chunk_preview_chars = chunk_preview_chars
+        if context_budget_tokens < 256:
+            raise ValueError(f"context_budget_tokens must be at least 256, got {context_budget_tokens}")
+        self.context_budget_tokens = context_budget_tokens
         self._user_tools = {t.name: t for t in user_tools}
         self._all_tools = [*_builtin_tools(max_top_k), *user_tools]
 
@@ -361,7 +372,8 @@ class AgenticRouter:
             prompt = render(
                 self.json_prompt or DEFAULT_JSON_PROMPT,
                 question=state.question,
-                chunks=format_chunks(state.chunks, self.chunk_preview_chars),
+                # Half the budget for the chunks leaves room for the question, the history and the reply.
+                chunks=format_chunks(state.chunks, self.chunk_preview_chars, self.context_budget_tokens // 2),
                 history=state.tool_history,
                 draft=state.draft,
                 iteration=state.iteration + 1,
@@ -376,7 +388,7 @@ class AgenticRouter:
                 user_tools=list(self._user_tools),
             )
             state = state.with_messages(ChatMessage.from_system(system), ChatMessage.from_user(state.question))
-        return state, list(state.messages), self._all_tools
+        return state, compact_messages(state.messages, self.context_budget_tokens, self._all_tools), self._all_tools
 
     # --- routing the reply --------------------------------------------------------------------------------
 
@@ -590,6 +602,7 @@ class AgenticRouter:
             max_top_k=self.max_top_k,
             strict=self.strict,
             chunk_preview_chars=self.chunk_preview_chars,
+            context_budget_tokens=self.context_budget_tokens,
         )
 
     @classmethod

@@ -189,3 +189,39 @@ def test_question_over_the_limit_is_a_clear_error():
 def test_non_latin_question_runs_through_the_loop(build_loop):
     result = build_loop([search("Adriana Trigiani"), answer("格林威治村")]).run(query="导演住在哪里？")
     assert (result["terminated_by"], result["answer"]) == ("answered", "格林威治村")
+
+
+# --- context budget ------------------------------------------------------------------------------------------
+
+
+def test_controller_prompt_stays_within_the_budget_however_many_searches(build_loop, store):
+    from haystack import Document
+
+    long_docs = [Document(id=f"long{i}", content=f"Paragraph {i}. " + "word " * 400, meta={"title": f"Long {i}"})
+                 for i in range(30)]  # fmt: skip
+    store.write_documents(long_docs)
+    budget = 3000
+    script = [search(f"Paragraph {i} word") for i in range(12)] + [answer("done")]
+    loop = build_loop(script, max_iterations=14, chunk_cap=30, router_kwargs={"context_budget_tokens": budget})
+    result = loop.run()
+    assert result["terminated_by"] == "answered"
+    from haystack_agentic._llm import estimate_tokens
+
+    sizes = [estimate_tokens(messages, tools) for messages, _, tools in loop.llm.calls]
+    assert max(sizes) <= budget
+    last_prompt = loop.llm.calls[-1][0]
+    results = [m.tool_call_result.result for m in last_prompt if m.tool_call_result]
+    compacted = [r for r in results if r.startswith("[compacted to save context]")]
+    assert compacted and "Chunk ids:" in compacted[0]
+    assert len(results) == 12  # every search still answered in the conversation (digested, not dropped)
+
+
+def test_format_chunks_leaves_out_the_lowest_ranks_first():
+    from haystack import Document
+
+    from haystack_agentic._llm import format_chunks
+
+    docs = [Document(content="x" * 400) for _ in range(10)]
+    text = format_chunks(docs, max_chars=1000, budget_tokens=250)  # 1000 characters
+    assert text.startswith("[1] ") and "[2] " in text and "[3] " not in text
+    assert len(format_chunks(docs[:1], max_chars=1000, budget_tokens=20)) <= 80
