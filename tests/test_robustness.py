@@ -225,3 +225,22 @@ def test_format_chunks_leaves_out_the_lowest_ranks_first():
     text = format_chunks(docs, max_chars=1000, budget_tokens=250)  # 1000 characters
     assert text.startswith("[1] ") and "[2] " in text and "[3] " not in text
     assert len(format_chunks(docs[:1], max_chars=1000, budget_tokens=20)) <= 80
+
+
+def test_several_tool_calls_run_in_order_and_answer_stops_the_rest(build_loop):
+    from haystack.tools import Tool
+
+    seen = []
+    note = Tool(name="note", description="Take a note.", parameters={"type": "object", "properties": {}},
+                function=lambda: seen.append("note") or "noted")  # fmt: skip
+    turn = {"tool_calls": [
+        {"tool_name": "note", "arguments": {}},
+        {"tool_name": "answer", "arguments": {"text": "Greenwich Village"}},
+        {"tool_name": "search", "arguments": {"query": "never run"}},
+    ]}  # fmt: skip
+    loop = build_loop([turn], router_kwargs={"tools": [note]})
+    result = loop.run()
+    assert seen == ["note"]
+    assert (result["terminated_by"], result["answer"], result["iterations"]) == ("answered", "Greenwich Village", 1)
+    assert actions(result) == ["tool", "answer"]  # the search after the answer never ran
+    assert result["documents"] == []
