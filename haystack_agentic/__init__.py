@@ -5,6 +5,8 @@ from haystack_agentic.agentic_router import AgenticRouter
 from haystack_agentic.answerer import Answerer
 from haystack_agentic.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.fallback_synthesizer import FallbackSynthesizer
+from haystack_agentic.hhem_grounder import HHEMGrounder
+from haystack_agentic.llm_judge_grounder import LLMJudgeGrounder
 from haystack_agentic.loop_controller import LoopController
 from haystack_agentic.loop_pipeline import ALLOWED_MODULES, build_loop_pipeline
 from haystack_agentic.loop_result_builder import LoopResultBuilder
@@ -16,6 +18,8 @@ __all__ = [
     "Answerer",
     "BridgeEntityRouter",
     "FallbackSynthesizer",
+    "HHEMGrounder",
+    "LLMJudgeGrounder",
     "LoopController",
     "LoopResultBuilder",
     "LoopState",

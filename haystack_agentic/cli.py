@@ -27,7 +27,6 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from haystack_agentic.hotpotqa import hotpotqa_documents
 from haystack_agentic.loop_controller import validate_filters
 from haystack_agentic.loop_loading import (
     choose_llm,
@@ -36,12 +35,14 @@ from haystack_agentic.loop_loading import (
     packaged_pipeline_for,
     retriever_store,
 )
-from haystack_agentic.resources import sample_corpus_path
+from haystack_agentic.progress import ProgressEvent, run_with_progress
+from haystack_agentic.resources import pipeline_path, sample_corpus_path
 
 #: Environment variables the CLI reads.
 ENV_MODEL = "HAYSTACK_AGENTIC_MODEL"
 ENV_STORE = "HAYSTACK_AGENTIC_STORE"
 ENV_CACHE = "HAYSTACK_AGENTIC_CACHE"
+ENV_MILVUS_URI = "HAYSTACK_AGENTIC_MILVUS_URI"
 
 _WRITE_BATCH = 200
 
@@ -74,23 +75,20 @@ def read_documents(path: Path) -> list[Document]:
     :returns: The documents (one per paragraph for JSONL, one per file otherwise).
     :raises CLIError: If the path does not exist or holds no supported file.
     """
+    from haystack_agentic.indexing import collect_files, convert_files  # noqa: PLC0415
+
     if not path.exists():
-        raise CLIError(f"{path} does not exist: give a .jsonl file in the HotpotQA format, a .txt/.md file or a folder.")
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    documents: list[Document] = []
-    for file in files:
-        suffix = file.suffix.lower()
-        if suffix == ".jsonl":
-            try:
-                documents.extend(hotpotqa_documents(file, title_in_content=True))
-            except ValueError as exc:
-                raise CLIError(str(exc)) from exc
-        elif suffix in (".txt", ".md", ".markdown"):
-            text = file.read_text(encoding="utf-8", errors="replace")
-            if text.strip():
-                documents.append(Document(content=text, meta={"title": file.stem, "file_path": str(file)}))
+        raise CLIError(
+            f"{path} does not exist: give a .jsonl file in the HotpotQA format, a .txt/.md/.html/.pdf file or a folder."
+        )
+    try:
+        documents = convert_files(collect_files(path))
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
     if not documents:
-        raise CLIError(f"No documents found in {path}: supported are .jsonl (HotpotQA format), .txt and .md files.")
+        raise CLIError(
+            f"No documents found in {path}: supported are .jsonl (HotpotQA format), .txt, .md, .html and .pdf files."
+        )
     return documents
 
 
@@ -127,6 +125,85 @@ def index_documents(documents: list[Document], store_path: Path, console: Consol
     store.save_to_disk(str(tmp))
     tmp.replace(store_path)
     return store.count_documents()
+
+
+def index_into_store(
+    documents: list[Document], store: Any, embedder: Any, console: Console, quiet: bool = False
+) -> int:
+    """
+    Embed and write documents into any document store (overwriting same ids), with a progress bar (count, rate).
+
+    :param documents: The documents.
+    :param store: The document store (Milvus, Weaviate, in-memory...).
+    :param embedder: A document embedder, or `None`.
+    :param console: Where progress goes.
+    :param quiet: No progress bar.
+    :returns: The number of documents in the store.
+    :raises CLIError: On an embedding dimension mismatch (nothing is written) or a store error.
+    """
+    from haystack_agentic.document_stores import EmbeddingDimensionError  # noqa: PLC0415
+    from haystack_agentic.indexing import write_documents  # noqa: PLC0415
+
+    with Progress(
+        TextColumn("[bold]Indexing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("documents"),
+        TextColumn("[dim]{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("index", total=len(documents), rate="")
+        start = time.perf_counter()
+
+        def advance(n: int) -> None:
+            done = progress.tasks[0].completed + n
+            rate = done / max(time.perf_counter() - start, 1e-9)
+            progress.update(task, advance=n, rate=f"{rate:.0f} docs/s")
+
+        try:
+            return write_documents(documents, store, embedder, on_batch=advance)
+        except EmbeddingDimensionError as exc:
+            raise CLIError(str(exc)) from exc
+
+
+def open_index_store(backend: str, uri: str | None, collection: str | None) -> Any:
+    """
+    The document store `index --backend` writes to.
+
+    :param backend: `milvus` or `weaviate`.
+    :param uri: Milvus Lite file / Milvus server URI, or Weaviate URL (defaults: the user cache's milvus.db,
+        http://localhost:8080).
+    :param collection: Collection name (default: the packaged pipelines').
+    :returns: The store.
+    :raises CLIError: If the integration is missing or the store cannot be reached.
+    """
+    from haystack_agentic import document_stores as ds  # noqa: PLC0415
+
+    try:
+        if backend == "milvus":
+            store = ds.milvus_document_store(uri or str(default_milvus_uri()), collection or ds.MILVUS_COLLECTION)
+        else:
+            store = ds.weaviate_document_store(uri or "http://localhost:8080", collection or ds.WEAVIATE_COLLECTION)
+        store.count_documents()
+    except ImportError as exc:
+        raise CLIError(f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`.") from exc
+    except Exception as exc:  # noqa: BLE001 - one line with the address, not a stack trace
+        raise CLIError(f"Cannot open the {backend} store at {uri or 'the default address'}: {exc}") from exc
+    return store
+
+
+def default_milvus_uri() -> Path:
+    """
+    The Milvus Lite file `--backend milvus` uses by default.
+
+    :returns: `$HAYSTACK_AGENTIC_MILVUS_URI`, else `milvus.db` next to the default store file.
+    """
+    if os.environ.get(ENV_MILVUS_URI):
+        return Path(os.environ[ENV_MILVUS_URI])
+    return default_store_path().parent / "milvus.db"
 
 
 def load_store_into(
@@ -178,9 +255,17 @@ def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
     model = args.model or os.environ.get(ENV_MODEL)
     try:
         packaged = packaged_pipeline_for(llm, args.mode, args.base_url)
+        backend = getattr(args, "backend", "memory")
+        store_uri = getattr(args, "uri", None)
+        if backend != "memory" and not args.pipeline:
+            if llm != "embedded":
+                raise ValueError(f"--backend {backend} has a packaged pipeline for --llm embedded only; pass --pipeline.")
+            packaged = pipeline_path(f"agentic_rag_embedded_{backend}")
+            if backend == "milvus" and not store_uri:
+                store_uri = str(default_milvus_uri())
         path = Path(args.pipeline) if args.pipeline else packaged
         pipeline = load_loop_pipeline(
-            path, model=model, api_base_url=args.base_url, max_iterations=args.max_iterations
+            path, model=model, api_base_url=args.base_url, max_iterations=args.max_iterations, store_uri=store_uri
         )
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
@@ -240,6 +325,76 @@ def print_trace(console: Console, question: str, result: dict[str, Any], seconds
     )
     if result.get("error"):
         console.print(f"[bold red]Error:[/bold red] {result['error']}", highlight=False)
+    print_grounding(console, result)
+
+
+def print_grounding(console: Console, result: dict[str, Any]) -> None:
+    """
+    Print the answer's grounding sentence by sentence (supported or not, score, source chunk), or why it was skipped.
+
+    :param console: Where to print.
+    :param result: The loop's result dict.
+    """
+    grounding = result.get("grounding")
+    if not grounding:
+        reason = (result.get("metadata") or {}).get("grounding_skipped")
+        if reason:
+            console.print("[bold]Grounding:[/bold] skipped: ", end="")
+            console.print(_printable(reason), highlight=False, markup=False)
+        return
+    console.print(
+        f"[bold]Grounding:[/bold] {grounding['score']:.2f} ({grounding['method']}, {grounding['model']}; "
+        f"supported at >= {grounding['threshold']})",
+        highlight=False,
+    )
+    spans = sorted([*grounding["faithful_spans"], *grounding["hallucinated_spans"]], key=lambda s: s["start"])
+    for span in spans:
+        mark = "supported    " if span["supported"] else "NOT supported"
+        line = f"  {mark} {span['score']:.2f}  \"{span['text']}\""
+        if span["sources"]:
+            first = span["sources"][0]
+            line += f" <- {first.get('title') or first['chunk_id'][:12]}"
+            if first.get("iteration") is not None:
+                line += f" (search {first['iteration']}: \"{first.get('query') or ''}\")"
+            if len(span["sources"]) > 1:
+                line += f" +{len(span['sources']) - 1} more"
+        console.print(_printable(line), highlight=False, markup=False)
+
+
+def prepare_grounder(pipeline: Pipeline, llm: str, err: Console) -> None:
+    """
+    Load the pipeline's HHEM grounder before the run; when its model is not available, say so with how to get it and
+    use the LLM as judge instead (`--llm openai`) or run without grounding.
+
+    :param pipeline: The loop pipeline.
+    :param llm: `openai` or `embedded`.
+    :param err: Where the notice goes (stderr).
+    """
+    from haystack_agentic.hhem_grounder import HOW_TO_GET, HHEMGrounder  # noqa: PLC0415
+    from haystack_agentic.llm_judge_grounder import LLMJudgeGrounder  # noqa: PLC0415
+
+    try:
+        grounder = pipeline.get_component("grounder")
+    except ValueError:
+        return
+    if not isinstance(grounder, HHEMGrounder):
+        return
+    with err.status("Loading the HHEM grounding model..."):
+        grounder.warm_up()
+    if grounder.load_error is None:
+        return
+    judge_llm = getattr(pipeline.get_component("router"), "chat_generator", None) if llm == "openai" else None
+    err.print("[yellow]Grounding:[/yellow] ", end="")
+    err.print(f"{grounder.load_error}.", highlight=False, markup=False)
+    err.print(f"To get it: {HOW_TO_GET}.", highlight=False, markup=False)
+    if judge_llm is None:
+        err.print("Running without grounding.", highlight=False)
+        return
+    err.print("Grounding with the configured LLM as judge instead (LLMJudgeGrounder).", highlight=False)
+    pipeline.remove_component("grounder")
+    pipeline.add_component("grounder", LLMJudgeGrounder(chat_generator=judge_llm))
+    pipeline.connect("finish.value", "grounder.state")
+    pipeline.connect("grounder.state", "result.state")
 
 
 def cmd_index(args: argparse.Namespace, console: Console) -> int:
@@ -247,9 +402,18 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
     store_path = Path(args.store) if args.store else default_store_path()
     start = time.perf_counter()
     documents = read_documents(path)
-    count = index_documents(documents, store_path, console, args.quiet)
+    backend = getattr(args, "backend", "memory")
+    if backend == "memory":
+        count = index_documents(documents, store_path, console, args.quiet)
+        target = store_path
+    else:
+        from haystack_agentic.minilm_document_embedder import MiniLMDocumentEmbedder  # noqa: PLC0415
+
+        store = open_index_store(backend, args.uri, args.collection)
+        count = index_into_store(documents, store, MiniLMDocumentEmbedder(), console, args.quiet)
+        target = f"{backend} at {args.uri or (default_milvus_uri() if backend == 'milvus' else 'localhost:8080')}"
     console.print(
-        f"Indexed {len(documents)} documents from {path} into {store_path} "
+        f"Indexed {len(documents)} documents from {path} into {target} "
         f"({count} in the store) in {time.perf_counter() - start:.1f} s"
     )
     return 0
@@ -270,19 +434,25 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     quiet = args.quiet or args.json
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)
     load_store_into(pipeline, store_path, err, quiet, auto_index=not explicit_store)
+    prepare_grounder(pipeline, llm, err)
     describe = {
         "llm": pipeline.metadata.get("llm", "configured in the pipeline YAML"),
         "policy": pipeline.metadata.get("policy", "configured in the pipeline YAML"),
     }
     start = time.perf_counter()
-    with err.status("Running the agentic loop (the first run loads the model)..."):
+    with err.status("Running the agentic loop (the first run loads the model)...") as status:
+
+        def show(event: ProgressEvent) -> None:
+            if event.step is not None:
+                query = f' "{_printable(event.step.query)}"' if event.step.query else ""
+                status.update(f"Iteration {event.step.iteration}: {event.step.action}{query}")
+
         try:
-            output = pipeline.run({"controller": {"query": question, "filters": filters}})
+            result = run_with_progress(pipeline, {"controller": {"query": question, "filters": filters}}, show)
         except PipelineRuntimeError as exc:  # e.g. a filter that does not fit the stored metadata's types
             cause = exc.__cause__ or exc
             raise CLIError(f"The loop failed: {type(cause).__name__}: {cause}") from exc
     seconds = time.perf_counter() - start
-    result = output["result"]["result"]
     if args.json:
         payload = {**result, "question": question, "llm": describe["llm"], "policy": describe["policy"]}
         payload["seconds"] = round(seconds, 3)
@@ -290,6 +460,20 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     else:
         print_trace(console, question, result, seconds, describe)
     return 0 if result["terminated_by"] != "error" else 1
+
+
+def _add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--backend",
+        choices=["memory", "milvus", "weaviate"],
+        default="memory",
+        help="Document store: memory (JSON file, BM25), milvus (Milvus Lite file or server, hybrid), weaviate (server).",
+    )
+    parser.add_argument(
+        "--uri", help=f"Milvus Lite file or server URI (default: ${ENV_MILVUS_URI} or milvus.db in the cache); Weaviate URL."
+    )
+    if parser.prog.endswith("index"):
+        parser.add_argument("--collection", help="Collection name (default: the packaged pipelines').")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -305,6 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("path", nargs="?", help="JSONL (HotpotQA format), .txt/.md file or folder (default: sample).")
     index.add_argument("--store", help="Store file to write (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
     index.add_argument("--quiet", action="store_true", help="No progress bar.")
+    _add_backend_arguments(index)
 
     ask = sub.add_parser("ask", help="Answer a question with the agentic loop and print the trace.")
     ask.add_argument("question", help="The question.")
@@ -318,6 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--filters", help='Haystack metadata filters as JSON, applied to every search.')
     ask.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     ask.add_argument("--quiet", action="store_true", help="No progress output.")
+    _add_backend_arguments(ask)
 
     from haystack_agentic.eval_cli import add_eval_parser  # noqa: PLC0415
     from haystack_agentic.serve import add_serve_parser  # noqa: PLC0415 - hayhooks is needed for `serve` only

@@ -10,12 +10,16 @@ a test checks the committed files match what this module builds.
 - `agentic_rag_json.yml`: the same in `json` mode, for models without tool calling.
 - `agentic_rag_embedded.yml`: the offline default: `BridgeEntityRouter` (deterministic) with the packaged
   SmolLM2-135M writing the answer; no API key, no server.
+- Each of them ends with an `HHEMGrounder` stage (sentence-level grounding, local HHEM weights only: without
+  them grounding is skipped with the reason in the result). `agentic_rag_ungrounded.yml` and
+  `agentic_rag_embedded_ungrounded.yml` are the same loops without that stage, for users who do not want its cost.
 
 Each file also declares the `inputs` (`query`) and `outputs` (`result`) that `hayhooks` needs to serve a YAML
 pipeline (`hayhooks pipeline deploy-yaml`, `hayhooks run --pipelines-dir`); Haystack ignores those keys.
 """
 
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,7 @@ from haystack_agentic.answerer import Answerer
 from haystack_agentic.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.embedded_chat_generator import EmbeddedChatGenerator
 from haystack_agentic.fallback_synthesizer import FallbackSynthesizer
+from haystack_agentic.hhem_grounder import HHEMGrounder
 from haystack_agentic.loop_controller import LoopController
 from haystack_agentic.loop_pipeline import build_loop_pipeline
 from haystack_agentic.resources import pipelines_dir
@@ -89,17 +94,34 @@ def servable(pipeline: Pipeline) -> HayhooksPipeline:
     return pipeline
 
 
-def embedded_pipeline() -> Pipeline:
+def default_grounder() -> HHEMGrounder:
+    """
+    The grounder of the packaged pipelines: HHEM-2.1-Open from local files / the Hub cache only (no download at run
+    time). Without the weights every run skips grounding with the reason in `metadata["grounding_skipped"]`.
+
+    :returns: The grounder (not warmed up).
+    """
+    return HHEMGrounder(local_files_only=True)
+
+
+def embedded_pipeline(
+    grounded: bool = True, store: Any = None, retriever: Any = None, query_embedder: Any = None
+) -> Pipeline:
     """
     The offline default: deterministic bridge-entity routing, SmolLM2-135M answers, in-memory BM25 over 6 chunks.
 
+    :param grounded: Add the grounding stage.
+    :param store: The document store (default: in-memory, index `INDEX_NAME`); the router reads its titles.
+    :param retriever: The retriever over `store` (default: `InMemoryBM25Retriever`).
+    :param query_embedder: A text embedder for dense/hybrid retrievers, or `None`.
     :returns: The pipeline (not warmed up; the model loads on first run).
     """
-    store = InMemoryDocumentStore(index=INDEX_NAME)
+    store = store if store is not None else InMemoryDocumentStore(index=INDEX_NAME)
     router = BridgeEntityRouter(document_store=store, first_top_k=4, follow_up_top_k=1, max_follow_ups=2)
     return build_loop_pipeline(
         router,
-        InMemoryBM25Retriever(document_store=store),
+        retriever if retriever is not None else InMemoryBM25Retriever(document_store=store),
+        query_embedder=query_embedder,
         controller=LoopController(max_iterations=router.max_follow_ups + 2, chunk_cap=router.max_chunks),
         answerer=Answerer(
             chat_generator=EmbeddedChatGenerator(),
@@ -110,6 +132,7 @@ def embedded_pipeline() -> Pipeline:
             chunks_per_search=2,
         ),
         fallback=FallbackSynthesizer(chat_generator=EmbeddedChatGenerator(), max_chunks=router.max_chunks, chunk_chars=700),
+        grounder=default_grounder() if grounded else None,
         metadata={
             "llm": "SmolLM2-135M-Instruct (embedded, offline)",
             "policy": "bridge-entity (deterministic: search the question, then bridge entities)",
@@ -117,7 +140,55 @@ def embedded_pipeline() -> Pipeline:
     )
 
 
-def openai_pipeline(mode: str = "tools") -> Pipeline:
+#: Where the packaged Milvus pipeline's Milvus Lite file is (relative to the working directory; `haystack-agentic
+#: ask --backend milvus` sets it to the user cache, `--uri` to a file or a Milvus server URI).
+MILVUS_URI = "haystack_agentic_milvus.db"
+
+#: The Weaviate server the packaged Weaviate pipeline points at (`--uri` overrides it).
+WEAVIATE_URL = "http://localhost:8080"
+
+
+def embedded_milvus_pipeline() -> Pipeline:
+    """
+    The offline default on Milvus (Lite for a file URI, or a server): hybrid retrieval (dense MiniLM + BM25, RRF).
+
+    :returns: The pipeline; the store connects when the pipeline is built or loaded.
+    """
+    from milvus_haystack import MilvusHybridRetriever  # noqa: PLC0415 - optional dependency
+
+    from haystack_agentic.document_stores import milvus_document_store  # noqa: PLC0415
+    from haystack_agentic.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
+    from haystack_agentic.safe_retriever import SafeRetriever  # noqa: PLC0415
+
+    # Build against a throw-away Milvus Lite file (Milvus connects in __init__), then point the YAML at MILVUS_URI.
+    with tempfile.TemporaryDirectory() as scratch:
+        store = milvus_document_store(str(Path(scratch) / "build.db"))
+        store.client.close()
+    store.connection_args = {"uri": MILVUS_URI}
+    return embedded_pipeline(
+        store=store, retriever=SafeRetriever(MilvusHybridRetriever(document_store=store)), query_embedder=MiniLMTextEmbedder()
+    )
+
+
+def embedded_weaviate_pipeline() -> Pipeline:
+    """
+    The offline default on a Weaviate server: hybrid retrieval (dense MiniLM + BM25).
+
+    :returns: The pipeline; the store connects on warm-up (an unreachable server fails there, with its URL).
+    """
+    from haystack_integrations.components.retrievers.weaviate import WeaviateHybridRetriever  # noqa: PLC0415
+
+    from haystack_agentic.document_stores import weaviate_document_store  # noqa: PLC0415
+    from haystack_agentic.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
+    from haystack_agentic.safe_retriever import SafeRetriever  # noqa: PLC0415
+
+    store = weaviate_document_store(WEAVIATE_URL)
+    return embedded_pipeline(
+        store=store, retriever=SafeRetriever(WeaviateHybridRetriever(document_store=store)), query_embedder=MiniLMTextEmbedder()
+    )
+
+
+def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
     """
     The LLM-routed loop on an OpenAI-compatible endpoint, in-memory BM25.
 
@@ -135,6 +206,7 @@ def openai_pipeline(mode: str = "tools") -> Pipeline:
         controller=LoopController(max_iterations=10, chunk_cap=30),
         answerer=Answerer(chat_generator=answer_llm, temperature=0.0),
         fallback=FallbackSynthesizer(chat_generator=OpenAIChatGenerator(model=DEFAULT_OPENAI_MODEL), temperature=0.0),
+        grounder=default_grounder() if grounded else None,
         metadata={"llm": f"OpenAI-compatible ({DEFAULT_OPENAI_MODEL})", "policy": f"LLM router ({mode} mode)"},
     )
 
@@ -150,6 +222,10 @@ def default_pipelines() -> dict[str, Pipeline]:
         "agentic_rag.yml": servable(openai_pipeline("tools")),
         "agentic_rag_json.yml": servable(openai_pipeline("json")),
         "agentic_rag_embedded.yml": servable(embedded_pipeline()),
+        "agentic_rag_embedded_milvus.yml": servable(embedded_milvus_pipeline()),
+        "agentic_rag_embedded_weaviate.yml": servable(embedded_weaviate_pipeline()),
+        "agentic_rag_ungrounded.yml": servable(openai_pipeline("tools", grounded=False)),
+        "agentic_rag_embedded_ungrounded.yml": servable(embedded_pipeline(grounded=False)),
     }
 
 

@@ -63,6 +63,7 @@ def load_loop_pipeline(
     model: str | None = None,
     api_base_url: str | None = None,
     max_iterations: int | None = None,
+    store_uri: str | None = None,
 ) -> Pipeline:
     """
     Read a loop pipeline YAML with the allow-list, applying overrides.
@@ -71,6 +72,8 @@ def load_loop_pipeline(
     :param model: Model name set on every `OpenAIChatGenerator` in it.
     :param api_base_url: Base URL set on every `OpenAIChatGenerator` in it.
     :param max_iterations: Set on the `LoopController`, with a matching `max_runs_per_component`.
+    :param store_uri: Set as the URI of every Milvus store (`connection_args.uri`: a Milvus Lite file or a server)
+        and the URL of every Weaviate store in it.
     :returns: The pipeline (not warmed up).
     :raises ValueError: If the file cannot be read, is not a loop pipeline, or does not load.
     """
@@ -96,6 +99,8 @@ def load_loop_pipeline(
                 for key, override in (("model", model), ("api_base_url", api_base_url)):
                     if override:
                         value.setdefault("init_parameters", {})[key] = override
+    if store_uri:
+        set_store_uri(components, str(store_uri))
     # hayhooks' `inputs`/`outputs` declarations are not part of Haystack's pipeline dict.
     data.pop("inputs", None)
     data.pop("outputs", None)
@@ -103,6 +108,27 @@ def load_loop_pipeline(
         return Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
     except Exception as exc:  # noqa: BLE001 - report any loading problem with the file named
         raise ValueError(f"Cannot load the pipeline {path}: {exc}") from exc
+
+
+def set_store_uri(node: Any, uri: str) -> None:
+    """
+    Point every Milvus (`connection_args.uri`) and Weaviate (`url`) document store in a pipeline dict at `uri`.
+
+    :param node: Part of a pipeline dict (walked recursively, changed in place).
+    :param uri: The new URI / URL.
+    """
+    if isinstance(node, dict):
+        kind = str(node.get("type", ""))
+        params = node.get("init_parameters")
+        if isinstance(params, dict) and kind.endswith("MilvusDocumentStore"):
+            params["connection_args"] = {**(params.get("connection_args") or {}), "uri": uri}
+        elif isinstance(params, dict) and kind.endswith("WeaviateDocumentStore"):
+            params["url"] = uri
+        for value in node.values():
+            set_store_uri(value, uri)
+    elif isinstance(node, list):
+        for value in node:
+            set_store_uri(value, uri)
 
 
 def retriever_store(pipeline: Pipeline) -> Any:

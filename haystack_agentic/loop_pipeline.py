@@ -20,7 +20,7 @@ from haystack_agentic.loop_state import LoopState
 logger = logging.getLogger(__name__)
 
 #: Modules `Pipeline.loads` must be allowed to import for our YAML (besides Haystack's own).
-ALLOWED_MODULES = ["haystack_agentic.*", "haystack_integrations.*"]
+ALLOWED_MODULES = ["haystack_agentic.*", "haystack_integrations.*", "milvus_haystack.*", "pymilvus.*"]
 
 
 def max_runs_for(max_iterations: int) -> int:
@@ -55,8 +55,10 @@ def build_loop_pipeline(
 
     :param router: An `AgenticRouter` or any component with the same sockets (input `state`; outputs `query`,
         `filters`, `top_k`, `loop`, `answer`, `finished`).
-    :param retriever: A Haystack retriever with `query` (text) or `query_embedding` input, `filters`, `top_k`,
-        and a `documents` output.
+    :param retriever: A Haystack retriever with a `query` or `query_text` (text) and/or `query_embedding` input,
+        `filters`, `top_k`, and a `documents` output. With a `query_embedder` and a text input too (a hybrid
+        retriever), the query goes to both. An `error` output (a `SafeRetriever`) goes to
+        `controller.search_error`, so a failed search is a tool error, not a crash.
     :param controller: The `LoopController` (default: `LoopController()`).
     :param answerer: The `Answerer` (default: in json mode one with the router's chat generator; otherwise one
         without its own LLM, which keeps the controller's draft as the answer).
@@ -94,15 +96,21 @@ def build_loop_pipeline(
 
     pipeline.connect("controller.state", "router.state")
     pipeline.connect("controller.exhausted", "fallback.state")
+    retriever_inputs = _socket_names(retriever, "__haystack_input__")
+    text_input = next((name for name in ("query", "query_text") if name in retriever_inputs), None)
     if query_embedder is not None:
         pipeline.connect("router.query", "query_embedder.text")
         pipeline.connect("query_embedder.embedding", "retriever.query_embedding")
+        if text_input is not None:  # a hybrid retriever takes the text as well as the embedding
+            pipeline.connect("router.query", f"retriever.{text_input}")
     else:
-        pipeline.connect("router.query", "retriever.query")
+        pipeline.connect("router.query", f"retriever.{text_input or 'query'}")
     pipeline.connect("router.filters", "retriever.filters")
     pipeline.connect("router.top_k", "retriever.top_k")
     pipeline.connect("router.loop", "entry.value")
     pipeline.connect("retriever.documents", "controller.documents")
+    if "error" in _socket_names(retriever, "__haystack_output__"):  # e.g. a SafeRetriever: failed searches
+        pipeline.connect("retriever.error", "controller.search_error")
     pipeline.connect("entry.value", "controller.state")
     pipeline.connect("router.answer", "answerer.state")
     pipeline.connect("answerer.state", "entry.value")
@@ -115,3 +123,8 @@ def build_loop_pipeline(
     else:
         pipeline.connect("finish.value", "result.state")
     return pipeline
+
+
+def _socket_names(instance: Any, attribute: str) -> set[str]:
+    sockets = getattr(instance, attribute, None)
+    return set(getattr(sockets, "_sockets_dict", {}) or {})

@@ -9,7 +9,40 @@ from haystack_agentic import ALLOWED_MODULES
 from haystack_agentic.default_pipelines import default_pipelines
 from haystack_agentic.resources import pipeline_path, pipelines_dir
 
-NAMES = ["agentic_rag.yml", "agentic_rag_json.yml", "agentic_rag_embedded.yml"]
+NAMES = [
+    "agentic_rag.yml",
+    "agentic_rag_json.yml",
+    "agentic_rag_embedded.yml",
+    "agentic_rag_ungrounded.yml",
+    "agentic_rag_embedded_ungrounded.yml",
+    "agentic_rag_embedded_milvus.yml",
+    "agentic_rag_embedded_weaviate.yml",
+]
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_dir(tmp_path, monkeypatch):
+    """The Milvus pipeline's Milvus Lite file is relative: loading it must not leave a file in the repository."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize("variant", ["agentic_rag_embedded_milvus.yml", "agentic_rag_embedded_weaviate.yml"])
+def test_backend_variants_differ_only_in_store_retriever_and_embedder(variant):
+    """Swapping the backend changes only the retriever, the query embedder and the store the router reads."""
+    base = yaml.safe_load((pipelines_dir() / "agentic_rag_embedded.yml").read_text(encoding="utf-8"))
+    other = yaml.safe_load((pipelines_dir() / variant).read_text(encoding="utf-8"))
+    changed = {n for n in set(base["components"]) | set(other["components"])
+               if base["components"].get(n) != other["components"].get(n)}
+    assert changed <= {"retriever", "query_embedder", "router"}
+    for data in (base, other):
+        data["components"]["router"]["init_parameters"].pop("document_store")
+    assert base["components"]["router"] == other["components"]["router"]
+    extra = [c for c in other["connections"] if c not in base["connections"]]
+    assert {c["sender"].split(".")[0] for c in extra} | {c["receiver"].split(".")[0] for c in extra} <= {
+        "router", "query_embedder", "retriever", "controller"}
+    assert all("retriever" in c["sender"] + c["receiver"] or "query_embedder" in c["receiver"] for c in extra)
+    assert {k: v for k, v in base.items() if k not in ("components", "connections")} == {
+        k: v for k, v in other.items() if k not in ("components", "connections")}
 
 
 @pytest.mark.parametrize("name", NAMES)

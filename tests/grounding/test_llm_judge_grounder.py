@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: Apache-2.0
+import json
+
+import pytest
+from haystack import Pipeline
+
+from haystack_agentic import ALLOWED_MODULES, LLMJudgeGrounder
+from haystack_agentic.llm_judge_grounder import parse_claims
+from haystack_agentic.testing import ScriptedChatGenerator
+
+from .conftest import ended_state
+
+VERDICTS = {
+    "claims": [
+        {"sentence": 1, "claim": "Paris is the capital of France", "supported": True, "chunks": [0, 7]},
+        {"sentence": 2, "claim": "London is in England", "supported": "no", "chunks": []},
+        {"sentence": 9, "claim": "ghost", "supported": True, "chunks": [0]},
+    ]
+}
+
+
+def judge(text):
+    return LLMJudgeGrounder(chat_generator=ScriptedChatGenerator(script=[{"text": text}], per_call=True))
+
+
+def test_wrapped_json_and_out_of_range_indices():
+    reply = "Here is my verdict:\n```json\n" + json.dumps(VERDICTS) + "\n```\nHope it helps."
+    state = ended_state()
+    out = judge(reply).run(state)["state"]
+    g = out.grounding
+    assert g["method"] == "llm_judge"
+    assert [s["text"] for s in g["faithful_spans"]] == ["Paris is the capital of France."]
+    assert g["faithful_spans"][0]["chunk_ids"] == ["paris"]  # index 7 dropped
+    assert g["faithful_spans"][0]["sources"][0] == {"chunk_id": "paris", "title": "Paris", "iteration": 1,
+                                                    "query": "paris"}
+    assert [s["text"] for s in g["hallucinated_spans"]] == ["London is in England."]
+    assert g["ignored_indices"] == 2  # chunk 7 and sentence 9
+    span = g["faithful_spans"][0]
+    assert state.answer[span["start"] : span["end"]] == span["text"]
+    expected = len("Paris is the capital of France.") / (len("Paris is the capital of France.")
+                                                         + len("London is in England."))
+    assert g["score"] == pytest.approx(expected, abs=1e-3)
+    assert out.usage["grounding"]["calls"] == 1
+
+
+def test_bare_list_and_missing_sentence_is_unsupported():
+    reply = json.dumps([{"sentence": "1", "supported": "supported", "chunks": ["1"]}])
+    g = judge(reply).run(ended_state())["state"].grounding
+    assert g["faithful_spans"][0]["chunk_ids"] == ["london"]
+    assert g["hallucinated_spans"][0]["judged"] is False
+
+
+def test_unparseable_reply_skips_and_keeps_answer():
+    state = ended_state()
+    out = judge("I think it is all fine.").run(state)["state"]
+    assert out.grounding is None and "no JSON claims" in out.metadata["grounding_skipped"]
+    assert out.answer == state.answer
+
+
+def test_generator_failure_is_swallowed():
+    g = LLMJudgeGrounder(chat_generator=ScriptedChatGenerator(script=[{"raise": "down"}], per_call=True))
+    out = g.run(ended_state())["state"]
+    assert out.grounding is None and "down" in out.metadata["grounding_skipped"]
+
+
+def test_skips_without_a_call():
+    llm = ScriptedChatGenerator(script=[{"text": "{}"}], per_call=True)
+    out = LLMJudgeGrounder(chat_generator=llm).run(ended_state(chunks=()))["state"]
+    assert out.grounding is None and llm.calls == []
+
+
+async def test_run_async():
+    out = (await judge(json.dumps(VERDICTS)).run_async(ended_state()))["state"]
+    assert len(out.grounding["faithful_spans"]) == 1
+
+
+def test_parse_claims_variants():
+    assert parse_claims('{"claims": []}') is None or parse_claims('{"claims": []}') == []
+    assert parse_claims('prose [{"sentence": 1, "supported": true}] more')[0]["sentence"] == 1
+    assert parse_claims("nothing") is None
+
+
+def test_serialisation_round_trip(monkeypatch):
+    # the nested chat generator is deserialised with the process-wide allow-list
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*")
+    grounder = judge("{}")
+    data = grounder.to_dict()
+    restored = LLMJudgeGrounder.from_dict(data)
+    assert isinstance(restored.chat_generator, ScriptedChatGenerator)
+    pipeline = Pipeline()
+    pipeline.add_component("grounder", grounder)
+    assert Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES).to_dict() == pipeline.to_dict()
