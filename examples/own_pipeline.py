@@ -53,7 +53,7 @@ def build() -> Pipeline:
     pipeline.connect("entry.value", "controller.state")
     pipeline.connect("router.answer", "answerer.state")
     pipeline.connect("answerer.state", "entry.value")
-    for end in ("router.finished", "answerer.finished", "fallback.finished"):
+    for end in ("router.finished", "answerer.finished", "fallback.finished", "controller.failed"):
         pipeline.connect(end, "finish.value")
     pipeline.connect("finish.value", "result.state")
     return pipeline

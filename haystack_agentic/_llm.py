@@ -136,15 +136,26 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
-def _run_with_timeout(generator: Any, kwargs: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+def run_with_timeout(instance: Any, kwargs: dict[str, Any], timeout: float | None, what: str) -> dict[str, Any]:
+    """
+    Call a component's `run(**kwargs)`, giving up after `timeout` seconds.
+
+    A thread cannot be killed: on timeout the call is abandoned (its result ignored) and the caller goes on.
+
+    :param instance: The component.
+    :param kwargs: Its inputs.
+    :param timeout: Seconds, or `None` for no limit (then it is a plain call).
+    :param what: Names the component in the error ("the chat generator", "the retriever").
+    :returns: The component's output.
+    :raises TimeoutError: When the call takes longer than `timeout`.
+    """
     if timeout is None:
-        return generator.run(**kwargs)
-    # A thread cannot be killed: on timeout the call is abandoned (its result ignored) and the loop goes on.
+        return instance.run(**kwargs)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     try:
-        return pool.submit(generator.run, **kwargs).result(timeout=timeout)
+        return pool.submit(instance.run, **kwargs).result(timeout=timeout)
     except concurrent.futures.TimeoutError as exc:
-        raise TimeoutError(f"the chat generator did not answer within {timeout} s") from exc
+        raise TimeoutError(f"{what} did not answer within {timeout} s") from exc
     finally:
         pool.shutdown(wait=False)
 
@@ -186,7 +197,7 @@ def call_generator(
     while True:
         with _llm_span(role, state, attempt) as span:
             try:
-                result = _run_with_timeout(generator, kwargs, timeout)
+                result = run_with_timeout(generator, kwargs, timeout, "the chat generator")
                 replies, error = list(result.get("replies") or []), None
             except Exception as exc:  # noqa: BLE001 - any generator failure is a defined outcome of the loop
                 replies, error = [], exc

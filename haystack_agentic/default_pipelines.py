@@ -37,6 +37,7 @@ from haystack_agentic.hhem_grounder import HHEMGrounder
 from haystack_agentic.loop_controller import LoopController
 from haystack_agentic.loop_pipeline import build_loop_pipeline
 from haystack_agentic.resources import pipelines_dir
+from haystack_agentic.safe_retriever import SafeRetriever
 
 #: The in-memory store index the packaged pipelines share (in-memory stores with one index share storage).
 INDEX_NAME = "haystack-agentic"
@@ -120,7 +121,7 @@ def embedded_pipeline(
     router = BridgeEntityRouter(document_store=store, first_top_k=4, follow_up_top_k=1, max_follow_ups=2)
     return build_loop_pipeline(
         router,
-        retriever if retriever is not None else InMemoryBM25Retriever(document_store=store),
+        retriever if retriever is not None else SafeRetriever(InMemoryBM25Retriever(document_store=store)),
         query_embedder=query_embedder,
         controller=LoopController(max_iterations=router.max_follow_ups + 2, chunk_cap=router.max_chunks),
         answerer=Answerer(
@@ -158,7 +159,6 @@ def embedded_milvus_pipeline() -> Pipeline:
 
     from haystack_agentic.document_stores import milvus_document_store  # noqa: PLC0415
     from haystack_agentic.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
-    from haystack_agentic.safe_retriever import SafeRetriever  # noqa: PLC0415
 
     # Build against a throw-away Milvus Lite file (Milvus connects in __init__), then point the YAML at MILVUS_URI.
     with tempfile.TemporaryDirectory() as scratch:
@@ -180,7 +180,6 @@ def embedded_weaviate_pipeline() -> Pipeline:
 
     from haystack_agentic.document_stores import weaviate_document_store  # noqa: PLC0415
     from haystack_agentic.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
-    from haystack_agentic.safe_retriever import SafeRetriever  # noqa: PLC0415
 
     store = weaviate_document_store(WEAVIATE_URL)
     return embedded_pipeline(
@@ -202,7 +201,7 @@ def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
     answer_llm = OpenAIChatGenerator(model=DEFAULT_OPENAI_MODEL) if mode == "json" else None
     return build_loop_pipeline(
         AgenticRouter(chat_generator=controller_llm, mode=mode, temperature=0.0),
-        InMemoryBM25Retriever(document_store=store),
+        SafeRetriever(InMemoryBM25Retriever(document_store=store)),
         controller=LoopController(max_iterations=10, chunk_cap=30),
         answerer=Answerer(chat_generator=answer_llm, temperature=0.0),
         fallback=FallbackSynthesizer(chat_generator=OpenAIChatGenerator(model=DEFAULT_OPENAI_MODEL), temperature=0.0),

@@ -114,6 +114,7 @@ class LoopController:
         chunk_cap: int = 30,
         chunk_preview_chars: int = DEFAULT_CHUNK_PREVIEW_CHARS,
         max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
+        max_search_failures: int = 3,
     ) -> None:
         """
         Create a LoopController.
@@ -124,6 +125,8 @@ class LoopController:
             controller LLM (characters, not tokens). Default 1500.
         :param max_question_chars: Longest question accepted, in characters (after control characters are
             removed and whitespace trimmed). Default 4000.
+        :param max_search_failures: Consecutive failed searches (store errors reported by a `SafeRetriever`) after
+            which the run ends with `terminated_by="error"`. Default 3.
         :raises ValueError: If a limit is below 1.
         """
         if max_iterations < 1:
@@ -138,8 +141,11 @@ class LoopController:
         if max_question_chars < 1:
             raise ValueError(f"max_question_chars must be at least 1, got {max_question_chars}")
         self.max_question_chars = max_question_chars
+        if max_search_failures < 1:
+            raise ValueError(f"max_search_failures must be at least 1, got {max_search_failures}")
+        self.max_search_failures = max_search_failures
 
-    @component.output_types(state=LoopState, exhausted=LoopState)
+    @component.output_types(state=LoopState, exhausted=LoopState, failed=LoopState)
     def run(
         self,
         query: Question | None = None,
@@ -159,12 +165,17 @@ class LoopController:
             is recorded in the tool step (`result`) and given to the controller LLM as a tool error; the loop goes on.
         :returns: `{"state": LoopState}` to take another router turn, or `{"exhausted": LoopState}` when
             `max_iterations` turns have been taken, or a component asked the loop to stop (`state.stop_reason`,
-            e.g. a controller LLM that keeps replying with nothing).
+            e.g. a controller LLM that keeps replying with nothing), or `{"failed": LoopState}` (ended with
+            `terminated_by="error"`) after `max_search_failures` failed searches in a row.
         :raises ValueError: On the first visit, if `query` is missing, not a string or blank.
         """
         if state is None:
             return {"state": self._start(query, filters)}
         state = self._record_turn(state, documents, search_error)
+        if state.search_failures >= self.max_search_failures:
+            error = f"{state.search_failures} searches failed in a row; the last: {search_error}"
+            logger.warning("Ending the run: {error}", error=error)
+            return {"failed": state.finish("error", error=error)}
         if state.iteration >= state.max_iterations or state.stop_reason:
             logger.debug("Loop exhausted after {iterations} iterations", iterations=state.iteration)
             return {"exhausted": state}
@@ -205,7 +216,8 @@ class LoopController:
                     text = self.format_search_result(pending.query, found)
                     message = ChatMessage.from_tool(tool_result=text, origin=pending.tool_call)
                 state = state.with_messages(message)
-            state = state.evolve(pending=None)
+            failures = state.search_failures + 1 if search_error else 0
+            state = state.evolve(pending=None, search_failures=failures)
         elif documents:
             logger.warning("LoopController received documents without a pending search; they are ignored.")
         return state.evolve(iteration=state.iteration + 1)
@@ -253,6 +265,7 @@ class LoopController:
             chunk_cap=self.chunk_cap,
             chunk_preview_chars=self.chunk_preview_chars,
             max_question_chars=self.max_question_chars,
+            max_search_failures=self.max_search_failures,
         )
 
     @classmethod

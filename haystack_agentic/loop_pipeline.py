@@ -50,7 +50,8 @@ def build_loop_pipeline(
     Graph: `controller.state -> router`; a search goes `router.query -> [query_embedder ->] retriever` with
     `router.filters`/`router.top_k`, and `router.loop -> entry -> controller.state` with the retriever's documents
     into `controller.documents`; `router.answer -> answerer`, whose reflect/draft result goes back to `entry`;
-    `controller.exhausted -> fallback`; every end (`router.finished`, `answerer.finished`, `fallback.finished`)
+    `controller.exhausted -> fallback`; every end (`router.finished`, `answerer.finished`, `fallback.finished`,
+    `controller.failed`)
     meets in `finish` (a `BranchJoiner`), then the optional `grounder`, then `result` (`LoopResultBuilder`).
 
     :param router: An `AgenticRouter` or any component with the same sockets (input `state`; outputs `query`,
@@ -117,6 +118,7 @@ def build_loop_pipeline(
     pipeline.connect("router.finished", "finish.value")
     pipeline.connect("answerer.finished", "finish.value")
     pipeline.connect("fallback.finished", "finish.value")
+    pipeline.connect("controller.failed", "finish.value")
     if grounder is not None:
         pipeline.connect("finish.value", "grounder.state")
         pipeline.connect("grounder.state", "result.state")

@@ -120,6 +120,7 @@ class LoopState:
     :param grounding: Grounding of the answer (filled in by a grounder stage), or `None`.
     :param metadata: Free-form, JSON-compatible extras (e.g. which policy ran).
     :param empty_replies: How many controller replies were empty (no text, no tool call, or a blank answer).
+    :param search_failures: Consecutive searches that failed (store errors); a successful search resets it.
     :param stop_reason: Set when a component ends the loop early; the controller then sends the state to the
         fallback as if `max_iterations` were reached.
     """
@@ -144,6 +145,7 @@ class LoopState:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     empty_replies: int = 0
     stop_reason: str | None = None
+    search_failures: int = 0
 
     # Haystack deep-copies every component input at every pipeline step. The state is immutable (and chunks
     # are never mutated in place), so sharing is safe and makes the copy free.

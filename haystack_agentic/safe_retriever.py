@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 
+import asyncio
 from typing import Any
 
 from haystack import Document, component, logging
 from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name
+
+from haystack_agentic._llm import run_with_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -34,13 +37,15 @@ class SafeRetriever:
     ```
     """
 
-    def __init__(self, retriever: Any, check_store_on_warm_up: bool = True) -> None:
+    def __init__(self, retriever: Any, check_store_on_warm_up: bool = True, timeout: float | None = None) -> None:
         """
         Create a SafeRetriever.
 
         :param retriever: A Haystack retriever component (any input sockets, a `documents` output).
         :param check_store_on_warm_up: Call the store's `count_documents()` in `warm_up` and raise a clear error
             if it fails. Default `True`.
+        :param timeout: Seconds one search may take (`None`: no limit); a slower search is reported as failed
+            (`TimeoutError`), like any store error.
         :raises ValueError: If `retriever` is not a Haystack component with a `documents` output.
         """
         inputs = getattr(retriever, "__haystack_input__", None)
@@ -52,6 +57,7 @@ class SafeRetriever:
             )
         self.retriever = retriever
         self.check_store_on_warm_up = check_store_on_warm_up
+        self.timeout = timeout
         for name, socket in inputs._sockets_dict.items():
             if socket.is_mandatory:
                 component.set_input_type(self, name, socket.type)
@@ -95,7 +101,7 @@ class SafeRetriever:
         :returns: `{"documents": list[Document], "error": str | None}`.
         """
         try:
-            documents = self.retriever.run(**kwargs)["documents"]
+            documents = run_with_timeout(self.retriever, kwargs, self.timeout, "the retriever")["documents"]
         except Exception as exc:  # noqa: BLE001 - a store error must never crash the loop
             logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=exc)
             return {"documents": [], "error": f"{type(exc).__name__}: {exc}"}
@@ -112,7 +118,11 @@ class SafeRetriever:
         if not hasattr(self.retriever, "run_async"):
             return self.run(**kwargs)
         try:
-            documents = (await self.retriever.run_async(**kwargs))["documents"]
+            documents = (await asyncio.wait_for(self.retriever.run_async(**kwargs), timeout=self.timeout))["documents"]
+        except asyncio.TimeoutError:
+            message = f"TimeoutError: the retriever did not answer within {self.timeout} s"
+            logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=message)
+            return {"documents": [], "error": message}
         except Exception as exc:  # noqa: BLE001
             logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=exc)
             return {"documents": [], "error": f"{type(exc).__name__}: {exc}"}
@@ -129,6 +139,7 @@ class SafeRetriever:
             "init_parameters": {
                 "retriever": component_to_dict(self.retriever, "retriever"),
                 "check_store_on_warm_up": self.check_store_on_warm_up,
+                "timeout": self.timeout,
             },
         }
 

@@ -244,3 +244,65 @@ def test_several_tool_calls_run_in_order_and_answer_stops_the_rest(build_loop):
     assert (result["terminated_by"], result["answer"], result["iterations"]) == ("answered", "Greenwich Village", 1)
     assert actions(result) == ["tool", "answer"]  # the search after the answer never ran
     assert result["documents"] == []
+
+
+# --- failing stores ----------------------------------------------------------------------------------------
+
+
+@component
+class FlakyRetriever:
+    """Fails for the queries in `failing`, sleeps `sleep` seconds for "slow", answers the rest from a store."""
+
+    def __init__(self, store, failing: set[str], sleep: float = 0.0) -> None:
+        self.inner = InMemoryBM25Retriever(store)
+        self.failing = failing
+        self.sleep = sleep
+
+    @component.output_types(documents=list)
+    def run(self, query: str, filters: dict | None = None, top_k: int | None = None):
+        if query in self.failing:
+            raise ConnectionError(f"store down for {query!r}")
+        if query == "slow":
+            time.sleep(self.sleep)
+        return self.inner.run(query=query, filters=filters, top_k=top_k)
+
+
+def _safe_loop(store, script, failing, **controller_kwargs):
+    from haystack_agentic.safe_retriever import SafeRetriever
+
+    llm = ScriptedChatGenerator(script)
+    retriever = SafeRetriever(FlakyRetriever(store, failing, sleep=0.5), timeout=0.1)
+    return build_loop_pipeline(
+        AgenticRouter(chat_generator=llm), retriever, controller=LoopController(**controller_kwargs)
+    )
+
+
+def test_consecutive_search_failures_end_the_run_with_error(store):
+    script = [search("a"), search("b"), search("c"), answer("never")]
+    pipeline = _safe_loop(store, script, failing={"a", "b", "c"}, max_search_failures=3)
+    result = pipeline.run({"controller": {"query": "q"}})["result"]["result"]
+    assert result["terminated_by"] == "error"
+    assert "3 searches failed in a row" in result["error"] and "store down for 'c'" in result["error"]
+    assert [s["result"] for s in result["tool_history"]][:3] == [
+        f"search failed: ConnectionError: store down for {q!r}" for q in "abc"
+    ]
+
+
+def test_a_successful_search_resets_the_failure_count(store):
+    script = [search("a"), search("Adriana Trigiani"), search("b"), answer("Greenwich Village")]
+    pipeline = _safe_loop(store, script, failing={"a", "b"}, max_search_failures=2)
+    result = pipeline.run({"controller": {"query": "q"}})["result"]["result"]
+    assert (result["terminated_by"], result["answer"]) == ("answered", "Greenwich Village")
+
+
+def test_a_slow_search_times_out_into_a_tool_error(store):
+    pipeline = _safe_loop(store, [search("slow"), answer("from nothing")], failing=set())
+    result = pipeline.run({"controller": {"query": "q"}})["result"]["result"]
+    assert result["tool_history"][0]["result"] == "search failed: TimeoutError: the retriever did not answer within 0.1 s"
+    assert result["terminated_by"] == "answered"
+
+
+def test_a_query_run_writes_nothing_to_the_store(store, build_loop):
+    before = {d.id: d.to_dict() for d in store.filter_documents()}
+    build_loop([search("Adriana Trigiani"), search("Greenwich Village"), answer("x")]).run()
+    assert {d.id: d.to_dict() for d in store.filter_documents()} == before
