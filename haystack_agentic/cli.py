@@ -339,6 +339,8 @@ def print_grounding(console: Console, result: dict[str, Any]) -> None:
     if not grounding:
         reason = (result.get("metadata") or {}).get("grounding_skipped")
         if reason:
+            if reason.startswith("HHEM model") and "not available" in reason:
+                reason = "the HHEM model is not available here (see the note on stderr for how to get it)"
             console.print("[bold]Grounding:[/bold] skipped: ", end="")
             console.print(_printable(reason), highlight=False, markup=False)
         return
@@ -379,8 +381,16 @@ def prepare_grounder(pipeline: Pipeline, llm: str, err: Console) -> None:
         return
     if not isinstance(grounder, HHEMGrounder):
         return
-    with err.status("Loading the HHEM grounding model..."):
-        grounder.warm_up()
+    import logging as std_logging  # noqa: PLC0415
+
+    grounder_logger = std_logging.getLogger("haystack_agentic.hhem_grounder")
+    level = grounder_logger.level
+    grounder_logger.setLevel(std_logging.ERROR)  # the notice below says it once, with how to get the model
+    try:
+        with err.status("Loading the HHEM grounding model..."):
+            grounder.warm_up()
+    finally:
+        grounder_logger.setLevel(level)
     if grounder.load_error is None:
         return
     judge_llm = getattr(pipeline.get_component("router"), "chat_generator", None) if llm == "openai" else None
