@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from haystack import Document, Pipeline
 from haystack.core.errors import PipelineRuntimeError
 from haystack.document_stores.in_memory import InMemoryDocumentStore
@@ -35,6 +36,7 @@ from haystack_agentic.loop_loading import (
     packaged_pipeline_for,
     retriever_store,
 )
+from haystack_agentic.loop_pipeline import ALLOWED_MODULES
 from haystack_agentic.progress import ProgressEvent, run_with_progress
 from haystack_agentic.resources import pipeline_path, sample_corpus_path
 
@@ -407,10 +409,43 @@ def prepare_grounder(pipeline: Pipeline, llm: str, err: Console) -> None:
     pipeline.connect("grounder.state", "result.state")
 
 
+def _index_with_pipeline(args: argparse.Namespace, path: Path, console: Console, start: float) -> int:
+    """`index PATH --pipeline YAML`: run a YAML indexing pipeline over the files (dimension checked first)."""
+    from haystack_agentic.indexing import collect_files, run_indexing_pipeline  # noqa: PLC0415
+    from haystack_agentic.loop_loading import set_store_uri  # noqa: PLC0415
+
+    if not path.exists():
+        raise CLIError(f"{path} does not exist: give a file or a folder of .txt/.md/.html/.pdf files.")
+    files = collect_files(path)
+    try:
+        data = yaml.safe_load(Path(args.pipeline).read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or "writer" not in (data.get("components") or {}):
+            raise ValueError("it is not an indexing pipeline (no component named `writer`)")
+        if args.uri:
+            set_store_uri(data["components"], args.uri)
+        pipeline = Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+        raise CLIError(f"Cannot use the indexing pipeline {args.pipeline}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - e.g. the store cannot be reached while loading
+        raise CLIError(f"Cannot load the indexing pipeline {args.pipeline}: {type(exc).__name__}: {exc}") from exc
+    try:
+        with Console(stderr=True, quiet=args.quiet).status(f"Indexing {len(files)} file(s) with {args.pipeline}..."):
+            count = run_indexing_pipeline(pipeline, files)
+    except ValueError as exc:  # unsupported files, a dimension mismatch: nothing was written
+        raise CLIError(str(exc)) from exc
+    console.print(
+        f"Indexed {len(files)} file(s) from {path} with {args.pipeline} ({count} in the store) "
+        f"in {time.perf_counter() - start:.1f} s"
+    )
+    return 0
+
+
 def cmd_index(args: argparse.Namespace, console: Console) -> int:
     path = Path(args.path) if args.path else sample_corpus_path()
     store_path = Path(args.store) if args.store else default_store_path()
     start = time.perf_counter()
+    if args.pipeline:
+        return _index_with_pipeline(args, path, console, start)
     documents = read_documents(path)
     backend = getattr(args, "backend", "memory")
     if backend == "memory":
@@ -499,6 +534,10 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("path", nargs="?", help="JSONL (HotpotQA format), .txt/.md file or folder (default: sample).")
     index.add_argument("--store", help="Store file to write (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
     index.add_argument("--quiet", action="store_true", help="No progress bar.")
+    index.add_argument(
+        "--pipeline",
+        help="Run this YAML indexing pipeline (e.g. pipelines/indexing_milvus.yml) instead; --uri sets its store.",
+    )
     _add_backend_arguments(index)
 
     ask = sub.add_parser("ask", help="Answer a question with the agentic loop and print the trace.")

@@ -149,6 +149,39 @@ MILVUS_URI = "haystack_agentic_milvus.db"
 WEAVIATE_URL = "http://localhost:8080"
 
 
+def _milvus_store_for_yaml() -> Any:
+    """A Milvus store whose YAML points at MILVUS_URI, built against a throw-away Milvus Lite file."""
+    from haystack_agentic.document_stores import milvus_document_store  # noqa: PLC0415
+
+    # Milvus connects in __init__: build against a scratch file, then point the serialised store at MILVUS_URI.
+    with tempfile.TemporaryDirectory() as scratch:
+        store = milvus_document_store(str(Path(scratch) / "build.db"))
+        store.client.close()
+    store.connection_args = {"uri": MILVUS_URI}
+    return store
+
+
+def indexing_pipelines() -> dict[str, Pipeline]:
+    """
+    The packaged YAML indexing pipelines (files -> converters -> cleaner -> splitter -> MiniLM -> store).
+
+    Run one with `haystack-agentic index PATH --pipeline pipelines/indexing_milvus.yml [--uri ...]`, or in Python
+    with `{"router": {"sources": [paths]}}`. They write with `DuplicatePolicy.OVERWRITE` (re-indexing overwrites).
+
+    :returns: `{"indexing_milvus.yml": ..., "indexing_weaviate.yml": ...}`.
+    """
+    from haystack_agentic.document_stores import weaviate_document_store  # noqa: PLC0415
+    from haystack_agentic.indexing import build_indexing_pipeline  # noqa: PLC0415
+    from haystack_agentic.minilm_document_embedder import MiniLMDocumentEmbedder  # noqa: PLC0415
+
+    return {
+        "indexing_milvus.yml": build_indexing_pipeline(_milvus_store_for_yaml(), MiniLMDocumentEmbedder()),
+        "indexing_weaviate.yml": build_indexing_pipeline(
+            weaviate_document_store(WEAVIATE_URL), MiniLMDocumentEmbedder()
+        ),
+    }
+
+
 def embedded_milvus_pipeline() -> Pipeline:
     """
     The offline default on Milvus (Lite for a file URI, or a server): hybrid retrieval (dense MiniLM + BM25, RRF).
@@ -157,14 +190,9 @@ def embedded_milvus_pipeline() -> Pipeline:
     """
     from milvus_haystack import MilvusHybridRetriever  # noqa: PLC0415 - optional dependency
 
-    from haystack_agentic.document_stores import milvus_document_store  # noqa: PLC0415
     from haystack_agentic.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
 
-    # Build against a throw-away Milvus Lite file (Milvus connects in __init__), then point the YAML at MILVUS_URI.
-    with tempfile.TemporaryDirectory() as scratch:
-        store = milvus_document_store(str(Path(scratch) / "build.db"))
-        store.client.close()
-    store.connection_args = {"uri": MILVUS_URI}
+    store = _milvus_store_for_yaml()
     return embedded_pipeline(
         store=store, retriever=SafeRetriever(MilvusHybridRetriever(document_store=store)), query_embedder=MiniLMTextEmbedder()
     )
@@ -214,8 +242,8 @@ def default_pipelines() -> dict[str, Pipeline]:
     """
     Every packaged pipeline by file name.
 
-    :returns: `{"agentic_rag.yml": ..., "agentic_rag_json.yml": ..., "agentic_rag_embedded.yml": ...}`, each
-        declaring hayhooks' `inputs`/`outputs` when serialised.
+    :returns: `{"agentic_rag.yml": ..., "agentic_rag_json.yml": ..., "agentic_rag_embedded.yml": ...}` (the loop
+        pipelines, each declaring hayhooks' `inputs`/`outputs` when serialised) and the indexing pipelines.
     """
     return {
         "agentic_rag.yml": servable(openai_pipeline("tools")),
@@ -225,6 +253,7 @@ def default_pipelines() -> dict[str, Pipeline]:
         "agentic_rag_embedded_weaviate.yml": servable(embedded_weaviate_pipeline()),
         "agentic_rag_ungrounded.yml": servable(openai_pipeline("tools", grounded=False)),
         "agentic_rag_embedded_ungrounded.yml": servable(embedded_pipeline(grounded=False)),
+        **indexing_pipelines(),
     }
 
 

@@ -32,6 +32,7 @@ from haystack.components.routers import FileTypeRouter
 from haystack.components.writers import DocumentWriter
 from haystack.document_stores.types import DuplicatePolicy
 
+from haystack_agentic.chunk_metadata_cleaner import ChunkMetadataCleaner
 from haystack_agentic.document_stores import check_embedding_dimension
 from haystack_agentic.hotpotqa import hotpotqa_documents
 
@@ -76,12 +77,13 @@ def _converters() -> dict[str, Any]:
         "text/plain": TextFileToDocument(),
         "text/markdown": MarkdownToDocument(progress_bar=False),
         "text/html": HTMLToDocument(),
-        "application/pdf": PyPDFToDocument(),
+        # A list, not pypdf's default tuple, so the pipeline's YAML stays loadable with `yaml.safe_load`.
+        "application/pdf": PyPDFToDocument(plain_mode_orientations=[0, 90, 180, 270]),
     }
 
 
 def _add_converters(pipeline: Pipeline) -> None:
-    """Add router -> converters -> joiner -> cleaner -> splitter to `pipeline` (input `router.sources`)."""
+    """Add router -> converters -> joiner -> cleaner -> splitter -> chunk_meta to `pipeline` (input `router.sources`)."""
     pipeline.add_component("router", FileTypeRouter(mime_types=sorted(set(MIME_TYPES.values()))))
     pipeline.add_component("joiner", DocumentJoiner())
     for mime, converter in _converters().items():
@@ -93,8 +95,10 @@ def _add_converters(pipeline: Pipeline) -> None:
     pipeline.add_component(
         "splitter", DocumentSplitter(split_by="word", split_length=SPLIT_LENGTH, split_overlap=SPLIT_OVERLAP)
     )
+    pipeline.add_component("chunk_meta", ChunkMetadataCleaner())
     pipeline.connect("joiner.documents", "cleaner.documents")
     pipeline.connect("cleaner.documents", "splitter.documents")
+    pipeline.connect("splitter.documents", "chunk_meta.documents")
 
 
 def convert_files(files: list[Path]) -> list[Document]:
@@ -114,22 +118,63 @@ def convert_files(files: list[Path]) -> list[Document]:
         pipeline = Pipeline()
         _add_converters(pipeline)
         # FileTypeRouter guesses MIME types from suffixes; .md is not known everywhere, so pass ByteStreams.
-        from haystack.dataclasses import ByteStream  # noqa: PLC0415
-
-        sources = []
-        for file in others:
-            stream = ByteStream.from_file_path(file, mime_type=MIME_TYPES[file.suffix.lower()])
-            stream.meta.update({"file_path": str(file), "title": file.stem})
-            sources.append(stream)
-        chunks = pipeline.run({"router": {"sources": sources}})["splitter"]["documents"]
-        for chunk in chunks:  # `_split_overlap` is a list of dicts, which Milvus cannot store
-            chunk.meta.pop("_split_overlap", None)
-        documents.extend(Document(content=d.content, meta=d.meta) for d in chunks if d.content and d.content.strip())
+        documents.extend(pipeline.run({"router": {"sources": file_sources(others)}})["chunk_meta"]["documents"])
     # the same chunk twice (e.g. a file listed twice) would be one id: keep the first
     unique: dict[str, Document] = {}
     for document in documents:
         unique.setdefault(document.id, document)
     return list(unique.values())
+
+
+def file_sources(files: list[Path]) -> list[Any]:
+    """
+    ByteStreams for converter pipelines, with the MIME type from the suffix (FileTypeRouter does not know .md
+    everywhere) and `file_path` and `title` (the file name without suffix) in the meta.
+
+    :param files: Files with a supported suffix (see `MIME_TYPES`).
+    :returns: The ByteStreams.
+    """
+    from haystack.dataclasses import ByteStream  # noqa: PLC0415
+
+    sources = []
+    for file in files:
+        stream = ByteStream.from_file_path(file, mime_type=MIME_TYPES[file.suffix.lower()])
+        stream.meta.update({"file_path": str(file), "title": file.stem})
+        sources.append(stream)
+    return sources
+
+
+def run_indexing_pipeline(pipeline: Pipeline, files: list[Path]) -> int:
+    """
+    Run a YAML indexing pipeline (from `build_indexing_pipeline`) over files, checking the dimension first.
+
+    :param pipeline: The indexing pipeline (components `router`, optional `embedder`, `writer`).
+    :param files: The files (.txt, .md, .html, .pdf; HotpotQA JSONL goes through `convert_files` instead).
+    :returns: The number of documents in the writer's store afterwards.
+    :raises ValueError: If a file is JSONL or unsupported, or the pipeline has no `writer`.
+    :raises EmbeddingDimensionError: Before anything is written, if the embedder's dimension differs from the
+        store's existing collection.
+    """
+    unsupported = [str(f) for f in files if f.suffix.lower() not in MIME_TYPES]
+    if unsupported:
+        raise ValueError(
+            f"An indexing pipeline converts {', '.join(sorted(MIME_TYPES))} files; not: {', '.join(unsupported)}. "
+            "Index HotpotQA-format JSONL without --pipeline."
+        )
+    try:
+        store = pipeline.get_component("writer").document_store
+    except ValueError as exc:
+        raise ValueError("The indexing pipeline has no component named `writer`.") from exc
+    try:
+        embedder = pipeline.get_component("embedder")
+    except ValueError:
+        embedder = None
+    if embedder is not None:
+        if hasattr(embedder, "warm_up"):
+            embedder.warm_up()
+        check_embedding_dimension(store, embedding_size(embedder))
+    pipeline.run({"router": {"sources": file_sources(files)}})
+    return store.count_documents()
 
 
 def embedding_size(embedder: Any) -> int:
@@ -177,7 +222,7 @@ def write_documents(
 
 def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeline:
     """
-    The indexing pipeline for files: router -> converters -> cleaner -> splitter -> [embedder] -> writer.
+    The indexing pipeline for files: router -> converters -> cleaner -> splitter -> chunk_meta -> [embedder] -> writer.
 
     Run it with `{"router": {"sources": [paths]}}`; it writes with `DuplicatePolicy.OVERWRITE`.
 
@@ -190,8 +235,8 @@ def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeli
     pipeline.add_component("writer", DocumentWriter(document_store=document_store, policy=DuplicatePolicy.OVERWRITE))
     if embedder is not None:
         pipeline.add_component("embedder", embedder)
-        pipeline.connect("splitter.documents", "embedder.documents")
+        pipeline.connect("chunk_meta.documents", "embedder.documents")
         pipeline.connect("embedder.documents", "writer.documents")
     else:
-        pipeline.connect("splitter.documents", "writer.documents")
+        pipeline.connect("chunk_meta.documents", "writer.documents")
     return pipeline

@@ -17,6 +17,8 @@ NAMES = [
     "agentic_rag_embedded_ungrounded.yml",
     "agentic_rag_embedded_milvus.yml",
     "agentic_rag_embedded_weaviate.yml",
+    "indexing_milvus.yml",
+    "indexing_weaviate.yml",
 ]
 
 

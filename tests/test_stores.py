@@ -277,7 +277,34 @@ def test_indexing_pipeline_round_trips_and_writes(tmp_path):
     (tmp_path / "a.txt").write_text("Alpha is a letter.")
     store = InMemoryDocumentStore()
     pipeline = build_indexing_pipeline(store)
-    Pipeline.loads(pipeline.dumps())
+    Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)
     for _ in range(2):
         pipeline.run({"router": {"sources": [tmp_path / "a.txt"]}})
     assert store.count_documents() == 1
+
+
+@pytest.mark.integration
+def test_cli_index_with_the_packaged_milvus_indexing_pipeline(tmp_path, capsys):
+    """`index PATH --pipeline pipelines/indexing_milvus.yml --uri FILE`, twice: same count (overwrite)."""
+    from haystack_agentic.cli import main
+    from haystack_agentic.resources import pipeline_path
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "town.html").write_text("<html><body><p>The mayor of Fnordville is Zorblax Quintessa.</p></body></html>")
+    (docs / "notes.md").write_text("# Notes\n\nFnordville lies on the river Blort.")
+    uri = str(tmp_path / "index.db")
+    yaml_path = str(pipeline_path("indexing_milvus"))
+    assert main(["index", str(docs), "--pipeline", yaml_path, "--uri", uri, "--quiet"]) == 0
+    first = capsys.readouterr().out
+    assert main(["index", str(docs), "--pipeline", yaml_path, "--uri", uri, "--quiet"]) == 0
+    second = capsys.readouterr().out
+    assert "(2 in the store)" in first and "(2 in the store)" in second
+    store = milvus_document_store(uri)
+    contents = " ".join(d.content for d in store.filter_documents())
+    assert "Zorblax Quintessa" in contents and "river Blort" in contents
+    assert all(len(d.embedding or []) == 384 for d in store.filter_documents())
+    # JSONL is refused by a converter pipeline, before anything is written.
+    (docs / "qa.jsonl").write_text("{}\n")
+    assert main(["index", str(docs), "--pipeline", yaml_path, "--uri", uri, "--quiet"]) == 2
+    assert "Index HotpotQA-format JSONL without --pipeline" in capsys.readouterr().err
