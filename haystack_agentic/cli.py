@@ -122,6 +122,17 @@ def index_documents(documents: list[Document], store_path: Path, console: Consol
             batch = documents[start : start + _WRITE_BATCH]
             store.write_documents(batch, policy=DuplicatePolicy.OVERWRITE)
             progress.advance(task, len(batch))
+    return save_store(store, store_path)
+
+
+def save_store(store: InMemoryDocumentStore, store_path: Path) -> int:
+    """
+    Save an in-memory store to a JSON file atomically (a temporary file, then a rename), creating its folder.
+
+    :param store: The store.
+    :param store_path: The file.
+    :returns: The number of documents saved.
+    """
     store_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = store_path.with_suffix(store_path.suffix + ".tmp")
     store.save_to_disk(str(tmp))
@@ -448,7 +459,14 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
         return _index_with_pipeline(args, path, console, start)
     documents = read_documents(path)
     backend = getattr(args, "backend", "memory")
-    if backend == "memory":
+    if backend == "memory" and args.embed:
+        from haystack_agentic.minilm_document_embedder import MiniLMDocumentEmbedder  # noqa: PLC0415
+
+        memory = InMemoryDocumentStore()
+        index_into_store(documents, memory, MiniLMDocumentEmbedder(), console, args.quiet)
+        count = save_store(memory, store_path)
+        target = f"{store_path} (with MiniLM embeddings)"
+    elif backend == "memory":
         count = index_documents(documents, store_path, console, args.quiet)
         target = store_path
     else:
@@ -534,6 +552,11 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("path", nargs="?", help="JSONL (HotpotQA format), .txt/.md file or folder (default: sample).")
     index.add_argument("--store", help="Store file to write (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
     index.add_argument("--quiet", action="store_true", help="No progress bar.")
+    index.add_argument(
+        "--embed",
+        action="store_true",
+        help="With the in-memory backend: also store MiniLM embeddings (for pipelines/agentic_rag_embedded_dense.yml).",
+    )
     index.add_argument(
         "--pipeline",
         help="Run this YAML indexing pipeline (e.g. pipelines/indexing_milvus.yml) instead; --uri sets its store.",

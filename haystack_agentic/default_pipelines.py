@@ -198,6 +198,24 @@ def embedded_milvus_pipeline() -> Pipeline:
     )
 
 
+def embedded_dense_pipeline() -> Pipeline:
+    """
+    The offline default with in-memory dense retrieval (MiniLM embeddings; index with `index --embed`).
+
+    :returns: The pipeline.
+    """
+    from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever  # noqa: PLC0415
+
+    from haystack_agentic.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
+
+    store = InMemoryDocumentStore(index=INDEX_NAME)
+    return embedded_pipeline(
+        store=store,
+        retriever=SafeRetriever(InMemoryEmbeddingRetriever(document_store=store)),
+        query_embedder=MiniLMTextEmbedder(),
+    )
+
+
 def embedded_weaviate_pipeline() -> Pipeline:
     """
     The offline default on a Weaviate server: hybrid retrieval (dense MiniLM + BM25).
@@ -249,6 +267,7 @@ def default_pipelines() -> dict[str, Pipeline]:
         "agentic_rag.yml": servable(openai_pipeline("tools")),
         "agentic_rag_json.yml": servable(openai_pipeline("json")),
         "agentic_rag_embedded.yml": servable(embedded_pipeline()),
+        "agentic_rag_embedded_dense.yml": servable(embedded_dense_pipeline()),
         "agentic_rag_embedded_milvus.yml": servable(embedded_milvus_pipeline()),
         "agentic_rag_embedded_weaviate.yml": servable(embedded_weaviate_pipeline()),
         "agentic_rag_ungrounded.yml": servable(openai_pipeline("tools", grounded=False)),

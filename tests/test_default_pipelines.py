@@ -17,6 +17,7 @@ NAMES = [
     "agentic_rag_embedded_ungrounded.yml",
     "agentic_rag_embedded_milvus.yml",
     "agentic_rag_embedded_weaviate.yml",
+    "agentic_rag_embedded_dense.yml",
     "indexing_milvus.yml",
     "indexing_weaviate.yml",
 ]
@@ -28,7 +29,10 @@ def _in_tmp_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-@pytest.mark.parametrize("variant", ["agentic_rag_embedded_milvus.yml", "agentic_rag_embedded_weaviate.yml"])
+@pytest.mark.parametrize(
+    "variant",
+    ["agentic_rag_embedded_milvus.yml", "agentic_rag_embedded_weaviate.yml", "agentic_rag_embedded_dense.yml"],
+)
 def test_backend_variants_differ_only_in_store_retriever_and_embedder(variant):
     """Swapping the backend changes only the retriever, the query embedder and the store the router reads."""
     base = yaml.safe_load((pipelines_dir() / "agentic_rag_embedded.yml").read_text(encoding="utf-8"))

@@ -308,3 +308,28 @@ def test_cli_index_with_the_packaged_milvus_indexing_pipeline(tmp_path, capsys):
     (docs / "qa.jsonl").write_text("{}\n")
     assert main(["index", str(docs), "--pipeline", yaml_path, "--uri", uri, "--quiet"]) == 2
     assert "Index HotpotQA-format JSONL without --pipeline" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_cli_index_embed_in_memory_then_ask_with_dense_retrieval(tmp_path, capsys, monkeypatch):
+    """In-memory dense: `index --embed` saves MiniLM embeddings; the dense pipeline answers from the saved file."""
+    from haystack_agentic.cli import main
+    from haystack_agentic.resources import pipeline_path
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "town.txt").write_text("The mayor of Fnordville is Zorblax Quintessa.")
+    (docs / "river.txt").write_text("The river Blort floods every spring.")
+    store = tmp_path / "dense.json"
+    for _ in range(2):  # idempotent
+        assert main(["index", str(docs), "--embed", "--store", str(store), "--quiet"]) == 0
+        assert "(2 in the store)" in capsys.readouterr().out
+    saved = InMemoryDocumentStore.load_from_disk(str(store)).filter_documents()
+    assert all(len(d.embedding) == 384 for d in saved)
+    pipeline = str(pipeline_path("agentic_rag_embedded_dense"))
+    assert main(["ask", "Who is the mayor of Fnordville?", "--pipeline", pipeline, "--store", str(store), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["tool_history"][0]["returned_chunk_ids"]
+    assert result["documents"][0]["content"].startswith("The mayor of Fnordville")  # dense ranking, best first
