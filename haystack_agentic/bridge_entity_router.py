@@ -115,9 +115,16 @@ class BridgeEntityRouter:
         count = self.document_store.count_documents()
         with self._lock:
             if count != self._indexed_count:
-                self._policy = BridgeEntityPolicy.from_document_store(
-                    self.document_store, filters=self.title_filters, **self._policy_kwargs()
-                )
+                documents = self.document_store.filter_documents(filters=self.title_filters)
+                if self.title_filters is None and len(documents) < count:
+                    # Some stores cap what one query returns (milvus-haystack: MAX_LIMIT_SIZE documents).
+                    logger.warning(
+                        "The store returned the titles of {returned} of its {count} documents; bridge entities "
+                        "outside them cannot be followed. Scope the index with `title_filters`.",
+                        returned=len(documents),
+                        count=count,
+                    )
+                self._policy = BridgeEntityPolicy.from_documents(documents, **self._policy_kwargs())
                 self._indexed_count = count
                 logger.debug("BridgeEntityRouter indexed the titles of {count} documents", count=count)
             return self._policy

@@ -117,3 +117,25 @@ def test_bad_parameters_raise(store):
         BridgeEntityRouter(document_store=store, first_top_k=0)
     with pytest.raises(ValueError):
         BridgeEntityRouter(document_store=store, max_follow_ups=-1)
+
+
+def test_a_store_that_caps_query_results_is_reported(store, caplog):
+    class CappedStore:
+        """Like milvus-haystack: filter_documents returns at most `cap` documents."""
+
+        def __init__(self, inner, cap):
+            self.inner, self.cap = inner, cap
+
+        def count_documents(self):
+            return self.inner.count_documents()
+
+        def filter_documents(self, filters=None):
+            return self.inner.filter_documents(filters)[: self.cap]
+
+        def to_dict(self):
+            return self.inner.to_dict()
+
+    router = BridgeEntityRouter(document_store=CappedStore(store, 2))
+    with caplog.at_level("WARNING"):
+        router.warm_up()
+    assert "titles of 2 of its 4 documents" in caplog.text
