@@ -96,6 +96,7 @@ class Answerer:
         max_chunks: int = 6,
         chunk_chars: int = 1200,
         chunks_per_search: int | None = None,
+        context_budget_tokens: int | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float | None = None,
     ) -> None:
@@ -117,6 +118,8 @@ class Answerer:
             every hop's evidence is in the prompt even when its scores are low, and fewer distractors are. With the
             packaged SmolLM2-135M on 40 HotpotQA questions, N=2 doubled the answers containing the gold answer
             (17 against 9 with the best 6 by score).
+        :param context_budget_tokens: Most tokens of the chunks in a prompt (estimated at 4 characters per token);
+            the lowest-ranked chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
@@ -127,6 +130,7 @@ class Answerer:
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
+        self.context_budget_tokens = context_budget_tokens
         self.max_retries = max_retries
         self.timeout = timeout
         self.system_prompt = system_prompt
@@ -190,7 +194,7 @@ class Answerer:
 
     def _prepare(self, state: LoopState) -> dict[str, LoopState] | list[ChatMessage]:
         action = state.pending_action or "answer"
-        chunks = format_chunks(self.select_chunks(state), self.chunk_chars)
+        chunks = format_chunks(self.select_chunks(state), self.chunk_chars, self.context_budget_tokens)
         if self.chat_generator is None:
             if state.draft and action in ("answer", "reflect"):
                 if action == "reflect":
@@ -273,6 +277,7 @@ class Answerer:
             generation_kwargs=self.generation_kwargs,
             max_retries=self.max_retries,
             timeout=self.timeout,
+            context_budget_tokens=self.context_budget_tokens,
             system_prompt=self.system_prompt,
             answer_prompt=self.answer_prompt,
             generate_prompt=self.generate_prompt,

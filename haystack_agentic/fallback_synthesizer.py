@@ -69,6 +69,7 @@ class FallbackSynthesizer:
         enabled: bool = True,
         max_chunks: int = 10,
         chunk_chars: int = 1200,
+        context_budget_tokens: int | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float | None = None,
     ) -> None:
@@ -84,6 +85,8 @@ class FallbackSynthesizer:
         :param enabled: `False` turns the fallback call off.
         :param max_chunks: Most chunks (best first) put into the prompt. Default 10.
         :param chunk_chars: Most characters of each chunk in the prompt. Default 1200.
+        :param context_budget_tokens: Most tokens of the chunks in a prompt (estimated at 4 characters per token);
+            the lowest-ranked chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
@@ -94,6 +97,7 @@ class FallbackSynthesizer:
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
+        self.context_budget_tokens = context_budget_tokens
         self.max_retries = max_retries
         self.timeout = timeout
         self.system_prompt = system_prompt
@@ -163,7 +167,7 @@ class FallbackSynthesizer:
         prompt = render(
             self.synthesis_prompt or DEFAULT_SYNTHESIS_PROMPT,
             question=state.question,
-            chunks=format_chunks(state.chunks[: self.max_chunks], self.chunk_chars),
+            chunks=format_chunks(state.chunks[: self.max_chunks], self.chunk_chars, self.context_budget_tokens),
             draft=state.draft,
         )
         return with_system_prompt(self.system_prompt, state.question, [ChatMessage.from_user(prompt)])
@@ -189,6 +193,7 @@ class FallbackSynthesizer:
             generation_kwargs=self.generation_kwargs,
             max_retries=self.max_retries,
             timeout=self.timeout,
+            context_budget_tokens=self.context_budget_tokens,
             system_prompt=self.system_prompt,
             synthesis_prompt=self.synthesis_prompt,
             enabled=self.enabled,

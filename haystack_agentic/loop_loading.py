@@ -8,6 +8,7 @@ what to change; callers turn it into their own error (a CLI line, an HTTP status
 """
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,7 @@ def load_loop_pipeline(
                         value.setdefault("init_parameters", {})[key] = override
     if store_uri:
         set_store_uri(components, str(store_uri))
+    isolate_in_memory_stores(components)
     # hayhooks' `inputs`/`outputs` declarations are not part of Haystack's pipeline dict.
     data.pop("inputs", None)
     data.pop("outputs", None)
@@ -129,6 +131,34 @@ def set_store_uri(node: Any, uri: str) -> None:
     elif isinstance(node, list):
         for value in node:
             set_store_uri(value, uri)
+
+
+def isolate_in_memory_stores(node: Any, names: dict[str, str] | None = None) -> dict[str, str]:
+    """
+    Give the in-memory stores of one loaded pipeline their own storage.
+
+    Haystack's `InMemoryDocumentStore` instances with the same `index` share storage process-wide. That is what
+    lets a pipeline's router and retriever (deserialised separately) see the same documents, but it would also let
+    two pipelines loaded in one process (a server, a test session) see each other's documents. Each `index` in
+    the dict is renamed to `<index>-<random suffix>`, the same new name for every store of this pipeline.
+
+    :param node: Part of a pipeline dict (walked recursively, changed in place).
+    :param names: Old index name -> new one, shared across the walk (created when `None`).
+    :returns: The mapping used.
+    """
+    names = {} if names is None else names
+    if isinstance(node, dict):
+        params = node.get("init_parameters")
+        if isinstance(params, dict) and str(node.get("type", "")).endswith("InMemoryDocumentStore"):
+            index = params.get("index") or "default"
+            names.setdefault(index, f"{index}-{uuid.uuid4().hex[:12]}")
+            params["index"] = names[index]
+        for value in node.values():
+            isolate_in_memory_stores(value, names)
+    elif isinstance(node, list):
+        for value in node:
+            isolate_in_memory_stores(value, names)
+    return names
 
 
 def retriever_store(pipeline: Pipeline) -> Any:

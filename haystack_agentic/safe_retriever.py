@@ -7,6 +7,7 @@ from haystack import Document, component, logging
 from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name
 
 from haystack_agentic._llm import run_with_timeout
+from haystack_agentic._tracing import tag_current_span
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +105,8 @@ class SafeRetriever:
             documents = run_with_timeout(self.retriever, kwargs, self.timeout, "the retriever")["documents"]
         except Exception as exc:  # noqa: BLE001 - a store error must never crash the loop
             logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=exc)
-            return {"documents": [], "error": f"{type(exc).__name__}: {exc}"}
-        return {"documents": list(documents or []), "error": None}
+            return _traced(kwargs, [], f"{type(exc).__name__}: {exc}")
+        return _traced(kwargs, list(documents or []), None)
 
     @component.output_types(documents=list[Document], error=str | None)
     async def run_async(self, **kwargs: Any) -> dict[str, Any]:
@@ -122,11 +123,11 @@ class SafeRetriever:
         except asyncio.TimeoutError:
             message = f"TimeoutError: the retriever did not answer within {self.timeout} s"
             logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=message)
-            return {"documents": [], "error": message}
+            return _traced(kwargs, [], message)
         except Exception as exc:  # noqa: BLE001
             logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=exc)
-            return {"documents": [], "error": f"{type(exc).__name__}: {exc}"}
-        return {"documents": list(documents or []), "error": None}
+            return _traced(kwargs, [], f"{type(exc).__name__}: {exc}")
+        return _traced(kwargs, list(documents or []), None)
 
     def to_dict(self) -> dict[str, Any]:
         """
@@ -156,6 +157,13 @@ class SafeRetriever:
         retriever_cls = import_class_by_name(spec["type"])
         params["retriever"] = component_from_dict(retriever_cls, spec, "retriever")
         return cls(**params)
+
+
+def _traced(inputs: dict[str, Any], documents: list[Document], error: str | None) -> dict[str, Any]:
+    """Tag the search's tracing span (query, top_k, chunks found, error) and build the output."""
+    query = inputs.get("query") or inputs.get("query_text")
+    tag_current_span(query=query, top_k=inputs.get("top_k"), chunks_found=len(documents), search_error=error)
+    return {"documents": documents, "error": error}
 
 
 def describe_store_address(store: Any) -> str:

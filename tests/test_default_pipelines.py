@@ -86,3 +86,17 @@ def test_pipelines_dir_is_the_repository_folder():
     assert pipelines_dir().name == "pipelines"
     assert sorted(p.name for p in pipelines_dir().glob("*.yml")) == sorted(NAMES)
     assert Path(pipelines_dir(), "agentic_rag.yml").exists()
+
+
+def test_two_loaded_pipelines_do_not_share_documents(tmp_path):
+    """In-memory stores with one `index` share storage in Haystack; each loaded pipeline gets its own."""
+    from haystack import Document
+
+    from haystack_agentic.loop_loading import load_loop_pipeline, retriever_store
+
+    path = pipeline_path("agentic_rag_embedded_ungrounded")
+    first, second = load_loop_pipeline(path), load_loop_pipeline(path)
+    retriever_store(first).write_documents([Document(content="only in the first")])
+    assert retriever_store(second).count_documents() == 0
+    # ...while the router and the retriever of one pipeline still share theirs.
+    assert first.get_component("router").document_store.count_documents() == 1

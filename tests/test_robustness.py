@@ -306,3 +306,20 @@ def test_a_query_run_writes_nothing_to_the_store(store, build_loop):
     before = {d.id: d.to_dict() for d in store.filter_documents()}
     build_loop([search("Adriana Trigiani"), search("Greenwich Village"), answer("x")]).run()
     assert {d.id: d.to_dict() for d in store.filter_documents()} == before
+
+
+def test_answer_and_fallback_prompts_respect_their_context_budget(build_loop, store):
+    from haystack import Document
+
+    store.write_documents([Document(id=f"big{i}", content="Trigiani " + "filler " * 500) for i in range(6)])
+    loop = build_loop(
+        [search("Trigiani filler"), {"empty": True}, {"empty": True}],
+        chunk_cap=10,
+        fallback_script=[{"text": "ok"}],
+        fallback_kwargs={"context_budget_tokens": 400, "chunk_chars": 4000},
+    )
+    result = loop.run()
+    assert result["answer"] == "ok"
+    prompt = loop.fallback_llm.calls[0][0][-1].text
+    assert len(prompt) < 400 * 4 + 600  # the chunks within the budget, plus the instructions and the question
+    assert "[1]" in prompt

@@ -66,3 +66,19 @@ def test_spans_for_turns_llm_calls_and_the_result(build_loop, tracer):
              "haystack_agentic.llm_calls" in s.tags]  # fmt: skip
     assert final and final[-1]["haystack_agentic.terminated_by"] == "answered"
     assert final[-1]["haystack_agentic.llm_calls"] == 2
+
+
+def test_search_spans_carry_query_and_chunk_counts(store, tracer):
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+
+    from haystack_agentic import AgenticRouter, build_loop_pipeline
+    from haystack_agentic.safe_retriever import SafeRetriever
+    from haystack_agentic.testing import ScriptedChatGenerator
+
+    llm = ScriptedChatGenerator([search("Adriana Trigiani"), answer("x")])
+    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm), SafeRetriever(InMemoryBM25Retriever(store)))
+    pipeline.run({"controller": {"query": "q"}})
+    searches = [s.tags for s in tracer.spans if "haystack_agentic.chunks_found" in s.tags]
+    assert len(searches) == 1
+    assert searches[0]["haystack_agentic.query"] == "Adriana Trigiani"
+    assert searches[0]["haystack_agentic.chunks_found"] > 0
