@@ -106,22 +106,17 @@ def test_timeout_sync_and_async():
     assert isinstance(call.error, TimeoutError)
 
 
-def test_generator_that_keeps_failing_ends_the_run_with_error(store):
+def test_generator_that_keeps_failing_ends_the_run_with_error(store, monkeypatch):
+    slept = []
+    monkeypatch.setattr("haystack_agentic._llm.time.sleep", slept.append)  # keep the test fast; record backoffs
     generator = FlakyGenerator([ConnectionError("down")] * 10)
     router = AgenticRouter(chat_generator=generator, max_retries=2, timeout=None)
-    router_pipeline = build_loop_pipeline(router, InMemoryBM25Retriever(store))
-    # Keep the test fast: shrink the backoff through the module default.
-    import haystack_agentic._llm as llm_module
-
-    original = llm_module.DEFAULT_BACKOFF
-    try:
-        llm_module.call_generator.__kwdefaults__["backoff"] = 0.01
-        result = router_pipeline.run({"controller": {"query": "q"}})["result"]["result"]
-    finally:
-        llm_module.call_generator.__kwdefaults__["backoff"] = original
+    result = build_loop_pipeline(router, InMemoryBM25Retriever(store)).run({"controller": {"query": "q"}})
+    result = result["result"]["result"]
     assert result["terminated_by"] == "error" and "ConnectionError: down" in result["error"]
     assert generator.calls == 3
     assert result["usage"]["controller"]["calls"] == 3
+    assert slept == [0.5, 1.0]  # exponential backoff from DEFAULT_BACKOFF
 
 
 def test_reasoning_only_reply_is_an_empty_reply(build_loop):
