@@ -19,8 +19,8 @@ logger = logging.getLogger(__name__)
 #: Values of `LoopState.terminated_by`.
 TERMINATIONS = ("answered", "gave_up", "max_iterations", "error")
 
-#: The LLM roles whose calls and tokens are counted in `LoopState.usage`.
-ROLES = ("controller", "answer", "fallback")
+#: The LLM roles whose calls and tokens are counted in `LoopState.usage` (`grounding`: the judge grounder).
+ROLES = ("controller", "answer", "fallback", "grounding")
 
 
 @dataclass(frozen=True)

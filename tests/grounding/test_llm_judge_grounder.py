@@ -90,3 +90,32 @@ def test_serialisation_round_trip(monkeypatch):
     pipeline = Pipeline()
     pipeline.add_component("grounder", grounder)
     assert Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES).to_dict() == pipeline.to_dict()
+
+
+def test_cli_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm_is_configured(tmp_path, store):
+    """`ask --llm openai` without HHEM weights grounds with the controller LLM as judge; embedded runs without."""
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from rich.console import Console
+
+    from haystack_agentic import AgenticRouter, HHEMGrounder, LLMJudgeGrounder, build_loop_pipeline
+    from haystack_agentic.cli import prepare_grounder
+    from haystack_agentic.testing import ScriptedChatGenerator
+
+    def pipeline():
+        llm = ScriptedChatGenerator([{"text": "x"}])
+        missing = HHEMGrounder(model=str(tmp_path / "no-model"), foundation=str(tmp_path / "no-t5"),
+                               local_files_only=True)  # fmt: skip
+        return build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store), grounder=missing)
+
+    console = Console(file=open(tmp_path / "err.txt", "w"), width=200)
+    with_llm = pipeline()
+    prepare_grounder(with_llm, "openai", console)
+    judge = with_llm.get_component("grounder")
+    assert isinstance(judge, LLMJudgeGrounder)
+    assert judge.chat_generator is with_llm.get_component("router").chat_generator
+    embedded = pipeline()
+    prepare_grounder(embedded, "embedded", console)
+    assert isinstance(embedded.get_component("grounder"), HHEMGrounder)
+    console.file.close()
+    notes = (tmp_path / "err.txt").read_text()
+    assert "LLMJudgeGrounder" in notes and "Running without grounding." in notes
