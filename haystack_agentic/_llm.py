@@ -88,9 +88,11 @@ def _call_kwargs(
 
 
 def _account(
-    state: LoopState, role: str, messages: Sequence[ChatMessage], replies: list[ChatMessage], tools: Any
+    state: LoopState, role: str, messages: Sequence[ChatMessage], replies: list[ChatMessage], tools: Any,
+    failed: bool = False,
 ) -> LoopState:
-    estimate = _COUNTER.count(list(messages), tools=tools or None)
+    # A failed attempt counts as a call, but no tokens are estimated for it: none may have reached a server.
+    estimate = 0 if failed else _COUNTER.count(list(messages), tools=tools or None)
     return state.with_usage(role, replies, prompt_tokens_estimate=estimate)
 
 
@@ -178,7 +180,8 @@ def call_generator(
 
     Transient failures (`is_transient`: timeouts, connection errors, HTTP 429/5xx) are retried up to
     `max_retries` times with exponential backoff (`backoff`, `2 * backoff`, ... seconds); other exceptions are
-    returned at once. Every attempt counts as a call in `usage` (a failed attempt may still be billed).
+    returned at once. Every attempt counts as a call in `usage`; tokens are counted only for attempts that
+    returned (reported by the replies, else estimated).
 
     :param generator: Any Haystack chat generator.
     :param state: The run's state (for usage accounting).
@@ -201,7 +204,7 @@ def call_generator(
                 replies, error = list(result.get("replies") or []), None
             except Exception as exc:  # noqa: BLE001 - any generator failure is a defined outcome of the loop
                 replies, error = [], exc
-            state = _account(state, role, messages, replies, tools)
+            state = _account(state, role, messages, replies, tools, failed=error is not None)
             _tag_call(span, state, role, replies, error)
         if error is None or attempt >= max_retries or not is_transient(error):
             if error is not None:
@@ -242,7 +245,7 @@ async def call_generator_async(
                 replies, error = [], TimeoutError(f"the chat generator did not answer within {timeout} s")
             except Exception as exc:  # noqa: BLE001
                 replies, error = [], exc
-            state = _account(state, role, messages, replies, tools)
+            state = _account(state, role, messages, replies, tools, failed=error is not None)
             _tag_call(span, state, role, replies, error)
         if error is None or attempt >= max_retries or not is_transient(error):
             if error is not None:

@@ -77,14 +77,15 @@ def read_documents(path: Path) -> list[Document]:
     :returns: The documents (one per paragraph for JSONL, one per file otherwise).
     :raises CLIError: If the path does not exist or holds no supported file.
     """
-    from haystack_agentic.indexing import collect_files, convert_files  # noqa: PLC0415
-
     if not path.exists():
         raise CLIError(
             f"{path} does not exist: give a .jsonl file in the HotpotQA format, a .txt/.md/.html/.pdf file or a folder."
         )
+    from haystack_agentic.indexing import convert_files  # noqa: PLC0415 - converters load only for indexing
+
+    files = readable_files(path)
     try:
-        documents = convert_files(collect_files(path))
+        documents = convert_files(files)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     if not documents:
@@ -92,6 +93,23 @@ def read_documents(path: Path) -> list[Document]:
             f"No documents found in {path}: supported are .jsonl (HotpotQA format), .txt, .md, .html and .pdf files."
         )
     return documents
+
+
+def readable_files(path: Path) -> list[Path]:
+    """
+    The supported files under `path`, without those that cannot give text; each skipped file is reported on
+    stderr with the reason.
+
+    :param path: A file or folder.
+    :returns: The files to index.
+    """
+    from haystack_agentic.indexing import collect_files, unreadable_files  # noqa: PLC0415
+
+    files = collect_files(path)
+    skipped = unreadable_files(files)
+    for file, reason in skipped.items():
+        Console(stderr=True, soft_wrap=True).print(f"Skipped {file}: {reason}.", highlight=False, markup=False)
+    return [f for f in files if f not in skipped]
 
 
 def index_documents(documents: list[Document], store_path: Path, console: Console, quiet: bool = False) -> int:
@@ -133,10 +151,16 @@ def save_store(store: InMemoryDocumentStore, store_path: Path) -> int:
     :param store_path: The file.
     :returns: The number of documents saved.
     """
-    store_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = store_path.with_suffix(store_path.suffix + ".tmp")
-    store.save_to_disk(str(tmp))
-    tmp.replace(store_path)
+    try:
+        store_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = store_path.with_suffix(store_path.suffix + ".tmp")
+        store.save_to_disk(str(tmp))
+        tmp.replace(store_path)
+    except OSError as exc:
+        raise CLIError(
+            f"Cannot write the store {store_path} ({type(exc).__name__}: {exc.strerror or exc}): "
+            "choose another --store (or HAYSTACK_AGENTIC_STORE / HAYSTACK_AGENTIC_CACHE)."
+        ) from exc
     return store.count_documents()
 
 
@@ -199,13 +223,23 @@ def open_index_store(backend: str, uri: str | None, collection: str | None) -> A
         if backend == "milvus":
             store = ds.milvus_document_store(uri or str(default_milvus_uri()), collection or ds.MILVUS_COLLECTION)
         else:
-            store = ds.weaviate_document_store(uri or "http://localhost:8080", collection or ds.WEAVIATE_COLLECTION)
+            store = ds.weaviate_document_store(uri or default_weaviate_url(), collection or ds.WEAVIATE_COLLECTION)
         store.count_documents()
     except ImportError as exc:
         raise CLIError(f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`.") from exc
     except Exception as exc:  # noqa: BLE001 - one line with the address, not a stack trace
-        raise CLIError(f"Cannot open the {backend} store at {uri or 'the default address'}: {exc}") from exc
+        address = uri or (default_milvus_uri() if backend == "milvus" else default_weaviate_url())
+        raise CLIError(f"Cannot open the {backend} store at {address}: {type(exc).__name__}: {exc}") from exc
     return store
+
+
+def default_weaviate_url() -> str:
+    """
+    The Weaviate server `--backend weaviate` uses by default.
+
+    :returns: `$WEAVIATE_URL`, else `http://localhost:8080`.
+    """
+    return os.environ.get("WEAVIATE_URL") or "http://localhost:8080"
 
 
 def default_milvus_uri() -> Path:
@@ -235,8 +269,12 @@ def load_store_into(
     :raises CLIError: If the store cannot be read, or does not exist and `auto_index` is off.
     """
     store = retriever_store(pipeline)
-    if not isinstance(store, InMemoryDocumentStore) or store.count_documents() > 0:
-        return store.count_documents() if store is not None else 0
+    if store is None:
+        return 0
+    if not isinstance(store, InMemoryDocumentStore):
+        return _check_store_has_documents(pipeline, store)
+    if store.count_documents() > 0:
+        return store.count_documents()
     if not store_path.exists():
         if not auto_index:
             raise CLIError(
@@ -248,9 +286,31 @@ def load_store_into(
             console.print(f"[dim]No index at {store_path}; indexing the shipped sample {corpus.name} first.[/dim]")
         index_documents(read_documents(corpus), store_path, console, quiet)
     try:
-        return fill_in_memory_store(pipeline, store_path)
+        fill_in_memory_store(pipeline, store_path)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
+    return _check_store_has_documents(pipeline, store)
+
+
+def _check_store_has_documents(pipeline: Pipeline, store: Any) -> int:
+    """One-line errors for a store that cannot be reached, is empty, or lacks the embeddings a dense pipeline needs."""
+    from haystack_agentic.safe_retriever import describe_store_address  # noqa: PLC0415
+
+    where = f"{type(store).__name__} at {describe_store_address(store)}"
+    try:
+        count = store.count_documents()
+    except Exception as exc:  # noqa: BLE001 - an unreachable server: one line with its address
+        raise CLIError(f"Cannot reach the store {where}: {type(exc).__name__}: {exc}") from exc
+    if count == 0:
+        raise CLIError(f"The store {where} has no documents: index some first with `haystack-agentic index`.")
+    if "query_embedder" in pipeline.graph.nodes and isinstance(store, InMemoryDocumentStore):
+        sample = store.filter_documents()[:1]
+        if sample and sample[0].embedding is None:
+            raise CLIError(
+                f"The store {where} has no embeddings, which this dense pipeline needs: "
+                "re-index with `haystack-agentic index PATH --embed`."
+            )
+    return count
 
 
 # --- asking ---------------------------------------------------------------------------------------------------
@@ -276,6 +336,14 @@ def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
             packaged = pipeline_path(f"agentic_rag_embedded_{backend}")
             if backend == "milvus" and not store_uri:
                 store_uri = str(default_milvus_uri())
+            if backend == "weaviate" and not store_uri:
+                store_uri = default_weaviate_url()
+        if backend == "milvus" and store_uri and "://" not in store_uri and not Path(store_uri).exists():
+            # Milvus Lite would create an empty database there: a query run must not write anything.
+            raise ValueError(
+                f"There is no Milvus Lite database at {store_uri}: index into it first with "
+                f"`haystack-agentic index PATH --backend milvus --uri {store_uri}`."
+            )
         path = Path(args.pipeline) if args.pipeline else packaged
         pipeline = load_loop_pipeline(
             path, model=model, api_base_url=args.base_url, max_iterations=args.max_iterations, store_uri=store_uri
@@ -422,12 +490,12 @@ def prepare_grounder(pipeline: Pipeline, llm: str, err: Console) -> None:
 
 def _index_with_pipeline(args: argparse.Namespace, path: Path, console: Console, start: float) -> int:
     """`index PATH --pipeline YAML`: run a YAML indexing pipeline over the files (dimension checked first)."""
-    from haystack_agentic.indexing import collect_files, run_indexing_pipeline  # noqa: PLC0415
+    from haystack_agentic.indexing import run_indexing_pipeline  # noqa: PLC0415
     from haystack_agentic.loop_loading import set_store_uri  # noqa: PLC0415
 
     if not path.exists():
         raise CLIError(f"{path} does not exist: give a file or a folder of .txt/.md/.html/.pdf files.")
-    files = collect_files(path)
+    files = readable_files(path)
     try:
         data = yaml.safe_load(Path(args.pipeline).read_text(encoding="utf-8"))
         if not isinstance(data, dict) or "writer" not in (data.get("components") or {}):
@@ -444,6 +512,8 @@ def _index_with_pipeline(args: argparse.Namespace, path: Path, console: Console,
             count = run_indexing_pipeline(pipeline, files)
     except ValueError as exc:  # unsupported files, a dimension mismatch: nothing was written
         raise CLIError(str(exc)) from exc
+    except Exception as exc:  # noqa: BLE001 - e.g. the store's server cannot be reached
+        raise CLIError(f"Indexing with {args.pipeline} failed: {type(exc).__name__}: {exc}") from exc
     console.print(
         f"Indexed {len(files)} file(s) from {path} with {args.pipeline} ({count} in the store) "
         f"in {time.perf_counter() - start:.1f} s"
@@ -474,7 +544,7 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
 
         store = open_index_store(backend, args.uri, args.collection)
         count = index_into_store(documents, store, MiniLMDocumentEmbedder(), console, args.quiet)
-        target = f"{backend} at {args.uri or (default_milvus_uri() if backend == 'milvus' else 'localhost:8080')}"
+        target = f"{backend} at {args.uri or (default_milvus_uri() if backend == 'milvus' else default_weaviate_url())}"
     console.print(
         f"Indexed {len(documents)} documents from {path} into {target} "
         f"({count} in the store) in {time.perf_counter() - start:.1f} s"
@@ -593,7 +663,8 @@ def main(argv: list[str] | None = None) -> int:
     :returns: The exit code: 0 on success, 1 when the loop ended in error, 2 on bad input.
     """
     args = build_parser().parse_args(argv)
-    console = Console(soft_wrap=True)
+    # Piped output has no terminal width; tables (eval) then get room instead of rich's 80-column fallback.
+    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     try:
         if args.command == "index":
             return cmd_index(args, console)

@@ -233,6 +233,17 @@ def embedded_weaviate_pipeline() -> Pipeline:
     )
 
 
+def openai_generator() -> OpenAIChatGenerator:
+    """
+    The packaged OpenAI-compatible chat generator: the client's own retries are off (`max_retries=0`) because the
+    loop retries transient failures itself (with backoff, see `_llm.call_generator`); stacking both made an
+    unreachable server take about 50 s to report.
+
+    :returns: The generator (the key is read from `OPENAI_API_KEY` on warm-up).
+    """
+    return OpenAIChatGenerator(model=DEFAULT_OPENAI_MODEL, max_retries=0, timeout=60.0)
+
+
 def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
     """
     The LLM-routed loop on an OpenAI-compatible endpoint, in-memory BM25.
@@ -241,16 +252,16 @@ def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
     :returns: The pipeline. The API key is read from `OPENAI_API_KEY` when the generator warms up.
     """
     store = InMemoryDocumentStore(index=INDEX_NAME)
-    controller_llm = OpenAIChatGenerator(model=DEFAULT_OPENAI_MODEL)
+    controller_llm = openai_generator()
     # In tools mode the controller's answer is final unless a separate answer LLM is configured; json mode
     # needs an answer LLM to write the answer from the chunks: the controller's.
-    answer_llm = OpenAIChatGenerator(model=DEFAULT_OPENAI_MODEL) if mode == "json" else None
+    answer_llm = openai_generator() if mode == "json" else None
     return build_loop_pipeline(
         AgenticRouter(chat_generator=controller_llm, mode=mode, temperature=0.0),
         SafeRetriever(InMemoryBM25Retriever(document_store=store)),
         controller=LoopController(max_iterations=10, chunk_cap=30),
         answerer=Answerer(chat_generator=answer_llm, temperature=0.0),
-        fallback=FallbackSynthesizer(chat_generator=OpenAIChatGenerator(model=DEFAULT_OPENAI_MODEL), temperature=0.0),
+        fallback=FallbackSynthesizer(chat_generator=openai_generator(), temperature=0.0),
         grounder=default_grounder() if grounded else None,
         metadata={"llm": f"OpenAI-compatible ({DEFAULT_OPENAI_MODEL})", "policy": f"LLM router ({mode} mode)"},
     )

@@ -126,6 +126,35 @@ def convert_files(files: list[Path]) -> list[Document]:
     return list(unique.values())
 
 
+#: Suffixes of text formats that must decode as UTF-8 (the converters would otherwise skip them noisily).
+_TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
+
+
+def unreadable_files(files: list[Path]) -> dict[Path, str]:
+    """
+    The files that cannot give any text, with why: empty, or a text format that is not UTF-8 (e.g. a binary
+    file named .txt, or Latin-1 text).
+
+    :param files: Candidate files.
+    :returns: `{file: reason}` for the files to skip; the others are fine to convert.
+    """
+    problems: dict[Path, str] = {}
+    for file in files:
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            problems[file] = f"cannot be read ({exc.strerror or exc})"
+            continue
+        if not data.strip():
+            problems[file] = "empty"
+        elif file.suffix.lower() in _TEXT_SUFFIXES:
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                problems[file] = "not UTF-8 text (convert it to UTF-8 first)"
+    return problems
+
+
 def file_sources(files: list[Path]) -> list[Any]:
     """
     ByteStreams for converter pipelines, with the MIME type from the suffix (FileTypeRouter does not know .md

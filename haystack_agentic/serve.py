@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -175,17 +176,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
     :param args: Parsed `serve` arguments (see `add_serve_parser`).
     :returns: The exit code: 0 after a clean shutdown, 2 on bad arguments.
     """
+    scratch = None
     try:
         pipelines, overrides, store = plan(args)
+        explicit_store = bool(args.store or os.environ.get("HAYSTACK_AGENTIC_STORE"))
+        if store and explicit_store and not Path(store).exists():
+            raise ServeError(
+                f"The store {store} does not exist: check the path, or create it with "
+                f"`haystack-agentic index PATH --store {store}`."
+            )
         if not args.pipeline:
             _ensure_store(store)
-        directory = Path(args.pipelines_dir or tempfile.mkdtemp(prefix="haystack-agentic-serve-")).resolve()
+        if not args.pipelines_dir:
+            scratch = tempfile.mkdtemp(prefix="haystack-agentic-serve-")
+        directory = Path(args.pipelines_dir or scratch).resolve()
         write_serving_dir(directory, pipelines, overrides, store)
         if args.workers < 1:
             raise ServeError("--workers must be at least 1.")
     except ServeError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
         return 2
+    try:
+        return _serve(args, pipelines, directory)
+    finally:
+        if scratch:  # the wrapper files written for this run
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path) -> int:
     mcp_port = args.port + 1 if args.mcp_port is None else args.mcp_port
     # hayhooks reads its settings from the environment when first imported; worker processes inherit them.
     os.environ["HAYHOOKS_HOST"] = args.host

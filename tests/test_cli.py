@@ -134,3 +134,56 @@ def test_console_script_runs_as_a_user_would(sample_store):
     assert done.returncode == 0, done.stderr
     assert '2. search   "Adriana Trigiani"' in done.stdout
     assert "Terminated by: answered" in done.stdout
+
+
+def test_store_mistakes_are_one_line_errors_and_write_nothing(tmp_path, store_env, capsys, monkeypatch):
+    # A Milvus Lite file that does not exist: refused before Milvus Lite would create it.
+    missing_db = tmp_path / "nothere.db"
+    assert main(["ask", "q", "--llm", "embedded", "--backend", "milvus", "--uri", str(missing_db)]) == 2
+    assert "no Milvus Lite database" in capsys.readouterr().err and not missing_db.exists()
+    # An unwritable store path.
+    (tmp_path / "afile.txt").write_text("Alpha is a letter.")
+    doc = str(tmp_path / "afile.txt")
+    assert main(["index", doc, "--store", str(tmp_path / "afile.txt" / "s.json"), "--quiet"]) == 2
+    assert "Cannot write the store" in capsys.readouterr().err
+    # WEAVIATE_URL is the default address, and an unreachable server is one line.
+    monkeypatch.setenv("WEAVIATE_URL", "http://127.0.0.1:9")
+    assert main(["index", doc, "--backend", "weaviate", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "127.0.0.1:9" in err and "Traceback" not in err
+
+
+def test_dense_pipeline_on_a_store_without_embeddings_says_to_re_index(tmp_path, store_env, capsys):
+    from haystack_agentic.resources import pipeline_path
+
+    (tmp_path / "a.txt").write_text("Alpha is a letter.")
+    assert main(["index", str(tmp_path / "a.txt"), "--quiet"]) == 0
+    capsys.readouterr()
+    dense = str(pipeline_path("agentic_rag_embedded_dense"))
+    assert main(["ask", "What is Alpha?", "--pipeline", dense]) == 2
+    assert "re-index with `haystack-agentic index PATH --embed`" in capsys.readouterr().err
+
+
+def test_serve_refuses_a_store_that_does_not_exist(tmp_path, capsys, monkeypatch):
+    from haystack_agentic.serve import main as serve_main
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    missing = tmp_path / "none.json"
+    assert serve_main(["--store", str(missing), "--port", "1", "--mcp-port", "0"]) == 2
+    assert "does not exist" in capsys.readouterr().err and not missing.exists()
+
+
+def test_index_reports_files_it_cannot_read(tmp_path, store_env, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ok.txt").write_text("The mayor of Fnordville is Zorblax Quintessa.")
+    (docs / "empty.txt").write_text("")
+    (docs / "binary.txt").write_bytes(bytes(range(128, 256)) * 4)
+    (docs / "latin.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    assert main(["index", str(docs), "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert "(1 in the store)" in captured.out
+    assert "empty.txt: empty" in captured.err
+    assert "binary.txt: not UTF-8" in captured.err and "latin.txt: not UTF-8" in captured.err
+    assert "ByteStream(data=" not in captured.err  # no raw bytes dumped

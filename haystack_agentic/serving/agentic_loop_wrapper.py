@@ -31,16 +31,17 @@ class BadRequest(HTTPException):
         super().__init__(status_code=422, detail=message)
 
 
-def check_question(query: Any) -> str:
+def check_question(query: Any, max_chars: int | None = None) -> str:
     """
     Validate a question before it reaches the pipeline.
 
     :param query: The question from the request.
-    :returns: The question, stripped.
-    :raises BadRequest: If it is missing, not a string or blank.
+    :param max_chars: Longest question accepted (the pipeline controller's `max_question_chars`), or `None`.
+    :returns: The question, cleaned and stripped.
+    :raises BadRequest: If it is missing, not a string, blank or too long.
     """
     try:
-        return validate_question(query)
+        return validate_question(query, max_chars)
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
 
@@ -157,7 +158,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :returns: The loop's result: answer, terminated_by, iterations, tool_history, documents, grounding, usage,
             error.
         """
-        data = self._inputs(check_question(query), filters)
+        data = self._inputs(check_question(query, self._max_question_chars()), filters)
         output = await self.pipeline.run_async(data)
         return output["result"]["result"]
 
@@ -176,7 +177,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :returns: The answer text, or an async generator of text pieces when streaming.
         :raises BadRequest: If there is no user question.
         """
-        data = self._inputs(question_from_messages(messages), None)
+        data = self._inputs(check_question(question_from_messages(messages), self._max_question_chars()), None)
         if not body.get("stream"):
             result = (await self.pipeline.run_async(data))["result"]["result"]
             return answer_text(result)
@@ -192,6 +193,9 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         except Exception as exc:  # noqa: BLE001 - the stream has started: report the failure in it
             logger.error("Loop failed while streaming: {error}", error=exc)
             yield f"\nError: the loop failed: {exc}\n"
+
+    def _max_question_chars(self) -> int | None:
+        return getattr(self.pipeline.get_component("controller"), "max_question_chars", None)
 
     def _inputs(self, query: str, filters: Any) -> dict[str, Any]:
         if filters is not None and not isinstance(filters, dict):

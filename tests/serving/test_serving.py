@@ -140,6 +140,7 @@ async def test_mcp_client_lists_and_calls_the_tool(server):
         ({"query": ["a"]}, "valid string"),
         ({"query": QUESTION, "filters": "meta.kind == place"}, "valid dictionary"),
         ({"query": QUESTION, "filters": {"operator": "AND"}}, "Not a valid Haystack filter"),
+        ({"query": "x" * 5000}, "the limit is 4000"),
         ({"query": QUESTION, "filters": {"field": "meta.kind", "operator": "bogus", "value": 1}}, "bogus"),
     ],
 )
