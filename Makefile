@@ -29,6 +29,6 @@ ask: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-# Rewrite pipelines/*.yml from haystack_agentic/default_pipelines.py.
+# Rewrite pipelines/*.yml from haystack_agentic.pipelines.default_pipelines.py.
 pipelines: $(STAMP)
-	$(BIN)/python -m haystack_agentic.default_pipelines pipelines
+	$(BIN)/python -m haystack_agentic.pipelines.default_pipelines pipelines

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
 
-from haystack_agentic.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
+from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
 from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
 
-from haystack_agentic.bridge_entities import BridgeEntityPolicy  # noqa: E402
-from haystack_agentic.hotpotqa import gold_document_ids, hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
+from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy  # noqa: E402
+from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
 
 
 def variants(budget: int) -> dict[str, dict]:

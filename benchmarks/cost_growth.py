@@ -24,7 +24,7 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic import AgenticRouter, Answerer, LoopController, build_loop_pipeline
-from haystack_agentic.agentic_router import _builtin_tools
+from haystack_agentic.components.routers.agentic_router import _builtin_tools
 from haystack_agentic.testing import ScriptedChatGenerator
 
 

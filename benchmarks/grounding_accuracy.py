@@ -15,7 +15,7 @@ from pathlib import Path
 from haystack import Document
 
 from haystack_agentic import HHEMGrounder, LoopState
-from haystack_agentic.hhem_grounder import HHEM_MODEL, HOW_TO_GET
+from haystack_agentic.components.grounders.hhem_grounder import HHEM_MODEL, HOW_TO_GET
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "grounding_sample.jsonl"
 BANDS = ((0, 60), (60, 150), (150, 10**9))

@@ -2,7 +2,7 @@
 """
 Throughput and latency of the loop served by hayhooks, under concurrent questions, against the ideal.
 
-Starts `python -m haystack_agentic.serve` on 127.0.0.1 (a free port) with the test-only scripted loop
+Starts `python -m haystack_agentic.cli.serve` on 127.0.0.1 (a free port) with the test-only scripted loop
 (`tests/serving/scripted_loop.yml`: search the question, then answer) whose LLM sleeps `--latency` seconds per
 call, over the shipped HotpotQA sample's paragraphs (BM25). For each concurrency level it sends `--requests`
 questions (at most `concurrency` in flight) to `POST /scripted/run` and prints requests per second, median and
@@ -48,7 +48,7 @@ def _start_server(workdir: Path, store, latency: float, workers: int) -> tuple[s
            "HAYHOOKS_LOG_LEVEL": "WARNING"}  # fmt: skip
     log = open(workdir / "server.log", "w")  # noqa: SIM115 - closed with the process
     process = subprocess.Popen(
-        [sys.executable, "-m", "haystack_agentic.serve", "--port", str(port), "--mcp-port", "0",
+        [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", "0",
          "--workers", str(workers), "--pipeline", f"scripted={yaml_path}", "--pipelines-dir", str(workdir / "p"),
          "--store", str(workdir / "store.json")],
         stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir,

@@ -26,8 +26,8 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # no
 from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
-from haystack_agentic.document_stores import milvus_document_store  # noqa: E402
-from haystack_agentic.hotpotqa import hotpotqa_documents  # noqa: E402
+from haystack_agentic.indexing.document_stores import milvus_document_store  # noqa: E402
+from haystack_agentic.datasets.hotpotqa import hotpotqa_documents  # noqa: E402
 
 DIM = 384
 BATCH = 2000

@@ -15,8 +15,8 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_agentic import Answerer, BridgeEntityRouter, FallbackSynthesizer, LoopController, LoopResultBuilder
-from haystack_agentic.embedded_chat_generator import EmbeddedChatGenerator
-from haystack_agentic.loop_state import LoopState
+from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
+from haystack_agentic.dataclasses.loop_state import LoopState
 
 DOCUMENTS = [
     ("Big Stone Gap (film)", "Big Stone Gap is a 2014 American drama romantic comedy film written and directed by "

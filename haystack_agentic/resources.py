@@ -28,7 +28,11 @@ def pipelines_dir() -> Path:
 
     :returns: Its path (the package copy when installed from a wheel, else the repository's `pipelines/`).
     """
-    return _first_existing(_PACKAGE / "pipelines", _REPO / "pipelines")
+    packaged = _PACKAGE / "pipelines"
+    # The package's own `pipelines/` is also the Python package that builds them: it holds YAML only in a wheel.
+    if any(packaged.glob("*.yml")):
+        return packaged
+    return _REPO / "pipelines"
 
 
 def pipeline_path(name: str) -> Path:

@@ -20,7 +20,7 @@ from haystack.dataclasses import ChatMessage, ChatRole
 from haystack.tools import Tool
 
 from haystack_agentic import AgenticRouter, LoopController, LoopState
-from haystack_agentic.agentic_router import parse_json_decision
+from haystack_agentic.components.routers.agentic_router import parse_json_decision
 from haystack_agentic.testing import ScriptedChatGenerator
 
 

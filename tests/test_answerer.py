@@ -8,7 +8,7 @@ from conftest import DOC_TEXT, QUESTION, actions, answer, calls, give_up, search
 from haystack import Document
 
 from haystack_agentic import Answerer, LoopState, ToolStep
-from haystack_agentic.answerer import DEFAULT_ANSWER_PROMPT
+from haystack_agentic.components.generators.answerer import DEFAULT_ANSWER_PROMPT
 from haystack_agentic.testing import ScriptedChatGenerator
 
 CHUNKS = (
@@ -242,7 +242,7 @@ def test_serialisation_round_trip(allow_deserialization):
 def test_chunks_per_search_keeps_each_hops_best_chunks_in_search_order():
     from haystack import Document
 
-    from haystack_agentic.loop_state import LoopState, ToolStep
+    from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
     docs = [Document(id=i, content=f"text {i}", score=s) for i, s in (("a", 9.0), ("b", 8.0), ("c", 7.0), ("z", 1.0))]
     state = LoopState(question="q", chunks=tuple(docs)).evolve(

@@ -4,7 +4,7 @@ from haystack import Document
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic.bridge_entities import BridgeEntityPolicy, merge_chunks, normalise, rank_scores, title_aliases
+from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy, merge_chunks, normalise, rank_scores, title_aliases
 
 QUESTION = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'
 

@@ -14,7 +14,7 @@ from haystack_agentic import (
     LoopController,
     build_loop_pipeline,
 )
-from haystack_agentic.bridge_entity_router import and_filters
+from haystack_agentic.components.routers.bridge_entity_router import and_filters
 from haystack_agentic.testing import ScriptedChatGenerator
 
 QUESTION = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from haystack_agentic.cli import main
-from haystack_agentic.embedded_chat_generator import embedded_model_available
-from haystack_agentic.hotpotqa import load_hotpotqa_questions
+from haystack_agentic.cli.main import main
+from haystack_agentic.components.generators.embedded_chat_generator import embedded_model_available
+from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
 from haystack_agentic.resources import sample_corpus_path
 
 BIG_STONE_GAP = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'
@@ -165,7 +165,7 @@ def test_dense_pipeline_on_a_store_without_embeddings_says_to_re_index(tmp_path,
 
 
 def test_serve_refuses_a_store_that_does_not_exist(tmp_path, capsys, monkeypatch):
-    from haystack_agentic.serve import main as serve_main
+    from haystack_agentic.cli.serve import main as serve_main
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)

@@ -6,7 +6,7 @@ import yaml
 from haystack import Pipeline
 
 from haystack_agentic import ALLOWED_MODULES
-from haystack_agentic.default_pipelines import default_pipelines
+from haystack_agentic.pipelines.default_pipelines import default_pipelines
 from haystack_agentic.resources import pipeline_path, pipelines_dir
 
 NAMES = [
@@ -64,7 +64,7 @@ def test_packaged_yaml_loads_and_round_trips(name, monkeypatch):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_packaged_yaml_matches_the_builder(name):
-    """The committed YAML is what `python -m haystack_agentic.default_pipelines` writes (run `make pipelines`)."""
+    """The committed YAML is what `python -m haystack_agentic.pipelines.default_pipelines` writes (run `make pipelines`)."""
     built = yaml.safe_load(default_pipelines()[name].dumps())
     committed = yaml.safe_load((pipelines_dir() / name).read_text(encoding="utf-8"))
     for data in (built, committed):
@@ -92,7 +92,7 @@ def test_two_loaded_pipelines_do_not_share_documents(tmp_path):
     """In-memory stores with one `index` share storage in Haystack; each loaded pipeline gets its own."""
     from haystack import Document
 
-    from haystack_agentic.loop_loading import load_loop_pipeline, retriever_store
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, retriever_store
 
     path = pipeline_path("agentic_rag_embedded_ungrounded")
     first, second = load_loop_pipeline(path), load_loop_pipeline(path)

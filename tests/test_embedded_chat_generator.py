@@ -5,8 +5,8 @@ import asyncio
 import pytest
 from haystack.dataclasses import ChatMessage
 
-from haystack_agentic import embedded_chat_generator as module
-from haystack_agentic.embedded_chat_generator import (
+from haystack_agentic.components.generators import embedded_chat_generator as module
+from haystack_agentic.components.generators.embedded_chat_generator import (
     MODEL_NAME,
     EmbeddedChatGenerator,
     _normalize_generation_kwargs,
@@ -44,7 +44,7 @@ def test_to_dict_from_dict_round_trip_without_loading():
     )
     data = generator.to_dict()
     assert data == {
-        "type": "haystack_agentic.embedded_chat_generator.EmbeddedChatGenerator",
+        "type": "haystack_agentic.components.generators.embedded_chat_generator.EmbeddedChatGenerator",
         "init_parameters": {
             "cache_dir": "/tmp/somewhere",
             "generation_kwargs": {"max_new_tokens": 32},

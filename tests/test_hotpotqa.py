@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from haystack import Document
 
-from haystack_agentic.hotpotqa import (
+from haystack_agentic.datasets.hotpotqa import (
     gold_document_ids,
     gold_titles,
     hotpotqa_document_id,

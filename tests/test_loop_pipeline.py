@@ -22,7 +22,7 @@ from haystack_agentic import (
     LoopState,
     build_loop_pipeline,
 )
-from haystack_agentic.loop_pipeline import max_runs_for
+from haystack_agentic.pipelines.loop_pipeline import max_runs_for
 from haystack_agentic.testing import ScriptedChatGenerator
 
 HOPS = [search("Big Stone Gap film director"), search("Adriana Trigiani"), answer("Greenwich Village")]

@@ -8,7 +8,7 @@ from haystack.dataclasses import ChatMessage, ToolCall
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from haystack_agentic.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks
+from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks
 
 
 def _doc(doc_id: str, score: float | None, content: str | None = None) -> Document:

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 import asyncio
 
-from haystack_agentic.progress import ProgressEvent, iter_progress, run_with_progress
+from haystack_agentic.pipelines.progress import ProgressEvent, iter_progress, run_with_progress
 
 from conftest import QUESTION, answer, search
 

@@ -10,8 +10,8 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage, ReasoningContent
 
 from haystack_agentic import AgenticRouter, FallbackSynthesizer, LoopController, build_loop_pipeline
-from haystack_agentic._llm import call_generator, call_generator_async, is_transient
-from haystack_agentic.loop_state import LoopState
+from haystack_agentic.llm.calls import call_generator, call_generator_async, is_transient
+from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.testing import ScriptedChatGenerator
 
 from conftest import actions, answer, search
@@ -108,7 +108,7 @@ def test_timeout_sync_and_async():
 
 def test_generator_that_keeps_failing_ends_the_run_with_error(store, monkeypatch):
     slept = []
-    monkeypatch.setattr("haystack_agentic._llm.time.sleep", slept.append)  # keep the test fast; record backoffs
+    monkeypatch.setattr("haystack_agentic.llm.calls.time.sleep", slept.append)  # keep the test fast; record backoffs
     generator = FlakyGenerator([ConnectionError("down")] * 10)
     router = AgenticRouter(chat_generator=generator, max_retries=2, timeout=None)
     result = build_loop_pipeline(router, InMemoryBM25Retriever(store)).run({"controller": {"query": "q"}})
@@ -200,7 +200,7 @@ def test_controller_prompt_stays_within_the_budget_however_many_searches(build_l
     loop = build_loop(script, max_iterations=14, chunk_cap=30, router_kwargs={"context_budget_tokens": budget})
     result = loop.run()
     assert result["terminated_by"] == "answered"
-    from haystack_agentic._llm import estimate_tokens
+    from haystack_agentic.llm.calls import estimate_tokens
 
     sizes = [estimate_tokens(messages, tools) for messages, _, tools in loop.llm.calls]
     assert max(sizes) <= budget
@@ -214,7 +214,7 @@ def test_controller_prompt_stays_within_the_budget_however_many_searches(build_l
 def test_format_chunks_leaves_out_the_lowest_ranks_first():
     from haystack import Document
 
-    from haystack_agentic._llm import format_chunks
+    from haystack_agentic.llm.calls import format_chunks
 
     docs = [Document(content="x" * 400) for _ in range(10)]
     text = format_chunks(docs, max_chars=1000, budget_tokens=250)  # 1000 characters
@@ -263,7 +263,7 @@ class FlakyRetriever:
 
 
 def _safe_loop(store, script, failing, **controller_kwargs):
-    from haystack_agentic.safe_retriever import SafeRetriever
+    from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 
     llm = ScriptedChatGenerator(script)
     retriever = SafeRetriever(FlakyRetriever(store, failing, sleep=0.5), timeout=0.1)

@@ -10,18 +10,18 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline
-from haystack_agentic.cli import main
-from haystack_agentic.document_stores import (
+from haystack_agentic.cli.main import main
+from haystack_agentic.indexing.document_stores import (
     EmbeddingDimensionError,
     check_embedding_dimension,
     milvus_document_store,
     weaviate_document_store,
 )
-from haystack_agentic.indexing import build_indexing_pipeline, collect_files, convert_files, write_documents
-from haystack_agentic.loop_pipeline import ALLOWED_MODULES
-from haystack_agentic.minilm_document_embedder import MiniLMDocumentEmbedder
-from haystack_agentic.minilm_text_embedder import MiniLMTextEmbedder
-from haystack_agentic.safe_retriever import DocumentStoreUnavailableError, SafeRetriever
+from haystack_agentic.indexing.indexing_pipeline import build_indexing_pipeline, collect_files, convert_files, write_documents
+from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
+from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
+from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder
+from haystack_agentic.components.retrievers.safe_retriever import DocumentStoreUnavailableError, SafeRetriever
 from haystack_agentic.testing import ScriptedChatGenerator
 
 TENANT = {"field": "meta.kind", "operator": "==", "value": "place"}
@@ -87,7 +87,7 @@ def _weaviate_retriever(url):
 
 
 def test_weaviate_pipeline_loads_and_fails_clearly_at_start(monkeypatch, tmp_path):
-    from haystack_agentic.loop_loading import load_loop_pipeline
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
     from haystack_agentic.resources import pipeline_path
 
     pipeline = load_loop_pipeline(pipeline_path("agentic_rag_embedded_weaviate"), store_uri="http://127.0.0.1:9")
@@ -183,7 +183,7 @@ def test_full_loop_on_milvus_lite_with_tenant_filter(tmp_path, embedded_docs):
 
 @pytest.mark.integration
 def test_bridge_router_reads_titles_from_milvus(tmp_path, embedded_docs):
-    from haystack_agentic.bridge_entity_router import BridgeEntityRouter
+    from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
 
     store = milvus_document_store(str(tmp_path / "b.db"))
     write_documents(embedded_docs, store)
@@ -206,7 +206,7 @@ def test_cli_index_and_ask_on_milvus_lite(tmp_path, monkeypatch, capsys):
     assert f"({len(DOCS) + 1} in the store)" in capsys.readouterr().out
     assert main(["index", str(folder), "--backend", "milvus", "--uri", uri, "--quiet"]) == 0
     assert f"({len(DOCS) + 1} in the store)" in capsys.readouterr().out  # idempotent
-    from haystack_agentic import cli
+    from haystack_agentic.cli import main as cli
 
     loaded = {}
     real = cli.load_pipeline
@@ -286,7 +286,7 @@ def test_indexing_pipeline_round_trips_and_writes(tmp_path):
 @pytest.mark.integration
 def test_cli_index_with_the_packaged_milvus_indexing_pipeline(tmp_path, capsys):
     """`index PATH --pipeline pipelines/indexing_milvus.yml --uri FILE`, twice: same count (overwrite)."""
-    from haystack_agentic.cli import main
+    from haystack_agentic.cli.main import main
     from haystack_agentic.resources import pipeline_path
 
     docs = tmp_path / "docs"
@@ -313,7 +313,7 @@ def test_cli_index_with_the_packaged_milvus_indexing_pipeline(tmp_path, capsys):
 @pytest.mark.integration
 def test_cli_index_embed_in_memory_then_ask_with_dense_retrieval(tmp_path, capsys, monkeypatch):
     """In-memory dense: `index --embed` saves MiniLM embeddings; the dense pipeline answers from the saved file."""
-    from haystack_agentic.cli import main
+    from haystack_agentic.cli.main import main
     from haystack_agentic.resources import pipeline_path
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

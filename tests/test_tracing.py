@@ -72,7 +72,7 @@ def test_search_spans_carry_query_and_chunk_counts(store, tracer):
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 
     from haystack_agentic import AgenticRouter, build_loop_pipeline
-    from haystack_agentic.safe_retriever import SafeRetriever
+    from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
     from haystack_agentic.testing import ScriptedChatGenerator
 
     llm = ScriptedChatGenerator([search("Adriana Trigiani"), answer("x")])

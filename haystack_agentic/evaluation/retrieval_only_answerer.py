@@ -4,7 +4,7 @@ from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict, logging
 
-from haystack_agentic.loop_state import LoopState, ToolStep
+from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ class RetrievalOnlyAnswerer:
     ### Usage example
     ```python
     from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
-    from haystack_agentic.loop_state import LoopState
+    from haystack_agentic.dataclasses.loop_state import LoopState
 
     out = RetrievalOnlyAnswerer().run(state=LoopState(question="q", pending_action="answer"))
     print(out["finished"].terminated_by, out["finished"].answer)  # answered None

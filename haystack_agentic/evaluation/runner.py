@@ -16,7 +16,7 @@ The answer LLM (for `one-shot` and `bridge-entity`) is any chat generator (the C
 Usage example:
 ```python
 from haystack_agentic.evaluation.runner import build_store, run_eval, standard_configs
-from haystack_agentic.hotpotqa import load_hotpotqa_questions
+from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
 
 rows = load_hotpotqa_questions("examples/data/hotpotqa_dev_sample.jsonl")[:20]
 store = build_store(rows)
@@ -37,17 +37,17 @@ from haystack import Pipeline, logging
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic.agentic_router import AgenticRouter
-from haystack_agentic.answerer import Answerer
-from haystack_agentic.bridge_entity_router import BridgeEntityRouter
-from haystack_agentic.default_pipelines import EMBEDDED_GENERATE_PROMPT, EMBEDDED_SYSTEM_PROMPT
+from haystack_agentic.components.routers.agentic_router import AgenticRouter
+from haystack_agentic.components.generators.answerer import Answerer
+from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
+from haystack_agentic.pipelines.default_pipelines import EMBEDDED_GENERATE_PROMPT, EMBEDDED_SYSTEM_PROMPT
 from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers, supporting_recall
 from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
-from haystack_agentic.fallback_synthesizer import FallbackSynthesizer
-from haystack_agentic.hotpotqa import gold_document_ids, hotpotqa_documents
-from haystack_agentic.loop_controller import LoopController
-from haystack_agentic.loop_pipeline import build_loop_pipeline
-from haystack_agentic.loop_state import ROLES
+from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
+from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_documents
+from haystack_agentic.components.loop.loop_controller import LoopController
+from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
+from haystack_agentic.dataclasses.loop_state import ROLES
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from fastapi import HTTPException
 from haystack import Pipeline, logging
 from hayhooks import BasePipelineWrapper
 
-from haystack_agentic.loop_controller import validate_filters, validate_question
-from haystack_agentic.loop_loading import fill_in_memory_store, load_loop_pipeline
-from haystack_agentic.progress import iter_progress
+from haystack_agentic.components.loop.loop_controller import validate_filters, validate_question
+from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, load_loop_pipeline
+from haystack_agentic.pipelines.progress import iter_progress
 
 logger = logging.getLogger(__name__)
 

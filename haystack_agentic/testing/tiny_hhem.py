@@ -37,7 +37,7 @@ def build_tiny_hhem(folder: Path | str, seed: int = 0, extra_text: str = "") -> 
     from tokenizers import Tokenizer, models, pre_tokenizers, processors  # noqa: PLC0415
     from transformers import PreTrainedTokenizerFast, T5Config, T5ForTokenClassification  # noqa: PLC0415
 
-    from haystack_agentic.hhem_grounder import HHEM_PROMPT  # noqa: PLC0415
+    from haystack_agentic.components.grounders.hhem_grounder import HHEM_PROMPT  # noqa: PLC0415
 
     folder = Path(folder)
     foundation, checkpoint = folder / "foundation", folder / "hhem"

@@ -5,14 +5,14 @@ import json
 import pytest
 from rich.console import Console
 
-from haystack_agentic.eval_cli import add_eval_parser, cmd_eval
+from haystack_agentic.cli.eval import add_eval_parser, cmd_eval
 from haystack_agentic.evaluation.metrics import exact_match, f1, supporting_recall
 from haystack_agentic.evaluation.plot import plot_report
 from haystack_agentic.evaluation.report import render_table, write_json
 from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
 from haystack_agentic.evaluation.runner import build_store, run_eval, standard_configs
-from haystack_agentic.hotpotqa import gold_document_ids, load_hotpotqa_questions
-from haystack_agentic.loop_state import LoopState
+from haystack_agentic.datasets.hotpotqa import gold_document_ids, load_hotpotqa_questions
+from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.resources import sample_corpus_path
 from haystack_agentic.testing import ScriptedChatGenerator
 
@@ -109,7 +109,7 @@ def test_eval_command_retrieval_only_writes_files(tmp_path, monkeypatch):
 
 
 def test_eval_command_rejects_unknown_config(tmp_path):
-    from haystack_agentic.cli import CLIError
+    from haystack_agentic.cli.main import CLIError
 
     parser = argparse.ArgumentParser()
     add_eval_parser(parser.add_subparsers(dest="command"))

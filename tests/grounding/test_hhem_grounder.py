@@ -4,7 +4,7 @@ import yaml
 from haystack import Document, Pipeline
 
 from haystack_agentic import ALLOWED_MODULES, HHEMGrounder
-from haystack_agentic.loop_pipeline import build_loop_pipeline
+from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 from haystack_agentic.testing import ScriptedChatGenerator
 
 from .conftest import ended_state

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 import pytest
 
-from haystack_agentic.sentence_splitter import plain, split_sentences
+from haystack_agentic.grounding.sentence_splitter import plain, split_sentences
 
 CASES = [
     ("Paris is in France. It is big", ["Paris is in France.", "It is big"]),  # no final period

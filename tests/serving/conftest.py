@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-A real hayhooks server for the serving tests: `python -m haystack_agentic.serve` on 127.0.0.1 and a free port,
+A real hayhooks server for the serving tests: `python -m haystack_agentic.cli.serve` on 127.0.0.1 and a free port,
 serving the test-only scripted loop (`scripted`, LLM latency 0), a slow copy (`slow`, 1 s per LLM call) and the
 same YAML as a plain hayhooks YAML pipeline (`plain`). Started once per module, polled until `/status` answers
 (with a deadline), stopped afterwards.
@@ -116,7 +116,7 @@ def server(tmp_path_factory) -> Server:
     with open(log, "w") as out:
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "haystack_agentic.serve",
+                sys.executable, "-m", "haystack_agentic.cli.serve",
                 "--port", str(port), "--mcp-port", str(mcp_port),
                 "--pipeline", f"scripted={SCRIPTED_YAML}", "--pipeline", f"slow={slow_yaml}",
                 "--pipelines-dir", str(directory), "--store", str(store_path), *extra,

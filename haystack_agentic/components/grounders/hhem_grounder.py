@@ -1,0 +1,482 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+`HHEMGrounder`: sentence-level faithfulness of the loop's answer with Vectara's HHEM-2.1-Open.
+
+HHEM-2.1-Open (`vectara/hallucination_evaluation_model`, Apache-2.0) is a flan-t5 encoder with a two-class token
+classification head: the prompt `<pad> Determine if the hypothesis is true given the premise?\\n\\nPremise: ...
+\\n\\nHypothesis: ...` is encoded, and the softmax of the head's logits on the first token gives P(consistent), a
+score in [0, 1] (1 = the premise supports the hypothesis).
+
+### Loading, and why `trust_remote_code` is off by default
+The checkpoint on the Hub ships its own modeling code (`HHEMv2ForSequenceClassification`, a thin wrapper around
+`T5ForTokenClassification` that reads the flan-t5 config and tokenizer named in its `config.json` `foundation`).
+`transformers` can only build that class with `trust_remote_code=True`, i.e. by running Python from the model
+repository, and that code breaks across transformers major versions. This grounder does not need it: the
+default *native* loader reads the checkpoint's `config.json` (`foundation`, `prompt`), builds transformers' own
+`T5ForTokenClassification` from the foundation config, and loads the checkpoint's weights into it (the `t5.`
+prefix removed). Only weights and JSON are read, never code. `trust_remote_code=True` is an explicit opt-in that
+loads through `AutoModelForSequenceClassification` and the repository's code instead (e.g. for a future
+checkpoint whose layout the native loader does not know).
+
+### Getting the model
+`huggingface-cli download vectara/hallucination_evaluation_model` and `huggingface-cli download
+google/flan-t5-base` (the foundation: config and tokenizer), then either let the Hub cache serve them or pass
+local folders: `HHEMGrounder(model="/path/hhem", foundation="/path/flan-t5-base")`. Pin `revision` to the
+commit you validated.
+"""
+
+import asyncio
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from haystack import component, default_from_dict, default_to_dict, logging
+
+from haystack_agentic.grounding.assembly import assemble, chunk_sources, make_span, skip_reason, skipped
+from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.grounding.sentence_splitter import plain, split_sentences
+
+logger = logging.getLogger(__name__)
+
+#: The Hub id of HHEM-2.1-Open.
+HHEM_MODEL = "vectara/hallucination_evaluation_model"
+#: Its foundation model (config and tokenizer), as named in the checkpoint's `config.json`.
+HHEM_FOUNDATION = "google/flan-t5-base"
+#: The premise/hypothesis prompt of the model card (used when the checkpoint's config does not give one).
+HHEM_PROMPT = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {text1}\n\nHypothesis: {text2}"
+
+#: How to get the model, for messages.
+HOW_TO_GET = (
+    f"download it with `huggingface-cli download {HHEM_MODEL}` and `huggingface-cli download {HHEM_FOUNDATION}` "
+    "on a machine with Hub access (or copy both folders here and set the grounder's `model` and `foundation` to "
+    "them), or use LLMJudgeGrounder with a chat generator"
+)
+
+
+class HHEMUnavailableError(RuntimeError):
+    """The HHEM model could not be loaded (not downloaded, no Hub access, or not an HHEM checkpoint)."""
+
+
+def pick_device(device: str | None) -> str:
+    """
+    The torch device to run on.
+
+    :param device: `None` / `"auto"` (CUDA, then Apple MPS, then CPU) or a torch device string (`"cpu"`, `"cuda:1"`).
+    :returns: The device string.
+    """
+    if device and device != "auto":
+        return device
+    import torch  # noqa: PLC0415
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def _checkpoint_dir(model: str, revision: str | None, local_files_only: bool) -> Path:
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    from huggingface_hub import snapshot_download  # noqa: PLC0415
+
+    return Path(
+        snapshot_download(
+            repo_id=model,
+            revision=revision,
+            allow_patterns=["*.json", "*.safetensors", "*.bin"],
+            local_files_only=local_files_only,
+        )
+    )
+
+
+def _read_weights(folder: Path) -> dict[str, Any]:
+    safetensors_files = sorted(folder.glob("*.safetensors"))
+    if safetensors_files:
+        from safetensors.torch import load_file  # noqa: PLC0415
+
+        weights: dict[str, Any] = {}
+        for file in safetensors_files:
+            weights.update(load_file(str(file)))
+        return weights
+    bins = sorted(folder.glob("pytorch_model*.bin"))
+    if not bins:
+        raise HHEMUnavailableError(f"{folder} has no *.safetensors or pytorch_model*.bin weights")
+    import torch  # noqa: PLC0415
+
+    weights = {}
+    for file in bins:
+        weights.update(torch.load(str(file), map_location="cpu", weights_only=True))
+    return weights
+
+
+def load_hhem_native(
+    model: str, revision: str | None, foundation: str | None, local_files_only: bool, device: str
+) -> tuple[Any, Any, str]:
+    """
+    Load an HHEM-2.1-Open checkpoint into transformers' own `T5ForTokenClassification` (no remote code).
+
+    :param model: Hub id or local folder of the checkpoint (`config.json` + weights).
+    :param revision: Hub revision (commit, tag or branch) of the checkpoint.
+    :param foundation: Hub id or local folder of the foundation (config + tokenizer); `None`: the checkpoint's
+        `config.json` `foundation` (`google/flan-t5-base` for HHEM-2.1-Open).
+    :param local_files_only: Never contact the Hub (use local folders or the Hub cache only).
+    :param device: Torch device.
+    :returns: `(model, tokenizer, prompt)`.
+    :raises HHEMUnavailableError: If the files are missing or the weights do not fit.
+    """
+    from transformers import AutoConfig, AutoTokenizer, T5ForTokenClassification  # noqa: PLC0415
+
+    folder = _checkpoint_dir(model, revision, local_files_only)
+    config_path = folder / "config.json"
+    hhem_config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
+    foundation = foundation or hhem_config.get("foundation") or HHEM_FOUNDATION
+    prompt = hhem_config.get("prompt") or HHEM_PROMPT
+    t5_config = AutoConfig.from_pretrained(foundation, local_files_only=local_files_only)
+    t5_config.num_labels = 2
+    network = T5ForTokenClassification(t5_config)
+    weights = {key.removeprefix("t5."): value for key, value in _read_weights(folder).items()}
+    missing, unexpected = network.load_state_dict(weights, strict=False)
+    missing = [key for key in missing if "embed_tokens" not in key]  # tied to `shared`
+    if missing or unexpected:
+        raise HHEMUnavailableError(
+            f"{model} does not look like an HHEM-2.1-Open checkpoint for {foundation}: "
+            f"missing {missing[:5]}, unexpected {list(unexpected)[:5]}. Try trust_remote_code=True."
+        )
+    tokenizer = AutoTokenizer.from_pretrained(foundation, local_files_only=local_files_only)
+    network.to(device).eval()
+    return network, tokenizer, prompt
+
+
+def load_hhem_remote_code(model: str, revision: str | None, local_files_only: bool, device: str) -> tuple[Any, Any, str]:
+    """
+    Load HHEM through the checkpoint repository's own modeling code (`trust_remote_code=True`).
+
+    :param model: Hub id or local folder.
+    :param revision: Hub revision; pin it, since the code it runs comes from that revision.
+    :param local_files_only: Never contact the Hub.
+    :param device: Torch device.
+    :returns: `(model, tokenizer, prompt)` where `model` is the wrapped `T5ForTokenClassification`.
+    :raises HHEMUnavailableError: If the loaded class does not expose HHEM's `t5` and tokenizer.
+    """
+    from transformers import AutoModelForSequenceClassification  # noqa: PLC0415
+
+    wrapper = AutoModelForSequenceClassification.from_pretrained(
+        model, revision=revision, trust_remote_code=True, local_files_only=local_files_only
+    )
+    network = getattr(wrapper, "t5", None)
+    tokenizer = getattr(wrapper, "tokenzier", None) or getattr(wrapper, "tokenizer", None)  # upstream's spelling
+    if network is None or tokenizer is None:
+        raise HHEMUnavailableError(f"{model}'s remote code has no `t5` model and tokenizer: not an HHEM-2.x model.")
+    network.to(device).eval()
+    return network, tokenizer, getattr(wrapper, "prompt", None) or HHEM_PROMPT
+
+
+@component
+class HHEMGrounder:
+    """
+    Grounds the loop's answer sentence by sentence with HHEM-2.1-Open, the last stage of the loop pipeline.
+
+    Each sentence of the answer (the hypothesis, never truncated) is scored against the run's chunks (the
+    premise). When all chunks fit in `max_input_tokens` they form one premise; when they do not, they are packed
+    into windows (a chunk longer than a window is cut into overlapping pieces) and the best window counts, so a
+    fact at the end of a long context is never cut off. With `attribute=True` every chunk is also scored on its
+    own, which names the chunks that support each sentence. The result is `state.grounding` (see
+    `haystack_agentic.grounding.assembly`); the answer is never changed, and any failure only skips grounding, with the
+    reason in `state.metadata["grounding_skipped"]`.
+
+    ### Usage example
+    ```python
+    from haystack import Document
+    from haystack_agentic import HHEMGrounder, LoopState
+
+    grounder = HHEMGrounder(model="/models/hhem-2.1-open", foundation="/models/flan-t5-base")
+    grounder.warm_up()
+    state = LoopState(question="Where is Paris?", answer="Paris is in France.", terminated_by="answered",
+                      chunks=(Document(content="Paris is the capital of France."),))
+    print(grounder.run(state)["state"].grounding["score"])
+    ```
+    """
+
+    def __init__(
+        self,
+        model: str = HHEM_MODEL,
+        revision: str | None = None,
+        foundation: str | None = None,
+        trust_remote_code: bool = False,
+        threshold: float = 0.5,
+        batch_size: int = 8,
+        device: str | None = None,
+        max_input_tokens: int = 2048,
+        window_overlap_tokens: int = 64,
+        attribute: bool = True,
+        language: str = "en",
+        local_files_only: bool = False,
+    ) -> None:
+        """
+        Create the grounder (nothing is loaded until `warm_up`).
+
+        :param model: Hub id or local folder of the HHEM checkpoint. Default `vectara/hallucination_evaluation_model`.
+        :param revision: Hub revision (commit sha, tag or branch) to pin; `None`: the default branch. Pin the commit
+            you validated, above all with `trust_remote_code=True`, which runs that revision's code.
+        :param foundation: Hub id or local folder of the foundation model (config + tokenizer); `None`: the one the
+            checkpoint's `config.json` names (`google/flan-t5-base`).
+        :param trust_remote_code: Load through the checkpoint's own modeling code instead of the native loader.
+            Off by default: it runs Python from the model repository (see the module docstring).
+        :param threshold: A sentence is supported when its score is >= this. Default 0.5 (HHEM's decision point).
+        :param batch_size: Premise/hypothesis pairs per forward pass. Default 8.
+        :param device: Torch device (`"cpu"`, `"cuda"`, `"cuda:1"`, `"mps"`); `None`/`"auto"`: CUDA, MPS, then CPU.
+        :param max_input_tokens: Most tokens of one encoded pair (prompt + premise + hypothesis) before the chunks
+            are split into windows. Default 2048. The hypothesis is never cut: a long one only shrinks the windows.
+        :param window_overlap_tokens: Overlap between the pieces of a chunk longer than a window. Default 64.
+        :param attribute: Also score each chunk alone to name the supporting chunks. Default `True`; costs
+            sentences x chunks extra pairs.
+        :param language: Language of the sentence splitter rules (ISO 639-1). Default `en`.
+        :param local_files_only: Never contact the Hub (local folders or the Hub cache only). Default `False`.
+        :raises ValueError: If `threshold` is outside [0, 1] or a size is below 1.
+        """
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+        if batch_size < 1 or max_input_tokens < 16 or window_overlap_tokens < 0:
+            raise ValueError("batch_size must be >= 1, max_input_tokens >= 16 and window_overlap_tokens >= 0")
+        self.model = model
+        self.revision = revision
+        self.foundation = foundation
+        self.trust_remote_code = trust_remote_code
+        self.threshold = threshold
+        self.batch_size = batch_size
+        self.device = device
+        self.max_input_tokens = max_input_tokens
+        self.window_overlap_tokens = window_overlap_tokens
+        self.attribute = attribute
+        self.language = language
+        self.local_files_only = local_files_only
+        self._network: Any = None
+        self._tokenizer: Any = None
+        self._prompt = HHEM_PROMPT
+        self._device: str | None = None
+        self._load_error: str | None = None
+        self._lock = threading.Lock()
+
+    # --- loading ------------------------------------------------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """
+        Load the model once. A failure is not raised: it is kept in `load_error` and every run then skips grounding
+        with that reason (so a pipeline without the weights still answers).
+        """
+        with self._lock:
+            if self._network is not None or self._load_error is not None:
+                return
+            try:
+                self._device = pick_device(self.device)
+                if self.trust_remote_code:
+                    loaded = load_hhem_remote_code(self.model, self.revision, self.local_files_only, self._device)
+                else:
+                    loaded = load_hhem_native(
+                        self.model, self.revision, self.foundation, self.local_files_only, self._device
+                    )
+                self._network, self._tokenizer, self._prompt = loaded
+            except Exception as exc:  # noqa: BLE001 - missing files, no Hub access, wrong checkpoint: all skip
+                self._load_error = f"HHEM model {self.model!r} is not available ({type(exc).__name__}: {exc})"
+                logger.warning("{error}. To ground answers: {how}", error=self._load_error, how=HOW_TO_GET)
+
+    @property
+    def load_error(self) -> str | None:
+        """Why the model could not be loaded (after `warm_up`), or `None`."""
+        return self._load_error
+
+    @property
+    def is_available(self) -> bool:
+        """Whether the model is loaded (loads it if `warm_up` was not called yet)."""
+        self.warm_up()
+        return self._network is not None
+
+    # --- scoring ------------------------------------------------------------------------------------------------
+
+    def score_pairs(self, pairs: list[tuple[str, str]]) -> list[float]:
+        """
+        Score (premise, hypothesis) pairs with HHEM, in batches of `batch_size` (sorted by length to pad less).
+
+        :param pairs: `(premise, hypothesis)` pairs.
+        :returns: P(consistent) for each pair, in [0, 1], in input order.
+        :raises HHEMUnavailableError: If the model is not available.
+        """
+        if not self.is_available:
+            raise HHEMUnavailableError(self._load_error or "HHEM model not loaded")
+        import torch  # noqa: PLC0415
+
+        texts = [self._prompt.format(text1=premise, text2=hypothesis) for premise, hypothesis in pairs]
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        scores = [0.0] * len(texts)
+        for begin in range(0, len(order), self.batch_size):
+            batch = order[begin : begin + self.batch_size]
+            encoded = self._tokenizer([texts[i] for i in batch], return_tensors="pt", padding=True, truncation=False)
+            encoded = {key: value.to(self._device) for key, value in encoded.items() if key != "token_type_ids"}
+            with torch.inference_mode():
+                logits = self._network(**encoded).logits[:, 0, :]
+            probabilities = torch.softmax(logits.float(), dim=-1)[:, 1].tolist()
+            for index, probability in zip(batch, probabilities, strict=True):
+                scores[index] = float(probability)
+        return scores
+
+    def _count(self, text: str) -> int:
+        return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _pieces(self, text: str, budget: int) -> list[str]:
+        """Cut a text longer than `budget` tokens into overlapping pieces at token boundaries."""
+        encoded = self._tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = encoded["offset_mapping"]
+        stride = max(1, budget - min(self.window_overlap_tokens, budget // 2))
+        pieces = []
+        for first in range(0, len(offsets), stride):
+            last = min(first + budget, len(offsets)) - 1
+            pieces.append(text[offsets[first][0] : offsets[last][1]])
+            if last >= len(offsets) - 1:
+                break
+        return pieces
+
+    def premise_units(self, chunks: list[Any], hypotheses: list[str]) -> tuple[str, list[tuple[str, tuple[str, ...]]]]:
+        """
+        The premises each sentence is scored against.
+
+        :param chunks: Documents with content, best first.
+        :param hypotheses: The sentences (to size the premise budget; they are never cut).
+        :returns: `(mode, units)`: mode `joint` (all chunks in one premise) or `windows`; units are
+            `(premise_text, chunk_ids)`, with single-chunk units added when `attribute` is on.
+        """
+        overhead = self._count(self._prompt.format(text1="", text2="")) + 2
+        longest = max(self._count(h) for h in hypotheses)
+        budget = max(32, self.max_input_tokens - overhead - longest)
+        sizes = [self._count(doc.content) for doc in chunks]
+        separator = 2
+        units: list[tuple[str, tuple[str, ...]]] = []
+        if sum(sizes) + separator * (len(chunks) - 1) <= budget:
+            mode = "joint"
+            units.append(("\n\n".join(doc.content for doc in chunks), tuple(doc.id for doc in chunks)))
+        else:
+            mode = "windows"
+            window: list[Any] = []
+            used = 0
+            for doc, size in zip(chunks, sizes, strict=True):
+                if size > budget:
+                    units.extend((piece, (doc.id,)) for piece in self._pieces(doc.content, budget))
+                    continue
+                if window and used + separator + size > budget:
+                    units.append(("\n\n".join(d.content for d in window), tuple(d.id for d in window)))
+                    window, used = [], 0
+                window.append(doc)
+                used += size + (separator if used else 0)
+            if window:
+                units.append(("\n\n".join(d.content for d in window), tuple(d.id for d in window)))
+        if self.attribute:
+            singles = {unit[1][0] for unit in units if len(unit[1]) == 1}
+            for doc, size in zip(chunks, sizes, strict=True):
+                if doc.id not in singles and size <= budget:
+                    units.append((doc.content, (doc.id,)))
+        return mode, units
+
+    def ground(self, state: LoopState) -> dict[str, Any] | str:
+        """
+        Ground the answer of an ended run.
+
+        :param state: The run's state (answer and chunks present).
+        :returns: The grounding dict, or a reason (str) when there is nothing to ground.
+        :raises HHEMUnavailableError: If the model is not available.
+        """
+        started = time.perf_counter()
+        sentences = split_sentences(state.answer or "", self.language)
+        if not sentences:
+            return "the answer has no sentence to check"
+        chunks = [doc for doc in state.chunks if doc.content and doc.content.strip()]
+        if not chunks:
+            return "no chunk has text content"
+        if not self.is_available:
+            raise HHEMUnavailableError(self._load_error or "HHEM model not loaded")
+        hypotheses = [plain(s.text) or s.text for s in sentences]
+        mode, units = self.premise_units(chunks, hypotheses)
+        pairs = [(premise, hypothesis) for hypothesis in hypotheses for premise, _ in units]
+        scores = self.score_pairs(pairs)
+        sources = chunk_sources(state)
+        spans = []
+        for index, sentence in enumerate(sentences):
+            row = scores[index * len(units) : (index + 1) * len(units)]
+            best = max(range(len(units)), key=row.__getitem__)
+            per_chunk: dict[str, float] = {}
+            for (_, ids), score in zip(units, row, strict=True):
+                if len(ids) == 1 and score >= self.threshold:
+                    per_chunk[ids[0]] = max(score, per_chunk.get(ids[0], 0.0))
+            supporting = sorted(per_chunk, key=per_chunk.__getitem__, reverse=True) or list(units[best][1])
+            spans.append(make_span(sentence, row[best], supporting, self.threshold, state, sources))
+        return assemble(
+            spans,
+            self.threshold,
+            "hhem",
+            self.model,
+            premise_mode=mode,
+            pairs_scored=len(pairs),
+            seconds=round(time.perf_counter() - started, 4),
+        )
+
+    # --- component ----------------------------------------------------------------------------------------------
+
+    @component.output_types(state=LoopState)
+    def run(self, state: LoopState) -> dict[str, LoopState]:
+        """
+        Ground the run's answer.
+
+        :param state: The ended run (from `finish`).
+        :returns: `{"state": LoopState}` with `grounding` filled, or `None` with
+            `metadata["grounding_skipped"]` saying why (error run, no answer, no chunks, model not available, or a
+            failure while grounding). Never raises for a grounding problem; the answer is never changed.
+        """
+        reason = skip_reason(state)
+        if reason is not None:
+            return {"state": skipped(state, reason)}
+        self.warm_up()
+        if self._load_error is not None:
+            return {"state": skipped(state, f"{self._load_error}; to ground answers, {HOW_TO_GET}")}
+        try:
+            grounding = self.ground(state)
+        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
+            logger.warning("Grounding failed: {error}", error=repr(exc))
+            return {"state": skipped(state, f"the grounder failed: {type(exc).__name__}: {exc}")}
+        if isinstance(grounding, str):
+            return {"state": skipped(state, grounding)}
+        return {"state": state.evolve(grounding=grounding)}
+
+    @component.output_types(state=LoopState)
+    async def run_async(self, state: LoopState) -> dict[str, LoopState]:
+        """
+        Async twin of `run` (the model runs in a worker thread, so the event loop is not blocked).
+
+        :param state: The ended run.
+        :returns: The same as `run`.
+        """
+        return await asyncio.to_thread(self.run, state)
+
+    def to_dict(self) -> dict[str, Any]:
+        """:returns: The serialised component (all init parameters are plain data)."""
+        return default_to_dict(
+            self,
+            model=self.model,
+            revision=self.revision,
+            foundation=self.foundation,
+            trust_remote_code=self.trust_remote_code,
+            threshold=self.threshold,
+            batch_size=self.batch_size,
+            device=self.device,
+            max_input_tokens=self.max_input_tokens,
+            window_overlap_tokens=self.window_overlap_tokens,
+            attribute=self.attribute,
+            language=self.language,
+            local_files_only=self.local_files_only,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "HHEMGrounder":
+        """:returns: The component from `to_dict()` output."""
+        return default_from_dict(cls, data)

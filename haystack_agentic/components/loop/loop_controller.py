@@ -1,0 +1,279 @@
+# SPDX-License-Identifier: Apache-2.0
+
+import re
+import unicodedata
+from dataclasses import replace
+from typing import Annotated, Any
+
+from haystack import Document, component, default_from_dict, default_to_dict, logging
+from haystack.dataclasses import ChatMessage
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from pydantic import StringConstraints
+
+from haystack_agentic.dataclasses.loop_state import LoopState
+
+logger = logging.getLogger(__name__)
+
+#: Longest question accepted by default, in characters.
+DEFAULT_MAX_QUESTION_CHARS = 4000
+
+# C0 and C1 control characters except tab and newline.
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+#: Most characters of one chunk shown to the controller LLM in a search tool result.
+DEFAULT_CHUNK_PREVIEW_CHARS = 1500
+
+
+#: The type of the `query` input: a string with at least one non-blank character. Servers that build request
+#: models from socket types (hayhooks) refuse a blank question with a 422 before the pipeline runs.
+Question = Annotated[str, StringConstraints(pattern=r"\S")]
+
+
+def validate_question(query: Any, max_chars: int | None = None) -> str:
+    """
+    Check a question before a run starts, and clean it.
+
+    Control characters (terminal escape codes, NUL, ...) are replaced by spaces; tabs and newlines stay. Text in
+    any script is accepted as it is (Unicode NFC normalised).
+
+    :param query: The question.
+    :param max_chars: Longest question accepted, in characters, or `None` for no limit.
+    :returns: The cleaned question, stripped.
+    :raises ValueError: If it is missing, not a string, blank, or longer than `max_chars` (the message says what
+        to pass).
+    """
+    if query is None:
+        raise ValueError("LoopController needs a `query` to start a run: pass the question as a string.")
+    if not isinstance(query, str):
+        raise ValueError(f"The query must be a string, got {type(query).__name__}.")
+    cleaned = _CONTROL_CHARACTERS.sub(" ", unicodedata.normalize("NFC", query)).strip()
+    if not cleaned:
+        raise ValueError("The query is empty: pass a question with some text in it.")
+    if max_chars is not None and len(cleaned) > max_chars:
+        raise ValueError(
+            f"The query is {len(cleaned)} characters long; the limit is {max_chars} "
+            "(LoopController max_question_chars): shorten the question."
+        )
+    return cleaned
+
+
+def validate_filters(filters: Any) -> dict[str, Any] | None:
+    """
+    Check Haystack metadata filters before a run: their shape, operators and syntax.
+
+    The check runs Haystack's own filter matching against a one-document in-memory store, so a malformed filter
+    fails here with Haystack's message rather than inside a retriever mid-loop. (A filter that is well formed but
+    does not fit the stored metadata's types, e.g. `>` on a string field, can only fail at search time.)
+
+    :param filters: The filters, or `None`.
+    :returns: The filters (`None` for none or empty).
+    :raises ValueError: If they are not a dict or not valid Haystack filters.
+    """
+    if not filters:
+        if filters is not None and not isinstance(filters, dict):
+            raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
+        return None
+    if not isinstance(filters, dict):
+        raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
+    probe = InMemoryDocumentStore()
+    probe.write_documents([Document(content="probe")])
+    try:
+        probe.filter_documents(filters=filters)
+    except Exception as exc:  # noqa: BLE001 - any failure means the filter is malformed
+        raise ValueError(f"Not a valid Haystack filter: {exc}") from exc
+    return filters
+
+
+@component
+class LoopController:
+    """
+    Keeps the books of the agentic loop: starts a run, merges retrieved chunks, counts iterations, stops at the limit.
+
+    It is the entry of the loop's cycle. The first visit builds a `LoopState` from the `query` (and optional
+    `filters`, which then scope every search of the run). Every later visit receives the state back from the
+    router (through a `BranchJoiner`) and, on a search turn, the retriever's `documents`: it merges them into the
+    state's chunks (dedup by id keeping the highest score, sorted by score, capped at `chunk_cap`), records which
+    chunks the search returned, gives the search result back to the controller LLM as a tool result (tools mode),
+    and counts the iteration. It sends the state on to the router (`state`), or to the fallback (`exhausted`) once
+    `max_iterations` router turns have been taken.
+
+    ### Usage example
+    ```python
+    from haystack import Document
+    from haystack_agentic import LoopController
+
+    controller = LoopController(max_iterations=3, chunk_cap=5)
+    state = controller.run(query="Who directed Big Stone Gap?")["state"]
+    print(state.iteration)  # 0
+    ```
+    """
+
+    def __init__(
+        self,
+        max_iterations: int = 10,
+        chunk_cap: int = 30,
+        chunk_preview_chars: int = DEFAULT_CHUNK_PREVIEW_CHARS,
+        max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
+        max_search_failures: int = 3,
+    ) -> None:
+        """
+        Create a LoopController.
+
+        :param max_iterations: Most router turns per run (>= 1). Default 10.
+        :param chunk_cap: Most chunks a run keeps (>= 1); the lowest-scored are evicted first. Default 30.
+        :param chunk_preview_chars: Most characters of each chunk put into a search tool result for the
+            controller LLM (characters, not tokens). Default 1500.
+        :param max_question_chars: Longest question accepted, in characters (after control characters are
+            removed and whitespace trimmed). Default 4000.
+        :param max_search_failures: Consecutive failed searches (store errors reported by a `SafeRetriever`) after
+            which the run ends with `terminated_by="error"`. Default 3.
+        :raises ValueError: If a limit is below 1.
+        """
+        if max_iterations < 1:
+            raise ValueError(f"max_iterations must be at least 1, got {max_iterations}")
+        if chunk_cap < 1:
+            raise ValueError(f"chunk_cap must be at least 1, got {chunk_cap}")
+        if chunk_preview_chars < 1:
+            raise ValueError(f"chunk_preview_chars must be at least 1, got {chunk_preview_chars}")
+        self.max_iterations = max_iterations
+        self.chunk_cap = chunk_cap
+        self.chunk_preview_chars = chunk_preview_chars
+        if max_question_chars < 1:
+            raise ValueError(f"max_question_chars must be at least 1, got {max_question_chars}")
+        self.max_question_chars = max_question_chars
+        if max_search_failures < 1:
+            raise ValueError(f"max_search_failures must be at least 1, got {max_search_failures}")
+        self.max_search_failures = max_search_failures
+
+    @component.output_types(state=LoopState, exhausted=LoopState, failed=LoopState)
+    def run(
+        self,
+        query: Question | None = None,
+        filters: dict[str, Any] | None = None,
+        state: LoopState | None = None,
+        documents: list[Document] | None = None,
+        search_error: str | None = None,
+    ) -> dict[str, LoopState]:
+        """
+        Start a run, or record the turn that just happened and decide whether the loop goes on.
+
+        :param query: The user's question; starts a run when no `state` is given.
+        :param filters: Haystack metadata filters applied to every search of the run (first visit only).
+        :param state: The state coming back around the loop.
+        :param documents: The retriever's documents for the pending search, if this turn searched.
+        :param search_error: Why the pending search failed (from `SafeRetriever.error`), or `None`. A failed search
+            is recorded in the tool step (`result`) and given to the controller LLM as a tool error; the loop goes on.
+        :returns: `{"state": LoopState}` to take another router turn, or `{"exhausted": LoopState}` when
+            `max_iterations` turns have been taken, or a component asked the loop to stop (`state.stop_reason`,
+            e.g. a controller LLM that keeps replying with nothing), or `{"failed": LoopState}` (ended with
+            `terminated_by="error"`) after `max_search_failures` failed searches in a row.
+        :raises ValueError: On the first visit, if `query` is missing, not a string or blank.
+        """
+        if state is None:
+            return {"state": self._start(query, filters)}
+        state = self._record_turn(state, documents, search_error)
+        if state.search_failures >= self.max_search_failures:
+            error = f"{state.search_failures} searches failed in a row; the last: {search_error}"
+            logger.warning("Ending the run: {error}", error=error)
+            return {"failed": state.finish("error", error=error)}
+        if state.iteration >= state.max_iterations or state.stop_reason:
+            logger.debug("Loop exhausted after {iterations} iterations", iterations=state.iteration)
+            return {"exhausted": state}
+        return {"state": state}
+
+    def _start(self, query: Any, filters: dict[str, Any] | None) -> LoopState:
+        question = validate_question(query, self.max_question_chars)
+        if filters is not None and not isinstance(filters, dict):
+            raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
+        return LoopState(
+            question=question,
+            max_iterations=self.max_iterations,
+            chunk_cap=self.chunk_cap,
+            filters=filters or None,
+        )
+
+    def _record_turn(
+        self, state: LoopState, documents: list[Document] | None, search_error: str | None = None
+    ) -> LoopState:
+        pending = state.pending
+        if pending is not None:
+            found = list(documents or [])
+            state = state.merge_chunks(found)
+            returned = tuple(doc.id for doc in found)
+            history = state.tool_history
+            if history and history[-1].action == "search" and not history[-1].returned_chunk_ids:
+                last = history[-1]
+                changes: dict[str, Any] = {"returned_chunk_ids": returned}
+                if search_error:
+                    changes["result"] = f"search failed: {search_error}"
+                history = (*history[:-1], replace(last, **changes))
+            state = state.evolve(tool_history=history)
+            if pending.tool_call is not None:
+                if search_error:
+                    text = self.format_search_error(pending.query, search_error)
+                    message = ChatMessage.from_tool(tool_result=text, origin=pending.tool_call, error=True)
+                else:
+                    text = self.format_search_result(pending.query, found)
+                    message = ChatMessage.from_tool(tool_result=text, origin=pending.tool_call)
+                state = state.with_messages(message)
+            failures = state.search_failures + 1 if search_error else 0
+            state = state.evolve(pending=None, search_failures=failures)
+        elif documents:
+            logger.warning("LoopController received documents without a pending search; they are ignored.")
+        return state.evolve(iteration=state.iteration + 1)
+
+    @staticmethod
+    def format_search_error(query: str, error: str) -> str:
+        """
+        Render a failed search for the controller LLM.
+
+        :param query: The query that was searched.
+        :param error: What went wrong (one line).
+        :returns: The tool error text.
+        """
+        return f'The search for "{query}" failed: {error}. Try again, or answer from what you have.'
+
+    def format_search_result(self, query: str, documents: list[Document]) -> str:
+        """
+        Render a search result for the controller LLM: numbered chunks with their ids, or "no results".
+
+        :param query: The query that was searched.
+        :param documents: The chunks it returned, best first.
+        :returns: The tool result text.
+        """
+        if not documents:
+            return f'No results for "{query}". Try other words, or answer from what you have.'
+        lines = [f'{len(documents)} result(s) for "{query}":']
+        for number, doc in enumerate(documents, start=1):
+            title = (doc.meta or {}).get("title")
+            content = (doc.content or "").strip()
+            if len(content) > self.chunk_preview_chars:
+                content = content[: self.chunk_preview_chars].rstrip() + " [...]"
+            header = f"[{number}] id={doc.id}" + (f" title={title}" if title else "")
+            lines.append(f"{header}\n{content}")
+        return "\n\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the component to a dictionary.
+
+        :returns: Dictionary with serialized data.
+        """
+        return default_to_dict(
+            self,
+            max_iterations=self.max_iterations,
+            chunk_cap=self.chunk_cap,
+            chunk_preview_chars=self.chunk_preview_chars,
+            max_question_chars=self.max_question_chars,
+            max_search_failures=self.max_search_failures,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LoopController":
+        """
+        Deserialize the component from a dictionary.
+
+        :param data: Dictionary to deserialize from.
+        :returns: The component.
+        """
+        return default_from_dict(cls, data)

@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: Apache-2.0
+
+import asyncio
+from typing import Any
+
+from haystack import Document, component, logging
+from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name
+
+from haystack_agentic.llm.calls import run_with_timeout
+from haystack_agentic.tracing import tag_current_span
+
+logger = logging.getLogger(__name__)
+
+
+class DocumentStoreUnavailableError(RuntimeError):
+    """The retriever's document store could not be reached when the pipeline started."""
+
+
+@component
+class SafeRetriever:
+    """
+    Wraps any Haystack retriever so that a failing search becomes a tool error for the loop instead of a crash.
+
+    It has the wrapped retriever's input sockets (`query`, `query_text`, `query_embedding`, `filters`, `top_k`...)
+    and two outputs: `documents` (`[]` when the search failed) and `error` (`None`, or one line saying what went
+    wrong). `build_loop_pipeline` connects `error` to `LoopController.search_error`, which records it in the tool
+    history and tells the controller LLM, so the loop continues. `warm_up` checks that the store answers
+    (`count_documents`), so an unreachable server fails at start with `DocumentStoreUnavailableError`.
+
+    ### Usage example
+    ```python
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+    from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
+
+    retriever = SafeRetriever(InMemoryBM25Retriever(InMemoryDocumentStore()))
+    print(retriever.run(query="anything"))  # {'documents': [], 'error': None}
+    ```
+    """
+
+    def __init__(self, retriever: Any, check_store_on_warm_up: bool = True, timeout: float | None = None) -> None:
+        """
+        Create a SafeRetriever.
+
+        :param retriever: A Haystack retriever component (any input sockets, a `documents` output).
+        :param check_store_on_warm_up: Call the store's `count_documents()` in `warm_up` and raise a clear error
+            if it fails. Default `True`.
+        :param timeout: Seconds one search may take (`None`: no limit); a slower search is reported as failed
+            (`TimeoutError`), like any store error.
+        :raises ValueError: If `retriever` is not a Haystack component with a `documents` output.
+        """
+        inputs = getattr(retriever, "__haystack_input__", None)
+        outputs = getattr(retriever, "__haystack_output__", None)
+        if inputs is None or outputs is None or "documents" not in outputs._sockets_dict:
+            raise ValueError(
+                f"SafeRetriever wraps a Haystack retriever component with a `documents` output, "
+                f"got {type(retriever).__name__}."
+            )
+        self.retriever = retriever
+        self.check_store_on_warm_up = check_store_on_warm_up
+        self.timeout = timeout
+        for name, socket in inputs._sockets_dict.items():
+            if socket.is_mandatory:
+                component.set_input_type(self, name, socket.type)
+            else:
+                component.set_input_type(self, name, socket.type, default=socket.default_value)
+        self._warmed_up = False
+
+    @property
+    def document_store(self) -> Any:
+        """The wrapped retriever's document store (`None` if it has none)."""
+        return getattr(self.retriever, "document_store", None) or getattr(self.retriever, "_document_store", None)
+
+    def warm_up(self) -> None:
+        """
+        Warm up the wrapped retriever and check that its document store answers.
+
+        :raises DocumentStoreUnavailableError: If the store cannot be reached (the message names the store and
+            its address).
+        """
+        if self._warmed_up:
+            return
+        if hasattr(self.retriever, "warm_up"):
+            self.retriever.warm_up()
+        store = self.document_store
+        if self.check_store_on_warm_up and store is not None:
+            try:
+                store.count_documents()
+            except Exception as exc:  # noqa: BLE001 - any failure here means the store is not usable
+                raise DocumentStoreUnavailableError(
+                    f"The document store {type(store).__name__} at {describe_store_address(store)} is not "
+                    f"reachable ({type(exc).__name__}: {exc}). Start it, or fix its URL/URI in the pipeline YAML."
+                ) from exc
+        self._warmed_up = True
+
+    @component.output_types(documents=list[Document], error=str | None)
+    def run(self, **kwargs: Any) -> dict[str, Any]:
+        """
+        Search with the wrapped retriever; on any exception return no documents and the error.
+
+        :param kwargs: The wrapped retriever's inputs.
+        :returns: `{"documents": list[Document], "error": str | None}`.
+        """
+        try:
+            documents = run_with_timeout(self.retriever, kwargs, self.timeout, "the retriever")["documents"]
+        except Exception as exc:  # noqa: BLE001 - a store error must never crash the loop
+            logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=exc)
+            return _traced(kwargs, [], f"{type(exc).__name__}: {exc}")
+        return _traced(kwargs, list(documents or []), None)
+
+    @component.output_types(documents=list[Document], error=str | None)
+    async def run_async(self, **kwargs: Any) -> dict[str, Any]:
+        """
+        Async twin of `run`: awaits the wrapped retriever's `run_async` when it has one.
+
+        :param kwargs: The wrapped retriever's inputs.
+        :returns: The same as `run`.
+        """
+        if not hasattr(self.retriever, "run_async"):
+            return self.run(**kwargs)
+        try:
+            documents = (await asyncio.wait_for(self.retriever.run_async(**kwargs), timeout=self.timeout))["documents"]
+        except asyncio.TimeoutError:
+            message = f"TimeoutError: the retriever did not answer within {self.timeout} s"
+            logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=message)
+            return _traced(kwargs, [], message)
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=exc)
+            return _traced(kwargs, [], f"{type(exc).__name__}: {exc}")
+        return _traced(kwargs, list(documents or []), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the component to a dictionary (the wrapped retriever nested with its own type).
+
+        :returns: Dictionary with serialized data.
+        """
+        return {
+            "type": f"{type(self).__module__}.{type(self).__name__}",
+            "init_parameters": {
+                "retriever": component_to_dict(self.retriever, "retriever"),
+                "check_store_on_warm_up": self.check_store_on_warm_up,
+                "timeout": self.timeout,
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SafeRetriever":
+        """
+        Deserialize the component from a dictionary.
+
+        :param data: Dictionary to deserialize from.
+        :returns: The component.
+        """
+        params = dict(data.get("init_parameters", {}))
+        spec = params["retriever"]
+        retriever_cls = import_class_by_name(spec["type"])
+        params["retriever"] = component_from_dict(retriever_cls, spec, "retriever")
+        return cls(**params)
+
+
+def _traced(inputs: dict[str, Any], documents: list[Document], error: str | None) -> dict[str, Any]:
+    """Tag the search's tracing span (query, top_k, chunks found, error) and build the output."""
+    query = inputs.get("query") or inputs.get("query_text")
+    tag_current_span(query=query, top_k=inputs.get("top_k"), chunks_found=len(documents), search_error=error)
+    return {"documents": documents, "error": error}
+
+
+def describe_store_address(store: Any) -> str:
+    """
+    Where a document store lives, for error messages: a URL, a Milvus URI or `memory`.
+
+    :param store: A document store.
+    :returns: A short description.
+    """
+    for attr in ("url", "_url"):
+        if getattr(store, attr, None):
+            return str(getattr(store, attr))
+    connection = getattr(store, "connection_args", None)
+    if isinstance(connection, dict) and connection.get("uri"):
+        return str(connection["uri"])
+    return "its configured address"

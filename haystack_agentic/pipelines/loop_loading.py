@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Loading a loop pipeline for a run: which packaged YAML, the command-line overrides, and the saved store.
+
+One place for what `haystack-agentic ask`, `serve` and the hayhooks wrapper all need, so they load a pipeline
+the same way and fail with the same messages. Every function raises `ValueError` with a message that says
+what to change; callers turn it into their own error (a CLI line, an HTTP status).
+"""
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from haystack import Pipeline
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.types import DuplicatePolicy
+
+from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, max_runs_for
+from haystack_agentic.resources import pipeline_path
+
+#: Components every loop pipeline YAML has (see `build_loop_pipeline`).
+REQUIRED_COMPONENTS = ("controller", "retriever", "result")
+
+
+def choose_llm(requested: str) -> str:
+    """
+    Resolve `--llm`.
+
+    :param requested: `auto`, `openai` or `embedded`.
+    :returns: `openai` or `embedded` (`auto`: `openai` when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set).
+    """
+    if requested != "auto":
+        return requested
+    return "openai" if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") else "embedded"
+
+
+def packaged_pipeline_for(llm: str, mode: str = "tools", base_url: str | None = None) -> Path:
+    """
+    The packaged pipeline YAML for an LLM choice.
+
+    For `openai` without `OPENAI_API_KEY` but with a base URL (a local Ollama/vLLM/llama.cpp server, which ignores
+    the key), a placeholder key is set in the environment so `OpenAIChatGenerator` can start.
+
+    :param llm: `openai` or `embedded`.
+    :param mode: Router mode for `openai`: `tools` or `json`.
+    :param base_url: The `--base-url` given, if any (`OPENAI_BASE_URL` is read too).
+    :returns: The YAML path.
+    :raises ValueError: For `openai` with neither a key nor a base URL.
+    """
+    if llm == "embedded":
+        return pipeline_path("agentic_rag_embedded")
+    if not os.environ.get("OPENAI_API_KEY"):
+        if not (base_url or os.environ.get("OPENAI_BASE_URL")):
+            raise ValueError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL / --base-url for a local server).")
+        os.environ["OPENAI_API_KEY"] = "not-needed-for-a-local-server"
+    return pipeline_path("agentic_rag_json" if mode == "json" else "agentic_rag")
+
+
+def load_loop_pipeline(
+    path: Path | str,
+    *,
+    model: str | None = None,
+    api_base_url: str | None = None,
+    max_iterations: int | None = None,
+    store_uri: str | None = None,
+) -> Pipeline:
+    """
+    Read a loop pipeline YAML with the allow-list, applying overrides.
+
+    :param path: The YAML file.
+    :param model: Model name set on every `OpenAIChatGenerator` in it.
+    :param api_base_url: Base URL set on every `OpenAIChatGenerator` in it.
+    :param max_iterations: Set on the `LoopController`, with a matching `max_runs_per_component`.
+    :param store_uri: Set as the URI of every Milvus store (`connection_args.uri`: a Milvus Lite file or a server)
+        and the URL of every Weaviate store in it.
+    :returns: The pipeline (not warmed up).
+    :raises ValueError: If the file cannot be read, is not a loop pipeline, or does not load.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
+    components = data.get("components") if isinstance(data, dict) else None
+    missing = [n for n in REQUIRED_COMPONENTS if not isinstance(components, dict) or n not in components]
+    if missing:
+        raise ValueError(
+            f"{path} is not an agentic-loop pipeline: it has no component named {', '.join(missing)}. "
+            "Start from a file in the packaged pipelines/ folder."
+        )
+    for spec in components.values():
+        params = spec.setdefault("init_parameters", {}) or {}
+        if str(spec.get("type", "")).endswith("LoopController") and max_iterations:
+            params["max_iterations"] = int(max_iterations)
+            data["max_runs_per_component"] = max_runs_for(int(max_iterations))
+        for value in params.values():
+            if isinstance(value, dict) and str(value.get("type", "")).endswith("OpenAIChatGenerator"):
+                for key, override in (("model", model), ("api_base_url", api_base_url)):
+                    if override:
+                        value.setdefault("init_parameters", {})[key] = override
+    if store_uri:
+        set_store_uri(components, str(store_uri))
+    isolate_in_memory_stores(components)
+    # hayhooks' `inputs`/`outputs` declarations are not part of Haystack's pipeline dict.
+    data.pop("inputs", None)
+    data.pop("outputs", None)
+    try:
+        return Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
+    except Exception as exc:  # noqa: BLE001 - report any loading problem with the file named
+        raise ValueError(f"Cannot load the pipeline {path}: {exc}") from exc
+
+
+def set_store_uri(node: Any, uri: str) -> None:
+    """
+    Point every Milvus (`connection_args.uri`) and Weaviate (`url`) document store in a pipeline dict at `uri`.
+
+    :param node: Part of a pipeline dict (walked recursively, changed in place).
+    :param uri: The new URI / URL.
+    """
+    if isinstance(node, dict):
+        kind = str(node.get("type", ""))
+        params = node.get("init_parameters")
+        if isinstance(params, dict) and kind.endswith("MilvusDocumentStore"):
+            params["connection_args"] = {**(params.get("connection_args") or {}), "uri": uri}
+        elif isinstance(params, dict) and kind.endswith("WeaviateDocumentStore"):
+            params["url"] = uri
+        for value in node.values():
+            set_store_uri(value, uri)
+    elif isinstance(node, list):
+        for value in node:
+            set_store_uri(value, uri)
+
+
+def isolate_in_memory_stores(node: Any, names: dict[str, str] | None = None) -> dict[str, str]:
+    """
+    Give the in-memory stores of one loaded pipeline their own storage.
+
+    Haystack's `InMemoryDocumentStore` instances with the same `index` share storage process-wide. That is what
+    lets a pipeline's router and retriever (deserialised separately) see the same documents, but it would also let
+    two pipelines loaded in one process (a server, a test session) see each other's documents. Each `index` in
+    the dict is renamed to `<index>-<random suffix>`, the same new name for every store of this pipeline.
+
+    :param node: Part of a pipeline dict (walked recursively, changed in place).
+    :param names: Old index name -> new one, shared across the walk (created when `None`).
+    :returns: The mapping used.
+    """
+    names = {} if names is None else names
+    if isinstance(node, dict):
+        params = node.get("init_parameters")
+        if isinstance(params, dict) and str(node.get("type", "")).endswith("InMemoryDocumentStore"):
+            index = params.get("index") or "default"
+            names.setdefault(index, f"{index}-{uuid.uuid4().hex[:12]}")
+            params["index"] = names[index]
+        for value in node.values():
+            isolate_in_memory_stores(value, names)
+    elif isinstance(node, list):
+        for value in node:
+            isolate_in_memory_stores(value, names)
+    return names
+
+
+def retriever_store(pipeline: Pipeline) -> Any:
+    """
+    The document store of the pipeline's `retriever` component.
+
+    :param pipeline: A loop pipeline.
+    :returns: The store, or `None` when the retriever has none.
+    """
+    return getattr(pipeline.get_component("retriever"), "document_store", None)
+
+
+def fill_in_memory_store(pipeline: Pipeline, store_path: Path | str) -> int:
+    """
+    Copy a saved in-memory store (from `haystack-agentic index`) into the retriever's in-memory store, if empty.
+
+    :param pipeline: The loop pipeline.
+    :param store_path: The saved store (JSON from `InMemoryDocumentStore.save_to_disk`).
+    :returns: The number of documents in the retriever's store (0 when it is not an in-memory store).
+    :raises ValueError: If the file cannot be read as a store.
+    """
+    store = retriever_store(pipeline)
+    if not isinstance(store, InMemoryDocumentStore):
+        return 0
+    if store.count_documents() == 0:
+        try:
+            saved = InMemoryDocumentStore.load_from_disk(str(store_path))
+        except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
+            raise ValueError(
+                f"Cannot read the store {store_path} ({type(exc).__name__}: {exc}); "
+                "run `haystack-agentic index` again."
+            ) from exc
+        store.write_documents(saved.filter_documents(), policy=DuplicatePolicy.OVERWRITE)
+    return store.count_documents()

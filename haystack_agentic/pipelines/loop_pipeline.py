@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Assemble the agentic loop as a Haystack `Pipeline` with a cycle, from its components.
+
+The YAML files under `pipelines/` are what users load (`Pipeline.loads` with the allow-list); this module is
+how they are made, and how Python users build the same graph around their own retriever and chat generators.
+"""
+
+from typing import Any
+
+from haystack import Pipeline, logging
+from haystack.components.joiners import BranchJoiner
+
+from haystack_agentic.components.generators.answerer import Answerer
+from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
+from haystack_agentic.components.loop.loop_controller import LoopController
+from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
+from haystack_agentic.dataclasses.loop_state import LoopState
+
+logger = logging.getLogger(__name__)
+
+#: Modules `Pipeline.loads` must be allowed to import for our YAML (besides Haystack's own).
+ALLOWED_MODULES = ["haystack_agentic.*", "haystack_integrations.*", "milvus_haystack.*", "pymilvus.*"]
+
+
+def max_runs_for(max_iterations: int) -> int:
+    """
+    The `max_runs_per_component` a loop pipeline needs: the controller runs once more than the router's turns.
+
+    :param max_iterations: The controller's `max_iterations`.
+    :returns: A bound that a correct run never reaches.
+    """
+    return 2 * max_iterations + 4
+
+
+def build_loop_pipeline(
+    router: Any,
+    retriever: Any,
+    *,
+    controller: LoopController | None = None,
+    answerer: Answerer | None = None,
+    fallback: FallbackSynthesizer | None = None,
+    query_embedder: Any = None,
+    grounder: Any = None,
+    metadata: dict[str, Any] | None = None,
+) -> Pipeline:
+    """
+    Wire the agentic loop around a router and a retriever.
+
+    Graph: `controller.state -> router`; a search goes `router.query -> [query_embedder ->] retriever` with
+    `router.filters`/`router.top_k`, and `router.loop -> entry -> controller.state` with the retriever's documents
+    into `controller.documents`; `router.answer -> answerer`, whose reflect/draft result goes back to `entry`;
+    `controller.exhausted -> fallback`; every end (`router.finished`, `answerer.finished`, `fallback.finished`,
+    `controller.failed`)
+    meets in `finish` (a `BranchJoiner`), then the optional `grounder`, then `result` (`LoopResultBuilder`).
+
+    :param router: An `AgenticRouter` or any component with the same sockets (input `state`; outputs `query`,
+        `filters`, `top_k`, `loop`, `answer`, `finished`).
+    :param retriever: A Haystack retriever with a `query` or `query_text` (text) and/or `query_embedding` input,
+        `filters`, `top_k`, and a `documents` output. With a `query_embedder` and a text input too (a hybrid
+        retriever), the query goes to both. An `error` output (a `SafeRetriever`) goes to
+        `controller.search_error`, so a failed search is a tool error, not a crash.
+    :param controller: The `LoopController` (default: `LoopController()`).
+    :param answerer: The `Answerer` (default: in json mode one with the router's chat generator; otherwise one
+        without its own LLM, which keeps the controller's draft as the answer).
+    :param fallback: The `FallbackSynthesizer` (default: one with the router's chat generator and temperature;
+        disabled when the router has no chat generator).
+    :param query_embedder: A text embedder (input `text`, output `embedding`) for dense retrievers, or `None`.
+    :param grounder: A grounding stage (input `state`, output `state`), or `None`.
+    :param metadata: Pipeline metadata (kept in YAML).
+    :returns: The pipeline. Its input is `controller.query` (and optional `controller.filters`); its output
+        `result.result`.
+    """
+    controller = controller or LoopController()
+    # Unset roles fall back to the controller's chat generator (DESIGN.md). In tools mode the controller's answer
+    # is final by default (no rewrite); json mode needs an answer LLM to write the answer from the chunks.
+    controller_llm = getattr(router, "chat_generator", None)
+    controller_temperature = getattr(router, "temperature", None)
+    if answerer is None:
+        json_mode = getattr(router, "mode", "tools") == "json"
+        answerer = Answerer(chat_generator=controller_llm if json_mode else None, temperature=controller_temperature)
+    if fallback is None:
+        fallback = FallbackSynthesizer(chat_generator=controller_llm, temperature=controller_temperature)
+    pipeline = Pipeline(max_runs_per_component=max_runs_for(controller.max_iterations), metadata=metadata or {})
+    pipeline.add_component("controller", controller)
+    pipeline.add_component("router", router)
+    pipeline.add_component("entry", BranchJoiner(LoopState))
+    if query_embedder is not None:
+        pipeline.add_component("query_embedder", query_embedder)
+    pipeline.add_component("retriever", retriever)
+    pipeline.add_component("answerer", answerer)
+    pipeline.add_component("fallback", fallback)
+    pipeline.add_component("finish", BranchJoiner(LoopState))
+    if grounder is not None:
+        pipeline.add_component("grounder", grounder)
+    pipeline.add_component("result", LoopResultBuilder())
+
+    pipeline.connect("controller.state", "router.state")
+    pipeline.connect("controller.exhausted", "fallback.state")
+    retriever_inputs = _socket_names(retriever, "__haystack_input__")
+    text_input = next((name for name in ("query", "query_text") if name in retriever_inputs), None)
+    if query_embedder is not None:
+        pipeline.connect("router.query", "query_embedder.text")
+        pipeline.connect("query_embedder.embedding", "retriever.query_embedding")
+        if text_input is not None:  # a hybrid retriever takes the text as well as the embedding
+            pipeline.connect("router.query", f"retriever.{text_input}")
+    else:
+        pipeline.connect("router.query", f"retriever.{text_input or 'query'}")
+    pipeline.connect("router.filters", "retriever.filters")
+    pipeline.connect("router.top_k", "retriever.top_k")
+    pipeline.connect("router.loop", "entry.value")
+    pipeline.connect("retriever.documents", "controller.documents")
+    if "error" in _socket_names(retriever, "__haystack_output__"):  # e.g. a SafeRetriever: failed searches
+        pipeline.connect("retriever.error", "controller.search_error")
+    pipeline.connect("entry.value", "controller.state")
+    pipeline.connect("router.answer", "answerer.state")
+    pipeline.connect("answerer.state", "entry.value")
+    pipeline.connect("router.finished", "finish.value")
+    pipeline.connect("answerer.finished", "finish.value")
+    pipeline.connect("fallback.finished", "finish.value")
+    pipeline.connect("controller.failed", "finish.value")
+    if grounder is not None:
+        pipeline.connect("finish.value", "grounder.state")
+        pipeline.connect("grounder.state", "result.state")
+    else:
+        pipeline.connect("finish.value", "result.state")
+    return pipeline
+
+
+def _socket_names(instance: Any, attribute: str) -> set[str]:
+    sockets = getattr(instance, attribute, None)
+    return set(getattr(sockets, "_sockets_dict", {}) or {})
