@@ -1,30 +1,59 @@
 # SPDX-License-Identifier: Apache-2.0
-"""haystack-agentic: Haystack components for agentic RAG loops."""
+"""
+haystack-agentic: Haystack components for agentic RAG loops.
 
-from haystack_agentic.components.routers.agentic_router import AgenticRouter
-from haystack_agentic.components.generators.answerer import Answerer
-from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
-from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
-from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
-from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder
-from haystack_agentic.components.loop.loop_controller import LoopController
-from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, build_loop_pipeline
-from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
-from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks
+The public names below are imported on first use (PEP 562), as Haystack does for its own packages: importing
+`haystack_agentic` (or its CLI) stays cheap, and `from haystack_agentic import AgenticRouter` works as usual.
 
-__all__ = [
-    "ALLOWED_MODULES",
-    "AgenticRouter",
-    "Answerer",
-    "BridgeEntityRouter",
-    "FallbackSynthesizer",
-    "HHEMGrounder",
-    "LLMJudgeGrounder",
-    "LoopController",
-    "LoopResultBuilder",
-    "LoopState",
-    "PendingSearch",
-    "ToolStep",
-    "build_loop_pipeline",
-    "merge_chunks",
-]
+Layout: `components/<kind>/` holds the `@component` classes (loop, routers, generators, grounders, retrievers,
+embedders, preprocessors); `dataclasses/` the loop state; `pipelines/` builds and loads the loop pipeline;
+`llm/`, `grounding/`, `policies/`, `indexing/`, `datasets/` are their support code; `cli/`, `serving/`,
+`evaluation/` and `testing/` are the command line, hayhooks serving, the eval harness and test doubles.
+"""
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "AgenticRouter": "haystack_agentic.components.routers.agentic_router",
+    "Answerer": "haystack_agentic.components.generators.answerer",
+    "BridgeEntityRouter": "haystack_agentic.components.routers.bridge_entity_router",
+    "FallbackSynthesizer": "haystack_agentic.components.generators.fallback_synthesizer",
+    "HHEMGrounder": "haystack_agentic.components.grounders.hhem_grounder",
+    "LLMJudgeGrounder": "haystack_agentic.components.grounders.llm_judge_grounder",
+    "LoopController": "haystack_agentic.components.loop.loop_controller",
+    "ALLOWED_MODULES": "haystack_agentic.pipelines.loop_pipeline",
+    "build_loop_pipeline": "haystack_agentic.pipelines.loop_pipeline",
+    "LoopResultBuilder": "haystack_agentic.components.loop.loop_result_builder",
+    "LoopState": "haystack_agentic.dataclasses.loop_state",
+    "PendingSearch": "haystack_agentic.dataclasses.loop_state",
+    "ToolStep": "haystack_agentic.dataclasses.loop_state",
+    "merge_chunks": "haystack_agentic.dataclasses.loop_state",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily
+    from haystack_agentic.components.generators.answerer import Answerer
+    from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
+    from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
+    from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder
+    from haystack_agentic.components.loop.loop_controller import LoopController
+    from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
+    from haystack_agentic.components.routers.agentic_router import AgenticRouter
+    from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
+    from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks
+    from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, build_loop_pipeline
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'haystack_agentic' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

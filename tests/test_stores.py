@@ -206,7 +206,7 @@ def test_cli_index_and_ask_on_milvus_lite(tmp_path, monkeypatch, capsys):
     assert f"({len(DOCS) + 1} in the store)" in capsys.readouterr().out
     assert main(["index", str(folder), "--backend", "milvus", "--uri", uri, "--quiet"]) == 0
     assert f"({len(DOCS) + 1} in the store)" in capsys.readouterr().out  # idempotent
-    from haystack_agentic.cli import main as cli
+    from haystack_agentic.cli import ask as cli
 
     loaded = {}
     real = cli.load_pipeline

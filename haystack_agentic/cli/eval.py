@@ -81,7 +81,7 @@ def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
         return None
     from haystack.components.generators.chat import OpenAIChatGenerator
 
-    from haystack_agentic.cli.main import ENV_MODEL
+    from haystack_agentic.cli.common import ENV_MODEL
     from haystack_agentic.pipelines.default_pipelines import DEFAULT_OPENAI_MODEL
 
     base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -115,7 +115,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     :returns: 0 on success.
     :raises CLIError: On bad arguments, a missing dataset or a missing answer model.
     """
-    from haystack_agentic.cli.main import CLIError
+    from haystack_agentic.cli.common import CLIError
     from haystack_agentic.evaluation.report import render_table, write_json
     from haystack_agentic.evaluation.runner import (
         bridge_entity_config,

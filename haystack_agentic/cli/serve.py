@@ -97,7 +97,7 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
     :returns: `({name: yaml path}, overrides, store file or None)`.
     :raises ServeError: On bad arguments, or `--llm openai` without a key or base URL.
     """
-    from haystack_agentic.cli.main import ENV_MODEL, default_store_path
+    from haystack_agentic.cli.common import ENV_MODEL, default_store_path
     from haystack_agentic.pipelines.loop_loading import choose_llm, packaged_pipeline_for
 
     if args.max_iterations is not None and args.max_iterations < 1:
@@ -151,7 +151,7 @@ def _ensure_store(store: str | None) -> None:
         return
     from rich.console import Console
 
-    from haystack_agentic.cli.main import index_documents, read_documents
+    from haystack_agentic.cli.index import index_documents, read_documents
     from haystack_agentic.resources import sample_corpus_path
 
     console = Console(stderr=True)

@@ -109,7 +109,7 @@ def test_eval_command_retrieval_only_writes_files(tmp_path, monkeypatch):
 
 
 def test_eval_command_rejects_unknown_config(tmp_path):
-    from haystack_agentic.cli.main import CLIError
+    from haystack_agentic.cli.common import CLIError
 
     parser = argparse.ArgumentParser()
     add_eval_parser(parser.add_subparsers(dest="command"))

@@ -98,7 +98,7 @@ def test_cli_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm_is_conf
     from rich.console import Console
 
     from haystack_agentic import AgenticRouter, HHEMGrounder, LLMJudgeGrounder, build_loop_pipeline
-    from haystack_agentic.cli.main import prepare_grounder
+    from haystack_agentic.cli.ask import prepare_grounder
     from haystack_agentic.testing import ScriptedChatGenerator
 
     def pipeline():

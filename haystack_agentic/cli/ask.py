@@ -1,0 +1,333 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+`haystack-agentic ask`: answer a question with a packaged (or your own) loop pipeline and print the trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from haystack_agentic.cli.common import (
+    ENV_MODEL,
+    ENV_STORE,
+    CLIError,
+    add_backend_arguments,
+    default_milvus_uri,
+    default_store_path,
+    default_weaviate_url,
+    printable,
+)
+
+if TYPE_CHECKING:
+    from haystack import Pipeline
+    from rich.console import Console
+
+
+def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """
+    Add the `ask` sub-command to the CLI's sub-parsers.
+
+    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
+    :returns: The `ask` parser.
+    """
+    ask = subparsers.add_parser("ask", help="Answer a question with the agentic loop and print the trace.")
+    ask.add_argument("question", help="The question.")
+    ask.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    ask.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")
+    ask.add_argument("--mode", choices=["tools", "json"], default="tools", help="Router mode for --llm openai.")
+    ask.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
+    ask.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
+    ask.add_argument("--pipeline", help="A pipeline YAML to run instead of the packaged one.")
+    ask.add_argument("--store", help="Store file to load (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
+    ask.add_argument("--filters", help="Haystack metadata filters as JSON, applied to every search.")
+    ask.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
+    ask.add_argument("--quiet", action="store_true", help="No progress output.")
+    add_backend_arguments(ask)
+    return ask
+
+
+def load_store_into(
+    pipeline: Pipeline, store_path: Path, console: Console, quiet: bool, auto_index: bool = True
+) -> int:
+    """
+    Fill the pipeline's empty in-memory store from a saved store file, indexing the shipped sample first if needed.
+
+    :param pipeline: The loop pipeline (its retriever's store is filled).
+    :param store_path: The saved store (made from the shipped sample when it does not exist and `auto_index`).
+    :param console: Where progress goes.
+    :param quiet: No progress output.
+    :param auto_index: Index the shipped sample when `store_path` does not exist (the default store only); else
+        a missing store is an error.
+    :returns: The number of documents in the retriever's store.
+    :raises CLIError: If the store cannot be read, or does not exist and `auto_index` is off.
+    """
+    from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: PLC0415
+    from haystack_agentic.cli.index import index_documents, read_documents  # noqa: PLC0415
+    from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, retriever_store  # noqa: PLC0415
+    from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415
+    store = retriever_store(pipeline)
+    if store is None:
+        return 0
+    if not isinstance(store, InMemoryDocumentStore):
+        return _check_store_has_documents(pipeline, store)
+    if store.count_documents() > 0:
+        return store.count_documents()
+    if not store_path.exists():
+        if not auto_index:
+            raise CLIError(
+                f"The store {store_path} does not exist: check the path, or create it with "
+                f"`haystack-agentic index PATH --store {store_path}`."
+            )
+        corpus = sample_corpus_path()
+        if not quiet:
+            console.print(f"[dim]No index at {store_path}; indexing the shipped sample {corpus.name} first.[/dim]")
+        index_documents(read_documents(corpus), store_path, console, quiet)
+    try:
+        fill_in_memory_store(pipeline, store_path)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    return _check_store_has_documents(pipeline, store)
+
+
+def _check_store_has_documents(pipeline: Pipeline, store: Any) -> int:
+    """One-line errors for a store that cannot be reached, is empty, or lacks the embeddings a dense pipeline needs."""
+    from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: PLC0415
+    from haystack_agentic.components.retrievers.safe_retriever import describe_store_address  # noqa: PLC0415
+
+    where = f"{type(store).__name__} at {describe_store_address(store)}"
+    try:
+        count = store.count_documents()
+    except Exception as exc:  # noqa: BLE001 - an unreachable server: one line with its address
+        raise CLIError(f"Cannot reach the store {where}: {type(exc).__name__}: {exc}") from exc
+    if count == 0:
+        raise CLIError(f"The store {where} has no documents: index some first with `haystack-agentic index`.")
+    if "query_embedder" in pipeline.graph.nodes and isinstance(store, InMemoryDocumentStore):
+        sample = store.filter_documents()[:1]
+        if sample and sample[0].embedding is None:
+            raise CLIError(
+                f"The store {where} has no embeddings, which this dense pipeline needs: "
+                "re-index with `haystack-agentic index PATH --embed`."
+            )
+    return count
+
+
+# --- asking ---------------------------------------------------------------------------------------------------
+
+
+def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
+    """
+    Load the pipeline YAML for `ask` and apply the command-line overrides.
+
+    :param args: Parsed arguments (`pipeline`, `mode`, `model`, `base_url`, `max_iterations`).
+    :param llm: `openai` or `embedded`.
+    :returns: The pipeline.
+    :raises CLIError: If the YAML cannot be read or loaded, or `openai` has no key or base URL.
+    """
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, packaged_pipeline_for  # noqa: PLC0415
+    from haystack_agentic.resources import pipeline_path  # noqa: PLC0415
+    model = args.model or os.environ.get(ENV_MODEL)
+    try:
+        packaged = packaged_pipeline_for(llm, args.mode, args.base_url)
+        backend = getattr(args, "backend", "memory")
+        store_uri = getattr(args, "uri", None)
+        if backend != "memory" and not args.pipeline:
+            if llm != "embedded":
+                raise ValueError(f"--backend {backend} has a packaged pipeline for --llm embedded only; pass --pipeline.")
+            packaged = pipeline_path(f"agentic_rag_embedded_{backend}")
+            if backend == "milvus" and not store_uri:
+                store_uri = str(default_milvus_uri())
+            if backend == "weaviate" and not store_uri:
+                store_uri = default_weaviate_url()
+        if backend == "milvus" and store_uri and "://" not in store_uri and not Path(store_uri).exists():
+            # Milvus Lite would create an empty database there: a query run must not write anything.
+            raise ValueError(
+                f"There is no Milvus Lite database at {store_uri}: index into it first with "
+                f"`haystack-agentic index PATH --backend milvus --uri {store_uri}`."
+            )
+        path = Path(args.pipeline) if args.pipeline else packaged
+        pipeline = load_loop_pipeline(
+            path, model=model, api_base_url=args.base_url, max_iterations=args.max_iterations, store_uri=store_uri
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    if model and llm == "openai":
+        pipeline.metadata["llm"] = f"OpenAI-compatible ({model})"
+    return pipeline
+
+
+def _titles(result: dict[str, Any]) -> dict[str, str]:
+    return {d["id"]: (d.get("meta") or {}).get("title") or d["id"][:12] for d in result.get("documents", [])}
+
+
+def print_trace(console: Console, question: str, result: dict[str, Any], seconds: float, describe: dict[str, str]):
+    """
+    Print the answer with its trace: each iteration's action, query and chunks found, and the termination reason.
+
+    :param console: Where to print.
+    :param question: The question.
+    :param result: The loop's result dict.
+    :param seconds: Wall time of the run.
+    :param describe: `llm` and `policy` descriptions.
+    """
+    console.print(f"[bold]LLM:[/bold] {describe['llm']}   [bold]Policy:[/bold] {describe['policy']}")
+    console.print(f"[bold]Question:[/bold] {printable(question)}", highlight=False)
+    titles = _titles(result)
+    for step in result["tool_history"]:
+        line = f"  {step['iteration']:>2}. {step['action']:<8}"
+        if step.get("query"):
+            line += f' "{step["query"]}"'
+        if step["action"] == "search":
+            found = step.get("returned_chunk_ids") or []
+            names = ", ".join(titles.get(i, i[:12]) for i in found) or "no results"
+            line += f" -> {len(found)} chunk(s): {names}"
+        elif step.get("result") and step["action"] != "search":
+            line += f"  ({step['result'][:120]})"
+        console.print(printable(line), highlight=False, markup=False)
+    answer = result.get("answer")
+    shown = printable(answer) if answer is not None else "(no answer)"
+    console.print("[bold]Answer:[/bold] ", end="")
+    console.print(shown, highlight=False, markup=False)
+    usage = result.get("usage", {})
+    per_role = ", ".join(f"{role} {u['calls']}" for role, u in usage.items() if role != "total") or "none"
+    total = usage.get("total", {})
+    console.print(
+        f"[bold]Terminated by:[/bold] {result['terminated_by']} after {result['iterations']} iteration(s); "
+        f"LLM calls: {total.get('calls', 0)} ({per_role}); tokens: {total.get('prompt_tokens', 0)} prompt + "
+        f"{total.get('completion_tokens', 0)} completion; {seconds:.1f} s",
+        highlight=False,
+    )
+    if result.get("error"):
+        console.print(f"[bold red]Error:[/bold red] {result['error']}", highlight=False)
+    print_grounding(console, result)
+
+
+def print_grounding(console: Console, result: dict[str, Any]) -> None:
+    """
+    Print the answer's grounding sentence by sentence (supported or not, score, source chunk), or why it was skipped.
+
+    :param console: Where to print.
+    :param result: The loop's result dict.
+    """
+    grounding = result.get("grounding")
+    if not grounding:
+        reason = (result.get("metadata") or {}).get("grounding_skipped")
+        if reason:
+            if reason.startswith("HHEM model") and "not available" in reason:
+                reason = "the HHEM model is not available here (see the note on stderr for how to get it)"
+            console.print("[bold]Grounding:[/bold] skipped: ", end="")
+            console.print(printable(reason), highlight=False, markup=False)
+        return
+    console.print(
+        f"[bold]Grounding:[/bold] {grounding['score']:.2f} ({grounding['method']}, {grounding['model']}; "
+        f"supported at >= {grounding['threshold']})",
+        highlight=False,
+    )
+    spans = sorted([*grounding["faithful_spans"], *grounding["hallucinated_spans"]], key=lambda s: s["start"])
+    for span in spans:
+        mark = "supported    " if span["supported"] else "NOT supported"
+        line = f"  {mark} {span['score']:.2f}  \"{span['text']}\""
+        if span["sources"]:
+            first = span["sources"][0]
+            line += f" <- {first.get('title') or first['chunk_id'][:12]}"
+            if first.get("iteration") is not None:
+                line += f" (search {first['iteration']}: \"{first.get('query') or ''}\")"
+            if len(span["sources"]) > 1:
+                line += f" +{len(span['sources']) - 1} more"
+        console.print(printable(line), highlight=False, markup=False)
+
+
+def prepare_grounder(pipeline: Pipeline, llm: str, err: Console) -> None:
+    """
+    Load the pipeline's HHEM grounder before the run; when its model is not available, say so with how to get it and
+    use the LLM as judge instead (`--llm openai`) or run without grounding.
+
+    :param pipeline: The loop pipeline.
+    :param llm: `openai` or `embedded`.
+    :param err: Where the notice goes (stderr).
+    """
+    from haystack_agentic.components.grounders.hhem_grounder import HOW_TO_GET, HHEMGrounder  # noqa: PLC0415
+    from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder  # noqa: PLC0415
+
+    try:
+        grounder = pipeline.get_component("grounder")
+    except ValueError:
+        return
+    if not isinstance(grounder, HHEMGrounder):
+        return
+    import logging as std_logging  # noqa: PLC0415
+
+    grounder_logger = std_logging.getLogger("haystack_agentic.components.grounders.hhem_grounder")
+    level = grounder_logger.level
+    grounder_logger.setLevel(std_logging.ERROR)  # the notice below says it once, with how to get the model
+    try:
+        with err.status("Loading the HHEM grounding model..."):
+            grounder.warm_up()
+    finally:
+        grounder_logger.setLevel(level)
+    if grounder.load_error is None:
+        return
+    judge_llm = getattr(pipeline.get_component("router"), "chat_generator", None) if llm == "openai" else None
+    err.print("[yellow]Grounding:[/yellow] ", end="")
+    err.print(f"{grounder.load_error}.", highlight=False, markup=False)
+    err.print(f"To get it: {HOW_TO_GET}.", highlight=False, markup=False)
+    if judge_llm is None:
+        err.print("Running without grounding.", highlight=False)
+        return
+    err.print("Grounding with the configured LLM as judge instead (LLMJudgeGrounder).", highlight=False)
+    pipeline.remove_component("grounder")
+    pipeline.add_component("grounder", LLMJudgeGrounder(chat_generator=judge_llm))
+    pipeline.connect("finish.value", "grounder.state")
+    pipeline.connect("grounder.state", "result.state")
+
+
+def cmd_ask(args: argparse.Namespace, console: Console) -> int:
+    from haystack.core.errors import PipelineRuntimeError  # noqa: PLC0415
+    from rich.console import Console  # noqa: PLC0415
+    from haystack_agentic.components.loop.loop_controller import validate_filters  # noqa: PLC0415
+    from haystack_agentic.pipelines.loop_loading import choose_llm  # noqa: PLC0415
+    from haystack_agentic.pipelines.progress import ProgressEvent, run_with_progress  # noqa: PLC0415
+    question = args.question
+    if not question or not question.strip():
+        raise CLIError("The question is empty: ask something, e.g. haystack-agentic ask 'Who directed Big Stone Gap?'")
+    try:  # malformed filters fail here, not mid-loop
+        filters = validate_filters(json.loads(args.filters) if args.filters else None)
+    except ValueError as exc:
+        raise CLIError(f"--filters is not a valid Haystack filter: {exc}") from exc
+    llm = choose_llm(args.llm)
+    pipeline = load_pipeline(args, llm)
+    explicit_store = bool(args.store or os.environ.get(ENV_STORE))
+    store_path = Path(args.store) if args.store else default_store_path()
+    quiet = args.quiet or args.json
+    err = Console(stderr=True, quiet=quiet, soft_wrap=True)
+    load_store_into(pipeline, store_path, err, quiet, auto_index=not explicit_store)
+    prepare_grounder(pipeline, llm, err)
+    describe = {
+        "llm": pipeline.metadata.get("llm", "configured in the pipeline YAML"),
+        "policy": pipeline.metadata.get("policy", "configured in the pipeline YAML"),
+    }
+    start = time.perf_counter()
+    with err.status("Running the agentic loop (the first run loads the model)...") as status:
+
+        def show(event: ProgressEvent) -> None:
+            if event.step is not None:
+                query = f' "{printable(event.step.query)}"' if event.step.query else ""
+                status.update(f"Iteration {event.step.iteration}: {event.step.action}{query}")
+
+        try:
+            result = run_with_progress(pipeline, {"controller": {"query": question, "filters": filters}}, show)
+        except PipelineRuntimeError as exc:  # e.g. a filter that does not fit the stored metadata's types
+            cause = exc.__cause__ or exc
+            raise CLIError(f"The loop failed: {type(cause).__name__}: {cause}") from exc
+    seconds = time.perf_counter() - start
+    if args.json:
+        payload = {**result, "question": question, "llm": describe["llm"], "policy": describe["policy"]}
+        payload["seconds"] = round(seconds, 3)
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+    else:
+        print_trace(console, question, result, seconds, describe)
+    return 0 if result["terminated_by"] != "error" else 1

@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+What every `haystack-agentic` command shares: the one-line error type, the environment variables the CLI reads,
+the default store locations, and the document-store arguments.
+
+This module imports nothing heavy, so `haystack-agentic --help` stays fast.
+"""
+
+import argparse
+import os
+import re
+from pathlib import Path
+
+#: Environment variables the CLI reads.
+ENV_MODEL = "HAYSTACK_AGENTIC_MODEL"
+ENV_STORE = "HAYSTACK_AGENTIC_STORE"
+ENV_CACHE = "HAYSTACK_AGENTIC_CACHE"
+ENV_MILVUS_URI = "HAYSTACK_AGENTIC_MILVUS_URI"
+
+
+class CLIError(Exception):
+    """An error the CLI reports as one line (exit code 2), with what to change."""
+
+
+def default_store_path() -> Path:
+    """
+    Where `index` saves and `ask` loads the document store by default.
+
+    :returns: `$HAYSTACK_AGENTIC_STORE`, else `$HAYSTACK_AGENTIC_CACHE/store.json`, else
+        `~/.cache/haystack-agentic/store.json`.
+    """
+    if os.environ.get(ENV_STORE):
+        return Path(os.environ[ENV_STORE])
+    cache = Path(os.environ.get(ENV_CACHE) or Path.home() / ".cache" / "haystack-agentic")
+    return cache / "store.json"
+
+
+# --- indexing -------------------------------------------------------------------------------------------------
+
+
+def default_weaviate_url() -> str:
+    """
+    The Weaviate server `--backend weaviate` uses by default.
+
+    :returns: `$WEAVIATE_URL`, else `http://localhost:8080`.
+    """
+    return os.environ.get("WEAVIATE_URL") or "http://localhost:8080"
+
+
+def default_milvus_uri() -> Path:
+    """
+    The Milvus Lite file `--backend milvus` uses by default.
+
+    :returns: `$HAYSTACK_AGENTIC_MILVUS_URI`, else `milvus.db` next to the default store file.
+    """
+    if os.environ.get(ENV_MILVUS_URI):
+        return Path(os.environ[ENV_MILVUS_URI])
+    return default_store_path().parent / "milvus.db"
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Escape control characters (e.g. terminal escape codes in a question) before they reach the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--backend",
+        choices=["memory", "milvus", "weaviate"],
+        default="memory",
+        help="Document store: memory (JSON file, BM25), milvus (Milvus Lite file or server, hybrid), weaviate (server).",
+    )
+    parser.add_argument(
+        "--uri", help=f"Milvus Lite file or server URI (default: ${ENV_MILVUS_URI} or milvus.db in the cache); Weaviate URL."
+    )
+    if parser.prog.endswith("index"):
+        parser.add_argument("--collection", help="Collection name (default: the packaged pipelines').")

@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The package's shape: no import cycles between its modules, and a cheap `import haystack_agentic`."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import haystack_agentic
+
+PACKAGE = Path(haystack_agentic.__file__).parent
+
+
+def _module_name(path: Path, package_dir: Path) -> str:
+    parts = path.relative_to(package_dir.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def import_graph(package_dir: Path = PACKAGE) -> dict[str, set[str]]:
+    """Every module of the package -> the package modules it imports (function-level imports included,
+    `if TYPE_CHECKING:` blocks excluded)."""
+    modules = {_module_name(p, package_dir): p for p in package_dir.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node)
+                for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            for target in targets:
+                if target in modules and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each one an import cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_the_package_has_no_import_cycles():
+    cycles = find_cycles(import_graph())
+    assert cycles == [], f"import cycles between modules: {cycles}"
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from pkg.b import g\n")
+    (package / "b.py").write_text("from pkg import a\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import f\n")
+    assert find_cycles(import_graph(package)) == [["pkg.a", "pkg.b"]]
+
+
+def test_importing_the_package_imports_no_cli_and_no_component():
+    code = (
+        "import sys, haystack_agentic; "
+        "print(sorted(m for m in sys.modules if m.startswith('haystack_agentic.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_public_names_load_on_first_use():
+    from haystack_agentic import AgenticRouter, LoopState
+
+    assert AgenticRouter.__module__ == "haystack_agentic.components.routers.agentic_router"
+    assert LoopState.__module__ == "haystack_agentic.dataclasses.loop_state"
+    assert set(haystack_agentic.__all__) <= set(dir(haystack_agentic))
