@@ -10,7 +10,8 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage, ReasoningContent
 
 from haystack_agentic import AgenticRouter, FallbackSynthesizer, LoopController, build_loop_pipeline
-from haystack_agentic.llm.calls import call_generator, call_generator_async, is_transient
+from haystack_agentic.llm.calls import call_generator, call_generator_async
+from haystack_agentic.llm.retries import is_transient
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.testing import ScriptedChatGenerator
 
@@ -200,7 +201,7 @@ def test_controller_prompt_stays_within_the_budget_however_many_searches(build_l
     loop = build_loop(script, max_iterations=14, chunk_cap=30, router_kwargs={"context_budget_tokens": budget})
     result = loop.run()
     assert result["terminated_by"] == "answered"
-    from haystack_agentic.llm.calls import estimate_tokens
+    from haystack_agentic.llm.tokens import estimate_tokens
 
     sizes = [estimate_tokens(messages, tools) for messages, _, tools in loop.llm.calls]
     assert max(sizes) <= budget
@@ -214,7 +215,7 @@ def test_controller_prompt_stays_within_the_budget_however_many_searches(build_l
 def test_format_chunks_leaves_out_the_lowest_ranks_first():
     from haystack import Document
 
-    from haystack_agentic.llm.calls import format_chunks
+    from haystack_agentic.llm.prompts import format_chunks
 
     docs = [Document(content="x" * 400) for _ in range(10)]
     text = format_chunks(docs, max_chars=1000, budget_tokens=250)  # 1000 characters

@@ -7,18 +7,10 @@ from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
-from haystack_agentic.llm.calls import (
-    DEFAULT_MAX_RETRIES,
-    call_generator,
-    call_generator_async,
-    describe_error,
-    format_chunks,
-    generator_from_dict_inplace,
-    generator_to_dict,
-    render,
-    warm_up_generator,
-    with_system_prompt,
-)
+from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.prompts import format_chunks, render, with_system_prompt
+from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
+from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
 logger = logging.getLogger(__name__)

@@ -15,19 +15,11 @@ from haystack.tools import (
     serialize_tools_or_toolset,
 )
 
-from haystack_agentic.llm.calls import (
-    DEFAULT_MAX_RETRIES,
-    LLMCall,
-    call_generator,
-    call_generator_async,
-    compact_messages,
-    describe_error,
-    format_chunks,
-    generator_from_dict_inplace,
-    generator_to_dict,
-    render,
-    warm_up_generator,
-)
+from haystack_agentic.llm.calls import LLMCall, call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.prompts import format_chunks, render
+from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
+from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
+from haystack_agentic.llm.tokens import compact_messages
 from haystack_agentic.tracing import trace_turn
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
 

@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Prompt text for the LLM roles: Jinja rendering in Haystack's sandbox, the optional system message, and chunks
+formatted as a numbered list within a token budget.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from haystack.dataclasses import ChatMessage
+from haystack.utils.jinja2_sandbox import HaystackSandboxedEnvironment
+
+from haystack_agentic.llm.tokens import _COUNTER
+
+_ENV = HaystackSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+
+def render(template: str, **variables: Any) -> str:
+    """
+    Render a Jinja prompt template in Haystack's sandboxed environment.
+
+    :param template: The template text.
+    :param variables: The template's variables.
+    :returns: The rendered text, stripped.
+    """
+    return _ENV.from_string(template).render(**variables).strip()
+
+
+def with_system_prompt(template: str | None, question: str, messages: list[ChatMessage]) -> list[ChatMessage]:
+    """
+    Put a rendered system message before `messages` when a template is given.
+
+    :param template: A Jinja template (variable `question`) or `None`.
+    :param question: The run's question.
+    :param messages: The prompt messages.
+    :returns: The messages, with the system message first when there is one.
+    """
+    if not template:
+        return messages
+    return [ChatMessage.from_system(render(template, question=question)), *messages]
+
+
+def format_chunks(chunks: Sequence[Any], max_chars: int, budget_tokens: int | None = None) -> str:
+    """
+    Render chunks as a numbered list for a prompt: `[n] (title) content`, each cut to `max_chars` characters.
+
+    With `budget_tokens`, chunks are added best first while the text stays within the budget (tokens estimated at
+    4 characters each, Haystack's `ApproximateTokenCounter` ratio); the lowest-ranked chunks are left out first,
+    and a first chunk larger than the whole budget is cut to fit.
+
+    :param chunks: Documents, best first.
+    :param max_chars: Most characters of each chunk's content.
+    :param budget_tokens: Most tokens of the whole text, or `None` for no limit.
+    :returns: The text ('' when there are no chunks).
+    """
+    budget_chars = None if budget_tokens is None else int(budget_tokens * _COUNTER.chars_per_token)
+    lines: list[str] = []
+    used = 0
+    for number, doc in enumerate(chunks, start=1):
+        content = (doc.content or "").strip()
+        if len(content) > max_chars:
+            content = content[:max_chars].rstrip() + " [...]"
+        title = (doc.meta or {}).get("title")
+        line = f"[{number}] " + (f"({title}) " if title else "") + content
+        if budget_chars is not None and used + len(line) + 1 > budget_chars:
+            if not lines:
+                lines.append(line[: max(budget_chars - 6, 0)] + " [...]")
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines)
