@@ -109,7 +109,7 @@ def test_timeout_sync_and_async():
 
 def test_generator_that_keeps_failing_ends_the_run_with_error(store, monkeypatch):
     slept = []
-    monkeypatch.setattr("haystack_agentic.llm.calls.time.sleep", slept.append)  # keep the test fast; record backoffs
+    monkeypatch.setattr(time, "sleep", slept.append)  # keep the test fast; record backoffs
     generator = FlakyGenerator([ConnectionError("down")] * 10)
     router = AgenticRouter(chat_generator=generator, max_retries=2, timeout=None)
     result = build_loop_pipeline(router, InMemoryBM25Retriever(store)).run({"controller": {"query": "q"}})
@@ -319,3 +319,42 @@ def test_answer_and_fallback_prompts_respect_their_context_budget(build_loop, st
     prompt = loop.fallback_llm.calls[0][0][-1].text
     assert len(prompt) < 400 * 4 + 600  # the chunks within the budget, plus the instructions and the question
     assert "[1]" in prompt
+
+
+# --- one retry policy -----------------------------------------------------------------------------------------
+
+
+def test_async_retries_follow_the_same_policy(monkeypatch):
+    slept = []
+
+    async def fake_sleep(seconds):
+        slept.append(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    generator = FlakyGenerator([TimeoutError("a"), HTTPError(502), HTTPError(503)])
+    call = asyncio.run(
+        call_generator_async(generator, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], backoff=0.5)
+    )
+    assert generator.calls == 3 and isinstance(call.error, HTTPError) and call.error.status_code == 503
+    assert slept == [0.5, 1.0]
+    assert call.state.usage["answer"]["calls"] == 3
+    assert call.state.usage["answer"]["prompt_tokens"] == 0  # failed attempts count no tokens
+
+
+def test_a_generator_that_retries_by_itself_is_not_retried_again():
+    generator = FlakyGenerator([ConnectionError("down")] * 3)
+    generator.max_retries = 5  # like OpenAIChatGenerator's client retries
+    call = call_generator(generator, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], backoff=0.01)
+    assert generator.calls == 1 and isinstance(call.error, ConnectionError)
+    generator.max_retries = 0  # its own retries off: the loop's policy applies
+    call = call_generator(generator, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], backoff=0.01)
+    assert generator.calls == 1 + 3 and call.error is None
+
+
+def test_retry_policy_refuses_negative_settings():
+    from haystack_agentic.llm.retries import RetryPolicy
+
+    with pytest.raises(ValueError, match="max_retries must be 0 or more"):
+        RetryPolicy(max_retries=-1, backoff=0.5, is_failure=bool)
+    with pytest.raises(ValueError, match="backoff must be 0 or more"):
+        RetryPolicy(max_retries=1, backoff=-1, is_failure=bool)

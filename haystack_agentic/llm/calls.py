@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-One chat generator call with usage accounting and a tracing span, the same on the sync and async paths.
+One chat generator call with retries (one `RetryPolicy`), usage accounting and a tracing span, the same on the
+sync and async paths.
 """
 
 import asyncio
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +14,13 @@ from haystack.dataclasses import ChatMessage
 from haystack.utils.async_utils import _execute_component_async
 
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.llm.retries import DEFAULT_BACKOFF, DEFAULT_MAX_RETRIES, is_transient
+from haystack_agentic.llm.retries import (
+    DEFAULT_BACKOFF,
+    DEFAULT_MAX_RETRIES,
+    RetryPolicy,
+    generator_retries_itself,
+    is_transient,
+)
 from haystack_agentic.llm.timeouts import run_with_timeout
 from haystack_agentic.llm.tokens import _COUNTER
 
@@ -64,6 +70,50 @@ def _account(
     return state.with_usage(role, replies, prompt_tokens_estimate=estimate)
 
 
+class _Attempts:
+    """The attempts of one call: the state they are counted in, their number, and the retry policy."""
+
+    def __init__(
+        self, generator: Any, state: LoopState, role: str, messages: Sequence[ChatMessage], tools: Any,
+        max_retries: int, backoff: float,
+    ) -> None:
+        self.state, self.role, self.messages, self.tools, self.number = state, role, messages, tools, 0
+        if max_retries and generator_retries_itself(generator):
+            # Its own retries times ours would multiply the attempts (and hide them from `usage`): defer to it.
+            logger.debug("The {role} chat generator retries by itself; the loop does not retry it.", role=role)
+            max_retries = 0
+        self.policy = RetryPolicy(
+            max_retries=max_retries,
+            backoff=backoff,
+            is_failure=lambda call: call.error is not None and is_transient(call.error),
+            describe=lambda call: f"{role}: {call.error!r}",
+        )
+
+    def span(self) -> Any:
+        """A Haystack tracing span for the next attempt (a no-op unless a tracer is enabled)."""
+        return tracing.tracer.trace(
+            "haystack_agentic.llm_call",
+            tags={
+                "haystack_agentic.role": self.role,
+                "haystack_agentic.iteration": self.state.iteration + 1,
+                "haystack_agentic.attempt": self.number + 1,
+            },
+        )
+
+    def record(self, span: Any, replies: list[ChatMessage], error: BaseException | None) -> LLMCall:
+        """Count one attempt in `usage` (no tokens for a failed one: none may have reached a server), tag its span."""
+        self.number += 1
+        self.state = _account(self.state, self.role, self.messages, replies, self.tools, failed=error is not None)
+        _tag_call(span, self.state, self.role, replies, error)
+        return LLMCall(replies=replies, error=error, state=self.state)
+
+    def finish(self, call: LLMCall) -> LLMCall:
+        """The call's outcome, after the last attempt."""
+        if call.error is not None:
+            logger.warning("The {role} chat generator raised: {error}", role=self.role, error=repr(call.error))
+        return call
+
+
 def call_generator(
     generator: Any,
     state: LoopState,
@@ -81,9 +131,11 @@ def call_generator(
     Call a chat generator and count the call for `role`. Exceptions are caught and returned, not raised.
 
     Transient failures (`is_transient`: timeouts, connection errors, HTTP 429/5xx) are retried up to
-    `max_retries` times with exponential backoff (`backoff`, `2 * backoff`, ... seconds); other exceptions are
-    returned at once. Every attempt counts as a call in `usage`; tokens are counted only for attempts that
-    returned (reported by the replies, else estimated).
+    `max_retries` times with exponential backoff (`backoff`, `2 * backoff`, ... seconds; `RetryPolicy`); other
+    exceptions are returned at once. A generator that retries by itself (`generator_retries_itself`, e.g. an
+    `OpenAIChatGenerator` whose `max_retries` is not 0) gets one attempt: its own retries are not multiplied by
+    ours. Every attempt counts as a call in `usage`; tokens are counted only for attempts that returned (reported
+    by the replies, else estimated).
 
     :param generator: Any Haystack chat generator.
     :param state: The run's state (for usage accounting).
@@ -93,28 +145,24 @@ def call_generator(
     :param generation_kwargs: Extra generation kwargs for this call.
     :param tools: Tools offered to the model, if any.
     :param max_retries: Retries of a transient failure (>= 0).
-    :param timeout: Seconds one attempt may take (`None`: no limit); a timeout is transient.
+    :param timeout: Seconds one attempt may take (`None`: no limit); a timeout is transient. Prefer the generator's
+        own timeout when it has one (it cancels the request; this one can only stop waiting, see `run_with_timeout`).
     :param backoff: Seconds before the first retry; doubles each retry.
     :returns: The `LLMCall` (with the last exception when every attempt failed).
     """
     kwargs = _call_kwargs(messages, temperature, generation_kwargs, tools)
-    attempt = 0
-    while True:
-        with _llm_span(role, state, attempt) as span:
+    attempts = _Attempts(generator, state, role, messages, tools, max_retries, backoff)
+
+    def attempt() -> LLMCall:
+        with attempts.span() as span:
             try:
                 result = run_with_timeout(generator, kwargs, timeout, "the chat generator")
                 replies, error = list(result.get("replies") or []), None
             except Exception as exc:  # noqa: BLE001 - any generator failure is a defined outcome of the loop
                 replies, error = [], exc
-            state = _account(state, role, messages, replies, tools, failed=error is not None)
-            _tag_call(span, state, role, replies, error)
-        if error is None or attempt >= max_retries or not is_transient(error):
-            if error is not None:
-                logger.warning("The {role} chat generator raised: {error}", role=role, error=repr(error))
-            return LLMCall(replies=replies, error=error, state=state)
-        logger.info("Transient {role} LLM failure ({error}); retry {n}", role=role, error=repr(error), n=attempt + 1)
-        time.sleep(backoff * 2**attempt)
-        attempt += 1
+            return attempts.record(span, replies, error)
+
+    return attempts.finish(attempts.policy.run(attempt))
 
 
 async def call_generator_async(
@@ -132,42 +180,26 @@ async def call_generator_async(
 ) -> LLMCall:
     """
     Async twin of `call_generator`: awaits the generator's `run_async` when it has one, else runs `run` in a thread;
-    the same retries, backoff (`asyncio.sleep`) and timeout (`asyncio.wait_for`).
+    the same retry policy (sleeping with `asyncio.sleep`), the timeout by `asyncio.wait_for`.
 
     :returns: The `LLMCall`.
     """
     kwargs = _call_kwargs(messages, temperature, generation_kwargs, tools)
-    attempt = 0
-    while True:
-        with _llm_span(role, state, attempt) as span:
+    attempts = _Attempts(generator, state, role, messages, tools, max_retries, backoff)
+
+    async def attempt() -> LLMCall:
+        with attempts.span() as span:
             try:
                 result = await asyncio.wait_for(_execute_component_async(generator, **kwargs), timeout=timeout)
                 replies, error = list(result.get("replies") or []), None
-            except asyncio.TimeoutError:
-                replies, error = [], TimeoutError(f"the chat generator did not answer within {timeout} s")
+            except TimeoutError as exc:
+                late = TimeoutError(f"the chat generator did not answer within {timeout} s")
+                replies, error = [], exc if timeout is None else late
             except Exception as exc:  # noqa: BLE001
                 replies, error = [], exc
-            state = _account(state, role, messages, replies, tools, failed=error is not None)
-            _tag_call(span, state, role, replies, error)
-        if error is None or attempt >= max_retries or not is_transient(error):
-            if error is not None:
-                logger.warning("The {role} chat generator raised: {error}", role=role, error=repr(error))
-            return LLMCall(replies=replies, error=error, state=state)
-        logger.info("Transient {role} LLM failure ({error}); retry {n}", role=role, error=repr(error), n=attempt + 1)
-        await asyncio.sleep(backoff * 2**attempt)
-        attempt += 1
+            return attempts.record(span, replies, error)
 
-
-def _llm_span(role: str, state: LoopState, attempt: int) -> Any:
-    """A Haystack tracing span for one LLM call (a no-op unless a tracer is enabled)."""
-    return tracing.tracer.trace(
-        "haystack_agentic.llm_call",
-        tags={
-            "haystack_agentic.role": role,
-            "haystack_agentic.iteration": state.iteration + 1,
-            "haystack_agentic.attempt": attempt + 1,
-        },
-    )
+    return attempts.finish(await attempts.policy.run_async(attempt))
 
 
 def _tag_call(span: Any, state: LoopState, role: str, replies: list[ChatMessage], error: BaseException | None) -> None:
