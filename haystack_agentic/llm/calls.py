@@ -11,6 +11,7 @@ from typing import Any
 
 from haystack import logging, tracing
 from haystack.dataclasses import ChatMessage
+from haystack.token_counters import ApproximateTokenCounter
 from haystack.utils.async_utils import _execute_component_async
 
 from haystack_agentic.dataclasses.loop_state import LoopState
@@ -22,9 +23,11 @@ from haystack_agentic.llm.retries import (
     is_transient,
 )
 from haystack_agentic.llm.timeouts import run_with_timeout
-from haystack_agentic.llm.tokens import _COUNTER
 
 logger = logging.getLogger(__name__)
+
+#: Estimates the prompt tokens of a call for `usage` when the replies do not report them (an average, not a bound).
+_USAGE_COUNTER = ApproximateTokenCounter()
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ def _account(
     failed: bool = False,
 ) -> LoopState:
     # A failed attempt counts as a call, but no tokens are estimated for it: none may have reached a server.
-    estimate = 0 if failed else _COUNTER.count(list(messages), tools=tools or None)
+    estimate = 0 if failed else _USAGE_COUNTER.count(list(messages), tools=tools or None)
     return state.with_usage(role, replies, prompt_tokens_estimate=estimate)
 
 

@@ -310,6 +310,11 @@ class EmbeddedChatGenerator:
                     loaded = _LOADED[str(model_dir)] = (generator, threading.Lock())
             self._generator, self._run_lock = loaded
 
+    @property
+    def tokenizer(self) -> Any:
+        """The model's Hugging Face tokenizer once warmed up (`None` before): token budgets count with it."""
+        return getattr(getattr(self._generator, "pipeline", None), "tokenizer", None)
+
     def _prepare(self, generation_kwargs: dict[str, Any] | None, tools: Any) -> dict[str, Any]:
         if tools and not self._warned_tools:
             self._warned_tools = True
