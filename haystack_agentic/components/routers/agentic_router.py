@@ -285,8 +285,9 @@ class AgenticRouter:
         self._all_tools = [*_builtin_tools(max_top_k), *user_tools]
 
     def warm_up(self) -> None:
-        """Warm up the chat generator (and user tools that need it)."""
+        """Warm up the chat generator (and user tools that need it), and find how to count its tokens."""
         warm_up_generator(self.chat_generator)
+        self._token_counter()  # loads a tiktoken encoding now, if one applies, rather than in the first turn
         for tool in self._user_tools.values():
             if hasattr(tool, "warm_up"):
                 tool.warm_up()
