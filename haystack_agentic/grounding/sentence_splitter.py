@@ -7,8 +7,8 @@ installed with the `grounding` extra): it knows abbreviations ("Dr.", "e.g."), d
 numbered lists, quotes and parentheses, and CJK sentence ends ("。"). This module adds what grounding needs on
 top of it:
 
-- offsets that always index back into the original text (`text[start:end] == sentence.text`), found by walking
-  the text rather than trusting the library's own spans;
+- offsets that always index back into the original text (`text[start:end] == sentence.text`), from pysbd's own
+  character spans (`char_span=True`); text pysbd leaves out of every span becomes a span of its own;
 - Markdown awareness: a line break before a list item, heading or quote always ends a sentence, and the markers
   themselves (`#`, `-`, `*`, `1.`, `>`) are outside the span;
 - no empty spans: whitespace and pure punctuation / Markdown rules (`---`, fences) are dropped.
@@ -19,7 +19,6 @@ warning; it gets abbreviations wrong.
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from haystack import logging
@@ -53,49 +52,33 @@ class Sentence:
         return {"text": self.text, "start": self.start, "end": self.end}
 
 
-@lru_cache(maxsize=8)
-def _segmenter(language: str) -> Any:
-    import pysbd  # noqa: PLC0415 - optional dependency (`grounding` extra)
-
-    return pysbd.Segmenter(language=language, clean=False, char_span=False)
-
-
-def _library_pieces(text: str, language: str) -> list[str] | None:
+def _library_spans(text: str, language: str) -> list[tuple[int, int]] | None:
+    """Sentence spans from pysbd's `char_span` output; `None` when pysbd is not installed."""
     try:
-        return list(_segmenter(language).segment(text))
+        import pysbd  # noqa: PLC0415 - optional dependency (`grounding` extra)
     except ImportError:
         logger.warning(
             "pysbd is not installed (pip install 'haystack-agentic[grounding]'); using a simple punctuation splitter."
         )
         return None
-
-
-def _fallback_pieces(text: str) -> list[str]:
-    pieces, last = [], 0
-    for match in _FALLBACK_END.finditer(text):
-        pieces.append(text[last : match.end()])
-        last = match.end()
-    pieces.append(text[last:])
-    return pieces
-
-
-def _locate(text: str, pieces: list[str]) -> list[tuple[int, int]]:
-    """Find each piece in order in `text`; pieces the library altered are skipped (their text stays uncovered)."""
-    spans, cursor = [], 0
-    for piece in pieces:
-        stripped = piece.strip()
-        if not stripped:
-            continue
-        found = text.find(stripped, cursor)
-        if found < 0:
-            continue
-        spans.append((found, found + len(stripped)))
-        cursor = found + len(stripped)
+    # A new segmenter per call: `segment` keeps the text on the instance, so a shared one is not thread-safe.
+    segmenter = pysbd.Segmenter(language=language, clean=False, char_span=True)
+    spans, last_end = [], 0
+    for span in segmenter.segment(text):
+        start = max(span.start, last_end)  # pysbd finds its spans by searching the text: never let two overlap
+        if span.end > start:
+            spans.append((start, span.end))
+            last_end = span.end
     return spans
 
 
+def _fallback_spans(text: str) -> list[tuple[int, int]]:
+    cuts = [0, *(match.end() for match in _FALLBACK_END.finditer(text)), len(text)]
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if a < b]
+
+
 def _fill_gaps(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Text the splitter did not cover (e.g. it normalised a piece) becomes its own span, so nothing is lost."""
+    """Text the splitter did not cover (pysbd drops a sentence it cannot find again) becomes its own span."""
     filled, cursor = [], 0
     for start, end in spans:
         if text[cursor:start].strip():
@@ -146,10 +129,8 @@ def split_sentences(text: str, language: str = "en") -> list[Sentence]:
     """
     if not text or not text.strip():
         return []
-    pieces = _library_pieces(text, language)
-    if pieces is None:
-        pieces = _fallback_pieces(text)
-    spans = _fill_gaps(text, _locate(text, pieces))
+    spans = _library_spans(text, language)
+    spans = _fill_gaps(text, _fallback_spans(text) if spans is None else spans)
     sentences = []
     for start, end in spans:
         for block_start, block_end in _split_blocks(text, start, end):

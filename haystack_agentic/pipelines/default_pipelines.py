@@ -236,8 +236,8 @@ def embedded_weaviate_pipeline() -> Pipeline:
 def openai_generator() -> OpenAIChatGenerator:
     """
     The packaged OpenAI-compatible chat generator: the client's own retries are off (`max_retries=0`) because the
-    loop retries transient failures itself (with backoff, see `_llm.call_generator`); stacking both made an
-    unreachable server take about 50 s to report.
+    loop retries transient failures itself (with backoff, see `haystack_agentic.llm.calls.call_generator`);
+    stacking both made an unreachable server take about 50 s to report.
 
     :returns: The generator (the key is read from `OPENAI_API_KEY` on warm-up).
     """

@@ -19,6 +19,7 @@ from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, max_runs_for
 from haystack_agentic.resources import pipeline_path
+from haystack_agentic.settings import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, openai_configured
 
 #: Components every loop pipeline YAML has (see `build_loop_pipeline`).
 REQUIRED_COMPONENTS = ("controller", "retriever", "result")
@@ -33,7 +34,7 @@ def choose_llm(requested: str) -> str:
     """
     if requested != "auto":
         return requested
-    return "openai" if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") else "embedded"
+    return "openai" if openai_configured() else "embedded"
 
 
 def packaged_pipeline_for(llm: str, mode: str = "tools", base_url: str | None = None) -> Path:
@@ -51,10 +52,10 @@ def packaged_pipeline_for(llm: str, mode: str = "tools", base_url: str | None = 
     """
     if llm == "embedded":
         return pipeline_path("agentic_rag_embedded")
-    if not os.environ.get("OPENAI_API_KEY"):
-        if not (base_url or os.environ.get("OPENAI_BASE_URL")):
+    if not os.environ.get(ENV_OPENAI_API_KEY):
+        if not (base_url or os.environ.get(ENV_OPENAI_BASE_URL)):
             raise ValueError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL / --base-url for a local server).")
-        os.environ["OPENAI_API_KEY"] = "not-needed-for-a-local-server"
+        os.environ[ENV_OPENAI_API_KEY] = "not-needed-for-a-local-server"
     return pipeline_path("agentic_rag_json" if mode == "json" else "agentic_rag")
 
 

@@ -32,3 +32,37 @@ def test_blank_text_has_no_sentences():
 
 def test_plain_removes_markdown():
     assert plain("Some **bold** and `code` and [a link](http://x).") == "Some bold and code and a link."
+
+
+def test_offsets_hold_for_any_text():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    alphabet = st.sampled_from(list("ab .!?。\n-#*1)\"'") + ["Dr.", "e.g.", "3.5", "  ", "东京", "\t"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(alphabet, max_size=40).map("".join))
+    def check(text):
+        sentences = split_sentences(text)
+        for s in sentences:
+            assert s.text and text[s.start : s.end] == s.text and s.text == s.text.strip()
+        assert all(a.end <= b.start for a, b in zip(sentences, sentences[1:]))
+
+    check()
+
+
+def test_without_pysbd_a_punctuation_splitter_is_used(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "pysbd", None)  # `import pysbd` raises ImportError
+    text = "Paris is in France. It is big!\n- an item"
+    assert [s.text for s in split_sentences(text)] == ["Paris is in France.", "It is big!", "an item"]
+
+
+def test_threads_splitting_at_once_get_their_own_sentences():
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"Sentence {i} one. Sentence {i} two has more words in it. And {i} three." * 3 for i in range(16)]
+    expected = [[s.text for s in split_sentences(t)] for t in texts]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in range(5):
+            got = list(pool.map(lambda t: [s.text for s in split_sentences(t)], texts))
+            assert got == expected

@@ -7,18 +7,11 @@ from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
-from haystack_agentic.llm.calls import (
-    DEFAULT_MAX_RETRIES,
-    call_generator,
-    call_generator_async,
-    describe_error,
-    format_chunks,
-    generator_from_dict_inplace,
-    generator_to_dict,
-    render,
-    warm_up_generator,
-    with_system_prompt,
-)
+from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.prompts import format_chunks, render, with_system_prompt
+from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
+from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
+from haystack_agentic.llm.tokens import token_counter_for
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
 logger = logging.getLogger(__name__)
@@ -118,8 +111,9 @@ class Answerer:
             every hop's evidence is in the prompt even when its scores are low, and fewer distractors are. With the
             packaged SmolLM2-135M on 40 HotpotQA questions, N=2 doubled the answers containing the gold answer
             (17 against 9 with the best 6 by score).
-        :param context_budget_tokens: Most tokens of the chunks in a prompt (estimated at 4 characters per token);
-            the lowest-ranked chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
+        :param context_budget_tokens: Most tokens of the chunks in a prompt, counted with the model's tokenizer when
+            known, else a conservative estimate (`haystack_agentic.llm.tokens.token_counter_for`); the lowest-ranked
+            chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
@@ -194,7 +188,12 @@ class Answerer:
 
     def _prepare(self, state: LoopState) -> dict[str, LoopState] | list[ChatMessage]:
         action = state.pending_action or "answer"
-        chunks = format_chunks(self.select_chunks(state), self.chunk_chars, self.context_budget_tokens)
+        chunks = format_chunks(
+            self.select_chunks(state),
+            self.chunk_chars,
+            self.context_budget_tokens,
+            token_counter_for(self.chat_generator),
+        )
         if self.chat_generator is None:
             if state.draft and action in ("answer", "reflect"):
                 if action == "reflect":

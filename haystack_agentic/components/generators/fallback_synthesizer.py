@@ -6,18 +6,11 @@ from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
-from haystack_agentic.llm.calls import (
-    DEFAULT_MAX_RETRIES,
-    call_generator,
-    call_generator_async,
-    describe_error,
-    format_chunks,
-    generator_from_dict_inplace,
-    generator_to_dict,
-    render,
-    warm_up_generator,
-    with_system_prompt,
-)
+from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.prompts import format_chunks, render, with_system_prompt
+from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
+from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
+from haystack_agentic.llm.tokens import token_counter_for
 from haystack_agentic.dataclasses.loop_state import LoopState
 
 logger = logging.getLogger(__name__)
@@ -85,8 +78,9 @@ class FallbackSynthesizer:
         :param enabled: `False` turns the fallback call off.
         :param max_chunks: Most chunks (best first) put into the prompt. Default 10.
         :param chunk_chars: Most characters of each chunk in the prompt. Default 1200.
-        :param context_budget_tokens: Most tokens of the chunks in a prompt (estimated at 4 characters per token);
-            the lowest-ranked chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
+        :param context_budget_tokens: Most tokens of the chunks in a prompt, counted with the model's tokenizer when
+            known, else a conservative estimate (`haystack_agentic.llm.tokens.token_counter_for`); the lowest-ranked
+            chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
@@ -167,7 +161,12 @@ class FallbackSynthesizer:
         prompt = render(
             self.synthesis_prompt or DEFAULT_SYNTHESIS_PROMPT,
             question=state.question,
-            chunks=format_chunks(state.chunks[: self.max_chunks], self.chunk_chars, self.context_budget_tokens),
+            chunks=format_chunks(
+                state.chunks[: self.max_chunks],
+                self.chunk_chars,
+                self.context_budget_tokens,
+                token_counter_for(self.chat_generator),
+            ),
             draft=state.draft,
         )
         return with_system_prompt(self.system_prompt, state.question, [ChatMessage.from_user(prompt)])

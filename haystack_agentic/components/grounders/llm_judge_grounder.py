@@ -13,15 +13,9 @@ from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.grounding.assembly import assemble, chunk_sources, make_span, skip_reason, skipped
-from haystack_agentic.llm.calls import (
-    call_generator,
-    call_generator_async,
-    describe_error,
-    generator_from_dict_inplace,
-    generator_to_dict,
-    render,
-    warm_up_generator,
-)
+from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.prompts import render
+from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.sentence_splitter import split_sentences
 

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 from haystack import Document, component, default_from_dict, default_to_dict, logging
 from haystack.dataclasses import ChatMessage
-from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.errors import FilterError
+from haystack.utils.filters import LOGICAL_OPERATORS, document_matches_filter
 from pydantic import StringConstraints
 
 from haystack_agentic.dataclasses.loop_state import LoopState
@@ -59,15 +60,19 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
 
 def validate_filters(filters: Any) -> dict[str, Any] | None:
     """
-    Check Haystack metadata filters before a run: their shape, operators and syntax.
+    Check Haystack metadata filters before a run: their shape, operators and values.
 
-    The check runs Haystack's own filter matching against a one-document in-memory store, so a malformed filter
-    fails here with Haystack's message rather than inside a retriever mid-loop. (A filter that is well formed but
-    does not fit the stored metadata's types, e.g. `>` on a string field, can only fail at search time.)
+    Every node of the filter tree is checked, not only the ones a document would reach: groups need a logical
+    `operator` (`AND`, `OR`, `NOT`) and a list of `conditions`; each condition (a dict with `field`) is checked by
+    Haystack's own matching (`haystack.utils.filters.document_matches_filter`, which rejects an unknown comparison
+    operator, a missing `value`, a non-list for `in`/`not in`) against an empty document. So a malformed filter
+    fails here with a message that says where, rather than inside a retriever mid-loop. (A filter that is well
+    formed but does not fit the stored metadata's types, e.g. `>` on a string field, can only fail at search time.)
 
     :param filters: The filters, or `None`.
     :returns: The filters (`None` for none or empty).
-    :raises ValueError: If they are not a dict or not valid Haystack filters.
+    :raises ValueError: If they are not a dict or not valid Haystack filters; the message names the offending node
+        (e.g. `filters.conditions[1]`) and what is wrong with it.
     """
     if not filters:
         if filters is not None and not isinstance(filters, dict):
@@ -75,13 +80,44 @@ def validate_filters(filters: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(filters, dict):
         raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
-    probe = InMemoryDocumentStore()
-    probe.write_documents([Document(content="probe")])
-    try:
-        probe.filter_documents(filters=filters)
-    except Exception as exc:  # noqa: BLE001 - any failure means the filter is malformed
-        raise ValueError(f"Not a valid Haystack filter: {exc}") from exc
+    problem = _filter_problem(filters)
+    if problem is not None:
+        raise ValueError(f"Not a valid Haystack filter: {problem}. See {_FILTERS_DOCS}")
     return filters
+
+
+_FILTERS_DOCS = "https://docs.haystack.deepset.ai/docs/metadata-filtering"
+
+
+def _filter_problem(filters: dict[str, Any]) -> str | None:
+    """The first problem found in a filter tree (walked without recursion: any depth is fine), or `None`."""
+    empty = Document(content="")
+    pending: list[tuple[str, Any]] = [("filters", filters)]
+    while pending:
+        where, node = pending.pop()
+        if not isinstance(node, dict):
+            return f"{where} must be a dict (a condition or a group), got {type(node).__name__}"
+        if "field" in node:
+            if not isinstance(node["field"], str) or not node["field"]:
+                return f"{where}: 'field' must be a non-empty string such as 'meta.title', got {node['field']!r}"
+            try:
+                document_matches_filter(node, empty)
+            except (FilterError, TypeError, ValueError) as exc:
+                return f"{where}: {exc}"
+            continue
+        if "operator" not in node:
+            return (
+                f"{where} has neither 'field' nor 'operator': a condition is "
+                "{'field', 'operator', 'value'}, a group is {'operator': 'AND'|'OR'|'NOT', 'conditions': [...]}"
+            )
+        if node["operator"] not in LOGICAL_OPERATORS:
+            valid = ", ".join(sorted(LOGICAL_OPERATORS))
+            return f"{where}: unknown logical operator {node['operator']!r} (a group's operator is one of {valid})"
+        conditions = node.get("conditions")
+        if not isinstance(conditions, list):
+            return f"{where}: a group needs 'conditions', a list of conditions or groups"
+        pending.extend((f"{where}.conditions[{i}]", condition) for i, condition in enumerate(conditions))
+    return None
 
 
 @component

@@ -6,7 +6,7 @@ from typing import Any
 from haystack import Document, component, logging
 from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name
 
-from haystack_agentic.llm.calls import run_with_timeout
+from haystack_agentic.llm.timeouts import run_with_timeout
 from haystack_agentic.tracing import tag_current_span
 
 logger = logging.getLogger(__name__)

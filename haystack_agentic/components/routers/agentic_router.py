@@ -15,19 +15,11 @@ from haystack.tools import (
     serialize_tools_or_toolset,
 )
 
-from haystack_agentic.llm.calls import (
-    DEFAULT_MAX_RETRIES,
-    LLMCall,
-    call_generator,
-    call_generator_async,
-    compact_messages,
-    describe_error,
-    format_chunks,
-    generator_from_dict_inplace,
-    generator_to_dict,
-    render,
-    warm_up_generator,
-)
+from haystack_agentic.llm.calls import LLMCall, call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.prompts import format_chunks, render
+from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
+from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
+from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
 from haystack_agentic.tracing import trace_turn
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
 
@@ -255,9 +247,11 @@ class AgenticRouter:
         :param strict: In json mode, raise `ValueError` (with the raw reply) on output that is not a valid
             decision, instead of recording it and going on.
         :param chunk_preview_chars: Most characters of each chunk in the json-mode prompt. Default 600.
-        :param context_budget_tokens: Most prompt tokens of one controller call (estimated at 4 characters per
-            token). Tools mode compacts older search results into one-line digests, then cuts the latest one from
-            its lowest-ranked end; json mode leaves out the lowest-ranked chunks. Default 16000.
+        :param context_budget_tokens: Most prompt tokens of one controller call, counted with the model's tokenizer
+            when known (a local model's own; tiktoken for OpenAI model names), else a conservative estimate that
+            does not undercount CJK text (`haystack_agentic.llm.tokens`). Tools mode compacts older search results
+            into one-line digests, then cuts the latest one from its lowest-ranked end; json mode gives the chunks
+            half the budget, leaving out the lowest-ranked. Default 16000.
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
@@ -291,8 +285,9 @@ class AgenticRouter:
         self._all_tools = [*_builtin_tools(max_top_k), *user_tools]
 
     def warm_up(self) -> None:
-        """Warm up the chat generator (and user tools that need it)."""
+        """Warm up the chat generator (and user tools that need it), and find how to count its tokens."""
         warm_up_generator(self.chat_generator)
+        self._token_counter()  # loads a tiktoken encoding now, if one applies, rather than in the first turn
         for tool in self._user_tools.values():
             if hasattr(tool, "warm_up"):
                 tool.warm_up()
@@ -359,6 +354,10 @@ class AgenticRouter:
 
     # --- preparing the call -------------------------------------------------------------------------------
 
+    def _token_counter(self) -> TokenCounter:
+        """The controller model's tokenizer when known (after warm-up), else a conservative estimate."""
+        return token_counter_for(self.chat_generator)
+
     def _prepare(self, state: LoopState) -> dict[str, Any] | tuple[LoopState, list[ChatMessage], Any]:
         """Return an early route, or (state, messages, tools) for the LLM call."""
         if self.mode == "json":
@@ -373,7 +372,9 @@ class AgenticRouter:
                 self.json_prompt or DEFAULT_JSON_PROMPT,
                 question=state.question,
                 # Half the budget for the chunks leaves room for the question, the history and the reply.
-                chunks=format_chunks(state.chunks, self.chunk_preview_chars, self.context_budget_tokens // 2),
+                chunks=format_chunks(
+                    state.chunks, self.chunk_preview_chars, self.context_budget_tokens // 2, self._token_counter()
+                ),
                 history=state.tool_history,
                 draft=state.draft,
                 iteration=state.iteration + 1,
@@ -388,7 +389,8 @@ class AgenticRouter:
                 user_tools=list(self._user_tools),
             )
             state = state.with_messages(ChatMessage.from_system(system), ChatMessage.from_user(state.question))
-        return state, compact_messages(state.messages, self.context_budget_tokens, self._all_tools), self._all_tools
+        messages = compact_messages(state.messages, self.context_budget_tokens, self._all_tools, self._token_counter())
+        return state, messages, self._all_tools
 
     # --- routing the reply --------------------------------------------------------------------------------
 

