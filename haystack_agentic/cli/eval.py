@@ -9,8 +9,8 @@ policy, and the LLM router when an LLM is configured (OPENAI_API_KEY or
 OPENAI_BASE_URL). Per dataset it prints a table (answer EM/F1, evidence recall,
 searches, LLM calls and tokens per question, seconds) and writes
 <out>/<name>.json (every question's record and the totals) and <out>/<name>.png
-(evidence recall and answer F1 against LLM calls per question, with 95%
-confidence intervals).
+(evidence recall and answer F1 against LLM calls per question, each with its
+95% confidence interval; searches per question when no LLM call was made).
 
 Answers of the one-shot and bridge-entity configurations come from the
 packaged SmolLM2-135M (offline). --no-answer skips the answer LLM and reports
