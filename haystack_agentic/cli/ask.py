@@ -27,6 +27,41 @@ if TYPE_CHECKING:
     from haystack import Pipeline
     from rich.console import Console
 
+_DESCRIPTION = """\
+Answer a question with the agentic loop: an LLM decides, turn by turn, to
+search the document store again, answer, or give up. It prints each turn's
+action and the chunks found, the answer, why the loop stopped, the LLM calls
+and tokens, and how far each answer sentence is supported by the chunks.
+
+The LLM (--llm auto): an OpenAI-compatible endpoint when OPENAI_API_KEY or
+OPENAI_BASE_URL is set (Ollama, vLLM and llama.cpp servers via --base-url),
+else the packaged SmolLM2-135M, offline, with a fixed bridge-entity policy.
+The store: the default store file (the shipped HotpotQA sample is indexed into
+it on first use), --store FILE, or --backend milvus/weaviate. See `index`.
+
+Exit codes: 0 answered (or gave up), 1 the loop ended in an error, 2 bad input.
+"""
+
+_EXAMPLES = """\
+examples:
+  # offline, over the shipped HotpotQA sample
+  haystack-agentic ask 'Who directed Big Stone Gap?'
+  # over your own documents (see `haystack-agentic index --help`)
+  haystack-agentic ask 'What do my notes say?' --store my_store.json
+  # a local OpenAI-compatible server, JSON routing for models without tools
+  haystack-agentic ask 'Who directed Big Stone Gap?' --llm openai \\
+      --base-url http://127.0.0.1:11434/v1 --model qwen2.5:7b --mode json
+  # search only documents whose metadata match; print the whole result as JSON
+  haystack-agentic ask 'Who wrote the novel?' --json \\
+      --filters '{"field": "meta.title", "operator": "==",
+                 "value": "Adriana Trigiani"}'
+  # the packaged Milvus Lite pipeline (the file from `index --backend milvus`)
+  haystack-agentic ask 'Who directed Big Stone Gap?' \\
+      --backend milvus --uri my_docs.db
+  # your own loop pipeline YAML
+  haystack-agentic ask 'Who directed Big Stone Gap?' --pipeline my_loop.yml
+"""
+
 
 def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
     """
@@ -35,7 +70,13 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
     :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
     :returns: The `ask` parser.
     """
-    ask = subparsers.add_parser("ask", help="Answer a question with the agentic loop and print the trace.")
+    ask = subparsers.add_parser(
+        "ask",
+        help="Answer a question with the agentic loop and print the trace.",
+        description=_DESCRIPTION,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ask.add_argument("question", help="The question.")
     ask.add_argument("--json", action="store_true", help="Print the result as JSON.")
     ask.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")

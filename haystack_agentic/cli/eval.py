@@ -1,14 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`haystack-agentic eval`: compare loop configurations on HotpotQA-format QA sets, side by side.
+`haystack-agentic eval`: compare loop configurations on HotpotQA-format QA sets.
 
-Each dataset's paragraphs go into one in-memory BM25 store; every configuration (one-shot retrieve-then-answer,
-the deterministic bridge-entity policy, and the LLM router when an LLM is configured) runs every question through
-the loop pipeline at the same chunk budget. Per dataset it prints a table and writes `<out>/<name>.json` (every
-question's record and the totals) and `<out>/<name>.png` (quality and recall against LLM calls per question).
+Each dataset's paragraphs go into one in-memory BM25 store; every
+configuration runs every question through the loop pipeline at the same chunk
+budget: one-shot (retrieve once, then answer), the deterministic bridge-entity
+policy, and the LLM router when an LLM is configured (OPENAI_API_KEY or
+OPENAI_BASE_URL). Per dataset it prints a table (answer EM/F1, evidence recall,
+searches, LLM calls and tokens per question, seconds) and writes
+<out>/<name>.json (every question's record and the totals) and <out>/<name>.png
+(evidence recall and answer F1 against LLM calls per question, each with its
+95% confidence interval; searches per question when no LLM call was made).
 
-Answers for the one-shot and bridge-entity configurations come from the packaged SmolLM2-135M (offline);
-`--no-answer` skips the answer LLM and reports retrieval only (recall, searches), which is fast.
+Answers of the one-shot and bridge-entity configurations come from the
+packaged SmolLM2-135M (offline). --no-answer skips the answer LLM and reports
+retrieval only (evidence recall, searches), which takes seconds.
 """
 
 import argparse
@@ -23,6 +29,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from haystack_agentic.resources import sample_corpus_path
+
+_EXAMPLES = """\
+examples:
+  # retrieval only, 60 questions of the shipped HotpotQA sample (seconds)
+  haystack-agentic eval --limit 60 --no-answer
+  # with answers from the packaged SmolLM2 (about a second per question)
+  haystack-agentic eval --limit 20
+  # your own QA sets in the HotpotQA/MuSiQue format, one table and plot each
+  haystack-agentic eval --data dev_a.jsonl --data dev_b.jsonl --out results/
+  # the LLM router against the bridge-entity policy, on a local server
+  OPENAI_BASE_URL=http://127.0.0.1:11434/v1 haystack-agentic eval \\
+      --configs bridge-entity,llm-router --model qwen2.5:7b --limit 30
+"""
 
 #: Configuration names `--configs` accepts.
 CONFIG_NAMES = ("one-shot", "bridge-entity", "llm-router")
@@ -39,6 +58,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         "eval",
         help="Evaluate loop configurations on HotpotQA-format QA sets (quality, recall, cost, speed).",
         description=__doc__,
+        epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(

@@ -25,6 +25,40 @@ if TYPE_CHECKING:
 
 _WRITE_BATCH = 200
 
+_DESCRIPTION = """\
+Write documents into a document store that `ask`, `serve` and the pipelines
+search: by default a JSON file holding an in-memory BM25 store; with --backend,
+a Milvus (Lite file or server) or Weaviate collection with MiniLM embeddings.
+Document ids come from content and source, so indexing the same files again
+duplicates nothing.
+
+Formats it reads (a file, or a folder searched recursively; other files are
+left out):
+  .jsonl           HotpotQA / MuSiQue format: one document per paragraph
+  .txt             plain text (UTF-8)
+  .md .markdown    Markdown, converted to plain text
+  .html .htm       HTML, main text extracted
+  .pdf             PDF text layer (scanned pages without text give nothing)
+Text is cleaned and split into chunks of 200 words with 20 words of overlap.
+Empty files and text files that are not UTF-8 are skipped with a note on
+stderr. With --pipeline, every format but .jsonl.
+"""
+
+_EXAMPLES = """\
+examples:
+  # the shipped HotpotQA sample into the default store (what `ask` uses)
+  haystack-agentic index
+  # your files into a store file of your own
+  haystack-agentic index my_docs/ --store my_store.json
+  # with MiniLM embeddings, for pipelines/agentic_rag_embedded_dense.yml
+  haystack-agentic index my_docs/ --embed --store my_dense_store.json
+  # into a Milvus Lite file (dense + BM25, hybrid retrieval)
+  haystack-agentic index my_docs/ --backend milvus --uri my_docs.db
+  # with a YAML indexing pipeline of your own
+  haystack-agentic index my_docs/ --uri my_docs.db \\
+      --pipeline pipelines/indexing_milvus.yml
+"""
+
 
 def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     """
@@ -33,8 +67,19 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
     :returns: The `index` parser.
     """
-    index = subparsers.add_parser("index", help="Index documents into a saved in-memory document store.")
-    index.add_argument("path", nargs="?", help="JSONL (HotpotQA format), .txt/.md file or folder (default: sample).")
+    index = subparsers.add_parser(
+        "index",
+        help="Index documents (.jsonl .txt .md .html .pdf) into a document store.",
+        description=_DESCRIPTION,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    index.add_argument(
+        "path",
+        nargs="?",
+        help="A file or folder of .jsonl (HotpotQA/MuSiQue), .txt, .md/.markdown, .html/.htm, .pdf files "
+        "(default: the shipped HotpotQA sample).",
+    )
     index.add_argument("--store", help="Store file to write (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
     index.add_argument("--quiet", action="store_true", help="No progress bar.")
     index.add_argument(

@@ -23,11 +23,17 @@ from haystack_agentic.cli.serve import add_serve_parser
 
 _EXAMPLES = """\
 examples:
-  haystack-agentic ask 'Who directed Big Stone Gap?'       # offline: indexes the shipped sample on first use
-  haystack-agentic index my_docs/ --store my_store.json     # .txt/.md/.html/.pdf/.jsonl files
+  # offline: indexes the shipped HotpotQA sample on first use
+  haystack-agentic ask 'Who directed Big Stone Gap?'
+  # your documents (.jsonl .txt .md .html .pdf), then questions over them
+  haystack-agentic index my_docs/ --store my_store.json
   haystack-agentic ask 'What is in my docs?' --store my_store.json
-  haystack-agentic eval --limit 50 --no-answer              # retrieval-only comparison of loop policies
-  haystack-agentic serve --port 1416                        # REST, OpenAI-compatible chat, MCP on 127.0.0.1
+  # retrieval-only comparison of loop policies (seconds)
+  haystack-agentic eval --limit 60 --no-answer
+  # REST, OpenAI-compatible chat and MCP on 127.0.0.1
+  haystack-agentic serve --port 1416
+
+`haystack-agentic COMMAND --help` describes a command, with examples.
 """
 
 

@@ -1,17 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`haystack-agentic serve`: serve the agentic loop with hayhooks (REST, OpenAI-compatible chat, MCP).
+`haystack-agentic serve`: serve the agentic loop with hayhooks (REST,
+OpenAI-compatible chat, MCP).
 
-It writes one hayhooks pipeline directory per served pipeline (`<name>/pipeline_wrapper.py`, an
-`AgenticLoopWrapper` pointing at the YAML) into a serving directory, sets the deserialisation allow-list so our
-modules load, and runs the hayhooks app: `POST /<name>/run`, `/v1/chat/completions` (model `<name>`) and, on
-`--mcp-port`, an MCP server (streamable HTTP at `/mcp`, SSE at `/sse`) listing each pipeline as a tool.
-YAML files already in the serving directory (`--pipelines-dir`) are deployed too, as plain hayhooks YAML
+It writes one hayhooks pipeline directory per served pipeline
+(`<name>/pipeline_wrapper.py`, an `AgenticLoopWrapper` pointing at the YAML)
+into a serving directory, sets the deserialisation allow-list so our modules
+load, and runs the hayhooks app: `POST /<name>/run`, `/v1/chat/completions`
+(model `<name>`) and, on --mcp-port, an MCP server (streamable HTTP at `/mcp`,
+SSE at `/sse`) listing each pipeline as a tool. YAML files already in the
+serving directory (--pipelines-dir) are deployed too, as plain hayhooks YAML
 pipelines.
 
-Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged pipeline chosen like `ask` does
-(an OpenAI-compatible endpoint when `OPENAI_API_KEY` / `OPENAI_BASE_URL` is set, else the embedded offline
-model), served as `agentic_rag`.
+Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged
+pipeline chosen like `ask` does (an OpenAI-compatible endpoint when
+OPENAI_API_KEY / OPENAI_BASE_URL is set, else the embedded offline model),
+served as `agentic_rag`.
 """
 
 import argparse
@@ -43,6 +47,19 @@ class PipelineWrapper(AgenticLoopWrapper):
 '''
 
 
+_EXAMPLES = """\
+examples:
+  # the packaged pipeline over the default store, on 127.0.0.1:1416 (MCP: 1417)
+  haystack-agentic serve
+  # ask it
+  curl -s 127.0.0.1:1416/agentic_rag/run -H 'Content-Type: application/json' \\
+      -d '{"query": "Who directed Big Stone Gap?"}'
+  # your store and your own loop YAML, served as `docs`; no MCP
+  haystack-agentic serve --store my_store.json --pipeline docs=my_loop.yml \\
+      --mcp-port 0
+"""
+
+
 class ServeError(Exception):
     """A `serve` set-up problem, reported as one line with what to change."""
 
@@ -54,7 +71,13 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     :param subparsers: The result of `parser.add_subparsers()`.
     :returns: The `serve` parser (its `func` default is `cmd_serve`).
     """
-    serve = subparsers.add_parser("serve", help="Serve the loop with hayhooks: REST, OpenAI-compatible chat, MCP.")
+    serve = subparsers.add_parser(
+        "serve",
+        help="Serve the loop with hayhooks: REST, OpenAI-compatible chat, MCP.",
+        description=__doc__,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"Address to bind (default {DEFAULT_HOST}).")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT}).")
     serve.add_argument("--mcp-port", type=int, help="MCP port (default: --port + 1; 0 disables MCP).")

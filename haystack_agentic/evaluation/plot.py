@@ -1,7 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Plot an evaluation report: answer quality and retrieval recall against LLM calls per question, one point per
-configuration (matplotlib, the non-interactive Agg backend; install the `eval` extra).
+Plot an evaluation report: evidence recall and answer F1 against LLM calls per question, one point per
+configuration with its 95% confidence interval (matplotlib, the non-interactive Agg backend; the `eval` extra).
+
+- Evidence recall is the share of questions whose gold paragraphs were all among the chunks found; its interval
+  is the Wilson score interval. Answer F1 is the mean per-question F1; its interval, and the horizontal one of
+  LLM calls per question, is the percentile bootstrap (2,000 resamples of the questions, fixed seed).
+- The answer-F1 panel is drawn only when answers were scored (not in retrieval-only runs). When no configuration
+  made an LLM call, the x axis is searches per question instead (LLM calls would all be 0).
+- Configurations are told apart by colour and marker in one legend, with their number of questions `n`; points
+  that share an x value are drawn a few points apart so that none hides another. The y axis is 0-100 %.
 
 Usage example:
 ```python
@@ -11,72 +19,178 @@ plot_report(report, "eval-results/eval.png")  # report from `run_eval`
 ```
 """
 
+import textwrap
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from haystack import logging
+from haystack_agentic.evaluation.intervals import bootstrap_mean_interval, wilson_interval
 
-logger = logging.getLogger(__name__)
+_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")
+
+
+def ci_note(with_f1: bool, x_label: str) -> str:
+    """The legend's note on the error bars: which 95% interval each figure has."""
+    means = ("answer F1 and " if with_f1 else "") + x_label.split(" (")[0]
+    return (
+        f"Bars: 95% confidence intervals. Evidence recall: Wilson score interval; "
+        f"{means}: percentile bootstrap, 2,000 resamples of the questions."
+    )
+
+
+@dataclass
+class PlotPoint:
+    """
+    One configuration's figures with their 95% intervals (fractions; the plot shows percentages).
+
+    :param name: The configuration.
+    :param n: Questions.
+    :param x: Mean LLM calls (or searches) per question, with `x_low`/`x_high`.
+    :param recall: Share of questions with every gold paragraph found, with `recall_low`/`recall_high` (Wilson).
+    :param f1: Mean answer F1 (`None` when no answer was scored), with `f1_low`/`f1_high` (bootstrap).
+    """
+
+    name: str
+    n: int
+    x: float
+    x_low: float
+    x_high: float
+    recall: float
+    recall_low: float
+    recall_high: float
+    f1: float | None = None
+    f1_low: float | None = None
+    f1_high: float | None = None
+
+
+def plot_points(report: dict[str, Any]) -> tuple[list[PlotPoint], str]:
+    """
+    The figures the plot shows, one point per configuration that has questions.
+
+    :param report: A report from `run_eval`.
+    :returns: `(points, x label)`; the x axis is LLM calls per question, or searches per question when no
+        configuration made an LLM call.
+    """
+    records = {name: entry["questions"] for name, entry in report["configs"].items() if entry["questions"]}
+    any_calls = any(r["llm_calls_total"] for rows in records.values() for r in rows)
+    x_key, x_label = ("llm_calls_total", "LLM calls per question") if any_calls else (
+        "searches", "searches per question (no LLM calls in this run)")
+    points = []
+    for name, rows in records.items():
+        xs = [float(r[x_key]) for r in rows]
+        found = sum(bool(r["all_gold_found"]) for r in rows)
+        point = PlotPoint(
+            name, len(rows), sum(xs) / len(xs), *bootstrap_mean_interval(xs),
+            found / len(rows), *wilson_interval(found, len(rows)),
+        )
+        f1s = [r["f1"] for r in rows if r["f1"] is not None]
+        if f1s:
+            point.f1 = sum(f1s) / len(f1s)
+            point.f1_low, point.f1_high = bootstrap_mean_interval(f1s)
+        points.append(point)
+    return points, x_label
+
+
+def _dodges(xs: list[float], span: float, step: float = 7.0) -> list[float]:
+    """Horizontal offsets in points: configurations whose x values are within 2% of the axis span are spread out."""
+    offsets = [0.0] * len(xs)
+    groups: list[list[int]] = []
+    for i in sorted(range(len(xs)), key=lambda i: xs[i]):
+        if groups and abs(xs[i] - xs[groups[-1][0]]) <= 0.02 * span:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    for group in groups:
+        for k, i in enumerate(group):
+            offsets[i] = (k - (len(group) - 1) / 2) * step
+    return offsets
+
+
+def _title(meta: dict[str, Any], width: int) -> str:
+    """The figure's title from the report's `meta`: data set, questions, chunk budget, retriever, answer LLM."""
+    if not meta:
+        return ""
+    first = f"{meta.get('data_name', '')}: {meta.get('questions', '?')} questions, {meta.get('budget', '?')} chunks"
+    details = [meta.get("retriever")]
+    if meta.get("answer_llm"):
+        details.append(f"answers: {meta['answer_llm']}")
+    second = "; ".join(d for d in details if d)
+    return "\n".join([first, *textwrap.wrap(second, width)])
 
 
 def plot_report(report: dict[str, Any], path: str | PathLike) -> Path:
     """
-    Write a PNG with three panels: EM and F1 vs LLM calls per question, both-gold recall vs LLM calls per question,
-    and both-gold recall vs searches per question.
+    Write a PNG: evidence recall and (when answers were scored) answer F1 against LLM calls per question.
 
-    :param report: A report from `run_eval`.
+    :param report: A report from `run_eval` (with optional `meta` for the title).
     :param path: The PNG file (its folder is created).
     :returns: The path written.
     :raises ImportError: If matplotlib is not installed (`pip install "haystack-agentic[eval]"`).
+    :raises ValueError: If no configuration has any question.
     """
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.transforms import offset_copy
     except ImportError as exc:
         raise ImportError('The plot needs matplotlib: pip install "haystack-agentic[eval]"') from exc
 
+    points, x_label = plot_points(report)
+    if not points:
+        raise ValueError("The report has no configuration with questions: nothing to plot.")
+    panels = [("Evidence recall: every gold paragraph found", "% of questions", "recall")]
+    if any(p.f1 is not None for p in points):
+        panels.append(("Answer quality", "mean answer F1 (%)", "f1"))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 5.2), squeeze=False, layout="constrained")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    any_answers = False
-    for i, (name, entry) in enumerate(report["configs"].items()):
-        s = entry["summary"]
-        colour = colours[i % len(colours)]
-        calls = s["llm_calls_mean"] or 0.0
-        if s["f1"] is not None:
-            any_answers = True
-            axes[0].scatter(calls, 100 * s["f1"], color=colour, marker="o", s=60, label=f"{name} F1")
-            axes[0].scatter(calls, 100 * s["em"], color=colour, marker="x", s=60, label=f"{name} EM")
-        axes[1].scatter(calls, 100 * s["all_gold_recall"], color=colour, s=60, label=name)
-        axes[1].annotate(name, (calls, 100 * s["all_gold_recall"]), textcoords="offset points", xytext=(5, 5))
-        axes[2].scatter(s["searches_mean"], 100 * s["all_gold_recall"], color=colour, s=60, label=name)
-        axes[2].annotate(name, (s["searches_mean"], 100 * s["all_gold_recall"]), textcoords="offset points", xytext=(5, 5))
-    axes[0].set_title("Answer quality")
-    axes[0].set_xlabel("LLM calls per question")
-    axes[0].set_ylabel("%")
-    if any_answers:
-        axes[0].legend(fontsize="small")
-    else:
-        axes[0].text(0.5, 0.5, "retrieval-only run\n(no answers scored)", ha="center", va="center",
-                     transform=axes[0].transAxes)
-    axes[1].set_title("Both gold paragraphs found")
-    axes[1].set_xlabel("LLM calls per question")
-    axes[1].set_ylabel("% of questions")
-    axes[2].set_title("Both gold paragraphs found")
-    axes[2].set_xlabel("searches per question")
-    axes[2].set_ylabel("% of questions")
-    for ax in axes:
+    x_max = max(1.0, max(p.x_high for p in points)) * 1.12
+    offsets = _dodges([p.x for p in points], x_max)
+    handles = []
+    for ax, (title, y_label, key) in zip(axes[0], panels):
+        for i, point in enumerate(points):
+            value = getattr(point, key)
+            if value is None:
+                continue
+            low, high = getattr(point, f"{key}_low"), getattr(point, f"{key}_high")
+            handle = ax.errorbar(
+                point.x,
+                100 * value,
+                xerr=[[point.x - point.x_low], [point.x_high - point.x]],
+                yerr=[[100 * (value - low)], [100 * (high - value)]],
+                fmt=_MARKERS[i % len(_MARKERS)],
+                color=colours[i % len(colours)],
+                markersize=8,
+                capsize=4,
+                transform=offset_copy(ax.transData, fig=fig, x=offsets[i], units="points"),
+                label=f"{point.name} (n={point.n})",
+            )
+            if key == "recall":
+                handles.append(handle)
+        ax.set_title(title)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
+        ax.set_ylim(-3, 103)
+        ax.set_yticks(range(0, 101, 20))
+        ax.set_xlim(-0.06 * x_max, x_max)
         ax.grid(alpha=0.3)
-        ax.margins(x=0.3, y=0.15)
     meta = report.get("meta") or {}
-    if meta:
-        fig.suptitle(f"{meta.get('data_name', '')}: {meta.get('questions', '?')} questions, "
-                     f"{meta.get('budget', '?')} chunks, {meta.get('retriever', '')}")
-    fig.tight_layout()
+    title = _title(meta, width=70 * len(panels))
+    if title:
+        fig.suptitle(title)
+    legend = fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncol=min(len(handles), 4),
+        frameon=False,
+        title="\n".join(textwrap.wrap(ci_note(len(panels) > 1, x_label), 85 * len(panels))),
+        title_fontsize="small",
+    )
+    legend.get_title().set_color("dimgray")
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

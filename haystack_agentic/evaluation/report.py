@@ -1,113 +1,254 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Present an evaluation report: a terminal table (rich) and a JSON file.
+Present an evaluation report: terminal tables (rich) that fit the console, and a JSON file.
+
+The summary has three groups of columns (answers and evidence; cost; how runs ended). They share one table when it
+fits the console's width; otherwise each group (or, on a very narrow console, each column) gets a table of its own
+that repeats the configuration name. Headers and text wrap; numbers are never cut. Columns with no value for any
+configuration (EM and F1 in a retrieval-only run, grounding without a grounder) are left out and named in a note.
 
 Usage example:
 ```python
 from rich.console import Console
 from haystack_agentic.evaluation.report import render_table, write_json
 
-render_table(report, Console())          # report from `run_eval`
+render_table(report, Console(width=100))  # report from `run_eval`
 write_json(report, "eval-results/eval.json")
 ```
 """
 
 import json
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from haystack import logging
 from rich.console import Console
+from rich.cells import cell_len
 from rich.table import Table
 
-logger = logging.getLogger(__name__)
+_MISSING = "-"
+
+
+@dataclass
+class Column:
+    """
+    One table column: its header and one cell per row, already formatted.
+
+    :param header: The header (may wrap at spaces).
+    :param cells: The cells (wrap at spaces only: a number is one word and never split).
+    :param justify: `"right"` for numbers, `"left"` for text.
+    """
+
+    header: str
+    cells: list[str]
+    justify: str = "right"
+
+    @property
+    def empty(self) -> bool:
+        """Whether no row has a value."""
+        return all(cell == _MISSING for cell in self.cells)
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
+    return _MISSING if value is None else f"{100 * value:.1f}%"
 
 
 def _num(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    return _MISSING if value is None else f"{value:.{digits}f}"
 
 
-def summary_table(report: dict[str, Any]) -> Table:
+def summary_columns(report: dict[str, Any]) -> tuple[Column, list[tuple[str, list[Column]]]]:
     """
-    One row per configuration: quality, recall, searches, LLM calls and tokens per question, latency, endings.
+    The summary's cells: the configuration names and three groups of columns.
+
+    :param report: A report from `run_eval`.
+    :returns: `(names column, [(group title, columns)])`, groups "answers and evidence", "endings", "cost".
+    """
+    summaries = [entry["summary"] for entry in report["configs"].values()]
+
+    def col(header: str, cell, justify: str = "right") -> Column:
+        return Column(header, [cell(s) for s in summaries], justify)
+
+    def roles(s: dict[str, Any]) -> str:
+        return "+".join(_num(s["llm_calls_per_role_mean"][r]) for r in ("controller", "answer", "fallback"))
+
+    names = Column("config", list(report["configs"]), "left")
+    quality = [
+        col("EM", lambda s: _pct(s["em"])),
+        col("F1", lambda s: _pct(s["f1"])),
+        col("both gold found", lambda s: _pct(s["all_gold_recall"])),
+        col("gold recall", lambda s: _pct(s["gold_recall"])),
+        col("grounding", lambda s: _num(s["grounding_mean"])),
+    ]
+    cost = [
+        col("searches (max)", lambda s: f"{_num(s['searches_mean'])} ({s['searches_max']})"),
+        col("iterations", lambda s: _num(s["iterations_mean"])),
+        col("LLM calls /q", lambda s: _num(s["llm_calls_mean"])),
+        col("calls ctl+ans+fb", roles),
+        col("tokens /q prompt+compl", lambda s: f"{_num(s['prompt_tokens_mean'], 0)}+{_num(s['completion_tokens_mean'], 0)}"),
+        col("latency s median (p90)", lambda s: f"{_num(s['latency_median_s'], 3)} ({_num(s['latency_p90_s'], 3)})"),
+    ]
+    ended = [col("ended (runs)", lambda s: ", ".join(f"{k} {v}" for k, v in sorted(s["terminated_by"].items())), "left")]
+    return names, [("answers and evidence", quality), ("endings", ended), ("cost", cost)]
+
+
+#: Width a column adds besides its text: one space either side and one border line (plus one for the table).
+_COLUMN_EXTRA = 3
+
+
+def _widths(column: Column) -> tuple[int, int, int]:
+    """Text widths, narrowest first: the longest word; the longest cell or header word; the longest cell or header."""
+    words = [cell_len(word) for text in [column.header, *column.cells] for word in text.split()]
+    cells = max((cell_len(cell) for cell in column.cells), default=1)
+    return max(words, default=1), max(cells, *words), max(cells, cell_len(column.header))
+
+
+def _total(columns: list[Column], level: int) -> int:
+    """Table width at a level of `_widths` (0: narrowest, 2: natural)."""
+    return sum(_widths(c)[level] + _COLUMN_EXTRA for c in columns) + 1
+
+
+def _fixed_widths(columns: list[Column], width: int) -> list[int | None]:
+    """Column widths that fit `width` without cutting a word: headers wrap first, then the widest cells."""
+    widths = [_widths(c)[2] for c in columns]
+    if _total(columns, 2) <= width:
+        return [None] * len(columns)
+    excess = _total(columns, 2) - width
+    for level in (1, 0):
+        floor = [_widths(c)[level] for c in columns]
+        while excess > 0:
+            shrinkable = [i for i, w in enumerate(widths) if w > floor[i]]
+            if not shrinkable:
+                break
+            widest = max(shrinkable, key=lambda i: widths[i])
+            widths[widest] -= 1
+            excess -= 1
+    return widths
+
+
+def _table(title: str | None, columns: list[Column], width: int) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column, fixed in zip(columns, _fixed_widths(columns, width)):
+        table.add_column(column.header, justify=column.justify, width=fixed)
+    for row in zip(*(column.cells for column in columns)):
+        table.add_row(*row)
+    return table
+
+
+def fit_tables(keys: list[Column], groups: list[tuple[str, list[Column]]], width: int) -> list[Table]:
+    """
+    Lay columns out in as few tables as fit `width`, each starting with the `keys` columns.
+
+    A group joins the first table with room for it at its natural width; a group that does not fit even with its headers and
+    text wrapped at spaces is split column by column. Text wraps at spaces only, so no number is ever cut. Empty
+    columns are left out. On a console narrower than the keys and the widest single word, a table is too wide.
+
+    :param keys: Columns repeated in every table (e.g. the configuration name).
+    :param groups: `[(group title, columns)]` in display order.
+    :param width: The console's width, in columns.
+    :returns: The tables; when there is more than one, each is titled with the groups it holds.
+    """
+    packs: list[tuple[list[str], list[Column]]] = []
+    for name, columns in groups:
+        columns = [c for c in columns if not c.empty]
+        if not columns:
+            continue
+        fits = [pack for pack in packs if _total(keys + pack[1] + columns, 2) <= width]
+        if fits:  # the first table with room at natural width
+            fits[0][0].append(name)
+            fits[0][1].extend(columns)
+        elif _total(keys + columns, 0) <= width:
+            packs.append(([name], list(columns)))
+        else:  # even wrapped, the group is too wide: one table per run of columns that fits
+            for column in columns:
+                if packs and packs[-1][0][-1] == name and _total(keys + packs[-1][1] + [column], 0) <= width:
+                    packs[-1][1].append(column)
+                else:
+                    packs.append(([name], [column]))
+    single = len(packs) == 1
+    return [_table(None if single else ", ".join(names), keys + columns, width) for names, columns in packs]
+
+
+def summary_tables(report: dict[str, Any], console: Console) -> list[Table]:
+    """
+    The summary as tables that fit `console`: quality, recall, searches, LLM calls, tokens, latency, endings.
 
     :param report: A report from `run_eval` (with optional `meta`).
-    :returns: A rich `Table`.
+    :param console: The console the tables are for.
+    :returns: One table, or more on a narrow console.
     """
-    meta = report.get("meta") or {}
-    title = "Evaluation"
-    if meta:
-        title += f": {meta.get('data_name', '')} ({meta.get('questions', '?')} questions, {meta.get('budget', '?')} chunks)"
-    table = Table(title=title, show_lines=False)
-    for header, justify in (
-        ("config", "left"),
-        ("EM", "right"),
-        ("F1", "right"),
-        ("both gold", "right"),
-        ("gold recall", "right"),
-        ("searches (max)", "right"),
-        ("iters", "right"),
-        ("LLM calls/q (ctl+ans+fb)", "right"),
-        ("tokens/q (prompt+compl)", "right"),
-        ("latency med (p90) s", "right"),
-        ("grounding", "right"),
-        ("terminated_by", "left"),
-    ):
-        table.add_column(header, justify=justify)
-    for name, entry in report["configs"].items():
-        s = entry["summary"]
-        per_role = s["llm_calls_per_role_mean"]
-        roles = "+".join(_num(per_role[r], 2) for r in ("controller", "answer", "fallback"))
-        table.add_row(
-            name,
-            _pct(s["em"]),
-            _pct(s["f1"]),
-            _pct(s["all_gold_recall"]),
-            _pct(s["gold_recall"]),
-            f"{_num(s['searches_mean'])} ({s['searches_max']})",
-            _num(s["iterations_mean"]),
-            f"{_num(s['llm_calls_mean'])} ({roles})",
-            f"{_num(s['prompt_tokens_mean'], 0)}+{_num(s['completion_tokens_mean'], 0)}",
-            f"{_num(s['latency_median_s'], 3)} ({_num(s['latency_p90_s'], 3)})",
-            _num(s["grounding_mean"]),
-            ", ".join(f"{k} {v}" for k, v in sorted(s["terminated_by"].items())),
-        )
-    return table
+    names, groups = summary_columns(report)
+    return fit_tables([names], groups, console.width)
+
+
+def left_out_note(report: dict[str, Any]) -> str | None:
+    """
+    Which summary columns have no value for any configuration, and why (they are not shown).
+
+    :param report: A report from `run_eval`.
+    :returns: One line, or `None` when every column has values.
+    """
+    _, groups = summary_columns(report)
+    empty = [c.header for _, columns in groups for c in columns if c.empty]
+    if not empty:
+        return None
+    retrieval_only = (report.get("meta") or {}).get("retrieval_only")
+    why = "retrieval-only run or no grounder" if retrieval_only is None else (
+        "retrieval-only run: no answers" if retrieval_only else "no values")
+    return f"Not shown ({why}): {', '.join(empty)}."
+
+
+def per_question_tables(report: dict[str, Any], console: Console) -> list[Table]:
+    """
+    One row per question and configuration (scores, cost, ending, the answer), as tables that fit `console`.
+
+    :param report: A report from `run_eval`.
+    :param console: The console the tables are for.
+    :returns: The tables.
+    """
+    rows = [(name, r) for name, entry in report["configs"].items() for r in entry["questions"]]
+
+    def col(header: str, cell, justify: str = "right") -> Column:
+        return Column(header, [cell(r) for _, r in rows], justify)
+
+    keys = [Column("config", [name for name, _ in rows], "left"), col("id", lambda r: str(r["id"]), "left")]
+    numbers = [
+        col("EM", lambda r: _num(r["em"], 0)),
+        col("F1", lambda r: _num(r["f1"])),
+        col("gold", lambda r: f"{r['gold_found']}/{r['gold_total']}"),
+        col("searches", lambda r: str(r["searches"])),
+        col("LLM calls", lambda r: str(r["llm_calls_total"])),
+        col("s", lambda r: _num(r["latency_s"], 2)),
+        col("ended", lambda r: str(r["terminated_by"]), "left"),
+    ]
+    answer = [col("answer", lambda r: r["answer"] if r["answer"] is not None else _MISSING, "left")]
+    return fit_tables(keys, [("scores", numbers), ("answers", answer)], console.width)
 
 
 def render_table(report: dict[str, Any], console: Console, per_question: bool = False) -> None:
     """
-    Print the summary table (and, with `per_question`, one line per question and configuration).
+    Print the summary tables (and, with `per_question`, one row per question and configuration), fitted to the
+    console's width.
 
     :param report: A report from `run_eval`.
     :param console: Where to print.
     :param per_question: Also print every question's record in short.
     """
-    console.print(summary_table(report))
-    if per_question:
-        table = Table(title="Per question")
-        for header in ("config", "id", "EM", "F1", "gold", "searches", "LLM calls", "s", "ended", "answer"):
-            table.add_column(header)
-        for name, entry in report["configs"].items():
-            for r in entry["questions"]:
-                table.add_row(
-                    name,
-                    str(r["id"])[:12],
-                    _num(r["em"], 0),
-                    _num(r["f1"]),
-                    f"{r['gold_found']}/{r['gold_total']}",
-                    str(r["searches"]),
-                    str(r["llm_calls_total"]),
-                    _num(r["latency_s"], 2),
-                    str(r["terminated_by"]),
-                    (r["answer"] or "")[:40],
-                )
+    meta = report.get("meta") or {}
+    title = "Evaluation"
+    if meta:
+        title += f": {meta.get('data_name', '')} ({meta.get('questions', '?')} questions, {meta.get('budget', '?')} chunks)"
+    console.print(f"[bold]{title}[/bold]", highlight=False)
+    for table in summary_tables(report, console):
         console.print(table)
+    note = left_out_note(report)
+    if note:
+        console.print(f"[dim]{note}[/dim]", highlight=False)
+    if per_question:
+        console.print("[bold]Per question[/bold]")
+        for table in per_question_tables(report, console):
+            console.print(table)
 
 
 def write_json(report: dict[str, Any], path: str | PathLike) -> Path:

@@ -1,27 +1,34 @@
 # SPDX-License-Identifier: Apache-2.0
 
-import json
-import re
 from typing import Any, Literal
 
 from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
-from haystack.dataclasses import ChatMessage, ToolCall
+from haystack.dataclasses import ChatMessage
 from haystack.tools import (
-    Tool,
     ToolsType,
     deserialize_tools_or_toolset_inplace,
     flatten_tools_or_toolsets,
     serialize_tools_or_toolset,
 )
 
+# parse_json_decision and the tool names are re-exported: they are public names of this module.
+from haystack_agentic.components.routers._json_decision import parse_json_decision  # noqa: F401
+from haystack_agentic.components.routers._reply_routing import _ReplyRouting
+from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401
+    _BUILTIN_TOOL_NAMES,
+    ANSWER_TOOL_NAME,
+    GIVE_UP_TOOL_NAME,
+    SEARCH_TOOL_NAME,
+    _builtin_tools,
+)
 from haystack_agentic.llm.calls import LLMCall, call_generator, call_generator_async, describe_error
 from haystack_agentic.llm.prompts import format_chunks, render
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
 from haystack_agentic.tracing import trace_turn
-from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
+from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
 logger = logging.getLogger(__name__)
 
@@ -69,120 +76,9 @@ or {"action": "generate", "reasoning": "<why the chunks suffice>"}
 #: Default most prompt tokens of one controller call.
 DEFAULT_CONTEXT_BUDGET_TOKENS = 16000
 
-ANSWER_TOOL_NAME = "answer"
-SEARCH_TOOL_NAME = "search"
-GIVE_UP_TOOL_NAME = "give_up"
-_BUILTIN_TOOL_NAMES = (SEARCH_TOOL_NAME, ANSWER_TOOL_NAME, GIVE_UP_TOOL_NAME)
-_JSON_ACTIONS = ("search", "reflect", "generate")
-
-_EMPTY_REPLY_NUDGE = (
-    "Your reply was empty. Call one tool: search(query) to look something up, answer(text) to answer, "
-    "or give_up(reason)."
-)
-
-
-def _not_invoked(**kwargs: Any) -> str:
-    # The router handles the built-in tools itself; this function only gives each Tool a callable.
-    raise RuntimeError("Built-in loop tools are handled by AgenticRouter, not invoked directly.")
-
-
-def _builtin_tools(max_top_k: int) -> list[Tool]:
-    return [
-        Tool(
-            name=SEARCH_TOOL_NAME,
-            description="Search the document collection. Returns numbered chunks with their ids.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "What to look for: one entity or fact."},
-                    "top_k": {
-                        "type": "integer",
-                        "description": f"How many chunks to return (1-{max_top_k}).",
-                        "minimum": 1,
-                        "maximum": max_top_k,
-                    },
-                },
-                "required": ["query"],
-            },
-            function=_not_invoked,
-        ),
-        Tool(
-            name=ANSWER_TOOL_NAME,
-            description="Give the final answer to the question, based on the chunks found.",
-            parameters={
-                "type": "object",
-                "properties": {"text": {"type": "string", "description": "The answer."}},
-                "required": ["text"],
-            },
-            function=_not_invoked,
-        ),
-        Tool(
-            name=GIVE_UP_TOOL_NAME,
-            description="Stop without an answer, saying why the collection cannot answer the question.",
-            parameters={
-                "type": "object",
-                "properties": {"reason": {"type": "string", "description": "Why no answer can be given."}},
-                "required": ["reason"],
-            },
-            function=_not_invoked,
-        ),
-    ]
-
-
-class _InvalidArguments(ValueError):
-    pass
-
-
-def _parse_arguments(tool_call: ToolCall) -> dict[str, Any]:
-    """Return the tool call's arguments as a dict, or raise `_InvalidArguments` saying what is wrong."""
-    arguments: Any = tool_call.arguments
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise _InvalidArguments(f"arguments are not valid JSON ({exc.msg})") from exc
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        raise _InvalidArguments(f"arguments must be a JSON object, got {type(arguments).__name__}")
-    return arguments
-
-
-def _required_text(arguments: dict[str, Any], name: str) -> str:
-    value = arguments.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise _InvalidArguments(f"'{name}' is required and must be a non-empty string")
-    return value.strip()
-
-
-def parse_json_decision(text: str) -> dict[str, Any] | None:
-    """
-    Find the routing decision in a json-mode reply, leniently.
-
-    Accepts a bare JSON object, one inside a Markdown code fence, or one with prose around it (the first
-    object that parses and has an `action` key wins).
-
-    :param text: The model's reply.
-    :returns: The decision as a dict, or `None` when no JSON object with an `action` is found.
-    """
-    if not text:
-        return None
-    candidates = [m.group(1) for m in re.finditer(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL)]
-    candidates.append(text)
-    decoder = json.JSONDecoder()
-    for candidate in candidates:
-        for start in [m.start() for m in re.finditer(r"\{", candidate)]:
-            try:
-                value, _ = decoder.raw_decode(candidate[start:])
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict) and "action" in value:
-                return value
-    return None
-
 
 @component
-class AgenticRouter:
+class AgenticRouter(_ReplyRouting):
     """
     Decides each turn of the agentic loop with one LLM call: search again, reflect, answer, or give up.
 
@@ -406,181 +302,6 @@ class AgenticRouter:
             routed = self._route_tools(state, call, turn)
         return trace_turn("AgenticRouter", count_final_turn(routed, turn))
 
-    def _route_json(self, state: LoopState, call: LLMCall, turn: int) -> dict[str, Any]:
-        decision = parse_json_decision(call.text)
-        action = str(decision.get("action", "")).strip().lower() if decision else ""
-        reasoning = decision.get("reasoning") if decision else None
-        reasoning = reasoning if isinstance(reasoning, str) else None
-        if action not in _JSON_ACTIONS:
-            problem = "no JSON object with an 'action'" if decision is None else f"unknown action {action!r}"
-            if self.strict:
-                raise ValueError(f"AgenticRouter (json mode, strict) got {problem} in the reply: {call.text!r}")
-            logger.warning("Invalid json-mode decision ({problem}); going on to the next turn", problem=problem)
-            step = ToolStep(iteration=turn, action="invalid", arguments=decision or {}, result=problem)
-            return {"loop": state.with_step(step)}
-        if action == "search":
-            query = decision.get("query") if isinstance(decision.get("query"), str) else ""
-            query = query.strip() or (state.question if state.question not in state.queries_tried else "")
-            query = query or (reasoning or "").strip()
-            if not query:
-                step = ToolStep(iteration=turn, action="invalid", arguments=decision, result="search without query")
-                return {"loop": state.with_step(step)}
-            if state.already_searched(query):
-                step = ToolStep(
-                    iteration=turn,
-                    action="invalid",
-                    query=query,
-                    arguments=decision,
-                    reasoning=reasoning,
-                    result=f'already searched for "{query}"',
-                )
-                return {"loop": state.with_step(step)}
-            return self._search(state, turn, query, self.default_top_k, None, decision, reasoning)
-        if action == "reflect" and not state.draft:
-            # Nothing to reflect on yet: the answerer writes a first draft instead.
-            pending = "draft"
-        else:
-            pending = "reflect" if action == "reflect" else "answer"
-        step = ToolStep(iteration=turn, action=action, arguments=decision, reasoning=reasoning)
-        return {"answer": state.with_step(step).evolve(pending_action=pending)}
-
-    def _route_tools(self, state: LoopState, call: LLMCall, turn: int) -> dict[str, Any]:
-        reply = call.replies[0] if call.replies else None
-        tool_calls = list(reply.tool_calls) if reply is not None else []
-        text = call.text
-        if reply is not None:
-            state = state.with_messages(reply)
-        if not tool_calls:
-            if text:
-                step = ToolStep(iteration=turn, action="answer", result="plain-text reply", reasoning=None)
-                return {"answer": state.with_step(step).evolve(draft=text, pending_action="answer")}
-            if reply is None:
-                state = state.with_messages(ChatMessage.from_assistant(""))
-            # Reasoning models may think without a final text: that is an empty reply too.
-            thought = reply.reasoning.reasoning_text if reply is not None and reply.reasoning else None
-            return self._empty_reply(state, turn, "empty reply" + (" (reasoning only)" if thought else ""), None)
-
-        search: tuple[ToolCall, str, int, dict[str, Any]] | None = None
-        for tool_call in tool_calls:
-            name = tool_call.tool_name
-            try:
-                arguments = _parse_arguments(tool_call)
-                if name == ANSWER_TOOL_NAME:
-                    if isinstance(arguments.get("text"), str) and not arguments["text"].strip():
-                        # A blank answer is an empty reply: it counts towards the nudge-once limit.
-                        problem = "'text' is required and must be a non-empty string (blank answer)"
-                        return self._empty_reply(state, turn, f"Error in answer: {problem}.", tool_call)
-                    answer = _required_text(arguments, "text")
-                    step = ToolStep(iteration=turn, action="answer", tool_name=name, arguments=arguments)
-                    return {"answer": state.with_step(step).evolve(draft=answer, pending_action="answer")}
-                if name == GIVE_UP_TOOL_NAME:
-                    reason = _required_text(arguments, "reason")
-                    step = ToolStep(iteration=turn, action="give_up", tool_name=name, arguments=arguments)
-                    answer = f"I could not find an answer: {reason}"
-                    return {"finished": state.with_step(step).finish("gave_up", answer=answer)}
-                if name == SEARCH_TOOL_NAME:
-                    query = _required_text(arguments, "query")
-                    top_k = self._top_k(arguments.get("top_k"))
-                    if search is not None:
-                        raise _InvalidArguments("only one search runs per turn; search again next turn")
-                    if state.already_searched(query):
-                        message = (
-                            f'You already searched for "{query}"; its chunks are above. '
-                            "Search for something else, or answer."
-                        )
-                        state = state.with_messages(ChatMessage.from_tool(message, origin=tool_call))
-                        state = state.with_step(
-                            ToolStep(turn, "invalid", query=query, tool_name=name, arguments=arguments, result=message)
-                        )
-                        continue
-                    search = (tool_call, query, top_k, arguments)
-                    continue
-                if name in self._user_tools:
-                    state = self._invoke_user_tool(state, turn, tool_call, arguments)
-                    continue
-                known = ", ".join([*_BUILTIN_TOOL_NAMES, *self._user_tools])
-                raise _InvalidArguments(f"unknown tool '{name}'; the tools are: {known}")
-            except _InvalidArguments as exc:
-                message = f"Error in {name}: {exc}."
-                state = state.with_messages(ChatMessage.from_tool(message, origin=tool_call, error=True))
-                state = state.with_step(
-                    ToolStep(turn, "invalid", tool_name=name, arguments=_safe_arguments(tool_call), result=message)
-                )
-        if search is not None:
-            tool_call, query, top_k, arguments = search
-            return self._search(state, turn, query, top_k, tool_call, arguments, None)
-        return {"loop": state}
-
-    @staticmethod
-    def _empty_reply(state: LoopState, turn: int, what: str, tool_call: ToolCall | None) -> dict[str, Any]:
-        """An empty reply or a blank answer is never an answer: nudge the model once, then go to the fallback."""
-        state = state.evolve(empty_replies=state.empty_replies + 1)
-        step = ToolStep(
-            iteration=turn,
-            action="invalid",
-            tool_name=tool_call.tool_name if tool_call else None,
-            arguments=_safe_arguments(tool_call) if tool_call else {},
-            result=what,
-        )
-        state = state.with_step(step)
-        if tool_call is not None:
-            state = state.with_messages(ChatMessage.from_tool(what, origin=tool_call, error=True))
-        if state.empty_replies > 1:
-            logger.warning("The controller LLM replied with nothing twice; handing over to the fallback.")
-            return {"loop": state.evolve(stop_reason=f"controller LLM gave no usable reply twice ({what})")}
-        if tool_call is not None:  # the tool error above is the nudge
-            return {"loop": state}
-        return {"loop": state.with_messages(ChatMessage.from_user(_EMPTY_REPLY_NUDGE))}
-
-    def _top_k(self, value: Any) -> int:
-        if value is None:
-            return self.default_top_k
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise _InvalidArguments(f"'top_k' must be an integer from 1 to {self.max_top_k}")
-        try:
-            top_k = int(value)
-        except ValueError as exc:
-            raise _InvalidArguments(f"'top_k' must be an integer from 1 to {self.max_top_k}") from exc
-        return max(1, min(self.max_top_k, top_k))
-
-    def _search(
-        self,
-        state: LoopState,
-        turn: int,
-        query: str,
-        top_k: int,
-        tool_call: ToolCall | None,
-        arguments: dict[str, Any],
-        reasoning: str | None,
-    ) -> dict[str, Any]:
-        filters = dict(state.filters) if state.filters else None
-        step = ToolStep(
-            iteration=turn,
-            action="search",
-            query=query,
-            tool_name=tool_call.tool_name if tool_call else None,
-            arguments=arguments,
-            reasoning=reasoning,
-        )
-        state = state.with_step(step).evolve(
-            pending=PendingSearch(query=query, top_k=top_k, filters=filters, tool_call=tool_call),
-            queries_tried=(*state.queries_tried, query),
-        )
-        return {"query": query, "filters": filters, "top_k": top_k, "loop": state}
-
-    def _invoke_user_tool(
-        self, state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]
-    ) -> LoopState:
-        tool = self._user_tools[tool_call.tool_name]
-        try:
-            result = tool.invoke(**arguments)
-            text = result if isinstance(result, str) else json.dumps(result, default=str)
-            error = False
-        except Exception as exc:  # noqa: BLE001 - a failing user tool is reported to the model
-            text, error = f"Error in {tool.name}: {describe_error(exc)}", True
-        step = ToolStep(turn, "tool", tool_name=tool.name, arguments=arguments, result=text)
-        return state.with_step(step).with_messages(ChatMessage.from_tool(text, origin=tool_call, error=error))
-
     # --- serialisation ------------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -638,8 +359,3 @@ def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:
         if state is not None and (socket == "finished" or state.pending_action == "answer"):
             routed[socket] = state.evolve(iteration=max(state.iteration, turn))
     return routed
-
-
-def _safe_arguments(tool_call: ToolCall) -> dict[str, Any]:
-    arguments = tool_call.arguments
-    return arguments if isinstance(arguments, dict) else {"raw": arguments}

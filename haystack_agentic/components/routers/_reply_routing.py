@@ -1,0 +1,213 @@
+# SPDX-License-Identifier: Apache-2.0
+
+"""How AgenticRouter routes the controller's reply: the json-mode decision and the tools-mode tool calls."""
+
+import json
+from typing import Any
+
+from haystack import logging
+from haystack.dataclasses import ChatMessage, ToolCall
+
+from haystack_agentic.components.routers._json_decision import _JSON_ACTIONS, parse_json_decision
+from haystack_agentic.components.routers._tool_arguments import (
+    _BUILTIN_TOOL_NAMES,
+    ANSWER_TOOL_NAME,
+    GIVE_UP_TOOL_NAME,
+    SEARCH_TOOL_NAME,
+    _InvalidArguments,
+    _parse_arguments,
+    _required_text,
+    _safe_arguments,
+)
+from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
+from haystack_agentic.llm.calls import LLMCall, describe_error
+
+logger = logging.getLogger(__name__)
+
+_EMPTY_REPLY_NUDGE = (
+    "Your reply was empty. Call one tool: search(query) to look something up, answer(text) to answer, "
+    "or give_up(reason)."
+)
+
+
+class _ReplyRouting:
+    """
+    The reply-routing methods of `AgenticRouter`, kept in their own module so that each module stays short.
+
+    A mixin: the methods use the router's `strict`, `default_top_k`, `max_top_k` and `_user_tools` attributes.
+    """
+
+    def _route_json(self, state: LoopState, call: LLMCall, turn: int) -> dict[str, Any]:
+        decision = parse_json_decision(call.text)
+        action = str(decision.get("action", "")).strip().lower() if decision else ""
+        reasoning = decision.get("reasoning") if decision else None
+        reasoning = reasoning if isinstance(reasoning, str) else None
+        if action not in _JSON_ACTIONS:
+            problem = "no JSON object with an 'action'" if decision is None else f"unknown action {action!r}"
+            if self.strict:
+                raise ValueError(f"AgenticRouter (json mode, strict) got {problem} in the reply: {call.text!r}")
+            logger.warning("Invalid json-mode decision ({problem}); going on to the next turn", problem=problem)
+            step = ToolStep(iteration=turn, action="invalid", arguments=decision or {}, result=problem)
+            return {"loop": state.with_step(step)}
+        if action == "search":
+            query = decision.get("query") if isinstance(decision.get("query"), str) else ""
+            query = query.strip() or (state.question if state.question not in state.queries_tried else "")
+            query = query or (reasoning or "").strip()
+            if not query:
+                step = ToolStep(iteration=turn, action="invalid", arguments=decision, result="search without query")
+                return {"loop": state.with_step(step)}
+            if state.already_searched(query):
+                step = ToolStep(
+                    iteration=turn,
+                    action="invalid",
+                    query=query,
+                    arguments=decision,
+                    reasoning=reasoning,
+                    result=f'already searched for "{query}"',
+                )
+                return {"loop": state.with_step(step)}
+            return self._search(state, turn, query, self.default_top_k, None, decision, reasoning)
+        if action == "reflect" and not state.draft:
+            # Nothing to reflect on yet: the answerer writes a first draft instead.
+            pending = "draft"
+        else:
+            pending = "reflect" if action == "reflect" else "answer"
+        step = ToolStep(iteration=turn, action=action, arguments=decision, reasoning=reasoning)
+        return {"answer": state.with_step(step).evolve(pending_action=pending)}
+
+    def _route_tools(self, state: LoopState, call: LLMCall, turn: int) -> dict[str, Any]:
+        reply = call.replies[0] if call.replies else None
+        tool_calls = list(reply.tool_calls) if reply is not None else []
+        text = call.text
+        if reply is not None:
+            state = state.with_messages(reply)
+        if not tool_calls:
+            if text:
+                step = ToolStep(iteration=turn, action="answer", result="plain-text reply", reasoning=None)
+                return {"answer": state.with_step(step).evolve(draft=text, pending_action="answer")}
+            if reply is None:
+                state = state.with_messages(ChatMessage.from_assistant(""))
+            # Reasoning models may think without a final text: that is an empty reply too.
+            thought = reply.reasoning.reasoning_text if reply is not None and reply.reasoning else None
+            return self._empty_reply(state, turn, "empty reply" + (" (reasoning only)" if thought else ""), None)
+
+        search: tuple[ToolCall, str, int, dict[str, Any]] | None = None
+        for tool_call in tool_calls:
+            name = tool_call.tool_name
+            try:
+                arguments = _parse_arguments(tool_call)
+                if name == ANSWER_TOOL_NAME:
+                    if isinstance(arguments.get("text"), str) and not arguments["text"].strip():
+                        # A blank answer is an empty reply: it counts towards the nudge-once limit.
+                        problem = "'text' is required and must be a non-empty string (blank answer)"
+                        return self._empty_reply(state, turn, f"Error in answer: {problem}.", tool_call)
+                    answer = _required_text(arguments, "text")
+                    step = ToolStep(iteration=turn, action="answer", tool_name=name, arguments=arguments)
+                    return {"answer": state.with_step(step).evolve(draft=answer, pending_action="answer")}
+                if name == GIVE_UP_TOOL_NAME:
+                    reason = _required_text(arguments, "reason")
+                    step = ToolStep(iteration=turn, action="give_up", tool_name=name, arguments=arguments)
+                    answer = f"I could not find an answer: {reason}"
+                    return {"finished": state.with_step(step).finish("gave_up", answer=answer)}
+                if name == SEARCH_TOOL_NAME:
+                    query = _required_text(arguments, "query")
+                    top_k = self._top_k(arguments.get("top_k"))
+                    if search is not None:
+                        raise _InvalidArguments("only one search runs per turn; search again next turn")
+                    if state.already_searched(query):
+                        message = (
+                            f'You already searched for "{query}"; its chunks are above. '
+                            "Search for something else, or answer."
+                        )
+                        state = state.with_messages(ChatMessage.from_tool(message, origin=tool_call))
+                        state = state.with_step(
+                            ToolStep(turn, "invalid", query=query, tool_name=name, arguments=arguments, result=message)
+                        )
+                        continue
+                    search = (tool_call, query, top_k, arguments)
+                    continue
+                if name in self._user_tools:
+                    state = self._invoke_user_tool(state, turn, tool_call, arguments)
+                    continue
+                known = ", ".join([*_BUILTIN_TOOL_NAMES, *self._user_tools])
+                raise _InvalidArguments(f"unknown tool '{name}'; the tools are: {known}")
+            except _InvalidArguments as exc:
+                message = f"Error in {name}: {exc}."
+                state = state.with_messages(ChatMessage.from_tool(message, origin=tool_call, error=True))
+                state = state.with_step(
+                    ToolStep(turn, "invalid", tool_name=name, arguments=_safe_arguments(tool_call), result=message)
+                )
+        if search is not None:
+            tool_call, query, top_k, arguments = search
+            return self._search(state, turn, query, top_k, tool_call, arguments, None)
+        return {"loop": state}
+
+    @staticmethod
+    def _empty_reply(state: LoopState, turn: int, what: str, tool_call: ToolCall | None) -> dict[str, Any]:
+        """An empty reply or a blank answer is never an answer: nudge the model once, then go to the fallback."""
+        state = state.evolve(empty_replies=state.empty_replies + 1)
+        step = ToolStep(
+            iteration=turn,
+            action="invalid",
+            tool_name=tool_call.tool_name if tool_call else None,
+            arguments=_safe_arguments(tool_call) if tool_call else {},
+            result=what,
+        )
+        state = state.with_step(step)
+        if tool_call is not None:
+            state = state.with_messages(ChatMessage.from_tool(what, origin=tool_call, error=True))
+        if state.empty_replies > 1:
+            logger.warning("The controller LLM replied with nothing twice; handing over to the fallback.")
+            return {"loop": state.evolve(stop_reason=f"controller LLM gave no usable reply twice ({what})")}
+        if tool_call is not None:  # the tool error above is the nudge
+            return {"loop": state}
+        return {"loop": state.with_messages(ChatMessage.from_user(_EMPTY_REPLY_NUDGE))}
+
+    def _top_k(self, value: Any) -> int:
+        if value is None:
+            return self.default_top_k
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise _InvalidArguments(f"'top_k' must be an integer from 1 to {self.max_top_k}")
+        try:
+            top_k = int(value)
+        except ValueError as exc:
+            raise _InvalidArguments(f"'top_k' must be an integer from 1 to {self.max_top_k}") from exc
+        return max(1, min(self.max_top_k, top_k))
+
+    def _search(
+        self,
+        state: LoopState,
+        turn: int,
+        query: str,
+        top_k: int,
+        tool_call: ToolCall | None,
+        arguments: dict[str, Any],
+        reasoning: str | None,
+    ) -> dict[str, Any]:
+        filters = dict(state.filters) if state.filters else None
+        step = ToolStep(
+            iteration=turn,
+            action="search",
+            query=query,
+            tool_name=tool_call.tool_name if tool_call else None,
+            arguments=arguments,
+            reasoning=reasoning,
+        )
+        state = state.with_step(step).evolve(
+            pending=PendingSearch(query=query, top_k=top_k, filters=filters, tool_call=tool_call),
+            queries_tried=(*state.queries_tried, query),
+        )
+        return {"query": query, "filters": filters, "top_k": top_k, "loop": state}
+
+    def _invoke_user_tool(
+        self, state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]
+    ) -> LoopState:
+        tool = self._user_tools[tool_call.tool_name]
+        try:
+            result = tool.invoke(**arguments)
+            text = result if isinstance(result, str) else json.dumps(result, default=str)
+            error = False
+        except Exception as exc:  # noqa: BLE001 - a failing user tool is reported to the model
+            text, error = f"Error in {tool.name}: {describe_error(exc)}", True
+        step = ToolStep(turn, "tool", tool_name=tool.name, arguments=arguments, result=text)
+        return state.with_step(step).with_messages(ChatMessage.from_tool(text, origin=tool_call, error=error))
