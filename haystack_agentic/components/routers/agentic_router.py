@@ -15,7 +15,13 @@ from haystack.tools import (
     serialize_tools_or_toolset,
 )
 
-from haystack_agentic.llm.calls import LLMCall, call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.calls import (
+    LLMCall,
+    call_generator,
+    call_generator_async,
+    describe_error,
+    role_options,
+)
 from haystack_agentic.llm.prompts import format_chunks, render
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
@@ -312,17 +318,7 @@ class AgenticRouter:
         if isinstance(prepared, dict):
             return prepared
         state, messages, tools = prepared
-        call = call_generator(
-            self.chat_generator,
-            state,
-            "controller",
-            messages,
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            tools=tools,
-        )
+        call = call_generator(self.chat_generator, state, "controller", messages, tools=tools, **role_options(self))
         return self._route(call)
 
     @component.output_types(
@@ -340,15 +336,7 @@ class AgenticRouter:
             return prepared
         state, messages, tools = prepared
         call = await call_generator_async(
-            self.chat_generator,
-            state,
-            "controller",
-            messages,
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            tools=tools,
+            self.chat_generator, state, "controller", messages, tools=tools, **role_options(self)
         )
         return self._route(call)
 
