@@ -358,3 +358,9 @@ def test_retry_policy_refuses_negative_settings():
         RetryPolicy(max_retries=-1, backoff=0.5, is_failure=bool)
     with pytest.raises(ValueError, match="backoff must be 0 or more"):
         RetryPolicy(max_retries=1, backoff=-1, is_failure=bool)
+
+
+def test_an_unknown_call_option_is_a_type_error():
+    with pytest.raises(TypeError, match=r"Unknown LLM call option\(s\) \['max_retry'\]"):
+        call_generator(FlakyGenerator([]), LoopState(question="q"), "answer", [ChatMessage.from_user("q")],
+                       max_retry=3)  # fmt: skip

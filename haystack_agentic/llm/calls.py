@@ -7,7 +7,7 @@ sync and async paths.
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack, cast
 
 from haystack import logging, tracing
 from haystack.dataclasses import ChatMessage
@@ -73,21 +73,65 @@ def _account(
     return state.with_usage(role, replies, prompt_tokens_estimate=estimate)
 
 
+class CallOptions(TypedDict, total=False):
+    """
+    The options of one chat generator call (all optional).
+
+    - `temperature` (float | None): sampling temperature, sent as `generation_kwargs["temperature"]` when set.
+    - `generation_kwargs` (dict | None): extra generation kwargs for this call.
+    - `tools`: tools offered to the model, if any.
+    - `max_retries` (int >= 0): retries of a transient failure. Default `DEFAULT_MAX_RETRIES` (2).
+    - `timeout` (float | None): seconds one attempt may take (`None`: no limit); a timeout is transient. Prefer the
+      generator's own timeout when it has one (it cancels the request; this one can only stop waiting, see
+      `run_with_timeout`).
+    - `backoff` (float): seconds before the first retry; doubles each retry. Default `DEFAULT_BACKOFF` (0.5).
+    """
+
+    temperature: float | None
+    generation_kwargs: dict[str, Any] | None
+    tools: Any
+    max_retries: int
+    timeout: float | None
+    backoff: float
+
+
+#: The options an LLM role component stores under the same names (see `role_options`).
+_ROLE_OPTIONS = ("temperature", "generation_kwargs", "max_retries", "timeout")
+
+
+def role_options(role_component: Any) -> CallOptions:
+    """
+    The call options an LLM role component holds as attributes (`temperature`, `generation_kwargs`,
+    `max_retries`, `timeout`: those it has).
+
+    :param role_component: The component (router, answerer, fallback, grounder).
+    :returns: The options, for `call_generator(..., **role_options(self))`.
+    """
+    return cast(CallOptions, {n: getattr(role_component, n) for n in _ROLE_OPTIONS if hasattr(role_component, n)})
+
+
 class _Attempts:
     """The attempts of one call: the state they are counted in, their number, and the retry policy."""
 
     def __init__(
-        self, generator: Any, state: LoopState, role: str, messages: Sequence[ChatMessage], tools: Any,
-        max_retries: int, backoff: float,
+        self, generator: Any, state: LoopState, role: str, messages: Sequence[ChatMessage], options: CallOptions
     ) -> None:
-        self.state, self.role, self.messages, self.tools, self.number = state, role, messages, tools, 0
+        unknown = sorted(set(options) - set(CallOptions.__annotations__))
+        if unknown:
+            known = list(CallOptions.__annotations__)
+            raise TypeError(f"Unknown LLM call option(s) {unknown}; the options are {known}")
+        self.state, self.role, self.messages, self.number = state, role, messages, 0
+        self.tools = options.get("tools")
+        self.timeout = options.get("timeout")
+        self.kwargs = _call_kwargs(messages, options.get("temperature"), options.get("generation_kwargs"), self.tools)
+        max_retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
         if max_retries and generator_retries_itself(generator):
             # Its own retries times ours would multiply the attempts (and hide them from `usage`): defer to it.
             logger.debug("The {role} chat generator retries by itself; the loop does not retry it.", role=role)
             max_retries = 0
         self.policy = RetryPolicy(
             max_retries=max_retries,
-            backoff=backoff,
+            backoff=options.get("backoff", DEFAULT_BACKOFF),
             is_failure=lambda call: call.error is not None and is_transient(call.error),
             describe=lambda call: f"{role}: {call.error!r}",
         )
@@ -118,17 +162,7 @@ class _Attempts:
 
 
 def call_generator(
-    generator: Any,
-    state: LoopState,
-    role: str,
-    messages: Sequence[ChatMessage],
-    *,
-    temperature: float | None = None,
-    generation_kwargs: dict[str, Any] | None = None,
-    tools: Any = None,
-    max_retries: int = DEFAULT_MAX_RETRIES,
-    timeout: float | None = None,
-    backoff: float = DEFAULT_BACKOFF,
+    generator: Any, state: LoopState, role: str, messages: Sequence[ChatMessage], **options: Unpack[CallOptions]
 ) -> LLMCall:
     """
     Call a chat generator and count the call for `role`. Exceptions are caught and returned, not raised.
@@ -142,24 +176,18 @@ def call_generator(
 
     :param generator: Any Haystack chat generator.
     :param state: The run's state (for usage accounting).
-    :param role: `controller`, `answer` or `fallback`.
+    :param role: `controller`, `answer`, `fallback` or `grounding`.
     :param messages: The prompt messages.
-    :param temperature: Sampling temperature, passed as `generation_kwargs["temperature"]` when set.
-    :param generation_kwargs: Extra generation kwargs for this call.
-    :param tools: Tools offered to the model, if any.
-    :param max_retries: Retries of a transient failure (>= 0).
-    :param timeout: Seconds one attempt may take (`None`: no limit); a timeout is transient. Prefer the generator's
-        own timeout when it has one (it cancels the request; this one can only stop waiting, see `run_with_timeout`).
-    :param backoff: Seconds before the first retry; doubles each retry.
+    :param options: `CallOptions`: temperature, generation_kwargs, tools, max_retries, timeout, backoff.
     :returns: The `LLMCall` (with the last exception when every attempt failed).
+    :raises TypeError: On an option that `CallOptions` does not name.
     """
-    kwargs = _call_kwargs(messages, temperature, generation_kwargs, tools)
-    attempts = _Attempts(generator, state, role, messages, tools, max_retries, backoff)
+    attempts = _Attempts(generator, state, role, messages, options)
 
     def attempt() -> LLMCall:
         with attempts.span() as span:
             try:
-                result = run_with_timeout(generator, kwargs, timeout, "the chat generator")
+                result = run_with_timeout(generator, attempts.kwargs, attempts.timeout, "the chat generator")
                 replies, error = list(result.get("replies") or []), None
             except Exception as exc:  # noqa: BLE001 - any generator failure is a defined outcome of the loop
                 replies, error = [], exc
@@ -169,17 +197,7 @@ def call_generator(
 
 
 async def call_generator_async(
-    generator: Any,
-    state: LoopState,
-    role: str,
-    messages: Sequence[ChatMessage],
-    *,
-    temperature: float | None = None,
-    generation_kwargs: dict[str, Any] | None = None,
-    tools: Any = None,
-    max_retries: int = DEFAULT_MAX_RETRIES,
-    timeout: float | None = None,
-    backoff: float = DEFAULT_BACKOFF,
+    generator: Any, state: LoopState, role: str, messages: Sequence[ChatMessage], **options: Unpack[CallOptions]
 ) -> LLMCall:
     """
     Async twin of `call_generator`: awaits the generator's `run_async` when it has one, else runs `run` in a thread;
@@ -187,13 +205,13 @@ async def call_generator_async(
 
     :returns: The `LLMCall`.
     """
-    kwargs = _call_kwargs(messages, temperature, generation_kwargs, tools)
-    attempts = _Attempts(generator, state, role, messages, tools, max_retries, backoff)
+    attempts = _Attempts(generator, state, role, messages, options)
+    timeout = attempts.timeout
 
     async def attempt() -> LLMCall:
         with attempts.span() as span:
             try:
-                result = await asyncio.wait_for(_execute_component_async(generator, **kwargs), timeout=timeout)
+                result = await asyncio.wait_for(_execute_component_async(generator, **attempts.kwargs), timeout)
                 replies, error = list(result.get("replies") or []), None
             except TimeoutError as exc:
                 late = TimeoutError(f"the chat generator did not answer within {timeout} s")

@@ -46,14 +46,14 @@ class TokenCounter:
     """
     Counts the tokens of text and of chat prompts; subclasses say how one text is counted (`_count_text`).
 
-    Counts of texts are cached (4096 most recent), so counting a growing conversation again is cheap.
+    Counts of texts are cached (the 1024 most recent), so counting a growing conversation again is cheap.
     """
 
     #: Names the counter in logs and docs.
     name = "token counter"
 
     def __init__(self) -> None:
-        self._cached_count: Callable[[str], int] = lru_cache(maxsize=4096)(self._count_text)
+        self._cached_count: Callable[[str], int] = lru_cache(maxsize=1024)(self._count_text)
 
     def _count_text(self, text: str) -> int:
         raise NotImplementedError

@@ -7,7 +7,7 @@ from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
-from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import format_chunks, render, with_system_prompt
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
@@ -151,16 +151,7 @@ class Answerer:
         prepared = self._prepare(state)
         if isinstance(prepared, dict):
             return prepared
-        call = call_generator(
-            self.chat_generator,
-            state,
-            "answer",
-            prepared,
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-        )
+        call = call_generator(self.chat_generator, state, "answer", prepared, **role_options(self))
         return self._complete(state, call.state, call.text, call.error)
 
     @component.output_types(state=LoopState, finished=LoopState)
@@ -174,16 +165,7 @@ class Answerer:
         prepared = self._prepare(state)
         if isinstance(prepared, dict):
             return prepared
-        call = await call_generator_async(
-            self.chat_generator,
-            state,
-            "answer",
-            prepared,
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-        )
+        call = await call_generator_async(self.chat_generator, state, "answer", prepared, **role_options(self))
         return self._complete(state, call.state, call.text, call.error)
 
     def _prepare(self, state: LoopState) -> dict[str, LoopState] | list[ChatMessage]:

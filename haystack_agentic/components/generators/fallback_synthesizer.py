@@ -6,7 +6,7 @@ from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
-from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import format_chunks, render, with_system_prompt
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
@@ -116,16 +116,7 @@ class FallbackSynthesizer:
         messages = self._prepare(state)
         if messages is None:
             return {"finished": state.finish("max_iterations", answer=self._no_call_answer(state))}
-        call = call_generator(
-            self.chat_generator,
-            state,
-            "fallback",
-            messages,
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-        )
+        call = call_generator(self.chat_generator, state, "fallback", messages, **role_options(self))
         return {"finished": self._complete(call.state, call.text, call.error)}
 
     @component.output_types(finished=LoopState)
@@ -139,16 +130,7 @@ class FallbackSynthesizer:
         messages = self._prepare(state)
         if messages is None:
             return {"finished": state.finish("max_iterations", answer=self._no_call_answer(state))}
-        call = await call_generator_async(
-            self.chat_generator,
-            state,
-            "fallback",
-            messages,
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-        )
+        call = await call_generator_async(self.chat_generator, state, "fallback", messages, **role_options(self))
         return {"finished": self._complete(call.state, call.text, call.error)}
 
     def _no_call_answer(self, state: LoopState) -> str | None:

@@ -13,7 +13,7 @@ from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.grounding.assembly import assemble, chunk_sources, make_span, skip_reason, skipped
-from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import render
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
 from haystack_agentic.dataclasses.loop_state import LoopState
@@ -227,14 +227,7 @@ class LLMJudgeGrounder:
         sentences, chunks, messages = prepared
         started = time.perf_counter()
         try:
-            call = call_generator(
-                self.chat_generator,
-                state,
-                "grounding",
-                messages,
-                temperature=self.temperature,
-                generation_kwargs=self.generation_kwargs,
-            )
+            call = call_generator(self.chat_generator, state, "grounding", messages, **role_options(self))
             return {"state": self._complete(state, sentences, chunks, call, time.perf_counter() - started)}
         except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
             return {"state": skipped(state, f"the grounder failed: {type(exc).__name__}: {exc}")}
@@ -253,14 +246,7 @@ class LLMJudgeGrounder:
         sentences, chunks, messages = prepared
         started = time.perf_counter()
         try:
-            call = await call_generator_async(
-                self.chat_generator,
-                state,
-                "grounding",
-                messages,
-                temperature=self.temperature,
-                generation_kwargs=self.generation_kwargs,
-            )
+            call = await call_generator_async(self.chat_generator, state, "grounding", messages, **role_options(self))
             return {"state": self._complete(state, sentences, chunks, call, time.perf_counter() - started)}
         except Exception as exc:  # noqa: BLE001
             return {"state": skipped(state, f"the grounder failed: {type(exc).__name__}: {exc}")}

@@ -22,7 +22,13 @@ from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401
     SEARCH_TOOL_NAME,
     _builtin_tools,
 )
-from haystack_agentic.llm.calls import LLMCall, call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.calls import (
+    LLMCall,
+    call_generator,
+    call_generator_async,
+    describe_error,
+    role_options,
+)
 from haystack_agentic.llm.prompts import format_chunks, render
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
@@ -208,17 +214,7 @@ class AgenticRouter(_ReplyRouting):
         if isinstance(prepared, dict):
             return prepared
         state, messages, tools = prepared
-        call = call_generator(
-            self.chat_generator,
-            state,
-            "controller",
-            messages,
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            tools=tools,
-        )
+        call = call_generator(self.chat_generator, state, "controller", messages, tools=tools, **role_options(self))
         return self._route(call)
 
     @component.output_types(
@@ -236,15 +232,7 @@ class AgenticRouter(_ReplyRouting):
             return prepared
         state, messages, tools = prepared
         call = await call_generator_async(
-            self.chat_generator,
-            state,
-            "controller",
-            messages,
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            tools=tools,
+            self.chat_generator, state, "controller", messages, tools=tools, **role_options(self)
         )
         return self._route(call)
 
