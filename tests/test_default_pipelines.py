@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,7 @@ from haystack import Pipeline
 
 from haystack_agentic import ALLOWED_MODULES
 from haystack_agentic.pipelines.default_pipelines import default_pipelines
+from haystack_agentic.pipelines.packaged_yaml import minimal, packaged_yaml
 from haystack_agentic.resources import pipeline_path, pipelines_dir
 
 NAMES = [
@@ -65,11 +67,76 @@ def test_packaged_yaml_loads_and_round_trips(name, monkeypatch):
 @pytest.mark.parametrize("name", NAMES)
 def test_packaged_yaml_matches_the_builder(name):
     """The committed YAML is what `python -m haystack_agentic.pipelines.default_pipelines` writes (run `make pipelines`)."""
-    built = yaml.safe_load(default_pipelines()[name].dumps())
-    committed = yaml.safe_load((pipelines_dir() / name).read_text(encoding="utf-8"))
-    for data in (built, committed):
-        data["connections"] = sorted(data["connections"], key=lambda c: (c["sender"], c["receiver"]))
-    assert committed == built
+    committed = (pipelines_dir() / name).read_text(encoding="utf-8")
+    assert committed == packaged_yaml(default_pipelines()[name], name)
+
+
+def _comparable(data: dict) -> dict:
+    data = {k: v for k, v in data.items() if k not in ("inputs", "outputs")}
+    data["connections"] = sorted(data["connections"], key=lambda c: (c["sender"], c["receiver"]))
+    return data
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_packaged_yaml_loads_into_the_built_pipeline(name, monkeypatch):
+    """Leaving the defaults out loses nothing: the short YAML loads into exactly the pipeline the builder makes."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    loaded = Pipeline.loads(pipeline_path(name).read_text(encoding="utf-8"), allowed_modules=ALLOWED_MODULES)
+    assert _comparable(loaded.to_dict()) == _comparable(default_pipelines()[name].to_dict())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_packaged_yaml_lists_no_default_and_comments_every_component(name):
+    text = pipeline_path(name).read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    assert minimal(data) == data  # nothing left to drop
+    lines = text.splitlines()
+    assert lines[0].startswith("# ")  # what the file is for
+    for component in data["components"]:
+        at = lines.index(f"  {component}:")
+        block = []
+        while lines[at - 1 - len(block)].startswith("  # "):
+            block.append(lines[at - 1 - len(block)])
+        assert block and block[-1].startswith(f"  # {component} ("), f"{component} has no comment block"
+        assert any("Change:" in line or "Nothing to change" in line for line in block), component
+
+
+def test_minimal_keeps_what_differs_from_the_defaults():
+    from haystack.components.generators.chat import OpenAIChatGenerator
+
+    full = OpenAIChatGenerator(model="gpt-4o-mini", max_retries=0).to_dict()
+    assert full["init_parameters"]["api_key"] == {"type": "env_var", "env_vars": ["OPENAI_API_KEY"], "strict": True}
+    reduced = minimal(full)
+    assert reduced["init_parameters"] == {"max_retries": 0, "model": "gpt-4o-mini"}  # the Secret default is gone
+    counter = {"type": "haystack_agentic.components.loop.loop_controller.LoopController",
+               "init_parameters": {"max_iterations": 10, "chunk_cap": 1, "max_search_failures": True}}
+    assert minimal(counter)["init_parameters"] == {"chunk_cap": 1, "max_search_failures": True}  # True is not 3
+    assert minimal({"type": "no.such.Class", "init_parameters": {"a": 1}})["init_parameters"] == {"a": 1}
+
+
+def _readme_diff() -> tuple[str, str]:
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("#### Switching the store by hand"):]
+    return section, section[section.index("```diff\n") + 8 : section.index("```\n", section.index("```diff"))]
+
+
+def test_readme_diff_to_milvus_lite_is_short_and_loads_like_the_packaged_milvus_pipeline(tmp_path):
+    section, diff = _readme_diff()
+    changed = [line for line in diff.splitlines()[2:] if line[:1] in "+-"]
+    assert len(changed) <= 15
+    assert f"a change of {len(changed)} lines" in " ".join(section.split())  # the count the README states
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "agentic_rag_embedded.yml").write_text(
+        pipeline_path("agentic_rag_embedded.yml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (tmp_path / "milvus.diff").write_text(diff, encoding="utf-8")
+    subprocess.run(["git", "apply", "milvus.diff"], cwd=tmp_path, check=True, capture_output=True)
+    edited = (tmp_path / "pipelines" / "agentic_rag_embedded.yml").read_text(encoding="utf-8")
+    packaged = pipeline_path("agentic_rag_embedded_milvus.yml").read_text(encoding="utf-8")
+    edited = edited.replace("{uri: my_docs.db}", "{uri: haystack_agentic_milvus.db}")  # the packaged file's name
+    mine = Pipeline.loads(edited, allowed_modules=ALLOWED_MODULES)
+    theirs = Pipeline.loads(packaged, allowed_modules=ALLOWED_MODULES)
+    assert _comparable(mine.to_dict()) == _comparable(theirs.to_dict())
 
 
 def test_loading_without_allow_list_is_refused():

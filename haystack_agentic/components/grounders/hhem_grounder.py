@@ -26,154 +26,29 @@ commit you validated.
 """
 
 import asyncio
-import json
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict, logging
 
 from haystack_agentic.grounding.assembly import assemble, chunk_sources, make_span, skip_reason, skipped
+
+# The model's names and loaders are re-exported: they are public names of this module.
+from haystack_agentic.grounding.hhem_loading import (  # noqa: F401
+    HHEM_FOUNDATION,
+    HHEM_MODEL,
+    HHEM_PROMPT,
+    HOW_TO_GET,
+    HHEMUnavailableError,
+    load_hhem_native,
+    load_hhem_remote_code,
+    pick_device,
+)
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.sentence_splitter import plain, split_sentences
 
 logger = logging.getLogger(__name__)
-
-#: The Hub id of HHEM-2.1-Open.
-HHEM_MODEL = "vectara/hallucination_evaluation_model"
-#: Its foundation model (config and tokenizer), as named in the checkpoint's `config.json`.
-HHEM_FOUNDATION = "google/flan-t5-base"
-#: The premise/hypothesis prompt of the model card (used when the checkpoint's config does not give one).
-HHEM_PROMPT = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {text1}\n\nHypothesis: {text2}"
-
-#: How to get the model, for messages.
-HOW_TO_GET = (
-    f"download it with `huggingface-cli download {HHEM_MODEL}` and `huggingface-cli download {HHEM_FOUNDATION}` "
-    "on a machine with Hub access (or copy both folders here and set the grounder's `model` and `foundation` to "
-    "them), or use LLMJudgeGrounder with a chat generator"
-)
-
-
-class HHEMUnavailableError(RuntimeError):
-    """The HHEM model could not be loaded (not downloaded, no Hub access, or not an HHEM checkpoint)."""
-
-
-def pick_device(device: str | None) -> str:
-    """
-    The torch device to run on.
-
-    :param device: `None` / `"auto"` (CUDA, then Apple MPS, then CPU) or a torch device string (`"cpu"`, `"cuda:1"`).
-    :returns: The device string.
-    """
-    if device and device != "auto":
-        return device
-    import torch  # noqa: PLC0415
-
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
-
-
-def _checkpoint_dir(model: str, revision: str | None, local_files_only: bool) -> Path:
-    path = Path(model).expanduser()
-    if path.is_dir():
-        return path
-    from huggingface_hub import snapshot_download  # noqa: PLC0415
-
-    return Path(
-        snapshot_download(
-            repo_id=model,
-            revision=revision,
-            allow_patterns=["*.json", "*.safetensors", "*.bin"],
-            local_files_only=local_files_only,
-        )
-    )
-
-
-def _read_weights(folder: Path) -> dict[str, Any]:
-    safetensors_files = sorted(folder.glob("*.safetensors"))
-    if safetensors_files:
-        from safetensors.torch import load_file  # noqa: PLC0415
-
-        weights: dict[str, Any] = {}
-        for file in safetensors_files:
-            weights.update(load_file(str(file)))
-        return weights
-    bins = sorted(folder.glob("pytorch_model*.bin"))
-    if not bins:
-        raise HHEMUnavailableError(f"{folder} has no *.safetensors or pytorch_model*.bin weights")
-    import torch  # noqa: PLC0415
-
-    weights = {}
-    for file in bins:
-        weights.update(torch.load(str(file), map_location="cpu", weights_only=True))
-    return weights
-
-
-def load_hhem_native(
-    model: str, revision: str | None, foundation: str | None, local_files_only: bool, device: str
-) -> tuple[Any, Any, str]:
-    """
-    Load an HHEM-2.1-Open checkpoint into transformers' own `T5ForTokenClassification` (no remote code).
-
-    :param model: Hub id or local folder of the checkpoint (`config.json` + weights).
-    :param revision: Hub revision (commit, tag or branch) of the checkpoint.
-    :param foundation: Hub id or local folder of the foundation (config + tokenizer); `None`: the checkpoint's
-        `config.json` `foundation` (`google/flan-t5-base` for HHEM-2.1-Open).
-    :param local_files_only: Never contact the Hub (use local folders or the Hub cache only).
-    :param device: Torch device.
-    :returns: `(model, tokenizer, prompt)`.
-    :raises HHEMUnavailableError: If the files are missing or the weights do not fit.
-    """
-    from transformers import AutoConfig, AutoTokenizer, T5ForTokenClassification  # noqa: PLC0415
-
-    folder = _checkpoint_dir(model, revision, local_files_only)
-    config_path = folder / "config.json"
-    hhem_config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
-    foundation = foundation or hhem_config.get("foundation") or HHEM_FOUNDATION
-    prompt = hhem_config.get("prompt") or HHEM_PROMPT
-    t5_config = AutoConfig.from_pretrained(foundation, local_files_only=local_files_only)
-    t5_config.num_labels = 2
-    network = T5ForTokenClassification(t5_config)
-    weights = {key.removeprefix("t5."): value for key, value in _read_weights(folder).items()}
-    missing, unexpected = network.load_state_dict(weights, strict=False)
-    missing = [key for key in missing if "embed_tokens" not in key]  # tied to `shared`
-    if missing or unexpected:
-        raise HHEMUnavailableError(
-            f"{model} does not look like an HHEM-2.1-Open checkpoint for {foundation}: "
-            f"missing {missing[:5]}, unexpected {list(unexpected)[:5]}. Try trust_remote_code=True."
-        )
-    tokenizer = AutoTokenizer.from_pretrained(foundation, local_files_only=local_files_only)
-    network.to(device).eval()
-    return network, tokenizer, prompt
-
-
-def load_hhem_remote_code(model: str, revision: str | None, local_files_only: bool, device: str) -> tuple[Any, Any, str]:
-    """
-    Load HHEM through the checkpoint repository's own modeling code (`trust_remote_code=True`).
-
-    :param model: Hub id or local folder.
-    :param revision: Hub revision; pin it, since the code it runs comes from that revision.
-    :param local_files_only: Never contact the Hub.
-    :param device: Torch device.
-    :returns: `(model, tokenizer, prompt)` where `model` is the wrapped `T5ForTokenClassification`.
-    :raises HHEMUnavailableError: If the loaded class does not expose HHEM's `t5` and tokenizer.
-    """
-    from transformers import AutoModelForSequenceClassification  # noqa: PLC0415
-
-    wrapper = AutoModelForSequenceClassification.from_pretrained(
-        model, revision=revision, trust_remote_code=True, local_files_only=local_files_only
-    )
-    network = getattr(wrapper, "t5", None)
-    tokenizer = getattr(wrapper, "tokenzier", None) or getattr(wrapper, "tokenizer", None)  # upstream's spelling
-    if network is None or tokenizer is None:
-        raise HHEMUnavailableError(f"{model}'s remote code has no `t5` model and tokenizer: not an HHEM-2.x model.")
-    network.to(device).eval()
-    return network, tokenizer, getattr(wrapper, "prompt", None) or HHEM_PROMPT
-
 
 @component
 class HHEMGrounder:

