@@ -128,3 +128,17 @@ def test_the_give_up_tool_schema_does_not_require_a_reason():
     give_up = next(tool for tool in router._all_tools if tool.name == "give_up")
     assert "reason" in give_up.parameters["properties"]
     assert "reason" not in give_up.parameters.get("required", [])
+
+
+def test_whole_number_and_finite_helpers():
+    from haystack_agentic.llm.tool_arguments import decode_arguments, finite, whole_number
+
+    assert whole_number("+3", 1, 10) == 3 and whole_number(10**400, 1, 10) == 10
+    with pytest.raises(ValueError, match="5000-digit"):
+        whole_number("9" * 5000, 1, 10)
+    assert finite({"a": [math.inf, {"b": -math.inf}], "c": math.nan, "d": 1.5}) == {
+        "a": ["inf", {"b": "-inf"}], "c": "nan", "d": 1.5
+    }
+    assert decode_arguments(" ") == ({}, None) and decode_arguments(None) == ({}, None)
+    assert decode_arguments('{"top_k": 1e999}') == ({"top_k": math.inf}, None)
+    assert decode_arguments("{x")[0] is None and decode_arguments("{x")[1]

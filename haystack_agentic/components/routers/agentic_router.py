@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 
 import json
-import math
 import re
 from typing import Any, Literal
 
@@ -29,6 +28,7 @@ from haystack_agentic.llm.calls import (
     render,
     warm_up_generator,
 )
+from haystack_agentic.llm.tool_arguments import decode_arguments, finite, whole_number
 from haystack_agentic.tracing import trace_turn
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
 
@@ -130,7 +130,7 @@ def _builtin_tools(max_top_k: int) -> list[Tool]:
             description="Stop without an answer, saying why the collection cannot answer the question.",
             parameters={
                 "type": "object",
-                "properties": {"reason": {"type": "string", "description": "Why no answer can be given (optional)."}},
+                "properties": {"reason": {"type": "string", "description": "Why no answer can be given (optional)"}},
             },
             function=_not_invoked,
         ),
@@ -148,34 +148,12 @@ def _parse_arguments(tool_call: ToolCall) -> dict[str, Any]:
     Non-finite numbers (`1e999` parses to `inf`; `NaN`) become the strings `"inf"`, `"nan"`: JSON has no such values,
     and the arguments are recorded in the run's trace, which must stay JSON-serialisable.
     """
-    arguments, problem = _decode_arguments(tool_call)
+    arguments, problem = decode_arguments(tool_call.arguments)
     if problem:
         raise _InvalidArguments(f"arguments are not valid JSON ({problem})")
     if not isinstance(arguments, dict):
         raise _InvalidArguments(f"arguments must be a JSON object, got {type(arguments).__name__}")
-    return _finite(arguments)
-
-
-def _decode_arguments(tool_call: ToolCall) -> tuple[Any, str | None]:
-    """`(arguments, None)` with JSON text decoded (blank text and `None` are `{}`), or `(None, why)` if not JSON."""
-    arguments: Any = tool_call.arguments
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return None, exc.msg
-    return ({} if arguments is None else arguments), None
-
-
-def _finite(value: Any) -> Any:
-    """`value` with every non-finite float (inf, -inf, nan) replaced by its name as a string."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite(item) for item in value]
-    return value
+    return finite(arguments)
 
 
 #: The reason recorded when a model gives up without saying why.
@@ -186,7 +164,7 @@ def _give_up(state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[s
     """End the run with `gave_up`: the model's `reason` when it gave one, else `DEFAULT_GIVE_UP_REASON`."""
     reason = arguments.get("reason")
     reason = reason.strip() if isinstance(reason, str) and reason.strip() else DEFAULT_GIVE_UP_REASON
-    step = ToolStep(iteration=turn, action="give_up", tool_name=tool_call.tool_name, arguments=_finite(arguments))
+    step = ToolStep(iteration=turn, action="give_up", tool_name=tool_call.tool_name, arguments=finite(arguments))
     return state.with_step(step).finish("gave_up", answer=f"I could not find an answer: {reason}")
 
 
@@ -495,7 +473,7 @@ class AgenticRouter:
         search: tuple[ToolCall, str, int, dict[str, Any]] | None = None
         for tool_call in tool_calls:
             name = tool_call.tool_name
-            if name == GIVE_UP_TOOL_NAME and not isinstance(_decode_arguments(tool_call)[0], dict):
+            if name == GIVE_UP_TOOL_NAME and not isinstance(decode_arguments(tool_call.arguments)[0], dict):
                 # Giving up needs no reason: arguments the model could not write do not keep it looping.
                 return {"finished": _give_up(state, turn, tool_call, _safe_arguments(tool_call))}
             try:
@@ -565,30 +543,13 @@ class AgenticRouter:
         return {"loop": state.with_messages(ChatMessage.from_user(_EMPTY_REPLY_NUDGE))}
 
     def _top_k(self, value: Any) -> int:
-        """
-        The `top_k` a model asked for: a whole number (an int, a float like `7.0`, or a string like `"7"`) of at
-        least 1, capped at `max_top_k`. Anything else (bools, `inf`, `nan`, `2.5`, `"many"`, lists, 0 or less) raises
-        `_InvalidArguments`, which goes back to the model as a tool error.
-        """
+        """The model's `top_k` (1..`max_top_k`, larger capped), the default if absent; else `_InvalidArguments`."""
         if value is None:
             return self.default_top_k
-        problem = f"'top_k' must be an integer from 1 to {self.max_top_k}"
-        if isinstance(value, str):
-            value = value.strip()
-            if not value.lstrip("+-").isdigit():
-                raise _InvalidArguments(f"{problem}, got {value[:40]!r}")
-        elif isinstance(value, float):
-            if not (math.isfinite(value) and value.is_integer()):
-                raise _InvalidArguments(f"{problem}, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, int):
-            raise _InvalidArguments(f"{problem}, got {type(value).__name__}")
         try:
-            top_k = int(value)
-        except (ValueError, OverflowError) as exc:  # e.g. a string of more digits than int() converts
-            raise _InvalidArguments(problem) from exc
-        if top_k < 1:
-            raise _InvalidArguments(f"{problem}, got {top_k}")
-        return min(self.max_top_k, top_k)
+            return whole_number(value, 1, self.max_top_k)
+        except ValueError as exc:
+            raise _InvalidArguments(f"'top_k' {exc}") from exc
 
     def _search(
         self,
@@ -689,4 +650,4 @@ def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:
 
 def _safe_arguments(tool_call: ToolCall) -> dict[str, Any]:
     arguments = tool_call.arguments
-    return _finite(arguments) if isinstance(arguments, dict) else {"raw": _finite(arguments)}
+    return finite(arguments) if isinstance(arguments, dict) else {"raw": finite(arguments)}
