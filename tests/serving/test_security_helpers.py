@@ -129,10 +129,12 @@ def test_the_mcp_filter_hides_and_refuses_the_deploy_tools():
 @pytest.fixture
 def fake_run(monkeypatch, tmp_path):
     """`serve` up to the point it would start the servers: records the call instead; environment restored after."""
+    # `serve` writes these into os.environ (for its worker processes): setting them first makes monkeypatch
+    # restore (or remove) them afterwards, so no key leaks into later tests.
     for name in ("HAYHOOKS_HOST", "HAYHOOKS_PORT", "HAYHOOKS_PIPELINES_DIR", "HAYSTACK_DESERIALIZATION_ALLOWLIST",
-                 "HAYSTACK_AGENTIC_ALLOW_DEPLOY"):  # fmt: skip
+                 "HAYSTACK_AGENTIC_ALLOW_DEPLOY", "HAYSTACK_AGENTIC_API_KEY"):  # fmt: skip
         monkeypatch.setenv(name, "")
-    monkeypatch.delenv("HAYSTACK_AGENTIC_API_KEY", raising=False)
+    monkeypatch.delenv("HAYSTACK_AGENTIC_API_KEY")
     calls = []
     monkeypatch.setattr("haystack_agentic.serving.server.run_servers", lambda *args: calls.append(args))
 

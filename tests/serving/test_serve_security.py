@@ -127,9 +127,8 @@ def test_allow_deploy_without_a_key_refuses_to_start():
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("key", ["short", "has a space in it 1234", "ключ-ключ-ключ-ключ"])
-def test_a_weak_or_unsendable_key_refuses_to_start(key):
-    done = _serve_exit(["--api-key", key, "--port", "1", "--mcp-port", "0"])
+def test_a_weak_key_refuses_to_start():  # more bad keys: test_security_helpers.py
+    done = _serve_exit(["--api-key", "short", "--port", "1", "--mcp-port", "0"])
     assert done.returncode == 2 and "API key" in done.stderr
 
 
