@@ -227,3 +227,14 @@ def test_with_the_key_deployment_works_and_a_refused_yaml_is_a_422(keyed, tmp_pa
     undeployed = httpx.post(f"{keyed.url}/undeploy/uploaded", headers=AUTH, timeout=30)
     assert undeployed.status_code == 200
     assert httpx.post(f"{keyed.url}/uploaded/run", json={"query": "x"}, headers=AUTH, timeout=30).status_code == 404
+
+
+def test_an_openai_client_sends_the_key_as_its_api_key(keyed):
+    import openai
+
+    messages = [{"role": "user", "content": QUESTION}]
+    client = openai.OpenAI(base_url=f"{keyed.url}/v1", api_key=KEY, max_retries=0)
+    assert client.chat.completions.create(model="scripted", messages=messages).choices[0].message.content
+    wrong = openai.OpenAI(base_url=f"{keyed.url}/v1", api_key="not-the-key-0123456789", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        wrong.chat.completions.create(model="scripted", messages=messages)
