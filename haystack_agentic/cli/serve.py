@@ -260,6 +260,9 @@ def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path
     os.environ["HAYHOOKS_HOST"] = args.host
     os.environ["HAYHOOKS_PORT"] = str(args.port)
     os.environ["HAYHOOKS_PIPELINES_DIR"] = str(directory)
+    # hayhooks' default parallel start-up imports the wrapper modules from several threads, which sometimes fails
+    # ("dictionary changed size during iteration") and leaves a worker without that pipeline: one at a time.
+    os.environ.setdefault("HAYHOOKS_STARTUP_DEPLOY_STRATEGY", "sequential")
     security.to_env(os.environ)
     _allow_our_modules()
     if not security.api_key and not is_loopback(args.host):

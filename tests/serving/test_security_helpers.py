@@ -131,10 +131,11 @@ def fake_run(monkeypatch, tmp_path):
     """`serve` up to the point it would start the servers: records the call instead; environment restored after."""
     # `serve` writes these into os.environ (for its worker processes): setting them first makes monkeypatch
     # restore (or remove) them afterwards, so no key leaks into later tests.
-    for name in ("HAYHOOKS_HOST", "HAYHOOKS_PORT", "HAYHOOKS_PIPELINES_DIR", "HAYSTACK_DESERIALIZATION_ALLOWLIST",
-                 "HAYSTACK_AGENTIC_ALLOW_DEPLOY", "HAYSTACK_AGENTIC_API_KEY"):  # fmt: skip
-        monkeypatch.setenv(name, "")
-    monkeypatch.delenv("HAYSTACK_AGENTIC_API_KEY")
+    names = ["HAYHOOKS_HOST", "HAYHOOKS_PORT", "HAYHOOKS_PIPELINES_DIR", "HAYHOOKS_STARTUP_DEPLOY_STRATEGY",
+             "HAYSTACK_DESERIALIZATION_ALLOWLIST", "HAYSTACK_AGENTIC_ALLOW_DEPLOY", "HAYSTACK_AGENTIC_API_KEY"]
+    for name in names:
+        monkeypatch.setenv(name, "placeholder")  # records the original value (or its absence) ...
+        monkeypatch.delenv(name)  # ... and the test starts without it
     calls = []
     monkeypatch.setattr("haystack_agentic.serving.server.run_servers", lambda *args: calls.append(args))
 
