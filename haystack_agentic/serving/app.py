@@ -21,7 +21,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from haystack import logging
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -147,7 +147,8 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     return JSONResponse(status_code=422, content={"detail": json_safe(exc.errors())})
 
 
-async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """FastAPI's HTTP error handler, with an encodable body and the two status fixes in the module docstring."""
     status, detail = exc.status_code, exc.detail
     refused = invalid_input(exc.__cause__) if status == 500 else None
     if refused is not None:  # a YAML pipeline served by hayhooks refused the question or filters
@@ -156,8 +157,6 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
         status = 400
         detail = f"{detail}: this pipeline has no chat interface; call it with POST /<name>/run instead."
     headers = getattr(exc, "headers", None)
-    if status in (204, 304) or status < 200:
-        from starlette.responses import Response
-
+    if status in (204, 304) or status < 200:  # no body allowed
         return Response(status_code=status, headers=headers)
     return JSONResponse({"detail": json_safe(detail)}, status_code=status, headers=headers)
