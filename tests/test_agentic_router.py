@@ -212,7 +212,6 @@ def test_run_filters_are_passed_to_the_retriever_each_time(build_loop):
         ("search", {"query": "x", "top_k": True}, "'top_k' must be an integer"),
         ("answer", {}, "'text' is required"),
         ("answer", {"text": ""}, "'text' is required"),
-        ("give_up", {"why": "x"}, "'reason' is required"),
     ],
 )
 def test_bad_tool_calls_go_back_to_the_model_and_the_run_goes_on(build_loop, name, arguments, problem):

@@ -12,28 +12,33 @@ SSE at `/sse`) listing each pipeline as a tool. YAML files already in the
 serving directory (--pipelines-dir) are deployed too, as plain hayhooks YAML
 pipelines.
 
-Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged
-pipeline chosen like `ask` does (an OpenAI-compatible endpoint when
-OPENAI_API_KEY / OPENAI_BASE_URL is set, else the embedded offline model),
-served as `agentic_rag`.
+Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged pipeline chosen like `ask` does
+(an OpenAI-compatible endpoint when `OPENAI_API_KEY` / `OPENAI_BASE_URL` is set, else the embedded offline
+model), served as `agentic_rag`.
+
+Safe by default: hayhooks' runtime deployment (routes and MCP tools that upload and run code) is off unless
+`--allow-deploy`, which needs an API key; `--api-key` / `$HAYSTACK_AGENTIC_API_KEY` makes every request but
+`GET /health` carry `Authorization: Bearer <key>`. Serving on a non-loopback address without a key prints a
+warning. The servers themselves are built in `haystack_agentic.serving` (`app`, `mcp_server`, `server`).
 """
 
 import argparse
-import asyncio
-import contextlib
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from haystack_agentic.serving.security import ServeSecurity
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 1416
+#: Names of hayhooks' own MCP tools, which a pipeline (an MCP tool too) cannot take.
+RESERVED_NAMES = frozenset({"deploy_pipeline", "undeploy_pipeline", "get_pipeline_status", "get_all_pipeline_statuses"})
 
 _WRAPPER_TEMPLATE = '''\
 # Written by `haystack-agentic serve`: serves {yaml} as `{name}`.
@@ -96,16 +101,34 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
     serve.add_argument("--store", help="Saved in-memory store to load (default: $HAYSTACK_AGENTIC_STORE or cache).")
     serve.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
+    serve.add_argument(
+        "--api-key",
+        help="Require `Authorization: Bearer KEY` on every request (REST, chat, MCP; not /health). "
+        "Default: $HAYSTACK_AGENTIC_API_KEY, else no authentication.",
+    )
+    serve.add_argument(
+        "--allow-deploy",
+        action="store_true",
+        help="Keep hayhooks' runtime deployment (POST /deploy_files, /deploy-yaml, /undeploy/NAME and the MCP "
+        "deploy_pipeline / undeploy_pipeline tools), which runs uploaded code. Needs an API key. Default: off.",
+    )
     serve.set_defaults(func=cmd_serve)
     return serve
+
+
+def _check_name(name: str) -> str:
+    if not name.replace("_", "").replace("-", "").isalnum():
+        raise ServeError(f"Pipeline name {name!r} must be letters, digits, '_' or '-' (it becomes a URL path).")
+    if name in RESERVED_NAMES:
+        raise ServeError(f"Pipeline name {name!r} is the name of a hayhooks MCP tool: choose another one.")
+    return name
 
 
 def _parse_pipeline_arg(value: str) -> tuple[str, Path]:
     name, sep, path = value.partition("=")
     if not sep:
         path, name = value, Path(value).stem
-    if not name.replace("_", "").replace("-", "").isalnum():
-        raise ServeError(f"Pipeline name {name!r} must be letters, digits, '_' or '-' (it becomes a URL path).")
+    _check_name(name)
     resolved = Path(path).expanduser().resolve()
     if not resolved.is_file():
         raise ServeError(f"Pipeline YAML {resolved} does not exist.")
@@ -141,7 +164,7 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
         path = packaged_pipeline_for(choose_llm(args.llm), args.mode, args.base_url)
     except ValueError as exc:
         raise ServeError(str(exc)) from exc
-    return {args.name: path}, overrides, str(Path(store or default_store_path()).resolve())
+    return {_check_name(args.name): path}, overrides, str(Path(store or default_store_path()).resolve())
 
 
 def write_serving_dir(
@@ -201,6 +224,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """
     scratch = None
     try:
+        security = _security(args)
         pipelines, overrides, store = plan(args)
         explicit_store = bool(args.store or os.environ.get("HAYSTACK_AGENTIC_STORE"))
         if store and explicit_store and not Path(store).exists():
@@ -222,92 +246,67 @@ def cmd_serve(args: argparse.Namespace) -> int:
             shutil.rmtree(scratch, ignore_errors=True)
         return 2
     try:
-        return _serve(args, pipelines, directory)
+        return _serve(args, pipelines, directory, security)
     finally:
         if scratch:  # the wrapper files written for this run
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path) -> int:
+def _security(args: argparse.Namespace) -> "ServeSecurity":
+    """
+    What to expose, from `--api-key` / `$HAYSTACK_AGENTIC_API_KEY` and `--allow-deploy`.
+
+    :raises ServeError: On a weak key, or `--allow-deploy` without a key.
+    """
+    from haystack_agentic.serving.security import ENV_API_KEY, ServeSecurity, check_api_key
+
+    key = args.api_key or os.environ.get(ENV_API_KEY) or None
+    if key is not None:
+        try:
+            check_api_key(key)
+        except ValueError as exc:
+            raise ServeError(str(exc)) from exc
+    if args.allow_deploy and key is None:
+        raise ServeError(
+            "--allow-deploy lets clients upload and run Python code in the server: it needs an API key. "
+            f"Pass --api-key KEY or set ${ENV_API_KEY} (e.g. `openssl rand -hex 24`)."
+        )
+    return ServeSecurity(api_key=key, allow_deploy=args.allow_deploy)
+
+
+def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path, security: "ServeSecurity") -> int:
+    from haystack_agentic.serving.security import is_loopback
+
     mcp_port = args.port + 1 if args.mcp_port is None else args.mcp_port
     # hayhooks reads its settings from the environment when first imported; worker processes inherit them.
     os.environ["HAYHOOKS_HOST"] = args.host
     os.environ["HAYHOOKS_PORT"] = str(args.port)
     os.environ["HAYHOOKS_PIPELINES_DIR"] = str(directory)
+    # hayhooks' default parallel start-up imports the wrapper modules from several threads, which sometimes fails
+    # ("dictionary changed size during iteration") and leaves a worker without that pipeline: one at a time.
+    os.environ.setdefault("HAYHOOKS_STARTUP_DEPLOY_STRATEGY", "sequential")
+    security.to_env(os.environ)
     _allow_our_modules()
+    if not security.api_key and not is_loopback(args.host):
+        print(
+            f"warning: serving on {args.host} without an API key: anyone who can reach this address can run "
+            "questions (and spend your LLM budget). Pass --api-key KEY or set $HAYSTACK_AGENTIC_API_KEY.",
+            file=sys.stderr,
+            flush=True,
+        )
     print(
         f"Serving {', '.join(sorted(pipelines))} from {directory} on http://{args.host}:{args.port}"
         + (f" (MCP on http://{args.host}:{mcp_port}/mcp)" if mcp_port else "")
-        + (f" with {args.workers} workers" if args.workers > 1 else ""),
+        + (f" with {args.workers} workers" if args.workers > 1 else "")
+        + ("; API key required" if security.api_key else "")
+        + ("; runtime deployment ON (deploy routes, MCP deploy tools)" if security.allow_deploy else ""),
         file=sys.stderr,
         flush=True,
     )
-    import uvicorn
+    from haystack_agentic.serving.server import run_servers
 
-    if args.workers > 1:
-        # Each worker builds its own app and pipelines (stateless workers); MCP runs as one process beside them.
-        mcp = _start_mcp_process(args.host, mcp_port, directory) if mcp_port else None
-        try:
-            uvicorn.run(
-                "hayhooks.server.app:create_app",
-                host=args.host,
-                port=args.port,
-                workers=args.workers,
-                factory=True,
-                log_config=None,
-            )
-        finally:
-            if mcp is not None:
-                mcp.terminate()
-                try:
-                    mcp.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    mcp.kill()
-        return 0
-    asyncio.run(_serve_one_process(args.host, args.port, mcp_port))
+    run_servers(args.host, args.port, mcp_port, args.workers, directory)
     return 0
-
-
-def _start_mcp_process(host: str, port: int, directory: Path) -> subprocess.Popen:
-    """Start `hayhooks mcp run` for the serving directory (used with several HTTP workers)."""
-    hayhooks = Path(sys.executable).with_name("hayhooks")
-    command = [str(hayhooks), "mcp", "run", "--host", host, "--port", str(port), "--pipelines-dir", str(directory)]
-    return subprocess.Popen(command, env=os.environ.copy())
-
-
-class _Server:
-    """A uvicorn server that leaves signal handling to `_serve_one_process` (two servers share one loop)."""
-
-    @staticmethod
-    def make(app: Any, host: str, port: int) -> Any:
-        import uvicorn
-
-        class Server(uvicorn.Server):
-            @contextlib.contextmanager
-            def capture_signals(self):  # noqa: D102 - handled once for both servers
-                yield
-
-        return Server(uvicorn.Config(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=5))
-
-
-async def _serve_one_process(host: str, port: int, mcp_port: int) -> None:
-    from hayhooks.server.app import create_app
-
-    servers = [_Server.make(create_app(), host, port)]
-    if mcp_port:
-        from hayhooks.server.utils.mcp_utils import create_mcp_server, create_starlette_app
-
-        servers.append(_Server.make(create_starlette_app(create_mcp_server()), host, mcp_port))
-
-    def stop() -> None:
-        for server in servers:
-            server.should_exit = True
-
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop)
-    await asyncio.gather(*(server.serve() for server in servers))
 
 
 def main(argv: list[str] | None = None) -> int:

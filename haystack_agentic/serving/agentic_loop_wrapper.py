@@ -13,7 +13,9 @@ from fastapi import HTTPException
 from haystack import Pipeline, logging
 from hayhooks import BasePipelineWrapper
 
-from haystack_agentic.components.loop.loop_controller import validate_filters, validate_question
+from haystack_agentic.components.loop.loop_controller import InvalidLoopInput, validate_filters, validate_question
+from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
+from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, load_loop_pipeline
 from haystack_agentic.pipelines.progress import iter_progress
 
@@ -61,13 +63,27 @@ def question_from_messages(messages: Any) -> str:
             continue
         content = message.get("content")
         if isinstance(content, list):
-            content = " ".join(
-                part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
-            )
+            content = " ".join(_text_parts(content))
         if not isinstance(content, str) or not content.strip():
             raise BadRequest("The last user message has no text: put the question in its `content`.")
         return content.strip()
     raise BadRequest("`messages` has no user message: send the question as a message with role `user`.")
+
+
+def _text_parts(parts: list[Any]) -> list[str]:
+    """The `text` of each `{"type": "text", "text": ...}` part of a message's content."""
+    texts = []
+    for index, part in enumerate(parts):
+        if not isinstance(part, dict) or part.get("type") != "text":
+            continue
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise BadRequest(
+                f"Content part {index} of the last user message is of type `text` but its `text` is "
+                f"{type(text).__name__ if text is not None else 'null'}: send the question as a string."
+            )
+        texts.append(text)
+    return texts
 
 
 def progress_line(step: dict[str, Any]) -> str:
@@ -159,8 +175,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
             error.
         """
         data = self._inputs(check_question(query, self._max_question_chars()), filters)
-        output = await self.pipeline.run_async(data)
-        return output["result"]["result"]
+        return await self._run(data)
 
     async def run_chat_completion_async(
         self, model: str, messages: list[dict], body: dict
@@ -179,9 +194,23 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         """
         data = self._inputs(check_question(question_from_messages(messages), self._max_question_chars()), None)
         if not body.get("stream"):
-            result = (await self.pipeline.run_async(data))["result"]["result"]
-            return answer_text(result)
+            return answer_text(await self._run(data))
         return self._stream(data)
+
+    async def _run(self, data: dict[str, Any]) -> dict[str, Any]:
+        """
+        Run the loop: its result, or an error result (`terminated_by="error"`) if the pipeline itself failed.
+
+        :raises BadRequest: If the pipeline refused the question or filters (`InvalidLoopInput`).
+        """
+        try:
+            return (await self.pipeline.run_async(data))["result"]["result"]
+        except Exception as exc:  # noqa: BLE001 - the request was valid: report the failed run, not a server error
+            invalid = invalid_input(exc)
+            if invalid is not None:
+                raise BadRequest(str(invalid)) from exc
+            logger.error("The loop pipeline failed: {error}", error=exc, exc_info=True)
+            return error_result(data["controller"]["query"], exc)
 
     async def _stream(self, data: dict[str, Any]) -> AsyncGenerator[str, None]:
         try:
@@ -224,3 +253,32 @@ def answer_text(result: dict[str, Any]) -> str:
         reason += f" Error: {result['error']}"
     return reason
 
+
+
+def error_result(question: str, exc: BaseException) -> dict[str, Any]:
+    """
+    The result of a run whose pipeline raised: no answer, `terminated_by="error"`, the error as `Type: message`.
+
+    :param question: The question asked.
+    :param exc: What the pipeline raised.
+    :returns: A loop result dict (the same keys as `LoopResultBuilder`'s).
+    """
+    cause = exc.__cause__ if exc.__cause__ is not None else exc  # a PipelineRuntimeError wraps the component's error
+    state = LoopState(question=question).finish("error", error=f"{type(cause).__name__}: {cause}")
+    return LoopResultBuilder().run(state=state)["result"]
+
+
+def invalid_input(exc: BaseException | None) -> InvalidLoopInput | None:
+    """
+    The `InvalidLoopInput` in `exc`'s chain of causes (a pipeline wraps a component's error), if there is one.
+
+    :param exc: An exception raised while running a loop pipeline.
+    :returns: The question or filters error that made the run refuse to start, or `None`.
+    """
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, InvalidLoopInput):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None

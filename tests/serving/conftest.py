@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 A real hayhooks server for the serving tests: `python -m haystack_agentic.cli.serve` on 127.0.0.1 and a free port,
-serving the test-only scripted loop (`scripted`, LLM latency 0), a slow copy (`slow`, 1 s per LLM call) and the
-same YAML as a plain hayhooks YAML pipeline (`plain`). Started once per module, polled until `/status` answers
-(with a deadline), stopped afterwards.
+serving the test-only scripted loop (`scripted`, LLM latency 0), a slow copy (`slow`, 1 s per LLM call), copies
+whose LLM misbehaves (`raising`, `garbage`), one whose pipeline itself crashes (`crashing`, one run per component)
+and the same YAML as a plain hayhooks YAML pipeline (`plain`). Started once per session, polled until `/status`
+answers (with a deadline), stopped after the session. `serve_process` starts other configurations the same way.
 """
 
 import os
@@ -12,6 +13,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +28,7 @@ from conftest import DOCS  # the unit tests' documents
 HERE = Path(__file__).resolve().parent
 SCRIPTED_YAML = HERE / "scripted_loop.yml"
 SLOW_LATENCY = 1.0
-START_DEADLINE = 60.0
+START_DEADLINE = 120.0  # a deadline, not a wait: start-up takes ~10 s alone, ~60 s on a loaded 2-core machine
 
 
 #: Scripts for the misbehaving-LLM pipelines: one whose LLM raises, one that only sends malformed tool calls.
@@ -83,6 +86,8 @@ class Server:
     port: int
     directory: Path
     env: dict
+    process: subprocess.Popen | None = None
+    log: Path | None = None
 
 
 def server_env() -> dict:
@@ -93,42 +98,66 @@ def server_env() -> dict:
     return env
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Server:
-    """The serving-test hayhooks server (see the module docstring)."""
-    root = tmp_path_factory.mktemp("serve")
-    store_path = root / "store.json"
+def write_test_store(path: Path) -> Path:
+    """Save the unit tests' documents as an in-memory store file at `path`."""
     store = InMemoryDocumentStore()
     store.write_documents(DOCS)
-    store.save_to_disk(str(store_path))
-    slow_yaml = root / "slow_loop.yml"
-    slow_yaml.write_text(SCRIPTED_YAML.read_text().replace("latency: 0.0", f"latency: {SLOW_LATENCY}"))
-    extra = []
-    for name, script in BAD_SCRIPTS.items():
-        (root / f"{name}.yml").write_text(with_script(script))
-        extra += ["--pipeline", f"{name}={root / f'{name}.yml'}"]
-    directory = root / "pipelines"
-    directory.mkdir()
-    (directory / "plain.yml").write_text(SCRIPTED_YAML.read_text())
+    store.save_to_disk(str(path))
+    return path
+
+
+@contextmanager
+def serve_process(root: Path, args: list[str], env: dict | None = None, health: str = "/status") -> Iterator[Server]:
+    """
+    Run `python -m haystack_agentic.cli.serve` with `args` (plus a free `--port` and `--mcp-port`) in `root`, wait
+    until its HTTP `health` path and the MCP port's `/status` answer 200, yield it, then stop it by pid.
+    """
     port, mcp_port = free_port(), free_port()
     log = root / "server.log"
-    env = server_env()
+    env = env or server_env()
     with open(log, "w") as out:
         process = subprocess.Popen(
-            [
-                sys.executable, "-m", "haystack_agentic.cli.serve",
-                "--port", str(port), "--mcp-port", str(mcp_port),
-                "--pipeline", f"scripted={SCRIPTED_YAML}", "--pipeline", f"slow={slow_yaml}",
-                "--pipelines-dir", str(directory), "--store", str(store_path), *extra,
-            ],
+            [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", str(mcp_port),
+             *args],
             stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root,
         )  # fmt: skip
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_DEADLINE
-        wait_until_up(f"{url}/status", process, deadline, log)
+        wait_until_up(f"{url}{health}", process, deadline, log)
         wait_until_up(f"http://127.0.0.1:{mcp_port}/status", process, deadline, log)
-        # The pipelines deploy in the app's start-up, so /status answering means they are deployed.
-        yield Server(url=url, mcp_url=f"http://127.0.0.1:{mcp_port}/mcp", port=port, directory=directory, env=env)
+        yield Server(url=url, mcp_url=f"http://127.0.0.1:{mcp_port}/mcp", port=port, directory=root, env=env,
+                     process=process, log=log)  # fmt: skip
     finally:
         stop(process)
+
+
+def bad_script_pipelines(root: Path) -> list[str]:
+    """`--pipeline` arguments for the misbehaving-LLM pipelines (`BAD_SCRIPTS`), their YAML written into `root`."""
+    extra = []
+    for name, script in BAD_SCRIPTS.items():
+        (root / f"{name}.yml").write_text(with_script(script))
+        extra += ["--pipeline", f"{name}={root / f'{name}.yml'}"]
+    return extra
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory) -> Server:
+    """The serving-test hayhooks server (see the module docstring)."""
+    root = tmp_path_factory.mktemp("serve")
+    slow_yaml = root / "slow_loop.yml"
+    slow_yaml.write_text(SCRIPTED_YAML.read_text().replace("latency: 0.0", f"latency: {SLOW_LATENCY}"))
+    crashing = yaml.safe_load(SCRIPTED_YAML.read_text())
+    crashing["max_runs_per_component"] = 1
+    (root / "crashing.yml").write_text(yaml.safe_dump(crashing))
+    directory = root / "pipelines"
+    directory.mkdir()
+    (directory / "plain.yml").write_text(SCRIPTED_YAML.read_text())
+    args = [
+        "--pipeline", f"scripted={SCRIPTED_YAML}", "--pipeline", f"slow={slow_yaml}",
+        "--pipeline", f"crashing={root / 'crashing.yml'}", *bad_script_pipelines(root),
+        "--pipelines-dir", str(directory), "--store", str(write_test_store(root / "store.json")),
+    ]  # fmt: skip
+    with serve_process(root, args) as running:
+        # The pipelines deploy in the app's start-up, so /status answering means they are deployed.
+        yield running

@@ -4,11 +4,7 @@ concurrency. The server comes from the `server` fixture (tests/serving/conftest.
 
 import asyncio
 import json
-import shutil
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import openai
@@ -16,7 +12,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from .conftest import SCRIPTED_YAML, SLOW_LATENCY
+from .conftest import SLOW_LATENCY
 
 pytestmark = pytest.mark.integration
 
@@ -75,18 +71,6 @@ def test_plain_yaml_pipeline_refuses_a_blank_question_with_a_4xx(server, query):
     response = post(server, "/plain/run", {"query": query})
     assert response.status_code == 422, response.text
     assert "query" in response.text
-
-
-def test_hayhooks_deploy_yaml_cli_deploys_a_packaged_style_yaml(server):
-    hayhooks = shutil.which("hayhooks", path=str(Path(sys.executable).parent))
-    env = {**server.env, "HAYHOOKS_HOST": "127.0.0.1", "HAYHOOKS_PORT": str(server.port)}
-    done = subprocess.run(
-        [hayhooks, "pipeline", "deploy-yaml", "--name", "cli_deployed", "--no-save-file", str(SCRIPTED_YAML)],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    result = post(server, "/cli_deployed/run", {"query": QUESTION}).json()["result"]["result"]["result"]
-    assert result["answer"] == f"Answer to: {QUESTION}"
 
 
 def test_chat_completion_with_the_openai_client(server):
@@ -201,3 +185,78 @@ async def test_concurrent_questions_do_not_queue_and_keep_their_own_trace(server
         result = response.json()["result"]
         assert result["answer"] == f"Answer to: {question}"
         assert [s["query"] for s in result["tool_history"]] == [question, None]
+
+
+# --- malformed requests are 4xx with a message, never 500 -------------------------------------------------
+
+
+def post_raw(server, path: str, text: str) -> httpx.Response:
+    return httpx.post(f"{server.url}{path}", content=text.encode("utf-8"), timeout=30,
+                      headers={"content-type": "application/json"})  # fmt: skip
+
+
+@pytest.mark.parametrize("text", [12, {"q": QUESTION}, None, [QUESTION], True, 1.5])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_content_part_with_non_string_text_is_a_422_that_says_so(server, text, stream):
+    messages = [{"role": "user", "content": [{"type": "text", "text": text}]}]
+    response = post(server, "/v1/chat/completions", {"model": "scripted", "messages": messages, "stream": stream})
+    assert response.status_code == 422, response.text
+    assert "`text`" in response.json()["detail"] and "send the question as a string" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("name", ["scripted", "plain"])
+def test_a_query_given_as_a_non_finite_json_number_is_a_422(server, constant, name):
+    response = post_raw(server, f"/{name}/run", f'{{"query": {constant}}}')
+    assert response.status_code == 422, response.text
+    assert "string" in response.text
+    assert response.json()["detail"][0]["input"] in ("nan", "inf", "-inf")  # echoed as text: JSON has no NaN
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity"])
+def test_non_finite_numbers_anywhere_in_a_chat_body_are_a_4xx(server, constant):
+    response = post_raw(server, "/v1/chat/completions", f'{{"model": "scripted", "messages": [{{"role": "user", '
+                        f'"content": {constant}}}], "stream": {constant}}}')  # fmt: skip
+    assert response.status_code == 422, response.text
+
+
+@pytest.mark.parametrize("name", ["scripted", "plain"])
+@pytest.mark.parametrize("query", ["\\ud800", "Where is \\udfff Trigiani?", "\\udc00\\ud800"])
+def test_a_query_with_a_lone_surrogate_is_a_422_before_anything_runs(server, name, query):
+    response = post_raw(server, f"/{name}/run", f'{{"query": "{query}"}}')
+    assert response.status_code == 422, response.text
+    assert "surrogate" in response.text or "unicode" in response.text
+    response.json()  # the reply itself is valid JSON
+
+
+def test_a_chat_question_with_a_lone_surrogate_is_a_422(server):
+    response = post_raw(server, "/v1/chat/completions",
+                        '{"model": "scripted", "messages": [{"role": "user", "content": "Who \\ud800?"}]}')  # fmt: skip
+    assert response.status_code == 422, response.text
+    assert "surrogate" in response.json()["detail"]
+
+
+def test_a_too_long_question_to_a_yaml_pipeline_is_a_422_not_a_500(server):
+    # `plain` is served by hayhooks itself: the LoopController refuses the question inside the pipeline run.
+    response = post(server, "/plain/run", {"query": "x" * 5000})
+    assert response.status_code == 422, response.text
+    assert "the limit is 4000" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses"])
+def test_chat_with_a_pipeline_without_a_chat_interface_is_a_400(server, path):
+    body = {"model": "plain", "messages": [{"role": "user", "content": QUESTION}], "input": QUESTION}
+    response = post(server, path, body)
+    assert response.status_code == 400, response.text
+    assert "/<name>/run" in response.json()["detail"]
+
+
+def test_a_pipeline_that_crashes_is_a_200_with_terminated_by_error(server):
+    # `crashing` allows one run per component: the pipeline raises PipelineMaxComponentRuns on its second turn.
+    response = post(server, "/crashing/run", {"query": QUESTION})
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert (result["terminated_by"], result["answer"]) == ("error", None)
+    assert "PipelineMaxComponentRuns" in result["error"]
+    reply = chat_client(server).chat.completions.create(model="crashing", messages=[{"role": "user", "content": "q"}])
+    assert "terminated by error" in reply.choices[0].message.content

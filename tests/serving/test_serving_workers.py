@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`haystack-agentic serve --workers 2`: stateless HTTP workers (each loads its own pipeline) and one MCP process
-beside them, all on 127.0.0.1, started for this module and stopped afterwards.
+`haystack-agentic serve --workers 2`: stateless HTTP workers (each loads its own pipeline, building the app from
+our factory) and one MCP process beside them (our MCP runner), all on 127.0.0.1, started for this module and
+stopped afterwards. The server runs with an API key (from the environment, as the workers and the MCP process
+get it) and without `--allow-deploy`.
 """
 
 import asyncio
@@ -23,6 +25,8 @@ from .conftest import SCRIPTED_YAML, SLOW_LATENCY, START_DEADLINE, free_port, se
 pytestmark = pytest.mark.integration
 
 QUESTION = "Where is Adriana Trigiani based?"
+KEY = "workers-key-0123456789"
+AUTH = {"authorization": f"Bearer {KEY}"}
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +48,12 @@ def workers(tmp_path_factory):
                 "--pipeline", f"scripted={SCRIPTED_YAML}", "--pipeline", f"slow={slow_yaml}",
                 "--pipelines-dir", str(root / "pipelines"), "--store", str(store_path),
             ],
-            stdout=out, stderr=subprocess.STDOUT, env=server_env(), cwd=root,
+            stdout=out, stderr=subprocess.STDOUT, env={**server_env(), "HAYSTACK_AGENTIC_API_KEY": KEY}, cwd=root,
         )  # fmt: skip
     try:
         deadline = time.monotonic() + START_DEADLINE
         url = f"http://127.0.0.1:{port}"
-        wait_until_up(f"{url}/status", process, deadline, log)
+        wait_until_up(f"{url}/health", process, deadline, log)
         wait_until_up(f"http://127.0.0.1:{mcp_port}/status", process, deadline, log)
         yield url, f"http://127.0.0.1:{mcp_port}/mcp", process
     finally:
@@ -64,7 +68,7 @@ def workers(tmp_path_factory):
 async def test_concurrent_questions_across_workers_keep_their_own_trace(workers):
     url, _, _ = workers
     questions = [f"Question {i}: where is Adriana Trigiani based?" for i in range(8)]
-    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=60, headers=AUTH) as client:
         start = time.perf_counter()
         responses = await asyncio.gather(*(client.post("/slow/run", json={"query": q}) for q in questions))
         elapsed = time.perf_counter() - start
@@ -79,15 +83,28 @@ async def test_concurrent_questions_across_workers_keep_their_own_trace(workers)
 def test_bad_request_is_a_4xx_on_every_worker(workers):
     url, _, _ = workers
     for _ in range(4):
-        assert httpx.post(f"{url}/scripted/run", json={"query": "  "}, timeout=10).status_code == 422
+        assert httpx.post(f"{url}/scripted/run", json={"query": "  "}, headers=AUTH, timeout=10).status_code == 422
 
 
 async def test_mcp_runs_beside_the_workers(workers):
     _, mcp_url, _ = workers
-    async with streamable_http_client(mcp_url) as (read, write, _):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            names = {tool.name for tool in (await session.list_tools()).tools}
-            assert {"scripted", "slow"} <= names
-            called = await session.call_tool("scripted", {"query": QUESTION})
-            assert json.loads(called.content[0].text)["answer"] == f"Answer to: {QUESTION}"
+    async with httpx.AsyncClient(headers=AUTH, timeout=30) as http:
+        async with streamable_http_client(mcp_url, http_client=http) as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                names = {tool.name for tool in (await session.list_tools()).tools}
+                assert {"scripted", "slow"} <= names
+                assert not {"deploy_pipeline", "undeploy_pipeline"} & names
+                files = {"pipeline_wrapper.py": ""}
+                assert (await session.call_tool("deploy_pipeline", {"name": "x", "files": files})).isError
+                called = await session.call_tool("scripted", {"query": QUESTION})
+                assert json.loads(called.content[0].text)["answer"] == f"Answer to: {QUESTION}"
+
+
+def test_every_worker_keeps_deployment_off_and_asks_for_the_key(workers):
+    url, mcp_url, _ = workers
+    for _ in range(4):  # several connections: requests reach both workers
+        assert httpx.post(f"{url}/deploy_files", json={}, headers=AUTH, timeout=10).status_code == 404
+        assert httpx.post(f"{url}/undeploy/scripted", headers=AUTH, timeout=10).status_code == 404
+        assert httpx.post(f"{url}/scripted/run", json={"query": QUESTION}, timeout=10).status_code == 401
+    assert httpx.post(mcp_url + "/", json={}, timeout=10).status_code == 401

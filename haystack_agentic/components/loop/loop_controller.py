@@ -25,6 +25,14 @@ _CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 DEFAULT_CHUNK_PREVIEW_CHARS = 1500
 
 
+#: A lone UTF-16 surrogate: not valid Unicode text (a JSON `"\ud800"` escape decodes to one in Python).
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+class InvalidLoopInput(ValueError):
+    """A question or filters a run cannot start with; the message says what to send instead."""
+
+
 #: The type of the `query` input: a string with at least one non-blank character. Servers that build request
 #: models from socket types (hayhooks) refuse a blank question with a 422 before the pipeline runs.
 Question = Annotated[str, StringConstraints(pattern=r"\S")]
@@ -40,22 +48,33 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
     :param query: The question.
     :param max_chars: Longest question accepted, in characters, or `None` for no limit.
     :returns: The cleaned question, stripped.
-    :raises ValueError: If it is missing, not a string, blank, or longer than `max_chars` (the message says what
-        to pass).
+    :raises InvalidLoopInput: (a `ValueError`) If it is missing, not a string, blank, holds a lone UTF-16
+        surrogate, or is longer than `max_chars` (the message says what to pass).
     """
     if query is None:
-        raise ValueError("LoopController needs a `query` to start a run: pass the question as a string.")
+        raise InvalidLoopInput("LoopController needs a `query` to start a run: pass the question as a string.")
     if not isinstance(query, str):
-        raise ValueError(f"The query must be a string, got {type(query).__name__}.")
+        raise InvalidLoopInput(f"The query must be a string, got {type(query).__name__}.")
+    surrogate = _LONE_SURROGATE.search(query)
+    if surrogate:
+        raise InvalidLoopInput(
+            f"The query holds a lone UTF-16 surrogate (U+{ord(surrogate.group()):04X} at character "
+            f"{surrogate.start()}), which is not Unicode text: send the question as valid UTF-8, without unpaired "
+            "\\ud800-\\udfff escapes."
+        )
     cleaned = _CONTROL_CHARACTERS.sub(" ", unicodedata.normalize("NFC", query)).strip()
     if not cleaned:
-        raise ValueError("The query is empty: pass a question with some text in it.")
+        raise InvalidLoopInput("The query is empty: pass a question with some text in it.")
     if max_chars is not None and len(cleaned) > max_chars:
-        raise ValueError(
+        raise InvalidLoopInput(
             f"The query is {len(cleaned)} characters long; the limit is {max_chars} "
             "(LoopController max_question_chars): shorten the question."
         )
     return cleaned
+
+
+def _filters_type_error(filters: Any) -> str:
+    return f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}."
 
 
 def validate_filters(filters: Any) -> dict[str, Any] | None:
@@ -71,18 +90,18 @@ def validate_filters(filters: Any) -> dict[str, Any] | None:
 
     :param filters: The filters, or `None`.
     :returns: The filters (`None` for none or empty).
-    :raises ValueError: If they are not a dict or not valid Haystack filters; the message names the offending node
-        (e.g. `filters.conditions[1]`) and what is wrong with it.
+    :raises InvalidLoopInput: (a `ValueError`) If they are not a dict or not valid Haystack filters; the message
+        names the offending node (e.g. `filters.conditions[1]`) and what is wrong with it.
     """
     if not filters:
         if filters is not None and not isinstance(filters, dict):
-            raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
+            raise InvalidLoopInput(_filters_type_error(filters))
         return None
     if not isinstance(filters, dict):
-        raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
+        raise InvalidLoopInput(_filters_type_error(filters))
     problem = _filter_problem(filters)
     if problem is not None:
-        raise ValueError(f"Not a valid Haystack filter: {problem}. See {_FILTERS_DOCS}")
+        raise InvalidLoopInput(f"Not a valid Haystack filter: {problem}. See {_FILTERS_DOCS}")
     return filters
 
 
@@ -220,7 +239,7 @@ class LoopController:
     def _start(self, query: Any, filters: dict[str, Any] | None) -> LoopState:
         question = validate_question(query, self.max_question_chars)
         if filters is not None and not isinstance(filters, dict):
-            raise ValueError(f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}.")
+            raise InvalidLoopInput(_filters_type_error(filters))
         return LoopState(
             question=question,
             max_iterations=self.max_iterations,

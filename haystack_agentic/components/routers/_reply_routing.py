@@ -15,12 +15,14 @@ from haystack_agentic.components.routers._tool_arguments import (
     GIVE_UP_TOOL_NAME,
     SEARCH_TOOL_NAME,
     _InvalidArguments,
+    _give_up,
     _parse_arguments,
     _required_text,
     _safe_arguments,
 )
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
 from haystack_agentic.llm.calls import LLMCall, describe_error
+from haystack_agentic.llm.tool_arguments import decode_arguments, whole_number
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +96,9 @@ class _ReplyRouting:
         search: tuple[ToolCall, str, int, dict[str, Any]] | None = None
         for tool_call in tool_calls:
             name = tool_call.tool_name
+            if name == GIVE_UP_TOOL_NAME and not isinstance(decode_arguments(tool_call.arguments)[0], dict):
+                # Giving up needs no reason: arguments the model could not write do not keep it looping.
+                return {"finished": _give_up(state, turn, tool_call, _safe_arguments(tool_call))}
             try:
                 arguments = _parse_arguments(tool_call)
                 if name == ANSWER_TOOL_NAME:
@@ -105,10 +110,7 @@ class _ReplyRouting:
                     step = ToolStep(iteration=turn, action="answer", tool_name=name, arguments=arguments)
                     return {"answer": state.with_step(step).evolve(draft=answer, pending_action="answer")}
                 if name == GIVE_UP_TOOL_NAME:
-                    reason = _required_text(arguments, "reason")
-                    step = ToolStep(iteration=turn, action="give_up", tool_name=name, arguments=arguments)
-                    answer = f"I could not find an answer: {reason}"
-                    return {"finished": state.with_step(step).finish("gave_up", answer=answer)}
+                    return {"finished": _give_up(state, turn, tool_call, arguments)}
                 if name == SEARCH_TOOL_NAME:
                     query = _required_text(arguments, "query")
                     top_k = self._top_k(arguments.get("top_k"))
@@ -164,15 +166,13 @@ class _ReplyRouting:
         return {"loop": state.with_messages(ChatMessage.from_user(_EMPTY_REPLY_NUDGE))}
 
     def _top_k(self, value: Any) -> int:
+        """The model's `top_k` (1..`max_top_k`, larger capped), the default if absent; else `_InvalidArguments`."""
         if value is None:
             return self.default_top_k
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise _InvalidArguments(f"'top_k' must be an integer from 1 to {self.max_top_k}")
         try:
-            top_k = int(value)
+            return whole_number(value, 1, self.max_top_k)
         except ValueError as exc:
-            raise _InvalidArguments(f"'top_k' must be an integer from 1 to {self.max_top_k}") from exc
-        return max(1, min(self.max_top_k, top_k))
+            raise _InvalidArguments(f"'top_k' {exc}") from exc
 
     def _search(
         self,

@@ -2,11 +2,13 @@
 
 """The loop's built-in tools (search, answer, give_up) and the parsing and validation of tool-call arguments."""
 
-import json
 from typing import Any
 
 from haystack.dataclasses import ToolCall
 from haystack.tools import Tool
+
+from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
+from haystack_agentic.llm.tool_arguments import decode_arguments, finite
 
 ANSWER_TOOL_NAME = "answer"
 SEARCH_TOOL_NAME = "search"
@@ -54,8 +56,7 @@ def _builtin_tools(max_top_k: int) -> list[Tool]:
             description="Stop without an answer, saying why the collection cannot answer the question.",
             parameters={
                 "type": "object",
-                "properties": {"reason": {"type": "string", "description": "Why no answer can be given."}},
-                "required": ["reason"],
+                "properties": {"reason": {"type": "string", "description": "Why no answer can be given (optional)"}},
             },
             function=_not_invoked,
         ),
@@ -67,18 +68,30 @@ class _InvalidArguments(ValueError):
 
 
 def _parse_arguments(tool_call: ToolCall) -> dict[str, Any]:
-    """Return the tool call's arguments as a dict, or raise `_InvalidArguments` saying what is wrong."""
-    arguments: Any = tool_call.arguments
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise _InvalidArguments(f"arguments are not valid JSON ({exc.msg})") from exc
-    if arguments is None:
-        arguments = {}
+    """
+    Return the tool call's arguments as a dict, or raise `_InvalidArguments` saying what is wrong.
+
+    Non-finite numbers (`1e999` parses to `inf`; `NaN`) become the strings `"inf"`, `"nan"`: JSON has no such values,
+    and the arguments are recorded in the run's trace, which must stay JSON-serialisable.
+    """
+    arguments, problem = decode_arguments(tool_call.arguments)
+    if problem:
+        raise _InvalidArguments(f"arguments are not valid JSON ({problem})")
     if not isinstance(arguments, dict):
         raise _InvalidArguments(f"arguments must be a JSON object, got {type(arguments).__name__}")
-    return arguments
+    return finite(arguments)
+
+
+#: The reason recorded when a model gives up without saying why.
+DEFAULT_GIVE_UP_REASON = "no reason given."
+
+
+def _give_up(state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]) -> LoopState:
+    """End the run with `gave_up`: the model's `reason` when it gave one, else `DEFAULT_GIVE_UP_REASON`."""
+    reason = arguments.get("reason")
+    reason = reason.strip() if isinstance(reason, str) and reason.strip() else DEFAULT_GIVE_UP_REASON
+    step = ToolStep(iteration=turn, action="give_up", tool_name=tool_call.tool_name, arguments=finite(arguments))
+    return state.with_step(step).finish("gave_up", answer=f"I could not find an answer: {reason}")
 
 
 def _required_text(arguments: dict[str, Any], name: str) -> str:
@@ -90,4 +103,4 @@ def _required_text(arguments: dict[str, Any], name: str) -> str:
 
 def _safe_arguments(tool_call: ToolCall) -> dict[str, Any]:
     arguments = tool_call.arguments
-    return arguments if isinstance(arguments, dict) else {"raw": arguments}
+    return finite(arguments) if isinstance(arguments, dict) else {"raw": finite(arguments)}

@@ -45,7 +45,7 @@ Tools:
 - search(query, top_k): find chunks about one thing. For a question with several hops, search the first fact,
   read the result, then search the entity it leads to (the bridge) for the next fact.
 - answer(text): give the final answer when the chunks found support it. Be short and specific.
-- give_up(reason): say why, when the collection does not hold the answer after a few different searches.
+- give_up(reason?): say why, when the collection does not hold the answer after a few different searches.
 {% if user_tools %}
 Other tools: {{ user_tools | join(", ") }}.
 {% endif %}

@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+The MCP server `haystack-agentic serve` runs beside the HTTP app: hayhooks' MCP server (each served pipeline is a
+tool; streamable HTTP at `/mcp`, SSE at `/sse`), made safe to expose.
+
+- Unless runtime deployment is allowed, the `deploy_pipeline` and `undeploy_pipeline` tools are neither listed
+  nor accepted (a call answers "Unknown tool"), as in hayhooks 2.2 with `HAYHOOKS_RUNTIME_DEPLOY_ENABLED=false`.
+- With an API key, every request but `GET /status` needs `Authorization: Bearer <key>`.
+- A request body that is not text gets a 400, not the SDK's 500 (`TextBodyGuard`).
+
+With several HTTP workers, `serve` runs it as its own process: `python -m haystack_agentic.serving.mcp_server
+--host H --port P --pipelines-dir D` (settings from the environment, see `security.ServeSecurity`).
+"""
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from haystack import logging
+
+from haystack_agentic.serving.security import BearerAuth, ServeSecurity
+
+logger = logging.getLogger(__name__)
+
+#: hayhooks' MCP tools that upload and run code, or remove pipelines.
+DEPLOY_TOOLS = frozenset({"deploy_pipeline", "undeploy_pipeline"})
+#: The MCP app's health check (hayhooks' `{"status": "ok"}`), answered without a key.
+MCP_STATUS_PATH = "/status"
+
+
+def create_mcp_app(security: ServeSecurity | None = None) -> Any:
+    """
+    Build the MCP server for the pipelines in hayhooks' registry, as an ASGI app.
+
+    :param security: What to expose (default: from the environment, see `ServeSecurity.from_env`).
+    :returns: The Starlette app, wrapped in `BearerAuth` when there is an API key.
+    """
+    from hayhooks.server.utils.mcp_utils import create_mcp_server, create_starlette_app
+
+    security = security or ServeSecurity.from_env()
+    server = create_mcp_server()
+    if not security.allow_deploy:
+        hide_deploy_tools(server)
+    app = TextBodyGuard(create_starlette_app(server))
+    if security.api_key:
+        return BearerAuth(app, api_key=security.api_key, open_paths={MCP_STATUS_PATH})
+    return app
+
+
+def hide_deploy_tools(server: Any) -> None:
+    """
+    Remove the deploy tools from an MCP server: `tools/list` leaves them out, `tools/call` refuses them.
+
+    :param server: A low-level `mcp.server.Server` (hayhooks' `create_mcp_server()`), its handlers registered.
+    """
+    from mcp import types
+
+    list_tools = server.request_handlers[types.ListToolsRequest]
+    call_tool = server.request_handlers[types.CallToolRequest]
+
+    async def list_allowed_tools(request: Any) -> Any:
+        result = await list_tools(request)
+        tools = [tool for tool in result.root.tools if tool.name not in DEPLOY_TOOLS]
+        for name in DEPLOY_TOOLS:  # the server validates calls against this cache: keep the tools out of it
+            server._tool_cache.pop(name, None)
+        return types.ServerResult(types.ListToolsResult(tools=tools))
+
+    async def call_allowed_tool(request: Any) -> Any:
+        name = request.params.name
+        if name in DEPLOY_TOOLS:
+            logger.warning("Refused MCP call to {tool}: runtime deployment is off", tool=name)
+            message = f"Unknown tool: {name}"
+            content = [types.TextContent(type="text", text=message)]
+            return types.ServerResult(types.CallToolResult(content=content, isError=True))
+        return await call_tool(request)
+
+    server.request_handlers[types.ListToolsRequest] = list_allowed_tools
+    server.request_handlers[types.CallToolRequest] = call_allowed_tool
+
+
+class TextBodyGuard:
+    """
+    ASGI middleware: a POST whose body is not text in a JSON encoding (UTF-8, -16 or -32) gets a 400 JSON-RPC
+    parse error. (The MCP SDK's streamable HTTP transport answers such a body with a 500: it only expects
+    `JSONDecodeError` from `json.loads`, which raises `UnicodeDecodeError` on bytes that do not decode.)
+    The body is read once and handed on unchanged.
+    """
+
+    def __init__(self, app: Any) -> None:
+        """:param app: The ASGI app (the MCP Starlette app)."""
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if not _is_text(body):
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": NOT_TEXT_MESSAGE}}
+            payload = json.dumps(error).encode()
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": payload})
+            return
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+NOT_TEXT_MESSAGE = "Parse error: the body is not text (send JSON-RPC as UTF-8 JSON)."
+
+
+def _is_text(body: bytes) -> bool:
+    try:
+        body.decode(json.detect_encoding(body))
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """
+    Run the MCP server on its own (used by `serve --workers N`).
+
+    :param argv: `--host`, `--port`, `--pipelines-dir` (default: `sys.argv[1:]`).
+    :returns: The exit code.
+    """
+    parser = argparse.ArgumentParser(prog="python -m haystack_agentic.serving.mcp_server")
+    parser.add_argument("--host", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--pipelines-dir", required=True)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+
+    import uvicorn
+    from hayhooks.server.logger import intercept_stdlib_logging
+    from hayhooks.server.utils.deploy_utils import deploy_pipelines
+    from hayhooks.settings import settings
+
+    settings.pipelines_dir = args.pipelines_dir
+    deploy_pipelines()
+    app = create_mcp_app()
+    intercept_stdlib_logging(
+        settings.intercepted_loggers, access_log_excluded_path_prefixes=settings.access_log_excluded_path_prefixes
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_config=None, timeout_graceful_shutdown=5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
