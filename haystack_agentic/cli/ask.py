@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from haystack_agentic.settings import store_path_from_env
 from haystack_agentic.cli.common import (
     ENV_MODEL,
-    ENV_STORE,
     CLIError,
     add_backend_arguments,
     default_milvus_uri,
@@ -341,7 +341,7 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
         raise CLIError(f"--filters is not a valid Haystack filter: {exc}") from exc
     llm = choose_llm(args.llm)
     pipeline = load_pipeline(args, llm)
-    explicit_store = bool(args.store or os.environ.get(ENV_STORE))
+    explicit_store = bool(args.store or store_path_from_env())
     store_path = Path(args.store) if args.store else default_store_path()
     quiet = args.quiet or args.json
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)

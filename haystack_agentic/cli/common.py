@@ -7,55 +7,22 @@ This module imports nothing heavy, so `haystack-agentic --help` stays fast.
 """
 
 import argparse
-import os
 import re
-from pathlib import Path
 
-#: Environment variables the CLI reads.
-ENV_MODEL = "HAYSTACK_AGENTIC_MODEL"
-ENV_STORE = "HAYSTACK_AGENTIC_STORE"
-ENV_CACHE = "HAYSTACK_AGENTIC_CACHE"
-ENV_MILVUS_URI = "HAYSTACK_AGENTIC_MILVUS_URI"
+# The environment variables and default locations live in `haystack_agentic.settings`; re-exported for the commands.
+from haystack_agentic.settings import (  # noqa: F401
+    ENV_CACHE,
+    ENV_MILVUS_URI,
+    ENV_MODEL,
+    ENV_STORE,
+    default_milvus_uri,
+    default_store_path,
+    default_weaviate_url,
+)
 
 
 class CLIError(Exception):
     """An error the CLI reports as one line (exit code 2), with what to change."""
-
-
-def default_store_path() -> Path:
-    """
-    Where `index` saves and `ask` loads the document store by default.
-
-    :returns: `$HAYSTACK_AGENTIC_STORE`, else `$HAYSTACK_AGENTIC_CACHE/store.json`, else
-        `~/.cache/haystack-agentic/store.json`.
-    """
-    if os.environ.get(ENV_STORE):
-        return Path(os.environ[ENV_STORE])
-    cache = Path(os.environ.get(ENV_CACHE) or Path.home() / ".cache" / "haystack-agentic")
-    return cache / "store.json"
-
-
-# --- indexing -------------------------------------------------------------------------------------------------
-
-
-def default_weaviate_url() -> str:
-    """
-    The Weaviate server `--backend weaviate` uses by default.
-
-    :returns: `$WEAVIATE_URL`, else `http://localhost:8080`.
-    """
-    return os.environ.get("WEAVIATE_URL") or "http://localhost:8080"
-
-
-def default_milvus_uri() -> Path:
-    """
-    The Milvus Lite file `--backend milvus` uses by default.
-
-    :returns: `$HAYSTACK_AGENTIC_MILVUS_URI`, else `milvus.db` next to the default store file.
-    """
-    if os.environ.get(ENV_MILVUS_URI):
-        return Path(os.environ[ENV_MILVUS_URI])
-    return default_store_path().parent / "milvus.db"
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

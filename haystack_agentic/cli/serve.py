@@ -30,6 +30,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from haystack_agentic.settings import store_path_from_env
+
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
 
@@ -156,7 +158,7 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
         overrides["api_base_url"] = args.base_url
     if args.max_iterations:
         overrides["max_iterations"] = args.max_iterations
-    store = args.store or os.environ.get("HAYSTACK_AGENTIC_STORE")
+    store = args.store or store_path_from_env()
     if args.pipeline:
         pipelines = dict(_parse_pipeline_arg(value) for value in args.pipeline)
         return pipelines, overrides, str(Path(store).resolve()) if store else None
@@ -226,7 +228,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         security = _security(args)
         pipelines, overrides, store = plan(args)
-        explicit_store = bool(args.store or os.environ.get("HAYSTACK_AGENTIC_STORE"))
+        explicit_store = bool(args.store or store_path_from_env())
         if store and explicit_store and not Path(store).exists():
             raise ServeError(
                 f"The store {store} does not exist: check the path, or create it with "

@@ -4,7 +4,6 @@
 OpenAI-compatible chat API (with streamed progress) and MCP.
 """
 
-import os
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,12 +17,10 @@ from haystack_agentic.components.loop.loop_result_builder import LoopResultBuild
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, load_loop_pipeline
 from haystack_agentic.pipelines.progress import iter_progress
+from haystack_agentic.settings import store_path_from_env
 
 logger = logging.getLogger(__name__)
 
-#: Environment variable naming a saved `InMemoryDocumentStore` (JSON, from `haystack-agentic index`) that fills
-#: an empty in-memory store of the served pipeline at start-up.
-ENV_STORE = "HAYSTACK_AGENTIC_STORE"
 
 
 class BadRequest(HTTPException):
@@ -122,7 +119,7 @@ def load_served_pipeline(
         api_base_url=overrides.get("api_base_url"),
         max_iterations=overrides.get("max_iterations"),
     )
-    store_path = store_path or os.environ.get(ENV_STORE)
+    store_path = store_path or store_path_from_env()
     if store_path:
         fill_in_memory_store(pipeline, Path(store_path))
     pipeline.warm_up()
