@@ -17,6 +17,7 @@ from haystack_agentic.cli.common import (
     ENV_MODEL,
     CLIError,
     add_backend_arguments,
+    add_command,
     default_milvus_uri,
     default_store_path,
     default_weaviate_url,
@@ -70,13 +71,8 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
     :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
     :returns: The `ask` parser.
     """
-    ask = subparsers.add_parser(
-        "ask",
-        help="Answer a question with the agentic loop and print the trace.",
-        description=_DESCRIPTION,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    summary = "Answer a question with the agentic loop and print the trace."
+    ask = add_command(subparsers, "ask", summary, _DESCRIPTION, _EXAMPLES)
     ask.add_argument("question", help="The question.")
     ask.add_argument("--json", action="store_true", help="Print the result as JSON.")
     ask.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")

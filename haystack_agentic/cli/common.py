@@ -8,6 +8,7 @@ This module imports nothing heavy, so `haystack-agentic --help` stays fast.
 
 import argparse
 import re
+from typing import Any
 
 # The environment variables and default locations live in `haystack_agentic.settings`; re-exported for the commands.
 from haystack_agentic.settings import (  # noqa: F401
@@ -31,6 +32,26 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def printable(text: str) -> str:
     """Escape control characters (e.g. terminal escape codes in a question) before they reach the terminal."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def add_command(subparsers: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
+    """
+    Add a sub-command whose `--help` shows its description and examples as written (line breaks kept).
+
+    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
+    :param name: The command, e.g. `index`.
+    :param summary: One line for `haystack-agentic --help`.
+    :param description: What the command does (shown above the options).
+    :param examples: The examples block (shown below the options), starting with `examples:`.
+    :returns: The command's parser.
+    """
+    return subparsers.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from haystack_agentic.cli.common import add_command
 from haystack_agentic.resources import sample_corpus_path
 
 _EXAMPLES = """\
@@ -54,13 +55,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
     :returns: The `eval` parser.
     """
-    p = subparsers.add_parser(
-        "eval",
-        help="Evaluate loop configurations on HotpotQA-format QA sets (quality, recall, cost, speed).",
-        description=__doc__,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    summary = "Evaluate loop configurations on HotpotQA-format QA sets (quality, recall, cost, speed)."
+    p = add_command(subparsers, "eval", summary, __doc__, _EXAMPLES)
     p.add_argument(
         "--data",
         action="append",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
+    add_command,
     default_milvus_uri,
     default_store_path,
     default_weaviate_url,
@@ -67,13 +68,8 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
     :returns: The `index` parser.
     """
-    index = subparsers.add_parser(
-        "index",
-        help="Index documents (.jsonl .txt .md .html .pdf) into a document store.",
-        description=_DESCRIPTION,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    summary = "Index documents (.jsonl .txt .md .html .pdf) into a document store."
+    index = add_command(subparsers, "index", summary, _DESCRIPTION, _EXAMPLES)
     index.add_argument(
         "path",
         nargs="?",

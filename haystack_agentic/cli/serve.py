@@ -35,6 +35,8 @@ from haystack_agentic.settings import store_path_from_env
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
 
+from haystack_agentic.cli.common import add_command
+
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
 DEFAULT_HOST = "127.0.0.1"
@@ -78,13 +80,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     :param subparsers: The result of `parser.add_subparsers()`.
     :returns: The `serve` parser (its `func` default is `cmd_serve`).
     """
-    serve = subparsers.add_parser(
-        "serve",
-        help="Serve the loop with hayhooks: REST, OpenAI-compatible chat, MCP.",
-        description=__doc__,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    summary = "Serve the loop with hayhooks: REST, OpenAI-compatible chat, MCP."
+    serve = add_command(subparsers, "serve", summary, __doc__, _EXAMPLES)
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"Address to bind (default {DEFAULT_HOST}).")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT}).")
     serve.add_argument("--mcp-port", type=int, help="MCP port (default: --port + 1; 0 disables MCP).")

