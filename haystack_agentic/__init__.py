@@ -10,6 +10,7 @@ from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGro
 from haystack_agentic.components.loop.loop_controller import LoopController
 from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, build_loop_pipeline
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
+from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "LoopController",
     "LoopResultBuilder",
     "LoopState",
+    "LoopStateJoiner",
     "PendingSearch",
     "ToolStep",
     "build_loop_pipeline",

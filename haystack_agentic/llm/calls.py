@@ -6,6 +6,7 @@ the sync and async paths, prompt rendering, and (de)serialisation of an optional
 
 import asyncio
 import concurrent.futures
+import functools
 import re
 import time
 from collections.abc import Sequence
@@ -36,7 +37,13 @@ def render(template: str, **variables: Any) -> str:
     :param variables: The template's variables.
     :returns: The rendered text, stripped.
     """
-    return _ENV.from_string(template).render(**variables).strip()
+    return _compiled(template).render(**variables).strip()
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(template: str) -> Any:
+    # Compiling a template costs ~1 ms; prompts are a handful of fixed strings, so each is compiled once.
+    return _ENV.from_string(template)
 
 
 def with_system_prompt(template: str | None, question: str, messages: list[ChatMessage]) -> list[ChatMessage]:
@@ -91,8 +98,10 @@ def _account(
     state: LoopState, role: str, messages: Sequence[ChatMessage], replies: list[ChatMessage], tools: Any,
     failed: bool = False,
 ) -> LoopState:
-    # A failed attempt counts as a call, but no tokens are estimated for it: none may have reached a server.
-    estimate = 0 if failed else _COUNTER.count(list(messages), tools=tools or None)
+    # A failed attempt counts as a call, but no tokens are estimated for it: none may have reached a server. Replies
+    # that report their usage need no estimate (rendering the whole conversation to count it costs ~0.1 ms).
+    reported = any(((r.meta or {}).get("usage") or {}).get("prompt_tokens") is not None for r in replies)
+    estimate = 0 if failed or reported else _COUNTER.count(list(messages), tools=tools or None)
     return state.with_usage(role, replies, prompt_tokens_estimate=estimate)
 
 
