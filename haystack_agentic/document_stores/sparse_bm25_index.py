@@ -16,6 +16,7 @@ document has, so the rankings differ.
 
 import math
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -71,19 +72,17 @@ class SparseBM25Index:
         self.idf = self._idf(document_frequencies, len(self.doc_ids), algorithm, params)
 
         counts = np.fromiter((len(tf) for tf in term_frequencies), dtype=np.int64, count=len(self.doc_ids))
-        columns: list[int] = []
-        frequencies: list[int] = []
+        total = int(counts.sum())
         lookup = self.vocabulary.__getitem__
-        for tf in term_frequencies:
-            columns.extend(map(lookup, tf))
-            frequencies.extend(tf.values())
-        rows = np.repeat(np.arange(len(self.doc_ids), dtype=np.int32), counts)
-        cols = np.asarray(columns, dtype=np.int32)
-        freq = np.asarray(frequencies, dtype=np.float64)
-        length = np.asarray(doc_lengths, dtype=np.float64)[rows]
+        cols = np.fromiter(chain.from_iterable(map(lookup, tf) for tf in term_frequencies), np.int32, total)
+        freq = np.fromiter(chain.from_iterable(tf.values() for tf in term_frequencies), np.float64, total)
+        length = np.repeat(np.asarray(doc_lengths, dtype=np.float64), counts)
         values = self._term_scores(freq, length, float(average_length), self.idf[cols], algorithm, params)
+        indptr = np.zeros(len(self.doc_ids) + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
         shape = (len(self.doc_ids), len(self.vocabulary))
-        self.matrix = sparse.csc_matrix((values, (rows, cols)), shape=shape)
+        # Built row by row (CSR, no sort needed), then turned into columns: a query reads whole columns.
+        self.matrix = sparse.csr_matrix((values, cols, indptr), shape=shape).tocsc()
         self.matrix.sort_indices()
 
     @staticmethod
