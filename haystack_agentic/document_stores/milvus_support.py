@@ -124,3 +124,20 @@ def check_pipeline(pipeline: Any) -> None:
     store = getattr(inner, "document_store", None)
     if name in BM25_RETRIEVERS and store is not None and hasattr(store, "client"):
         require_bm25(store, f"The pipeline's {name}")
+
+
+def flush(store: Any) -> None:
+    """
+    After writing to a Milvus store: seal its growing segments, so searches use the indexes.
+
+    Data written without a flush stays in growing segments, which Milvus searches by brute force: measured here
+    with Milvus Lite at 10k chunks, 1-7 s per search before a flush and tens of milliseconds after (see
+    docs/benchmarks.md). Any other store is left alone.
+
+    :param store: The document store written to.
+    """
+    client = getattr(store, "client", None)
+    if type(store).__name__ != "MilvusDocumentStore" or client is None:
+        return
+    if getattr(store, "_collection_exists", True):
+        client.flush(store.collection_name)
