@@ -108,8 +108,12 @@ class BridgeEntityRouter:
         return self._policy.max_chunks
 
     def warm_up(self) -> None:
-        """Build the title index from the document store (again if its document count changed)."""
-        self._current_policy()
+        """
+        Build the title index from the document store, once. (Haystack warms a pipeline up on every run; a run
+        checks the store's document count at its first bridge-entity search and rebuilds the index if it changed.)
+        """
+        if self._indexed_count is None:
+            self._current_policy()
 
     def _current_policy(self) -> BridgeEntityPolicy:
         count = self.document_store.count_documents()
