@@ -34,10 +34,11 @@ class Timer:
 
     def __init__(self) -> None:
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
         self.calls = 0
 
     def reset(self) -> None:
-        self.seconds, self.calls = 0.0, 0
+        self.seconds, self.cpu_seconds, self.calls = 0.0, 0.0, 0
 
     def wrap(self, obj, name: str) -> None:
         """Replace `obj.<name>` (an instance attribute shadows the class method) by a timed version."""
@@ -46,11 +47,12 @@ class Timer:
 
             @functools.wraps(original)
             async def timed_async(*args, **kwargs):
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 try:
                     return await original(*args, **kwargs)
                 finally:
                     self.seconds += time.perf_counter() - start
+                    self.cpu_seconds += time.process_time() - cpu
                     self.calls += 1
 
             setattr(obj, name, timed_async)
@@ -58,11 +60,12 @@ class Timer:
 
             @functools.wraps(original)
             def timed(*args, **kwargs):
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 try:
                     return original(*args, **kwargs)
                 finally:
                     self.seconds += time.perf_counter() - start
+                    self.cpu_seconds += time.process_time() - cpu
                     self.calls += 1
 
             setattr(obj, name, timed)

@@ -12,14 +12,17 @@ zero-latency `ScriptedChatGenerator` and an `InMemoryBM25Retriever` over ~500 Ho
 - `bare loop`: a Python loop calling the generator and the retriever and appending messages (the floor).
 
 Time inside the generator's and the retriever's `run`/`run_async` is measured by timers wrapped around them and
-subtracted from each run's wall time; the rest divided by N is the overhead per iteration. Median of R runs
-after warm-up runs; the ratios to the Agent and to the bare loop are the figures.
+subtracted from each run's wall time; the rest divided by N is the overhead per iteration (the same is done with
+process CPU time: `CPU/iter`, less sensitive to other processes on a shared machine). The variants run
+interleaved (one run of each in turn, the order rotating), so load from other processes hits them alike; median
+of R runs after warm-up runs. The ratio to Haystack's Agent in the same mode is the figure (target <= 1.0).
 
 Run: `python benchmarks/loop_overhead.py [--iterations 5 10] [--runs 50]`
 """
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 
@@ -48,20 +51,121 @@ def timed_parts(llm, retriever) -> Timer:
     return timer
 
 
-def bench(name: str, run_once, timer: Timer, llm, iterations: int, runs: int, warm: int = 5) -> dict:
-    overheads, walls = [], []
+class Variant:
+    """One way of running the same scripted turns, with the timers around its LLM and retriever."""
+
+    def __init__(self, name: str, run_once, timer: Timer, llm, iterations: int) -> None:
+        self.name, self.run_once, self.timer, self.llm, self.iterations = name, run_once, timer, llm, iterations
+        self.overheads: list[float] = []
+        self.cpu: list[float] = []
+        self.walls: list[float] = []
+
+    def measure(self, keep: bool) -> None:
+        """Run once; keep the wall, the overhead (wall minus LLM and retriever time) and process CPU, per turn."""
+        self.llm.reset()
+        self.timer.reset()
+        cpu_start, start = time.process_time(), time.perf_counter()
+        self.run_once()
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        assert len(self.llm.calls) == self.iterations, f"{self.name}: {len(self.llm.calls)} LLM calls"
+        if keep:
+            n = self.iterations
+            self.walls.append(wall / n)
+            self.overheads.append((wall - self.timer.seconds) / n)
+            self.cpu.append((cpu - self.timer.cpu_seconds) / n)
+
+    def median_ms(self, what: str = "overheads") -> float:
+        return 1000 * statistics.median(getattr(self, what))
+
+
+def run_interleaved(variants: list["Variant"], runs: int, warm: int = 5) -> None:
+    """Alternate the variants run by run (rotating the order), so load from other processes hits all alike."""
     for i in range(warm + runs):
-        llm.reset()
-        timer.reset()
-        start = time.perf_counter()
-        run_once()
-        wall = time.perf_counter() - start
-        if i >= warm:
-            walls.append(wall / iterations)
-            overheads.append((wall - timer.seconds) / iterations)
-    expected_llm = iterations
-    assert len(llm.calls) == expected_llm, f"{name}: {len(llm.calls)} LLM calls, expected {expected_llm}"
-    return {"name": name, "overhead_ms": 1000 * statistics.median(overheads), "wall_ms": 1000 * statistics.median(walls)}
+        shift = i % len(variants)
+        for variant in variants[shift:] + variants[:shift]:
+            variant.measure(keep=i >= warm)
+
+
+def build_variants(store, titles: list[str], question: str, n: int) -> list[Variant]:
+    queries = titles[1:n]  # N-1 searches
+    loop = asyncio.new_event_loop()
+    variants = []
+
+    # haystack-agentic loop pipeline
+    llm = ScriptedChatGenerator(script(queries, {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "x"}}]}))
+    retriever = InMemoryBM25Retriever(store)
+    timer = timed_parts(llm, retriever)
+    pipeline = build_loop_pipeline(
+        AgenticRouter(chat_generator=llm), retriever, controller=LoopController(max_iterations=n + 1, chunk_cap=30)
+    )
+    pipeline.warm_up()
+    inputs = {"controller": {"query": question}}
+
+    def ours():
+        result = pipeline.run(inputs)["result"]["result"]
+        assert result["terminated_by"] == "answered" and result["iterations"] == n, result["terminated_by"]
+
+    variants.append(Variant("haystack-agentic run", ours, timer, llm, n))
+    variants.append(
+        Variant("haystack-agentic run_async", lambda: loop.run_until_complete(pipeline.run_async(inputs)), timer, llm, n)
+    )
+
+    # haystack Agent with the same tool calls (its own retriever: the closures below must not see another's)
+    llm = ScriptedChatGenerator(script(queries, {"text": "x"}))
+    agent_retriever = InMemoryBM25Retriever(store)
+    timer = timed_parts(llm, agent_retriever)
+
+    def search(query: str, top_k: int = 5) -> str:
+        return FORMATTER.format_search_result(query, agent_retriever.run(query=query, top_k=top_k)["documents"])
+
+    async def search_async(query: str, top_k: int = 5) -> str:
+        docs = (await agent_retriever.run_async(query=query, top_k=top_k))["documents"]
+        return FORMATTER.format_search_result(query, docs)
+
+    params = {
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}},
+        "required": ["query"],
+    }
+    tool = Tool(name="search", description="Search the corpus.", parameters=params, function=search)
+    agent = Agent(chat_generator=llm, tools=[tool], system_prompt="Answer with the search tool.")
+    agent.warm_up()
+    messages = [ChatMessage.from_user(question)]
+    variants.append(Variant("haystack Agent run", lambda: agent.run(messages=messages), timer, llm, n))
+    tool_async = Tool(
+        name="search", description="Search the corpus.", parameters=params, function=search, async_function=search_async
+    )
+    agent_async = Agent(chat_generator=llm, tools=[tool_async], system_prompt="Answer with the search tool.")
+    agent_async.warm_up()
+    variants.append(
+        Variant(
+            "haystack Agent run_async",
+            lambda: loop.run_until_complete(agent_async.run_async(messages=messages)),
+            timer,
+            llm,
+            n,
+        )
+    )
+
+    # bare Python loop: the floor
+    llm = ScriptedChatGenerator(script(queries, {"text": "x"}))
+    retriever = InMemoryBM25Retriever(store)
+    timer = timed_parts(llm, retriever)
+
+    def bare():
+        conversation = [ChatMessage.from_system("Answer with the search tool."), ChatMessage.from_user(question)]
+        while True:
+            reply = llm.run(messages=conversation, tools=[tool])["replies"][0]
+            conversation.append(reply)
+            if not reply.tool_calls:
+                return reply.text
+            for call in reply.tool_calls:
+                docs = retriever.run(query=call.arguments["query"], top_k=call.arguments.get("top_k", 5))["documents"]
+                text = FORMATTER.format_search_result(call.arguments["query"], docs)
+                conversation.append(ChatMessage.from_tool(tool_result=text, origin=call))
+
+    variants.append(Variant("bare loop", bare, timer, llm, n))
+    return variants
 
 
 def main() -> None:
@@ -71,108 +175,35 @@ def main() -> None:
     args = parser.parse_args()
     store, titles, rows = corpus_store(50)
     question = rows[0]["question"]
-    print(f"corpus: {store.count_documents()} paragraphs; question: {question!r}\n")
-    header = f"{'N':>3}  {'variant':<28} {'overhead/iter (ms)':>19} {'wall/iter (ms)':>15} {'x Agent':>8} {'x bare':>7}"
+    print(f"corpus: {store.count_documents()} paragraphs; question: {question!r}")
+    print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at start\n")
+    header = (
+        f"{'N':>3}  {'variant':<28} {'overhead/iter (ms)':>19} {'CPU/iter (ms)':>14} {'wall/iter (ms)':>15}"
+        f" {'x Agent':>8} {'x Agent CPU':>12} {'target':>7}"
+    )
     print(header)
     print("-" * len(header))
+    verdicts = []
     for n in args.iterations:
-        queries = titles[1:n]  # N-1 searches
-        results = []
-
-        # haystack-agentic loop pipeline
-        llm = ScriptedChatGenerator(script(queries, {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "x"}}]}))
-        retriever = InMemoryBM25Retriever(store)
-        timer = timed_parts(llm, retriever)
-        pipeline = build_loop_pipeline(
-            AgenticRouter(chat_generator=llm), retriever, controller=LoopController(max_iterations=n + 1, chunk_cap=30)
-        )
-        pipeline.warm_up()
-        inputs = {"controller": {"query": question}}
-
-        def ours():
-            result = pipeline.run(inputs)["result"]["result"]
-            assert result["terminated_by"] == "answered" and result["iterations"] == n, result["terminated_by"]
-
-        results.append(bench("haystack-agentic run", ours, timer, llm, n, args.runs))
-        loop = asyncio.new_event_loop()
-        results.append(
-            bench("haystack-agentic run_async", lambda: loop.run_until_complete(pipeline.run_async(inputs)), timer, llm, n, args.runs)
-        )
-
-        # haystack Agent with the same tool calls
-        llm = ScriptedChatGenerator(script(queries, {"text": "x"}))
-        retriever = InMemoryBM25Retriever(store)
-        timer = timed_parts(llm, retriever)
-
-        def search(query: str, top_k: int = 5) -> str:
-            return FORMATTER.format_search_result(query, retriever.run(query=query, top_k=top_k)["documents"])
-
-        async def search_async(query: str, top_k: int = 5) -> str:
-            docs = (await retriever.run_async(query=query, top_k=top_k))["documents"]
-            return FORMATTER.format_search_result(query, docs)
-
-        params = {
-            "type": "object",
-            "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}},
-            "required": ["query"],
-        }
-        tool = Tool(name="search", description="Search the corpus.", parameters=params, function=search)
-        agent = Agent(chat_generator=llm, tools=[tool], system_prompt="Answer with the search tool.")
-        agent.warm_up()
-        messages = [ChatMessage.from_user(question)]
-        results.append(bench("haystack Agent run", lambda: agent.run(messages=messages), timer, llm, n, args.runs))
-        tool_async = Tool(
-            name="search", description="Search the corpus.", parameters=params, function=search, async_function=search_async
-        )
-        agent_async = Agent(chat_generator=llm, tools=[tool_async], system_prompt="Answer with the search tool.")
-        agent_async.warm_up()
-        try:
-            results.append(
-                bench(
-                    "haystack Agent run_async",
-                    lambda: loop.run_until_complete(agent_async.run_async(messages=messages)),
-                    timer,
-                    llm,
-                    n,
-                    args.runs,
-                )
-            )
-        except Exception as exc:  # noqa: BLE001 - report and go on
-            print(f"(haystack Agent run_async with an async tool failed: {type(exc).__name__}: {exc})")
-
-        # bare Python loop: the floor
-        llm = ScriptedChatGenerator(script(queries, {"text": "x"}))
-        retriever = InMemoryBM25Retriever(store)
-        timer = timed_parts(llm, retriever)
-        tools = [tool]
-
-        def bare():
-            conversation = [ChatMessage.from_system("Answer with the search tool."), ChatMessage.from_user(question)]
-            while True:
-                reply = llm.run(messages=conversation, tools=tools)["replies"][0]
-                conversation.append(reply)
-                if not reply.tool_calls:
-                    return reply.text
-                for call in reply.tool_calls:
-                    docs = retriever.run(query=call.arguments["query"], top_k=call.arguments.get("top_k", 5))["documents"]
-                    text = FORMATTER.format_search_result(call.arguments["query"], docs)
-                    conversation.append(ChatMessage.from_tool(tool_result=text, origin=call))
-
-        results.append(bench("bare loop", bare, timer, llm, n, args.runs))
-        loop.close()
-
-        agent_ms = {"run": results[2]["overhead_ms"]}
-        if len(results) == 5:
-            agent_ms["run_async"] = results[3]["overhead_ms"]
-        bare_ms = results[-1]["overhead_ms"]
-        for r in results:
-            kind = "run_async" if r["name"].endswith("run_async") else "run"
-            x_agent = r["overhead_ms"] / agent_ms.get(kind, agent_ms["run"])
+        variants = build_variants(store, titles, question, n)
+        run_interleaved(variants, args.runs)
+        by_name = {v.name: v for v in variants}
+        for v in variants:
+            kind = "run_async" if v.name.endswith("run_async") else "run"
+            agent = by_name[f"haystack Agent {kind}"]
+            x_agent = v.median_ms() / agent.median_ms()
+            x_cpu = v.median_ms("cpu") / agent.median_ms("cpu")
+            target = "<= 1.0" if v.name.startswith("haystack-agentic") else ""
             print(
-                f"{n:>3}  {r['name']:<28} {r['overhead_ms']:>19.3f} {r['wall_ms']:>15.3f} {x_agent:>8.2f} "
-                f"{r['overhead_ms'] / bare_ms:>7.1f}"
+                f"{n:>3}  {v.name:<28} {v.median_ms():>19.3f} {v.median_ms('cpu'):>14.3f} {v.median_ms('walls'):>15.3f}"
+                f" {x_agent:>8.2f} {x_cpu:>12.2f} {target:>7}"
             )
+            if target:
+                verdicts.append((n, v.name, x_agent))
         print()
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at end")
+    for n, name, ratio in verdicts:
+        print(f"N={n} {name}: {ratio:.2f}x Agent (target <= 1.0x): {'met' if ratio <= 1.0 else 'NOT met'}")
 
 
 if __name__ == "__main__":

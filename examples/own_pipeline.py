@@ -10,13 +10,18 @@ LLM route), and the packaged SmolLM2 writing the answer, so it runs offline:
 """
 
 from haystack import Document, Pipeline
-from haystack.components.joiners import BranchJoiner
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic import Answerer, BridgeEntityRouter, FallbackSynthesizer, LoopController, LoopResultBuilder
+from haystack_agentic import (
+    Answerer,
+    BridgeEntityRouter,
+    FallbackSynthesizer,
+    LoopController,
+    LoopResultBuilder,
+    LoopStateJoiner,
+)
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
-from haystack_agentic.dataclasses.loop_state import LoopState
 
 DOCUMENTS = [
     ("Big Stone Gap (film)", "Big Stone Gap is a 2014 American drama romantic comedy film written and directed by "
@@ -36,11 +41,10 @@ def build() -> Pipeline:
     pipeline = Pipeline(max_runs_per_component=20)
     pipeline.add_component("controller", LoopController(max_iterations=4, chunk_cap=4))
     pipeline.add_component("router", BridgeEntityRouter(document_store=store, first_top_k=2, max_follow_ups=2))
-    pipeline.add_component("entry", BranchJoiner(LoopState))
     pipeline.add_component("retriever", InMemoryBM25Retriever(document_store=store))
     pipeline.add_component("answerer", Answerer(chat_generator=llm))
     pipeline.add_component("fallback", FallbackSynthesizer(chat_generator=llm))
-    pipeline.add_component("finish", BranchJoiner(LoopState))
+    pipeline.add_component("finish", LoopStateJoiner())
     pipeline.add_component("result", LoopResultBuilder())
 
     pipeline.connect("controller.state", "router.state")
@@ -48,11 +52,10 @@ def build() -> Pipeline:
     pipeline.connect("router.query", "retriever.query")
     pipeline.connect("router.filters", "retriever.filters")
     pipeline.connect("router.top_k", "retriever.top_k")
-    pipeline.connect("router.loop", "entry.value")
+    pipeline.connect("router.loop", "controller.state")
     pipeline.connect("retriever.documents", "controller.documents")
-    pipeline.connect("entry.value", "controller.state")
     pipeline.connect("router.answer", "answerer.state")
-    pipeline.connect("answerer.state", "entry.value")
+    pipeline.connect("answerer.state", "controller.revised")  # reflect/draft turns come back here
     for end in ("router.finished", "answerer.finished", "fallback.finished", "controller.failed"):
         pipeline.connect(end, "finish.value")
     pipeline.connect("finish.value", "result.state")

@@ -25,6 +25,7 @@ _EXPORTS = {
     "ALLOWED_MODULES": "haystack_agentic.pipelines.loop_pipeline",
     "build_loop_pipeline": "haystack_agentic.pipelines.loop_pipeline",
     "LoopResultBuilder": "haystack_agentic.components.loop.loop_result_builder",
+    "LoopStateJoiner": "haystack_agentic.components.loop.loop_state_joiner",
     "LoopState": "haystack_agentic.dataclasses.loop_state",
     "PendingSearch": "haystack_agentic.dataclasses.loop_state",
     "ToolStep": "haystack_agentic.dataclasses.loop_state",
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder
     from haystack_agentic.components.loop.loop_controller import LoopController
     from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
+    from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
     from haystack_agentic.components.routers.agentic_router import AgenticRouter
     from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
     from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks

@@ -18,6 +18,7 @@ NAMES = [
     "agentic_rag_ungrounded.yml",
     "agentic_rag_embedded_ungrounded.yml",
     "agentic_rag_embedded_milvus.yml",
+    "agentic_rag_embedded_milvus_dense.yml",
     "agentic_rag_embedded_weaviate.yml",
     "agentic_rag_embedded_dense.yml",
     "indexing_milvus.yml",

@@ -339,3 +339,40 @@ def test_one_pipeline_serves_concurrent_threads_unmixed(build_loop):
     for question, result in zip(questions, results, strict=True):
         assert result["answer"] == f"answer to {question}"
         assert result["tool_history"][0]["query"] == question
+
+
+# --- no worker-thread hops on the async path ------------------------------------------------------------------
+
+
+async def test_run_async_runs_no_loop_component_in_a_worker_thread(build_loop, monkeypatch):
+    # Pipeline.run_async hands components without run_async to asyncio.to_thread; the loop's own components all
+    # have run_async, so a whole run (search, answer, rewrite) makes no such hop.
+    import haystack.utils.async_utils as async_utils
+
+    hopped = []
+    original = async_utils.asyncio.to_thread
+
+    async def recording(function, *args, **kwargs):
+        hopped.append(getattr(function, "__qualname__", repr(function)))
+        return await original(function, *args, **kwargs)
+
+    monkeypatch.setattr(async_utils.asyncio, "to_thread", recording)
+    loop = build_loop(HOPS, answer_script=[{"text": "Greenwich Village"}])  # in-memory BM25: its own executor
+    result = await loop.run_async()
+    assert result["answer"] == "Greenwich Village"
+    assert hopped == []
+
+
+def test_answerer_state_comes_back_through_controller_revised(build_loop):
+    pipeline = build_loop([decide("reflect"), decide("generate")], mode="json",
+                          answer_script=[{"text": "draft"}, {"text": "final"}]).pipeline  # fmt: skip
+    receivers = {(c["sender"], c["receiver"]) for c in pipeline.to_dict()["connections"]}
+    assert ("answerer.state", "controller.revised") in receivers
+    assert ("router.loop", "controller.state") in receivers
+    assert "entry" not in pipeline.to_dict()["components"]
+
+
+def test_controller_refuses_two_states_in_one_visit():
+    state = LoopController().run(query=QUESTION)["state"]
+    with pytest.raises(ValueError, match="router and from the answerer"):
+        LoopController().run(state=state, revised=state)

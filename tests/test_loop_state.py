@@ -214,3 +214,27 @@ def test_merge_chunks_properties(batches, cap):
     expected_ranks = sorted((_rank(s) for s in best.values()), reverse=True)[:cap]
     assert sorted((_rank(d.score) for d in chunks), reverse=True) == expected_ranks
     assert len(chunks) == min(cap, len(best))
+
+
+def test_evolve_rejects_unknown_fields_and_keeps_equality():
+    state = _full_state()
+    with pytest.raises(TypeError, match="no field"):
+        state.evolve(iterations=3)
+    same = state.evolve()
+    assert same == state and same is not state
+    assert state.evolve(iteration=7) == LoopState.from_dict({**state.to_dict(), "iteration": 7})
+
+
+def test_to_result_documents_match_haystack_to_dict_without_embeddings():
+    from haystack.dataclasses import ByteStream, SparseEmbedding
+
+    doc = Document(
+        id="x", content="X", blob=ByteStream(b"\x00\x01", mime_type="application/octet-stream"),
+        meta={"title": "T", "nested": {"k": (1, 2)}}, score=0.25, embedding=[0.5],
+        sparse_embedding=SparseEmbedding(indices=[1], values=[0.5]),
+    )  # fmt: skip
+    result = LoopState(question="q", chunks=(doc,)).finish("answered", answer="a").to_result()
+    expected = doc.to_dict(flatten=False)
+    expected.pop("embedding")
+    expected.pop("sparse_embedding")
+    assert result["documents"] == [json.loads(json.dumps(expected))]

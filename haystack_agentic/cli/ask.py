@@ -156,6 +156,30 @@ def _check_store_has_documents(pipeline: Pipeline, store: Any) -> int:
 # --- asking ---------------------------------------------------------------------------------------------------
 
 
+def _milvus_packaged_pipeline(store_uri: str) -> Path:
+    """The packaged Milvus pipeline for the collection at `store_uri`: hybrid, or dense when it has no BM25 field."""
+    from haystack_agentic.document_stores import milvus_support  # noqa: PLC0415
+    from haystack_agentic.indexing import document_stores as ds  # noqa: PLC0415
+    from haystack_agentic.resources import pipeline_path  # noqa: PLC0415
+
+    if "://" not in store_uri:  # Milvus Lite: BM25 always there
+        return pipeline_path("agentic_rag_embedded_milvus")
+    try:
+        from pymilvus import MilvusClient  # noqa: PLC0415
+
+        client = MilvusClient(uri=store_uri)
+        try:
+            sparse = milvus_support.collection_has_sparse_field(client, ds.MILVUS_COLLECTION)
+            version = milvus_support.server_version(client)
+        finally:
+            client.close()
+    except Exception:  # noqa: BLE001 - unreachable: loading the packaged pipeline reports it with the address
+        return pipeline_path("agentic_rag_embedded_milvus")
+    if sparse is False or (sparse is None and not milvus_support.supports_bm25(version)):
+        return pipeline_path("agentic_rag_embedded_milvus_dense")
+    return pipeline_path("agentic_rag_embedded_milvus")
+
+
 def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
     """
     Load the pipeline YAML for `ask` and apply the command-line overrides.
@@ -178,6 +202,8 @@ def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
             packaged = pipeline_path(f"agentic_rag_embedded_{backend}")
             if backend == "milvus" and not store_uri:
                 store_uri = str(default_milvus_uri())
+            if backend == "milvus":
+                packaged = _milvus_packaged_pipeline(store_uri)
             if backend == "weaviate" and not store_uri:
                 store_uri = default_weaviate_url()
         if backend == "milvus" and store_uri and "://" not in store_uri and not Path(store_uri).exists():
@@ -190,6 +216,9 @@ def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
         pipeline = load_loop_pipeline(
             path, model=model, api_base_url=args.base_url, max_iterations=args.max_iterations, store_uri=store_uri
         )
+        from haystack_agentic.document_stores.milvus_support import check_pipeline  # noqa: PLC0415
+
+        check_pipeline(pipeline)  # BM25/hybrid on a Milvus server older than 2.5: say so now
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     if model and llm == "openai":

@@ -248,6 +248,7 @@ def open_index_store(backend: str, uri: str | None, collection: str | None) -> A
     try:
         if backend == "milvus":
             store = ds.milvus_document_store(uri or str(default_milvus_uri()), collection or ds.MILVUS_COLLECTION)
+            store = _dense_only_on_old_milvus(store, collection or ds.MILVUS_COLLECTION)
         else:
             store = ds.weaviate_document_store(uri or default_weaviate_url(), collection or ds.WEAVIATE_COLLECTION)
         store.count_documents()
@@ -257,6 +258,25 @@ def open_index_store(backend: str, uri: str | None, collection: str | None) -> A
         address = uri or (default_milvus_uri() if backend == "milvus" else default_weaviate_url())
         raise CLIError(f"Cannot open the {backend} store at {address}: {type(exc).__name__}: {exc}") from exc
     return store
+
+
+def _dense_only_on_old_milvus(store: Any, collection: str) -> Any:
+    """On a Milvus server older than 2.5 (no BM25), index a dense-only collection instead, and say so."""
+    import sys  # noqa: PLC0415
+
+    from haystack_agentic.document_stores import milvus_support  # noqa: PLC0415
+    from haystack_agentic.indexing import document_stores as ds  # noqa: PLC0415
+
+    version = milvus_support.server_version(store.client)
+    if milvus_support.supports_bm25(version):
+        return store
+    uri = store.connection_args["uri"]
+    print(
+        f"Milvus {'.'.join(map(str, version))} at {uri} has no BM25 (Milvus >= 2.5): indexing dense vectors only; "
+        "`ask --backend milvus` uses dense retrieval on it.",
+        file=sys.stderr,
+    )
+    return ds.milvus_document_store(uri, collection, bm25=False)
 
 
 def _index_with_pipeline(args: argparse.Namespace, path: Path, console: Console, start: float) -> int:

@@ -8,7 +8,7 @@ and Haystack's per-step deep copy of inputs costs nothing (`__deepcopy__` return
 """
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from haystack import Document, logging
@@ -159,10 +159,21 @@ class LoopState:
         """
         Return a new state with the given fields replaced.
 
+        A copy of the instance dict with the changes applied: `dataclasses.replace` would re-run the generated
+        `__init__` (one `object.__setattr__` per field of a frozen dataclass), several times per loop turn.
+
         :param changes: Field names and their new values.
         :returns: The new state; this one is unchanged.
+        :raises TypeError: If a name is not a field of `LoopState`.
         """
-        return replace(self, **changes)
+        unknown = changes.keys() - _STATE_FIELDS
+        if unknown:
+            raise TypeError(f"LoopState has no field(s) {sorted(unknown)}")
+        new = object.__new__(LoopState)
+        values = new.__dict__
+        values.update(self.__dict__)
+        values.update(changes)
+        return new
 
     @property
     def is_last_iteration(self) -> bool:
@@ -270,12 +281,7 @@ class LoopState:
         for counts in self.usage.values():
             for key in total:
                 total[key] += int(counts.get(key, 0))
-        documents = []
-        for doc in self.chunks:
-            as_dict = doc.to_dict(flatten=False)
-            as_dict.pop("embedding", None)
-            as_dict.pop("sparse_embedding", None)
-            documents.append(_jsonable(as_dict))
+        documents = [_document_result(doc) for doc in self.chunks]
         return {
             "answer": self.answer,
             "terminated_by": self.terminated_by,
@@ -338,6 +344,25 @@ class LoopState:
                 tool_call=ToolCall.from_dict(tool_call) if tool_call else None,
             )
         return cls(**values)
+
+
+#: The names of `LoopState`'s fields (what `evolve` accepts).
+_STATE_FIELDS = frozenset(f.name for f in fields(LoopState))
+
+
+def _document_result(doc: Document) -> dict[str, Any]:
+    """
+    `doc.to_dict(flatten=False)` without the embeddings, JSON-compatible.
+
+    Built field by field: `Document.to_dict` deep-copies every field with `dataclasses.asdict` (~50 us a chunk).
+    """
+    return {
+        "id": doc.id,
+        "content": doc.content,
+        "blob": _jsonable(doc.blob.to_dict()) if doc.blob is not None else None,
+        "meta": _jsonable(doc.meta),
+        "score": _jsonable(doc.score),
+    }
 
 
 def _score_key(doc: Document) -> float:

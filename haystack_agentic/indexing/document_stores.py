@@ -31,12 +31,14 @@ class EmbeddingDimensionError(ValueError):
     """The embedder's dimension differs from the existing collection's."""
 
 
-def milvus_document_store(uri: str, collection_name: str = MILVUS_COLLECTION, **kwargs: Any) -> Any:
+def milvus_document_store(uri: str, collection_name: str = MILVUS_COLLECTION, bm25: bool = True, **kwargs: Any) -> Any:
     """
     A `MilvusDocumentStore` with dense + BM25 fields (Milvus Lite for a file `uri`, a server for `http://...`).
 
     :param uri: A local file (Milvus Lite, e.g. `./milvus.db`) or a server URI (`http://localhost:19530`).
     :param collection_name: The collection. Default `haystack_agentic`.
+    :param bm25: Give the collection Milvus' built-in BM25 function and sparse field (needs Milvus >= 2.5). With
+        `False`: a dense-only collection, for older servers (dense retrieval only).
     :param kwargs: Other `MilvusDocumentStore` parameters (e.g. `drop_old=True`).
     :returns: The store (Milvus connects here: a bad URI fails now).
     :raises ImportError: If `milvus-haystack` is not installed (`pip install haystack-agentic[milvus]`).
@@ -44,6 +46,8 @@ def milvus_document_store(uri: str, collection_name: str = MILVUS_COLLECTION, **
     from milvus_haystack import MilvusDocumentStore  # noqa: PLC0415 - optional dependency
     from milvus_haystack.function import BM25BuiltInFunction  # noqa: PLC0415
 
+    if not bm25:
+        return MilvusDocumentStore(connection_args={"uri": str(uri)}, collection_name=collection_name, **kwargs)
     return MilvusDocumentStore(
         connection_args={"uri": str(uri)},
         collection_name=collection_name,

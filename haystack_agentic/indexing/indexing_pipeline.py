@@ -32,6 +32,7 @@ from haystack.components.routers import FileTypeRouter
 from haystack.components.writers import DocumentWriter
 from haystack.document_stores.types import DuplicatePolicy
 
+from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.components.preprocessors.chunk_metadata_cleaner import ChunkMetadataCleaner
 from haystack_agentic.indexing.document_stores import check_embedding_dimension
 from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
@@ -203,6 +204,7 @@ def run_indexing_pipeline(pipeline: Pipeline, files: list[Path]) -> int:
             embedder.warm_up()
         check_embedding_dimension(store, embedding_size(embedder))
     pipeline.run({"router": {"sources": file_sources(files)}})
+    milvus_support.flush(store)
     return store.count_documents()
 
 
@@ -246,6 +248,7 @@ def write_documents(
         document_store.write_documents(batch, policy=DuplicatePolicy.OVERWRITE)
         if on_batch is not None:
             on_batch(len(batch))
+    milvus_support.flush(document_store)  # Milvus: searches use the indexes, not a brute-force growing segment
     return document_store.count_documents()
 
 

@@ -4,6 +4,7 @@ Prompt text for the LLM roles: Jinja rendering in Haystack's sandbox, the option
 formatted as a numbered list within a token budget.
 """
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,13 @@ def render(template: str, **variables: Any) -> str:
     :param variables: The template's variables.
     :returns: The rendered text, stripped.
     """
-    return _ENV.from_string(template).render(**variables).strip()
+    return _compiled(template).render(**variables).strip()
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(template: str) -> Any:
+    # Compiling a template costs ~1 ms; prompts are a handful of fixed strings, so each is compiled once.
+    return _ENV.from_string(template)
 
 
 def with_system_prompt(template: str | None, question: str, messages: list[ChatMessage]) -> list[ChatMessage]:

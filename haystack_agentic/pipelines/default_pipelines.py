@@ -40,6 +40,7 @@ from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 from haystack_agentic.pipelines.packaged_yaml import packaged_yaml
 from haystack_agentic.resources import pipelines_dir
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
+from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 
 #: The in-memory store index the packaged pipelines share (in-memory stores with one index share storage).
 INDEX_NAME = "haystack-agentic"
@@ -114,12 +115,13 @@ def embedded_pipeline(
     The offline default: deterministic bridge-entity routing, SmolLM2-135M answers, in-memory BM25 over 6 chunks.
 
     :param grounded: Add the grounding stage.
-    :param store: The document store (default: in-memory, index `INDEX_NAME`); the router reads its titles.
+    :param store: The document store (default: a `SparseBM25DocumentStore`, Haystack's in-memory store with
+        sparse-matrix BM25, index `INDEX_NAME`); the router reads its titles.
     :param retriever: The retriever over `store` (default: `InMemoryBM25Retriever`).
     :param query_embedder: A text embedder for dense/hybrid retrievers, or `None`.
     :returns: The pipeline (not warmed up; the model loads on first run).
     """
-    store = store if store is not None else InMemoryDocumentStore(index=INDEX_NAME)
+    store = store if store is not None else SparseBM25DocumentStore(index=INDEX_NAME)
     router = BridgeEntityRouter(document_store=store, first_top_k=4, follow_up_top_k=1, max_follow_ups=2)
     return build_loop_pipeline(
         router,
@@ -151,13 +153,13 @@ MILVUS_URI = "haystack_agentic_milvus.db"
 WEAVIATE_URL = "http://localhost:8080"
 
 
-def _milvus_store_for_yaml() -> Any:
+def _milvus_store_for_yaml(bm25: bool = True) -> Any:
     """A Milvus store whose YAML points at MILVUS_URI, built against a throw-away Milvus Lite file."""
     from haystack_agentic.indexing.document_stores import milvus_document_store  # noqa: PLC0415
 
     # Milvus connects in __init__: build against a scratch file, then point the serialised store at MILVUS_URI.
     with tempfile.TemporaryDirectory() as scratch:
-        store = milvus_document_store(str(Path(scratch) / "build.db"))
+        store = milvus_document_store(str(Path(scratch) / "build.db"), bm25=bm25)
         store.client.close()
     store.connection_args = {"uri": MILVUS_URI}
     return store
@@ -197,6 +199,23 @@ def embedded_milvus_pipeline() -> Pipeline:
     store = _milvus_store_for_yaml()
     return embedded_pipeline(
         store=store, retriever=SafeRetriever(MilvusHybridRetriever(document_store=store)), query_embedder=MiniLMTextEmbedder()
+    )
+
+
+def embedded_milvus_dense_pipeline() -> Pipeline:
+    """
+    The offline default on Milvus with dense retrieval only (MiniLM): for Milvus servers older than 2.5, which have
+    no BM25 (`haystack-agentic ask --backend milvus` picks it for a collection without a BM25 field).
+
+    :returns: The pipeline; the store connects when the pipeline is built or loaded.
+    """
+    from milvus_haystack import MilvusEmbeddingRetriever  # noqa: PLC0415 - optional dependency
+
+    from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
+
+    store = _milvus_store_for_yaml(bm25=False)
+    return embedded_pipeline(
+        store=store, retriever=SafeRetriever(MilvusEmbeddingRetriever(document_store=store)), query_embedder=MiniLMTextEmbedder()
     )
 
 
@@ -253,7 +272,7 @@ def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
     :param mode: `"tools"` (native tool calling) or `"json"` (the JSON routing protocol).
     :returns: The pipeline. The API key is read from `OPENAI_API_KEY` when the generator warms up.
     """
-    store = InMemoryDocumentStore(index=INDEX_NAME)
+    store = SparseBM25DocumentStore(index=INDEX_NAME)
     controller_llm = openai_generator()
     # In tools mode the controller's answer is final unless a separate answer LLM is configured; json mode
     # needs an answer LLM to write the answer from the chunks: the controller's.
@@ -282,6 +301,7 @@ def default_pipelines() -> dict[str, Pipeline]:
         "agentic_rag_embedded.yml": servable(embedded_pipeline()),
         "agentic_rag_embedded_dense.yml": servable(embedded_dense_pipeline()),
         "agentic_rag_embedded_milvus.yml": servable(embedded_milvus_pipeline()),
+        "agentic_rag_embedded_milvus_dense.yml": servable(embedded_milvus_dense_pipeline()),
         "agentic_rag_embedded_weaviate.yml": servable(embedded_weaviate_pipeline()),
         "agentic_rag_ungrounded.yml": servable(openai_pipeline("tools", grounded=False)),
         "agentic_rag_embedded_ungrounded.yml": servable(embedded_pipeline(grounded=False)),

@@ -134,6 +134,10 @@ def set_store_uri(node: Any, uri: str) -> None:
             set_store_uri(value, uri)
 
 
+#: Type names (suffixes) of the in-memory stores whose storage is shared by `index`.
+IN_MEMORY_STORE_TYPES = ("InMemoryDocumentStore", "SparseBM25DocumentStore")
+
+
 def isolate_in_memory_stores(node: Any, names: dict[str, str] | None = None) -> dict[str, str]:
     """
     Give the in-memory stores of one loaded pipeline their own storage.
@@ -150,7 +154,7 @@ def isolate_in_memory_stores(node: Any, names: dict[str, str] | None = None) -> 
     names = {} if names is None else names
     if isinstance(node, dict):
         params = node.get("init_parameters")
-        if isinstance(params, dict) and str(node.get("type", "")).endswith("InMemoryDocumentStore"):
+        if isinstance(params, dict) and str(node.get("type", "")).endswith(IN_MEMORY_STORE_TYPES):
             index = params.get("index") or "default"
             names.setdefault(index, f"{index}-{uuid.uuid4().hex[:12]}")
             params["index"] = names[index]

@@ -9,13 +9,12 @@ how they are made, and how Python users build the same graph around their own re
 from typing import Any
 
 from haystack import Pipeline, logging
-from haystack.components.joiners import BranchJoiner
 
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.components.loop.loop_controller import LoopController
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
-from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
 
 logger = logging.getLogger(__name__)
 
@@ -48,11 +47,13 @@ def build_loop_pipeline(
     Wire the agentic loop around a router and a retriever.
 
     Graph: `controller.state -> router`; a search goes `router.query -> [query_embedder ->] retriever` with
-    `router.filters`/`router.top_k`, and `router.loop -> entry -> controller.state` with the retriever's documents
-    into `controller.documents`; `router.answer -> answerer`, whose reflect/draft result goes back to `entry`;
+    `router.filters`/`router.top_k`, and `router.loop -> controller.state` with the retriever's documents
+    into `controller.documents`; `router.answer -> answerer`, whose reflect/draft result goes back to
+    `controller.revised` (two sockets instead of a `BranchJoiner`: one component less to run every turn);
     `controller.exhausted -> fallback`; every end (`router.finished`, `answerer.finished`, `fallback.finished`,
     `controller.failed`)
-    meets in `finish` (a `BranchJoiner`), then the optional `grounder`, then `result` (`LoopResultBuilder`).
+    meets in `finish` (a `LoopStateJoiner`: a `BranchJoiner` with `run_async`), then the optional `grounder`, then
+    `result` (`LoopResultBuilder`).
 
     :param router: An `AgenticRouter` or any component with the same sockets (input `state`; outputs `query`,
         `filters`, `top_k`, `loop`, `answer`, `finished`).
@@ -84,13 +85,12 @@ def build_loop_pipeline(
     pipeline = Pipeline(max_runs_per_component=max_runs_for(controller.max_iterations), metadata=metadata or {})
     pipeline.add_component("controller", controller)
     pipeline.add_component("router", router)
-    pipeline.add_component("entry", BranchJoiner(LoopState))
     if query_embedder is not None:
         pipeline.add_component("query_embedder", query_embedder)
     pipeline.add_component("retriever", retriever)
     pipeline.add_component("answerer", answerer)
     pipeline.add_component("fallback", fallback)
-    pipeline.add_component("finish", BranchJoiner(LoopState))
+    pipeline.add_component("finish", LoopStateJoiner())
     if grounder is not None:
         pipeline.add_component("grounder", grounder)
     pipeline.add_component("result", LoopResultBuilder())
@@ -108,13 +108,12 @@ def build_loop_pipeline(
         pipeline.connect("router.query", f"retriever.{text_input or 'query'}")
     pipeline.connect("router.filters", "retriever.filters")
     pipeline.connect("router.top_k", "retriever.top_k")
-    pipeline.connect("router.loop", "entry.value")
+    pipeline.connect("router.loop", "controller.state")
     pipeline.connect("retriever.documents", "controller.documents")
     if "error" in _socket_names(retriever, "__haystack_output__"):  # e.g. a SafeRetriever: failed searches
         pipeline.connect("retriever.error", "controller.search_error")
-    pipeline.connect("entry.value", "controller.state")
     pipeline.connect("router.answer", "answerer.state")
-    pipeline.connect("answerer.state", "entry.value")
+    pipeline.connect("answerer.state", "controller.revised")
     pipeline.connect("router.finished", "finish.value")
     pipeline.connect("answerer.finished", "finish.value")
     pipeline.connect("fallback.finished", "finish.value")

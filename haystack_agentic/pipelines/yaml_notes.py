@@ -51,6 +51,8 @@ FILE_NOTES = {
     "agentic_rag_embedded_dense.yml": _OFFLINE + "\nIn-memory dense retrieval (MiniLM): index with "
     "`haystack-agentic index PATH --embed`.\n" + _GROUNDED,
     "agentic_rag_embedded_milvus.yml": _OFFLINE + "\n" + _MILVUS + "\n" + _GROUNDED,
+    "agentic_rag_embedded_milvus_dense.yml": _OFFLINE + "\nMilvus, dense retrieval only (MiniLM): for Milvus servers "
+    "older than 2.5, which have no BM25 (`ask --backend milvus` picks it by itself).\n" + _GROUNDED,
     "agentic_rag_embedded_weaviate.yml": _OFFLINE + "\nA Weaviate server, hybrid retrieval (dense MiniLM + BM25).\n"
     + _GROUNDED,
     "indexing_milvus.yml": _INDEXING.format(store="Milvus (Lite file or server)", file="pipelines/indexing_milvus.yml"),
@@ -88,6 +90,10 @@ COMPONENT_NOTES = {
     "HHEMGrounder": "checks each sentence of the answer against the chunks (Vectara HHEM-2.1-Open). Local weights "
     "only here: without them grounding is skipped and the result says why.\n"
     "Change: threshold (0-1); local_files_only: false to let it download the model.",
+    "LoopStateJoiner": "a BranchJoiner that also runs on the event loop (no worker-thread hop under run_async).\n"
+    "Nothing to change.",
+    "SparseBM25DocumentStore": "the in-memory store with BM25 as a sparse matrix (fast at 100k chunks; same results "
+    "and filters as InMemoryDocumentStore, same saved file format).\nChange: bm25_parameters, bm25_algorithm.",
     "LoopResultBuilder": "builds the result (answer, termination, documents, grounding, usage).\nNothing to change.",
     "FileTypeRouter": "sends each file to the converter for its MIME type.\n"
     "Change: mime_types, together with the converters.",

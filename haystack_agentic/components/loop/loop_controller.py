@@ -208,25 +208,30 @@ class LoopController:
         state: LoopState | None = None,
         documents: list[Document] | None = None,
         search_error: str | None = None,
+        revised: LoopState | None = None,
     ) -> dict[str, LoopState]:
         """
         Start a run, or record the turn that just happened and decide whether the loop goes on.
 
-        :param query: The user's question; starts a run when no `state` is given.
+        :param query: The user's question; starts a run when neither `state` nor `revised` is given.
         :param filters: Haystack metadata filters applied to every search of the run (first visit only).
-        :param state: The state coming back around the loop.
+        :param state: The state coming back around the loop from the router (`router.loop`).
         :param documents: The retriever's documents for the pending search, if this turn searched.
         :param search_error: Why the pending search failed (from `SafeRetriever.error`), or `None`. A failed search
             is recorded in the tool step (`result`) and given to the controller LLM as a tool error; the loop goes on.
+        :param revised: The state coming back from the answerer after a reflect or draft turn (`answerer.state`).
+            A second socket rather than a joiner in front of `state`: one component less to schedule per turn.
         :returns: `{"state": LoopState}` to take another router turn, or `{"exhausted": LoopState}` when
             `max_iterations` turns have been taken, or a component asked the loop to stop (`state.stop_reason`,
             e.g. a controller LLM that keeps replying with nothing), or `{"failed": LoopState}` (ended with
             `terminated_by="error"`) after `max_search_failures` failed searches in a row.
         :raises ValueError: On the first visit, if `query` is missing, not a string or blank.
         """
-        if state is None:
+        if state is None and revised is None:
             return {"state": self._start(query, filters)}
-        state = self._record_turn(state, documents, search_error)
+        if state is not None and revised is not None:
+            raise ValueError("LoopController got a state from the router and from the answerer in one visit.")
+        state = self._record_turn(state if state is not None else revised, documents, search_error)
         if state.search_failures >= self.max_search_failures:
             error = f"{state.search_failures} searches failed in a row; the last: {search_error}"
             logger.warning("Ending the run: {error}", error=error)
@@ -235,6 +240,26 @@ class LoopController:
             logger.debug("Loop exhausted after {iterations} iterations", iterations=state.iteration)
             return {"exhausted": state}
         return {"state": state}
+
+    @component.output_types(state=LoopState, exhausted=LoopState, failed=LoopState)
+    async def run_async(
+        self,
+        query: Question | None = None,
+        filters: dict[str, Any] | None = None,
+        state: LoopState | None = None,
+        documents: list[Document] | None = None,
+        search_error: str | None = None,
+        revised: LoopState | None = None,
+    ) -> dict[str, LoopState]:
+        """
+        Async twin of `run` (the bookkeeping does no I/O): lets `Pipeline.run_async` call it on the event loop
+        instead of handing it to a worker thread every turn.
+
+        :returns: The same as `run`.
+        """
+        return self.run(
+            query=query, filters=filters, state=state, documents=documents, search_error=search_error, revised=revised
+        )
 
     def _start(self, query: Any, filters: dict[str, Any] | None) -> LoopState:
         question = validate_question(query, self.max_question_chars)

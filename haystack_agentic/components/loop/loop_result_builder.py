@@ -20,9 +20,7 @@ class LoopResultBuilder:
 
     ### Usage example
     ```python
-    from haystack_agentic import LoopResultBuilder
-    from haystack_agentic.tracing import tag_current_span
-from haystack_agentic.dataclasses.loop_state import LoopState
+    from haystack_agentic import LoopResultBuilder, LoopState
 
     state = LoopState(question="q").finish("answered", answer="a")
     print(LoopResultBuilder().run(state=state)["result"]["answer"])  # "a"
@@ -52,6 +50,16 @@ from haystack_agentic.dataclasses.loop_state import LoopState
             answered=result["answer"] is not None,
         )
         return {"result": result}
+
+    @component.output_types(result=dict[str, Any])
+    async def run_async(self, state: LoopState) -> dict[str, dict[str, Any]]:
+        """
+        Async twin of `run` (no I/O): runs on the event loop instead of a worker thread.
+
+        :param state: The ended run's state.
+        :returns: The same as `run`.
+        """
+        return self.run(state=state)
 
     def to_dict(self) -> dict[str, Any]:
         """

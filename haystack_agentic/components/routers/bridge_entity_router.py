@@ -108,8 +108,12 @@ class BridgeEntityRouter:
         return self._policy.max_chunks
 
     def warm_up(self) -> None:
-        """Build the title index from the document store (again if its document count changed)."""
-        self._current_policy()
+        """
+        Build the title index from the document store, once. (Haystack warms a pipeline up on every run; a run
+        checks the store's document count at its first bridge-entity search and rebuilds the index if it changed.)
+        """
+        if self._indexed_count is None:
+            self._current_policy()
 
     def _current_policy(self) -> BridgeEntityPolicy:
         count = self.document_store.count_documents()
@@ -150,7 +154,10 @@ class BridgeEntityRouter:
             return self._search(state, turn, state.question, self.first_top_k, "the question")
         follow_ups_done = len(searched) - 1
         if follow_ups_done < self.max_follow_ups and not state.is_last_iteration:
-            proposals = self._current_policy().next_searches(state.question, list(state.chunks), searched)
+            # The store's document count is checked once per run (its first follow-up), not every turn: on a
+            # server each check is a round trip (Milvus: a count(*) query).
+            policy = self._current_policy() if follow_ups_done == 0 or self._indexed_count is None else self._policy
+            proposals = policy.next_searches(state.question, list(state.chunks), searched)
             if proposals:
                 best = proposals[0]
                 return self._search(

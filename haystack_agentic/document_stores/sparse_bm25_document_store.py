@@ -1,0 +1,281 @@
+# SPDX-License-Identifier: Apache-2.0
+
+import copy
+import json
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from haystack import Document, logging
+from haystack.core.serialization import generate_qualified_class_name
+from haystack.document_stores.errors import DocumentStoreError
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.in_memory.document_store import BM25_SCALING_FACTOR
+from haystack.document_stores.types import DuplicatePolicy
+from haystack.utils import expit
+from haystack.utils.filters import document_matches_filter
+
+from haystack_agentic.document_stores.sparse_bm25_index import SparseBM25Index, equality_preselection
+
+logger = logging.getLogger(__name__)
+
+# Built matrices of shared stores, by `index` (stores with one `index` share storage, so they share the matrix too),
+# with a fingerprint of the BM25 statistics they were built from; and a change counter per `index`. Stores with
+# `shared=False` keep both on the instance.
+_BUILT: dict[str, tuple[tuple, SparseBM25Index]] = {}
+_VERSIONS: dict[str, int] = {}
+_LOCK = threading.Lock()
+
+
+class SparseBM25DocumentStore(InMemoryDocumentStore):
+    """
+    Haystack's `InMemoryDocumentStore` with BM25 retrieval over a sparse matrix: the same results, much faster.
+
+    `InMemoryDocumentStore.bm25_retrieval` scores every document in Python on every query (about 0.5 s at 100k
+    chunks). This store builds a `scipy.sparse` matrix of Haystack's own per-term BM25 scores from the statistics
+    the store already keeps (on the first query after a change, once), so a query sums a few columns. Results
+    equal `InMemoryDocumentStore`'s: same scores, same ranking and tie order, same filter semantics (Haystack's
+    `document_matches_filter` decides every candidate), same `scale_score` and `return_embedding` behaviour.
+    Everything else (writing, filtering, `save_to_disk`/`load_from_disk` JSON, embedding retrieval) is
+    `InMemoryDocumentStore`'s, and Haystack's `InMemoryBM25Retriever` uses it unchanged.
+
+    Filtered queries: candidates are checked against the filters in score order, stopping at `top_k` matches; a
+    `meta.<field> == <value>` condition (alone or in an `AND`) first narrows them through a value index (rebuilt
+    after writes, deletes and `update_by_filter`; metadata changed in place on a stored `Document` object is not
+    seen by it, as such changes bypass every store).
+
+    ### Usage example
+    ```python
+    from haystack import Document
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
+
+    store = SparseBM25DocumentStore()
+    store.write_documents([Document(content="Adriana Trigiani lives in Greenwich Village.", meta={"title": "AT"})])
+    print(InMemoryBM25Retriever(store).run(query="Trigiani")["documents"][0].meta["title"])  # "AT"
+    ```
+    """
+
+    def save_to_disk(self, path: str) -> None:
+        """
+        Write the documents to a JSON file exactly as `InMemoryDocumentStore.save_to_disk` does (its `type` too), so
+        Haystack's `InMemoryDocumentStore.load_from_disk` and this class both load it.
+
+        :param path: The JSON file.
+        """
+        data: dict[str, Any] = {
+            **self.to_dict(),
+            "type": generate_qualified_class_name(InMemoryDocumentStore),
+            "documents": [doc.to_dict(flatten=False) for doc in self.storage.values()],
+        }
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+
+    @classmethod
+    def load_from_disk(cls, path: str) -> "SparseBM25DocumentStore":
+        """
+        Load a store saved by `save_to_disk`, of this class or of Haystack's `InMemoryDocumentStore` (the files
+        `haystack-agentic index` writes): the JSON format is the same.
+
+        :param path: The JSON file.
+        :returns: The store, holding the saved documents.
+        :raises FileNotFoundError: If the file does not exist.
+        :raises DocumentStoreError: If it cannot be read.
+        """
+        if not Path(path).exists():
+            raise FileNotFoundError(f"File {path} not found.")
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            store = cls(**data.get("init_parameters", {}))
+            documents = [Document.from_dict(doc) for doc in data["documents"]]
+        except Exception as exc:
+            raise DocumentStoreError(f"Error loading {cls.__name__} from disk. error: {exc}") from exc
+        store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
+        return store
+
+    # --- keep the matrix in step with the documents ------------------------------------------------------------
+
+    def _changed(self) -> None:
+        if self._shared:
+            with _LOCK:
+                _VERSIONS[self.index] = _VERSIONS.get(self.index, 0) + 1
+        else:
+            self._local_version = getattr(self, "_local_version", 0) + 1
+
+    def write_documents(self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
+        """
+        Write documents (see `InMemoryDocumentStore.write_documents`); the BM25 matrix is rebuilt on next use.
+
+        :param documents: The documents.
+        :param policy: What to do with an id that exists already.
+        :returns: The number of documents written.
+        """
+        try:
+            return super().write_documents(documents, policy)
+        finally:
+            self._changed()
+
+    def delete_documents(self, document_ids: list[str]) -> None:
+        """
+        Delete documents by id (see `InMemoryDocumentStore.delete_documents`).
+
+        :param document_ids: The ids.
+        """
+        try:
+            super().delete_documents(document_ids)
+        finally:
+            self._changed()
+
+    def delete_all_documents(self) -> None:
+        """Delete every document (see `InMemoryDocumentStore.delete_all_documents`)."""
+        try:
+            super().delete_all_documents()
+        finally:
+            self._changed()
+
+    def update_by_filter(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
+        """
+        Update the metadata of matching documents (see `InMemoryDocumentStore.update_by_filter`).
+
+        :param filters: Which documents.
+        :param meta: The metadata to merge in.
+        :returns: The number of documents updated.
+        """
+        try:
+            return super().update_by_filter(filters, meta)
+        finally:
+            self._changed()
+
+    def _bm25_index(self) -> SparseBM25Index:
+        """The matrix for the current documents, built on first use after a change."""
+        stats = self._bm25_attr
+        # Writes through this class bump the version; the rest of the fingerprint catches writes through a plain
+        # InMemoryDocumentStore sharing the same storage.
+        version = _VERSIONS.get(self.index, 0) if self._shared else getattr(self, "_local_version", 0)
+        fingerprint = (
+            version,
+            id(stats),
+            len(stats),
+            self._avg_doc_len,
+            len(self._freq_vocab_for_idf),
+            self.bm25_algorithm,
+            tuple(sorted(self.bm25_parameters.items())),
+        )
+        with _LOCK:
+            built = _BUILT.get(self.index) if self._shared else getattr(self, "_local_built", None)
+            if built is not None and built[0] == fingerprint:
+                return built[1]
+            ids = list(stats)
+            index = SparseBM25Index(
+                ids,
+                [stats[i].freq_token for i in ids],
+                [stats[i].doc_len for i in ids],
+                self._freq_vocab_for_idf,
+                self._avg_doc_len,
+                algorithm=self.bm25_algorithm,
+                parameters=self.bm25_parameters,
+            )
+            if self._shared:
+                _BUILT[self.index] = (fingerprint, index)
+            else:
+                self._local_built = (fingerprint, index)
+            logger.debug("Built the sparse BM25 matrix of {count} documents", count=len(ids))
+            return index
+
+    # --- retrieval ---------------------------------------------------------------------------------------------
+
+    def bm25_retrieval(
+        self, query: str, filters: dict[str, Any] | None = None, top_k: int = 10, scale_score: bool = False
+    ) -> list[Document]:
+        """
+        The `top_k` documents with the highest BM25 scores for `query`, among those matching `filters`.
+
+        :param query: The query string.
+        :param filters: Haystack metadata filters, or `None`.
+        :param top_k: How many documents to return at most. Default 10.
+        :param scale_score: Map scores to (0, 1) as `InMemoryDocumentStore` does. Default `False`.
+        :returns: Copies of the documents with `score` set, best first.
+        :raises ValueError: On an empty query or filters without an `operator`.
+        """
+        if not query:
+            raise ValueError("Query should be a non-empty string")
+        if filters and "operator" not in filters:
+            raise ValueError(
+                "Invalid filter syntax. See https://docs.haystack.deepset.ai/docs/metadata-filtering for details."
+            )
+        if not self._bm25_attr or self._avg_doc_len == 0:
+            # No tokens at all: Haystack's own path handles this edge (every candidate scores 0).
+            return super().bm25_retrieval(query=query, filters=filters, top_k=top_k, scale_score=scale_score)
+        index = self._bm25_index()
+        scores = index.scores(self._tokenize_bm25(query))
+        positive_only = self.bm25_algorithm != "BM25Okapi"
+        if filters:
+            rows = self._filtered_rows(index, scores, filters, top_k, positive_only)
+        else:
+            rows = index.ranked(scores, None, top_k, positive_only)
+        storage = self.storage
+        results = []
+        for row in rows:
+            doc = storage[index.doc_ids[row]]
+            score = float(scores[row])
+            if scale_score:
+                score = expit(score / BM25_SCALING_FACTOR)
+            changes: dict[str, Any] = {"score": score, "meta": copy.deepcopy(doc.meta)}
+            if not self.return_embedding:
+                changes["embedding"] = None
+            results.append(replace(doc, **changes))
+        return results
+
+    def _filtered_rows(
+        self, index: SparseBM25Index, scores: np.ndarray, filters: dict[str, Any], top_k: int, positive_only: bool
+    ) -> list[int]:
+        storage = self.storage
+
+        def matches(row: int) -> bool:
+            return document_matches_filter(
+                filters=filters,
+                document=storage[index.doc_ids[row]],
+                strict_datetime_comparison=self.strict_datetime_comparison,
+            )
+
+        preselect = equality_preselection(filters)
+        if preselect is not None:
+            candidates = self._value_rows(index, *preselect)
+            ranked = index.ranked(scores, candidates, len(candidates), positive_only)
+            return [int(row) for row in ranked if matches(int(row))][:top_k]
+        # Check candidates best first, widening the window until top_k match or none are left.
+        found: list[int] = []
+        checked = 0
+        window = max(4 * top_k, 64)
+        while True:
+            ranked = index.ranked(scores, None, window, positive_only)
+            for row in ranked[checked:]:
+                if matches(int(row)):
+                    found.append(int(row))
+                    if len(found) == top_k:
+                        return found
+            if len(ranked) < window:
+                return found
+            checked = len(ranked)
+            window *= 8
+
+    def _value_rows(self, index: SparseBM25Index, field: str, value: Any) -> np.ndarray:
+        """Rows whose `meta[field] == value` (a value index per field, built with the matrix)."""
+        values = getattr(index, "_value_index", None)
+        if values is None:
+            values = index._value_index = {}  # type: ignore[attr-defined]
+        by_value = values.get(field)
+        if by_value is None:
+            by_value = {}
+            storage = self.storage
+            for row, doc_id in enumerate(index.doc_ids):
+                key = storage[doc_id].meta.get(field)
+                try:
+                    by_value.setdefault(key, []).append(row)
+                except TypeError:  # unhashable (a list or dict): never == a plain value
+                    continue
+            values[field] = by_value
+        return np.asarray(by_value.get(value, ()), dtype=np.int64)
