@@ -135,3 +135,29 @@ def test_an_unreadable_in_memory_store_is_one_line(tmp_path):
     assert_one_line(done, str(store))
     done = run_cli("serve", "--store", store, "--llm", "embedded", "--port", "1", "--mcp-port", "0", timeout=120)
     assert_one_line(done, str(store))
+
+
+HOLD = """
+import sys, time
+from haystack_agentic.indexing.document_stores import milvus_document_store
+milvus_document_store(sys.argv[1]).count_documents()
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.integration
+def test_a_database_in_use_and_an_unreachable_server_are_one_line(good_db, tmp_path, docs):
+    path = tmp_path / "busy.db"
+    shutil.copytree(good_db, path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        done = run_cli("index", docs, "--backend", "milvus", "--uri", path, "--quiet")
+        assert_one_line(done, str(path), "in use by another process")
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    done = run_cli("index", docs, "--backend", "milvus", "--uri", "http://127.0.0.1:9", "--quiet")
+    assert_one_line(done, "http://127.0.0.1:9", "Is the server running")

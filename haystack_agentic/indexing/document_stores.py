@@ -77,6 +77,9 @@ def weaviate_document_store(url: str = "http://localhost:8080", collection_name:
             {"name": "blob_mime_type", "dataType": ["text"]},
             {"name": "score", "dataType": ["number"]},
             {"name": "title", "dataType": ["text"]},
+            # A chunk's source: matched whole (`field` tokenization), or an `in` filter on one path would match
+            # every path sharing a word with it.
+            {"name": "file_path", "dataType": ["text"], "tokenization": "field"},
         ],
     }
     return WeaviateDocumentStore(url=url, collection_settings=settings)

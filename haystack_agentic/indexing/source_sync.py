@@ -67,18 +67,18 @@ def remove_stale_chunks(
     :returns: The number of chunks deleted.
     """
     wanted = list(dict.fromkeys(sources))
-    keep = set(keep_ids)
+    wanted_set, keep = set(wanted), set(keep_ids)
     if not wanted:
         return 0
     if isinstance(store, InMemoryDocumentStore):  # one pass over the storage instead of a filter per batch
-        wanted_set = set(wanted)
-        stale = [d.id for d in store.storage.values() if d.meta.get(field) in wanted_set and d.id not in keep]
+        found: Iterable[Document] = store.storage.values()
     else:
-        stale = []
+        found = []
         for start in range(0, len(wanted), SOURCES_PER_QUERY):
             batch = wanted[start : start + SOURCES_PER_QUERY]
-            found = store.filter_documents({"field": f"meta.{field}", "operator": "in", "value": batch})
-            stale.extend(d.id for d in found if d.id not in keep)
+            found.extend(store.filter_documents({"field": f"meta.{field}", "operator": "in", "value": batch}))
+    # checked again here: a store's `in` may match more than equal values (e.g. tokenised text in Weaviate)
+    stale = list(dict.fromkeys(d.id for d in found if (d.meta or {}).get(field) in wanted_set and d.id not in keep))
     if stale:
         store.delete_documents(stale)
         logger.info("Removed {count} stale chunk(s) of {sources} re-indexed source(s)", count=len(stale), sources=len(wanted))

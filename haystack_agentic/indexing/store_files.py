@@ -87,15 +87,19 @@ def save_store_file(store: InMemoryDocumentStore, path: Path | str) -> int:
         tmp = None
         _fsync_folder(path.parent)
     except OSError as exc:
-        raise StoreError(
-            f"Cannot write the store {path} ({type(exc).__name__}: {exc.strerror or exc}): "
-            "choose another --store (or HAYSTACK_AGENTIC_STORE / HAYSTACK_AGENTIC_CACHE); the previous store is unchanged."
-        ) from exc
+        raise _unwritable(path, exc, " The previous store is unchanged.") from exc
     finally:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
     return store.count_documents()
+
+
+def _unwritable(path: Path, exc: OSError, note: str = "") -> StoreError:
+    return StoreError(
+        f"Cannot write the store {path} ({type(exc).__name__}: {exc.strerror or exc}): choose another --store "
+        f"(or HAYSTACK_AGENTIC_STORE / HAYSTACK_AGENTIC_CACHE).{note}"
+    )
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -127,10 +131,7 @@ def store_file_lock(path: Path | str) -> Iterator[None]:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path.parent, os.O_RDONLY)
     except OSError as exc:
-        raise StoreError(
-            f"Cannot write the store {path} ({type(exc).__name__}: {exc.strerror or exc}): "
-            "choose another --store (or HAYSTACK_AGENTIC_STORE / HAYSTACK_AGENTIC_CACHE)."
-        ) from exc
+        raise _unwritable(path, exc) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
