@@ -186,6 +186,25 @@ def test_a_killed_index_leaves_the_previous_store_readable(tmp_path):
     assert contents(store) == sorted([ZORBLAX, BLORT])
 
 
+def test_concurrent_index_runs_into_one_store_lose_nothing(tmp_path):
+    store = tmp_path / "s.json"
+    folders = []
+    for n in range(3):
+        folder = tmp_path / f"docs{n}"
+        for i in range(30):
+            write(folder, f"f{i}.txt", f"Folder {n} file {i} is about Fnordville.")
+        folders.append(folder)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    runs = [
+        subprocess.Popen([sys.executable, "-m", "haystack_agentic.cli.main", "index", str(f), "--store", str(store), "--quiet"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for f in folders
+    ]
+    for run in runs:
+        assert run.wait(timeout=300) == 0, run.stderr.read()
+    assert len(contents(store)) == 90
+
+
 @pytest.mark.integration
 def test_embedded_and_plain_stores_are_not_mixed(tmp_path, capsys):
     store = tmp_path / "s.json"
