@@ -132,9 +132,10 @@ class IndexProgress:
 
                 if task.finished:
                     return Text(f"done in {clock(task.finished_time)}", style="green")
-                if task.total is None or task.time_remaining is None:
+                if not task.total or not task.completed:  # rich's own estimate needs updates < 30 s apart
                     return Text(f"{clock(task.elapsed)} elapsed", style="dim")
-                return Text(f"ETA {clock(task.time_remaining)}", style="cyan")
+                remaining = (task.elapsed or 0.0) * (task.total - task.completed) / task.completed
+                return Text(f"ETA {clock(remaining)}", style="cyan")
 
         self.progress = Progress(
             SpinnerColumn(finished_text="[green]done"),
