@@ -28,22 +28,30 @@ if TYPE_CHECKING:
     from haystack_agentic.indexing.indexer import IndexResult
 
 _DESCRIPTION = """\
-Index documents into a document store: an in-memory store saved as a JSON file (default), Milvus (a Milvus Lite
-folder or a server) or Weaviate (a server).
+Index documents into a document store: an in-memory store saved as a JSON
+file (default), Milvus (a Milvus Lite folder or a server) or Weaviate.
 
-Indexing adds to what the store holds: chunks are upserted by id, and a file indexed again replaces its own earlier
-chunks (a chunk's source is the resolved path of its file; for HotpotQA-format JSONL, of the JSONL file), so an
-edited file leaves no stale chunks. --replace rebuilds the store from scratch. A store file is written atomically:
-an interrupted index leaves the previous one intact.
+Indexing adds to what the store holds (chunks are upserted by id), and a file
+indexed again replaces its own earlier chunks, so an edited file leaves no
+stale chunks. A chunk's source is the resolved path of its file; for a
+HotpotQA-format JSONL file, the JSONL file. --replace rebuilds the store from
+the given files only. A store file is written atomically: an interrupted index
+leaves the previous one intact.
 """
 
 _EXAMPLES = """\
 examples:
-  haystack-agentic index docs/ --store my_store.json            # .txt/.md/.html/.pdf/.jsonl files and folders
-  haystack-agentic index more_docs/ --store my_store.json       # adds to it
-  haystack-agentic index docs/ --store my_store.json --replace  # rebuilds it from docs/ only
-  haystack-agentic index docs/ --backend milvus --uri ./docs.db # Milvus Lite (MiniLM embeddings + BM25)
-  haystack-agentic index docs/ --pipeline pipelines/indexing_milvus.yml --uri ./docs.db
+  # your files (.jsonl .txt .md .html .pdf, or folders of them)
+  haystack-agentic index docs/ --store my_store.json
+  # more files: added to the same store
+  haystack-agentic index more_docs/ --store my_store.json
+  # rebuild the store from docs/ alone
+  haystack-agentic index docs/ --store my_store.json --replace
+  # a Milvus Lite database (MiniLM embeddings + BM25)
+  haystack-agentic index docs/ --backend milvus --uri ./docs.db
+  # a YAML indexing pipeline
+  haystack-agentic index docs/ --pipeline pipelines/indexing_milvus.yml \\
+      --uri ./docs.db
 """
 
 
