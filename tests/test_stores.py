@@ -17,7 +17,8 @@ from haystack_agentic.indexing.document_stores import (
     milvus_document_store,
     weaviate_document_store,
 )
-from haystack_agentic.indexing.indexing_pipeline import build_indexing_pipeline, collect_files, convert_files, write_documents
+from haystack_agentic.indexing.indexer import write_documents
+from haystack_agentic.indexing.indexing_pipeline import build_indexing_pipeline, collect_files, convert_files
 from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
 from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
 from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder

@@ -104,7 +104,7 @@ def load_store_into(
     :raises CLIError: If the store cannot be read, or does not exist and `auto_index` is off.
     """
     from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: PLC0415
-    from haystack_agentic.cli.index import index_documents, read_documents  # noqa: PLC0415
+    from haystack_agentic.cli.index import index_path  # noqa: PLC0415
     from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, retriever_store  # noqa: PLC0415
     from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415
     store = retriever_store(pipeline)
@@ -123,7 +123,7 @@ def load_store_into(
         corpus = sample_corpus_path()
         if not quiet:
             console.print(f"[dim]No index at {store_path}; indexing the shipped sample {corpus.name} first.[/dim]")
-        index_documents(read_documents(corpus), store_path, console, quiet)
+        index_path(corpus, store_path, console, quiet)
     try:
         fill_in_memory_store(pipeline, store_path)
     except ValueError as exc:
@@ -189,6 +189,7 @@ def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
     :returns: The pipeline.
     :raises CLIError: If the YAML cannot be read or loaded, or `openai` has no key or base URL.
     """
+    from haystack_agentic.indexing.store_faults import check_milvus_lite_uri  # noqa: PLC0415
     from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, packaged_pipeline_for  # noqa: PLC0415
     from haystack_agentic.resources import pipeline_path  # noqa: PLC0415
     model = args.model or os.environ.get(ENV_MODEL)
@@ -206,12 +207,9 @@ def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
                 packaged = _milvus_packaged_pipeline(store_uri)
             if backend == "weaviate" and not store_uri:
                 store_uri = default_weaviate_url()
-        if backend == "milvus" and store_uri and "://" not in store_uri and not Path(store_uri).exists():
+        if backend == "milvus" and store_uri:
             # Milvus Lite would create an empty database there: a query run must not write anything.
-            raise ValueError(
-                f"There is no Milvus Lite database at {store_uri}: index into it first with "
-                f"`haystack-agentic index PATH --backend milvus --uri {store_uri}`."
-            )
+            check_milvus_lite_uri(store_uri, must_exist=True)
         path = Path(args.pipeline) if args.pipeline else packaged
         pipeline = load_loop_pipeline(
             path, model=model, api_base_url=args.base_url, max_iterations=args.max_iterations, store_uri=store_uri

@@ -1,11 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 `haystack-agentic index`: write documents into a document store (a saved in-memory store file, Milvus or Weaviate).
+
+This module is the command: its arguments, the progress display and the messages. The indexing itself (converting,
+embedding, upserting, replacing re-indexed files' chunks, saving atomically) is `haystack_agentic.indexing.indexer`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,25 +17,26 @@ from typing import TYPE_CHECKING, Any
 from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
-    add_command,
     default_milvus_uri,
     default_store_path,
     default_weaviate_url,
 )
 
 if TYPE_CHECKING:
-    from haystack import Document
-    from haystack.document_stores.in_memory import InMemoryDocumentStore
     from rich.console import Console
 
-_WRITE_BATCH = 200
+    from haystack_agentic.indexing.indexer import IndexResult
 
 _DESCRIPTION = """\
-Write documents into a document store that `ask`, `serve` and the pipelines
-search: by default a JSON file holding an in-memory BM25 store; with --backend,
-a Milvus (Lite file or server) or Weaviate collection with MiniLM embeddings.
-Document ids come from content and source, so indexing the same files again
-duplicates nothing.
+Index documents into a document store: an in-memory store saved as a JSON
+file (default), Milvus (a Milvus Lite folder or a server) or Weaviate.
+
+Indexing adds to what the store holds (chunks are upserted by id), and a file
+indexed again replaces its own earlier chunks, so an edited file leaves no
+stale chunks. A chunk's source is the resolved path of its file; for a
+HotpotQA-format JSONL file, the JSONL file. --replace rebuilds the store from
+the given files only. A store file is written atomically: an interrupted index
+leaves the previous one intact.
 
 Formats it reads (a file, or a folder searched recursively; other files are
 left out):
@@ -47,17 +52,17 @@ stderr. With --pipeline, every format but .jsonl.
 
 _EXAMPLES = """\
 examples:
-  # the shipped HotpotQA sample into the default store (what `ask` uses)
-  haystack-agentic index
-  # your files into a store file of your own
-  haystack-agentic index my_docs/ --store my_store.json
-  # with MiniLM embeddings, for pipelines/agentic_rag_embedded_dense.yml
-  haystack-agentic index my_docs/ --embed --store my_dense_store.json
-  # into a Milvus Lite file (dense + BM25, hybrid retrieval)
-  haystack-agentic index my_docs/ --backend milvus --uri my_docs.db
-  # with a YAML indexing pipeline of your own
-  haystack-agentic index my_docs/ --uri my_docs.db \\
-      --pipeline pipelines/indexing_milvus.yml
+  # your files (.jsonl .txt .md .html .pdf, or folders of them)
+  haystack-agentic index docs/ --store my_store.json
+  # more files: added to the same store
+  haystack-agentic index more_docs/ --store my_store.json
+  # rebuild the store from docs/ alone
+  haystack-agentic index docs/ --store my_store.json --replace
+  # a Milvus Lite database (MiniLM embeddings + BM25)
+  haystack-agentic index docs/ --backend milvus --uri ./docs.db
+  # a YAML indexing pipeline
+  haystack-agentic index docs/ --pipeline pipelines/indexing_milvus.yml \\
+      --uri ./docs.db
 """
 
 
@@ -68,16 +73,20 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
     :returns: The `index` parser.
     """
-    summary = "Index documents (.jsonl .txt .md .html .pdf) into a document store."
-    index = add_command(subparsers, "index", summary, _DESCRIPTION, _EXAMPLES)
+    index = subparsers.add_parser(
+        "index",
+        help="Index documents into a document store (adds; re-indexed files replace their chunks).",
+        description=_DESCRIPTION,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     index.add_argument(
-        "path",
-        nargs="?",
-        help="A file or folder of .jsonl (HotpotQA/MuSiQue), .txt, .md/.markdown, .html/.htm, .pdf files "
-        "(default: the shipped HotpotQA sample).",
+        "path", nargs="?", help="A .jsonl (HotpotQA format), .txt, .md, .html or .pdf file, or a folder of them "
+        "(default: the shipped sample)."
     )
     index.add_argument("--store", help="Store file to write (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
-    index.add_argument("--quiet", action="store_true", help="No progress bar.")
+    index.add_argument("--replace", action="store_true", help="Rebuild the store from these files only.")
+    index.add_argument("--quiet", action="store_true", help="No progress display.")
     index.add_argument(
         "--embed",
         action="store_true",
@@ -91,145 +100,124 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     return index
 
 
-def read_documents(path: Path) -> list[Document]:
+def readable_files(path: Path) -> tuple[list[Path], list[Path]]:
     """
-    Read documents from a HotpotQA/MuSiQue-format JSONL file, a .txt/.md file, or a directory of them.
+    The supported files under `path` that give text, and the empty ones (their earlier chunks get removed); every
+    other skipped file is reported on stderr with the reason.
 
-    :param path: The file or directory.
-    :returns: The documents (one per paragraph for JSONL, one per file otherwise).
-    :raises CLIError: If the path does not exist or holds no supported file.
+    :param path: A file or folder.
+    :returns: `(files to index, empty files)`.
+    :raises CLIError: If `path` does not exist.
     """
+    from rich.console import Console  # noqa: PLC0415
+
+    from haystack_agentic.indexing.indexing_pipeline import EMPTY, collect_files, unreadable_files  # noqa: PLC0415
+
     if not path.exists():
         raise CLIError(
             f"{path} does not exist: give a .jsonl file in the HotpotQA format, a .txt/.md/.html/.pdf file or a folder."
         )
-    from haystack_agentic.indexing.indexing_pipeline import convert_files  # noqa: PLC0415 - converters load only for indexing
-
-    files = readable_files(path)
-    try:
-        documents = convert_files(files)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from exc
-    if not documents:
-        raise CLIError(
-            f"No documents found in {path}: supported are .jsonl (HotpotQA format), .txt, .md, .html and .pdf files."
-        )
-    return documents
-
-
-def readable_files(path: Path) -> list[Path]:
-    """
-    The supported files under `path`, without those that cannot give text; each skipped file is reported on
-    stderr with the reason.
-
-    :param path: A file or folder.
-    :returns: The files to index.
-    """
-    from rich.console import Console  # noqa: PLC0415
-    from haystack_agentic.indexing.indexing_pipeline import collect_files, unreadable_files  # noqa: PLC0415
-
     files = collect_files(path)
     skipped = unreadable_files(files)
+    err = Console(stderr=True, soft_wrap=True)
     for file, reason in skipped.items():
-        Console(stderr=True, soft_wrap=True).print(f"Skipped {file}: {reason}.", highlight=False, markup=False)
-    return [f for f in files if f not in skipped]
+        suffix = " (its chunks from an earlier index are removed)" if reason == EMPTY else ""
+        err.print(f"Skipped {file}: {reason}{suffix}.", highlight=False, markup=False)
+    return [f for f in files if f not in skipped], [f for f, why in skipped.items() if why == EMPTY]
 
 
-def index_documents(documents: list[Document], store_path: Path, console: Console, quiet: bool = False) -> int:
+class IndexProgress:
     """
-    Write documents into a fresh in-memory store (overwriting same ids) and save it to `store_path`.
+    The indexing stages on the terminal: one line per stage (converting, loading model, embedding, writing) with a
+    spinner, a bar, the count done of the total, and the ETA (the time taken, once done). A `progress` callback for
+    `haystack_agentic.indexing.indexer`; use it as a context manager.
+    """
 
-    :param documents: The documents.
-    :param store_path: The JSON file to save the store to (its folder is created).
+    UNITS = {"converting": "files", "indexing": "files", "embedding": "chunks", "writing": "chunks"}
+
+    def __init__(self, console: Console, quiet: bool = False) -> None:
+        """
+        :param console: Where the display goes (stderr, usually).
+        :param quiet: Show nothing (also when `console` is not a terminal).
+        """
+        from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
+        class EtaColumn(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                def clock(seconds: float | None) -> str:
+                    seconds = seconds or 0.0
+                    return f"{seconds:.1f} s" if seconds < 60 else f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+
+                if task.finished:
+                    return Text(f"done in {clock(task.finished_time)}", style="green")
+                if not task.total or not task.completed:  # rich's own estimate needs updates < 30 s apart
+                    return Text(f"{clock(task.elapsed)} elapsed", style="dim")
+                remaining = (task.elapsed or 0.0) * (task.total - task.completed) / task.completed
+                return Text(f"ETA {clock(remaining)}", style="cyan")
+
+        self.progress = Progress(
+            SpinnerColumn(finished_text="[green]done"),
+            TextColumn("[bold]{task.description:<14}"),
+            BarColumn(),
+            TextColumn("{task.fields[count]}"),
+            EtaColumn(),
+            console=console,
+            disable=quiet or not console.is_terminal,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> IndexProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, stage: str, done: int, total: int | None) -> None:
+        unit = self.UNITS.get(stage)
+        count = f"{done}/{total} {unit}" if unit and total is not None else ""
+        task = self.tasks.get(stage)
+        if task is None:
+            self.tasks[stage] = self.progress.add_task(stage.capitalize(), total=total, count=count)
+        else:
+            self.progress.update(task, completed=done, total=total, count=count)
+
+
+def index_path(path: Path, store_path: Path, console: Console, quiet: bool = False) -> int:
+    """
+    Index a file or folder into an in-memory store file (adding to it), with the progress display; `ask` and `serve`
+    use it to index the shipped sample on first use.
+
+    :param path: The file or folder.
+    :param store_path: The store file.
     :param console: Where progress goes.
-    :param quiet: No progress bar.
+    :param quiet: No progress display.
     :returns: The number of documents in the store.
+    :raises CLIError: If there is nothing to index or the store cannot be read or written.
     """
-    from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: PLC0415
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
-    from haystack.document_stores.types import DuplicatePolicy
+    from haystack_agentic.indexing.indexer import index_files_into_file  # noqa: PLC0415
 
-    store = InMemoryDocumentStore()
-    with Progress(
-        TextColumn("[bold]Indexing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("documents"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=quiet,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("index", total=len(documents))
-        for start in range(0, len(documents), _WRITE_BATCH):
-            batch = documents[start : start + _WRITE_BATCH]
-            store.write_documents(batch, policy=DuplicatePolicy.OVERWRITE)
-            progress.advance(task, len(batch))
-    return save_store(store, store_path)
+    files, emptied = readable_files(path)
+    if not files:
+        raise CLIError(f"No documents found in {path}: supported are .jsonl (HotpotQA format), .txt, .md, .html and .pdf files.")
+    with IndexProgress(console, quiet) as progress, _as_cli_errors(store_path):
+        return index_files_into_file(files, store_path, emptied=emptied, progress=progress).in_store
 
 
-def save_store(store: InMemoryDocumentStore, store_path: Path) -> int:
-    """
-    Save an in-memory store to a JSON file atomically (a temporary file, then a rename), creating its folder.
+@contextlib.contextmanager
+def _as_cli_errors(target: object):
+    """Indexing failures as one-line `CLIError`s: bad input and store faults as they are, anything else named."""
+    from haystack_agentic.indexing.store_faults import one_line  # noqa: PLC0415
 
-    :param store: The store.
-    :param store_path: The file.
-    :returns: The number of documents saved.
-    """
     try:
-        store_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = store_path.with_suffix(store_path.suffix + ".tmp")
-        store.save_to_disk(str(tmp))
-        tmp.replace(store_path)
-    except OSError as exc:
-        raise CLIError(
-            f"Cannot write the store {store_path} ({type(exc).__name__}: {exc.strerror or exc}): "
-            "choose another --store (or HAYSTACK_AGENTIC_STORE / HAYSTACK_AGENTIC_CACHE)."
-        ) from exc
-    return store.count_documents()
-
-
-def index_into_store(
-    documents: list[Document], store: Any, embedder: Any, console: Console, quiet: bool = False
-) -> int:
-    """
-    Embed and write documents into any document store (overwriting same ids), with a progress bar (count, rate).
-
-    :param documents: The documents.
-    :param store: The document store (Milvus, Weaviate, in-memory...).
-    :param embedder: A document embedder, or `None`.
-    :param console: Where progress goes.
-    :param quiet: No progress bar.
-    :returns: The number of documents in the store.
-    :raises CLIError: On an embedding dimension mismatch (nothing is written) or a store error.
-    """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
-    from haystack_agentic.indexing.document_stores import EmbeddingDimensionError  # noqa: PLC0415
-    from haystack_agentic.indexing.indexing_pipeline import write_documents  # noqa: PLC0415
-
-    with Progress(
-        TextColumn("[bold]Indexing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("documents"),
-        TextColumn("[dim]{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=quiet,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("index", total=len(documents), rate="")
-        start = time.perf_counter()
-
-        def advance(n: int) -> None:
-            done = progress.tasks[0].completed + n
-            rate = done / max(time.perf_counter() - start, 1e-9)
-            progress.update(task, advance=n, rate=f"{rate:.0f} docs/s")
-
-        try:
-            return write_documents(documents, store, embedder, on_batch=advance)
-        except EmbeddingDimensionError as exc:
-            raise CLIError(str(exc)) from exc
+        yield
+    except CLIError:
+        raise
+    except ValueError as exc:  # StoreError, a malformed file, a dimension mismatch: nothing was written
+        raise CLIError(str(exc)) from exc
+    except Exception as exc:  # noqa: BLE001 - e.g. the store's server went away mid-way
+        raise CLIError(f"Indexing into {target} failed: {type(exc).__name__}: {one_line(exc)}") from exc
 
 
 def open_index_store(backend: str, uri: str | None, collection: str | None) -> Any:
@@ -241,26 +229,23 @@ def open_index_store(backend: str, uri: str | None, collection: str | None) -> A
         http://localhost:8080).
     :param collection: Collection name (default: the packaged pipelines').
     :returns: The store.
-    :raises CLIError: If the integration is missing or the store cannot be reached.
+    :raises CLIError: If the integration is missing or the store cannot be opened.
     """
-    from haystack_agentic.indexing import document_stores as ds  # noqa: PLC0415
+    from haystack_agentic.indexing.document_stores import open_document_store  # noqa: PLC0415
 
+    address = uri or str(default_milvus_uri() if backend == "milvus" else default_weaviate_url())
     try:
+        store = open_document_store(backend, address, collection)
         if backend == "milvus":
-            store = ds.milvus_document_store(uri or str(default_milvus_uri()), collection or ds.MILVUS_COLLECTION)
-            store = _dense_only_on_old_milvus(store, collection or ds.MILVUS_COLLECTION)
-        else:
-            store = ds.weaviate_document_store(uri or default_weaviate_url(), collection or ds.WEAVIATE_COLLECTION)
-        store.count_documents()
+            store = _dense_only_on_old_milvus(store, collection)
+        return store
     except ImportError as exc:
         raise CLIError(f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`.") from exc
-    except Exception as exc:  # noqa: BLE001 - one line with the address, not a stack trace
-        address = uri or (default_milvus_uri() if backend == "milvus" else default_weaviate_url())
-        raise CLIError(f"Cannot open the {backend} store at {address}: {type(exc).__name__}: {exc}") from exc
-    return store
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
 
 
-def _dense_only_on_old_milvus(store: Any, collection: str) -> Any:
+def _dense_only_on_old_milvus(store: Any, collection: str | None) -> Any:
     """On a Milvus server older than 2.5 (no BM25), index a dense-only collection instead, and say so."""
     import sys  # noqa: PLC0415
 
@@ -276,74 +261,68 @@ def _dense_only_on_old_milvus(store: Any, collection: str) -> Any:
         "`ask --backend milvus` uses dense retrieval on it.",
         file=sys.stderr,
     )
-    return ds.milvus_document_store(uri, collection, bm25=False)
+    return ds.milvus_document_store(uri, collection or ds.MILVUS_COLLECTION, bm25=False)
 
 
-def _index_with_pipeline(args: argparse.Namespace, path: Path, console: Console, start: float) -> int:
-    """`index PATH --pipeline YAML`: run a YAML indexing pipeline over the files (dimension checked first)."""
-    import yaml  # noqa: PLC0415
-    from haystack import Pipeline  # noqa: PLC0415
-    from rich.console import Console  # noqa: PLC0415
-    from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES  # noqa: PLC0415
-    from haystack_agentic.indexing.indexing_pipeline import run_indexing_pipeline  # noqa: PLC0415
-    from haystack_agentic.pipelines.loop_loading import set_store_uri  # noqa: PLC0415
+def _embedder() -> Any:
+    """The packaged MiniLM document embedder, without transformers' own progress bars (ours show the stage)."""
+    from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder  # noqa: PLC0415
 
-    if not path.exists():
-        raise CLIError(f"{path} does not exist: give a file or a folder of .txt/.md/.html/.pdf files.")
-    files = readable_files(path)
-    try:
-        data = yaml.safe_load(Path(args.pipeline).read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or "writer" not in (data.get("components") or {}):
-            raise ValueError("it is not an indexing pipeline (no component named `writer`)")
-        if args.uri:
-            set_store_uri(data["components"], args.uri)
-        pipeline = Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
-        raise CLIError(f"Cannot use the indexing pipeline {args.pipeline}: {exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - e.g. the store cannot be reached while loading
-        raise CLIError(f"Cannot load the indexing pipeline {args.pipeline}: {type(exc).__name__}: {exc}") from exc
-    try:
-        with Console(stderr=True, quiet=args.quiet).status(f"Indexing {len(files)} file(s) with {args.pipeline}..."):
-            count = run_indexing_pipeline(pipeline, files)
-    except ValueError as exc:  # unsupported files, a dimension mismatch: nothing was written
-        raise CLIError(str(exc)) from exc
-    except Exception as exc:  # noqa: BLE001 - e.g. the store's server cannot be reached
-        raise CLIError(f"Indexing with {args.pipeline} failed: {type(exc).__name__}: {exc}") from exc
-    console.print(
-        f"Indexed {len(files)} file(s) from {path} with {args.pipeline} ({count} in the store) "
-        f"in {time.perf_counter() - start:.1f} s"
-    )
-    return 0
+    with contextlib.suppress(ImportError):
+        from transformers.utils import logging as transformers_logging  # noqa: PLC0415
+
+        transformers_logging.disable_progress_bar()
+    return MiniLMDocumentEmbedder()
 
 
 def cmd_index(args: argparse.Namespace, console: Console) -> int:
-    from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: PLC0415
+    """
+    Run `haystack-agentic index`.
+
+    :param args: Parsed `index` arguments.
+    :param console: Where the summary goes (stdout); progress goes to stderr.
+    :returns: 0.
+    :raises CLIError: On bad input or a store fault, with what to do.
+    """
+    from rich.console import Console  # noqa: PLC0415
+
+    from haystack_agentic.indexing import indexer  # noqa: PLC0415
     from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415
+
     path = Path(args.path) if args.path else sample_corpus_path()
     store_path = Path(args.store) if args.store else default_store_path()
-    start = time.perf_counter()
-    if args.pipeline:
-        return _index_with_pipeline(args, path, console, start)
-    documents = read_documents(path)
     backend = getattr(args, "backend", "memory")
-    if backend == "memory" and args.embed:
-        from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder  # noqa: PLC0415
-
-        memory = InMemoryDocumentStore()
-        index_into_store(documents, memory, MiniLMDocumentEmbedder(), console, args.quiet)
-        count = save_store(memory, store_path)
-        target = f"{store_path} (with MiniLM embeddings)"
+    start = time.perf_counter()
+    files, emptied = readable_files(path)
+    if not files and not emptied:
+        raise CLIError(f"No documents found in {path}: supported are .jsonl (HotpotQA format), .txt, .md, .html and .pdf files.")
+    if not files and backend == "memory" and not args.pipeline and not store_path.exists():
+        raise CLIError(f"No documents found in {path}: every file is empty.")
+    options = {"emptied": emptied, "replace": args.replace}
+    err = Console(stderr=True, soft_wrap=True)
+    if args.pipeline:
+        target = f"the store of {args.pipeline}" + (f" at {args.uri}" if args.uri else "")
+        with _as_cli_errors(target):
+            pipeline = indexer.load_indexing_pipeline(args.pipeline, args.uri)
+        with IndexProgress(err, args.quiet) as progress, _as_cli_errors(target):
+            result = indexer.run_indexing_pipeline(pipeline, files, progress=progress, **options)
     elif backend == "memory":
-        count = index_documents(documents, store_path, console, args.quiet)
-        target = store_path
+        target = f"{store_path} (with MiniLM embeddings)" if args.embed else str(store_path)
+        embedder = _embedder() if args.embed else None
+        with IndexProgress(err, args.quiet) as progress, _as_cli_errors(store_path):
+            result = indexer.index_files_into_file(files, store_path, embedder=embedder, progress=progress, **options)
     else:
-        from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder  # noqa: PLC0415
-
         store = open_index_store(backend, args.uri, args.collection)
-        count = index_into_store(documents, store, MiniLMDocumentEmbedder(), console, args.quiet)
         target = f"{backend} at {args.uri or (default_milvus_uri() if backend == 'milvus' else default_weaviate_url())}"
-    console.print(
-        f"Indexed {len(documents)} documents from {path} into {target} "
-        f"({count} in the store) in {time.perf_counter() - start:.1f} s"
-    )
+        with IndexProgress(err, args.quiet) as progress, _as_cli_errors(target):
+            result = indexer.index_files(files, store, embedder=_embedder(), progress=progress, **options)
+    console.print(_summary(result, path, target, time.perf_counter() - start), highlight=False)
     return 0
+
+
+def _summary(result: IndexResult, path: Path, target: str, seconds: float) -> str:
+    removed = f", {result.removed} stale removed" if result.removed else ""
+    return (
+        f"Indexed {result.chunks} documents from {result.files} file(s) in {path} into {target}{removed} "
+        f"({result.in_store} in the store) in {seconds:.1f} s"
+    )

@@ -14,6 +14,7 @@ or llama.cpp servers); `--llm embedded` uses the packaged SmolLM2-135M with the 
 import argparse
 import json
 import sys
+import traceback
 
 from haystack_agentic.cli.ask import add_ask_parser
 from haystack_agentic.cli.common import CLIError
@@ -37,6 +38,9 @@ examples:
 """
 
 
+_DEBUG_HELP = "On an error, show the traceback and the store libraries' own logs (default: one line)."
+
+
 def build_parser() -> argparse.ArgumentParser:
     """
     The argument parser of `haystack-agentic`.
@@ -49,11 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     add_index_parser(sub)
     add_ask_parser(sub)
     add_eval_parser(sub)
     add_serve_parser(sub)
+    for command in sub.choices.values():  # also accepted after the command; SUPPRESS keeps a global --debug
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
     return parser
 
 
@@ -62,10 +69,17 @@ def main(argv: list[str] | None = None) -> int:
     Entry point of `haystack-agentic`.
 
     :param argv: Arguments (default: `sys.argv[1:]`).
-    :returns: The exit code: 0 on success, 1 when the loop ended in error, 2 on bad input.
+    :returns: The exit code: 0 on success, 1 when the loop ended in error (or on an unexpected error), 2 on bad
+        input or a store fault.
     """
     args = build_parser().parse_args(argv)
     from rich.console import Console  # noqa: PLC0415
+
+    from haystack_agentic.indexing.store_faults import one_line, quiet_store_logs  # noqa: PLC0415
+
+    debug = getattr(args, "debug", False)
+    if not debug:
+        quiet_store_logs()
 
     # Piped output has no terminal width; tables (eval) then get room instead of rich's 80-column fallback.
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -92,8 +106,24 @@ def main(argv: list[str] | None = None) -> int:
 
         return cmd_ask(args, console)
     except CLIError as exc:
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        _print_error(str(exc), exc if debug else None)
         return 2
+    except Exception as exc:
+        if debug:
+            raise
+        _print_error(f"unexpected {type(exc).__name__}: {one_line(exc)} (run again with --debug for the traceback)")
+        return 1
+
+
+def _print_error(message: str, exc: BaseException | None = None) -> None:
+    """One line on stderr (`error: ...`), after the traceback of `exc` if given (`--debug`)."""
+    from rich.console import Console  # noqa: PLC0415
+
+    if exc is not None:
+        traceback.print_exception(exc)
+    err = Console(stderr=True, soft_wrap=True)
+    err.print("[bold red]error:[/bold red] ", end="")
+    err.print(message, highlight=False, markup=False)
 
 
 if __name__ == "__main__":

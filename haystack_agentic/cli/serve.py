@@ -196,12 +196,26 @@ def _ensure_store(store: str | None) -> None:
         return
     from rich.console import Console
 
-    from haystack_agentic.cli.index import index_documents, read_documents
+    from haystack_agentic.cli.index import index_path
     from haystack_agentic.resources import sample_corpus_path
 
     console = Console(stderr=True)
     console.print(f"No index at {store}; indexing the shipped sample first.")
-    index_documents(read_documents(sample_corpus_path()), Path(store), console, quiet=True)
+    index_path(sample_corpus_path(), Path(store), console, quiet=True)
+
+
+def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
+    """Open the stores to serve once (the store file, Milvus databases): a fault is one line before the server starts."""
+    from haystack_agentic.indexing.store_files import load_store_file
+    from haystack_agentic.pipelines.loop_loading import check_pipeline_stores
+
+    try:
+        if store and Path(store).exists():
+            load_store_file(store)
+        for path in pipelines.values():
+            check_pipeline_stores(path)
+    except ValueError as exc:  # StoreError included
+        raise ServeError(str(exc)) from exc
 
 
 def _allow_our_modules() -> None:
@@ -233,6 +247,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
         if not args.pipeline:
             _ensure_store(store)
+        _check_stores(pipelines, store)
         if not args.pipelines_dir:
             scratch = tempfile.mkdtemp(prefix="haystack-agentic-serve-")
         directory = Path(args.pipelines_dir or scratch).resolve()

@@ -9,13 +9,16 @@ The document stores the packaged pipelines and `haystack-agentic index` use, bui
 - In-memory (Haystack): BM25 and embedding retrieval, saved to / loaded from a JSON file by the CLI.
 
 `check_embedding_dimension` compares an embedder's dimension with an existing collection's before anything is
-written, so a mismatch fails with both numbers instead of a store error halfway through.
+written, so a mismatch fails with both numbers instead of a store error halfway through. `open_document_store`
+opens the store `haystack-agentic index --backend` writes to, with store faults as one line (`store_faults`).
 """
 
 from typing import Any
 
 from haystack import logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+from haystack_agentic.indexing.store_faults import check_milvus_lite_uri, watch_store
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +81,35 @@ def weaviate_document_store(url: str = "http://localhost:8080", collection_name:
             {"name": "blob_mime_type", "dataType": ["text"]},
             {"name": "score", "dataType": ["number"]},
             {"name": "title", "dataType": ["text"]},
+            # A chunk's source: matched whole (`field` tokenization), or an `in` filter on one path would match
+            # every path sharing a word with it.
+            {"name": "file_path", "dataType": ["text"], "tokenization": "field"},
         ],
     }
     return WeaviateDocumentStore(url=url, collection_settings=settings)
+
+
+def open_document_store(backend: str, address: str, collection: str | None = None) -> Any:
+    """
+    Open a Milvus or Weaviate store and check that it answers (a count), with faults as one line.
+
+    :param backend: `milvus` (a Milvus Lite `.db` folder or a server URI) or `weaviate` (a server URL).
+    :param address: The URI / URL.
+    :param collection: The collection (default `haystack_agentic` / `HaystackAgentic`).
+    :returns: The store.
+    :raises StoreError: If it cannot be opened: the path is not a Milvus Lite database, the database is damaged or
+        in use, the server cannot be reached (one line, naming `address`).
+    :raises ImportError: If the integration is not installed.
+    """
+    if backend == "milvus":
+        check_milvus_lite_uri(address)
+    with watch_store(f"the {backend} store at {address}", address if backend == "milvus" else None):
+        if backend == "milvus":
+            store = milvus_document_store(address, collection or MILVUS_COLLECTION)
+        else:
+            store = weaviate_document_store(address, collection or WEAVIATE_COLLECTION)
+        store.count_documents()
+    return store
 
 
 def embedding_dimension(store: Any) -> int | None:

@@ -1,20 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Indexing: files to chunks to (embedded) Documents in any Haystack document store, idempotently.
+Files to chunks: the converters of `haystack-agentic index`, and the same as a YAML-able indexing pipeline.
 
 - `.jsonl` in the HotpotQA/MuSiQue format: one Document per paragraph (`haystack_agentic.datasets.hotpotqa`, stable ids).
 - `.txt`, `.md`, `.html`/`.htm`, `.pdf`: Haystack converters (`TextFileToDocument`, `MarkdownToDocument`,
   `HTMLToDocument`, `PyPDFToDocument`), `DocumentCleaner`, then `DocumentSplitter` (words, 200 with 20 overlap).
   Haystack's Document ids hash content and meta (file path, split index), so the same files give the same ids.
 
-`write_documents` embeds in batches (default: the packaged all-MiniLM-L6-v2; any Haystack document embedder),
-checks the embedding dimension against the store's collection before the first write, and writes with
-`DuplicatePolicy.OVERWRITE`: re-indexing the same files keeps the same count on every backend.
+Every chunk's `meta["file_path"]` is its source: the resolved absolute path of its file (of the JSONL file for a
+paragraph), see `haystack_agentic.indexing.source_sync`.
 
-`build_indexing_pipeline` is the same as a YAML-able Haystack pipeline (`FileTypeRouter` -> converters -> cleaner
--> splitter -> embedder -> `DocumentWriter`), for users who run indexing as a pipeline.
+`build_indexing_pipeline` is the YAML-able Haystack pipeline (`FileTypeRouter` -> converters -> cleaner -> splitter
+-> embedder -> `SourceReplacingDocumentWriter`), for users who run indexing as a pipeline. Embedding and writing
+for the CLI are in `haystack_agentic.indexing.indexer`.
 """
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,11 @@ from haystack.components.converters import (
 from haystack.components.joiners import DocumentJoiner
 from haystack.components.preprocessors import DocumentCleaner, DocumentSplitter
 from haystack.components.routers import FileTypeRouter
-from haystack.components.writers import DocumentWriter
-from haystack.document_stores.types import DuplicatePolicy
 
-from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.components.preprocessors.chunk_metadata_cleaner import ChunkMetadataCleaner
-from haystack_agentic.indexing.document_stores import check_embedding_dimension
+from haystack_agentic.components.writers.source_replacing_document_writer import SourceReplacingDocumentWriter
 from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
+from haystack_agentic.indexing.source_sync import SOURCE_FIELD, source_key
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +53,8 @@ SUPPORTED_SUFFIXES = (".jsonl", *MIME_TYPES)
 SPLIT_LENGTH = 200
 SPLIT_OVERLAP = 20
 
-#: Documents embedded and written per batch.
-BATCH_SIZE = 64
+#: Files converted per pipeline run (progress is reported after each).
+FILES_PER_RUN = 16
 
 
 def collect_files(path: Path) -> list[Path]:
@@ -74,12 +73,13 @@ def collect_files(path: Path) -> list[Path]:
 
 
 def _converters() -> dict[str, Any]:
+    # store_full_path: `file_path` keeps the path the source names (the resolved one, from `file_sources`).
     return {
-        "text/plain": TextFileToDocument(),
-        "text/markdown": MarkdownToDocument(progress_bar=False),
-        "text/html": HTMLToDocument(),
+        "text/plain": TextFileToDocument(store_full_path=True),
+        "text/markdown": MarkdownToDocument(progress_bar=False, store_full_path=True),
+        "text/html": HTMLToDocument(store_full_path=True),
         # A list, not pypdf's default tuple, so the pipeline's YAML stays loadable with `yaml.safe_load`.
-        "application/pdf": PyPDFToDocument(plain_mode_orientations=[0, 90, 180, 270]),
+        "application/pdf": PyPDFToDocument(plain_mode_orientations=[0, 90, 180, 270], store_full_path=True),
     }
 
 
@@ -102,11 +102,13 @@ def _add_converters(pipeline: Pipeline) -> None:
     pipeline.connect("splitter.documents", "chunk_meta.documents")
 
 
-def convert_files(files: list[Path]) -> list[Document]:
+def convert_files(files: list[Path], on_files: Callable[[int], None] | None = None) -> list[Document]:
     """
-    Turn files into chunk Documents (JSONL: HotpotQA paragraphs; others: converted, cleaned and split).
+    Turn files into chunk Documents (JSONL: HotpotQA paragraphs; others: converted, cleaned and split), each with
+    its source in `meta["file_path"]`.
 
     :param files: Supported files.
+    :param on_files: Called with a number of files each time that many are converted (progress).
     :returns: The Documents, with stable ids (empty files give none).
     :raises ValueError: If a JSONL file is not in the HotpotQA format (the message names the file and line).
     """
@@ -114,18 +116,29 @@ def convert_files(files: list[Path]) -> list[Document]:
     jsonl = [f for f in files if f.suffix.lower() == ".jsonl"]
     others = [f for f in files if f.suffix.lower() in MIME_TYPES]
     for file in jsonl:
-        documents.extend(hotpotqa_documents(file, title_in_content=True))
+        source = {SOURCE_FIELD: source_key(file)}
+        paragraphs = hotpotqa_documents(file, title_in_content=True)
+        documents.extend(dataclasses.replace(d, meta={**d.meta, **source}) for d in paragraphs)  # ids unchanged
+        if on_files is not None:
+            on_files(1)
     if others:
         pipeline = Pipeline()
         _add_converters(pipeline)
-        # FileTypeRouter guesses MIME types from suffixes; .md is not known everywhere, so pass ByteStreams.
-        documents.extend(pipeline.run({"router": {"sources": file_sources(others)}})["chunk_meta"]["documents"])
+        for start in range(0, len(others), FILES_PER_RUN):
+            batch = others[start : start + FILES_PER_RUN]
+            # FileTypeRouter guesses MIME types from suffixes; .md is not known everywhere, so pass ByteStreams.
+            documents.extend(pipeline.run({"router": {"sources": file_sources(batch)}})["chunk_meta"]["documents"])
+            if on_files is not None:
+                on_files(len(batch))
     # the same chunk twice (e.g. a file listed twice) would be one id: keep the first
     unique: dict[str, Document] = {}
     for document in documents:
         unique.setdefault(document.id, document)
     return list(unique.values())
 
+
+#: The reason `unreadable_files` gives for an empty file (its earlier chunks are removed on re-index).
+EMPTY = "empty"
 
 #: Suffixes of text formats that must decode as UTF-8 (the converters would otherwise skip them noisily).
 _TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
@@ -147,7 +160,7 @@ def unreadable_files(files: list[Path]) -> dict[Path, str]:
             problems[file] = f"cannot be read ({exc.strerror or exc})"
             continue
         if not data.strip():
-            problems[file] = "empty"
+            problems[file] = EMPTY
         elif file.suffix.lower() in _TEXT_SUFFIXES:
             try:
                 data.decode("utf-8")
@@ -159,7 +172,8 @@ def unreadable_files(files: list[Path]) -> dict[Path, str]:
 def file_sources(files: list[Path]) -> list[Any]:
     """
     ByteStreams for converter pipelines, with the MIME type from the suffix (FileTypeRouter does not know .md
-    everywhere) and `file_path` and `title` (the file name without suffix) in the meta.
+    everywhere) and `file_path` (the resolved path: the chunks' source) and `title` (the file name without suffix)
+    in the meta.
 
     :param files: Files with a supported suffix (see `MIME_TYPES`).
     :returns: The ByteStreams.
@@ -169,94 +183,18 @@ def file_sources(files: list[Path]) -> list[Any]:
     sources = []
     for file in files:
         stream = ByteStream.from_file_path(file, mime_type=MIME_TYPES[file.suffix.lower()])
-        stream.meta.update({"file_path": str(file), "title": file.stem})
+        stream.meta.update({SOURCE_FIELD: source_key(file), "title": file.stem})
         sources.append(stream)
     return sources
-
-
-def run_indexing_pipeline(pipeline: Pipeline, files: list[Path]) -> int:
-    """
-    Run a YAML indexing pipeline (from `build_indexing_pipeline`) over files, checking the dimension first.
-
-    :param pipeline: The indexing pipeline (components `router`, optional `embedder`, `writer`).
-    :param files: The files (.txt, .md, .html, .pdf; HotpotQA JSONL goes through `convert_files` instead).
-    :returns: The number of documents in the writer's store afterwards.
-    :raises ValueError: If a file is JSONL or unsupported, or the pipeline has no `writer`.
-    :raises EmbeddingDimensionError: Before anything is written, if the embedder's dimension differs from the
-        store's existing collection.
-    """
-    unsupported = [str(f) for f in files if f.suffix.lower() not in MIME_TYPES]
-    if unsupported:
-        raise ValueError(
-            f"An indexing pipeline converts {', '.join(sorted(MIME_TYPES))} files; not: {', '.join(unsupported)}. "
-            "Index HotpotQA-format JSONL without --pipeline."
-        )
-    try:
-        store = pipeline.get_component("writer").document_store
-    except ValueError as exc:
-        raise ValueError("The indexing pipeline has no component named `writer`.") from exc
-    try:
-        embedder = pipeline.get_component("embedder")
-    except ValueError:
-        embedder = None
-    if embedder is not None:
-        if hasattr(embedder, "warm_up"):
-            embedder.warm_up()
-        check_embedding_dimension(store, embedding_size(embedder))
-    pipeline.run({"router": {"sources": file_sources(files)}})
-    milvus_support.flush(store)
-    return store.count_documents()
-
-
-def embedding_size(embedder: Any) -> int:
-    """
-    The dimension of a document embedder's embeddings (embeds one probe document).
-
-    :param embedder: A warmed-up Haystack document embedder.
-    :returns: The dimension.
-    """
-    probe = embedder.run(documents=[Document(content="dimension probe")])["documents"][0]
-    return len(probe.embedding)
-
-
-def write_documents(
-    documents: list[Document],
-    document_store: Any,
-    embedder: Any = None,
-    batch_size: int = BATCH_SIZE,
-    on_batch: Callable[[int], None] | None = None,
-) -> int:
-    """
-    Embed (optionally) and write Documents in batches, overwriting same ids.
-
-    :param documents: The Documents.
-    :param document_store: Any Haystack document store.
-    :param embedder: A Haystack document embedder (warmed up here), or `None` to write without embeddings.
-    :param batch_size: Documents per batch. Default 64.
-    :param on_batch: Called with each batch's size after it is written (progress).
-    :returns: The number of documents in the store afterwards.
-    :raises EmbeddingDimensionError: Before any write, if the embedder's dimension differs from the store's.
-    """
-    if embedder is not None:
-        if hasattr(embedder, "warm_up"):
-            embedder.warm_up()
-        check_embedding_dimension(document_store, embedding_size(embedder))
-    for start in range(0, len(documents), batch_size):
-        batch = documents[start : start + batch_size]
-        if embedder is not None:
-            batch = embedder.run(documents=batch)["documents"]
-        document_store.write_documents(batch, policy=DuplicatePolicy.OVERWRITE)
-        if on_batch is not None:
-            on_batch(len(batch))
-    milvus_support.flush(document_store)  # Milvus: searches use the indexes, not a brute-force growing segment
-    return document_store.count_documents()
 
 
 def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeline:
     """
     The indexing pipeline for files: router -> converters -> cleaner -> splitter -> chunk_meta -> [embedder] -> writer.
 
-    Run it with `{"router": {"sources": [paths]}}`; it writes with `DuplicatePolicy.OVERWRITE`.
+    Run it with `{"router": {"sources": [paths]}}` (absolute paths: a chunk's source is the path it was given as).
+    The writer upserts by id and replaces each file's earlier chunks (`SourceReplacingDocumentWriter`); add
+    `"writer": {"sources": [paths]}` to also clear files that gave no chunk.
 
     :param document_store: Where the writer writes.
     :param embedder: A Haystack document embedder, or `None`.
@@ -264,7 +202,7 @@ def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeli
     """
     pipeline = Pipeline(metadata={"purpose": "haystack-agentic indexing"})
     _add_converters(pipeline)
-    pipeline.add_component("writer", DocumentWriter(document_store=document_store, policy=DuplicatePolicy.OVERWRITE))
+    pipeline.add_component("writer", SourceReplacingDocumentWriter(document_store=document_store))
     if embedder is not None:
         pipeline.add_component("embedder", embedder)
         pipeline.connect("chunk_meta.documents", "embedder.documents")

@@ -7,6 +7,7 @@ the same way and fail with the same messages. Every function raises `ValueError`
 what to change; callers turn it into their own error (a CLI line, an HTTP status).
 """
 
+import copy
 import os
 import uuid
 from pathlib import Path
@@ -17,6 +18,8 @@ from haystack import Pipeline
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
+from haystack_agentic.indexing.store_faults import StoreError, check_milvus_lite_uri, milvus_lite_path, watch_store
+from haystack_agentic.indexing.store_files import load_store_file
 from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, max_runs_for
 from haystack_agentic.resources import pipeline_path
 from haystack_agentic.settings import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, openai_configured
@@ -107,10 +110,96 @@ def load_loop_pipeline(
     # hayhooks' `inputs`/`outputs` declarations are not part of Haystack's pipeline dict.
     data.pop("inputs", None)
     data.pop("outputs", None)
+    return pipeline_from_dict(data, path)
+
+
+def pipeline_from_dict(data: dict[str, Any], path: Path | str) -> Pipeline:
+    """
+    Build a pipeline from its dict with the allow-list, opening its document stores with one-line faults.
+
+    A Milvus Lite path that cannot be a database is refused before Milvus Lite opens it, and a damaged database
+    (corrupt files, missing data files, in use by another process) is a `StoreError` naming it.
+
+    :param data: The pipeline dict (from YAML).
+    :param path: The file it came from, for messages.
+    :returns: The pipeline.
+    :raises StoreError: If a document store of it cannot be opened (one line, with the store's path or address).
+    :raises ValueError: If it does not load for another reason.
+    """
+    stores = store_addresses(data.get("components") or {})
+    for kind, address in stores:
+        if kind == "milvus":
+            check_milvus_lite_uri(address)
+    milvus = next((address for kind, address in stores if kind == "milvus"), None)
+    where = ", ".join(f"the {kind} store at {address}" for kind, address in stores) or f"the stores of {path}"
     try:
-        return Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
+        with watch_store(where, milvus):
+            return Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
+    except StoreError:
+        raise
     except Exception as exc:  # noqa: BLE001 - report any loading problem with the file named
         raise ValueError(f"Cannot load the pipeline {path}: {exc}") from exc
+
+
+def store_addresses(node: Any) -> list[tuple[str, str]]:
+    """
+    The Milvus URIs and Weaviate URLs of the document stores in a pipeline dict.
+
+    :param node: Part of a pipeline dict (walked recursively).
+    :returns: `[("milvus" | "weaviate", address), ...]`, without repeats, in order.
+    """
+    found: list[tuple[str, str]] = []
+    for spec in _store_specs(node):
+        params, kind = spec["init_parameters"], str(spec["type"])
+        if kind.endswith("MilvusDocumentStore"):
+            address = ("milvus", str((params.get("connection_args") or {}).get("uri", "http://localhost:19530")))
+        else:
+            address = ("weaviate", str(params.get("url") or "http://localhost:8080"))
+        if address not in found:
+            found.append(address)
+    return found
+
+
+def _store_specs(node: Any) -> list[dict[str, Any]]:
+    """The serialised Milvus and Weaviate document stores in a pipeline dict."""
+    if isinstance(node, list):
+        return [spec for child in node for spec in _store_specs(child)]
+    if not isinstance(node, dict):
+        return []
+    kind = str(node.get("type", ""))
+    if isinstance(node.get("init_parameters"), dict) and kind.endswith(("MilvusDocumentStore", "WeaviateDocumentStore")):
+        return [node]
+    return [spec for child in node.values() for spec in _store_specs(child)]
+
+
+def check_pipeline_stores(path: Path | str) -> None:
+    """
+    Open the Milvus stores a pipeline YAML names, then close them: before serving it, a missing, damaged or busy
+    database is one line now rather than a traceback in the server's log later.
+
+    :param path: The pipeline YAML.
+    :raises StoreError: If a Milvus Lite database does not exist or a Milvus store cannot be opened.
+    :raises ValueError: If the YAML cannot be read.
+    """
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
+    for spec in _store_specs(data):
+        if not str(spec["type"]).endswith("MilvusDocumentStore"):
+            continue  # Weaviate connects on first use; `SafeRetriever.warm_up` reports an unreachable server
+        from milvus_haystack import MilvusDocumentStore  # noqa: PLC0415 - only with a Milvus store
+
+        uri = str((spec["init_parameters"].get("connection_args") or {}).get("uri", ""))
+        check_milvus_lite_uri(uri, must_exist=True)
+        with watch_store(f"the milvus store at {uri}", uri):
+            store = MilvusDocumentStore.from_dict(copy.deepcopy(spec))
+            store.count_documents()
+        store.client.close()
+        if milvus_lite_path(uri) is not None:  # let the server (or its workers) open the database
+            from milvus_lite import server_manager_instance  # noqa: PLC0415
+
+            server_manager_instance.release_server(uri)
 
 
 def set_store_uri(node: Any, uri: str) -> None:
@@ -120,18 +209,12 @@ def set_store_uri(node: Any, uri: str) -> None:
     :param node: Part of a pipeline dict (walked recursively, changed in place).
     :param uri: The new URI / URL.
     """
-    if isinstance(node, dict):
-        kind = str(node.get("type", ""))
-        params = node.get("init_parameters")
-        if isinstance(params, dict) and kind.endswith("MilvusDocumentStore"):
+    for spec in _store_specs(node):
+        params = spec["init_parameters"]
+        if str(spec["type"]).endswith("MilvusDocumentStore"):
             params["connection_args"] = {**(params.get("connection_args") or {}), "uri": uri}
-        elif isinstance(params, dict) and kind.endswith("WeaviateDocumentStore"):
+        else:
             params["url"] = uri
-        for value in node.values():
-            set_store_uri(value, uri)
-    elif isinstance(node, list):
-        for value in node:
-            set_store_uri(value, uri)
 
 
 #: Type names (suffixes) of the in-memory stores whose storage is shared by `index`.
@@ -183,18 +266,12 @@ def fill_in_memory_store(pipeline: Pipeline, store_path: Path | str) -> int:
     :param pipeline: The loop pipeline.
     :param store_path: The saved store (JSON from `InMemoryDocumentStore.save_to_disk`).
     :returns: The number of documents in the retriever's store (0 when it is not an in-memory store).
-    :raises ValueError: If the file cannot be read as a store.
+    :raises StoreError: If the file cannot be read as a store (a `ValueError`; one line, with the path).
     """
     store = retriever_store(pipeline)
     if not isinstance(store, InMemoryDocumentStore):
         return 0
     if store.count_documents() == 0:
-        try:
-            saved = InMemoryDocumentStore.load_from_disk(str(store_path))
-        except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
-            raise ValueError(
-                f"Cannot read the store {store_path} ({type(exc).__name__}: {exc}); "
-                "run `haystack-agentic index` again."
-            ) from exc
+        saved = load_store_file(store_path)
         store.write_documents(saved.filter_documents(), policy=DuplicatePolicy.OVERWRITE)
     return store.count_documents()

@@ -27,7 +27,7 @@ _INDEXING = (
     "Indexing: .txt/.md/.html/.pdf files -> text -> cleaned 200-word chunks -> MiniLM embeddings -> {store}.\n"
     "Run: `haystack-agentic index PATH --pipeline {file} [--uri ...]`, or in Python "
     '`pipeline.run({{"router": {{"sources": paths}}}})`.\n'
-    "Writing overwrites documents with the same id, so indexing the same files again duplicates nothing."
+    "Writing upserts by id and replaces a re-indexed file's earlier chunks, so indexing again duplicates nothing."
 )
 
 _GROUNDED = "The answer's sentences are checked against the chunks found (HHEMGrounder)."
@@ -110,6 +110,9 @@ COMPONENT_NOTES = {
     "chunk an id from its content, so that indexing again overwrites.\nChange: keys (the metadata keys to drop).",
     "MiniLMDocumentEmbedder": "embeds each chunk with the packaged all-MiniLM-L6-v2 (384 dimensions, offline).\n"
     "Change: model, together with the query embedder of the loop pipelines that read this store.",
+    "SourceReplacingDocumentWriter": "writes the chunks to the store (upsert by id), then removes the chunks of "
+    "the same source files that were not written again: an edited file leaves no stale chunks.\n"
+    "Change: document_store (the backend, its uri or url, the collection), source_field.",
     "DocumentWriter": "writes the chunks to the store, overwriting same ids.\n"
     "Change: document_store (the backend, its uri or url, the collection).",
 }

@@ -1,0 +1,348 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Indexing files into a document store without losing anything: what `haystack-agentic index` runs.
+
+- Adds to what the store holds: chunks are upserted by id, on every backend.
+- A re-indexed file replaces its own earlier chunks (`source_sync`): an edited file leaves no stale chunks; a file
+  emptied since leaves none at all. Other files' chunks are never touched.
+- `replace=True` empties the store first (`--replace`), after the files are converted and the model is loaded, so a
+  bad file or a missing model never costs the old store.
+- In-memory store files are read, changed and written back under a lock, atomically (`store_files`).
+- The embedder's dimension is checked against the store's before anything is written.
+
+Progress goes to an optional callback `progress(stage, done, total)`, called when a stage starts (`done=0`), as it
+advances and when it ends (`done == total`); `total` is `None` while unknown (loading the model). Stages, in order:
+`converting` (files), `loading model`, `embedding` (chunks), `writing` (chunks); a YAML pipeline reports `indexing`
+(files) instead.
+"""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from haystack import Document, Pipeline, logging
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.types import DuplicatePolicy
+
+from haystack_agentic.document_stores import milvus_support
+from haystack_agentic.components.writers.source_replacing_document_writer import SourceReplacingDocumentWriter
+from haystack_agentic.indexing.document_stores import check_embedding_dimension, embedding_dimension
+from haystack_agentic.indexing.indexing_pipeline import FILES_PER_RUN, MIME_TYPES, convert_files, file_sources
+from haystack_agentic.indexing.source_sync import clear_store, remove_stale_chunks, source_key
+from haystack_agentic.indexing.store_faults import StoreError
+from haystack_agentic.indexing.store_files import load_store_file, save_store_file, store_file_lock
+
+logger = logging.getLogger(__name__)
+
+CONVERTING = "converting"
+LOADING_MODEL = "loading model"
+EMBEDDING = "embedding"
+WRITING = "writing"
+INDEXING = "indexing"
+
+#: `progress(stage, done, total)`; see the module docstring.
+ProgressCallback = Callable[[str, int, "int | None"], None]
+
+#: Documents embedded and written per batch.
+BATCH_SIZE = 64
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    """
+    What an indexing run did.
+
+    :param files: Files converted.
+    :param chunks: Chunks written (upserted).
+    :param removed: Stale chunks deleted (earlier chunks of the re-indexed files).
+    :param in_store: Documents in the store afterwards.
+    """
+
+    files: int
+    chunks: int
+    removed: int
+    in_store: int
+
+
+class _Stages:
+    """Reports cumulative progress per stage to an optional callback."""
+
+    def __init__(self, callback: ProgressCallback | None) -> None:
+        self.callback = callback
+        self.done: dict[str, int] = {}
+
+    def start(self, stage: str, total: int | None) -> None:
+        self.done[stage] = 0
+        if self.callback is not None:
+            self.callback(stage, 0, total)
+
+    def advance(self, stage: str, n: int, total: int | None) -> None:
+        self.done[stage] = self.done.get(stage, 0) + n
+        if self.callback is not None:
+            self.callback(stage, self.done[stage], total)
+
+
+def embedding_size(embedder: Any) -> int:
+    """
+    The dimension of a document embedder's embeddings (embeds one probe document).
+
+    :param embedder: A warmed-up Haystack document embedder.
+    :returns: The dimension.
+    """
+    probe = embedder.run(documents=[Document(content="dimension probe")])["documents"][0]
+    return len(probe.embedding)
+
+
+def load_embedder(embedder: Any, progress: ProgressCallback | None = None) -> int | None:
+    """
+    Warm up a document embedder (stage `loading model`) and measure its dimension.
+
+    :param embedder: A Haystack document embedder, or `None`.
+    :param progress: The progress callback.
+    :returns: The embedding dimension, or `None` without an embedder.
+    """
+    if embedder is None:
+        return None
+    stages = _Stages(progress)
+    stages.start(LOADING_MODEL, None)
+    if hasattr(embedder, "warm_up"):
+        embedder.warm_up()
+    dimension = embedding_size(embedder)
+    stages.advance(LOADING_MODEL, 1, 1)
+    return dimension
+
+
+def _write_batches(
+    documents: list[Document], store: Any, embedder: Any, batch_size: int, stages: _Stages,
+    on_batch: Callable[[int], None] | None = None,
+) -> None:
+    total = len(documents)
+    if embedder is not None:
+        stages.start(EMBEDDING, total)
+    stages.start(WRITING, total)
+    for start in range(0, total, batch_size):
+        batch = documents[start : start + batch_size]
+        if embedder is not None:
+            batch = embedder.run(documents=batch)["documents"]
+            stages.advance(EMBEDDING, len(batch), total)
+        store.write_documents(batch, policy=DuplicatePolicy.OVERWRITE)
+        stages.advance(WRITING, len(batch), total)
+        if on_batch is not None:
+            on_batch(len(batch))
+
+
+def write_documents(
+    documents: list[Document],
+    document_store: Any,
+    embedder: Any = None,
+    batch_size: int = BATCH_SIZE,
+    on_batch: Callable[[int], None] | None = None,
+    progress: ProgressCallback | None = None,
+) -> int:
+    """
+    Embed (optionally) and write Documents in batches, upserting by id.
+
+    :param documents: The Documents.
+    :param document_store: Any Haystack document store.
+    :param embedder: A Haystack document embedder (warmed up here), or `None` to write without embeddings.
+    :param batch_size: Documents per batch. Default 64.
+    :param on_batch: Called with each batch's size after it is written.
+    :param progress: The progress callback (stages `loading model`, `embedding`, `writing`).
+    :returns: The number of documents in the store afterwards.
+    :raises EmbeddingDimensionError: Before any write, if the embedder's dimension differs from the store's.
+    """
+    dimension = load_embedder(embedder, progress)
+    if dimension is not None:
+        check_embedding_dimension(document_store, dimension)
+    _write_batches(documents, document_store, embedder, batch_size, _Stages(progress), on_batch)
+    milvus_support.flush(document_store)  # Milvus: searches use the indexes, not a brute-force growing segment
+    return document_store.count_documents()
+
+
+def index_files(
+    files: list[Path],
+    store: Any,
+    *,
+    embedder: Any = None,
+    emptied: Iterable[Path] = (),
+    replace: bool = False,
+    progress: ProgressCallback | None = None,
+    batch_size: int = BATCH_SIZE,
+) -> IndexResult:
+    """
+    Convert files to chunks and write them into a store: added to what it holds, each file replacing its own
+    earlier chunks.
+
+    :param files: Supported files (see `indexing_pipeline.collect_files`; skip unreadable ones first).
+    :param store: Any Haystack document store.
+    :param embedder: A Haystack document embedder, or `None` to write without embeddings.
+    :param emptied: Files that are empty now: their earlier chunks are deleted.
+    :param replace: Empty the store before writing (after converting and loading the model).
+    :param progress: The progress callback.
+    :param batch_size: Chunks per embedding/writing batch. Default 64.
+    :returns: What was done.
+    :raises ValueError: If a JSONL file is malformed (nothing is written).
+    :raises EmbeddingDimensionError: If the embedder's dimension differs from the store's (nothing is written).
+    """
+    stages = _Stages(progress)
+    stages.start(CONVERTING, len(files))
+    documents = convert_files(files, on_files=lambda n: stages.advance(CONVERTING, n, len(files)))
+    dimension = load_embedder(embedder, progress)
+    if replace:
+        clear_store(store)
+    if dimension is not None:
+        check_embedding_dimension(store, dimension)
+    _write_batches(documents, store, embedder, batch_size, stages)
+    sources = [source_key(f) for f in [*files, *emptied]]
+    removed = remove_stale_chunks(store, sources, [d.id for d in documents])
+    milvus_support.flush(store)
+    return IndexResult(files=len(files), chunks=len(documents), removed=removed, in_store=store.count_documents())
+
+
+def check_store_embeddings(store: InMemoryDocumentStore, embed: bool, where: Path | str) -> None:
+    """
+    Refuse to mix chunks with and without embeddings in one store (a dense pipeline would miss the latter).
+
+    :param store: The store indexing is about to add to.
+    :param embed: Whether the new chunks get embeddings.
+    :param where: The store's name in the message.
+    :raises StoreError: If the store's documents have embeddings and the new ones would not, or the reverse.
+    """
+    if store.count_documents() == 0:
+        return
+    has_embeddings = embedding_dimension(store) is not None
+    if has_embeddings and not embed:
+        raise StoreError(
+            f"The store {where} holds embeddings (it was indexed with --embed): index into it with --embed too, "
+            "or rebuild it without embeddings with --replace."
+        )
+    if embed and not has_embeddings:
+        raise StoreError(
+            f"The store {where} has no embeddings: index into it without --embed, or rebuild it with "
+            "--embed --replace (every file you want in it)."
+        )
+
+
+def index_files_into_file(
+    files: list[Path],
+    store_path: Path,
+    *,
+    embedder: Any = None,
+    emptied: Iterable[Path] = (),
+    replace: bool = False,
+    progress: ProgressCallback | None = None,
+) -> IndexResult:
+    """
+    `index_files` for an in-memory store saved as a JSON file: read it (unless `replace` or new), index, save it
+    atomically, all under a lock on the file.
+
+    :param files: Supported files.
+    :param store_path: The store file (created with its folder when missing).
+    :param embedder: A Haystack document embedder, or `None`.
+    :param emptied: Files that are empty now (their earlier chunks are deleted).
+    :param replace: Start from an empty store (the old file is replaced only when the new one is saved).
+    :param progress: The progress callback.
+    :returns: What was done.
+    :raises StoreError: If the existing file cannot be read, mixes embeddings (see `check_store_embeddings`), or the
+        new one cannot be written (the old file is then unchanged).
+    :raises ValueError: As `index_files`.
+    """
+    with store_file_lock(store_path):
+        fresh = replace or not store_path.exists()
+        store = InMemoryDocumentStore(shared=False) if fresh else load_store_file(store_path)
+        check_store_embeddings(store, embedder is not None, store_path)
+        result = index_files(files, store, embedder=embedder, emptied=emptied, progress=progress)
+        save_store_file(store, store_path)
+    return result
+
+
+# --- YAML indexing pipelines --------------------------------------------------------------------------------------
+
+
+def load_indexing_pipeline(path: Path | str, store_uri: str | None = None) -> Pipeline:
+    """
+    Load a YAML indexing pipeline (one with a component named `writer`), with the allow-list.
+
+    :param path: The YAML file (e.g. the packaged `pipelines/indexing_milvus.yml`).
+    :param store_uri: Set as the URI of its Milvus / Weaviate store.
+    :returns: The pipeline; its store is opened (a damaged or unreachable store fails here).
+    :raises ValueError: If the file cannot be read or is not an indexing pipeline.
+    :raises StoreError: If its store cannot be opened (one line).
+    """
+    from haystack_agentic.pipelines.loop_loading import pipeline_from_dict, set_store_uri  # noqa: PLC0415
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"Cannot use the indexing pipeline {path}: {exc}") from exc
+    if not isinstance(data, dict) or "writer" not in (data.get("components") or {}):
+        raise ValueError(f"Cannot use the indexing pipeline {path}: it is not one (no component named `writer`).")
+    if store_uri:
+        set_store_uri(data["components"], store_uri)
+    return pipeline_from_dict(data, path)
+
+
+def run_indexing_pipeline(
+    pipeline: Pipeline,
+    files: list[Path],
+    *,
+    emptied: Iterable[Path] = (),
+    replace: bool = False,
+    progress: ProgressCallback | None = None,
+) -> IndexResult:
+    """
+    Run a YAML indexing pipeline over files, a few at a time (stage `indexing`, in files), dimension checked first.
+
+    With a `SourceReplacingDocumentWriter` (the packaged pipelines) each file replaces its earlier chunks; another
+    writer only writes what it is given.
+
+    :param pipeline: The indexing pipeline (components `router`, optional `embedder`, `writer`).
+    :param files: The files (.txt, .md, .html, .pdf; HotpotQA JSONL goes through `index_files` instead).
+    :param emptied: Files that are empty now (their earlier chunks are deleted, with our writer).
+    :param replace: Empty the writer's store first (after the model is loaded).
+    :param progress: The progress callback.
+    :returns: What was done (`chunks`/`removed` as the writer reports them).
+    :raises ValueError: If a file is JSONL or unsupported, or the pipeline has no `writer`.
+    :raises EmbeddingDimensionError: Before anything is written, if the embedder's dimension differs from the
+        store's existing collection.
+    """
+    unsupported = [str(f) for f in files if f.suffix.lower() not in MIME_TYPES]
+    if unsupported:
+        raise ValueError(
+            f"An indexing pipeline converts {', '.join(sorted(MIME_TYPES))} files; not: {', '.join(unsupported)}. "
+            "Index HotpotQA-format JSONL without --pipeline."
+        )
+    try:
+        writer = pipeline.get_component("writer")
+    except ValueError as exc:
+        raise ValueError("The indexing pipeline has no component named `writer`.") from exc
+    store = writer.document_store
+    try:
+        embedder = pipeline.get_component("embedder")
+    except ValueError:
+        embedder = None
+    dimension = load_embedder(embedder, progress)
+    if replace:
+        clear_store(store)
+    if dimension is not None:
+        check_embedding_dimension(store, dimension)
+    replacing = isinstance(writer, SourceReplacingDocumentWriter)
+    stages, chunks, removed = _Stages(progress), 0, 0
+    stages.start(INDEXING, len(files))
+    for start in range(0, len(files), FILES_PER_RUN):
+        batch = files[start : start + FILES_PER_RUN]
+        inputs: dict[str, Any] = {"router": {"sources": file_sources(batch)}}
+        if replacing:
+            inputs["writer"] = {"sources": [source_key(f) for f in batch]}
+        out = pipeline.run(inputs).get("writer")
+        if out is None and replacing:  # no chunk reached the writer, so it did not run: the files' chunks go
+            removed += remove_stale_chunks(store, [source_key(f) for f in batch], [], writer.source_field)
+        chunks += (out or {}).get("documents_written", 0) or 0
+        removed += (out or {}).get("documents_removed", 0)
+        stages.advance(INDEXING, len(batch), len(files))
+    if replacing:
+        removed += remove_stale_chunks(store, [source_key(f) for f in emptied], [], writer.source_field)
+    milvus_support.flush(store)
+    return IndexResult(files=len(files), chunks=chunks, removed=removed, in_store=store.count_documents())

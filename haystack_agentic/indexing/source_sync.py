@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Sources of chunks, and keeping a store's chunks in step with them, on any Haystack document store.
+
+Every chunk `haystack-agentic` indexes carries its source in `meta["file_path"]` (Haystack's own key for it): the
+resolved absolute path of the file it came from. For a HotpotQA/MuSiQue JSONL file the source of every paragraph is
+the JSONL file. Re-indexing a source writes its new chunks (upsert by id), then deletes the chunks of that source whose
+ids it no longer produces, so an edited file leaves no stale chunks and a crash in between leaves at worst stale
+chunks, never missing ones. Only the store's generic API is used (`filter_documents`, `write_documents`,
+`delete_documents`), so it works the same on the in-memory store, Milvus (Lite or server) and Weaviate.
+
+`clear_store` empties a store for `--replace`.
+"""
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from haystack import Document, logging
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+logger = logging.getLogger(__name__)
+
+#: The metadata key holding a chunk's source (the resolved path of its file).
+SOURCE_FIELD = "file_path"
+
+#: Sources per `filter_documents` call when looking for stale chunks (keeps each filter small).
+SOURCES_PER_QUERY = 32
+
+
+def source_key(path: Path | str) -> str:
+    """
+    The source key of a file: its resolved absolute path, the same however the path is spelled.
+
+    :param path: The file.
+    :returns: The key.
+    """
+    return str(Path(path).resolve())
+
+
+def document_sources(documents: Iterable[Document], field: str = SOURCE_FIELD) -> list[str]:
+    """
+    The distinct sources of chunks, in first-seen order (chunks without one are left out).
+
+    :param documents: The chunks.
+    :param field: The metadata key holding the source. Default `file_path`.
+    :returns: The sources.
+    """
+    seen: dict[str, None] = {}
+    for document in documents:
+        value = (document.meta or {}).get(field)
+        if isinstance(value, str) and value:
+            seen.setdefault(value, None)
+    return list(seen)
+
+
+def remove_stale_chunks(
+    store: Any, sources: Iterable[str], keep_ids: Iterable[str], field: str = SOURCE_FIELD
+) -> int:
+    """
+    Delete the chunks of `sources` whose ids are not in `keep_ids` (what an earlier index of those files left).
+
+    :param store: Any Haystack document store.
+    :param sources: Source keys whose chunks were just written.
+    :param keep_ids: The ids written for them this time.
+    :param field: The metadata key holding the source. Default `file_path`.
+    :returns: The number of chunks deleted.
+    """
+    wanted = list(dict.fromkeys(sources))
+    wanted_set, keep = set(wanted), set(keep_ids)
+    if not wanted:
+        return 0
+    if isinstance(store, InMemoryDocumentStore):  # one pass over the storage instead of a filter per batch
+        found: Iterable[Document] = store.storage.values()
+    else:
+        found = []
+        for start in range(0, len(wanted), SOURCES_PER_QUERY):
+            batch = wanted[start : start + SOURCES_PER_QUERY]
+            found.extend(store.filter_documents({"field": f"meta.{field}", "operator": "in", "value": batch}))
+    # checked again here: a store's `in` may match more than equal values (e.g. tokenised text in Weaviate)
+    stale = list(dict.fromkeys(d.id for d in found if (d.meta or {}).get(field) in wanted_set and d.id not in keep))
+    if stale:
+        store.delete_documents(stale)
+        logger.info("Removed {count} stale chunk(s) of {sources} re-indexed source(s)", count=len(stale), sources=len(wanted))
+    return len(stale)
+
+
+def clear_store(store: Any) -> None:
+    """
+    Delete every document of a store (`index --replace`); a Milvus collection is dropped, so it is created again with
+    the new embeddings' dimension.
+
+    :param store: Any Haystack document store.
+    :raises RuntimeError: If the store keeps documents after deleting them all.
+    """
+    drop = getattr(store, "_drop_collection", None)  # milvus-haystack has no public way to empty a collection
+    if type(store).__name__ == "MilvusDocumentStore" and callable(drop):
+        if getattr(store, "_collection_exists", True):
+            drop()
+        return
+    if hasattr(store, "delete_all_documents"):
+        store.delete_all_documents()
+        return
+    while store.count_documents():
+        before = store.count_documents()
+        store.delete_documents([d.id for d in store.filter_documents()])
+        if store.count_documents() >= before:
+            raise RuntimeError(f"{type(store).__name__} kept its documents after deleting them.")

@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Document-store faults as one line: which store, what is wrong, what to do.
+
+A damaged or unusable store otherwise surfaces as a library traceback, a pymilvus RPC log with its own traceback, or
+Haystack's dump of a component's whole configuration. Everything here raises `StoreError` (a `ValueError`) instead,
+with the path or address in the message:
+
+- `check_milvus_lite_uri` refuses, before Milvus Lite opens it, a local path that cannot be a Milvus Lite database
+  (a file instead of Milvus Lite's folder, a name without `.db`, a missing parent folder).
+- `watch_store` wraps the code that opens a store: it turns exceptions into `StoreError`, and it records Milvus Lite's
+  log so that the faults Milvus Lite only logs (data files its manifest lists but that are missing: it would open the
+  collection with those documents silently gone) or hides behind "Open local milvus failed" (the database is in use
+  by another process, the path is a file) are named.
+- `quiet_store_logs` keeps pymilvus' and Milvus Lite's own error logs off the terminal (the CLI calls it unless
+  `--debug`); the facts they carry are in the `StoreError`.
+"""
+
+import contextlib
+import logging as std_logging
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from haystack import logging
+
+logger = logging.getLogger(__name__)
+
+#: URI schemes pymilvus treats as a server; any other URI is a Milvus Lite path (pymilvus' own rule).
+MILVUS_SERVER_SCHEMES = ("unix", "http", "https", "tcp", "grpc")
+
+#: Loggers whose error records repeat what `StoreError` says, with tracebacks (silenced by `quiet_store_logs`).
+NOISY_LOGGERS = ("pymilvus", "milvus_lite", "milvus_haystack")
+
+_REBUILD = "restore it from a backup, or move it aside and index again"
+
+
+class StoreError(ValueError):
+    """A document store that cannot be used; the message names it and says what to do, on one line."""
+
+
+def one_line(exc: BaseException) -> str:
+    """
+    An exception as `Type: message` on one line (pymilvus wraps its messages in `<MilvusException: (...)>`).
+
+    :param exc: The exception.
+    :returns: The text, without newlines, at most 300 characters.
+    """
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    text = " ".join(str(message).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def milvus_lite_path(uri: str | Path) -> Path | None:
+    """
+    The local path of a Milvus Lite URI.
+
+    :param uri: A Milvus `connection_args.uri`.
+    :returns: The path, or `None` when `uri` names a server (`http://...`, `tcp://...`, ...).
+    """
+    text = str(uri)
+    return None if urlparse(text).scheme.lower() in MILVUS_SERVER_SCHEMES else Path(text)
+
+
+def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
+    """
+    Refuse a Milvus Lite path that cannot hold a database, before Milvus Lite opens (or creates) it.
+
+    :param uri: A Milvus `connection_args.uri`; server URIs pass unchecked.
+    :param must_exist: Also refuse a path with no database yet (a query run must not create an empty one).
+    :raises StoreError: If the path is a file, lacks the `.db` suffix, sits in a missing folder, or (with
+        `must_exist`) does not exist.
+    """
+    path = milvus_lite_path(uri)
+    if path is None:
+        return
+    if path.suffix != ".db":
+        raise StoreError(f"The Milvus Lite path {uri} must end in .db (pymilvus' rule), e.g. {path.name or 'store'}.db.")
+    if path.exists() and not path.is_dir():
+        raise StoreError(
+            f"{uri} is not a Milvus Lite database: it is a file, and Milvus Lite keeps a database in a folder. "
+            "Give another --uri, or move the file away."
+        )
+    if not path.exists() and not path.parent.is_dir():
+        raise StoreError(f"The folder of the Milvus Lite database {uri} does not exist: create {path.parent} first.")
+    if must_exist and not path.exists():
+        raise StoreError(
+            f"There is no Milvus Lite database at {uri}: index into it first with "
+            f"`haystack-agentic index PATH --backend milvus --uri {uri}`."
+        )
+
+
+class _Recorder(std_logging.Handler):
+    """Keeps the records Milvus Lite logs while a store is opened."""
+
+    def __init__(self) -> None:
+        super().__init__(level=std_logging.WARNING)
+        self.records: list[std_logging.LogRecord] = []
+
+    def emit(self, record: std_logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+#: Modules whose exceptions are store faults (others, e.g. a YAML mistake, pass through `watch_store` unchanged).
+_STORE_MODULES = ("pymilvus", "milvus_lite", "milvus_haystack", "weaviate", "grpc", "httpx", "httpcore",
+                  "haystack_integrations.document_stores", "haystack.document_stores")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and its causes, outermost first."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
+def _is_store_fault(exc: BaseException) -> bool:
+    return any(
+        isinstance(e, (OSError, TimeoutError)) or type(e).__module__.startswith(_STORE_MODULES) for e in _chain(exc)
+    )
+
+
+@contextlib.contextmanager
+def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
+    """
+    Open a document store inside this block: its faults come out as one-line `StoreError`s.
+
+    :param where: How to name the store in messages (e.g. `the milvus store at ./docs.db`).
+    :param uri: The Milvus URI, if it is a Milvus store (a Milvus Lite path gets Milvus Lite's own diagnosis).
+    :raises StoreError: On an exception of a store library (or an `OSError`) in the block, and after the block when
+        Milvus Lite logged that files of the database are missing. Other exceptions pass through unchanged.
+    """
+    lite = milvus_lite_path(uri) if uri is not None else None
+    if uri is not None and _QUIET:
+        _quiet_pymilvus()
+    recorder = _Recorder()
+    lite_logger = std_logging.getLogger("milvus_lite")
+    recovery_logger = std_logging.getLogger("milvus_lite.engine.recovery")
+    saved_level = recovery_logger.level
+    if not recovery_logger.isEnabledFor(std_logging.WARNING):
+        recovery_logger.setLevel(std_logging.WARNING)
+    lite_logger.addHandler(recorder)
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        if not _is_store_fault(exc):
+            raise
+        raise _describe(exc, where, uri, lite, recorder.records) from exc
+    finally:
+        lite_logger.removeHandler(recorder)
+        recovery_logger.setLevel(saved_level)
+    missing = [r.getMessage() for r in recorder.records if r.name.startswith("milvus_lite.engine.recovery")]
+    if missing:
+        detail = "; ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
+        raise StoreError(f"The Milvus Lite database {uri} is damaged ({detail}): {_REBUILD}.")
+
+
+def _describe(
+    exc: Exception, where: str, uri: Any, lite: Path | None, records: list[std_logging.LogRecord]
+) -> StoreError:
+    """The one-line `StoreError` for a store exception (Haystack's wrappers are skipped: they dump configuration)."""
+    root = _chain(exc)[-1]
+    logged = next((r.exc_info[1] for r in records if r.exc_info and r.exc_info[1] is not None), None)
+    if lite is not None:
+        causes = _chain(logged) if logged is not None else _chain(exc)
+        if any(type(e).__name__ == "DataDirLockedError" for e in causes):
+            return StoreError(
+                f"The Milvus Lite database {uri} is in use by another process (e.g. a running `haystack-agentic "
+                "serve`): stop it, or use another --uri."
+            )
+        cause = causes[-1]
+        if isinstance(cause, (FileExistsError, NotADirectoryError)):
+            return StoreError(f"{uri} is not a Milvus Lite database (it is not a folder): give another --uri.")
+        if lite.is_dir():
+            return StoreError(f"The Milvus Lite database {uri} is damaged or unreadable ({one_line(cause)}): {_REBUILD}.")
+        return StoreError(f"Cannot open the Milvus Lite database {uri}: {one_line(cause)}.")
+    details = getattr(root, "details", None)  # gRPC errors: the reason without the debug dump
+    reason = details() if callable(details) else one_line(root)
+    return StoreError(f"Cannot open {where}: {type(root).__name__}: {one_line(Exception(reason))}. Is the server "
+                      "running, at that address?")
+
+
+#: Whether `quiet_store_logs` was called (pymilvus, imported later, gets quietened when a Milvus store is opened).
+_QUIET = False
+
+
+def quiet_store_logs() -> None:
+    """
+    Keep pymilvus', Milvus Lite's and milvus-haystack's own error logs (tracebacks, RPC dumps) off the terminal.
+
+    `watch_store` still sees Milvus Lite's records. The CLI calls this unless `--debug`.
+    """
+    global _QUIET  # noqa: PLW0603 - a process-wide logging choice
+    _QUIET = True
+    # gRPC's C core (pymilvus <-> Milvus Lite) prints keepalive notices such as "GOAWAY ... too_many_pings" to
+    # stderr during long writes; read when grpc is first imported, so set before any Milvus store is opened.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    for name in NOISY_LOGGERS:
+        store_logger = std_logging.getLogger(name)
+        store_logger.propagate = False
+        if not any(isinstance(h, std_logging.NullHandler) for h in store_logger.handlers):
+            store_logger.addHandler(std_logging.NullHandler())
+    if "pymilvus" in sys.modules:
+        _quiet_pymilvus()
+
+
+def _quiet_pymilvus() -> None:
+    """pymilvus configures console handlers of its own when imported (2 s: so only when a Milvus store is used)."""
+    with contextlib.suppress(ImportError):
+        import pymilvus  # noqa: F401, PLC0415 - its import sets its loggers up; quieten them after
+
+    for name in ("pymilvus", "pymilvus.milvus_client", "pymilvus.bulk_writer"):
+        std_logging.getLogger(name).setLevel(std_logging.CRITICAL + 1)

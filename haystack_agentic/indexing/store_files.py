@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+In-memory document stores saved as JSON files (`haystack-agentic index --store FILE`), read and written safely.
+
+- `load_store_file` reads a file `InMemoryDocumentStore.save_to_disk` wrote into an instance-local store (not
+  Haystack's process-global storage for the file's index name, so two loads never see each other's documents). A
+  file that is not a store is a one-line `StoreError`.
+- `save_store_file` writes atomically: a temporary file in the same folder, flushed to disk, then renamed over the
+  store. A crash or a full disk mid-save leaves the previous store as it was; the temporary file is removed on an
+  exception (a killed process can leave one `.<name>.*.tmp` behind, which is never read).
+- `store_file_lock` serialises read-modify-write cycles of a store file across processes (POSIX `flock` on its
+  folder; a no-op where `fcntl` does not exist), so two `index` runs never lose each other's documents.
+"""
+
+import contextlib
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from haystack import Document, logging
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.types import DuplicatePolicy
+
+from haystack_agentic.indexing.store_faults import StoreError, one_line
+
+logger = logging.getLogger(__name__)
+
+
+def _rebuild_hint(path: Path) -> str:
+    return f"rebuild it with `haystack-agentic index PATH --store {path} --replace`, or move it aside"
+
+
+def load_store_file(path: Path | str) -> InMemoryDocumentStore:
+    """
+    Read a saved in-memory store into a new, instance-local `InMemoryDocumentStore`.
+
+    :param path: The JSON file (`InMemoryDocumentStore.save_to_disk` format).
+    :returns: The store, with the file's settings (BM25 algorithm, similarity function, ...) and documents.
+    :raises StoreError: If the file does not exist, cannot be read, or is not a saved store (one line, with the path).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(
+            f"The store {path} does not exist: check the path, or create it with "
+            f"`haystack-agentic index PATH --store {path}`."
+        )
+    try:
+        with path.open(encoding="utf-8") as file:
+            data = json.load(file)
+        if not isinstance(data, dict) or not isinstance(data.get("documents"), list):
+            raise ValueError("it is not a saved document store (no `documents` list)")
+        documents = [Document.from_dict(d) for d in data.pop("documents")]
+        data.setdefault("type", "haystack.document_stores.in_memory.document_store.InMemoryDocumentStore")
+        data.setdefault("init_parameters", {})["shared"] = False
+        store = InMemoryDocumentStore.from_dict(data)
+        store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
+    except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
+        raise StoreError(f"Cannot read the store {path} ({type(exc).__name__}: {one_line(exc)}): {_rebuild_hint(path)}.") from exc
+    return store
+
+
+def save_store_file(store: InMemoryDocumentStore, path: Path | str) -> int:
+    """
+    Save an in-memory store to a JSON file atomically, creating its folder.
+
+    The file keeps the permissions of the one it replaces (a new file gets the umask's).
+
+    :param store: The store.
+    :param path: The file.
+    :returns: The number of documents saved.
+    :raises StoreError: If the folder or file cannot be written (the previous file is unchanged).
+    """
+    path = Path(path)
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = str(path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"))
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # the umask applies, as for any new file
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        store.save_to_disk(tmp)
+        with open(tmp, "rb+") as written:
+            os.fsync(written.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        _fsync_folder(path.parent)
+    except OSError as exc:
+        raise _unwritable(path, exc, " The previous store is unchanged.") from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return store.count_documents()
+
+
+def _unwritable(path: Path, exc: OSError, note: str = "") -> StoreError:
+    return StoreError(
+        f"Cannot write the store {path} ({type(exc).__name__}: {exc.strerror or exc}): choose another --store "
+        f"(or HAYSTACK_AGENTIC_STORE / HAYSTACK_AGENTIC_CACHE).{note}"
+    )
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename durable (POSIX); a no-op where folders cannot be opened."""
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def store_file_lock(path: Path | str) -> Iterator[None]:
+    """
+    Hold an exclusive lock while reading, changing and saving a store file: an advisory `flock` on the file's folder
+    (no lock file is left behind; other stores in the same folder wait too). A no-op where `fcntl` does not exist.
+
+    :param path: The store file (its folder is created).
+    :raises StoreError: If the folder cannot be created or opened.
+    """
+    path = Path(path)
+    try:
+        import fcntl  # noqa: PLC0415 - POSIX only
+    except ImportError:
+        yield
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.parent, os.O_RDONLY)
+    except OSError as exc:
+        raise _unwritable(path, exc) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock

@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Store faults on the command line: a damaged Milvus Lite database (corrupt collection schema.json, missing data
+files), a path that is a file of random bytes, an unreadable in-memory store file. Each is one line on stderr naming
+the path and what to do, exit code 2, no traceback and no library log dump; `--debug` shows the traceback.
+
+The CLI runs in a subprocess, as a user runs it, so that whatever pymilvus or Milvus Lite print reaches the test.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from haystack import Document
+
+ROOT = Path(__file__).parents[1]
+COLLECTION = "haystack_agentic"
+
+
+def run_cli(*args: object, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("OPENAI_BASE_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "haystack_agentic.cli.main", *map(str, args)],
+        env=env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def assert_one_line(done: subprocess.CompletedProcess, *needles: str) -> str:
+    err = done.stderr.strip()
+    assert done.returncode == 2, err
+    assert "Traceback" not in err and "init_parameters" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for needle in needles:
+        assert needle in lines[0], err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def good_db(tmp_path_factory) -> Path:
+    """A Milvus Lite database with a collection of 384-d documents, closed and released."""
+    from milvus_lite import server_manager_instance
+
+    from haystack_agentic.indexing.document_stores import milvus_document_store
+
+    path = tmp_path_factory.mktemp("milvus") / "good.db"
+    store = milvus_document_store(str(path))
+    store.write_documents([Document(content=f"Paragraph {i} about Fnordville.", embedding=[0.1] * 384) for i in range(3)])
+    store.client.close()
+    server_manager_instance.release_server(str(path))
+    return path
+
+
+def damaged(good_db: Path, tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / f"{kind}.db"
+    if kind == "random-bytes":
+        path.write_bytes(os.urandom(4096))
+        return path
+    shutil.copytree(good_db, path)
+    collection = path / "collections" / COLLECTION
+    if kind == "corrupt-schema":
+        (collection / "schema.json").write_text("{not json", encoding="utf-8")
+    elif kind == "missing-data":
+        data_files = list(collection.rglob("*.parquet"))
+        assert data_files
+        for file in data_files:
+            file.unlink()
+    return path
+
+
+@pytest.fixture
+def docs(tmp_path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "town.txt").write_text("The mayor of Fnordville is Zorblax Quintessa.", encoding="utf-8")
+    return folder
+
+
+KINDS = {
+    "corrupt-schema": ("schema.json", "damaged"),
+    "random-bytes": ("not a Milvus Lite database",),
+    "missing-data": ("damaged", "missing"),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_milvus_lite_faults_are_one_line_for_ask_and_index(good_db, tmp_path, docs, kind):
+    path = damaged(good_db, tmp_path, kind)
+    before = sorted(p.relative_to(path) for p in path.rglob("*")) if path.is_dir() else path.read_bytes()
+    ask = run_cli("ask", "Who is the mayor of Fnordville?", "--llm", "embedded", "--backend", "milvus", "--uri", path)
+    assert_one_line(ask, str(path), *KINDS[kind])
+    index = run_cli("index", docs, "--backend", "milvus", "--uri", path, "--quiet")
+    assert_one_line(index, str(path), *KINDS[kind])
+    after = sorted(p.relative_to(path) for p in path.rglob("*")) if path.is_dir() else path.read_bytes()
+    assert before == after  # nothing was written into the damaged database
+
+
+@pytest.mark.integration
+def test_debug_shows_the_traceback(good_db, tmp_path, docs):
+    path = damaged(good_db, tmp_path, "corrupt-schema")
+    done = run_cli("--debug", "index", docs, "--backend", "milvus", "--uri", path, "--quiet")
+    assert done.returncode == 2
+    assert "Traceback (most recent call last)" in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: ")
+    # after the command too
+    done = run_cli("ask", "q?", "--llm", "embedded", "--backend", "milvus", "--uri", tmp_path / "none.db", "--debug")
+    assert done.returncode == 2 and "Traceback (most recent call last)" in done.stderr
+
+
+@pytest.mark.integration
+def test_index_pipeline_and_serve_report_a_damaged_milvus_lite_database(good_db, tmp_path, docs):
+    from haystack_agentic.resources import pipeline_path
+
+    path = damaged(good_db, tmp_path, "missing-data")
+    done = run_cli("index", docs, "--pipeline", pipeline_path("indexing_milvus"), "--uri", path, "--quiet")
+    assert_one_line(done, str(path), "damaged")
+    served = tmp_path / "served.yml"
+    yaml_text = pipeline_path("agentic_rag_embedded_milvus").read_text(encoding="utf-8")
+    served.write_text(yaml_text.replace("uri: haystack_agentic_milvus.db", f"uri: {path}"), encoding="utf-8")
+    assert str(path) in served.read_text(encoding="utf-8")
+    done = run_cli("serve", "--pipeline", served, "--port", "1", "--mcp-port", "0", timeout=120)
+    assert_one_line(done, str(path), "damaged")
+
+
+def test_an_unreadable_in_memory_store_is_one_line(tmp_path):
+    store = tmp_path / "s.json"
+    store.write_bytes(os.urandom(2048))
+    done = run_cli("ask", "q?", "--llm", "embedded", "--store", store)
+    assert_one_line(done, str(store))
+    done = run_cli("serve", "--store", store, "--llm", "embedded", "--port", "1", "--mcp-port", "0", timeout=120)
+    assert_one_line(done, str(store))
+
+
+HOLD = """
+import sys, time
+from haystack_agentic.indexing.document_stores import milvus_document_store
+milvus_document_store(sys.argv[1]).count_documents()
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.integration
+def test_a_database_in_use_and_an_unreachable_server_are_one_line(good_db, tmp_path, docs):
+    path = tmp_path / "busy.db"
+    shutil.copytree(good_db, path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        done = run_cli("index", docs, "--backend", "milvus", "--uri", path, "--quiet")
+        assert_one_line(done, str(path), "in use by another process")
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    done = run_cli("index", docs, "--backend", "milvus", "--uri", "http://127.0.0.1:9", "--quiet")
+    assert_one_line(done, "http://127.0.0.1:9", "Is the server running")
