@@ -139,3 +139,84 @@ def test_a_store_that_caps_query_results_is_reported(store, caplog):
     with caplog.at_level("WARNING"):
         router.warm_up()
     assert "titles of 2 of its 4 documents" in caplog.text
+
+
+# --- tenants: the title index honours the run's filters ------------------------------------------------------------
+
+TENANT_A = {"field": "meta.tenant", "operator": "==", "value": "a"}
+TENANT_A_DOCS = [
+    ("Big Stone Gap (film)", "Big Stone Gap is a 2014 American romantic comedy film directed by Adriana Trigiani."),
+    ("Romantic comedy", "Romantic comedy is a genre of film that combines romance and comedy."),
+]
+#: Tenant B holds a document whose title tenant A's chunk mentions: A's runs must not notice it exists.
+TENANT_B_DOCS = [
+    ("Adriana Trigiani", "Adriana Trigiani is an Italian American author based in Greenwich Village, New York City."),
+    ("Greenwich Village", "Greenwich Village is a neighbourhood of Lower Manhattan, New York City."),
+]
+
+
+def tenant_documents(with_b: bool) -> list[Document]:
+    docs = [Document(id=f"a-{t}", content=f"{t}\n{c}", meta={"title": t, "tenant": "a"}) for t, c in TENANT_A_DOCS]
+    if with_b:
+        docs += [Document(id=f"b-{t}", content=f"{t}\n{c}", meta={"title": t, "tenant": "b"}) for t, c in TENANT_B_DOCS]
+    return docs
+
+
+def trace_of(out: dict) -> list[tuple]:
+    """What a tenant sees of its run: every step's action, query, arguments and reasoning."""
+    return [(s["action"], s.get("query"), s.get("arguments"), s.get("reasoning")) for s in out["tool_history"]]
+
+
+def tenant_a_trace(store, retriever) -> list[tuple]:
+    router = BridgeEntityRouter(document_store=store, first_top_k=1, max_follow_ups=2)
+    pipeline = build_loop_pipeline(
+        router,
+        retriever,
+        controller=LoopController(max_iterations=4, chunk_cap=router.max_chunks),
+        answerer=Answerer(chat_generator=ScriptedChatGenerator([{"text": "New York"}], per_call=True)),
+    )
+    out = pipeline.run({"controller": {"query": QUESTION, "filters": TENANT_A}})["result"]["result"]
+    assert all(d["meta"]["tenant"] == "a" for d in out["documents"])
+    return trace_of(out)
+
+
+def test_another_tenants_titles_do_not_change_a_run():
+    """Finding 7 of issue 10: tenant A's trace is the same whether tenant B's documents exist or not."""
+    alone = InMemoryDocumentStore(index=f"tenant-{uuid.uuid4()}")
+    alone.write_documents(tenant_documents(with_b=False))
+    shared = InMemoryDocumentStore(index=f"tenant-{uuid.uuid4()}")
+    shared.write_documents(tenant_documents(with_b=True))
+    expected = tenant_a_trace(alone, InMemoryBM25Retriever(alone))
+    assert tenant_a_trace(shared, InMemoryBM25Retriever(shared)) == expected
+    assert not any(isinstance(args, dict) and "Adriana Trigiani" in str(args.get("filters")) for _, _, args, _ in expected)
+
+
+def test_the_policy_of_one_scope_only_knows_that_scopes_titles():
+    shared = InMemoryDocumentStore(index=f"tenant-{uuid.uuid4()}")
+    shared.write_documents(tenant_documents(with_b=True))
+    router = BridgeEntityRouter(document_store=shared)
+    scoped = router.policy_for(TENANT_A)
+    assert scoped.knows_title("Big Stone Gap (film)")
+    assert not scoped.knows_title("Adriana Trigiani")
+    assert router.policy_for(None).knows_title("Adriana Trigiani")  # no run filters: the whole store
+
+
+@pytest.mark.integration
+def test_another_tenants_titles_do_not_change_a_run_on_milvus_lite(tmp_path):
+    from milvus_haystack import MilvusSparseEmbeddingRetriever
+
+    from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
+    from haystack_agentic.indexing.document_stores import milvus_document_store
+    from haystack_agentic.indexing.indexer import write_documents
+
+    dim = 384  # the packaged stores' dense field; BM25 search does not read it
+
+    def milvus_with(with_b: bool, name: str):
+        store = milvus_document_store(str(tmp_path / f"{name}.db"))
+        docs = [Document(id=d.id, content=d.content, meta=d.meta, embedding=[0.01] * dim) for d in tenant_documents(with_b)]
+        write_documents(docs, store)
+        return store
+
+    alone, shared = milvus_with(False, "alone"), milvus_with(True, "shared")
+    expected = tenant_a_trace(alone, SafeRetriever(MilvusSparseEmbeddingRetriever(document_store=alone)))
+    assert tenant_a_trace(shared, SafeRetriever(MilvusSparseEmbeddingRetriever(document_store=shared))) == expected

@@ -252,6 +252,15 @@ class BridgeEntityPolicy:
         """
         return cls.from_documents(document_store.filter_documents(filters=filters), **kwargs)
 
+    def knows_title(self, title: str) -> bool:
+        """
+        Whether `title` is one of the titles the policy was built from (so it can be followed).
+
+        :param title: A document title, as stored.
+        :returns: `True` if it is indexed.
+        """
+        return title in self._aliases
+
     @property
     def max_searches(self) -> int:
         """The most searches the policy makes for one question: `1 + max_follow_ups`."""

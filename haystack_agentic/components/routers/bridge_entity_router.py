@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 
+import json
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict, logging
@@ -12,6 +14,9 @@ from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, To
 
 logger = logging.getLogger(__name__)
 
+
+#: How many filtered title indexes (distinct run filters) a router keeps.
+_MAX_SCOPES = 32
 
 def and_filters(*filters: dict[str, Any] | None) -> dict[str, Any] | None:
     """
@@ -93,6 +98,8 @@ class BridgeEntityRouter:
         self._policy = BridgeEntityPolicy([], **self._policy_kwargs())  # validates the parameters
         self._indexed_count: int | None = None
         self._lock = threading.Lock()
+        # Title indexes of runs with filters (tenants, collections), by filters; rebuilt when the store changes.
+        self._scoped: OrderedDict[str, tuple[int | None, BridgeEntityPolicy]] = OrderedDict()
 
     def _policy_kwargs(self) -> dict[str, Any]:
         return {
@@ -133,6 +140,35 @@ class BridgeEntityRouter:
                 logger.debug("BridgeEntityRouter indexed the titles of {count} documents", count=count)
             return self._policy
 
+    def policy_for(self, filters: dict[str, Any] | None) -> BridgeEntityPolicy:
+        """
+        The policy whose title index holds only the titles a run with these filters may see.
+
+        A run's filters (a tenant, a collection) scope its searches; they scope the bridge entities too, so that a
+        run's trace never reveals that a document outside its scope exists. Indexes of up to `_MAX_SCOPES` distinct
+        filters are kept (least recently used dropped) and rebuilt when the store's document count changes.
+
+        :param filters: The run's Haystack filters, or `None` for the whole store (within `title_filters`).
+        :returns: The policy.
+        """
+        policy = self._current_policy()
+        if not filters:
+            return policy
+        key = json.dumps(filters, sort_keys=True, default=str)
+        with self._lock:
+            cached = self._scoped.get(key)
+            if cached is not None and cached[0] == self._indexed_count:
+                self._scoped.move_to_end(key)
+                return cached[1]
+            count = self._indexed_count
+        documents = self.document_store.filter_documents(filters=and_filters(self.title_filters, filters))
+        scoped = BridgeEntityPolicy.from_documents(documents, **self._policy_kwargs())
+        with self._lock:
+            self._scoped[key] = (count, scoped)
+            while len(self._scoped) > _MAX_SCOPES:
+                self._scoped.popitem(last=False)
+        return scoped
+
     @component.output_types(
         query=str, filters=dict[str, Any] | None, top_k=int, loop=LoopState, answer=LoopState, finished=LoopState
     )
@@ -156,7 +192,12 @@ class BridgeEntityRouter:
         if follow_ups_done < self.max_follow_ups and not state.is_last_iteration:
             # The store's document count is checked once per run (its first follow-up), not every turn: on a
             # server each check is a round trip (Milvus: a count(*) query).
-            policy = self._current_policy() if follow_ups_done == 0 or self._indexed_count is None else self._policy
+            if state.filters:  # the run's scope: only titles it may see (issue 10, finding 7)
+                policy = self.policy_for(state.filters)
+            elif follow_ups_done == 0 or self._indexed_count is None:
+                policy = self._current_policy()
+            else:
+                policy = self._policy
             proposals = policy.next_searches(state.question, list(state.chunks), searched)
             if proposals:
                 best = proposals[0]
