@@ -2,6 +2,7 @@
 """haystack-agentic: Haystack components for agentic RAG loops."""
 
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
+from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
@@ -17,6 +18,7 @@ __all__ = [
     "AgenticRouter",
     "Answerer",
     "BridgeEntityRouter",
+    "EvidenceChecker",
     "FallbackSynthesizer",
     "HHEMGrounder",
     "LLMJudgeGrounder",

@@ -28,6 +28,7 @@ from haystack_agentic.llm.calls import (
     render,
     warm_up_generator,
 )
+from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
 from haystack_agentic.tracing import trace_turn
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
 
@@ -48,7 +49,7 @@ Use only facts from search results. You have at most {{ max_iterations }} turns;
 """
 
 #: Prompt of the controller LLM in `json` mode, sent fresh each turn. Variables: `question`, `chunks`,
-#: `history`, `draft`, `iteration`, `max_iterations`.
+#: `history`, `draft`, `iteration`, `max_iterations`, `refusal` (why the evidence check refused the last answer).
 DEFAULT_JSON_PROMPT = """\
 You decide the next step of a search for the answer to a question.
 Question: {{ question }}
@@ -67,6 +68,9 @@ No chunks found yet.
 {% endif %}
 {% if draft %}
 Current draft answer: {{ draft }}
+{% endif %}
+{% if refusal %}
+{{ refusal }}
 {% endif %}
 Reply with one JSON object and nothing else:
 {"action": "search", "query": "<what to search next>", "reasoning": "<why>"}
@@ -209,6 +213,10 @@ class AgenticRouter:
       routes to generate without calling the LLM.
 
     A generator exception ends the run with `terminated_by="error"` and the error kept.
+
+    When the loop's `EvidenceChecker` refuses an answer (the chunks do not support one) and sends the run back, the
+    next turn tells the model why: the result of its `answer` tool call (tools mode) or a line in the prompt (json
+    mode), so it searches again or gives up instead of answering from the same chunks.
 
     ### Usage example
     ```python
@@ -378,8 +386,10 @@ class AgenticRouter:
                 draft=state.draft,
                 iteration=state.iteration + 1,
                 max_iterations=state.max_iterations,
+                refusal=refusal_note(state),
             )
             return state, [ChatMessage.from_user(prompt)], None
+        state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
         if not state.messages:
             system = render(
                 self.system_prompt or DEFAULT_TOOLS_SYSTEM_PROMPT,
