@@ -36,9 +36,19 @@ from haystack_agentic.evaluation.runner import bridge_entity_config, build_store
 from haystack_agentic.evaluation.unanswerable import run_abstention_eval  # noqa: E402
 from haystack_agentic.evidence.scoring import LEXICAL_MODEL, OFFLINE_MODEL, TARGET_ANSWER_RATE  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-DEFAULT_HOTPOTQA = SHARED / "hotpotqa_dev_sample.jsonl"
-DEFAULT_MUSIQUE = SHARED / "musique_dev_sample.jsonl"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_HOTPOTQA = REPO / "examples" / "data" / "hotpotqa_dev_sample.jsonl"  # the same file as shared/data's
+
+
+def _shared_data(name: str) -> Path:
+    """A file of the project's shared/data folder: beside the checkout (CI) or at /work/shared (developers)."""
+    for folder in (*[p / "shared" / "data" for p in REPO.parents], Path("/work/shared/data")):
+        if (folder / name).exists():
+            return folder / name
+    return Path("/work/shared/data") / name
+
+
+DEFAULT_MUSIQUE = _shared_data("musique_dev_sample.jsonl")
 
 
 def split_hotpotqa(rows: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -84,6 +94,8 @@ def report(hotpotqa: Path, musique: Path, limit: int | None) -> dict:
     if musique.exists():
         m_rows = load_hotpotqa_questions(musique)
         sets["musique (all)"] = (m_rows, m_rows)
+    else:
+        print(f"MuSiQue left out: {musique} does not exist (pass --musique PATH).")
     out = {}
     for name, (pool, questions) in sets.items():
         questions = questions[:limit] if limit else questions
