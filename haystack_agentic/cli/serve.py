@@ -12,14 +12,18 @@ SSE at `/sse`) listing each pipeline as a tool. YAML files already in the
 serving directory (--pipelines-dir) are deployed too, as plain hayhooks YAML
 pipelines.
 
-Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged pipeline chosen like `ask` does
-(an OpenAI-compatible endpoint when `OPENAI_API_KEY` / `OPENAI_BASE_URL` is set, else the embedded offline
-model), served as `agentic_rag`.
+Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged
+pipeline chosen like `ask` does (an OpenAI-compatible endpoint when
+`OPENAI_API_KEY` / `OPENAI_BASE_URL` is set, else the embedded offline model),
+served as `agentic_rag`.
 
-Safe by default: hayhooks' runtime deployment (routes and MCP tools that upload and run code) is off unless
-`--allow-deploy`, which needs an API key; `--api-key` / `$HAYSTACK_AGENTIC_API_KEY` makes every request but
-`GET /health` carry `Authorization: Bearer <key>`. Serving on a non-loopback address without a key prints a
-warning. The servers themselves are built in `haystack_agentic.serving` (`app`, `mcp_server`, `server`).
+Safe by default: hayhooks' runtime deployment (routes and MCP tools that upload
+and run code) is off unless `--allow-deploy`, which needs an API key;
+`--api-key` / `$HAYSTACK_AGENTIC_API_KEY` makes every request but `GET /health`
+carry
+`Authorization: Bearer <key>`. Serving on a non-loopback address without a key
+prints a warning. The servers themselves are built in
+`haystack_agentic.serving` (`app`, `mcp_server`, `server`).
 """
 
 import argparse
