@@ -305,7 +305,7 @@ def test_default_answerer_in_json_mode_uses_the_controller_generator(retriever):
     """DESIGN.md: 'unset roles fall back to the controller's'. The default Answerer has no LLM, so json mode ends
     every run in an error ('Answerer has no chat_generator ...') instead of answering."""
     llm = ScriptedChatGenerator([decide("generate"), {"text": "Greenwich Village"}], per_call=True)
-    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm, mode="json"), retriever)
+    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm, mode="json"), retriever, check_evidence=False)
     result = pipeline.run({"controller": {"query": QUESTION}})["result"]["result"]
     assert result["terminated_by"] == "answered", result["error"]
     assert result["answer"] == "Greenwich Village"
