@@ -220,9 +220,8 @@ def embedded_milvus_dense_pipeline() -> Pipeline:
     from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
 
     store = _milvus_store_for_yaml(bm25=False)
-    return embedded_pipeline(
-        store=store, retriever=SafeRetriever(MilvusEmbeddingRetriever(document_store=store)), query_embedder=MiniLMTextEmbedder()
-    )
+    retriever = SafeRetriever(MilvusEmbeddingRetriever(document_store=store))
+    return embedded_pipeline(store=store, retriever=retriever, query_embedder=MiniLMTextEmbedder())
 
 
 def embedded_dense_pipeline() -> Pipeline:
