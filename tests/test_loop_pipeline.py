@@ -374,5 +374,5 @@ def test_answerer_state_comes_back_through_controller_revised(build_loop):
 
 def test_controller_refuses_two_states_in_one_visit():
     state = LoopController().run(query=QUESTION)["state"]
-    with pytest.raises(ValueError, match="router and from the answerer"):
+    with pytest.raises(ValueError, match="more than one state"):
         LoopController().run(state=state, revised=state)
