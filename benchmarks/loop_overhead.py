@@ -107,7 +107,9 @@ def build_variants(store, titles: list[str], question: str, n: int) -> list[Vari
 
     variants.append(Variant("haystack-agentic run", ours, timer, llm, n))
     variants.append(
-        Variant("haystack-agentic run_async", lambda: loop.run_until_complete(pipeline.run_async(inputs)), timer, llm, n)
+        Variant(
+            "haystack-agentic run_async", lambda: loop.run_until_complete(pipeline.run_async(inputs)), timer, llm, n
+        )
     )
 
     # haystack Agent with the same tool calls (its own retriever: the closures below must not see another's)

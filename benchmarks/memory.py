@@ -136,7 +136,8 @@ def server_scenario(chunks: int, concurrency: int, questions: list[str]) -> dict
                 seconds = time.perf_counter() - start
             return {
                 "started_mb": _mb(started), "loaded_mb": _mb(loaded), "peak_mb": _mb(sampler.peak),
-                "per_run_mb": _mb(sampler.peak - loaded) / concurrency, "first_question_s": first_s, "start_s": started_s,
+                "per_run_mb": _mb(sampler.peak - loaded) / concurrency, "first_question_s": first_s,
+                "start_s": started_s,
                 "concurrent_s": seconds, "ended": ended,
             }  # fmt: skip
         finally:

@@ -50,7 +50,8 @@ def scripted_loop_yaml(latency: float) -> str:
     ]
     llm = ScriptedChatGenerator(script, latency=latency)
     retriever = SafeRetriever(InMemoryBM25Retriever(SparseBM25DocumentStore(index="serve-bench")))
-    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm), retriever, controller=LoopController(max_iterations=4))
+    controller = LoopController(max_iterations=4)
+    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm), retriever, controller=controller)
     pipeline.metadata = {"llm": f"scripted ({latency} s/call)", "policy": "search the question, then answer"}
     return servable(pipeline).dumps()
 
@@ -167,7 +168,8 @@ def main() -> None:
     results = _run_levels(args.latency, levels, args.requests, args.workers, store, questions)
     ceiling = _run_levels(0.0, [64], args.ceiling_requests, args.workers, store, questions)[0]
     print(f"hayhooks, {args.workers} worker(s), {store.count_documents()} paragraphs; scripted LLM "
-          f"{args.latency:.3f} s/call, {LLM_CALLS_PER_QUESTION} calls/question -> ideal latency {ideal:.3f} s")  # fmt: skip
+          f"{args.latency:.3f} s/call, {LLM_CALLS_PER_QUESTION} calls/question "
+          f"-> ideal latency {ideal:.3f} s")  # fmt: skip
     print(f"{'concurrency':>11} {'requests':>8} {'req/s':>8} {'median s':>9} {'p95 s':>7} {'wall s':>7} "
           f"{'ideal wall s':>12} {'wall/ideal':>10} {'CPU ms/q':>9} {'failures':>8}")  # fmt: skip
     for r in results:

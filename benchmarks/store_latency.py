@@ -132,11 +132,10 @@ def in_memory_rows(rows, size, docs, queries, questions, baseline_queries: int) 
         index_s = time.perf_counter() - start
         retriever = InMemoryBM25Retriever(store, top_k=5)
         slow = cls is InMemoryDocumentStore
-        measure(
-            rows, size, name, lambda q: retriever.run(query=q[0]), question_loop(store, retriever),
-            queries[:baseline_queries] if slow else queries, questions[: max(3, baseline_queries // 4)] if slow else questions,
-            index_s,
-        )  # fmt: skip
+        searches = queries[:baseline_queries] if slow else queries
+        asked = questions[: max(3, baseline_queries // 4)] if slow else questions
+        ask = question_loop(store, retriever)
+        measure(rows, size, name, lambda q: retriever.run(query=q[0]), ask, searches, asked, index_s)
 
 
 def milvus_rows(rows, size, docs, queries, questions, flush: bool) -> None:
@@ -156,7 +155,8 @@ def milvus_rows(rows, size, docs, queries, questions, flush: bool) -> None:
         sparse = MilvusSparseEmbeddingRetriever(store, top_k=5)
         hybrid = MilvusHybridRetriever(store, top_k=5)
         for name, search, ask in (
-            ("Milvus Lite dense", lambda q: dense.run(query_embedding=q[1]), question_loop(store, dense, HashEmbedder())),
+            ("Milvus Lite dense", lambda q: dense.run(query_embedding=q[1]),
+             question_loop(store, dense, HashEmbedder())),
             ("Milvus Lite BM25", lambda q: sparse.run(query_text=q[0]), question_loop(store, sparse)),
             ("Milvus Lite hybrid", lambda q: hybrid.run(query_embedding=q[1], query_text=q[0]),
              question_loop(store, hybrid, HashEmbedder())),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "AgenticRouter": "haystack_agentic.components.routers.agentic_router",
     "Answerer": "haystack_agentic.components.generators.answerer",
+    "EvidenceChecker": "haystack_agentic.components.evidence.evidence_checker",
     "BridgeEntityRouter": "haystack_agentic.components.routers.bridge_entity_router",
     "FallbackSynthesizer": "haystack_agentic.components.generators.fallback_synthesizer",
     "HHEMGrounder": "haystack_agentic.components.grounders.hhem_grounder",
@@ -35,6 +36,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily
+    from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
     from haystack_agentic.components.generators.answerer import Answerer
     from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
     from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder

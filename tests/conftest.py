@@ -163,7 +163,8 @@ def build_loop(store: InMemoryDocumentStore):
     Keyword arguments: `mode`, `max_iterations`, `chunk_cap`, `answer_script` / `fallback_script` (lists of turns
     for per-call scripted answer / fallback LLMs), `answerer` / `fallback` (ready components), `fallback_enabled`,
     `retriever` (overrides a fresh BM25 retriever over `store`), `per_call`, `latency`, `router_kwargs`,
-    `answerer_kwargs`, `fallback_kwargs`.
+    `answerer_kwargs`, `fallback_kwargs`, `evidence_checker` (an `EvidenceChecker`; default: none, so the tests of
+    other behaviour are not held back by the evidence check; tests/test_evidence_checker.py covers it).
     """
 
     def factory(
@@ -183,6 +184,7 @@ def build_loop(store: InMemoryDocumentStore):
         router_kwargs: dict[str, Any] | None = None,
         answerer_kwargs: dict[str, Any] | None = None,
         fallback_kwargs: dict[str, Any] | None = None,
+        evidence_checker: Any = None,
     ) -> Loop:
         if per_call is None:
             per_call = mode == "json"  # json mode sends a fresh one-message prompt each turn
@@ -203,6 +205,8 @@ def build_loop(store: InMemoryDocumentStore):
             controller=LoopController(max_iterations=max_iterations, chunk_cap=chunk_cap),
             answerer=answerer,
             fallback=fallback,
+            evidence_checker=evidence_checker,
+            check_evidence=evidence_checker is not None,
         )
         return Loop(pipeline, llm, used_retriever, answer_llm, fallback_llm)
 

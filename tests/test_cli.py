@@ -123,6 +123,45 @@ def test_ask_prints_the_trace_for_a_sample_question(sample_store, capsys):
     assert "1. search" in out and "Answer:" in out and "Terminated by: answered" in out
 
 
+ARTHUR = "Which magazine was started first Arthur's Magazine or First for Women?"
+
+
+@pytest.mark.integration
+@needs_model
+def test_ask_arthurs_magazine_offline_gives_up_honestly(sample_store, capsys):
+    """Issue 16: the shipped corpus holds neither magazine's page; the offline default must not invent an answer."""
+    capsys.readouterr()
+    assert main(["ask", ARTHUR, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["terminated_by"] == "gave_up"
+    assert result["answer"].startswith("I could not find the answer in the documents.")
+    assert "do not contain the answer" in result["answer"] and f'"{ARTHUR}"' in result["answer"]
+    assert "First for Women." not in result["answer"]
+    assert result["usage"].get("answer", {}).get("calls", 0) == 0  # the answer LLM never ran
+    evidence = result["evidence"]
+    assert evidence["sufficient"] is False and evidence["action"] == "give_up"
+    assert evidence["score"] < evidence["threshold"] and evidence["reason"]
+    # The same question, answered with a warning when asked to.
+    assert main(["ask", ARTHUR, "--on-insufficient-evidence", "answer_with_warning"]) == 0
+    out = capsys.readouterr().out
+    assert "Terminated by: answered" in out and "Warning: The documents found may not contain the answer" in out
+    assert "Evidence: insufficient" in out
+
+
+def test_eval_unanswerable_reports_abstention(tmp_path, store_env, capsys):
+    out_dir = tmp_path / "eval"
+    code = main(["eval", "--unanswerable", "--no-answer", "--limit", "3", "--configs", "bridge-entity",
+                 "--out", str(out_dir), "--json", "--quiet"])
+    assert code == 0
+    totals = json.loads(capsys.readouterr().out)
+    summary = totals["hotpotqa_dev_sample"]["bridge-entity"]
+    assert summary["unanswerable"] == 3 and summary["normal"] == 3
+    assert 0.0 <= summary["abstention_rate"] <= 1.0 and summary["threshold"] is not None
+    assert summary["checks"] >= 6 and summary["ms_per_check_mean"] > 0
+    report = json.loads((out_dir / "hotpotqa_dev_sample-unanswerable.json").read_text())
+    assert {q["condition"] for q in report["configs"]["bridge-entity"]["questions"]} == {"normal", "unanswerable"}
+
+
 @pytest.mark.integration
 @needs_model
 def test_console_script_runs_as_a_user_would(sample_store):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""SparseBM25DocumentStore gives InMemoryBM25Retriever's results: same ids, scores and order, with and without filters."""
+"""SparseBM25DocumentStore gives InMemoryBM25Retriever's results: same ids, scores, order, with and without filters."""
 
 import uuid
 from pathlib import Path
@@ -103,8 +103,8 @@ def test_changes_to_the_documents_are_seen():
     extra = Document(id="new", content="Greenwich Village Greenwich Village Trigiani", meta={"parity": 1})
     for store in (plain, sparse):
         store.write_documents([extra])
-        store.write_documents([Document(id="new", content="a different text entirely about rivers", meta={"parity": 1})],
-                              policy=DuplicatePolicy.OVERWRITE)  # fmt: skip
+        replacement = Document(id="new", content="a different text entirely about rivers", meta={"parity": 1})
+        store.write_documents([replacement], policy=DuplicatePolicy.OVERWRITE)
         store.delete_documents(["twin-0"])
     for query in ("Greenwich Village", "rivers", queries[1]):
         _same(plain, sparse, query, top_k=5)

@@ -83,6 +83,12 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
     ask.add_argument("--store", help="Store file to load (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
     ask.add_argument("--filters", help="Haystack metadata filters as JSON, applied to every search.")
     ask.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
+    ask.add_argument(
+        "--on-insufficient-evidence",
+        choices=["give_up", "answer_with_warning"],
+        help="When the documents found do not support an answer: give up saying so (the packaged default), or "
+        "answer with a warning.",
+    )
     ask.add_argument("--quiet", action="store_true", help="No progress output.")
     add_backend_arguments(ask)
     return ask
@@ -267,7 +273,46 @@ def print_trace(console: Console, question: str, result: dict[str, Any], seconds
     )
     if result.get("error"):
         console.print(f"[bold red]Error:[/bold red] {result['error']}", highlight=False)
+    print_evidence(console, result)
     print_grounding(console, result)
+
+
+def print_evidence(console: Console, result: dict[str, Any]) -> None:
+    """
+    Print the evidence check's verdict (score, threshold, method, reason) and any warning.
+
+    :param console: Where to print.
+    :param result: The loop's result dict.
+    """
+    evidence = result.get("evidence")
+    if not evidence:
+        return
+    verdict = "sufficient" if evidence.get("sufficient") else "insufficient"
+    console.print(
+        f"[bold]Evidence:[/bold] {verdict}, score {evidence.get('score', 0):.2f} (needed "
+        f"{evidence.get('threshold', 0):.2f}, {evidence.get('method')}); ",
+        end="",
+        highlight=False,
+    )
+    console.print(printable(str(evidence.get("reason") or "")), highlight=False, markup=False)
+    if evidence.get("warning"):
+        console.print("[bold yellow]Warning:[/bold yellow] ", end="")
+        console.print(printable(evidence["warning"]), highlight=False, markup=False)
+
+
+def set_evidence_policy(pipeline: Pipeline, policy: str) -> None:
+    """
+    Set `on_insufficient_evidence` on the pipeline's evidence check.
+
+    :param pipeline: The loop pipeline.
+    :param policy: `give_up` or `answer_with_warning`.
+    :raises CLIError: If the pipeline has no evidence check.
+    """
+    try:
+        checker = pipeline.get_component("evidence")
+    except ValueError as exc:
+        raise CLIError("--on-insufficient-evidence needs a pipeline with an `evidence` component.") from exc
+    checker.on_insufficient_evidence = policy
 
 
 def print_grounding(console: Console, result: dict[str, Any]) -> None:
@@ -370,6 +415,8 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)
     load_store_into(pipeline, store_path, err, quiet, auto_index=not explicit_store)
     prepare_grounder(pipeline, llm, err)
+    if getattr(args, "on_insufficient_evidence", None):
+        set_evidence_policy(pipeline, args.on_insufficient_evidence)
     describe = {
         "llm": pipeline.metadata.get("llm", "configured in the pipeline YAML"),
         "policy": pipeline.metadata.get("policy", "configured in the pipeline YAML"),

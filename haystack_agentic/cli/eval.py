@@ -15,6 +15,14 @@ searches, LLM calls and tokens per question, seconds) and writes
 Answers of the one-shot and bridge-entity configurations come from the
 packaged SmolLM2-135M (offline). --no-answer skips the answer LLM and reports
 retrieval only (evidence recall, searches), which takes seconds.
+
+--unanswerable measures the evidence check instead: every question runs as it
+is and again with its gold paragraphs removed from the store; per configuration
+it reports the abstention rate on the unanswerable runs, the answer rate on the
+normal runs whose evidence was found, the precision/recall curve of the check's
+score with the threshold in use, and ms per check
+(<out>/<name>-unanswerable.json). The check runs before the answer LLM, so
+--no-answer gives the same figures for the offline configurations, faster.
 """
 
 import argparse
@@ -65,6 +73,12 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="Only the first N questions of each dataset.")
     p.add_argument("--budget", type=int, default=6, help="Chunk budget of every configuration (default 6).")
     p.add_argument("--no-answer", action="store_true", help="Retrieval only: no answer LLM; recall and searches.")
+    p.add_argument(
+        "--unanswerable",
+        action="store_true",
+        help="Measure the evidence check: each question also runs with its gold paragraphs removed (abstention rate, "
+        "answer rate when the evidence was found, precision/recall of the check's score).",
+    )
     p.add_argument(
         "--configs",
         default=",".join(CONFIG_NAMES),
@@ -175,6 +189,10 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             configs.append(bridge_entity_config(store, args.budget, answer_llm))
         if "llm-router" in wanted and router_llm is not None:
             configs.append(llm_router_config(store, router_llm, args.budget, args.mode, args.router_max_iterations))
+        if args.unanswerable:
+            summary = _run_unanswerable(args, path, rows, store, configs, console, err, out_dir)
+            totals[path.stem] = summary
+            continue
         started = time.perf_counter()
         with Progress(
             TextColumn("[bold]{task.description}"),
@@ -222,3 +240,48 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(totals, ensure_ascii=False, indent=2))
     return 0
+
+
+def _run_unanswerable(
+    args: argparse.Namespace, path: Path, rows: list, store: Any, configs: list, console: Console, err: Console,
+    out_dir: Path,
+) -> dict[str, Any]:
+    """`eval --unanswerable` for one dataset: run, print a table, write the JSON; returns the summaries."""
+    from rich.table import Table
+
+    from haystack_agentic.evaluation.report import write_json
+    from haystack_agentic.evaluation.unanswerable import run_abstention_eval
+
+    started = time.perf_counter()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, disable=args.quiet or args.json, transient=True) as progress:
+        task = progress.add_task(path.stem, total=len(rows) * len(configs))
+        report = run_abstention_eval(rows, store, configs, on_question=lambda name, done: progress.advance(task))
+    report["meta"] = {"data": str(path), "questions": len(rows), "documents": store.count_documents(),
+                      "budget": args.budget, "seconds": time.perf_counter() - started}
+    json_path = write_json(report, out_dir / f"{path.stem}-unanswerable.json")
+    summaries = {name: {k: v for k, v in entry["summary"].items() if k != "pr_curve_full"}
+                 for name, entry in report["configs"].items()}
+    if args.json:
+        return summaries
+
+    def pct(value: Any) -> str:
+        return "-" if value is None else f"{value:.1%}"
+
+    table = Table(title=f"{path.stem}: evidence check on an unanswerable split ({len(rows)} questions)")
+    for column in ("Config", "Abstention (unanswerable)", "Answer rate (evidence found)", "Answer rate (all normal)",
+                   "AUC", "Threshold", "ms/check"):
+        table.add_column(column)
+    for name, s in summaries.items():
+        ms = s["ms_per_check_mean"]
+        table.add_row(name, f"{pct(s['abstention_rate'])} of {s['unanswerable']}",
+                      f"{pct(s['answer_rate_evidence_found'])} of {s['evidence_found']}",
+                      f"{pct(s['answer_rate_normal'])} of {s['normal']}",
+                      "-" if s["auc"] is None else f"{s['auc']:.3f}", str(s["threshold"]),
+                      "-" if ms is None else f"{ms:.1f}")
+    console.print(table)
+    for name, s in summaries.items():
+        points = ", ".join(f"t={p['threshold']:.2f}: P {p['precision']:.2f} R {p['recall']:.2f}" for p in s["pr_curve"])
+        console.print(f"[dim]{name} precision/recall of the score: {points}[/dim]", highlight=False)
+    console.print(f"[dim]wrote {json_path}[/dim]", highlight=False)
+    return summaries

@@ -19,8 +19,9 @@ logger = logging.getLogger(__name__)
 #: Values of `LoopState.terminated_by`.
 TERMINATIONS = ("answered", "gave_up", "max_iterations", "error")
 
-#: The LLM roles whose calls and tokens are counted in `LoopState.usage` (`grounding`: the judge grounder).
-ROLES = ("controller", "answer", "fallback", "grounding")
+#: The LLM roles whose calls and tokens are counted in `LoopState.usage` (`grounding`: the judge grounder;
+#: `evidence`: the evidence checker's LLM judge).
+ROLES = ("controller", "answer", "fallback", "grounding", "evidence")
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,9 @@ class LoopState:
     :param search_failures: Consecutive searches that failed (store errors); a successful search resets it.
     :param stop_reason: Set when a component ends the loop early; the controller then sends the state to the
         fallback as if `max_iterations` were reached.
+    :param evidence: The last verdict of the evidence check (`EvidenceChecker`): whether the chunks support an
+        answer, its score and reason, and what the check did (answer, search again, give up, warn); `None` before
+        any check.
     """
 
     question: str
@@ -146,6 +150,7 @@ class LoopState:
     empty_replies: int = 0
     stop_reason: str | None = None
     search_failures: int = 0
+    evidence: Mapping[str, Any] | None = None
 
     # Haystack deep-copies every component input at every pipeline step. The state is immutable (and chunks
     # are never mutated in place), so sharing is safe and makes the copy free.
@@ -275,7 +280,8 @@ class LoopState:
         :returns: A dict with `answer` (str or None), `terminated_by` (str), `iterations` (int),
             `tool_history` (list of `ToolStep.to_dict()`), `documents` (list of `Document.to_dict()`, best first,
             embeddings dropped), `grounding` (dict or None), `usage` (per role: calls, prompt_tokens,
-            completion_tokens; plus `total`), `error` (str or None) and `metadata` (dict).
+            completion_tokens; plus `total`), `error` (str or None), `metadata` (dict) and `evidence` (the evidence
+            check's last verdict: `sufficient`, `score`, `threshold`, `reason`, `action`...; or None).
         """
         total = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         for counts in self.usage.values():
@@ -292,6 +298,7 @@ class LoopState:
             "usage": {**{role: dict(counts) for role, counts in self.usage.items()}, "total": total},
             "error": self.error,
             "metadata": _jsonable(self.metadata),
+            "evidence": _jsonable(self.evidence) if self.evidence is not None else None,
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -193,10 +193,11 @@ def left_out_note(report: dict[str, Any]) -> str | None:
     empty = [c.header for _, columns in groups for c in columns if c.empty]
     if not empty:
         return None
-    retrieval_only = (report.get("meta") or {}).get("retrieval_only")
-    why = "retrieval-only run or no grounder" if retrieval_only is None else (
-        "retrieval-only run: no answers" if retrieval_only else "no values")
-    return f"Not shown ({why}): {', '.join(empty)}."
+    reasons = {"EM": "no answers scored", "F1": "no answers scored", "grounding": "no grounding scores"}
+    notes: dict[str, list[str]] = {}
+    for header in empty:
+        notes.setdefault(reasons.get(header, "no values"), []).append(header)
+    return "Not shown: " + "; ".join(f"{', '.join(headers)} ({why})" for why, headers in notes.items()) + "."
 
 
 def per_question_tables(report: dict[str, Any], console: Console) -> list[Table]:

@@ -38,6 +38,7 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
+from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.pipelines.default_pipelines import EMBEDDED_GENERATE_PROMPT, EMBEDDED_SYSTEM_PROMPT
@@ -97,13 +98,16 @@ def _fallback(generator: Any, budget: int) -> FallbackSynthesizer:
     return FallbackSynthesizer(chat_generator=generator, max_chunks=budget, chunk_chars=700, enabled=generator is not None)
 
 
-def one_shot_config(store: InMemoryDocumentStore, budget: int = 6, answer_generator: Any = None) -> EvalConfig:
+def one_shot_config(
+    store: InMemoryDocumentStore, budget: int = 6, answer_generator: Any = None, evidence_checker: Any = None
+) -> EvalConfig:
     """
     Retrieve once (`budget` chunks), then answer.
 
     :param store: The document store.
     :param budget: Chunks retrieved (and kept).
     :param answer_generator: The answer LLM, or `None` for retrieval-only.
+    :param evidence_checker: The loop's evidence check (default: the offline `EvidenceChecker()`).
     :returns: The configuration.
     """
     router = BridgeEntityRouter(document_store=store, first_top_k=budget, max_follow_ups=0)
@@ -113,12 +117,17 @@ def one_shot_config(store: InMemoryDocumentStore, budget: int = 6, answer_genera
         controller=LoopController(max_iterations=2, chunk_cap=budget),
         answerer=_answerer(answer_generator, budget),
         fallback=_fallback(answer_generator, budget),
+        evidence_checker=evidence_checker,
     )
     return EvalConfig("one-shot", f"one BM25 search of {budget} chunks, then answer", pipeline)
 
 
 def bridge_entity_config(
-    store: InMemoryDocumentStore, budget: int = 6, answer_generator: Any = None, max_follow_ups: int = 2
+    store: InMemoryDocumentStore,
+    budget: int = 6,
+    answer_generator: Any = None,
+    max_follow_ups: int = 2,
+    evidence_checker: Any = None,
 ) -> EvalConfig:
     """
     The deterministic multi-hop policy: the question (`budget - max_follow_ups` chunks), then bridge entities.
@@ -127,6 +136,7 @@ def bridge_entity_config(
     :param budget: Chunk cap of the run (the policy never retrieves more).
     :param answer_generator: The answer LLM, or `None` for retrieval-only.
     :param max_follow_ups: Bridge-entity searches (1 chunk each) after the first search.
+    :param evidence_checker: The loop's evidence check (default: the offline `EvidenceChecker()`).
     :returns: The configuration.
     :raises ValueError: If `budget <= max_follow_ups`.
     """
@@ -138,9 +148,10 @@ def bridge_entity_config(
     pipeline = build_loop_pipeline(
         router,
         InMemoryBM25Retriever(document_store=store),
-        controller=LoopController(max_iterations=max_follow_ups + 2, chunk_cap=budget),
+        controller=LoopController(max_iterations=max_follow_ups + 3, chunk_cap=budget),
         answerer=_answerer(answer_generator, budget, chunks_per_search=2),
         fallback=_fallback(answer_generator, budget),
+        evidence_checker=evidence_checker,
     )
     description = f"bridge entities: question {budget - max_follow_ups} chunks + up to {max_follow_ups} x 1"
     return EvalConfig("bridge-entity", description, pipeline)
@@ -153,6 +164,7 @@ def llm_router_config(
     mode: str = "tools",
     max_iterations: int = 6,
     name: str = "llm-router",
+    evidence_checker: Any = None,
 ) -> EvalConfig:
     """
     `AgenticRouter` driven by `chat_generator`; the controller's answer is final (tools mode).
@@ -163,6 +175,8 @@ def llm_router_config(
     :param mode: `"tools"` or `"json"`.
     :param max_iterations: Most router turns.
     :param name: The configuration's name.
+    :param evidence_checker: The loop's evidence check (default: `EvidenceChecker` with `chat_generator` as its
+        judge, as in the packaged LLM pipelines).
     :returns: The configuration.
     """
     router = AgenticRouter(
@@ -174,6 +188,7 @@ def llm_router_config(
         controller=LoopController(max_iterations=max_iterations, chunk_cap=budget),
         answerer=Answerer(chat_generator=chat_generator if mode == "json" else None, temperature=0.0),
         fallback=_fallback(chat_generator, budget),
+        evidence_checker=evidence_checker or EvidenceChecker(chat_generator=chat_generator),
     )
     return EvalConfig(name, f"AgenticRouter ({mode} mode), up to {max_iterations} turns", pipeline)
 

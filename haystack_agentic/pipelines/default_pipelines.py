@@ -11,6 +11,9 @@ match what this module builds.
 - `agentic_rag_json.yml`: the same in `json` mode, for models without tool calling.
 - `agentic_rag_embedded.yml`: the offline default: `BridgeEntityRouter` (deterministic) with the packaged
   SmolLM2-135M writing the answer; no API key, no server.
+- Each of them checks the evidence before the final answer (`EvidenceChecker`, component `evidence`): the offline
+  check in the embedded pipelines, the LLM as judge in the OpenAI-compatible ones; a run whose chunks do not
+  support an answer searches again while the budget allows, then ends `gave_up` saying so.
 - Each of them ends with an `HHEMGrounder` stage (sentence-level grounding, local HHEM weights only: without
   them grounding is skipped with the reason in the result). `agentic_rag_ungrounded.yml` and
   `agentic_rag_embedded_ungrounded.yml` are the same loops without that stage, for users who do not want its cost.
@@ -32,6 +35,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
+from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
@@ -127,7 +131,8 @@ def embedded_pipeline(
         router,
         retriever if retriever is not None else SafeRetriever(InMemoryBM25Retriever(document_store=store)),
         query_embedder=query_embedder,
-        controller=LoopController(max_iterations=router.max_follow_ups + 2, chunk_cap=router.max_chunks),
+        # One turn more than the policy's searches and answer: room for one answer the evidence check refuses.
+        controller=LoopController(max_iterations=router.max_follow_ups + 3, chunk_cap=router.max_chunks),
         answerer=Answerer(
             chat_generator=EmbeddedChatGenerator(),
             system_prompt=EMBEDDED_SYSTEM_PROMPT,
@@ -137,6 +142,7 @@ def embedded_pipeline(
             chunks_per_search=2,
         ),
         fallback=FallbackSynthesizer(chat_generator=EmbeddedChatGenerator(), max_chunks=router.max_chunks, chunk_chars=700),
+        evidence_checker=EvidenceChecker(),
         grounder=default_grounder() if grounded else None,
         metadata={
             "llm": "SmolLM2-135M-Instruct (embedded, offline)",
@@ -214,9 +220,8 @@ def embedded_milvus_dense_pipeline() -> Pipeline:
     from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
 
     store = _milvus_store_for_yaml(bm25=False)
-    return embedded_pipeline(
-        store=store, retriever=SafeRetriever(MilvusEmbeddingRetriever(document_store=store)), query_embedder=MiniLMTextEmbedder()
-    )
+    retriever = SafeRetriever(MilvusEmbeddingRetriever(document_store=store))
+    return embedded_pipeline(store=store, retriever=retriever, query_embedder=MiniLMTextEmbedder())
 
 
 def embedded_dense_pipeline() -> Pipeline:
@@ -283,6 +288,7 @@ def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
         controller=LoopController(max_iterations=10, chunk_cap=30),
         answerer=Answerer(chat_generator=answer_llm, temperature=0.0),
         fallback=FallbackSynthesizer(chat_generator=openai_generator(), temperature=0.0),
+        evidence_checker=EvidenceChecker(chat_generator=openai_generator()),
         grounder=default_grounder() if grounded else None,
         metadata={"llm": f"OpenAI-compatible ({DEFAULT_OPENAI_MODEL})", "policy": f"LLM router ({mode} mode)"},
     )

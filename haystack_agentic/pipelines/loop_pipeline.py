@@ -10,6 +10,7 @@ from typing import Any
 
 from haystack import Pipeline, logging
 
+from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.components.loop.loop_controller import LoopController
@@ -42,6 +43,8 @@ def build_loop_pipeline(
     query_embedder: Any = None,
     grounder: Any = None,
     metadata: dict[str, Any] | None = None,
+    evidence_checker: Any = None,
+    check_evidence: bool = True,
 ) -> Pipeline:
     """
     Wire the agentic loop around a router and a retriever.
@@ -54,6 +57,9 @@ def build_loop_pipeline(
     `controller.failed`)
     meets in `finish` (a `LoopStateJoiner`: a `BranchJoiner` with `run_async`), then the optional `grounder`, then
     `result` (`LoopResultBuilder`).
+    With the evidence check (the default), `evidence` sits on both answer paths: `router.answer -> evidence.state`
+    and `controller.exhausted -> evidence.exhausted`; it sends the run on to `answerer` / `fallback`, back into
+    the loop (`evidence.retry -> controller.refused`) to search again, or to `finish` (gave up).
 
     :param router: An `AgenticRouter` or any component with the same sockets (input `state`; outputs `query`,
         `filters`, `top_k`, `loop`, `answer`, `finished`).
@@ -69,6 +75,10 @@ def build_loop_pipeline(
     :param query_embedder: A text embedder (input `text`, output `embedding`) for dense retrievers, or `None`.
     :param grounder: A grounding stage (input `state`, output `state`), or `None`.
     :param metadata: Pipeline metadata (kept in YAML).
+    :param evidence_checker: The evidence check before the final answer: an `EvidenceChecker` or any component with
+        its sockets (inputs `state`, `exhausted`; outputs `answer`, `fallback`, `retry`, `finished`). `None`
+        (default): `EvidenceChecker()`, the offline check (pass one with a `chat_generator` for the LLM judge).
+    :param check_evidence: `False` builds the loop without an evidence check (answers are never held back).
     :returns: The pipeline. Its input is `controller.query` (and optional `controller.filters`); its output
         `result.result`.
     """
@@ -90,13 +100,19 @@ def build_loop_pipeline(
     pipeline.add_component("retriever", retriever)
     pipeline.add_component("answerer", answerer)
     pipeline.add_component("fallback", fallback)
+    if check_evidence:
+        pipeline.add_component("evidence", evidence_checker if evidence_checker is not None else EvidenceChecker())
     pipeline.add_component("finish", LoopStateJoiner())
     if grounder is not None:
         pipeline.add_component("grounder", grounder)
     pipeline.add_component("result", LoopResultBuilder())
 
     pipeline.connect("controller.state", "router.state")
-    pipeline.connect("controller.exhausted", "fallback.state")
+    if check_evidence:
+        pipeline.connect("controller.exhausted", "evidence.exhausted")
+        pipeline.connect("evidence.fallback", "fallback.state")
+    else:
+        pipeline.connect("controller.exhausted", "fallback.state")
     retriever_inputs = _socket_names(retriever, "__haystack_input__")
     text_input = next((name for name in ("query", "query_text") if name in retriever_inputs), None)
     if query_embedder is not None:
@@ -112,7 +128,13 @@ def build_loop_pipeline(
     pipeline.connect("retriever.documents", "controller.documents")
     if "error" in _socket_names(retriever, "__haystack_output__"):  # e.g. a SafeRetriever: failed searches
         pipeline.connect("retriever.error", "controller.search_error")
-    pipeline.connect("router.answer", "answerer.state")
+    if check_evidence:
+        pipeline.connect("router.answer", "evidence.state")
+        pipeline.connect("evidence.answer", "answerer.state")
+        pipeline.connect("evidence.retry", "controller.refused")
+        pipeline.connect("evidence.finished", "finish.value")
+    else:
+        pipeline.connect("router.answer", "answerer.state")
     pipeline.connect("answerer.state", "controller.revised")
     pipeline.connect("router.finished", "finish.value")
     pipeline.connect("answerer.finished", "finish.value")

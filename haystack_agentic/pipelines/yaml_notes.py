@@ -94,6 +94,10 @@ COMPONENT_NOTES = {
     "Nothing to change.",
     "SparseBM25DocumentStore": "the in-memory store with BM25 as a sparse matrix (fast at 100k chunks; same results "
     "and filters as InMemoryDocumentStore, same saved file format).\nChange: bm25_parameters, bm25_algorithm.",
+    "EvidenceChecker": "checks, before the final answer, that the chunks found support one (offline: key entities and "
+    "content words covered, MiniLM similarity, calibrated weights; with chat_generator: an LLM judge). When they do "
+    "not: search again while turns remain, else give up saying what was searched.\n"
+    "Change: on_insufficient_evidence (give_up / answer_with_warning), threshold, chat_generator.",
     "LoopResultBuilder": "builds the result (answer, termination, documents, grounding, usage).\nNothing to change.",
     "FileTypeRouter": "sends each file to the converter for its MIME type.\n"
     "Change: mime_types, together with the converters.",

@@ -209,6 +209,7 @@ class LoopController:
         documents: list[Document] | None = None,
         search_error: str | None = None,
         revised: LoopState | None = None,
+        refused: LoopState | None = None,
     ) -> dict[str, LoopState]:
         """
         Start a run, or record the turn that just happened and decide whether the loop goes on.
@@ -221,17 +222,20 @@ class LoopController:
             is recorded in the tool step (`result`) and given to the controller LLM as a tool error; the loop goes on.
         :param revised: The state coming back from the answerer after a reflect or draft turn (`answerer.state`).
             A second socket rather than a joiner in front of `state`: one component less to schedule per turn.
+        :param refused: The state coming back from the evidence check (`evidence.retry`): an answer it did not
+            accept while the iteration budget leaves room to search again.
         :returns: `{"state": LoopState}` to take another router turn, or `{"exhausted": LoopState}` when
             `max_iterations` turns have been taken, or a component asked the loop to stop (`state.stop_reason`,
             e.g. a controller LLM that keeps replying with nothing), or `{"failed": LoopState}` (ended with
             `terminated_by="error"`) after `max_search_failures` failed searches in a row.
         :raises ValueError: On the first visit, if `query` is missing, not a string or blank.
         """
-        if state is None and revised is None:
+        arrived = [s for s in (state, revised, refused) if s is not None]
+        if not arrived:
             return {"state": self._start(query, filters)}
-        if state is not None and revised is not None:
-            raise ValueError("LoopController got a state from the router and from the answerer in one visit.")
-        state = self._record_turn(state if state is not None else revised, documents, search_error)
+        if len(arrived) > 1:
+            raise ValueError("LoopController got more than one state (router, answerer, evidence) in one visit.")
+        state = self._record_turn(arrived[0], documents, search_error)
         if state.search_failures >= self.max_search_failures:
             error = f"{state.search_failures} searches failed in a row; the last: {search_error}"
             logger.warning("Ending the run: {error}", error=error)
@@ -250,6 +254,7 @@ class LoopController:
         documents: list[Document] | None = None,
         search_error: str | None = None,
         revised: LoopState | None = None,
+        refused: LoopState | None = None,
     ) -> dict[str, LoopState]:
         """
         Async twin of `run` (the bookkeeping does no I/O): lets `Pipeline.run_async` call it on the event loop
@@ -258,7 +263,8 @@ class LoopController:
         :returns: The same as `run`.
         """
         return self.run(
-            query=query, filters=filters, state=state, documents=documents, search_error=search_error, revised=revised
+            query=query, filters=filters, state=state, documents=documents, search_error=search_error, revised=revised,
+            refused=refused,
         )
 
     def _start(self, query: Any, filters: dict[str, Any] | None) -> LoopState:

@@ -33,6 +33,7 @@ from haystack_agentic.llm.prompts import format_chunks, render
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
+from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
 from haystack_agentic.tracing import trace_turn
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
@@ -53,7 +54,7 @@ Use only facts from search results. You have at most {{ max_iterations }} turns;
 """
 
 #: Prompt of the controller LLM in `json` mode, sent fresh each turn. Variables: `question`, `chunks`,
-#: `history`, `draft`, `iteration`, `max_iterations`.
+#: `history`, `draft`, `iteration`, `max_iterations`, `refusal` (why the evidence check refused the last answer).
 DEFAULT_JSON_PROMPT = """\
 You decide the next step of a search for the answer to a question.
 Question: {{ question }}
@@ -72,6 +73,9 @@ No chunks found yet.
 {% endif %}
 {% if draft %}
 Current draft answer: {{ draft }}
+{% endif %}
+{% if refusal %}
+{{ refusal }}
 {% endif %}
 Reply with one JSON object and nothing else:
 {"action": "search", "query": "<what to search next>", "reasoning": "<why>"}
@@ -103,6 +107,10 @@ class AgenticRouter(_ReplyRouting):
       routes to generate without calling the LLM.
 
     A generator exception ends the run with `terminated_by="error"` and the error kept.
+
+    When the loop's `EvidenceChecker` refuses an answer (the chunks do not support one) and sends the run back, the
+    next turn tells the model why: the result of its `answer` tool call (tools mode) or a line in the prompt (json
+    mode), so it searches again or gives up instead of answering from the same chunks.
 
     ### Usage example
     ```python
@@ -263,8 +271,10 @@ class AgenticRouter(_ReplyRouting):
                 draft=state.draft,
                 iteration=state.iteration + 1,
                 max_iterations=state.max_iterations,
+                refusal=refusal_note(state),
             )
             return state, [ChatMessage.from_user(prompt)], None
+        state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
         if not state.messages:
             system = render(
                 self.system_prompt or DEFAULT_TOOLS_SYSTEM_PROMPT,

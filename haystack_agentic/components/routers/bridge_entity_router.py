@@ -9,6 +9,7 @@ from haystack import component, default_from_dict, default_to_dict, logging
 
 from haystack_agentic.tracing import trace_turn
 from haystack_agentic.components.routers.agentic_router import count_final_turn
+from haystack_agentic.evidence.feedback import missing_evidence_query
 from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
 
@@ -43,7 +44,9 @@ class BridgeEntityRouter:
     that document by a `meta.title` filter ANDed with the run's filters, until
     `max_follow_ups` follow-ups are done or no new bridge entity is found; then it routes to the answerer, which
     writes the answer from the chunks; when no search found any chunk it gives up (`gave_up`) instead, so no
-    answer is written from no evidence. It never calls an LLM, so the loop costs one answer call per question.
+    answer is written from no evidence. When the loop's `EvidenceChecker` refuses the answer and sends the run
+    back, a follow-up searches what the check found missing (a key entity no chunk mentions, else the question's
+    absent words) if follow-ups remain. It never calls an LLM, so the loop costs one answer call per question.
 
     The title index is built from the `document_store`'s `meta["title"]` values on first use and rebuilt when
     the store's document count changes.
@@ -204,6 +207,9 @@ class BridgeEntityRouter:
                 return self._search(
                     state, turn, best["query"], best["top_k"], "bridge entity", extra_filters=best["filters"]
                 )
+            searched_again = self._search_missing_evidence(state, turn)
+            if searched_again is not None:
+                return searched_again
         if not state.chunks:
             # Nothing found at all: say so instead of letting the answer LLM answer from no evidence.
             step = ToolStep(iteration=turn, action="give_up", result="no chunks found")
@@ -212,6 +218,17 @@ class BridgeEntityRouter:
         reason = "no new bridge entity" if follow_ups_done < self.max_follow_ups else "follow-up budget used"
         step = ToolStep(iteration=turn, action="answer", result=f"answer from chunks ({reason})")
         return count_final_turn({"answer": state.with_step(step).evolve(pending_action="answer")}, turn)
+
+    def _search_missing_evidence(self, state: LoopState, turn: int) -> dict[str, Any] | None:
+        """
+        After the evidence check refused an answer (`EvidenceChecker`), search what it found missing, as a follow-up.
+
+        :returns: The search, or `None` when the last answer was not refused or that search was already made.
+        """
+        query = missing_evidence_query(state)
+        if not query or state.already_searched(query):
+            return None
+        return self._search(state, turn, query, self.follow_up_top_k, "missing evidence")
 
     @component.output_types(
         query=str, filters=dict[str, Any] | None, top_k=int, loop=LoopState, answer=LoopState, finished=LoopState

@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Calibrating and measuring the evidence check: a logistic regression fitted with numpy, the threshold rule, and the
+precision/recall curve of a score.
+
+Usage example:
+```python
+from haystack_agentic.evaluation.calibration import choose_threshold, fit_logistic, precision_recall_curve
+
+model = fit_logistic([[0.9, 0.7], [0.2, 0.1], [0.8, 0.6], [0.3, 0.4]], [1, 0, 1, 0], ["word_coverage", "similarity"])
+scores = [model.score({"word_coverage": x, "similarity": y}) for x, y in [[0.9, 0.7], [0.8, 0.6]]]
+print(choose_threshold(scores, 0.95), precision_recall_curve(scores, [0.1, 0.2])[0])
+```
+"""
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from haystack_agentic.evidence.scoring import EvidenceModel
+
+
+def fit_logistic(
+    rows: Sequence[Sequence[float]],
+    labels: Sequence[int],
+    feature_names: Sequence[str],
+    l2: float = 1.0,
+    iterations: int = 50,
+    name: str = "offline",
+) -> EvidenceModel:
+    """
+    Fit an L2-regularised logistic regression by Newton's method (the intercept is not penalised).
+
+    :param rows: One feature vector per example.
+    :param labels: 1 (the chunks support an answer) or 0, per example.
+    :param feature_names: The name of each column.
+    :param l2: The L2 penalty. Default 1.0.
+    :param iterations: Newton steps. Default 50.
+    :param name: The model's name.
+    :returns: The model, with threshold 0.5 (set it with `choose_threshold`).
+    :raises ValueError: On empty data, a length mismatch, or labels of one class only.
+    """
+    import numpy as np  # noqa: PLC0415 - numpy comes with haystack
+
+    x = np.asarray(rows, dtype=float)
+    y = np.asarray(labels, dtype=float)
+    if x.ndim != 2 or len(x) == 0 or len(x) != len(y) or x.shape[1] != len(feature_names):
+        raise ValueError("fit_logistic needs one row of len(feature_names) values per label, and some rows")
+    if y.min() == y.max():
+        raise ValueError("fit_logistic needs examples of both classes")
+    design = np.hstack([x, np.ones((len(x), 1))])
+    weights = np.zeros(design.shape[1])
+    penalty = l2 * np.diag([*([1.0] * x.shape[1]), 0.0])
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(design @ weights, -60, 60)))
+        gradient = design.T @ (p - y) + penalty @ weights
+        hessian = design.T @ (design * (p * (1 - p))[:, None]) + penalty
+        step = np.linalg.solve(hessian, gradient)
+        weights -= step
+        if float(np.abs(step).max()) < 1e-9:
+            break
+    return EvidenceModel(
+        name=name,
+        weights={n: round(float(w), 4) for n, w in zip(feature_names, weights[:-1])},
+        bias=round(float(weights[-1]), 4),
+        threshold=0.5,
+    )
+
+
+def choose_threshold(positive_scores: Sequence[float], target_answer_rate: float) -> float:
+    """
+    The highest threshold that still accepts at least `target_answer_rate` of the positives.
+
+    :param positive_scores: Scores of the examples whose chunks do support an answer.
+    :param target_answer_rate: The share of them to accept, in (0, 1].
+    :returns: The threshold (accept at score >= it), rounded down to 4 decimals.
+    :raises ValueError: Without scores, or with a rate outside (0, 1].
+    """
+    if not positive_scores or not 0.0 < target_answer_rate <= 1.0:
+        raise ValueError("choose_threshold needs scores and a target rate in (0, 1]")
+    ordered = sorted(positive_scores)
+    rejected = math.floor((1.0 - target_answer_rate) * len(ordered) + 1e-9)
+    return math.floor(ordered[min(rejected, len(ordered) - 1)] * 10_000) / 10_000
+
+
+def precision_recall_curve(
+    positive_scores: Sequence[float], negative_scores: Sequence[float]
+) -> list[dict[str, float]]:
+    """
+    Precision and recall of "sufficient" (score >= t) at every distinct score t.
+
+    :param positive_scores: Scores of answerable examples (evidence found).
+    :param negative_scores: Scores of unanswerable examples.
+    :returns: `[{"threshold", "precision", "recall", "abstention"}]` by rising threshold; `recall` is the answer
+        rate on positives, `abstention` the share of negatives below the threshold.
+    """
+    thresholds = sorted(set(positive_scores) | set(negative_scores))
+    points = []
+    for t in thresholds:
+        tp = sum(s >= t for s in positive_scores)
+        fp = sum(s >= t for s in negative_scores)
+        points.append(
+            {
+                "threshold": round(float(t), 4),
+                "precision": tp / (tp + fp) if tp + fp else 1.0,
+                "recall": tp / len(positive_scores) if positive_scores else 0.0,
+                "abstention": 1.0 - fp / len(negative_scores) if negative_scores else 1.0,
+            }
+        )
+    return points
+
+
+def average_precision(positive_scores: Sequence[float], negative_scores: Sequence[float]) -> float | None:
+    """
+    The area under the precision/recall curve (average precision over the positives, by falling score).
+
+    :param positive_scores: Scores of answerable examples.
+    :param negative_scores: Scores of unanswerable examples.
+    :returns: Average precision in [0, 1], or `None` without positives.
+    """
+    if not positive_scores:
+        return None
+    ranked = sorted([(s, 1) for s in positive_scores] + [(s, 0) for s in negative_scores], key=lambda p: -p[0])
+    hits, total = 0, 0.0
+    for rank, (_, label) in enumerate(ranked, start=1):
+        if label:
+            hits += 1
+            total += hits / rank
+    return total / len(positive_scores)
+
+
+def roc_auc(positive_scores: Sequence[float], negative_scores: Sequence[float]) -> float | None:
+    """
+    The probability that a positive scores above a negative (ties count half).
+
+    :param positive_scores: Scores of answerable examples.
+    :param negative_scores: Scores of unanswerable examples.
+    :returns: The AUC, or `None` when a class is empty.
+    """
+    if not positive_scores or not negative_scores:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positive_scores for n in negative_scores)
+    return wins / (len(positive_scores) * len(negative_scores))
+
+
+def curve_summary(points: list[dict[str, Any]], every: float = 0.05) -> list[dict[str, Any]]:
+    """
+    A few points of a precision/recall curve for a table: the first threshold reaching each recall step.
+
+    :param points: From `precision_recall_curve`.
+    :param every: The recall step. Default 0.05.
+    :returns: At most `1 / every + 1` points, by falling recall.
+    """
+    shown, seen = [], set()
+    for point in sorted(points, key=lambda p: -p["threshold"]):
+        step = math.floor(point["recall"] / every + 1e-9)
+        if step not in seen:
+            seen.add(step)
+            shown.append(point)
+    return sorted(shown, key=lambda p: -p["recall"])

@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Does the loop say "not in the documents" when it should? An evaluation on an *unanswerable* split.
+
+Every question runs twice over the same pooled store (all paragraphs of all questions): once as it is (normal),
+and once with its own gold paragraphs removed from the store (unanswerable; everything else stays). Per
+configuration it reports:
+
+- the abstention rate on unanswerable questions (the run ends `gave_up`);
+- the answer rate on normal questions whose evidence was found (every gold paragraph among the final chunks),
+  and on all normal questions;
+- the precision/recall curve of the evidence check's score (positives: normal runs with their evidence found;
+  negatives: unanswerable runs), its AUC and average precision, and the threshold in use;
+- the evidence check's CPU cost (ms per check).
+
+Usage example:
+```python
+from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
+from haystack_agentic.evaluation.runner import bridge_entity_config, build_store
+from haystack_agentic.evaluation.unanswerable import run_abstention_eval
+
+rows = load_hotpotqa_questions("examples/data/hotpotqa_dev_sample.jsonl")[:20]
+store = build_store(rows)
+report = run_abstention_eval(rows, store, [bridge_entity_config(store)])
+print(report["configs"]["bridge-entity"]["summary"]["abstention_rate"])
+```
+"""
+
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from haystack import logging
+from haystack.document_stores.types import DuplicatePolicy
+
+from haystack_agentic.datasets.hotpotqa import gold_document_ids
+from haystack_agentic.evaluation.calibration import (
+    average_precision,
+    curve_summary,
+    precision_recall_curve,
+    roc_auc,
+)
+
+logger = logging.getLogger(__name__)
+
+CONDITIONS = ("normal", "unanswerable")
+
+
+@contextmanager
+def without_documents(store: Any, ids: Sequence[str]) -> Iterator[int]:
+    """
+    Remove documents from a store for the duration of a block, then put them back as they were.
+
+    :param store: A document store (`filter_documents`, `delete_documents`, `write_documents`).
+    :param ids: The ids to remove (ids not in the store are ignored).
+    :returns: A context whose value is the number of documents removed.
+    """
+    removed = store.filter_documents(filters={"field": "id", "operator": "in", "value": list(ids)}) if ids else []
+    if removed:
+        store.delete_documents([doc.id for doc in removed])
+    try:
+        yield len(removed)
+    finally:
+        if removed:
+            store.write_documents(removed, policy=DuplicatePolicy.OVERWRITE)
+
+
+class CheckTimer:
+    """Times an `EvidenceChecker`'s `check` calls (wall time of the offline check, per call)."""
+
+    def __init__(self, checker: Any) -> None:
+        self.seconds: list[float] = []
+        original = checker.check
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds.append(time.perf_counter() - start)
+
+        checker.check = timed  # an instance attribute shadows the method
+
+
+def _record(row: dict[str, Any], condition: str, result: dict[str, Any], latency: float) -> dict[str, Any]:
+    gold = gold_document_ids(row)
+    found = {d["id"] for d in result.get("documents") or []}
+    evidence = result.get("evidence") or {}
+    return {
+        "id": row["id"],
+        "question": row["question"],
+        "type": row.get("type"),
+        "condition": condition,
+        "terminated_by": result.get("terminated_by"),
+        "abstained": result.get("terminated_by") == "gave_up",
+        "answer": result.get("answer"),
+        "gold_found": sum(g in found for g in gold),
+        "gold_total": len(gold),
+        "all_gold_found": bool(gold) and all(g in found for g in gold),
+        "evidence_score": float(evidence.get("score", 0.0)),
+        "evidence_sufficient": evidence.get("sufficient"),
+        "evidence_action": evidence.get("action"),
+        "evidence_reason": evidence.get("reason"),
+        "evidence_features": evidence.get("features"),
+        "searched_again": int(evidence.get("searched_again", 0)),
+        "searches": sum(s["action"] == "search" for s in result.get("tool_history") or []),
+        "latency_s": latency,
+        "error": result.get("error"),
+    }
+
+
+def summarise_abstention(
+    records: Sequence[dict[str, Any]], threshold: float | None, check_seconds: Sequence[float] = ()
+) -> dict[str, Any]:
+    """
+    The figures of one configuration.
+
+    :param records: Records of both conditions (from `run_abstention_eval`).
+    :param threshold: The evidence check's threshold (reported as is).
+    :param check_seconds: Wall time of each offline check, seconds.
+    :returns: Counts and rates (see the module docstring), `auc`, `average_precision`, `pr_curve` (a few points)
+        and `pr_curve_full`, `ms_per_check` (mean and median), `searched_again_mean`.
+    """
+    normal = [r for r in records if r["condition"] == "normal"]
+    unanswerable = [r for r in records if r["condition"] == "unanswerable"]
+    found = [r for r in normal if r["all_gold_found"]]
+    positives = [r["evidence_score"] for r in found]
+    negatives = [r["evidence_score"] for r in unanswerable]
+    curve = precision_recall_curve(positives, negatives)
+
+    def rate(group: Sequence[dict[str, Any]], abstained: bool) -> float | None:
+        return sum(r["abstained"] == abstained for r in group) / len(group) if group else None
+
+    return {
+        "normal": len(normal),
+        "unanswerable": len(unanswerable),
+        "evidence_found": len(found),
+        "abstention_rate": rate(unanswerable, True),
+        "answer_rate_evidence_found": rate(found, False),
+        "answer_rate_normal": rate(normal, False),
+        "threshold": threshold,
+        "auc": roc_auc(positives, negatives),
+        "average_precision": average_precision(positives, negatives),
+        "pr_curve": curve_summary(curve),
+        "pr_curve_full": curve,
+        "checks": len(check_seconds),
+        "ms_per_check_mean": 1000 * statistics.fmean(check_seconds) if check_seconds else None,
+        "ms_per_check_median": 1000 * statistics.median(check_seconds) if check_seconds else None,
+        "searched_again_mean": statistics.fmean(r["searched_again"] for r in records) if records else None,
+    }
+
+
+def run_abstention_eval(
+    rows: Sequence[dict[str, Any]],
+    store: Any,
+    configs: Sequence[Any],
+    on_question: Callable[[str, int], None] | None = None,
+) -> dict[str, Any]:
+    """
+    Run every configuration over every question, normal then unanswerable, and summarise.
+
+    :param rows: HotpotQA/MuSiQue rows whose paragraphs are all in `store`.
+    :param store: The pooled document store every configuration searches.
+    :param configs: `EvalConfig`s (their pipelines search `store`).
+    :param on_question: Called after each question (both conditions) with `(config name, questions done)`.
+    :returns: `{"configs": {name: {"description", "summary", "questions": [records]}}}`.
+    """
+    report: dict[str, Any] = {"configs": {}}
+    for config in configs:
+        config.pipeline.warm_up()
+        checker = _evidence_checker(config.pipeline)
+        timer = CheckTimer(checker) if checker is not None and hasattr(checker, "check") else None
+        records = []
+        for done, row in enumerate(rows, start=1):
+            for condition in CONDITIONS:
+                removed = gold_document_ids(row) if condition == "unanswerable" else []
+                with without_documents(store, removed):
+                    start = time.perf_counter()
+                    try:
+                        result = config.pipeline.run({"controller": {"query": row["question"]}})["result"]["result"]
+                    except Exception as exc:  # noqa: BLE001 - one failing question must not end the evaluation
+                        logger.warning("{config} failed on {id}: {error}", config=config.name, id=row["id"], error=exc)
+                        result = {"terminated_by": "exception", "error": f"{type(exc).__name__}: {exc}"}
+                    records.append(_record(row, condition, result, time.perf_counter() - start))
+            if on_question is not None:
+                on_question(config.name, done)
+        threshold = None
+        if checker is not None:
+            threshold = checker.threshold if checker.threshold is not None else checker.model.threshold
+        report["configs"][config.name] = {
+            "description": config.description,
+            "summary": summarise_abstention(records, threshold, timer.seconds if timer else ()),
+            "questions": records,
+        }
+    return report
+
+
+def _evidence_checker(pipeline: Any) -> Any:
+    try:
+        return pipeline.get_component("evidence")
+    except ValueError:
+        return None

