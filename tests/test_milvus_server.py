@@ -14,7 +14,7 @@ import pytest
 from conftest import DOCS
 from haystack import Document
 
-from haystack_agentic.cli import main as cli
+from haystack_agentic.cli import ask as cli
 from haystack_agentic.cli.main import main
 from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.indexing.document_stores import milvus_document_store
