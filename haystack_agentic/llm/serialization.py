@@ -5,7 +5,7 @@
 
 from typing import Any
 
-from haystack.core.serialization import component_to_dict
+from haystack.core.serialization import component_to_dict, default_to_dict
 from haystack.utils import deserialize_chatgenerator_inplace
 
 
@@ -39,3 +39,19 @@ def warm_up_generator(generator: Any) -> None:
     if generator is not None and hasattr(generator, "warm_up"):
         generator.warm_up()
 
+
+
+#: The init parameters every LLM role component (answerer, fallback) holds besides its `chat_generator`.
+ROLE_PARAMETERS = ("temperature", "generation_kwargs", "max_retries", "timeout", "context_budget_tokens", "system_prompt")
+
+
+def role_to_dict(role_component: Any, *parameters: str) -> dict[str, Any]:
+    """
+    Serialise an LLM role component: its chat generator, the `ROLE_PARAMETERS` and its own `parameters`.
+
+    :param role_component: The component; each parameter is read from the attribute of the same name.
+    :param parameters: The component's other init parameters.
+    :returns: The `default_to_dict` dictionary.
+    """
+    values = {name: getattr(role_component, name) for name in (*ROLE_PARAMETERS, *parameters)}
+    return default_to_dict(role_component, chat_generator=generator_to_dict(role_component.chat_generator), **values)

@@ -3,14 +3,14 @@
 import re
 from typing import Any
 
-from haystack import component, default_from_dict, default_to_dict, logging
+from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import format_chunks, render, with_system_prompt
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
-from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
+from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
@@ -251,21 +251,8 @@ class Answerer:
 
         :returns: Dictionary with serialized data.
         """
-        return default_to_dict(
-            self,
-            chat_generator=generator_to_dict(self.chat_generator),
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            context_budget_tokens=self.context_budget_tokens,
-            system_prompt=self.system_prompt,
-            answer_prompt=self.answer_prompt,
-            generate_prompt=self.generate_prompt,
-            reflect_prompt=self.reflect_prompt,
-            max_chunks=self.max_chunks,
-            chunk_chars=self.chunk_chars,
-            chunks_per_search=self.chunks_per_search,
+        return role_to_dict(
+            self, "answer_prompt", "generate_prompt", "reflect_prompt", "max_chunks", "chunk_chars", "chunks_per_search"
         )
 
     @classmethod
