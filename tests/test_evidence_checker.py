@@ -338,7 +338,7 @@ def test_yaml_round_trip(store):
         return sorted((c["sender"], c["receiver"]) for c in p.to_dict()["connections"])
 
     assert edges(loaded) == edges(pipeline)
-    assert {"sender": "evidence.retry", "receiver": "entry.value"} in pipeline.to_dict()["connections"]
+    assert {"sender": "evidence.retry", "receiver": "controller.refused"} in pipeline.to_dict()["connections"]
 
 
 def test_the_check_can_be_left_out(store):
