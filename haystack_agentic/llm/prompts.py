@@ -49,6 +49,18 @@ def with_system_prompt(template: str | None, question: str, messages: list[ChatM
     return [ChatMessage.from_system(render(template, question=question)), *messages]
 
 
+def with_earlier_turns(conversation: Sequence[ChatMessage], messages: list[ChatMessage]) -> list[ChatMessage]:
+    """
+    Put the earlier turns of a conversation before a prompt: every message but the last (the user's question,
+    which the prompt itself holds), system messages included.
+
+    :param conversation: The run's conversation (`LoopState.conversation`; empty when the run started from `query`).
+    :param messages: The prompt messages.
+    :returns: The earlier turns, then `messages`.
+    """
+    return [*conversation[:-1], *messages]
+
+
 def format_chunks(
     chunks: Sequence[Any], max_chars: int, budget_tokens: int | None = None, counter: TokenCounter | None = None
 ) -> str:

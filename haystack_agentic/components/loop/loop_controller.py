@@ -6,12 +6,13 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 from haystack import Document, component, default_from_dict, default_to_dict, logging
-from haystack.dataclasses import ChatMessage
+from haystack.dataclasses import ChatMessage, ChatRole, StreamingCallbackT
 from haystack.errors import FilterError
 from haystack.utils.filters import LOGICAL_OPERATORS, document_matches_filter
 from pydantic import StringConstraints
 
 from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
         surrogate, or is longer than `max_chars` (the message says what to pass).
     """
     if query is None:
-        raise InvalidLoopInput("LoopController needs a `query` to start a run: pass the question as a string.")
+        raise InvalidLoopInput("LoopController needs a `query` to start a run: pass the question as a string (or a conversation as `messages`).")
     if not isinstance(query, str):
         raise InvalidLoopInput(f"The query must be a string, got {type(query).__name__}.")
     surrogate = _LONE_SURROGATE.search(query)
@@ -71,6 +72,53 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
             "(LoopController max_question_chars): shorten the question."
         )
     return cleaned
+
+
+#: The roles a conversation given to the loop may hold: the loop runs its own tools, so no tool messages.
+_CONVERSATION_ROLES = (ChatRole.SYSTEM, ChatRole.USER, ChatRole.ASSISTANT)
+
+
+def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[str, tuple[ChatMessage, ...]]:
+    """
+    Check a conversation before a run starts from it: its last message is the user's question.
+
+    :param messages: The conversation: a list of `ChatMessage` (system, user and assistant messages, in order).
+    :param max_chars: Longest question accepted, in characters, or `None` for no limit.
+    :returns: The question (the last user message's text, cleaned as `validate_question` does) and the
+        conversation as a tuple.
+    :raises InvalidLoopInput: (a `ValueError`) If it is not a non-empty list of `ChatMessage`, holds a tool message
+        or an assistant message with tool calls, has no user message, does not end with the user's question, or
+        the question is not valid (`validate_question`). The message says which message and what to change.
+    """
+    if not isinstance(messages, (list, tuple)):
+        raise InvalidLoopInput(f"`messages` must be a list of ChatMessage, got {type(messages).__name__}.")
+    if not messages:
+        raise InvalidLoopInput("`messages` is empty: pass the conversation, ending with the user's question.")
+    for index, message in enumerate(messages):
+        if not isinstance(message, ChatMessage):
+            raise InvalidLoopInput(
+                f"messages[{index}] is a {type(message).__name__}, not a ChatMessage: build it with "
+                "ChatMessage.from_user / from_assistant / from_system."
+            )
+        if message.role not in _CONVERSATION_ROLES:
+            raise InvalidLoopInput(
+                f"messages[{index}] has role '{message.role.value}': a conversation for the loop holds system, "
+                "user and assistant messages only (the loop runs its own tools)."
+            )
+        if message.tool_calls:
+            raise InvalidLoopInput(
+                f"messages[{index}] is an assistant message with tool calls: send earlier answers as text only."
+            )
+    users = [i for i, m in enumerate(messages) if m.role == ChatRole.USER]
+    if not users:
+        raise InvalidLoopInput("`messages` has no user message: end the conversation with the user's question.")
+    if users[-1] != len(messages) - 1:
+        after = messages[users[-1] + 1].role.value
+        raise InvalidLoopInput(
+            f"The conversation must end with the user's question; a {after} message comes after the last user "
+            "message: drop it, or ask the question last."
+        )
+    return validate_question(messages[-1].text, max_chars), tuple(messages)
 
 
 def _filters_type_error(filters: Any) -> str:
@@ -144,8 +192,9 @@ class LoopController:
     """
     Keeps the books of the agentic loop: starts a run, merges retrieved chunks, counts iterations, stops at the limit.
 
-    It is the entry of the loop's cycle. The first visit builds a `LoopState` from the `query` (and optional
-    `filters`, which then scope every search of the run). Every later visit receives the state back from the
+    It is the entry of the loop's cycle. The first visit builds a `LoopState` from the `query`, or from `messages`
+    (a conversation whose last message is the user's question; the earlier turns, system messages included, reach
+    the controller LLM and the answerer), and optional `filters`, which then scope every search of the run. Every later visit receives the state back from the
     router (through a `BranchJoiner`) and, on a search turn, the retriever's `documents`: it merges them into the
     state's chunks (dedup by id keeping the highest score, sorted by score, capped at `chunk_cap`), records which
     chunks the search returned, gives the search result back to the controller LLM as a tool result (tools mode),
@@ -210,6 +259,8 @@ class LoopController:
         search_error: str | None = None,
         revised: LoopState | None = None,
         refused: LoopState | None = None,
+        messages: list[ChatMessage] | None = None,
+        streaming_callback: StreamingCallbackT | None = None,
     ) -> dict[str, LoopState]:
         """
         Start a run, or record the turn that just happened and decide whether the loop goes on.
@@ -224,15 +275,37 @@ class LoopController:
             A second socket rather than a joiner in front of `state`: one component less to schedule per turn.
         :param refused: The state coming back from the evidence check (`evidence.retry`): an answer it did not
             accept while the iteration budget leaves room to search again.
+        :param messages: Instead of `query`: the conversation so far (`ChatMessage`s: system, user, assistant), its
+            last message the user's question (see `validate_conversation`). Kept in `LoopState.conversation`.
+        :param streaming_callback: Called with a `documents` step event when a search's chunks are recorded
+            (`haystack_agentic.llm.streaming`); a sync callback here, sync or async in `run_async`.
         :returns: `{"state": LoopState}` to take another router turn, or `{"exhausted": LoopState}` when
             `max_iterations` turns have been taken, or a component asked the loop to stop (`state.stop_reason`,
             e.g. a controller LLM that keeps replying with nothing), or `{"failed": LoopState}` (ended with
             `terminated_by="error"`) after `max_search_failures` failed searches in a row.
-        :raises ValueError: On the first visit, if `query` is missing, not a string or blank.
+        :raises ValueError: On the first visit, if `query` is missing, not a string or blank, if both `query` and
+            `messages` are given, or if `messages` is not a valid conversation (`validate_conversation`).
         """
+        callback = pick_callback(None, streaming_callback, is_async=False)
+        outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages)
+        if callback is not None and (state or revised or refused) is not None:
+            emit(callback, step_chunks(state or revised or refused, next(iter(outputs.values()))))
+        return outputs
+
+    def _visit(
+        self,
+        query: Any,
+        filters: dict[str, Any] | None,
+        state: LoopState | None,
+        documents: list[Document] | None,
+        search_error: str | None,
+        revised: LoopState | None,
+        refused: LoopState | None,
+        messages: Any,
+    ) -> dict[str, LoopState]:
         arrived = [s for s in (state, revised, refused) if s is not None]
         if not arrived:
-            return {"state": self._start(query, filters)}
+            return {"state": self._start(query, filters, messages)}
         if len(arrived) > 1:
             raise ValueError("LoopController got more than one state (router, answerer, evidence) in one visit.")
         state = self._record_turn(arrived[0], documents, search_error)
@@ -255,20 +328,29 @@ class LoopController:
         search_error: str | None = None,
         revised: LoopState | None = None,
         refused: LoopState | None = None,
+        messages: list[ChatMessage] | None = None,
+        streaming_callback: StreamingCallbackT | None = None,
     ) -> dict[str, LoopState]:
         """
         Async twin of `run` (the bookkeeping does no I/O): lets `Pipeline.run_async` call it on the event loop
-        instead of handing it to a worker thread every turn.
+        instead of handing it to a worker thread every turn. The `streaming_callback` may be sync or async.
 
         :returns: The same as `run`.
         """
-        return self.run(
-            query=query, filters=filters, state=state, documents=documents, search_error=search_error, revised=revised,
-            refused=refused,
-        )
+        callback = pick_callback(None, streaming_callback, is_async=True)
+        outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages)
+        if callback is not None and (state or revised or refused) is not None:
+            await emit_async(callback, step_chunks(state or revised or refused, next(iter(outputs.values()))))
+        return outputs
 
-    def _start(self, query: Any, filters: dict[str, Any] | None) -> LoopState:
-        question = validate_question(query, self.max_question_chars)
+    def _start(self, query: Any, filters: dict[str, Any] | None, messages: Any = None) -> LoopState:
+        conversation: tuple[ChatMessage, ...] = ()
+        if messages is not None:
+            if query is not None:
+                raise InvalidLoopInput("Pass either `query` or `messages` to LoopController, not both.")
+            question, conversation = validate_conversation(messages, self.max_question_chars)
+        else:
+            question = validate_question(query, self.max_question_chars)
         if filters is not None and not isinstance(filters, dict):
             raise InvalidLoopInput(_filters_type_error(filters))
         return LoopState(
@@ -276,6 +358,7 @@ class LoopController:
             max_iterations=self.max_iterations,
             chunk_cap=self.chunk_cap,
             filters=filters or None,
+            conversation=conversation,
         )
 
     def _record_turn(
