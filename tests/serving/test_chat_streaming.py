@@ -107,10 +107,10 @@ def test_a_follow_up_question_is_answered_with_the_whole_conversation(server, st
         ([{"role": "tool", "content": "42", "tool_call_id": "c1"}, {"role": "user", "content": QUESTION}], "tool"),
         ([{"role": "wizard", "content": "hi"}, {"role": "user", "content": QUESTION}], "wizard"),
         ([{"role": "user", "content": QUESTION}, {"role": "assistant", "content": "hm"}], "end with"),
-        (["not a message", {"role": "user", "content": QUESTION}], "messages[0]"),
+        (["not a message", {"role": "user", "content": QUESTION}], "valid dictionary"),
     ],
 )
 def test_bad_conversations_are_a_422_that_says_what_to_fix(server, messages, says, stream):
     with pytest.raises(openai.UnprocessableEntityError) as caught:
         chat_client(server).chat.completions.create(model="scripted", messages=messages, stream=stream)
-    assert says in str(caught.value)
+    assert says in caught.value.response.text

@@ -118,7 +118,11 @@ def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[
             f"The conversation must end with the user's question; a {after} message comes after the last user "
             "message: drop it, or ask the question last."
         )
-    return validate_question(messages[-1].text, max_chars), tuple(messages)
+    question = validate_question(messages[-1].text, max_chars)
+    last = messages[-1]
+    if last.text != question:  # control characters removed, whitespace trimmed: the LLMs see the clean question
+        last = ChatMessage.from_user(question, meta=last.meta, name=last.name)
+    return question, (*messages[:-1], last)
 
 
 def _filters_type_error(filters: Any) -> str:
