@@ -290,21 +290,13 @@ class LoopController:
         :raises ValueError: On the first visit, if `query` is missing, not a string or blank, if both `query` and
             `messages` are given, or if `messages` is not a valid conversation (`validate_conversation`).
         """
-        callback = pick_callback(None, streaming_callback, is_async=False)
+        callback, arrived = pick_callback(None, streaming_callback, is_async=False), state or revised or refused
         outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages)
-        if callback is not None and (state or revised or refused) is not None:
-            emit(callback, step_chunks(state or revised or refused, next(iter(outputs.values()))))
+        emit(callback, step_chunks(arrived, next(iter(outputs.values()))) if arrived is not None else [])
         return outputs
 
-    def _visit(
-        self,
-        query: Any,
-        filters: dict[str, Any] | None,
-        state: LoopState | None,
-        documents: list[Document] | None,
-        search_error: str | None,
-        revised: LoopState | None,
-        refused: LoopState | None,
+    def _visit(  # noqa: PLR0913 - run's inputs, in order
+        self, query: Any, filters: Any, state: Any, documents: Any, search_error: Any, revised: Any, refused: Any,
         messages: Any,
     ) -> dict[str, LoopState]:
         arrived = [s for s in (state, revised, refused) if s is not None]
@@ -341,10 +333,9 @@ class LoopController:
 
         :returns: The same as `run`.
         """
-        callback = pick_callback(None, streaming_callback, is_async=True)
+        callback, arrived = pick_callback(None, streaming_callback, is_async=True), state or revised or refused
         outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages)
-        if callback is not None and (state or revised or refused) is not None:
-            await emit_async(callback, step_chunks(state or revised or refused, next(iter(outputs.values()))))
+        await emit_async(callback, step_chunks(arrived, next(iter(outputs.values()))) if arrived is not None else [])
         return outputs
 
     def _start(self, query: Any, filters: dict[str, Any] | None, messages: Any = None) -> LoopState:
