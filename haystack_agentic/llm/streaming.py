@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from haystack import logging
-from haystack.dataclasses import StreamingCallbackT, StreamingChunk, select_streaming_callback
+from haystack.dataclasses import StreamingCallbackT, StreamingChunk
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
@@ -57,6 +57,8 @@ def pick_callback(
     :returns: The callback, or `None`.
     :raises ValueError: On the sync path, if the callback is a coroutine function (it could not be awaited).
     """
+    # Unlike Haystack's `select_streaming_callback`, no warning for a sync callback on the async path: the loop's
+    # wrappers call it inline, once per chunk, as a collector or a queue's `put_nowait` expects.
     if not is_async:
         for callback in (runtime_callback, init_callback):
             if callback is not None and _is_async(callback):
@@ -64,8 +66,7 @@ def pick_callback(
                     "The streaming_callback is an async function, but the loop runs with `Pipeline.run`: pass a sync "
                     "callback, or run the pipeline with `Pipeline.run_async`."
                 )
-        return runtime_callback or init_callback
-    return select_streaming_callback(init_callback, runtime_callback, requires_async=True)
+    return runtime_callback or init_callback
 
 
 def _is_async(callback: Callable[..., Any]) -> bool:
