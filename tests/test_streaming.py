@@ -146,3 +146,24 @@ def test_streaming_callback_init_parameter_round_trips_and_is_used(allow_deseria
     state = LoopState(question="q", chunks=(Document(id="a", content="text", score=1.0),))
     assert fallback.run(state=state)["finished"].answer == LONG_ANSWER
     assert answer_text(chunks) == LONG_ANSWER
+
+
+def test_a_streamed_openai_call_asks_for_its_usage(monkeypatch):
+    from haystack.components.generators.chat import OpenAIChatGenerator  # noqa: PLC0415
+    from haystack.utils import Secret  # noqa: PLC0415
+
+    from haystack_agentic import LoopState  # noqa: PLC0415
+    from haystack_agentic.llm.calls import call_generator  # noqa: PLC0415
+
+    sent = []
+
+    def run(**kwargs):
+        sent.append(kwargs)
+        return {"replies": [ChatMessage.from_assistant("x")]}
+
+    llm = OpenAIChatGenerator(api_key=Secret.from_token("not-used"), max_retries=0)
+    monkeypatch.setattr(llm, "run", run)
+    call_generator(llm, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], streaming_callback=print)
+    assert sent[0]["generation_kwargs"]["stream_options"] == {"include_usage": True}
+    call_generator(llm, LoopState(question="q"), "answer", [ChatMessage.from_user("q")])
+    assert "generation_kwargs" not in sent[1]  # not streamed: nothing added

@@ -139,6 +139,11 @@ class _Attempts:
             callback = None
         if callback is not None:
             self.kwargs["streaming_callback"] = self._counting(callback)
+            if _asks_for_stream_usage(generator, self.kwargs):
+                # OpenAI reports a streamed reply's usage only when asked: without it `usage` would be estimated.
+                self.kwargs["generation_kwargs"] = {
+                    **self.kwargs.get("generation_kwargs", {}), "stream_options": {"include_usage": True}
+                }
         max_retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
         if max_retries and generator_retries_itself(generator):
             # Its own retries times ours would multiply the attempts (and hide them from `usage`): defer to it.
@@ -190,6 +195,18 @@ class _Attempts:
         if call.error is not None:
             logger.warning("The {role} chat generator raised: {error}", role=self.role, error=repr(call.error))
         return call
+
+
+#: Chat generators that talk to the OpenAI chat API and accept its `stream_options`.
+_OPENAI_GENERATORS = ("OpenAIChatGenerator", "AzureOpenAIChatGenerator")
+
+
+def _asks_for_stream_usage(generator: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether to add `stream_options.include_usage` to a streamed call (an OpenAI generator, not set already)."""
+    own = getattr(generator, "generation_kwargs", None) or {}
+    return type(generator).__name__ in _OPENAI_GENERATORS and "stream_options" not in {
+        **own, **kwargs.get("generation_kwargs", {})
+    }
 
 
 def _takes_streaming_callback(generator: Any) -> bool:
