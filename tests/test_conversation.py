@@ -88,3 +88,22 @@ def test_query_and_messages_together_are_refused(build_loop):
     loop = build_loop([search("x")])
     with pytest.raises(PipelineRuntimeError, match="either `query` or `messages`"):
         loop.pipeline.run({"controller": {"query": "Who?", "messages": HISTORY}})
+
+
+def test_a_long_conversation_keeps_its_system_messages_and_latest_turns_within_the_budget(build_loop):
+    from haystack_agentic.llm.tokens import CONSERVATIVE  # noqa: PLC0415
+
+    turns = [ChatMessage.from_system("Answer in English.")]
+    for number in range(300):
+        question = ChatMessage.from_user(f"Question {number}? " + "words " * 40)
+        turns += [question, ChatMessage.from_assistant(f"A{number}")]
+    turns += [ChatMessage.from_assistant("Adriana Trigiani"), ChatMessage.from_user("And where is she based?")]
+    loop = build_loop([SEARCH_FROM_HISTORY, answer("Greenwich Village")], per_call=True,
+                      router_kwargs={"context_budget_tokens": 3000}, answer_script=[{"text": "Greenwich Village"}])
+    result = loop.pipeline.run(loop_inputs(loop.pipeline, messages=turns))["result"]["result"]
+    assert result["answer"] == "Greenwich Village"
+    sent = loop.llm.calls[0][0]
+    assert CONSERVATIVE.count(sent) < 3000
+    assert texts(sent[1:2]) == ["Answer in English."] and texts(sent[-3:]) == texts(turns[-3:])
+    assert len(sent) < len(turns)  # the oldest turns were left out
+    assert CONSERVATIVE.count(loop.answer_llm.calls[0][0][:-1]) <= 4000

@@ -167,7 +167,8 @@ def loop_inputs(
     from haystack.components.generators.utils import print_streaming_chunk
     from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 
-    result = pipeline.run(loop_inputs(pipeline, "Who directed Big Stone Gap?", streaming_callback=print_streaming_chunk))
+    data = loop_inputs(pipeline, "Who directed Big Stone Gap?", streaming_callback=print_streaming_chunk)
+    result = pipeline.run(data)["result"]["result"]
     ```
 
     :param pipeline: A loop pipeline (a component named `controller`).

@@ -98,7 +98,9 @@ def conversation_from_request(messages: Any, max_chars: int | None = None) -> li
                 f"messages[{index}] has an unknown role `{role}`: use `system`, `user` or `assistant`."
             )
         if role == "assistant" and message.get("tool_calls"):
-            raise BadRequest(f"messages[{index}] is an assistant message with tool calls: send earlier answers as text.")
+            raise BadRequest(
+                f"messages[{index}] is an assistant message with tool calls: send earlier answers as text."
+            )
         text = _message_text(message, "the last user message" if role == "user" else f"messages[{index}]")
         if text:
             conversation.append(_ROLES[role](text))

@@ -236,7 +236,9 @@ class Answerer:
         else:
             template, variables = self.generate_prompt or DEFAULT_GENERATE_PROMPT, {}
         prompt = render(template, question=state.question, chunks=chunks, **variables)
-        prompt_messages = with_earlier_turns(state.conversation, [ChatMessage.from_user(prompt)])
+        prompt_messages = with_earlier_turns(
+            state.conversation, [ChatMessage.from_user(prompt)], counter=token_counter_for(self.chat_generator)
+        )
         return with_system_prompt(self.system_prompt, state.question, prompt_messages)
 
     def select_chunks(self, state: LoopState) -> list[Any]:

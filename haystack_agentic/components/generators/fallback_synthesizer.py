@@ -169,7 +169,9 @@ class FallbackSynthesizer:
             ),
             draft=state.draft,
         )
-        prompt_messages = with_earlier_turns(state.conversation, [ChatMessage.from_user(prompt)])
+        prompt_messages = with_earlier_turns(
+            state.conversation, [ChatMessage.from_user(prompt)], counter=token_counter_for(self.chat_generator)
+        )
         return with_system_prompt(self.system_prompt, state.question, prompt_messages)
 
     @staticmethod

@@ -53,7 +53,10 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
         surrogate, or is longer than `max_chars` (the message says what to pass).
     """
     if query is None:
-        raise InvalidLoopInput("LoopController needs a `query` to start a run: pass the question as a string (or a conversation as `messages`).")
+        raise InvalidLoopInput(
+            "LoopController needs a `query` to start a run: pass the question as a string (or a conversation as "
+            "`messages`)."
+        )
     if not isinstance(query, str):
         raise InvalidLoopInput(f"The query must be a string, got {type(query).__name__}.")
     surrogate = _LONE_SURROGATE.search(query)

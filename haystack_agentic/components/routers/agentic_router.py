@@ -29,7 +29,7 @@ from haystack_agentic.llm.calls import (
     describe_error,
     role_options,
 )
-from haystack_agentic.llm.prompts import format_chunks, render, with_earlier_turns
+from haystack_agentic.llm.prompts import fit_turns, format_chunks, render, with_earlier_turns
 from haystack_agentic.llm.streaming import (
     emit,
     emit_async,
@@ -308,7 +308,11 @@ class AgenticRouter(_ReplyRouting):
                 max_iterations=state.max_iterations,
                 refusal=refusal_note(state),
             )
-            return state, with_earlier_turns(state.conversation, [ChatMessage.from_user(prompt)]), None
+            history_budget = self.context_budget_tokens // 4  # the chunks take half; the rest is prompt and reply
+            prompt_messages = [ChatMessage.from_user(prompt)]
+            return state, with_earlier_turns(
+                state.conversation, prompt_messages, history_budget, self._token_counter()
+            ), None
         state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
         if not state.messages:
             system = render(
@@ -317,8 +321,10 @@ class AgenticRouter(_ReplyRouting):
                 max_iterations=state.max_iterations,
                 user_tools=list(self._user_tools),
             )
-            # The whole conversation when the run started from one (its system messages included), else the question.
-            conversation = state.conversation or (ChatMessage.from_user(state.question),)
+            # The conversation when the run started from one (system messages included; the oldest turns left out
+            # beyond half the budget), else the question.
+            earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
+            conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
             state = state.with_messages(ChatMessage.from_system(system), *conversation)
         messages = compact_messages(state.messages, self.context_budget_tokens, self._all_tools, self._token_counter())
         return state, messages, self._all_tools
