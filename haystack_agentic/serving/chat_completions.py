@@ -93,10 +93,8 @@ def conversation_from_request(messages: Any, max_chars: int | None = None) -> li
                 f"messages[{index}] has role `{role}`: this model runs its own tools; send system, user and "
                 "assistant messages only."
             )
-        if role not in _ROLES:
-            raise BadRequest(
-                f"messages[{index}] has an unknown role `{role}`: use `system`, `user` or `assistant`."
-            )
+        if not isinstance(role, str) or role not in _ROLES:
+            raise BadRequest(f"messages[{index}] has an unknown role `{role}`: use `system`, `user` or `assistant`.")
         if role == "assistant" and message.get("tool_calls"):
             raise BadRequest(
                 f"messages[{index}] is an assistant message with tool calls: send earlier answers as text."
