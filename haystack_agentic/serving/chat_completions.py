@@ -185,6 +185,10 @@ def completion(model: str, result: dict[str, Any]) -> ChatCompletion:
     )
 
 
+def _step_key(step: dict[str, Any]) -> tuple[Any, ...]:
+    return (step.get("iteration"), step.get("action"), step.get("query"), step.get("tool_name"))
+
+
 class ChatReplyStream:
     """
     Turns a run's streaming chunks into `chat.completion.chunk`s, then ends the reply from the run's result.
@@ -201,6 +205,7 @@ class ChatReplyStream:
         self.created = int(time.time())
         self.sent = ""
         self._held_space = ""
+        self._steps_shown: list[dict[str, Any]] = []
 
     def _chunk(self, choices: list[Choice], usage: dict[str, int] | None = None) -> ChatCompletion:
         return ChatCompletion(
@@ -211,6 +216,11 @@ class ChatReplyStream:
     def _delta(self, finish_reason: str | None = None, **fields: Any) -> ChatCompletion:
         return self._chunk([Choice(index=0, delta=Message(role="assistant", **fields), finish_reason=finish_reason)])
 
+    def _step(self, event: str, step: dict[str, Any]) -> ChatCompletion:
+        if event != "documents":
+            self._steps_shown.append(_step_key(step))
+        return self._delta(reasoning_content=event_line(event, step), agentic_step={"event": event, "step": step})
+
     def on_chunk(self, chunk: StreamingChunk) -> list[ChatCompletion]:
         """
         The reply chunks for one of the run's streaming chunks.
@@ -220,8 +230,7 @@ class ChatReplyStream:
         """
         meta = chunk.meta or {}
         if EVENT_META in meta:
-            event, step = meta[EVENT_META], meta[STEP_META]
-            return [self._delta(reasoning_content=event_line(event, step), agentic_step={"event": event, "step": step})]
+            return [self._step(meta[EVENT_META], meta[STEP_META])]
         reasoning = getattr(chunk.reasoning, "reasoning_text", None)
         if reasoning:
             return [self._delta(reasoning_content=reasoning)]
@@ -245,8 +254,16 @@ class ChatReplyStream:
         :param include_usage: Send a last chunk with the run's `usage` and no choices.
         :returns: The chunks.
         """
-        final = answer_text(result)
+        # Steps that no component streamed (e.g. the evidence check's) come from the result, before the answer's end.
+        shown = list(self._steps_shown)
         chunks = []
+        for step in result.get("tool_history") or []:
+            key = _step_key(step)
+            if key in shown:
+                shown.remove(key)
+            else:
+                chunks.append(self._step(step.get("action", ""), step))
+        final = answer_text(result)
         if final.startswith(self.sent):
             rest = final[len(self.sent) :]
         else:  # a streamed answer call failed midway and the run answered otherwise: say so after what was sent

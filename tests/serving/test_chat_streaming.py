@@ -5,6 +5,7 @@
 
 import time
 
+import httpx
 import openai
 import pytest
 
@@ -114,3 +115,11 @@ def test_bad_conversations_are_a_422_that_says_what_to_fix(server, messages, say
     with pytest.raises(openai.UnprocessableEntityError) as caught:
         chat_client(server).chat.completions.create(model="scripted", messages=messages, stream=stream)
     assert says in caught.value.response.text
+
+
+def test_every_step_of_the_result_is_streamed_once(server):
+    _, _, chunks = streamed(server, "garbage", [{"role": "user", "content": QUESTION}])
+    steps = [c.choices[0].delta.model_extra.get("agentic_step") for c in chunks if c.choices]
+    shown = [s["step"]["action"] for s in steps if s and s["event"] != "documents"]
+    result = httpx.post(f"{server.url}/garbage/run", json={"query": QUESTION}, timeout=30).json()["result"]
+    assert shown == [step["action"] for step in result["tool_history"]]
