@@ -167,3 +167,22 @@ def test_a_streamed_openai_call_asks_for_its_usage(monkeypatch):
     assert sent[0]["generation_kwargs"]["stream_options"] == {"include_usage": True}
     call_generator(llm, LoopState(question="q"), "answer", [ChatMessage.from_user("q")])
     assert "generation_kwargs" not in sent[1]  # not streamed: nothing added
+
+
+async def test_the_offline_policy_router_streams_its_steps_too(store):
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: PLC0415
+
+    from haystack_agentic import BridgeEntityRouter, LoopController, build_loop_pipeline  # noqa: PLC0415
+
+    pipeline = build_loop_pipeline(
+        BridgeEntityRouter(document_store=store), InMemoryBM25Retriever(store),
+        controller=LoopController(max_iterations=4),
+        answerer=Answerer(chat_generator=ScriptedChatGenerator([{"text": "Greenwich Village"}], per_call=True)),
+        check_evidence=False,
+    )  # fmt: skip
+    chunks: list[StreamingChunk] = []
+    result = (await pipeline.run_async(loop_inputs(pipeline, query=QUESTION, streaming_callback=chunks.append)))
+    history = result["result"]["result"]["tool_history"]
+    shown = [step for kind, step in events(chunks) if kind != "documents"]
+    assert [s["action"] for s in shown] == [s["action"] for s in history] and history[0]["action"] == "search"
+    assert answer_text(chunks) == "Greenwich Village"
