@@ -186,3 +186,49 @@ async def test_the_offline_policy_router_streams_its_steps_too(store):
     shown = [step for kind, step in events(chunks) if kind != "documents"]
     assert [s["action"] for s in shown] == [s["action"] for s in history] and history[0]["action"] == "search"
     assert answer_text(chunks) == "Greenwich Village"
+
+
+class _SyncOnlyStreamer:
+    """A chat generator with only a sync `run` that streams two pieces, failing on request after the first one."""
+
+    def __init__(self, fail_after_first: bool = False) -> None:
+        self.calls = 0
+        self.fail_after_first = fail_after_first
+
+    def run(self, messages, generation_kwargs=None, tools=None, streaming_callback=None):
+        self.calls += 1
+        if streaming_callback is not None:
+            streaming_callback(StreamingChunk(content="Green"))
+        if self.fail_after_first:
+            raise TimeoutError("the server went away")
+        if streaming_callback is not None:
+            streaming_callback(StreamingChunk(content="wich"))
+        return {"replies": [ChatMessage.from_assistant("Greenwich")]}
+
+
+async def test_an_async_callback_reaches_a_generator_that_only_runs_sync():
+    from haystack_agentic import LoopState  # noqa: PLC0415
+
+    chunks: list[StreamingChunk] = []
+
+    async def collect(chunk: StreamingChunk) -> None:
+        chunks.append(chunk)
+
+    answerer = Answerer(chat_generator=_SyncOnlyStreamer())
+    state = LoopState(question="q", pending_action="answer", draft="d")
+    out = await answerer.run_async(state=state, streaming_callback=collect)
+    assert out["finished"].answer == "Greenwich" == answer_text(chunks)
+
+
+def test_a_call_that_streamed_before_failing_is_not_retried():
+    from haystack_agentic import LoopState  # noqa: PLC0415
+    from haystack_agentic.llm.calls import call_generator  # noqa: PLC0415
+
+    streamer = _SyncOnlyStreamer(fail_after_first=True)
+    call = call_generator(streamer, LoopState(question="q"), "answer", [ChatMessage.from_user("q")],
+                          max_retries=2, backoff=0, streaming_callback=lambda chunk: None)  # fmt: skip
+    assert isinstance(call.error, TimeoutError) and streamer.calls == 1
+    unstreamed = _SyncOnlyStreamer(fail_after_first=True)
+    call_generator(unstreamed, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], max_retries=2,
+                   backoff=0)  # fmt: skip
+    assert unstreamed.calls == 3  # without a stream, a transient failure is retried as before

@@ -10,7 +10,8 @@ What a client sees (see README, "Serving"):
   `answer` tool call) arrives as one piece at the end.
 - `delta.reasoning_content`: the side information, as reasoning models send it: one line per step (`1. search
   "..."`, `   3 chunks found`, `2. answer`), the controller's prose and the reflect/draft calls' text.
-  Each step's delta also carries `agentic_step`: `{"event": ..., "step": ToolStep.to_dict()}`.
+  Each step's delta also carries `agentic_step`: `{"event": ..., "step": ToolStep.to_dict()}`. Not streamed, the
+  message's `reasoning_content` holds the step lines.
 - `usage`: prompt and completion tokens of the run, summed over its LLM roles; streamed, it comes in a last chunk
   with no choices when the request asks for it (`stream_options: {"include_usage": true}`), as OpenAI does.
 """
@@ -169,18 +170,21 @@ def event_line(event: str, step: dict[str, Any]) -> str:
 
 def completion(model: str, result: dict[str, Any]) -> ChatCompletion:
     """
-    The non-streamed reply to a chat request: the answer as the message, the run's `usage`.
+    The non-streamed reply to a chat request: the answer as the message (with one line per step as its
+    `reasoning_content`), the run's `usage`.
 
     :param model: The pipeline's name.
     :param result: The loop's result dict.
     :returns: The `ChatCompletion`.
     """
+    steps = "".join(progress_line(step) for step in result.get("tool_history") or [])
+    message = Message(role="assistant", content=answer_text(result), reasoning_content=steps or None)
     return ChatCompletion(
         id=f"chatcmpl-{uuid.uuid4().hex}",
         object="chat.completion",
         created=int(time.time()),
         model=model,
-        choices=[Choice(index=0, message=Message(role="assistant", content=answer_text(result)), finish_reason="stop")],
+        choices=[Choice(index=0, message=message, finish_reason="stop")],
         usage=usage_of(result),
     )
 

@@ -73,6 +73,9 @@ def test_steps_travel_as_reasoning_content_not_in_the_answer(server):
     assert arrivals[-1] - arrivals[0] > 0.6 * SLOW_LATENCY
     _, reasoning, _ = streamed(server, "scripted", [{"role": "user", "content": QUESTION}])
     assert f'1. search "{QUESTION}"' in reasoning
+    messages = [{"role": "user", "content": QUESTION}]
+    whole = chat_client(server).chat.completions.create(model="scripted", messages=messages)
+    assert whole.choices[0].message.model_extra["reasoning_content"] == f'1. search "{QUESTION}"\n2. answer\n'
 
 
 def test_usage_is_filled_in_streamed_and_not(server):
