@@ -340,3 +340,20 @@ def test_served_inputs_carry_the_scope():
     assert "collections" not in wrapper._inputs("q", None)["controller"]
     with pytest.raises(BadRequest, match="collections"):
         wrapper._inputs("q", None, [])
+
+
+def test_eval_reports_per_collection():
+    from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
+    from haystack_agentic.evaluation.runner import build_store, run_eval, standard_configs
+    from haystack_agentic.resources import sample_corpus_path
+
+    rows = load_hotpotqa_questions(sample_corpus_path())[:6]
+    rows = [{**row, "collection": "first" if i < 3 else "second"} for i, row in enumerate(rows)]
+    store = build_store(rows)
+    assert {n: k.documents for n, k in list_collections(store).items()} == {"first": 30, "second": 30}
+    configs = [c for c in standard_configs(store, budget=6) if c.name == "bridge-entity"]
+    summary = run_eval(rows, configs, with_answer=False)["configs"]["bridge-entity"]["summary"]
+    assert set(summary["by_collection"]) == {"first", "second"}
+    for name, totals in summary["by_collection"].items():
+        assert totals["questions"] == 3 and totals["foreign_chunk_rate"] == 0.0
+        assert totals["all_gold_recall"] is not None
