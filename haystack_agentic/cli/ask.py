@@ -436,7 +436,8 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
             result = run_with_progress(pipeline, {"controller": inputs}, show)
         except PipelineRuntimeError as exc:  # e.g. a filter that does not fit the stored metadata's types
             cause = exc.__cause__ or exc
-            raise CLIError(f"The loop failed: {type(cause).__name__}: {cause}") from exc
+            refused = type(cause).__name__ == "InvalidLoopInput"  # e.g. an unknown collection: the message says all
+            raise CLIError(str(cause) if refused else f"The loop failed: {type(cause).__name__}: {cause}") from exc
     seconds = time.perf_counter() - start
     if args.json:
         payload = {**result, "question": question, "llm": describe["llm"], "policy": describe["policy"]}

@@ -5,6 +5,8 @@
 `LoopController` checks every scoped run's collection names against the store. Reading them scans the chunks'
 metadata (`list_collections`), so the result is kept while the store's document count is unchanged, for at most
 `ttl_seconds` (a re-described collection keeps its count: the TTL bounds how long an old description is shown).
+The TTL is long because a read can be slow: ~50 ms at 100k chunks in memory, but seconds per 10k chunks on Milvus
+Lite (`benchmarks/collections_cost.py`); an index that adds or removes chunks changes the count and refreshes it.
 """
 
 import threading
@@ -18,7 +20,7 @@ from haystack_agentic.indexing.collections import CollectionInfo, list_collectio
 logger = logging.getLogger(__name__)
 
 #: Default most seconds a list of collections is reused.
-DEFAULT_TTL_SECONDS = 30.0
+DEFAULT_TTL_SECONDS = 300.0
 
 
 class CollectionLookup:
@@ -26,7 +28,7 @@ class CollectionLookup:
     The known collections of a store, cached per document count and for at most `ttl_seconds`. Thread-safe.
 
     :param document_store: The store, or `None` (then `known()` raises).
-    :param ttl_seconds: Most seconds a list is reused. Default 30.
+    :param ttl_seconds: Most seconds a list is reused. Default 300.
     """
 
     def __init__(self, document_store: Any, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> None:
