@@ -68,7 +68,8 @@ def main() -> None:
         scope = collection_filter(["beta"])
         for label, filters in (("unscoped", None), ("one of 3", scope)):
             it = iter(queries * 2)
-            median, p95 = timed(lambda f=filters: store.bm25_retrieval(query=next(it), top_k=5, filters=f), len(queries))
+            search = lambda f=filters: store.bm25_retrieval(query=next(it), top_k=5, filters=f)  # noqa: E731
+            median, p95 = timed(search, len(queries))
             print(f"in-memory {size:>7} chunks: BM25 top-5 {label:<9} median {median:.2f} ms, p95 {p95:.2f} ms")
         if args.milvus:
             from haystack_agentic.indexing.document_stores import milvus_document_store  # noqa: PLC0415

@@ -103,7 +103,9 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     index.add_argument(
         "--collection", help="Put the chunks into this collection (meta.collection) of the store; see `collections`."
     )
-    index.add_argument("--collection-description", help="What the collection holds (shown to the LLM); with --collection.")
+    index.add_argument(
+        "--collection-description", help="What the collection holds (shown to the LLM); with --collection."
+    )
     add_backend_arguments(index)
     return index
 

@@ -172,7 +172,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :param query: The question.
         :param filters: Optional Haystack metadata filters that scope every search.
         :param collections: Optional collection scope: `"all"`, one collection name or a list of names (the store's
-            `meta.collection` values); an unknown name is a 400 listing the known ones.
+            `meta.collection` values); an unknown name is a 422 listing the known ones.
         :returns: The loop's result: answer, terminated_by, iterations, tool_history, documents, grounding, usage,
             error.
         """
