@@ -358,3 +358,10 @@ def test_eval_reports_per_collection():
     for name, totals in summary["by_collection"].items():
         assert totals["questions"] == 3 and totals["foreign_chunk_rate"] == 0.0
         assert totals["all_gold_recall"] is not None
+
+
+def test_streamed_progress_names_the_collections():
+    from haystack_agentic.serving import progress_line
+
+    step = {"iteration": 2, "action": "search", "query": "Trigiani", "collections": ["people"]}
+    assert progress_line(step) == '2. search "Trigiani" in people\n'
