@@ -12,10 +12,11 @@ import asyncio
 
 from fastapi_openai_compat.chat_completions.models import ChatCompletion
 from haystack import Pipeline, logging
-from haystack.dataclasses import ChatMessage, StreamingChunk
+from haystack.dataclasses import StreamingChunk
 from hayhooks import BasePipelineWrapper
 
 from haystack_agentic.components.loop.loop_controller import InvalidLoopInput, validate_filters, validate_question
+from haystack_agentic.indexing.collections import normalise_scope
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, load_loop_pipeline
@@ -136,16 +137,20 @@ class AgenticLoopWrapper(BasePipelineWrapper):
             raise ValueError(f"{type(self).__name__}.pipeline_file is not set: name the loop pipeline YAML to serve.")
         self.pipeline = load_served_pipeline(self.pipeline_file, dict(self.overrides), self.store_file)
 
-    async def run_api_async(self, query: str, filters: dict[str, Any] | None = None) -> dict:
+    async def run_api_async(
+        self, query: str, filters: dict[str, Any] | None = None, collections: str | list[str] | None = None
+    ) -> dict:
         """
         Answer a question with agentic RAG: an LLM searches the documents as often as it needs, then answers.
 
         :param query: The question.
         :param filters: Optional Haystack metadata filters that scope every search.
+        :param collections: Optional collection scope: `"all"`, one collection name or a list of names (the store's
+            `meta.collection` values); an unknown name is a 422 listing the known ones.
         :returns: The loop's result: answer, terminated_by, iterations, tool_history, documents, grounding, usage,
             error.
         """
-        data = self._inputs(check_question(query, self._max_question_chars()), filters)
+        data = self._inputs(check_question(query, self._max_question_chars()), filters, collections)
         return await self._run(data)
 
     async def run_chat_completion_async(
@@ -162,17 +167,21 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
         :param model: The deployed pipeline's name.
         :param messages: The chat messages (OpenAI format): system, user and assistant messages.
-        :param body: The whole request body (`stream`, `stream_options`, ...).
+        :param body: The whole request body (`stream`, `stream_options`, and optionally `collections`: the run's
+            collection scope, as for the REST endpoint).
         :returns: The `ChatCompletion`, or an async generator of `chat.completion.chunk`s when streaming.
         :raises BadRequest: If there is no user question, or a message has a tool role, an unknown role or tool
-            calls, or the conversation does not end with the user's question.
+            calls, or the conversation does not end with the user's question; for an unknown collection.
         """
         question_from_messages(messages)  # the question's own errors first (no user message, no text)
         conversation = conversation_from_request(messages, self._max_question_chars())
+        data = self._inputs(conversation[-1].text or "", None, body.get("collections"))
+        del data["controller"]["query"]
+        data["controller"]["messages"] = conversation
         if not body.get("stream"):
-            return completion(model, await self._run(loop_inputs(self.pipeline, messages=conversation)))
+            return completion(model, await self._run(data))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return self._stream(conversation, model, include_usage)
+        return self._stream(data, model, include_usage)
 
     async def _run(self, data: dict[str, Any]) -> dict[str, Any]:
         """
@@ -192,7 +201,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
             return error_result(question, exc)
 
     async def _stream(
-        self, conversation: list[ChatMessage], model: str, include_usage: bool
+        self, data: dict[str, Any], model: str, include_usage: bool
     ) -> AsyncGenerator[ChatCompletion, None]:
         """Run the loop with a streaming callback, yielding reply chunks as its chunks arrive, then the end."""
         chunks: asyncio.Queue[Any] = asyncio.Queue()
@@ -202,9 +211,9 @@ class AgenticLoopWrapper(BasePipelineWrapper):
             chunks.put_nowait(chunk)
 
         reply = ChatReplyStream(model)
-        run = asyncio.create_task(
-            self._run(loop_inputs(self.pipeline, messages=conversation, streaming_callback=on_chunk))
-        )
+        for name, sockets in loop_inputs(self.pipeline, streaming_callback=on_chunk).items():
+            data[name] = {**data.get(name, {}), **sockets}
+        run = asyncio.create_task(self._run(data))
         run.add_done_callback(lambda _: chunks.put_nowait(done))
         try:
             while (chunk := await chunks.get()) is not done:
@@ -214,7 +223,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
                 result = run.result()
             except Exception as exc:  # noqa: BLE001 - the stream has started: report the failure in it
                 logger.error("Loop failed while streaming: {error}", error=exc)
-                result = error_result(conversation[-1].text or "", exc)
+                result = error_result(data["controller"]["messages"][-1].text or "", exc)
             for piece in reply.finish(result, include_usage):
                 yield piece
         finally:
@@ -224,7 +233,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     def _max_question_chars(self) -> int | None:
         return getattr(self.pipeline.get_component("controller"), "max_question_chars", None)
 
-    def _inputs(self, query: str, filters: Any) -> dict[str, Any]:
+    def _inputs(self, query: str, filters: Any, collections: Any = None) -> dict[str, Any]:
         if filters is not None and not isinstance(filters, dict):
             raise BadRequest("`filters` must be an object of Haystack metadata filters.")
         try:
@@ -234,6 +243,11 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         inputs: dict[str, Any] = {"query": query}
         if filters:
             inputs["filters"] = filters
+        if collections is not None:
+            try:
+                inputs["collections"] = normalise_scope(collections)
+            except ValueError as exc:
+                raise BadRequest(f"`collections`: {exc}") from exc
         return {"controller": inputs}
 
 

@@ -154,6 +154,8 @@ def progress_line(step: dict[str, Any]) -> str:
     line = f"{step['iteration']}. {step['action']}"
     if step.get("query"):
         line += f' "{step["query"]}"'
+        if step["action"] == "search" and step.get("collections"):
+            line += f" in {', '.join(step['collections'])}"
     elif step["action"] in ("give_up", "error", "invalid") and step.get("result"):
         line += f" ({str(step['result'])[:200]})"
     return line + "\n"

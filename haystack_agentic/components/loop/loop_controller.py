@@ -1,131 +1,30 @@
 # SPDX-License-Identifier: Apache-2.0
 
-import re
-import unicodedata
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict, logging
-from haystack.dataclasses import ChatMessage, ChatRole, StreamingCallbackT
+from haystack.dataclasses import ChatMessage, StreamingCallbackT
 from haystack.errors import FilterError
 from haystack.utils.filters import LOGICAL_OPERATORS, document_matches_filter
-from pydantic import StringConstraints
 
+# The input checks are public names of this module too.
+from haystack_agentic.components.loop._loop_inputs import (  # noqa: F401
+    DEFAULT_MAX_QUESTION_CHARS,
+    InvalidLoopInput,
+    Question,
+    validate_conversation,
+    validate_question,
+)
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step_chunks
+from haystack_agentic.indexing.collections import and_filters, resolve_scope, scope_filter
+from haystack_agentic.indexing.collection_lookup import CollectionLookup
 
 logger = logging.getLogger(__name__)
 
-#: Longest question accepted by default, in characters.
-DEFAULT_MAX_QUESTION_CHARS = 4000
-
-# C0 and C1 control characters except tab and newline.
-_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
 #: Most characters of one chunk shown to the controller LLM in a search tool result.
 DEFAULT_CHUNK_PREVIEW_CHARS = 1500
-
-
-#: A lone UTF-16 surrogate: not valid Unicode text (a JSON `"\ud800"` escape decodes to one in Python).
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-class InvalidLoopInput(ValueError):
-    """A question or filters a run cannot start with; the message says what to send instead."""
-
-
-#: The type of the `query` input: a string with at least one non-blank character. Servers that build request
-#: models from socket types (hayhooks) refuse a blank question with a 422 before the pipeline runs.
-Question = Annotated[str, StringConstraints(pattern=r"\S")]
-
-
-def validate_question(query: Any, max_chars: int | None = None) -> str:
-    """
-    Check a question before a run starts, and clean it.
-
-    Control characters (terminal escape codes, NUL, ...) are replaced by spaces; tabs and newlines stay. Text in
-    any script is accepted as it is (Unicode NFC normalised).
-
-    :param query: The question.
-    :param max_chars: Longest question accepted, in characters, or `None` for no limit.
-    :returns: The cleaned question, stripped.
-    :raises InvalidLoopInput: (a `ValueError`) If it is missing, not a string, blank, holds a lone UTF-16
-        surrogate, or is longer than `max_chars` (the message says what to pass).
-    """
-    if query is None:
-        raise InvalidLoopInput(
-            "LoopController needs a `query` to start a run: pass the question as a string (or a conversation as "
-            "`messages`)."
-        )
-    if not isinstance(query, str):
-        raise InvalidLoopInput(f"The query must be a string, got {type(query).__name__}.")
-    surrogate = _LONE_SURROGATE.search(query)
-    if surrogate:
-        raise InvalidLoopInput(
-            f"The query holds a lone UTF-16 surrogate (U+{ord(surrogate.group()):04X} at character "
-            f"{surrogate.start()}), which is not Unicode text: send the question as valid UTF-8, without unpaired "
-            "\\ud800-\\udfff escapes."
-        )
-    cleaned = _CONTROL_CHARACTERS.sub(" ", unicodedata.normalize("NFC", query)).strip()
-    if not cleaned:
-        raise InvalidLoopInput("The query is empty: pass a question with some text in it.")
-    if max_chars is not None and len(cleaned) > max_chars:
-        raise InvalidLoopInput(
-            f"The query is {len(cleaned)} characters long; the limit is {max_chars} "
-            "(LoopController max_question_chars): shorten the question."
-        )
-    return cleaned
-
-
-#: The roles a conversation given to the loop may hold: the loop runs its own tools, so no tool messages.
-_CONVERSATION_ROLES = (ChatRole.SYSTEM, ChatRole.USER, ChatRole.ASSISTANT)
-
-
-def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[str, tuple[ChatMessage, ...]]:
-    """
-    Check a conversation before a run starts from it: its last message is the user's question.
-
-    :param messages: The conversation: a list of `ChatMessage` (system, user and assistant messages, in order).
-    :param max_chars: Longest question accepted, in characters, or `None` for no limit.
-    :returns: The question (the last user message's text, cleaned as `validate_question` does) and the
-        conversation as a tuple.
-    :raises InvalidLoopInput: (a `ValueError`) If it is not a non-empty list of `ChatMessage`, holds a tool message
-        or an assistant message with tool calls, has no user message, does not end with the user's question, or
-        the question is not valid (`validate_question`). The message says which message and what to change.
-    """
-    if not isinstance(messages, (list, tuple)):
-        raise InvalidLoopInput(f"`messages` must be a list of ChatMessage, got {type(messages).__name__}.")
-    if not messages:
-        raise InvalidLoopInput("`messages` is empty: pass the conversation, ending with the user's question.")
-    for index, message in enumerate(messages):
-        if not isinstance(message, ChatMessage):
-            raise InvalidLoopInput(
-                f"messages[{index}] is a {type(message).__name__}, not a ChatMessage: build it with "
-                "ChatMessage.from_user / from_assistant / from_system."
-            )
-        if message.role not in _CONVERSATION_ROLES:
-            raise InvalidLoopInput(
-                f"messages[{index}] has role '{message.role.value}': a conversation for the loop holds system, "
-                "user and assistant messages only (the loop runs its own tools)."
-            )
-        if message.tool_calls:
-            raise InvalidLoopInput(
-                f"messages[{index}] is an assistant message with tool calls: send earlier answers as text only."
-            )
-    users = [i for i, m in enumerate(messages) if m.role == ChatRole.USER]
-    if not users:
-        raise InvalidLoopInput("`messages` has no user message: end the conversation with the user's question.")
-    if users[-1] != len(messages) - 1:
-        after = messages[users[-1] + 1].role.value
-        raise InvalidLoopInput(
-            f"The conversation must end with the user's question; a {after} message comes after the last user "
-            "message: drop it, or ask the question last."
-        )
-    question = validate_question(messages[-1].text, max_chars)
-    last = messages[-1]
-    if last.text != question:  # control characters removed, whitespace trimmed: the LLMs see the clean question
-        last = ChatMessage.from_user(question, meta=last.meta, name=last.name)
-    return question, (*messages[:-1], last)
 
 
 def _filters_type_error(filters: Any) -> str:
@@ -226,6 +125,7 @@ class LoopController:
         chunk_preview_chars: int = DEFAULT_CHUNK_PREVIEW_CHARS,
         max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
         max_search_failures: int = 3,
+        document_store: Any = None,
     ) -> None:
         """
         Create a LoopController.
@@ -238,6 +138,9 @@ class LoopController:
             removed and whitespace trimmed). Default 4000.
         :param max_search_failures: Consecutive failed searches (store errors reported by a `SafeRetriever`) after
             which the run ends with `terminated_by="error"`. Default 3.
+        :param document_store: The store whose collections (`meta.collection`) a run's `collections` input names.
+            `None` (default): the retriever's store, which `build_loop_pipeline` and `load_loop_pipeline` hand over
+            (`use_collection_store`); without either, a run with `collections` fails with an error saying so.
         :raises ValueError: If a limit is below 1.
         """
         if max_iterations < 1:
@@ -255,6 +158,8 @@ class LoopController:
         if max_search_failures < 1:
             raise ValueError(f"max_search_failures must be at least 1, got {max_search_failures}")
         self.max_search_failures = max_search_failures
+        self.document_store = document_store
+        self._collections = CollectionLookup(document_store)
 
     @component.output_types(state=LoopState, exhausted=LoopState, failed=LoopState)
     def run(
@@ -262,6 +167,7 @@ class LoopController:
         query: Question | None = None,
         filters: dict[str, Any] | None = None,
         state: LoopState | None = None,
+        collections: str | list[str] | None = None,
         documents: list[Document] | None = None,
         search_error: str | None = None,
         revised: LoopState | None = None,
@@ -274,6 +180,10 @@ class LoopController:
 
         :param query: The user's question; starts a run when neither `state` nor `revised` is given.
         :param filters: Haystack metadata filters applied to every search of the run (first visit only).
+        :param collections: The run's collection scope (first visit only): `"all"`, a collection name, or a list of
+            names; ANDed with `filters` for every search. `None` (default): no scope. Names are checked against the
+            store's collections (`meta.collection` of its chunks, read at run time); `"all"` adds no filter and
+            offers every collection to the model.
         :param state: The state coming back around the loop from the router (`router.loop`).
         :param documents: The retriever's documents for the pending search, if this turn searched.
         :param search_error: Why the pending search failed (from `SafeRetriever.error`), or `None`. A failed search
@@ -291,20 +201,21 @@ class LoopController:
             e.g. a controller LLM that keeps replying with nothing), or `{"failed": LoopState}` (ended with
             `terminated_by="error"`) after `max_search_failures` failed searches in a row.
         :raises ValueError: On the first visit, if `query` is missing, not a string or blank, if both `query` and
-            `messages` are given, or if `messages` is not a valid conversation (`validate_conversation`).
+            `messages` are given, if `messages` is not a valid conversation (`validate_conversation`), or if
+            `collections` names a collection the store does not hold (the message lists those it does).
         """
         callback, arrived = pick_callback(None, streaming_callback, is_async=False), state or revised or refused
-        outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages)
+        outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages, collections)
         emit(callback, step_chunks(arrived, next(iter(outputs.values()))) if arrived is not None else [])
         return outputs
 
     def _visit(  # noqa: PLR0913 - run's inputs, in order
         self, query: Any, filters: Any, state: Any, documents: Any, search_error: Any, revised: Any, refused: Any,
-        messages: Any,
+        messages: Any, collections: Any,
     ) -> dict[str, LoopState]:
         arrived = [s for s in (state, revised, refused) if s is not None]
         if not arrived:
-            return {"state": self._start(query, filters, messages)}
+            return {"state": self._start(query, filters, collections, messages)}
         if len(arrived) > 1:
             raise ValueError("LoopController got more than one state (router, answerer, evidence) in one visit.")
         state = self._record_turn(arrived[0], documents, search_error)
@@ -323,6 +234,7 @@ class LoopController:
         query: Question | None = None,
         filters: dict[str, Any] | None = None,
         state: LoopState | None = None,
+        collections: str | list[str] | None = None,
         documents: list[Document] | None = None,
         search_error: str | None = None,
         revised: LoopState | None = None,
@@ -337,11 +249,21 @@ class LoopController:
         :returns: The same as `run`.
         """
         callback, arrived = pick_callback(None, streaming_callback, is_async=True), state or revised or refused
-        outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages)
+        outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages, collections)
         await emit_async(callback, step_chunks(arrived, next(iter(outputs.values()))) if arrived is not None else [])
         return outputs
 
-    def _start(self, query: Any, filters: dict[str, Any] | None, messages: Any = None) -> LoopState:
+    def use_collection_store(self, document_store: Any) -> None:
+        """
+        Read collection names from this store when no `document_store` was given (the loop builders call it with the
+        retriever's store). Not serialised: it is the pipeline's own store.
+
+        :param document_store: A Haystack document store, or `None`.
+        """
+        if self.document_store is None:
+            self._collections = CollectionLookup(document_store)
+
+    def _start(self, query: Any, filters: dict[str, Any] | None, collections: Any = None, messages: Any = None) -> LoopState:
         conversation: tuple[ChatMessage, ...] = ()
         if messages is not None:
             if query is not None:
@@ -351,12 +273,21 @@ class LoopController:
             question = validate_question(query, self.max_question_chars)
         if filters is not None and not isinstance(filters, dict):
             raise InvalidLoopInput(_filters_type_error(filters))
+        scope = None
+        if collections is not None:
+            try:
+                scope = resolve_scope(collections, self._collections.known())
+            except ValueError as exc:
+                raise InvalidLoopInput(str(exc)) from exc
+            filters = and_filters(filters, scope_filter(collections, scope))
         return LoopState(
             question=question,
             max_iterations=self.max_iterations,
             chunk_cap=self.chunk_cap,
             filters=filters or None,
             conversation=conversation,
+            collections=scope,
+            metadata={"collections": list(scope)} if scope is not None else {},
         )
 
     def _record_turn(
@@ -433,6 +364,7 @@ class LoopController:
             chunk_preview_chars=self.chunk_preview_chars,
             max_question_chars=self.max_question_chars,
             max_search_failures=self.max_search_failures,
+            document_store=self.document_store.to_dict() if self.document_store is not None else None,
         )
 
     @classmethod
