@@ -184,7 +184,8 @@ def test_text_is_not_rendered_without_template_flag():
 def test_streaming_callback_gets_the_text():
     chunks = []
     ScriptedChatGenerator([{"text": "hello"}]).run(messages=[USER], streaming_callback=chunks.append)
-    assert [c.content for c in chunks] == ["hello"]
+    assert [c.content for c in chunks] == ["hello", ""]  # the text, then the finishing chunk
+    assert (chunks[-1].finish_reason, chunks[-1].meta["usage"]["completion_tokens"]) == ("stop", 1)
 
 
 async def test_run_async_matches_run_and_awaits_async_callbacks():
@@ -196,7 +197,7 @@ async def test_run_async_matches_run_and_awaits_async_callbacks():
 
     reply = (await llm.run_async(messages=[USER], streaming_callback=callback))["replies"][0]
     assert reply.text == llm.run(messages=[USER])["replies"][0].text == "hello"
-    assert chunks == ["hello"]
+    assert chunks == ["hello", ""]
     with pytest.raises(RuntimeError, match="boom"):
         await ScriptedChatGenerator([{"raise": "boom"}]).run_async(messages=[USER])
 

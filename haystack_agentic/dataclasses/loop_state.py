@@ -130,6 +130,9 @@ class LoopState:
     :param search_failures: Consecutive searches that failed (store errors); a successful search resets it.
     :param stop_reason: Set when a component ends the loop early; the controller then sends the state to the
         fallback as if `max_iterations` were reached.
+    :param conversation: The conversation the run started from (`LoopController`'s `messages` input: system, user
+        and assistant messages, the last one the user's question); empty when it started from a `query`. The
+        controller and the answer roles see it.
     :param evidence: The last verdict of the evidence check (`EvidenceChecker`): whether the chunks support an
         answer, its score and reason, and what the check did (answer, search again, give up, warn); `None` before
         any check.
@@ -159,6 +162,7 @@ class LoopState:
     stop_reason: str | None = None
     search_failures: int = 0
     evidence: Mapping[str, Any] | None = None
+    conversation: tuple[ChatMessage, ...] = ()
     collections: Mapping[str, str] | None = None
 
     # Haystack deep-copies every component input at every pipeline step. The state is immutable (and chunks
@@ -321,7 +325,7 @@ class LoopState:
             value = getattr(self, f.name)
             if f.name == "chunks":
                 value = [doc.to_dict(flatten=False) for doc in value]
-            elif f.name == "messages":
+            elif f.name in ("messages", "conversation"):
                 value = [message.to_dict() for message in value]
             elif f.name == "tool_history":
                 value = [step.to_dict() for step in value]
@@ -348,6 +352,7 @@ class LoopState:
         values = dict(data)
         values["chunks"] = tuple(Document.from_dict(d) for d in values.get("chunks") or ())
         values["messages"] = tuple(ChatMessage.from_dict(m) for m in values.get("messages") or ())
+        values["conversation"] = tuple(ChatMessage.from_dict(m) for m in values.get("conversation") or ())
         values["tool_history"] = tuple(ToolStep.from_dict(s) for s in values.get("tool_history") or ())
         values["queries_tried"] = tuple(values.get("queries_tried") or ())
         pending = values.get("pending")

@@ -5,6 +5,7 @@ sync and async paths.
 """
 
 import asyncio
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack, cast
@@ -22,6 +23,7 @@ from haystack_agentic.llm.retries import (
     generator_retries_itself,
     is_transient,
 )
+from haystack_agentic.llm.streaming import for_thread
 from haystack_agentic.llm.timeouts import run_with_timeout
 
 logger = logging.getLogger(__name__)
@@ -87,6 +89,9 @@ class CallOptions(TypedDict, total=False):
       generator's own timeout when it has one (it cancels the request; this one can only stop waiting, see
       `run_with_timeout`).
     - `backoff` (float): seconds before the first retry; doubles each retry. Default `DEFAULT_BACKOFF` (0.5).
+    - `streaming_callback`: passed to the generator's `streaming_callback` (a sync callback for `call_generator`,
+      an async one for `call_generator_async`; see `haystack_agentic.llm.streaming`). An attempt that streamed
+      something is not retried: what it streamed cannot be taken back.
     """
 
     temperature: float | None
@@ -95,6 +100,7 @@ class CallOptions(TypedDict, total=False):
     max_retries: int
     timeout: float | None
     backoff: float
+    streaming_callback: Any
 
 
 #: The options an LLM role component stores under the same names (see `role_options`).
@@ -126,6 +132,18 @@ class _Attempts:
         self.tools = options.get("tools")
         self.timeout = options.get("timeout")
         self.kwargs = _call_kwargs(messages, options.get("temperature"), options.get("generation_kwargs"), self.tools)
+        self.streamed = False
+        callback = options.get("streaming_callback")
+        if callback is not None and not _takes_streaming_callback(generator):
+            logger.debug("The {role} chat generator takes no streaming_callback; its call is not streamed.", role=role)
+            callback = None
+        if callback is not None:
+            self.kwargs["streaming_callback"] = self._counting(callback)
+            if _asks_for_stream_usage(generator, self.kwargs):
+                # OpenAI reports a streamed reply's usage only when asked: without it `usage` would be estimated.
+                self.kwargs["generation_kwargs"] = {
+                    **self.kwargs.get("generation_kwargs", {}), "stream_options": {"include_usage": True}
+                }
         max_retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
         if max_retries and generator_retries_itself(generator):
             # Its own retries times ours would multiply the attempts (and hide them from `usage`): defer to it.
@@ -134,9 +152,25 @@ class _Attempts:
         self.policy = RetryPolicy(
             max_retries=max_retries,
             backoff=options.get("backoff", DEFAULT_BACKOFF),
-            is_failure=lambda call: call.error is not None and is_transient(call.error),
+            is_failure=lambda call: call.error is not None and is_transient(call.error) and not self.streamed,
             describe=lambda call: f"{role}: {call.error!r}",
         )
+
+    def _counting(self, callback: Any) -> Any:
+        """The callback, noting that the attempt streamed something (sync or async, like `callback`)."""
+        if inspect.iscoroutinefunction(callback):
+
+            async def on_chunk_async(chunk: Any) -> None:
+                self.streamed = True
+                await callback(chunk)
+
+            return on_chunk_async
+
+        def on_chunk(chunk: Any) -> None:
+            self.streamed = True
+            callback(chunk)
+
+        return on_chunk
 
     def span(self) -> Any:
         """A Haystack tracing span for the next attempt (a no-op unless a tracer is enabled)."""
@@ -161,6 +195,27 @@ class _Attempts:
         if call.error is not None:
             logger.warning("The {role} chat generator raised: {error}", role=self.role, error=repr(call.error))
         return call
+
+
+#: Chat generators that talk to the OpenAI chat API and accept its `stream_options`.
+_OPENAI_GENERATORS = ("OpenAIChatGenerator", "AzureOpenAIChatGenerator")
+
+
+def _asks_for_stream_usage(generator: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether to add `stream_options.include_usage` to a streamed call (an OpenAI generator, not set already)."""
+    own = getattr(generator, "generation_kwargs", None) or {}
+    return type(generator).__name__ in _OPENAI_GENERATORS and "stream_options" not in {
+        **own, **kwargs.get("generation_kwargs", {})
+    }
+
+
+def _takes_streaming_callback(generator: Any) -> bool:
+    """Whether the generator's `run` accepts a `streaming_callback` (every Haystack chat generator's does)."""
+    try:
+        parameters = inspect.signature(generator.run).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return "streaming_callback" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 def call_generator(
@@ -209,11 +264,15 @@ async def call_generator_async(
     """
     attempts = _Attempts(generator, state, role, messages, options)
     timeout = attempts.timeout
+    kwargs = attempts.kwargs
+    if "streaming_callback" in kwargs and not callable(getattr(generator, "run_async", None)):
+        # Its sync `run` goes to a worker thread: give it a sync callback that runs the async one on this loop.
+        kwargs = {**kwargs, "streaming_callback": for_thread(kwargs["streaming_callback"])}
 
     async def attempt() -> LLMCall:
         with attempts.span() as span:
             try:
-                result = await asyncio.wait_for(_execute_component_async(generator, **attempts.kwargs), timeout)
+                result = await asyncio.wait_for(_execute_component_async(generator, **kwargs), timeout)
                 replies, error = list(result.get("replies") or []), None
             except TimeoutError as exc:
                 late = TimeoutError(f"the chat generator did not answer within {timeout} s")

@@ -49,6 +49,52 @@ def with_system_prompt(template: str | None, question: str, messages: list[ChatM
     return [ChatMessage.from_system(render(template, question=question)), *messages]
 
 
+#: Most tokens of a conversation's earlier turns put before a prompt (an answer role's, or json mode's).
+DEFAULT_HISTORY_BUDGET_TOKENS = 4000
+
+
+def fit_turns(
+    turns: Sequence[ChatMessage], budget_tokens: int, counter: TokenCounter | None = None
+) -> list[ChatMessage]:
+    """
+    The turns of a conversation that fit a token budget: the oldest user and assistant messages are left out first;
+    system messages always stay.
+
+    :param turns: The messages, oldest first.
+    :param budget_tokens: Most tokens they may take (counted by `counter`, default the conservative estimate).
+    :param counter: How tokens are counted.
+    :returns: The messages kept, in order.
+    """
+    counter = counter or CONSERVATIVE
+    kept = list(turns)
+    while kept and counter.count(kept) > budget_tokens:
+        oldest = next((i for i, m in enumerate(kept) if not m.is_from("system")), None)
+        if oldest is None:
+            break
+        del kept[oldest]
+    return kept
+
+
+def with_earlier_turns(
+    conversation: Sequence[ChatMessage],
+    messages: list[ChatMessage],
+    budget_tokens: int = DEFAULT_HISTORY_BUDGET_TOKENS,
+    counter: TokenCounter | None = None,
+) -> list[ChatMessage]:
+    """
+    Put the earlier turns of a conversation before a prompt: every message but the last (the user's question,
+    which the prompt itself holds), system messages included, the oldest left out beyond `budget_tokens`
+    (`fit_turns`).
+
+    :param conversation: The run's conversation (`LoopState.conversation`; empty when the run started from `query`).
+    :param messages: The prompt messages.
+    :param budget_tokens: Most tokens of the earlier turns. Default `DEFAULT_HISTORY_BUDGET_TOKENS` (4000).
+    :param counter: How tokens are counted (default: the conservative estimate).
+    :returns: The earlier turns, then `messages`.
+    """
+    return [*fit_turns(conversation[:-1], budget_tokens, counter), *messages]
+
+
 def format_chunks(
     chunks: Sequence[Any], max_chars: int, budget_tokens: int | None = None, counter: TokenCounter | None = None
 ) -> str:

@@ -6,7 +6,7 @@
 from typing import Any
 
 from haystack.core.serialization import component_to_dict, default_to_dict
-from haystack.utils import deserialize_chatgenerator_inplace
+from haystack.utils import deserialize_callable, deserialize_chatgenerator_inplace, serialize_callable
 
 
 def generator_to_dict(generator: Any) -> dict[str, Any] | None:
@@ -28,6 +28,7 @@ def generator_from_dict_inplace(init_params: dict[str, Any], key: str = "chat_ge
     """
     if init_params.get(key) is not None:
         deserialize_chatgenerator_inplace(init_params, key=key)
+    callback_from_dict_inplace(init_params)
 
 
 def warm_up_generator(generator: Any) -> None:
@@ -54,4 +55,27 @@ def role_to_dict(role_component: Any, *parameters: str) -> dict[str, Any]:
     :returns: The `default_to_dict` dictionary.
     """
     values = {name: getattr(role_component, name) for name in (*ROLE_PARAMETERS, *parameters)}
+    if hasattr(role_component, "streaming_callback"):
+        values["streaming_callback"] = callback_to_dict(role_component.streaming_callback)
     return default_to_dict(role_component, chat_generator=generator_to_dict(role_component.chat_generator), **values)
+
+
+def callback_to_dict(callback: Any) -> str | None:
+    """
+    Serialize an optional streaming callback as Haystack's chat generators do (its import path).
+
+    :param callback: The callback or `None`.
+    :returns: `"module.function"`, or `None`.
+    """
+    return serialize_callable(callback) if callback is not None else None
+
+
+def callback_from_dict_inplace(init_params: dict[str, Any], key: str = "streaming_callback") -> None:
+    """
+    Deserialize an optional streaming callback in `init_params[key]` in place (left alone when absent or `None`).
+
+    :param init_params: The component's init parameters.
+    :param key: The key holding the callback's import path.
+    """
+    if init_params.get(key):
+        init_params[key] = deserialize_callable(init_params[key])

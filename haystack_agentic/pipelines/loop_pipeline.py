@@ -6,9 +6,11 @@ The YAML files under `pipelines/` are what users load (`Pipeline.loads` with the
 how they are made, and how Python users build the same graph around their own retriever and chat generators.
 """
 
+import inspect
 from typing import Any
 
 from haystack import Pipeline, logging
+from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
@@ -147,6 +149,68 @@ def build_loop_pipeline(
     else:
         pipeline.connect("finish.value", "result.state")
     return pipeline
+
+
+def loop_inputs(
+    pipeline: Pipeline,
+    query: str | None = None,
+    *,
+    messages: list[ChatMessage] | None = None,
+    filters: dict[str, Any] | None = None,
+    streaming_callback: StreamingCallbackT | None = None,
+) -> dict[str, Any]:
+    """
+    The `data` for `pipeline.run` / `run_async` of a loop pipeline: the question or conversation for `controller`,
+    and the streaming callback for every component that takes one (the LLM roles and the controller).
+
+    ### Usage example
+    ```python
+    from haystack.components.generators.utils import print_streaming_chunk
+    from haystack_agentic.pipelines.loop_pipeline import loop_inputs
+
+    data = loop_inputs(pipeline, "Who directed Big Stone Gap?", streaming_callback=print_streaming_chunk)
+    result = pipeline.run(data)["result"]["result"]
+    ```
+
+    :param pipeline: A loop pipeline (a component named `controller`).
+    :param query: The question (or pass `messages`).
+    :param messages: The conversation so far, ending with the user's question (`ChatMessage`s).
+    :param filters: Haystack metadata filters for every search of the run.
+    :param streaming_callback: Called with every `StreamingChunk` of the run's LLM calls and with its step events
+        (`haystack_agentic.llm.streaming`): a sync function for `run`, sync or async for `run_async`. It is wrapped
+        in a plain function, so Haystack's deep copy of pipeline inputs never copies the object behind a bound
+        method.
+    :returns: The pipeline inputs.
+    """
+    controller: dict[str, Any] = {}
+    if query is not None:
+        controller["query"] = query
+    if messages is not None:
+        controller["messages"] = list(messages)
+    if filters:
+        controller["filters"] = filters
+    data: dict[str, Any] = {"controller": controller}
+    if streaming_callback is not None:
+        callback = _plain_function(streaming_callback)
+        for name, instance in pipeline.walk():
+            if "streaming_callback" in _socket_names(instance, "__haystack_input__"):
+                data.setdefault(name, {})["streaming_callback"] = callback
+    return data
+
+
+def _plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
+    """The callback as a plain function (deep-copied as itself), keeping it sync or async."""
+    if inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(getattr(callback, "__call__", None)):
+
+        async def forward_async(chunk: StreamingChunk) -> None:
+            await callback(chunk)  # type: ignore[misc]
+
+        return forward_async
+
+    def forward(chunk: StreamingChunk) -> None:
+        callback(chunk)
+
+    return forward
 
 
 def _socket_names(instance: Any, attribute: str) -> set[str]:

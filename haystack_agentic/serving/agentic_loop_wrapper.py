@@ -8,8 +8,11 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from fastapi import HTTPException
+import asyncio
+
+from fastapi_openai_compat.chat_completions.models import ChatCompletion
 from haystack import Pipeline, logging
+from haystack.dataclasses import StreamingChunk
 from hayhooks import BasePipelineWrapper
 
 from haystack_agentic.components.loop.loop_controller import InvalidLoopInput, validate_filters, validate_question
@@ -17,18 +20,20 @@ from haystack_agentic.indexing.collections import normalise_scope
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, load_loop_pipeline
-from haystack_agentic.pipelines.progress import iter_progress
+from haystack_agentic.pipelines.loop_pipeline import loop_inputs
+from haystack_agentic.serving.chat_completions import (  # noqa: F401 - answer_text, progress_line: public here too
+    BadRequest,
+    ChatReplyStream,
+    answer_text,
+    completion,
+    conversation_from_request,
+    progress_line,
+    text_parts,
+)
 from haystack_agentic.settings import store_path_from_env
 
 logger = logging.getLogger(__name__)
 
-
-
-class BadRequest(HTTPException):
-    """A request the loop cannot run: answered with HTTP 422 and a message saying what to change."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(status_code=422, detail=message)
 
 
 def check_question(query: Any, max_chars: int | None = None) -> str:
@@ -61,44 +66,11 @@ def question_from_messages(messages: Any) -> str:
             continue
         content = message.get("content")
         if isinstance(content, list):
-            content = " ".join(_text_parts(content))
+            content = " ".join(text_parts(content))
         if not isinstance(content, str) or not content.strip():
             raise BadRequest("The last user message has no text: put the question in its `content`.")
         return content.strip()
     raise BadRequest("`messages` has no user message: send the question as a message with role `user`.")
-
-
-def _text_parts(parts: list[Any]) -> list[str]:
-    """The `text` of each `{"type": "text", "text": ...}` part of a message's content."""
-    texts = []
-    for index, part in enumerate(parts):
-        if not isinstance(part, dict) or part.get("type") != "text":
-            continue
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise BadRequest(
-                f"Content part {index} of the last user message is of type `text` but its `text` is "
-                f"{type(text).__name__ if text is not None else 'null'}: send the question as a string."
-            )
-        texts.append(text)
-    return texts
-
-
-def progress_line(step: dict[str, Any]) -> str:
-    """
-    One line of streamed progress for a step of the loop.
-
-    :param step: A `ToolStep.to_dict()`.
-    :returns: E.g. `1. search "Big Stone Gap director"` (with a trailing newline).
-    """
-    line = f"{step['iteration']}. {step['action']}"
-    if step.get("query"):
-        line += f' "{step["query"]}"'
-        if step["action"] == "search" and step.get("collections"):
-            line += f" in {', '.join(step['collections'])}"
-    elif step["action"] in ("give_up", "error", "invalid") and step.get("result"):
-        line += f" ({str(step['result'])[:200]})"
-    return line + "\n"
 
 
 def load_served_pipeline(
@@ -183,25 +155,33 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
     async def run_chat_completion_async(
         self, model: str, messages: list[dict], body: dict
-    ) -> str | AsyncGenerator[str, None]:
+    ) -> ChatCompletion | AsyncGenerator[ChatCompletion, None]:
         """
-        OpenAI-compatible chat: the last user message is the question; the reply is the answer.
+        OpenAI-compatible chat: the whole conversation goes to the loop (its last user message is the question);
+        the reply is the answer, with the run's `usage`.
 
-        With `stream: true` the reply streams one progress line per loop step as it happens (e.g.
-        `1. search "..."`), then the answer.
+        With `stream: true` the answer's tokens stream as `delta.content` (concatenated, the same text as the
+        non-streamed `message.content`), and each step of the loop, as it happens, as `delta.reasoning_content`
+        (e.g. `1. search "..."`) with the step itself in `delta.agentic_step`; `stream_options.include_usage` adds
+        a last chunk with the usage (see `haystack_agentic.serving.chat_completions`).
 
         :param model: The deployed pipeline's name.
-        :param messages: The chat messages (OpenAI format).
-        :param body: The whole request body (`stream`, and optionally `collections`: the run's collection scope,
-            as for the REST endpoint).
-        :returns: The answer text, or an async generator of text pieces when streaming.
-        :raises BadRequest: If there is no user question.
+        :param messages: The chat messages (OpenAI format): system, user and assistant messages.
+        :param body: The whole request body (`stream`, `stream_options`, and optionally `collections`: the run's
+            collection scope, as for the REST endpoint).
+        :returns: The `ChatCompletion`, or an async generator of `chat.completion.chunk`s when streaming.
+        :raises BadRequest: If there is no user question, or a message has a tool role, an unknown role or tool
+            calls, or the conversation does not end with the user's question; for an unknown collection.
         """
-        question = check_question(question_from_messages(messages), self._max_question_chars())
-        data = self._inputs(question, None, body.get("collections"))
+        question_from_messages(messages)  # the question's own errors first (no user message, no text)
+        conversation = conversation_from_request(messages, self._max_question_chars())
+        data = self._inputs(conversation[-1].text or "", None, body.get("collections"))
+        del data["controller"]["query"]
+        data["controller"]["messages"] = conversation
         if not body.get("stream"):
-            return answer_text(await self._run(data))
-        return self._stream(data)
+            return completion(model, await self._run(data))
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return self._stream(data, model, include_usage)
 
     async def _run(self, data: dict[str, Any]) -> dict[str, Any]:
         """
@@ -216,18 +196,39 @@ class AgenticLoopWrapper(BasePipelineWrapper):
             if invalid is not None:
                 raise BadRequest(str(invalid)) from exc
             logger.error("The loop pipeline failed: {error}", error=exc, exc_info=True)
-            return error_result(data["controller"]["query"], exc)
+            controller = data["controller"]
+            question = controller.get("query") or (controller.get("messages") or [None])[-1].text
+            return error_result(question, exc)
 
-    async def _stream(self, data: dict[str, Any]) -> AsyncGenerator[str, None]:
+    async def _stream(
+        self, data: dict[str, Any], model: str, include_usage: bool
+    ) -> AsyncGenerator[ChatCompletion, None]:
+        """Run the loop with a streaming callback, yielding reply chunks as its chunks arrive, then the end."""
+        chunks: asyncio.Queue[Any] = asyncio.Queue()
+        done = object()
+
+        async def on_chunk(chunk: StreamingChunk) -> None:
+            chunks.put_nowait(chunk)
+
+        reply = ChatReplyStream(model)
+        for name, sockets in loop_inputs(self.pipeline, streaming_callback=on_chunk).items():
+            data[name] = {**data.get(name, {}), **sockets}
+        run = asyncio.create_task(self._run(data))
+        run.add_done_callback(lambda _: chunks.put_nowait(done))
         try:
-            async for event in iter_progress(self.pipeline, data):
-                if event.kind == "step" and event.step is not None:
-                    yield progress_line(event.step.to_dict())
-                elif event.result is not None:
-                    yield "\n" + answer_text(event.result)
-        except Exception as exc:  # noqa: BLE001 - the stream has started: report the failure in it
-            logger.error("Loop failed while streaming: {error}", error=exc)
-            yield f"\nError: the loop failed: {exc}\n"
+            while (chunk := await chunks.get()) is not done:
+                for piece in reply.on_chunk(chunk):
+                    yield piece
+            try:
+                result = run.result()
+            except Exception as exc:  # noqa: BLE001 - the stream has started: report the failure in it
+                logger.error("Loop failed while streaming: {error}", error=exc)
+                result = error_result(data["controller"]["messages"][-1].text or "", exc)
+            for piece in reply.finish(result, include_usage):
+                yield piece
+        finally:
+            if not run.done():  # the client went away: stop the run
+                run.cancel()
 
     def _max_question_chars(self) -> int | None:
         return getattr(self.pipeline.get_component("controller"), "max_question_chars", None)
@@ -248,22 +249,6 @@ class AgenticLoopWrapper(BasePipelineWrapper):
             except ValueError as exc:
                 raise BadRequest(f"`collections`: {exc}") from exc
         return {"controller": inputs}
-
-
-def answer_text(result: dict[str, Any]) -> str:
-    """
-    The reply text of a chat completion for a loop result.
-
-    :param result: The loop's result dict.
-    :returns: The answer; when there is none, a sentence saying how the run ended (and its error).
-    """
-    if result.get("answer"):
-        return str(result["answer"])
-    reason = f"No answer (terminated by {result.get('terminated_by')})."
-    if result.get("error"):
-        reason += f" Error: {result['error']}"
-    return reason
-
 
 
 def error_result(question: str, exc: BaseException) -> dict[str, Any]:

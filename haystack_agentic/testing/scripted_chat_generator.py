@@ -5,13 +5,14 @@ import copy
 import functools
 import inspect
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict, logging
-from haystack.dataclasses import ChatMessage, ChatRole, StreamingChunk, ToolCall
+from haystack.dataclasses import ChatMessage, ChatRole, ComponentInfo, StreamingChunk, ToolCall, ToolCallDelta
 from haystack.utils.jinja2_sandbox import HaystackSandboxedEnvironment
 
 logger = logging.getLogger(__name__)
@@ -146,7 +147,9 @@ class ScriptedChatGenerator:
         :param messages: The conversation (for `per_call=False`, its assistant messages say which turn is played).
         :param generation_kwargs: Recorded, otherwise ignored.
         :param tools: Recorded, otherwise ignored.
-        :param streaming_callback: If given, called once with a `StreamingChunk` holding the reply's text.
+        :param streaming_callback: If given, called with the reply as a chat generator streams it
+            (`stream_chunks`): the text word by word, then each tool call as a `ToolCallDelta`, then a last chunk
+            with the `finish_reason` and the usage.
         :returns: `{"replies": [ChatMessage]}`: one assistant reply.
         :raises RuntimeError: On a `{"raise": ...}` turn.
         :raises IndexError: When the script has run out and `repeat_last` is `False` (or the script is empty).
@@ -156,7 +159,8 @@ class ScriptedChatGenerator:
             time.sleep(self.latency)
         reply = self._reply(turn, index, messages)
         if streaming_callback is not None:
-            streaming_callback(StreamingChunk(content=reply.text or "", meta={"model": self.model}))
+            for chunk in stream_chunks(reply, ComponentInfo.from_component(self)):
+                streaming_callback(chunk)
         return {"replies": [reply]}
 
     @component.output_types(replies=list[ChatMessage])
@@ -177,9 +181,10 @@ class ScriptedChatGenerator:
             await asyncio.sleep(self.latency)
         reply = self._reply(turn, index, messages)
         if streaming_callback is not None:
-            outcome = streaming_callback(StreamingChunk(content=reply.text or "", meta={"model": self.model}))
-            if inspect.isawaitable(outcome):
-                await outcome
+            for chunk in stream_chunks(reply, ComponentInfo.from_component(self)):
+                outcome = streaming_callback(chunk)
+                if inspect.isawaitable(outcome):
+                    await outcome
         return {"replies": [reply]}
 
     def _next_turn(
@@ -263,6 +268,37 @@ class ScriptedChatGenerator:
         :returns: The component.
         """
         return default_from_dict(cls, data)
+
+
+#: A word with the whitespace after it, or leading whitespace: the pieces a reply's text streams in.
+_PIECES = re.compile(r"\s*\S+\s*|\s+")
+
+
+def stream_chunks(reply: ChatMessage, component_info: ComponentInfo | None = None) -> list[StreamingChunk]:
+    """
+    The `StreamingChunk`s a streaming chat generator would send for a reply: its text in word-sized pieces (which
+    concatenate to the text), each tool call as one `ToolCallDelta` (name, id, arguments as JSON), then a last chunk
+    with `finish_reason` and the reply's `meta` (usage included).
+
+    :param reply: The assistant reply.
+    :param component_info: The generator's `ComponentInfo`, set on every chunk.
+    :returns: The chunks, in order.
+    """
+    chunks = [
+        StreamingChunk(content=piece, index=0, start=number == 0, component_info=component_info)
+        for number, piece in enumerate(_PIECES.findall(reply.text or ""))
+    ]
+    for number, call in enumerate(reply.tool_calls):
+        arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+        delta = ToolCallDelta(index=number, tool_name=call.tool_name, arguments=arguments, id=call.id)
+        chunks.append(
+            StreamingChunk(content="", tool_calls=[delta], index=number + 1, start=True, component_info=component_info)
+        )
+    meta = dict(reply.meta or {})
+    chunks.append(
+        StreamingChunk(content="", meta=meta, finish_reason=meta.get("finish_reason"), component_info=component_info)
+    )
+    return chunks
 
 
 def _message_chars(message: ChatMessage) -> int:

@@ -2,7 +2,8 @@
 """
 A real hayhooks server for the serving tests: `python -m haystack_agentic.cli.serve` on 127.0.0.1 and a free port,
 serving the test-only scripted loop (`scripted`, LLM latency 0), a slow copy (`slow`, 1 s per LLM call), copies
-whose LLM misbehaves (`raising`, `garbage`), one whose pipeline itself crashes (`crashing`, one run per component)
+whose LLM misbehaves (`raising`, `garbage`), one whose pipeline itself crashes (`crashing`, one run per component),
+one with an answer LLM that streams its answer (`streaming`), one whose controller needs the chat history (`history`)
 and the same YAML as a plain hayhooks YAML pipeline (`plain`). Started once per session, polled until `/status`
 answers (with a deadline), stopped after the session. `serve_process` starts other configurations the same way.
 """
@@ -42,6 +43,30 @@ def with_script(script: list) -> str:
     """The scripted YAML with another script for its router's LLM."""
     data = yaml.safe_load(SCRIPTED_YAML.read_text())
     data["components"]["router"]["init_parameters"]["chat_generator"]["init_parameters"]["script"] = script
+    return yaml.safe_dump(data)
+
+
+#: The answer LLM's reply in the `streaming` pipeline (written token by token).
+STREAMED_ANSWER = "Adriana Trigiani is based in Greenwich Village, New York City."
+
+#: The controller of the `history` pipeline: it searches for the entity named by the assistant in the conversation
+#: it receives (so it needs the earlier turns), then answers from the search result. One assistant message is in
+#: the history, so its first turn is turn 1 (turn 0, giving up, is what it plays when no history reached it).
+HISTORY_SCRIPT = [
+    {"tool_calls": [{"tool_name": "give_up", "arguments": {"reason": "no history reached me"}}]},
+    {"template": True, "tool_calls": [{"tool_name": "search", "arguments": {"query": (
+        "{% for m in messages %}{% if m.role == 'assistant' and m.text %}{{ m.text }}{% endif %}{% endfor %}")}}]},
+    {"template": True, "tool_calls": [{"tool_name": "answer", "arguments": {"text": (
+        "{% if 'Greenwich Village' in last_message %}Greenwich Village{% else %}not found{% endif %}")}}]},
+]  # fmt: skip
+
+
+def with_answer_llm(text: str) -> str:
+    """The scripted YAML with an answer LLM that rewrites every draft into `text`."""
+    data = yaml.safe_load(SCRIPTED_YAML.read_text())
+    llm = dict(data["components"]["router"]["init_parameters"]["chat_generator"])
+    llm["init_parameters"] = {**llm["init_parameters"], "script": [{"text": text}], "per_call": True}
+    data["components"]["answerer"]["init_parameters"]["chat_generator"] = llm
     return yaml.safe_dump(data)
 
 
@@ -153,9 +178,12 @@ def server(tmp_path_factory) -> Server:
     directory = root / "pipelines"
     directory.mkdir()
     (directory / "plain.yml").write_text(SCRIPTED_YAML.read_text())
+    (root / "streaming.yml").write_text(with_answer_llm(STREAMED_ANSWER))
+    (root / "history.yml").write_text(with_script(HISTORY_SCRIPT))
     args = [
         "--pipeline", f"scripted={SCRIPTED_YAML}", "--pipeline", f"slow={slow_yaml}",
         "--pipeline", f"crashing={root / 'crashing.yml'}", *bad_script_pipelines(root),
+        "--pipeline", f"streaming={root / 'streaming.yml'}", "--pipeline", f"history={root / 'history.yml'}",
         "--pipelines-dir", str(directory), "--store", str(write_test_store(root / "store.json")),
     ]  # fmt: skip
     with serve_process(root, args) as running:

@@ -68,3 +68,25 @@ def test_serving_dir_has_one_wrapper_per_pipeline(tmp_path):
     assert namespace["PipelineWrapper"].pipeline_file == str(SCRIPTED_YAML)
     with pytest.raises(ServeError, match="does not exist"):
         plan(_args("--pipeline", "x=/nope.yml"))
+
+
+def test_a_reply_stream_sends_the_answer_trimmed_and_every_step_once():
+    from haystack.dataclasses import StreamingChunk  # noqa: PLC0415
+
+    from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META  # noqa: PLC0415
+    from haystack_agentic.serving.chat_completions import ChatReplyStream  # noqa: PLC0415
+
+    search = {"iteration": 1, "action": "search", "query": "q", "returned_chunk_ids": ["a"]}
+    refused = {"iteration": 2, "action": "evidence", "query": None}
+    reply = ChatReplyStream("m")
+    out = reply.on_chunk(StreamingChunk(content="", meta={EVENT_META: "search", STEP_META: search}))
+    assert out[0].choices[0].delta.reasoning_content == '1. search "q"\n'
+    pieces = [" ", " Green", "wich ", "Village", " \n"]
+    for piece in pieces:
+        out += reply.on_chunk(StreamingChunk(content=piece, meta={ANSWER_META: True}))
+    out += reply.on_chunk(StreamingChunk(content="thinking", meta={ANSWER_META: False}))
+    end = reply.finish({"answer": "Greenwich Village", "tool_history": [search, refused], "usage": {}}, True)
+    contents = [c.choices[0].delta.content for c in out + end if c.choices and c.choices[0].delta.content]
+    assert "".join(contents) == "Greenwich Village" and contents[0] == "Green"
+    assert [c.choices[0].delta.model_extra["agentic_step"]["step"]["action"] for c in end[:-2]] == ["evidence"]
+    assert end[-1].choices == [] and end[-1].usage == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}

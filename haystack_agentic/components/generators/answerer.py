@@ -5,11 +5,20 @@ from typing import Any
 
 from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
-from haystack.dataclasses import ChatMessage
+from haystack.dataclasses import ChatMessage, StreamingCallbackT
 
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
-from haystack_agentic.llm.prompts import format_chunks, render, with_system_prompt
+from haystack_agentic.llm.prompts import format_chunks, render, with_earlier_turns, with_system_prompt
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
+from haystack_agentic.llm.streaming import (
+    emit,
+    emit_async,
+    pick_callback,
+    role_callback,
+    role_callback_async,
+    routed_state,
+    step_chunks,
+)
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
@@ -92,6 +101,7 @@ class Answerer:
         context_budget_tokens: int | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float | None = None,
+        streaming_callback: StreamingCallbackT | None = None,
     ) -> None:
         """
         Create an Answerer.
@@ -117,6 +127,9 @@ class Answerer:
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
+        :param streaming_callback: Called with each `StreamingChunk` of the answer LLM's calls, tagged with their
+            role (`answer`: the final answer; `draft`, `reflect`: not the answer) and with step events
+            (`haystack_agentic.llm.streaming`). The `streaming_callback` run input wins over it.
         :raises ValueError: If `max_chunks`, `chunk_chars` or `chunks_per_search` is below 1.
         """
         if max_chunks < 1 or chunk_chars < 1 or (chunks_per_search is not None and chunks_per_search < 1):
@@ -134,39 +147,69 @@ class Answerer:
         self.max_chunks = max_chunks
         self.chunk_chars = chunk_chars
         self.chunks_per_search = chunks_per_search
+        self.streaming_callback = streaming_callback
 
     def warm_up(self) -> None:
         """Warm up the answer LLM."""
         warm_up_generator(self.chat_generator)
 
     @component.output_types(state=LoopState, finished=LoopState)
-    def run(self, state: LoopState) -> dict[str, LoopState]:
+    def run(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, LoopState]:
         """
         Answer, reflect or draft, as `state.pending_action` says.
 
         :param state: The run's state from the router.
+        :param streaming_callback: A sync callback for this run's chunks (wins over the init parameter).
         :returns: `{"finished": LoopState}` with the final answer (`answered`, or `error`), or
             `{"state": LoopState}` after a reflect/draft step, to go on with the loop.
+        :raises ValueError: If the callback is an async function (use `run_async`).
         """
+        callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
         prepared = self._prepare(state)
         if isinstance(prepared, dict):
             return prepared
-        call = call_generator(self.chat_generator, state, "answer", prepared, **role_options(self))
-        return self._complete(state, call.state, call.text, call.error)
+        role, final = self._role(state)
+        call = call_generator(
+            self.chat_generator, state, "answer", prepared, **role_options(self),
+            streaming_callback=role_callback(callback, role, answer=final),
+        )  # fmt: skip
+        outputs = self._complete(state, call.state, call.text, call.error)
+        emit(callback, step_chunks(state, routed_state(outputs)))
+        return outputs
 
     @component.output_types(state=LoopState, finished=LoopState)
-    async def run_async(self, state: LoopState) -> dict[str, LoopState]:
+    async def run_async(
+        self, state: LoopState, streaming_callback: StreamingCallbackT | None = None
+    ) -> dict[str, LoopState]:
         """
         Async twin of `run`.
 
         :param state: The run's state from the router.
+        :param streaming_callback: A sync or async callback for this run's chunks (wins over the init parameter).
         :returns: The same as `run`.
         """
+        callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
         prepared = self._prepare(state)
         if isinstance(prepared, dict):
             return prepared
-        call = await call_generator_async(self.chat_generator, state, "answer", prepared, **role_options(self))
-        return self._complete(state, call.state, call.text, call.error)
+        role, final = self._role(state)
+        call = await call_generator_async(
+            self.chat_generator, state, "answer", prepared, **role_options(self),
+            streaming_callback=role_callback_async(callback, role, answer=final),
+        )  # fmt: skip
+        outputs = self._complete(state, call.state, call.text, call.error)
+        await emit_async(callback, step_chunks(state, routed_state(outputs)))
+        return outputs
+
+    @staticmethod
+    def _role(state: LoopState) -> tuple[str, bool]:
+        """The streaming role of this call, and whether its text is the final answer."""
+        action = state.pending_action or "answer"
+        if action == "reflect" and state.draft:
+            return "reflect", False
+        if action == "draft":
+            return "draft", False
+        return "answer", True
 
     def _prepare(self, state: LoopState) -> dict[str, LoopState] | list[ChatMessage]:
         action = state.pending_action or "answer"
@@ -193,7 +236,10 @@ class Answerer:
         else:
             template, variables = self.generate_prompt or DEFAULT_GENERATE_PROMPT, {}
         prompt = render(template, question=state.question, chunks=chunks, **variables)
-        return with_system_prompt(self.system_prompt, state.question, [ChatMessage.from_user(prompt)])
+        prompt_messages = with_earlier_turns(
+            state.conversation, [ChatMessage.from_user(prompt)], counter=token_counter_for(self.chat_generator)
+        )
+        return with_system_prompt(self.system_prompt, state.question, prompt_messages)
 
     def select_chunks(self, state: LoopState) -> list[Any]:
         """

@@ -2,13 +2,14 @@
 
 import asyncio
 import hashlib
+import inspect
 import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict, logging
-from haystack.dataclasses import ChatMessage, StreamingCallbackT
+from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 
 # The GGUF names and `embedded_model_available` are re-exported: they are public names of this module.
 from haystack_agentic.components.generators._smollm2_gguf import (  # noqa: F401
@@ -227,6 +228,33 @@ class EmbeddedChatGenerator:
             {**DEFAULT_GENERATION_KWARGS, **(self.generation_kwargs or {}), **(generation_kwargs or {})}
         )
 
+    def _clean(self, callback: StreamingCallbackT | None) -> StreamingCallbackT | None:
+        """
+        The callback, given chunks without the model's special tokens: the streamer passes on the end-of-turn
+        token (`<|im_end|>`) that the finished reply drops, so the streamed text would not be the reply's.
+        """
+        special = [t for t in getattr(self.tokenizer, "all_special_tokens", None) or [] if t]
+        if callback is None or not special:
+            return callback
+
+        def cleaned(chunk: StreamingChunk) -> StreamingChunk:
+            content = chunk.content
+            for token in special:
+                content = content.replace(token, "")
+            return chunk if content == chunk.content else replace(chunk, content=content)
+
+        if inspect.iscoroutinefunction(callback):
+
+            async def forward_async(chunk: StreamingChunk) -> None:
+                await callback(cleaned(chunk))  # type: ignore[misc]
+
+            return forward_async
+
+        def forward(chunk: StreamingChunk) -> None:
+            callback(cleaned(chunk))
+
+        return forward
+
     @staticmethod
     def _relabel(replies: list[ChatMessage]) -> list[ChatMessage]:
         return [replace(reply, _meta={**reply.meta, "model": MODEL_NAME}) for reply in replies]
@@ -258,7 +286,7 @@ class EmbeddedChatGenerator:
         kwargs = self._prepare(generation_kwargs, tools)
         with self._run_lock:  # one generation at a time: torch already uses every CPU core
             result = self._generator.run(
-                messages=messages, generation_kwargs=kwargs, streaming_callback=streaming_callback
+                messages=messages, generation_kwargs=kwargs, streaming_callback=self._clean(streaming_callback)
             )
         return {"replies": self._relabel(result["replies"])}
 
@@ -286,7 +314,7 @@ class EmbeddedChatGenerator:
         kwargs = self._prepare(generation_kwargs, tools)
         # The wrapped generator runs generation in its own single-worker executor, so async calls queue up.
         result = await self._generator.run_async(
-            messages=messages, generation_kwargs=kwargs, streaming_callback=streaming_callback
+            messages=messages, generation_kwargs=kwargs, streaming_callback=self._clean(streaming_callback)
         )
         return {"replies": self._relabel(result["replies"])}
 

@@ -4,11 +4,12 @@ from typing import Any
 
 from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
-from haystack.dataclasses import ChatMessage
+from haystack.dataclasses import ChatMessage, StreamingCallbackT
 
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
-from haystack_agentic.llm.prompts import format_chunks, render, with_system_prompt
+from haystack_agentic.llm.prompts import format_chunks, render, with_earlier_turns, with_system_prompt
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
+from haystack_agentic.llm.streaming import pick_callback, role_callback, role_callback_async
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
 from haystack_agentic.dataclasses.loop_state import LoopState
@@ -65,6 +66,7 @@ class FallbackSynthesizer:
         context_budget_tokens: int | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float | None = None,
+        streaming_callback: StreamingCallbackT | None = None,
     ) -> None:
         """
         Create a FallbackSynthesizer.
@@ -84,6 +86,8 @@ class FallbackSynthesizer:
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
+        :param streaming_callback: Called with each `StreamingChunk` of the fallback call (role `fallback`, part of
+            the final answer; a reply that is "NO ANSWER" is never passed on). The run input wins over it.
         :raises ValueError: If `max_chunks` or `chunk_chars` is below 1.
         """
         if max_chunks < 1 or chunk_chars < 1:
@@ -99,6 +103,7 @@ class FallbackSynthesizer:
         self.enabled = enabled
         self.max_chunks = max_chunks
         self.chunk_chars = chunk_chars
+        self.streaming_callback = streaming_callback
 
     def warm_up(self) -> None:
         """Warm up the fallback LLM."""
@@ -106,31 +111,44 @@ class FallbackSynthesizer:
             warm_up_generator(self.chat_generator)
 
     @component.output_types(finished=LoopState)
-    def run(self, state: LoopState) -> dict[str, LoopState]:
+    def run(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, LoopState]:
         """
         End an exhausted run, answering from its chunks when possible.
 
         :param state: The exhausted run's state.
+        :param streaming_callback: A sync callback for this run's chunks (wins over the init parameter).
         :returns: `{"finished": LoopState}` with `terminated_by="max_iterations"` and `answer` (str or None).
+        :raises ValueError: If the callback is an async function (use `run_async`).
         """
+        callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
         messages = self._prepare(state)
         if messages is None:
             return {"finished": state.finish("max_iterations", answer=self._no_call_answer(state))}
-        call = call_generator(self.chat_generator, state, "fallback", messages, **role_options(self))
+        call = call_generator(
+            self.chat_generator, state, "fallback", messages, **role_options(self),
+            streaming_callback=role_callback(callback, "fallback", answer=True, hold_no_answer=True),
+        )  # fmt: skip
         return {"finished": self._complete(call.state, call.text, call.error)}
 
     @component.output_types(finished=LoopState)
-    async def run_async(self, state: LoopState) -> dict[str, LoopState]:
+    async def run_async(
+        self, state: LoopState, streaming_callback: StreamingCallbackT | None = None
+    ) -> dict[str, LoopState]:
         """
         Async twin of `run`.
 
         :param state: The exhausted run's state.
+        :param streaming_callback: A sync or async callback for this run's chunks (wins over the init parameter).
         :returns: The same as `run`.
         """
+        callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
         messages = self._prepare(state)
         if messages is None:
             return {"finished": state.finish("max_iterations", answer=self._no_call_answer(state))}
-        call = await call_generator_async(self.chat_generator, state, "fallback", messages, **role_options(self))
+        call = await call_generator_async(
+            self.chat_generator, state, "fallback", messages, **role_options(self),
+            streaming_callback=role_callback_async(callback, "fallback", answer=True, hold_no_answer=True),
+        )  # fmt: skip
         return {"finished": self._complete(call.state, call.text, call.error)}
 
     def _no_call_answer(self, state: LoopState) -> str | None:
@@ -151,7 +169,10 @@ class FallbackSynthesizer:
             ),
             draft=state.draft,
         )
-        return with_system_prompt(self.system_prompt, state.question, [ChatMessage.from_user(prompt)])
+        prompt_messages = with_earlier_turns(
+            state.conversation, [ChatMessage.from_user(prompt)], counter=token_counter_for(self.chat_generator)
+        )
+        return with_system_prompt(self.system_prompt, state.question, prompt_messages)
 
     @staticmethod
     def _complete(state: LoopState, text: str, error: BaseException | None) -> LoopState:

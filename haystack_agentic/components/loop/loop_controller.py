@@ -1,78 +1,30 @@
 # SPDX-License-Identifier: Apache-2.0
 
-import re
-import unicodedata
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict, logging
-from haystack.dataclasses import ChatMessage
+from haystack.dataclasses import ChatMessage, StreamingCallbackT
 from haystack.errors import FilterError
 from haystack.utils.filters import LOGICAL_OPERATORS, document_matches_filter
-from pydantic import StringConstraints
 
+# The input checks are public names of this module too.
+from haystack_agentic.components.loop._loop_inputs import (  # noqa: F401
+    DEFAULT_MAX_QUESTION_CHARS,
+    InvalidLoopInput,
+    Question,
+    validate_conversation,
+    validate_question,
+)
 from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step_chunks
 from haystack_agentic.indexing.collections import and_filters, resolve_scope, scope_filter
 from haystack_agentic.indexing.collection_lookup import CollectionLookup
 
 logger = logging.getLogger(__name__)
 
-#: Longest question accepted by default, in characters.
-DEFAULT_MAX_QUESTION_CHARS = 4000
-
-# C0 and C1 control characters except tab and newline.
-_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
 #: Most characters of one chunk shown to the controller LLM in a search tool result.
 DEFAULT_CHUNK_PREVIEW_CHARS = 1500
-
-
-#: A lone UTF-16 surrogate: not valid Unicode text (a JSON `"\ud800"` escape decodes to one in Python).
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-class InvalidLoopInput(ValueError):
-    """A question or filters a run cannot start with; the message says what to send instead."""
-
-
-#: The type of the `query` input: a string with at least one non-blank character. Servers that build request
-#: models from socket types (hayhooks) refuse a blank question with a 422 before the pipeline runs.
-Question = Annotated[str, StringConstraints(pattern=r"\S")]
-
-
-def validate_question(query: Any, max_chars: int | None = None) -> str:
-    """
-    Check a question before a run starts, and clean it.
-
-    Control characters (terminal escape codes, NUL, ...) are replaced by spaces; tabs and newlines stay. Text in
-    any script is accepted as it is (Unicode NFC normalised).
-
-    :param query: The question.
-    :param max_chars: Longest question accepted, in characters, or `None` for no limit.
-    :returns: The cleaned question, stripped.
-    :raises InvalidLoopInput: (a `ValueError`) If it is missing, not a string, blank, holds a lone UTF-16
-        surrogate, or is longer than `max_chars` (the message says what to pass).
-    """
-    if query is None:
-        raise InvalidLoopInput("LoopController needs a `query` to start a run: pass the question as a string.")
-    if not isinstance(query, str):
-        raise InvalidLoopInput(f"The query must be a string, got {type(query).__name__}.")
-    surrogate = _LONE_SURROGATE.search(query)
-    if surrogate:
-        raise InvalidLoopInput(
-            f"The query holds a lone UTF-16 surrogate (U+{ord(surrogate.group()):04X} at character "
-            f"{surrogate.start()}), which is not Unicode text: send the question as valid UTF-8, without unpaired "
-            "\\ud800-\\udfff escapes."
-        )
-    cleaned = _CONTROL_CHARACTERS.sub(" ", unicodedata.normalize("NFC", query)).strip()
-    if not cleaned:
-        raise InvalidLoopInput("The query is empty: pass a question with some text in it.")
-    if max_chars is not None and len(cleaned) > max_chars:
-        raise InvalidLoopInput(
-            f"The query is {len(cleaned)} characters long; the limit is {max_chars} "
-            "(LoopController max_question_chars): shorten the question."
-        )
-    return cleaned
 
 
 def _filters_type_error(filters: Any) -> str:
@@ -146,8 +98,9 @@ class LoopController:
     """
     Keeps the books of the agentic loop: starts a run, merges retrieved chunks, counts iterations, stops at the limit.
 
-    It is the entry of the loop's cycle. The first visit builds a `LoopState` from the `query` (and optional
-    `filters`, which then scope every search of the run). Every later visit receives the state back from the
+    It is the entry of the loop's cycle. The first visit builds a `LoopState` from the `query`, or from `messages`
+    (a conversation whose last message is the user's question; the earlier turns, system messages included, reach
+    the controller LLM and the answerer), and optional `filters`, which then scope every search of the run. Every later visit receives the state back from the
     router (through a `BranchJoiner`) and, on a search turn, the retriever's `documents`: it merges them into the
     state's chunks (dedup by id keeping the highest score, sorted by score, capped at `chunk_cap`), records which
     chunks the search returned, gives the search result back to the controller LLM as a tool result (tools mode),
@@ -219,6 +172,8 @@ class LoopController:
         search_error: str | None = None,
         revised: LoopState | None = None,
         refused: LoopState | None = None,
+        messages: list[ChatMessage] | None = None,
+        streaming_callback: StreamingCallbackT | None = None,
     ) -> dict[str, LoopState]:
         """
         Start a run, or record the turn that just happened and decide whether the loop goes on.
@@ -237,16 +192,30 @@ class LoopController:
             A second socket rather than a joiner in front of `state`: one component less to schedule per turn.
         :param refused: The state coming back from the evidence check (`evidence.retry`): an answer it did not
             accept while the iteration budget leaves room to search again.
+        :param messages: Instead of `query`: the conversation so far (`ChatMessage`s: system, user, assistant), its
+            last message the user's question (see `validate_conversation`). Kept in `LoopState.conversation`.
+        :param streaming_callback: Called with a `documents` step event when a search's chunks are recorded
+            (`haystack_agentic.llm.streaming`); a sync callback here, sync or async in `run_async`.
         :returns: `{"state": LoopState}` to take another router turn, or `{"exhausted": LoopState}` when
             `max_iterations` turns have been taken, or a component asked the loop to stop (`state.stop_reason`,
             e.g. a controller LLM that keeps replying with nothing), or `{"failed": LoopState}` (ended with
             `terminated_by="error"`) after `max_search_failures` failed searches in a row.
-        :raises ValueError: On the first visit, if `query` is missing, not a string or blank, or `collections` names
-            a collection the store does not hold (the message lists those it does).
+        :raises ValueError: On the first visit, if `query` is missing, not a string or blank, if both `query` and
+            `messages` are given, if `messages` is not a valid conversation (`validate_conversation`), or if
+            `collections` names a collection the store does not hold (the message lists those it does).
         """
+        callback, arrived = pick_callback(None, streaming_callback, is_async=False), state or revised or refused
+        outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages, collections)
+        emit(callback, step_chunks(arrived, next(iter(outputs.values()))) if arrived is not None else [])
+        return outputs
+
+    def _visit(  # noqa: PLR0913 - run's inputs, in order
+        self, query: Any, filters: Any, state: Any, documents: Any, search_error: Any, revised: Any, refused: Any,
+        messages: Any, collections: Any,
+    ) -> dict[str, LoopState]:
         arrived = [s for s in (state, revised, refused) if s is not None]
         if not arrived:
-            return {"state": self._start(query, filters, collections)}
+            return {"state": self._start(query, filters, collections, messages)}
         if len(arrived) > 1:
             raise ValueError("LoopController got more than one state (router, answerer, evidence) in one visit.")
         state = self._record_turn(arrived[0], documents, search_error)
@@ -270,17 +239,19 @@ class LoopController:
         search_error: str | None = None,
         revised: LoopState | None = None,
         refused: LoopState | None = None,
+        messages: list[ChatMessage] | None = None,
+        streaming_callback: StreamingCallbackT | None = None,
     ) -> dict[str, LoopState]:
         """
         Async twin of `run` (the bookkeeping does no I/O): lets `Pipeline.run_async` call it on the event loop
-        instead of handing it to a worker thread every turn.
+        instead of handing it to a worker thread every turn. The `streaming_callback` may be sync or async.
 
         :returns: The same as `run`.
         """
-        return self.run(
-            query=query, filters=filters, state=state, documents=documents, search_error=search_error, revised=revised,
-            refused=refused, collections=collections,
-        )
+        callback, arrived = pick_callback(None, streaming_callback, is_async=True), state or revised or refused
+        outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages, collections)
+        await emit_async(callback, step_chunks(arrived, next(iter(outputs.values()))) if arrived is not None else [])
+        return outputs
 
     def use_collection_store(self, document_store: Any) -> None:
         """
@@ -292,8 +263,14 @@ class LoopController:
         if self.document_store is None:
             self._collections = CollectionLookup(document_store)
 
-    def _start(self, query: Any, filters: dict[str, Any] | None, collections: Any = None) -> LoopState:
-        question = validate_question(query, self.max_question_chars)
+    def _start(self, query: Any, filters: dict[str, Any] | None, collections: Any = None, messages: Any = None) -> LoopState:
+        conversation: tuple[ChatMessage, ...] = ()
+        if messages is not None:
+            if query is not None:
+                raise InvalidLoopInput("Pass either `query` or `messages` to LoopController, not both.")
+            question, conversation = validate_conversation(messages, self.max_question_chars)
+        else:
+            question = validate_question(query, self.max_question_chars)
         if filters is not None and not isinstance(filters, dict):
             raise InvalidLoopInput(_filters_type_error(filters))
         scope = None
@@ -308,6 +285,7 @@ class LoopController:
             max_iterations=self.max_iterations,
             chunk_cap=self.chunk_cap,
             filters=filters or None,
+            conversation=conversation,
             collections=scope,
             metadata={"collections": list(scope)} if scope is not None else {},
         )

@@ -4,7 +4,7 @@ from typing import Any, Literal
 
 from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
-from haystack.dataclasses import ChatMessage
+from haystack.dataclasses import ChatMessage, StreamingCallbackT
 from haystack.tools import (
     ToolsType,
     deserialize_tools_or_toolset_inplace,
@@ -29,9 +29,23 @@ from haystack_agentic.llm.calls import (
     describe_error,
     role_options,
 )
-from haystack_agentic.llm.prompts import format_chunks, render
+from haystack_agentic.llm.prompts import fit_turns, format_chunks, render, with_earlier_turns
+from haystack_agentic.llm.streaming import (
+    emit,
+    emit_async,
+    pick_callback,
+    role_callback,
+    role_callback_async,
+    routed_state,
+    step_chunks,
+)
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
-from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
+from haystack_agentic.llm.serialization import (
+    callback_to_dict,
+    generator_from_dict_inplace,
+    generator_to_dict,
+    warm_up_generator,
+)
 from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
 from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
 from haystack_agentic.tracing import trace_turn
@@ -147,6 +161,7 @@ class AgenticRouter(_ReplyRouting):
         context_budget_tokens: int = DEFAULT_CONTEXT_BUDGET_TOKENS,
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float | None = None,
+        streaming_callback: StreamingCallbackT | None = None,
     ) -> None:
         """
         Create an AgenticRouter.
@@ -173,6 +188,9 @@ class AgenticRouter(_ReplyRouting):
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
+        :param streaming_callback: Called with each `StreamingChunk` of the controller's calls (role `controller`:
+            its prose and tool-call deltas, never part of the answer's stream) and with a step event per recorded
+            step (`haystack_agentic.llm.streaming`). The `streaming_callback` run input wins over it.
         :raises ValueError: On an unknown mode, a user tool named like a built-in tool, or bad top_k bounds.
         """
         if mode not in ("tools", "json"):
@@ -192,6 +210,7 @@ class AgenticRouter(_ReplyRouting):
         self.generation_kwargs = generation_kwargs
         self.max_retries = max_retries
         self.timeout = timeout
+        self.streaming_callback = streaming_callback
         self.default_top_k = default_top_k
         self.max_top_k = max_top_k
         self.strict = strict
@@ -213,44 +232,60 @@ class AgenticRouter(_ReplyRouting):
     @component.output_types(
         query=str, filters=dict[str, Any] | None, top_k=int, loop=LoopState, answer=LoopState, finished=LoopState
     )
-    def run(self, state: LoopState) -> dict[str, Any]:
+    def run(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, Any]:
         """
         Take one turn of the loop.
 
         :param state: The run's state from the controller.
+        :param streaming_callback: A sync callback for this turn's chunks and step events (wins over the init
+            parameter).
         :returns: Exactly one route:
             - search: `query` (str), `filters` (dict or None), `top_k` (int) for the retriever, and `loop`
               (LoopState with the pending search) for the controller;
             - another turn without a search: `loop`;
             - answer or reflect: `answer` (LoopState with `pending_action`);
             - the end: `finished` (LoopState with `terminated_by` set: `gave_up` or `error`).
-        :raises ValueError: In json mode with `strict=True`, when the reply is not a valid decision.
+        :raises ValueError: In json mode with `strict=True`, when the reply is not a valid decision; if the callback
+            is an async function (use `run_async`).
         """
+        callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
         prepared = self._prepare(state)
         if isinstance(prepared, dict):
+            emit(callback, step_chunks(state, routed_state(prepared)))
             return prepared
-        state, messages, tools = prepared
-        call = call_generator(self.chat_generator, state, "controller", messages, tools=tools, **role_options(self))
-        return self._route(call)
+        started, messages, tools = prepared
+        call = call_generator(
+            self.chat_generator, started, "controller", messages, tools=tools, **role_options(self),
+            streaming_callback=role_callback(callback, "controller", answer=False),
+        )  # fmt: skip
+        routed = self._route(call)
+        emit(callback, step_chunks(state, routed_state(routed)))
+        return routed
 
     @component.output_types(
         query=str, filters=dict[str, Any] | None, top_k=int, loop=LoopState, answer=LoopState, finished=LoopState
     )
-    async def run_async(self, state: LoopState) -> dict[str, Any]:
+    async def run_async(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, Any]:
         """
         Async twin of `run`: awaits the chat generator's `run_async` when it has one.
 
         :param state: The run's state from the controller.
+        :param streaming_callback: A sync or async callback for this turn's chunks and step events.
         :returns: The same routes as `run`.
         """
+        callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
         prepared = self._prepare(state)
         if isinstance(prepared, dict):
+            await emit_async(callback, step_chunks(state, routed_state(prepared)))
             return prepared
-        state, messages, tools = prepared
+        started, messages, tools = prepared
         call = await call_generator_async(
-            self.chat_generator, state, "controller", messages, tools=tools, **role_options(self)
-        )
-        return self._route(call)
+            self.chat_generator, started, "controller", messages, tools=tools, **role_options(self),
+            streaming_callback=role_callback_async(callback, "controller", answer=False),
+        )  # fmt: skip
+        routed = self._route(call)
+        await emit_async(callback, step_chunks(state, routed_state(routed)))
+        return routed
 
     # --- preparing the call -------------------------------------------------------------------------------
 
@@ -282,7 +317,11 @@ class AgenticRouter(_ReplyRouting):
                 refusal=refusal_note(state),
                 collections=state.collections,
             )
-            return state, [ChatMessage.from_user(prompt)], None
+            history_budget = self.context_budget_tokens // 4  # the chunks take half; the rest is prompt and reply
+            prompt_messages = [ChatMessage.from_user(prompt)]
+            return state, with_earlier_turns(
+                state.conversation, prompt_messages, history_budget, self._token_counter()
+            ), None
         state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
         if not state.messages:
             system = render(
@@ -291,7 +330,11 @@ class AgenticRouter(_ReplyRouting):
                 max_iterations=state.max_iterations,
                 user_tools=list(self._user_tools),
             )
-            state = state.with_messages(ChatMessage.from_system(system), ChatMessage.from_user(state.question))
+            # The conversation when the run started from one (system messages included; the oldest turns left out
+            # beyond half the budget), else the question.
+            earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
+            conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
+            state = state.with_messages(ChatMessage.from_system(system), *conversation)
         tools = self._tools_for(state)
         messages = compact_messages(state.messages, self.context_budget_tokens, tools, self._token_counter())
         return state, messages, tools
@@ -335,6 +378,7 @@ class AgenticRouter(_ReplyRouting):
             generation_kwargs=self.generation_kwargs,
             max_retries=self.max_retries,
             timeout=self.timeout,
+            streaming_callback=callback_to_dict(self.streaming_callback),
             default_top_k=self.default_top_k,
             max_top_k=self.max_top_k,
             strict=self.strict,

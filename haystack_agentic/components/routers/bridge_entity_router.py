@@ -6,10 +6,12 @@ from collections import OrderedDict
 from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict, logging
+from haystack.dataclasses import StreamingCallbackT
 
 from haystack_agentic.tracing import trace_turn
 from haystack_agentic.components.routers.agentic_router import count_final_turn
 from haystack_agentic.evidence.feedback import missing_evidence_query
+from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, routed_state, step_chunks
 from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
 
@@ -175,16 +177,22 @@ class BridgeEntityRouter:
     @component.output_types(
         query=str, filters=dict[str, Any] | None, top_k=int, loop=LoopState, answer=LoopState, finished=LoopState
     )
-    def run(self, state: LoopState) -> dict[str, Any]:
+    def run(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, Any]:
         """
         Take one turn: search the question, follow a bridge entity, or send the state to the answerer.
 
         :param state: The run's state from the controller.
+        :param streaming_callback: Called with a step event for the step this turn records (the same sockets and
+            events as `AgenticRouter`; this router makes no LLM call); a sync callback.
         :returns: A search (`query`, `filters`, `top_k`, `loop`) or `{"answer": LoopState}` with
             `pending_action="answer"` (no draft: the answerer writes the answer from the chunks), or
             `{"finished": LoopState}` (gave up) when no search found any chunk.
+        :raises ValueError: If the callback is an async function (use `run_async`).
         """
-        return trace_turn("BridgeEntityRouter", self._turn(state))
+        callback = pick_callback(None, streaming_callback, is_async=False)
+        routed = trace_turn("BridgeEntityRouter", self._turn(state))
+        emit(callback, step_chunks(state, routed_state(routed)))
+        return routed
 
     def _turn(self, state: LoopState) -> dict[str, Any]:
         turn = state.iteration + 1
@@ -233,14 +241,18 @@ class BridgeEntityRouter:
     @component.output_types(
         query=str, filters=dict[str, Any] | None, top_k=int, loop=LoopState, answer=LoopState, finished=LoopState
     )
-    async def run_async(self, state: LoopState) -> dict[str, Any]:
+    async def run_async(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, Any]:
         """
-        Async twin of `run` (no I/O but the store's document count).
+        Async twin of `run` (no I/O but the store's document count); the callback may be sync or async.
 
         :param state: The run's state from the controller.
+        :param streaming_callback: Called with a step event for the step this turn records.
         :returns: The same as `run`.
         """
-        return self.run(state)
+        callback = pick_callback(None, streaming_callback, is_async=True)
+        routed = trace_turn("BridgeEntityRouter", self._turn(state))
+        await emit_async(callback, step_chunks(state, routed_state(routed)))
+        return routed
 
     @staticmethod
     def _search(

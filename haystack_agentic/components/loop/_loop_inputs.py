@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+What a loop run may start from, checked before it starts: the question, or a conversation that ends with one.
+
+`LoopController`'s helpers, kept in their own module so that each module stays short; the public names are
+re-exported by `haystack_agentic.components.loop.loop_controller`.
+"""
+
+import re
+import unicodedata
+from typing import Annotated, Any
+
+from haystack.dataclasses import ChatMessage, ChatRole
+from pydantic import StringConstraints
+
+#: Longest question accepted by default, in characters.
+DEFAULT_MAX_QUESTION_CHARS = 4000
+
+# C0 and C1 control characters except tab and newline.
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+#: A lone UTF-16 surrogate: not valid Unicode text (a JSON `"\ud800"` escape decodes to one in Python).
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+class InvalidLoopInput(ValueError):
+    """A question or filters a run cannot start with; the message says what to send instead."""
+
+
+#: The type of the `query` input: a string with at least one non-blank character. Servers that build request
+#: models from socket types (hayhooks) refuse a blank question with a 422 before the pipeline runs.
+Question = Annotated[str, StringConstraints(pattern=r"\S")]
+
+
+def validate_question(query: Any, max_chars: int | None = None) -> str:
+    """
+    Check a question before a run starts, and clean it.
+
+    Control characters (terminal escape codes, NUL, ...) are replaced by spaces; tabs and newlines stay. Text in
+    any script is accepted as it is (Unicode NFC normalised).
+
+    :param query: The question.
+    :param max_chars: Longest question accepted, in characters, or `None` for no limit.
+    :returns: The cleaned question, stripped.
+    :raises InvalidLoopInput: (a `ValueError`) If it is missing, not a string, blank, holds a lone UTF-16
+        surrogate, or is longer than `max_chars` (the message says what to pass).
+    """
+    if query is None:
+        raise InvalidLoopInput(
+            "LoopController needs a `query` to start a run: pass the question as a string (or a conversation as "
+            "`messages`)."
+        )
+    if not isinstance(query, str):
+        raise InvalidLoopInput(f"The query must be a string, got {type(query).__name__}.")
+    surrogate = _LONE_SURROGATE.search(query)
+    if surrogate:
+        raise InvalidLoopInput(
+            f"The query holds a lone UTF-16 surrogate (U+{ord(surrogate.group()):04X} at character "
+            f"{surrogate.start()}), which is not Unicode text: send the question as valid UTF-8, without unpaired "
+            "\\ud800-\\udfff escapes."
+        )
+    cleaned = _CONTROL_CHARACTERS.sub(" ", unicodedata.normalize("NFC", query)).strip()
+    if not cleaned:
+        raise InvalidLoopInput("The query is empty: pass a question with some text in it.")
+    if max_chars is not None and len(cleaned) > max_chars:
+        raise InvalidLoopInput(
+            f"The query is {len(cleaned)} characters long; the limit is {max_chars} "
+            "(LoopController max_question_chars): shorten the question."
+        )
+    return cleaned
+
+
+#: The roles a conversation given to the loop may hold: the loop runs its own tools, so no tool messages.
+_CONVERSATION_ROLES = (ChatRole.SYSTEM, ChatRole.USER, ChatRole.ASSISTANT)
+
+
+def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[str, tuple[ChatMessage, ...]]:
+    """
+    Check a conversation before a run starts from it: its last message is the user's question.
+
+    :param messages: The conversation: a list of `ChatMessage` (system, user and assistant messages, in order).
+    :param max_chars: Longest question accepted, in characters, or `None` for no limit.
+    :returns: The question (the last user message's text, cleaned as `validate_question` does) and the
+        conversation as a tuple.
+    :raises InvalidLoopInput: (a `ValueError`) If it is not a non-empty list of `ChatMessage`, holds a tool message
+        or an assistant message with tool calls, has no user message, does not end with the user's question, or
+        the question is not valid (`validate_question`). The message says which message and what to change.
+    """
+    if not isinstance(messages, (list, tuple)):
+        raise InvalidLoopInput(f"`messages` must be a list of ChatMessage, got {type(messages).__name__}.")
+    if not messages:
+        raise InvalidLoopInput("`messages` is empty: pass the conversation, ending with the user's question.")
+    for index, message in enumerate(messages):
+        if not isinstance(message, ChatMessage):
+            raise InvalidLoopInput(
+                f"messages[{index}] is a {type(message).__name__}, not a ChatMessage: build it with "
+                "ChatMessage.from_user / from_assistant / from_system."
+            )
+        if message.role not in _CONVERSATION_ROLES:
+            raise InvalidLoopInput(
+                f"messages[{index}] has role '{message.role.value}': a conversation for the loop holds system, "
+                "user and assistant messages only (the loop runs its own tools)."
+            )
+        if message.tool_calls:
+            raise InvalidLoopInput(
+                f"messages[{index}] is an assistant message with tool calls: send earlier answers as text only."
+            )
+    users = [i for i, m in enumerate(messages) if m.role == ChatRole.USER]
+    if not users:
+        raise InvalidLoopInput("`messages` has no user message: end the conversation with the user's question.")
+    if users[-1] != len(messages) - 1:
+        after = messages[users[-1] + 1].role.value
+        raise InvalidLoopInput(
+            f"The conversation must end with the user's question; a {after} message comes after the last user "
+            "message: drop it, or ask the question last."
+        )
+    question = validate_question(messages[-1].text, max_chars)
+    last = messages[-1]
+    if last.text != question:  # control characters removed, whitespace trimmed: the LLMs see the clean question
+        last = ChatMessage.from_user(question, meta=last.meta, name=last.name)
+    return question, (*messages[:-1], last)

