@@ -48,7 +48,7 @@ def trace_turn(component: str, routed: dict[str, Any]) -> dict[str, Any]:
     step = state.tool_history[-1]
     tag_current_span(
         iteration=step.iteration, action=step.action, query=step.query, chunks=len(state.chunks),
-        terminated_by=state.terminated_by,
+        terminated_by=state.terminated_by, collections=",".join(step.collections) or None,
     )  # fmt: skip
     logger.info(
         "{component} turn {iteration}: {action}",
@@ -58,5 +58,6 @@ def trace_turn(component: str, routed: dict[str, Any]) -> dict[str, Any]:
         query=step.query,
         chunks=len(state.chunks),
         terminated_by=state.terminated_by,
+        collections=list(step.collections),
     )
     return routed

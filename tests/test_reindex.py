@@ -354,7 +354,7 @@ def test_weaviate_reindex_replaces_an_edited_file(tmp_path):
     docs = tmp_path / "docs"
     town = write(docs, "town.txt", ZORBLAX)
     write(docs, "river.txt", BLORT)
-    weaviate = ["--backend", "weaviate", "--collection", collection]
+    weaviate = ["--backend", "weaviate", "--store-collection", collection]
     assert index(docs, *weaviate, "--replace") == 0
     town.write_text(EDITED, encoding="utf-8")
     assert index(docs, *weaviate) == 0

@@ -82,6 +82,7 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
     ask.add_argument("--pipeline", help="A pipeline YAML to run instead of the packaged one.")
     ask.add_argument("--store", help="Store file to load (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
     ask.add_argument("--filters", help="Haystack metadata filters as JSON, applied to every search.")
+    ask.add_argument("--collection", action="append", help="Search only this collection (repeatable; all: every one).")
     ask.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     ask.add_argument(
         "--on-insufficient-evidence",
@@ -254,7 +255,8 @@ def print_trace(console: Console, question: str, result: dict[str, Any], seconds
         if step["action"] == "search":
             found = step.get("returned_chunk_ids") or []
             names = ", ".join(titles.get(i, i[:12]) for i in found) or "no results"
-            line += f" -> {len(found)} chunk(s): {names}"
+            where = f" in {', '.join(step['collections'])}" if step.get("collections") else ""
+            line += f"{where} -> {len(found)} chunk(s): {names}"
         elif step.get("result") and step["action"] != "search":
             line += f"  ({step['result'][:120]})"
         console.print(printable(line), highlight=False, markup=False)
@@ -430,10 +432,12 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
                 status.update(f"Iteration {event.step.iteration}: {event.step.action}{query}")
 
         try:
-            result = run_with_progress(pipeline, {"controller": {"query": question, "filters": filters}}, show)
+            inputs = {"query": question, "filters": filters, "collections": args.collection}  # None: no scope
+            result = run_with_progress(pipeline, {"controller": inputs}, show)
         except PipelineRuntimeError as exc:  # e.g. a filter that does not fit the stored metadata's types
             cause = exc.__cause__ or exc
-            raise CLIError(f"The loop failed: {type(cause).__name__}: {cause}") from exc
+            refused = type(cause).__name__ == "InvalidLoopInput"  # e.g. an unknown collection: the message says all
+            raise CLIError(str(cause) if refused else f"The loop failed: {type(cause).__name__}: {cause}") from exc
     seconds = time.perf_counter() - start
     if args.json:
         payload = {**result, "question": question, "llm": describe["llm"], "policy": describe["policy"]}

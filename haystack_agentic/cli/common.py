@@ -64,5 +64,9 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--uri", help=f"Milvus Lite file or server URI (default: ${ENV_MILVUS_URI} or milvus.db in the cache); Weaviate URL."
     )
-    if parser.prog.endswith("index"):
-        parser.add_argument("--collection", help="Collection name (default: the packaged pipelines').")
+    if parser.prog.endswith(("index", "collections")):
+        parser.add_argument(
+            "--store-collection",
+            help="The Milvus collection / Weaviate class to use (default: the packaged pipelines'). Not a collection "
+            "of documents (--collection): one store holds many of those.",
+        )

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from haystack_agentic.cli.collections import collection_options
 from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
@@ -60,6 +61,9 @@ examples:
   haystack-agentic index docs/ --store my_store.json --replace
   # a Milvus Lite database (MiniLM embeddings + BM25)
   haystack-agentic index docs/ --backend milvus --uri ./docs.db
+  # into a named, described collection (ask --collection NAME searches it)
+  haystack-agentic index manuals/ --collection product_docs \\
+      --collection-description 'Product manuals and how-to guides'
   # a YAML indexing pipeline
   haystack-agentic index docs/ --pipeline pipelines/indexing_milvus.yml \\
       --uri ./docs.db
@@ -95,6 +99,12 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     index.add_argument(
         "--pipeline",
         help="Run this YAML indexing pipeline (e.g. pipelines/indexing_milvus.yml) instead; --uri sets its store.",
+    )
+    index.add_argument(
+        "--collection", help="Put the chunks into this collection (meta.collection) of the store; see `collections`."
+    )
+    index.add_argument(
+        "--collection-description", help="What the collection holds (shown to the LLM); with --collection."
     )
     add_backend_arguments(index)
     return index
@@ -298,7 +308,7 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
         raise CLIError(f"No documents found in {path}: supported are .jsonl (HotpotQA format), .txt, .md, .html and .pdf files.")
     if not files and backend == "memory" and not args.pipeline and not store_path.exists():
         raise CLIError(f"No documents found in {path}: every file is empty.")
-    options = {"emptied": emptied, "replace": args.replace}
+    options = {"emptied": emptied, "replace": args.replace, **collection_options(args)}
     err = Console(stderr=True, soft_wrap=True)
     if args.pipeline:
         target = f"the store of {args.pipeline}" + (f" at {args.uri}" if args.uri else "")
@@ -312,10 +322,12 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
         with IndexProgress(err, args.quiet) as progress, _as_cli_errors(store_path):
             result = indexer.index_files_into_file(files, store_path, embedder=embedder, progress=progress, **options)
     else:
-        store = open_index_store(backend, args.uri, args.collection)
+        store = open_index_store(backend, args.uri, args.store_collection)
         target = f"{backend} at {args.uri or (default_milvus_uri() if backend == 'milvus' else default_weaviate_url())}"
         with IndexProgress(err, args.quiet) as progress, _as_cli_errors(target):
             result = indexer.index_files(files, store, embedder=_embedder(), progress=progress, **options)
+    if options.get("collection"):
+        target += f", collection {options['collection']}"
     console.print(_summary(result, path, target, time.perf_counter() - start), highlight=False)
     return 0
 

@@ -17,6 +17,7 @@ import sys
 import traceback
 
 from haystack_agentic.cli.ask import add_ask_parser
+from haystack_agentic.cli.collections import add_collections_parser
 from haystack_agentic.cli.common import CLIError
 from haystack_agentic.cli.eval import add_eval_parser
 from haystack_agentic.cli.index import add_index_parser
@@ -29,6 +30,10 @@ examples:
   # your documents (.jsonl .txt .md .html .pdf), then questions over them
   haystack-agentic index my_docs/ --store my_store.json
   haystack-agentic ask 'What is in my docs?' --store my_store.json
+  # collections: index into named ones, list them, ask within one
+  haystack-agentic index manuals/ --store my_store.json --collection docs
+  haystack-agentic collections --store my_store.json
+  haystack-agentic ask 'How do I reset it?' --store my_store.json --collection docs
   # retrieval-only comparison of loop policies (seconds)
   haystack-agentic eval --limit 60 --no-answer
   # REST, OpenAI-compatible chat and MCP on 127.0.0.1
@@ -57,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     add_index_parser(sub)
     add_ask_parser(sub)
+    add_collections_parser(sub)
     add_eval_parser(sub)
     add_serve_parser(sub)
     for command in sub.choices.values():  # also accepted after the command; SUPPRESS keeps a global --debug
@@ -88,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
             from haystack_agentic.cli.index import cmd_index  # noqa: PLC0415
 
             return cmd_index(args, console)
+        if args.command == "collections":
+            from haystack_agentic.cli.collections import cmd_collections  # noqa: PLC0415
+
+            return cmd_collections(args, console)
         if args.command == "serve":
             return args.func(args)
         if args.command == "eval":

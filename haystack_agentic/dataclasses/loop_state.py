@@ -38,6 +38,8 @@ class ToolStep:
     :param returned_chunk_ids: Ids of the chunks the search returned, best first (filled in by the controller).
     :param result: Text that went back to the model (tool result or error), or a short outcome note.
     :param reasoning: The model's stated reasoning (json mode) or accompanying text.
+    :param collections: For `search` steps in a run scoped to collections: the collections the search covered (the
+        one the model chose, else every collection in the run's scope); empty otherwise.
     """
 
     iteration: int
@@ -48,6 +50,7 @@ class ToolStep:
     returned_chunk_ids: tuple[str, ...] = ()
     result: str | None = None
     reasoning: str | None = None
+    collections: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """
@@ -64,6 +67,7 @@ class ToolStep:
             "returned_chunk_ids": list(self.returned_chunk_ids),
             "result": self.result,
             "reasoning": self.reasoning,
+            "collections": list(self.collections),
         }
 
     @classmethod
@@ -77,6 +81,7 @@ class ToolStep:
         values = dict(data)
         values["returned_chunk_ids"] = tuple(values.get("returned_chunk_ids") or ())
         values["arguments"] = dict(values.get("arguments") or {})
+        values["collections"] = tuple(values.get("collections") or ())
         return cls(**values)
 
 
@@ -105,7 +110,8 @@ class LoopState:
     :param question: The user's question.
     :param max_iterations: Hard limit on router turns for this run.
     :param chunk_cap: Most chunks kept in `chunks`.
-    :param filters: Metadata filters that scope every search of the run, or `None`.
+    :param filters: Metadata filters that scope every search of the run, or `None` (a run scoped to collections has
+        the collection filter ANDed in here, so every search, the bridge policy's included, keeps to the scope).
     :param iteration: Router turns completed so far (0 before the first turn).
     :param chunks: Accumulated chunks, deduplicated by id, sorted by score (highest first), at most `chunk_cap`.
     :param messages: The controller conversation (tools mode).
@@ -127,6 +133,8 @@ class LoopState:
     :param evidence: The last verdict of the evidence check (`EvidenceChecker`): whether the chunks support an
         answer, its score and reason, and what the check did (answer, search again, give up, warn); `None` before
         any check.
+    :param collections: The collections the run may search, name -> description (`None`: the run has no collection
+        scope). The router offers them to the model (the `search` tool's `collection` argument).
     """
 
     question: str
@@ -151,6 +159,7 @@ class LoopState:
     stop_reason: str | None = None
     search_failures: int = 0
     evidence: Mapping[str, Any] | None = None
+    collections: Mapping[str, str] | None = None
 
     # Haystack deep-copies every component input at every pipeline step. The state is immutable (and chunks
     # are never mutated in place), so sharing is safe and makes the copy free.

@@ -30,12 +30,13 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from haystack import Pipeline, logging
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
@@ -48,6 +49,7 @@ from haystack_agentic.components.generators.fallback_synthesizer import Fallback
 from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_documents
 from haystack_agentic.components.loop.loop_controller import LoopController
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
+from haystack_agentic.indexing.collections import COLLECTION_FIELD
 from haystack_agentic.dataclasses.loop_state import ROLES
 
 logger = logging.getLogger(__name__)
@@ -72,11 +74,21 @@ def build_store(rows: Sequence[dict[str, Any]]) -> InMemoryDocumentStore:
     """
     One in-memory store holding every paragraph of every question (title line in the content, as `index` does).
 
+    A row with a `collection` puts its paragraphs into that collection (`meta.collection`; ids unchanged, so gold
+    paragraphs are still found by id); `run_eval` then scopes the row's run to it and reports per collection.
+
     :param rows: HotpotQA or MuSiQue rows.
     :returns: The store (its own index, so stores of different runs do not share storage).
     """
     store = InMemoryDocumentStore(index=f"eval-{uuid.uuid4().hex}")
-    store.write_documents(hotpotqa_documents(list(rows), title_in_content=True))
+    groups: dict[str | None, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row.get("collection"), []).append(row)
+    for collection, group in groups.items():
+        documents = hotpotqa_documents(group, title_in_content=True)
+        if collection is not None:
+            documents = [replace(d, meta={**(d.meta or {}), COLLECTION_FIELD: collection}) for d in documents]
+        store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
     return store
 
 
@@ -266,6 +278,10 @@ def score_result(row: dict[str, Any], result: dict[str, Any], latency: float, wi
         "terminated_by": result.get("terminated_by"),
         "grounding_score": grounding.get("score") if isinstance(grounding, dict) else None,
         "error": result.get("error"),
+        "collection": row.get("collection"),
+        "chunk_collections": dict(
+            Counter(str((d.get("meta") or {}).get(COLLECTION_FIELD)) for d in result.get("documents") or [])
+        ),
     }
 
 
@@ -321,7 +337,30 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "terminated_by": dict(Counter(str(r["terminated_by"]) for r in records)),
         "grounding_mean": _mean(grounding),
         "by_type": by_type,
+        "by_collection": by_collection(records),
     }
+
+
+def by_collection(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """
+    Totals per collection, for rows that name one (`row["collection"]`).
+
+    :param records: Records from `score_result`.
+    :returns: Collection -> `questions`, `all_gold_recall`, `f1` (`None` when not scored), and
+        `foreign_chunk_rate` (share of the chunks found that came from another collection: 0 when scoping works).
+    """
+    result: dict[str, dict[str, Any]] = {}
+    for name in sorted({r["collection"] for r in records if r.get("collection")}):
+        group = [r for r in records if r.get("collection") == name]
+        chunks = sum(sum(r["chunk_collections"].values()) for r in group)
+        foreign = sum(n for r in group for c, n in r["chunk_collections"].items() if c != name)
+        result[name] = {
+            "questions": len(group),
+            "all_gold_recall": _mean([float(r["all_gold_found"]) for r in group]),
+            "f1": _mean([r["f1"] for r in group if r["f1"] is not None]),
+            "foreign_chunk_rate": foreign / chunks if chunks else None,
+        }
+    return result
 
 
 def run_eval(
@@ -329,6 +368,7 @@ def run_eval(
     configs: Sequence[EvalConfig],
     with_answer: bool = True,
     on_question: Callable[[str, int], None] | None = None,
+    collections: str | list[str] | None = None,
 ) -> dict[str, Any]:
     """
     Run every configuration over every question (sequentially, `Pipeline.run`) and score each run.
@@ -340,6 +380,8 @@ def run_eval(
     :param configs: The configurations.
     :param with_answer: Score answers (EM/F1); `False` for retrieval-only runs.
     :param on_question: Called after each question with `(config name, questions done)` (e.g. a progress bar).
+    :param collections: The collection scope of every run (`LoopController`'s `collections`); a row's own
+        `collection` takes its place for that row. `None`: no scope.
     :returns: `{"configs": {name: {"description", "warm_up_s", "summary", "questions": [records]}}}`.
     """
     report: dict[str, Any] = {"configs": {}}
@@ -351,7 +393,11 @@ def run_eval(
         for done, row in enumerate(rows, start=1):
             start = time.perf_counter()
             try:
-                result = config.pipeline.run({"controller": {"query": row["question"]}})["result"]["result"]
+                inputs: dict[str, Any] = {"query": row["question"]}
+                scope = row.get("collection", collections)
+                if scope is not None:
+                    inputs["collections"] = scope
+                result = config.pipeline.run({"controller": inputs})["result"]["result"]
             except Exception as exc:  # noqa: BLE001 - one failing question must not end the evaluation
                 logger.warning("{config} failed on {id}: {error}", config=config.name, id=row["id"], error=exc)
                 result = {"terminated_by": "exception", "error": f"{type(exc).__name__}: {exc}"}

@@ -152,5 +152,5 @@ def check_embedding_dimension(store: Any, dimension: int) -> None:
         raise EmbeddingDimensionError(
             f"The embedder makes {dimension}-dimensional embeddings but the existing collection holds "
             f"{existing}-dimensional ones. Use the embedder the collection was built with, or index into a new "
-            "collection (--collection) or store file."
+            "collection (--store-collection) or store file."
         )

@@ -28,6 +28,12 @@ from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.components.writers.source_replacing_document_writer import SourceReplacingDocumentWriter
+from haystack_agentic.indexing.collections import (
+    describe_collection,
+    list_collections,
+    tag_documents,
+    validate_collection_name,
+)
 from haystack_agentic.indexing.document_stores import check_embedding_dimension, embedding_dimension
 from haystack_agentic.indexing.indexing_pipeline import FILES_PER_RUN, MIME_TYPES, convert_files, file_sources
 from haystack_agentic.indexing.source_sync import clear_store, remove_stale_chunks, source_key
@@ -170,6 +176,8 @@ def index_files(
     replace: bool = False,
     progress: ProgressCallback | None = None,
     batch_size: int = BATCH_SIZE,
+    collection: str | None = None,
+    collection_description: str | None = None,
 ) -> IndexResult:
     """
     Convert files to chunks and write them into a store: added to what it holds, each file replacing its own
@@ -182,13 +190,22 @@ def index_files(
     :param replace: Empty the store before writing (after converting and loading the model).
     :param progress: The progress callback.
     :param batch_size: Chunks per embedding/writing batch. Default 64.
+    :param collection: Put the chunks into this collection (`meta.collection`); a file re-indexed into it replaces
+        only its chunks in that collection (the same file may be in several collections). `None`: no collection.
+    :param collection_description: The collection's description, set on its new chunks and on those it already
+        holds (`None`: new chunks get none; the collection keeps the one it has).
     :returns: What was done.
-    :raises ValueError: If a JSONL file is malformed (nothing is written).
+    :raises ValueError: If a JSONL file is malformed or the collection name is bad (nothing is written).
     :raises EmbeddingDimensionError: If the embedder's dimension differs from the store's (nothing is written).
     """
     stages = _Stages(progress)
     stages.start(CONVERTING, len(files))
     documents = convert_files(files, on_files=lambda n: stages.advance(CONVERTING, n, len(files)))
+    if collection is not None:
+        collection = validate_collection_name(collection)
+        held = None if collection_description else list_collections(store).get(collection)
+        # new chunks take the description the collection already has, unless a new one is given
+        documents = tag_documents(documents, collection, collection_description or (held and held.description))
     dimension = load_embedder(embedder, progress)
     if replace:
         clear_store(store)
@@ -196,7 +213,9 @@ def index_files(
         check_embedding_dimension(store, dimension)
     _write_batches(documents, store, embedder, batch_size, stages)
     sources = [source_key(f) for f in [*files, *emptied]]
-    removed = remove_stale_chunks(store, sources, [d.id for d in documents])
+    removed = remove_stale_chunks(store, sources, [d.id for d in documents], collection=collection)
+    if collection is not None and collection_description:
+        describe_collection(store, collection, collection_description)
     milvus_support.flush(store)
     return IndexResult(files=len(files), chunks=len(documents), removed=removed, in_store=store.count_documents())
 
@@ -233,6 +252,8 @@ def index_files_into_file(
     emptied: Iterable[Path] = (),
     replace: bool = False,
     progress: ProgressCallback | None = None,
+    collection: str | None = None,
+    collection_description: str | None = None,
 ) -> IndexResult:
     """
     `index_files` for an in-memory store saved as a JSON file: read it (unless `replace` or new), index, save it
@@ -244,6 +265,8 @@ def index_files_into_file(
     :param emptied: Files that are empty now (their earlier chunks are deleted).
     :param replace: Start from an empty store (the old file is replaced only when the new one is saved).
     :param progress: The progress callback.
+    :param collection: The collection to index into (see `index_files`), or `None`.
+    :param collection_description: Its description (see `index_files`), or `None`.
     :returns: What was done.
     :raises StoreError: If the existing file cannot be read, mixes embeddings (see `check_store_embeddings`), or the
         new one cannot be written (the old file is then unchanged).
@@ -253,7 +276,10 @@ def index_files_into_file(
         fresh = replace or not store_path.exists()
         store = InMemoryDocumentStore(shared=False) if fresh else load_store_file(store_path)
         check_store_embeddings(store, embedder is not None, store_path)
-        result = index_files(files, store, embedder=embedder, emptied=emptied, progress=progress)
+        result = index_files(
+            files, store, embedder=embedder, emptied=emptied, progress=progress, collection=collection,
+            collection_description=collection_description,
+        )
         save_store_file(store, store_path)
     return result
 

@@ -20,7 +20,7 @@ from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.indexing.store_faults import StoreError, check_milvus_lite_uri, milvus_lite_path, watch_store
 from haystack_agentic.indexing.store_files import load_store_file
-from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, max_runs_for
+from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, link_collection_store, max_runs_for
 from haystack_agentic.resources import pipeline_path
 from haystack_agentic.settings import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, openai_configured
 
@@ -134,7 +134,9 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str) -> Pipeline:
     where = ", ".join(f"the {kind} store at {address}" for kind, address in stores) or f"the stores of {path}"
     try:
         with watch_store(where, milvus):
-            return Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
+            pipeline = Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
+            link_collection_store(pipeline)  # `collections` names are checked against the retriever's store
+            return pipeline
     except StoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - report any loading problem with the file named

@@ -107,6 +107,7 @@ def build_loop_pipeline(
         pipeline.add_component("grounder", grounder)
     pipeline.add_component("result", LoopResultBuilder())
 
+    link_collection_store(pipeline)
     pipeline.connect("controller.state", "router.state")
     if check_evidence:
         pipeline.connect("controller.exhausted", "evidence.exhausted")
@@ -151,3 +152,18 @@ def build_loop_pipeline(
 def _socket_names(instance: Any, attribute: str) -> set[str]:
     sockets = getattr(instance, attribute, None)
     return set(getattr(sockets, "_sockets_dict", {}) or {})
+
+
+def link_collection_store(pipeline: Pipeline) -> None:
+    """
+    Let the pipeline's `controller` read collection names from the `retriever`'s store (unless it has its own).
+
+    :param pipeline: A loop pipeline (one without a `controller` and a `retriever` is left alone).
+    """
+    try:
+        controller, retriever = pipeline.get_component("controller"), pipeline.get_component("retriever")
+    except ValueError:
+        return
+    store = getattr(retriever, "document_store", None) or getattr(retriever, "_document_store", None)
+    if hasattr(controller, "use_collection_store") and store is not None:
+        controller.use_collection_store(store)

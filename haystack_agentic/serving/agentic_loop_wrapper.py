@@ -13,6 +13,7 @@ from haystack import Pipeline, logging
 from hayhooks import BasePipelineWrapper
 
 from haystack_agentic.components.loop.loop_controller import InvalidLoopInput, validate_filters, validate_question
+from haystack_agentic.indexing.collections import normalise_scope
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, load_loop_pipeline
@@ -93,6 +94,8 @@ def progress_line(step: dict[str, Any]) -> str:
     line = f"{step['iteration']}. {step['action']}"
     if step.get("query"):
         line += f' "{step["query"]}"'
+        if step["action"] == "search" and step.get("collections"):
+            line += f" in {', '.join(step['collections'])}"
     elif step["action"] in ("give_up", "error", "invalid") and step.get("result"):
         line += f" ({str(step['result'])[:200]})"
     return line + "\n"
@@ -162,16 +165,20 @@ class AgenticLoopWrapper(BasePipelineWrapper):
             raise ValueError(f"{type(self).__name__}.pipeline_file is not set: name the loop pipeline YAML to serve.")
         self.pipeline = load_served_pipeline(self.pipeline_file, dict(self.overrides), self.store_file)
 
-    async def run_api_async(self, query: str, filters: dict[str, Any] | None = None) -> dict:
+    async def run_api_async(
+        self, query: str, filters: dict[str, Any] | None = None, collections: str | list[str] | None = None
+    ) -> dict:
         """
         Answer a question with agentic RAG: an LLM searches the documents as often as it needs, then answers.
 
         :param query: The question.
         :param filters: Optional Haystack metadata filters that scope every search.
+        :param collections: Optional collection scope: `"all"`, one collection name or a list of names (the store's
+            `meta.collection` values); an unknown name is a 422 listing the known ones.
         :returns: The loop's result: answer, terminated_by, iterations, tool_history, documents, grounding, usage,
             error.
         """
-        data = self._inputs(check_question(query, self._max_question_chars()), filters)
+        data = self._inputs(check_question(query, self._max_question_chars()), filters, collections)
         return await self._run(data)
 
     async def run_chat_completion_async(
@@ -185,11 +192,13 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
         :param model: The deployed pipeline's name.
         :param messages: The chat messages (OpenAI format).
-        :param body: The whole request body (`stream`, ...).
+        :param body: The whole request body (`stream`, and optionally `collections`: the run's collection scope,
+            as for the REST endpoint).
         :returns: The answer text, or an async generator of text pieces when streaming.
         :raises BadRequest: If there is no user question.
         """
-        data = self._inputs(check_question(question_from_messages(messages), self._max_question_chars()), None)
+        question = check_question(question_from_messages(messages), self._max_question_chars())
+        data = self._inputs(question, None, body.get("collections"))
         if not body.get("stream"):
             return answer_text(await self._run(data))
         return self._stream(data)
@@ -223,7 +232,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     def _max_question_chars(self) -> int | None:
         return getattr(self.pipeline.get_component("controller"), "max_question_chars", None)
 
-    def _inputs(self, query: str, filters: Any) -> dict[str, Any]:
+    def _inputs(self, query: str, filters: Any, collections: Any = None) -> dict[str, Any]:
         if filters is not None and not isinstance(filters, dict):
             raise BadRequest("`filters` must be an object of Haystack metadata filters.")
         try:
@@ -233,6 +242,11 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         inputs: dict[str, Any] = {"query": query}
         if filters:
             inputs["filters"] = filters
+        if collections is not None:
+            try:
+                inputs["collections"] = normalise_scope(collections)
+            except ValueError as exc:
+                raise BadRequest(f"`collections`: {exc}") from exc
         return {"controller": inputs}
 
 

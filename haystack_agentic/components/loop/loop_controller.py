@@ -12,6 +12,8 @@ from haystack.utils.filters import LOGICAL_OPERATORS, document_matches_filter
 from pydantic import StringConstraints
 
 from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.indexing.collections import and_filters, resolve_scope, scope_filter
+from haystack_agentic.indexing.collection_lookup import CollectionLookup
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +172,7 @@ class LoopController:
         chunk_preview_chars: int = DEFAULT_CHUNK_PREVIEW_CHARS,
         max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
         max_search_failures: int = 3,
+        document_store: Any = None,
     ) -> None:
         """
         Create a LoopController.
@@ -182,6 +185,9 @@ class LoopController:
             removed and whitespace trimmed). Default 4000.
         :param max_search_failures: Consecutive failed searches (store errors reported by a `SafeRetriever`) after
             which the run ends with `terminated_by="error"`. Default 3.
+        :param document_store: The store whose collections (`meta.collection`) a run's `collections` input names.
+            `None` (default): the retriever's store, which `build_loop_pipeline` and `load_loop_pipeline` hand over
+            (`use_collection_store`); without either, a run with `collections` fails with an error saying so.
         :raises ValueError: If a limit is below 1.
         """
         if max_iterations < 1:
@@ -199,6 +205,8 @@ class LoopController:
         if max_search_failures < 1:
             raise ValueError(f"max_search_failures must be at least 1, got {max_search_failures}")
         self.max_search_failures = max_search_failures
+        self.document_store = document_store
+        self._collections = CollectionLookup(document_store)
 
     @component.output_types(state=LoopState, exhausted=LoopState, failed=LoopState)
     def run(
@@ -206,6 +214,7 @@ class LoopController:
         query: Question | None = None,
         filters: dict[str, Any] | None = None,
         state: LoopState | None = None,
+        collections: str | list[str] | None = None,
         documents: list[Document] | None = None,
         search_error: str | None = None,
         revised: LoopState | None = None,
@@ -216,6 +225,10 @@ class LoopController:
 
         :param query: The user's question; starts a run when neither `state` nor `revised` is given.
         :param filters: Haystack metadata filters applied to every search of the run (first visit only).
+        :param collections: The run's collection scope (first visit only): `"all"`, a collection name, or a list of
+            names; ANDed with `filters` for every search. `None` (default): no scope. Names are checked against the
+            store's collections (`meta.collection` of its chunks, read at run time); `"all"` adds no filter and
+            offers every collection to the model.
         :param state: The state coming back around the loop from the router (`router.loop`).
         :param documents: The retriever's documents for the pending search, if this turn searched.
         :param search_error: Why the pending search failed (from `SafeRetriever.error`), or `None`. A failed search
@@ -228,11 +241,12 @@ class LoopController:
             `max_iterations` turns have been taken, or a component asked the loop to stop (`state.stop_reason`,
             e.g. a controller LLM that keeps replying with nothing), or `{"failed": LoopState}` (ended with
             `terminated_by="error"`) after `max_search_failures` failed searches in a row.
-        :raises ValueError: On the first visit, if `query` is missing, not a string or blank.
+        :raises ValueError: On the first visit, if `query` is missing, not a string or blank, or `collections` names
+            a collection the store does not hold (the message lists those it does).
         """
         arrived = [s for s in (state, revised, refused) if s is not None]
         if not arrived:
-            return {"state": self._start(query, filters)}
+            return {"state": self._start(query, filters, collections)}
         if len(arrived) > 1:
             raise ValueError("LoopController got more than one state (router, answerer, evidence) in one visit.")
         state = self._record_turn(arrived[0], documents, search_error)
@@ -251,6 +265,7 @@ class LoopController:
         query: Question | None = None,
         filters: dict[str, Any] | None = None,
         state: LoopState | None = None,
+        collections: str | list[str] | None = None,
         documents: list[Document] | None = None,
         search_error: str | None = None,
         revised: LoopState | None = None,
@@ -264,18 +279,37 @@ class LoopController:
         """
         return self.run(
             query=query, filters=filters, state=state, documents=documents, search_error=search_error, revised=revised,
-            refused=refused,
+            refused=refused, collections=collections,
         )
 
-    def _start(self, query: Any, filters: dict[str, Any] | None) -> LoopState:
+    def use_collection_store(self, document_store: Any) -> None:
+        """
+        Read collection names from this store when no `document_store` was given (the loop builders call it with the
+        retriever's store). Not serialised: it is the pipeline's own store.
+
+        :param document_store: A Haystack document store, or `None`.
+        """
+        if self.document_store is None:
+            self._collections = CollectionLookup(document_store)
+
+    def _start(self, query: Any, filters: dict[str, Any] | None, collections: Any = None) -> LoopState:
         question = validate_question(query, self.max_question_chars)
         if filters is not None and not isinstance(filters, dict):
             raise InvalidLoopInput(_filters_type_error(filters))
+        scope = None
+        if collections is not None:
+            try:
+                scope = resolve_scope(collections, self._collections.known())
+            except ValueError as exc:
+                raise InvalidLoopInput(str(exc)) from exc
+            filters = and_filters(filters, scope_filter(collections, scope))
         return LoopState(
             question=question,
             max_iterations=self.max_iterations,
             chunk_cap=self.chunk_cap,
             filters=filters or None,
+            collections=scope,
+            metadata={"collections": list(scope)} if scope is not None else {},
         )
 
     def _record_turn(
@@ -352,6 +386,7 @@ class LoopController:
             chunk_preview_chars=self.chunk_preview_chars,
             max_question_chars=self.max_question_chars,
             max_search_failures=self.max_search_failures,
+            document_store=self.document_store.to_dict() if self.document_store is not None else None,
         )
 
     @classmethod

@@ -14,6 +14,7 @@ from haystack_agentic.components.routers._tool_arguments import (
     ANSWER_TOOL_NAME,
     GIVE_UP_TOOL_NAME,
     SEARCH_TOOL_NAME,
+    _chosen_collection,
     _InvalidArguments,
     _give_up,
     _parse_arguments,
@@ -21,6 +22,7 @@ from haystack_agentic.components.routers._tool_arguments import (
     _safe_arguments,
 )
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
+from haystack_agentic.indexing.collections import and_filters, collection_filter
 from haystack_agentic.llm.calls import LLMCall, describe_error
 from haystack_agentic.llm.tool_arguments import decode_arguments, whole_number
 
@@ -58,7 +60,12 @@ class _ReplyRouting:
             if not query:
                 step = ToolStep(iteration=turn, action="invalid", arguments=decision, result="search without query")
                 return {"loop": state.with_step(step)}
-            if state.already_searched(query):
+            try:
+                collection = _chosen_collection(state.collections, decision.get("collection"))
+            except _InvalidArguments as exc:
+                step = ToolStep(turn, "invalid", query=query, arguments=decision, reasoning=reasoning, result=str(exc))
+                return {"loop": state.with_step(step)}
+            if _searched_in(state, query, collection):
                 step = ToolStep(
                     iteration=turn,
                     action="invalid",
@@ -68,7 +75,7 @@ class _ReplyRouting:
                     result=f'already searched for "{query}"',
                 )
                 return {"loop": state.with_step(step)}
-            return self._search(state, turn, query, self.default_top_k, None, decision, reasoning)
+            return self._search(state, turn, query, self.default_top_k, None, decision, reasoning, collection)
         if action == "reflect" and not state.draft:
             # Nothing to reflect on yet: the answerer writes a first draft instead.
             pending = "draft"
@@ -114,9 +121,10 @@ class _ReplyRouting:
                 if name == SEARCH_TOOL_NAME:
                     query = _required_text(arguments, "query")
                     top_k = self._top_k(arguments.get("top_k"))
+                    collection = _chosen_collection(state.collections, arguments.get("collection"))
                     if search is not None:
                         raise _InvalidArguments("only one search runs per turn; search again next turn")
-                    if state.already_searched(query):
+                    if _searched_in(state, query, collection):
                         message = (
                             f'You already searched for "{query}"; its chunks are above. '
                             "Search for something else, or answer."
@@ -126,7 +134,7 @@ class _ReplyRouting:
                             ToolStep(turn, "invalid", query=query, tool_name=name, arguments=arguments, result=message)
                         )
                         continue
-                    search = (tool_call, query, top_k, arguments)
+                    search = (tool_call, query, top_k, arguments, collection)
                     continue
                 if name in self._user_tools:
                     state = self._invoke_user_tool(state, turn, tool_call, arguments)
@@ -140,8 +148,8 @@ class _ReplyRouting:
                     ToolStep(turn, "invalid", tool_name=name, arguments=_safe_arguments(tool_call), result=message)
                 )
         if search is not None:
-            tool_call, query, top_k, arguments = search
-            return self._search(state, turn, query, top_k, tool_call, arguments, None)
+            tool_call, query, top_k, arguments, collection = search
+            return self._search(state, turn, query, top_k, tool_call, arguments, None, collection)
         return {"loop": state}
 
     @staticmethod
@@ -183,8 +191,10 @@ class _ReplyRouting:
         tool_call: ToolCall | None,
         arguments: dict[str, Any],
         reasoning: str | None,
+        collection: str | None = None,
     ) -> dict[str, Any]:
-        filters = dict(state.filters) if state.filters else None
+        # The run's filters already hold its collection scope; a chosen collection narrows it to that one.
+        filters = and_filters(state.filters, collection_filter([collection] if collection else []))
         step = ToolStep(
             iteration=turn,
             action="search",
@@ -192,6 +202,7 @@ class _ReplyRouting:
             tool_name=tool_call.tool_name if tool_call else None,
             arguments=arguments,
             reasoning=reasoning,
+            collections=(collection,) if collection else tuple(state.collections or ()),
         )
         state = state.with_step(step).evolve(
             pending=PendingSearch(query=query, top_k=top_k, filters=filters, tool_call=tool_call),
@@ -211,3 +222,18 @@ class _ReplyRouting:
             text, error = f"Error in {tool.name}: {describe_error(exc)}", True
         step = ToolStep(turn, "tool", tool_name=tool.name, arguments=arguments, result=text)
         return state.with_step(step).with_messages(ChatMessage.from_tool(text, origin=tool_call, error=error))
+
+
+def _searched_in(state: LoopState, query: str, collection: str | None) -> bool:
+    """
+    Whether this query (ignoring case) was searched before over the same collections: the same words in another
+    collection are a new search.
+    """
+    if collection is None and not state.collections:
+        return state.already_searched(query)
+    covered = (collection,) if collection else tuple(state.collections or ())
+    folded = query.casefold()
+    return any(
+        step.action == "search" and (step.query or "").casefold() == folded and step.collections == covered
+        for step in state.tool_history
+    )

@@ -2,6 +2,7 @@
 
 """The loop's built-in tools (search, answer, give_up) and the parsing and validation of tool-call arguments."""
 
+from collections.abc import Mapping
 from typing import Any
 
 from haystack.dataclasses import ToolCall
@@ -21,26 +22,61 @@ def _not_invoked(**kwargs: Any) -> str:
     raise RuntimeError("Built-in loop tools are handled by AgenticRouter, not invoked directly.")
 
 
-def _builtin_tools(max_top_k: int) -> list[Tool]:
+#: The `search` tool's description.
+SEARCH_DESCRIPTION = "Search the document collection. Returns numbered chunks with their ids."
+
+
+def _search_tool(max_top_k: int, collections: Mapping[str, str] | None = None) -> Tool:
+    """
+    The `search` tool; with a run's collections (name -> description), an optional `collection` argument whose enum
+    is those names, each described in the tool's description.
+    """
+    properties: dict[str, Any] = {
+        "query": {"type": "string", "description": "What to look for: one entity or fact."},
+        "top_k": {
+            "type": "integer",
+            "description": f"How many chunks to return (1-{max_top_k}).",
+            "minimum": 1,
+            "maximum": max_top_k,
+        },
+    }
+    description = SEARCH_DESCRIPTION
+    if collections:
+        properties["collection"] = {
+            "type": "string",
+            "enum": list(collections),
+            "description": "Search only this collection; leave it out to search all of them.",
+        }
+        listed = "\n".join(f"- {name}: {text}" if text else f"- {name}" for name, text in collections.items())
+        description += f" Collections you may search (argument `collection`; default: all of them):\n{listed}"
+    return Tool(
+        name=SEARCH_TOOL_NAME,
+        description=description,
+        parameters={"type": "object", "properties": properties, "required": ["query"]},
+        function=_not_invoked,
+    )
+
+
+def _chosen_collection(collections: Mapping[str, str] | None, value: Any) -> str | None:
+    """
+    The collection a search asked for: `None` (the whole scope) when absent; raises `_InvalidArguments` for one
+    outside the run's scope, naming the ones in it.
+    """
+    if value is None:
+        return None
+    if not collections:
+        raise _InvalidArguments("this run has no collections to choose from; search without 'collection'")
+    if not isinstance(value, str) or value not in collections:
+        raise _InvalidArguments(
+            f"'collection' {value!r} is not one you may search; choose one of: {', '.join(collections)} "
+            "(or leave it out to search all of them)"
+        )
+    return value
+
+
+def _builtin_tools(max_top_k: int, collections: Mapping[str, str] | None = None) -> list[Tool]:
     return [
-        Tool(
-            name=SEARCH_TOOL_NAME,
-            description="Search the document collection. Returns numbered chunks with their ids.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "What to look for: one entity or fact."},
-                    "top_k": {
-                        "type": "integer",
-                        "description": f"How many chunks to return (1-{max_top_k}).",
-                        "minimum": 1,
-                        "maximum": max_top_k,
-                    },
-                },
-                "required": ["query"],
-            },
-            function=_not_invoked,
-        ),
+        _search_tool(max_top_k, collections),
         Tool(
             name=ANSWER_TOOL_NAME,
             description="Give the final answer to the question, based on the chunks found.",

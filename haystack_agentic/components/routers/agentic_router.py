@@ -54,7 +54,8 @@ Use only facts from search results. You have at most {{ max_iterations }} turns;
 """
 
 #: Prompt of the controller LLM in `json` mode, sent fresh each turn. Variables: `question`, `chunks`,
-#: `history`, `draft`, `iteration`, `max_iterations`, `refusal` (why the evidence check refused the last answer).
+#: `history`, `draft`, `iteration`, `max_iterations`, `refusal` (why the evidence check refused the last answer),
+#: `collections` (name -> description of the collections in the run's scope, or None).
 DEFAULT_JSON_PROMPT = """\
 You decide the next step of a search for the answer to a question.
 Question: {{ question }}
@@ -62,7 +63,8 @@ Turn {{ iteration }} of {{ max_iterations }}.
 {% if history %}
 Steps so far:
 {% for step in history %}
-- {{ step.action }}{% if step.query %}: "{{ step.query }}" ({{ step.returned_chunk_ids | length }} chunks){% endif %}
+- {{ step.action }}{% if step.query %}: "{{ step.query }}" ({{ step.returned_chunk_ids | length }} chunks){% endif %}\
+{% if step.action == "invalid" and step.result %} ({{ step.result }}){% endif %}
 {% endfor %}
 {% endif %}
 {% if chunks %}
@@ -76,6 +78,12 @@ Current draft answer: {{ draft }}
 {% endif %}
 {% if refusal %}
 {{ refusal }}
+{% endif %}
+{% if collections %}
+Collections you may search (add "collection": "<name>" to a search to search only that one; leave it out to search all):
+{% for name, description in collections.items() %}
+- {{ name }}{% if description %}: {{ description }}{% endif %}
+{% endfor %}
 {% endif %}
 Reply with one JSON object and nothing else:
 {"action": "search", "query": "<what to search next>", "reasoning": "<why>"}
@@ -272,6 +280,7 @@ class AgenticRouter(_ReplyRouting):
                 iteration=state.iteration + 1,
                 max_iterations=state.max_iterations,
                 refusal=refusal_note(state),
+                collections=state.collections,
             )
             return state, [ChatMessage.from_user(prompt)], None
         state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
@@ -283,8 +292,15 @@ class AgenticRouter(_ReplyRouting):
                 user_tools=list(self._user_tools),
             )
             state = state.with_messages(ChatMessage.from_system(system), ChatMessage.from_user(state.question))
-        messages = compact_messages(state.messages, self.context_budget_tokens, self._all_tools, self._token_counter())
-        return state, messages, self._all_tools
+        tools = self._tools_for(state)
+        messages = compact_messages(state.messages, self.context_budget_tokens, tools, self._token_counter())
+        return state, messages, tools
+
+    def _tools_for(self, state: LoopState) -> list[Any]:
+        """The tools of this run: `search` gets a `collection` argument when the run is scoped to collections."""
+        if not state.collections:
+            return self._all_tools
+        return [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
 
     # --- routing the reply --------------------------------------------------------------------------------
 

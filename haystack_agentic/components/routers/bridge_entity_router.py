@@ -248,7 +248,10 @@ class BridgeEntityRouter:
     ) -> dict[str, Any]:
         filters = and_filters(state.filters, extra_filters)
         arguments = {"top_k": top_k, **({"filters": extra_filters} if extra_filters else {})}
-        step = ToolStep(iteration=turn, action="search", query=query, arguments=arguments, reasoning=why)
+        step = ToolStep(
+            iteration=turn, action="search", query=query, arguments=arguments, reasoning=why,
+            collections=tuple(state.collections or ()),  # the run's whole scope: the policy never picks one
+        )
         state = state.with_step(step).evolve(
             pending=PendingSearch(query=query, top_k=top_k, filters=filters),
             queries_tried=(*state.queries_tried, query),

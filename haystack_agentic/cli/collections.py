@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+`haystack-agentic collections`: list the collections of a document store (name, chunks, description).
+
+A collection is the set of chunks whose `meta.collection` names it (`index --collection NAME`); one store holds
+many. `ask --collection NAME` (repeatable) scopes a run to some of them. Also the `--collection` options' checks
+for `index`. Only argument parsing happens at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from haystack_agentic.cli.common import (
+    CLIError,
+    add_backend_arguments,
+    add_command,
+    default_milvus_uri,
+    default_store_path,
+    default_weaviate_url,
+    printable,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+_DESCRIPTION = """\
+List the collections of a document store: each collection's name, how many
+chunks it holds and its description. A collection is the chunks indexed with
+`index --collection NAME` (their meta.collection); one store holds many, and
+`ask --collection NAME` (repeatable) searches only those named. The names come
+from the store itself, so this lists what every writer put there.
+"""
+
+_EXAMPLES = """\
+examples:
+  haystack-agentic collections --store my_store.json
+  haystack-agentic collections --backend milvus --uri ./docs.db --json
+"""
+
+
+def add_collections_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """
+    Add the `collections` sub-command to the CLI's sub-parsers.
+
+    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
+    :returns: The `collections` parser.
+    """
+    summary = "List the collections of a document store (name, chunks, description)."
+    parser = add_command(subparsers, "collections", summary, _DESCRIPTION, _EXAMPLES)
+    parser.add_argument("--store", help="Store file to read (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
+    parser.add_argument("--json", action="store_true", help="Print the collections as JSON.")
+    add_backend_arguments(parser)
+    return parser
+
+
+def collection_options(args: argparse.Namespace) -> dict[str, Any]:
+    """
+    The `collection` / `collection_description` keyword arguments of the indexer, from `index`'s options.
+
+    :param args: Parsed `index` arguments.
+    :returns: `{}` without `--collection`, else both keywords.
+    :raises CLIError: For a description without a name, a bad name, or `--collection` with `--pipeline`.
+    """
+    name, description = getattr(args, "collection", None), getattr(args, "collection_description", None)
+    if name is None:
+        if description:
+            raise CLIError("--collection-description needs --collection NAME: the collection it describes.")
+        return {}
+    if getattr(args, "pipeline", None):
+        raise CLIError("--collection works with the built-in indexing, not with --pipeline: leave --pipeline out.")
+    from haystack_agentic.indexing.collections import validate_collection_name  # noqa: PLC0415
+
+    try:
+        name = validate_collection_name(name)
+    except ValueError as exc:
+        raise CLIError(f"--collection: {exc}") from exc
+    return {"collection": name, "collection_description": (description or "").strip() or None}
+
+
+def open_store(args: argparse.Namespace) -> tuple[Any, str]:
+    """
+    The document store the `--store` / `--backend` / `--uri` options name, opened for reading.
+
+    :param args: Parsed arguments.
+    :returns: `(store, where)`, `where` naming it for messages.
+    :raises CLIError: If it does not exist or cannot be opened.
+    """
+    from haystack_agentic.indexing.store_faults import check_milvus_lite_uri  # noqa: PLC0415
+
+    backend = getattr(args, "backend", "memory")
+    try:
+        if backend == "memory":
+            from haystack_agentic.indexing.store_files import load_store_file  # noqa: PLC0415
+
+            path = Path(args.store) if args.store else default_store_path()
+            if not path.exists():
+                raise CLIError(f"The store {path} does not exist: create it with `haystack-agentic index PATH`.")
+            return load_store_file(path), str(path)
+        from haystack_agentic.indexing.document_stores import open_document_store  # noqa: PLC0415
+
+        address = args.uri or str(default_milvus_uri() if backend == "milvus" else default_weaviate_url())
+        if backend == "milvus":
+            check_milvus_lite_uri(address, must_exist=True)  # listing must not create an empty database
+        return open_document_store(backend, address, getattr(args, "store_collection", None)), f"{backend} at {address}"
+    except ImportError as exc:
+        raise CLIError(f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`.") from exc
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+
+
+def cmd_collections(args: argparse.Namespace, console: Console) -> int:
+    """
+    Run `haystack-agentic collections`.
+
+    :param args: Parsed `collections` arguments.
+    :param console: Where the list goes (stdout).
+    :returns: 0.
+    :raises CLIError: If the store cannot be read.
+    """
+    from haystack_agentic.indexing.collections import list_collections  # noqa: PLC0415
+
+    store, where = open_store(args)
+    collections = list_collections(store)
+    if args.json:
+        print(json.dumps([info.to_dict() for info in collections.values()], ensure_ascii=False, indent=2))
+        return 0
+    if not collections:
+        console.print(
+            f"The store {where} has no collections ({store.count_documents()} chunks, none with meta.collection): "
+            "index into one with `haystack-agentic index PATH --collection NAME`.",
+            highlight=False,
+        )
+        return 0
+    console.print(f"{len(collections)} collection(s) in {where}:", highlight=False)
+    width = max(len(name) for name in collections)
+    for info in collections.values():
+        line = f"  {info.name:<{width}}  {info.documents:>7} chunk(s)  {info.description or '(no description)'}"
+        console.print(printable(line), highlight=False, markup=False)
+    return 0

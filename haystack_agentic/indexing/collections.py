@@ -1,0 +1,286 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Collections: named, described subsets of one document store, and a run's scope over them.
+
+A chunk belongs to the collection named in its `meta["collection"]`; the collection's description is kept on every
+one of its chunks, in `meta["collection_description"]`. Chunk metadata is the one place that every backend stores
+durably (the in-memory store file, a Milvus Lite file or server, Weaviate), that a remote server holds without a
+file next to it, and that moves with the chunks when a store is copied; a sidecar file would exist for local stores
+only and could drift from them. The cost is one short string per chunk, and re-describing a collection rewrites the
+description on its chunks (`describe_collection`).
+
+The known collections are read from the store at run time (`list_collections`): the store is the only truth that
+every writer (the CLI, a YAML indexing pipeline, another process) keeps up to date. Every search of a run is scoped
+with an ordinary Haystack filter (`collection_filter`), so the same scope works on every backend.
+"""
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from haystack import Document, logging
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.types import DuplicatePolicy
+
+logger = logging.getLogger(__name__)
+
+#: The metadata key naming a chunk's collection (filter field `meta.collection`).
+COLLECTION_FIELD = "collection"
+
+#: The metadata key holding the collection's description, on each of its chunks.
+DESCRIPTION_FIELD = "collection_description"
+
+#: The scope that means every collection of the store (no collection filter: chunks without one are searched too).
+ALL = "all"
+
+#: Longest collection name accepted, in characters.
+MAX_NAME_CHARS = 100
+
+_BAD_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+#: Rows read per Milvus query when listing collections.
+_MILVUS_BATCH = 10_000
+
+
+class UnknownCollectionError(ValueError):
+    """A run was scoped to a collection the store does not hold; the message lists the ones it does."""
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    """
+    One collection of a store.
+
+    :param name: Its name (`meta.collection`).
+    :param description: Its description (`""` when none was given).
+    :param documents: How many chunks it holds.
+    """
+
+    name: str
+    description: str
+    documents: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        :returns: `{"name", "description", "documents"}`.
+        """
+        return {"name": self.name, "description": self.description, "documents": self.documents}
+
+
+def validate_collection_name(name: Any) -> str:
+    """
+    Check a collection name.
+
+    :param name: The name.
+    :returns: The name, stripped.
+    :raises ValueError: If it is not a string, is blank, longer than `MAX_NAME_CHARS`, holds control characters, or
+        is `all` (which means every collection).
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"A collection name must be a non-empty string, got {name!r}.")
+    name = name.strip()
+    if len(name) > MAX_NAME_CHARS or _BAD_NAME.search(name):
+        raise ValueError(f"A collection name has at most {MAX_NAME_CHARS} printable characters, got {name!r}.")
+    if name.casefold() == ALL:
+        raise ValueError(f"'{ALL}' cannot name a collection: it means every collection of the store.")
+    return name
+
+
+def collection_filter(names: Sequence[str]) -> dict[str, Any] | None:
+    """
+    The Haystack filter that keeps only chunks of these collections.
+
+    :param names: Collection names (none: no filter).
+    :returns: `meta.collection == name` for one name, `meta.collection in names` for several, `None` for none.
+    """
+    names = list(dict.fromkeys(names))
+    if not names:
+        return None
+    field = f"meta.{COLLECTION_FIELD}"
+    if len(names) == 1:
+        return {"field": field, "operator": "==", "value": names[0]}
+    return {"field": field, "operator": "in", "value": names}
+
+
+def and_filters(*filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """
+    Combine Haystack metadata filters with AND.
+
+    :param filters: Filters, any of them `None`.
+    :returns: `None` when all are `None`, the one filter when only one is set, else an `AND` of them.
+    """
+    present = [dict(f) for f in filters if f]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+    return {"operator": "AND", "conditions": present}
+
+
+def tag_documents(documents: Iterable[Document], name: str, description: str | None = None) -> list[Document]:
+    """
+    Put chunks into a collection: new Documents with `meta.collection` (and the description) set.
+
+    The id is computed again with the collection in the metadata (not the description), so the same file indexed
+    into two collections gives two sets of chunks, and changing a description keeps the ids.
+
+    :param documents: The chunks (never changed).
+    :param name: The collection (checked with `validate_collection_name`).
+    :param description: Its description, or `None` to leave it out.
+    :returns: The tagged chunks.
+    :raises ValueError: On a bad name.
+    """
+    name = validate_collection_name(name)
+    tagged = []
+    for doc in documents:
+        meta = {**(doc.meta or {}), COLLECTION_FIELD: name}
+        meta.pop(DESCRIPTION_FIELD, None)
+        new = replace(doc, id="", meta=meta)
+        if description:
+            new = replace(new, meta={**meta, DESCRIPTION_FIELD: description})
+        tagged.append(new)
+    return tagged
+
+
+def _collection_rows(store: Any) -> Iterable[Mapping[str, Any]]:
+    """The `meta`-like mapping of every chunk of the store, read as cheaply as the backend allows."""
+    if isinstance(store, InMemoryDocumentStore):
+        return [doc.meta or {} for doc in list(store.storage.values())]
+    if type(store).__name__ == "MilvusDocumentStore":
+        if not getattr(store, "_collection_exists", True):
+            return []
+        rows: list[Mapping[str, Any]] = []
+        fields = [COLLECTION_FIELD, DESCRIPTION_FIELD]
+        iterator = store.client.query_iterator(
+            store.collection_name, batch_size=_MILVUS_BATCH, filter="", output_fields=fields
+        )
+        try:
+            while batch := iterator.next():
+                rows.extend(batch)
+        finally:
+            iterator.close()
+        return rows
+    return [doc.meta or {} for doc in store.filter_documents()]
+
+
+def list_collections(store: Any) -> dict[str, CollectionInfo]:
+    """
+    The collections a document store holds, read from its chunks' metadata.
+
+    Works on any Haystack document store: the in-memory store is read directly, Milvus with a query of the two
+    metadata fields, any other store through `filter_documents()` (every document: slow on a large store). When a
+    collection's chunks disagree on the description (an older index), the most common one wins.
+
+    :param store: A Haystack document store.
+    :returns: Name -> `CollectionInfo`, sorted by name (empty when no chunk has a collection).
+    """
+    counts: dict[str, int] = {}
+    descriptions: dict[str, dict[str, int]] = {}
+    for meta in _collection_rows(store):
+        name = meta.get(COLLECTION_FIELD)
+        if not isinstance(name, str) or not name:
+            continue
+        counts[name] = counts.get(name, 0) + 1
+        description = meta.get(DESCRIPTION_FIELD)
+        if isinstance(description, str) and description:
+            seen = descriptions.setdefault(name, {})
+            seen[description] = seen.get(description, 0) + 1
+    result = {}
+    for name in sorted(counts):
+        seen = descriptions.get(name) or {}
+        description = max(seen, key=seen.__getitem__) if seen else ""
+        result[name] = CollectionInfo(name=name, description=description, documents=counts[name])
+    return result
+
+
+def describe_collection(store: Any, name: str, description: str) -> int:
+    """
+    Set the description of a collection on every one of its chunks.
+
+    :param store: A Haystack document store.
+    :param name: The collection.
+    :param description: Its new description.
+    :returns: How many chunks were changed.
+    """
+    if isinstance(store, InMemoryDocumentStore):
+        changed = 0
+        for doc in list(store.storage.values()):
+            meta = doc.meta or {}
+            if meta.get(COLLECTION_FIELD) == name and meta.get(DESCRIPTION_FIELD) != description:
+                store.storage[doc.id] = replace(doc, meta={**meta, DESCRIPTION_FIELD: description})
+                changed += 1
+        return changed
+    stale = [
+        replace(doc, meta={**(doc.meta or {}), DESCRIPTION_FIELD: description})
+        for doc in store.filter_documents(collection_filter([name]))
+        if (doc.meta or {}).get(DESCRIPTION_FIELD) != description
+    ]
+    if stale:
+        store.write_documents(stale, policy=DuplicatePolicy.OVERWRITE)
+    return len(stale)
+
+
+def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
+    """
+    Check the shape of a run's `collections` input.
+
+    :param scope: `None` (no scope: the store as it is), `"all"`, one name, or a list of names.
+    :returns: `None`, `"all"`, or the names as a tuple (duplicates dropped, order kept).
+    :raises ValueError: If it is another type, an empty list, or holds a bad name.
+    """
+    if scope is None:
+        return None
+    if isinstance(scope, str):
+        if scope.strip().casefold() == ALL:
+            return ALL
+        return (validate_collection_name(scope),)
+    if isinstance(scope, (list, tuple)):
+        if not scope:
+            raise ValueError(f"collections is an empty list: name at least one collection, or pass '{ALL}'.")
+        if any(isinstance(item, str) and item.strip().casefold() == ALL for item in scope):
+            return ALL if len(scope) == 1 else _mixed_all(scope)
+        return tuple(dict.fromkeys(validate_collection_name(item) for item in scope))
+    raise ValueError(f"collections must be '{ALL}', a collection name or a list of names, got {type(scope).__name__}.")
+
+
+def _mixed_all(scope: Sequence[Any]) -> str:
+    raise ValueError(f"collections {list(scope)!r} mixes '{ALL}' with names: pass '{ALL}' alone, or only names.")
+
+
+def resolve_scope(scope: Any, known: Mapping[str, CollectionInfo]) -> dict[str, str] | None:
+    """
+    The collections a run may search, with their descriptions.
+
+    :param scope: The run's `collections` input (see `normalise_scope`).
+    :param known: The store's collections (`list_collections`).
+    :returns: `None` for no scope; otherwise name -> description of every collection in scope (`"all"`: every
+        known collection; possibly empty when the store has none).
+    :raises UnknownCollectionError: If a name is not one of `known`; the message lists the known ones.
+    :raises ValueError: If the input has a bad shape.
+    """
+    scope = normalise_scope(scope)
+    if scope is None:
+        return None
+    if scope == ALL:
+        return {name: info.description for name, info in known.items()}
+    missing = [name for name in scope if name not in known]
+    if missing:
+        names = ", ".join(known) if known else "none (index some with `haystack-agentic index PATH --collection NAME`)"
+        raise UnknownCollectionError(
+            f"Unknown collection(s) {', '.join(repr(m) for m in missing)}: the store's collections are {names}."
+        )
+    return {name: known[name].description for name in scope}
+
+
+def scope_filter(scope: Any, collections: Mapping[str, str] | None) -> dict[str, Any] | None:
+    """
+    The filter a resolved scope adds to every search of the run.
+
+    :param scope: The run's `collections` input.
+    :param collections: `resolve_scope`'s result.
+    :returns: `None` for no scope or `"all"` (the whole store is searched), else the collection filter.
+    """
+    if collections is None or normalise_scope(scope) == ALL:
+        return None
+    return collection_filter(list(collections))
