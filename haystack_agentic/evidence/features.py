@@ -255,7 +255,8 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
         phrase = " " + " ".join(toks) + " "
         entity_subjects.append(any(phrase in head for head in heads))
         numeric = all(t.isdigit() for t in toks)
-        entity_titles.append(None if numeric else any(title and (phrase in title or title in phrase) for title in title_phrases))
+        own = any(title and (phrase in title or title in phrase) for title in title_phrases)
+        entity_titles.append(None if numeric else own)
         if any(phrase in text for text in joined):
             entity_scores.append(1.0)
             continue

@@ -57,8 +57,9 @@ class EvidenceChecker:
     without one, or when the judge fails, an offline score: the question's key entities and content words found in
     the chunks, whether each entity has a passage of its own (a chunk titled by it), the share of the question's
     words in one chunk or two linked chunks, and the MiniLM similarity of the question to its closest chunk's title
-    and first sentence, combined by a logistic model calibrated on HotpotQA (see `haystack_agentic/evidence/scoring.py` and docs/benchmarks.md). Without the packaged
-    MiniLM the lexical features alone are used, with their own calibrated weights. A `json`-mode `reflect` or
+    and first sentence, combined by a logistic model calibrated on HotpotQA (see
+    `haystack_agentic/evidence/scoring.py` and docs/benchmarks.md). Without the packaged MiniLM the lexical features
+    alone are used, with their own calibrated weights. A `json`-mode `reflect` or
     `draft` request passes through unchecked.
 
     ### Usage example
@@ -174,9 +175,8 @@ class EvidenceChecker:
             self.warm_up()
         model = self.model
         threshold = model.threshold if self.threshold is None else self.threshold
-        coverage = lexical_coverage(
-            question, [doc.content or "" for doc in chunks], [chunk_title(doc.content or "", doc.meta) for doc in chunks]
-        )
+        texts = [doc.content or "" for doc in chunks]
+        coverage = lexical_coverage(question, texts, [chunk_title(text, doc.meta) for text, doc in zip(texts, chunks)])
         features = {
             "entity_coverage": coverage.entity_coverage,
             "entity_min": coverage.entity_min,
