@@ -420,3 +420,11 @@ def test_give_up_template_lists_the_queries():
     text = render(DEFAULT_GIVE_UP_TEMPLATE, queries=["a", "b", "c"], reason="r", score=0.1, threshold=0.5)
     assert text == ('I could not find the answer in the documents. I searched for "a", "b" and "c", but the passages '
                     "found do not contain the answer: r (evidence score 0.10, needed 0.50).")
+
+
+def test_a_heading_line_counts_as_a_title_besides_the_meta_title():
+    """Files indexed by `index` get their file name as `meta["title"]`; a chunk's own heading still counts."""
+    question = 'Who directed the film "Big Stone Gap"?'
+    text = "Big Stone Gap\nBig Stone Gap is a 2014 film directed by Adriana Trigiani."
+    assert lexical_coverage(question, [text], titles=["film_notes"]).title_share == 1.0
+    assert lexical_coverage(question, ["Notes\n" + text], titles=["film_notes"]).title_share == 0.0

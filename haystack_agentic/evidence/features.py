@@ -12,8 +12,8 @@ entities and content words occur in them.
   passing.
 - An entity *has its own passage* when a chunk's title is the entity, or contains it, or is contained in it
   ("Arthur's Magazine" and a chunk titled "Arthur's Magazine"; "Big Stone Gap" and "Big Stone Gap (film)"). A
-  chunk's title is its `meta["title"]`, else its first line when that line is short (at most `TITLE_CHARS`) and
-  more text follows; a parenthetical ("(film)") is ignored. Entities made only of numbers are not counted. On the
+  chunk's titles are its `meta["title"]` and its first line when that line is short (at most `TITLE_CHARS`) and
+  more text follows (a heading); a parenthetical ("(film)") is ignored. Entities made only of numbers are not counted. On the
   unanswerable split this is the strongest lexical sign: the question's entities are still *mentioned* by their
   neighbours, but their own pages are gone.
 - Content words are the question's words minus stopwords and question words; a word is *found* when a word
@@ -232,7 +232,8 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
 
     :param question: The question.
     :param texts: The chunks' texts.
-    :param titles: The chunks' titles (`chunk_title`), one per text; `None`: taken from each text's first line.
+    :param titles: The chunks' titles (`chunk_title`), one per text (a short first line counts too); `None`: the
+        first lines only.
     :returns: The coverage (all zeros but for a question without entities or words when `texts` is empty).
     :raises ValueError: If `titles` is given with a length other than `texts`'.
     """
@@ -240,9 +241,10 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
         raise ValueError(f"lexical_coverage got {len(titles)} titles for {len(texts)} texts; give one per text")
     pairs = [(t, titles[i] if titles is not None else chunk_title(t)) for i, t in enumerate(texts) if t]
     texts = [t for t, _ in pairs]
-    # Per chunk, its title as a phrase of folded tokens ("" when it has none).
-    title_phrases = [" ".join(tokens(_PARENTHETICAL_RE.sub("", title))) for _, title in pairs]
-    title_phrases = [f" {p} " if p else "" for p in title_phrases]
+    # Per chunk, its titles as phrases of folded tokens: the one given and a short first line (a heading), if any.
+    title_phrases = [
+        {f" {p} " for p in (_phrase(title), _phrase(chunk_title(text))) if p.strip()} for text, title in pairs
+    ]
     chunk_tokens = [tokens(t) for t in texts]
     joined = [" " + " ".join(toks) + " " for toks in chunk_tokens]
     heads = [" " + " ".join(tokens(t[:HEAD_CHARS])) + " " for t in texts]
@@ -255,7 +257,7 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
         phrase = " " + " ".join(toks) + " "
         entity_subjects.append(any(phrase in head for head in heads))
         numeric = all(t.isdigit() for t in toks)
-        own = any(title and (phrase in title or title in phrase) for title in title_phrases)
+        own = any(phrase in title or title in phrase for titles_ in title_phrases for title in titles_)
         entity_titles.append(None if numeric else own)
         if any(phrase in text for text in joined):
             entity_scores.append(1.0)
@@ -271,8 +273,8 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
     best_pair = best
     if words:  # two linked chunks: the second's title is named in the first (a bridge)
         for i, text in enumerate(joined):
-            for j, title in enumerate(title_phrases):
-                if i != j and title and title in text:
+            for j, titles_ in enumerate(title_phrases):
+                if i != j and any(title in text for title in titles_):
                     best_pair = max(best_pair, _share(stems, chunk_stems[i] | chunk_stems[j]))
     return LexicalCoverage(
         entities=[text for text, _ in entities],
@@ -284,6 +286,10 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
         entity_titles=entity_titles,
         best_pair_word_share=best_pair,
     )
+
+
+def _phrase(title: str) -> str:
+    return " ".join(tokens(_PARENTHETICAL_RE.sub("", title)))
 
 
 def _share(stems: Sequence[str], found: set[str]) -> float:
