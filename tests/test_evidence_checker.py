@@ -22,7 +22,8 @@ from haystack_agentic import (
 )
 from haystack_agentic.components.evidence.evidence_checker import DEFAULT_GIVE_UP_TEMPLATE
 from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
-from haystack_agentic.evidence.features import key_entities, lexical_coverage
+from haystack_agentic.evidence.features import chunk_title, key_entities, lexical_coverage
+from haystack_agentic.evidence.similarity import chunk_head
 from haystack_agentic.evidence.judge import parse_verdict
 from haystack_agentic.resources import sample_corpus_path
 from haystack_agentic.testing import ScriptedChatGenerator
@@ -97,6 +98,55 @@ def test_lexical_coverage_names_what_no_chunk_mentions():
     assert full.missing_entities == [] and full.entity_min == 1.0 and full.subject_min == 1.0
 
 
+def test_chunk_title_is_the_meta_title_else_a_short_first_line():
+    assert chunk_title("Some text.", {"title": "Big Stone Gap (film)"}) == "Big Stone Gap (film)"
+    assert chunk_title("Arthur's Magazine\nArthur's Magazine was a monthly.") == "Arthur's Magazine"
+    assert chunk_title("One line of text, nothing after it.") == ""
+    assert chunk_title(("x" * 200) + "\nmore text") == ""  # too long for a title line
+
+
+def test_an_entity_mentioned_only_in_passing_has_no_passage_of_its_own():
+    """The unanswerable split's typical case: the entity's own page is gone, its neighbours still name it."""
+    question = 'Who directed the film "Big Stone Gap"?'
+    passing = lexical_coverage(question, ["Wise County\nWise County holds the town of Big Stone Gap, where a film "
+                                          "was shot."])
+    assert passing.missing_entities == [] and passing.entity_min == 1.0
+    assert passing.title_share == 0.0 and passing.entities_without_passage == ["Big Stone Gap"]
+    own = lexical_coverage(question, ["Big Stone Gap (film)\nBig Stone Gap is a 2014 film directed by Adriana "
+                                      "Trigiani."])
+    assert own.title_share == 1.0 and own.entities_without_passage == []
+    # numbers are not counted; a question without entities counts as covered
+    assert lexical_coverage("What happened in 1994?", ["1994\nA year."]).entity_titles == [None]
+    assert lexical_coverage("what is a magazine", ["Magazine\nA periodical."]).title_share == 1.0
+    with pytest.raises(ValueError, match="one per text"):
+        lexical_coverage(question, ["a", "b"], titles=["a"])
+    # the verdict names it, so that a search again looks for the entity's own passage
+    verdict = lexical().check(question, [Document(content="The town of Big Stone Gap, where a film was shot, is in "
+                                                          "Wise County.", meta={"title": "Wise County"})])
+    assert verdict["missing"] == ["Big Stone Gap"] and verdict["missing_kind"] == "entities"
+    assert "no passage is about Big Stone Gap" in verdict["reason"] and verdict["features"]["title_share"] == 0.0
+
+
+def test_words_count_in_one_chunk_or_two_linked_chunks_not_scattered():
+    question = "Where was the director of Big Stone Gap born?"
+    linked = ["Big Stone Gap (film)\nBig Stone Gap is a film by Adriana Trigiani.",
+              "Adriana Trigiani\nAdriana Trigiani is a director, born in Roseto."]
+    unlinked = ["Big Stone Gap (film)\nBig Stone Gap is a film.", "Someone Else\nA director, born in Roseto."]
+    a, b = lexical_coverage(question, linked), lexical_coverage(question, unlinked)
+    assert a.word_coverage == b.word_coverage == 1.0
+    assert a.best_pair_word_share == 1.0  # the second chunk's title is named in the first
+    assert b.best_pair_word_share == b.best_chunk_word_share < 1.0
+
+
+def test_chunk_head_is_the_title_and_first_sentence():
+    doc = Document(content="Big Stone Gap (film)\nBig Stone Gap is a 2014 film. It was shot in Virginia.",
+                   meta={"title": "Big Stone Gap (film)"})
+    assert chunk_head(doc) == "Big Stone Gap (film): Big Stone Gap is a 2014 film."
+    assert chunk_head(Document(content="No title here. Second sentence.")) == "No title here."
+    assert chunk_head(doc, max_chars=12) == "Big Stone Ga"
+    assert chunk_head(Document(content="")) == ""
+
+
 # --- the check ------------------------------------------------------------------------------------------------
 
 
@@ -127,7 +177,8 @@ def test_check_of_the_arthurs_magazine_question_over_the_shipped_corpus(sample_s
     assert verdict["score"] < verdict["threshold"]
     assert "Arthur's Magazine" in verdict["reason"] and "Arthur's Magazine" in verdict["missing"]
     assert set(verdict["features"]) == {"word_coverage", "similarity", "entity_min", "subject_min",
-                                        "entity_coverage", "best_chunk_word_share"}
+                                        "entity_coverage", "best_chunk_word_share", "title_share",
+                                        "best_pair_word_share"}
 
 
 def test_no_chunks_is_never_sufficient():
@@ -303,6 +354,22 @@ def test_judge_decides_and_its_call_is_counted(build_loop):
     assert "when Arthur's Magazine started" in evidence["reason"] and "when Arthur's Magazine started" in result["answer"]
 
 
+def test_the_judge_overrules_the_offline_score_both_ways(build_loop):
+    """The judge is the stronger check: it decides even where the offline score would have said the opposite."""
+    accept = ScriptedChatGenerator([{"text": '{"sufficient": true, "reason": "the passage says it"}'}], per_call=True)
+    checker = EvidenceChecker(embedding_model=None, chat_generator=accept, search_again=0)
+    loop = build_loop([search("New York City magazine"), answer("First for Women")], evidence_checker=checker)
+    result = loop.run(ARTHUR)
+    evidence = result["evidence"]
+    assert result["terminated_by"] == "answered" and evidence["method"] == "llm_judge" and evidence["sufficient"]
+    assert evidence["offline_score"] < checker.model.threshold  # the offline check alone would have refused
+    refuse = ScriptedChatGenerator([{"text": '{"sufficient": false, "missing": "where she is based"}'}], per_call=True)
+    checker = EvidenceChecker(embedding_model=None, chat_generator=refuse, search_again=0)
+    loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], evidence_checker=checker)
+    result = loop.run("Where is Adriana Trigiani, the director of Big Stone Gap, based?")
+    assert result["terminated_by"] == "gave_up" and "where she is based" in result["answer"]
+
+
 def test_a_judge_that_fails_falls_back_to_the_offline_check(build_loop):
     judge = ScriptedChatGenerator([{"text": "no idea"}], per_call=True)
     checker = EvidenceChecker(embedding_model=None, chat_generator=judge, search_again=0)
@@ -353,3 +420,11 @@ def test_give_up_template_lists_the_queries():
     text = render(DEFAULT_GIVE_UP_TEMPLATE, queries=["a", "b", "c"], reason="r", score=0.1, threshold=0.5)
     assert text == ('I could not find the answer in the documents. I searched for "a", "b" and "c", but the passages '
                     "found do not contain the answer: r (evidence score 0.10, needed 0.50).")
+
+
+def test_a_heading_line_counts_as_a_title_besides_the_meta_title():
+    """Files indexed by `index` get their file name as `meta["title"]`; a chunk's own heading still counts."""
+    question = 'Who directed the film "Big Stone Gap"?'
+    text = "Big Stone Gap\nBig Stone Gap is a 2014 film directed by Adriana Trigiani."
+    assert lexical_coverage(question, [text], titles=["film_notes"]).title_share == 1.0
+    assert lexical_coverage(question, ["Notes\n" + text], titles=["film_notes"]).title_share == 0.0

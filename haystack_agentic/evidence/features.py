@@ -10,8 +10,17 @@ entities and content words occur in them.
 - An entity is the *subject* of a chunk when it occurs as a phrase in the chunk's first `HEAD_CHARS` characters
   (its title line and the start of its first sentence): a passage about the entity, not one that names it in
   passing.
+- An entity *has its own passage* when a chunk's title is the entity, or contains it, or is contained in it
+  ("Arthur's Magazine" and a chunk titled "Arthur's Magazine"; "Big Stone Gap" and "Big Stone Gap (film)"). A
+  chunk's titles are its `meta["title"]` and its first line when that line is short (at most `TITLE_CHARS`) and
+  more text follows (a heading); a parenthetical ("(film)") is ignored. Entities made only of numbers are not counted. On the
+  unanswerable split this is the strongest lexical sign: the question's entities are still *mentioned* by their
+  neighbours, but their own pages are gone.
 - Content words are the question's words minus stopwords and question words; a word is *found* when a word
-  with the same light stem (a final "s", "es", "ed", "ing" removed) occurs in any chunk.
+  with the same light stem (a final "s", "es", "ed", "ing" removed) occurs in any chunk. Besides their share in
+  all chunks together, what counts is their share in one chunk, or in two *linked* chunks (the second's title
+  named in the first, as a bridge question's two hops are): scattered over unrelated neighbours, the words do
+  not make an answer.
 
 These are the lexical features of `EvidenceChecker`; `scoring.py` turns them (and the MiniLM similarity) into a
 score. Usage example:
@@ -25,8 +34,9 @@ print(cov.missing_entities)  # ["Arthur's Magazine"]
 """
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from haystack_agentic.policies.bridge_entities import STOPWORDS, normalise
 
@@ -46,7 +56,11 @@ _LEADING_NOISE = frozenset(
 #: How much of a chunk's start counts as its head, in characters (the subject test).
 HEAD_CHARS = 150
 
+#: The longest first line taken as a chunk's title when it has no `meta["title"]`, in characters.
+TITLE_CHARS = 120
+
 _TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+_PARENTHETICAL_RE = re.compile(r"\s*\([^)]*\)\s*$")
 _POSSESSIVE_RE = re.compile(r"(\w)['’]s\b")
 # A quoted string, or a run of capitalised words / numbers joined by a few lower-case connectors.
 _ENTITY_RE = re.compile(
@@ -78,6 +92,21 @@ def stem(word: str) -> str:
         if len(word) >= len(suffix) + 4 and word.endswith(suffix):
             return word[: -len(suffix)]
     return word
+
+
+def chunk_title(content: str, meta: Mapping[str, Any] | None = None) -> str:
+    """
+    The title of a chunk: its `meta["title"]`, else its first line when that is short and more text follows.
+
+    :param content: The chunk's text.
+    :param meta: The chunk's metadata (may be `None`).
+    :returns: The title, or `""` when the chunk has none.
+    """
+    title = (meta or {}).get("title")
+    if isinstance(title, str) and title.strip():
+        return title.strip()
+    first, newline, rest = (content or "").strip().partition("\n")
+    return first.strip() if newline and rest.strip() and len(first.strip()) <= TITLE_CHARS else ""
 
 
 def key_entities(question: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -139,6 +168,10 @@ class LexicalCoverage:
     :param words: The question's content words (folded; matched by stem).
     :param words_found: Those that occur in some chunk.
     :param best_chunk_word_share: The largest share of content words found in a single chunk.
+    :param entity_titles: Per entity: whether it has its own passage (a chunk titled by it), `None` for an entity
+        made only of numbers (not counted).
+    :param best_pair_word_share: The largest share of content words found in a single chunk or in two linked
+        chunks (the second's title named in the first: a bridge), at least `best_chunk_word_share`.
     """
 
     entities: list[str] = field(default_factory=list)
@@ -147,6 +180,8 @@ class LexicalCoverage:
     words: list[str] = field(default_factory=list)
     words_found: list[str] = field(default_factory=list)
     best_chunk_word_share: float = 0.0
+    entity_titles: list[bool | None] = field(default_factory=list)
+    best_pair_word_share: float = 0.0
 
     @property
     def entity_coverage(self) -> float:
@@ -162,6 +197,17 @@ class LexicalCoverage:
     def subject_min(self) -> float:
         """1.0 when every key entity is the subject of some chunk (or there is none), else 0.0."""
         return 1.0 if all(self.entity_subjects) else 0.0
+
+    @property
+    def title_share(self) -> float:
+        """Share of the (non-numeric) key entities that have their own passage (1.0 when there is none)."""
+        counted = [t for t in self.entity_titles if t is not None]
+        return sum(counted) / len(counted) if counted else 1.0
+
+    @property
+    def entities_without_passage(self) -> list[str]:
+        """Entities found somewhere but with no passage of their own (what a search for them may bring)."""
+        return [e for e, t in zip(self.entities, self.entity_titles) if t is False]
 
     @property
     def word_coverage(self) -> float:
@@ -180,15 +226,25 @@ class LexicalCoverage:
         return [w for w in self.words if w not in found]
 
 
-def lexical_coverage(question: str, texts: Sequence[str]) -> LexicalCoverage:
+def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] | None = None) -> LexicalCoverage:
     """
     Measure how much of the question's key entities and content words the chunk texts contain.
 
     :param question: The question.
     :param texts: The chunks' texts.
+    :param titles: The chunks' titles (`chunk_title`), one per text (a short first line counts too); `None`: the
+        first lines only.
     :returns: The coverage (all zeros but for a question without entities or words when `texts` is empty).
+    :raises ValueError: If `titles` is given with a length other than `texts`'.
     """
-    texts = [t for t in texts if t]
+    if titles is not None and len(titles) != len(texts):
+        raise ValueError(f"lexical_coverage got {len(titles)} titles for {len(texts)} texts; give one per text")
+    pairs = [(t, titles[i] if titles is not None else chunk_title(t)) for i, t in enumerate(texts) if t]
+    texts = [t for t, _ in pairs]
+    # Per chunk, its titles as phrases of folded tokens: the one given and a short first line (a heading), if any.
+    title_phrases = [
+        {f" {p} " for p in (_phrase(title), _phrase(chunk_title(text))) if p.strip()} for text, title in pairs
+    ]
     chunk_tokens = [tokens(t) for t in texts]
     joined = [" " + " ".join(toks) + " " for toks in chunk_tokens]
     heads = [" " + " ".join(tokens(t[:HEAD_CHARS])) + " " for t in texts]
@@ -196,9 +252,13 @@ def lexical_coverage(question: str, texts: Sequence[str]) -> LexicalCoverage:
     entities = key_entities(question)
     entity_scores = []
     entity_subjects = []
+    entity_titles: list[bool | None] = []
     for _, toks in entities:
         phrase = " " + " ".join(toks) + " "
         entity_subjects.append(any(phrase in head for head in heads))
+        numeric = all(t.isdigit() for t in toks)
+        own = any(phrase in title or title in phrase for titles_ in title_phrases for title in titles_)
+        entity_titles.append(None if numeric else own)
         if any(phrase in text for text in joined):
             entity_scores.append(1.0)
             continue
@@ -209,7 +269,13 @@ def lexical_coverage(question: str, texts: Sequence[str]) -> LexicalCoverage:
     chunk_stems = [{stem(t) for t in s} for s in chunk_sets]
     union = set().union(*chunk_stems) if chunk_stems else set()
     stems = [stem(w) for w in words]
-    best = max((sum(w in s for w in stems) / len(stems) for s in chunk_stems), default=0.0) if words else 1.0
+    best = max((_share(stems, s) for s in chunk_stems), default=0.0) if words else 1.0
+    best_pair = best
+    if words:  # two linked chunks: the second's title is named in the first (a bridge)
+        for i, text in enumerate(joined):
+            for j, titles_ in enumerate(title_phrases):
+                if i != j and any(title in text for title in titles_):
+                    best_pair = max(best_pair, _share(stems, chunk_stems[i] | chunk_stems[j]))
     return LexicalCoverage(
         entities=[text for text, _ in entities],
         entity_scores=entity_scores,
@@ -217,4 +283,14 @@ def lexical_coverage(question: str, texts: Sequence[str]) -> LexicalCoverage:
         words=words,
         words_found=[w for w, st in zip(words, stems) if st in union],
         best_chunk_word_share=best,
+        entity_titles=entity_titles,
+        best_pair_word_share=best_pair,
     )
+
+
+def _phrase(title: str) -> str:
+    return " ".join(tokens(_PARENTHETICAL_RE.sub("", title)))
+
+
+def _share(stems: Sequence[str], found: set[str]) -> float:
+    return sum(w in found for w in stems) / len(stems)

@@ -3,11 +3,16 @@
 The evidence check's semantic feature: the cosine similarity between the question and its closest chunk, with the
 packaged all-MiniLM-L6-v2 (`MiniLMTextEmbedder`, offline).
 
+A chunk is embedded by its *head*: its title (`meta["title"]`, or a short first line) and its first sentence, at
+most `chunk_chars` characters (`chunk_head`). That is what says what a passage is about, and it costs a third of
+embedding the first 600 characters (MiniLM's cost grows with the word pieces it reads).
+
 Chunk embeddings are cached by chunk id and text (a bounded LRU), so checking the same run again after another
 search embeds only the new chunks. The model is shared with any other MiniLM embedder in the process
 (sentence-transformers-haystack keeps one backend per model).
 """
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -15,10 +20,31 @@ from typing import Any
 
 from haystack import Document, logging
 
+from haystack_agentic.evidence.features import chunk_title
+
 logger = logging.getLogger(__name__)
 
 #: Chunk embeddings kept per `QuestionChunkSimilarity` (each is 384 floats).
 CACHE_SIZE = 4096
+
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+")
+
+
+def chunk_head(doc: Document, max_chars: int = 300) -> str:
+    """
+    What is embedded of a chunk: `"<title>: <first sentence>"` (or the first sentence alone without a title).
+
+    :param doc: The chunk.
+    :param max_chars: Most characters returned.
+    :returns: The head text (`""` for a chunk without text).
+    """
+    content = (doc.content or "").strip()
+    title = chunk_title(content, doc.meta)
+    first, newline, rest = content.partition("\n")
+    body = rest.strip() if newline and first.strip() == title else content
+    sentence = _SENTENCE_END_RE.split(body, maxsplit=1)[0] if body else ""
+    head = f"{title}: {sentence}" if title and sentence else title or sentence
+    return head[:max_chars]
 
 
 class QuestionChunkSimilarity:
@@ -26,11 +52,11 @@ class QuestionChunkSimilarity:
     Cosine similarity of a question to its closest chunk, with a sentence-transformers model.
 
     :param model: `PACKAGED_MINILM` (default), a local folder or a sentence-transformers model name.
-    :param chunk_chars: Most characters of a chunk embedded (its start: the title line and first sentences). Shorter
-        text is cheaper; MiniLM reads at most 256 word pieces anyway.
+    :param chunk_chars: Most characters of a chunk's head embedded (`chunk_head`: title and first sentence).
+        Shorter text is cheaper; MiniLM reads at most 256 word pieces anyway.
     """
 
-    def __init__(self, model: str, chunk_chars: int = 600) -> None:
+    def __init__(self, model: str, chunk_chars: int = 300) -> None:
         self.model = model
         self.chunk_chars = chunk_chars
         self._embedder: Any = None
@@ -72,7 +98,7 @@ class QuestionChunkSimilarity:
             raise RuntimeError("QuestionChunkSimilarity needs warm_up() before use.")
         import numpy as np  # noqa: PLC0415
 
-        indexed = [(i, (doc.content or "")[: self.chunk_chars]) for i, doc in enumerate(chunks)]
+        indexed = [(i, chunk_head(doc, self.chunk_chars)) for i, doc in enumerate(chunks)]
         indexed = [(i, text) for i, text in indexed if text.strip()]
         if not indexed:
             return 0.0, None

@@ -9,7 +9,7 @@ from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.components.embedders.minilm_text_embedder import PACKAGED_MINILM
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
-from haystack_agentic.evidence.features import lexical_coverage
+from haystack_agentic.evidence.features import chunk_title, lexical_coverage
 from haystack_agentic.evidence.judge import DEFAULT_EVIDENCE_PROMPT, parse_verdict
 from haystack_agentic.evidence.scoring import LEXICAL_MODEL, OFFLINE_MODEL, EvidenceModel
 from haystack_agentic.evidence.similarity import QuestionChunkSimilarity
@@ -55,9 +55,11 @@ class EvidenceChecker:
 
     The check: with a `chat_generator`, an LLM judge (one call; its usage counted under the role `evidence`);
     without one, or when the judge fails, an offline score: the question's key entities and content words found in
-    the chunks, and the MiniLM similarity of the question to its closest chunk, combined by a logistic model
-    calibrated on HotpotQA (see `haystack_agentic/evidence/scoring.py` and docs/benchmarks.md). Without the packaged
-    MiniLM the lexical features alone are used, with their own calibrated weights. A `json`-mode `reflect` or
+    the chunks, whether each entity has a passage of its own (a chunk titled by it), the share of the question's
+    words in one chunk or two linked chunks, and the MiniLM similarity of the question to its closest chunk's title
+    and first sentence, combined by a logistic model calibrated on HotpotQA (see
+    `haystack_agentic/evidence/scoring.py` and docs/benchmarks.md). Without the packaged MiniLM the lexical features
+    alone are used, with their own calibrated weights. A `json`-mode `reflect` or
     `draft` request passes through unchecked.
 
     ### Usage example
@@ -164,7 +166,8 @@ class EvidenceChecker:
         :param question: The question.
         :param chunks: The chunks found, best first.
         :returns: The verdict: `sufficient` (bool), `score` and `threshold` (in [0, 1]), `method`, `reason` (one
-            line), `missing` (key entities, else content words, not found), `features` (by name), `best_chunk_id`,
+            line), `missing` (key entities not found, else entities without a passage
+            of their own, else content words not found), `features` (by name), `best_chunk_id`,
             `chunk_ids` (the chunks checked), `entities` (the question's key entities), `missing_kind`
             (`entities` or `words`).
         """
@@ -172,13 +175,16 @@ class EvidenceChecker:
             self.warm_up()
         model = self.model
         threshold = model.threshold if self.threshold is None else self.threshold
-        coverage = lexical_coverage(question, [doc.content or "" for doc in chunks])
+        texts = [doc.content or "" for doc in chunks]
+        coverage = lexical_coverage(question, texts, [chunk_title(text, doc.meta) for text, doc in zip(texts, chunks)])
         features = {
             "entity_coverage": coverage.entity_coverage,
             "entity_min": coverage.entity_min,
             "subject_min": coverage.subject_min,
             "word_coverage": coverage.word_coverage,
             "best_chunk_word_share": coverage.best_chunk_word_share,
+            "title_share": coverage.title_share,
+            "best_pair_word_share": coverage.best_pair_word_share,
         }
         best_id = None
         if model is OFFLINE_MODEL:
@@ -186,7 +192,7 @@ class EvidenceChecker:
             features["similarity"] = similarity
             best_id = chunks[best].id if best is not None else None
         score = model.score(features) if chunks else 0.0
-        missing = coverage.missing_entities or coverage.missing_words
+        missing = coverage.missing_entities or coverage.entities_without_passage or coverage.missing_words
         return {
             "sufficient": bool(chunks) and score >= threshold,
             "score": round(score, 4),
@@ -194,7 +200,7 @@ class EvidenceChecker:
             "method": model.name,
             "reason": _reason(coverage, features, bool(chunks)),
             "missing": missing,
-            "missing_kind": "entities" if coverage.missing_entities else "words",
+            "missing_kind": "entities" if coverage.missing_entities or coverage.entities_without_passage else "words",
             "entities": coverage.entities,
             "features": {name: round(value, 4) for name, value in features.items()},
             "best_chunk_id": best_id,
@@ -387,6 +393,8 @@ def _reason(coverage: Any, features: dict[str, float], has_chunks: bool) -> str:
     parts = []
     if coverage.missing_entities:
         parts.append(f"no passage mentions {_names(coverage.missing_entities)}")
+    elif coverage.entities_without_passage:
+        parts.append(f"no passage is about {_names(coverage.entities_without_passage)}")
     elif coverage.entities:
         parts.append(f"the passages mention {_names(coverage.entities)}")
     missing_words = coverage.missing_words
