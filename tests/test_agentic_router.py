@@ -237,24 +237,6 @@ def test_bad_tool_calls_go_back_to_the_model_and_the_run_goes_on(build_loop, nam
     assert tool_message.tool_call_result.origin.tool_name == name
 
 
-def test_two_searches_in_one_turn_run_the_first_and_refuse_the_second(build_loop):
-    retriever = ScriptedRetriever({"a": [("bsg", 1.0)]})
-    two = {
-        "tool_calls": [
-            {"tool_name": "search", "arguments": {"query": "a"}},
-            {"tool_name": "search", "arguments": {"query": "b"}},
-        ]
-    }
-    loop = build_loop([two, answer("x")], retriever=retriever)
-    result = loop.run()
-    assert [c["query"] for c in retriever.calls] == ["a"]
-    assert actions(result) == ["invalid", "search", "answer"]
-    assert "only one search runs per turn" in result["tool_history"][0]["result"]
-    tools_back = _tool_messages(loop.llm.calls[1][0])
-    assert len(tools_back) == 2  # an error for the second call, then the first one's result
-    assert {m.tool_call_result.origin.id for m in tools_back} == {"call_0_0", "call_0_1"}
-
-
 def test_empty_reply_is_not_an_answer_and_the_model_is_nudged(build_loop):
     loop = build_loop([{"empty": True}, answer("Greenwich Village")])
     result = loop.run()

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from haystack import Document, logging
-from haystack.dataclasses import ChatMessage, ToolCall
+from haystack.dataclasses import ChatMessage
+
+from haystack_agentic.dataclasses.pending_search import PendingSearch
 
 logger = logging.getLogger(__name__)
 
@@ -86,23 +88,6 @@ class ToolStep:
 
 
 @dataclass(frozen=True)
-class PendingSearch:
-    """
-    A search the router asked for, waiting for the retriever's documents.
-
-    :param query: The query text sent to the retriever (and to the query embedder, if any).
-    :param top_k: How many chunks to ask for.
-    :param filters: Haystack metadata filters for this search (the run's filters).
-    :param tool_call: The tool call that asked for it, in tools mode, so its result can be given back to the model.
-    """
-
-    query: str
-    top_k: int
-    filters: Mapping[str, Any] | None = None
-    tool_call: ToolCall | None = None
-
-
-@dataclass(frozen=True)
 class LoopState:
     """
     The immutable state of one agentic-loop run, passed from socket to socket.
@@ -118,6 +103,8 @@ class LoopState:
     :param tool_history: One `ToolStep` per recorded action, in order.
     :param draft: The current draft answer, if any.
     :param pending: The search waiting for documents, if any.
+    :param queued: Searches of the same turn waiting to run after `pending`, in call order.
+    :param max_searches_per_turn: Most searches one router turn may run (more go back to the model as errors).
     :param pending_action: What the answerer should do with the state: `answer` or `reflect` (json mode).
     :param queries_tried: Every search query sent so far, in order.
     :param usage: Per role (`controller`, `answer`, `fallback`): `{"calls", "prompt_tokens", "completion_tokens"}`.
@@ -133,6 +120,8 @@ class LoopState:
     :param conversation: The conversation the run started from (`LoopController`'s `messages` input: system, user
         and assistant messages, the last one the user's question); empty when it started from a `query`. The
         controller and the answer roles see it.
+    :param tool_state: Values user tools wrote with `outputs_to_state` (read back with `inputs_from_state`), JSON-
+        compatible values recommended; the `documents` key is never kept (Documents join `chunks`).
     :param evidence: The last verdict of the evidence check (`EvidenceChecker`): whether the chunks support an
         answer, its score and reason, and what the check did (answer, search again, give up, warn); `None` before
         any check.
@@ -164,6 +153,9 @@ class LoopState:
     evidence: Mapping[str, Any] | None = None
     conversation: tuple[ChatMessage, ...] = ()
     collections: Mapping[str, str] | None = None
+    queued: tuple[PendingSearch, ...] = ()
+    max_searches_per_turn: int = 4
+    tool_state: Mapping[str, Any] = field(default_factory=dict)
 
     # Haystack deep-copies every component input at every pipeline step. The state is immutable (and chunks
     # are never mutated in place), so sharing is safe and makes the copy free.
@@ -283,7 +275,8 @@ class LoopState:
         if terminated_by not in TERMINATIONS:
             raise ValueError(f"terminated_by must be one of {TERMINATIONS}, got {terminated_by!r}")
         return self.evolve(
-            terminated_by=terminated_by, answer=answer, error=error, pending=None, pending_action=None, **changes
+            terminated_by=terminated_by, answer=answer, error=error, pending=None, queued=(), pending_action=None,
+            **changes,
         )
 
     def to_result(self) -> dict[str, Any]:
@@ -294,7 +287,8 @@ class LoopState:
             `tool_history` (list of `ToolStep.to_dict()`), `documents` (list of `Document.to_dict()`, best first,
             embeddings dropped), `grounding` (dict or None), `usage` (per role: calls, prompt_tokens,
             completion_tokens; plus `total`), `error` (str or None), `metadata` (dict) and `evidence` (the evidence
-            check's last verdict: `sufficient`, `score`, `threshold`, `reason`, `action`...; or None).
+            check's last verdict: `sufficient`, `score`, `threshold`, `reason`, `action`...; or None) and
+            `tool_state` (what user tools wrote with `outputs_to_state`).
         """
         total = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         for counts in self.usage.values():
@@ -312,6 +306,7 @@ class LoopState:
             "error": self.error,
             "metadata": _jsonable(self.metadata),
             "evidence": _jsonable(self.evidence) if self.evidence is not None else None,
+            "tool_state": _jsonable(self.tool_state),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -330,12 +325,9 @@ class LoopState:
             elif f.name == "tool_history":
                 value = [step.to_dict() for step in value]
             elif f.name == "pending" and value is not None:
-                value = {
-                    "query": value.query,
-                    "top_k": value.top_k,
-                    "filters": _jsonable(value.filters),
-                    "tool_call": value.tool_call.to_dict() if value.tool_call else None,
-                }
+                value = value.to_dict()
+            elif f.name == "queued":
+                value = [search.to_dict() for search in value]
             elif f.name == "queries_tried":
                 value = list(value)
             data[f.name] = _jsonable(value)
@@ -355,15 +347,9 @@ class LoopState:
         values["conversation"] = tuple(ChatMessage.from_dict(m) for m in values.get("conversation") or ())
         values["tool_history"] = tuple(ToolStep.from_dict(s) for s in values.get("tool_history") or ())
         values["queries_tried"] = tuple(values.get("queries_tried") or ())
-        pending = values.get("pending")
-        if pending is not None:
-            tool_call = pending.get("tool_call")
-            values["pending"] = PendingSearch(
-                query=pending["query"],
-                top_k=pending["top_k"],
-                filters=pending.get("filters"),
-                tool_call=ToolCall.from_dict(tool_call) if tool_call else None,
-            )
+        if values.get("pending") is not None:
+            values["pending"] = PendingSearch.from_dict(values["pending"])
+        values["queued"] = tuple(PendingSearch.from_dict(s) for s in values.get("queued") or ())
         return cls(**values)
 
 

@@ -77,13 +77,29 @@ def _account(
     return state.with_usage(role, replies, prompt_tokens_estimate=estimate)
 
 
+def _sends_openai_requests(generator: Any) -> bool:
+    """Whether the generator is Haystack's `OpenAIChatGenerator` or a subclass (Azure, OpenAI-compatible servers)."""
+    return any(cls.__name__ == "OpenAIChatGenerator" for cls in type(generator).__mro__)
+
+
+def _offer_tool_choice(generator: Any, kwargs: dict[str, Any]) -> None:
+    """
+    Send `tool_choice: "auto"` with the tools unless the role or the generator sets its own: OpenAI's default when
+    tools are given, but some local OpenAI-compatible servers (llama.cpp) drop the tools without it.
+    """
+    own = {**(getattr(generator, "generation_kwargs", None) or {}), **kwargs.get("generation_kwargs", {})}
+    if "tool_choice" not in own:
+        kwargs["generation_kwargs"] = {**kwargs.get("generation_kwargs", {}), "tool_choice": "auto"}
+
+
 class CallOptions(TypedDict, total=False):
     """
     The options of one chat generator call (all optional).
 
     - `temperature` (float | None): sampling temperature, sent as `generation_kwargs["temperature"]` when set.
     - `generation_kwargs` (dict | None): extra generation kwargs for this call.
-    - `tools`: tools offered to the model, if any.
+    - `tools`: tools offered to the model, if any. An `OpenAIChatGenerator` (or subclass) is also sent
+      `tool_choice: "auto"` with them, unless the role's or the generator's `generation_kwargs` set `tool_choice`.
     - `max_retries` (int >= 0): retries of a transient failure. Default `DEFAULT_MAX_RETRIES` (2).
     - `timeout` (float | None): seconds one attempt may take (`None`: no limit); a timeout is transient. Prefer the
       generator's own timeout when it has one (it cancels the request; this one can only stop waiting, see
@@ -144,6 +160,8 @@ class _Attempts:
                 self.kwargs["generation_kwargs"] = {
                     **self.kwargs.get("generation_kwargs", {}), "stream_options": {"include_usage": True}
                 }
+        if self.tools and _sends_openai_requests(generator):
+            _offer_tool_choice(generator, self.kwargs)
         max_retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
         if max_retries and generator_retries_itself(generator):
             # Its own retries times ours would multiply the attempts (and hide them from `usage`): defer to it.

@@ -259,15 +259,25 @@ def embedded_weaviate_pipeline() -> Pipeline:
     )
 
 
-def openai_generator() -> OpenAIChatGenerator:
-    """
-    The packaged OpenAI-compatible chat generator: the client's own retries are off (`max_retries=0`) because the
-    loop retries transient failures itself (with backoff, see `haystack_agentic.llm.calls.call_generator`);
-    stacking both made an unreachable server take about 50 s to report.
+#: `max_tokens` of each LLM role in the packaged OpenAI pipelines: a small local model otherwise generates until the
+#: timeout (and the server keeps generating after the client gave up). The controller writes tool calls and a short
+#: answer; the answer and fallback roles a short answer; the evidence judge one JSON verdict.
+ROLE_MAX_TOKENS = {"controller": 1024, "answer": 512, "fallback": 512, "evidence": 256}
 
+
+def openai_generator(role: str) -> OpenAIChatGenerator:
+    """
+    The packaged OpenAI-compatible chat generator of one LLM role: the client's own retries are off (`max_retries=0`)
+    because the loop retries transient failures itself (with backoff, see `haystack_agentic.llm.calls.call_generator`);
+    stacking both made an unreachable server take about 50 s to report. Its replies are bounded by the role's
+    `max_tokens` (`ROLE_MAX_TOKENS`; change it in the YAML's `generation_kwargs`).
+
+    :param role: `controller`, `answer`, `fallback` or `evidence`.
     :returns: The generator (the key is read from `OPENAI_API_KEY` on warm-up).
     """
-    return OpenAIChatGenerator(model=DEFAULT_OPENAI_MODEL, max_retries=0, timeout=60.0)
+    return OpenAIChatGenerator(
+        model=DEFAULT_OPENAI_MODEL, max_retries=0, timeout=60.0, generation_kwargs={"max_tokens": ROLE_MAX_TOKENS[role]}
+    )
 
 
 def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
@@ -278,17 +288,17 @@ def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
     :returns: The pipeline. The API key is read from `OPENAI_API_KEY` when the generator warms up.
     """
     store = SparseBM25DocumentStore(index=INDEX_NAME)
-    controller_llm = openai_generator()
+    controller_llm = openai_generator("controller")
     # In tools mode the controller's answer is final unless a separate answer LLM is configured; json mode
     # needs an answer LLM to write the answer from the chunks: the controller's.
-    answer_llm = openai_generator() if mode == "json" else None
+    answer_llm = openai_generator("answer") if mode == "json" else None
     return build_loop_pipeline(
         AgenticRouter(chat_generator=controller_llm, mode=mode, temperature=0.0),
         SafeRetriever(InMemoryBM25Retriever(document_store=store)),
         controller=LoopController(max_iterations=10, chunk_cap=30),
         answerer=Answerer(chat_generator=answer_llm, temperature=0.0),
-        fallback=FallbackSynthesizer(chat_generator=openai_generator(), temperature=0.0),
-        evidence_checker=EvidenceChecker(chat_generator=openai_generator()),
+        fallback=FallbackSynthesizer(chat_generator=openai_generator("fallback"), temperature=0.0),
+        evidence_checker=EvidenceChecker(chat_generator=openai_generator("evidence")),
         grounder=default_grounder() if grounded else None,
         metadata={"llm": f"OpenAI-compatible ({DEFAULT_OPENAI_MODEL})", "policy": f"LLM router ({mode} mode)"},
     )

@@ -98,7 +98,8 @@ def load_loop_pipeline(
         params = spec.setdefault("init_parameters", {}) or {}
         if str(spec.get("type", "")).endswith("LoopController") and max_iterations:
             params["max_iterations"] = int(max_iterations)
-            data["max_runs_per_component"] = max_runs_for(int(max_iterations))
+            searches = params.get("max_searches_per_turn")
+            data["max_runs_per_component"] = max_runs_for(int(max_iterations), *([int(searches)] if searches else []))
         for value in params.values():
             if isinstance(value, dict) and str(value.get("type", "")).endswith("OpenAIChatGenerator"):
                 for key, override in (("model", model), ("api_base_url", api_base_url)):

@@ -15,7 +15,7 @@ from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
-from haystack_agentic.components.loop.loop_controller import LoopController
+from haystack_agentic.components.loop.loop_controller import DEFAULT_MAX_SEARCHES_PER_TURN, LoopController
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
 from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
 
@@ -25,14 +25,16 @@ logger = logging.getLogger(__name__)
 ALLOWED_MODULES = ["haystack_agentic.*", "haystack_integrations.*", "milvus_haystack.*", "pymilvus.*"]
 
 
-def max_runs_for(max_iterations: int) -> int:
+def max_runs_for(max_iterations: int, max_searches_per_turn: int = DEFAULT_MAX_SEARCHES_PER_TURN) -> int:
     """
-    The `max_runs_per_component` a loop pipeline needs: the controller runs once more than the router's turns.
+    The `max_runs_per_component` a loop pipeline needs: the controller runs once per search of a turn (once for a
+    turn without one), plus the run's start and the answerer's and the evidence check's returns.
 
     :param max_iterations: The controller's `max_iterations`.
+    :param max_searches_per_turn: The controller's `max_searches_per_turn`.
     :returns: A bound that a correct run never reaches.
     """
-    return 2 * max_iterations + 4
+    return (max_searches_per_turn + 1) * max_iterations + 4
 
 
 def build_loop_pipeline(
@@ -94,7 +96,8 @@ def build_loop_pipeline(
         answerer = Answerer(chat_generator=controller_llm if json_mode else None, temperature=controller_temperature)
     if fallback is None:
         fallback = FallbackSynthesizer(chat_generator=controller_llm, temperature=controller_temperature)
-    pipeline = Pipeline(max_runs_per_component=max_runs_for(controller.max_iterations), metadata=metadata or {})
+    max_runs = max_runs_for(controller.max_iterations, controller.max_searches_per_turn)
+    pipeline = Pipeline(max_runs_per_component=max_runs, metadata=metadata or {})
     pipeline.add_component("controller", controller)
     pipeline.add_component("router", router)
     if query_embedder is not None:

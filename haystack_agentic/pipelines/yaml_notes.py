@@ -70,7 +70,8 @@ NAME_NOTES = {
 #: Comments by component class: what it is, then (on a line of its own) what to change.
 COMPONENT_NOTES = {
     "LoopController": "the loop's bookkeeping: merges the chunks each search finds and stops the loop.\n"
-    "Change: max_iterations (most turns), chunk_cap (most chunks kept; the lowest-scored go first).",
+    "Change: max_iterations (most turns), chunk_cap (most chunks kept; the lowest-scored go first),\n"
+    "max_searches_per_turn (parallel searches one turn runs; max_runs_per_component must grow with it).",
     "BridgeEntityRouter": "a fixed multi-hop policy, no LLM: search the question (first_top_k chunks, default 4), "
     "then up to max_follow_ups (2) entities named in what it found, follow_up_top_k (1) chunk each; the entities are "
     "the titles in document_store.\n"

@@ -20,8 +20,12 @@ from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step_chunks
 from haystack_agentic.indexing.collections import and_filters, resolve_scope, scope_filter
 from haystack_agentic.indexing.collection_lookup import CollectionLookup
+from haystack_agentic.dataclasses.pending_search import pending_search_step, result_in_place
 
 logger = logging.getLogger(__name__)
+
+#: Most searches one router turn runs by default (parallel tool calls).
+DEFAULT_MAX_SEARCHES_PER_TURN = 4
 
 #: Most characters of one chunk shown to the controller LLM in a search tool result.
 DEFAULT_CHUNK_PREVIEW_CHARS = 1500
@@ -126,6 +130,7 @@ class LoopController:
         max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
         max_search_failures: int = 3,
         document_store: Any = None,
+        max_searches_per_turn: int = DEFAULT_MAX_SEARCHES_PER_TURN,
     ) -> None:
         """
         Create a LoopController.
@@ -141,6 +146,9 @@ class LoopController:
         :param document_store: The store whose collections (`meta.collection`) a run's `collections` input names.
             `None` (default): the retriever's store, which `build_loop_pipeline` and `load_loop_pipeline` hand over
             (`use_collection_store`); without either, a run with `collections` fails with an error saying so.
+        :param max_searches_per_turn: Most searches one router turn runs (parallel tool calls); the searches of a
+            turn run one after another through the retriever, and the turn counts once. Further searches go back
+            to the model as tool errors. Default 4.
         :raises ValueError: If a limit is below 1.
         """
         if max_iterations < 1:
@@ -160,6 +168,9 @@ class LoopController:
         self.max_search_failures = max_search_failures
         self.document_store = document_store
         self._collections = CollectionLookup(document_store)
+        if max_searches_per_turn < 1:
+            raise ValueError(f"max_searches_per_turn must be at least 1, got {max_searches_per_turn}")
+        self.max_searches_per_turn = max_searches_per_turn
 
     @component.output_types(state=LoopState, exhausted=LoopState, failed=LoopState)
     def run(
@@ -223,6 +234,8 @@ class LoopController:
             error = f"{state.search_failures} searches failed in a row; the last: {search_error}"
             logger.warning("Ending the run: {error}", error=error)
             return {"failed": state.finish("error", error=error)}
+        if state.queued:  # the turn's next search: the router sends it on without an LLM call
+            return {"state": state}
         if state.iteration >= state.max_iterations or state.stop_reason:
             logger.debug("Loop exhausted after {iterations} iterations", iterations=state.iteration)
             return {"exhausted": state}
@@ -288,24 +301,25 @@ class LoopController:
             conversation=conversation,
             collections=scope,
             metadata={"collections": list(scope)} if scope is not None else {},
+            max_searches_per_turn=self.max_searches_per_turn,
         )
 
     def _record_turn(
         self, state: LoopState, documents: list[Document] | None, search_error: str | None = None
     ) -> LoopState:
+        """Merge the pending search's documents, give its result back in its tool call's place, count the turn."""
         pending = state.pending
         if pending is not None:
             found = list(documents or [])
             state = state.merge_chunks(found)
-            returned = tuple(doc.id for doc in found)
-            history = state.tool_history
-            if history and history[-1].action == "search" and not history[-1].returned_chunk_ids:
-                last = history[-1]
-                changes: dict[str, Any] = {"returned_chunk_ids": returned}
-                if search_error:
-                    changes["result"] = f"search failed: {search_error}"
-                history = (*history[:-1], replace(last, **changes))
-            state = state.evolve(tool_history=history)
+            changes: dict[str, Any] = {"returned_chunk_ids": tuple(doc.id for doc in found)}
+            if search_error:
+                changes["result"] = f"search failed: {search_error}"
+            history = list(state.tool_history)
+            index = pending_search_step(history, state.iteration + 1, len(state.queued), pending.query)
+            if index is not None:
+                history[index] = replace(history[index], **changes)
+            state = state.evolve(tool_history=tuple(history))
             if pending.tool_call is not None:
                 if search_error:
                     text = self.format_search_error(pending.query, search_error)
@@ -313,11 +327,13 @@ class LoopController:
                 else:
                     text = self.format_search_result(pending.query, found)
                     message = ChatMessage.from_tool(tool_result=text, origin=pending.tool_call)
-                state = state.with_messages(message)
+                state = state.evolve(messages=result_in_place(state.messages, message))
             failures = state.search_failures + 1 if search_error else 0
             state = state.evolve(pending=None, search_failures=failures)
         elif documents:
             logger.warning("LoopController received documents without a pending search; they are ignored.")
+        if state.queued:  # more searches of the same turn to run: the turn is not over
+            return state
         return state.evolve(iteration=state.iteration + 1)
 
     @staticmethod
@@ -365,6 +381,7 @@ class LoopController:
             max_question_chars=self.max_question_chars,
             max_search_failures=self.max_search_failures,
             document_store=self.document_store.to_dict() if self.document_store is not None else None,
+            max_searches_per_turn=self.max_searches_per_turn,
         )
 
     @classmethod

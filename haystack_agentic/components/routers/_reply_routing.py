@@ -2,7 +2,6 @@
 
 """How AgenticRouter routes the controller's reply: the json-mode decision and the tools-mode tool calls."""
 
-import json
 from typing import Any
 
 from haystack import logging
@@ -22,11 +21,16 @@ from haystack_agentic.components.routers._tool_arguments import (
     _safe_arguments,
 )
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
+from haystack_agentic.dataclasses.pending_search import SEARCH_PLACEHOLDER
 from haystack_agentic.indexing.collections import and_filters, collection_filter
-from haystack_agentic.llm.calls import LLMCall, describe_error
+from haystack_agentic.llm.calls import LLMCall
 from haystack_agentic.llm.tool_arguments import decode_arguments, whole_number
+from haystack_agentic.llm.user_tools import invoke_user_tool
 
 logger = logging.getLogger(__name__)
+
+#: Text of a search's place-holding tool message (replaced by the search's result before the model sees it).
+_PLACEHOLDER_TEXT = "Search queued; its result replaces this message."
 
 _EMPTY_REPLY_NUDGE = (
     "Your reply was empty. Call one tool: search(query) to look something up, answer(text) to answer, "
@@ -89,7 +93,7 @@ class _ReplyRouting:
         tool_calls = list(reply.tool_calls) if reply is not None else []
         text = call.text
         if reply is not None:
-            state = state.with_messages(reply)
+            state = state.with_messages(_with_call_text(reply) if tool_calls and not text else reply)
         if not tool_calls:
             if text:
                 step = ToolStep(iteration=turn, action="answer", result="plain-text reply", reasoning=None)
@@ -100,31 +104,41 @@ class _ReplyRouting:
             thought = reply.reasoning.reasoning_text if reply is not None and reply.reasoning else None
             return self._empty_reply(state, turn, "empty reply" + (" (reasoning only)" if thought else ""), None)
 
-        search: tuple[ToolCall, str, int, dict[str, Any]] | None = None
+        # Every call runs, in call order. Searches run after the reply, one after another through the pipeline's
+        # retriever (`pending`, then `queued`); a placeholder holds each one's place among the tool results.
+        searches: list[tuple[PendingSearch, ToolStep, ChatMessage]] = []
         for tool_call in tool_calls:
             name = tool_call.tool_name
             if name == GIVE_UP_TOOL_NAME and not isinstance(decode_arguments(tool_call.arguments)[0], dict):
                 # Giving up needs no reason: arguments the model could not write do not keep it looping.
+                state = _without(state, searches)
                 return {"finished": _give_up(state, turn, tool_call, _safe_arguments(tool_call))}
             try:
                 arguments = _parse_arguments(tool_call)
                 if name == ANSWER_TOOL_NAME:
+                    ended = _without(state, searches)  # an answer ends the turn: its searches do not run
                     if isinstance(arguments.get("text"), str) and not arguments["text"].strip():
                         # A blank answer is an empty reply: it counts towards the nudge-once limit.
                         problem = "'text' is required and must be a non-empty string (blank answer)"
-                        return self._empty_reply(state, turn, f"Error in answer: {problem}.", tool_call)
+                        return self._empty_reply(ended, turn, f"Error in answer: {problem}.", tool_call)
                     answer = _required_text(arguments, "text")
                     step = ToolStep(iteration=turn, action="answer", tool_name=name, arguments=arguments)
-                    return {"answer": state.with_step(step).evolve(draft=answer, pending_action="answer")}
+                    return {"answer": ended.with_step(step).evolve(draft=answer, pending_action="answer")}
                 if name == GIVE_UP_TOOL_NAME:
-                    return {"finished": _give_up(state, turn, tool_call, arguments)}
+                    return {"finished": _give_up(_without(state, searches), turn, tool_call, arguments)}
                 if name == SEARCH_TOOL_NAME:
                     query = _required_text(arguments, "query")
                     top_k = self._top_k(arguments.get("top_k"))
                     collection = _chosen_collection(state.collections, arguments.get("collection"))
-                    if search is not None:
-                        raise _InvalidArguments("only one search runs per turn; search again next turn")
-                    if _searched_in(state, query, collection):
+                    if len(searches) >= state.max_searches_per_turn:
+                        limit = state.max_searches_per_turn
+                        raise _InvalidArguments(f"at most {limit} searches run per turn; search again next turn")
+                    covered = (collection,) if collection else tuple(state.collections or ())
+                    folded = query.casefold()
+                    if _searched_in(state, query, collection) or any(
+                        pending.query.casefold() == folded and step.collections == covered
+                        for pending, step, _ in searches
+                    ):
                         message = (
                             f'You already searched for "{query}"; its chunks are above. '
                             "Search for something else, or answer."
@@ -134,7 +148,16 @@ class _ReplyRouting:
                             ToolStep(turn, "invalid", query=query, tool_name=name, arguments=arguments, result=message)
                         )
                         continue
-                    search = (tool_call, query, top_k, arguments, collection)
+                    # The run's filters already hold its collection scope; a chosen collection narrows it to that one.
+                    filters = and_filters(state.filters, collection_filter([collection] if collection else []))
+                    pending = PendingSearch(query=query, top_k=top_k, filters=filters, tool_call=tool_call)
+                    step = ToolStep(
+                        iteration=turn, action="search", query=query, tool_name=name, arguments=arguments,
+                        collections=covered,
+                    )  # fmt: skip
+                    held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
+                    searches.append((pending, step, held))
+                    state = state.with_step(step).with_messages(held)
                     continue
                 if name in self._user_tools:
                     state = self._invoke_user_tool(state, turn, tool_call, arguments)
@@ -147,10 +170,20 @@ class _ReplyRouting:
                 state = state.with_step(
                     ToolStep(turn, "invalid", tool_name=name, arguments=_safe_arguments(tool_call), result=message)
                 )
-        if search is not None:
-            tool_call, query, top_k, arguments, collection = search
-            return self._search(state, turn, query, top_k, tool_call, arguments, None, collection)
+        if searches:
+            first, *rest = [pending for pending, _, _ in searches]
+            tried = (*state.queries_tried, *(pending.query for pending in (first, *rest)))
+            state = state.evolve(pending=first, queued=tuple(rest), queries_tried=tried)
+            return {"query": first.query, "filters": first.filters, "top_k": first.top_k, "loop": state}
         return {"loop": state}
+
+    @staticmethod
+    def _dispatch_queued(state: LoopState) -> dict[str, Any]:
+        """Send the turn's next queued search to the retriever (no LLM call: the turn's reply asked for it)."""
+        search, *rest = state.queued
+        state = state.evolve(pending=search, queued=tuple(rest))
+        filters = dict(search.filters) if search.filters else None
+        return {"query": search.query, "filters": filters, "top_k": search.top_k, "loop": state}
 
     @staticmethod
     def _empty_reply(state: LoopState, turn: int, what: str, tool_call: ToolCall | None) -> dict[str, Any]:
@@ -213,15 +246,43 @@ class _ReplyRouting:
     def _invoke_user_tool(
         self, state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]
     ) -> LoopState:
+        """Run a user tool with Haystack's tool invocation; its Documents join the chunks (see `llm.user_tools`)."""
         tool = self._user_tools[tool_call.tool_name]
-        try:
-            result = tool.invoke(**arguments)
-            text = result if isinstance(result, str) else json.dumps(result, default=str)
-            error = False
-        except Exception as exc:  # noqa: BLE001 - a failing user tool is reported to the model
-            text, error = f"Error in {tool.name}: {describe_error(exc)}", True
-        step = ToolStep(turn, "tool", tool_name=tool.name, arguments=arguments, result=text)
-        return state.with_step(step).with_messages(ChatMessage.from_tool(text, origin=tool_call, error=error))
+        outcome = invoke_user_tool(tool, tool_call, arguments, state.tool_state, state.filters)
+        step = ToolStep(
+            turn, "tool", tool_name=tool.name, arguments=arguments, result=outcome.text,
+            returned_chunk_ids=tuple(doc.id for doc in outcome.documents),
+        )  # fmt: skip
+        state = state.with_step(step).with_messages(outcome.message).evolve(tool_state=outcome.tool_state)
+        return state.merge_chunks(outcome.documents) if outcome.documents else state
+
+
+def _without(state: LoopState, searches: list[tuple[PendingSearch, ToolStep, ChatMessage]]) -> LoopState:
+    """The state without the steps and placeholders of searches that will not run (the turn ended first)."""
+    if not searches:
+        return state
+    steps = {id(step) for _, step, _ in searches}
+    held = {id(message) for _, _, message in searches}
+    return state.evolve(
+        tool_history=tuple(s for s in state.tool_history if id(s) not in steps),
+        messages=tuple(m for m in state.messages if id(m) not in held),
+    )
+
+
+def _with_call_text(reply: ChatMessage) -> ChatMessage:
+    """
+    The reply with a short text naming its tool calls, for a reply that has calls and no text. Sent back in the
+    conversation, an assistant message with tool calls and no content makes some chat templates of local
+    OpenAI-compatible servers fail (HTTP 500); a text is accepted by all.
+    """
+    names = ", ".join(dict.fromkeys(call.tool_name for call in reply.tool_calls))
+    return ChatMessage.from_assistant(
+        text=f"Calling {names}.",
+        meta=reply.meta,
+        name=reply.name,
+        tool_calls=reply.tool_calls,
+        reasoning=reply.reasoning,
+    )
 
 
 def _searched_in(state: LoopState, query: str, collection: str | None) -> bool:

@@ -64,7 +64,8 @@ Tools:
 {% if user_tools %}
 Other tools: {{ user_tools | join(", ") }}.
 {% endif %}
-Use only facts from search results. You have at most {{ max_iterations }} turns; one tool call per turn is best.
+Use only facts from search results. You have at most {{ max_iterations }} turns; searches for independent facts can
+go in one turn (several search calls), a search that needs an earlier result waits for it.
 """
 
 #: Prompt of the controller LLM in `json` mode, sent fresh each turn. Variables: `question`, `chunks`,
@@ -119,8 +120,13 @@ class AgenticRouter(_ReplyRouting):
     (`finished`, for give-up and generator errors).
 
     - `mode="tools"` uses native tool calling. The model sees `search(query, top_k?)`, `answer(text)`,
-      `give_up(reason)` and any user `tools` (run inline; they never end the loop). Unknown tools and bad
-      arguments go back to the model as tool errors and the run goes on. A reply with text and no tool call is
+      `give_up(reason)` and any user `tools`. Every call of a reply runs and its result goes back in call order
+      (one tool message per call): searches one after another through the pipeline's retriever with the run's
+      filters (at most `LoopController(max_searches_per_turn)` per turn); user tools inline, through Haystack's
+      tool invocation (`inputs_from_state`, `outputs_to_state`, `outputs_to_string` as in Haystack's `Agent`),
+      their Documents joining the run's chunks (`haystack_agentic.llm.user_tools`). An `answer` or `give_up`
+      call ends the turn (its searches do not run). Unknown tools and bad arguments go back to the model as tool
+      errors and the run goes on. A reply with text and no tool call is
       an answer; an empty reply is not (the model is told and the loop goes on).
     - `mode="json"` is for models without tool calling: each turn the model replies
       `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`, parsed leniently (code fences,
@@ -169,8 +175,10 @@ class AgenticRouter(_ReplyRouting):
         :param chat_generator: Any Haystack chat generator (the controller LLM). In `tools` mode it must support
             tool calling.
         :param mode: `"tools"` (native tool calling) or `"json"` (the JSON routing protocol).
-        :param tools: Extra Haystack tools the model may call in `tools` mode; they run inline and their result
-            goes back to the model. Names must differ from `search`, `answer`, `give_up`.
+        :param tools: Extra Haystack tools the model may call in `tools` mode; they run inline with Haystack's tool
+            invocation semantics and their result goes back to the model; Documents they return join the run's
+            chunks (within the run's filters, which a tool can read with `inputs_from_state={"filters": ...}`).
+            Names must differ from `search`, `answer`, `give_up`.
         :param system_prompt: Jinja template replacing `DEFAULT_TOOLS_SYSTEM_PROMPT` (tools mode).
         :param json_prompt: Jinja template replacing `DEFAULT_JSON_PROMPT` (json mode).
         :param temperature: Sampling temperature of the controller role (`None`: the generator's default).
@@ -241,7 +249,9 @@ class AgenticRouter(_ReplyRouting):
             parameter).
         :returns: Exactly one route:
             - search: `query` (str), `filters` (dict or None), `top_k` (int) for the retriever, and `loop`
-              (LoopState with the pending search) for the controller;
+              (LoopState with the pending search) for the controller. A reply with several searches runs them all,
+              one after another: the first goes out now, the others wait in `state.queued`, and each later visit
+              with a queued search sends the next one on without an LLM call;
             - another turn without a search: `loop`;
             - answer or reflect: `answer` (LoopState with `pending_action`);
             - the end: `finished` (LoopState with `terminated_by` set: `gave_up` or `error`).
@@ -249,6 +259,10 @@ class AgenticRouter(_ReplyRouting):
             is an async function (use `run_async`).
         """
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
+        if state.queued:
+            routed = self._dispatch_queued(state)
+            emit(callback, step_chunks(state, routed_state(routed)))
+            return routed
         prepared = self._prepare(state)
         if isinstance(prepared, dict):
             emit(callback, step_chunks(state, routed_state(prepared)))
@@ -274,6 +288,10 @@ class AgenticRouter(_ReplyRouting):
         :returns: The same routes as `run`.
         """
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
+        if state.queued:
+            routed = self._dispatch_queued(state)
+            await emit_async(callback, step_chunks(state, routed_state(routed)))
+            return routed
         prepared = self._prepare(state)
         if isinstance(prepared, dict):
             await emit_async(callback, step_chunks(state, routed_state(prepared)))

@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+`PendingSearch`: a search the router asked for, waiting for (or queued before) the retriever's documents; and how
+the controller puts a search's result back in its place (its tool result in call order, its step filled in).
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from haystack.dataclasses import ChatMessage, ToolCall
+
+#: `meta` key of the tool message that holds a search's place in the controller conversation (in call order) until
+#: the `LoopController` replaces it with the search's result; the model never sees it.
+SEARCH_PLACEHOLDER = "search_placeholder"
+
+
+@dataclass(frozen=True)
+class PendingSearch:
+    """
+    A search the router asked for, waiting for the retriever's documents.
+
+    A turn may ask for several searches (parallel tool calls): the first is `LoopState.pending` (in flight), the
+    others wait in `LoopState.queued` and run one after another, each through the pipeline's retriever.
+
+    :param query: The query text sent to the retriever (and to the query embedder, if any).
+    :param top_k: How many chunks to ask for.
+    :param filters: Haystack metadata filters for this search (the run's filters).
+    :param tool_call: The tool call that asked for it, in tools mode, so its result can be given back to the model.
+    """
+
+    query: str
+    top_k: int
+    filters: Mapping[str, Any] | None = None
+    tool_call: ToolCall | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize to a JSON-compatible dict.
+
+        :returns: `query`, `top_k`, `filters` and `tool_call` (`ToolCall.to_dict()` or `None`).
+        """
+        return {
+            "query": self.query,
+            "top_k": self.top_k,
+            "filters": dict(self.filters) if self.filters is not None else None,
+            "tool_call": self.tool_call.to_dict() if self.tool_call else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PendingSearch":
+        """
+        Build a search from `to_dict()` output.
+
+        :param data: The dict.
+        :returns: The search.
+        """
+        tool_call = data.get("tool_call")
+        return cls(
+            query=data["query"],
+            top_k=data["top_k"],
+            filters=data.get("filters"),
+            tool_call=ToolCall.from_dict(tool_call) if tool_call else None,
+        )
+
+
+def result_in_place(messages: tuple[ChatMessage, ...], result: ChatMessage) -> tuple[ChatMessage, ...]:
+    """
+    Put a search's tool result where the router held its place (so results stay in call order), else at the end.
+
+    :param messages: The controller conversation.
+    :param result: The tool message with the search result (its `origin` is the search's tool call).
+    :returns: The conversation with the result in place.
+    """
+    origin = result.tool_call_result.origin
+    for index in range(len(messages) - 1, -1, -1):
+        held = messages[index].tool_call_result
+        if held is not None and held.origin == origin and (messages[index].meta or {}).get(SEARCH_PLACEHOLDER):
+            return (*messages[:index], result, *messages[index + 1 :])
+    return (*messages, result)
+
+
+def pending_search_step(history: list[Any], turn: int, queued: int, query: str) -> int | None:
+    """
+    The index of the `ToolStep` of the search whose documents just came back.
+
+    A turn's searches run in call order, so it is the turn's search step that `queued` more searches follow (the same
+    words may be searched in two collections in one turn). For steps recorded otherwise: the last search of that
+    query not filled in yet.
+
+    :param history: The tool history (`ToolStep`s).
+    :param turn: The 1-based turn the search belongs to (`state.iteration + 1`).
+    :param queued: How many searches of the turn are still queued.
+    :param query: The search's query.
+    :returns: The index, or `None` when no step matches.
+    """
+    searches = [i for i, step in enumerate(history) if step.action == "search" and step.iteration == turn]
+    position = len(searches) - queued - 1
+    if 0 <= position < len(searches) and history[searches[position]].query == query:
+        return searches[position]
+    for index in range(len(history) - 1, -1, -1):
+        step = history[index]
+        if step.action == "search" and step.query == query and not step.returned_chunk_ids:
+            return index if step.result is None else None
+    return None
