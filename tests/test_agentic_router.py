@@ -302,7 +302,7 @@ def test_user_tool_runs_inline_and_its_result_goes_back(build_loop):
     assert result["iterations"] == 2
     # The model was offered the built-in tools and the user tool, and told about it.
     offered = [t.name for t in loop.llm.calls[0][2]]
-    assert offered == ["search", "answer", "give_up", "film_year"]
+    assert offered == ["search", "answer", "give_up", "read_chunk", "film_year"]
     assert "Other tools: film_year." in loop.llm.calls[0][0][0].text
 
 

@@ -32,7 +32,7 @@ class ToolStep:
     One recorded step of the loop: what the router decided at an iteration and what came of it.
 
     :param iteration: 1-based iteration (router turn) at which the step was taken.
-    :param action: `search`, `reflect`, `answer`, `give_up`, `tool` (a user tool), `invalid` (an unknown tool,
+    :param action: `search`, `reflect`, `answer`, `give_up`, `tool` (a user tool, or `read_chunk`), `invalid` (an unknown tool,
         bad arguments or an empty reply that went back to the model as an error) or `error`.
     :param query: The search query, for `search` steps.
     :param tool_name: The tool the model called, when it called one.

@@ -21,6 +21,7 @@ from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step
 from haystack_agentic.indexing.collections import and_filters, resolve_scope, scope_filter
 from haystack_agentic.indexing.collection_lookup import CollectionLookup
 from haystack_agentic.dataclasses.pending_search import pending_search_step, result_in_place
+from haystack_agentic.llm.result_digests import search_digest, short_id, shown_chunk_ids, with_digest
 
 logger = logging.getLogger(__name__)
 
@@ -311,6 +312,7 @@ class LoopController:
         pending = state.pending
         if pending is not None:
             found = list(documents or [])
+            shown = shown_chunk_ids(state.tool_history)  # before this search's step is filled in
             state = state.merge_chunks(found)
             changes: dict[str, Any] = {"returned_chunk_ids": tuple(doc.id for doc in found)}
             if search_error:
@@ -325,8 +327,9 @@ class LoopController:
                     text = self.format_search_error(pending.query, search_error)
                     message = ChatMessage.from_tool(tool_result=text, origin=pending.tool_call, error=True)
                 else:
-                    text = self.format_search_result(pending.query, found)
+                    text = self.format_search_result(pending.query, found, shown)
                     message = ChatMessage.from_tool(tool_result=text, origin=pending.tool_call)
+                    message = with_digest(message, search_digest(pending.query, found, shown))
                 state = state.evolve(messages=result_in_place(state.messages, message))
             failures = state.search_failures + 1 if search_error else 0
             state = state.evolve(pending=None, search_failures=failures)
@@ -347,14 +350,21 @@ class LoopController:
         """
         return f'The search for "{query}" failed: {error}. Try again, or answer from what you have.'
 
-    def format_search_result(self, query: str, documents: list[Document]) -> str:
+    def format_search_result(self, query: str, documents: list[Document], shown: Any = ()) -> str:
         """
-        Render a search result for the controller LLM: numbered chunks with their ids, or "no results".
+        Render a search result for the controller LLM: numbered chunks with their short ids (the first 12
+        characters, which `read_chunk` accepts) and titles, or "no results". A chunk in `shown` (given in an earlier
+        result) is referenced, `[already shown]`, not sent again: the model reads it with `read_chunk(id)`.
+
+        The message also carries a digest (`haystack_agentic.llm.result_digests`) that the router sends in its place
+        once a newer reply follows.
 
         :param query: The query that was searched.
         :param documents: The chunks it returned, best first.
+        :param shown: Ids of the chunks shown in earlier results (a collection of str). Default: none.
         :returns: The tool result text.
         """
+        shown = set(shown)
         if not documents:
             return f'No results for "{query}". Try other words, or answer from what you have.'
         lines = [f'{len(documents)} result(s) for "{query}":']
@@ -363,8 +373,8 @@ class LoopController:
             content = (doc.content or "").strip()
             if len(content) > self.chunk_preview_chars:
                 content = content[: self.chunk_preview_chars].rstrip() + " [...]"
-            header = f"[{number}] id={doc.id}" + (f" title={title}" if title else "")
-            lines.append(f"{header}\n{content}")
+            header = f"[{number}] id={short_id(doc.id)}" + (f" title={title}" if title else "")
+            lines.append(f"{header} [already shown]" if doc.id in shown else f"{header}\n{content}")
         return "\n\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from haystack_agentic.components.routers._tool_arguments import (
     _BUILTIN_TOOL_NAMES,
     ANSWER_TOOL_NAME,
     GIVE_UP_TOOL_NAME,
+    READ_TOOL_NAME,
     SEARCH_TOOL_NAME,
     _chosen_collection,
     _InvalidArguments,
@@ -24,6 +25,7 @@ from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, To
 from haystack_agentic.dataclasses.pending_search import SEARCH_PLACEHOLDER
 from haystack_agentic.indexing.collections import and_filters, collection_filter
 from haystack_agentic.llm.calls import LLMCall
+from haystack_agentic.llm.result_digests import find_chunk, read_chunk_text, short_id, with_digest
 from haystack_agentic.llm.tool_arguments import decode_arguments, whole_number
 from haystack_agentic.llm.user_tools import invoke_user_tool
 
@@ -159,6 +161,9 @@ class _ReplyRouting:
                     searches.append((pending, step, held))
                     state = state.with_step(step).with_messages(held)
                     continue
+                if name == READ_TOOL_NAME:
+                    state = _read_chunk(state, turn, tool_call, arguments)
+                    continue
                 if name in self._user_tools:
                     state = self._invoke_user_tool(state, turn, tool_call, arguments)
                     continue
@@ -255,6 +260,25 @@ class _ReplyRouting:
         )  # fmt: skip
         state = state.with_step(step).with_messages(outcome.message).evolve(tool_state=outcome.tool_state)
         return state.merge_chunks(outcome.documents) if outcome.documents else state
+
+
+#: Most characters of a chunk's text that `read_chunk` returns.
+READ_CHUNK_MAX_CHARS = 8000
+
+
+def _read_chunk(state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]) -> LoopState:
+    """
+    Answer a `read_chunk(id)` call with the chunk's full text, from the run's chunks (`LoopState.chunks`); an id the
+    run does not hold raises `_InvalidArguments` (a tool error saying why). Its digest names the chunk only.
+    """
+    doc, problem = find_chunk(state.chunks, _required_text(arguments, "id"))
+    if doc is None:
+        raise _InvalidArguments(problem)
+    message = ChatMessage.from_tool(read_chunk_text(doc, READ_CHUNK_MAX_CHARS), origin=tool_call)
+    title = (doc.meta or {}).get("title")
+    digest = f"Read earlier: id={short_id(doc.id)}" + (f" title={title}" if title else "") + " (read_chunk again)."
+    step = ToolStep(turn, "tool", tool_name=READ_TOOL_NAME, arguments=arguments, result=f"read chunk {doc.id}")
+    return state.with_step(step).with_messages(with_digest(message, digest))
 
 
 def _without(state: LoopState, searches: list[tuple[PendingSearch, ToolStep, ChatMessage]]) -> LoopState:

@@ -14,7 +14,8 @@ from haystack_agentic.llm.tool_arguments import decode_arguments, finite
 ANSWER_TOOL_NAME = "answer"
 SEARCH_TOOL_NAME = "search"
 GIVE_UP_TOOL_NAME = "give_up"
-_BUILTIN_TOOL_NAMES = (SEARCH_TOOL_NAME, ANSWER_TOOL_NAME, GIVE_UP_TOOL_NAME)
+READ_TOOL_NAME = "read_chunk"
+_BUILTIN_TOOL_NAMES = (SEARCH_TOOL_NAME, ANSWER_TOOL_NAME, GIVE_UP_TOOL_NAME, READ_TOOL_NAME)
 
 
 def _not_invoked(**kwargs: Any) -> str:
@@ -93,6 +94,16 @@ def _builtin_tools(max_top_k: int, collections: Mapping[str, str] | None = None)
             parameters={
                 "type": "object",
                 "properties": {"reason": {"type": "string", "description": "Why no answer can be given (optional)"}},
+            },
+            function=_not_invoked,
+        ),
+        Tool(
+            name=READ_TOOL_NAME,
+            description="Show the full text of a chunk found earlier (earlier results are shown as digests).",
+            parameters={
+                "type": "object",
+                "properties": {"id": {"type": "string", "description": "The chunk's id as listed (id=...)."}},
+                "required": ["id"],
             },
             function=_not_invoked,
         ),

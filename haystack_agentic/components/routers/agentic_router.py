@@ -46,6 +46,7 @@ from haystack_agentic.llm.serialization import (
     generator_to_dict,
     warm_up_generator,
 )
+from haystack_agentic.llm.result_digests import digest_older_results
 from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
 from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
 from haystack_agentic.tracing import trace_turn
@@ -61,6 +62,7 @@ Tools:
   read the result, then search the entity it leads to (the bridge) for the next fact.
 - answer(text): give the final answer when the chunks found support it. Be short and specific.
 - give_up(reason?): say why, when the collection does not hold the answer after a few different searches.
+- read_chunk(id): the full text of a chunk found earlier: older results are shown as digests (ids, titles).
 {% if user_tools %}
 Other tools: {{ user_tools | join(", ") }}.
 {% endif %}
@@ -168,6 +170,7 @@ class AgenticRouter(_ReplyRouting):
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float | None = None,
         streaming_callback: StreamingCallbackT | None = None,
+        result_digests: bool = True,
     ) -> None:
         """
         Create an AgenticRouter.
@@ -199,6 +202,10 @@ class AgenticRouter(_ReplyRouting):
         :param streaming_callback: Called with each `StreamingChunk` of the controller's calls (role `controller`:
             its prose and tool-call deltas, never part of the answer's stream) and with a step event per recorded
             step (`haystack_agentic.llm.streaming`). The `streaming_callback` run input wins over it.
+        :param result_digests: Tools mode: send every search result older than the latest reply as a digest (ids,
+            titles, first words; `haystack_agentic.llm.result_digests`), whatever the budget; the model reads a chunk
+            in full with `read_chunk(id)`. `False`: earlier results are sent whole until the budget compacts them.
+            Default `True`.
         :raises ValueError: On an unknown mode, a user tool named like a built-in tool, or bad top_k bounds.
         """
         if mode not in ("tools", "json"):
@@ -219,6 +226,7 @@ class AgenticRouter(_ReplyRouting):
         self.max_retries = max_retries
         self.timeout = timeout
         self.streaming_callback = streaming_callback
+        self.result_digests = result_digests
         self.default_top_k = default_top_k
         self.max_top_k = max_top_k
         self.strict = strict
@@ -354,7 +362,8 @@ class AgenticRouter(_ReplyRouting):
             conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
             state = state.with_messages(ChatMessage.from_system(system), *conversation)
         tools = self._tools_for(state)
-        messages = compact_messages(state.messages, self.context_budget_tokens, tools, self._token_counter())
+        sent = digest_older_results(state.messages) if self.result_digests else state.messages
+        messages = compact_messages(sent, self.context_budget_tokens, tools, self._token_counter())
         return state, messages, tools
 
     def _tools_for(self, state: LoopState) -> list[Any]:
@@ -402,6 +411,7 @@ class AgenticRouter(_ReplyRouting):
             strict=self.strict,
             chunk_preview_chars=self.chunk_preview_chars,
             context_budget_tokens=self.context_budget_tokens,
+            result_digests=self.result_digests,
         )
 
     @classmethod

@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the controller LLM is sent of earlier results: digests, chunks referenced once shown, `read_chunk(id)`."""
+
+from conftest import DOC_TEXT, QUESTION, ScriptedRetriever, actions, answer, search, tool_turn
+from haystack import Document
+from haystack.dataclasses import ChatMessage, ChatRole
+
+from haystack_agentic import AgenticRouter, LoopController
+from haystack_agentic.llm.result_digests import DIGEST_META_KEY, find_chunk, search_digest, short_id
+from haystack_agentic.testing import ScriptedChatGenerator
+from haystack_agentic.testing.scripted_chat_generator import _message_chars
+
+RESULTS = {
+    "film": [("bsg", 2.0), ("trigiani", 1.0)],
+    "director": [("trigiani", 1.5), ("greenwich", 1.0)],
+    "village": [("greenwich", 1.2), ("village-people", 0.5)],
+}
+
+
+def _doc(doc_id: str, score: float) -> Document:
+    return Document(id=doc_id, content=DOC_TEXT[doc_id], meta={"title": doc_id.title()}, score=score)
+
+
+def _turns(script: list[dict], router_kwargs: dict | None = None) -> tuple[ScriptedChatGenerator, list]:
+    """Drive controller and router by hand (searches answered from RESULTS); returns the LLM and each state."""
+    llm = ScriptedChatGenerator(script)
+    router = AgenticRouter(chat_generator=llm, **(router_kwargs or {}))
+    controller = LoopController(max_iterations=10)
+    state, states = controller.run(query=QUESTION)["state"], []
+    for _ in script:
+        out = router.run(state=state)
+        if "query" not in out:
+            states.append(out.get("loop") or out.get("answer"))
+            if "loop" not in out:
+                break
+            state = controller.run(state=out["loop"])["state"]
+            continue
+        found = [_doc(doc_id, score) for doc_id, score in RESULTS.get(out["query"], [])]
+        state = controller.run(state=out["loop"], documents=found)["state"]
+        states.append(state)
+    return llm, states
+
+
+def _tool_texts(messages: list[ChatMessage]) -> list[str]:
+    return [m.tool_call_result.result for m in messages if m.role == ChatRole.TOOL]
+
+
+def _assert_paired(messages: list[ChatMessage]) -> None:
+    """OpenAI's rule: each assistant tool call is answered by exactly one tool message with its id, right after."""
+    for index, message in enumerate(messages):
+        if message.tool_calls:
+            ids = [call.id for call in message.tool_calls]
+            answers = [m.tool_call_result.origin.id for m in messages[index + 1 : index + 1 + len(ids)]
+                       if m.tool_call_result is not None]  # fmt: skip
+            assert answers == ids
+    answered = [m.tool_call_result.origin.id for m in messages if m.tool_call_result is not None]
+    assert len(answered) == len(set(answered))
+
+
+def test_older_results_are_sent_as_digests_and_the_state_keeps_them_whole():
+    llm, states = _turns([search("film"), search("director"), search("village"), answer("Greenwich Village")])
+    sent = llm.calls[3][0]  # the fourth call: three results before it
+    texts = _tool_texts(sent)
+    assert texts[0].startswith('Earlier search "film" (2 result(s); read_chunk(id) shows one in full):')
+    assert "- id=bsg title=Bsg: " in texts[0] and DOC_TEXT["bsg"] not in texts[0]
+    assert texts[1].startswith('Earlier search "director"') and "- id=trigiani title=Trigiani [shown earlier]" in texts[1]
+    assert texts[2].startswith('2 result(s) for "village":')  # the latest result stays whole
+    _assert_paired(sent)
+    # The state's conversation is unchanged: full results, each carrying its digest.
+    kept = [m for m in states[2].messages if m.role == ChatRole.TOOL]
+    assert DOC_TEXT["bsg"] in kept[0].tool_call_result.result
+    assert kept[0].meta[DIGEST_META_KEY] == texts[0]
+    # What the usage counts is what was sent: the scripted generator reports chars / 4 of the messages it got.
+    reported = sum(_message_chars(m) for m in sent) // 4
+    full = sum(_message_chars(m) for m in states[2].messages) // 4
+    assert reported < full
+
+
+def test_a_chunk_shown_before_is_referenced_not_resent():
+    llm, states = _turns([search("film"), search("director"), answer("x")])
+    latest = _tool_texts(llm.calls[2][0])[-1]
+    assert "[1] id=trigiani title=Trigiani [already shown]" in latest
+    assert DOC_TEXT["trigiani"] not in latest and DOC_TEXT["greenwich"] in latest
+
+
+def test_without_digests_older_results_stay_whole():
+    llm, _ = _turns([search("film"), search("director"), answer("x")], {"result_digests": False})
+    first = _tool_texts(llm.calls[2][0])[0]
+    assert first.startswith('2 result(s) for "film":') and DOC_TEXT["bsg"] in first
+
+
+def test_the_model_reads_a_chunk_in_full_by_id(build_loop):
+    retriever = ScriptedRetriever(RESULTS)
+    loop = build_loop(
+        [search("film"), search("director"), tool_turn("read_chunk", {"id": "bsg"}), answer("Greenwich Village")],
+        retriever=retriever,
+    )
+    result = loop.run()
+    assert actions(result) == ["search", "search", "tool", "answer"]
+    assert result["tool_history"][2]["tool_name"] == "read_chunk"
+    sent = loop.llm.calls[3][0]
+    read = _tool_texts(sent)[-1]
+    assert read == f"id=bsg\n{DOC_TEXT['bsg']}"
+    assert DOC_TEXT["bsg"] not in _tool_texts(sent)[0]  # the search that found it is a digest by now
+    _assert_paired(sent)
+
+
+def test_reading_an_unknown_chunk_is_a_tool_error_and_the_run_goes_on(build_loop):
+    loop = build_loop([search("film"), tool_turn("read_chunk", {"id": "nope"}), answer("x")],
+                      retriever=ScriptedRetriever(RESULTS))  # fmt: skip
+    result = loop.run()
+    assert actions(result) == ["search", "invalid", "answer"]
+    error = [m for m in loop.llm.calls[2][0] if m.role == ChatRole.TOOL][-1].tool_call_result
+    assert error.error and "no chunk with id 'nope' is held" in error.result
+
+
+def test_short_ids_and_prefixes():
+    long_a, long_b = "a" * 20 + "1" * 44, "a" * 20 + "2" * 44
+    chunks = [Document(id=long_a, content="A"), Document(id=long_b, content="B")]
+    assert short_id(long_a) == "a" * 12
+    assert find_chunk(chunks, long_b)[0].id == long_b
+    assert find_chunk(chunks, "id=" + "a" * 20 + "1")[0].id == long_a
+    doc, why = find_chunk(chunks, "a" * 12)
+    assert doc is None and "start of 2 chunk ids" in why
+    assert search_digest("q", []) == 'Earlier search "q": no results.'
+
+
+def test_result_digests_serialises():
+    router = AgenticRouter(chat_generator=ScriptedChatGenerator([]), result_digests=False)
+    assert router.to_dict()["init_parameters"]["result_digests"] is False
