@@ -35,10 +35,10 @@ from collections import Counter
 from _common import DATA, corpus_store
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage
-from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_agentic import AgenticRouter, Answerer, LoopController, build_loop_pipeline
 from haystack_agentic.components.routers.agentic_router import _builtin_tools
+from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
 from haystack_agentic.testing import ScriptedChatGenerator
 
@@ -141,7 +141,8 @@ class TitleFollower(ScriptedChatGenerator):
 def recall_runs(questions: int, turns: int, chunk_cap: int, digests: bool) -> tuple[float, float, float]:
     """Evidence recall (mean over questions), prompt tokens per question and at the last turn (means)."""
     rows = load_hotpotqa_questions(DATA)
-    store = InMemoryDocumentStore(index=f"recall-{len(rows)}")  # stores of one index name share their documents
+    # Haystack's BM25 over a sparse matrix: the same results as InMemoryDocumentStore, ~100x faster at 3.6k chunks.
+    store = SparseBM25DocumentStore(index=f"recall-{len(rows)}")  # stores of one index share their documents
     if not store.count_documents():
         store.write_documents(hotpotqa_documents(rows, title_in_content=True))
     recalls, totals, lasts = [], [], []

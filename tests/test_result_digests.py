@@ -55,6 +55,10 @@ def _assert_paired(messages: list[ChatMessage]) -> None:
             assert answers == ids
     answered = [m.tool_call_result.origin.id for m in messages if m.tool_call_result is not None]
     assert len(answered) == len(set(answered))
+    # As OpenAI gets them: each tool message names its call's id.
+    sent = [m.to_openai_dict_format() for m in messages]
+    called = [c["id"] for m in sent for c in m.get("tool_calls") or []]
+    assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == called
 
 
 def test_older_results_are_sent_as_digests_and_the_state_keeps_them_whole():
@@ -70,10 +74,10 @@ def test_older_results_are_sent_as_digests_and_the_state_keeps_them_whole():
     kept = [m for m in states[2].messages if m.role == ChatRole.TOOL]
     assert DOC_TEXT["bsg"] in kept[0].tool_call_result.result
     assert kept[0].meta[DIGEST_META_KEY] == texts[0]
-    # What the usage counts is what was sent: the scripted generator reports chars / 4 of the messages it got.
-    reported = sum(_message_chars(m) for m in sent) // 4
-    full = sum(_message_chars(m) for m in states[2].messages) // 4
-    assert reported < full
+    # The usage counts what was sent: the scripted generator reports chars / 4 of the messages it got.
+    sent_tokens = sum(sum(_message_chars(m) for m in messages) // 4 for messages, _, _ in llm.calls)
+    assert states[-1].usage["controller"]["prompt_tokens"] == sent_tokens
+    assert sum(_message_chars(m) for m in sent) < sum(_message_chars(m) for m in states[2].messages)
 
 
 def test_a_chunk_shown_before_is_referenced_not_resent():
@@ -102,6 +106,17 @@ def test_the_model_reads_a_chunk_in_full_by_id(build_loop):
     read = _tool_texts(sent)[-1]
     assert read == f"id=bsg\n{DOC_TEXT['bsg']}"
     assert DOC_TEXT["bsg"] not in _tool_texts(sent)[0]  # the search that found it is a digest by now
+    _assert_paired(sent)
+
+
+def test_a_read_in_the_same_turn_as_a_search_answers_in_call_order(build_loop):
+    both = {"tool_calls": [{"tool_name": "search", "arguments": {"query": "director"}},
+                           {"tool_name": "read_chunk", "arguments": {"id": "bsg"}}]}  # fmt: skip
+    loop = build_loop([search("film"), both, answer("x")], retriever=ScriptedRetriever(RESULTS))
+    assert actions(loop.run()) == ["search", "search", "tool", "answer"]
+    sent = loop.llm.calls[2][0]
+    texts = _tool_texts(sent)
+    assert texts[1].startswith('2 result(s) for "director":') and texts[2] == f"id=bsg\n{DOC_TEXT['bsg']}"
     _assert_paired(sent)
 
 
