@@ -130,6 +130,8 @@ def test_reading_an_unknown_chunk_is_a_tool_error_and_the_run_goes_on(build_loop
 
 
 def test_short_ids_and_prefixes():
+    assert short_id("wiki_Big_Stone_Gap_0") == "wiki_Big_Stone_Gap_0"  # not a hash: its start may be shared
+    assert short_id("9fe637851e22df8412434834c383d4d5ea55c416ee31e06c846d18ec04b49f49") == "9fe637851e22"
     long_a, long_b = "a" * 20 + "1" * 44, "a" * 20 + "2" * 44
     chunks = [Document(id=long_a, content="A"), Document(id=long_b, content="B")]
     assert short_id(long_a) == "a" * 12

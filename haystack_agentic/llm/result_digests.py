@@ -11,6 +11,7 @@ referenced there (`[already shown]`), not sent again. The model reads any chunk 
 the `read_chunk(id)` tool (`read_chunk_text`).
 """
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -19,9 +20,12 @@ from haystack.dataclasses import ChatMessage
 
 #: `meta` key of a tool message holding the digest the model is sent once a newer reply follows it.
 DIGEST_META_KEY = "digest"
-#: Characters of a chunk id shown to the model (ids are often 64-character hashes); `read_chunk` takes any unique
-#: prefix, this one included.
+#: Characters of a hash-like chunk id shown to the model (Haystack's default ids are 64-character SHA-256 hashes);
+#: `read_chunk` takes any unique prefix, this one included.
 SHORT_ID_CHARS = 12
+#: Ids shortened: hexadecimal (dashes allowed, as in UUIDs), at least 32 characters. Other ids (`film-2014-part-1`,
+#: `wiki_Big_Stone_Gap_0`) are shown whole: their starts are often shared.
+_HASH_LIKE = re.compile(r"[0-9a-fA-F-]{32,}")
 #: Characters of a chunk's text in its digest line.
 DIGEST_LINE_CHARS = 60
 #: Characters of a title in a digest line.
@@ -30,12 +34,12 @@ DIGEST_TITLE_CHARS = 60
 
 def short_id(doc_id: str) -> str:
     """
-    The chunk id shown to the model: its first `SHORT_ID_CHARS` characters.
+    The chunk id shown to the model: a hash-like id's first `SHORT_ID_CHARS` characters, any other id whole.
 
     :param doc_id: The document id.
     :returns: The short id.
     """
-    return doc_id[:SHORT_ID_CHARS]
+    return doc_id[:SHORT_ID_CHARS] if _HASH_LIKE.fullmatch(doc_id) else doc_id
 
 
 def first_words(doc: Document, limit: int = DIGEST_LINE_CHARS) -> str:

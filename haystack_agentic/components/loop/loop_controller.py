@@ -352,8 +352,8 @@ class LoopController:
 
     def format_search_result(self, query: str, documents: list[Document], shown: Any = ()) -> str:
         """
-        Render a search result for the controller LLM: numbered chunks with their short ids (the first 12
-        characters, which `read_chunk` accepts) and titles, or "no results". A chunk in `shown` (given in an earlier
+        Render a search result for the controller LLM: numbered chunks with their ids (a hash id by its first
+        12 characters, which `read_chunk` accepts) and titles, or "no results". A chunk in `shown` (given in an earlier
         result) is referenced, `[already shown]`, not sent again: the model reads it with `read_chunk(id)`.
 
         The message also carries a digest (`haystack_agentic.llm.result_digests`) that the router sends in its place

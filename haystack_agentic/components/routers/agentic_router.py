@@ -62,7 +62,7 @@ Tools:
   read the result, then search the entity it leads to (the bridge) for the next fact.
 - answer(text): give the final answer when the chunks found support it. Be short and specific.
 - give_up(reason?): say why, when the collection does not hold the answer after a few different searches.
-- read_chunk(id): the full text of a chunk found earlier: older results are shown as digests (ids, titles).
+- read_chunk(id): the full text of a chunk found earlier (older results are shortened to ids and titles).
 {% if user_tools %}
 Other tools: {{ user_tools | join(", ") }}.
 {% endif %}
