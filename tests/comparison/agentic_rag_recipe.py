@@ -113,7 +113,8 @@ class ScriptedChatModel(BaseChatModel):
             yield chunk
         for index, call in enumerate(message.tool_calls):
             tool_chunk = {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": index}
-            chunk = ChatGenerationChunk(message=AIMessageChunk(content="", id=message.id, tool_call_chunks=[tool_chunk]))
+            delta = AIMessageChunk(content="", id=message.id, tool_call_chunks=[tool_chunk])
+            chunk = ChatGenerationChunk(message=delta)
             if run_manager:
                 run_manager.on_llm_new_token("", chunk=chunk)
             yield chunk

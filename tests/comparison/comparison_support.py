@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from haystack import Document
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.tracing import Span, Tracer
@@ -26,7 +25,7 @@ from haystack_agentic.resources import sample_corpus_path
 QUESTION = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'
 FOLLOW_UP = "And which university did she attend?"
 GOLD = "Greenwich Village, New York City"
-#: Words of the two gold paragraphs (checked in `test_the_corpus_holds_both_hops` of each module).
+#: Words of the two gold paragraphs (`test_comparison_agent.py::test_the_corpus_holds_both_hops`).
 HOP1_WORDS = "Adriana Trigiani"
 HOP2_WORDS = "Greenwich Village"
 #: A claim no paragraph of the corpus supports.
@@ -49,11 +48,6 @@ def hotpot_store(limit: int = 40) -> InMemoryDocumentStore:
 def bm25(store: InMemoryDocumentStore, top_k: int = 3) -> InMemoryBM25Retriever:
     """Haystack's BM25 retriever over `store`."""
     return InMemoryBM25Retriever(store, top_k=top_k)
-
-
-def texts(documents: list[Document]) -> str:
-    """All the documents' text, for `in` checks."""
-    return "\n".join(doc.content or "" for doc in documents)
 
 
 class RecordingSpan(Span):

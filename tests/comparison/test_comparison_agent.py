@@ -193,7 +193,8 @@ def test_agent_traces_run_step_llm_and_tool_spans(search_tool, tracer):
     agent, _ = agent_with([search("Big Stone Gap director", "Adriana Trigiani"), {"text": GOLD}], search_tool)
     agent.run(messages=[ChatMessage.from_user(QUESTION)])
     paths = [tuple(span.path()) for span in tracer.spans]
-    run, step, llm, tool = "haystack.agent.run", "haystack.agent.step", "haystack.agent.step.llm", "haystack.agent.step.tool"
+    run, step = "haystack.agent.run", "haystack.agent.step"
+    llm, tool = "haystack.agent.step.llm", "haystack.agent.step.tool"
     assert paths == [(run,), (run, step), (run, step, llm), (run, step, tool), (run, step, tool), (run, step),
                      (run, step, llm)]  # fmt: skip
     llm_span = next(span for span in tracer.spans if span.name == llm)

@@ -132,6 +132,7 @@ def test_ours_streams_tokens_tagged_by_role_and_steps_as_events_without_text(pac
     streamed = "".join(c.content for c in chunks if c.meta.get(ANSWER_META)).strip()
     assert streamed == result["answer"] == long_answer  # the answer's own chunks, apart from every other call's
     assert {c.meta[ROLE_META] for c in chunks if c.tool_calls} == {"controller"}
+    assert {c.meta[ROLE_META] for c in chunks if EVENT_META not in c.meta} == {"controller", "answer"}
     events = [c.meta[EVENT_META] for c in chunks if EVENT_META in c.meta]
     assert events[:4] == ["search", "documents", "search", "documents"]
     assert all(c.content == "" for c in chunks if EVENT_META in c.meta)  # steps never mix into the text
