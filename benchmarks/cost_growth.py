@@ -78,18 +78,22 @@ def loop_run(store, question: str, queries: list[str], mode: str, chunk_cap: int
     pipeline = _pipeline(store, llm, mode, digests, n + 1, chunk_cap)
     result = pipeline.run({"controller": {"query": question}})["result"]["result"]
     assert result["terminated_by"] == "answered", result
-    return [m.meta["usage"]["prompt_tokens"] for m in _replies(llm)]
+    return _prompts(llm)
 
 
-def _replies(llm: ScriptedChatGenerator):
-    # The generator records (messages, kwargs, tools) per call; recompute its own estimate (message chars // 4).
+#: How prompt tokens are counted: "chars" (message characters // 4, what `ScriptedChatGenerator` reports) or
+#: "conservative" (`haystack_agentic.llm.tokens.CONSERVATIVE`, the loop's own estimate, which does not undercount).
+COUNTING = {"how": "chars"}
+
+
+def _prompts(llm: ScriptedChatGenerator) -> list[int]:
+    """Prompt tokens of each call the generator got (it records (messages, kwargs, tools)); schemas not counted."""
+    from haystack_agentic.llm.tokens import CONSERVATIVE
     from haystack_agentic.testing.scripted_chat_generator import _message_chars
 
-    out = []
-    for messages, _kwargs, tools in llm.calls:
-        chars = sum(_message_chars(m) for m in messages)
-        out.append(ChatMessage.from_assistant("", meta={"usage": {"prompt_tokens": chars // 4}}))
-    return out
+    if COUNTING["how"] == "conservative":
+        return [CONSERVATIVE.count(messages) for messages, _kwargs, _tools in llm.calls]
+    return [sum(_message_chars(m) for m in messages) // 4 for messages, _kwargs, _tools in llm.calls]
 
 
 def naive_run(store, question: str, queries: list[str]) -> list[int]:
@@ -98,13 +102,11 @@ def naive_run(store, question: str, queries: list[str]) -> list[int]:
     llm = ScriptedChatGenerator([*turns, {"text": "x"}])
     tools = _builtin_tools(20)
     conversation = [ChatMessage.from_system("Answer with the search tool."), ChatMessage.from_user(question)]
-    prompts = []
     while True:
         reply = llm.run(messages=conversation, tools=tools)["replies"][0]
-        prompts.append(reply.meta["usage"]["prompt_tokens"])
         conversation.append(reply)
         if not reply.tool_calls:
-            return prompts
+            return _prompts(llm)
         for call in reply.tool_calls:
             docs = retriever.run(query=call.arguments["query"], top_k=5)["documents"]
             text = "\n\n".join(f"{d.meta.get('title')}\n{d.content}" for d in docs)
@@ -154,7 +156,7 @@ def recall_runs(questions: int, turns: int, chunk_cap: int, digests: bool) -> tu
         gold = {title for title, _ in row["supporting_facts"]}
         found = {(d.get("meta") or {}).get("title") for d in result["documents"]}
         recalls.append(len(gold & found) / len(gold))
-        prompts = [m.meta["usage"]["prompt_tokens"] for m in _replies(llm)]
+        prompts = _prompts(llm)
         totals.append(sum(prompts))
         lasts.append(prompts[-1])
     n = len(recalls)
@@ -175,10 +177,14 @@ def main() -> None:
     parser.add_argument("--curve-turns", type=int, default=20, help="turns of the run whose per-turn curves print")
     parser.add_argument("--recall-questions", type=int, default=360, help="0: skip the recall runs")
     parser.add_argument("--recall-turns", type=int, default=10)
+    parser.add_argument("--tokens", choices=("chars", "conservative"), default="chars",
+                        help="chars: characters / 4 (default); conservative: the loop's own token estimate")
     args = parser.parse_args()
+    COUNTING["how"] = args.tokens
     store, titles, rows = corpus_store(50)
     question = rows[0]["question"]
-    print(f"corpus: {store.count_documents()} paragraphs, chunk_cap {args.chunk_cap}, top_k 5 per search\n")
+    print(f"corpus: {store.count_documents()} paragraphs, chunk_cap {args.chunk_cap}, top_k 5 per search, "
+          f"tokens counted as {args.tokens}\n")
     header = (
         f"{'turns':>5} | {'turn N prompt tokens: tools':>28} {'full':>7} {'json':>7} {'naive':>7} | "
         f"{'per question: tools':>20} {'full':>8} {'json':>8} {'naive':>8} {'tools/naive':>11}"
