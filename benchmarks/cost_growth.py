@@ -218,7 +218,8 @@ def main() -> None:
               f"first {args.recall_questions} questions of the sample")
         for name, digests in (("digests", True), ("full", False)):
             recall, total, last = recall_runs(args.recall_questions, args.recall_turns, args.chunk_cap, digests)
-            print(f"{name:>8}: recall {recall:.4f}, prompt tokens per question {total:,.0f}, at the last turn {last:,.0f}")
+            print(f"{name:>8}: recall {recall:.4f}, prompt tokens per question {total:,.0f}, "
+                  f"at the last turn {last:,.0f}")
 
 
 if __name__ == "__main__":

@@ -67,7 +67,8 @@ def test_older_results_are_sent_as_digests_and_the_state_keeps_them_whole():
     texts = _tool_texts(sent)
     assert texts[0].startswith('Earlier search "film" (2 result(s); read_chunk(id) shows one in full):')
     assert "- id=bsg title=Bsg: " in texts[0] and DOC_TEXT["bsg"] not in texts[0]
-    assert texts[1].startswith('Earlier search "director"') and "- id=trigiani title=Trigiani [shown earlier]" in texts[1]
+    assert texts[1].startswith('Earlier search "director"')
+    assert "- id=trigiani title=Trigiani [shown earlier]" in texts[1]
     assert texts[2].startswith('2 result(s) for "village":')  # the latest result stays whole
     _assert_paired(sent)
     # The state's conversation is unchanged: full results, each carrying its digest.
