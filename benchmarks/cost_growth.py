@@ -23,7 +23,9 @@ Recall (`--recall-questions`, default all 360 of the shared sample): a title-fol
 then each turn the title it was shown most often, among the tool results in the prompt it is sent, not searched
 yet; answer after `--recall-turns` turns) over the paragraphs of all sample questions, same `chunk_cap`. Evidence
 recall: the share of a question's gold supporting titles that have a chunk among the run's final chunks.
-Run: `python benchmarks/cost_growth.py [--max-turns 20] [--chunk-cap 30] [--recall-questions 360]`
+`--tokens conservative` counts with the loop's own estimate (`haystack_agentic.llm.tokens.CONSERVATIVE`: a digit or
+punctuation mark is a token) instead of characters / 4.
+Run: `python benchmarks/cost_growth.py [--max-turns 20] [--chunk-cap 30] [--recall-questions 360] [--tokens chars]`
 """
 
 import argparse
