@@ -2,7 +2,7 @@
 """What the controller LLM is sent of earlier results: digests, chunks referenced once shown, `read_chunk(id)`."""
 
 from conftest import DOC_TEXT, QUESTION, ScriptedRetriever, actions, answer, search, tool_turn
-from haystack import Document
+from haystack import Document, component
 from haystack.dataclasses import ChatMessage, ChatRole
 
 from haystack_agentic import AgenticRouter, LoopController
@@ -146,3 +146,33 @@ def test_short_ids_and_prefixes():
 def test_result_digests_serialises():
     router = AgenticRouter(chat_generator=ScriptedChatGenerator([]), result_digests=False)
     assert router.to_dict()["init_parameters"]["result_digests"] is False
+
+
+@component
+class LongChunks:
+    """Three long, distinct chunks per query."""
+
+    @component.output_types(documents=list[Document])
+    def run(self, query: str, filters: dict | None = None, top_k: int | None = None) -> dict:
+        return {"documents": [
+            Document(id=f"{query}-{i}", content=f"{query} part {i}. " + "word " * 300, meta={"title": f"{query} {i}"},
+                     score=1.0 - i / 10)
+            for i in range(3)
+        ]}  # fmt: skip
+
+
+def _prompt_sizes(build_loop, **router_kwargs) -> list[int]:
+    queries = [f"topic{n}" for n in range(8)]
+    loop = build_loop([*(search(q) for q in queries), answer("x")], max_iterations=10, retriever=LongChunks(),
+                      router_kwargs=router_kwargs)  # fmt: skip
+    assert loop.run()["terminated_by"] == "answered"
+    return [sum(_message_chars(m) for m in messages) // 4 for messages, _, _ in loop.llm.calls]
+
+
+def test_the_prompt_grows_by_a_digest_per_turn_not_by_a_result(build_loop):
+    digested, whole = _prompt_sizes(build_loop), _prompt_sizes(build_loop, result_digests=False)
+    result_tokens = 3 * 1500 // 4  # one full result: three chunks of ~1,500 characters
+    growth = [b - a for a, b in zip(digested[2:], digested[3:])]
+    assert growth and max(growth) < 150 < result_tokens  # one digest (three lines) and one reply a turn
+    assert min(b - a for a, b in zip(whole[2:], whole[3:])) > result_tokens * 0.9
+    assert sum(digested) < 0.4 * sum(whole)  # 0.32 here
