@@ -145,7 +145,8 @@ class TitleFollower(ScriptedChatGenerator):
 def recall_runs(questions: int, turns: int, chunk_cap: int, digests: bool) -> tuple[float, float, float]:
     """Evidence recall (mean over questions), prompt tokens per question and at the last turn (means)."""
     rows = load_hotpotqa_questions(DATA)
-    # Haystack's BM25 over a sparse matrix: the same results as InMemoryDocumentStore, ~100x faster at 3.6k chunks.
+    # BM25 over a sparse matrix: the same results as InMemoryDocumentStore (same recall and tokens on 20 questions
+    # here), ~18x faster for this run (3,572 chunks: 2.7 s against ~50 s for 20 questions).
     store = SparseBM25DocumentStore(index=f"recall-{len(rows)}")  # stores of one index share their documents
     if not store.count_documents():
         store.write_documents(hotpotqa_documents(rows, title_in_content=True))
