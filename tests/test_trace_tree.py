@@ -134,7 +134,7 @@ def test_a_run_is_one_tree_run_iterations_llm_search_tool(store, tracer, run_asy
     [run] = tracer.named(RUN)
     iterations = tracer.named(ITERATION)
     assert [s.tags["haystack_agentic.iteration"] for s in iterations] == [1, 2]
-    assert [s.tags["haystack_agentic.action"] for s in iterations] == ["search", "answer"]
+    assert [s.tags["haystack_agentic.action"] for s in iterations] == ["search,tool", "answer"]
     assert all(s.parent is run for s in iterations)
     assert iterations[0].tags["haystack_agentic.query"] == "Adriana Trigiani"
     assert iterations[1].tags["haystack_agentic.chunks"] > 0

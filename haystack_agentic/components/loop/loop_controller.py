@@ -21,6 +21,7 @@ from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step
 from haystack_agentic.indexing.collections import and_filters, resolve_scope, scope_filter
 from haystack_agentic.indexing.collection_lookup import CollectionLookup
 from haystack_agentic.dataclasses.pending_search import pending_search_step, result_in_place
+from haystack_agentic.tracing import start_run, trace_search
 
 logger = logging.getLogger(__name__)
 
@@ -293,7 +294,7 @@ class LoopController:
             except ValueError as exc:
                 raise InvalidLoopInput(str(exc)) from exc
             filters = and_filters(filters, scope_filter(collections, scope))
-        return LoopState(
+        return start_run(LoopState(
             question=question,
             max_iterations=self.max_iterations,
             chunk_cap=self.chunk_cap,
@@ -302,7 +303,7 @@ class LoopController:
             collections=scope,
             metadata={"collections": list(scope)} if scope is not None else {},
             max_searches_per_turn=self.max_searches_per_turn,
-        )
+        ))
 
     def _record_turn(
         self, state: LoopState, documents: list[Document] | None, search_error: str | None = None
@@ -311,6 +312,7 @@ class LoopController:
         pending = state.pending
         if pending is not None:
             found = list(documents or [])
+            trace_search(state, pending.query, found, search_error)
             state = state.merge_chunks(found)
             changes: dict[str, Any] = {"returned_chunk_ids": tuple(doc.id for doc in found)}
             if search_error:
