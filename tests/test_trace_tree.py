@@ -11,6 +11,7 @@ import contextlib
 import contextvars
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,7 +86,7 @@ class RecordingTracer(Tracer):
 def _label(span: RecordedSpan) -> str:
     keys = ("haystack.component.name", "haystack.component.type", "haystack_agentic.iteration",
             "haystack_agentic.action", "haystack_agentic.query", "haystack_agentic.chunks_returned",
-            "haystack_agentic.chunks", "haystack.tool.name", "haystack_agentic.model",
+            "haystack_agentic.chunks_new", "haystack_agentic.chunks", "haystack.tool.name", "haystack_agentic.model",
             "haystack_agentic.prompt_tokens", "haystack_agentic.completion_tokens")  # fmt: skip
     shown = " ".join(f"{k.split('.')[-1]}={span.tags[k]}" for k in keys if k in span.tags)
     return f"{span.name} {shown}".rstrip()
@@ -158,6 +159,13 @@ def test_a_run_is_one_tree_run_iterations_llm_search_tool(store, tracer, run_asy
     assert tool.tags["haystack.tool.name"] == "film_year"
     assert tool.parent is iterations[0]
     assert not any(s.open for s in tracer.spans)
+    assert tracer.tree() == _readme_tree()  # the README shows what is recorded here, for both paths
+
+
+def _readme_tree() -> str:
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- trace-tree -->", 1)[1].split("<!-- /trace-tree -->", 1)[0]
+    return block.strip().removeprefix("```").removesuffix("```").strip("\n")
 
 
 def test_llm_spans_carry_messages_and_replies_with_content_tracing(build_loop, tracer, content_tracing):
