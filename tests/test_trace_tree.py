@@ -22,7 +22,7 @@ from haystack.dataclasses import ChatMessage
 from haystack.tools import Tool
 from haystack.tracing import Span, Tracer
 
-from haystack_agentic import AgenticRouter, build_loop_pipeline
+from haystack_agentic import AgenticRouter, LoopController, LoopState, build_loop_pipeline
 from haystack_agentic.testing import ScriptedChatGenerator
 
 RUN, ITERATION, SEARCH = "haystack_agentic.loop.run", "haystack_agentic.loop.iteration", "haystack_agentic.search"
@@ -211,7 +211,30 @@ def test_concurrent_runs_keep_their_spans_apart(store, tracer):
     assert sorted(s.tags["haystack_agentic.query"] for s in tracer.named(SEARCH)) == sorted(questions)
 
 
-def test_no_tracer_no_spans_and_no_links_in_the_state(build_loop):
+def test_no_tracer_no_links_in_the_state_and_links_never_serialised(build_loop):
     assert not tracing.is_tracing_enabled()
-    result = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")]).run()
-    assert result["terminated_by"] == "answered"
+    assert LoopController().run(query=QUESTION)["state"].trace is None
+    assert build_loop([search("Adriana Trigiani"), answer("Greenwich Village")]).run()["terminated_by"] == "answered"
+    recording = RecordingTracer()
+    tracing.enable_tracing(recording)
+    try:
+        state = LoopController().run(query=QUESTION)["state"]
+    finally:
+        tracing.disable_tracing()
+    assert state.trace.run is recording.named(RUN)[0]
+    assert "trace" not in state.to_dict()
+    assert LoopState.from_dict(state.to_dict()) == state  # links are not compared either
+
+
+def test_every_search_of_a_turn_hangs_under_that_turn(store, tracer):
+    turn = {"tool_calls": [{"tool_name": "search", "arguments": {"query": "Adriana Trigiani"}},
+                           {"tool_name": "search", "arguments": {"query": "Greenwich Village"}}]}  # fmt: skip
+    llm = ScriptedChatGenerator([turn, answer("x")])
+    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store),
+                                   check_evidence=False)  # fmt: skip
+    _run(pipeline, QUESTION, run_async=False)
+    first, second = tracer.named(ITERATION)
+    assert first.tags["haystack_agentic.query"] == "Adriana Trigiani; Greenwich Village"
+    searches = tracer.named(SEARCH)
+    assert [s.tags["haystack_agentic.query"] for s in searches] == ["Adriana Trigiani", "Greenwich Village"]
+    assert all(s.parent is first for s in searches)
