@@ -127,6 +127,8 @@ class LoopState:
         any check.
     :param collections: The collections the run may search, name -> description (`None`: the run has no collection
         scope). The router offers them to the model (the `search` tool's `collection` argument).
+    :param trace: The run's tracing links (`haystack_agentic.tracing.TraceLinks`: the spans later spans hang
+        under), or `None` when no tracer is enabled; not compared, not serialised.
     """
 
     question: str
@@ -156,6 +158,7 @@ class LoopState:
     queued: tuple[PendingSearch, ...] = ()
     max_searches_per_turn: int = 4
     tool_state: Mapping[str, Any] = field(default_factory=dict)
+    trace: Any = field(default=None, compare=False, repr=False)
 
     # Haystack deep-copies every component input at every pipeline step. The state is immutable (and chunks
     # are never mutated in place), so sharing is safe and makes the copy free.
@@ -317,6 +320,8 @@ class LoopState:
         """
         data: dict[str, Any] = {}
         for f in fields(self):
+            if f.name == "trace":  # tracing spans: live objects of this process, never serialised
+                continue
             value = getattr(self, f.name)
             if f.name == "chunks":
                 value = [doc.to_dict(flatten=False) for doc in value]

@@ -5,6 +5,7 @@ sync and async paths.
 """
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,8 +26,12 @@ from haystack_agentic.llm.retries import (
 )
 from haystack_agentic.llm.streaming import for_thread
 from haystack_agentic.llm.timeouts import run_with_timeout
+from haystack_agentic.tracing import chat_generator_span, tag_chat_call
 
 logger = logging.getLogger(__name__)
+
+#: Stands in for a span when no tracer is enabled: the attempt records no tags.
+_NO_SPAN = contextlib.nullcontext(None)
 
 #: Estimates the prompt tokens of a call for `usage` when the replies do not report them (an average, not a bound).
 _USAGE_COUNTER = ApproximateTokenCounter()
@@ -145,6 +150,7 @@ class _Attempts:
             known = list(CallOptions.__annotations__)
             raise TypeError(f"Unknown LLM call option(s) {unknown}; the options are {known}")
         self.state, self.role, self.messages, self.number = state, role, messages, 0
+        self.generator = generator
         self.tools = options.get("tools")
         self.timeout = options.get("timeout")
         self.kwargs = _call_kwargs(messages, options.get("temperature"), options.get("generation_kwargs"), self.tools)
@@ -191,21 +197,24 @@ class _Attempts:
         return on_chunk
 
     def span(self) -> Any:
-        """A Haystack tracing span for the next attempt (a no-op unless a tracer is enabled)."""
-        return tracing.tracer.trace(
-            "haystack_agentic.llm_call",
-            tags={
-                "haystack_agentic.role": self.role,
-                "haystack_agentic.iteration": self.state.iteration + 1,
-                "haystack_agentic.attempt": self.number + 1,
-            },
-        )
+        """
+        A tracing span for the next attempt, shaped like a Haystack chat generator component's
+        (`haystack_agentic.tracing.chat_generator_span`); a no-op unless a tracer is enabled.
+        """
+        if not tracing.is_tracing_enabled():
+            return _NO_SPAN
+        return chat_generator_span(self.generator, self.state, self.role, self.number + 1)
 
     def record(self, span: Any, replies: list[ChatMessage], error: BaseException | None) -> LLMCall:
         """Count one attempt in `usage` (no tokens for a failed one: none may have reached a server), tag its span."""
         self.number += 1
+        before = self.state.usage.get(self.role, {})
         self.state = _account(self.state, self.role, self.messages, replies, self.tools, failed=error is not None)
-        _tag_call(span, self.state, self.role, replies, error)
+        if span is not None:
+            after = self.state.usage.get(self.role, {})
+            call_usage = {k: after.get(k, 0) - before.get(k, 0) for k in ("prompt_tokens", "completion_tokens")}
+            tag_chat_call(span, self.generator, self.kwargs, replies, call_usage)
+            _tag_call(span, self.state, self.role, replies, error)
         return LLMCall(replies=replies, error=error, state=self.state)
 
     def finish(self, call: LLMCall) -> LLMCall:

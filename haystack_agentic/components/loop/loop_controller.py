@@ -22,6 +22,7 @@ from haystack_agentic.indexing.collections import and_filters, resolve_scope, sc
 from haystack_agentic.indexing.collection_lookup import CollectionLookup
 from haystack_agentic.dataclasses.pending_search import pending_search_step, result_in_place
 from haystack_agentic.llm.result_digests import search_digest, short_id, shown_chunk_ids, with_digest
+from haystack_agentic.tracing import start_run, trace_search
 
 logger = logging.getLogger(__name__)
 
@@ -294,7 +295,7 @@ class LoopController:
             except ValueError as exc:
                 raise InvalidLoopInput(str(exc)) from exc
             filters = and_filters(filters, scope_filter(collections, scope))
-        return LoopState(
+        return start_run(LoopState(
             question=question,
             max_iterations=self.max_iterations,
             chunk_cap=self.chunk_cap,
@@ -303,7 +304,7 @@ class LoopController:
             collections=scope,
             metadata={"collections": list(scope)} if scope is not None else {},
             max_searches_per_turn=self.max_searches_per_turn,
-        )
+        ))
 
     def _record_turn(
         self, state: LoopState, documents: list[Document] | None, search_error: str | None = None
@@ -313,6 +314,7 @@ class LoopController:
         if pending is not None:
             found = list(documents or [])
             shown = shown_chunk_ids(state.tool_history)  # before this search's step is filled in
+            trace_search(state, pending.query, found, search_error)
             state = state.merge_chunks(found)
             changes: dict[str, Any] = {"returned_chunk_ids": tuple(doc.id for doc in found)}
             if search_error:

@@ -49,7 +49,7 @@ from haystack_agentic.llm.serialization import (
 from haystack_agentic.llm.result_digests import digest_older_results
 from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
 from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
-from haystack_agentic.tracing import trace_turn
+from haystack_agentic.tracing import iteration_span, trace_turn
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
 logger = logging.getLogger(__name__)
@@ -272,16 +272,17 @@ class AgenticRouter(_ReplyRouting):
             routed = self._dispatch_queued(state)
             emit(callback, step_chunks(state, routed_state(routed)))
             return routed
-        prepared = self._prepare(state)
-        if isinstance(prepared, dict):
-            emit(callback, step_chunks(state, routed_state(prepared)))
-            return prepared
-        started, messages, tools = prepared
-        call = call_generator(
-            self.chat_generator, started, "controller", messages, tools=tools, **role_options(self),
-            streaming_callback=role_callback(callback, "controller", answer=False),
-        )  # fmt: skip
-        routed = self._route(call)
+        with iteration_span(state) as turn_state:  # the turn's span: its LLM call and user tools nest under it
+            prepared = self._prepare(turn_state)
+            if isinstance(prepared, dict):
+                emit(callback, step_chunks(state, routed_state(prepared)))
+                return prepared
+            started, messages, tools = prepared
+            call = call_generator(
+                self.chat_generator, started, "controller", messages, tools=tools, **role_options(self),
+                streaming_callback=role_callback(callback, "controller", answer=False),
+            )  # fmt: skip
+            routed = self._route(call)
         emit(callback, step_chunks(state, routed_state(routed)))
         return routed
 
@@ -301,16 +302,17 @@ class AgenticRouter(_ReplyRouting):
             routed = self._dispatch_queued(state)
             await emit_async(callback, step_chunks(state, routed_state(routed)))
             return routed
-        prepared = self._prepare(state)
-        if isinstance(prepared, dict):
-            await emit_async(callback, step_chunks(state, routed_state(prepared)))
-            return prepared
-        started, messages, tools = prepared
-        call = await call_generator_async(
-            self.chat_generator, started, "controller", messages, tools=tools, **role_options(self),
-            streaming_callback=role_callback_async(callback, "controller", answer=False),
-        )  # fmt: skip
-        routed = self._route(call)
+        with iteration_span(state) as turn_state:  # the turn's span: its LLM call and user tools nest under it
+            prepared = self._prepare(turn_state)
+            if isinstance(prepared, dict):
+                await emit_async(callback, step_chunks(state, routed_state(prepared)))
+                return prepared
+            started, messages, tools = prepared
+            call = await call_generator_async(
+                self.chat_generator, started, "controller", messages, tools=tools, **role_options(self),
+                streaming_callback=role_callback_async(callback, "controller", answer=False),
+            )  # fmt: skip
+            routed = self._route(call)
         await emit_async(callback, step_chunks(state, routed_state(routed)))
         return routed
 

@@ -8,7 +8,7 @@ from typing import Any
 from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.dataclasses import StreamingCallbackT
 
-from haystack_agentic.tracing import trace_turn
+from haystack_agentic.tracing import iteration_span, trace_turn
 from haystack_agentic.components.routers.agentic_router import count_final_turn
 from haystack_agentic.evidence.feedback import missing_evidence_query
 from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, routed_state, step_chunks
@@ -190,7 +190,8 @@ class BridgeEntityRouter:
         :raises ValueError: If the callback is an async function (use `run_async`).
         """
         callback = pick_callback(None, streaming_callback, is_async=False)
-        routed = trace_turn("BridgeEntityRouter", self._turn(state))
+        with iteration_span(state) as turn_state:
+            routed = trace_turn("BridgeEntityRouter", self._turn(turn_state))
         emit(callback, step_chunks(state, routed_state(routed)))
         return routed
 
@@ -250,7 +251,8 @@ class BridgeEntityRouter:
         :returns: The same as `run`.
         """
         callback = pick_callback(None, streaming_callback, is_async=True)
-        routed = trace_turn("BridgeEntityRouter", self._turn(state))
+        with iteration_span(state) as turn_state:
+            routed = trace_turn("BridgeEntityRouter", self._turn(turn_state))
         await emit_async(callback, step_chunks(state, routed_state(routed)))
         return routed
 
