@@ -376,3 +376,18 @@ def test_controller_refuses_two_states_in_one_visit():
     state = LoopController().run(query=QUESTION)["state"]
     with pytest.raises(ValueError, match="more than one state"):
         LoopController().run(state=state, revised=state)
+
+
+# --- a flat result ------------------------------------------------------------------------------------------
+
+
+def test_the_result_is_flat_under_the_result_component(store):
+    """`pipeline.run(...)["result"]` is the result dict itself (one level, not `["result"]["result"]`)."""
+    pipeline = _full_pipeline(store)
+    out = pipeline.run({"controller": {"query": QUESTION}})["result"]
+    assert out["answer"] == "Greenwich Village, NYC"
+    assert out["terminated_by"] == "answered"
+    expected_keys = set(LoopState(question="q").finish("answered", answer="a").to_result())
+    assert set(out) == expected_keys
+    assert set(pipeline.outputs()["result"]) == expected_keys
+    json.dumps(out)
