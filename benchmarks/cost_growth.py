@@ -44,7 +44,7 @@ def loop_run(store, question: str, queries: list[str], mode: str, chunk_cap: int
         controller=LoopController(max_iterations=n + 1, chunk_cap=chunk_cap),
         answerer=Answerer(chat_generator=ScriptedChatGenerator([{"text": "x"}], per_call=True)),
     )
-    result = pipeline.run({"controller": {"query": question}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": question}})["result"]
     assert result["terminated_by"] == "answered", result
     return [m.meta["usage"]["prompt_tokens"] for m in _replies(llm)]
 

@@ -83,8 +83,11 @@ def build_loop_pipeline(
         its sockets (inputs `state`, `exhausted`; outputs `answer`, `fallback`, `retry`, `finished`). `None`
         (default): `EvidenceChecker()`, the offline check (pass one with a `chat_generator` for the LLM judge).
     :param check_evidence: `False` builds the loop without an evidence check (answers are never held back).
-    :returns: The pipeline. Its input is `controller.query` (and optional `controller.filters`); its output
-        `result.result`.
+    :returns: The pipeline. Its inputs are `controller.query` / `controller.messages` (and optional
+        `controller.filters`, `controller.collections`); its outputs are the result's keys under `result`
+        (`pipeline.run(data)["result"]["answer"]`, see `LoopResultBuilder`). `pipeline.inputs()` also lists the
+        loop's internal sockets (`controller.documents`, `controller.state`, `finish.value`, ...: they are fed
+        inside the cycle, never by the caller); `AgenticRAG` wraps the pipeline with only the real inputs.
     """
     controller = controller or LoopController()
     # Unset roles fall back to the controller's chat generator (DESIGN.md). In tools mode the controller's answer
@@ -172,7 +175,7 @@ def loop_inputs(
     from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 
     data = loop_inputs(pipeline, "Who directed Big Stone Gap?", streaming_callback=print_streaming_chunk)
-    result = pipeline.run(data)["result"]["result"]
+    result = pipeline.run(data)["result"]
     ```
 
     :param pipeline: A loop pipeline (a component named `controller`).
