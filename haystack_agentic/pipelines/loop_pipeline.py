@@ -197,15 +197,21 @@ def loop_inputs(
         controller["filters"] = filters
     data: dict[str, Any] = {"controller": controller}
     if streaming_callback is not None:
-        callback = _plain_function(streaming_callback)
+        callback = plain_function(streaming_callback)
         for name, instance in pipeline.walk():
             if "streaming_callback" in _socket_names(instance, "__haystack_input__"):
                 data.setdefault(name, {})["streaming_callback"] = callback
     return data
 
 
-def _plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
-    """The callback as a plain function (deep-copied as itself), keeping it sync or async."""
+def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
+    """
+    A streaming callback as a plain function (Haystack deep-copies pipeline inputs; a function is copied as
+    itself, a bound method would copy its object), keeping it sync or async.
+
+    :param callback: The callback.
+    :returns: A function forwarding every chunk to it.
+    """
     if inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(getattr(callback, "__call__", None)):
 
         async def forward_async(chunk: StreamingChunk) -> None:
