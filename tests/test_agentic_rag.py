@@ -5,6 +5,7 @@ construction from a built pipeline, a YAML file or a packaged name."""
 import re
 import textwrap
 import uuid
+from pathlib import Path
 
 import pytest
 from conftest import QUESTION, answer, search
@@ -144,3 +145,25 @@ def test_the_usage_example_in_the_docstring_runs():
     namespace: dict = {}
     exec(code, namespace)  # noqa: S102 - our own docstring
     assert namespace["out"]["report"]["prompt"] == "Adriana Trigiani (bsg)"
+
+
+def _readme_block(heading: str) -> str:
+    """The first Python block of a README section."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split(heading, 1)[1]
+    return textwrap.dedent(re.search(r"```python\n(.*?)```", section, re.S).group(1))
+
+
+def test_the_readme_examples_run(tmp_path, monkeypatch, capsys):
+    """The README's AgenticRAG example, then its breakpoint example on the same loop."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HAYSTACK_PIPELINE_SNAPSHOT_SAVE_ENABLED", "false")  # recorded: undone after the example sets it
+    namespace: dict = {}
+    exec(_readme_block("### One component in your pipeline: `AgenticRAG`"), namespace)  # noqa: S102
+    assert namespace["out"]["report"]["prompt"] == "Greenwich Village (sources: bsg trigiani)"
+    assert namespace["out"]["rag"]["result"]["terminated_by"] == "answered"
+    exec(_readme_block("### Breakpoints and snapshots"), namespace)  # noqa: S102
+    snapshot_file = Path(namespace["snapshot_file"])
+    assert snapshot_file.parent == Path("snapshots") and (tmp_path / snapshot_file).is_file()
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["Greenwich Village (sources: bsg trigiani)", "answered", "Greenwich Village"]
