@@ -147,7 +147,7 @@ class AgenticRAG(SuperComponent):
         """
         pipeline = data.get("init_parameters", {}).get("pipeline")
         if isinstance(pipeline, dict):
-            pipeline = pipeline_from_dict(pipeline, "the pipeline of AgenticRAG")
+            pipeline = pipeline_from_dict(pipeline, "inside AgenticRAG")
         return cls(pipeline=pipeline if pipeline is not None else DEFAULT_PIPELINE)
 
 
