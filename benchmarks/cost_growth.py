@@ -78,7 +78,7 @@ def loop_run(store, question: str, queries: list[str], mode: str, chunk_cap: int
         llm = ScriptedChatGenerator(turns, per_call=True)
     n = len(queries) + 1
     pipeline = _pipeline(store, llm, mode, digests, n + 1, chunk_cap)
-    result = pipeline.run({"controller": {"query": question}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": question}})["result"]
     assert result["terminated_by"] == "answered", result
     return _prompts(llm)
 
@@ -155,7 +155,7 @@ def recall_runs(questions: int, turns: int, chunk_cap: int, digests: bool) -> tu
         llm = TitleFollower(turns)
         result = _pipeline(store, llm, "tools", digests, turns + 1, chunk_cap).run(
             {"controller": {"query": row["question"]}}
-        )["result"]["result"]
+        )["result"]
         gold = {title for title, _ in row["supporting_facts"]}
         found = {(d.get("meta") or {}).get("title") for d in result["documents"]}
         recalls.append(len(gold & found) / len(gold))

@@ -102,7 +102,7 @@ def build_variants(store, titles: list[str], question: str, n: int) -> list[Vari
     inputs = {"controller": {"query": question}}
 
     def ours():
-        result = pipeline.run(inputs)["result"]["result"]
+        result = pipeline.run(inputs)["result"]
         assert result["terminated_by"] == "answered" and result["iterations"] == n, result["terminated_by"]
 
     variants.append(Variant("haystack-agentic run", ours, timer, llm, n))

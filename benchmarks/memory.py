@@ -176,7 +176,7 @@ def in_process_scenarios(chunks: int, concurrency_levels: list[int], sequential:
                  for i in range(k)]  # fmt: skip
         outputs = await asyncio.gather(*tasks)
         llm.calls.clear()  # the scripted LLM records every call: not the loop's memory
-        return [o["result"]["result"]["terminated_by"] for o in outputs]
+        return [o["result"]["terminated_by"] for o in outputs]
 
     asyncio.run(runs(2))  # warm-up: builds the BM25 matrix
     out: dict = {"store_mb": _mb(process.memory_info().rss - before_store), "levels": []}
@@ -194,7 +194,7 @@ def in_process_scenarios(chunks: int, concurrency_levels: list[int], sequential:
             pipeline.run_async({"controller": {"query": questions[i % len(questions)]}})
         )
         llm.calls.clear()
-        assert output["result"]["result"]["terminated_by"] == "answered"
+        assert output["result"]["terminated_by"] == "answered"
         if (i + 1) % 100 == 0:
             rss.append(_mb(process.memory_info().rss))
     loop.close()

@@ -108,7 +108,7 @@ def question_loop(store, retriever, embedder=None):
     pipeline.warm_up()  # the router indexes the store's titles once
 
     def ask(question: str) -> None:
-        result = pipeline.run({"controller": {"query": question}})["result"]["result"]
+        result = pipeline.run({"controller": {"query": question}})["result"]
         assert result["error"] is None, result["error"]
 
     return ask

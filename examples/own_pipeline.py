@@ -63,7 +63,7 @@ def build() -> Pipeline:
 
 
 if __name__ == "__main__":
-    result = build().run({"controller": {"query": "Where is the director of Big Stone Gap based?"}})["result"]["result"]
+    result = build().run({"controller": {"query": "Where is the director of Big Stone Gap based?"}})["result"]
     for step in result["tool_history"]:
         print(step["iteration"], step["action"], step["query"] or "")
     print("Answer:", result["answer"], f"({result['terminated_by']})")

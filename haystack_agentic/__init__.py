@@ -15,6 +15,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
+    "AgenticRAG": "haystack_agentic.components.loop.agentic_rag",
     "AgenticRouter": "haystack_agentic.components.routers.agentic_router",
     "Answerer": "haystack_agentic.components.generators.answerer",
     "EvidenceChecker": "haystack_agentic.components.evidence.evidence_checker",
@@ -25,6 +26,10 @@ _EXPORTS = {
     "LoopController": "haystack_agentic.components.loop.loop_controller",
     "ALLOWED_MODULES": "haystack_agentic.pipelines.loop_pipeline",
     "build_loop_pipeline": "haystack_agentic.pipelines.loop_pipeline",
+    "load_loop_pipeline": "haystack_agentic.pipelines.loop_loading",
+    "load_snapshot": "haystack_agentic.pipelines.snapshots",
+    "resume_from_snapshot": "haystack_agentic.pipelines.snapshots",
+    "resume_from_snapshot_async": "haystack_agentic.pipelines.snapshots",
     "LoopResultBuilder": "haystack_agentic.components.loop.loop_result_builder",
     "LoopStateJoiner": "haystack_agentic.components.loop.loop_state_joiner",
     "LoopState": "haystack_agentic.dataclasses.loop_state",
@@ -41,13 +46,16 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
     from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
     from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder
+    from haystack_agentic.components.loop.agentic_rag import AgenticRAG
     from haystack_agentic.components.loop.loop_controller import LoopController
     from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
     from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
     from haystack_agentic.components.routers.agentic_router import AgenticRouter
     from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
     from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
     from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, build_loop_pipeline
+    from haystack_agentic.pipelines.snapshots import load_snapshot, resume_from_snapshot, resume_from_snapshot_async
 
 
 def __getattr__(name: str) -> Any:

@@ -145,14 +145,14 @@ class Loop:
         inputs: dict[str, Any] = {"query": query}
         if filters is not None:
             inputs["filters"] = filters
-        return self.pipeline.run({"controller": inputs})["result"]["result"]
+        return self.pipeline.run({"controller": inputs})["result"]
 
     async def run_async(self, query: str = QUESTION, filters: dict[str, Any] | None = None) -> dict[str, Any]:
         """Run the pipeline with `run_async` and return the result dict."""
         inputs: dict[str, Any] = {"query": query}
         if filters is not None:
             inputs["filters"] = filters
-        return (await self.pipeline.run_async({"controller": inputs}))["result"]["result"]
+        return (await self.pipeline.run_async({"controller": inputs}))["result"]
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ def test_same_sockets_as_agentic_router(store):
 
 def test_searches_question_then_follows_the_bridge_entity(store):
     result = _pipeline(store, first_top_k=1)
-    out = result.run({"controller": {"query": QUESTION}})["result"]["result"]
+    out = result.run({"controller": {"query": QUESTION}})["result"]
     searches = [s for s in out["tool_history"] if s["action"] == "search"]
     assert searches[0]["query"] == QUESTION
     assert searches[1]["query"] == "Adriana Trigiani"
@@ -67,11 +67,11 @@ def test_searches_question_then_follows_the_bridge_entity(store):
 def test_follow_up_is_scoped_to_the_title_and_the_run_filters(store):
     run_filters = {"field": "meta.lang", "operator": "==", "value": "en"}
     out = _pipeline(store, first_top_k=1).run({"controller": {"query": QUESTION, "filters": run_filters}})
-    follow_up = [s for s in out["result"]["result"]["tool_history"] if s["action"] == "search"][1]
+    follow_up = [s for s in out["result"]["tool_history"] if s["action"] == "search"][1]
     assert follow_up["arguments"]["filters"] == {"field": "meta.title", "operator": "==", "value": "Adriana Trigiani"}
     # A run filter that excludes every document leaves nothing to follow, and no search escapes it.
     none = {"field": "meta.lang", "operator": "==", "value": "fr"}
-    out = _pipeline(store, first_top_k=1).run({"controller": {"query": QUESTION, "filters": none}})["result"]["result"]
+    out = _pipeline(store, first_top_k=1).run({"controller": {"query": QUESTION, "filters": none}})["result"]
     assert out["documents"] == []
     searches = [s for s in out["tool_history"] if s["action"] == "search"]
     assert all(s["returned_chunk_ids"] == [] for s in searches)
@@ -99,7 +99,7 @@ def test_title_index_follows_the_store(store):
 
 def test_max_follow_ups_zero_is_one_search(store):
     out = _pipeline(store, first_top_k=2, max_follow_ups=0).run({"controller": {"query": QUESTION}})
-    actions = [s["action"] for s in out["result"]["result"]["tool_history"]]
+    actions = [s["action"] for s in out["result"]["tool_history"]]
     assert actions == ["search", "answer"]
 
 
@@ -175,7 +175,7 @@ def tenant_a_trace(store, retriever) -> list[tuple]:
         controller=LoopController(max_iterations=4, chunk_cap=router.max_chunks),
         answerer=Answerer(chat_generator=ScriptedChatGenerator([{"text": "New York"}], per_call=True)),
     )
-    out = pipeline.run({"controller": {"query": QUESTION, "filters": TENANT_A}})["result"]["result"]
+    out = pipeline.run({"controller": {"query": QUESTION, "filters": TENANT_A}})["result"]
     assert all(d["meta"]["tenant"] == "a" for d in out["documents"])
     return trace_of(out)
 

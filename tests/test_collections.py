@@ -94,7 +94,7 @@ def run(pipeline: Pipeline, collections: Any = None, **inputs: Any) -> dict[str,
     data = {"query": QUESTION, **inputs}
     if collections is not None:
         data["collections"] = collections
-    return pipeline.run({"controller": data})["result"]["result"]
+    return pipeline.run({"controller": data})["result"]
 
 
 def searched_queries(result: dict[str, Any]) -> list[str]:

@@ -35,7 +35,7 @@ def test_a_follow_up_question_is_answered_from_the_previous_turn(build_loop):
     # One assistant message is in the history, so the (conversation-counting) script starts at turn 1.
     loop = build_loop([give_up("no history reached me"), SEARCH_FROM_HISTORY, answer("Greenwich Village")],
                       answer_script=[{"text": "Greenwich Village, New York City"}])  # fmt: skip
-    result = loop.pipeline.run(loop_inputs(loop.pipeline, messages=HISTORY))["result"]["result"]
+    result = loop.pipeline.run(loop_inputs(loop.pipeline, messages=HISTORY))["result"]
     assert result["terminated_by"] == "answered"
     assert result["tool_history"][0]["query"] == "Adriana Trigiani"
     assert result["tool_history"][0]["returned_chunk_ids"][0] == "trigiani"
@@ -52,7 +52,7 @@ async def test_the_history_reaches_the_json_controller_and_the_async_path(build_
     loop = build_loop([decide("search", query="Adriana Trigiani"), decide("generate")], mode="json",
                       answer_script=[{"text": "Greenwich Village"}])  # fmt: skip
     out = await loop.pipeline.run_async(loop_inputs(loop.pipeline, messages=HISTORY))
-    assert out["result"]["result"]["answer"] == "Greenwich Village"
+    assert out["result"]["answer"] == "Greenwich Village"
     prompt = loop.llm.calls[0][0]
     assert texts(prompt[:3]) == texts(HISTORY[:3])
     assert "And where is she based?" in prompt[-1].text
@@ -100,7 +100,7 @@ def test_a_long_conversation_keeps_its_system_messages_and_latest_turns_within_t
     turns += [ChatMessage.from_assistant("Adriana Trigiani"), ChatMessage.from_user("And where is she based?")]
     loop = build_loop([SEARCH_FROM_HISTORY, answer("Greenwich Village")], per_call=True,
                       router_kwargs={"context_budget_tokens": 3000}, answer_script=[{"text": "Greenwich Village"}])
-    result = loop.pipeline.run(loop_inputs(loop.pipeline, messages=turns))["result"]["result"]
+    result = loop.pipeline.run(loop_inputs(loop.pipeline, messages=turns))["result"]
     assert result["answer"] == "Greenwich Village"
     sent = loop.llm.calls[0][0]
     assert CONSERVATIVE.count(sent) < 3000

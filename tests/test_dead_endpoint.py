@@ -91,7 +91,7 @@ def test_silent_endpoint_fails_within_the_generators_own_timeouts_and_retries(ru
         elapsed = time.monotonic() - started
     finally:
         server.close()
-    _check(out["result"]["result"])
+    _check(out["result"])
     # 3 attempts of 1 s (the client's 2 retries), with its backoff of at most 0.5 s + 1 s between them; the loop's own
     # 2 retries on top would have made 9 attempts and 9+ s.
     assert len(server.connections) == 3
@@ -101,7 +101,7 @@ def test_silent_endpoint_fails_within_the_generators_own_timeouts_and_retries(ru
 def test_refused_endpoint_fails_after_the_generators_retries_only():
     pipeline = _loop(_closed_port(), max_retries=1, timeout=1.0)
     started = time.monotonic()
-    result = pipeline.run({"controller": {"query": "Who directed Big Stone Gap?"}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": "Who directed Big Stone Gap?"}})["result"]
     elapsed = time.monotonic() - started
     _check(result)
     assert elapsed < 1.0 + 1.0 + 1.5, elapsed  # one retry after at most 0.5 s of backoff, each refused at once

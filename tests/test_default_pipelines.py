@@ -168,3 +168,15 @@ def test_two_loaded_pipelines_do_not_share_documents(tmp_path):
     assert retriever_store(second).count_documents() == 0
     # ...while the router and the retriever of one pipeline still share theirs.
     assert first.get_component("router").document_store.count_documents() == 1
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n.startswith("agentic_rag")])
+def test_packaged_yaml_declares_a_flat_result_for_hayhooks(name, monkeypatch):
+    """hayhooks serves the declared outputs: one per key of the result, each a real output socket of `result`."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    text = pipeline_path(name).read_text(encoding="utf-8")
+    declared = yaml.safe_load(text)
+    outputs = Pipeline.loads(text, allowed_modules=ALLOWED_MODULES).outputs()
+    assert declared["inputs"] == {"query": "controller.query"}
+    assert set(declared["outputs"]) == set(outputs["result"]) >= {"answer", "terminated_by", "documents", "usage"}
+    assert all(path == f"result.{key}" for key, path in declared["outputs"].items())

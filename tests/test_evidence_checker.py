@@ -75,7 +75,7 @@ def offline_loop(store, checker, answer_llm=None, max_follow_ups=2):
 
 
 def run(pipeline, question):
-    return pipeline.run({"controller": {"query": question}})["result"]["result"]
+    return pipeline.run({"controller": {"query": question}})["result"]
 
 
 # --- the features ---------------------------------------------------------------------------------------------

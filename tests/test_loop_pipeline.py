@@ -94,8 +94,8 @@ def test_dumps_loads_round_trip(store):
 def test_loaded_pipeline_runs_like_the_original(store):
     pipeline = _full_pipeline(store)
     loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)
-    original = pipeline.run({"controller": {"query": QUESTION}})["result"]["result"]
-    again = loaded.run({"controller": {"query": QUESTION}})["result"]["result"]
+    original = pipeline.run({"controller": {"query": QUESTION}})["result"]
+    again = loaded.run({"controller": {"query": QUESTION}})["result"]
     assert original == again
     assert original["answer"] == "Greenwich Village, NYC"
     assert original["tool_history"][1]["returned_chunk_ids"][0] == "trigiani"
@@ -205,7 +205,7 @@ def test_search_result_preview_is_cut_to_chunk_preview_chars():
 
 
 def test_result_builder_reports_an_unended_state_as_an_error():
-    result = LoopResultBuilder().run(state=LoopState(question="q"))["result"]
+    result = LoopResultBuilder().run(state=LoopState(question="q"))
     assert result["terminated_by"] == "error"
     assert result["error"] == "The loop ended without a termination reason."
 
@@ -306,7 +306,7 @@ def test_default_answerer_in_json_mode_uses_the_controller_generator(retriever):
     every run in an error ('Answerer has no chat_generator ...') instead of answering."""
     llm = ScriptedChatGenerator([decide("generate"), {"text": "Greenwich Village"}], per_call=True)
     pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm, mode="json"), retriever, check_evidence=False)
-    result = pipeline.run({"controller": {"query": QUESTION}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": QUESTION}})["result"]
     assert result["terminated_by"] == "answered", result["error"]
     assert result["answer"] == "Greenwich Village"
     assert calls(result, "answer") == 1
@@ -319,7 +319,7 @@ def test_default_fallback_uses_the_controller_generator(retriever):
     pipeline = build_loop_pipeline(
         AgenticRouter(chat_generator=llm), retriever, controller=LoopController(max_iterations=1)
     )
-    result = pipeline.run({"controller": {"query": QUESTION}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": QUESTION}})["result"]
     assert result["terminated_by"] == "max_iterations"
     assert calls(result, "fallback") == 1
     assert DOC_TEXT["trigiani"] in llm.calls[-1][0][0].text
@@ -376,3 +376,18 @@ def test_controller_refuses_two_states_in_one_visit():
     state = LoopController().run(query=QUESTION)["state"]
     with pytest.raises(ValueError, match="more than one state"):
         LoopController().run(state=state, revised=state)
+
+
+# --- a flat result ------------------------------------------------------------------------------------------
+
+
+def test_the_result_is_flat_under_the_result_component(store):
+    """`pipeline.run(...)["result"]` is the result dict itself (one level, not `["result"]`)."""
+    pipeline = _full_pipeline(store)
+    out = pipeline.run({"controller": {"query": QUESTION}})["result"]
+    assert out["answer"] == "Greenwich Village, NYC"
+    assert out["terminated_by"] == "answered"
+    expected_keys = set(LoopState(question="q").finish("answered", answer="a").to_result())
+    assert set(out) == expected_keys
+    assert set(pipeline.outputs()["result"]) == expected_keys
+    json.dumps(out)

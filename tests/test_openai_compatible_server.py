@@ -97,7 +97,7 @@ def test_packaged_openai_pipeline_against_a_local_server(fake_server, monkeypatc
         PIPELINES / "agentic_rag_ungrounded.yml", model="local-model", api_base_url=fake_server.url
     )
     retriever_store(pipeline).write_documents(DOCS)
-    result = pipeline.run({"controller": {"query": QUESTION}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": QUESTION}})["result"]
     assert result["error"] is None, result["error"]
     assert [s["action"] for s in result["tool_history"]][:2] == ["search", "answer"]
     assert result["answer"] == "Greenwich Village" and result["terminated_by"] == "answered"

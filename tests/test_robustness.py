@@ -113,7 +113,7 @@ def test_generator_that_keeps_failing_ends_the_run_with_error(store, monkeypatch
     generator = FlakyGenerator([ConnectionError("down")] * 10)
     router = AgenticRouter(chat_generator=generator, max_retries=2, timeout=None)
     result = build_loop_pipeline(router, InMemoryBM25Retriever(store)).run({"controller": {"query": "q"}})
-    result = result["result"]["result"]
+    result = result["result"]
     assert result["terminated_by"] == "error" and "ConnectionError: down" in result["error"]
     assert generator.calls == 3
     assert result["usage"]["controller"]["calls"] == 3
@@ -277,7 +277,7 @@ def _safe_loop(store, script, failing, **controller_kwargs):
 def test_consecutive_search_failures_end_the_run_with_error(store):
     script = [search("a"), search("b"), search("c"), answer("never")]
     pipeline = _safe_loop(store, script, failing={"a", "b", "c"}, max_search_failures=3)
-    result = pipeline.run({"controller": {"query": "q"}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": "q"}})["result"]
     assert result["terminated_by"] == "error"
     assert "3 searches failed in a row" in result["error"] and "store down for 'c'" in result["error"]
     assert [s["result"] for s in result["tool_history"]][:3] == [
@@ -288,13 +288,13 @@ def test_consecutive_search_failures_end_the_run_with_error(store):
 def test_a_successful_search_resets_the_failure_count(store):
     script = [search("a"), search("Adriana Trigiani"), search("b"), answer("Greenwich Village")]
     pipeline = _safe_loop(store, script, failing={"a", "b"}, max_search_failures=2)
-    result = pipeline.run({"controller": {"query": "q"}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": "q"}})["result"]
     assert (result["terminated_by"], result["answer"]) == ("answered", "Greenwich Village")
 
 
 def test_a_slow_search_times_out_into_a_tool_error(store):
     pipeline = _safe_loop(store, [search("slow"), answer("from nothing")], failing=set())
-    result = pipeline.run({"controller": {"query": "q"}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": "q"}})["result"]
     assert result["tool_history"][0]["result"] == "search failed: TimeoutError: the retriever did not answer within 0.1 s"
     assert result["terminated_by"] == "answered"
 

@@ -58,7 +58,7 @@ def test_store_error_goes_back_to_the_llm_and_the_loop_continues():
     pipeline = build_loop_pipeline(
         AgenticRouter(chat_generator=llm), SafeRetriever(FailingRetriever()), check_evidence=False
     )
-    result = pipeline.run({"controller": {"query": QUESTION}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": QUESTION}})["result"]
     assert result["terminated_by"] == "answered"
     assert result["answer"] == "I could not search."
     step = result["tool_history"][0]
@@ -179,7 +179,7 @@ def test_full_loop_on_milvus_lite_with_tenant_filter(tmp_path, embedded_docs):
         SafeRetriever(MilvusHybridRetriever(document_store=store)),
         query_embedder=MiniLMTextEmbedder(),
     )
-    result = pipeline.run({"controller": {"query": QUESTION, "filters": TENANT}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": QUESTION, "filters": TENANT}})["result"]
     assert result["terminated_by"] == "answered"
     assert result["documents"] and all(d["meta"]["kind"] == "place" for d in result["documents"])
     assert [s["action"] for s in result["tool_history"]] == ["search", "search", "answer"]

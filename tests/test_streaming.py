@@ -54,7 +54,7 @@ def test_answer_tokens_stream_and_steps_are_events_without_text(build_loop):
     loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], answer_script=[{"text": LONG_ANSWER}])
     chunks: list[StreamingChunk] = []
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
-    result = result["result"]["result"]
+    result = result["result"]
     assert result["answer"] == LONG_ANSWER
     assert answer_text(chunks) == LONG_ANSWER
     assert len([c for c in chunks if c.meta.get(ANSWER_META) and c.content]) > 5  # token by token, not one piece
@@ -75,7 +75,7 @@ async def test_async_run_streams_to_an_async_callback(build_loop):
         chunks.append(chunk)
 
     out = await loop.pipeline.run_async(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=collect))
-    assert answer_text(chunks) == out["result"]["result"]["answer"] == LONG_ANSWER
+    assert answer_text(chunks) == out["result"]["answer"] == LONG_ANSWER
     assert [kind for kind, _ in events(chunks)] == ["search", "documents", "answer"]
 
 
@@ -83,7 +83,7 @@ def test_controller_prose_streams_as_controller_text(build_loop):
     loop = build_loop([search("Adriana Trigiani"), {"text": "She is based in Greenwich Village."}])
     chunks: list[StreamingChunk] = []
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
-    assert result["result"]["result"]["answer"] == "She is based in Greenwich Village."
+    assert result["result"]["answer"] == "She is based in Greenwich Village."
     prose = "".join(c.content for c in chunks if c.meta.get(ROLE_META) == "controller")
     assert prose == "She is based in Greenwich Village."
 
@@ -93,14 +93,14 @@ def test_fallback_streams_its_answer_and_holds_back_no_answer(build_loop):
                       fallback_script=[{"text": LONG_ANSWER}, {"text": "NO ANSWER"}])  # fmt: skip
     chunks: list[StreamingChunk] = []
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
-    result = result["result"]["result"]
+    result = result["result"]
     assert (result["terminated_by"], result["answer"]) == ("max_iterations", LONG_ANSWER)
     assert answer_text(chunks) == LONG_ANSWER
     assert {c.meta[ROLE_META] for c in chunks if c.meta.get(ANSWER_META)} == {"fallback"}
     chunks.clear()
     loop.llm.reset()
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
-    assert result["result"]["result"]["answer"] is None
+    assert result["result"]["answer"] is None
     assert answer_text(chunks) == ""  # "NO ANSWER" is the fallback's sentinel, not an answer: never streamed
 
 
@@ -112,7 +112,7 @@ def test_json_mode_reflect_streams_as_reflect_and_the_generated_answer_as_answer
     loop.llm.script[1] = decide("reflect")  # first draft, then reflect, then generate
     chunks: list[StreamingChunk] = []
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
-    result = result["result"]["result"]
+    result = result["result"]
     roles = {c.meta.get(ROLE_META) for c in chunks if c.content}
     assert {"draft", "reflect", "answer"} <= roles
     assert answer_text(chunks) == result["answer"] == "Greenwich Village, New York City"
@@ -182,7 +182,7 @@ async def test_the_offline_policy_router_streams_its_steps_too(store):
     )  # fmt: skip
     chunks: list[StreamingChunk] = []
     result = (await pipeline.run_async(loop_inputs(pipeline, query=QUESTION, streaming_callback=chunks.append)))
-    history = result["result"]["result"]["tool_history"]
+    history = result["result"]["tool_history"]
     shown = [step for kind, step in events(chunks) if kind != "documents"]
     assert [s["action"] for s in shown] == [s["action"] for s in history] and history[0]["action"] == "search"
     assert answer_text(chunks) == "Greenwich Village"

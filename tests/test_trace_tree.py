@@ -119,7 +119,7 @@ YEAR_TOOL = Tool(
 def _run(pipeline: Any, question: str, run_async: bool) -> dict[str, Any]:
     data = {"controller": {"query": question}}
     out = asyncio.run(pipeline.run_async(data)) if run_async else pipeline.run(data)
-    return out["result"]["result"]
+    return out["result"]
 
 
 @pytest.mark.parametrize("run_async", [False, True], ids=["run", "run_async"])

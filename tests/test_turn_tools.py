@@ -302,7 +302,7 @@ def test_the_same_words_in_two_collections_in_one_turn_are_two_searches(tmp_path
     pipeline = build_loop_pipeline(
         AgenticRouter(chat_generator=llm), SafeRetriever(InMemoryBM25Retriever(store)), check_evidence=False
     )
-    result = pipeline.run({"controller": {"query": QUESTION, "collections": ["films", "places"]}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": QUESTION, "collections": ["films", "places"]}})["result"]
     steps = [s for s in result["tool_history"] if s["action"] == "search"]
     found = [(s["collections"], s["returned_chunk_ids"]) for s in steps]
     assert found == [(["films"], ["film"]), (["places"], ["town"])]

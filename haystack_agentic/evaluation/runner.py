@@ -62,7 +62,7 @@ class EvalConfig:
 
     :param name: Short name (a table row, a JSON key, a plot label).
     :param description: What runs, in one line.
-    :param pipeline: The loop pipeline (input `controller.query`, output `result.result`).
+    :param pipeline: The loop pipeline (input `controller.query`, outputs under `result`).
     """
 
     name: str
@@ -397,7 +397,7 @@ def run_eval(
                 scope = row.get("collection", collections)
                 if scope is not None:
                     inputs["collections"] = scope
-                result = config.pipeline.run({"controller": inputs})["result"]["result"]
+                result = config.pipeline.run({"controller": inputs})["result"]
             except Exception as exc:  # noqa: BLE001 - one failing question must not end the evaluation
                 logger.warning("{config} failed on {id}: {error}", config=config.name, id=row["id"], error=exc)
                 result = {"terminated_by": "exception", "error": f"{type(exc).__name__}: {exc}"}

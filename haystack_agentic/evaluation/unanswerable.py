@@ -179,7 +179,7 @@ def run_abstention_eval(
                 with without_documents(store, removed):
                     start = time.perf_counter()
                     try:
-                        result = config.pipeline.run({"controller": {"query": row["question"]}})["result"]["result"]
+                        result = config.pipeline.run({"controller": {"query": row["question"]}})["result"]
                     except Exception as exc:  # noqa: BLE001 - one failing question must not end the evaluation
                         logger.warning("{config} failed on {id}: {error}", config=config.name, id=row["id"], error=exc)
                         result = {"terminated_by": "exception", "error": f"{type(exc).__name__}: {exc}"}

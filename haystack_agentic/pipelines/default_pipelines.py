@@ -18,7 +18,7 @@ match what this module builds.
   them grounding is skipped with the reason in the result). `agentic_rag_ungrounded.yml` and
   `agentic_rag_embedded_ungrounded.yml` are the same loops without that stage, for users who do not want its cost.
 
-Each file also declares the `inputs` (`query`) and `outputs` (`result`) that `hayhooks` needs to serve a YAML
+Each file also declares the `inputs` (`query`) and `outputs` (the result's keys) that `hayhooks` needs to serve a YAML
 pipeline (`hayhooks pipeline deploy-yaml`, `hayhooks run --pipelines-dir`); Haystack ignores those keys.
 """
 
@@ -40,6 +40,7 @@ from haystack_agentic.components.generators.embedded_chat_generator import Embed
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
 from haystack_agentic.components.loop.loop_controller import LoopController
+from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 from haystack_agentic.pipelines.packaged_yaml import packaged_yaml
 from haystack_agentic.resources import pipelines_dir
@@ -68,8 +69,10 @@ Short answer:"""
 #: The inputs `hayhooks` exposes for a packaged YAML (hayhooks makes every declared input required, so only `query`).
 HAYHOOKS_INPUTS = {"query": "controller.query"}
 
-#: The outputs `hayhooks` returns for a packaged YAML: the loop's result dict.
-HAYHOOKS_OUTPUTS = {"result": "result.result"}
+#: The outputs `hayhooks` returns for a packaged YAML: the loop's result, one key per output socket of `result`
+#: (plain hayhooks answers `{"result": {"result": {"answer": ..., "terminated_by": ..., ...}}}`: its envelope, then
+#: the component's name).
+HAYHOOKS_OUTPUTS = {key: f"result.{key}" for key in RESULT_TYPES}
 
 
 class HayhooksPipeline(Pipeline):
@@ -95,7 +98,7 @@ def servable(pipeline: Pipeline) -> HayhooksPipeline:
     """
     Make a built loop pipeline serialise with hayhooks' `inputs`/`outputs` declarations.
 
-    :param pipeline: A pipeline from `build_loop_pipeline` (input `controller.query`, output `result.result`).
+    :param pipeline: A pipeline from `build_loop_pipeline` (input `controller.query`, outputs under `result`).
     :returns: The same pipeline object, as a `HayhooksPipeline`.
     """
     pipeline.__class__ = HayhooksPipeline  # same state, one overridden method: no copy of the graph needed

@@ -83,8 +83,11 @@ def build_loop_pipeline(
         its sockets (inputs `state`, `exhausted`; outputs `answer`, `fallback`, `retry`, `finished`). `None`
         (default): `EvidenceChecker()`, the offline check (pass one with a `chat_generator` for the LLM judge).
     :param check_evidence: `False` builds the loop without an evidence check (answers are never held back).
-    :returns: The pipeline. Its input is `controller.query` (and optional `controller.filters`); its output
-        `result.result`.
+    :returns: The pipeline. Its inputs are `controller.query` / `controller.messages` (and optional
+        `controller.filters`, `controller.collections`); its outputs are the result's keys under `result`
+        (`pipeline.run(data)["result"]["answer"]`, see `LoopResultBuilder`). `pipeline.inputs()` also lists the
+        loop's internal sockets (`controller.documents`, `controller.state`, `finish.value`, ...: they are fed
+        inside the cycle, never by the caller); `AgenticRAG` wraps the pipeline with only the real inputs.
     """
     controller = controller or LoopController()
     # Unset roles fall back to the controller's chat generator (DESIGN.md). In tools mode the controller's answer
@@ -172,7 +175,7 @@ def loop_inputs(
     from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 
     data = loop_inputs(pipeline, "Who directed Big Stone Gap?", streaming_callback=print_streaming_chunk)
-    result = pipeline.run(data)["result"]["result"]
+    result = pipeline.run(data)["result"]
     ```
 
     :param pipeline: A loop pipeline (a component named `controller`).
@@ -194,15 +197,21 @@ def loop_inputs(
         controller["filters"] = filters
     data: dict[str, Any] = {"controller": controller}
     if streaming_callback is not None:
-        callback = _plain_function(streaming_callback)
+        callback = plain_function(streaming_callback)
         for name, instance in pipeline.walk():
             if "streaming_callback" in _socket_names(instance, "__haystack_input__"):
                 data.setdefault(name, {})["streaming_callback"] = callback
     return data
 
 
-def _plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
-    """The callback as a plain function (deep-copied as itself), keeping it sync or async."""
+def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
+    """
+    A streaming callback as a plain function (Haystack deep-copies pipeline inputs; a function is copied as
+    itself, a bound method would copy its object), keeping it sync or async.
+
+    :param callback: The callback.
+    :returns: A function forwarding every chunk to it.
+    """
     if inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(getattr(callback, "__call__", None)):
 
         async def forward_async(chunk: StreamingChunk) -> None:

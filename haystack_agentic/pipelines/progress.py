@@ -50,7 +50,7 @@ async def iter_progress(pipeline: Pipeline, data: dict[str, Any]) -> AsyncIterat
     result = None
     async for partial in pipeline.run_async_generator(data, include_outputs_from=set(WATCHED_COMPONENTS)):
         if "result" in partial:
-            result = partial["result"]["result"]
+            result = partial["result"]
         for name in WATCHED_COMPONENTS & partial.keys():
             for value in partial[name].values():
                 if isinstance(value, LoopState) and len(value.tool_history) > sent:

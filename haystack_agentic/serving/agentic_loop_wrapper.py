@@ -190,7 +190,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :raises BadRequest: If the pipeline refused the question or filters (`InvalidLoopInput`).
         """
         try:
-            return (await self.pipeline.run_async(data))["result"]["result"]
+            return (await self.pipeline.run_async(data))["result"]
         except Exception as exc:  # noqa: BLE001 - the request was valid: report the failed run, not a server error
             invalid = invalid_input(exc)
             if invalid is not None:
@@ -261,7 +261,7 @@ def error_result(question: str, exc: BaseException) -> dict[str, Any]:
     """
     cause = exc.__cause__ if exc.__cause__ is not None else exc  # a PipelineRuntimeError wraps the component's error
     state = LoopState(question=question).finish("error", error=f"{type(cause).__name__}: {cause}")
-    return LoopResultBuilder().run(state=state)["result"]
+    return LoopResultBuilder().run(state=state)
 
 
 def invalid_input(exc: BaseException | None) -> InvalidLoopInput | None:

@@ -31,6 +31,7 @@ from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, ROLE_META
 from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, retriever_store
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs, max_runs_for
+from haystack_agentic.pipelines.snapshots import resume_from_snapshot
 from haystack_agentic.resources import pipeline_path
 
 SCRIPTED = "haystack_agentic.testing.scripted_chat_generator.ScriptedChatGenerator"
@@ -275,11 +276,12 @@ def test_ours_stops_at_a_breakpoint_between_turns_and_resumes_with_the_allow_lis
     assert result["terminated_by"] == "answered" and result["iterations"] == 3
 
 
-@pytest.mark.xfail(strict=True, raises=DeserializationError, reason="issue 11: resuming needs the allow-list env var")
 def test_ours_resumes_from_a_snapshot_without_setting_the_allow_list(packaged, monkeypatch):
     monkeypatch.delenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", raising=False)
     pipeline = packaged([search("Big Stone Gap director"), answer(GOLD)])
     with pytest.raises(BreakpointException) as stopped:
         pipeline.run(loop_inputs(pipeline, QUESTION), break_point=Breakpoint(component_name="router", visit_count=1))
-    result = result_of(pipeline.run(data={}, pipeline_snapshot=stopped.value.pipeline_snapshot))
+    with pytest.raises(DeserializationError):  # Haystack's own resume refuses the package's classes
+        pipeline.run(data={}, pipeline_snapshot=stopped.value.pipeline_snapshot)
+    result = result_of(resume_from_snapshot(pipeline, stopped.value.pipeline_snapshot))
     assert result["terminated_by"] == "answered"

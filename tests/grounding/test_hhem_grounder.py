@@ -158,7 +158,7 @@ def test_grounder_in_a_running_pipeline(tiny_hhem, store_factory=None):
         InMemoryBM25Retriever(document_store=store),
         grounder=HHEMGrounder(model=str(tiny_hhem[0]), device="cpu", threshold=0.0),
     )
-    result = pipeline.run({"controller": {"query": "Where is Paris?"}})["result"]["result"]
+    result = pipeline.run({"controller": {"query": "Where is Paris?"}})["result"]
     assert result["answer"] == "Paris is in France. It is big"
     spans = result["grounding"]["faithful_spans"]
     assert [s["text"] for s in spans] == ["Paris is in France.", "It is big"]

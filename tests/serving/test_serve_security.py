@@ -214,7 +214,7 @@ def test_with_the_key_deployment_works_and_a_refused_yaml_is_a_422(keyed, tmp_pa
                              json={"name": "yaml_deployed", "source_code": SCRIPTED_YAML.read_text()})  # fmt: skip
     assert yaml_deploy.status_code == 200, yaml_deploy.text
     result = httpx.post(f"{keyed.url}/yaml_deployed/run", json={"query": QUESTION}, headers=AUTH, timeout=30)
-    assert result.json()["result"]["result"]["result"]["answer"] == f"Answer to: {QUESTION}"
+    assert result.json()["result"]["result"]["answer"] == f"Answer to: {QUESTION}"
     refused = "components:\n  x:\n    type: os.system\n    init_parameters: {}\nconnections: []\n"
     refused += "inputs: {q: x.command}\noutputs: {r: x.r}\n"
     response = httpx.post(f"{keyed.url}/deploy-yaml", headers=AUTH, timeout=60,

@@ -60,7 +60,7 @@ def test_plain_yaml_pipeline_is_deployed_from_the_pipelines_dir(server):
     # `plain.yml` is the scripted YAML served by hayhooks itself (declared inputs/outputs, no wrapper).
     response = post(server, "/plain/run", {"query": QUESTION})
     assert response.status_code == 200, response.text
-    result = response.json()["result"]["result"]["result"]  # hayhooks' response / pipeline output / socket
+    result = response.json()["result"]["result"]  # hayhooks' response / the `result` component's outputs
     assert result["answer"] == f"Answer to: {QUESTION}"
     assert result["terminated_by"] == "answered"
 

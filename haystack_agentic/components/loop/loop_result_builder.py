@@ -9,6 +9,21 @@ from haystack_agentic.dataclasses.loop_state import LoopState
 
 logger = logging.getLogger(__name__)
 
+#: The loop result's keys (`LoopState.to_result`) and types: the output sockets of `LoopResultBuilder`.
+RESULT_TYPES: dict[str, Any] = {
+    "answer": str | None,
+    "terminated_by": str,
+    "iterations": int,
+    "tool_history": list[dict[str, Any]],
+    "documents": list[dict[str, Any]],
+    "grounding": dict[str, Any] | None,
+    "usage": dict[str, Any],
+    "error": str | None,
+    "metadata": dict[str, Any],
+    "evidence": dict[str, Any] | None,
+    "tool_state": dict[str, Any],
+}
+
 
 @component
 class LoopResultBuilder:
@@ -16,25 +31,29 @@ class LoopResultBuilder:
     Turns the final `LoopState` of the agentic loop into its JSON-serialisable result dict.
 
     It is the last stage of the loop pipeline (after the grounder, when there is one), so every path of the loop
-    ends in the same `result` output, ready for `Pipeline.run`, hayhooks or `--json`.
+    ends in the same outputs, ready for `Pipeline.run`, hayhooks or `--json`. Each key of the result is its own
+    output socket, so the component's outputs *are* the result: `pipeline.run(data)["result"]["answer"]` in Python,
+    `response["result"]["result"]["answer"]` from a YAML pipeline served by plain hayhooks (its `{"result": ...}`
+    envelope, then this component's name).
 
     ### Usage example
     ```python
     from haystack_agentic import LoopResultBuilder, LoopState
 
     state = LoopState(question="q").finish("answered", answer="a")
-    print(LoopResultBuilder().run(state=state)["result"]["answer"])  # "a"
+    print(LoopResultBuilder().run(state=state)["answer"])  # "a"
     ```
     """
 
-    @component.output_types(result=dict[str, Any])
-    def run(self, state: LoopState) -> dict[str, dict[str, Any]]:
+    @component.output_types(**RESULT_TYPES)
+    def run(self, state: LoopState) -> dict[str, Any]:
         """
         Build the result.
 
         :param state: The ended run's state.
-        :returns: `{"result": dict}` with `answer`, `terminated_by`, `iterations`, `tool_history`, `documents`,
-            `grounding`, `usage`, `error` and `metadata` (see `LoopState.to_result`).
+        :returns: The result dict (JSON-serialisable): `answer` (str or None), `terminated_by`, `iterations`,
+            `tool_history`, `documents` (dicts, see `LoopState.to_result`), `grounding`, `usage`, `error`,
+            `metadata`, `evidence` and `tool_state`; one output socket each.
         """
         if state.terminated_by is None:
             logger.warning("LoopResultBuilder got a state that never ended; reporting it as an error.")
@@ -49,10 +68,10 @@ class LoopResultBuilder:
             completion_tokens=result["usage"]["total"]["completion_tokens"],
             answered=result["answer"] is not None,
         )
-        return {"result": result}
+        return result
 
-    @component.output_types(result=dict[str, Any])
-    async def run_async(self, state: LoopState) -> dict[str, dict[str, Any]]:
+    @component.output_types(**RESULT_TYPES)
+    async def run_async(self, state: LoopState) -> dict[str, Any]:
         """
         Async twin of `run` (no I/O): runs on the event loop instead of a worker thread.
 

@@ -1,0 +1,174 @@
+# SPDX-License-Identifier: Apache-2.0
+
+from pathlib import Path
+from typing import Any
+
+from haystack import Document, Pipeline, component, default_to_dict, logging
+from haystack.core.super_component import SuperComponent
+from haystack.core.super_component.utils import _delegate_default
+
+from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
+from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, pipeline_from_dict
+from haystack_agentic.pipelines.loop_pipeline import plain_function
+from haystack_agentic.resources import pipeline_path
+
+logger = logging.getLogger(__name__)
+
+#: The packaged pipeline `AgenticRAG()` wraps when given none: offline (no API key, no server).
+DEFAULT_PIPELINE = "agentic_rag_embedded"
+
+#: The loop inputs a caller gives; every other input socket of the loop pipeline is fed inside its cycle.
+LOOP_INPUTS = ("query", "messages", "filters", "collections")
+
+
+@component
+class AgenticRAG(SuperComponent):
+    """
+    The agentic loop as one component to add to an existing pipeline: a question (or a conversation) in, the answer,
+    its documents and the full result out.
+
+    A Haystack `SuperComponent` around a loop pipeline (`build_loop_pipeline`, or a packaged / your own YAML): the
+    loop's graph stays visible and editable (`agentic_rag.pipeline`, and nested under `pipeline:` in YAML), and only
+    the real inputs show (`query`, `messages`, `filters`, `collections`, `streaming_callback`), not the sockets the
+    cycle feeds itself (`controller.documents`, `finish.value`, ...).
+
+    ### Usage example
+    ```python
+    from haystack import Document, Pipeline
+    from haystack.components.builders import PromptBuilder
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from haystack_agentic import ALLOWED_MODULES, AgenticRAG, AgenticRouter, build_loop_pipeline
+    from haystack_agentic.testing import ScriptedChatGenerator
+
+    store = InMemoryDocumentStore()
+    store.write_documents([Document(id="bsg", content="Big Stone Gap is a film directed by Adriana Trigiani.")])
+    llm = ScriptedChatGenerator([  # any Haystack chat generator with tool calling, e.g. OpenAIChatGenerator()
+        {"tool_calls": [{"tool_name": "search", "arguments": {"query": "Big Stone Gap director"}}]},
+        {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "Adriana Trigiani"}}]},
+    ])
+    loop = build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store), check_evidence=False)
+
+    pipeline = Pipeline()
+    pipeline.add_component("rag", AgenticRAG(pipeline=loop))  # or AgenticRAG("agentic_rag"), AgenticRAG("my.yml")
+    pipeline.add_component("report", PromptBuilder("{{ answer }} ({% for d in documents %}{{ d.id }}{% endfor %})",
+                                                   required_variables=["answer", "documents"]))
+    pipeline.connect("rag.answer", "report.answer")
+    pipeline.connect("rag.documents", "report.documents")
+    out = pipeline.run({"rag": {"query": "Who directed Big Stone Gap?"}}, include_outputs_from={"rag"})
+    print(out["report"]["prompt"])  # Adriana Trigiani (bsg)
+    print(out["rag"]["result"]["terminated_by"])  # answered
+
+    Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)  # the same pipeline, from YAML
+    ```
+    """
+
+    def __init__(self, pipeline: Pipeline | str | Path = DEFAULT_PIPELINE) -> None:
+        """
+        Wrap a loop pipeline.
+
+        :param pipeline: The loop pipeline: a built `Pipeline` (`build_loop_pipeline`, or loaded), the name of a
+            packaged pipeline (`"agentic_rag"`, `"agentic_rag_embedded"`, ... : the files under `pipelines/`), or
+            the path of a loop pipeline YAML (`.yml` / `.yaml`), loaded with the package's allow-list
+            (`load_loop_pipeline`: its in-memory stores get their own storage, so fill the one of
+            `agentic_rag.pipeline.get_component("retriever")`). Default: `"agentic_rag_embedded"`, the offline one.
+        :raises FileNotFoundError: For an unknown packaged pipeline name (the message lists the known ones).
+        :raises ValueError: If the YAML cannot be read or is not a loop pipeline, or the pipeline has no
+            `controller` and `result` components.
+        """
+        if not isinstance(pipeline, Pipeline):
+            pipeline = load_loop_pipeline(_yaml_path(pipeline))
+        names = {name for name, _ in pipeline.walk()}
+        if not {"controller", "result"} <= names:
+            raise ValueError(
+                "AgenticRAG wraps a loop pipeline: one with a `controller` (LoopController) and a `result` "
+                f"(LoopResultBuilder) component, as `build_loop_pipeline` builds it; this one has {sorted(names)}."
+            )
+        inputs = pipeline.inputs()
+        input_mapping = {name: [f"controller.{name}"] for name in LOOP_INPUTS if name in inputs.get("controller", {})}
+        streaming = [f"{name}.streaming_callback" for name, socket in inputs.items() if "streaming_callback" in socket]
+        if streaming:
+            input_mapping["streaming_callback"] = streaming
+        SuperComponent.__init__(  # explicit: `@component` rebuilds the class, so `super()` would not find it
+            self,
+            pipeline=pipeline,
+            input_mapping=input_mapping,
+            output_mapping={f"result.{key}": key for key in RESULT_TYPES},
+        )
+        component.set_output_types(self, answer=str | None, documents=list[Document], result=dict[str, Any])
+
+    def run(self, **kwargs: Any) -> dict[str, Any]:
+        """
+        Run the loop.
+
+        :param query: The question (str), or pass `messages`.
+        :param messages: The conversation so far, ending with the user's question (`list[ChatMessage]`; system
+            messages included).
+        :param filters: Haystack metadata filters that scope every search of the run (dict), or `None`.
+        :param collections: The run's collection scope (`"all"`, a name or a list of names), or `None`.
+        :param streaming_callback: Called with each `StreamingChunk` of the run's LLM calls and its step events
+            (sync for `run`; sync or async for `run_async`), or `None`.
+        :returns: `answer` (str, or `None` when the run gave up or failed), `documents` (the run's chunks as
+            Haystack `Document`s, best first, without embeddings) and `result` (the loop's full JSON-serialisable
+            result: `answer`, `terminated_by`, `iterations`, `tool_history`, `documents` as dicts, `grounding`,
+            `usage`, `error`, ...).
+        :raises PipelineRuntimeError: If the question or filters are refused (`InvalidLoopInput` as its cause).
+        """
+        return _outputs(SuperComponent.run(self, **_plain_callback(kwargs)))
+
+    async def run_async(self, **kwargs: Any) -> dict[str, Any]:
+        """
+        Async twin of `run` (`Pipeline.run_async`): the same inputs and outputs.
+
+        :returns: The same as `run`.
+        """
+        return _outputs(await SuperComponent.run_async(self, **_plain_callback(kwargs)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the component, with the loop pipeline's whole dict under `pipeline`.
+
+        :returns: Dictionary with serialized data.
+        """
+        data = self.pipeline.to_dict()
+        for key in ("inputs", "outputs"):  # hayhooks' declarations (a packaged pipeline) are not Haystack's
+            data.pop(key, None)
+        return default_to_dict(self, pipeline=data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "AgenticRAG":
+        """
+        Deserialize the component: the loop pipeline is loaded with the package's allow-list (`ALLOWED_MODULES`,
+        added to whatever the outer `Pipeline.loads` allows).
+
+        :param data: Dictionary to deserialize from.
+        :returns: The component.
+        """
+        pipeline = data.get("init_parameters", {}).get("pipeline")
+        if isinstance(pipeline, dict):
+            pipeline = pipeline_from_dict(pipeline, "inside AgenticRAG")
+        return cls(pipeline=pipeline if pipeline is not None else DEFAULT_PIPELINE)
+
+
+def _yaml_path(pipeline: str | Path) -> Path:
+    """A pipeline YAML path, or the packaged pipeline of that name."""
+    path = Path(pipeline)
+    if path.suffix in (".yml", ".yaml") and (path.exists() or len(path.parts) > 1):
+        return path
+    return pipeline_path(str(pipeline))
+
+
+def _plain_callback(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The run's inputs with the streaming callback wrapped as a plain function (Haystack deep-copies inputs)."""
+    callback = kwargs.get("streaming_callback")
+    if callable(callback) and callback is not _delegate_default:  # SuperComponent's marker for "not given"
+        kwargs = {**kwargs, "streaming_callback": plain_function(callback)}
+    return kwargs
+
+
+def _outputs(mapped: dict[str, Any]) -> dict[str, Any]:
+    """`answer`, `documents` (as `Document`s) and `result` from the result component's outputs."""
+    result = {key: mapped.get(key) for key in RESULT_TYPES}
+    documents = [Document.from_dict(doc) for doc in result["documents"] or []]
+    return {"answer": result["answer"], "documents": documents, "result": result}
