@@ -6,7 +6,8 @@ The same tool calls (N-1 searches of distinct queries, top_k=5, then an answer) 
 zero-latency `ScriptedChatGenerator` and an `InMemoryBM25Retriever` over ~500 HotpotQA paragraphs:
 
 - `haystack-agentic`: our loop pipeline (LoopController -> AgenticRouter (tools mode) -> retriever -> ...),
-  `Pipeline.run` and `Pipeline.run_async`;
+  `Pipeline.run` and `Pipeline.run_async`, without the evidence check (the Agent has none; one MiniLM check costs
+  ~150-300 ms CPU a run, see `benchmarks/evidence_check.py speed`);
 - `haystack Agent`: `haystack.components.agents.Agent` with a `search` tool calling the same retriever (the last
   turn is a text reply, which ends an Agent run), `run` and `run_async`;
 - `bare loop`: a Python loop calling the generator and the retriever and appending messages (the floor).
@@ -96,7 +97,10 @@ def build_variants(store, titles: list[str], question: str, n: int) -> list[Vari
     retriever = InMemoryBM25Retriever(store)
     timer = timed_parts(llm, retriever)
     pipeline = build_loop_pipeline(
-        AgenticRouter(chat_generator=llm), retriever, controller=LoopController(max_iterations=n + 1, chunk_cap=30)
+        AgenticRouter(chat_generator=llm),
+        retriever,
+        controller=LoopController(max_iterations=n + 1, chunk_cap=30),
+        check_evidence=False,  # the Agent has no evidence check; its cost is measured by benchmarks/evidence_check.py
     )
     pipeline.warm_up()
     inputs = {"controller": {"query": question}}
