@@ -360,3 +360,52 @@ def test_weaviate_reindex_replaces_an_edited_file(tmp_path):
     assert index(docs, *weaviate) == 0
     store = weaviate_document_store(os.environ["WEAVIATE_URL"], collection)
     assert sorted(d.content for d in store.filter_documents()) == sorted([EDITED, BLORT])
+
+
+# --- files that fail to convert lose nothing --------------------------------------------------------------------
+
+
+def test_replace_with_files_that_give_no_chunk_is_refused_and_the_store_is_kept(tmp_path, capsys):
+    store = tmp_path / "s.json"
+    write(tmp_path / "good", "town.txt", ZORBLAX)
+    assert index(tmp_path / "good", "--store", store) == 0
+    bad = tmp_path / "bad"
+    write(bad, "fake.pdf", "not a pdf\n")  # a text file named .pdf: the PDF converter skips it
+    capsys.readouterr()
+    assert index(bad, "--store", store, "--replace") == 2
+    assert "--replace would only empty the store; nothing was changed" in capsys.readouterr().err
+    assert contents(store) == [ZORBLAX]
+
+
+def minimal_pdf(text: str) -> bytes:
+    """A one-page PDF showing `text` in Helvetica (written by hand: pypdf reads its text back)."""
+    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def test_a_file_that_no_longer_converts_keeps_its_earlier_chunks(tmp_path):
+    store = tmp_path / "s.json"
+    docs = tmp_path / "docs"
+    write(docs, "town.txt", ZORBLAX)
+    page = docs / "river.pdf"
+    page.write_bytes(minimal_pdf(BLORT))
+    assert index(docs, "--store", store) == 0
+    assert contents(store) == sorted([ZORBLAX, BLORT])
+    page.write_bytes(page.read_bytes()[:40])  # truncated: the PDF converter skips it now
+    assert index(docs, "--store", store) == 0
+    assert contents(store) == sorted([ZORBLAX, BLORT])  # its chunks stay until it converts again (or --replace)

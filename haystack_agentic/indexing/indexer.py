@@ -36,7 +36,7 @@ from haystack_agentic.indexing.collections import (
 )
 from haystack_agentic.indexing.document_stores import check_embedding_dimension, embedding_dimension
 from haystack_agentic.indexing.indexing_pipeline import FILES_PER_RUN, MIME_TYPES, convert_files, file_sources
-from haystack_agentic.indexing.source_sync import clear_store, remove_stale_chunks, source_key
+from haystack_agentic.indexing.source_sync import clear_store, document_sources, remove_stale_chunks, source_key
 from haystack_agentic.indexing.store_faults import StoreError
 from haystack_agentic.indexing.store_files import load_store_file, save_store_file, store_file_lock
 
@@ -167,6 +167,13 @@ def write_documents(
     return document_store.count_documents()
 
 
+#: Why `replace` refuses a run whose files gave no chunk.
+NOTHING_CONVERTED = (
+    "None of the files gave any chunk (each failed to convert or is empty), so --replace would only empty the store; "
+    "nothing was changed. Fix those files or index others."
+)
+
+
 def index_files(
     files: list[Path],
     store: Any,
@@ -195,7 +202,8 @@ def index_files(
     :param collection_description: The collection's description, set on its new chunks and on those it already
         holds (`None`: new chunks get none; the collection keeps the one it has).
     :returns: What was done.
-    :raises ValueError: If a JSONL file is malformed or the collection name is bad (nothing is written).
+    :raises ValueError: If a JSONL file is malformed or the collection name is bad, or `replace` is set and no file
+        gave any chunk (which would only empty the store); nothing is written.
     :raises EmbeddingDimensionError: If the embedder's dimension differs from the store's (nothing is written).
     """
     stages = _Stages(progress)
@@ -206,13 +214,17 @@ def index_files(
         held = None if collection_description else list_collections(store).get(collection)
         # new chunks take the description the collection already has, unless a new one is given
         documents = tag_documents(documents, collection, collection_description or (held and held.description))
+    if replace and not documents:
+        raise ValueError(NOTHING_CONVERTED)
     dimension = load_embedder(embedder, progress)
     if replace:
         clear_store(store)
     if dimension is not None:
         check_embedding_dimension(store, dimension)
     _write_batches(documents, store, embedder, batch_size, stages)
-    sources = [source_key(f) for f in [*files, *emptied]]
+    # A file that gave no chunks (it failed to convert) keeps the chunks an earlier index took from it.
+    converted = set(document_sources(documents))
+    sources = [key for key in map(source_key, files) if key in converted] + [source_key(f) for f in emptied]
     removed = remove_stale_chunks(store, sources, [d.id for d in documents], collection=collection)
     if collection is not None and collection_description:
         describe_collection(store, collection, collection_description)
@@ -277,8 +289,8 @@ def index_files_into_file(
         store = InMemoryDocumentStore(shared=False) if fresh else load_store_file(store_path)
         check_store_embeddings(store, embedder is not None, store_path)
         result = index_files(
-            files, store, embedder=embedder, emptied=emptied, progress=progress, collection=collection,
-            collection_description=collection_description,
+            files, store, embedder=embedder, emptied=emptied, replace=replace, progress=progress,
+            collection=collection, collection_description=collection_description,
         )
         save_store_file(store, store_path)
     return result
@@ -359,12 +371,9 @@ def run_indexing_pipeline(
     stages.start(INDEXING, len(files))
     for start in range(0, len(files), FILES_PER_RUN):
         batch = files[start : start + FILES_PER_RUN]
-        inputs: dict[str, Any] = {"router": {"sources": file_sources(batch)}}
-        if replacing:
-            inputs["writer"] = {"sources": [source_key(f) for f in batch]}
-        out = pipeline.run(inputs).get("writer")
-        if out is None and replacing:  # no chunk reached the writer, so it did not run: the files' chunks go
-            removed += remove_stale_chunks(store, [source_key(f) for f in batch], [], writer.source_field)
+        # The writer replaces the chunks of the files that gave chunks; a file that gave none this time (it failed
+        # to convert, or has no text any more) keeps its earlier chunks: `--replace` rebuilds.
+        out = pipeline.run({"router": {"sources": file_sources(batch)}}).get("writer")
         chunks += (out or {}).get("documents_written", 0) or 0
         removed += (out or {}).get("documents_removed", 0)
         stages.advance(INDEXING, len(batch), len(files))
