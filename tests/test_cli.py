@@ -226,3 +226,30 @@ def test_index_reports_files_it_cannot_read(tmp_path, store_env, capsys):
     assert "empty.txt: empty" in captured.err
     assert "binary.txt: not UTF-8" in captured.err and "latin.txt: not UTF-8" in captured.err
     assert "ByteStream(data=" not in captured.err  # no raw bytes dumped
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--port", "99999"], "--port must be between 1 and 65535, got 99999"),
+        (["--port", "0"], "--port must be between 1 and 65535"),
+        (["--port", "8000", "--mcp-port", "70000"], "--mcp-port must be between 0 (no MCP) and 65535"),
+        (["--port", "65535"], "leaves no port for MCP"),
+        (["--port", "8000", "--workers", "0"], "--workers must be at least 1"),
+    ],
+)
+def test_serve_refuses_bad_ports_before_anything_loads(args, says, capsys, monkeypatch):
+    from haystack_agentic.cli.serve import main as serve_main
+
+    monkeypatch.setattr("haystack_agentic.cli.serve.plan", lambda *_: pytest.fail("plan() ran before the checks"))
+    assert serve_main(args) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_eval_out_that_is_a_file_is_refused_before_the_run(tmp_path, store_env, capsys, monkeypatch):
+    taken = tmp_path / "results.txt"
+    taken.write_text("keep me")
+    monkeypatch.setattr("haystack_agentic.datasets.hotpotqa.load_hotpotqa_questions", lambda *_: pytest.fail("ran"))
+    assert main(["eval", "--no-answer", "--limit", "2", "--out", str(taken)]) == 2
+    assert f"--out {taken} is a file: pass a folder" in capsys.readouterr().err
+    assert taken.read_text() == "keep me"

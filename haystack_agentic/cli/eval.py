@@ -171,6 +171,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         err.print("[dim]llm-router left out: no LLM configured (set OPENAI_API_KEY or OPENAI_BASE_URL).[/dim]")
 
     out_dir = Path(args.out)
+    _check_out_dir(out_dir)
     totals: dict[str, Any] = {}
     for data in args.data or [str(sample_corpus_path())]:
         path = Path(data)
@@ -285,3 +286,21 @@ def _run_unanswerable(
         console.print(f"[dim]{name} precision/recall of the score: {points}[/dim]", highlight=False)
     console.print(f"[dim]wrote {json_path}[/dim]", highlight=False)
     return summaries
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    """
+    Make sure the results can be written before the evaluation runs (it may take minutes).
+
+    :raises CLIError: If `--out` is an existing file, or the folder cannot be created or written to.
+    """
+    from haystack_agentic.cli.common import CLIError  # noqa: PLC0415
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CLIError(f"--out {out_dir} is a file: pass a folder (it is created when missing).")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"Cannot create the --out folder {out_dir}: {exc.strerror or exc}.") from exc
+    if not os.access(out_dir, os.W_OK):
+        raise CLIError(f"Cannot write to the --out folder {out_dir}: check its permissions.")

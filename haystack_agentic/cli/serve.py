@@ -241,6 +241,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """
     scratch = None
     try:
+        _check_ports(args)
         security = _security(args)
         pipelines, overrides, store = plan(args)
         explicit_store = bool(args.store or store_path_from_env())
@@ -256,8 +257,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
             scratch = tempfile.mkdtemp(prefix="haystack-agentic-serve-")
         directory = Path(args.pipelines_dir or scratch).resolve()
         write_serving_dir(directory, pipelines, overrides, store)
-        if args.workers < 1:
-            raise ServeError("--workers must be at least 1.")
     except ServeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         if scratch:
@@ -268,6 +267,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         if scratch:  # the wrapper files written for this run
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _check_ports(args: argparse.Namespace) -> None:
+    """
+    Check the numeric arguments before anything loads.
+
+    :raises ServeError: On a port outside 1-65535 (`--mcp-port` may be 0: no MCP), or `--workers` below 1.
+    """
+    if not 1 <= args.port <= 65535:
+        raise ServeError(f"--port must be between 1 and 65535, got {args.port}.")
+    if args.mcp_port is not None and not 0 <= args.mcp_port <= 65535:
+        raise ServeError(f"--mcp-port must be between 0 (no MCP) and 65535, got {args.mcp_port}.")
+    if args.mcp_port is None and args.port == 65535:
+        raise ServeError("--port 65535 leaves no port for MCP (--port + 1): pass --mcp-port PORT, or 0 for no MCP.")
+    if args.workers < 1:
+        raise ServeError("--workers must be at least 1.")
 
 
 def _security(args: argparse.Namespace) -> "ServeSecurity":
