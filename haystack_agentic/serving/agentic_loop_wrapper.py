@@ -173,7 +173,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :raises BadRequest: If there is no user question, or a message has a tool role, an unknown role or tool
             calls, or the conversation does not end with the user's question; for an unknown collection.
         """
-        question_from_messages(messages)  # the question's own errors first (no user message, no text)
+        # Each message is checked in order (its index named in the error), then the question (a user message last).
         conversation = conversation_from_request(messages, self._max_question_chars())
         data = self._inputs(conversation[-1].text or "", None, body.get("collections"))
         del data["controller"]["query"]

@@ -110,6 +110,8 @@ def test_a_follow_up_question_is_answered_with_the_whole_conversation(server, st
     [
         ([{"role": "tool", "content": "42", "tool_call_id": "c1"}, {"role": "user", "content": QUESTION}], "tool"),
         ([{"role": "wizard", "content": "hi"}, {"role": "user", "content": QUESTION}], "wizard"),
+        ([{"role": "tool", "content": "hi", "tool_call_id": "c1"}], "messages[0] has role `tool`"),  # no user message
+        ([{"role": "wizard", "content": "hi"}], "messages[0] has an unknown role `wizard`"),
         ([{"role": "user", "content": QUESTION}, {"role": "assistant", "content": "hm"}], "end with"),
         (["not a message", {"role": "user", "content": QUESTION}], "valid dictionary"),
     ],
