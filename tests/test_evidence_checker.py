@@ -186,6 +186,14 @@ def test_no_chunks_is_never_sufficient():
     assert verdict["sufficient"] is False and verdict["score"] == 0.0 and verdict["reason"] == "no passage was found"
 
 
+@pytest.mark.parametrize("question", ["What is it?", "Who is he?", "?"])
+def test_a_question_that_names_nothing_is_never_sufficient(sample_store, question):
+    chunks = sample_store.filter_documents()[:4]  # real passages that cover "all" of a question with no words
+    verdict = EvidenceChecker(embedding_model=None).check(question, chunks)
+    assert verdict["sufficient"] is False and verdict["score"] == 0.0
+    assert "names nothing to look for" in verdict["reason"]
+
+
 def test_bad_settings_are_clear_errors():
     with pytest.raises(ValueError, match="on_insufficient_evidence"):
         EvidenceChecker(on_insufficient_evidence="shrug")

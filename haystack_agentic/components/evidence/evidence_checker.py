@@ -20,6 +20,9 @@ from haystack_agentic.llm.serialization import generator_from_dict_inplace, gene
 
 logger = logging.getLogger(__name__)
 
+#: The offline verdict's reason for a question without content words or names.
+UNCHECKABLE_REASON = "the question names nothing to look for in the documents (no content word or name)"
+
 #: The answer of a run that gives up for want of evidence. Variables: `queries` (list of str), `reason`, `score`,
 #: `threshold`.
 DEFAULT_GIVE_UP_TEMPLATE = """\
@@ -191,14 +194,18 @@ class EvidenceChecker:
             similarity, best = self._similarity.best(question, chunks[: self.max_chunks])
             features["similarity"] = similarity
             best_id = chunks[best].id if best is not None else None
-        score = model.score(features) if chunks else 0.0
+        # A question with no content word and no name (e.g. "What is it?") gives the documents nothing to support:
+        # every coverage feature would read 1.0 ("all of nothing found"), so it is never sufficient.
+        checkable = bool(coverage.words or coverage.entities)
+        score = model.score(features) if chunks and checkable else 0.0
         missing = coverage.missing_entities or coverage.entities_without_passage or coverage.missing_words
+        reason = _reason(coverage, features, bool(chunks)) if checkable else UNCHECKABLE_REASON
         return {
-            "sufficient": bool(chunks) and score >= threshold,
+            "sufficient": bool(chunks) and checkable and score >= threshold,
             "score": round(score, 4),
             "threshold": threshold,
             "method": model.name,
-            "reason": _reason(coverage, features, bool(chunks)),
+            "reason": reason,
             "missing": missing,
             "missing_kind": "entities" if coverage.missing_entities or coverage.entities_without_passage else "words",
             "entities": coverage.entities,
