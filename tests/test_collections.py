@@ -332,6 +332,26 @@ def test_cli_index_into_collections_and_list_them(tmp_path, capsys):
     assert main(["index", str(tmp_path / "tickets"), *args, "--collection", "all"]) == 2
 
 
+def test_a_pipeline_from_pipeline_loads_scopes_runs_after_fill_in_memory_store(tmp_path):
+    # The README's "From YAML" flow (Pipeline.loads + fill_in_memory_store), then a run scoped to one collection.
+    from haystack import Pipeline
+
+    from haystack_agentic import ALLOWED_MODULES
+    from haystack_agentic.pipelines.loop_loading import fill_in_memory_store
+    from haystack_agentic.resources import pipeline_path
+
+    for name in ("manuals", "tickets"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / f"{name}.txt").write_text(f"The {name} say the device resets with the red button.", "utf-8")
+        assert main(["index", str(folder), "--store", str(tmp_path / "s.json"), "--quiet", "--collection", name]) == 0
+    text = pipeline_path("agentic_rag_embedded_ungrounded").read_text(encoding="utf-8")
+    pipeline = Pipeline.loads(text, allowed_modules=ALLOWED_MODULES)
+    fill_in_memory_store(pipeline, tmp_path / "s.json")
+    out = pipeline.run({"controller": {"query": "How does the device reset?", "collections": ["tickets"]}})
+    assert {d["meta"]["collection"] for d in out["result"]["documents"]} == {"tickets"}
+
+
 def test_served_inputs_carry_the_scope():
     from haystack_agentic.serving.agentic_loop_wrapper import AgenticLoopWrapper, BadRequest
 

@@ -264,7 +264,8 @@ def retriever_store(pipeline: Pipeline) -> Any:
 
 def fill_in_memory_store(pipeline: Pipeline, store_path: Path | str) -> int:
     """
-    Copy a saved in-memory store (from `haystack-agentic index`) into the retriever's in-memory store, if empty.
+    Copy a saved in-memory store (from `haystack-agentic index`) into the retriever's in-memory store, if empty, and
+    let the controller read the run's collections from it (`link_collection_store`).
 
     :param pipeline: The loop pipeline.
     :param store_path: The saved store (JSON from `InMemoryDocumentStore.save_to_disk`).
@@ -277,4 +278,5 @@ def fill_in_memory_store(pipeline: Pipeline, store_path: Path | str) -> int:
     if store.count_documents() == 0:
         saved = load_store_file(store_path)
         store.write_documents(saved.filter_documents(), policy=DuplicatePolicy.OVERWRITE)
+    link_collection_store(pipeline)
     return store.count_documents()
