@@ -7,9 +7,7 @@ then search the entities that the best retrieved chunks mention but the question
 *bridge entities*, recognised as the titles of other documents in the store), then answer.
 """
 
-import html
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -17,11 +15,16 @@ from typing import Any, Literal
 from haystack import Document, logging
 
 from haystack_agentic.dataclasses.loop_state import merge_chunks
+from haystack_agentic.policies.mention_search import mentions_search
+from haystack_agentic.policies.entity_scoring import (  # noqa: F401 - normalise is re-exported
+    Candidate, PageIndex, ScoringWeights, content_words, normalise, score_candidate,
+)
 
 logger = logging.getLogger(__name__)
 
 CandidateOrder = Literal["chunk_rank", "position"]
 QueryMode = Literal["title", "title_full", "title_question"]
+Ranking = Literal["scored", "mention_order"]
 QuestionExclusion = Literal["phrase", "all_words"]
 ScoreMode = Literal["bm25", "rank"]
 
@@ -39,17 +42,6 @@ _PAREN_RE = re.compile(r"\s*\([^()]*\)\s*$")
 _CAPITALISED_RE = re.compile(
     r"\b[A-Z][\w'’.-]*(?:\s+(?:(?:of|the|de|von|van|la|le|and|du|del|da)\s+)*[A-Z][\w'’.-]*)*", re.UNICODE
 )
-
-
-def normalise(text: str) -> str:
-    """
-    Fold text for matching: Unicode compatibility form, accents removed, lower case.
-
-    :param text: Any text (HTML entities such as `&amp;`, found in HotpotQA titles, are decoded).
-    :returns: The folded text.
-    """
-    text = unicodedata.normalize("NFKD", html.unescape(text))
-    return "".join(c for c in text if not unicodedata.combining(c)).lower()
 
 
 def _tokens(text: str) -> list[re.Match]:
@@ -156,6 +148,13 @@ class BridgeEntityPolicy:
         score_mode: ScoreMode = "bm25",
         title_filter: bool = True,
         max_alias_tokens: int = 12,
+        ranking: Ranking = "mention_order",
+        pages: PageIndex | None = None,
+        weights: ScoringWeights | None = None,
+        min_score: float | None = None,
+        mentions: bool = False,
+        page_min_lookahead: float | None = None,
+        chain: bool = False,
     ) -> None:
         """
         Build the title index.
@@ -219,6 +218,15 @@ class BridgeEntityPolicy:
         self.score_mode = score_mode
         self.title_filter = title_filter
         self.max_alias_tokens = max_alias_tokens
+        if ranking not in ("scored", "mention_order"):
+            raise ValueError(f"ranking must be 'scored' or 'mention_order', got {ranking!r}.")
+        self.ranking = ranking
+        self.pages = pages if pages is not None else PageIndex(())
+        self.weights = weights or ScoringWeights()
+        self.min_score = min_score
+        self.mentions = mentions
+        self.page_min_lookahead = page_min_lookahead
+        self.chain = chain
 
         self._index: dict[tuple[str, ...], list[str]] = {}
         self._aliases: dict[str, set[tuple[str, ...]]] = {}
@@ -238,6 +246,9 @@ class BridgeEntityPolicy:
         :param kwargs: Any `__init__` parameter but `titles`.
         :returns: The policy.
         """
+        documents = list(documents)
+        if kwargs.get("ranking") == "scored" and kwargs.get("pages") is None:
+            kwargs["pages"] = PageIndex((d.meta.get("title"), d.content or "") for d in documents)
         return cls((d.meta.get("title") for d in documents), **kwargs)
 
     @classmethod
@@ -336,6 +347,9 @@ class BridgeEntityPolicy:
                         normalise(self._query_for(title, question)).strip() not in searched_norm
                     ):
                         result.append(title)
+        if self.ranking == "scored":
+            ranked = self.scored_candidates(question, chunks, searched)
+            return result + [c.title for c in ranked if c.title not in result]
         for _, _, title in found:
             if title in retrieved or title in result:
                 continue
@@ -345,6 +359,48 @@ class BridgeEntityPolicy:
                 continue
             result.append(title)
         return result
+
+    def scored_candidates(
+        self, question: str, chunks: Sequence[Document], searched: Iterable[str] = ()
+    ) -> list[Candidate]:
+        """
+        The bridge titles of the scanned chunks, scored (see `entity_scoring`), best first.
+
+        Same eligibility as `bridge_titles` (not retrieved, not searched, not named by the question); a title
+        mentioned several times keeps its best score. With `min_score`, weaker candidates are dropped.
+
+        :param question: The user's question.
+        :param chunks: The chunks to scan, best first.
+        :param searched: The queries already made.
+        :returns: The candidates.
+        """
+        q_tokens = [m.group(0) for m in _TOKEN_RE.finditer(normalise(question))]
+        q_joined, q_set = f" {' '.join(q_tokens)} ", set(q_tokens)
+        q_words = content_words(question)
+        searched_norm = {normalise(s).strip() for s in searched}
+        retrieved = {c.meta.get("title") for c in chunks}
+        best: dict[str, Candidate] = {}
+        for rank, chunk in enumerate(chunks[: self.scan_top_chunks]):
+            text = chunk.content or ""
+            for mention in self.find_mentions(text):
+                words = content_words(text[mention.start : mention.end])
+                for title in mention.titles:
+                    if title in retrieved or (title in best and best[title].chunk_rank < rank):
+                        continue
+                    if normalise(self._query_for(title, question)).strip() in searched_norm:
+                        continue
+                    if self._in_question(title, q_tokens, q_joined, q_set):
+                        continue
+                    candidate = score_candidate(
+                        self.pages, title, words, q_words, text, chunk.meta.get("title") or "", rank,
+                        mention.start / max(len(text), 1), self.weights,
+                    )
+                    if title not in best or candidate.score > best[title].score:
+                        best[title] = candidate
+        ranked = sorted(best.values(), key=lambda c: (-c.score, c.chunk_rank, c.position, c.title))
+        if self.min_score is not None:
+            ranked = [c for c in ranked if c.score >= self.min_score]
+        return ranked
 
     def _query_for(self, title: str, question: str) -> str:
         if self.query_mode == "title_full":
@@ -372,7 +428,7 @@ class BridgeEntityPolicy:
         return out
 
     def next_searches(
-        self, question: str, chunks: Sequence[Document], searched: Sequence[str]
+        self, question: str, chunks: Sequence[Document], searched: Sequence[str], latest: Sequence[str] = ()
     ) -> list[dict[str, Any]]:
         """
         The bridge-entity searches to run next, best first, as retriever arguments.
@@ -385,8 +441,15 @@ class BridgeEntityPolicy:
         :param question: The user's question.
         :param chunks: The chunks retrieved so far, best first (e.g. sorted by score).
         :param searched: The queries already made (the question included).
-        :returns: The searches, possibly empty.
+        :param latest: Ids of the chunks the last follow-up returned: with `chain=True` they are scanned first, so
+            a follow-up can continue from the hop just found (3-4 hop questions).
+        :returns: The searches, possibly empty; with `ranking="scored"` each also has `why` (for the trace).
         """
+        if self.ranking == "scored":
+            if self.chain and latest:
+                first = [c for c in chunks if c.id in set(latest)]
+                chunks = first + [c for c in chunks if c.id not in set(latest)]
+            return self._scored_searches(question, chunks, searched)
         searches: list[dict[str, Any]] = []
         seen: set[str] = set()
         for title in self.bridge_titles(question, chunks, searched):
@@ -402,6 +465,31 @@ class BridgeEntityPolicy:
                 for q in self._capitalised_phrases(question, chunks, {normalise(s).strip() for s in searched})
             ]
         return searches
+
+    def _page_search(self, title: str, question: str, why: str) -> dict[str, Any]:
+        filters = {"field": "meta.title", "operator": "==", "value": title} if self.title_filter else None
+        return {"query": self._query_for(title, question), "filters": filters, "top_k": self.follow_up_top_k,
+                "why": why}
+
+    def _scored_searches(self, question: str, chunks: Sequence[Document], searched: Sequence[str]) -> list[dict]:
+        """`ranking="scored"`: question titles, then pages whose lookahead passes, then a mentions search."""
+        retrieved = {c.meta.get("title") for c in chunks}
+        searched_norm = {normalise(s).strip() for s in searched}
+        out: list[dict[str, Any]] = []
+        if self.question_titles:
+            for mention in self.find_mentions(question):
+                for title in mention.titles:
+                    if title not in retrieved and normalise(self._query_for(title, question)).strip() not in searched_norm:
+                        out.append(self._page_search(title, question, f"the question names {title!r}"))
+        pages = [c for c in self.scored_candidates(question, chunks, searched)]
+        strong = pages if self.page_min_lookahead is None else [c for c in pages if c.lookahead > self.page_min_lookahead]
+        out += [self._page_search(c.title, question, "page " + c.explain()) for c in strong]
+        if self.mentions:
+            search = mentions_search(self.pages, question, chunks, searched, self.scan_top_chunks, self.follow_up_top_k)
+            if search is not None:
+                out.append(search)
+        out += [self._page_search(c.title, question, "page " + c.explain()) for c in pages if c not in strong]
+        return out
 
     def next_queries(self, question: str, chunks: Sequence[Document], searched: Sequence[str]) -> list[str]:
         """
@@ -448,13 +536,16 @@ class BridgeEntityPolicy:
         rescore = rank_scores if self.score_mode == "rank" else list
         queries = [question]
         chunks = merge_chunks([], rescore(retrieve(question, self.first_top_k, None)), cap)
+        latest: list[str] = []
         for _ in range(self.max_follow_ups):
-            proposals = self.next_searches(question, chunks, queries)
+            proposals = self.next_searches(question, chunks, queries, latest)
             if not proposals:
                 break
             search = proposals[0]
             queries.append(search["query"])
-            chunks = merge_chunks(chunks, rescore(retrieve(search["query"], search["top_k"], search["filters"])), cap)
+            found = rescore(retrieve(search["query"], search["top_k"], search["filters"]))
+            latest = [d.id for d in found]
+            chunks = merge_chunks(chunks, found, cap)
         return list(chunks), queries
 
 
