@@ -25,8 +25,9 @@ logger = logging.getLogger(__name__)
 
 # A run of capitalised words, optionally joined by a few lower-case connectors ("Bank of America").
 _NAME_RE = re.compile(
-    r"\b[A-Z][\w'’-]*(?:\s+(?:(?:of|the|de|von|van|la|le|and|du|del|da)\s+)*[A-Z0-9][\w'’-]*)*", re.UNICODE
+    r"\b[A-Z][\w'’-]*(?: +(?:(?:of|the|de|von|van|la|le|and|du|del|da) +)*[A-Z0-9][\w'’-]*)*", re.UNICODE
 )
+_MAX_NAME_WORDS = 6
 _SENTENCE_RE = re.compile(r"[^.!?]+(?:[.!?]+|$)")
 
 
@@ -69,6 +70,8 @@ def entity_names(
             for match in _NAME_RE.finditer(sentence.group(0)):
                 name = match.group(0).strip(" .'’-")
                 words = content_words(name)
+                if len(words) > _MAX_NAME_WORDS:
+                    continue  # a run of capitalised table cells, not a name
                 new = [w for w in words if w not in q_words and w not in title_words and not w.isdigit() and len(w) > 1]
                 if not new or len(new) < len(words) / 2 or " ".join(words) in retrieved:
                     continue  # mostly the question's or the chunk's own subject, or a page already retrieved
