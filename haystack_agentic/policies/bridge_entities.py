@@ -15,7 +15,7 @@ from typing import Any, Literal
 from haystack import Document, logging
 
 from haystack_agentic.dataclasses.loop_state import merge_chunks
-from haystack_agentic.policies.mention_search import mentions_search
+from haystack_agentic.policies.mention_search import covers_open_words, mentions_search
 from haystack_agentic.policies.entity_scoring import (  # noqa: F401 - normalise is re-exported
     Candidate, PageIndex, ScoringWeights, content_words, normalise, score_candidate,
 )
@@ -155,6 +155,8 @@ class BridgeEntityPolicy:
         mentions: bool = False,
         page_min_lookahead: float | None = None,
         chain: bool = False,
+        stop_when_covered: bool = False,
+        stop_when_linked: bool = False,
     ) -> None:
         """
         Build the title index.
@@ -227,6 +229,8 @@ class BridgeEntityPolicy:
         self.mentions = mentions
         self.page_min_lookahead = page_min_lookahead
         self.chain = chain
+        self.stop_when_covered = stop_when_covered
+        self.stop_when_linked = stop_when_linked
 
         self._index: dict[tuple[str, ...], list[str]] = {}
         self._aliases: dict[str, set[tuple[str, ...]]] = {}
@@ -236,6 +240,11 @@ class BridgeEntityPolicy:
             for alias in aliases:
                 self._index.setdefault(alias, []).append(title)
         self._max_len = max((len(a) for a in self._index), default=0)
+        # Longest alias starting with each token: most tokens start none, so most positions cost one lookup.
+        self._max_len_from: dict[str, int] = {}
+        for alias in self._index:
+            self._max_len_from[alias[0]] = max(self._max_len_from.get(alias[0], 0), len(alias))
+        self._mention_cache: dict[str, list[Mention]] = {}
 
     @classmethod
     def from_documents(cls, documents: Iterable[Document], **kwargs) -> "BridgeEntityPolicy":
@@ -291,16 +300,23 @@ class BridgeEntityPolicy:
         """
         # normalise() keeps token boundaries for almost all text, but NFKD can change lengths, so
         # match on the folded tokens and keep the original token spans for the capital check.
+        cached = self._mention_cache.get(text)
+        if cached is not None:
+            return list(cached)
         spans = _tokens(text)
-        folded = [normalise(m.group(0)) for m in spans]
+        if text.isascii() and "&" not in text:
+            folded = [m.group(0).lower() for m in spans]
+        else:
+            folded = [normalise(m.group(0)) for m in spans]
         mentions: list[Mention] = []
         i, n = 0, len(spans)
         while i < n:
             first = spans[i].group(0)[0]
-            if not (first.isupper() or first.isdigit()):
+            longest = self._max_len_from.get(folded[i], 0)
+            if not longest or not (first.isupper() or first.isdigit()):
                 i += 1
                 continue
-            for length in range(min(self._max_len, n - i), 0, -1):
+            for length in range(min(longest, n - i), 0, -1):
                 titles = self._index.get(tuple(folded[i : i + length]))
                 if titles:
                     mentions.append(Mention(spans[i].start(), spans[i + length - 1].end(), tuple(titles)))
@@ -308,7 +324,10 @@ class BridgeEntityPolicy:
                     break
             else:
                 i += 1
-        return mentions
+        if len(self._mention_cache) >= 4096:  # chunks recur turn after turn; keep the cache bounded
+            self._mention_cache.clear()
+        self._mention_cache[text] = mentions
+        return list(mentions)
 
     def _in_question(self, title: str, q_tokens: list[str], q_joined: str, q_set: set[str]) -> bool:
         for alias in self._aliases.get(title, ()):
@@ -382,6 +401,7 @@ class BridgeEntityPolicy:
         best: dict[str, Candidate] = {}
         for rank, chunk in enumerate(chunks[: self.scan_top_chunks]):
             text = chunk.content or ""
+            said = set(content_words(text))
             for mention in self.find_mentions(text):
                 words = content_words(text[mention.start : mention.end])
                 for title in mention.titles:
@@ -392,7 +412,7 @@ class BridgeEntityPolicy:
                     if self._in_question(title, q_tokens, q_joined, q_set):
                         continue
                     candidate = score_candidate(
-                        self.pages, title, words, q_words, text, chunk.meta.get("title") or "", rank,
+                        self.pages, title, words, q_words, said, chunk.meta.get("title") or "", rank,
                         mention.start / max(len(text), 1), self.weights,
                     )
                     if title not in best or candidate.score > best[title].score:
@@ -446,10 +466,15 @@ class BridgeEntityPolicy:
         :returns: The searches, possibly empty; with `ranking="scored"` each also has `why` (for the trace).
         """
         if self.ranking == "scored":
-            if self.chain and latest:
-                first = [c for c in chunks if c.id in set(latest)]
-                chunks = first + [c for c in chunks if c.id not in set(latest)]
-            return self._scored_searches(question, chunks, searched)
+            newest = [c for c in chunks if c.id in set(latest)]
+            if self.chain and newest:
+                chunks = newest + [c for c in chunks if c.id not in set(latest)]
+            searches = self._scored_searches(question, chunks, searched)
+            if self.stop_when_covered and newest and covers_open_words(question, chunks, newest):
+                return [s for s in searches if s["why"].startswith("the question names")]
+            if self.stop_when_linked and self.evidence_linked(question, chunks):
+                return [s for s in searches if s["why"].startswith("the question names")]
+            return searches
         searches: list[dict[str, Any]] = []
         seen: set[str] = set()
         for title in self.bridge_titles(question, chunks, searched):
@@ -465,6 +490,26 @@ class BridgeEntityPolicy:
                 for q in self._capitalised_phrases(question, chunks, {normalise(s).strip() for s in searched})
             ]
         return searches
+
+    def evidence_linked(self, question: str, chunks: Sequence[Document]) -> bool:
+        """
+        Whether the chunks already hold a chain: a scanned chunk names another retrieved chunk's title, or the
+        question names two or more titles and all of them are retrieved (a comparison with both sides found).
+
+        :param question: The user's question.
+        :param chunks: The chunks retrieved so far, in scan order.
+        :returns: `True` when a follow-up would most likely be wasted.
+        """
+        retrieved = {c.meta.get("title") for c in chunks}
+        named = {t for m in self.find_mentions(question) for t in m.titles}
+        if len(named) >= 2 and named <= retrieved:
+            return True
+        for chunk in chunks[: self.scan_top_chunks]:
+            own = chunk.meta.get("title")
+            for mention in self.find_mentions(chunk.content or ""):
+                if any(t in retrieved and t != own and t not in named for t in mention.titles):
+                    return True
+        return False
 
     def _page_search(self, title: str, question: str, why: str) -> dict[str, Any]:
         filters = {"field": "meta.title", "operator": "==", "value": title} if self.title_filter else None
@@ -484,7 +529,7 @@ class BridgeEntityPolicy:
         pages = [c for c in self.scored_candidates(question, chunks, searched)]
         strong = pages if self.page_min_lookahead is None else [c for c in pages if c.lookahead > self.page_min_lookahead]
         out += [self._page_search(c.title, question, "page " + c.explain()) for c in strong]
-        if self.mentions:
+        if self.mentions and not out:  # only when no page is left to follow (and so only computed then)
             search = mentions_search(self.pages, question, chunks, searched, self.scan_top_chunks, self.follow_up_top_k)
             if search is not None:
                 out.append(search)

@@ -22,6 +22,7 @@ import unicodedata
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from haystack import logging
 
@@ -54,13 +55,21 @@ def normalise(text: str) -> str:
     :param text: Any text (HTML entities such as `&amp;`, found in HotpotQA titles, are decoded).
     :returns: The folded text.
     """
+    if text.isascii() and "&" not in text:
+        return text.lower()  # NFKD and entity decoding change nothing here: the common case, fast
     text = unicodedata.normalize("NFKD", html.unescape(text))
     return "".join(c for c in text if not unicodedata.combining(c)).lower()
 
 
 def content_words(text: str) -> list[str]:
     """The folded word tokens of `text` that are not function words, in order (repeats kept)."""
-    return [w for w in _WORD_RE.findall(fold(text)) if w not in FUNCTION_WORDS]
+    return list(_content_words(text))
+
+
+@lru_cache(maxsize=4096)
+def _content_words(text: str) -> tuple[str, ...]:
+    # Chunks come back turn after turn (and question after question): their words are computed once.
+    return tuple(w for w in _WORD_RE.findall(fold(text)) if w not in FUNCTION_WORDS)
 
 
 @dataclass(frozen=True)
@@ -164,9 +173,10 @@ class ScoringWeights:
     position: float = 0.5
 
 
-def open_question_words(question_words: list[str], chunk_text: str, title: str) -> list[str]:
-    """The question's content words that neither the mentioning chunk nor the candidate's title contain."""
-    said = set(content_words(chunk_text))
+def open_question_words(question_words: list[str], chunk_text: str | set[str], title: str) -> list[str]:
+    """The question's content words that neither the mentioning chunk (its text or its word set) nor the
+    candidate's title contain."""
+    said = chunk_text if isinstance(chunk_text, set) else set(content_words(chunk_text))
     named = set(content_words(title))
     return list(dict.fromkeys(w for w in question_words if w not in said and w not in named))
 
@@ -176,7 +186,7 @@ def score_candidate(
     title: str,
     mention_words: list[str],
     question_words: list[str],
-    chunk_text: str,
+    chunk_text: str | set[str],
     chunk_title: str,
     chunk_rank: int,
     position: float,
@@ -189,7 +199,7 @@ def score_candidate(
     :param title: The mentioned title.
     :param mention_words: The folded words of the mention as written in the chunk.
     :param question_words: The question's content words (`content_words(question)`).
-    :param chunk_text: The mentioning chunk's content.
+    :param chunk_text: The mentioning chunk's content, or its `content_words` as a set (faster).
     :param chunk_title: The mentioning chunk's title.
     :param chunk_rank: Its rank among the scanned chunks (0 = best).
     :param position: Relative start of the mention in the chunk (0..1).

@@ -118,3 +118,19 @@ def mentions_search(
         )
         return {"query": query, "filters": filters, "top_k": top_k, "why": why}
     return None
+
+
+def covers_open_words(question: str, chunks: Sequence[Document], newest: Sequence[Document]) -> bool:
+    """
+    Whether the last follow-up's chunks say every question word that the other chunks do not (the chain is done).
+
+    :param question: The user's question.
+    :param chunks: All chunks retrieved so far.
+    :param newest: The chunks the last follow-up returned.
+    :returns: `True` when at least one question word was open before the follow-up and all of them are now said.
+    """
+    new_ids = {c.id for c in newest}
+    said = {w for c in chunks if c.id not in new_ids for w in content_words(c.content or "")}
+    open_words = {w for w in content_words(question) if w not in said}
+    found = {w for c in newest for w in content_words(c.content or "")}
+    return bool(open_words) and open_words <= found
