@@ -192,6 +192,21 @@ class BridgeEntityPolicy:
             title query otherwise often ranks the chunk that mentions the title (already
             retrieved) above the titled document.
         :param max_alias_tokens: Longest alias, in tokens, that is indexed (default 12).
+        :param ranking: `"mention_order"` (default here; the rules above) or `"scored"` (the router's default):
+            bridge titles ordered by lookahead, specificity and proximity (`entity_scoring`), each search with a
+            `why` for the trace.
+        :param pages: The store's statistics for `"scored"` (`PageIndex`); `from_documents` builds it.
+        :param weights: The score's weights (default `ScoringWeights()`).
+        :param min_score: With `"scored"`, drop candidates scoring below this (default None: keep all).
+        :param mentions: With `"scored"`, when no page is left to follow, propose a search for the chunks that
+            mention the best scanned name with the question's open words, excluding retrieved pages (default False).
+        :param page_min_lookahead: With `"scored"`, pages whose lookahead is not above this go after the mentions
+            search (default None: every page goes first).
+        :param chain: With `"scored"`, scan the last follow-up's chunks first (`latest` of `next_searches`).
+        :param stop_when_covered: With `"scored"`, stop following when the last follow-up's chunks say every
+            question word the other chunks do not (default False: measured to cost recall).
+        :param stop_when_linked: With `"scored"`, stop following when a scanned chunk names another retrieved
+            chunk's title, or every title the question names is retrieved (default False: measured to cost recall).
         :raises ValueError: If a top-k, `max_follow_ups` or `scan_top_chunks` is out of range, or
             an option is not one of its documented values.
         """
@@ -524,10 +539,12 @@ class BridgeEntityPolicy:
         if self.question_titles:
             for mention in self.find_mentions(question):
                 for title in mention.titles:
-                    if title not in retrieved and normalise(self._query_for(title, question)).strip() not in searched_norm:
+                    query = normalise(self._query_for(title, question)).strip()
+                    if title not in retrieved and query not in searched_norm:
                         out.append(self._page_search(title, question, f"the question names {title!r}"))
-        pages = [c for c in self.scored_candidates(question, chunks, searched)]
-        strong = pages if self.page_min_lookahead is None else [c for c in pages if c.lookahead > self.page_min_lookahead]
+        pages = self.scored_candidates(question, chunks, searched)
+        threshold = self.page_min_lookahead
+        strong = pages if threshold is None else [c for c in pages if c.lookahead > threshold]
         out += [self._page_search(c.title, question, "page " + c.explain()) for c in strong]
         if self.mentions and not out:  # only when no page is left to follow (and so only computed then)
             search = mentions_search(self.pages, question, chunks, searched, self.scan_top_chunks, self.follow_up_top_k)
