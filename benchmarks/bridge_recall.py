@@ -31,16 +31,19 @@ from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_docum
 from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy  # noqa: E402
 
 #: The router's defaults (`BridgeEntityRouter`), and the policy before issue 14.
-SCORED = {"ranking": "scored", "mentions": True}
+SCORED = {"ranking": "scored", "mentions": True, "stop_when_covered": True}
 VARIANTS: dict[str, dict] = {
     "one search": {"first_top_k": 6, "max_follow_ups": 0},
     "mention order (before issue 14)": {},
     "scored pages only": {"ranking": "scored"},
-    "scored + mentions (default)": SCORED,
-    "scored + mentions, scan 3": {**SCORED, "scan_top_chunks": 3},
-    "scored + mentions, 3 + 3 x 1": {**SCORED, "first_top_k": 3, "max_follow_ups": 3},
-    "scored + mentions, 3 + 3 x 1, chain": {**SCORED, "first_top_k": 3, "max_follow_ups": 3, "chain": True},
-    "scored + mentions, stop when linked": {**SCORED, "stop_when_linked": True},
+    "scored + mentions + stop when covered (default)": SCORED,
+    "scored + mentions": {**SCORED, "stop_when_covered": False},
+    "scored + mentions, scan 3": {**SCORED, "stop_when_covered": False, "scan_top_chunks": 3},
+    "scored + mentions, 3 + 3 x 1": {**SCORED, "stop_when_covered": False, "first_top_k": 3, "max_follow_ups": 3},
+    "scored + mentions, 3 + 3 x 1, chain": {
+        **SCORED, "stop_when_covered": False, "first_top_k": 3, "max_follow_ups": 3, "chain": True
+    },
+    "scored + mentions, stop when linked": {**SCORED, "stop_when_covered": False, "stop_when_linked": True},
 }
 
 

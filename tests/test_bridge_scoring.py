@@ -116,3 +116,14 @@ def test_chain_scans_the_last_follow_up_first():
 )
 def test_short_answer_span(question, reply, chunks, expected):
     assert short_answer(question, reply, chunks) == expected
+
+
+def test_stop_when_the_last_follow_up_says_every_open_question_word():
+    row, docs, _, stopping = _setup(TI_AUTOMOTIVE, ranking="scored", mentions=True, stop_when_covered=True)
+    ti = [d for d in docs if d.meta["title"] == "TI Automotive"]
+    others = [d for d in docs if d.meta["title"] not in {"TI Automotive", "Bain Capital"}][:3]
+    going_on = BridgeEntityPolicy.from_documents(docs, ranking="scored", mentions=True)
+    assert going_on.next_searches(row["question"], [*others, *ti], [row["question"]], latest=[ti[0].id])
+    assert stopping.next_searches(row["question"], [*others, *ti], [row["question"]], latest=[ti[0].id]) == []
+    # Without a last follow-up (the first search only), nothing stops.
+    assert stopping.next_searches(row["question"], [*others, *ti], [row["question"]])

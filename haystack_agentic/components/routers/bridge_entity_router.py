@@ -83,6 +83,7 @@ class BridgeEntityRouter:
         ranking: str = "scored",
         mentions: bool = True,
         chain: bool = False,
+        stop_when_covered: bool = True,
     ) -> None:
         """
         Create a BridgeEntityRouter.
@@ -101,6 +102,9 @@ class BridgeEntityRouter:
             the best scanned name together with the question's open words (see `mention_search`). Default True.
         :param chain: With `ranking="scored"`, scan the last follow-up's chunk first (continue a chain of hops).
             Default False.
+        :param stop_when_covered: With `ranking="scored"`, answer as soon as the last follow-up's chunk says every
+            question word the other chunks do not (the chain looks complete), instead of spending the remaining
+            follow-ups. Default True.
         :raises ValueError: If a number is out of range (see `BridgeEntityPolicy`).
         """
         self.document_store = document_store
@@ -112,6 +116,7 @@ class BridgeEntityRouter:
         self.ranking = ranking
         self.mentions = mentions
         self.chain = chain
+        self.stop_when_covered = stop_when_covered
         self._policy = BridgeEntityPolicy([], **self._policy_kwargs())  # validates the parameters
         self._indexed_count: int | None = None
         self._lock = threading.Lock()
@@ -127,6 +132,7 @@ class BridgeEntityRouter:
             "ranking": self.ranking,
             "mentions": self.mentions,
             "chain": self.chain,
+            "stop_when_covered": self.stop_when_covered,
         }
 
     @property
@@ -303,6 +309,7 @@ class BridgeEntityRouter:
             ranking=self.ranking,
             mentions=self.mentions,
             chain=self.chain,
+            stop_when_covered=self.stop_when_covered,
         )
 
     @classmethod
