@@ -50,11 +50,11 @@ examples:
   # the LLM router against the bridge-entity policy, on a local server
   OPENAI_BASE_URL=http://127.0.0.1:11434/v1 haystack-agentic eval \\
       --configs bridge-entity,llm-router --model qwen2.5:7b --limit 30
-  # any packaged pipeline or YAML as a configuration: BM25, dense and hybrid (Milvus Lite) first hops
+  # packaged pipelines or YAML files as configurations (BM25, dense, hybrid)
   haystack-agentic eval --no-answer --pipeline agentic_rag_embedded \\
       --pipeline agentic_rag_embedded_dense \\
       --pipeline agentic_rag_embedded_milvus --pipeline my_pipeline.yml
-  # one store pooling every QA set's paragraphs (harder: more titles, more near-duplicates)
+  # one store pooling every QA set's paragraphs (harder: more titles)
   haystack-agentic eval --no-answer --pool --data hotpotqa.jsonl \\
       --data musique.jsonl
 """
