@@ -1,20 +1,23 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Both-gold recall of the bridge-entity search policy against one BM25 search, on HotpotQA/MuSiQue.
+All-gold recall of the bridge-entity search policy, per question type and per half of the questions.
 
-All paragraphs of all questions go into ONE `InMemoryDocumentStore`; every question is then run
-through `BridgeEntityPolicy.collect` (the exact procedure the policy does in the loop: one search
-per turn, chunks merged by id, sorted by BM25 score, capped at the budget) with an
-`InMemoryBM25Retriever`. A question counts when ALL its gold paragraphs are among the final
-chunks (HotpotQA: the titles in `supporting_facts`; MuSiQue: `context[i]` for `i` in
-`supporting_paragraph_idx`).
+Every paragraph of every `--data` file goes into ONE `InMemoryDocumentStore` per file (`--pool`: one store for all
+files together); each question then runs through `BridgeEntityPolicy.collect` (the procedure the router follows in
+the loop: one search per turn, chunks merged by id, sorted by BM25 score, capped at the budget) with an
+`InMemoryBM25Retriever`. A question counts when ALL its gold paragraphs are among the final chunks (HotpotQA: the
+titles in `supporting_facts`; MuSiQue: `context[i]` for `i` in `supporting_paragraph_idx`).
+
+Also reported: the share of follow-up searches that return a gold paragraph not found before ("useful follow-ups"),
+searches per question, and CPU milliseconds per follow-up decision (the policy alone, no retrieval). Questions are
+split into halves A/B by a hash of their id: weights were calibrated on half A; B is held out.
 
 Run: `python benchmarks/bridge_recall.py --data examples/data/hotpotqa_dev_sample.jsonl --budget 6`
 """
 
 import argparse
+import hashlib
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,95 +27,120 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
 from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
 
-from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy  # noqa: E402
 from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
+from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy  # noqa: E402
+
+#: The router's defaults (`BridgeEntityRouter`), and the policy before issue 14.
+SCORED = {"ranking": "scored", "mentions": True, "stop_when_covered": True}
+VARIANTS: dict[str, dict] = {
+    "one search": {"first_top_k": 6, "max_follow_ups": 0},
+    "mention order (before issue 14)": {},
+    "scored pages only": {"ranking": "scored"},
+    "scored + mentions + stop when covered (default)": SCORED,
+    "scored + mentions": {**SCORED, "stop_when_covered": False},
+    "scored + mentions, scan 3": {**SCORED, "stop_when_covered": False, "scan_top_chunks": 3},
+    "scored + mentions, 3 + 3 x 1": {**SCORED, "stop_when_covered": False, "first_top_k": 3, "max_follow_ups": 3},
+    "scored + mentions, 3 + 3 x 1, chain": {
+        **SCORED, "stop_when_covered": False, "first_top_k": 3, "max_follow_ups": 3, "chain": True
+    },
+    "scored + mentions, stop when linked": {**SCORED, "stop_when_covered": False, "stop_when_linked": True},
+}
 
 
-def variants(budget: int) -> dict[str, dict]:
-    """The policies to compare: name -> `BridgeEntityPolicy` keyword arguments."""
-    out: dict[str, dict] = {
-        f"baseline: one search, top_k={budget}": {"first_top_k": budget, "max_follow_ups": 0},
+def half(row: dict) -> str:
+    """`A` (calibration) or `B` (held out), from a hash of the question id."""
+    return "AB"[int(hashlib.sha256(row["id"].encode()).hexdigest(), 16) % 2]
+
+
+def evaluate(policy: BridgeEntityPolicy, rows: list[dict], retrieve, budget: int) -> dict:
+    """Run every question; return all-gold hits per group, useful follow-ups, searches and decision CPU time."""
+    groups: dict[str, list[int]] = {}
+    useful = follow_ups = searches = 0
+    decision_cpu: list[float] = []
+    for row in rows:
+        log: list[list] = []
+
+        def logged(query, top_k, filters):
+            found = retrieve(query, top_k, filters)
+            log.append(found)
+            return found
+
+        original = policy.next_searches
+
+        def timed(*args, **kwargs):
+            start = time.process_time()
+            out = original(*args, **kwargs)
+            decision_cpu.append(time.process_time() - start)
+            return out
+
+        policy.next_searches = timed
+        try:
+            chunks, queries = policy.collect(row["question"], logged, chunk_cap=budget)
+        finally:
+            del policy.next_searches
+        gold = set(gold_document_ids(row))
+        seen = {d.id for d in log[0]} if log else set()
+        for found in log[1:]:
+            follow_ups += 1
+            useful += any(d.id in gold and d.id not in seen for d in found)
+            seen |= {d.id for d in found}
+        searches += len(queries)
+        hit = int(gold <= {c.id for c in chunks})
+        for key in ("all", f"half {half(row)}", f"type {row.get('type')}"):
+            groups.setdefault(key, []).append(hit)
+    return {
+        "recall": {k: (100 * sum(v) / len(v), len(v)) for k, v in groups.items()},
+        "useful_follow_ups": 100 * useful / follow_ups if follow_ups else None,
+        "follow_ups": follow_ups,
+        "searches_mean": searches / len(rows),
+        "decision_ms_mean": 1000 * sum(decision_cpu) / len(decision_cpu) if decision_cpu else 0.0,
+        "decision_ms_max": 1000 * max(decision_cpu, default=0.0),
     }
-    # Fixed slots: first search budget-f chunks, then f follow-ups of 1 chunk, BM25 scores kept,
-    # so nothing is ever evicted.
-    for follow in (2, 3):
-        tag = f"fixed {budget - follow}+{follow}x1"
-        base = {"first_top_k": budget - follow, "max_follow_ups": follow, "scan_top_chunks": 2}
-        out[f"{tag} scan2"] = base
-        out[f"{tag} scan2 qtitles filter"] = {**base, "question_titles": True, "title_filter": True}
-    # Adaptive slots: the first search fills the budget; rank scores let follow-ups evict its tail.
-    for follow in (2, 3):
-        tag = f"rank {budget}+{follow}x1"
-        base = {"first_top_k": budget, "max_follow_ups": follow, "score_mode": "rank", "scan_top_chunks": 2}
-        out[f"{tag} scan2"] = base
-        out[f"{tag} scan2 follow-up top_k=2"] = {**base, "follow_up_top_k": 2}
-        out[f"{tag} scan2 title+question"] = {**base, "query_mode": "title_question"}
-        out[f"{tag} scan2 capitalised_fallback"] = {**base, "capitalised_fallback": True}
-        out[f"{tag} scan2 qtitles"] = {**base, "question_titles": True}
-        best = {**base, "question_titles": True, "title_filter": True}
-        out[f"{tag} scan2 qtitles filter"] = best
-        for scan in (1, 3):
-            out[f"{tag} scan{scan} qtitles filter"] = {**best, "scan_top_chunks": scan}
-        out[f"{tag} scan2 qtitles filter position"] = {**best, "candidate_order": "position"}
-        out[f"{tag} scan2 qtitles filter all_words"] = {**best, "question_exclusion": "all_words"}
-        out[f"{tag} scan2 qtitles filter comma_alias"] = {**best, "comma_alias": True}
-        out[f"{tag} scan2 qtitles filter title+question"] = {**best, "query_mode": "title_question"}
-    return out
 
 
 def main() -> None:
-    """Parse arguments, index the corpus, run every policy variant and print the table."""
+    """Parse arguments, index the corpus, run every policy variant and print one line per variant and dataset."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True, help="HotpotQA or MuSiQue JSONL file")
+    parser.add_argument("--data", action="append", required=True, help="HotpotQA or MuSiQue JSONL file (repeatable)")
     parser.add_argument("--budget", type=int, default=6, help="chunk budget (final chunks kept), default 6")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    parser.add_argument(
-        "--content",
-        choices=("title+text", "text"),
-        default="title+text",
-        help="document content: title line + paragraph (default) or the paragraph only",
-    )
+    parser.add_argument("--limit", type=int, default=None, help="only the first N questions of each file")
+    parser.add_argument("--pool", action="store_true", help="one store pooling every file's paragraphs")
     parser.add_argument("--only", default=None, help="only variants whose name contains this text")
+    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
 
-    rows = load_hotpotqa_questions(args.data)
-    # all paragraphs of all questions, one store
-    documents = hotpotqa_documents(rows, title_in_content=args.content == "title+text")
-    store = InMemoryDocumentStore()
-    store.write_documents(documents)
-    retriever = InMemoryBM25Retriever(store)
-    questions = rows[: args.limit] if args.limit else rows
-    print(
-        f"{args.data}: {len(questions)} questions, {len(documents)} documents, budget {args.budget} chunks, "
-        f"content {args.content}\n"
-    )
+    datasets = [(Path(p).stem, load_hotpotqa_questions(p)) for p in args.data]
+    pooled = [d for _, rows in datasets for d in hotpotqa_documents(rows, title_in_content=True)] if args.pool else None
+    figures: dict = {}
+    for name, rows in datasets:
+        documents = pooled if pooled is not None else hotpotqa_documents(rows, title_in_content=True)
+        store = InMemoryDocumentStore()
+        store.write_documents(documents)
+        retriever = InMemoryBM25Retriever(store)
+        cache: dict[str, list] = {}
 
-    cache: dict[str, list] = {}
+        def retrieve(query: str, top_k: int, filters: dict | None) -> list:
+            key = json.dumps([query, top_k, filters])
+            if key not in cache:
+                cache[key] = retriever.run(query=query, top_k=top_k, filters=filters)["documents"]
+            return cache[key]
 
-    def retrieve(query: str, top_k: int, filters: dict | None) -> list:
-        key = json.dumps([query, top_k, filters])
-        if key not in cache:
-            cache[key] = retriever.run(query=query, top_k=top_k, filters=filters)["documents"]
-        return cache[key]
-
-    header = f"{'policy':<48} {'both-gold recall':>16} {'mean searches':>14} {'max':>4} {'s/question':>10}"
-    print(header)
-    print("-" * len(header))
-    for name, kwargs in variants(args.budget).items():
-        if args.only and args.only not in name:
-            continue
-        policy = BridgeEntityPolicy.from_documents(documents, **kwargs)
-        hits, searches, started = 0, [], time.perf_counter()
-        for row in questions:
-            chunks, queries = policy.collect(row["question"], retrieve, chunk_cap=args.budget)
-            found = {c.id for c in chunks}
-            hits += all(g in found for g in gold_document_ids(row))
-            searches.append(len(queries))
-        elapsed = (time.perf_counter() - started) / len(questions)
-        print(
-            f"{name:<48} {100 * hits / len(questions):>15.1f}% {statistics.mean(searches):>14.2f} "
-            f"{max(searches):>4} {elapsed:>10.3f}"
-        )
+        questions = rows[: args.limit] if args.limit else rows
+        print(f"\n{name}: {len(questions)} questions, {store.count_documents()} documents"
+              f"{' (pooled)' if pooled is not None else ''}, budget {args.budget} chunks")
+        for variant, kwargs in VARIANTS.items():
+            if args.only and args.only not in variant:
+                continue
+            policy = BridgeEntityPolicy.from_documents(documents, **kwargs)
+            result = evaluate(policy, questions, retrieve, args.budget)
+            figures[f"{name} / {variant}"] = result
+            cells = " ".join(f"{k}: {v:.1f}% ({n})" for k, (v, n) in sorted(result["recall"].items()))
+            useful = "-" if result["useful_follow_ups"] is None else f"{result['useful_follow_ups']:.0f}%"
+            print(f"  {variant:<40} {cells} | useful follow-ups {useful} of {result['follow_ups']} | "
+                  f"searches {result['searches_mean']:.2f} | decision {result['decision_ms_mean']:.2f} ms "
+                  f"(max {result['decision_ms_max']:.1f})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":

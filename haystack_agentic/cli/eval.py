@@ -50,6 +50,13 @@ examples:
   # the LLM router against the bridge-entity policy, on a local server
   OPENAI_BASE_URL=http://127.0.0.1:11434/v1 haystack-agentic eval \\
       --configs bridge-entity,llm-router --model qwen2.5:7b --limit 30
+  # packaged pipelines or YAML files as configurations (BM25, dense, hybrid)
+  haystack-agentic eval --no-answer --pipeline agentic_rag_embedded \\
+      --pipeline agentic_rag_embedded_dense \\
+      --pipeline agentic_rag_embedded_milvus --pipeline my_pipeline.yml
+  # one store pooling every QA set's paragraphs (harder: more titles)
+  haystack-agentic eval --no-answer --pool --data hotpotqa.jsonl \\
+      --data musique.jsonl
 """
 
 #: Configuration names `--configs` accepts.
@@ -81,9 +88,22 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--configs",
-        default=",".join(CONFIG_NAMES),
-        help=f"Comma-separated configurations (default: all of {', '.join(CONFIG_NAMES)}; "
+        default=None,
+        help=f"Comma-separated configurations (default: all of {', '.join(CONFIG_NAMES)}, or none with --pipeline; "
         "llm-router only when an LLM is configured).",
+    )
+    p.add_argument(
+        "--pipeline",
+        action="append",
+        help="A loop pipeline to evaluate as a configuration: a packaged name (agentic_rag_embedded, "
+        "agentic_rag_embedded_dense, agentic_rag_embedded_milvus, ...) or a YAML path (repeatable). Its own "
+        "retriever store is filled with the QA set's paragraphs (MiniLM embeddings when it embeds queries; a "
+        "fresh Milvus Lite file under --out for Milvus pipelines).",
+    )
+    p.add_argument(
+        "--pool",
+        action="store_true",
+        help="One store pooling every --data file's paragraphs (each file still reported on its own questions).",
     )
     p.add_argument(
         "--llm",
@@ -136,6 +156,19 @@ def _answer_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
     return EmbeddedChatGenerator()
 
 
+def _pipeline_configs(args: argparse.Namespace, rows: list, out_dir: Path, error: type[Exception]) -> list:
+    """The `--pipeline` configurations over `rows`' paragraphs (each pipeline's own store filled)."""
+    from haystack_agentic.evaluation.pipeline_configs import pipeline_config
+
+    configs = []
+    for spec in args.pipeline or ():
+        try:
+            configs.append(pipeline_config(spec, rows, out_dir, with_answer=not args.no_answer))
+        except ValueError as exc:
+            raise error(f"--pipeline {spec}: {exc}") from exc
+    return configs
+
+
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     """
     Run `haystack-agentic eval`.
@@ -156,9 +189,10 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     )
     from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
 
-    wanted = [c.strip() for c in args.configs.split(",") if c.strip()]
+    configs_arg = args.configs if args.configs is not None else ("" if args.pipeline else ",".join(CONFIG_NAMES))
+    wanted = [c.strip() for c in configs_arg.split(",") if c.strip()]
     unknown = [c for c in wanted if c not in CONFIG_NAMES]
-    if unknown or not wanted:
+    if unknown or not (wanted or args.pipeline):
         raise CLIError(f"--configs takes a comma-separated list of {', '.join(CONFIG_NAMES)}; got {args.configs!r}.")
     if args.budget < 3:
         raise CLIError("--budget must be at least 3 (the bridge-entity policy needs 1 + 2 follow-up chunks).")
@@ -173,17 +207,26 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     out_dir = Path(args.out)
     _check_out_dir(out_dir)
     totals: dict[str, Any] = {}
+    datasets: list[tuple[Path, list]] = []
     for data in args.data or [str(sample_corpus_path())]:
         path = Path(data)
         try:
             rows = load_hotpotqa_questions(path)
         except (OSError, ValueError) as exc:
             raise CLIError(f"Cannot read the QA set {path}: {exc}") from exc
-        rows = rows[: args.limit] if args.limit else rows
         if not rows:
             raise CLIError(f"{path} holds no questions.")
-        store = build_store(rows)
-        configs = []
+        datasets.append((path, rows))
+    pooled = [row for _, rows in datasets for row in rows]  # --pool: every file's paragraphs, all questions
+    shared: dict[str, Any] = {}
+    for path, rows in datasets:
+        rows = rows[: args.limit] if args.limit else rows
+        corpus_rows = pooled if args.pool else rows
+        if not args.pool or "store" not in shared:
+            shared["store"] = build_store(corpus_rows)
+            shared["pipelines"] = _pipeline_configs(args, corpus_rows, out_dir, CLIError)
+        store = shared["store"]
+        configs = list(shared["pipelines"])
         if "one-shot" in wanted:
             configs.append(one_shot_config(store, args.budget, answer_llm))
         if "bridge-entity" in wanted:
@@ -217,7 +260,9 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             "questions": len(rows),
             "documents": store.count_documents(),
             "budget": args.budget,
-            "retriever": "InMemoryBM25Retriever (title line + paragraph)",
+            "retriever": "InMemoryBM25Retriever (title line + paragraph)"
+            + "".join(f"; {c.name}: {c.description}" for c in shared["pipelines"]),
+            "pooled": bool(args.pool),
             "answer_llm": None if args.no_answer else "SmolLM2-135M-Instruct (embedded)",
             "router_llm": getattr(router_llm, "model", None),
             "retrieval_only": bool(args.no_answer),

@@ -103,6 +103,7 @@ def _answerer(answer_generator: Any, budget: int, chunks_per_search: int | None 
         max_chunks=budget,
         chunk_chars=700,
         chunks_per_search=chunks_per_search,
+        short_answer=True,
     )
 
 

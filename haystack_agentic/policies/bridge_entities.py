@@ -7,9 +7,7 @@ then search the entities that the best retrieved chunks mention but the question
 *bridge entities*, recognised as the titles of other documents in the store), then answer.
 """
 
-import html
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -17,11 +15,16 @@ from typing import Any, Literal
 from haystack import Document, logging
 
 from haystack_agentic.dataclasses.loop_state import merge_chunks
+from haystack_agentic.policies.mention_search import covers_open_words, mentions_search
+from haystack_agentic.policies.entity_scoring import (  # noqa: F401 - normalise is re-exported
+    Candidate, PageIndex, ScoringWeights, content_words, normalise, score_candidate,
+)
 
 logger = logging.getLogger(__name__)
 
 CandidateOrder = Literal["chunk_rank", "position"]
 QueryMode = Literal["title", "title_full", "title_question"]
+Ranking = Literal["scored", "mention_order"]
 QuestionExclusion = Literal["phrase", "all_words"]
 ScoreMode = Literal["bm25", "rank"]
 
@@ -39,17 +42,6 @@ _PAREN_RE = re.compile(r"\s*\([^()]*\)\s*$")
 _CAPITALISED_RE = re.compile(
     r"\b[A-Z][\w'’.-]*(?:\s+(?:(?:of|the|de|von|van|la|le|and|du|del|da)\s+)*[A-Z][\w'’.-]*)*", re.UNICODE
 )
-
-
-def normalise(text: str) -> str:
-    """
-    Fold text for matching: Unicode compatibility form, accents removed, lower case.
-
-    :param text: Any text (HTML entities such as `&amp;`, found in HotpotQA titles, are decoded).
-    :returns: The folded text.
-    """
-    text = unicodedata.normalize("NFKD", html.unescape(text))
-    return "".join(c for c in text if not unicodedata.combining(c)).lower()
 
 
 def _tokens(text: str) -> list[re.Match]:
@@ -156,6 +148,15 @@ class BridgeEntityPolicy:
         score_mode: ScoreMode = "bm25",
         title_filter: bool = True,
         max_alias_tokens: int = 12,
+        ranking: Ranking = "mention_order",
+        pages: PageIndex | None = None,
+        weights: ScoringWeights | None = None,
+        min_score: float | None = None,
+        mentions: bool = False,
+        page_min_lookahead: float | None = None,
+        chain: bool = False,
+        stop_when_covered: bool = False,
+        stop_when_linked: bool = False,
     ) -> None:
         """
         Build the title index.
@@ -191,6 +192,21 @@ class BridgeEntityPolicy:
             title query otherwise often ranks the chunk that mentions the title (already
             retrieved) above the titled document.
         :param max_alias_tokens: Longest alias, in tokens, that is indexed (default 12).
+        :param ranking: `"mention_order"` (default here; the rules above) or `"scored"` (the router's default):
+            bridge titles ordered by lookahead, specificity and proximity (`entity_scoring`), each search with a
+            `why` for the trace.
+        :param pages: The store's statistics for `"scored"` (`PageIndex`); `from_documents` builds it.
+        :param weights: The score's weights (default `ScoringWeights()`).
+        :param min_score: With `"scored"`, drop candidates scoring below this (default None: keep all).
+        :param mentions: With `"scored"`, when no page is left to follow, propose a search for the chunks that
+            mention the best scanned name with the question's open words, excluding retrieved pages (default False).
+        :param page_min_lookahead: With `"scored"`, pages whose lookahead is not above this go after the mentions
+            search (default None: every page goes first).
+        :param chain: With `"scored"`, scan the last follow-up's chunks first (`latest` of `next_searches`).
+        :param stop_when_covered: With `"scored"`, stop following when the last follow-up's chunks say every
+            question word the other chunks do not (default False: measured to cost recall).
+        :param stop_when_linked: With `"scored"`, stop following when a scanned chunk names another retrieved
+            chunk's title, or every title the question names is retrieved (default False: measured to cost recall).
         :raises ValueError: If a top-k, `max_follow_ups` or `scan_top_chunks` is out of range, or
             an option is not one of its documented values.
         """
@@ -219,6 +235,17 @@ class BridgeEntityPolicy:
         self.score_mode = score_mode
         self.title_filter = title_filter
         self.max_alias_tokens = max_alias_tokens
+        if ranking not in ("scored", "mention_order"):
+            raise ValueError(f"ranking must be 'scored' or 'mention_order', got {ranking!r}.")
+        self.ranking = ranking
+        self.pages = pages if pages is not None else PageIndex(())
+        self.weights = weights or ScoringWeights()
+        self.min_score = min_score
+        self.mentions = mentions
+        self.page_min_lookahead = page_min_lookahead
+        self.chain = chain
+        self.stop_when_covered = stop_when_covered
+        self.stop_when_linked = stop_when_linked
 
         self._index: dict[tuple[str, ...], list[str]] = {}
         self._aliases: dict[str, set[tuple[str, ...]]] = {}
@@ -228,6 +255,11 @@ class BridgeEntityPolicy:
             for alias in aliases:
                 self._index.setdefault(alias, []).append(title)
         self._max_len = max((len(a) for a in self._index), default=0)
+        # Longest alias starting with each token: most tokens start none, so most positions cost one lookup.
+        self._max_len_from: dict[str, int] = {}
+        for alias in self._index:
+            self._max_len_from[alias[0]] = max(self._max_len_from.get(alias[0], 0), len(alias))
+        self._mention_cache: dict[str, list[Mention]] = {}
 
     @classmethod
     def from_documents(cls, documents: Iterable[Document], **kwargs) -> "BridgeEntityPolicy":
@@ -238,6 +270,9 @@ class BridgeEntityPolicy:
         :param kwargs: Any `__init__` parameter but `titles`.
         :returns: The policy.
         """
+        documents = list(documents)
+        if kwargs.get("ranking") == "scored" and kwargs.get("pages") is None:
+            kwargs["pages"] = PageIndex((d.meta.get("title"), d.content or "") for d in documents)
         return cls((d.meta.get("title") for d in documents), **kwargs)
 
     @classmethod
@@ -280,16 +315,23 @@ class BridgeEntityPolicy:
         """
         # normalise() keeps token boundaries for almost all text, but NFKD can change lengths, so
         # match on the folded tokens and keep the original token spans for the capital check.
+        cached = self._mention_cache.get(text)
+        if cached is not None:
+            return list(cached)
         spans = _tokens(text)
-        folded = [normalise(m.group(0)) for m in spans]
+        if text.isascii() and "&" not in text:
+            folded = [m.group(0).lower() for m in spans]
+        else:
+            folded = [normalise(m.group(0)) for m in spans]
         mentions: list[Mention] = []
         i, n = 0, len(spans)
         while i < n:
             first = spans[i].group(0)[0]
-            if not (first.isupper() or first.isdigit()):
+            longest = self._max_len_from.get(folded[i], 0)
+            if not longest or not (first.isupper() or first.isdigit()):
                 i += 1
                 continue
-            for length in range(min(self._max_len, n - i), 0, -1):
+            for length in range(min(longest, n - i), 0, -1):
                 titles = self._index.get(tuple(folded[i : i + length]))
                 if titles:
                     mentions.append(Mention(spans[i].start(), spans[i + length - 1].end(), tuple(titles)))
@@ -297,7 +339,10 @@ class BridgeEntityPolicy:
                     break
             else:
                 i += 1
-        return mentions
+        if len(self._mention_cache) >= 4096:  # chunks recur turn after turn; keep the cache bounded
+            self._mention_cache.clear()
+        self._mention_cache[text] = mentions
+        return list(mentions)
 
     def _in_question(self, title: str, q_tokens: list[str], q_joined: str, q_set: set[str]) -> bool:
         for alias in self._aliases.get(title, ()):
@@ -336,6 +381,9 @@ class BridgeEntityPolicy:
                         normalise(self._query_for(title, question)).strip() not in searched_norm
                     ):
                         result.append(title)
+        if self.ranking == "scored":
+            ranked = self.scored_candidates(question, chunks, searched)
+            return result + [c.title for c in ranked if c.title not in result]
         for _, _, title in found:
             if title in retrieved or title in result:
                 continue
@@ -345,6 +393,49 @@ class BridgeEntityPolicy:
                 continue
             result.append(title)
         return result
+
+    def scored_candidates(
+        self, question: str, chunks: Sequence[Document], searched: Iterable[str] = ()
+    ) -> list[Candidate]:
+        """
+        The bridge titles of the scanned chunks, scored (see `entity_scoring`), best first.
+
+        Same eligibility as `bridge_titles` (not retrieved, not searched, not named by the question); a title
+        mentioned several times keeps its best score. With `min_score`, weaker candidates are dropped.
+
+        :param question: The user's question.
+        :param chunks: The chunks to scan, best first.
+        :param searched: The queries already made.
+        :returns: The candidates.
+        """
+        q_tokens = [m.group(0) for m in _TOKEN_RE.finditer(normalise(question))]
+        q_joined, q_set = f" {' '.join(q_tokens)} ", set(q_tokens)
+        q_words = content_words(question)
+        searched_norm = {normalise(s).strip() for s in searched}
+        retrieved = {c.meta.get("title") for c in chunks}
+        best: dict[str, Candidate] = {}
+        for rank, chunk in enumerate(chunks[: self.scan_top_chunks]):
+            text = chunk.content or ""
+            said = set(content_words(text))
+            for mention in self.find_mentions(text):
+                words = content_words(text[mention.start : mention.end])
+                for title in mention.titles:
+                    if title in retrieved or (title in best and best[title].chunk_rank < rank):
+                        continue
+                    if normalise(self._query_for(title, question)).strip() in searched_norm:
+                        continue
+                    if self._in_question(title, q_tokens, q_joined, q_set):
+                        continue
+                    candidate = score_candidate(
+                        self.pages, title, words, q_words, said, chunk.meta.get("title") or "", rank,
+                        mention.start / max(len(text), 1), self.weights,
+                    )
+                    if title not in best or candidate.score > best[title].score:
+                        best[title] = candidate
+        ranked = sorted(best.values(), key=lambda c: (-c.score, c.chunk_rank, c.position, c.title))
+        if self.min_score is not None:
+            ranked = [c for c in ranked if c.score >= self.min_score]
+        return ranked
 
     def _query_for(self, title: str, question: str) -> str:
         if self.query_mode == "title_full":
@@ -372,7 +463,7 @@ class BridgeEntityPolicy:
         return out
 
     def next_searches(
-        self, question: str, chunks: Sequence[Document], searched: Sequence[str]
+        self, question: str, chunks: Sequence[Document], searched: Sequence[str], latest: Sequence[str] = ()
     ) -> list[dict[str, Any]]:
         """
         The bridge-entity searches to run next, best first, as retriever arguments.
@@ -385,8 +476,20 @@ class BridgeEntityPolicy:
         :param question: The user's question.
         :param chunks: The chunks retrieved so far, best first (e.g. sorted by score).
         :param searched: The queries already made (the question included).
-        :returns: The searches, possibly empty.
+        :param latest: Ids of the chunks the last follow-up returned: with `chain=True` they are scanned first, so
+            a follow-up can continue from the hop just found (3-4 hop questions).
+        :returns: The searches, possibly empty; with `ranking="scored"` each also has `why` (for the trace).
         """
+        if self.ranking == "scored":
+            newest = [c for c in chunks if c.id in set(latest)]
+            if self.chain and newest:
+                chunks = newest + [c for c in chunks if c.id not in set(latest)]
+            searches = self._scored_searches(question, chunks, searched)
+            if self.stop_when_covered and newest and covers_open_words(question, chunks, newest):
+                return [s for s in searches if s["why"].startswith("the question names")]
+            if self.stop_when_linked and self.evidence_linked(question, chunks):
+                return [s for s in searches if s["why"].startswith("the question names")]
+            return searches
         searches: list[dict[str, Any]] = []
         seen: set[str] = set()
         for title in self.bridge_titles(question, chunks, searched):
@@ -402,6 +505,53 @@ class BridgeEntityPolicy:
                 for q in self._capitalised_phrases(question, chunks, {normalise(s).strip() for s in searched})
             ]
         return searches
+
+    def evidence_linked(self, question: str, chunks: Sequence[Document]) -> bool:
+        """
+        Whether the chunks already hold a chain: a scanned chunk names another retrieved chunk's title, or the
+        question names two or more titles and all of them are retrieved (a comparison with both sides found).
+
+        :param question: The user's question.
+        :param chunks: The chunks retrieved so far, in scan order.
+        :returns: `True` when a follow-up would most likely be wasted.
+        """
+        retrieved = {c.meta.get("title") for c in chunks}
+        named = {t for m in self.find_mentions(question) for t in m.titles}
+        if len(named) >= 2 and named <= retrieved:
+            return True
+        for chunk in chunks[: self.scan_top_chunks]:
+            own = chunk.meta.get("title")
+            for mention in self.find_mentions(chunk.content or ""):
+                if any(t in retrieved and t != own and t not in named for t in mention.titles):
+                    return True
+        return False
+
+    def _page_search(self, title: str, question: str, why: str) -> dict[str, Any]:
+        filters = {"field": "meta.title", "operator": "==", "value": title} if self.title_filter else None
+        return {"query": self._query_for(title, question), "filters": filters, "top_k": self.follow_up_top_k,
+                "why": why}
+
+    def _scored_searches(self, question: str, chunks: Sequence[Document], searched: Sequence[str]) -> list[dict]:
+        """`ranking="scored"`: question titles, then pages whose lookahead passes, then a mentions search."""
+        retrieved = {c.meta.get("title") for c in chunks}
+        searched_norm = {normalise(s).strip() for s in searched}
+        out: list[dict[str, Any]] = []
+        if self.question_titles:
+            for mention in self.find_mentions(question):
+                for title in mention.titles:
+                    query = normalise(self._query_for(title, question)).strip()
+                    if title not in retrieved and query not in searched_norm:
+                        out.append(self._page_search(title, question, f"the question names {title!r}"))
+        pages = self.scored_candidates(question, chunks, searched)
+        threshold = self.page_min_lookahead
+        strong = pages if threshold is None else [c for c in pages if c.lookahead > threshold]
+        out += [self._page_search(c.title, question, "page " + c.explain()) for c in strong]
+        if self.mentions and not out:  # only when no page is left to follow (and so only computed then)
+            search = mentions_search(self.pages, question, chunks, searched, self.scan_top_chunks, self.follow_up_top_k)
+            if search is not None:
+                out.append(search)
+        out += [self._page_search(c.title, question, "page " + c.explain()) for c in pages if c not in strong]
+        return out
 
     def next_queries(self, question: str, chunks: Sequence[Document], searched: Sequence[str]) -> list[str]:
         """
@@ -448,13 +598,16 @@ class BridgeEntityPolicy:
         rescore = rank_scores if self.score_mode == "rank" else list
         queries = [question]
         chunks = merge_chunks([], rescore(retrieve(question, self.first_top_k, None)), cap)
+        latest: list[str] = []
         for _ in range(self.max_follow_ups):
-            proposals = self.next_searches(question, chunks, queries)
+            proposals = self.next_searches(question, chunks, queries, latest)
             if not proposals:
                 break
             search = proposals[0]
             queries.append(search["query"])
-            chunks = merge_chunks(chunks, rescore(retrieve(search["query"], search["top_k"], search["filters"])), cap)
+            found = rescore(retrieve(search["query"], search["top_k"], search["filters"]))
+            latest = [d.id for d in found]
+            chunks = merge_chunks(chunks, found, cap)
         return list(chunks), queries
 
 

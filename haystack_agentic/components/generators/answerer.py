@@ -7,6 +7,7 @@ from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, StreamingCallbackT
 
+from haystack_agentic.components.generators._short_answer import short_answer
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import format_chunks, render, with_earlier_turns, with_system_prompt
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
@@ -102,6 +103,7 @@ class Answerer:
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float | None = None,
         streaming_callback: StreamingCallbackT | None = None,
+        short_answer: bool = False,
     ) -> None:
         """
         Create an Answerer.
@@ -127,6 +129,9 @@ class Answerer:
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
+        :param short_answer: Cut an answer written from the chunks down to its short answer span (the words it adds
+            to the question, as the chunks spell them; "yes"/"no"; the option of an "A or B" question), for small
+            models that answer in full sentences. Default False.
         :param streaming_callback: Called with each `StreamingChunk` of the answer LLM's calls, tagged with their
             role (`answer`: the final answer; `draft`, `reflect`: not the answer) and with step events
             (`haystack_agentic.llm.streaming`). The `streaming_callback` run input wins over it.
@@ -148,6 +153,7 @@ class Answerer:
         self.chunk_chars = chunk_chars
         self.chunks_per_search = chunks_per_search
         self.streaming_callback = streaming_callback
+        self.short_answer = short_answer
 
     def warm_up(self) -> None:
         """Warm up the answer LLM."""
@@ -289,6 +295,11 @@ class Answerer:
             return {"finished": state.finish("error", error="Answer LLM returned a blank answer.")}
         if action == "draft":
             return {"state": state.evolve(draft=text, pending_action=None)}
+        if self.short_answer:
+            short = short_answer(before.question, text, [c.content or "" for c in self.select_chunks(before)])
+            if short != text:
+                logger.debug("Short answer {short!r} from the reply {text!r}", short=short, text=text)
+                return {"finished": state.finish("answered", answer=short)}
         return {"finished": state.finish("answered", answer=text)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -298,7 +309,8 @@ class Answerer:
         :returns: Dictionary with serialized data.
         """
         return role_to_dict(
-            self, "answer_prompt", "generate_prompt", "reflect_prompt", "max_chunks", "chunk_chars", "chunks_per_search"
+            self, "answer_prompt", "generate_prompt", "reflect_prompt", "max_chunks", "chunk_chars", "chunks_per_search",
+            "short_answer",
         )
 
     @classmethod

@@ -80,6 +80,10 @@ class BridgeEntityRouter:
         max_follow_ups: int = 2,
         scan_top_chunks: int = 2,
         title_filters: dict[str, Any] | None = None,
+        ranking: str = "scored",
+        mentions: bool = True,
+        chain: bool = False,
+        stop_when_covered: bool = True,
     ) -> None:
         """
         Create a BridgeEntityRouter.
@@ -92,6 +96,15 @@ class BridgeEntityRouter:
             searches per question). Default 2.
         :param scan_top_chunks: How many of the best chunks are scanned for bridge entities. Default 2.
         :param title_filters: Haystack filters selecting which documents' titles are indexed (default: all).
+        :param ranking: How bridge titles are ordered: `"scored"` (default: lookahead, specificity and proximity,
+            see `entity_scoring`) or `"mention_order"` (the order they are mentioned, the policy before issue 14).
+        :param mentions: With `ranking="scored"`, when no page is left to follow, search the chunks that mention
+            the best scanned name together with the question's open words (see `mention_search`). Default True.
+        :param chain: With `ranking="scored"`, scan the last follow-up's chunk first (continue a chain of hops).
+            Default False.
+        :param stop_when_covered: With `ranking="scored"`, answer as soon as the last follow-up's chunk says every
+            question word the other chunks do not (the chain looks complete), instead of spending the remaining
+            follow-ups. Default True.
         :raises ValueError: If a number is out of range (see `BridgeEntityPolicy`).
         """
         self.document_store = document_store
@@ -100,6 +113,10 @@ class BridgeEntityRouter:
         self.max_follow_ups = max_follow_ups
         self.scan_top_chunks = scan_top_chunks
         self.title_filters = title_filters
+        self.ranking = ranking
+        self.mentions = mentions
+        self.chain = chain
+        self.stop_when_covered = stop_when_covered
         self._policy = BridgeEntityPolicy([], **self._policy_kwargs())  # validates the parameters
         self._indexed_count: int | None = None
         self._lock = threading.Lock()
@@ -112,6 +129,10 @@ class BridgeEntityRouter:
             "follow_up_top_k": self.follow_up_top_k,
             "max_follow_ups": self.max_follow_ups,
             "scan_top_chunks": self.scan_top_chunks,
+            "ranking": self.ranking,
+            "mentions": self.mentions,
+            "chain": self.chain,
+            "stop_when_covered": self.stop_when_covered,
         }
 
     @property
@@ -210,12 +231,13 @@ class BridgeEntityRouter:
                 policy = self._current_policy()
             else:
                 policy = self._policy
-            proposals = policy.next_searches(state.question, list(state.chunks), searched)
+            searches = [step for step in state.tool_history if step.action == "search"]
+            latest = searches[-1].returned_chunk_ids if len(searches) > 1 else ()
+            proposals = policy.next_searches(state.question, list(state.chunks), searched, latest)
             if proposals:
                 best = proposals[0]
-                return self._search(
-                    state, turn, best["query"], best["top_k"], "bridge entity", extra_filters=best["filters"]
-                )
+                why = best.get("why") or "bridge entity"
+                return self._search(state, turn, best["query"], best["top_k"], why, extra_filters=best["filters"])
             searched_again = self._search_missing_evidence(state, turn)
             if searched_again is not None:
                 return searched_again
@@ -286,6 +308,10 @@ class BridgeEntityRouter:
             max_follow_ups=self.max_follow_ups,
             scan_top_chunks=self.scan_top_chunks,
             title_filters=self.title_filters,
+            ranking=self.ranking,
+            mentions=self.mentions,
+            chain=self.chain,
+            stop_when_covered=self.stop_when_covered,
         )
 
     @classmethod

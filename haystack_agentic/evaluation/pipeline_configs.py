@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Evaluate any loop pipeline YAML: a packaged one by name (`agentic_rag_embedded_dense`) or a file path.
+
+`haystack-agentic eval --pipeline X` loads the YAML the way `ask` does (allow-listed modules, in-memory stores
+isolated, Milvus stores pointed at a fresh Milvus Lite file under the output folder), writes the QA set's
+paragraphs into the pipeline's own retriever store (with MiniLM embeddings when the pipeline embeds its queries),
+and runs every question through it. Retrieval-only runs (`--no-answer`) swap the answerer for a
+`RetrievalOnlyAnswerer` and turn the fallback off, so dense, hybrid and BM25 first hops compare in one command.
+
+Usage example:
+```python
+from haystack_agentic.evaluation.pipeline_configs import pipeline_config
+from haystack_agentic.evaluation.runner import run_eval
+from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
+
+rows = load_hotpotqa_questions("examples/data/hotpotqa_dev_sample.jsonl")[:10]
+config = pipeline_config("agentic_rag_embedded_dense", rows, "eval-out", with_answer=False)
+print(run_eval(rows, [config], with_answer=False)["configs"][config.name]["summary"]["all_gold_recall"])
+```
+"""
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from haystack import logging
+
+from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
+from haystack_agentic.indexing.collections import COLLECTION_FIELD
+
+logger = logging.getLogger(__name__)
+
+_RETRIEVAL_ONLY = "haystack_agentic.evaluation.retrieval_only_answerer.RetrievalOnlyAnswerer"
+
+
+def resolve_pipeline(spec: str) -> Path:
+    """
+    The YAML file of `--pipeline`: an existing path, else a packaged pipeline's name.
+
+    :param spec: A path or a packaged name (`agentic_rag_embedded`, with or without `.yml`).
+    :returns: The path.
+    :raises ValueError: If it is neither (the message lists the packaged names).
+    """
+    from haystack_agentic.resources import pipeline_path
+
+    path = Path(spec)
+    if path.is_file():
+        return path
+    return pipeline_path(spec)
+
+
+def _documents(rows: Sequence[dict[str, Any]]) -> list[Any]:
+    docs: dict[str, Any] = {}
+    groups: dict[str | None, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row.get("collection"), []).append(row)
+    for collection, group in groups.items():
+        for doc in hotpotqa_documents(group, title_in_content=True):
+            if collection is not None:
+                doc = replace(doc, meta={**doc.meta, COLLECTION_FIELD: collection})
+            docs[doc.id] = doc
+    return list(docs.values())
+
+
+def pipeline_config(
+    spec: str,
+    rows: Sequence[dict[str, Any]],
+    out_dir: str | Path,
+    with_answer: bool = True,
+    name: str | None = None,
+) -> Any:
+    """
+    An `EvalConfig` running the pipeline YAML `spec` over `rows`' paragraphs.
+
+    :param spec: A YAML path or a packaged pipeline name.
+    :param rows: The QA rows whose paragraphs fill the pipeline's store (every row's, pooled).
+    :param out_dir: Where a Milvus Lite database for the run goes (a fresh file per call).
+    :param with_answer: `False`: the answerer is replaced by a `RetrievalOnlyAnswerer` and the fallback disabled.
+    :param name: The configuration's name (default: the YAML's stem).
+    :returns: The `EvalConfig`.
+    :raises ValueError: If the YAML cannot be found, read or loaded, or is not a loop pipeline.
+    """
+    from haystack_agentic.evaluation.runner import EvalConfig
+    from haystack_agentic.indexing.indexer import write_documents
+    from haystack_agentic.pipelines.loop_loading import (
+        REQUIRED_COMPONENTS,
+        isolate_in_memory_stores,
+        pipeline_from_dict,
+        retriever_store,
+        set_store_uri,
+        store_addresses,
+    )
+
+    path = resolve_pipeline(spec)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
+    components = data.get("components") if isinstance(data, dict) else None
+    if not isinstance(components, dict) or any(n not in components for n in REQUIRED_COMPONENTS):
+        raise ValueError(f"{path} is not an agentic-loop pipeline (it needs {', '.join(REQUIRED_COMPONENTS)}).")
+    if not with_answer:
+        components["answerer"] = {"type": _RETRIEVAL_ONLY, "init_parameters": {}}
+        if "fallback" in components:
+            components["fallback"].setdefault("init_parameters", {})["enabled"] = False
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if any(kind == "milvus" for kind, _ in store_addresses(components)):
+        set_store_uri(components, str((out / f"eval-{path.stem}-{uuid.uuid4().hex[:8]}.db").resolve()))
+    isolate_in_memory_stores(components)
+    data.pop("inputs", None)
+    data.pop("outputs", None)
+    pipeline = pipeline_from_dict(data, path)
+    store = retriever_store(pipeline)
+    if store is None:
+        raise ValueError(f"{path}: its retriever has no document_store to fill with the QA set's paragraphs.")
+    embedder = None
+    if "query_embedder" in pipeline.graph.nodes:
+        from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
+
+        embedder = MiniLMDocumentEmbedder()
+    write_documents(_documents(rows), store, embedder=embedder)
+    retriever = type(getattr(pipeline.get_component("retriever"), "retriever", pipeline.get_component("retriever")))
+    description = f"{path.name}: {retriever.__name__} over {type(store).__name__}"
+    return EvalConfig(name or path.stem, description, pipeline)

@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Score the bridge entities a chunk mentions, so the policy follows the one the question needs.
+
+Following every title mention wastes follow-ups on generic titles ("United States", "High School"). A candidate
+title is scored instead by what the store itself says about it:
+
+- **lookahead**: how much of what the question asks, and the mentioning chunk does not yet say, the candidate's
+  own page says (IDF-weighted share of those question words found in the page's opening words);
+- **specificity**: how rare the mention's words are in the store (mean IDF of its tokens, over the store's
+  chunks): a mention of "State" says little, "Adriana Trigiani" a lot;
+- **proximity**: the chunk's rank and where in it the mention sits (a Wikipedia lead names its key links early).
+
+Every number is kept in a `Candidate`, so a trace can say why a follow-up was chosen. Everything is deterministic
+and the per-decision cost is a few set lookups per candidate (the page token sets are built once).
+"""
+
+import html
+import math
+import re
+import unicodedata
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from haystack import logging
+
+logger = logging.getLogger(__name__)
+
+_WORD_RE = re.compile(r"\w+", re.UNICODE)
+
+#: Words that never count as question content (question words and function words).
+FUNCTION_WORDS = frozenset(
+    """a an the and or of in on at to for from by with as is was are were be been being it its he she they them
+    his her their this that these those there here who whom whose which what when where why how not no but if
+    then than so also after before during since until while into onto over under about between through s do does
+    did has have had one ones same both either other another name named called known many much more most
+    january february march april may june july august september october november december""".split()
+)
+
+#: How many distinct opening words of each page are kept for the lookahead (memory: 4 bytes each).
+PAGE_WORDS = 48
+
+
+def fold(text: str) -> str:
+    """Cheap case/accent folding used for scoring (ASCII fast path; the policy's `normalise` otherwise)."""
+    return text.lower() if text.isascii() else normalise(text)
+
+
+def normalise(text: str) -> str:
+    """
+    Fold text for matching: Unicode compatibility form, accents removed, lower case.
+
+    :param text: Any text (HTML entities such as `&amp;`, found in HotpotQA titles, are decoded).
+    :returns: The folded text.
+    """
+    if text.isascii() and "&" not in text:
+        return text.lower()  # NFKD and entity decoding change nothing here: the common case, fast
+    text = unicodedata.normalize("NFKD", html.unescape(text))
+    return "".join(c for c in text if not unicodedata.combining(c)).lower()
+
+
+def content_words(text: str) -> list[str]:
+    """The folded word tokens of `text` that are not function words, in order (repeats kept)."""
+    return list(_content_words(text))
+
+
+@lru_cache(maxsize=4096)
+def _content_words(text: str) -> tuple[str, ...]:
+    # Chunks come back turn after turn (and question after question): their words are computed once.
+    return tuple(w for w in _WORD_RE.findall(fold(text)) if w not in FUNCTION_WORDS)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """
+    One title the policy may follow, with the evidence for it.
+
+    :param title: The document title.
+    :param score: The combined score (higher is better).
+    :param chunk_rank: Rank (0-based, best first) of the chunk that mentions it.
+    :param chunk_title: Title of that chunk.
+    :param lookahead: Share (0..1) of the question's open words found in the title's page.
+    :param shared: Those shared words, for the trace.
+    :param specificity: Mean IDF of the mention's words over the store.
+    :param position: Where the mention starts in its chunk (0 = start, 1 = end).
+    """
+
+    title: str
+    score: float
+    chunk_rank: int
+    chunk_title: str
+    lookahead: float
+    shared: tuple[str, ...]
+    specificity: float
+    position: float
+
+    def explain(self) -> str:
+        """One line for the trace: why this candidate was chosen."""
+        shared = ", ".join(self.shared[:5]) or "none"
+        return (
+            f"{self.title!r}: named in chunk {self.chunk_rank + 1} ({self.chunk_title!r}); its page shares "
+            f"question words [{shared}] ({self.lookahead:.0%}); specificity {self.specificity:.1f}; "
+            f"score {self.score:.2f}"
+        )
+
+
+class PageIndex:
+    """
+    Store statistics for scoring: word document frequencies and each title's opening words.
+
+    Built once from the store's documents (title + content); at 100k chunks it holds about 20 MB.
+    """
+
+    def __init__(self, pages: Iterable[tuple[str, str]], page_words: int = PAGE_WORDS) -> None:
+        """
+        Index `(title, content)` pairs.
+
+        :param pages: The store's documents as `(title, content)`; several chunks of one title are merged.
+        :param page_words: Distinct opening content words kept per title (default 48).
+        """
+        self._vocab: dict[str, int] = {}
+        df: list[int] = []
+        self._pages: dict[str, array] = {}
+        n = 0
+        for title, content in pages:
+            n += 1
+            words = content_words(content or "")
+            ids = []
+            for w in dict.fromkeys(words):
+                i = self._vocab.get(w)
+                if i is None:
+                    i = self._vocab[w] = len(df)
+                    df.append(0)
+                df[i] += 1
+                ids.append(i)
+            if title:
+                kept = self._pages.get(title)
+                if kept is None or len(kept) < page_words:
+                    merged = list(dict.fromkeys([*(kept or ()), *ids[:page_words]]))[:page_words]
+                    self._pages[title] = array("I", merged)
+        self.documents = n
+        self._idf = [math.log(1 + n / d) for d in df]
+        self._max_idf = math.log(1 + max(n, 1))
+
+    def idf(self, word: str) -> float:
+        """IDF of a folded word over the store's chunks (an unseen word gets the highest IDF)."""
+        i = self._vocab.get(word)
+        return self._max_idf if i is None else self._idf[i]
+
+    def word_ids(self, words: Iterable[str]) -> dict[int, str]:
+        """Vocabulary ids of the words the store knows, mapped back to the word."""
+        return {self._vocab[w]: w for w in words if w in self._vocab}
+
+    def page(self, title: str) -> array:
+        """The title's opening word ids (empty when unknown)."""
+        return self._pages.get(title, array("I"))
+
+    def specificity(self, mention_words: Iterable[str]) -> float:
+        """Mean IDF of a mention's content words (0 when it has none)."""
+        words = [w for w in mention_words if w not in FUNCTION_WORDS]
+        return sum(self.idf(w) for w in words) / len(words) if words else 0.0
+
+
+@dataclass(frozen=True)
+class ScoringWeights:
+    """Weights of the candidate score (calibrated on one half of the HotpotQA sample, see docs/benchmarks.md)."""
+
+    lookahead: float = 4.0
+    specificity: float = 0.25
+    rank: float = 0.5
+    position: float = 0.5
+
+
+def open_question_words(question_words: list[str], chunk_text: str | set[str], title: str) -> list[str]:
+    """The question's content words that neither the mentioning chunk (its text or its word set) nor the
+    candidate's title contain."""
+    said = chunk_text if isinstance(chunk_text, set) else set(content_words(chunk_text))
+    named = set(content_words(title))
+    return list(dict.fromkeys(w for w in question_words if w not in said and w not in named))
+
+
+def score_candidate(
+    index: PageIndex,
+    title: str,
+    mention_words: list[str],
+    question_words: list[str],
+    chunk_text: str | set[str],
+    chunk_title: str,
+    chunk_rank: int,
+    position: float,
+    weights: ScoringWeights = ScoringWeights(),
+) -> Candidate:
+    """
+    Score one title mention (see the module docstring).
+
+    :param index: The store's statistics.
+    :param title: The mentioned title.
+    :param mention_words: The folded words of the mention as written in the chunk.
+    :param question_words: The question's content words (`content_words(question)`).
+    :param chunk_text: The mentioning chunk's content, or its `content_words` as a set (faster).
+    :param chunk_title: The mentioning chunk's title.
+    :param chunk_rank: Its rank among the scanned chunks (0 = best).
+    :param position: Relative start of the mention in the chunk (0..1).
+    :param weights: The score's weights.
+    :returns: The scored candidate.
+    """
+    open_words = open_question_words(question_words, chunk_text, title)
+    ids = index.word_ids(open_words)
+    page = index.page(title)
+    shared = [ids[i] for i in page if i in ids]
+    total = sum(index.idf(w) for w in open_words)
+    lookahead = sum(index.idf(w) for w in shared) / total if total else 0.0
+    specificity = index.specificity(mention_words)
+    score = (
+        weights.lookahead * lookahead
+        + weights.specificity * specificity
+        - weights.rank * chunk_rank
+        - weights.position * position
+    )
+    return Candidate(title, score, chunk_rank, chunk_title, lookahead, tuple(shared), specificity, position)

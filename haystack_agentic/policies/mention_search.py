@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Reverse-link follow-ups: search the chunks that *mention* a bridge entity, not only the entity's own page.
+
+In many multi-hop questions the next hop is not the page of the entity the first chunk names, but another page
+that mentions it ("Mountrail County" is named by the township's page; the county seat is on "Mountrail County
+Courthouse"), or the link runs the other way (the "Flavivirus" page mentions yellow fever). A *mentions* search
+asks BM25 for the entity together with the question's words that no retrieved chunk explains yet, and excludes the
+pages already retrieved (a `meta.title not in [...]` filter), so its one chunk is a new page.
+
+The entity is the most specific name in the best scanned chunk that the question does not contain: a title
+mention or a capitalised phrase, scored by specificity (IDF over the store) and how early it appears.
+"""
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from haystack import Document, logging
+
+from haystack_agentic.policies.entity_scoring import PageIndex, content_words
+
+logger = logging.getLogger(__name__)
+
+# A run of capitalised words, optionally joined by a few lower-case connectors ("Bank of America").
+_NAME_RE = re.compile(
+    r"\b[A-Z][\w'’-]*(?: +(?:(?:of|the|de|von|van|la|le|and|du|del|da) +)*[A-Z0-9][\w'’-]*)*", re.UNICODE
+)
+_MAX_NAME_WORDS = 6
+_SENTENCE_RE = re.compile(r"[^.!?]+(?:[.!?]+|$)")
+
+
+@dataclass(frozen=True)
+class MentionEntity:
+    """A name to search the mentions of, with why it was chosen."""
+
+    name: str
+    chunk_rank: int
+    chunk_title: str
+    specificity: float
+    position: float
+    score: float
+
+
+def entity_names(
+    pages: PageIndex, question: str, chunks: Sequence[Document], scan: int, rank_weight: float = 1.0
+) -> list[MentionEntity]:
+    """
+    Names in the best `scan` chunks that the question does not contain, most specific first.
+
+    :param pages: The store's statistics (IDF).
+    :param question: The user's question.
+    :param chunks: The chunks retrieved so far, in scan order.
+    :param scan: How many chunks to scan.
+    :param rank_weight: Score penalty per chunk rank.
+    :returns: The names (deduplicated, case-insensitively).
+    """
+    q_words = set(content_words(question))
+    q_weight = sum(pages.idf(w) for w in q_words) or 1.0
+    retrieved = {" ".join(content_words(c.meta.get("title") or "")) for c in chunks}
+    out: dict[str, MentionEntity] = {}
+    for rank, chunk in enumerate(chunks[:scan]):
+        text = chunk.content or ""
+        title = chunk.meta.get("title") or ""
+        title_words = set(content_words(title))
+        for sentence in _SENTENCE_RE.finditer(text):
+            near = q_words & set(content_words(sentence.group(0)))
+            proximity = sum(pages.idf(w) for w in near) / q_weight
+            for match in _NAME_RE.finditer(sentence.group(0)):
+                name = match.group(0).strip(" .'’-")
+                words = content_words(name)
+                if len(words) > _MAX_NAME_WORDS:
+                    continue  # a run of capitalised table cells, not a name
+                new = [w for w in words if w not in q_words and w not in title_words and not w.isdigit() and len(w) > 1]
+                if not new or len(new) < len(words) / 2 or " ".join(words) in retrieved:
+                    continue  # mostly the question's or the chunk's own subject, or a page already retrieved
+                specificity = pages.specificity(new)
+                position = (sentence.start() + match.start()) / max(len(text), 1)
+                score = 3.0 * proximity + 0.2 * specificity - rank_weight * rank - position
+                key = " ".join(words)
+                if key not in out or score > out[key].score:
+                    out[key] = MentionEntity(name, rank, title, specificity, position, score)
+    return sorted(out.values(), key=lambda e: (-e.score, e.chunk_rank, e.position, e.name))
+
+
+def mentions_search(
+    pages: PageIndex,
+    question: str,
+    chunks: Sequence[Document],
+    searched: Sequence[str],
+    scan: int,
+    top_k: int = 1,
+) -> dict[str, Any] | None:
+    """
+    The best mentions search, as retriever arguments plus `why`, or `None` when no name qualifies.
+
+    :param pages: The store's statistics.
+    :param question: The user's question.
+    :param chunks: The chunks retrieved so far, in scan order.
+    :param searched: The queries already made.
+    :param scan: How many chunks to scan for names.
+    :param top_k: Chunks to retrieve.
+    :returns: `{"query", "filters", "top_k", "why"}` or `None`.
+    """
+    said = {w for c in chunks for w in content_words(c.content or "")}
+    open_words = [w for w in dict.fromkeys(content_words(question)) if w not in said]
+    done = {s.strip().lower() for s in searched}
+    for entity in entity_names(pages, question, chunks, scan):
+        query = " ".join([entity.name, *open_words]) if open_words else f"{entity.name} {question}"
+        if query.strip().lower() in done:
+            continue
+        titles = sorted({c.meta.get("title") for c in chunks if c.meta.get("title")})
+        filters = {"field": "meta.title", "operator": "not in", "value": titles} if titles else None
+        why = (
+            f"mentions of {entity.name!r} (named in chunk {entity.chunk_rank + 1}, {entity.chunk_title!r}; "
+            f"specificity {entity.specificity:.1f}) with the question's open words [{', '.join(open_words[:6])}]"
+        )
+        return {"query": query, "filters": filters, "top_k": top_k, "why": why}
+    return None
+
+
+def covers_open_words(question: str, chunks: Sequence[Document], newest: Sequence[Document]) -> bool:
+    """
+    Whether the last follow-up's chunks say every question word that the other chunks do not (the chain is done).
+
+    :param question: The user's question.
+    :param chunks: All chunks retrieved so far.
+    :param newest: The chunks the last follow-up returned.
+    :returns: `True` when at least one question word was open before the follow-up and all of them are now said.
+    """
+    new_ids = {c.id for c in newest}
+    said = {w for c in chunks if c.id not in new_ids for w in content_words(c.content or "")}
+    open_words = {w for w in content_words(question) if w not in said}
+    found = {w for c in newest for w in content_words(c.content or "")}
+    return bool(open_words) and open_words <= found
