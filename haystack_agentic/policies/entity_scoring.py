@@ -52,13 +52,18 @@ def normalise(text: str) -> str:
     """
     Fold text for matching: Unicode compatibility form, accents removed, lower case.
 
+    Only the accents of Latin, Greek and Cyrillic letters go (the Combining Diacritical Marks block, U+0300-U+036F:
+    "é" -> "e"); other scripts' combining marks are part of their letters and stay (Japanese voicing marks:
+    "ど" stays "ど", not "と"; Devanagari vowel signs).
+
     :param text: Any text (HTML entities such as `&amp;`, found in HotpotQA titles, are decoded).
-    :returns: The folded text.
+    :returns: The folded text (NFC).
     """
     if text.isascii() and "&" not in text:
         return text.lower()  # NFKD and entity decoding change nothing here: the common case, fast
     text = unicodedata.normalize("NFKD", html.unescape(text))
-    return "".join(c for c in text if not unicodedata.combining(c)).lower()
+    kept = "".join(c for c in text if not "\u0300" <= c <= "\u036f")
+    return unicodedata.normalize("NFC", kept).lower()
 
 
 def content_words(text: str) -> list[str]:

@@ -231,6 +231,10 @@ class BridgeEntityRouter:
                 policy = self._current_policy()
             else:
                 policy = self._policy
+            # The evidence check's refusal names what is missing: that search comes before the policy's own.
+            searched_again = self._search_missing_evidence(state, turn)
+            if searched_again is not None:
+                return searched_again
             searches = [step for step in state.tool_history if step.action == "search"]
             latest = searches[-1].returned_chunk_ids if len(searches) > 1 else ()
             proposals = policy.next_searches(state.question, list(state.chunks), searched, latest)
@@ -238,9 +242,6 @@ class BridgeEntityRouter:
                 best = proposals[0]
                 why = best.get("why") or "bridge entity"
                 return self._search(state, turn, best["query"], best["top_k"], why, extra_filters=best["filters"])
-            searched_again = self._search_missing_evidence(state, turn)
-            if searched_again is not None:
-                return searched_again
         if not state.chunks:
             # Nothing found at all: say so instead of letting the answer LLM answer from no evidence.
             step = ToolStep(iteration=turn, action="give_up", result="no chunks found")
