@@ -42,6 +42,29 @@ def short_id(doc_id: str) -> str:
     return doc_id[:SHORT_ID_CHARS] if _HASH_LIKE.fullmatch(doc_id) else doc_id
 
 
+def numbered_chunks(heading: str, documents: Sequence[Document], preview_chars: int, shown: Iterable[str] = ()) -> str:
+    """
+    Chunks as the model reads them in a tool result: a heading line, then per chunk `[n] id=<short id> title=...` and
+    its text cut at `preview_chars` (`[...]` marks the cut); a chunk in `shown` is referenced, `[already shown]`.
+
+    :param heading: The first line, e.g. `3 result(s) for "query":`.
+    :param documents: The chunks, in the order the model sees them.
+    :param preview_chars: Most characters of each chunk's text.
+    :param shown: Ids of the chunks an earlier result already showed. Default: none.
+    :returns: The text.
+    """
+    shown = set(shown)
+    lines = [heading]
+    for number, doc in enumerate(documents, start=1):
+        title = (doc.meta or {}).get("title")
+        content = (doc.content or "").strip()
+        if len(content) > preview_chars:
+            content = content[:preview_chars].rstrip() + " [...]"
+        header = f"[{number}] id={short_id(doc.id)}" + (f" title={title}" if title else "")
+        lines.append(f"{header} [already shown]" if doc.id in shown else f"{header}\n{content}")
+    return "\n\n".join(lines)
+
+
 def first_words(doc: Document, limit: int = DIGEST_LINE_CHARS) -> str:
     """
     The start of a chunk's text on one line, without its title when the text starts with it.

@@ -26,6 +26,8 @@ from haystack.dataclasses import ChatMessage, ToolCall
 from haystack.tools import Tool
 from haystack.utils.filters import document_matches_filter
 
+from haystack_agentic.llm.result_digests import numbered_chunks
+
 logger = logging.getLogger(__name__)
 
 #: Most characters of one Document shown to the model in a tool result.
@@ -147,14 +149,7 @@ def format_tool_documents(tool_name: str, documents: list[Document], preview_cha
     """
     if not documents:
         return f"No results from {tool_name}."
-    lines = [f"{len(documents)} result(s) from {tool_name}:"]
-    for number, doc in enumerate(documents, start=1):
-        title = (doc.meta or {}).get("title")
-        content = (doc.content or "").strip()
-        if len(content) > preview_chars:
-            content = content[:preview_chars].rstrip() + " [...]"
-        lines.append(f"[{number}] id={doc.id}" + (f" title={title}" if title else "") + f"\n{content}")
-    return "\n\n".join(lines)
+    return numbered_chunks(f"{len(documents)} result(s) from {tool_name}:", documents, preview_chars)
 
 
 def _is_documents(value: Any) -> bool:

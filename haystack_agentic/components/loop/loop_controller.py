@@ -21,7 +21,7 @@ from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step
 from haystack_agentic.indexing.collections import and_filters, resolve_scope, scope_filter
 from haystack_agentic.indexing.collection_lookup import CollectionLookup
 from haystack_agentic.dataclasses.pending_search import pending_search_step, result_in_place
-from haystack_agentic.llm.result_digests import search_digest, short_id, shown_chunk_ids, with_digest
+from haystack_agentic.llm.result_digests import numbered_chunks, search_digest, shown_chunk_ids, with_digest
 from haystack_agentic.tracing import start_run, trace_search
 
 logger = logging.getLogger(__name__)
@@ -366,18 +366,10 @@ class LoopController:
         :param shown: Ids of the chunks shown in earlier results (a collection of str). Default: none.
         :returns: The tool result text.
         """
-        shown = set(shown)
         if not documents:
             return f'No results for "{query}". Try other words, or answer from what you have.'
-        lines = [f'{len(documents)} result(s) for "{query}":']
-        for number, doc in enumerate(documents, start=1):
-            title = (doc.meta or {}).get("title")
-            content = (doc.content or "").strip()
-            if len(content) > self.chunk_preview_chars:
-                content = content[: self.chunk_preview_chars].rstrip() + " [...]"
-            header = f"[{number}] id={short_id(doc.id)}" + (f" title={title}" if title else "")
-            lines.append(f"{header} [already shown]" if doc.id in shown else f"{header}\n{content}")
-        return "\n\n".join(lines)
+        heading = f'{len(documents)} result(s) for "{query}":'
+        return numbered_chunks(heading, documents, self.chunk_preview_chars, shown)
 
     def to_dict(self) -> dict[str, Any]:
         """
