@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import textwrap
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -258,7 +259,7 @@ def print_trace(console: Console, question: str, result: dict[str, Any], seconds
             where = f" in {', '.join(step['collections'])}" if step.get("collections") else ""
             line += f"{where} -> {len(found)} chunk(s): {names}"
         elif step.get("result") and step["action"] != "search":
-            line += f"  ({step['result'][:120]})"
+            line += f"  ({textwrap.shorten(step['result'], 120, placeholder=' ...')})"
         console.print(printable(line), highlight=False, markup=False)
     answer = result.get("answer")
     shown = printable(answer) if answer is not None else "(no answer)"
