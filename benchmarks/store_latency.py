@@ -104,6 +104,7 @@ def question_loop(store, retriever, embedder=None):
         controller=LoopController(max_iterations=router.max_follow_ups + 2, chunk_cap=router.max_chunks),
         answerer=RetrievalOnlyAnswerer(),
         fallback=RetrievalOnlyAnswerer(),
+        check_evidence=False,  # retrieval only: the evidence check's cost is benchmarks/evidence_check.py's
     )
     pipeline.warm_up()  # the router indexes the store's titles once
 
