@@ -26,7 +26,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 from haystack import logging
 
 from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
@@ -87,22 +86,17 @@ def pipeline_config(
     from haystack_agentic.evaluation.runner import EvalConfig
     from haystack_agentic.indexing.indexer import write_documents
     from haystack_agentic.pipelines.loop_loading import (
-        REQUIRED_COMPONENTS,
         isolate_in_memory_stores,
         pipeline_from_dict,
+        read_loop_yaml,
         retriever_store,
         set_store_uri,
         store_addresses,
     )
 
     path = resolve_pipeline(spec)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
-    components = data.get("components") if isinstance(data, dict) else None
-    if not isinstance(components, dict) or any(n not in components for n in REQUIRED_COMPONENTS):
-        raise ValueError(f"{path} is not an agentic-loop pipeline (it needs {', '.join(REQUIRED_COMPONENTS)}).")
+    data = read_loop_yaml(path)
+    components = data["components"]
     if not with_answer:
         components["answerer"] = {"type": _RETRIEVAL_ONLY, "init_parameters": {}}
         if "fallback" in components:

@@ -62,6 +62,29 @@ def packaged_pipeline_for(llm: str, mode: str = "tools", base_url: str | None = 
     return pipeline_path("agentic_rag_json" if mode == "json" else "agentic_rag")
 
 
+def read_loop_yaml(path: Path) -> dict[str, Any]:
+    """
+    Read a loop pipeline YAML into its dict, checking it has the loop's components.
+
+    :param path: The YAML file.
+    :returns: The pipeline dict (its `components` a dict holding every name in `REQUIRED_COMPONENTS`).
+    :raises ValueError: If the file cannot be read or parsed, or is not a loop pipeline (the message says which
+        components are missing).
+    """
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
+    components = data.get("components") if isinstance(data, dict) else None
+    missing = [n for n in REQUIRED_COMPONENTS if not isinstance(components, dict) or n not in components]
+    if missing:
+        raise ValueError(
+            f"{path} is not an agentic-loop pipeline: it has no component named {', '.join(missing)}. "
+            "Start from a file in the packaged pipelines/ folder."
+        )
+    return data
+
+
 def load_loop_pipeline(
     path: Path | str,
     *,
@@ -83,17 +106,8 @@ def load_loop_pipeline(
     :raises ValueError: If the file cannot be read, is not a loop pipeline, or does not load.
     """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
-    components = data.get("components") if isinstance(data, dict) else None
-    missing = [n for n in REQUIRED_COMPONENTS if not isinstance(components, dict) or n not in components]
-    if missing:
-        raise ValueError(
-            f"{path} is not an agentic-loop pipeline: it has no component named {', '.join(missing)}. "
-            "Start from a file in the packaged pipelines/ folder."
-        )
+    data = read_loop_yaml(path)
+    components = data["components"]
     for spec in components.values():
         params = spec.setdefault("init_parameters", {}) or {}
         if str(spec.get("type", "")).endswith("LoopController") and max_iterations:
