@@ -20,6 +20,7 @@ Run:
     python benchmarks/evidence_check.py calibrate
     python benchmarks/evidence_check.py report [--limit N] [--json out.json]
     python benchmarks/evidence_check.py speed        # ms per check: wall and CPU time, 60 checks of 6 chunks
+    python benchmarks/evidence_check.py casing       # the same questions typed without capitals
 """
 
 import argparse
@@ -160,12 +161,42 @@ def speed(hotpotqa: Path, checks: int = 60) -> dict:
     return out
 
 
+def casing(hotpotqa: Path, musique: Path, limit: int | None) -> dict:
+    """
+    Does a question typed without capitals get the same verdict? Per question (no loop, no store): its gold
+    paragraphs as the chunks (should pass) and its first 6 distractors (should be refused; distractors are chosen
+    to look like the answer), for the question as written and lower-cased.
+    """
+    from haystack import Document  # noqa: PLC0415
+
+    out: dict = {}
+    for name, path in (("HotpotQA", hotpotqa), ("MuSiQue", musique)):
+        rows = load_hotpotqa_questions(path)[:limit]
+        for label, checker in (("offline (MiniLM)", EvidenceChecker()), ("lexical", EvidenceChecker(embedding_model=None))):
+            checker.warm_up()
+            counts = {"gold passed": [0, 0], "distractors refused": [0, 0]}
+            for row in rows:
+                gold = {title for title, _ in row["supporting_facts"]}
+                docs = [Document(content=f"{t}\n{''.join(s)}", meta={"title": t}) for t, s in row["context"]]
+                chunk_sets = {"gold passed": [d for d in docs if d.meta["title"] in gold],
+                              "distractors refused": [d for d in docs if d.meta["title"] not in gold][:6]}
+                for kind, chunks in chunk_sets.items():
+                    for i, question in enumerate((row["question"], row["question"].lower())):
+                        sufficient = checker.check(question, chunks)["sufficient"]
+                        counts[kind][i] += sufficient if kind == "gold passed" else not sufficient
+            figures = {kind: {"as written": c[0] / len(rows), "lower-cased": c[1] / len(rows)} for kind, c in counts.items()}
+            out[f"{name} / {label}"] = {"questions": len(rows), **figures}
+            print(f"{name} ({len(rows)} q), {label}: " + "; ".join(
+                f"{kind} {f['as written']:.1%} as written, {f['lower-cased']:.1%} lower-cased" for kind, f in figures.items()))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["calibrate", "report", "speed"])
+    parser.add_argument("command", choices=["calibrate", "report", "speed", "casing"])
     parser.add_argument("--hotpotqa", type=Path, default=DEFAULT_HOTPOTQA)
     parser.add_argument("--musique", type=Path, default=DEFAULT_MUSIQUE)
-    parser.add_argument("--limit", type=int, help="report: only the first N questions of each set")
+    parser.add_argument("--limit", type=int, help="report, casing: only the first N questions of each set")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args()
     if args.command == "calibrate":
@@ -173,6 +204,8 @@ def main() -> None:
         print(json.dumps(out, indent=2))
     elif args.command == "speed":
         out = speed(args.hotpotqa)
+    elif args.command == "casing":
+        out = casing(args.hotpotqa, args.musique, args.limit)
     else:
         out = report(args.hotpotqa, args.musique, args.limit)
     if args.json:

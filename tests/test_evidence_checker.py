@@ -22,7 +22,7 @@ from haystack_agentic import (
 )
 from haystack_agentic.components.evidence.evidence_checker import DEFAULT_GIVE_UP_TEMPLATE
 from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
-from haystack_agentic.evidence.features import chunk_title, key_entities, lexical_coverage
+from haystack_agentic.evidence.features import chunk_title, key_entities, lexical_coverage, truecase
 from haystack_agentic.evidence.similarity import chunk_head
 from haystack_agentic.evidence.judge import parse_verdict
 from haystack_agentic.resources import sample_corpus_path
@@ -192,6 +192,47 @@ def test_a_question_that_names_nothing_is_never_sufficient(sample_store, questio
     verdict = EvidenceChecker(embedding_model=None).check(question, chunks)
     assert verdict["sufficient"] is False and verdict["score"] == 0.0
     assert "names nothing to look for" in verdict["reason"]
+
+
+def test_truecase_restores_names_as_the_chunks_write_them(sample_rows):
+    row = next(r for r in sample_rows if r["question"].startswith("Where is the headquarter"))  # Dow AgroSciences
+    texts = [f"{t}\n{''.join(s)}" for t, s in row["context"]]
+    restored = truecase(row["question"].lower(), texts)
+    assert "Dow AgroSciences" in restored and "American" in restored
+    assert "headquarter of the" in restored  # stopwords and common words stay as typed
+    # Every name of the original is found again; a word a chunk capitalises inside a name ("Dow Chemical
+    # Company") may come along as one more.
+    assert {e for e, _ in key_entities(row["question"])} <= {e for e, _ in key_entities(restored)}
+    assert truecase(row["question"], []) == row["question"]  # a question with capitals is left alone
+    assert truecase("who founded zyxwv?", texts) == "who founded zyxwv?"  # no chunk names it
+
+
+def test_a_question_typed_without_capitals_is_checked_like_the_same_question_with_them(sample_rows):
+    """Over each question's 8 distractors, the lower-cased question is refused about as often as the original;
+    before `truecase` its entity features read "all found" and it passed nearly always (docs/benchmarks.md)."""
+    checker = lexical()
+    refused = {"original": 0, "lower": 0}
+    rows = sample_rows[:60]
+    for row in rows:
+        gold = {title for title, _ in row["supporting_facts"]}
+        distractors = [Document(content=f"{t}\n{''.join(s)}", meta={"title": t}) for t, s in row["context"]
+                       if t not in gold]
+        refused["original"] += not checker.check(row["question"], distractors)["sufficient"]
+        refused["lower"] += not checker.check(row["question"].lower(), distractors)["sufficient"]
+    assert refused["lower"] >= 0.75 * refused["original"]
+
+
+@needs_minilm
+@pytest.mark.parametrize("question", ["hello", "thanks!"])
+def test_chunks_unrelated_to_the_question_are_never_sufficient(sample_store, question):
+    """A greeting matches a song title in the shipped corpus; its lexical features read "all found", but no
+    passage is about it (MiniLM similarity far below any answerable question's, see evidence/scoring.py)."""
+    chunks = InMemoryBM25Retriever(document_store=sample_store).run(query=question, top_k=4)["documents"]
+    verdict = EvidenceChecker().check(question, chunks)
+    assert verdict["sufficient"] is False and verdict["score"] == 0.0
+    if chunks:
+        assert verdict["features"]["similarity"] < 0.15
+        assert "no passage is about the question" in verdict["reason"]
 
 
 def test_bad_settings_are_clear_errors():

@@ -60,6 +60,8 @@ HEAD_CHARS = 150
 TITLE_CHARS = 120
 
 _TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+_WORD_RE = re.compile(r"\w+(?:['’.&-]\w+)*", re.UNICODE)
+_SENTENCE_ENDS = frozenset(".!?:;\n\"“")
 _PARENTHETICAL_RE = re.compile(r"\s*\([^)]*\)\s*$")
 _POSSESSIVE_RE = re.compile(r"(\w)['’]s\b")
 # A quoted string, or a run of capitalised words / numbers joined by a few lower-case connectors.
@@ -135,6 +137,38 @@ def key_entities(question: str) -> list[tuple[str, tuple[str, ...]]]:
         if not any(other != toks and _contains(other, toks) for other in found)
     ]
     return kept
+
+
+def truecase(question: str, texts: Sequence[str]) -> str:
+    """
+    A question typed without capitals, with its words capitalised as the chunks write them.
+
+    `key_entities` finds names by their capitals, so "who wrote big stone gap" has none and every entity feature
+    would read "all found" (on the shared HotpotQA sample, lower-cased questions passed the check over unrelated
+    chunks 4 times as often). A word takes the capitalised form a chunk gives it where it does not open a
+    sentence; stopwords and words no chunk writes capitalised stay as typed. A name no chunk contains cannot be
+    restored: its words still count as content words.
+
+    :param question: The question.
+    :param texts: The chunks' texts.
+    :returns: The question with words capitalised, or `question` itself when it has any capital letter.
+    """
+    if any(c.isupper() for c in question):
+        return question
+    capitalised: dict[str, str] = {}
+    for text in texts:
+        for match in _WORD_RE.finditer(text):
+            word = match.group(0)
+            if word[0].isupper() and word.lower() not in capitalised:
+                before = text[: match.start()].rstrip()
+                if before and before[-1] not in _SENTENCE_ENDS:
+                    capitalised[word.lower()] = word
+
+    def restore(match: re.Match) -> str:
+        word = match.group(0)
+        return word if word in QUESTION_STOPWORDS else capitalised.get(word, word)
+
+    return _WORD_RE.sub(restore, question)
 
 
 def content_words(question: str) -> list[str]:
@@ -249,7 +283,7 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
     joined = [" " + " ".join(toks) + " " for toks in chunk_tokens]
     heads = [" " + " ".join(tokens(t[:HEAD_CHARS])) + " " for t in texts]
     chunk_sets = [set(toks) for toks in chunk_tokens]
-    entities = key_entities(question)
+    entities = key_entities(truecase(question, texts))
     entity_scores = []
     entity_subjects = []
     entity_titles: list[bool | None] = []

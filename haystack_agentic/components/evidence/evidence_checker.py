@@ -11,7 +11,7 @@ from haystack_agentic.components.embedders.minilm_text_embedder import PACKAGED_
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.features import chunk_title, lexical_coverage
 from haystack_agentic.evidence.judge import DEFAULT_EVIDENCE_PROMPT, parse_verdict
-from haystack_agentic.evidence.scoring import LEXICAL_MODEL, OFFLINE_MODEL, EvidenceModel
+from haystack_agentic.evidence.scoring import LEXICAL_MODEL, MIN_SIMILARITY, OFFLINE_MODEL, EvidenceModel
 from haystack_agentic.evidence.similarity import QuestionChunkSimilarity
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error
 from haystack_agentic.llm.prompts import render
@@ -62,7 +62,9 @@ class EvidenceChecker:
     words in one chunk or two linked chunks, and the MiniLM similarity of the question to its closest chunk's title
     and first sentence, combined by a logistic model calibrated on HotpotQA (see
     `haystack_agentic/evidence/scoring.py` and docs/benchmarks.md). Without the packaged MiniLM the lexical features
-    alone are used, with their own calibrated weights. A `json`-mode `reflect` or
+    alone are used, with their own calibrated weights. A closest chunk with a similarity below
+    `MIN_SIMILARITY` (0.15) is never sufficient (score 0). A question typed without capitals has its names restored
+    as the chunks write them (`features.truecase`) before its key entities are found. A `json`-mode `reflect` or
     `draft` request passes through unchecked.
 
     ### Usage example
@@ -200,8 +202,13 @@ class EvidenceChecker:
         score = model.score(features) if chunks and checkable else 0.0
         missing = coverage.missing_entities or coverage.entities_without_passage or coverage.missing_words
         reason = _reason(coverage, features, bool(chunks)) if checkable else UNCHECKABLE_REASON
+        # A closest chunk this far from the question is not about it, however many of its words it holds.
+        unrelated = bool(chunks) and features.get("similarity", 1.0) < MIN_SIMILARITY
+        if unrelated and checkable:
+            score = 0.0
+            reason = f"no passage is about the question (closest similarity {features['similarity']:.2f}, below {MIN_SIMILARITY})"
         return {
-            "sufficient": bool(chunks) and checkable and score >= threshold,
+            "sufficient": bool(chunks) and checkable and not unrelated and score >= threshold,
             "score": round(score, 4),
             "threshold": threshold,
             "method": model.name,
