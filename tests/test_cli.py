@@ -253,3 +253,35 @@ def test_eval_out_that_is_a_file_is_refused_before_the_run(tmp_path, store_env, 
     assert main(["eval", "--no-answer", "--limit", "2", "--out", str(taken)]) == 2
     assert f"--out {taken} is a file: pass a folder" in capsys.readouterr().err
     assert taken.read_text() == "keep me"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["who?", "--mode", "json"], "--mode applies to an OpenAI-compatible LLM"),
+        (["who?", "--llm", "embedded", "--base-url", "http://127.0.0.1:9/v1"], "--base-url applies to"),
+        (["x" * 5000], "the limit is 4000"),
+        (["Who directed Big Stone Gap?", "--collection", "nope"], "Unknown collection(s) 'nope'"),
+    ],
+)
+def test_ask_refuses_bad_arguments_before_any_model_loads(args, says, sample_store, capsys, monkeypatch):
+    from haystack_agentic.cli import ask
+
+    monkeypatch.setattr(ask, "prepare_grounder", lambda *_: pytest.fail("models loaded before the checks"))
+    assert main(["ask", *args]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+
+
+def test_ask_base_url_alone_picks_the_openai_compatible_pipeline(store_env, monkeypatch):
+    from haystack_agentic.cli import ask
+
+    chosen = {}
+
+    def fake_load(args, llm):
+        chosen["llm"] = llm
+        raise ask.CLIError("stop here")
+
+    monkeypatch.setattr(ask, "load_pipeline", fake_load)
+    assert main(["ask", "Who?", "--base-url", "http://127.0.0.1:9/v1"]) == 2
+    assert chosen["llm"] == "openai"

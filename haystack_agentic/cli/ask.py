@@ -77,7 +77,7 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
     ask.add_argument("question", help="The question.")
     ask.add_argument("--json", action="store_true", help="Print the result as JSON.")
     ask.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")
-    ask.add_argument("--mode", choices=["tools", "json"], default="tools", help="Router mode for --llm openai.")
+    ask.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
     ask.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
     ask.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
     ask.add_argument("--pipeline", help="A pipeline YAML to run instead of the packaged one.")
@@ -202,7 +202,7 @@ def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
     from haystack_agentic.resources import pipeline_path  # noqa: PLC0415
     model = args.model or os.environ.get(ENV_MODEL)
     try:
-        packaged = packaged_pipeline_for(llm, args.mode, args.base_url)
+        packaged = packaged_pipeline_for(llm, args.mode or "tools", args.base_url)
         backend = getattr(args, "backend", "memory")
         store_uri = getattr(args, "uri", None)
         if backend != "memory" and not args.pipeline:
@@ -397,6 +397,18 @@ def prepare_grounder(pipeline: Pipeline, llm: str, err: Console) -> None:
     pipeline.connect("grounder.state", "result.state")
 
 
+def hide_model_progress_bars() -> None:
+    """Turn off the progress bars transformers and huggingface_hub print while loading weights (`--quiet`)."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    try:
+        from huggingface_hub.utils import disable_progress_bars  # noqa: PLC0415
+        from transformers.utils import logging as transformers_logging  # noqa: PLC0415
+    except ImportError:
+        return
+    disable_progress_bars()
+    transformers_logging.disable_progress_bar()
+
+
 def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     from haystack.core.errors import PipelineRuntimeError  # noqa: PLC0415
     from rich.console import Console  # noqa: PLC0415
@@ -410,13 +422,28 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
         filters = validate_filters(json.loads(args.filters) if args.filters else None)
     except ValueError as exc:
         raise CLIError(f"--filters is not a valid Haystack filter: {exc}") from exc
-    llm = choose_llm(args.llm)
+    llm = "openai" if args.llm == "auto" and args.base_url else choose_llm(args.llm)
+    if llm == "embedded" and not args.pipeline:
+        given = [flag for flag, value in (("--mode", args.mode), ("--base-url", args.base_url)) if value]
+        if given:
+            raise CLIError(
+                f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to an OpenAI-compatible LLM; the embedded LLM runs the bridge-entity "
+                "policy (no router mode, no server). Add --llm openai, or drop them."
+            )
+    quiet = args.quiet or args.json
+    if quiet:
+        hide_model_progress_bars()
     pipeline = load_pipeline(args, llm)
     explicit_store = bool(args.store or store_path_from_env())
     store_path = Path(args.store) if args.store else default_store_path()
-    quiet = args.quiet or args.json
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)
     load_store_into(pipeline, store_path, err, quiet, auto_index=not explicit_store)
+    controller = pipeline.graph.nodes.get("controller", {}).get("instance")
+    if hasattr(controller, "validate_inputs"):  # an over-long question, an unknown collection: before models load
+        try:
+            controller.validate_inputs(query=question, filters=filters, collections=args.collection)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from exc
     prepare_grounder(pipeline, llm, err)
     if getattr(args, "on_insufficient_evidence", None):
         set_evidence_policy(pipeline, args.on_insufficient_evidence)

@@ -278,7 +278,20 @@ class LoopController:
         if self.document_store is None:
             self._collections = CollectionLookup(document_store)
 
-    def _start(self, query: Any, filters: dict[str, Any] | None, collections: Any = None, messages: Any = None) -> LoopState:
+    def validate_inputs(
+        self, query: Any = None, filters: Any = None, collections: Any = None, messages: Any = None
+    ) -> tuple[str, tuple[ChatMessage, ...], dict[str, Any] | None, dict[str, str] | None]:
+        """
+        Check a run's inputs as `run` does on its first visit, without starting a run (e.g. before loading models).
+
+        :param query: The question, or `None` with `messages`.
+        :param filters: Haystack metadata filters, or `None`.
+        :param collections: The collection scope, or `None`.
+        :param messages: The conversation, or `None` with `query`.
+        :returns: `(question, conversation, filters with the scope's filter added, scope)`.
+        :raises InvalidLoopInput: As `run` does: an empty or over-long question, both or neither of `query` and
+            `messages`, filters that are not a dict, or a collection the store does not hold.
+        """
         conversation: tuple[ChatMessage, ...] = ()
         if messages is not None:
             if query is not None:
@@ -295,6 +308,10 @@ class LoopController:
             except ValueError as exc:
                 raise InvalidLoopInput(str(exc)) from exc
             filters = and_filters(filters, scope_filter(collections, scope))
+        return question, conversation, filters, scope
+
+    def _start(self, query: Any, filters: dict[str, Any] | None, collections: Any = None, messages: Any = None) -> LoopState:
+        question, conversation, filters, scope = self.validate_inputs(query, filters, collections, messages)
         return start_run(LoopState(
             question=question,
             max_iterations=self.max_iterations,
