@@ -52,6 +52,9 @@ def hide_deploy_tools(server: Any) -> None:
     """
     Remove the deploy tools from an MCP server: `tools/list` leaves them out, `tools/call` refuses them.
 
+    A failed call's text loses hayhooks' "General unhandled error in call_tool for tool ...:" prefix, so a bad
+    input reads as what to fix (e.g. "422: ... the query is empty"), not as a server fault.
+
     :param server: A low-level `mcp.server.Server` (hayhooks' `create_mcp_server()`), its handlers registered.
     """
     from mcp import types
@@ -73,7 +76,13 @@ def hide_deploy_tools(server: Any) -> None:
             message = f"Unknown tool: {name}"
             content = [types.TextContent(type="text", text=message)]
             return types.ServerResult(types.CallToolResult(content=content, isError=True))
-        return await call_tool(request)
+        result = await call_tool(request)
+        if getattr(result.root, "isError", False):  # hayhooks frames every failure as an internal one
+            prefix = f"General unhandled error in call_tool for tool '{name}': "
+            for item in result.root.content:
+                if isinstance(item, types.TextContent) and item.text.startswith(prefix):
+                    item.text = item.text[len(prefix):]
+        return result
 
     server.request_handlers[types.ListToolsRequest] = list_allowed_tools
     server.request_handlers[types.CallToolRequest] = call_allowed_tool

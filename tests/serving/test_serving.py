@@ -95,6 +95,7 @@ async def test_mcp_client_lists_and_calls_the_tool(server):
             assert result["answer"] == f"Answer to: {QUESTION}"
             blank = await session.call_tool("scripted", {"query": "  "})
             assert blank.isError and "empty" in blank.content[0].text
+            assert not blank.content[0].text.startswith("General unhandled error"), blank.content[0].text
 
 
 @pytest.mark.parametrize(
