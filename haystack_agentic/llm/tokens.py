@@ -28,6 +28,8 @@ from haystack import logging
 from haystack.dataclasses import ChatMessage
 from haystack.token_counters.utils import _non_text_tokens, _render_message, _rendered_tools
 
+from haystack_agentic.llm.identity_memo import IdentityMemo
+
 logger = logging.getLogger(__name__)
 
 #: Tokens a chat template adds around each message (role markers, separators): ChatML spends 4-5.
@@ -46,7 +48,8 @@ class TokenCounter:
     """
     Counts the tokens of text and of chat prompts; subclasses say how one text is counted (`_count_text`).
 
-    Counts of texts are cached (the 1024 most recent), so counting a growing conversation again is cheap.
+    Counts of texts are cached (the 1024 most recent), and so is each message's count while the message lives
+    (`ChatMessage`s are not changed in place), so counting a growing conversation again is cheap.
     """
 
     #: Names the counter in logs and docs.
@@ -54,6 +57,7 @@ class TokenCounter:
 
     def __init__(self) -> None:
         self._cached_count: Callable[[str], int] = lru_cache(maxsize=1024)(self._count_text)
+        self._message_counts: IdentityMemo[int] = IdentityMemo()
 
     def _count_text(self, text: str) -> int:
         raise NotImplementedError
@@ -76,10 +80,14 @@ class TokenCounter:
         :param tools: The tools sent with them, if any.
         :returns: The token count.
         """
-        total = sum(self.count_text(_render_message(m)) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+        total = sum(self._message_counts.get(m, self._count_message) for m in messages)
         if tools:
             total += self.count_text(_rendered_tools(tools))
-        return total + _non_text_tokens(list(messages), tokens_per_image=85, tokens_per_file=1000)
+        return total
+
+    def _count_message(self, message: ChatMessage) -> int:
+        text = self.count_text(_render_message(message)) + MESSAGE_OVERHEAD_TOKENS
+        return text + _non_text_tokens([message], tokens_per_image=85, tokens_per_file=1000)
 
 
 class ConservativeTokenCounter(TokenCounter):
