@@ -59,3 +59,15 @@ def test_an_older_tool_result_is_digested_once_and_sent_the_same_every_turn():
     first, again = digest_older_results(conversation), digest_older_results(conversation)
     assert first[1].tool_call_result.result == "d" and first[1].tool_call_result.origin == origin
     assert again[1] is first[1] and first[0] is conversation[0] and first[2] is conversation[2]
+
+
+def test_tool_schemas_count_the_same_from_the_memo():
+    from haystack.tools import Tool
+
+    params = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+    tools = [Tool(name="search", description="Search.", parameters=params, function=lambda query: query)]
+    fresh = ConservativeTokenCounter()
+    first = fresh.count([], tools)
+    assert first > 0 and fresh.count([], tools) == first == ConservativeTokenCounter().count([], list(tools))
+    other = [Tool(name="search_all_the_documents", description="Search.", parameters=params, function=str)]
+    assert fresh.count([], other) > first  # other tool objects are counted, not taken from the memo

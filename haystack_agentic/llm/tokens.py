@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 #: Tokens a chat template adds around each message (role markers, separators): ChatML spends 4-5.
 MESSAGE_OVERHEAD_TOKENS = 5
+#: Tool lists whose schema token count a counter keeps (a router's tools are the same list every turn).
+_TOOL_COUNTS_KEPT = 64
 #: Seconds `tiktoken` may take to load an encoding (it downloads the file the first time) before we give up on it.
 TIKTOKEN_LOAD_TIMEOUT = 10.0
 
@@ -58,6 +60,7 @@ class TokenCounter:
     def __init__(self) -> None:
         self._cached_count: Callable[[str], int] = lru_cache(maxsize=1024)(self._count_text)
         self._message_counts: IdentityMemo[int] = IdentityMemo()
+        self._tool_counts: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}
 
     def _count_text(self, text: str) -> int:
         raise NotImplementedError
@@ -82,8 +85,22 @@ class TokenCounter:
         """
         total = sum(self._message_counts.get(m, self._count_message) for m in messages)
         if tools:
-            total += self.count_text(_rendered_tools(tools))
+            total += self._count_tools(tools)
         return total
+
+    def _count_tools(self, tools: Any) -> int:
+        """Tokens of the tool schemas; a list of the same tool objects as before is not rendered again."""
+        if not isinstance(tools, (list, tuple)):
+            return self.count_text(_rendered_tools(tools))
+        key = tuple(map(id, tools))
+        known = self._tool_counts.get(key)
+        if known is not None and all(a is b for a, b in zip(known[0], tools)):
+            return known[1]
+        tokens = self.count_text(_rendered_tools(tools))
+        if len(self._tool_counts) >= _TOOL_COUNTS_KEPT:
+            self._tool_counts.clear()
+        self._tool_counts[key] = (tuple(tools), tokens)  # the tools themselves: their ids stay theirs
+        return tokens
 
     def _count_message(self, message: ChatMessage) -> int:
         text = self.count_text(_render_message(message)) + MESSAGE_OVERHEAD_TOKENS
