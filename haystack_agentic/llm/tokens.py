@@ -184,15 +184,24 @@ def _hf_tokenizer(generator: Any) -> Any:
     return None
 
 
+@lru_cache(maxsize=256)
+def _encoding_name_for_model(tiktoken: Any, model: str) -> str | None:
+    """tiktoken's encoding name for a model, or `None` for a name it does not know (looked up once per name: an
+    unknown name, e.g. a local model's, scans all of tiktoken's prefixes and raises, on every turn otherwise)."""
+    try:
+        return tiktoken.encoding_name_for_model(model)
+    except KeyError:
+        return None
+
+
 def _tiktoken_counter(model: str) -> TiktokenTokenCounter | None:
     """A tiktoken counter for an OpenAI model name, or `None` (tiktoken missing, unknown model, encoding unloadable)."""
     try:
         import tiktoken  # noqa: PLC0415 - optional
     except ImportError:
         return None
-    try:
-        encoding_name = tiktoken.encoding_name_for_model(model)
-    except KeyError:
+    encoding_name = _encoding_name_for_model(tiktoken, model)
+    if encoding_name is None:
         return None
     with _LOCK:
         if encoding_name not in _TIKTOKEN:
