@@ -365,3 +365,20 @@ def test_an_unknown_call_option_is_a_type_error():
     with pytest.raises(TypeError, match=r"Unknown LLM call option\(s\) \['max_retry'\]"):
         call_generator(FlakyGenerator([]), LoopState(question="q"), "answer", [ChatMessage.from_user("q")],
                        max_retry=3)  # fmt: skip
+
+
+def test_a_first_attempt_that_succeeds_does_not_set_up_tenacity(monkeypatch):
+    from haystack_agentic.llm import retries
+
+    def refuse(**_):
+        raise AssertionError("tenacity set up for a call that did not fail")
+
+    monkeypatch.setattr(retries, "Retrying", refuse)
+    monkeypatch.setattr(retries, "AsyncRetrying", refuse)
+    policy = retries.RetryPolicy(max_retries=2, backoff=0.0, is_failure=lambda outcome: outcome == "failed")
+    assert policy.run(lambda: "ok") == "ok"
+
+    async def ok():
+        return "ok"
+
+    assert asyncio.run(policy.run_async(ok)) == "ok"

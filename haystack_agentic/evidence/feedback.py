@@ -6,7 +6,7 @@ check found missing (`missing_evidence_query`); `AgenticRouter` tells the contro
 accepted (`with_refusal_feedback` in tools mode, `refusal_note` in the json-mode prompt).
 """
 
-from haystack.dataclasses import ChatMessage
+from haystack.dataclasses import ChatMessage, ChatRole
 
 from haystack_agentic.dataclasses.loop_state import LoopState
 
@@ -54,7 +54,7 @@ def with_refusal_feedback(state: LoopState) -> LoopState:
     note = refusal_note(state)
     if note is None:
         return state
-    assistant = [i for i, message in enumerate(state.messages) if message.is_from("assistant")]
+    assistant = [i for i, message in enumerate(state.messages) if message.role == ChatRole.ASSISTANT]
     last_assistant = assistant[-1] if assistant else None
     if last_assistant is None:
         return state.with_messages(ChatMessage.from_user(note))

@@ -8,7 +8,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from haystack.dataclasses import ChatMessage
+from haystack.dataclasses import ChatMessage, ChatRole
 from haystack.utils.jinja2_sandbox import HaystackSandboxedEnvironment
 
 from haystack_agentic.llm.tokens import CONSERVATIVE, TokenCounter, longest_prefix_within
@@ -68,7 +68,7 @@ def fit_turns(
     counter = counter or CONSERVATIVE
     kept = list(turns)
     while kept and counter.count(kept) > budget_tokens:
-        oldest = next((i for i, m in enumerate(kept) if not m.is_from("system")), None)
+        oldest = next((i for i, m in enumerate(kept) if m.role != ChatRole.SYSTEM), None)
         if oldest is None:
             break
         del kept[oldest]

@@ -16,7 +16,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from haystack import Document
-from haystack.dataclasses import ChatMessage
+from haystack.dataclasses import ChatMessage, ChatRole
+
+from haystack_agentic.llm.identity_memo import IdentityMemo
 
 #: `meta` key of a tool message holding the digest the model is sent once a newer reply follows it.
 DIGEST_META_KEY = "digest"
@@ -123,15 +125,24 @@ def digest_older_results(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
     :param messages: The controller conversation (`LoopState.messages`).
     :returns: The messages to send.
     """
-    last_reply = max((i for i, m in enumerate(messages) if m.is_from("assistant")), default=-1)
+    last_reply = max((i for i, m in enumerate(messages) if m.role == ChatRole.ASSISTANT), default=-1)
     sent = list(messages)
     for index in range(last_reply):
-        message = sent[index]
-        digest = (message.meta or {}).get(DIGEST_META_KEY)
-        if message.tool_call_result is not None and isinstance(digest, str):
-            result = message.tool_call_result
-            sent[index] = ChatMessage.from_tool(tool_result=digest, origin=result.origin, error=result.error)
+        sent[index] = _DIGESTED.get(sent[index], _digested) or sent[index]
     return sent
+
+
+#: Each tool message's digested form, made once (the same message is sent digested every later turn).
+_DIGESTED: "IdentityMemo[ChatMessage | None]" = IdentityMemo()
+
+
+def _digested(message: ChatMessage) -> ChatMessage | None:
+    """The message to send in place of `message` if it is a tool result that carries a digest, else `None`."""
+    digest = (message.meta or {}).get(DIGEST_META_KEY)
+    if message.tool_call_result is not None and isinstance(digest, str):
+        result = message.tool_call_result
+        return ChatMessage.from_tool(tool_result=digest, origin=result.origin, error=result.error)
+    return None  # not the message itself: the memo would then keep it alive
 
 
 def shown_chunk_ids(tool_history: Iterable[Any]) -> set[str]:

@@ -21,7 +21,7 @@ keeps a pipeline input of a component in a cycle until the run ends.
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -162,26 +162,26 @@ def for_thread(callback: Callable[[StreamingChunk], Awaitable[None]]) -> Callabl
     return on_chunk
 
 
-def step_chunks(before: LoopState, after: LoopState | None) -> list[StreamingChunk]:
+def step_chunks(before: LoopState, after: LoopState | None) -> Iterator[StreamingChunk]:
     """
     Step events for the steps `after` recorded beyond `before`'s, and for a search whose chunks came back.
+
+    Lazy: nothing is built unless a callback consumes them (`emit`, `emit_async`).
 
     :param before: The state the component received.
     :param after: The state it sends on (or `None`).
     :returns: The events (chunks without text), in order.
     """
     if after is None:
-        return []
-    events = []
+        return
     known = len(before.tool_history)
     history = after.tool_history
     if before.pending is not None and after.pending is None:
         searched = next((s for s in reversed(history[:known]) if s.action == "search"), None)
         if searched is not None:
-            events.append(step_chunk(searched, "documents"))
+            yield step_chunk(searched, "documents")
     for step in history[known:]:
-        events.append(step_chunk(step, step.action))
-    return events
+        yield step_chunk(step, step.action)
 
 
 def step_chunk(step: ToolStep, event: str) -> StreamingChunk:
@@ -195,14 +195,14 @@ def step_chunk(step: ToolStep, event: str) -> StreamingChunk:
     return StreamingChunk(content="", meta={EVENT_META: event, STEP_META: step.to_dict()})
 
 
-def emit(callback: StreamingCallbackT | None, chunks: list[StreamingChunk]) -> None:
+def emit(callback: StreamingCallbackT | None, chunks: Iterable[StreamingChunk]) -> None:
     """Pass chunks to a sync callback (nothing without one)."""
     if callback is not None:
         for chunk in chunks:
             callback(chunk)
 
 
-async def emit_async(callback: StreamingCallbackT | None, chunks: list[StreamingChunk]) -> None:
+async def emit_async(callback: StreamingCallbackT | None, chunks: Iterable[StreamingChunk]) -> None:
     """Pass chunks to a sync or async callback (nothing without one)."""
     if callback is not None:
         for chunk in chunks:

@@ -28,10 +28,14 @@ from haystack import logging
 from haystack.dataclasses import ChatMessage
 from haystack.token_counters.utils import _non_text_tokens, _render_message, _rendered_tools
 
+from haystack_agentic.llm.identity_memo import IdentityMemo
+
 logger = logging.getLogger(__name__)
 
 #: Tokens a chat template adds around each message (role markers, separators): ChatML spends 4-5.
 MESSAGE_OVERHEAD_TOKENS = 5
+#: Tool lists whose schema token count a counter keeps (a router's tools are the same list every turn).
+_TOOL_COUNTS_KEPT = 64
 #: Seconds `tiktoken` may take to load an encoding (it downloads the file the first time) before we give up on it.
 TIKTOKEN_LOAD_TIMEOUT = 10.0
 
@@ -46,7 +50,8 @@ class TokenCounter:
     """
     Counts the tokens of text and of chat prompts; subclasses say how one text is counted (`_count_text`).
 
-    Counts of texts are cached (the 1024 most recent), so counting a growing conversation again is cheap.
+    Counts of texts are cached (the 1024 most recent), and so is each message's count while the message lives
+    (`ChatMessage`s are not changed in place), so counting a growing conversation again is cheap.
     """
 
     #: Names the counter in logs and docs.
@@ -54,6 +59,8 @@ class TokenCounter:
 
     def __init__(self) -> None:
         self._cached_count: Callable[[str], int] = lru_cache(maxsize=1024)(self._count_text)
+        self._message_counts: IdentityMemo[int] = IdentityMemo()
+        self._tool_counts: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}
 
     def _count_text(self, text: str) -> int:
         raise NotImplementedError
@@ -76,10 +83,28 @@ class TokenCounter:
         :param tools: The tools sent with them, if any.
         :returns: The token count.
         """
-        total = sum(self.count_text(_render_message(m)) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+        total = sum(self._message_counts.get(m, self._count_message) for m in messages)
         if tools:
-            total += self.count_text(_rendered_tools(tools))
-        return total + _non_text_tokens(list(messages), tokens_per_image=85, tokens_per_file=1000)
+            total += self._count_tools(tools)
+        return total
+
+    def _count_tools(self, tools: Any) -> int:
+        """Tokens of the tool schemas; a list of the same tool objects as before is not rendered again."""
+        if not isinstance(tools, (list, tuple)):
+            return self.count_text(_rendered_tools(tools))
+        key = tuple(map(id, tools))
+        known = self._tool_counts.get(key)
+        if known is not None and all(a is b for a, b in zip(known[0], tools)):
+            return known[1]
+        tokens = self.count_text(_rendered_tools(tools))
+        if len(self._tool_counts) >= _TOOL_COUNTS_KEPT:
+            self._tool_counts.clear()
+        self._tool_counts[key] = (tuple(tools), tokens)  # the tools themselves: their ids stay theirs
+        return tokens
+
+    def _count_message(self, message: ChatMessage) -> int:
+        text = self.count_text(_render_message(message)) + MESSAGE_OVERHEAD_TOKENS
+        return text + _non_text_tokens([message], tokens_per_image=85, tokens_per_file=1000)
 
 
 class ConservativeTokenCounter(TokenCounter):
@@ -159,15 +184,24 @@ def _hf_tokenizer(generator: Any) -> Any:
     return None
 
 
+@lru_cache(maxsize=256)
+def _encoding_name_for_model(tiktoken: Any, model: str) -> str | None:
+    """tiktoken's encoding name for a model, or `None` for a name it does not know (looked up once per name: an
+    unknown name, e.g. a local model's, scans all of tiktoken's prefixes and raises, on every turn otherwise)."""
+    try:
+        return tiktoken.encoding_name_for_model(model)
+    except KeyError:
+        return None
+
+
 def _tiktoken_counter(model: str) -> TiktokenTokenCounter | None:
     """A tiktoken counter for an OpenAI model name, or `None` (tiktoken missing, unknown model, encoding unloadable)."""
     try:
         import tiktoken  # noqa: PLC0415 - optional
     except ImportError:
         return None
-    try:
-        encoding_name = tiktoken.encoding_name_for_model(model)
-    except KeyError:
+    encoding_name = _encoding_name_for_model(tiktoken, model)
+    if encoding_name is None:
         return None
     with _LOCK:
         if encoding_name not in _TIKTOKEN:

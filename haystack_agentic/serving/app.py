@@ -12,11 +12,23 @@ safe to expose.
   pipeline without a chat interface becomes a 400 that says which endpoint to use. A YAML pipeline (served by
   hayhooks without our wrapper) that refuses its question answers 422 with the reason, not 500.
 
+Two things keep a question's CPU cost down (one worker runs every concurrent question on one event loop):
+- With hayhooks' tracing off (`HAYHOOKS_TRACING_ENABLED=false`: no `/traces` route), hayhooks would still copy every
+  Haystack span into its in-memory trace buffer, which nothing then reads: that copy is turned off too, unless
+  `HAYHOOKS_TRACING_INCLUDE_HAYSTACK_SPANS` is set explicitly.
+- Once the app has started (pipelines deployed, stores loaded), what start-up left in memory is moved out of the
+  garbage collector's reach (`gc.freeze()`): otherwise every full collection walks those objects again (several
+  hundred thousand with the shipped corpus; one such pass cost ~0.4 s of CPU on this machine).
+
 `create_app()` reads its settings from the environment, so uvicorn can build it in every worker
 (`uvicorn haystack_agentic.serving.app:create_app --factory`).
 """
 
+import gc
 import math
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -37,6 +49,8 @@ DEPLOY_PATHS = frozenset({"/deploy-yaml", "/deploy_files", "/undeploy/{pipeline_
 SELF_AUTHENTICATED_PREFIXES = ("/traces",)
 #: Longest string echoed back in an error response (a 5 MB question is not sent back whole).
 MAX_ECHOED_CHARS = 1000
+#: hayhooks' switch for copying Haystack spans into its trace buffer (read by `/traces`).
+TRACE_BUFFER_ENV = "HAYHOOKS_TRACING_INCLUDE_HAYSTACK_SPANS"
 
 
 def create_app(security: ServeSecurity | None = None) -> FastAPI:
@@ -49,7 +63,9 @@ def create_app(security: ServeSecurity | None = None) -> FastAPI:
     from hayhooks.server.app import create_app as create_hayhooks_app
 
     security = security or ServeSecurity.from_env()
+    skip_unread_trace_buffer()
     app = create_hayhooks_app()
+    app.router.lifespan_context = freeze_after_startup(app.router.lifespan_context)
     remove_deploy_routes(app)
     if security.allow_deploy:
         from hayhooks.server.routers.undeploy import router as undeploy_router
@@ -69,6 +85,44 @@ def create_app(security: ServeSecurity | None = None) -> FastAPI:
             open_prefixes=SELF_AUTHENTICATED_PREFIXES,
         )
     return app
+
+
+def skip_unread_trace_buffer() -> bool:
+    """
+    Stop hayhooks copying Haystack spans into its trace buffer when its tracing is off (no `/traces` route reads
+    the buffer then), unless `HAYHOOKS_TRACING_INCLUDE_HAYSTACK_SPANS` says otherwise. Call it before hayhooks
+    builds its app (it installs the copying tracer then).
+
+    :returns: Whether the copy was turned off.
+    """
+    from hayhooks.settings import settings
+
+    if settings.tracing_enabled or TRACE_BUFFER_ENV in os.environ:
+        return False
+    settings.tracing_include_haystack_spans = False
+    return True
+
+
+def freeze_after_startup(
+    lifespan: Callable[[Any], AbstractAsyncContextManager[Any]],
+) -> Callable[[Any], AbstractAsyncContextManager[Any]]:
+    """
+    `lifespan` (an ASGI app's start-up and shutdown), followed at the end of start-up by a last collection and
+    `gc.freeze()`: the objects start-up made (deployed pipelines, loaded documents, imported modules) live as long
+    as the process, and frozen they are no longer walked by every full garbage collection.
+
+    :param lifespan: The app's lifespan context factory (`app.router.lifespan_context`).
+    :returns: The wrapped factory.
+    """
+
+    @asynccontextmanager
+    async def frozen_lifespan(app: Any) -> AsyncIterator[Any]:
+        async with lifespan(app) as state:
+            gc.collect()
+            gc.freeze()
+            yield state
+
+    return frozen_lifespan
 
 
 def remove_deploy_routes(app: FastAPI) -> list[str]:

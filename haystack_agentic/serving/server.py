@@ -4,6 +4,10 @@ Running what `haystack-agentic serve` serves: the HTTP app (`serving.app`) and t
 in one process (both uvicorn servers on one event loop, sharing hayhooks' pipeline registry) or, with several
 HTTP workers, as uvicorn workers building the app from its factory plus one MCP process beside them.
 
+Both run on uvloop when it is installed (the `serve` extra installs it), as uvicorn's own `loop="auto"` does for its
+workers and for the MCP process; asyncio's default loop otherwise. uvicorn only picks the loop when it creates it,
+so the one-process path, which runs its two servers on a loop of its own, makes the same choice itself.
+
 The caller sets hayhooks' settings (`HAYHOOKS_*`) and ours (`ServeSecurity.to_env`) in the environment first:
 worker processes inherit them.
 """
@@ -14,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +50,22 @@ def run_servers(host: str, port: int, mcp_port: int, workers: int, directory: Pa
                 except subprocess.TimeoutExpired:
                     mcp.kill()
         return
-    asyncio.run(_serve_one_process(host, port, mcp_port))
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(_serve_one_process(host, port, mcp_port))
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """
+    The event loop to serve on: uvloop's when it is installed (as uvicorn's `loop="auto"` chooses), else `None`
+    (asyncio's default).
+
+    :returns: A loop factory for `asyncio.Runner`, or `None`.
+    """
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def start_mcp_process(host: str, port: int, directory: Path) -> subprocess.Popen:

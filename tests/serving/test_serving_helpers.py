@@ -90,3 +90,52 @@ def test_a_reply_stream_sends_the_answer_trimmed_and_every_step_once():
     assert "".join(contents) == "Greenwich Village" and contents[0] == "Green"
     assert [c.choices[0].delta.model_extra["agentic_step"]["step"]["action"] for c in end[:-2]] == ["evidence"]
     assert end[-1].choices == [] and end[-1].usage == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+
+def test_the_one_process_server_runs_on_uvloop_when_installed(monkeypatch):
+    import sys
+
+    from haystack_agentic.serving.server import event_loop_factory
+
+    uvloop = pytest.importorskip("uvloop")
+    assert event_loop_factory() is uvloop.new_event_loop
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # not installed: asyncio's own loop
+    assert event_loop_factory() is None
+
+
+def test_with_hayhooks_tracing_off_no_span_goes_to_its_unread_buffer(monkeypatch):
+    from hayhooks.settings import settings
+
+    from haystack_agentic.serving.app import TRACE_BUFFER_ENV, skip_unread_trace_buffer
+
+    monkeypatch.setattr(settings, "tracing_include_haystack_spans", True)
+    monkeypatch.delenv(TRACE_BUFFER_ENV, raising=False)
+    monkeypatch.setattr(settings, "tracing_enabled", True)
+    assert not skip_unread_trace_buffer() and settings.tracing_include_haystack_spans
+    monkeypatch.setenv(TRACE_BUFFER_ENV, "true")  # the operator asked for it
+    monkeypatch.setattr(settings, "tracing_enabled", False)
+    assert not skip_unread_trace_buffer() and settings.tracing_include_haystack_spans
+    monkeypatch.delenv(TRACE_BUFFER_ENV)
+    assert skip_unread_trace_buffer() and not settings.tracing_include_haystack_spans
+
+
+async def test_startup_objects_are_frozen_out_of_the_collector():
+    import gc
+    from contextlib import asynccontextmanager
+
+    from haystack_agentic.serving.app import freeze_after_startup
+
+    events = []
+
+    @asynccontextmanager
+    async def lifespan(app):
+        events.append("started")
+        yield {"state": 1}
+        events.append("stopped")
+
+    try:
+        async with freeze_after_startup(lifespan)(None) as state:
+            assert state == {"state": 1} and events == ["started"] and gc.get_freeze_count() > 0
+        assert events == ["started", "stopped"]
+    finally:
+        gc.unfreeze()
