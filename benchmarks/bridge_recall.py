@@ -12,6 +12,10 @@ Also reported: the share of follow-up searches that return a gold paragraph not 
 searches per question, and CPU milliseconds per follow-up decision (the policy alone, no retrieval). Questions are
 split into halves A/B by a hash of their id: weights were calibrated on half A; B is held out.
 
+`--corpus FILE` adds a file's paragraphs to every store without asking its questions: a HotpotQA/MuSiQue file's
+`context`, or a grounding file's (HaluEval) `context` strings, each one untitled Document (`meta.source` =
+the row's `source`), so `--pool --corpus grounding_sample.jsonl` pools EVERY shared data set.
+
 Run: `python benchmarks/bridge_recall.py --data examples/data/hotpotqa_dev_sample.jsonl --budget 6`
 """
 
@@ -24,27 +28,49 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from haystack import Document  # noqa: E402
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
 from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
 
 from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy  # noqa: E402
 
-#: The router's defaults (`BridgeEntityRouter`), and the policy before issue 14.
-SCORED = {"ranking": "scored", "mentions": True, "stop_when_covered": True}
+#: The router's defaults before the named-first scan (`BridgeEntityRouter`), the router's defaults now, and the
+#: policy before issue 14. Variants built on BEFORE_NAMED are the ones measured before the named-first rule.
+BEFORE_NAMED = {"ranking": "scored", "mentions": True, "stop_when_covered": True}
+SCORED = {**BEFORE_NAMED, "scan_named_first": True}
 VARIANTS: dict[str, dict] = {
     "one search": {"first_top_k": 6, "max_follow_ups": 0},
     "mention order (before issue 14)": {},
     "scored pages only": {"ranking": "scored"},
-    "scored + mentions + stop when covered (default)": SCORED,
-    "scored + mentions": {**SCORED, "stop_when_covered": False},
-    "scored + mentions, scan 3": {**SCORED, "stop_when_covered": False, "scan_top_chunks": 3},
-    "scored + mentions, 3 + 3 x 1": {**SCORED, "stop_when_covered": False, "first_top_k": 3, "max_follow_ups": 3},
+    "scored + mentions + stop when covered + named first (default)": SCORED,
+    "scored + mentions + stop when covered (before named first)": BEFORE_NAMED,
+    "scored + mentions": {**BEFORE_NAMED, "stop_when_covered": False},
+    "scored + mentions, scan 3": {**BEFORE_NAMED, "stop_when_covered": False, "scan_top_chunks": 3},
+    "scored + mentions, 3 + 3 x 1": {**BEFORE_NAMED, "stop_when_covered": False, "first_top_k": 3, "max_follow_ups": 3},
     "scored + mentions, 3 + 3 x 1, chain": {
-        **SCORED, "stop_when_covered": False, "first_top_k": 3, "max_follow_ups": 3, "chain": True
+        **BEFORE_NAMED, "stop_when_covered": False, "first_top_k": 3, "max_follow_ups": 3, "chain": True
     },
-    "scored + mentions, stop when linked": {**SCORED, "stop_when_covered": False, "stop_when_linked": True},
+    "scored + mentions, stop when linked": {**BEFORE_NAMED, "stop_when_covered": False, "stop_when_linked": True},
+    "default + chain": {**SCORED, "chain": True},
+    "before named first + chain": {**BEFORE_NAMED, "chain": True},
 }
+
+
+def corpus_documents(path: str) -> list[Document]:
+    """
+    The paragraphs of a `--corpus` file: HotpotQA/MuSiQue rows' `context` (titled), or grounding rows' `context`
+    string (untitled, deduplicated by text; the HaluEval knowledge has no title).
+    """
+    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    if rows and isinstance(rows[0].get("context"), list):
+        return hotpotqa_documents(load_hotpotqa_questions(path), title_in_content=True)
+    texts = dict.fromkeys(t.strip() for r in rows if isinstance(t := r.get("context"), str) and t.strip())
+    source = rows[0].get("source", Path(path).stem) if rows else Path(path).stem
+    return [
+        Document(id=hashlib.sha256(json.dumps([source, t]).encode()).hexdigest(), content=t, meta={"source": source})
+        for t in texts
+    ]
 
 
 def half(row: dict) -> str:
@@ -105,15 +131,20 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=6, help="chunk budget (final chunks kept), default 6")
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions of each file")
     parser.add_argument("--pool", action="store_true", help="one store pooling every file's paragraphs")
+    parser.add_argument("--corpus", action="append", default=[],
+                        help="extra paragraphs for every store, questions not asked (HotpotQA/MuSiQue/grounding JSONL)")
     parser.add_argument("--only", default=None, help="only variants whose name contains this text")
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
 
     datasets = [(Path(p).stem, load_hotpotqa_questions(p)) for p in args.data]
+    extra = [d for path in args.corpus for d in corpus_documents(path)]
     pooled = [d for _, rows in datasets for d in hotpotqa_documents(rows, title_in_content=True)] if args.pool else None
+    if pooled is not None:
+        pooled += extra
     figures: dict = {}
     for name, rows in datasets:
-        documents = pooled if pooled is not None else hotpotqa_documents(rows, title_in_content=True)
+        documents = pooled if pooled is not None else hotpotqa_documents(rows, title_in_content=True) + extra
         store = InMemoryDocumentStore()
         store.write_documents(documents)
         retriever = InMemoryBM25Retriever(store)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The scored bridge-entity rules (issue 14) on real paragraphs: tests/data/bridge_cases.jsonl holds three
+"""The scored bridge-entity rules (issue 14) on real paragraphs: tests/data/bridge_cases.jsonl holds four
 questions of the shared samples with all their paragraphs (HotpotQA: CC BY-SA 4.0; MuSiQue: CC BY 4.0)."""
 
 from pathlib import Path
@@ -17,6 +17,7 @@ from haystack_agentic.policies.mention_search import entity_names
 CASES = {row["id"]: row for row in load_hotpotqa_questions(Path(__file__).parent / "data" / "bridge_cases.jsonl")}
 TI_AUTOMOTIVE = "5a75642c5542996c70cfaeed"  # HotpotQA: "... investment firm that acquired TI Automotive ..."
 GMINA = "2hop__341176_711757"  # MuSiQue: "What other district is found in the same county as Gmina Stężyca?"
+TADAKHA = "5a74ee175542996c70cfae41"  # HotpotQA: "... best known for his role in the film Tadakha ..."
 
 
 def _setup(case_id: str, **kwargs):
@@ -116,6 +117,18 @@ def test_chain_scans_the_last_follow_up_first():
 )
 def test_short_answer_span(question, reply, chunks, expected):
     assert short_answer(question, reply, chunks) == expected
+
+
+def test_named_first_scans_the_page_the_question_names_even_when_it_ranks_low():
+    row, docs, _, named_first = _setup(TADAKHA, ranking="scored", mentions=True, scan_named_first=True)
+    by_title = {d.meta["title"]: d for d in docs}
+    others = [d for d in docs if d.meta["title"] not in {"Tadakha", "Naga Chaitanya"}][:3]
+    chunks = [*others, by_title["Tadakha"]]  # the first search of the full store: the named page ranks 4th
+    plain = BridgeEntityPolicy.from_documents(docs, ranking="scored", mentions=True)
+    assert "Naga Chaitanya" not in plain.next_searches(row["question"], chunks, [row["question"]])[0]["why"]
+    best = named_first.next_searches(row["question"], chunks, [row["question"]])[0]
+    assert best["filters"]["value"] == "Naga Chaitanya"
+    assert "named in chunk 1 ('Tadakha')" in best["why"]  # the trace says it was scanned first
 
 
 def test_stop_when_the_last_follow_up_says_every_open_question_word():

@@ -157,6 +157,7 @@ class BridgeEntityPolicy:
         chain: bool = False,
         stop_when_covered: bool = False,
         stop_when_linked: bool = False,
+        scan_named_first: bool = False,
     ) -> None:
         """
         Build the title index.
@@ -207,6 +208,8 @@ class BridgeEntityPolicy:
             question word the other chunks do not (default False: measured to cost recall).
         :param stop_when_linked: With `"scored"`, stop following when a scanned chunk names another retrieved
             chunk's title, or every title the question names is retrieved (default False: measured to cost recall).
+        :param scan_named_first: With `"scored"`, scan the chunks of pages the question names before the others
+            (the next hop hangs off the question's own entity, even when its page ranks low); default False.
         :raises ValueError: If a top-k, `max_follow_ups` or `scan_top_chunks` is out of range, or
             an option is not one of its documented values.
         """
@@ -246,6 +249,7 @@ class BridgeEntityPolicy:
         self.chain = chain
         self.stop_when_covered = stop_when_covered
         self.stop_when_linked = stop_when_linked
+        self.scan_named_first = scan_named_first
 
         self._index: dict[tuple[str, ...], list[str]] = {}
         self._aliases: dict[str, set[tuple[str, ...]]] = {}
@@ -482,6 +486,8 @@ class BridgeEntityPolicy:
         """
         if self.ranking == "scored":
             newest = [c for c in chunks if c.id in set(latest)]
+            if self.scan_named_first:
+                chunks = named_first(chunks, {t for m in self.find_mentions(question) for t in m.titles})
             if self.chain and newest:
                 chunks = newest + [c for c in chunks if c.id not in set(latest)]
             searches = self._scored_searches(question, chunks, searched)
@@ -609,6 +615,11 @@ class BridgeEntityPolicy:
             latest = [d.id for d in found]
             chunks = merge_chunks(chunks, found, cap)
         return list(chunks), queries
+
+
+def named_first(chunks: Sequence[Document], named: set[str]) -> list[Document]:
+    """The chunks whose title is in `named` first, then the others, each group in the given order."""
+    return sorted(chunks, key=lambda c: c.meta.get("title") not in named)
 
 
 def rank_scores(documents: Sequence[Document]) -> list[Document]:

@@ -84,6 +84,7 @@ class BridgeEntityRouter:
         mentions: bool = True,
         chain: bool = False,
         stop_when_covered: bool = True,
+        scan_named_first: bool = True,
     ) -> None:
         """
         Create a BridgeEntityRouter.
@@ -105,6 +106,8 @@ class BridgeEntityRouter:
         :param stop_when_covered: With `ranking="scored"`, answer as soon as the last follow-up's chunk says every
             question word the other chunks do not (the chain looks complete), instead of spending the remaining
             follow-ups. Default True.
+        :param scan_named_first: With `ranking="scored"`, scan the chunks of pages the question names before the
+            others, however low they rank (the next hop hangs off the question's own entity). Default True.
         :raises ValueError: If a number is out of range (see `BridgeEntityPolicy`).
         """
         self.document_store = document_store
@@ -117,6 +120,7 @@ class BridgeEntityRouter:
         self.mentions = mentions
         self.chain = chain
         self.stop_when_covered = stop_when_covered
+        self.scan_named_first = scan_named_first
         self._policy = BridgeEntityPolicy([], **self._policy_kwargs())  # validates the parameters
         self._indexed_count: int | None = None
         self._lock = threading.Lock()
@@ -133,6 +137,7 @@ class BridgeEntityRouter:
             "mentions": self.mentions,
             "chain": self.chain,
             "stop_when_covered": self.stop_when_covered,
+            "scan_named_first": self.scan_named_first,
         }
 
     @property
@@ -313,6 +318,7 @@ class BridgeEntityRouter:
             mentions=self.mentions,
             chain=self.chain,
             stop_when_covered=self.stop_when_covered,
+            scan_named_first=self.scan_named_first,
         )
 
     @classmethod
