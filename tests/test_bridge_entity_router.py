@@ -229,3 +229,22 @@ def test_another_tenants_titles_do_not_change_a_run_on_milvus_lite(tmp_path):
     alone, shared = milvus_with(False, "alone"), milvus_with(True, "shared")
     expected = tenant_a_trace(alone, SafeRetriever(MilvusSparseEmbeddingRetriever(document_store=alone)))
     assert tenant_a_trace(shared, SafeRetriever(MilvusSparseEmbeddingRetriever(document_store=shared))) == expected
+
+
+@pytest.mark.integration
+def test_a_router_store_made_before_the_collection_existed_still_sees_its_titles(tmp_path):
+    """A YAML pipeline gives the router its own MilvusDocumentStore; made before the retriever's instance created
+    the collection, milvus-haystack kept counting 0 documents, so the bridge policy ran without any title."""
+    from haystack_agentic.indexing.document_stores import milvus_document_store
+    from haystack_agentic.indexing.indexer import write_documents
+
+    uri = str(tmp_path / "late.db")
+    router = BridgeEntityRouter(document_store=milvus_document_store(uri))  # the collection does not exist yet
+    writer = milvus_document_store(uri)
+    docs = [Document(id=d.id, content=d.content, meta=d.meta, embedding=[0.01] * 384) for d in tenant_documents(False)]
+    write_documents(docs, writer)
+    router.warm_up()
+    assert router._indexed_count == len(docs)
+    assert all(router._policy.knows_title(d.meta["title"]) for d in docs)
+    reopened = router.document_store.to_dict()["init_parameters"]
+    assert reopened["connection_args"]["uri"] == uri and reopened["collection_name"] == writer.collection_name

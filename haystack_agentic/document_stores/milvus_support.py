@@ -141,3 +141,24 @@ def flush(store: Any) -> None:
         return
     if getattr(store, "_collection_exists", True):
         client.flush(store.collection_name)
+
+
+def reopened_if_stale(store: Any) -> Any:
+    """
+    A fresh instance of a `MilvusDocumentStore` that was created before its collection existed, else `store`.
+
+    milvus-haystack checks whether the collection exists once, when the store is made: an instance made before
+    another instance (e.g. the retriever's, or an indexing pipeline's) created the collection keeps counting 0
+    documents and filtering none. A pipeline loaded from YAML gives every component its own instance, so the
+    bridge router's store could stay blind to what the retriever's store wrote (measured: the eval's Milvus
+    pipelines ran the bridge policy without any title). Any other store is returned as it is.
+
+    :param store: A document store.
+    :returns: `store`, or a new instance from `store.to_dict()` when the collection now exists.
+    """
+    if type(store).__name__ != "MilvusDocumentStore" or getattr(store, "_collection_exists", True):
+        return store
+    client = getattr(store, "client", None)
+    if client is None or not client.has_collection(store.collection_name):
+        return store
+    return type(store).from_dict(store.to_dict())

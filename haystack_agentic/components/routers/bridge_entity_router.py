@@ -9,6 +9,7 @@ from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.dataclasses import StreamingCallbackT
 
 from haystack_agentic.tracing import iteration_span, trace_turn
+from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.components.routers.agentic_router import count_final_turn
 from haystack_agentic.evidence.feedback import missing_evidence_query
 from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, routed_state, step_chunks
@@ -155,6 +156,11 @@ class BridgeEntityRouter:
 
     def _current_policy(self) -> BridgeEntityPolicy:
         count = self.document_store.count_documents()
+        if count == 0:  # a Milvus store made before another instance created its collection sees none
+            store = milvus_support.reopened_if_stale(self.document_store)
+            if store is not self.document_store:
+                self.document_store = store
+                count = store.count_documents()
         with self._lock:
             if count != self._indexed_count:
                 documents = self.document_store.filter_documents(filters=self.title_filters)
