@@ -21,6 +21,7 @@ from haystack_agentic.cli.common import (
     default_milvus_uri,
     default_store_path,
     default_weaviate_url,
+    hide_model_progress_bars,
     printable,
 )
 from haystack_agentic.cli.ask_output import print_trace
@@ -289,18 +290,6 @@ def prepare_grounder(pipeline: Pipeline, llm: str, err: Console) -> None:
     pipeline.add_component("grounder", LLMJudgeGrounder(chat_generator=judge_llm))
     pipeline.connect("finish.value", "grounder.state")
     pipeline.connect("grounder.state", "result.state")
-
-
-def hide_model_progress_bars() -> None:
-    """Turn off the progress bars transformers and huggingface_hub print while loading weights (`--quiet`)."""
-    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-    try:
-        from huggingface_hub.utils import disable_progress_bars  # noqa: PLC0415
-        from transformers.utils import logging as transformers_logging  # noqa: PLC0415
-    except ImportError:
-        return
-    disable_progress_bars()
-    transformers_logging.disable_progress_bar()
 
 
 def cmd_ask(args: argparse.Namespace, console: Console) -> int:

@@ -7,6 +7,7 @@ This module imports nothing heavy, so `haystack-agentic --help` stays fast.
 """
 
 import argparse
+import os
 import re
 from typing import Any
 
@@ -70,3 +71,15 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
             help="The Milvus collection / Weaviate class to use (default: the packaged pipelines'). Not a collection "
             "of documents (--collection): one store holds many of those.",
         )
+
+
+def hide_model_progress_bars() -> None:
+    """Turn off the progress bars transformers and huggingface_hub print while loading weights (ours show the stage)."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    try:
+        from huggingface_hub.utils import disable_progress_bars  # noqa: PLC0415
+        from transformers.utils import logging as transformers_logging  # noqa: PLC0415
+    except ImportError:
+        return
+    disable_progress_bars()
+    transformers_logging.disable_progress_bar()

@@ -21,6 +21,7 @@ from haystack_agentic.cli.common import (
     default_milvus_uri,
     default_store_path,
     default_weaviate_url,
+    hide_model_progress_bars,
 )
 
 if TYPE_CHECKING:
@@ -278,10 +279,7 @@ def _embedder() -> Any:
     """The packaged MiniLM document embedder, without transformers' own progress bars (ours show the stage)."""
     from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder  # noqa: PLC0415
 
-    with contextlib.suppress(ImportError):
-        from transformers.utils import logging as transformers_logging  # noqa: PLC0415
-
-        transformers_logging.disable_progress_bar()
+    hide_model_progress_bars()
     return MiniLMDocumentEmbedder()
 
 
