@@ -3,10 +3,20 @@
 Cut a small model's full-sentence answer down to the short answer span it contains.
 
 A 135M model asked for a short answer usually restates the question ("The director of Big Stone Gap is based in
-Greenwich Village, New York City."). The short answer is what the sentence adds to the question: the longest run
-of words the question does not contain, preferably one that occurs in a retrieved chunk (then the chunk's own
-spelling is returned). Yes/no questions get "yes" or "no"; "A or B" questions get the option the sentence names.
-Deterministic, a few microseconds; when nothing qualifies, the answer is returned unchanged.
+Greenwich Village, New York City."). The short answer is what the sentence adds to the question: a run of words
+the question does not contain, taken from the first sentence that has one (a run never crosses a sentence end;
+the later sentences are the model's padding). Runs are ranked by: a digit in it for a number question ("when",
+"what year", "how many"), a retrieved chunk containing it (the run, or its longest named part, in the chunk's
+spelling: "Sony PlayStation 4" -> "PlayStation 4"), a name or number in it, then length. Yes/no questions get
+"yes" or "no"; "A or B" questions get the option the sentence names, wherever the "or" sits.
+
+The words small models wrap an answer in ("The short answer is:") never make a span, and a made-up next example
+("\n\nQuestion: ...") is cut off. When the reply has no span a chunk contains (or no number for a number
+question), the span is read off the chunks instead: in the chunk sentence sharing the most question words, the
+capitalised name (or number) the question does not contain, nearest those words. Deterministic, well under a
+millisecond; when nothing qualifies, the answer is returned unchanged.
+
+Measured on the replies of the offline default on the shared HotpotQA sample (docs/benchmarks.md, "Short answers").
 """
 
 import re
@@ -22,11 +32,64 @@ _WORD_RE = re.compile(r"[\w'’]+", re.UNICODE)
 _YES_NO_START = frozenset("is are was were do does did can could has have had will would should".split())
 _NEGATION_RE = re.compile(r"\b(no|not|never|neither|nor)\b|n't\b", re.IGNORECASE)
 _OPTIONS_RE = re.compile(r"(?:,|:)?\s*([^,?:]+?)\s+or\s+([^,?]+?)\s*\??$")
+#: Questions whose answer is a number or a date: a span with a digit is preferred.
+_NUMBER_QUESTION_RE = re.compile(
+    r"\b(when|what year|which year|what decade|what century|how many|how much|how old|how long|what age|what date)\b",
+    re.IGNORECASE,
+)
+_MONTHS = frozenset("january february march april may june july august september october november december".split())
+#: Words that never start or carry a span. Month names are content here (they are part of dates), unlike in
+#: the entity scoring's list; the rest are the words small models wrap an answer in ("The short answer is").
+_REPLY_WORDS = frozenset("answer answers short question reply document documents context".split())
+_SPAN_FUNCTION_WORDS = (FUNCTION_WORDS - _MONTHS) | _REPLY_WORDS
 #: Words that may sit inside an answer span without ending it ("University of Oxford", "Greenwich Village, NYC").
 _JOINERS = frozenset("of the de la von van and du del da".split())
+#: Where a small model starts inventing the next example of its prompt: the reply is cut there.
+_RUNAWAY_RE = re.compile(r"\n\s*(?:question|context|documents?|q|a)\s*:", re.IGNORECASE)
+#: A sentence end between two words: ., ! or ? (after a word of 3+ characters, so "D.C." and "St. Louis" stay
+#: whole), a semicolon, or a line break.
+_SENTENCE_END_RE = re.compile(r"[!?;]|\n|(?<=\w{3})\.\s")
+#: An option of an "A or B" question: quoted text, or a run of capitalised words / numbers (joiners inside).
+_NAME_TOKEN_RE = re.compile(r"[\"“'‘][^\"”’]+[\"”'’]|[\w'’.-]+", re.UNICODE)
+
+
+def _is_name_token(token: str) -> bool:
+    return token[0] in "\"“'‘" or token[0].isupper() or token[0].isdigit()
+
+
+def _name_run(tokens: list[str], from_end: bool) -> str:
+    """The run of name tokens at the end (or, skipping lowercase words first, the start) of `tokens`."""
+    seq = list(reversed(tokens)) if from_end else tokens
+    run: list[str] = []
+    for token in seq:
+        if _is_name_token(token):
+            run.append(token)
+        elif run and fold(token) in _JOINERS:
+            run.append(token)
+        elif run or from_end:
+            break
+    while run and fold(run[-1]) in _JOINERS:
+        run.pop()
+    return " ".join(reversed(run) if from_end else run)
 
 
 def _options(question: str) -> tuple[str, str] | None:
+    """
+    The two options of an "A or B" question.
+
+    Named options are found around the " or " wherever it sits ("Does the band X or the band Y come from a larger
+    state?"); lowercase ones only at the end of the question ("..., a city or a town?").
+    """
+    text = question.strip().rstrip("?").strip()
+    if " or " in text:
+        left, right = text.rsplit(" or ", 1)
+        left_tokens = _NAME_TOKEN_RE.findall(re.split(r"[,:;]", left)[-1])
+        if not re.search(r"[,:;]", left):
+            left_tokens = left_tokens[1:]  # the question's first word is capitalised as a sentence start
+        first = _name_run(left_tokens, from_end=True)
+        second = _name_run(_NAME_TOKEN_RE.findall(re.split(r"[,:;]", right)[0]), from_end=False)
+        if first and second:
+            return first, second
     match = _OPTIONS_RE.search(question.strip())
     return (match.group(1).strip(), match.group(2).strip()) if match else None
 
@@ -39,28 +102,93 @@ def _choose_option(answer: str, options: tuple[str, str]) -> str | None:
         positions = [folded.find(w) for w in words if w in folded]
         if positions:
             hits.append((len(positions) / max(len(words), 1), -min(positions), option))
-    return max(hits)[2] if hits else None
+    return max(hits)[2].strip("\"“”'‘’") if hits else None
 
 
-def _runs(answer: str, question_words: set[str]) -> list[tuple[int, int]]:
-    """Character spans of maximal word runs that the question does not contain (joiners allowed inside)."""
-    spans: list[tuple[int, int]] = []
+def _clean_reply(text: str) -> str:
+    """The reply without an invented next example or a lead-in such as "The short answer is:"."""
+    runaway = _RUNAWAY_RE.search(text)
+    if runaway and text[: runaway.start()].strip():
+        text = text[: runaway.start()]
+    return text.strip()
+
+
+def _runs(answer: str, question_words: set[str]) -> list[tuple[int, int, int]]:
+    """
+    Maximal word runs that the question does not contain (joiners allowed inside, no sentence end inside).
+
+    :returns: `(start, end, sentence)` character spans with the number of the sentence they are in.
+    """
+    spans: list[tuple[int, int, int]] = []
     start = end = None
     pending = 0
+    sentence = 0
+    previous_end = 0
     for match in _WORD_RE.finditer(answer):
+        if _SENTENCE_END_RE.search(answer, previous_end, match.start()):
+            if start is not None:
+                spans.append((start, end, sentence))
+                start, end, pending = None, None, 0
+            sentence += 1
+        previous_end = match.end()
         word = fold(match.group(0))
-        new = word not in question_words and word not in FUNCTION_WORDS
+        new = word not in question_words and word not in _SPAN_FUNCTION_WORDS
         if new:
             start = match.start() if start is None else start
             end, pending = match.end(), 0
         elif start is not None and word in _JOINERS and pending < 2:
             pending += 1  # may continue the run
         elif start is not None:
-            spans.append((start, end))
+            spans.append((start, end, sentence))
             start, end, pending = None, None, 0
     if start is not None:
-        spans.append((start, end))
+        spans.append((start, end, sentence))
     return spans
+
+
+_CHUNK_SENTENCE_RE = re.compile(r"(?<=\w{3}[.!?])\s+|\n+")
+_NUMBER_SPAN_RE = re.compile(
+    r"(?:\d{1,2}\s+)?(?:(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+    r"\s+(?:\d{1,2},?\s+)?)?\d[\d,.]*(?:\s+(?:million|billion|thousand|hundred))?"
+)
+_CAPITALISED_RUN_RE = re.compile(
+    r"[A-Z0-9][\w'’.-]*(?:\s+(?:(?:of|the|de|la|von|van|du|del|da)\s+){0,2}[A-Z0-9][\w'’.-]*)*", re.UNICODE
+)
+
+
+def _stems(text: str) -> set[str]:
+    """Content words of `text`, folded and cut to 5 characters (a crude stem: "headquartered" ~ "headquarter")."""
+    return {w[:5] for w in _WORD_RE.findall(fold(text)) if w not in _SPAN_FUNCTION_WORDS}
+
+
+def _from_chunks(question: str, chunk_texts: Sequence[str], wants_number: bool) -> str | None:
+    """
+    A span read off the chunks when the model's reply has none: in the chunk sentence sharing the most of the
+    question's words, the number (for a number question) or capitalised name the question does not contain,
+    nearest to those shared words.
+    """
+    q_stems = _stems(question)
+    best: tuple[float, str] | None = None
+    for text in chunk_texts:
+        for sentence in _CHUNK_SENTENCE_RE.split(text):
+            words = [(m.start(), fold(m.group(0))[:5]) for m in _WORD_RE.finditer(sentence)]
+            shared = [pos for pos, stem in words if stem in q_stems]
+            overlap = len({stem for _, stem in words if stem in q_stems})
+            if overlap < 2:
+                continue
+            pattern = _NUMBER_SPAN_RE if wants_number else _CAPITALISED_RUN_RE
+            for match in pattern.finditer(sentence):
+                span = match.group(0).strip(" ,.")
+                if match.start() == 0 and " " not in span:
+                    continue  # one capitalised word opening the sentence ("Similarly", "It")
+                span_stems = _stems(span)
+                if not span_stems or len(span_stems & q_stems) * 2 >= len(span_stems):
+                    continue  # the question's own words, or a sentence start such as "The"
+                distance = min(abs(match.start() - pos) for pos in shared) / 100
+                score = overlap - distance
+                if best is None or score > best[0]:
+                    best = (score, span)
+    return best[1] if best else None
 
 
 def short_answer(question: str, answer: str, chunk_texts: Sequence[str] = ()) -> str:
@@ -72,7 +200,7 @@ def short_answer(question: str, answer: str, chunk_texts: Sequence[str] = ()) ->
     :param chunk_texts: The contents of the chunks the answer was written from.
     :returns: The span (possibly the unchanged answer).
     """
-    text = (answer or "").strip()
+    text = _clean_reply(answer or "")
     if not text:
         return answer
     q_words = _WORD_RE.findall(fold(question))
@@ -84,15 +212,40 @@ def short_answer(question: str, answer: str, chunk_texts: Sequence[str] = ()) ->
     if q_words and q_words[0] in _YES_NO_START and options is None:
         return "no" if _NEGATION_RE.search(text) else "yes"
     runs = _runs(text, set(q_words))
+    wants_number = _NUMBER_QUESTION_RE.search(question) is not None
     if not runs:
-        return text
+        return _from_chunks(question, chunk_texts, wants_number) or text
+    first_sentence = min(run[2] for run in runs)
+    runs = [run for run in runs if run[2] == first_sentence]  # later sentences are the model's padding
     folded_chunks = [fold(c) for c in chunk_texts]
 
-    def rank(span: tuple[int, int]) -> tuple[bool, bool, int, int]:
-        raw = text[span[0] : span[1]]
-        named = any(w[0].isupper() or w[0].isdigit() for w in _WORD_RE.findall(raw))
-        return (any(fold(raw) in c for c in folded_chunks), named, span[1] - span[0], -span[0])
+    def in_chunks(span: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The span, or its longest part (whole words, one named) that a chunk contains, or an empty span."""
+        words = list(_WORD_RE.finditer(text, span[0], span[1]))
+        for size in range(len(words), 0, -1):
+            for i in range(len(words) - size + 1):
+                part = words[i : i + size]
+                raw = fold(text[part[0].start() : part[-1].end()])
+                named = any(w.group(0)[0].isupper() or w.group(0)[0].isdigit() for w in part)
+                edges = {fold(part[0].group(0)), fold(part[-1].group(0))}
+                whole = size == len(words)
+                if (whole or (named and not edges & _SPAN_FUNCTION_WORDS)) and any(raw in c for c in folded_chunks):
+                    return part[0].start(), part[-1].end(), span[2]
+        return span[0], span[0], span[2]
+
+    def rank(span: tuple[int, int, int]) -> tuple[bool, bool, bool, int, int]:
+        found = in_chunks(span)
+        best = found if found[1] > found[0] else span
+        words = _WORD_RE.findall(text[best[0] : best[1]])
+        typed = any(any(ch.isdigit() for ch in w) for w in words) if wants_number else True
+        named = any(w[0].isupper() or w[0].isdigit() for w in words)
+        return (typed, found[1] > found[0], named, best[1] - best[0], -best[0])
 
     best = max(runs, key=rank)
-    piece = text[best[0] : best[1]].strip(" ,;:.")
+    typed, in_chunk = rank(best)[:2]
+    if in_chunk:
+        best = in_chunks(best)
+    piece = text[best[0] : best[1]].strip(" ,;:.\"“”'‘’()")
+    if not (typed and in_chunk):  # the model's words are not the chunks' (or not a number): read the chunks
+        return _from_chunks(question, chunk_texts, wants_number) or piece or text
     return piece or text
