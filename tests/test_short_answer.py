@@ -4,6 +4,7 @@ sample (`eval --configs bridge-entity`), with sentences of the chunks they were 
 
 import pytest
 
+from haystack_agentic.components.generators._comparison_answer import compare_by_year
 from haystack_agentic.components.generators._short_answer import short_answer
 
 THAT_70S_SHOW = (
@@ -94,3 +95,58 @@ def test_a_reply_without_an_answer_is_read_off_the_chunks():
 def test_nothing_to_read_leaves_the_reply_unchanged():
     assert short_answer("Who wrote it?", "The answer is:", []) == "The answer is:"
     assert short_answer("Who wrote it?", "", []) == ""
+
+
+MORGAN_LLYWELYN = (
+    "Morgan Llywelyn\nMorgan Llywelyn (born December 3, 1937) is an American-Irish historical fantasy, historical "
+    "fiction, and historical non-fiction writer."
+)
+ROBERT_JORDAN = (
+    "Robert Jordan\nJames Oliver Rigney Jr. (October 17, 1948 – September 16, 2007), better known by his pen name "
+    "Robert Jordan, was an American author of epic fantasy."
+)
+RED_BRANCH = (
+    "Red Branch (novel)\nRed Branch (ISBN , 1989), by the Irish-American author Morgan Llywelyn, is a novel about the "
+    "life of the Irish hero Cú Chulainn."
+)
+
+
+def test_a_born_first_question_is_settled_by_the_years_of_each_options_own_page():
+    question = "Who was born first,  Morgan Llywelyn or Robert Jordan?"
+    chunks = [MORGAN_LLYWELYN, RED_BRANCH, ROBERT_JORDAN]
+    assert short_answer(question, "The short answer is:", chunks) == "Morgan Llywelyn"
+    assert short_answer(question, "Robert Jordan was born first.", chunks) == "Morgan Llywelyn"
+    later = "Who was born later, Morgan Llywelyn or Robert Jordan?"
+    assert compare_by_year(later, ("Morgan Llywelyn", "Robert Jordan"), chunks) == "Robert Jordan"
+
+
+def test_a_page_that_only_names_an_option_does_not_date_it():
+    # Red Branch names Morgan Llywelyn but is a novel's page (1989): with Llywelyn's own page missing, no decision.
+    question = "Who was born first, Morgan Llywelyn or Robert Jordan?"
+    options, chunks = ("Morgan Llywelyn", "Robert Jordan"), [RED_BRANCH, ROBERT_JORDAN]
+    assert compare_by_year(question, options, chunks) is None
+    assert short_answer(question, "Robert Jordan.", chunks) == "Robert Jordan"  # the model's choice stands
+
+
+def test_released_first_compares_the_years_the_pages_open_with():
+    question = "Which was released first, The Greatest Game Ever Played or Hot Lead and Cold Feet?"
+    chunks = [
+        "Hot Lead and Cold Feet\nHot Lead and Cold Feet (originally titled Welcome to Bloodshy) is a 1978 American "
+        "comedy-western film produced by Walt Disney Productions.",
+        "The Greatest Game Ever Played\nThe Greatest Game Ever Played is a 2005 biographical sports film based on the "
+        "early life of golf champion Francis Ouimet.",
+    ]
+    reply = "The Greatest Game Ever Played was released first."
+    assert short_answer(question, reply, chunks) == "Hot Lead and Cold Feet"
+
+
+def test_lived_longer_compares_life_spans_and_gives_up_without_both():
+    west = (
+        "Nathanael West\nNathanael West (born Nathan Weinstein; October 17, 1903 – December 22, 1940) was an American "
+        "author, screenwriter and satirist."
+    )
+    options = ("Nelson Algren", "Nathanael West")
+    assert compare_by_year("Which author lived longer, Nelson Algren or Nathanael West?", options, [west]) is None
+    algren = "Nelson Algren\nNelson Ahlgren Abraham (March 28, 1909 – May 9, 1981) was an American writer."
+    question = "Which author lived longer, Nelson Algren or Nathanael West?"
+    assert compare_by_year(question, options, [west, algren]) == "Nelson Algren"

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from haystack import logging
 
+from haystack_agentic.components.generators._comparison_answer import compare_by_year
 from haystack_agentic.policies.entity_scoring import FUNCTION_WORDS, fold
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ _NUMBER_QUESTION_RE = re.compile(
     r"\b(when|what year|which year|what decade|what century|how many|how much|how old|how long|what age|what date)\b",
     re.IGNORECASE,
 )
+_BETWEEN_RE = re.compile(r"^(?:between|of)\s+(.+?)\s+and\s+(.+?)[,\s]+(?:which|who)\b", re.IGNORECASE)
 _MONTHS = frozenset("january february march april may june july august september october november december".split())
 #: Words that never start or carry a span. Month names are content here (they are part of dates), unlike in
 #: the entity scoring's list; the rest are the words small models wrap an answer in ("The short answer is").
@@ -68,7 +70,7 @@ def _name_run(tokens: list[str], from_end: bool) -> str:
             run.append(token)
         elif run or from_end:
             break
-    while run and fold(run[-1]) in _JOINERS:
+    while run and run[-1] in _JOINERS:  # a lowercase "of"/"the" at the edge; "The" inside a title stays
         run.pop()
     return " ".join(reversed(run) if from_end else run)
 
@@ -88,6 +90,12 @@ def _options(question: str) -> tuple[str, str] | None:
             left_tokens = left_tokens[1:]  # the question's first word is capitalised as a sentence start
         first = _name_run(left_tokens, from_end=True)
         second = _name_run(_NAME_TOKEN_RE.findall(re.split(r"[,:;]", right)[0]), from_end=False)
+        if first and second:
+            return first, second
+    between = _BETWEEN_RE.search(text)
+    if between:  # "Between A and B, which ...", "Of the players A and B, which ..."
+        first = _name_run(_NAME_TOKEN_RE.findall(between.group(1)), from_end=True)
+        second = _name_run(_NAME_TOKEN_RE.findall(between.group(2)), from_end=False)
         if first and second:
             return first, second
     match = _OPTIONS_RE.search(question.strip())
@@ -206,6 +214,9 @@ def short_answer(question: str, answer: str, chunk_texts: Sequence[str] = ()) ->
     q_words = _WORD_RE.findall(fold(question))
     options = _options(question)
     if options is not None:
+        by_year = compare_by_year(question, options, chunk_texts)
+        if by_year is not None:
+            return by_year.strip("\"“”'‘’")
         chosen = _choose_option(text, options)
         if chosen is not None:
             return chosen

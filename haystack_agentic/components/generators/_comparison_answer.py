@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Decide "which came first" comparisons between two named options from the years their chunks state.
+
+HotpotQA-style comparison questions ("Who was born first, Vladimir Nabokov or Harper Lee?", "Which was released
+first, A or B?", "Which author lived longer, A or B?") are answered by a date each option's own page opens with:
+a person's page starts with the birth (and death) year, a film's or band's with its release or founding year. A
+135M model picks the wrong option about half the time; the years in the chunks do not. Only when each option has
+its own chunk (the chunk's title is the option, or the chunk opens with it) with a year in its first 300
+characters, and the years differ; otherwise `None` and the model's choice stands. Deterministic, microseconds.
+"""
+
+import re
+from collections.abc import Sequence
+
+from haystack_agentic.policies.entity_scoring import fold
+
+_EARLIER_RE = re.compile(r"\b(first|earlier|earliest|older|oldest|before)\b", re.IGNORECASE)
+_LATER_RE = re.compile(r"\b(later|latest|younger|youngest|more recent|most recent|newer|newest)\b", re.IGNORECASE)
+_LIFESPAN_RE = re.compile(r"\b(lived longer|longer life|lived the longest)\b", re.IGNORECASE)
+_YEAR_RE = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
+_TITLE_QUALIFIER_RE = re.compile(r"\s*\([^)]*\)\s*$")
+#: How far into a chunk (characters after its title line) the option's own year is looked for.
+OPENING_CHARS = 300
+
+
+def _bare(name: str) -> str:
+    """A name folded for comparison: quotes and a leading "the" removed."""
+    folded = fold(name).strip("\"“”'‘’ ")
+    return folded[4:] if folded.startswith("the ") else folded
+
+
+def _own_chunk(option: str, chunk_texts: Sequence[str]) -> str | None:
+    """The chunk about `option`: its title line is the option (a qualifier such as "(1904 film)" ignored), or it opens
+    with the option; `None` when no chunk is the option's own (a page that merely names it does not count)."""
+    wanted = _bare(option)
+    if not wanted:
+        return None
+    for text in chunk_texts:
+        title, _, body = text.partition("\n")
+        if _bare(_TITLE_QUALIFIER_RE.sub("", title)) == wanted:
+            return body or text
+    for text in chunk_texts:  # an untitled chunk that opens with the option ("Terry Richardson (born ...")
+        if _bare(text[: len(option) + 8]).startswith(wanted):
+            return text
+    return None
+
+
+def compare_by_year(question: str, options: tuple[str, str], chunk_texts: Sequence[str]) -> str | None:
+    """
+    The option a date comparison question asks for, or `None` when the chunks do not settle it.
+
+    :param question: The question (it must ask for the earlier, the later or the longer-lived option).
+    :param options: The question's two options.
+    :param chunk_texts: The retrieved chunks' contents (title on the first line, as the shipped datasets write it).
+    :returns: One of `options`, or `None`.
+    """
+    lifespan = _LIFESPAN_RE.search(question) is not None
+    earlier = _EARLIER_RE.search(question) is not None
+    later = _LATER_RE.search(question) is not None
+    if not lifespan and earlier == later:
+        return None
+    keys = []
+    for option in options:
+        chunk = _own_chunk(option, chunk_texts)
+        years = [int(y) for y in _YEAR_RE.findall(chunk[:OPENING_CHARS])] if chunk else []
+        if lifespan:
+            if len(years) < 2 or not 0 < years[1] - years[0] < 130:
+                return None
+            keys.append(years[1] - years[0])
+        elif years:
+            keys.append(years[0])
+        else:
+            return None
+    if keys[0] == keys[1]:
+        return None
+    if lifespan or later:
+        return options[0] if keys[0] > keys[1] else options[1]
+    return options[0] if keys[0] < keys[1] else options[1]
