@@ -142,8 +142,8 @@ def test_released_first_compares_the_years_the_pages_open_with():
 
 def test_lived_longer_compares_life_spans_and_gives_up_without_both():
     west = (
-        "Nathanael West\nNathanael West (born Nathan Weinstein; October 17, 1903 – December 22, 1940) was an American "
-        "author, screenwriter and satirist."
+        "Nathanael West\nNathanael West (born Nathan Weinstein; October 17, 1903 – December 22, 1940) was an "
+        "American author, screenwriter and satirist."
     )
     options = ("Nelson Algren", "Nathanael West")
     assert compare_by_year("Which author lived longer, Nelson Algren or Nathanael West?", options, [west]) is None
