@@ -13,8 +13,8 @@ spelling: "Sony PlayStation 4" -> "PlayStation 4"), a name or number in it, then
 The words small models wrap an answer in ("The short answer is:") never make a span, and a made-up next example
 ("\n\nQuestion: ...") is cut off. When the reply has no span a chunk contains (or no number for a number
 question), the span is read off the chunks instead: in the chunk sentence sharing the most question words, the
-capitalised name (or number) the question does not contain, nearest those words. Deterministic, well under a
-millisecond; when nothing qualifies, the answer is returned unchanged.
+capitalised name (or number) the question does not contain, nearest those words. Deterministic: 0.26 ms mean,
+1.0 ms max CPU over 151 recorded replies; when nothing qualifies, the answer is returned unchanged.
 
 Measured on the replies of the offline default on the shared HotpotQA sample (docs/benchmarks.md, "Short answers").
 """

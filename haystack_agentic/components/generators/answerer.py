@@ -130,8 +130,10 @@ class Answerer:
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
         :param short_answer: Cut an answer written from the chunks down to its short answer span (the words it adds
-            to the question, as the chunks spell them; "yes"/"no"; the option of an "A or B" question), for small
-            models that answer in full sentences. Default False.
+            to the question, as the chunks spell them; a number for "when"/"how many"; "yes"/"no"; the option of an
+            "A or B" question, by the years of the options' own pages for "born first"-style comparisons; read off
+            the chunks when the reply has no usable span), for small models that answer in full sentences. Default
+            False. Rules and figures: `_short_answer.py`, docs/benchmarks.md ("Short answers").
         :param streaming_callback: Called with each `StreamingChunk` of the answer LLM's calls, tagged with their
             role (`answer`: the final answer; `draft`, `reflect`: not the answer) and with step events
             (`haystack_agentic.llm.streaming`). The `streaming_callback` run input wins over it.
