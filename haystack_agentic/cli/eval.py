@@ -77,7 +77,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="append",
         help="HotpotQA/MuSiQue-format JSONL (repeatable; default: the shipped HotpotQA sample).",
     )
-    p.add_argument("--limit", type=int, help="Only the first N questions of each dataset.")
+    p.add_argument(
+        "--limit", type=int, help="Only the first N questions of each dataset (its store still holds every paragraph)."
+    )
     p.add_argument("--budget", type=int, default=6, help="Chunk budget of every configuration (default 6).")
     p.add_argument("--no-answer", action="store_true", help="Retrieval only: no answer LLM; recall and searches.")
     p.add_argument(
@@ -219,9 +221,11 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         datasets.append((path, rows))
     pooled = [row for _, rows in datasets for row in rows]  # --pool: every file's paragraphs, all questions
     shared: dict[str, Any] = {}
-    for path, rows in datasets:
-        rows = rows[: args.limit] if args.limit else rows
-        corpus_rows = pooled if args.pool else rows
+    for path, all_rows in datasets:
+        # --limit picks the questions asked, never the store: the first N questions' own paragraphs alone would be
+        # a far easier store (each question's 10 paragraphs among few hundred) than the file's.
+        rows = all_rows[: args.limit] if args.limit else all_rows
+        corpus_rows = pooled if args.pool else all_rows
         if not args.pool or "store" not in shared:
             shared["store"] = build_store(corpus_rows)
             shared["pipelines"] = _pipeline_configs(args, corpus_rows, out_dir, CLIError)
