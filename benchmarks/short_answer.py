@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Answer F1 of the offline default: SmolLM2-135M's full sentences against their short answer span (issue 14).
+
+    python benchmarks/short_answer.py --data /work/shared/data/hotpotqa_dev_sample.jsonl --limit 200 \
+        --out short-answer.jsonl
+    python benchmarks/short_answer.py --rescore short-answer.jsonl     # a changed span rule, in seconds
+
+Every question runs once through `eval`'s `bridge-entity` configuration (the offline default's policy and
+answerer, SmolLM2-135M, greedy; the store holds every paragraph of the file). The answerer's reply is recorded
+where it is written from the chunks, and the same runs are scored twice: the model's sentence as it is, and
+`short_answer(question, reply, chunks)`, the rule the packaged pipelines apply at that point (a pure function of
+those three, so this equals running the pipeline with it on). Runs that end otherwise (the evidence check gives up)
+keep their answer in both, F1 ~0. F1/EM are HotpotQA's (SQuAD normalisation). The table splits the questions into
+blocks of 100 (the rule was written looking at the first 200 questions of the shared HotpotQA sample; later blocks
+are held out) and by question type. Each run is one JSON line of `--out`; `--rescore` reads them back.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import haystack_agentic.components.generators.answerer as answerer_module  # noqa: E402
+from haystack_agentic.components.generators._short_answer import short_answer  # noqa: E402
+from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator  # noqa: E402
+from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions  # noqa: E402
+from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers  # noqa: E402
+from haystack_agentic.evaluation.runner import bridge_entity_config, build_store, run_eval  # noqa: E402
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
+
+
+def record_runs(data: Path, limit: int | None, out: Path) -> list[dict]:
+    """Run the questions with the answerer's replies recorded (answers left as the model wrote them)."""
+    all_rows = load_hotpotqa_questions(data)
+    rows = all_rows[:limit] if limit else all_rows
+    replies: dict[str, dict] = {}
+
+    def recording(question: str, text: str, chunk_texts: list[str]) -> str:
+        replies[" ".join(question.split())] = {"reply": text, "chunks": list(chunk_texts)}
+        return text
+
+    answerer_module.short_answer = recording  # the name the Answerer calls; restored below
+    try:
+        config = bridge_entity_config(build_store(all_rows), 6, EmbeddedChatGenerator())
+        started = time.process_time()
+        report = run_eval(rows, [config])
+        cpu = time.process_time() - started
+    finally:
+        answerer_module.short_answer = short_answer
+    runs = []
+    with out.open("w", encoding="utf-8") as handle:
+        for row, record in zip(rows, report["configs"]["bridge-entity"]["questions"]):
+            answered = record["terminated_by"] == "answered"
+            reply = replies.get(" ".join(record["question"].split())) if answered else None
+            run = {
+                "id": record["id"],
+                "question": record["question"],
+                "type": record.get("type"),
+                "golds": gold_answers(row),
+                "terminated_by": record["terminated_by"],
+                "answer": record["answer"],
+                "reply": reply and reply["reply"],
+                "chunks": reply and reply["chunks"],
+            }
+            runs.append(run)
+            handle.write(json.dumps(run) + "\n")
+    print(f"{len(rows)} questions, {cpu:.0f} s CPU ({cpu / len(rows):.1f} s per question); runs in {out}")
+    return runs
+
+
+def score(runs: list[dict]) -> None:
+    """Print F1/EM of the sentences and of their short answer spans, per block of 100 questions and per type."""
+
+    def answers(run: dict) -> tuple[str, str]:
+        if run["reply"] is None:
+            return run["answer"] or "", run["answer"] or ""
+        return run["reply"], short_answer(run["question"], run["reply"], run["chunks"] or [])
+
+    blocks = [(start, min(start + 100, len(runs))) for start in range(0, len(runs), 100)]
+    if len(blocks) > 1:
+        blocks.append((0, len(runs)))
+    print("| Questions | Sentence EM | Sentence F1 | Span EM | **Span F1** | Span F1 per type | x |")
+    print("|---|---|---|---|---|---|---|")
+    for start, end in blocks:
+        part = runs[start:end]
+        sums = [0.0, 0.0, 0.0, 0.0]
+        types: dict[str, list[float]] = {}
+        for run in part:
+            sentence, span = answers(run)
+            em_s, f1_s = best_answer_scores(sentence, run["golds"])
+            em_a, f1_a = best_answer_scores(span, run["golds"])
+            sums = [sums[0] + em_s, sums[1] + f1_s, sums[2] + em_a, sums[3] + f1_a]
+            types.setdefault(run["type"] or "-", []).append(f1_a)
+        em_s, f1_s, em_a, f1_a = (100 * s / len(part) for s in sums)
+        per_type = ", ".join(f"{t} {100 * sum(v) / len(v):.1f}% ({len(v)})" for t, v in sorted(types.items()))
+        ratio = f"{f1_a / f1_s:.2f}" if f1_s else "-"
+        cells = [f"{start + 1}-{end}", f"{em_s:.1f}%", f"{f1_s:.1f}%", f"{em_a:.1f}%", f"**{f1_a:.1f}%**", per_type, ratio]
+        print("| " + " | ".join(cells) + " |")
+    abstained = sum(run["reply"] is None for run in runs)
+    print(f"\n{len(runs)} runs; {abstained} ended without an answer from the chunks (counted in both columns).")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="HotpotQA-format JSONL (default: the sample).")
+    parser.add_argument("--limit", type=int, help="Only the first N questions (the store keeps every paragraph).")
+    parser.add_argument("--out", type=Path, default=Path("short-answer.jsonl"), help="Where the runs are written.")
+    parser.add_argument("--rescore", type=Path, help="Score recorded runs (an earlier --out) instead of running.")
+    args = parser.parse_args()
+    if args.rescore:
+        runs = [json.loads(line) for line in args.rescore.read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        runs = record_runs(args.data, args.limit, args.out)
+    score(runs)
+
+
+if __name__ == "__main__":
+    main()
