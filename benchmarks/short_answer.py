@@ -4,6 +4,8 @@ Answer F1 of the offline default: SmolLM2-135M's full sentences against their sh
 
     python benchmarks/short_answer.py --data /work/shared/data/hotpotqa_dev_sample.jsonl --limit 200 \
         --out short-answer.jsonl
+    python benchmarks/short_answer.py --data /work/shared/data/hotpotqa_dev_sample.jsonl --start 200 \
+        --out held-out.jsonl                                           # questions 201-360 only
     python benchmarks/short_answer.py --rescore short-answer.jsonl     # a changed span rule, in seconds
 
 Every question runs once through `eval`'s `bridge-entity` configuration (the offline default's policy and
@@ -34,10 +36,10 @@ from haystack_agentic.evaluation.runner import bridge_entity_config, build_store
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 
 
-def record_runs(data: Path, limit: int | None, out: Path) -> list[dict]:
+def record_runs(data: Path, start: int, limit: int | None, out: Path) -> list[dict]:
     """Run the questions with the answerer's replies recorded (answers left as the model wrote them)."""
     all_rows = load_hotpotqa_questions(data)
-    rows = all_rows[:limit] if limit else all_rows
+    rows = all_rows[start : start + limit] if limit else all_rows[start:]
     replies: dict[str, dict] = {}
 
     def recording(question: str, text: str, chunk_texts: list[str]) -> str:
@@ -73,7 +75,7 @@ def record_runs(data: Path, limit: int | None, out: Path) -> list[dict]:
     return runs
 
 
-def score(runs: list[dict]) -> None:
+def score(runs: list[dict], start: int = 0) -> None:
     """Print F1/EM of the sentences and of their short answer spans, per block of 100 questions and per type."""
 
     def answers(run: dict) -> tuple[str, str]:
@@ -81,13 +83,13 @@ def score(runs: list[dict]) -> None:
             return run["answer"] or "", run["answer"] or ""
         return run["reply"], short_answer(run["question"], run["reply"], run["chunks"] or [])
 
-    blocks = [(start, min(start + 100, len(runs))) for start in range(0, len(runs), 100)]
+    blocks = [(first, min(first + 100, len(runs))) for first in range(0, len(runs), 100)]
     if len(blocks) > 1:
         blocks.append((0, len(runs)))
     print("| Questions | Sentence EM | Sentence F1 | Span EM | **Span F1** | Span F1 per type | x |")
     print("|---|---|---|---|---|---|---|")
-    for start, end in blocks:
-        part = runs[start:end]
+    for first, end in blocks:
+        part = runs[first:end]
         sums = [0.0, 0.0, 0.0, 0.0]
         types: dict[str, list[float]] = {}
         for run in part:
@@ -99,7 +101,8 @@ def score(runs: list[dict]) -> None:
         em_s, f1_s, em_a, f1_a = (100 * s / len(part) for s in sums)
         per_type = ", ".join(f"{t} {100 * sum(v) / len(v):.1f}% ({len(v)})" for t, v in sorted(types.items()))
         ratio = f"{f1_a / f1_s:.2f}" if f1_s else "-"
-        cells = [f"{start + 1}-{end}", f"{em_s:.1f}%", f"{f1_s:.1f}%", f"{em_a:.1f}%", f"**{f1_a:.1f}%**", per_type, ratio]
+        label = f"{first + start + 1}-{end + start}"
+        cells = [label, f"{em_s:.1f}%", f"{f1_s:.1f}%", f"{em_a:.1f}%", f"**{f1_a:.1f}%**", per_type, ratio]
         print("| " + " | ".join(cells) + " |")
     abstained = sum(run["reply"] is None for run in runs)
     print(f"\n{len(runs)} runs; {abstained} ended without an answer from the chunks (counted in both columns).")
@@ -108,15 +111,16 @@ def score(runs: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="HotpotQA-format JSONL (default: the sample).")
-    parser.add_argument("--limit", type=int, help="Only the first N questions (the store keeps every paragraph).")
+    parser.add_argument("--start", type=int, default=0, help="Skip the first N questions (200: the held-out ones).")
+    parser.add_argument("--limit", type=int, help="Only N questions (the store keeps every paragraph).")
     parser.add_argument("--out", type=Path, default=Path("short-answer.jsonl"), help="Where the runs are written.")
     parser.add_argument("--rescore", type=Path, help="Score recorded runs (an earlier --out) instead of running.")
     args = parser.parse_args()
     if args.rescore:
         runs = [json.loads(line) for line in args.rescore.read_text(encoding="utf-8").splitlines() if line.strip()]
     else:
-        runs = record_runs(args.data, args.limit, args.out)
-    score(runs)
+        runs = record_runs(args.data, args.start, args.limit, args.out)
+    score(runs, args.start)
 
 
 if __name__ == "__main__":
