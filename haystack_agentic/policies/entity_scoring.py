@@ -178,6 +178,27 @@ class ScoringWeights:
     position: float = 0.5
 
 
+def generic_specificity(share: float) -> float:
+    """
+    The specificity below which a mention counts as generic: its words are, on average (in IDF), in more than
+    `share` of the store's chunks ("United States", "Education", "World War II" in a store of a few thousand
+    Wikipedia paragraphs; `share=0.05` gives log(21) = 3.04).
+
+    :param share: A share of the store's chunks, in (0, 1).
+    :returns: The specificity threshold.
+    :raises ValueError: If `share` is not in (0, 1).
+    """
+    if not 0 < share < 1:
+        raise ValueError(f"generic_share must be in (0, 1), got {share!r}.")
+    return math.log(1 + 1 / share)
+
+
+def is_generic(candidate: Candidate, threshold: float) -> bool:
+    """Whether a candidate page is generic: its page says none of the question's open words (lookahead 0) and
+    its mention is not specific (`specificity < threshold`, see `generic_specificity`)."""
+    return candidate.lookahead <= 0 and candidate.specificity < threshold
+
+
 def open_question_words(question_words: list[str], chunk_text: str | set[str], title: str) -> list[str]:
     """The question's content words that neither the mentioning chunk (its text or its word set) nor the
     candidate's title contain."""
