@@ -254,7 +254,8 @@ class BridgeEntityPolicy:
         self.stop_when_linked = stop_when_linked
         self.scan_named_first = scan_named_first
         self.generic_share = generic_share
-        self._generic_below = None if generic_share is None else generic_specificity(generic_share)
+        share = generic_share
+        self._generic_below = None if share is None else generic_specificity(share, self.pages.documents)
 
         self._index: dict[tuple[str, ...], list[str]] = {}
         self._aliases: dict[str, set[tuple[str, ...]]] = {}

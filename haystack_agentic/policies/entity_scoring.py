@@ -178,19 +178,22 @@ class ScoringWeights:
     position: float = 0.5
 
 
-def generic_specificity(share: float) -> float:
+def generic_specificity(share: float, documents: int, min_chunks: int = 20) -> float:
     """
     The specificity below which a mention counts as generic: its words are, on average (in IDF), in more than
-    `share` of the store's chunks ("United States", "Education", "World War II" in a store of a few thousand
-    Wikipedia paragraphs; `share=0.05` gives log(21) = 3.04).
+    `share` of the store's chunks and in at least `min_chunks` of them ("United States", "Education", "World War
+    II" in a store of a few thousand Wikipedia paragraphs; `share=0.05` gives log(21) = 3.04). In a small store
+    (under `min_chunks / share` chunks) the count decides, so that a name a few chunks say is never generic.
 
     :param share: A share of the store's chunks, in (0, 1).
-    :returns: The specificity threshold.
+    :param documents: The store's chunk count (`PageIndex.documents`).
+    :param min_chunks: The fewest chunks a generic mention's words are in (default 20).
+    :returns: The specificity threshold (0 for an empty store: nothing is generic).
     :raises ValueError: If `share` is not in (0, 1).
     """
     if not 0 < share < 1:
         raise ValueError(f"generic_share must be in (0, 1), got {share!r}.")
-    return math.log(1 + 1 / share)
+    return min(math.log(1 + 1 / share), math.log(1 + documents / min_chunks))
 
 
 def is_generic(candidate: Candidate, threshold: float) -> bool:
