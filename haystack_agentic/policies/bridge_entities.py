@@ -254,8 +254,9 @@ class BridgeEntityPolicy:
         self.stop_when_linked = stop_when_linked
         self.scan_named_first = scan_named_first
         self.generic_share = generic_share
-        share = generic_share
-        self._generic_below = None if share is None else generic_specificity(share, self.pages.documents)
+        self._generic_below = (  # the specificity under which a lookahead-0 page is generic (None: rule off)
+            None if generic_share is None else generic_specificity(generic_share, self.pages.documents)
+        )
 
         self._index: dict[tuple[str, ...], list[str]] = {}
         self._aliases: dict[str, set[tuple[str, ...]]] = {}
