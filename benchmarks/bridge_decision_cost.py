@@ -40,7 +40,7 @@ def main() -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.process_time()
     policy = BridgeEntityPolicy.from_documents(
-        docs, ranking="scored", mentions=True, stop_when_covered=True, scan_named_first=True
+        docs, ranking="scored", mentions=True, stop_when_covered=True, scan_named_first=True, generic_share=0.05
     )
     build = time.process_time() - start
     grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) / 1024

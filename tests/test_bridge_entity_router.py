@@ -121,6 +121,15 @@ def test_the_named_first_scan_is_the_default_and_survives_serialisation(store):
     assert not BridgeEntityRouter.from_dict(data)._current_policy().scan_named_first
 
 
+def test_generic_pages_last_is_the_default_and_survives_serialisation(store):
+    router = BridgeEntityRouter(document_store=store)
+    assert router._current_policy().generic_share == 0.05
+    data = router.to_dict()
+    assert data["init_parameters"]["generic_share"] == 0.05
+    data["init_parameters"]["generic_share"] = None
+    assert BridgeEntityRouter.from_dict(data)._current_policy().generic_share is None
+
+
 def test_bad_parameters_raise(store):
     with pytest.raises(ValueError):
         BridgeEntityRouter(document_store=store, first_top_k=0)

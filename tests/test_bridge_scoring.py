@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The scored bridge-entity rules (issue 14) on real paragraphs: tests/data/bridge_cases.jsonl holds four
+"""The scored bridge-entity rules (issue 14) on real paragraphs: tests/data/bridge_cases.jsonl holds five
 questions of the shared samples with all their paragraphs (HotpotQA: CC BY-SA 4.0; MuSiQue: CC BY 4.0)."""
 
 from pathlib import Path
@@ -11,13 +11,15 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack_agentic.components.generators._short_answer import short_answer
 from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_documents, load_hotpotqa_questions
 from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy
-from haystack_agentic.policies.entity_scoring import PageIndex
+from haystack_agentic.policies.entity_scoring import PageIndex, generic_specificity
 from haystack_agentic.policies.mention_search import entity_names
 
 CASES = {row["id"]: row for row in load_hotpotqa_questions(Path(__file__).parent / "data" / "bridge_cases.jsonl")}
 TI_AUTOMOTIVE = "5a75642c5542996c70cfaeed"  # HotpotQA: "... investment firm that acquired TI Automotive ..."
 GMINA = "2hop__341176_711757"  # MuSiQue: "What other district is found in the same county as Gmina Stężyca?"
 TADAKHA = "5a74ee175542996c70cfae41"  # HotpotQA: "... best known for his role in the film Tadakha ..."
+HAGOOD = "4hop1__819901_32392_823060_610794"  # MuSiQue: "... the capitol of the state where Johnson Hagood died?"
+EXAMPLES = Path(__file__).parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 
 
 def _setup(case_id: str, **kwargs):
@@ -148,3 +150,44 @@ def test_folding_drops_latin_accents_but_keeps_other_scripts_letters():
     assert normalise("Café Müller, Ångström") == "cafe muller, angstrom"
     assert normalise("東京はどこの首都ですか") == "東京はどこの首都ですか"  # voicing marks are part of the kana
     assert normalise("हिन्दी") == "हिन्दी"  # Devanagari vowel signs and virama stay
+
+
+@pytest.fixture(scope="module")
+def pooled_hagood():
+    """The Hagood question's 20 MuSiQue paragraphs in a store with the 3,572 shipped HotpotQA paragraphs."""
+    row = CASES[HAGOOD]
+    docs = hotpotqa_documents(load_hotpotqa_questions(EXAMPLES), title_in_content=True)
+    docs += hotpotqa_documents([row], title_in_content=True)
+    store = InMemoryDocumentStore()
+    store.write_documents(docs)
+    retriever = InMemoryBM25Retriever(store)
+    first = retriever.run(query=row["question"], top_k=4)["documents"]
+    return row, docs, PageIndex((d.meta.get("title"), d.content or "") for d in docs), first
+
+
+def test_generic_pages_wait_behind_the_mentions_search(pooled_hagood):
+    row, docs, pages, first = pooled_hagood
+    kwargs = {"ranking": "scored", "mentions": True, "scan_named_first": True, "pages": pages}
+    before = BridgeEntityPolicy.from_documents(docs, **kwargs).next_searches(row["question"], first, [row["question"]])
+    # 'John Doby Kennedy' names the United States; its page says none of the question's open words.
+    assert before[0]["filters"] == {"field": "meta.title", "operator": "==", "value": "United States"}
+    after = BridgeEntityPolicy.from_documents(docs, **kwargs, generic_share=0.05).next_searches(
+        row["question"], first, [row["question"]]
+    )
+    assert after[0]["why"].startswith("mentions of ") and "before generic pages ['United States'" in after[0]["why"]
+    assert after[0]["filters"]["operator"] == "not in"
+    assert {"field": "meta.title", "operator": "==", "value": "United States"} in [s["filters"] for s in after[1:]]
+
+
+def test_nothing_is_generic_in_a_small_store():
+    assert generic_specificity(0.05, 100_000) == pytest.approx(3.0445, abs=1e-3)  # log(1 + 1 / 0.05)
+    assert generic_specificity(0.05, 20) == pytest.approx(0.693, abs=1e-3)  # words in every chunk only
+    assert generic_specificity(0.05, 0) == 0.0
+    with pytest.raises(ValueError, match="generic_share"):
+        generic_specificity(1.5, 100)
+    row, docs, retrieve, plain = _setup(HAGOOD, ranking="scored", mentions=True)
+    generic = BridgeEntityPolicy.from_documents(docs, ranking="scored", mentions=True, generic_share=0.05)
+    first = retrieve(row["question"], 4, None)
+    assert generic.next_searches(row["question"], first, [row["question"]]) == plain.next_searches(
+        row["question"], first, [row["question"]]
+    )

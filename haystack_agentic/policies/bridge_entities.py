@@ -17,7 +17,7 @@ from haystack import Document, logging
 from haystack_agentic.dataclasses.loop_state import merge_chunks
 from haystack_agentic.policies.mention_search import covers_open_words, mentions_search
 from haystack_agentic.policies.entity_scoring import (  # noqa: F401 - normalise is re-exported
-    Candidate, PageIndex, ScoringWeights, content_words, normalise, score_candidate,
+    Candidate, PageIndex, ScoringWeights, content_words, generic_specificity, is_generic, normalise, score_candidate,
 )
 
 logger = logging.getLogger(__name__)
@@ -158,6 +158,7 @@ class BridgeEntityPolicy:
         stop_when_covered: bool = False,
         stop_when_linked: bool = False,
         scan_named_first: bool = False,
+        generic_share: float | None = None,
     ) -> None:
         """
         Build the title index.
@@ -210,6 +211,8 @@ class BridgeEntityPolicy:
             chunk's title, or every title the question names is retrieved (default False: measured to cost recall).
         :param scan_named_first: With `"scored"`, scan the chunks of pages the question names before the others
             (the next hop hangs off the question's own entity, even when its page ranks low); default False.
+        :param generic_share: With `"scored"` and `mentions`, pages that share no open question word and whose mention's
+            words are (mean IDF) in more than this share of the chunks go after the mentions search (default None: off).
         :raises ValueError: If a top-k, `max_follow_ups` or `scan_top_chunks` is out of range, or
             an option is not one of its documented values.
         """
@@ -250,6 +253,10 @@ class BridgeEntityPolicy:
         self.stop_when_covered = stop_when_covered
         self.stop_when_linked = stop_when_linked
         self.scan_named_first = scan_named_first
+        self.generic_share = generic_share
+        self._generic_below = (  # the specificity under which a lookahead-0 page is generic (None: rule off)
+            None if generic_share is None else generic_specificity(generic_share, self.pages.documents)
+        )
 
         self._index: dict[tuple[str, ...], list[str]] = {}
         self._aliases: dict[str, set[tuple[str, ...]]] = {}
@@ -551,11 +558,15 @@ class BridgeEntityPolicy:
         pages = self.scored_candidates(question, chunks, searched)
         threshold = self.page_min_lookahead
         strong = pages if threshold is None else [c for c in pages if c.lookahead > threshold]
+        if self._generic_below is not None:  # generic pages ("United States") wait behind the mentions search
+            strong = [c for c in strong if not is_generic(c, self._generic_below)]
         out += [self._page_search(c.title, question, "page " + c.explain()) for c in strong]
         if self.mentions and not out:  # only when no page is left to follow (and so only computed then)
             search = mentions_search(self.pages, question, chunks, searched, self.scan_top_chunks, self.follow_up_top_k)
             if search is not None:
-                out.append(search)
+                below = self._generic_below
+                later = [c.title for c in pages if below is not None and is_generic(c, below)][:3]
+                out.append({**search, "why": search["why"] + (f"; before generic pages {later}" if later else "")})
         out += [self._page_search(c.title, question, "page " + c.explain()) for c in pages if c not in strong]
         return out
 

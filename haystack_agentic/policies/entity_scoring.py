@@ -178,6 +178,30 @@ class ScoringWeights:
     position: float = 0.5
 
 
+def generic_specificity(share: float, documents: int, min_chunks: int = 20) -> float:
+    """
+    The specificity below which a mention counts as generic: its words are, on average (in IDF), in more than
+    `share` of the store's chunks and in at least `min_chunks` of them ("United States", "Education", "World War
+    II" in a store of a few thousand Wikipedia paragraphs; `share=0.05` gives log(21) = 3.04). In a small store
+    (under `min_chunks / share` chunks) the count decides, so that a name a few chunks say is never generic.
+
+    :param share: A share of the store's chunks, in (0, 1).
+    :param documents: The store's chunk count (`PageIndex.documents`).
+    :param min_chunks: The fewest chunks a generic mention's words are in (default 20).
+    :returns: The specificity threshold (0 for an empty store: nothing is generic).
+    :raises ValueError: If `share` is not in (0, 1).
+    """
+    if not 0 < share < 1:
+        raise ValueError(f"generic_share must be in (0, 1), got {share!r}.")
+    return min(math.log(1 + 1 / share), math.log(1 + documents / min_chunks))
+
+
+def is_generic(candidate: Candidate, threshold: float) -> bool:
+    """Whether a candidate page is generic: its page says none of the question's open words (lookahead 0) and
+    its mention is not specific (`specificity < threshold`, see `generic_specificity`)."""
+    return candidate.lookahead <= 0 and candidate.specificity < threshold
+
+
 def open_question_words(question_words: list[str], chunk_text: str | set[str], title: str) -> list[str]:
     """The question's content words that neither the mentioning chunk (its text or its word set) nor the
     candidate's title contain."""

@@ -86,6 +86,7 @@ class BridgeEntityRouter:
         chain: bool = False,
         stop_when_covered: bool = True,
         scan_named_first: bool = True,
+        generic_share: float | None = 0.05,
     ) -> None:
         """
         Create a BridgeEntityRouter.
@@ -109,6 +110,9 @@ class BridgeEntityRouter:
             follow-ups. Default True.
         :param scan_named_first: With `ranking="scored"`, scan the chunks of pages the question names before the
             others, however low they rank (the next hop hangs off the question's own entity). Default True.
+        :param generic_share: With `ranking="scored"` and `mentions`, a page that shares no open question word and
+            whose mention's words are (mean IDF) in more than this share of the store's chunks ("United States") is
+            followed only after the mentions search. Default 0.05; `None` turns it off.
         :raises ValueError: If a number is out of range (see `BridgeEntityPolicy`).
         """
         self.document_store = document_store
@@ -122,6 +126,7 @@ class BridgeEntityRouter:
         self.chain = chain
         self.stop_when_covered = stop_when_covered
         self.scan_named_first = scan_named_first
+        self.generic_share = generic_share
         self._policy = BridgeEntityPolicy([], **self._policy_kwargs())  # validates the parameters
         self._indexed_count: int | None = None
         self._lock = threading.Lock()
@@ -139,6 +144,7 @@ class BridgeEntityRouter:
             "chain": self.chain,
             "stop_when_covered": self.stop_when_covered,
             "scan_named_first": self.scan_named_first,
+            "generic_share": self.generic_share,
         }
 
     @property
@@ -325,6 +331,7 @@ class BridgeEntityRouter:
             chain=self.chain,
             stop_when_covered=self.stop_when_covered,
             scan_named_first=self.scan_named_first,
+            generic_share=self.generic_share,
         )
 
     @classmethod
