@@ -3,6 +3,8 @@
 sample (`eval --configs bridge-entity`), with sentences of the chunks they were written from."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from haystack_agentic.components.generators._comparison_answer import compare_by_year
 from haystack_agentic.components.generators._short_answer import short_answer
@@ -150,3 +152,29 @@ def test_lived_longer_compares_life_spans_and_gives_up_without_both():
     algren = "Nelson Algren\nNelson Ahlgren Abraham (March 28, 1909 – May 9, 1981) was an American writer."
     question = "Which author lived longer, Nelson Algren or Nathanael West?"
     assert compare_by_year(question, options, [west, algren]) == "Nelson Algren"
+
+
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)
+_WORDY = st.lists(
+    st.sampled_from(
+        ["The", "answer", "is", ":", "or", "and", "Between", "Who", "when", "born", "first", "Paris", "1978", "Hot"]
+        + ["Lead", "of", "the", ",", ".", "?", "\n\n", "Question:", "'", '"', "(", ")", "É", "7"]
+    ),
+    max_size=40,
+).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    question=st.one_of(_TEXT, _WORDY),
+    reply=st.one_of(_TEXT, _WORDY),
+    chunks=st.lists(st.one_of(_TEXT, _WORDY), max_size=3),
+)
+def test_any_reply_gets_a_defined_answer(question, reply, chunks):
+    """Whatever the model writes, the rule returns a string: the reply, "yes"/"no", or text from the reply, the
+    question's options or the chunks; it never raises."""
+    answer = short_answer(question, reply, chunks)
+    assert isinstance(answer, str)
+    if answer in (reply, reply.strip(), "yes", "no"):
+        return
+    assert answer in reply or answer in question or any(answer in c for c in chunks), answer
