@@ -42,8 +42,12 @@ def record_runs(data: Path, start: int, limit: int | None, out: Path) -> list[di
     rows = all_rows[start : start + limit] if limit else all_rows[start:]
     replies: dict[str, dict] = {}
 
-    def recording(question: str, text: str, chunk_texts: list[str]) -> str:
-        replies[" ".join(question.split())] = {"reply": text, "chunks": list(chunk_texts)}
+    def recording(question: str, text: str, chunk_texts: list[str], option_pages: list[str] | None = None) -> str:
+        replies[" ".join(question.split())] = {
+            "reply": text,
+            "chunks": list(chunk_texts),
+            "option_pages": None if option_pages is None else list(option_pages),
+        }
         return text
 
     answerer_module.short_answer = recording  # the name the Answerer calls; restored below
@@ -68,6 +72,7 @@ def record_runs(data: Path, start: int, limit: int | None, out: Path) -> list[di
                 "answer": record["answer"],
                 "reply": reply and reply["reply"],
                 "chunks": reply and reply["chunks"],
+                "option_pages": reply and reply["option_pages"],
             }
             runs.append(run)
             handle.write(json.dumps(run) + "\n")
@@ -81,7 +86,8 @@ def score(runs: list[dict], start: int = 0) -> None:
     def answers(run: dict) -> tuple[str, str]:
         if run["reply"] is None:
             return run["answer"] or "", run["answer"] or ""
-        return run["reply"], short_answer(run["question"], run["reply"], run["chunks"] or [])
+        span = short_answer(run["question"], run["reply"], run["chunks"] or [], option_pages=run.get("option_pages"))
+        return run["reply"], span
 
     blocks = [(first, min(first + 100, len(runs))) for first in range(0, len(runs), 100)]
     if len(blocks) > 1:
@@ -116,11 +122,38 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("short-answer.jsonl"), help="Where the runs are written.")
     parser.add_argument("--rescore", type=Path, help="Score recorded runs (an earlier --out) instead of running.")
     args = parser.parse_args()
+    if args.start < 0 or (args.limit is not None and args.limit < 1):
+        parser.error("--start must be >= 0 and --limit >= 1.")
     if args.rescore:
-        runs = [json.loads(line) for line in args.rescore.read_text(encoding="utf-8").splitlines() if line.strip()]
+        runs = read_runs(args.rescore, parser)
     else:
+        if not args.data.is_file():
+            parser.error(f"--data {args.data}: no such file.")
         runs = record_runs(args.data, args.start, args.limit, args.out)
+    if not runs:
+        parser.error("no runs to score (an empty --rescore file, or --start past the last question).")
     score(runs, args.start)
+
+
+def read_runs(path: Path, parser: argparse.ArgumentParser) -> list[dict]:
+    """The runs of an earlier `--out` file; a clear error for anything else."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        parser.error(f"--rescore {path}: {exc.strerror or exc}.")
+    runs = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            run = json.loads(line)
+        except json.JSONDecodeError as exc:
+            parser.error(f"--rescore {path}, line {number}: not JSON ({exc.msg}); expected a file written by --out.")
+        missing = {"question", "golds", "answer", "reply", "chunks"} - set(run if isinstance(run, dict) else ())
+        if missing:
+            parser.error(f"--rescore {path}, line {number}: no {', '.join(sorted(missing))}; expected a --out file.")
+        runs.append(run)
+    return runs
 
 
 if __name__ == "__main__":

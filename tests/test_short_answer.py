@@ -178,3 +178,33 @@ def test_any_reply_gets_a_defined_answer(question, reply, chunks):
     if answer in (reply, reply.strip(), "yes", "no"):
         return
     assert answer in reply or answer in question or any(answer in c for c in chunks), answer
+
+
+def test_inputs_a_direct_caller_may_pass_are_handled():
+    # None among the chunks, one string as the chunks, a number with a comma as an option
+    born_first = "Who was born first, Vladimir Nabokov or Harper Lee?"
+    assert short_answer(born_first, "Harper Lee.", [None, "x"]) == "Harper Lee"
+    assert short_answer("Who directed X?", "The answer is:", [None]) == "The answer is:"
+    assert short_answer("Who directed Jaws?", "Steven Spielberg", "Jaws was directed by Steven Spielberg.") == (
+        "Steven Spielberg"
+    )
+    assert short_answer("Which is larger, 1,000 or 2,000?", "2,000 is larger.") == "2,000"
+    assert short_answer("Which city?", "Paris (France).") == "Paris"
+
+
+def test_a_long_winded_reply_is_cut_in_linear_time():
+    # the span search looks at the reply's first 2,000 characters and at parts of at most 8 words
+    reply = "The director is " + "blah " * 20000  # the search used to grow with the cube of a run's length
+    answer = short_answer("Who directed X?", reply, ["x blah y"])
+    assert answer.startswith("blah blah") and len(answer) <= 2000
+
+
+def test_glued_dates_and_measures():
+    lee = "Harper Lee\nNelle Harper Lee (April 28, 1926February 19, 2016) was an American novelist."
+    nabokov = "Vladimir Nabokov\nVladimir Nabokov (22 April 1899 – 2 July 1977) was a Russian-American novelist."
+    options = ("Harper Lee", "Vladimir Nabokov")
+    assert compare_by_year("Which author lived longer, Harper Lee or Vladimir Nabokov?", options, [lee, nabokov]) == (
+        "Harper Lee"
+    )
+    peaks = ["A\nA (1850 m) was first climbed in 1970.", "B\nB was first climbed in 1950."]
+    assert compare_by_year("Which was climbed first, A or B?", ("A", "B"), peaks) == "B"

@@ -271,7 +271,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             "router_llm": getattr(router_llm, "model", None),
             "retrieval_only": bool(args.no_answer),
             "seconds": time.perf_counter() - started,
-            "command": " ".join(["haystack-agentic", *sys.argv[2:]]) if len(sys.argv) > 1 else "haystack-agentic eval",
+            "command": " ".join(["haystack-agentic", *sys.argv[1:]]) if len(sys.argv) > 1 else "haystack-agentic eval",
         }
         json_path = write_json(report, out_dir / f"{path.stem}.json")
         written = [json_path]

@@ -18,7 +18,9 @@ from haystack_agentic.policies.entity_scoring import fold
 _EARLIER_RE = re.compile(r"\b(first|earlier|earliest|older|oldest|before)\b", re.IGNORECASE)
 _LATER_RE = re.compile(r"\b(later|latest|younger|youngest|more recent|most recent|newer|newest)\b", re.IGNORECASE)
 _LIFESPAN_RE = re.compile(r"\b(lived longer|longer life|lived the longest)\b", re.IGNORECASE)
-_YEAR_RE = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
+#: A year: four digits not inside a longer number ("1926February" counts; "12,1926" and "19265" do not) and not a
+#: measure ("1850 m", "2000 ft").
+_YEAR_RE = re.compile(r"(?<![\d,.])(1[0-9]{3}|20[0-9]{2})(?![\d,]|\.\d|\s?(?:m|km|ft|feet|metres|meters|mi|miles)\b)")
 _TITLE_QUALIFIER_RE = re.compile(r"\s*\([^)]*\)\s*$")
 #: How far into a chunk (characters after its title line) the option's own year is looked for.
 OPENING_CHARS = 300

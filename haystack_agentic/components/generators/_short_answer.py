@@ -39,6 +39,8 @@ _NUMBER_QUESTION_RE = re.compile(
     r"\b(when|what year|which year|what decade|what century|how many|how much|how old|how long|what age|what date)\b",
     re.IGNORECASE,
 )
+#: Where a clause ends inside a question: a colon, semicolon or a comma that is not inside a number ("1,000").
+_CLAUSE_BREAK_RE = re.compile(r"[:;]|,(?!\d)")
 _BETWEEN_RE = re.compile(r"^(?:between|of)\s+(.+?)\s+and\s+(.+?)[,\s]+(?:which|who)\b", re.IGNORECASE)
 _MONTHS = frozenset("january february march april may june july august september october november december".split())
 #: Words that never start or carry a span. Month names are content here (they are part of dates), unlike in
@@ -47,13 +49,17 @@ _REPLY_WORDS = frozenset("answer answers short question reply document documents
 _SPAN_FUNCTION_WORDS = (FUNCTION_WORDS - _MONTHS) | _REPLY_WORDS
 #: Words that may sit inside an answer span without ending it ("University of Oxford", "Greenwich Village, NYC").
 _JOINERS = frozenset("of the de la von van and du del da".split())
+#: How much of a reply is searched for a span (64 tokens of the packaged model are ~300 characters).
+_MAX_REPLY_CHARS = 2000
+#: The longest part of a run looked up in the chunks (a name or date is rarely longer; keeps the lookup linear).
+_MAX_PART_WORDS = 8
 #: Where a small model starts inventing the next example of its prompt: the reply is cut there.
 _RUNAWAY_RE = re.compile(r"\n\s*(?:question|context|documents?|q|a)\s*:", re.IGNORECASE)
 #: A sentence end between two words: ., ! or ? (after a word of 3+ characters, so "D.C." and "St. Louis" stay
 #: whole), a semicolon, or a line break.
 _SENTENCE_END_RE = re.compile(r"[!?;]|\n|(?<=\w{3})\.\s")
 #: An option of an "A or B" question: quoted text, or a run of capitalised words / numbers (joiners inside).
-_NAME_TOKEN_RE = re.compile(r"[\"“'‘][^\"”’]+[\"”'’]|[\w'’.-]+", re.UNICODE)
+_NAME_TOKEN_RE = re.compile(r"[\"“'‘][^\"”’]+[\"”'’]|\d[\d,.]*\d|[\w'’.-]+", re.UNICODE)
 
 
 def _is_name_token(token: str) -> bool:
@@ -86,11 +92,11 @@ def _options(question: str) -> tuple[str, str] | None:
     text = question.strip().rstrip("?").strip()
     if " or " in text:
         left, right = text.rsplit(" or ", 1)
-        left_tokens = _NAME_TOKEN_RE.findall(re.split(r"[,:;]", left)[-1])
-        if not re.search(r"[,:;]", left):
+        left_tokens = _NAME_TOKEN_RE.findall(_CLAUSE_BREAK_RE.split(left)[-1])
+        if not _CLAUSE_BREAK_RE.search(left):
             left_tokens = left_tokens[1:]  # the question's first word is capitalised as a sentence start
         first = _name_run(left_tokens, from_end=True)
-        second = _name_run(_NAME_TOKEN_RE.findall(re.split(r"[,:;]", right)[0]), from_end=False)
+        second = _name_run(_NAME_TOKEN_RE.findall(_CLAUSE_BREAK_RE.split(right)[0]), from_end=False)
         if first and second:
             return first, second
     between = _BETWEEN_RE.search(text)
@@ -200,22 +206,39 @@ def _from_chunks(question: str, chunk_texts: Sequence[str], wants_number: bool) 
     return best[1] if best else None
 
 
-def short_answer(question: str, answer: str, chunk_texts: Sequence[str] = ()) -> str:
+def _texts(chunk_texts: Sequence[str] | str | None) -> list[str]:
+    """Chunk contents as a list of strings (one string is one chunk; `None` entries are dropped)."""
+    if chunk_texts is None:
+        return []
+    if isinstance(chunk_texts, str):
+        return [chunk_texts]
+    return [c for c in chunk_texts if isinstance(c, str)]
+
+
+def short_answer(
+    question: str,
+    answer: str,
+    chunk_texts: Sequence[str] = (),
+    option_pages: Sequence[str] | None = None,
+) -> str:
     """
     The short answer span of `answer` (see the module docstring).
 
     :param question: The user's question.
     :param answer: The model's answer.
-    :param chunk_texts: The contents of the chunks the answer was written from.
+    :param chunk_texts: The contents of the chunks the answer was written from (`None` entries are skipped).
+    :param option_pages: Where the options' own pages are looked for in date comparisons: every chunk the run
+        retrieved, which may be more than the prompt's (default: `chunk_texts`).
     :returns: The span (possibly the unchanged answer).
     """
     text = _clean_reply(answer or "")
     if not text:
         return answer
-    q_words = _WORD_RE.findall(fold(question))
-    options = _options(question)
+    chunk_texts = _texts(chunk_texts)
+    q_words = _WORD_RE.findall(fold(question or ""))
+    options = _options(question or "")
     if options is not None:
-        by_year = compare_by_year(question, options, chunk_texts)
+        by_year = compare_by_year(question, options, chunk_texts if option_pages is None else _texts(option_pages))
         if by_year is not None:
             return by_year.strip("\"“”'‘’")
         chosen = _choose_option(text, options)
@@ -223,7 +246,7 @@ def short_answer(question: str, answer: str, chunk_texts: Sequence[str] = ()) ->
             return chosen
     if q_words and q_words[0] in _YES_NO_START and options is None:
         return "no" if _NEGATION_RE.search(text) else "yes"
-    runs = _runs(text, set(q_words))
+    runs = _runs(text[:_MAX_REPLY_CHARS], set(q_words))  # the span is at the start; padding can be very long
     wants_number = _NUMBER_QUESTION_RE.search(question) is not None
     if not runs:
         return _from_chunks(question, chunk_texts, wants_number) or text
@@ -232,9 +255,15 @@ def short_answer(question: str, answer: str, chunk_texts: Sequence[str] = ()) ->
     folded_chunks = [fold(c) for c in chunk_texts]
 
     def in_chunks(span: tuple[int, int, int]) -> tuple[int, int, int]:
-        """The span, or its longest part (whole words, one named) that a chunk contains, or an empty span."""
+        """The span, or its longest part (whole words, one named, at most `_MAX_PART_WORDS`) that a chunk contains,
+        or an empty span. Linear in the run's length (a part is at most `_MAX_PART_WORDS` words)."""
         words = list(_WORD_RE.finditer(text, span[0], span[1]))
-        for size in range(len(words), 0, -1):
+        if not folded_chunks or not words:
+            return span[0], span[0], span[2]
+        whole_text = fold(text[words[0].start() : words[-1].end()])
+        if any(whole_text in c for c in folded_chunks):
+            return words[0].start(), words[-1].end(), span[2]
+        for size in range(min(len(words) - 1, _MAX_PART_WORDS), 0, -1):
             for i in range(len(words) - size + 1):
                 part = words[i : i + size]
                 raw = fold(text[part[0].start() : part[-1].end()])
@@ -257,4 +286,6 @@ def short_answer(question: str, answer: str, chunk_texts: Sequence[str] = ()) ->
     if rank(best)[1]:
         best = in_chunks(best)
     piece = text[best[0] : best[1]].strip(" ,;:.\"“”'‘’()")
+    if piece.count("(") > piece.count(")"):  # "Paris (France" -> "Paris"
+        piece = piece[: piece.rindex("(")].rstrip(" ,;:")
     return piece or text

@@ -298,7 +298,13 @@ class Answerer:
         if action == "draft":
             return {"state": state.evolve(draft=text, pending_action=None)}
         if self.short_answer:
-            short = short_answer(before.question, text, [c.content or "" for c in self.select_chunks(before)])
+            short = short_answer(
+                before.question,
+                text,
+                [c.content or "" for c in self.select_chunks(before)],
+                # a date comparison's option pages: every chunk of the run (one may rank outside the prompt's)
+                option_pages=[c.content or "" for c in before.chunks],
+            )
             if short != text:
                 logger.debug("Short answer {short!r} from the reply {text!r}", short=short, text=text)
                 return {"finished": state.finish("answered", answer=short)}
