@@ -66,20 +66,28 @@ def _is_name_token(token: str) -> bool:
     return token[0] in "\"“'‘" or token[0].isupper() or token[0].isdigit()
 
 
-def _name_run(tokens: list[str], from_end: bool) -> str:
-    """The run of name tokens at the end (or, skipping lowercase words first, the start) of `tokens`."""
+def _name_run(text: str, from_end: bool, skip_first: bool = False) -> str:
+    """
+    The run of name tokens at the end of `text` (or, skipping lowercase words first, at its start), as `text`
+    writes it (so an option is always a piece of the question).
+    """
+    tokens = list(_NAME_TOKEN_RE.finditer(text))[1 if skip_first else 0 :]
     seq = list(reversed(tokens)) if from_end else tokens
-    run: list[str] = []
+    run: list[re.Match] = []
     for token in seq:
-        if _is_name_token(token):
+        word = token.group(0)
+        if _is_name_token(word):
             run.append(token)
-        elif run and fold(token) in _JOINERS:
+        elif run and fold(word) in _JOINERS:
             run.append(token)
         elif run or from_end:
             break
-    while run and run[-1] in _JOINERS:  # a lowercase "of"/"the" at the edge; "The" inside a title stays
+    while run and run[-1].group(0) in _JOINERS:  # a lowercase "of"/"the" at the edge; "The" in a title stays
         run.pop()
-    return " ".join(reversed(run) if from_end else run)
+    if not run:
+        return ""
+    first, last = (run[-1], run[0]) if from_end else (run[0], run[-1])
+    return text[first.start() : last.end()]
 
 
 def _options(question: str) -> tuple[str, str] | None:
@@ -92,17 +100,16 @@ def _options(question: str) -> tuple[str, str] | None:
     text = question.strip().rstrip("?").strip()
     if " or " in text:
         left, right = text.rsplit(" or ", 1)
-        left_tokens = _NAME_TOKEN_RE.findall(_CLAUSE_BREAK_RE.split(left)[-1])
-        if not _CLAUSE_BREAK_RE.search(left):
-            left_tokens = left_tokens[1:]  # the question's first word is capitalised as a sentence start
-        first = _name_run(left_tokens, from_end=True)
-        second = _name_run(_NAME_TOKEN_RE.findall(_CLAUSE_BREAK_RE.split(right)[0]), from_end=False)
+        # Without a clause break the left part starts the question: its first word is capitalised as a sentence start.
+        opening = not _CLAUSE_BREAK_RE.search(left)
+        first = _name_run(_CLAUSE_BREAK_RE.split(left)[-1], from_end=True, skip_first=opening)
+        second = _name_run(_CLAUSE_BREAK_RE.split(right)[0], from_end=False)
         if first and second:
             return first, second
     between = _BETWEEN_RE.search(text)
     if between:  # "Between A and B, which ...", "Of the players A and B, which ..."
-        first = _name_run(_NAME_TOKEN_RE.findall(between.group(1)), from_end=True)
-        second = _name_run(_NAME_TOKEN_RE.findall(between.group(2)), from_end=False)
+        first = _name_run(between.group(1), from_end=True)
+        second = _name_run(between.group(2), from_end=False)
         if first and second:
             return first, second
     match = _OPTIONS_RE.search(question.strip())
