@@ -160,8 +160,10 @@ def truecase(question: str, texts: Sequence[str]) -> str:
         for match in _WORD_RE.finditer(text):
             word = match.group(0)
             if word[0].isupper() and word.lower() not in capitalised:
-                before = text[: match.start()].rstrip()
-                if before and before[-1] not in _SENTENCE_ENDS:
+                i = match.start() - 1
+                while i >= 0 and text[i].isspace():  # the character before the word, spaces skipped
+                    i -= 1
+                if i >= 0 and text[i] not in _SENTENCE_ENDS:
                     capitalised[word.lower()] = word
 
     def restore(match: re.Match) -> str:

@@ -170,7 +170,7 @@ def _runs(answer: str, question_words: set[str]) -> list[tuple[int, int, int]]:
 
 _CHUNK_SENTENCE_RE = re.compile(r"(?<=\w{3}[.!?])\s+|\n+")
 _NUMBER_SPAN_RE = re.compile(
-    r"(?:\d{1,2}\s+)?(?:(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+    r"(?:\d{1,2}\s+)?(?:(?:" + "|".join(month.title() for month in sorted(_MONTHS)) + r")"
     r"\s+(?:\d{1,2},?\s+)?)?\d[\d,.]*(?:\s+(?:million|billion|thousand|hundred))?"
 )
 _CAPITALISED_RUN_RE = re.compile(
@@ -276,22 +276,21 @@ def short_answer(
                 raw = fold(text[part[0].start() : part[-1].end()])
                 named = any(w.group(0)[0].isupper() or w.group(0)[0].isdigit() for w in part)
                 edges = {fold(part[0].group(0)), fold(part[-1].group(0))}
-                whole = size == len(words)
-                if (whole or (named and not edges & _SPAN_FUNCTION_WORDS)) and any(raw in c for c in folded_chunks):
+                if named and not edges & _SPAN_FUNCTION_WORDS and any(raw in c for c in folded_chunks):
                     return part[0].start(), part[-1].end(), span[2]
         return span[0], span[0], span[2]
 
-    def rank(span: tuple[int, int, int]) -> tuple[bool, bool, bool, int, int]:
+    def ranked(span: tuple[int, int, int]) -> tuple[tuple[bool, bool, bool, int, int], tuple[int, int, int]]:
+        """The run's rank and the span it stands for (its part in a chunk, if a chunk has one)."""
         found = in_chunks(span)
-        best = found if found[1] > found[0] else span
+        located = found[1] > found[0]
+        best = found if located else span
         words = _WORD_RE.findall(text[best[0] : best[1]])
         typed = any(any(ch.isdigit() for ch in w) for w in words) if wants_number else True
         named = any(w[0].isupper() or w[0].isdigit() for w in words)
-        return (typed, found[1] > found[0], named, best[1] - best[0], -best[0])
+        return (typed, located, named, best[1] - best[0], -best[0]), best
 
-    best = max(runs, key=rank)
-    if rank(best)[1]:
-        best = in_chunks(best)
+    _, best = max((ranked(run) for run in runs), key=lambda pair: pair[0])
     piece = text[best[0] : best[1]].strip(" ,;:.\"“”'‘’()")
     if piece.count("(") > piece.count(")"):  # "Paris (France" -> "Paris"
         piece = piece[: piece.rindex("(")].rstrip(" ,;:")
