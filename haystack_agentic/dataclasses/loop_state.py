@@ -291,7 +291,8 @@ class LoopState:
             embeddings dropped), `grounding` (dict or None), `usage` (per role: calls, prompt_tokens,
             completion_tokens; plus `total`), `error` (str or None), `metadata` (dict) and `evidence` (the evidence
             check's last verdict: `sufficient`, `score`, `threshold`, `reason`, `action`...; or None) and
-            `tool_state` (what user tools wrote with `outputs_to_state`).
+            `tool_state` (what user tools wrote with `outputs_to_state`) and `messages` (`final_conversation()` as
+            `ChatMessage.to_dict()` dicts).
         """
         total = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         for counts in self.usage.values():
@@ -310,7 +311,20 @@ class LoopState:
             "metadata": _jsonable(self.metadata),
             "evidence": _jsonable(self.evidence) if self.evidence is not None else None,
             "tool_state": _jsonable(self.tool_state),
+            "messages": [message.to_dict() for message in self.final_conversation()],
         }
+
+    def final_conversation(self) -> tuple[ChatMessage, ...]:
+        """
+        The conversation to feed back next turn: the one the run started from (or the question as a user message),
+        with the final answer appended as an assistant message when there is one (a give-up reason included).
+
+        :returns: The messages, oldest first.
+        """
+        conversation = self.conversation or (ChatMessage.from_user(self.question),)
+        if self.answer is None:
+            return conversation
+        return (*conversation, ChatMessage.from_assistant(self.answer))
 
     def to_dict(self) -> dict[str, Any]:
         """

@@ -22,6 +22,7 @@ RESULT_TYPES: dict[str, Any] = {
     "metadata": dict[str, Any],
     "evidence": dict[str, Any] | None,
     "tool_state": dict[str, Any],
+    "messages": list[dict[str, Any]],
 }
 
 
@@ -53,7 +54,8 @@ class LoopResultBuilder:
         :param state: The ended run's state.
         :returns: The result dict (JSON-serialisable): `answer` (str or None), `terminated_by`, `iterations`,
             `tool_history`, `documents` (dicts, see `LoopState.to_result`), `grounding`, `usage`, `error`,
-            `metadata`, `evidence` and `tool_state`; one output socket each.
+            `metadata`, `evidence`, `tool_state` and `messages` (the conversation with the final answer appended,
+            as `ChatMessage.to_dict()` dicts); one output socket each.
         """
         if state.terminated_by is None:
             logger.warning("LoopResultBuilder got a state that never ended; reporting it as an error.")
