@@ -14,6 +14,23 @@ embedders, preprocessors); `dataclasses/` the loop state; `pipelines/` builds an
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from haystack.core.serialization import allow_deserialization_module
+
+#: Modules the packaged YAML pipelines need besides Haystack's defaults (`haystack`, `haystack_integrations`, ...)
+#: and this package: the exact Milvus modules of the `*_milvus*` pipelines. Importing `haystack_agentic` trusts
+#: them and `haystack_agentic` itself process-wide (Haystack's public `allow_deserialization_module`), so
+#: `Pipeline.loads` of a packaged YAML needs no `allowed_modules`; passing `allowed_modules=ALLOWED_MODULES` works too.
+ALLOWED_MODULES = [
+    "haystack_agentic",
+    "milvus_haystack.document_store",
+    "milvus_haystack.function",
+    "milvus_haystack.milvus_embedding_retriever",
+    "pymilvus.client.abstract",
+]
+
+for _pattern in ALLOWED_MODULES:
+    allow_deserialization_module(_pattern)
+
 _EXPORTS = {
     "AgenticRAG": "haystack_agentic.components.loop.agentic_rag",
     "AgenticRouter": "haystack_agentic.components.routers.agentic_router",
@@ -24,7 +41,6 @@ _EXPORTS = {
     "HHEMGrounder": "haystack_agentic.components.grounders.hhem_grounder",
     "LLMJudgeGrounder": "haystack_agentic.components.grounders.llm_judge_grounder",
     "LoopController": "haystack_agentic.components.loop.loop_controller",
-    "ALLOWED_MODULES": "haystack_agentic.pipelines.loop_pipeline",
     "build_loop_pipeline": "haystack_agentic.pipelines.loop_pipeline",
     "load_loop_pipeline": "haystack_agentic.pipelines.loop_loading",
     "load_snapshot": "haystack_agentic.pipelines.snapshots",
@@ -38,7 +54,7 @@ _EXPORTS = {
     "merge_chunks": "haystack_agentic.dataclasses.loop_state",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "ALLOWED_MODULES"])
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily
     from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
@@ -54,7 +70,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
     from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks
     from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
-    from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, build_loop_pipeline
+    from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
     from haystack_agentic.pipelines.snapshots import load_snapshot, resume_from_snapshot, resume_from_snapshot_async
 
 

@@ -81,9 +81,7 @@ class QuestionChunkSimilarity:
     def _embed(self, texts: list[str]) -> Any:
         import numpy as np  # noqa: PLC0415 - comes with sentence-transformers
 
-        backend = self._embedder.embedding_backend
-        vectors = backend.embed(texts, batch_size=32, show_progress_bar=False, normalize_embeddings=True)
-        return np.asarray(vectors, dtype="float32")
+        return np.asarray(self._embedder.embed_texts(texts), dtype="float32")
 
     def best(self, question: str, chunks: Sequence[Document]) -> tuple[float, int | None]:
         """

@@ -14,7 +14,6 @@ from typing import Any, TypedDict, Unpack, cast
 from haystack import logging, tracing
 from haystack.dataclasses import ChatMessage
 from haystack.token_counters import ApproximateTokenCounter
-from haystack.utils.async_utils import _execute_component_async
 
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.llm.retries import (
@@ -299,7 +298,10 @@ async def call_generator_async(
     async def attempt() -> LLMCall:
         with attempts.span() as span:
             try:
-                result = await asyncio.wait_for(_execute_component_async(generator, **kwargs), timeout)
+                # run_async when the generator has one, else its sync run in a worker thread (context copied)
+                run_async = getattr(generator, "run_async", None)
+                call = run_async(**kwargs) if callable(run_async) else asyncio.to_thread(generator.run, **kwargs)
+                result = await asyncio.wait_for(call, timeout)
                 replies, error = list(result.get("replies") or []), None
             except TimeoutError as exc:
                 late = TimeoutError(f"the chat generator did not answer within {timeout} s")

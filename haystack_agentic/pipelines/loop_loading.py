@@ -96,7 +96,8 @@ def load_loop_pipeline(
     """
     Read a loop pipeline YAML with the allow-list, applying overrides.
 
-    :param path: The YAML file.
+    :param path: The YAML file, or the name of a packaged pipeline (`"agentic_rag_embedded"`, with or without
+        `.yml`; see `haystack_agentic.resources.pipeline_path`).
     :param model: Model name set on every `OpenAIChatGenerator` in it.
     :param api_base_url: Base URL set on every `OpenAIChatGenerator` in it.
     :param max_iterations: Set on the `LoopController`, with a matching `max_runs_per_component`.
@@ -104,8 +105,11 @@ def load_loop_pipeline(
         and the URL of every Weaviate store in it.
     :returns: The pipeline (not warmed up).
     :raises ValueError: If the file cannot be read, is not a loop pipeline, or does not load.
+    :raises FileNotFoundError: For a bare name that is no packaged pipeline (the message lists them).
     """
     path = Path(path)
+    if not path.exists() and path.name == str(path):  # a bare name: a packaged pipeline
+        path = pipeline_path(path.name)
     data = read_loop_yaml(path)
     components = data["components"]
     for spec in components.values():

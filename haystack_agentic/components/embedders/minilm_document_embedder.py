@@ -2,8 +2,7 @@
 
 from typing import Any
 
-from haystack import component, logging
-from haystack_integrations.components.embedders.sentence_transformers import SentenceTransformersDocumentEmbedder
+from haystack import Document, component, logging
 
 from haystack_agentic.components.embedders._packaged_minilm import PackagedMiniLM
 
@@ -11,13 +10,14 @@ logger = logging.getLogger(__name__)
 
 
 @component
-class MiniLMDocumentEmbedder(PackagedMiniLM, SentenceTransformersDocumentEmbedder):
+class MiniLMDocumentEmbedder(PackagedMiniLM):
     """
     Embeds Documents (content, plus `meta.title` when present) with the all-MiniLM-L6-v2 shipped in a PyPI package:
     offline, 384 dimensions, normalised.
 
-    A `SentenceTransformersDocumentEmbedder` whose default model is the packaged one, so a YAML pipeline stays
-    machine-independent (no absolute model path in it). Any other model name or folder works too.
+    It runs a `SentenceTransformersDocumentEmbedder` (the `embeddings` extra, imported on `warm_up`) whose default
+    model is the packaged one, so a YAML pipeline stays machine-independent (no absolute model path in it). Any
+    other model name or folder works too.
 
     ### Usage example
     ```python
@@ -31,6 +31,20 @@ class MiniLMDocumentEmbedder(PackagedMiniLM, SentenceTransformersDocumentEmbedde
     ```
     """
 
+    _embedder_class = "SentenceTransformersDocumentEmbedder"
+
     def _embedder_kwargs(self) -> dict[str, Any]:
         """A document's `meta["title"]` is embedded with its content."""
         return {"meta_fields_to_embed": ["title"]}
+
+    @component.output_types(documents=list[Document])
+    def run(self, documents: list[Document]) -> dict[str, Any]:
+        """
+        Embed Documents.
+
+        :param documents: The Documents; their `meta["title"]` is embedded with the content.
+        :returns: `{"documents": list[Document]}`, copies with `embedding` set.
+        :raises MissingExtraError: Without the `embeddings` extra.
+        :raises RuntimeError: If the packaged model is not installed.
+        """
+        return self.embedder().run(documents=documents)

@@ -7,7 +7,7 @@ from haystack import Document, component, default_from_dict, default_to_dict, lo
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
-from haystack_agentic.components.embedders.minilm_text_embedder import PACKAGED_MINILM
+from haystack_agentic.components.embedders._packaged_minilm import PACKAGED_MINILM
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.features import chunk_title, lexical_coverage
 from haystack_agentic.evidence.judge import DEFAULT_EVIDENCE_PROMPT, parse_verdict
