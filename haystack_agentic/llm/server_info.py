@@ -106,3 +106,43 @@ def read_server_info(base_url: str, timeout: float = PROPS_TIMEOUT) -> ServerInf
     except (OSError, ValueError, urllib.error.URLError) as exc:
         logger.debug("No server info at {url}: {error}", url=url, error=repr(exc))
         return ServerInfo()
+
+
+def fit_prompt_budgets(pipeline: Any, info: ServerInfo) -> None:
+    """
+    Lower every LLM role's prompt budget (`context_budget_tokens`) to what the server's context leaves
+    (`ServerInfo.prompt_budget`); nothing changes when the context size is unknown.
+
+    :param pipeline: A loop pipeline (not yet run).
+    :param info: What the server reported.
+    """
+    if not info.n_ctx:
+        return
+    for _, instance in pipeline.walk():
+        budget = getattr(instance, "context_budget_tokens", None)
+        if isinstance(budget, int) and getattr(instance, "chat_generator", None) is not None:
+            instance.context_budget_tokens = info.prompt_budget(budget)
+
+
+def set_llm_limits(pipeline: Any, timeout: float | None = None, max_tokens: int | None = None) -> None:
+    """
+    Set the seconds one LLM call may take and the most tokens it may write, on every LLM role of a pipeline (the
+    components with a `chat_generator`): `timeout` on the role, `max_tokens` in its `generation_kwargs` (an
+    OpenAI-compatible server's parameter).
+
+    :param pipeline: A loop pipeline (not yet run).
+    :param timeout: Seconds per call, or `None` to keep the configured ones.
+    :param max_tokens: Most tokens per reply, or `None` to keep the configured ones.
+    :raises ValueError: If `timeout` or `max_tokens` is not positive.
+    """
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"--timeout must be a positive number of seconds, got {timeout}")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"--max-tokens must be at least 1, got {max_tokens}")
+    for _, instance in pipeline.walk():
+        if getattr(instance, "chat_generator", None) is None:
+            continue
+        if timeout is not None and hasattr(instance, "timeout"):
+            instance.timeout = timeout
+        if max_tokens is not None and hasattr(instance, "generation_kwargs"):
+            instance.generation_kwargs = {**(instance.generation_kwargs or {}), "max_tokens": max_tokens}
