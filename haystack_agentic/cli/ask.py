@@ -25,10 +25,11 @@ from haystack_agentic.cli.common import (
     printable,
 )
 from haystack_agentic.cli.ask_output import print_trace
-from haystack_agentic.llm.server_info import ServerInfo, fit_prompt_budgets, set_llm_limits
 
 if TYPE_CHECKING:
     from haystack import Pipeline
+
+    from haystack_agentic.llm.server_info import ServerInfo
     from rich.console import Console
 
 _DESCRIPTION = """\
@@ -358,6 +359,8 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     quiet = args.quiet or args.json
     if quiet:
         hide_model_progress_bars()
+    from haystack_agentic.llm.server_info import fit_prompt_budgets, set_llm_limits  # noqa: PLC0415
+
     early = Console(stderr=True, quiet=quiet, soft_wrap=True)
     server = check_server(args, llm, early)
     pipeline = load_pipeline(args, llm)
