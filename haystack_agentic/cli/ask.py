@@ -28,6 +28,8 @@ from haystack_agentic.cli.ask_output import print_trace
 
 if TYPE_CHECKING:
     from haystack import Pipeline
+
+    from haystack_agentic.llm.server_info import ServerInfo
     from rich.console import Console
 
 _DESCRIPTION = """\
@@ -93,8 +95,49 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
         "answer with a warning.",
     )
     ask.add_argument("--quiet", action="store_true", help="No progress output.")
+    add_llm_limit_arguments(ask)
     add_backend_arguments(ask)
     return ask
+
+
+def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `--timeout` and `--max-tokens` (every LLM role's call limits) to a sub-command's parser."""
+    parser.add_argument(
+        "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, help="Most tokens one LLM reply may have, every role (default: sized per role)."
+    )
+
+
+def check_server(args: argparse.Namespace, llm: str, err: Console) -> ServerInfo | None:
+    """
+    Read what an OpenAI-compatible server at `--base-url` (or `OPENAI_BASE_URL`) reports (llama.cpp's `/props`).
+    When its chat template has no tools: with `--mode tools` given, refuse with the fix; without `--mode`, say so in
+    one line and route in json mode (`args.mode` set to `json`).
+
+    :param args: Parsed arguments (`base_url`, `mode`, `pipeline`).
+    :param llm: `openai` or `embedded`.
+    :param err: Where the notice goes (stderr).
+    :returns: The `ServerInfo`, or `None` for no server.
+    :raises CLIError: With `--mode tools` on a server whose template cannot call tools.
+    """
+    from haystack_agentic.llm.server_info import read_server_info  # noqa: PLC0415
+
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
+    if llm != "openai" or not base_url:
+        return None
+    info = read_server_info(base_url)
+    if info.supports_tools is False and not args.pipeline:
+        if args.mode == "tools":
+            raise CLIError(
+                "The server's chat template cannot call tools (its /props: supports_tools false). Use --mode json, or "
+                "start llama.cpp with a template that has tools (--jinja --chat-template-file <template>)."
+            )
+        if args.mode is None:
+            err.print("The server's chat template has no tool support: routing in JSON mode (--mode json).")
+            args.mode = "json"
+    return info
 
 
 def load_store_into(
@@ -316,7 +359,17 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     quiet = args.quiet or args.json
     if quiet:
         hide_model_progress_bars()
+    from haystack_agentic.llm.server_info import fit_prompt_budgets, set_llm_limits  # noqa: PLC0415
+
+    early = Console(stderr=True, quiet=quiet, soft_wrap=True)
+    server = check_server(args, llm, early)
     pipeline = load_pipeline(args, llm)
+    try:
+        set_llm_limits(pipeline, getattr(args, "timeout", None), getattr(args, "max_tokens", None))
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    if server is not None:
+        fit_prompt_budgets(pipeline, server)
     explicit_store = bool(args.store or store_path_from_env())
     store_path = Path(args.store) if args.store else default_store_path()
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)

@@ -122,6 +122,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--per-question", action="store_true", help="Also print one line per question.")
     p.add_argument("--json", action="store_true", help="Print the totals as JSON instead of tables.")
     p.add_argument("--quiet", action="store_true", help="No progress bar.")
+    p.add_argument("--timeout", type=float, help="Seconds one LLM call may take (--llm openai; default the client's).")
+    p.add_argument("--max-tokens", type=int, help="Most tokens one LLM reply may have (--llm openai).")
     return p
 
 
@@ -142,7 +144,16 @@ def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
             raise error("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL / --base-url for a local server).")
         os.environ["OPENAI_API_KEY"] = "not-needed-for-a-local-server"  # local servers ignore the key
     model = args.model or os.environ.get(ENV_MODEL) or DEFAULT_OPENAI_MODEL
-    return OpenAIChatGenerator(model=model, api_base_url=base_url)
+    max_tokens = getattr(args, "max_tokens", None)
+    if max_tokens is not None and max_tokens < 1:
+        raise error(f"--max-tokens must be at least 1, got {max_tokens}")
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and timeout <= 0:
+        raise error(f"--timeout must be a positive number of seconds, got {timeout}")
+    return OpenAIChatGenerator(
+        model=model, api_base_url=base_url, timeout=timeout,
+        generation_kwargs={"max_tokens": max_tokens} if max_tokens else None,
+    )  # fmt: skip
 
 
 def _answer_generator(args: argparse.Namespace, error: type[Exception]) -> Any:

@@ -20,6 +20,7 @@ from haystack_agentic.llm.retries import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_RETRIES,
     RetryPolicy,
+    fix_for,
     generator_retries_itself,
     is_transient,
 )
@@ -81,7 +82,7 @@ def _account(
     return state.with_usage(role, replies, prompt_tokens_estimate=estimate)
 
 
-def _sends_openai_requests(generator: Any) -> bool:
+def sends_openai_requests(generator: Any) -> bool:
     """Whether the generator is Haystack's `OpenAIChatGenerator` or a subclass (Azure, OpenAI-compatible servers)."""
     return any(cls.__name__ == "OpenAIChatGenerator" for cls in type(generator).__mro__)
 
@@ -165,7 +166,7 @@ class _Attempts:
                 self.kwargs["generation_kwargs"] = {
                     **self.kwargs.get("generation_kwargs", {}), "stream_options": {"include_usage": True}
                 }
-        if self.tools and _sends_openai_requests(generator):
+        if self.tools and sends_openai_requests(generator):
             _offer_tool_choice(generator, self.kwargs)
         max_retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
         if max_retries and generator_retries_itself(generator):
@@ -324,10 +325,12 @@ def _tag_call(span: Any, state: LoopState, role: str, replies: list[ChatMessage]
 
 def describe_error(exc: BaseException) -> str:
     """
-    A one-line description of an exception for `LoopState.error`.
+    A one-line description of an exception for `LoopState.error`, with what to do about it when that is known
+    (`haystack_agentic.llm.retries.fix_for`: a server option, a bigger context, `--mode json`).
 
     :param exc: The exception.
-    :returns: `"<ExceptionType>: <message>"`.
+    :returns: `"<ExceptionType>: <message>"`, then `" (fix: <what to do>)"` when a fix is known.
     """
-    return f"{type(exc).__name__}: {exc}"
+    fix = fix_for(exc)
+    return f"{type(exc).__name__}: {exc}" + (f" (fix: {fix})" if fix else "")
 

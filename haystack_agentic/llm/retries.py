@@ -8,6 +8,7 @@ has already counted in `usage`, and the policy decides from that outcome whether
 accounted for, and the last outcome is returned when the retries run out.
 """
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -40,26 +41,100 @@ DEFAULT_MAX_RETRIES = 2
 DEFAULT_BACKOFF = 0.5
 
 
+#: A server option named in an error's text (`--jinja`, `-c`, `--ctx-size`): the server must be started differently, so
+#: retrying the same request cannot help.
+_SERVER_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z-]+|-c\b)|\bflag\b")
+
+#: What to do about a permanent failure, by a pattern of its text (first match wins). The fixes name this package's
+#: flags and llama.cpp's server options.
+_FIXES = (
+    (
+        re.compile(r"--jinja|jinja", re.IGNORECASE),
+        "start the server with --jinja (llama.cpp), or route without tools: --mode json",
+    ),
+    (
+        re.compile(r"context (size|length|window)|n_ctx|too many tokens|maximum context", re.IGNORECASE),
+        "start the server with a bigger context (llama.cpp: -c 8192), or lower the router's context_budget_tokens",
+    ),
+    (re.compile(r"\btools?\b.*not supported|does not support tools", re.IGNORECASE), "route without tools: --mode json"),
+)
+#: What to do about a permanent HTTP status, when the text names no fix.
+_STATUS_FIXES = {
+    401: "check the API key (OPENAI_API_KEY)",
+    403: "check the API key's permissions",
+    404: "check --base-url (an OpenAI-compatible server's URL usually ends in /v1) and --model",
+}
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes (Haystack may wrap the client's error), without cycles."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not e for e in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def status_code(exc: BaseException) -> int | None:
+    """
+    The HTTP status of a failed request (an OpenAI client or httpx error, or one they caused), if any.
+
+    :param exc: The exception.
+    :returns: The status, or `None`.
+    """
+    for current in _chain(exc):
+        code = getattr(current, "status_code", None)
+        if isinstance(code, int):
+            return code
+    return None
+
+
 def is_transient(exc: BaseException) -> bool:
     """
-    Whether an exception from a chat generator is worth retrying (timeouts, connection errors, 429 and 5xx).
-
-    The exception and its causes are inspected, since Haystack may wrap the client's error.
+    Whether an exception from a chat generator is worth retrying: timeouts, dropped connections, HTTP 408, 409, 429
+    and 5xx. A 5xx whose text names a server option (`500 tools param requires --jinja flag`) is not: the server
+    must be restarted with it. 400, 401, 404 and other client errors are not either.
 
     :param exc: The exception.
     :returns: `True` for a transient failure.
     """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, (TimeoutError, ConnectionError)) or type(current).__name__ in _TRANSIENT_NAMES:
-            return True
-        if getattr(current, "status_code", None) in _TRANSIENT_STATUSES:
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    if _SERVER_OPTION.search(str(exc)):
+        return False
+    code = status_code(exc)
+    if code is not None:
+        return code in _TRANSIENT_STATUSES
+    return any(
+        isinstance(current, (TimeoutError, ConnectionError)) or type(current).__name__ in _TRANSIENT_NAMES
+        for current in _chain(exc)
+    )
 
+
+def fix_for(exc: BaseException) -> str | None:
+    """
+    What the user can do about a permanent failure (a server option, a bigger context, JSON routing, the key or
+    URL), or `None` when there is nothing specific to say.
+
+    :param exc: The exception.
+    :returns: The fix, as an imperative clause, or `None`.
+    """
+    text = str(exc)
+    for pattern, fix in _FIXES:
+        if pattern.search(text):
+            return fix
+    return _STATUS_FIXES.get(status_code(exc) or 0)
+
+
+def refuses_response_format(exc: BaseException) -> bool:
+    """
+    Whether a server refused a request because of its `response_format` (HTTP 400, or 422/500 from some local
+    servers, whose text names `response_format` or `json_schema`): it can be sent again without.
+
+    :param exc: The exception.
+    :returns: `True` when retrying without `response_format` may succeed.
+    """
+    code = status_code(exc)
+    return code in (400, 422, 500) and re.search(r"response_format|json_schema", str(exc)) is not None
 
 
 def generator_retries_itself(generator: Any) -> bool:

@@ -33,3 +33,33 @@ def parse_json_decision(text: str) -> dict[str, Any] | None:
             if isinstance(value, dict) and "action" in value:
                 return value
     return None
+
+
+#: Most characters of the decision's `query` and `reasoning` strings under the JSON schema: a decision needs a few
+#: words, and a small model that rambles would otherwise run into `max_tokens` and leave the object unclosed.
+_QUERY_MAX_CHARS = 200
+_REASONING_MAX_CHARS = 300
+
+#: The `metadata` key of `LoopState` recording that the server refused `response_format` (the rest of the run is sent
+#: without it).
+STRUCTURED_OUTPUT_REFUSED = "structured_output_refused"
+
+
+def decision_response_format(collections: Any = None) -> dict[str, Any]:
+    """
+    The `response_format` asking for a decision in the OpenAI structured-outputs form, which llama.cpp's server turns
+    into a grammar (so even a tiny model emits a valid object): `action` is one of the allowed actions; `collection`
+    (only when the run is scoped to collections) one of their names.
+
+    :param collections: The run's collections (name -> description), or `None`.
+    :returns: `{"type": "json_schema", "json_schema": {"name": ..., "schema": ...}}`.
+    """
+    properties: dict[str, Any] = {
+        "action": {"type": "string", "enum": list(_JSON_ACTIONS)},
+        "query": {"type": "string", "maxLength": _QUERY_MAX_CHARS},
+        "reasoning": {"type": "string", "maxLength": _REASONING_MAX_CHARS},
+    }
+    if collections:
+        properties["collection"] = {"type": "string", "enum": list(collections)}
+    schema = {"type": "object", "properties": properties, "required": ["action", "query"], "additionalProperties": False}
+    return {"type": "json_schema", "json_schema": {"name": "routing_decision", "schema": schema}}

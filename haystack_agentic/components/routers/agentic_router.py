@@ -13,7 +13,11 @@ from haystack.tools import (
 )
 
 # parse_json_decision and the tool names are re-exported: they are public names of this module.
-from haystack_agentic.components.routers._json_decision import parse_json_decision  # noqa: F401
+from haystack_agentic.components.routers._json_decision import (  # noqa: F401
+    STRUCTURED_OUTPUT_REFUSED,
+    decision_response_format,
+    parse_json_decision,
+)
 from haystack_agentic.components.routers._reply_routing import _ReplyRouting
 from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401
     _BUILTIN_TOOL_NAMES,
@@ -23,11 +27,13 @@ from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401
     _builtin_tools,
 )
 from haystack_agentic.llm.calls import (
+    CallOptions,
     LLMCall,
     call_generator,
     call_generator_async,
     describe_error,
     role_options,
+    sends_openai_requests,
 )
 from haystack_agentic.llm.prompts import fit_turns, format_chunks, render, with_earlier_turns
 from haystack_agentic.llm.streaming import (
@@ -39,7 +45,8 @@ from haystack_agentic.llm.streaming import (
     routed_state,
     step_chunks,
 )
-from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
+from haystack_agentic.llm.generator_checks import check_chat_generator
+from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES, refuses_response_format
 from haystack_agentic.llm.serialization import (
     callback_to_dict,
     generator_from_dict_inplace,
@@ -172,6 +179,7 @@ class AgenticRouter(_ReplyRouting):
         timeout: float | None = None,
         streaming_callback: StreamingCallbackT | None = None,
         result_digests: bool = True,
+        structured_output: bool = True,
     ) -> None:
         """
         Create an AgenticRouter.
@@ -207,10 +215,18 @@ class AgenticRouter(_ReplyRouting):
             titles, first words; `haystack_agentic.llm.result_digests`), whatever the budget; the model reads a chunk
             in full with `read_chunk(id)`. `False`: earlier results are sent whole until the budget compacts them.
             Default `True`.
+        :param structured_output: Json mode with an OpenAI-compatible generator (`OpenAIChatGenerator` or a
+            subclass): send `response_format` with the decision's JSON schema (`action` one of the allowed actions),
+            which OpenAI and llama.cpp's server enforce (llama.cpp as a grammar). A server that refuses it (an HTTP
+            error naming `response_format`) gets the same request once more without it, and the rest of the run is
+            sent without it (noted in the state's `metadata`). Default `True`.
         :raises ValueError: On an unknown mode, a user tool named like a built-in tool, or bad top_k bounds.
+        :raises TypeError: If `chat_generator` is not a chat generator (a string, a prompt builder), or in tools mode
+            its `run` takes no `tools` (the message suggests `mode="json"`).
         """
         if mode not in ("tools", "json"):
             raise ValueError(f"mode must be 'tools' or 'json', got {mode!r}")
+        check_chat_generator(chat_generator, "AgenticRouter(chat_generator=...)", needs_tools=mode == "tools")
         if not 1 <= default_top_k <= max_top_k:
             raise ValueError(f"need 1 <= default_top_k <= max_top_k, got {default_top_k} and {max_top_k}")
         user_tools = flatten_tools_or_toolsets(tools) if tools else []
@@ -228,6 +244,7 @@ class AgenticRouter(_ReplyRouting):
         self.timeout = timeout
         self.streaming_callback = streaming_callback
         self.result_digests = result_digests
+        self.structured_output = structured_output
         self.default_top_k = default_top_k
         self.max_top_k = max_top_k
         self.strict = strict
@@ -278,10 +295,16 @@ class AgenticRouter(_ReplyRouting):
                 emit(callback, step_chunks(state, routed_state(prepared)))
                 return prepared
             started, messages, tools = prepared
+            stream = role_callback(callback, "controller", answer=False)
+            options = self._call_options(started)
             call = call_generator(
-                self.chat_generator, started, "controller", messages, tools=tools, **role_options(self),
-                streaming_callback=role_callback(callback, "controller", answer=False),
-            )  # fmt: skip
+                self.chat_generator, started, "controller", messages, tools=tools, **options, streaming_callback=stream
+            )
+            if self._without_response_format(call, options):
+                call = call_generator(
+                    self.chat_generator, _refused(call.state), "controller", messages, tools=tools,
+                    **role_options(self), streaming_callback=stream,
+                )  # fmt: skip
             routed = self._route(call)
         emit(callback, step_chunks(state, routed_state(routed)))
         return routed
@@ -308,15 +331,46 @@ class AgenticRouter(_ReplyRouting):
                 await emit_async(callback, step_chunks(state, routed_state(prepared)))
                 return prepared
             started, messages, tools = prepared
+            stream = role_callback_async(callback, "controller", answer=False)
+            options = self._call_options(started)
             call = await call_generator_async(
-                self.chat_generator, started, "controller", messages, tools=tools, **role_options(self),
-                streaming_callback=role_callback_async(callback, "controller", answer=False),
-            )  # fmt: skip
+                self.chat_generator, started, "controller", messages, tools=tools, **options, streaming_callback=stream
+            )
+            if self._without_response_format(call, options):
+                call = await call_generator_async(
+                    self.chat_generator, _refused(call.state), "controller", messages, tools=tools,
+                    **role_options(self), streaming_callback=stream,
+                )  # fmt: skip
             routed = self._route(call)
         await emit_async(callback, step_chunks(state, routed_state(routed)))
         return routed
 
     # --- preparing the call -------------------------------------------------------------------------------
+
+    def _call_options(self, state: LoopState) -> CallOptions:
+        """The role's call options, with the decision's `response_format` when json mode asks for structured output."""
+        options = role_options(self)
+        if (
+            self.mode == "json"
+            and self.structured_output
+            and sends_openai_requests(self.chat_generator)
+            and not (state.metadata or {}).get(STRUCTURED_OUTPUT_REFUSED)
+        ):
+            response_format = decision_response_format(state.collections)
+            options["generation_kwargs"] = {**(self.generation_kwargs or {}), "response_format": response_format}
+        return options
+
+    @staticmethod
+    def _without_response_format(call: LLMCall, options: CallOptions) -> bool:
+        """Whether the call sent `response_format` and the server refused it (then it is sent once more without)."""
+        sent = "response_format" in (options.get("generation_kwargs") or {})
+        if sent and call.error is not None and refuses_response_format(call.error):
+            logger.warning(
+                "The server refused response_format ({error}); this run's decisions are sent without it.",
+                error=repr(call.error),
+            )
+            return True
+        return False
 
     def _token_counter(self) -> TokenCounter:
         """The controller model's tokenizer when known (after warm-up), else a conservative estimate."""
@@ -415,6 +469,7 @@ class AgenticRouter(_ReplyRouting):
             chunk_preview_chars=self.chunk_preview_chars,
             context_budget_tokens=self.context_budget_tokens,
             result_digests=self.result_digests,
+            structured_output=self.structured_output,
         )
 
     @classmethod
@@ -429,6 +484,11 @@ class AgenticRouter(_ReplyRouting):
         generator_from_dict_inplace(init_params)
         deserialize_tools_or_toolset_inplace(init_params, key="tools")
         return default_from_dict(cls, data)
+
+
+def _refused(state: LoopState) -> LoopState:
+    """The state noting that the server refused `response_format`: the run's later decisions are sent without it."""
+    return state.evolve(metadata={**(state.metadata or {}), STRUCTURED_OUTPUT_REFUSED: True})
 
 
 def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:

@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Refusing, at init, what cannot drive an LLM role: an object that is not a chat generator, or (tools mode) a chat
+generator that cannot take tools. Haystack's `Agent` refuses them at init too; without this they failed mid-run.
+"""
+
+import inspect
+from typing import Any
+
+
+def _run_parameters(generator: Any) -> dict[str, inspect.Parameter] | None:
+    run = getattr(generator, "run", None)
+    if not callable(run):
+        return None
+    try:
+        return dict(inspect.signature(run).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def _takes(parameters: dict[str, inspect.Parameter], name: str) -> bool:
+    return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+
+def check_chat_generator(generator: Any, owner: str, *, needs_tools: bool = False) -> None:
+    """
+    Refuse what is not a Haystack chat generator: its `run` must take `messages` (a `list[ChatMessage]`) and return
+    `{"replies": [...]}`. A `run` that takes only `**kwargs` is accepted (a wrapper); one with other named parameters
+    and no `messages` (a `PromptBuilder`, a `ChatPromptBuilder`) is not.
+
+    :param generator: The object given as a chat generator.
+    :param owner: Who got it, for the message (e.g. `"AgenticRouter(chat_generator=...)"`).
+    :param needs_tools: Also require a `tools` parameter (or `**kwargs`) in its `run` (tools mode).
+    :raises TypeError: If it is not a chat generator, or takes no `tools` when `needs_tools`; the message says what
+        to pass instead.
+    """
+    if isinstance(generator, str):
+        raise TypeError(
+            f"{owner} got the string {generator!r}, not a chat generator. Pass a Haystack chat generator instance, "
+            f"e.g. OpenAIChatGenerator(model={generator!r})."
+        )
+    parameters = _run_parameters(generator)
+    named = [n for n, p in (parameters or {}).items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    if parameters is None or ("messages" not in parameters and (named or not _takes(parameters, "messages"))):
+        raise TypeError(
+            f"{owner} got a {type(generator).__name__}, which is not a chat generator (its `run` takes no `messages`). "
+            "Pass a Haystack chat generator, e.g. OpenAIChatGenerator(model=...), whose run(messages=...) returns "
+            "`replies`."
+        )
+    if needs_tools and not _takes(parameters, "tools"):
+        raise TypeError(
+            f"{owner}: {type(generator).__name__}.run takes no `tools`, so it cannot call the loop's tools. Pass "
+            'mode="json" (the JSON routing protocol, for models without tool calling) or a chat generator that '
+            "supports tool calling."
+        )

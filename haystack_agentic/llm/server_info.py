@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+What an OpenAI-compatible server says about itself, where it says it: llama.cpp's `/props` reports whether the
+model's chat template supports tools (`chat_template_caps.supports_tools`) and the context size
+(`default_generation_settings.n_ctx`). Other servers (OpenAI, vLLM, Ollama) have no such endpoint: then nothing is
+known and nothing changes.
+"""
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from haystack import logging
+
+logger = logging.getLogger(__name__)
+
+#: Seconds to wait for `/props`: a local server answers in milliseconds; a remote one without it must not delay a run.
+PROPS_TIMEOUT = 2.0
+
+#: Tokens of the context left for the reply and the chat template's own tokens when the prompt budget is fitted to a
+#: server's context (the largest per-role `max_tokens` of the packaged pipelines, plus a margin).
+REPLY_RESERVE_TOKENS = 512
+#: The smallest prompt budget the router accepts (`AgenticRouter(context_budget_tokens)`).
+MIN_PROMPT_BUDGET = 256
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """
+    What a llama.cpp-style server reported.
+
+    :param supports_tools: Whether the model's chat template handles tools (`None`: not reported).
+    :param n_ctx: Context size of one slot in tokens (`None`: not reported).
+    :param has_chat_template: Whether the model came with a chat template (`None`: not reported). Without one
+        llama.cpp falls back to ChatML.
+    """
+
+    supports_tools: bool | None = None
+    n_ctx: int | None = None
+    has_chat_template: bool | None = None
+
+    def prompt_budget(self, budget: int) -> int:
+        """
+        The prompt budget fitted to the server's context: `budget`, or less when the context leaves less room after
+        the reply (`REPLY_RESERVE_TOKENS`).
+
+        :param budget: The configured budget in tokens.
+        :returns: The budget to use (at least `MIN_PROMPT_BUDGET`).
+        """
+        if not self.n_ctx:
+            return budget
+        return max(MIN_PROMPT_BUDGET, min(budget, self.n_ctx - REPLY_RESERVE_TOKENS))
+
+
+def props_url(base_url: str) -> str:
+    """
+    The `/props` address of an OpenAI-compatible base URL (`http://host:8080/v1` -> `http://host:8080/props`).
+
+    :param base_url: The base URL the chat generator uses.
+    :returns: The URL.
+    """
+    parts = urlsplit(base_url.rstrip("/"))
+    path = parts.path[: -len("/v1")] if parts.path.endswith("/v1") else parts.path
+    return urlunsplit((parts.scheme, parts.netloc, f"{path}/props", "", ""))
+
+
+def parse_props(props: Any) -> ServerInfo:
+    """
+    Read a `/props` reply (llama.cpp's fields; unknown or missing ones give `None`).
+
+    :param props: The decoded JSON.
+    :returns: The `ServerInfo`.
+    """
+    if not isinstance(props, dict):
+        return ServerInfo()
+    caps = props.get("chat_template_caps")
+    supports = caps.get("supports_tools") if isinstance(caps, dict) else None
+    settings = props.get("default_generation_settings")
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    template = props.get("chat_template")
+    return ServerInfo(
+        supports_tools=supports if isinstance(supports, bool) else None,
+        n_ctx=n_ctx if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0 else None,
+        has_chat_template=bool(template.strip()) if isinstance(template, str) else None,
+    )
+
+
+def read_server_info(base_url: str, timeout: float = PROPS_TIMEOUT) -> ServerInfo:
+    """
+    Ask the server at `base_url` what it reports (`/props`), quietly: a server without the endpoint, unreachable,
+    slow or answering something else gives an empty `ServerInfo` (the run then fails or succeeds on its own terms).
+
+    :param base_url: The OpenAI-compatible base URL.
+    :param timeout: Seconds to wait. Default `PROPS_TIMEOUT` (2 s).
+    :returns: The `ServerInfo` (all `None` when nothing is known).
+    """
+    url = props_url(base_url)
+    if urlsplit(url).scheme not in ("http", "https"):
+        return ServerInfo()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - http(s) only, checked above
+            return parse_props(json.loads(response.read(1_000_000)))
+    except (OSError, ValueError, urllib.error.URLError) as exc:
+        logger.debug("No server info at {url}: {error}", url=url, error=repr(exc))
+        return ServerInfo()
+
+
+def fit_prompt_budgets(pipeline: Any, info: ServerInfo) -> None:
+    """
+    Lower every LLM role's prompt budget (`context_budget_tokens`) to what the server's context leaves
+    (`ServerInfo.prompt_budget`); nothing changes when the context size is unknown.
+
+    :param pipeline: A loop pipeline (not yet run).
+    :param info: What the server reported.
+    """
+    if not info.n_ctx:
+        return
+    for _, instance in pipeline.walk():
+        budget = getattr(instance, "context_budget_tokens", None)
+        if isinstance(budget, int) and getattr(instance, "chat_generator", None) is not None:
+            instance.context_budget_tokens = info.prompt_budget(budget)
+
+
+def set_llm_limits(pipeline: Any, timeout: float | None = None, max_tokens: int | None = None) -> None:
+    """
+    Set the seconds one LLM call may take and the most tokens it may write, on every LLM role of a pipeline (the
+    components with a `chat_generator`): `timeout` on the role, `max_tokens` in its `generation_kwargs` (an
+    OpenAI-compatible server's parameter).
+
+    :param pipeline: A loop pipeline (not yet run).
+    :param timeout: Seconds per call, or `None` to keep the configured ones.
+    :param max_tokens: Most tokens per reply, or `None` to keep the configured ones.
+    :raises ValueError: If `timeout` or `max_tokens` is not positive.
+    """
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"--timeout must be a positive number of seconds, got {timeout}")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"--max-tokens must be at least 1, got {max_tokens}")
+    for _, instance in pipeline.walk():
+        if getattr(instance, "chat_generator", None) is None:
+            continue
+        if timeout is not None and hasattr(instance, "timeout"):
+            instance.timeout = timeout
+        if max_tokens is not None and hasattr(instance, "generation_kwargs"):
+            instance.generation_kwargs = {**(instance.generation_kwargs or {}), "max_tokens": max_tokens}
