@@ -22,7 +22,10 @@ and run code) is off unless `--allow-deploy`, which needs an API key;
 `--api-key` / `$HAYSTACK_AGENTIC_API_KEY` makes every request but `GET /health`
 carry
 `Authorization: Bearer <key>`. Serving on a non-loopback address without a key
-prints a warning. The servers themselves are built in
+prints a warning. No CORS headers unless --cors-origin lists origins; a Host
+header other than the bound address, localhost or an --allowed-host gets a
+400 (DNS rebinding). Haystack's telemetry is off (HAYSTACK_TELEMETRY_ENABLED=True
+turns it on). The servers themselves are built in
 `haystack_agentic.serving` (`app`, `mcp_server`, `server`).
 """
 
@@ -45,6 +48,8 @@ from haystack_agentic.cli.common import add_command
 DEFAULT_NAME = "agentic_rag"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 1416
+#: Haystack's telemetry switch (`serve` sets it to False unless it is set).
+TELEMETRY_ENV = "HAYSTACK_TELEMETRY_ENABLED"
 #: Names of hayhooks' own MCP tools, which a pipeline (an MCP tool too) cannot take.
 RESERVED_NAMES = frozenset({"deploy_pipeline", "undeploy_pipeline", "get_pipeline_status", "get_all_pipeline_statuses"})
 
@@ -114,6 +119,20 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="Keep hayhooks' runtime deployment (POST /deploy_files, /deploy-yaml, /undeploy/NAME and the MCP "
         "deploy_pipeline / undeploy_pipeline tools), which runs uploaded code. Needs an API key. Default: off.",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="An origin (e.g. https://app.example.org) whose web pages may read responses (CORS); repeatable. "
+        "Default: none (no CORS headers, preflights refused).",
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="A host name clients may use in the Host header, besides the bound address and localhost "
+        "(e.g. the machine's DNS name when binding 0.0.0.0); repeatable. Other Host headers get a 400.",
     )
     serve.set_defaults(func=cmd_serve)
     return serve
@@ -239,6 +258,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     :param args: Parsed `serve` arguments (see `add_serve_parser`).
     :returns: The exit code: 0 after a clean shutdown, 2 on bad arguments.
     """
+    # Haystack's telemetry reads this when haystack is first imported (below); `serve` does not phone home unless
+    # the user set HAYSTACK_TELEMETRY_ENABLED=True. Worker processes inherit it.
+    os.environ.setdefault(TELEMETRY_ENV, "False")
     scratch = None
     try:
         _check_ports(args)
@@ -289,9 +311,16 @@ def _security(args: argparse.Namespace) -> "ServeSecurity":
     """
     What to expose, from `--api-key` / `$HAYSTACK_AGENTIC_API_KEY` and `--allow-deploy`.
 
-    :raises ServeError: On a weak key, or `--allow-deploy` without a key.
+    :raises ServeError: On a weak key, `--allow-deploy` without a key, or a malformed `--cors-origin` /
+        `--allowed-host`.
     """
-    from haystack_agentic.serving.security import ENV_API_KEY, ServeSecurity, check_api_key
+    from haystack_agentic.serving.security import (
+        ENV_API_KEY,
+        ServeSecurity,
+        check_api_key,
+        check_host_name,
+        check_origin,
+    )
 
     key = args.api_key or os.environ.get(ENV_API_KEY) or None
     if key is not None:
@@ -304,7 +333,14 @@ def _security(args: argparse.Namespace) -> "ServeSecurity":
             "--allow-deploy lets clients upload and run Python code in the server: it needs an API key. "
             f"Pass --api-key KEY or set ${ENV_API_KEY} (e.g. `openssl rand -hex 24`)."
         )
-    return ServeSecurity(api_key=key, allow_deploy=args.allow_deploy)
+    try:
+        origins = tuple(check_origin(origin) for origin in args.cors_origin or ())
+        hosts = tuple(check_host_name(host) for host in args.allowed_host or ())
+    except ValueError as exc:
+        raise ServeError(str(exc)) from exc
+    return ServeSecurity(
+        api_key=key, allow_deploy=args.allow_deploy, cors_origins=origins, allowed_hosts=hosts, bind_host=args.host
+    )
 
 
 def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path, security: "ServeSecurity") -> int:

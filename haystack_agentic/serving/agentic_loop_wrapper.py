@@ -27,6 +27,7 @@ from haystack_agentic.serving.chat_completions import (  # noqa: F401 - answer_t
     answer_text,
     completion,
     conversation_from_request,
+    encodable,
     progress_line,
     text_parts,
 )
@@ -180,7 +181,10 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         data["controller"]["messages"] = conversation
         if not body.get("stream"):
             return completion(model, await self._run(data))
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        options = body.get("stream_options")
+        if options is not None and not isinstance(options, dict):
+            raise BadRequest('`stream_options` must be an object, e.g. {"include_usage": true}.')
+        include_usage = bool((options or {}).get("include_usage"))
         return self._stream(data, model, include_usage)
 
     async def _run(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -190,7 +194,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :raises BadRequest: If the pipeline refused the question or filters (`InvalidLoopInput`).
         """
         try:
-            return (await self.pipeline.run_async(data))["result"]
+            return encodable((await self.pipeline.run_async(data))["result"])
         except Exception as exc:  # noqa: BLE001 - the request was valid: report the failed run, not a server error
             invalid = invalid_input(exc)
             if invalid is not None:
@@ -198,7 +202,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
             logger.error("The loop pipeline failed: {error}", error=exc, exc_info=True)
             controller = data["controller"]
             question = controller.get("query") or (controller.get("messages") or [None])[-1].text
-            return error_result(question, exc)
+            return encodable(error_result(question, exc))
 
     async def _stream(
         self, data: dict[str, Any], model: str, include_usage: bool

@@ -4,8 +4,14 @@ The HTTP app `haystack-agentic serve` runs: hayhooks' app (`POST /<name>/run`, `
 safe to expose.
 
 - Runtime deployment is off unless allowed: hayhooks' `/deploy-yaml`, `/deploy_files` and `/undeploy/{name}`
-  routes are removed, so they answer 404 (hayhooks 2.2 does the same with `HAYHOOKS_RUNTIME_DEPLOY_ENABLED=false`).
-  When allowed, the deploy routes answer 4xx for what cannot be deployed (`deploy_routes`).
+  routes answer 404 (hayhooks 2.2 does the same with `HAYHOOKS_RUNTIME_DEPLOY_ENABLED=false`).
+  When allowed, the deploy routes answer 4xx for what cannot be deployed (`deploy_routes`, served by a small app
+  of their own in front of hayhooks' routes).
+- Routes that cannot work offline or do nothing answer 404: `/draw/{name}` (hayhooks renders the graph through an
+  outside service, and leaves a temporary file behind), `/v1/files` and `/files` (hayhooks discards the upload).
+- No cross-origin reads: CORS headers only for the origins listed (`serve --cors-origin`), and a request whose
+  `Host` is not the bound address, a loopback name or an `--allowed-host` gets a 400 (`security.HostGuard`).
+- Routes are closed by ASGI middleware (`security.ClosedPaths`), never by editing hayhooks' or FastAPI's internals.
 - With an API key, every route but `GET /health` needs `Authorization: Bearer <key>` (`security.BearerAuth`).
 - Error responses are always encodable JSON: a request holding `NaN`, `Infinity` or a lone UTF-16 surrogate gets
   its 422 (FastAPI's own handler would fail to encode the echoed input and answer 500), and hayhooks' 501 for a
@@ -34,17 +40,21 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
 from haystack import logging
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from haystack_agentic.serving.agentic_loop_wrapper import invalid_input
-from haystack_agentic.serving.security import HEALTH_PATH, BearerAuth, ServeSecurity
+from haystack_agentic.serving.security import HEALTH_PATH, BearerAuth, ClosedPaths, HostGuard, ServeSecurity
 
 logger = logging.getLogger(__name__)
 
-#: hayhooks' runtime-deployment routes (paths as declared by hayhooks 2.1).
-DEPLOY_PATHS = frozenset({"/deploy-yaml", "/deploy_files", "/undeploy/{pipeline_name}"})
+#: hayhooks' runtime-deployment routes (paths as declared by hayhooks 2.1); undeploy is `/undeploy/{name}`.
+DEPLOY_PATHS = frozenset({"/deploy-yaml", "/deploy_files"})
+UNDEPLOY_PREFIX = "/undeploy/"
+#: hayhooks routes that cannot work offline (`/draw/{name}` calls an outside renderer) or do nothing (file uploads
+#: are discarded): they answer 404.
+CLOSED_PATHS = frozenset({"/v1/files", "/files", "/draw"})
+CLOSED_PREFIXES = ("/draw/",)
 #: hayhooks' tracing routes check their own token (`HAYHOOKS_TRACING_TOKEN` or the local dashboard credential).
 SELF_AUTHENTICATED_PREFIXES = ("/traces",)
 #: Longest string echoed back in an error response (a 5 MB question is not sent back whole).
@@ -62,21 +72,20 @@ def create_app(security: ServeSecurity | None = None) -> FastAPI:
     """
     from hayhooks.server.app import create_app as create_hayhooks_app
 
+    from hayhooks.settings import settings
+
     security = security or ServeSecurity.from_env()
     skip_unread_trace_buffer()
+    settings.cors_allow_origins = list(security.cors_origins)  # hayhooks' default is `*`
     app = create_hayhooks_app()
     app.router.lifespan_context = freeze_after_startup(app.router.lifespan_context)
-    remove_deploy_routes(app)
-    if security.allow_deploy:
-        from hayhooks.server.routers.undeploy import router as undeploy_router
-
-        from haystack_agentic.serving.deploy_routes import router as deploy_router
-
-        app.include_router(deploy_router)
-        app.include_router(undeploy_router)
     app.add_api_route(HEALTH_PATH, _health, methods=["GET"], tags=["status"], summary="Liveness (no key needed)")
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
+    add_error_handlers(app)
+    if security.allow_deploy:
+        app.add_middleware(DeployRoutes, served_app=app)
+        app.add_middleware(ClosedPaths, paths=CLOSED_PATHS, prefixes=CLOSED_PREFIXES)
+    else:
+        app.add_middleware(ClosedPaths, paths=CLOSED_PATHS | DEPLOY_PATHS, prefixes=(*CLOSED_PREFIXES, UNDEPLOY_PREFIX))
     if security.api_key:
         app.add_middleware(
             BearerAuth,
@@ -84,7 +93,40 @@ def create_app(security: ServeSecurity | None = None) -> FastAPI:
             open_paths={HEALTH_PATH},
             open_prefixes=SELF_AUTHENTICATED_PREFIXES,
         )
+    app.add_middleware(HostGuard, hosts=security.accepted_hosts())
     return app
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Install the encodable error responses described in the module docstring on `app`."""
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+
+
+class DeployRoutes:
+    """
+    ASGI middleware (with `serve --allow-deploy`): `POST /deploy-yaml` and `POST /deploy_files` go to our deploy
+    routes (`deploy_routes`), which deploy into `served_app`; everything else goes on to the app.
+    """
+
+    def __init__(self, app: Any, served_app: FastAPI) -> None:
+        """
+        :param app: The next ASGI app.
+        :param served_app: The hayhooks app pipelines deploy into.
+        """
+        from haystack_agentic.serving.deploy_routes import router
+
+        self.app = app
+        self.deploy_app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+        self.deploy_app.state.served_app = served_app
+        self.deploy_app.include_router(router)
+        add_error_handlers(self.deploy_app)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("path") in DEPLOY_PATHS:
+            await self.deploy_app(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 def skip_unread_trace_buffer() -> bool:
@@ -123,54 +165,6 @@ def freeze_after_startup(
             yield state
 
     return frozen_lifespan
-
-
-def remove_deploy_routes(app: FastAPI) -> list[str]:
-    """
-    Remove hayhooks' runtime-deployment routes from `app`, so that they answer 404.
-
-    FastAPI keeps an included router as one entry of `app.router.routes` pointing at the original router (shared
-    by every app hayhooks builds): such an entry is dropped whole, and the shared router is left untouched.
-
-    :param app: A hayhooks app.
-    :returns: The paths removed.
-    :raises RuntimeError: If a deploy route sits in an included router together with other routes (a hayhooks
-        layout this function does not know: refusing to serve is safer than serving it).
-    """
-    removed: list[str] = []
-    kept = []
-    for entry in app.router.routes:
-        routes = _api_routes(entry)
-        deploy = [route.path for route in routes if _is_deploy_route(route)]
-        if not deploy:
-            kept.append(entry)
-            continue
-        if len(deploy) != len(routes):
-            others = sorted(route.path for route in routes if not _is_deploy_route(route))
-            raise RuntimeError(f"Cannot remove hayhooks' deploy routes {deploy} without also removing {others}.")
-        removed += deploy
-    app.router.routes[:] = kept
-    if hasattr(app.router, "_mark_routes_changed"):  # FastAPI caches resolved included routes by a version
-        app.router._mark_routes_changed()
-    app.openapi_schema = None
-    return removed
-
-
-def _api_routes(entry: Any) -> list[APIRoute]:
-    """The `APIRoute`s of a route entry: itself, or every route of an included router (recursively)."""
-    if isinstance(entry, APIRoute):
-        return [entry]
-    router = getattr(entry, "original_router", None)  # FastAPI's lazy `_IncludedRouter`
-    if router is None:
-        return []
-    return [route for child in router.routes for route in _api_routes(child)]
-
-
-def _is_deploy_route(route: APIRoute) -> bool:
-    from hayhooks.server.routers.deploy import deploy_files, deploy_yaml
-    from hayhooks.server.routers.undeploy import undeploy
-
-    return route.path in DEPLOY_PATHS or route.endpoint in (deploy_files, deploy_yaml, undeploy)
 
 
 async def _health() -> dict[str, str]:

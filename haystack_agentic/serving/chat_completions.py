@@ -16,6 +16,7 @@ What a client sees (see README, "Serving"):
   with no choices when the request asks for it (`stream_options: {"include_usage": true}`), as OpenAI does.
 """
 
+import math
 import time
 import uuid
 from typing import Any
@@ -26,6 +27,35 @@ from haystack.dataclasses import ChatMessage, StreamingChunk
 
 from haystack_agentic.components.loop.loop_controller import validate_conversation
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META
+
+
+#: What replaces a character JSON output cannot carry (a lone UTF-16 surrogate, e.g. half an emoji from an LLM).
+REPLACEMENT = "\ufffd"
+
+
+def encodable(value: Any) -> Any:
+    """
+    `value` made safe for strict JSON output, the one place where served LLM text is made encodable: lone UTF-16
+    surrogates in strings (and keys) become U+FFFD (a surrogate pair becomes the character it encodes),
+    non-finite floats become `None`; lists, tuples and dicts are copied with their items made safe; anything else is
+    returned as is.
+
+    :param value: A result, a reply field, or any part of one.
+    :returns: The safe value (`value` itself when nothing needed changing in a string).
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {encodable(key): encodable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encodable(item) for item in value]
+    return value
 
 
 class BadRequest(HTTPException):
@@ -180,7 +210,7 @@ def completion(model: str, result: dict[str, Any]) -> ChatCompletion:
     :returns: The `ChatCompletion`.
     """
     steps = "".join(progress_line(step) for step in result.get("tool_history") or [])
-    message = Message(role="assistant", content=answer_text(result), reasoning_content=steps or None)
+    message = Message(role="assistant", content=encodable(answer_text(result)), reasoning_content=encodable(steps) or None)
     return ChatCompletion(
         id=f"chatcmpl-{uuid.uuid4().hex}",
         object="chat.completion",
@@ -220,6 +250,7 @@ class ChatReplyStream:
         )  # fmt: skip
 
     def _delta(self, finish_reason: str | None = None, **fields: Any) -> ChatCompletion:
+        fields = {name: encodable(value) for name, value in fields.items()}
         return self._chunk([Choice(index=0, delta=Message(role="assistant", **fields), finish_reason=finish_reason)])
 
     def _step(self, event: str, step: dict[str, Any]) -> ChatCompletion:
@@ -240,11 +271,12 @@ class ChatReplyStream:
         reasoning = getattr(chunk.reasoning, "reasoning_text", None)
         if reasoning:
             return [self._delta(reasoning_content=reasoning)]
-        if not chunk.content:
+        content = encodable(chunk.content)
+        if not content:
             return []
         if not meta.get(ANSWER_META):
-            return [self._delta(reasoning_content=chunk.content)]
-        text = self._held_space + (chunk.content if self.sent else chunk.content.lstrip())
+            return [self._delta(reasoning_content=content)]
+        text = self._held_space + (content if self.sent else content.lstrip())
         kept = text.rstrip()
         self._held_space = text[len(kept) :]
         if not kept:
@@ -269,7 +301,7 @@ class ChatReplyStream:
                 shown.remove(key)
             else:
                 chunks.append(self._step(step.get("action", ""), step))
-        final = answer_text(result)
+        final = encodable(answer_text(result))
         if final.startswith(self.sent):
             rest = final[len(self.sent) :]
         else:  # a streamed answer call failed midway and the run answered otherwise: say so after what was sent

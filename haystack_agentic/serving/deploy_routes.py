@@ -7,7 +7,7 @@ deserialisation allow-list refuses, a wrapper that does not import or set up, a 
 the reason instead of 500. Only a failure to restore the previous pipeline after a failed overwrite, or a disk
 error, is a 500.
 
-Without `--allow-deploy` none of these routes exist (see `haystack_agentic.serving.app`).
+Without `--allow-deploy` these paths answer 404 (see `haystack_agentic.serving.app`).
 """
 
 from fastapi import APIRouter, HTTPException, Request
@@ -19,6 +19,11 @@ from hayhooks.server.utils.deploy_utils import deploy_pipeline_files_async, depl
 logger = logging.getLogger(__name__)
 
 router = APIRouter()
+
+
+def served_app(request: Request):
+    """The hayhooks app to deploy into (`app.DeployRoutes` serves these routes from an app of their own)."""
+    return getattr(request.app.state, "served_app", request.app)
 
 
 def deployment_error(exc: Exception) -> HTTPException:
@@ -53,7 +58,7 @@ async def deploy_yaml(yaml_request: YamlDeployRequest, request: Request) -> Depl
     """Deploy a YAML pipeline (with declared `inputs`/`outputs`); 409 if it exists and `overwrite` is false."""
     try:
         result = await deploy_pipeline_yaml_async(
-            app=request.app,
+            app=served_app(request),
             pipeline_name=yaml_request.name,
             source_code=yaml_request.source_code,
             overwrite=yaml_request.overwrite,
@@ -79,7 +84,7 @@ async def deploy_files(pipeline_files_request: PipelineFilesRequest, request: Re
     """Deploy a pipeline wrapper's files (its code runs in the server); 409 if it exists and `overwrite` is false."""
     try:
         result = await deploy_pipeline_files_async(
-            app=request.app,
+            app=served_app(request),
             pipeline_name=pipeline_files_request.name,
             files=pipeline_files_request.files,
             save_files=pipeline_files_request.save_files,

@@ -6,7 +6,9 @@ tool; streamable HTTP at `/mcp`, SSE at `/sse`), made safe to expose.
 - Unless runtime deployment is allowed, the `deploy_pipeline` and `undeploy_pipeline` tools are neither listed
   nor accepted (a call answers "Unknown tool"), as in hayhooks 2.2 with `HAYHOOKS_RUNTIME_DEPLOY_ENABLED=false`.
 - With an API key, every request but `GET /status` needs `Authorization: Bearer <key>`.
-- A request body that is not text gets a 400, not the SDK's 500 (`TextBodyGuard`).
+- A request body that is not text, or JSON nested too deeply to parse, gets a 400, not the SDK's 500
+  (`TextBodyGuard`).
+- A request whose `Host` is not the bound address, a loopback name or an `--allowed-host` gets a 400 (`HostGuard`).
 
 With several HTTP workers, `serve` runs it as its own process: `python -m haystack_agentic.serving.mcp_server
 --host H --port P --pipelines-dir D` (settings from the environment, see `security.ServeSecurity`).
@@ -19,7 +21,7 @@ from typing import Any
 
 from haystack import logging
 
-from haystack_agentic.serving.security import BearerAuth, ServeSecurity
+from haystack_agentic.serving.security import BearerAuth, HostGuard, ServeSecurity
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +46,8 @@ def create_mcp_app(security: ServeSecurity | None = None) -> Any:
         hide_deploy_tools(server)
     app = TextBodyGuard(create_starlette_app(server))
     if security.api_key:
-        return BearerAuth(app, api_key=security.api_key, open_paths={MCP_STATUS_PATH})
-    return app
+        app = BearerAuth(app, api_key=security.api_key, open_paths={MCP_STATUS_PATH})
+    return HostGuard(app, hosts=security.accepted_hosts())
 
 
 def hide_deploy_tools(server: Any) -> None:
@@ -65,8 +67,6 @@ def hide_deploy_tools(server: Any) -> None:
     async def list_allowed_tools(request: Any) -> Any:
         result = await list_tools(request)
         tools = [tool for tool in result.root.tools if tool.name not in DEPLOY_TOOLS]
-        for name in DEPLOY_TOOLS:  # the server validates calls against this cache: keep the tools out of it
-            server._tool_cache.pop(name, None)
         return types.ServerResult(types.ListToolsResult(tools=tools))
 
     async def call_allowed_tool(request: Any) -> Any:
@@ -113,8 +113,9 @@ class TextBodyGuard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        if not _is_text(body):
-            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": NOT_TEXT_MESSAGE}}
+        problem = _parse_problem(body)
+        if problem is not None:
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": problem}}
             payload = json.dumps(error).encode()
             headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
             await send({"type": "http.response.start", "status": 400, "headers": headers})
@@ -133,14 +134,22 @@ class TextBodyGuard:
 
 
 NOT_TEXT_MESSAGE = "Parse error: the body is not text (send JSON-RPC as UTF-8 JSON)."
+TOO_DEEP_MESSAGE = "Parse error: the JSON is nested too deeply to parse (flatten the arguments)."
 
 
-def _is_text(body: bytes) -> bool:
+def _parse_problem(body: bytes) -> str | None:
+    """Why the SDK would fail on `body` with a 500 (not text; nesting past Python's recursion limit), or `None`."""
     try:
-        body.decode(json.detect_encoding(body))
+        text = body.decode(json.detect_encoding(body))
     except UnicodeDecodeError:
-        return False
-    return True
+        return NOT_TEXT_MESSAGE
+    try:
+        json.loads(text)
+    except RecursionError:
+        return TOO_DEEP_MESSAGE
+    except ValueError:  # malformed JSON: the SDK answers it with its own 400
+        pass
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,9 +4,13 @@ Access control for what `haystack-agentic serve` exposes: an optional API key (`
 checked by an ASGI middleware on the HTTP app and the MCP app alike, and the settings that say whether runtime
 deployment is allowed.
 
-The settings travel through the environment (`HAYSTACK_AGENTIC_API_KEY`, `HAYSTACK_AGENTIC_ALLOW_DEPLOY`) so that
-every process `serve` starts (uvicorn workers building the app from a factory, the MCP process) applies the same
-rules.
+Cross-origin reads are refused by default: no CORS headers unless origins are listed (`serve --cors-origin`), and a
+request whose `Host` header is not the bound address, a loopback name or a configured name (`serve --allowed-host`)
+gets a 400 (`HostGuard`: a web page cannot reach the local server through DNS rebinding).
+
+The settings travel through the environment (`HAYSTACK_AGENTIC_API_KEY`, `HAYSTACK_AGENTIC_ALLOW_DEPLOY`,
+`HAYSTACK_AGENTIC_CORS_ORIGINS`, `HAYSTACK_AGENTIC_ALLOWED_HOSTS`) so that every process `serve` starts (uvicorn
+workers building the app from a factory, the MCP process) applies the same rules.
 """
 
 import hmac
@@ -24,6 +28,12 @@ logger = logging.getLogger(__name__)
 ENV_API_KEY = "HAYSTACK_AGENTIC_API_KEY"
 #: `1` when runtime deployment (hayhooks' deploy/undeploy routes and MCP tools) is allowed; set by `serve`.
 ENV_ALLOW_DEPLOY = "HAYSTACK_AGENTIC_ALLOW_DEPLOY"
+#: Comma-separated origins allowed to read responses cross-origin (CORS); unset: none.
+ENV_CORS_ORIGINS = "HAYSTACK_AGENTIC_CORS_ORIGINS"
+#: Comma-separated extra host names accepted in the `Host` header (besides the bound address and loopback names).
+ENV_ALLOWED_HOSTS = "HAYSTACK_AGENTIC_ALLOWED_HOSTS"
+#: The address `serve` binds (the `Host` header may name it).
+ENV_BIND_HOST = "HAYHOOKS_HOST"
 
 #: The HTTP app's health check, answered without a key: `{"status": "ok"}` and nothing else.
 HEALTH_PATH = "/health"
@@ -47,12 +57,26 @@ class ServeSecurity:
 
     api_key: str | None = None
     allow_deploy: bool = False
+    cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    bind_host: str = "127.0.0.1"
 
     @classmethod
     def from_env(cls) -> "ServeSecurity":
-        """The settings from `HAYSTACK_AGENTIC_API_KEY` and `HAYSTACK_AGENTIC_ALLOW_DEPLOY`."""
+        """The settings from the environment variables named in the module docstring."""
         key = os.environ.get(ENV_API_KEY) or None
-        return cls(api_key=key, allow_deploy=os.environ.get(ENV_ALLOW_DEPLOY, "").strip().lower() in ("1", "true"))
+        return cls(
+            api_key=key,
+            allow_deploy=os.environ.get(ENV_ALLOW_DEPLOY, "").strip().lower() in ("1", "true"),
+            cors_origins=_split(os.environ.get(ENV_CORS_ORIGINS, "")),
+            allowed_hosts=_split(os.environ.get(ENV_ALLOWED_HOSTS, "")),
+            bind_host=os.environ.get(ENV_BIND_HOST) or "127.0.0.1",
+        )
+
+    def accepted_hosts(self) -> frozenset[str]:
+        """The host names a request's `Host` header may carry (lower case, no port)."""
+        names = {self.bind_host.strip("[]").lower(), *(host.lower() for host in self.allowed_hosts)}
+        return frozenset(names | _LOOPBACK_NAMES | {"127.0.0.1", "::1"})
 
     def to_env(self, env: dict[str, str]) -> None:
         """Write the settings into `env` (e.g. `os.environ`) for the processes `serve` starts."""
@@ -61,6 +85,124 @@ class ServeSecurity:
         else:
             env.pop(ENV_API_KEY, None)
         env[ENV_ALLOW_DEPLOY] = "1" if self.allow_deploy else "0"
+        env[ENV_CORS_ORIGINS] = ",".join(self.cors_origins)
+        env[ENV_ALLOWED_HOSTS] = ",".join(self.allowed_hosts)
+        env[ENV_BIND_HOST] = self.bind_host
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def check_origin(origin: str) -> str:
+    """
+    Validate an origin given to `serve --cors-origin`.
+
+    :param origin: E.g. `https://app.example.org` (scheme, host, optional port; no path).
+    :returns: The origin without a trailing slash.
+    :raises ValueError: If it is `*`, has no `http`/`https` scheme, or has a path.
+    """
+    origin = origin.strip().rstrip("/")
+    scheme, sep, rest = origin.partition("://")
+    if origin == "*" or not sep or scheme not in ("http", "https") or not rest or "/" in rest or "," in rest:
+        raise ValueError(
+            f"--cors-origin {origin!r} must be one origin such as https://app.example.org (scheme and host, no path, "
+            "not `*`)."
+        )
+    return origin
+
+
+def check_host_name(name: str) -> str:
+    """
+    Validate a name given to `serve --allowed-host`.
+
+    :param name: A host name or address, without port (e.g. `rag.internal`).
+    :returns: The name in lower case.
+    :raises ValueError: If it is empty, `*`, or holds a scheme, path, port or space.
+    """
+    cleaned = name.strip().lower()
+    if not cleaned or cleaned == "*" or any(char in cleaned for char in "/:, ") and not cleaned.startswith("["):
+        raise ValueError(f"--allowed-host {name!r} must be a host name or address without scheme, port or path.")
+    return cleaned
+
+
+def host_name(header: bytes) -> str:
+    """The host of a `Host` header value without its port, in lower case (`[::1]:80` -> `::1`)."""
+    text = header.decode("latin-1").strip().lower()
+    if text.startswith("["):
+        return text[1:].partition("]")[0]
+    return text.rpartition(":")[0] if text.count(":") == 1 else text
+
+
+class HostGuard:
+    """
+    ASGI middleware: an HTTP or WebSocket request whose `Host` header does not name one of `hosts` gets a 400.
+
+    A browser page on another site can make its own host name resolve to 127.0.0.1 (DNS rebinding) and so reach a
+    local server as same-origin; its requests still carry that foreign name in `Host`, which this refuses.
+
+    ### Usage example
+    ```python
+    app = HostGuard(app, hosts={"127.0.0.1", "localhost"})
+    ```
+    """
+
+    def __init__(self, app, hosts: Iterable[str]) -> None:
+        """
+        :param app: The ASGI app to protect.
+        :param hosts: Accepted host names (lower case, no port).
+        """
+        self.app = app
+        self.hosts = frozenset(hosts)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        values = [value for name, value in scope.get("headers", []) if name.lower() == b"host"]
+        if len(values) == 1 and host_name(values[0]) in self.hosts:
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008, "reason": "Host not allowed"})
+            return
+        await send_json(send, 400, {"detail": HOST_MESSAGE})
+
+
+HOST_MESSAGE = (
+    "Host header not allowed: call the server by the address it is bound to or `localhost`, or start it with "
+    "`haystack-agentic serve --allowed-host NAME` for another name."
+)
+
+
+async def send_json(send, status: int, content: dict, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    """Send a whole JSON response through an ASGI `send`."""
+    body = json.dumps(content).encode()
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": body})
+
+
+class ClosedPaths:
+    """
+    ASGI middleware: requests for `paths`, or for paths under `prefixes`, get a 404; the route behind them never runs.
+
+    :param app: The ASGI app.
+    :param paths: Exact paths to close (e.g. `/v1/files`).
+    :param prefixes: Path prefixes to close (e.g. `/draw/`).
+    """
+
+    def __init__(self, app, paths: Iterable[str] = (), prefixes: Iterable[str] = ()) -> None:
+        self.app = app
+        self.paths = frozenset(paths)
+        self.prefixes = tuple(prefixes)
+
+    async def __call__(self, scope, receive, send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path in self.paths or path.startswith(self.prefixes)):
+            await send_json(send, 404, {"detail": "Not Found"})
+            return
+        await self.app(scope, receive, send)
 
 
 def check_api_key(key: str) -> str:

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+The cases of issue 26 a request can trigger, replayed on a real `serve` on 127.0.0.1: a malformed `stream_options`,
+a 5,000-deep MCP `arguments`, cross-origin reads (CORS, preflights, foreign `Host` headers: DNS rebinding), and
+hayhooks' routes that cannot work offline (`/draw/{name}`) or do nothing (`/v1/files`).
+"""
+
+import json
+
+import httpx
+import pytest
+
+from .conftest import SCRIPTED_YAML, serve_process, write_test_store
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "Where is Adriana Trigiani based?"
+JSON_RPC_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+ORIGIN = "http://app.example.org"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    args = ["--pipeline", f"scripted={SCRIPTED_YAML}", "--store", str(write_test_store(root / "store.json")),
+            "--cors-origin", ORIGIN, "--allowed-host", "rag.internal"]  # fmt: skip
+    with serve_process(root, args) as server:
+        yield server
+
+
+def chat(stream_options, stream=True) -> dict:
+    return {"model": "scripted", "messages": [{"role": "user", "content": QUESTION}], "stream": stream,
+            "stream_options": stream_options}  # fmt: skip
+
+
+@pytest.mark.parametrize("options", ["x", ["include_usage"], 3])
+def test_a_malformed_stream_options_is_a_4xx_with_a_message(served, options):
+    reply = httpx.post(f"{served.url}/v1/chat/completions", json=chat(options), timeout=30)
+    assert 400 <= reply.status_code < 500, reply.text
+    assert "stream_options" in reply.json()["detail"]
+
+
+def test_a_deeply_nested_mcp_argument_is_a_4xx(served):
+    nested = "[" * 5000 + "]" * 5000
+    body = ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "scripted", '
+            f'"arguments": {{"query": {nested}}}}}}}')  # fmt: skip
+    reply = httpx.post(served.mcp_url, content=body.encode(), headers=JSON_RPC_HEADERS, timeout=30)
+    assert 400 <= reply.status_code < 500, reply.text
+    assert "nested" in reply.json()["error"]["message"]
+
+
+def test_no_cors_headers_for_an_origin_not_listed(served):
+    reply = httpx.post(f"{served.url}/scripted/run", json={"query": QUESTION}, timeout=30,
+                       headers={"origin": "http://evil.example"})  # fmt: skip
+    assert reply.status_code == 200
+    assert "access-control-allow-origin" not in reply.headers
+    preflight = httpx.options(f"{served.url}/scripted/run", timeout=30, headers={
+        "origin": "http://evil.example", "access-control-request-method": "POST"})  # fmt: skip
+    assert preflight.status_code >= 400 and "access-control-allow-origin" not in preflight.headers
+
+
+def test_a_listed_origin_gets_cors_headers(served):
+    preflight = httpx.options(f"{served.url}/scripted/run", timeout=30, headers={
+        "origin": ORIGIN, "access-control-request-method": "POST"})  # fmt: skip
+    assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == ORIGIN
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:1416", "127.0.0.1.nip.io"])
+def test_a_foreign_host_header_is_refused_on_http_and_mcp(served, host):
+    reply = httpx.post(f"{served.url}/scripted/run", json={"query": QUESTION}, headers={"host": host}, timeout=30)
+    assert reply.status_code in (400, 403) and "host" in reply.text.lower()
+    mcp = httpx.get(served.mcp_url.removesuffix("/mcp") + "/status", headers={"host": host}, timeout=30)
+    assert mcp.status_code in (400, 403)
+
+
+@pytest.mark.parametrize("host", ["localhost", "rag.internal:8080", "127.0.0.1"])
+def test_the_bound_address_localhost_and_a_configured_name_are_accepted(served, host):
+    reply = httpx.post(f"{served.url}/scripted/run", json={"query": QUESTION}, headers={"host": host}, timeout=30)
+    assert reply.status_code == 200, reply.text
+
+
+def test_routes_that_cannot_work_offline_or_do_nothing_answer_404(served):
+    import tempfile
+    from pathlib import Path
+
+    before = set(Path(tempfile.gettempdir()).iterdir())
+    assert httpx.get(f"{served.url}/draw/scripted", timeout=30).status_code == 404
+    upload = httpx.post(f"{served.url}/v1/files", files={"file": ("a.txt", b"x")}, data={"purpose": "x"}, timeout=30)
+    assert upload.status_code == 404
+    assert set(Path(tempfile.gettempdir()).iterdir()) - before == set()
