@@ -47,7 +47,7 @@ def test_only_the_real_inputs_show_and_the_outputs_are_answer_documents_result(b
     assert {"controller.documents", "finish.value", "controller.search_error"} & internal  # the raw loop's sockets
     rag = AgenticRAG(pipeline=loop.pipeline)
     assert set(rag.__haystack_input__._sockets_dict) == USER_INPUTS
-    assert set(rag.__haystack_output__._sockets_dict) == {"answer", "documents", "result"}
+    assert set(rag.__haystack_output__._sockets_dict) == {"answer", "documents", "messages", "result"}
     outer, _ = _bigger_pipeline(rag)
     assert set(outer.inputs()["rag"]) == USER_INPUTS
     assert all(not socket.is_mandatory for socket in rag.__haystack_input__._sockets_dict.values())
@@ -70,7 +70,7 @@ def test_inside_a_bigger_pipeline_its_answer_and_documents_feed_other_components
     assert out["cite"]["documents_written"] == len(documents)
 
 
-def test_the_bigger_pipeline_round_trips_through_yaml_with_the_package_allow_list(build_loop):
+def test_the_bigger_pipeline_round_trips_through_yaml_with_the_package_trusted_by_import(build_loop):
     loop = build_loop(HOPS)
     expected = loop.run()
     loop.llm.reset()
@@ -78,8 +78,7 @@ def test_the_bigger_pipeline_round_trips_through_yaml_with_the_package_allow_lis
     text = outer.dumps()
     assert "haystack_agentic.components.loop.agentic_rag.AgenticRAG" in text
     assert "haystack_agentic.components.loop.loop_controller.LoopController" in text  # the loop stays visible
-    with pytest.raises(Exception, match="allowlist"):
-        Pipeline.loads(text)
+    assert Pipeline.loads(text).get_component("rag") is not None  # `import haystack_agentic` trusts the package's own modules
     loaded = Pipeline.loads(text, allowed_modules=ALLOWED_MODULES)
     assert Pipeline.loads(loaded.dumps(), allowed_modules=ALLOWED_MODULES).dumps() == loaded.dumps()
     out = loaded.run({"rag": {"query": QUESTION}}, include_outputs_from={"rag"})
@@ -167,3 +166,25 @@ def test_the_readme_examples_run(tmp_path, monkeypatch, capsys):
     assert snapshot_file.parent == Path("snapshots") and (tmp_path / snapshot_file).is_file()
     printed = capsys.readouterr().out.splitlines()
     assert printed == ["Greenwich Village (sources: bsg trigiani)", "answered", "Greenwich Village"]
+
+
+def test_messages_out_are_the_conversation_with_the_answer_appended(build_loop):
+    out = AgenticRAG(pipeline=build_loop(HOPS).pipeline).run(query=QUESTION)
+    assert [m.role.value for m in out["messages"]] == ["user", "assistant"]
+    assert out["messages"][0].text == QUESTION and out["messages"][-1].text == "Greenwich Village"
+    assert out["result"]["messages"] == [m.to_dict() for m in out["messages"]]
+
+
+def test_no_query_and_no_messages_is_refused_with_what_to_pass(build_loop):
+    with pytest.raises(ValueError, match="pass `query`"):
+        AgenticRAG(pipeline=build_loop(HOPS).pipeline).run()
+
+
+def test_a_generator_failure_raises_by_default_and_is_returned_when_asked(build_loop):
+    with pytest.raises(RuntimeError, match="The agentic loop failed") as caught:
+        AgenticRAG(pipeline=build_loop([{"raise": "the model server is down"}]).pipeline).run(query=QUESTION)
+    assert caught.value.result["terminated_by"] == "error"
+    rag = AgenticRAG(pipeline=build_loop([{"raise": "the model server is down"}]).pipeline, raise_on_failure=False)
+    out = rag.run(query=QUESTION)
+    assert out["result"]["terminated_by"] == "error" and "the model server is down" in out["result"]["error"]
+    assert out["answer"] is None

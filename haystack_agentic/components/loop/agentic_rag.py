@@ -4,8 +4,8 @@ from pathlib import Path
 from typing import Any
 
 from haystack import Document, Pipeline, component, default_to_dict, logging
+from haystack.dataclasses import ChatMessage
 from haystack.core.super_component import SuperComponent
-from haystack.core.super_component.utils import _delegate_default
 
 from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
 from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, pipeline_from_dict
@@ -64,7 +64,7 @@ class AgenticRAG(SuperComponent):
     ```
     """
 
-    def __init__(self, pipeline: Pipeline | str | Path = DEFAULT_PIPELINE) -> None:
+    def __init__(self, pipeline: Pipeline | str | Path = DEFAULT_PIPELINE, raise_on_failure: bool = True) -> None:
         """
         Wrap a loop pipeline.
 
@@ -73,6 +73,10 @@ class AgenticRAG(SuperComponent):
             the path of a loop pipeline YAML (`.yml` / `.yaml`), loaded with the package's allow-list
             (`load_loop_pipeline`: its in-memory stores get their own storage, so fill the one of
             `agentic_rag.pipeline.get_component("retriever")`). Default: `"agentic_rag_embedded"`, the offline one.
+        :param raise_on_failure: `True` (default, as Haystack's `Agent`): a run that ends with
+            `terminated_by="error"` (a chat generator or the store failed) raises `AgenticRAGError`, so the outer
+            pipeline's error handling and failure snapshots see it. `False`: the run returns its result with
+            `terminated_by="error"` and the error text, as the raw loop pipeline does.
         :raises FileNotFoundError: For an unknown packaged pipeline name (the message lists the known ones).
         :raises ValueError: If the YAML cannot be read or is not a loop pipeline, or the pipeline has no
             `controller` and `result` components.
@@ -96,7 +100,10 @@ class AgenticRAG(SuperComponent):
             input_mapping=input_mapping,
             output_mapping={f"result.{key}": key for key in RESULT_TYPES},
         )
-        component.set_output_types(self, answer=str | None, documents=list[Document], result=dict[str, Any])
+        self.raise_on_failure = raise_on_failure
+        component.set_output_types(
+            self, answer=str | None, documents=list[Document], messages=list[ChatMessage], result=dict[str, Any]
+        )
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """
@@ -113,9 +120,13 @@ class AgenticRAG(SuperComponent):
             Haystack `Document`s, best first, without embeddings) and `result` (the loop's full JSON-serialisable
             result: `answer`, `terminated_by`, `iterations`, `tool_history`, `documents` as dicts, `grounding`,
             `usage`, `error`, ...).
+            `messages` is the conversation (`list[ChatMessage]`: the given one, or the query as a user message) with
+            the final answer appended as an assistant message, ready to pass as `messages` next turn.
+        :raises ValueError: If neither `query` nor `messages` is given.
         :raises PipelineRuntimeError: If the question or filters are refused (`InvalidLoopInput` as its cause).
+        :raises AgenticRAGError: If the run ended with `terminated_by="error"` and `raise_on_failure` is set.
         """
-        return _outputs(SuperComponent.run(self, **_plain_callback(kwargs)))
+        return self._checked(_outputs(SuperComponent.run(self, **_run_inputs(kwargs))))
 
     async def run_async(self, **kwargs: Any) -> dict[str, Any]:
         """
@@ -123,7 +134,14 @@ class AgenticRAG(SuperComponent):
 
         :returns: The same as `run`.
         """
-        return _outputs(await SuperComponent.run_async(self, **_plain_callback(kwargs)))
+        return self._checked(_outputs(await SuperComponent.run_async(self, **_run_inputs(kwargs))))
+
+    def _checked(self, outputs: dict[str, Any]) -> dict[str, Any]:
+        """The outputs, or `AgenticRAGError` for a failed run when `raise_on_failure` is set."""
+        result = outputs["result"]
+        if self.raise_on_failure and result["terminated_by"] == "error":
+            raise AgenticRAGError(f"The agentic loop failed: {result['error']}", result=result)
+        return outputs
 
     def to_dict(self) -> dict[str, Any]:
         """
@@ -134,7 +152,7 @@ class AgenticRAG(SuperComponent):
         data = self.pipeline.to_dict()
         for key in ("inputs", "outputs"):  # hayhooks' declarations (a packaged pipeline) are not Haystack's
             data.pop(key, None)
-        return default_to_dict(self, pipeline=data)
+        return default_to_dict(self, pipeline=data, raise_on_failure=self.raise_on_failure)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AgenticRAG":
@@ -148,7 +166,21 @@ class AgenticRAG(SuperComponent):
         pipeline = data.get("init_parameters", {}).get("pipeline")
         if isinstance(pipeline, dict):
             pipeline = pipeline_from_dict(pipeline, "inside AgenticRAG")
-        return cls(pipeline=pipeline if pipeline is not None else DEFAULT_PIPELINE)
+        raise_on_failure = data.get("init_parameters", {}).get("raise_on_failure", True)
+        return cls(pipeline=pipeline if pipeline is not None else DEFAULT_PIPELINE, raise_on_failure=raise_on_failure)
+
+
+class AgenticRAGError(RuntimeError):
+    """
+    A run of `AgenticRAG` ended with `terminated_by="error"` (a chat generator or the store failed).
+
+    :param message: What failed (the result's `error`).
+    :param result: The run's full result dict (`terminated_by`, `error`, `tool_history`, `usage`, ...).
+    """
+
+    def __init__(self, message: str, result: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def _yaml_path(pipeline: str | Path) -> Path:
@@ -159,10 +191,19 @@ def _yaml_path(pipeline: str | Path) -> Path:
     return pipeline_path(str(pipeline))
 
 
-def _plain_callback(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The run's inputs with the streaming callback wrapped as a plain function (Haystack deep-copies inputs)."""
+def _given(value: Any) -> bool:
+    """Whether an input was given: SuperComponent marks a missing one with a class (a callback is never one)."""
+    return value is not None and not isinstance(value, type)
+
+
+def _run_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """
+    The run's inputs, checked, with the streaming callback wrapped as a plain function (Haystack deep-copies inputs).
+    """
+    if not _given(kwargs.get("query")) and not _given(kwargs.get("messages")):
+        raise ValueError("AgenticRAG needs a question: pass `query` (a string) or `messages` (a list of ChatMessage).")
     callback = kwargs.get("streaming_callback")
-    if callable(callback) and callback is not _delegate_default:  # SuperComponent's marker for "not given"
+    if callable(callback) and _given(callback):
         kwargs = {**kwargs, "streaming_callback": plain_function(callback)}
     return kwargs
 
@@ -171,4 +212,5 @@ def _outputs(mapped: dict[str, Any]) -> dict[str, Any]:
     """`answer`, `documents` (as `Document`s) and `result` from the result component's outputs."""
     result = {key: mapped.get(key) for key in RESULT_TYPES}
     documents = [Document.from_dict(doc) for doc in result["documents"] or []]
-    return {"answer": result["answer"], "documents": documents, "result": result}
+    messages = [ChatMessage.from_dict(message) for message in result["messages"] or []]
+    return {"answer": result["answer"], "documents": documents, "messages": messages, "result": result}
