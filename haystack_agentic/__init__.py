@@ -33,6 +33,7 @@ for _pattern in ALLOWED_MODULES:
 
 _EXPORTS = {
     "AgenticRAG": "haystack_agentic.components.loop.agentic_rag",
+    "AgenticRAGError": "haystack_agentic.components.loop.agentic_rag",
     "AgenticRouter": "haystack_agentic.components.routers.agentic_router",
     "Answerer": "haystack_agentic.components.generators.answerer",
     "EvidenceChecker": "haystack_agentic.components.evidence.evidence_checker",
@@ -62,7 +63,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
     from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
     from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder
-    from haystack_agentic.components.loop.agentic_rag import AgenticRAG
+    from haystack_agentic.components.loop.agentic_rag import AgenticRAG, AgenticRAGError
     from haystack_agentic.components.loop.loop_controller import LoopController
     from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
     from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
