@@ -53,3 +53,23 @@ async def test_the_embedded_model_streams_to_an_async_callback(answerer):
     answer = (await answerer.run_async(state=STATE, streaming_callback=collect))["finished"].answer
     assert answer and streamed_answer(chunks) == answer
     assert len([c for c in chunks if c.content]) > 1
+
+
+@pytest.fixture(scope="module")
+def short_answerer() -> Answerer:
+    component = Answerer(chat_generator=EmbeddedChatGenerator(), short_answer=True)
+    component.warm_up()
+    return component
+
+
+def test_with_short_answers_the_streamed_answer_is_the_final_answer(short_answerer):
+    chunks: list[StreamingChunk] = []
+    answer = short_answerer.run(state=STATE, streaming_callback=chunks.append)["finished"].answer
+    assert answer and streamed_answer(chunks) == answer
+    assert len([c for c in chunks if c.content and not c.meta.get(ANSWER_META)]) > 1  # the model's tokens still flow
+
+
+async def test_with_short_answers_the_async_streamed_answer_is_the_final_answer(short_answerer):
+    chunks: list[StreamingChunk] = []
+    answer = (await short_answerer.run_async(state=STATE, streaming_callback=chunks.append))["finished"].answer
+    assert answer and streamed_answer(chunks) == answer

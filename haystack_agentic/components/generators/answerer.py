@@ -5,7 +5,7 @@ from typing import Any
 
 from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
-from haystack.dataclasses import ChatMessage, StreamingCallbackT
+from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 
 from haystack_agentic.components.generators._short_answer import short_answer
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
@@ -19,6 +19,7 @@ from haystack_agentic.llm.streaming import (
     role_callback_async,
     routed_state,
     step_chunks,
+    tagged,
 )
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
@@ -179,10 +180,10 @@ class Answerer:
         role, final = self._role(state)
         call = call_generator(
             self.chat_generator, state, "answer", prepared, **role_options(self),
-            streaming_callback=role_callback(callback, role, answer=final),
+            streaming_callback=role_callback(callback, role, answer=final and not self.short_answer),
         )  # fmt: skip
         outputs = self._complete(state, call.state, call.text, call.error)
-        emit(callback, step_chunks(state, routed_state(outputs)))
+        emit(callback, [*self._answer_chunks(final, call.text, outputs), *step_chunks(state, routed_state(outputs))])
         return outputs
 
     @component.output_types(state=LoopState, finished=LoopState)
@@ -203,11 +204,24 @@ class Answerer:
         role, final = self._role(state)
         call = await call_generator_async(
             self.chat_generator, state, "answer", prepared, **role_options(self),
-            streaming_callback=role_callback_async(callback, role, answer=final),
+            streaming_callback=role_callback_async(callback, role, answer=final and not self.short_answer),
         )  # fmt: skip
         outputs = self._complete(state, call.state, call.text, call.error)
-        await emit_async(callback, step_chunks(state, routed_state(outputs)))
+        await emit_async(callback, [*self._answer_chunks(final, call.text, outputs), *step_chunks(state, routed_state(outputs))])
         return outputs
+
+    def _answer_chunks(self, final: bool, text: str, outputs: dict[str, LoopState]) -> list[StreamingChunk]:
+        """
+        The final answer as one streamed chunk when the tokens streamed as the answer are not it: with
+        `short_answer` (the model's tokens stream untagged, the span is the answer) or a blank reply (the draft is
+        kept). So the answer-tagged text of a run equals its `answer`.
+        """
+        finished = outputs.get("finished")
+        if not final or finished is None or finished.answer is None:
+            return []
+        if not self.short_answer and (text or "").strip():
+            return []
+        return [tagged(StreamingChunk(content=finished.answer), "answer", answer=True)]
 
     @staticmethod
     def _role(state: LoopState) -> tuple[str, bool]:
