@@ -83,9 +83,11 @@ def create_app(security: ServeSecurity | None = None) -> FastAPI:
     add_error_handlers(app)
     if security.allow_deploy:
         app.add_middleware(DeployRoutes, served_app=app)
-        app.add_middleware(ClosedPaths, paths=CLOSED_PATHS, prefixes=CLOSED_PREFIXES)
+        closed, prefixes = CLOSED_PATHS, CLOSED_PREFIXES
     else:
-        app.add_middleware(ClosedPaths, paths=CLOSED_PATHS | DEPLOY_PATHS, prefixes=(*CLOSED_PREFIXES, UNDEPLOY_PREFIX))
+        closed, prefixes = CLOSED_PATHS | DEPLOY_PATHS, (*CLOSED_PREFIXES, UNDEPLOY_PREFIX)
+    app.add_middleware(ClosedPaths, paths=closed, prefixes=prefixes)
+    _hide_from_openapi(app, closed, prefixes)
     if security.api_key:
         app.add_middleware(
             BearerAuth,
@@ -95,6 +97,21 @@ def create_app(security: ServeSecurity | None = None) -> FastAPI:
         )
     app.add_middleware(HostGuard, hosts=security.accepted_hosts())
     return app
+
+
+def _hide_from_openapi(app: FastAPI, paths: frozenset[str], prefixes: tuple[str, ...]) -> None:
+    """Leave the closed routes out of `/openapi.json` (FastAPI's documented way: replace `app.openapi`)."""
+    schema_of = app.openapi
+
+    def openapi() -> dict:
+        schema = schema_of()
+        schema["paths"] = {
+            path: item for path, item in schema.get("paths", {}).items()
+            if path not in paths and not path.startswith(prefixes) and path.rstrip("/") not in paths
+        }  # fmt: skip
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def add_error_handlers(app: FastAPI) -> None:

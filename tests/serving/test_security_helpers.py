@@ -90,9 +90,10 @@ def test_is_loopback(host, loopback):
 def test_security_settings_travel_through_the_environment():
     env: dict[str, str] = {}
     ServeSecurity(api_key=KEY, allow_deploy=True).to_env(env)
-    assert env == {"HAYSTACK_AGENTIC_API_KEY": KEY, "HAYSTACK_AGENTIC_ALLOW_DEPLOY": "1"}
+    network = {"HAYSTACK_AGENTIC_CORS_ORIGINS": "", "HAYSTACK_AGENTIC_ALLOWED_HOSTS": "", "HAYHOOKS_HOST": "127.0.0.1"}
+    assert env == {"HAYSTACK_AGENTIC_API_KEY": KEY, "HAYSTACK_AGENTIC_ALLOW_DEPLOY": "1", **network}
     ServeSecurity().to_env(env)
-    assert env == {"HAYSTACK_AGENTIC_ALLOW_DEPLOY": "0"}
+    assert env == {"HAYSTACK_AGENTIC_ALLOW_DEPLOY": "0", **network}
 
 
 def test_json_safe_makes_any_error_body_encodable():
