@@ -11,10 +11,12 @@ embedders, preprocessors); `dataclasses/` the loop state; `pipelines/` builds an
 `evaluation/` and `testing/` are the command line, hayhooks serving, the eval harness and test doubles.
 """
 
+import sys
 from importlib import import_module
+from importlib.abc import MetaPathFinder
+from importlib.machinery import ModuleSpec, PathFinder
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
-
-from haystack.core.serialization import allow_deserialization_module
 
 #: Modules the packaged YAML pipelines need besides Haystack's defaults (`haystack`, `haystack_integrations`, ...)
 #: and this package: the exact Milvus modules of the `*_milvus*` pipelines. Importing `haystack_agentic` trusts
@@ -28,8 +30,42 @@ ALLOWED_MODULES = [
     "pymilvus.client.abstract",
 ]
 
-for _pattern in ALLOWED_MODULES:
-    allow_deserialization_module(_pattern)
+#: Haystack's module with the public `allow_deserialization_module`.
+_SERIALIZATION = "haystack.core.serialization"
+
+
+def _trust(serialization: ModuleType) -> None:
+    for pattern in ALLOWED_MODULES:
+        serialization.allow_deserialization_module(pattern)
+
+
+class _TrustOnHaystackImport(MetaPathFinder):
+    """
+    Registers `ALLOWED_MODULES` the moment Haystack's serialization module is imported, so `import haystack_agentic`
+    itself does not import Haystack (a CLI `--help` stays fast) and any later `Pipeline.loads` trusts the package.
+    """
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if name != _SERIALIZATION:
+            return None
+        sys.meta_path.remove(self)
+        spec = PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_trust(module: ModuleType) -> None:
+            exec_module(module)
+            _trust(module)
+
+        spec.loader.exec_module = exec_and_trust  # type: ignore[method-assign]
+        return spec
+
+
+if _SERIALIZATION in sys.modules:
+    _trust(sys.modules[_SERIALIZATION])
+elif not any(isinstance(finder, _TrustOnHaystackImport) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _TrustOnHaystackImport())
 
 _EXPORTS = {
     "AgenticRAG": "haystack_agentic.components.loop.agentic_rag",

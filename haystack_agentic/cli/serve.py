@@ -24,9 +24,9 @@ carry
 `Authorization: Bearer <key>`. Serving on a non-loopback address without a key
 prints a warning. No CORS headers unless --cors-origin lists origins; a Host
 header other than the bound address, localhost or an --allowed-host gets a
-400 (DNS rebinding). Haystack's telemetry is off (HAYSTACK_TELEMETRY_ENABLED=True
-turns it on). The servers themselves are built in
-`haystack_agentic.serving` (`app`, `mcp_server`, `server`).
+400 (DNS rebinding). Haystack's telemetry is off
+(HAYSTACK_TELEMETRY_ENABLED=True turns it on). The servers themselves are
+built in `haystack_agentic.serving` (`app`, `mcp_server`, `server`).
 """
 
 import argparse
