@@ -20,14 +20,17 @@ KNOWN_PRIVATE_IMPORTS = {
 }
 
 
+#: Every module of the package, parsed once: path -> AST.
+TREES = {path: ast.parse(path.read_text(encoding="utf-8"), filename=str(path)) for path in PACKAGE.rglob("*.py")}
+
+
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
 def _private_imports() -> set[str]:
     found: set[str] = set()
-    for path in PACKAGE.rglob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for tree in TREES.values():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 if node.module.split(".")[0] == "haystack_agentic":
@@ -46,9 +49,9 @@ def _private_imports() -> set[str]:
 def _dependency_modules() -> dict[Path, set[str]]:
     """Per file, the local names bound to a dependency's module (`import hayhooks`, `import haystack.x as y`)."""
     bound: dict[Path, set[str]] = {}
-    for path in PACKAGE.rglob("*.py"):
+    for path, tree in TREES.items():
         names: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if not alias.name.startswith("haystack_agentic"):
@@ -66,7 +69,7 @@ def test_no_new_private_import_from_a_dependency():
 def test_no_private_attribute_of_a_dependency_module():
     offences = []
     for path, modules in _dependency_modules().items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(TREES[path]):
             if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
                 base = node.value
                 while isinstance(base, ast.Attribute):
