@@ -4,7 +4,7 @@ from typing import Any, Literal
 
 from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
-from haystack.dataclasses import ChatMessage, StreamingCallbackT
+from haystack.dataclasses import StreamingCallbackT
 from haystack.tools import (
     ToolsType,
     deserialize_tools_or_toolset_inplace,
@@ -13,6 +13,16 @@ from haystack.tools import (
 )
 
 # parse_json_decision and the tool names are re-exported: they are public names of this module.
+# The prompts, parse_json_decision, count_final_turn and the tool names are re-exported: they are public names of
+# this module.
+from haystack_agentic.components.routers._call_preparation import (  # noqa: F401
+    DEFAULT_CONTEXT_BUDGET_TOKENS,
+    DEFAULT_JSON_PROMPT,
+    DEFAULT_TOOLS_SYSTEM_PROMPT,
+    _CallPreparation,
+    _refused,
+    count_final_turn,
+)
 from haystack_agentic.components.routers._json_decision import (  # noqa: F401
     STRUCTURED_OUTPUT_REFUSED,
     decision_response_format,
@@ -27,15 +37,12 @@ from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401
     _builtin_tools,
 )
 from haystack_agentic.llm.calls import (
-    CallOptions,
     LLMCall,
     call_generator,
     call_generator_async,
     describe_error,
     role_options,
-    sends_openai_requests,
 )
-from haystack_agentic.llm.prompts import fit_turns, format_chunks, render, with_earlier_turns
 from haystack_agentic.llm.streaming import (
     emit,
     emit_async,
@@ -46,81 +53,21 @@ from haystack_agentic.llm.streaming import (
     step_chunks,
 )
 from haystack_agentic.llm.generator_checks import check_chat_generator
-from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES, refuses_response_format
+from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.serialization import (
     callback_to_dict,
     generator_from_dict_inplace,
     generator_to_dict,
     warm_up_generator,
 )
-from haystack_agentic.llm.result_digests import digest_older_results
-from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
-from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
 from haystack_agentic.tracing import iteration_span, trace_turn
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
 logger = logging.getLogger(__name__)
 
-#: System prompt of the controller LLM in `tools` mode. Variables: `question`, `max_iterations`, `user_tools`.
-DEFAULT_TOOLS_SYSTEM_PROMPT = """\
-You answer questions from a document collection that you can only see by searching it.
-Tools:
-- search(query, top_k): find chunks about one thing. For a question with several hops, search the first fact,
-  read the result, then search the entity it leads to (the bridge) for the next fact.
-- answer(text): give the final answer when the chunks found support it. Be short and specific.
-- give_up(reason?): say why, when the collection does not hold the answer after a few different searches.
-- read_chunk(id): the full text of a chunk found earlier (older results are shortened to ids and titles).
-{% if user_tools %}
-Other tools: {{ user_tools | join(", ") }}.
-{% endif %}
-Use only facts from search results. You have at most {{ max_iterations }} turns; searches for independent facts can
-go in one turn (several search calls), a search that needs an earlier result waits for it.
-"""
-
-#: Prompt of the controller LLM in `json` mode, sent fresh each turn. Variables: `question`, `chunks`,
-#: `history`, `draft`, `iteration`, `max_iterations`, `refusal` (why the evidence check refused the last answer),
-#: `collections` (name -> description of the collections in the run's scope, or None).
-DEFAULT_JSON_PROMPT = """\
-You decide the next step of a search for the answer to a question.
-Question: {{ question }}
-Turn {{ iteration }} of {{ max_iterations }}.
-{% if history %}
-Steps so far:
-{% for step in history %}
-- {{ step.action }}{% if step.query %}: "{{ step.query }}" ({{ step.returned_chunk_ids | length }} chunks){% endif %}\
-{% if step.action == "invalid" and step.result %} ({{ step.result }}){% endif %}
-{% endfor %}
-{% endif %}
-{% if chunks %}
-Chunks found:
-{{ chunks }}
-{% else %}
-No chunks found yet.
-{% endif %}
-{% if draft %}
-Current draft answer: {{ draft }}
-{% endif %}
-{% if refusal %}
-{{ refusal }}
-{% endif %}
-{% if collections %}
-Collections you may search (add "collection": "<name>" to a search to search only that one; leave it out to search all):
-{% for name, description in collections.items() %}
-- {{ name }}{% if description %}: {{ description }}{% endif %}
-{% endfor %}
-{% endif %}
-Reply with one JSON object and nothing else:
-{"action": "search", "query": "<what to search next>", "reasoning": "<why>"}
-or {"action": "reflect", "reasoning": "<what to check in the draft>"}
-or {"action": "generate", "reasoning": "<why the chunks suffice>"}
-"""
-
-#: Default most prompt tokens of one controller call.
-DEFAULT_CONTEXT_BUDGET_TOKENS = 16000
-
 
 @component
-class AgenticRouter(_ReplyRouting):
+class AgenticRouter(_CallPreparation, _ReplyRouting):
     """
     Decides each turn of the agentic loop with one LLM call: search again, reflect, answer, or give up.
 
@@ -345,90 +292,6 @@ class AgenticRouter(_ReplyRouting):
         await emit_async(callback, step_chunks(state, routed_state(routed)))
         return routed
 
-    # --- preparing the call -------------------------------------------------------------------------------
-
-    def _call_options(self, state: LoopState) -> CallOptions:
-        """The role's call options, with the decision's `response_format` when json mode asks for structured output."""
-        options = role_options(self)
-        if (
-            self.mode == "json"
-            and self.structured_output
-            and sends_openai_requests(self.chat_generator)
-            and not (state.metadata or {}).get(STRUCTURED_OUTPUT_REFUSED)
-        ):
-            response_format = decision_response_format(state.collections)
-            options["generation_kwargs"] = {**(self.generation_kwargs or {}), "response_format": response_format}
-        return options
-
-    @staticmethod
-    def _without_response_format(call: LLMCall, options: CallOptions) -> bool:
-        """Whether the call sent `response_format` and the server refused it (then it is sent once more without)."""
-        sent = "response_format" in (options.get("generation_kwargs") or {})
-        if sent and call.error is not None and refuses_response_format(call.error):
-            logger.warning(
-                "The server refused response_format ({error}); this run's decisions are sent without it.",
-                error=repr(call.error),
-            )
-            return True
-        return False
-
-    def _token_counter(self) -> TokenCounter:
-        """The controller model's tokenizer when known (after warm-up), else a conservative estimate."""
-        return token_counter_for(self.chat_generator)
-
-    def _prepare(self, state: LoopState) -> dict[str, Any] | tuple[LoopState, list[ChatMessage], Any]:
-        """Return an early route, or (state, messages, tools) for the LLM call."""
-        if self.mode == "json":
-            if state.is_last_iteration:
-                turn = state.iteration + 1
-                step = ToolStep(iteration=turn, action="generate", result="last iteration: generate without a call")
-                return trace_turn(
-                    "AgenticRouter",
-                    count_final_turn({"answer": state.with_step(step).evolve(pending_action="answer")}, turn),
-                )
-            prompt = render(
-                self.json_prompt or DEFAULT_JSON_PROMPT,
-                question=state.question,
-                # Half the budget for the chunks leaves room for the question, the history and the reply.
-                chunks=format_chunks(
-                    state.chunks, self.chunk_preview_chars, self.context_budget_tokens // 2, self._token_counter()
-                ),
-                history=state.tool_history,
-                draft=state.draft,
-                iteration=state.iteration + 1,
-                max_iterations=state.max_iterations,
-                refusal=refusal_note(state),
-                collections=state.collections,
-            )
-            history_budget = self.context_budget_tokens // 4  # the chunks take half; the rest is prompt and reply
-            prompt_messages = [ChatMessage.from_user(prompt)]
-            return state, with_earlier_turns(
-                state.conversation, prompt_messages, history_budget, self._token_counter()
-            ), None
-        state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
-        if not state.messages:
-            system = render(
-                self.system_prompt or DEFAULT_TOOLS_SYSTEM_PROMPT,
-                question=state.question,
-                max_iterations=state.max_iterations,
-                user_tools=list(self._user_tools),
-            )
-            # The conversation when the run started from one (system messages included; the oldest turns left out
-            # beyond half the budget), else the question.
-            earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
-            conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
-            state = state.with_messages(ChatMessage.from_system(system), *conversation)
-        tools = self._tools_for(state)
-        sent = digest_older_results(state.messages) if self.result_digests else state.messages
-        messages = compact_messages(sent, self.context_budget_tokens, tools, self._token_counter())
-        return state, messages, tools
-
-    def _tools_for(self, state: LoopState) -> list[Any]:
-        """The tools of this run: `search` gets a `collection` argument when the run is scoped to collections."""
-        if not state.collections:
-            return self._all_tools
-        return [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
-
     # --- routing the reply --------------------------------------------------------------------------------
 
     def _route(self, call: LLMCall) -> dict[str, Any]:
@@ -484,27 +347,3 @@ class AgenticRouter(_ReplyRouting):
         generator_from_dict_inplace(init_params)
         deserialize_tools_or_toolset_inplace(init_params, key="tools")
         return default_from_dict(cls, data)
-
-
-def _refused(state: LoopState) -> LoopState:
-    """The state noting that the server refused `response_format`: the run's later decisions are sent without it."""
-    return state.evolve(metadata={**(state.metadata or {}), STRUCTURED_OUTPUT_REFUSED: True})
-
-
-def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:
-    """
-    Count the router's turn in `iteration` when it leaves the loop for good.
-
-    The controller counts a turn when the state comes back around the loop. A turn that ends the run (an answer,
-    a give-up, an error) never comes back, so the router counts it here; reflect and draft turns come back
-    through the answerer and are counted by the controller.
-
-    :param routed: The router's output dict.
-    :param turn: The 1-based turn just taken.
-    :returns: The output dict, with the leaving state's `iteration` set to `turn`.
-    """
-    for socket in ("answer", "finished"):
-        state = routed.get(socket)
-        if state is not None and (socket == "finished" or state.pending_action == "answer"):
-            routed[socket] = state.evolve(iteration=max(state.iteration, turn))
-    return routed
