@@ -39,9 +39,7 @@ def main() -> None:
         docs.append(Document(id=f"repeat-{len(docs)}", content=d.content, meta={"title": d.meta["title"]}))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.process_time()
-    policy = BridgeEntityPolicy.from_documents(
-        docs, ranking="scored", mentions=True, stop_when_covered=True, scan_named_first=True, generic_share=0.05
-    )
+    policy = BridgeEntityPolicy.from_documents(docs)  # the router's defaults
     build = time.process_time() - start
     grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) / 1024
     by_title = {d.meta["title"]: d for d in reversed(base)}

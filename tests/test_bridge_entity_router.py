@@ -93,7 +93,7 @@ def test_title_index_follows_the_store(store):
     router.warm_up()
     store.write_documents([Document(id="gv", content="Greenwich Village\nA neighborhood.", meta={"title": "Greenwich Village"})])
     chunks = [store.filter_documents({"field": "meta.title", "operator": "==", "value": "Adriana Trigiani"})[0]]
-    proposals = router._current_policy().next_queries("Where is she based?", chunks, ["Where is she based?"])
+    proposals = [s["query"] for s in router._current_policy().next_searches("Where is she based?", chunks, ["Where is she based?"])]
     assert "Greenwich Village" in proposals
 
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The scored bridge-entity rules (issue 14) on real paragraphs: tests/data/bridge_cases.jsonl holds five
+"""The scored bridge-entity rules on real paragraphs: tests/data/bridge_cases.jsonl holds five
 questions of the shared samples with all their paragraphs (HotpotQA: CC BY-SA 4.0; MuSiQue: CC BY 4.0)."""
 
 from pathlib import Path
@@ -36,19 +36,17 @@ def _setup(case_id: str, **kwargs):
 
 
 def test_scored_ranking_follows_the_page_that_answers_not_the_first_mention():
-    row, docs, retrieve, scored = _setup(TI_AUTOMOTIVE, ranking="scored")
-    plain = BridgeEntityPolicy.from_documents(docs)
+    row, docs, retrieve, scored = _setup(TI_AUTOMOTIVE)
     first = retrieve(row["question"], 4, None)
     searched = [row["question"]]
     # The first chunk names Walbro before Bain Capital; only Bain Capital's page says "investment firm".
-    assert plain.next_searches(row["question"], first, searched)[0]["filters"]["value"] == "Walbro"
     best = scored.next_searches(row["question"], first, searched)[0]
     assert best["filters"]["value"] == "Bain Capital"
     assert "Bain Capital" in best["why"] and "investment" in best["why"]  # the trace says why
 
 
 def test_candidates_carry_lookahead_and_specificity():
-    row, docs, retrieve, scored = _setup(TI_AUTOMOTIVE, ranking="scored")
+    row, docs, retrieve, scored = _setup(TI_AUTOMOTIVE)
     first = retrieve(row["question"], 4, None)
     by_title = {c.title: c for c in scored.scored_candidates(row["question"], first, [row["question"]])}
     assert by_title["Bain Capital"].lookahead > by_title["Walbro"].lookahead
@@ -62,18 +60,18 @@ def test_specificity_is_low_for_common_words():
 
 
 def test_mentions_search_reaches_a_page_that_is_not_the_entitys_own():
-    row, docs, retrieve, scored = _setup(GMINA, ranking="scored", mentions=True)
+    row, docs, retrieve, scored = _setup(GMINA, mentions=True)
     chunks, queries = scored.collect(row["question"], retrieve)
     assert set(gold_document_ids(row)) <= {c.id for c in chunks}
     assert any(q.startswith("Ryki County") for q in queries[1:])
     # Without the mentions rule, the policy stops at the first hop.
-    plain = BridgeEntityPolicy.from_documents(docs, ranking="scored", mentions=False)
+    plain = BridgeEntityPolicy.from_documents(docs, mentions=False)
     chunks, _ = plain.collect(row["question"], retrieve)
     assert not set(gold_document_ids(row)) <= {c.id for c in chunks}
 
 
 def test_mentions_search_excludes_the_pages_already_retrieved():
-    row, docs, retrieve, scored = _setup(GMINA, ranking="scored", mentions=True)
+    row, docs, retrieve, scored = _setup(GMINA, mentions=True)
     first = retrieve(row["question"], 4, None)
     search = [s for s in scored.next_searches(row["question"], first, [row["question"]]) if "mentions" in s["why"]][0]
     assert search["filters"]["operator"] == "not in"
@@ -88,17 +86,6 @@ def test_entity_names_skip_the_question_and_numbers():
     names = [e.name for e in entity_names(index, row["question"], gmina, scan=1)]
     assert "Ryki County" in names
     assert not any(n.isdigit() for n in names) and not any("Stężyca" in n for n in names)
-
-
-def test_chain_scans_the_last_follow_up_first():
-    row, docs, retrieve, chained = _setup(TI_AUTOMOTIVE, ranking="scored", mentions=True, chain=True, scan_top_chunks=1)
-    first = retrieve(row["question"], 4, None)
-    bain = [d for d in docs if d.meta["title"] == "Bain Capital"]
-    chunks = [*first, *bain]  # the follow-up's chunk scores lowest, so an unchained scan never reaches it
-    unchained = BridgeEntityPolicy.from_documents(docs, ranking="scored", mentions=True, scan_top_chunks=1)
-    assert "'Bain Capital'" not in unchained.next_searches(row["question"], chunks, [row["question"]])[0]["why"]
-    best = chained.next_searches(row["question"], chunks, [row["question"]], latest=[bain[0].id])[0]
-    assert "chunk 1, 'Bain Capital'" in best["why"] or "chunk 1 ('Bain Capital')" in best["why"]
 
 
 @pytest.mark.parametrize(
@@ -122,11 +109,11 @@ def test_short_answer_span(question, reply, chunks, expected):
 
 
 def test_named_first_scans_the_page_the_question_names_even_when_it_ranks_low():
-    row, docs, _, named_first = _setup(TADAKHA, ranking="scored", mentions=True, scan_named_first=True)
+    row, docs, _, named_first = _setup(TADAKHA, mentions=True, scan_named_first=True)
     by_title = {d.meta["title"]: d for d in docs}
     others = [d for d in docs if d.meta["title"] not in {"Tadakha", "Naga Chaitanya"}][:3]
     chunks = [*others, by_title["Tadakha"]]  # the first search of the full store: the named page ranks 4th
-    plain = BridgeEntityPolicy.from_documents(docs, ranking="scored", mentions=True)
+    plain = BridgeEntityPolicy.from_documents(docs, scan_named_first=False)
     assert "Naga Chaitanya" not in plain.next_searches(row["question"], chunks, [row["question"]])[0]["why"]
     best = named_first.next_searches(row["question"], chunks, [row["question"]])[0]
     assert best["filters"]["value"] == "Naga Chaitanya"
@@ -134,10 +121,10 @@ def test_named_first_scans_the_page_the_question_names_even_when_it_ranks_low():
 
 
 def test_stop_when_the_last_follow_up_says_every_open_question_word():
-    row, docs, _, stopping = _setup(TI_AUTOMOTIVE, ranking="scored", mentions=True, stop_when_covered=True)
+    row, docs, _, stopping = _setup(TI_AUTOMOTIVE, mentions=True, stop_when_covered=True)
     ti = [d for d in docs if d.meta["title"] == "TI Automotive"]
     others = [d for d in docs if d.meta["title"] not in {"TI Automotive", "Bain Capital"}][:3]
-    going_on = BridgeEntityPolicy.from_documents(docs, ranking="scored", mentions=True)
+    going_on = BridgeEntityPolicy.from_documents(docs, stop_when_covered=False)
     assert going_on.next_searches(row["question"], [*others, *ti], [row["question"]], latest=[ti[0].id])
     assert stopping.next_searches(row["question"], [*others, *ti], [row["question"]], latest=[ti[0].id]) == []
     # Without a last follow-up (the first search only), nothing stops.
@@ -167,8 +154,8 @@ def pooled_hagood():
 
 def test_generic_pages_wait_behind_the_mentions_search(pooled_hagood):
     row, docs, pages, first = pooled_hagood
-    kwargs = {"ranking": "scored", "mentions": True, "scan_named_first": True, "pages": pages}
-    before = BridgeEntityPolicy.from_documents(docs, **kwargs).next_searches(row["question"], first, [row["question"]])
+    kwargs = {"pages": pages}
+    before = BridgeEntityPolicy.from_documents(docs, **kwargs, generic_share=None).next_searches(row["question"], first, [row["question"]])
     # 'John Doby Kennedy' names the United States; its page says none of the question's open words.
     assert before[0]["filters"] == {"field": "meta.title", "operator": "==", "value": "United States"}
     after = BridgeEntityPolicy.from_documents(docs, **kwargs, generic_share=0.05).next_searches(
@@ -185,8 +172,8 @@ def test_nothing_is_generic_in_a_small_store():
     assert generic_specificity(0.05, 0) == 0.0
     with pytest.raises(ValueError, match="generic_share"):
         generic_specificity(1.5, 100)
-    row, docs, retrieve, plain = _setup(HAGOOD, ranking="scored", mentions=True)
-    generic = BridgeEntityPolicy.from_documents(docs, ranking="scored", mentions=True, generic_share=0.05)
+    row, docs, retrieve, plain = _setup(HAGOOD, generic_share=None)
+    generic = BridgeEntityPolicy.from_documents(docs, generic_share=0.05)
     first = retrieve(row["question"], 4, None)
     assert generic.next_searches(row["question"], first, [row["question"]]) == plain.next_searches(
         row["question"], first, [row["question"]]

@@ -20,7 +20,6 @@ __all__ = [
     "check_question",
     "load_served_pipeline",
     "progress_line",
-    "question_from_messages",
 ]
 
 if TYPE_CHECKING:
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
         check_question,
         load_served_pipeline,
         progress_line,
-        question_from_messages,
     )
 
 

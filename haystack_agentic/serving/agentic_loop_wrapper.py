@@ -29,12 +29,10 @@ from haystack_agentic.serving.chat_completions import (  # noqa: F401 - answer_t
     conversation_from_request,
     encodable,
     progress_line,
-    text_parts,
 )
 from haystack_agentic.settings import store_path_from_env
 
 logger = logging.getLogger(__name__)
-
 
 
 def check_question(query: Any, max_chars: int | None = None) -> str:
@@ -50,28 +48,6 @@ def check_question(query: Any, max_chars: int | None = None) -> str:
         return validate_question(query, max_chars)
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
-
-
-def question_from_messages(messages: Any) -> str:
-    """
-    The question of an OpenAI-style chat request: the text of its last user message.
-
-    :param messages: The request's `messages` (dicts with `role` and `content`, a string or a list of parts).
-    :returns: The question, stripped.
-    :raises BadRequest: If there is no user message or it has no text.
-    """
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("`messages` must be a non-empty list of chat messages.")
-    for message in reversed(messages):
-        if not isinstance(message, dict) or message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, list):
-            content = " ".join(text_parts(content))
-        if not isinstance(content, str) or not content.strip():
-            raise BadRequest("The last user message has no text: put the question in its `content`.")
-        return content.strip()
-    raise BadRequest("`messages` has no user message: send the question as a message with role `user`.")
 
 
 def load_served_pipeline(

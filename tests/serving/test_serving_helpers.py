@@ -6,25 +6,9 @@ import argparse
 import pytest
 
 from haystack_agentic.cli.serve import ServeError, add_serve_parser, plan, write_serving_dir
-from haystack_agentic.serving import BadRequest, answer_text, check_question, progress_line, question_from_messages
+from haystack_agentic.serving import BadRequest, answer_text, check_question, progress_line
 
 from .conftest import SCRIPTED_YAML
-
-
-def test_the_question_is_the_last_user_message():
-    messages = [
-        {"role": "user", "content": "first"},
-        {"role": "assistant", "content": "reply"},
-        {"role": "user", "content": [{"type": "text", "text": " second "}]},
-    ]
-    assert question_from_messages(messages) == "second"
-
-
-@pytest.mark.parametrize("messages", [[], None, [{"role": "system", "content": "x"}], [{"role": "user", "content": ""}]])
-def test_no_question_is_a_bad_request(messages):
-    with pytest.raises(BadRequest) as caught:
-        question_from_messages(messages)
-    assert caught.value.status_code == 422
 
 
 @pytest.mark.parametrize("query", [None, 3, "", "  "])

@@ -81,9 +81,7 @@ class BridgeEntityRouter:
         max_follow_ups: int = 2,
         scan_top_chunks: int = 2,
         title_filters: dict[str, Any] | None = None,
-        ranking: str = "scored",
         mentions: bool = True,
-        chain: bool = False,
         stop_when_covered: bool = True,
         scan_named_first: bool = True,
         generic_share: float | None = 0.05,
@@ -99,18 +97,14 @@ class BridgeEntityRouter:
             searches per question). Default 2.
         :param scan_top_chunks: How many of the best chunks are scanned for bridge entities. Default 2.
         :param title_filters: Haystack filters selecting which documents' titles are indexed (default: all).
-        :param ranking: How bridge titles are ordered: `"scored"` (default: lookahead, specificity and proximity,
-            see `entity_scoring`) or `"mention_order"` (the order they are mentioned, the policy before issue 14).
-        :param mentions: With `ranking="scored"`, when no page is left to follow, search the chunks that mention
-            the best scanned name together with the question's open words (see `mention_search`). Default True.
-        :param chain: With `ranking="scored"`, scan the last follow-up's chunk first (continue a chain of hops).
-            Default False.
-        :param stop_when_covered: With `ranking="scored"`, answer as soon as the last follow-up's chunk says every
+        :param mentions: When no page is left to follow, search the chunks that mention the best scanned name
+            together with the question's open words (see `mention_search`). Default True.
+        :param stop_when_covered: Answer as soon as the last follow-up's chunk says every
             question word the other chunks do not (the chain looks complete), instead of spending the remaining
             follow-ups. Default True.
-        :param scan_named_first: With `ranking="scored"`, scan the chunks of pages the question names before the
+        :param scan_named_first: Scan the chunks of pages the question names before the
             others, however low they rank (the next hop hangs off the question's own entity). Default True.
-        :param generic_share: With `ranking="scored"` and `mentions`, a page that shares no open question word and
+        :param generic_share: With `mentions`, a page that shares no open question word and
             whose mention's words are (mean IDF) in more than this share of the store's chunks ("United States") is
             followed only after the mentions search. Default 0.05; `None` turns it off.
         :raises ValueError: If a number is out of range (see `BridgeEntityPolicy`).
@@ -121,9 +115,7 @@ class BridgeEntityRouter:
         self.max_follow_ups = max_follow_ups
         self.scan_top_chunks = scan_top_chunks
         self.title_filters = title_filters
-        self.ranking = ranking
         self.mentions = mentions
-        self.chain = chain
         self.stop_when_covered = stop_when_covered
         self.scan_named_first = scan_named_first
         self.generic_share = generic_share
@@ -139,9 +131,7 @@ class BridgeEntityRouter:
             "follow_up_top_k": self.follow_up_top_k,
             "max_follow_ups": self.max_follow_ups,
             "scan_top_chunks": self.scan_top_chunks,
-            "ranking": self.ranking,
             "mentions": self.mentions,
-            "chain": self.chain,
             "stop_when_covered": self.stop_when_covered,
             "scan_named_first": self.scan_named_first,
             "generic_share": self.generic_share,
@@ -326,9 +316,7 @@ class BridgeEntityRouter:
             max_follow_ups=self.max_follow_ups,
             scan_top_chunks=self.scan_top_chunks,
             title_filters=self.title_filters,
-            ranking=self.ranking,
             mentions=self.mentions,
-            chain=self.chain,
             stop_when_covered=self.stop_when_covered,
             scan_named_first=self.scan_named_first,
             generic_share=self.generic_share,
