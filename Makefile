@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 Q ?= The director of the romantic comedy "Big Stone Gap" is based in what New York city?
 
-.PHONY: ask test install pipelines
+.PHONY: ask test test-unit install pipelines
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ ask: $(STAMP)
 # The whole test suite.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The unit tests only (no real model, service or wall-clock assertion): the quick check while editing.
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -q -m unit
 
 # Rewrite pipelines/*.yml from haystack_agentic.pipelines.default_pipelines.py.
 pipelines: $(STAMP)

@@ -16,6 +16,13 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack_agentic import AgenticRouter, Answerer, FallbackSynthesizer, LoopController, build_loop_pipeline
 from haystack_agentic.testing import ScriptedChatGenerator
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `unit` every test that is neither `integration` nor `slow` (`make test-unit` runs only those)."""
+    for item in items:
+        if item.get_closest_marker("integration") is None and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.unit)
+
+
 QUESTION = "Where is the director of the film Big Stone Gap based?"
 
 DOCS = [

@@ -148,6 +148,7 @@ def test_ask_arthurs_magazine_offline_gives_up_honestly(sample_store, capsys):
     assert "Evidence: insufficient" in out
 
 
+@pytest.mark.slow  # runs for many seconds
 def test_eval_unanswerable_reports_abstention(tmp_path, store_env, capsys):
     out_dir = tmp_path / "eval"
     code = main(["eval", "--unanswerable", "--no-answer", "--limit", "3", "--configs", "bridge-entity",

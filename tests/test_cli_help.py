@@ -44,6 +44,7 @@ def test_help_imports_no_haystack_and_no_model_library(command):
     assert heavy == [], f"`haystack-agentic {' '.join(argv)}` imported {heavy}: import them inside the command"
 
 
+@pytest.mark.slow  # runs for many seconds
 def test_the_help_probe_sees_a_heavy_import():
     heavy, _ = heavy_modules_after_help(["--help"], preamble="import haystack")
     assert "haystack" in heavy

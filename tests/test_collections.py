@@ -332,6 +332,7 @@ def test_cli_index_into_collections_and_list_them(tmp_path, capsys):
     assert main(["index", str(tmp_path / "tickets"), *args, "--collection", "all"]) == 2
 
 
+@pytest.mark.slow  # runs for many seconds
 def test_a_pipeline_from_pipeline_loads_scopes_runs_after_fill_in_memory_store(tmp_path):
     # The README's "From YAML" flow (Pipeline.loads + fill_in_memory_store), then a run scoped to one collection.
     from haystack import Pipeline

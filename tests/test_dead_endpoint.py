@@ -81,6 +81,7 @@ def _check(result: dict) -> None:
 
 
 @pytest.mark.parametrize("run_async", [False, True])
+@pytest.mark.slow  # asserts on wall-clock time
 def test_silent_endpoint_fails_within_the_generators_own_timeouts_and_retries(run_async):
     server = SilentServer()
     try:
@@ -98,6 +99,7 @@ def test_silent_endpoint_fails_within_the_generators_own_timeouts_and_retries(ru
     assert 3.0 <= elapsed < 3.0 + 1.5 + 1.5, elapsed
 
 
+@pytest.mark.slow  # asserts on wall-clock time
 def test_refused_endpoint_fails_after_the_generators_retries_only():
     pipeline = _loop(_closed_port(), max_retries=1, timeout=1.0)
     started = time.monotonic()

@@ -150,6 +150,7 @@ def test_chunk_head_is_the_title_and_first_sentence():
 # --- the check ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs for many seconds
 @needs_minilm
 def test_check_passes_on_answerable_real_paragraphs_and_fails_without_them(sample_rows):
     """Each question of the first 40 of the shipped sample, against its own 10 paragraphs (gold + distractors)

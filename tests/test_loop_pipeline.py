@@ -108,6 +108,7 @@ def test_loading_without_the_allow_list_works_once_the_package_is_imported(store
 # --- concurrency --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # asserts on wall-clock time
 async def test_one_pipeline_serves_concurrent_runs_unmixed(build_loop):
     # Each run searches for its own question and answers with it and the first line of its own search result.
     script = [

@@ -169,6 +169,7 @@ KILLED_SAVE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # runs for many seconds
 def test_a_killed_index_leaves_the_previous_store_readable(tmp_path):
     store = tmp_path / "s.json"
     write(tmp_path / "first", "town.txt", ZORBLAX)
@@ -186,6 +187,7 @@ def test_a_killed_index_leaves_the_previous_store_readable(tmp_path):
     assert contents(store) == sorted([ZORBLAX, BLORT])
 
 
+@pytest.mark.slow  # runs for many seconds
 def test_concurrent_index_runs_into_one_store_lose_nothing(tmp_path):
     store = tmp_path / "s.json"
     folders = []

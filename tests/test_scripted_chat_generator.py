@@ -202,6 +202,7 @@ async def test_run_async_matches_run_and_awaits_async_callbacks():
         await ScriptedChatGenerator([{"raise": "boom"}]).run_async(messages=[USER])
 
 
+@pytest.mark.slow  # asserts on wall-clock time
 async def test_async_latency_overlaps_across_concurrent_calls():
     llm = ScriptedChatGenerator([{"text": "a"}], latency=0.1)
     start = time.perf_counter()
@@ -211,6 +212,7 @@ async def test_async_latency_overlaps_across_concurrent_calls():
     assert len(llm.calls) == 10
 
 
+@pytest.mark.slow  # asserts on wall-clock time
 def test_sync_latency_sleeps():
     llm = ScriptedChatGenerator([{"text": "a"}], latency=0.05)
     start = time.perf_counter()

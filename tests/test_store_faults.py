@@ -128,6 +128,7 @@ def test_index_pipeline_and_serve_report_a_damaged_milvus_lite_database(good_db,
     assert_one_line(done, str(path), "damaged")
 
 
+@pytest.mark.slow  # runs for many seconds
 def test_an_unreadable_in_memory_store_is_one_line(tmp_path):
     store = tmp_path / "s.json"
     store.write_bytes(os.urandom(2048))

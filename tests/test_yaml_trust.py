@@ -20,6 +20,7 @@ def test_the_allow_list_names_exact_modules():
     assert "pymilvus" not in ALLOWED_MODULES and "milvus_haystack" not in ALLOWED_MODULES
 
 
+@pytest.mark.slow  # runs for many seconds
 @pytest.mark.parametrize("name", PACKAGED)
 def test_each_packaged_yaml_loads_with_no_allowed_modules(name):
     # A fresh process: the trust comes from the import alone, not from another test's allow-list.

@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
     add_command,
+    add_loop_arguments,
     default_milvus_uri,
     default_store_path,
     default_weaviate_url,
@@ -79,22 +81,7 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
     ask = add_command(subparsers, "ask", summary, _DESCRIPTION, _EXAMPLES)
     ask.add_argument("question", help="The question.")
     ask.add_argument("--json", action="store_true", help="Print the result as JSON.")
-    ask.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")
-    ask.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
-    ask.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
-    ask.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
-    ask.add_argument("--pipeline", help="A pipeline YAML to run instead of the packaged one.")
-    ask.add_argument("--store", help="Store file to load (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
-    ask.add_argument("--filters", help="Haystack metadata filters as JSON, applied to every search.")
-    ask.add_argument("--collection", action="append", help="Search only this collection (repeatable; all: every one).")
-    ask.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
-    ask.add_argument(
-        "--on-insufficient-evidence",
-        choices=["give_up", "answer_with_warning"],
-        help="When the documents found do not support an answer: give up saying so (the packaged default), or "
-        "answer with a warning.",
-    )
-    ask.add_argument("--quiet", action="store_true", help="No progress output.")
+    add_loop_arguments(ask)
     add_llm_limit_arguments(ask)
     add_backend_arguments(ask)
     return ask
@@ -335,15 +322,29 @@ def prepare_grounder(pipeline: Pipeline, llm: str, err: Console) -> None:
     pipeline.connect("grounder.state", "result.state")
 
 
-def cmd_ask(args: argparse.Namespace, console: Console) -> int:
-    from haystack.core.errors import PipelineRuntimeError  # noqa: PLC0415
+@dataclass
+class PreparedLoop:
+    """A loop pipeline loaded, limited and filled once, with what every question of a session shares."""
+
+    pipeline: Pipeline
+    filters: dict[str, Any] | None
+    describe: dict[str, str]
+    err: Any  # the stderr Console progress goes to
+
+
+def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | None = None) -> PreparedLoop:
+    """
+    Load the loop pipeline `ask` (or `chat`) runs, set its limits, fill its store and check the inputs.
+
+    :param args: The parsed `ask`/`chat` arguments.
+    :param quiet: No progress output (stderr).
+    :param first_question: A question to validate before models load (`ask`), or `None`.
+    :returns: The prepared loop.
+    :raises CLIError: On malformed filters, flags that do not fit the LLM, or a refused question.
+    """
     from rich.console import Console  # noqa: PLC0415
     from haystack_agentic.components.loop.loop_controller import validate_filters  # noqa: PLC0415
     from haystack_agentic.pipelines.loop_loading import choose_llm  # noqa: PLC0415
-    from haystack_agentic.pipelines.progress import ProgressEvent, run_with_progress  # noqa: PLC0415
-    question = args.question
-    if not question or not question.strip():
-        raise CLIError("The question is empty: ask something, e.g. haystack-agentic ask 'Who directed Big Stone Gap?'")
     try:  # malformed filters fail here, not mid-loop
         filters = validate_filters(json.loads(args.filters) if args.filters else None)
     except ValueError as exc:
@@ -356,7 +357,6 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
                 f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to an OpenAI-compatible LLM; the embedded LLM runs the bridge-entity "
                 "policy (no router mode, no server). Add --llm openai, or drop them."
             )
-    quiet = args.quiet or args.json
     if quiet:
         hide_model_progress_bars()
     from haystack_agentic.llm.server_info import fit_prompt_budgets, set_llm_limits  # noqa: PLC0415
@@ -375,38 +375,62 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)
     load_store_into(pipeline, store_path, err, quiet, auto_index=not explicit_store)
     controller = pipeline.graph.nodes.get("controller", {}).get("instance")
-    if hasattr(controller, "validate_inputs"):  # an over-long question, an unknown collection: before models load
+    if first_question is not None and hasattr(controller, "validate_inputs"):  # e.g. too long: before models load
         try:
-            controller.validate_inputs(query=question, filters=filters, collections=args.collection)
+            controller.validate_inputs(query=first_question, filters=filters, collections=args.collection)
         except ValueError as exc:
             raise CLIError(str(exc)) from exc
     prepare_grounder(pipeline, llm, err)
     if getattr(args, "on_insufficient_evidence", None):
         set_evidence_policy(pipeline, args.on_insufficient_evidence)
-    describe = {
-        "llm": pipeline.metadata.get("llm", "configured in the pipeline YAML"),
-        "policy": pipeline.metadata.get("policy", "configured in the pipeline YAML"),
-    }
+    described = {key: pipeline.metadata.get(key, "configured in the pipeline YAML") for key in ("llm", "policy")}
+    return PreparedLoop(pipeline, filters, described, err)
+
+
+def run_question(
+    loop: PreparedLoop, args: argparse.Namespace, question: str, messages: list[Any] | None = None
+) -> tuple[dict[str, Any], float]:
+    """
+    Run the prepared loop once, showing each iteration on stderr.
+
+    :param loop: The prepared loop.
+    :param args: The parsed arguments (`collection`).
+    :param question: The question; with `messages` (`ChatMessage`s, the question last) they are passed instead.
+    :returns: `(result, seconds)`: the loop's result dict and the run's wall time in seconds.
+    :raises CLIError: When the loop refuses its input or fails outside a defined termination.
+    """
+    from haystack.core.errors import PipelineRuntimeError  # noqa: PLC0415
+    from haystack_agentic.pipelines.progress import ProgressEvent, run_with_progress  # noqa: PLC0415
+
     start = time.perf_counter()
-    with err.status("Running the agentic loop (the first run loads the model)...") as status:
+    with loop.err.status("Running the agentic loop (the first run loads the model)...") as status:
 
         def show(event: ProgressEvent) -> None:
             if event.step is not None:
                 query = f' "{printable(event.step.query)}"' if event.step.query else ""
                 status.update(f"Iteration {event.step.iteration}: {event.step.action}{query}")
 
+        inputs: dict[str, Any] = {"filters": loop.filters, "collections": args.collection}  # None: no scope
+        inputs.update({"messages": messages} if messages is not None else {"query": question})
         try:
-            inputs = {"query": question, "filters": filters, "collections": args.collection}  # None: no scope
-            result = run_with_progress(pipeline, {"controller": inputs}, show)
+            result = run_with_progress(loop.pipeline, {"controller": inputs}, show)
         except PipelineRuntimeError as exc:  # e.g. a filter that does not fit the stored metadata's types
             cause = exc.__cause__ or exc
             refused = type(cause).__name__ == "InvalidLoopInput"  # e.g. an unknown collection: the message says all
             raise CLIError(str(cause) if refused else f"The loop failed: {type(cause).__name__}: {cause}") from exc
-    seconds = time.perf_counter() - start
+    return result, time.perf_counter() - start
+
+
+def cmd_ask(args: argparse.Namespace, console: Console) -> int:
+    """Run `haystack-agentic ask`: prepare the loop, answer the question, print the trace (or `--json`)."""
+    question = args.question
+    if not question or not question.strip():
+        raise CLIError("The question is empty: ask something, e.g. haystack-agentic ask 'Who directed Big Stone Gap?'")
+    loop = prepare_loop(args, args.quiet or args.json, question)
+    result, seconds = run_question(loop, args, question)
     if args.json:
-        payload = {**result, "question": question, "llm": describe["llm"], "policy": describe["policy"]}
-        payload["seconds"] = round(seconds, 3)
+        payload = {**result, "question": question, **loop.describe, "seconds": round(seconds, 3)}
         print(json.dumps(payload, ensure_ascii=False, indent=2))
     else:
-        print_trace(console, question, result, seconds, describe)
+        print_trace(console, question, result, seconds, loop.describe)
     return 0 if result["terminated_by"] != "error" else 1

@@ -83,3 +83,23 @@ def hide_model_progress_bars() -> None:
         return
     disable_progress_bars()
     transformers_logging.disable_progress_bar()
+
+
+def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options `ask` and `chat` share: the LLM, the pipeline, the store, filters and the loop's limits."""
+    parser.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")
+    parser.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
+    parser.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
+    parser.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
+    parser.add_argument("--pipeline", help="A pipeline YAML to run instead of the packaged one.")
+    parser.add_argument("--store", help="Store file to load (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
+    parser.add_argument("--filters", help="Haystack metadata filters as JSON, applied to every search.")
+    parser.add_argument("--collection", action="append", help="Search only this collection (repeatable; all: every one).")
+    parser.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
+    parser.add_argument(
+        "--on-insufficient-evidence",
+        choices=["give_up", "answer_with_warning"],
+        help="When the documents found do not support an answer: give up saying so (the packaged default), or "
+        "answer with a warning.",
+    )
+    parser.add_argument("--quiet", action="store_true", help="No progress output.")

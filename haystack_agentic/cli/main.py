@@ -17,6 +17,7 @@ import sys
 import traceback
 
 from haystack_agentic.cli.ask import add_ask_parser
+from haystack_agentic.cli.chat import add_chat_parser
 from haystack_agentic.cli.collections import add_collections_parser
 from haystack_agentic.cli.common import CLIError
 from haystack_agentic.cli.eval import add_eval_parser
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     add_index_parser(sub)
     add_ask_parser(sub)
+    add_chat_parser(sub)
     add_collections_parser(sub)
     add_eval_parser(sub)
     add_serve_parser(sub)
@@ -112,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
                     raise ValueError("not an object")
             except ValueError as exc:
                 raise CLIError(f"--filters must be a JSON object of Haystack filters ({exc}).") from exc
+        if args.command == "chat":
+            from haystack_agentic.cli.chat import cmd_chat  # noqa: PLC0415
+
+            return cmd_chat(args, console)
         from haystack_agentic.cli.ask import cmd_ask  # noqa: PLC0415
 
         return cmd_ask(args, console)

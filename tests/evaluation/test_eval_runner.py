@@ -29,6 +29,7 @@ def router_script():
     ]
 
 
+@pytest.mark.slow  # runs for many seconds
 def test_short_eval_with_scripted_llms(rows, tmp_path):
     store = build_store(rows)
     configs = standard_configs(

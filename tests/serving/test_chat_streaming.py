@@ -50,6 +50,7 @@ def test_the_answer_streams_token_by_token(server):
     assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 5
 
 
+@pytest.mark.slow  # asserts on wall-clock time
 def test_steps_travel_as_reasoning_content_not_in_the_answer(server):
     start = time.perf_counter()
     arrivals = []

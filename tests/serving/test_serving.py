@@ -156,6 +156,7 @@ def test_bad_llm_output_is_a_200_with_the_outcome_in_the_result(server, name, en
     assert reply.choices[0].message.content
 
 
+@pytest.mark.slow  # asserts on wall-clock time
 async def test_concurrent_questions_do_not_queue_and_keep_their_own_trace(server):
     n = 8
     questions = [f"Question number {i}: where is Adriana Trigiani based?" for i in range(n)]

@@ -65,6 +65,7 @@ def workers(tmp_path_factory):
         httpx.get(f"http://127.0.0.1:{port}/status", timeout=1.0)
 
 
+@pytest.mark.slow  # asserts on wall-clock time
 async def test_concurrent_questions_across_workers_keep_their_own_trace(workers):
     url, _, _ = workers
     questions = [f"Question {i}: where is Adriana Trigiani based?" for i in range(8)]

@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+`haystack-agentic chat`: load the loop once and answer question after question, each follow-up with the
+conversation so far (the loop's `messages` result fed back as its next input).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from haystack_agentic.cli.ask import add_llm_limit_arguments, prepare_loop, run_question
+from haystack_agentic.cli.ask_output import print_trace
+from haystack_agentic.cli.common import CLIError, add_backend_arguments, add_command, add_loop_arguments
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+_DESCRIPTION = """\
+Answer several questions with one loaded loop: the pipeline, the store and the
+models load once, then each line read from standard input is a question. A
+follow-up is asked with the conversation so far, so "Where is she based?" can
+refer to the previous answer. `/new` starts a new conversation; an empty line
+is skipped; end of input (Ctrl-D) or `/exit` ends the session. The options are
+`ask`'s.
+
+Exit codes: 0 at the end of input, 2 bad options. A question the loop refuses
+(too long, unknown collection) prints the reason and the session goes on.
+"""
+
+_EXAMPLES = """\
+examples:
+  # offline, type questions one after another
+  haystack-agentic chat
+  # several questions from a file, one result JSON per line
+  haystack-agentic chat --json --new-each < questions.txt
+"""
+
+#: The commands a chat line can be instead of a question.
+NEW_CONVERSATION = "/new"
+END_SESSION = "/exit"
+
+
+def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """
+    Add the `chat` sub-command to the CLI's sub-parsers.
+
+    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
+    :returns: The `chat` parser.
+    """
+    summary = "Answer question after question with one loaded loop (follow-ups in a conversation)."
+    chat = add_command(subparsers, "chat", summary, _DESCRIPTION, _EXAMPLES)
+    chat.add_argument("--json", action="store_true", help="Print each result as one line of JSON.")
+    chat.add_argument("--new-each", action="store_true", help="Every question starts a new conversation.")
+    add_loop_arguments(chat)
+    add_llm_limit_arguments(chat)
+    add_backend_arguments(chat)
+    return chat
+
+
+def cmd_chat(args: argparse.Namespace, console: Console, lines: TextIO | None = None) -> int:
+    """
+    Run `haystack-agentic chat`: prepare the loop once, then answer each question read from `lines`.
+
+    :param args: The parsed `chat` arguments.
+    :param console: Where answers are printed.
+    :param lines: Where questions are read from, one per line (default: standard input).
+    :returns: The exit code: 0 at the end of input.
+    :raises CLIError: If the options are bad (before any question is read).
+    """
+    from haystack.dataclasses import ChatMessage  # noqa: PLC0415
+
+    lines = sys.stdin if lines is None else lines
+    interactive = lines.isatty()
+    loop = prepare_loop(args, args.quiet or args.json)
+    conversation: list[ChatMessage] = []
+    while True:
+        if interactive:
+            console.print("[bold]>[/bold] ", end="")
+        line = lines.readline()
+        if not line or line.strip() == END_SESSION:
+            return 0
+        question = line.strip()
+        if not question:
+            continue
+        if question == NEW_CONVERSATION:
+            conversation = []
+            continue
+        messages = [*conversation, ChatMessage.from_user(question)]
+        try:
+            result, seconds = run_question(loop, args, question, messages)
+        except CLIError as exc:  # a refused question: say why, keep the session and its conversation
+            console.print(f"error: {exc}", style="red", highlight=False)
+            continue
+        if args.json:
+            print(json.dumps({**result, "question": question, "seconds": round(seconds, 3)}, ensure_ascii=False))
+        else:
+            print_trace(console, question, result, seconds, loop.describe)
+        if args.new_each or result["terminated_by"] == "error":
+            conversation = []
+        else:
+            conversation = [ChatMessage.from_dict(m) for m in result["messages"]]
