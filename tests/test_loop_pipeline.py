@@ -391,3 +391,12 @@ def test_the_result_is_flat_under_the_result_component(store):
     assert set(out) == expected_keys
     assert set(pipeline.outputs()["result"]) == expected_keys
     json.dumps(out)
+
+
+def test_an_embedding_retriever_without_a_query_embedder_is_refused_with_the_fix():
+    from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    retriever = InMemoryEmbeddingRetriever(InMemoryDocumentStore())
+    with pytest.raises(ValueError, match=r"query_embedder=MiniLMTextEmbedder\(\)"):
+        build_loop_pipeline(AgenticRouter(chat_generator=ScriptedChatGenerator([])), retriever)

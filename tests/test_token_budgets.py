@@ -215,3 +215,12 @@ def test_an_openai_model_without_its_tiktoken_file_falls_back_to_the_estimate(mo
     assert tokens.token_counter_for(OpenAIChatGenerator(model="qwen2.5:7b", api_key=Secret.from_token("x"))) is (
         tokens.CONSERVATIVE
     )  # not an OpenAI model name
+
+
+def test_a_lone_surrogate_is_counted_as_the_replacement_character():
+    from haystack_agentic.llm.tokens import CONSERVATIVE, render_message
+
+    text = "broken \ud83d half of an emoji"
+    assert CONSERVATIVE.count_text(text) == CONSERVATIVE.count_text(text.replace("\ud83d", "\ufffd"))
+    assert CONSERVATIVE.count([ChatMessage.from_user(text)]) > 0
+    assert render_message(ChatMessage.from_user(text)).startswith("[user] broken")

@@ -139,7 +139,7 @@ def flush(store: Any) -> None:
     client = getattr(store, "client", None)
     if type(store).__name__ != "MilvusDocumentStore" or client is None:
         return
-    if getattr(store, "_collection_exists", True):
+    if client.has_collection(store.collection_name):
         client.flush(store.collection_name)
 
 
@@ -154,11 +154,12 @@ def reopened_if_stale(store: Any) -> Any:
     pipelines ran the bridge policy without any title). Any other store is returned as it is.
 
     :param store: A document store.
-    :returns: `store`, or a new instance from `store.to_dict()` when the collection now exists.
+    :returns: `store`, or a new instance from `store.to_dict()` when the collection now exists but the instance
+        counts no document (a stale instance counts 0 without asking; milvus-haystack keeps the flag private).
     """
-    if type(store).__name__ != "MilvusDocumentStore" or getattr(store, "_collection_exists", True):
+    if type(store).__name__ != "MilvusDocumentStore":
         return store
     client = getattr(store, "client", None)
-    if client is None or not client.has_collection(store.collection_name):
+    if client is None or not client.has_collection(store.collection_name) or store.count_documents() > 0:
         return store
     return type(store).from_dict(store.to_dict())

@@ -3,6 +3,8 @@
 import copy
 import json
 import threading
+import unicodedata
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ logger = logging.getLogger(__name__)
 # Built matrices of shared stores, by `index` (stores with one `index` share storage, so they share the matrix too),
 # with a fingerprint of the BM25 statistics they were built from; and a change counter per `index`. Stores with
 # `shared=False` keep both on the instance.
-_BUILT: dict[str, tuple[tuple, SparseBM25Index]] = {}
+_BUILT: dict[str, tuple[tuple, SparseBM25Index | None]] = {}
 _VERSIONS: dict[str, int] = {}
 _LOCK = threading.Lock()
 
@@ -34,10 +36,14 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     Haystack's `InMemoryDocumentStore` with BM25 retrieval over a sparse matrix: the same results, much faster.
 
     `InMemoryDocumentStore.bm25_retrieval` scores every document in Python on every query (about 0.5 s at 100k
-    chunks). This store builds a `scipy.sparse` matrix of Haystack's own per-term BM25 scores from the statistics
-    the store already keeps (on the first query after a change, once), so a query sums a few columns. Results
+    chunks). This store builds a `scipy.sparse` matrix of Haystack's own per-term BM25 scores (on the first query
+    after a change, once), so a query sums a few columns. The statistics are computed from the public `storage`
+    with the store's own `tokenizer` (lower-cased, NFC), as Haystack computes them: the store's private statistics
+    are not read, at the cost of tokenizing the chunks once more per rebuild (docs/decisions.md). Results
     equal `InMemoryDocumentStore`'s: same scores, same ranking and tie order, same filter semantics (Haystack's
-    `document_matches_filter` decides every candidate), same `scale_score` and `return_embedding` behaviour.
+    `document_matches_filter` decides every candidate), same `scale_score` and `return_embedding` behaviour. Writes
+    through a plain `InMemoryDocumentStore` sharing the `index` are seen when they change the number of documents
+    (an overwrite of the same ids through it is not; write through this class).
     Everything else (writing, filtering, `save_to_disk`/`load_from_disk` JSON, embedding retrieval) is
     `InMemoryDocumentStore`'s, and Haystack's `InMemoryBM25Retriever` uses it unchanged.
 
@@ -98,12 +104,25 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
 
     # --- keep the matrix in step with the documents ------------------------------------------------------------
 
+    @property
+    def shared(self) -> bool:
+        """Whether the store shares its documents with other stores of the same `index` (the `shared` init
+        parameter, read from `to_dict`)."""
+        flag = self.__dict__.get("_shared_flag")
+        if flag is None:
+            flag = self.__dict__["_shared_flag"] = bool(self.to_dict()["init_parameters"].get("shared", True))
+        return flag
+
     def _changed(self) -> None:
-        if self._shared:
+        if self.shared:
             with _LOCK:
                 _VERSIONS[self.index] = _VERSIONS.get(self.index, 0) + 1
         else:
             self._local_version = getattr(self, "_local_version", 0) + 1
+
+    def _tokens(self, text: str) -> list[str]:
+        """BM25 tokens of a text, as Haystack makes them: lower-cased, NFC, the `bm25_tokenization_regex` matches."""
+        return self.tokenizer(unicodedata.normalize("NFC", text.lower()))
 
     def write_documents(self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
         """
@@ -149,36 +168,37 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         finally:
             self._changed()
 
-    def _bm25_index(self) -> SparseBM25Index:
-        """The matrix for the current documents, built on first use after a change."""
-        stats = self._bm25_attr
-        # Writes through this class bump the version; the rest of the fingerprint catches writes through a plain
+    def _bm25_index(self) -> SparseBM25Index | None:
+        """The matrix for the current documents, built on first use after a change; `None` when no chunk has a
+        BM25 token."""
+        storage = self.storage
+        # Writes through this class bump the version; the document count catches most writes through a plain
         # InMemoryDocumentStore sharing the same storage.
-        version = _VERSIONS.get(self.index, 0) if self._shared else getattr(self, "_local_version", 0)
-        fingerprint = (
-            version,
-            id(stats),
-            len(stats),
-            self._avg_doc_len,
-            len(self._freq_vocab_for_idf),
-            self.bm25_algorithm,
-            tuple(sorted(self.bm25_parameters.items())),
-        )
+        version = _VERSIONS.get(self.index, 0) if self.shared else getattr(self, "_local_version", 0)
+        fingerprint = (version, len(storage), self.bm25_algorithm, tuple(sorted(self.bm25_parameters.items())))
         with _LOCK:
-            built = _BUILT.get(self.index) if self._shared else getattr(self, "_local_built", None)
+            built = _BUILT.get(self.index) if self.shared else getattr(self, "_local_built", None)
             if built is not None and built[0] == fingerprint:
                 return built[1]
-            ids = list(stats)
-            index = SparseBM25Index(
-                ids,
-                [stats[i].freq_token for i in ids],
-                [stats[i].doc_len for i in ids],
-                self._freq_vocab_for_idf,
-                self._avg_doc_len,
-                algorithm=self.bm25_algorithm,
-                parameters=self.bm25_parameters,
-            )
-            if self._shared:
+            ids, frequencies, lengths = [], [], []
+            vocabulary: Counter = Counter()
+            for doc_id, doc in storage.items():
+                if doc.content is None:  # BM25 only searches chunks with content; only they count
+                    continue
+                tokens = self._tokens(doc.content)
+                counts = Counter(tokens)
+                ids.append(doc_id)
+                frequencies.append(counts)
+                lengths.append(len(tokens))
+                vocabulary.update(counts.keys())
+            average = sum(lengths) / len(lengths) if lengths else 0.0
+            index = None
+            if average > 0:
+                index = SparseBM25Index(
+                    ids, frequencies, lengths, vocabulary, average,
+                    algorithm=self.bm25_algorithm, parameters=self.bm25_parameters,
+                )  # fmt: skip
+            if self.shared:
                 _BUILT[self.index] = (fingerprint, index)
             else:
                 self._local_built = (fingerprint, index)
@@ -206,11 +226,11 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
             raise ValueError(
                 "Invalid filter syntax. See https://docs.haystack.deepset.ai/docs/metadata-filtering for details."
             )
-        if not self._bm25_attr or self._avg_doc_len == 0:
+        index = self._bm25_index()
+        if index is None:
             # No tokens at all: Haystack's own path handles this edge (every candidate scores 0).
             return super().bm25_retrieval(query=query, filters=filters, top_k=top_k, scale_score=scale_score)
-        index = self._bm25_index()
-        scores = index.scores(self._tokenize_bm25(query))
+        scores = index.scores(self._tokens(query))
         positive_only = self.bm25_algorithm != "BM25Okapi"
         if filters:
             rows = self._filtered_rows(index, scores, filters, top_k, positive_only)

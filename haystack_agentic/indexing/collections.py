@@ -148,7 +148,7 @@ def _collection_rows(store: Any) -> Iterable[Mapping[str, Any]]:
     if isinstance(store, InMemoryDocumentStore):
         return [doc.meta or {} for doc in list(store.storage.values())]
     if type(store).__name__ == "MilvusDocumentStore":
-        if not getattr(store, "_collection_exists", True):
+        if not store.client.has_collection(store.collection_name):
             return []
         rows: list[Mapping[str, Any]] = []
         fields = [COLLECTION_FIELD, DESCRIPTION_FIELD]

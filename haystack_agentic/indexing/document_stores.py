@@ -123,8 +123,9 @@ def embedding_dimension(store: Any) -> int | None:
     if type(store).__name__ == "MilvusDocumentStore":
         if not client.has_collection(store.collection_name):
             return None
+        vector_field = store.to_dict()["init_parameters"].get("vector_field", "vector")  # private on the store itself
         for field in client.describe_collection(store.collection_name).get("fields", []):
-            if field.get("name") == store._vector_field:  # noqa: SLF001 - milvus-haystack keeps it private
+            if field.get("name") == vector_field:
                 return int(field.get("params", {}).get("dim"))
         return None
     if isinstance(store, InMemoryDocumentStore):

@@ -218,7 +218,7 @@ def index_files(
         raise ValueError(NOTHING_CONVERTED)
     dimension = load_embedder(embedder, progress)
     if replace:
-        clear_store(store)
+        store = clear_store(store)
     if dimension is not None:
         check_embedding_dimension(store, dimension)
     _write_batches(documents, store, embedder, batch_size, stages)
@@ -363,7 +363,7 @@ def run_indexing_pipeline(
         embedder = None
     dimension = load_embedder(embedder, progress)
     if replace:
-        clear_store(store)
+        store = writer.document_store = clear_store(store)
     if dimension is not None:
         check_embedding_dimension(store, dimension)
     replacing = isinstance(writer, SourceReplacingDocumentWriter)

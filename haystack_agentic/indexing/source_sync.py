@@ -97,24 +97,27 @@ def remove_stale_chunks(
     return len(stale)
 
 
-def clear_store(store: Any) -> None:
+def clear_store(store: Any) -> Any:
     """
     Delete every document of a store (`index --replace`); a Milvus collection is dropped, so it is created again with
     the new embeddings' dimension.
 
     :param store: Any Haystack document store.
+    :returns: The store to write to next: `store`, or for Milvus a new instance of it (milvus-haystack has no public
+        way to empty a collection and keeps whether it exists private, so the collection is dropped with the client's
+        public `drop_collection` and the store made again from its `to_dict`; it creates the collection on write).
     :raises RuntimeError: If the store keeps documents after deleting them all.
     """
-    drop = getattr(store, "_drop_collection", None)  # milvus-haystack has no public way to empty a collection
-    if type(store).__name__ == "MilvusDocumentStore" and callable(drop):
-        if getattr(store, "_collection_exists", True):
-            drop()
-        return
+    if type(store).__name__ == "MilvusDocumentStore":
+        if store.client.has_collection(store.collection_name):
+            store.client.drop_collection(store.collection_name)
+        return type(store).from_dict(store.to_dict())
     if hasattr(store, "delete_all_documents"):
         store.delete_all_documents()
-        return
+        return store
     while store.count_documents():
         before = store.count_documents()
         store.delete_documents([d.id for d in store.filter_documents()])
         if store.count_documents() >= before:
             raise RuntimeError(f"{type(store).__name__} kept its documents after deleting them.")
+    return store

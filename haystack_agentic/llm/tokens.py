@@ -12,10 +12,11 @@ Three counters, one interface (`count(messages, tools)` like Haystack's `TokenCo
   character of three or more UTF-8 bytes (CJK, kana, hangul, Thai, Devanagari, emoji) counts as many tokens as it
   has bytes, the most a byte-level BPE or byte-fallback tokenizer can spend on it.
 
-`token_counter_for(generator)` picks one. Messages are rendered as Haystack's counters render them, plus a few
-tokens per message for the chat template's role markers.
+`token_counter_for(generator)` picks one. Messages are rendered as plain text the way Haystack's own counters render
+them (`render_message`, on public API), plus a few tokens per message for the chat template's role markers.
 """
 
+import json
 import math
 import re
 import threading
@@ -25,8 +26,8 @@ from functools import lru_cache
 from typing import Any
 
 from haystack import logging
-from haystack.dataclasses import ChatMessage
-from haystack.token_counters.utils import _non_text_tokens, _render_message, _rendered_tools
+from haystack.dataclasses import ChatMessage, FileContent, ImageContent, TextContent
+from haystack.tools import flatten_tools_or_toolsets
 
 from haystack_agentic.llm.identity_memo import IdentityMemo
 
@@ -34,6 +35,10 @@ logger = logging.getLogger(__name__)
 
 #: Tokens a chat template adds around each message (role markers, separators): ChatML spends 4-5.
 MESSAGE_OVERHEAD_TOKENS = 5
+#: Flat token charges for content without text, Haystack's `ApproximateTokenCounter` defaults (85: OpenAI's
+#: low-detail image cost).
+TOKENS_PER_IMAGE = 85
+TOKENS_PER_FILE = 1000
 #: Tool lists whose schema token count a counter keeps (a router's tools are the same list every turn).
 _TOOL_COUNTS_KEPT = 64
 #: Seconds `tiktoken` may take to load an encoding (it downloads the file the first time) before we give up on it.
@@ -44,6 +49,7 @@ _ASCII_OTHER = re.compile(r"[0-9!-/:-@\[-`{-~]")
 _WHITESPACE = re.compile(r"\s+")
 _SPACE_BEFORE_NON_LETTER = re.compile(r" (?=[^A-Za-z\s])")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class TokenCounter:
@@ -72,7 +78,11 @@ class TokenCounter:
         :param text: The text.
         :returns: Its token count (0 for '').
         """
-        return self._cached_count(text) if text else 0
+        if not text:
+            return 0
+        if _SURROGATE.search(text):  # lone surrogates: not encodable as UTF-8, tokenizers raise on them
+            text = _SURROGATE.sub("\ufffd", text)
+        return self._cached_count(text)
 
     def count(self, messages: Sequence[ChatMessage], tools: Any = None) -> int:
         """
@@ -91,20 +101,80 @@ class TokenCounter:
     def _count_tools(self, tools: Any) -> int:
         """Tokens of the tool schemas; a list of the same tool objects as before is not rendered again."""
         if not isinstance(tools, (list, tuple)):
-            return self.count_text(_rendered_tools(tools))
+            return self.count_text(render_tools(tools))
         key = tuple(map(id, tools))
         known = self._tool_counts.get(key)
         if known is not None and all(a is b for a, b in zip(known[0], tools)):
             return known[1]
-        tokens = self.count_text(_rendered_tools(tools))
+        tokens = self.count_text(render_tools(tools))
         if len(self._tool_counts) >= _TOOL_COUNTS_KEPT:
             self._tool_counts.clear()
         self._tool_counts[key] = (tuple(tools), tokens)  # the tools themselves: their ids stay theirs
         return tokens
 
     def _count_message(self, message: ChatMessage) -> int:
-        text = self.count_text(_render_message(message)) + MESSAGE_OVERHEAD_TOKENS
-        return text + _non_text_tokens([message], tokens_per_image=85, tokens_per_file=1000)
+        return self.count_text(render_message(message)) + MESSAGE_OVERHEAD_TOKENS + non_text_tokens(message)
+
+
+def render_message(message: ChatMessage) -> str:
+    """
+    One message as the plain text a counter measures: `[role] text`, one `[role -> tool_call] name({json})` line per
+    tool call, `[tool:name] result` for a tool result, and `<image>` / `<file: name>` stand-ins.
+
+    :param message: The message.
+    :returns: The text.
+    """
+    role = message.role.value
+    if message.tool_call_results:
+        return "\n".join(
+            f"[tool:{r.origin.tool_name}{' (error)' if r.error else ''}] {_tool_result_text(r.result)}"
+            for r in message.tool_call_results
+        )
+    lines = [f"[{role}] " + "\n".join(message.texts)] if message.texts else []
+    lines += [
+        f"[{role} -> tool_call] {call.tool_name}({json.dumps(call.arguments, default=str, sort_keys=True)})"
+        for call in message.tool_calls
+    ]
+    lines += [f"[{role}] {_stand_in(content)}" for content in (*message.images, *message.files)]
+    return "\n".join(lines) if lines else f"[{role}] <no content>"
+
+
+def render_tools(tools: Any) -> str:
+    """
+    Tool schemas as one JSON block (what a provider sends beside the messages).
+
+    :param tools: A list of `Tool`s and `Toolset`s, a `Toolset`, or `None`.
+    :returns: The JSON text ('' for no tools).
+    """
+    if not tools:
+        return ""
+    return json.dumps([tool.tool_spec for tool in flatten_tools_or_toolsets(tools)], default=str, sort_keys=True)
+
+
+def non_text_tokens(message: ChatMessage) -> int:
+    """Flat charges for a message's images and files, including those inside tool results (`TOKENS_PER_IMAGE`,
+    `TOKENS_PER_FILE`)."""
+    parts = [*message.images, *message.files]
+    for result in message.tool_call_results:
+        if not isinstance(result.result, str):
+            parts += result.result
+    images = sum(isinstance(part, ImageContent) for part in parts)
+    files = sum(isinstance(part, FileContent) for part in parts)
+    return images * TOKENS_PER_IMAGE + files * TOKENS_PER_FILE
+
+
+def _stand_in(content: Any) -> str:
+    if isinstance(content, ImageContent):
+        return "<image>"
+    if isinstance(content, FileContent):
+        return f"<file: {content.filename or 'unnamed'}>"
+    return f"<{type(content).__name__}>"
+
+
+def _tool_result_text(result: Any) -> str:
+    if isinstance(result, str):
+        return result
+    return "".join(part.text if isinstance(part, TextContent) else _stand_in(part) for part in result)
 
 
 class ConservativeTokenCounter(TokenCounter):

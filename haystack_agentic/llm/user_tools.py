@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-How the loop runs a user tool: through Haystack's own tool invocation (the code its `Agent` runs tools with), so a
-tool's `inputs_from_state`, `outputs_to_state` and `outputs_to_string` mean what they mean in Haystack, with two
-additions for retrieval:
+How the loop runs a user tool: with the tool's public `invoke`, applying its `inputs_from_state`, `outputs_to_state`
+and `outputs_to_string` as Haystack's `Agent` applies them, with two additions for retrieval:
 
 - Documents a tool returns (a `list[Document]`, or one inside a dict of outputs, as a `ComponentTool` around a
   retriever returns `{"documents": [...]}`), and Documents it writes to the `documents` state key, are handed back
@@ -10,20 +9,23 @@ additions for retrieval:
 - A tool without its own `outputs_to_string` that returns Documents shows the model readable text (a numbered list
   of chunks with id, title and a content preview, like a search result), not `Document(...)` reprs or JSON.
 
-Haystack 3 has no `ToolInvoker` component any more (DESIGN.md); its tool-calling functions live in
-`haystack.components.agents.tool_calling` and are private. They are imported here, in one place.
+Haystack 3 has no `ToolInvoker` component any more (DESIGN.md) and its tool-calling functions are private, so the
+few rules they apply are applied here on public API (docs/decisions.md says what that leaves out: a parameter typed
+`State` is injected for function tools only, and a tool call gets no span of its own).
 """
 
-import copy
+import dataclasses
+import inspect
+import json
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from haystack import Document, logging
+from haystack import Document, logging, tracing
 from haystack.components.agents.state import State
-from haystack.components.agents.tool_calling import _result_to_string, _run_tool
 from haystack.dataclasses import ChatMessage, ToolCall
-from haystack.tools import Tool
+from haystack.tools import ComponentTool, Tool
 from haystack.utils.filters import document_matches_filter
 
 from haystack_agentic.llm.result_digests import numbered_chunks
@@ -67,7 +69,7 @@ def invoke_user_tool(
     preview_chars: int = TOOL_DOCUMENT_PREVIEW_CHARS,
 ) -> ToolOutcome:
     """
-    Run one user tool call with Haystack's tool invocation; a failure becomes a tool error for the model.
+    Run one user tool call (the tool's `invoke`, with its state mappings); a failure becomes a tool error for the model.
 
     :param tool: The tool.
     :param tool_call: The model's call (its result message answers it).
@@ -77,26 +79,24 @@ def invoke_user_tool(
     :param preview_chars: Most characters of one Document in the readable text.
     :returns: The `ToolOutcome`. Never raises for a failing tool (nor for a failing `outputs_to_state` handler).
     """
-    returned: list[Any] = []
-    runnable = _capturing(tool, returned, filters, preview_chars)
     state = State(schema=_schema(tool, tool_state), data={**dict(tool_state), FILTERS_KEY: filters})
-    call = ToolCall(tool_name=tool.name, arguments=arguments, id=tool_call.id)
-    try:
-        messages, state = _run_tool(
-            messages=[ChatMessage.from_assistant(tool_calls=[call])], state=state, tools=[runnable],
-            raise_on_failure=False,
-        )  # fmt: skip
-        result = messages[0].tool_call_result
-        text, error = result.result, result.error
-    except Exception as exc:  # noqa: BLE001 - e.g. an outputs_to_state handler that raised
-        text, error = f"{type(exc).__name__}: {exc}", True
-    if not isinstance(text, str):  # `raw_result` tools may return content parts
-        text = " ".join(getattr(part, "text", "") or "" for part in text)
-    if error:
-        text = f"Error in {tool.name}: {text}"
+    # One span per tool call, named and tagged as Haystack's Agent names its tool spans.
+    tags = {"haystack.tool.name": tool.name, "haystack.tool.description": tool.description}
+    failed = False
+    with tracing.tracer.trace("haystack.agent.step.tool", tags=tags) as span:
+        span.set_content_tag("haystack.agent.step.tool.input", arguments)
+        try:
+            result = tool.invoke(**_arguments_with_state(tool, arguments, state))
+            _merge_outputs_into_state(tool, result, state)
+            text = _result_text(tool, result, filters, preview_chars)
+            span.set_content_tag("haystack.agent.step.tool.output", result)
+        except Exception as exc:  # noqa: BLE001 - a failing tool, or an outputs_to_state handler that raised
+            span.set_tag("haystack.tool.error", True)
+            text, failed = f"Error in {tool.name}: {type(exc).__name__}: {exc}", True
+    if failed:
         logger.warning("User tool {tool} failed: {error}", tool=tool.name, error=text)
         return ToolOutcome(ChatMessage.from_tool(text, origin=tool_call, error=True), (), tool_state, text, True)
-    found = [*((documents_in(returned[0]) or []) if returned else []), *(state.get(DOCUMENTS_KEY) or [])]
+    found = [*(documents_in(result) or []), *(state.get(DOCUMENTS_KEY) or [])]
     new_state = {k: v for k, v in state.data.items() if k not in (DOCUMENTS_KEY, FILTERS_KEY, "messages")}
     kept = tuple(within_filters(found, filters))
     return ToolOutcome(ChatMessage.from_tool(text, origin=tool_call), kept, new_state, text, False)
@@ -164,26 +164,76 @@ def _schema(tool: Tool, tool_state: Mapping[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _capturing(tool: Tool, returned: list[Any], filters: Mapping[str, Any] | None, preview_chars: int) -> Tool:
-    """
-    A shallow copy of the tool that records what it returns (to find its Documents) and, when the tool has no
-    `outputs_to_string` of its own, renders Documents as readable text (other results as Haystack does).
-    """
-    runnable = copy.copy(tool)
-    invoke = tool.invoke
+def _arguments_with_state(tool: Tool, arguments: dict[str, Any], state: State) -> dict[str, Any]:
+    """The model's arguments, plus each `inputs_from_state` value the model did not give, plus the `State` itself for
+    a function tool's parameter annotated `State` (as Haystack's `Agent` does)."""
+    final = dict(arguments)
+    for state_key, parameter in (tool.inputs_from_state or {}).items():
+        if parameter not in final and state.has(state_key):
+            final[parameter] = state.get(state_key)
+    function = tool.function or tool.async_function
+    if function is not None and not isinstance(tool, ComponentTool):
+        try:
+            hints = typing.get_type_hints(function)
+        except Exception:  # noqa: BLE001 - unresolvable annotations: nothing to inject
+            hints = {}
+        for name in inspect.signature(function).parameters:
+            if hints.get(name) is State:
+                final[name] = state
+    return final
 
-    def recording_invoke(**kwargs: Any) -> Any:
-        result = invoke(**kwargs)
-        returned.append(result)
-        return result
 
-    def readable(value: Any) -> str:
-        documents = documents_in(value)
-        if documents is None:
-            return _result_to_string(value)
+def _merge_outputs_into_state(tool: Tool, result: Any, state: State) -> None:
+    """Write a dict result's values into the state by the tool's `outputs_to_state` (`source` key, `handler`)."""
+    if not isinstance(result, dict):
+        return
+    for state_key, config in (tool.outputs_to_state or {}).items():
+        source = config.get("source")
+        if source and source not in result:
+            continue
+        state.set(state_key, result.get(source) if source else result, handler_override=config.get("handler"))
+
+
+def _result_text(tool: Tool, result: Any, filters: Mapping[str, Any] | None, preview_chars: int) -> str:
+    """
+    The text the model sees: by the tool's `outputs_to_string` (one `source`/`handler`, or one entry per output
+    joined as JSON); without one, Documents as a numbered search result and anything else as JSON.
+    """
+    config = tool.outputs_to_string or {}
+    if config and not any(key in config for key in ("source", "handler", "raw_result")):
+        return _as_text({key: _output_text({**sub, "raw_result": False}, result, tool) for key, sub in config.items()})
+    if not config and (documents := documents_in(result)) is not None:
         return format_tool_documents(tool.name, within_filters(documents, filters), preview_chars)
+    return _output_text(config, result, tool)
 
-    runnable.invoke = recording_invoke  # type: ignore[method-assign]
-    if not tool.outputs_to_string:
-        runnable.outputs_to_string = {"handler": readable}
-    return runnable
+
+def _output_text(config: Mapping[str, Any], result: Any, tool: Tool) -> str:
+    """One output as text: its `source` value, through its `handler` (on failure, plainly, as Haystack does)."""
+    source = config.get("source")
+    value = result.get(source) if source is not None and isinstance(result, dict) else result
+    if (handler := config.get("handler")) is not None:
+        try:
+            return _as_text(handler(value))
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("Output handler of tool {tool} failed ({error}); plain text used.", tool=tool.name, error=exc)
+    if config.get("raw_result") and isinstance(value, (list, tuple)):  # content parts: their text
+        return " ".join(getattr(part, "text", "") or "" for part in value)
+    return _as_text(value)
+
+
+def _as_text(value: Any) -> str:
+    """A string as it is; anything else as JSON (Documents and other dataclasses by their fields), else `str()`."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=_jsonable)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    if callable(getattr(value, "to_dict", None)):
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return str(value)

@@ -20,6 +20,7 @@ from haystack_agentic.components.generators.fallback_synthesizer import Fallback
 from haystack_agentic.components.loop.loop_controller import DEFAULT_MAX_SEARCHES_PER_TURN, LoopController
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
 from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
+from haystack_agentic.components.retrievers.safe_retriever import retriever_document_store
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,16 @@ def build_loop_pipeline(
         (`pipeline.run(data)["result"]["answer"]`, see `LoopResultBuilder`). `pipeline.inputs()` also lists the
         loop's internal sockets (`controller.documents`, `controller.state`, `finish.value`, ...: they are fed
         inside the cycle, never by the caller); `AgenticRAG` wraps the pipeline with only the real inputs.
+    :raises ValueError: If the retriever searches by embedding only and no `query_embedder` is given.
     """
+    takes = {name for name in ("query", "query_text", "query_embedding") if _has_socket(retriever, "__haystack_input__", name)}
+    text_input = next((name for name in ("query", "query_text") if name in takes), None)
+    if query_embedder is None and text_input is None and "query_embedding" in takes:
+        raise ValueError(
+            f"The retriever {type(retriever).__name__} searches by embedding and takes no query text: pass the "
+            "embedder of its chunks' model as `build_loop_pipeline(..., query_embedder=...)` (for the packaged "
+            "MiniLM store: `query_embedder=MiniLMTextEmbedder()`), or use a BM25 or hybrid retriever."
+        )
     controller = controller or LoopController()
     # Unset roles fall back to the controller's chat generator (DESIGN.md). In tools mode the controller's answer
     # is final by default (no rewrite); json mode needs an answer LLM to write the answer from the chunks.
@@ -121,8 +131,6 @@ def build_loop_pipeline(
         pipeline.connect("evidence.fallback", "fallback.state")
     else:
         pipeline.connect("controller.exhausted", "fallback.state")
-    retriever_inputs = _socket_names(retriever, "__haystack_input__")
-    text_input = next((name for name in ("query", "query_text") if name in retriever_inputs), None)
     if query_embedder is not None:
         pipeline.connect("router.query", "query_embedder.text")
         pipeline.connect("query_embedder.embedding", "retriever.query_embedding")
@@ -134,7 +142,7 @@ def build_loop_pipeline(
     pipeline.connect("router.top_k", "retriever.top_k")
     pipeline.connect("router.loop", "controller.state")
     pipeline.connect("retriever.documents", "controller.documents")
-    if "error" in _socket_names(retriever, "__haystack_output__"):  # e.g. a SafeRetriever: failed searches
+    if _has_socket(retriever, "__haystack_output__", "error"):  # e.g. a SafeRetriever: failed searches
         pipeline.connect("retriever.error", "controller.search_error")
     if check_evidence:
         pipeline.connect("router.answer", "evidence.state")
@@ -198,7 +206,7 @@ def loop_inputs(
     if streaming_callback is not None:
         callback = plain_function(streaming_callback)
         for name, instance in pipeline.walk():
-            if "streaming_callback" in _socket_names(instance, "__haystack_input__"):
+            if _has_socket(instance, "__haystack_input__", "streaming_callback"):
                 data.setdefault(name, {})["streaming_callback"] = callback
     return data
 
@@ -224,9 +232,10 @@ def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
     return forward
 
 
-def _socket_names(instance: Any, attribute: str) -> set[str]:
+def _has_socket(instance: Any, attribute: str, name: str) -> bool:
+    """Whether a component has an input (`__haystack_input__`) or output (`__haystack_output__`) socket `name`."""
     sockets = getattr(instance, attribute, None)
-    return set(getattr(sockets, "_sockets_dict", {}) or {})
+    return sockets is not None and name in sockets
 
 
 def link_collection_store(pipeline: Pipeline) -> None:
@@ -239,6 +248,6 @@ def link_collection_store(pipeline: Pipeline) -> None:
         controller, retriever = pipeline.get_component("controller"), pipeline.get_component("retriever")
     except ValueError:
         return
-    store = getattr(retriever, "document_store", None) or getattr(retriever, "_document_store", None)
+    store = retriever_document_store(retriever)
     if hasattr(controller, "use_collection_store") and store is not None:
         controller.use_collection_store(store)

@@ -5,9 +5,9 @@ allow-list.
 
 A snapshot holds the inputs waiting at each component; for the loop that is a `LoopState`, a class from
 `haystack_agentic`, and Haystack's `Pipeline.run(pipeline_snapshot=...)` only imports allow-listed modules when it
-reads them back. `Pipeline.run` takes no `allowed_modules` argument (only `Pipeline.loads` does), so without these
-helpers resuming fails with `DeserializationError` unless `HAYSTACK_DESERIALIZATION_ALLOWLIST` is set. They run the
-resume inside a deserialization context that adds `ALLOWED_MODULES` for that call only (nothing process-wide).
+reads them back. `Pipeline.run` takes no `allowed_modules` argument (only `Pipeline.loads` does). Importing
+`haystack_agentic` trusts `ALLOWED_MODULES` through Haystack's public `allow_deserialization_module`, so Haystack's own
+resume works; these helpers add any further patterns the same (process-wide) way.
 
 ### Usage example
 ```python

@@ -1,10 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 
 import asyncio
+import inspect
 from typing import Any
 
 from haystack import Document, component, logging
-from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name
+from haystack.core.serialization import (
+    component_from_dict,
+    component_to_dict,
+    default_from_dict,
+    import_class_by_name,
+)
 
 from haystack_agentic.llm.timeouts import run_with_timeout
 from haystack_agentic.tracing import tag_current_span
@@ -51,7 +57,7 @@ class SafeRetriever:
         """
         inputs = getattr(retriever, "__haystack_input__", None)
         outputs = getattr(retriever, "__haystack_output__", None)
-        if inputs is None or outputs is None or "documents" not in outputs._sockets_dict:
+        if inputs is None or outputs is None or "documents" not in outputs:
             raise ValueError(
                 f"SafeRetriever wraps a Haystack retriever component with a `documents` output, "
                 f"got {type(retriever).__name__}."
@@ -59,7 +65,10 @@ class SafeRetriever:
         self.retriever = retriever
         self.check_store_on_warm_up = check_store_on_warm_up
         self.timeout = timeout
-        for name, socket in inputs._sockets_dict.items():
+        for name in _run_parameters(retriever):
+            socket = inputs.get(name)
+            if socket is None:
+                continue
             if socket.is_mandatory:
                 component.set_input_type(self, name, socket.type)
             else:
@@ -69,7 +78,9 @@ class SafeRetriever:
     @property
     def document_store(self) -> Any:
         """The wrapped retriever's document store (`None` if it has none)."""
-        return getattr(self.retriever, "document_store", None) or getattr(self.retriever, "_document_store", None)
+        if getattr(self, "_store", None) is None:
+            self._store = retriever_document_store(self.retriever)
+        return self._store
 
     def warm_up(self) -> None:
         """
@@ -180,3 +191,30 @@ def describe_store_address(store: Any) -> str:
     if isinstance(connection, dict) and connection.get("uri"):
         return str(connection["uri"])
     return "its configured address"
+
+
+def retriever_document_store(retriever: Any) -> Any:
+    """
+    A retriever's document store: its public `document_store` attribute (Haystack's and Milvus' retrievers), else
+    one rebuilt from the store's entry in the retriever's `to_dict` (Weaviate's retrievers keep theirs private; the
+    copy talks to the same server, or shares an in-memory store's `index`).
+
+    :param retriever: A retriever component.
+    :returns: The store, or `None` when the retriever names none (or its store cannot be rebuilt, e.g. a token
+        `Secret` that does not serialize).
+    """
+    store = getattr(retriever, "document_store", None)
+    if store is not None or not callable(getattr(retriever, "to_dict", None)):
+        return store
+    try:
+        data = retriever.to_dict()["init_parameters"]["document_store"]
+        store_class = import_class_by_name(data["type"])
+        return store_class.from_dict(data) if hasattr(store_class, "from_dict") else default_from_dict(store_class, data)
+    except Exception:  # noqa: BLE001 - no store to name: the caller goes without
+        return None
+
+
+def _run_parameters(retriever: Any) -> list[str]:
+    """The named parameters of a component's `run` (its inputs; `**kwargs` inputs are not discoverable publicly)."""
+    parameters = inspect.signature(retriever.run).parameters.values()
+    return [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
