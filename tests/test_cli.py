@@ -286,3 +286,21 @@ def test_ask_base_url_alone_picks_the_openai_compatible_pipeline(store_env, monk
     monkeypatch.setattr(ask, "load_pipeline", fake_load)
     assert main(["ask", "Who?", "--base-url", "http://127.0.0.1:9/v1"]) == 2
     assert chosen["llm"] == "openai"
+
+
+def test_the_shipped_sample_and_packaged_indexing_pipelines_go_by_name(tmp_path, store_env, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # outside the source tree: no `sample` or `pipelines/` folder here
+    assert main(["index", "sample", "--store", "mine.json", "--quiet"]) == 0
+    assert "Indexed 3572 documents" in capsys.readouterr().out
+    assert (tmp_path / "mine.json").exists()
+    assert main(["index", "sample", "--store", "x.json", "--pipeline", "no_such_pipeline", "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "no_such_pipeline" in error and "indexing_milvus" in error  # the packaged names are listed
+
+
+def test_a_missing_embedded_model_names_the_commands_a_wheel_user_runs(tmp_path):
+    from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
+
+    with pytest.raises(RuntimeError) as info:
+        EmbeddedChatGenerator(model_file=str(tmp_path / "missing.gguf")).warm_up()
+    assert "haystack-agentic install-model" in str(info.value) and "make install" not in str(info.value)

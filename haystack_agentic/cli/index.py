@@ -65,10 +65,14 @@ examples:
   # into a named, described collection (ask --collection NAME searches it)
   haystack-agentic index manuals/ --collection product_docs \\
       --collection-description 'Product manuals and how-to guides'
-  # a YAML indexing pipeline
-  haystack-agentic index docs/ --pipeline pipelines/indexing_milvus.yml \\
-      --uri ./docs.db
+  # a YAML indexing pipeline (a packaged name, or the path of your own YAML)
+  haystack-agentic index docs/ --pipeline indexing_milvus --uri ./docs.db
+  # the shipped HotpotQA sample into a store file of your own
+  haystack-agentic index sample --store store.json
 """
+
+#: The name `index` takes for the shipped sample corpus (a path of that name, if it exists, wins).
+SAMPLE_NAME = "sample"
 
 
 def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -86,8 +90,8 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     index.add_argument(
-        "path", nargs="?", help="A .jsonl (HotpotQA format), .txt, .md, .html or .pdf file, or a folder of them "
-        "(default: the shipped sample)."
+        "path", nargs="?", help="A .jsonl (HotpotQA format), .txt, .md, .html or .pdf file, or a folder of them; "
+        f"`{SAMPLE_NAME}` (or nothing) is the shipped HotpotQA sample."
     )
     index.add_argument("--store", help="Store file to write (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
     index.add_argument("--replace", action="store_true", help="Rebuild the store from these files only.")
@@ -99,7 +103,8 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     index.add_argument(
         "--pipeline",
-        help="Run this YAML indexing pipeline (e.g. pipelines/indexing_milvus.yml) instead; --uri sets its store.",
+        help="Run this YAML indexing pipeline (a file, or a packaged name: indexing_milvus) instead; --uri sets its "
+        "store.",
     )
     index.add_argument(
         "--collection", help="Put the chunks into this collection (meta.collection) of the store; see `collections`."
@@ -297,7 +302,8 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
     from haystack_agentic.indexing import indexer  # noqa: PLC0415
     from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415
 
-    path = Path(args.path) if args.path else sample_corpus_path()
+    by_name = not args.path or (args.path == SAMPLE_NAME and not Path(args.path).exists())
+    path = sample_corpus_path() if by_name else Path(args.path)
     store_path = Path(args.store) if args.store else default_store_path()
     backend = getattr(args, "backend", "memory")
     start = time.perf_counter()

@@ -22,6 +22,7 @@ from haystack_agentic.cli.collections import add_collections_parser
 from haystack_agentic.cli.common import CLIError
 from haystack_agentic.cli.eval import add_eval_parser
 from haystack_agentic.cli.index import add_index_parser
+from haystack_agentic.cli.install_model import add_install_model_parser
 from haystack_agentic.cli.serve import add_serve_parser
 
 _EXAMPLES = """\
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_collections_parser(sub)
     add_eval_parser(sub)
     add_serve_parser(sub)
+    add_install_model_parser(sub)
     for command in sub.choices.values():  # also accepted after the command; SUPPRESS keeps a global --debug
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
     return parser
@@ -100,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             from haystack_agentic.cli.collections import cmd_collections  # noqa: PLC0415
 
             return cmd_collections(args, console)
+        if args.command == "install-model":
+            from haystack_agentic.cli.install_model import cmd_install_model  # noqa: PLC0415
+
+            return cmd_install_model(args, console)
         if args.command == "serve":
             return args.func(args)
         if args.command == "eval":

@@ -303,14 +303,20 @@ def load_indexing_pipeline(path: Path | str, store_uri: str | None = None) -> Pi
     """
     Load a YAML indexing pipeline (one with a component named `writer`), with the allow-list.
 
-    :param path: The YAML file (e.g. the packaged `pipelines/indexing_milvus.yml`).
+    :param path: The YAML file, or the name of a packaged one (`indexing_milvus`) when no such file exists.
     :param store_uri: Set as the URI of its Milvus / Weaviate store.
     :returns: The pipeline; its store is opened (a damaged or unreachable store fails here).
     :raises ValueError: If the file cannot be read or is not an indexing pipeline.
     :raises StoreError: If its store cannot be opened (one line).
     """
     from haystack_agentic.pipelines.loop_loading import pipeline_from_dict, set_store_uri  # noqa: PLC0415
+    from haystack_agentic.resources import pipeline_path  # noqa: PLC0415
 
+    if not Path(path).exists() and "/" not in str(path):
+        try:
+            path = pipeline_path(str(path))
+        except FileNotFoundError as exc:
+            raise ValueError(f"Cannot use the indexing pipeline {path}: no such file, and {exc}") from exc
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:

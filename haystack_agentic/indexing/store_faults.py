@@ -47,11 +47,11 @@ def one_line(exc: BaseException) -> str:
     An exception as `Type: message` on one line (pymilvus wraps its messages in `<MilvusException: (...)>`).
 
     :param exc: The exception.
-    :returns: The text, without newlines, at most 300 characters.
+    :returns: The text, without newlines, at most 600 characters.
     """
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     text = " ".join(str(message).split())
-    return text if len(text) <= 300 else text[:297] + "..."
+    return text if len(text) <= 600 else text[:597] + "..."
 
 
 def milvus_lite_path(uri: str | Path) -> Path | None:

