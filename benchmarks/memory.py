@@ -119,7 +119,7 @@ def server_scenario(chunks: int, concurrency: int, questions: list[str]) -> dict
             async def ask(client: httpx.AsyncClient, question: str) -> str:
                 response = await client.post("/agentic_rag/run", json={"query": question})
                 response.raise_for_status()
-                return response.json()["result"]["terminated_by"]
+                return response.json()["result"]["result"]["terminated_by"]
 
             async def batch(items: list[str]) -> list[str]:
                 async with httpx.AsyncClient(base_url=url, timeout=600) as client:

@@ -124,11 +124,13 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :param filters: Optional Haystack metadata filters that scope every search.
         :param collections: Optional collection scope: `"all"`, one collection name or a list of names (the store's
             `meta.collection` values); an unknown name is a 422 listing the known ones.
-        :returns: The loop's result: answer, terminated_by, iterations, tool_history, documents, grounding, usage,
-            error.
+        :returns: The loop pipeline's outputs as `Pipeline.run` returns them: `{"result": {answer, terminated_by,
+            iterations, tool_history, documents, grounding, usage, error, ...}}` (the `result` component's). hayhooks
+            wraps it, so the response, `{"result": {"result": {...}}}`, is the one a packaged YAML deployed with
+            `hayhooks pipeline deploy-yaml` returns: one envelope whichever way the loop is served.
         """
         data = self._inputs(check_question(query, self._max_question_chars()), filters, collections)
-        return await self._run(data)
+        return {"result": await self._run(data)}
 
     async def run_chat_completion_async(
         self, model: str, messages: list[dict], body: dict

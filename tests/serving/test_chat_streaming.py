@@ -127,5 +127,5 @@ def test_every_step_of_the_result_is_streamed_once(server):
     _, _, chunks = streamed(server, "garbage", [{"role": "user", "content": QUESTION}])
     steps = [c.choices[0].delta.model_extra.get("agentic_step") for c in chunks if c.choices]
     shown = [s["step"]["action"] for s in steps if s and s["event"] != "documents"]
-    result = httpx.post(f"{server.url}/garbage/run", json={"query": QUESTION}, timeout=30).json()["result"]
+    result = httpx.post(f"{server.url}/garbage/run", json={"query": QUESTION}, timeout=30).json()["result"]["result"]
     assert shown == [step["action"] for step in result["tool_history"]]

@@ -96,7 +96,7 @@ async def test_mcp_neither_lists_nor_accepts_the_deploy_tools(server, tmp_path):
     for refused, tool in ((deploy, "deploy_pipeline"), (undeploy, "undeploy_pipeline")):
         assert refused.isError and refused.content[0].text == f"Unknown tool: {tool}"
     assert not marker.exists()
-    assert not still.isError and json.loads(still.content[0].text)["answer"] == f"Answer to: {QUESTION}"
+    assert not still.isError and json.loads(still.content[0].text)["result"]["answer"] == f"Answer to: {QUESTION}"
 
 
 def test_mcp_deploy_tools_are_absent_over_raw_json_rpc(server, tmp_path):
@@ -187,7 +187,7 @@ def test_health_answers_without_the_key_and_says_nothing_else(keyed):
 
 def test_with_the_key_run_and_chat_work_and_an_unlisted_origin_gets_no_cors(keyed):
     run = httpx.post(f"{keyed.url}/scripted/run", json={"query": QUESTION}, headers=AUTH, timeout=30)
-    assert run.status_code == 200 and run.json()["result"]["answer"] == f"Answer to: {QUESTION}"
+    assert run.status_code == 200 and run.json()["result"]["result"]["answer"] == f"Answer to: {QUESTION}"
     chat = httpx.post(f"{keyed.url}/v1/chat/completions", headers=AUTH, timeout=30,
                       json={"model": "scripted", "messages": [{"role": "user", "content": QUESTION}]})  # fmt: skip
     assert chat.json()["choices"][0]["message"]["content"] == f"Answer to: {QUESTION}"

@@ -38,7 +38,7 @@ def test_openapi_lists_the_endpoints(server):
 def test_run_endpoint_answers_with_the_result_and_its_trace(server):
     response = post(server, "/scripted/run", {"query": QUESTION})
     assert response.status_code == 200, response.text
-    result = response.json()["result"]
+    result = response.json()["result"]["result"]
     assert result["answer"] == f"Answer to: {QUESTION}"
     assert result["terminated_by"] == "answered"
     assert result["iterations"] == 2
@@ -52,7 +52,7 @@ def test_run_endpoint_answers_with_the_result_and_its_trace(server):
 
 def test_filters_scope_the_searches(server):
     filters = {"field": "meta.kind", "operator": "==", "value": "place"}
-    result = post(server, "/scripted/run", {"query": QUESTION, "filters": filters}).json()["result"]
+    result = post(server, "/scripted/run", {"query": QUESTION, "filters": filters}).json()["result"]["result"]
     assert result["documents"] and {d["meta"]["kind"] for d in result["documents"]} == {"place"}
 
 
@@ -91,7 +91,7 @@ async def test_mcp_client_lists_and_calls_the_tool(server):
             assert "agentic RAG" in tools["scripted"].description
             called = await session.call_tool("scripted", {"query": QUESTION})
             assert not called.isError
-            result = json.loads(called.content[0].text)
+            result = json.loads(called.content[0].text)["result"]  # the pipeline outputs, as over REST
             assert result["answer"] == f"Answer to: {QUESTION}"
             blank = await session.call_tool("scripted", {"query": "  "})
             assert blank.isError and "empty" in blank.content[0].text
@@ -148,7 +148,7 @@ def test_chat_with_an_unknown_model_is_a_404(server):
 def test_bad_llm_output_is_a_200_with_the_outcome_in_the_result(server, name, ending):
     response = post(server, f"/{name}/run", {"query": QUESTION})
     assert response.status_code == 200, response.text
-    result = response.json()["result"]
+    result = response.json()["result"]["result"]
     assert result["terminated_by"] == ending
     if ending == "error":
         assert "LLM exploded" in result["error"]
@@ -168,7 +168,7 @@ async def test_concurrent_questions_do_not_queue_and_keep_their_own_trace(server
     assert elapsed < one_request + 1.5, f"{n} concurrent requests took {elapsed:.1f} s (one takes ~{one_request} s)"
     for question, response in zip(questions, responses, strict=True):
         assert response.status_code == 200
-        result = response.json()["result"]
+        result = response.json()["result"]["result"]
         assert result["answer"] == f"Answer to: {question}"
         assert [s["query"] for s in result["tool_history"]] == [question, None]
 
@@ -241,8 +241,16 @@ def test_a_pipeline_that_crashes_is_a_200_with_terminated_by_error(server):
     # `crashing` allows one run per component: the pipeline raises PipelineMaxComponentRuns on its second turn.
     response = post(server, "/crashing/run", {"query": QUESTION})
     assert response.status_code == 200, response.text
-    result = response.json()["result"]
+    result = response.json()["result"]["result"]
     assert (result["terminated_by"], result["answer"]) == ("error", None)
     assert "PipelineMaxComponentRuns" in result["error"]
     reply = chat_client(server).chat.completions.create(model="crashing", messages=[{"role": "user", "content": "q"}])
     assert "terminated by error" in reply.choices[0].message.content
+
+
+def test_one_envelope_whichever_way_the_loop_is_served(server):
+    wrapped = post(server, "/scripted/run", {"query": QUESTION}).json()  # `haystack-agentic serve`'s wrapper
+    plain = post(server, "/plain/run", {"query": QUESTION}).json()  # the YAML deployed by hayhooks itself
+    assert list(wrapped) == list(plain) == ["result"]
+    assert list(wrapped["result"]) == list(plain["result"]) == ["result"]  # the `result` component's outputs
+    assert wrapped["result"]["result"]["answer"] == plain["result"]["result"]["answer"] == f"Answer to: {QUESTION}"
