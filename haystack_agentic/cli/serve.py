@@ -110,6 +110,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--store", help="Saved in-memory store to load (default: $HAYSTACK_AGENTIC_STORE or cache).")
     serve.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     serve.add_argument(
+        "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
+    )
+    serve.add_argument(
+        "--max-tokens", type=int, help="Most tokens one LLM reply may have, every role (default: sized per role)."
+    )
+    serve.add_argument(
         "--api-key",
         help="Require `Authorization: Bearer KEY` on every request (REST, chat, MCP; not /health). "
         "Default: $HAYSTACK_AGENTIC_API_KEY, else no authentication.",
@@ -178,6 +184,15 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
         overrides["api_base_url"] = args.base_url
     if args.max_iterations:
         overrides["max_iterations"] = args.max_iterations
+    timeout, max_tokens = getattr(args, "timeout", None), getattr(args, "max_tokens", None)
+    if timeout is not None and not timeout > 0:
+        raise ServeError(f"--timeout must be a positive number of seconds, got {timeout}.")
+    if max_tokens is not None and max_tokens < 1:
+        raise ServeError(f"--max-tokens must be at least 1, got {max_tokens}.")
+    if timeout is not None:
+        overrides["timeout"] = timeout
+    if max_tokens is not None:
+        overrides["max_tokens"] = max_tokens
     store = args.store or store_path_from_env()
     if args.pipeline:
         pipelines = dict(_parse_pipeline_arg(value) for value in args.pipeline)

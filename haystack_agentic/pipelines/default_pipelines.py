@@ -263,10 +263,12 @@ def embedded_weaviate_pipeline() -> Pipeline:
     )
 
 
-#: `max_tokens` of each LLM role in the packaged OpenAI pipelines: a small local model otherwise generates until the
-#: timeout (and the server keeps generating after the client gave up). The controller writes tool calls and a short
-#: answer; the answer and fallback roles a short answer; the evidence judge one JSON verdict.
-ROLE_MAX_TOKENS = {"controller": 1024, "answer": 512, "fallback": 512, "evidence": 256}
+#: `max_tokens` of each LLM role in the packaged OpenAI pipelines, sized to what the role writes so that a CPU server
+#: (2-7 tokens/s for a 7B model on 2 cores) finishes within the 60 s timeout, and a rambling small model stops: the
+#: controller's tool calls with a short answer (tools mode) or one JSON decision (json mode: the schema caps `query`
+#: at 120 and `reasoning` at 160 characters, about 80 tokens), the answer and fallback roles a short answer, the
+#: evidence judge one JSON verdict. A cloud model with long answers: raise them in the YAML or with `--max-tokens`.
+ROLE_MAX_TOKENS = {"controller": 256, "controller_json": 160, "answer": 256, "fallback": 256, "evidence": 128}
 
 
 def openai_generator(role: str) -> OpenAIChatGenerator:
@@ -276,7 +278,7 @@ def openai_generator(role: str) -> OpenAIChatGenerator:
     stacking both made an unreachable server take about 50 s to report. Its replies are bounded by the role's
     `max_tokens` (`ROLE_MAX_TOKENS`; change it in the YAML's `generation_kwargs`).
 
-    :param role: `controller`, `answer`, `fallback` or `evidence`.
+    :param role: `controller`, `controller_json` (the controller in json mode), `answer`, `fallback` or `evidence`.
     :returns: The generator (the key is read from `OPENAI_API_KEY` on warm-up).
     """
     return OpenAIChatGenerator(
@@ -292,7 +294,7 @@ def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
     :returns: The pipeline. The API key is read from `OPENAI_API_KEY` when the generator warms up.
     """
     store = SparseBM25DocumentStore(index=INDEX_NAME)
-    controller_llm = openai_generator("controller")
+    controller_llm = openai_generator("controller_json" if mode == "json" else "controller")
     # In tools mode the controller's answer is final unless a separate answer LLM is configured; json mode
     # needs an answer LLM to write the answer from the chunks: the controller's.
     answer_llm = openai_generator("answer") if mode == "json" else None

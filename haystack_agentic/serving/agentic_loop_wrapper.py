@@ -19,6 +19,7 @@ from haystack_agentic.components.loop.loop_controller import InvalidLoopInput, v
 from haystack_agentic.indexing.collections import normalise_scope
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
 from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.llm.server_info import set_llm_limits
 from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, load_loop_pipeline
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 from haystack_agentic.serving.chat_completions import (  # noqa: F401 - answer_text, progress_line: public here too
@@ -57,8 +58,9 @@ def load_served_pipeline(
     Load a loop pipeline YAML for serving, with the allow-list, optional overrides and a saved store.
 
     :param path: The pipeline YAML.
-    :param overrides: Optional `model` and `api_base_url` (set on every `OpenAIChatGenerator`) and
-        `max_iterations` (set on the `LoopController`, with a matching `max_runs_per_component`).
+    :param overrides: Optional `model` and `api_base_url` (set on every `OpenAIChatGenerator`), `max_iterations`
+        (set on the `LoopController`, with a matching `max_runs_per_component`), `timeout` (seconds per LLM call) and
+        `max_tokens` (per reply), set on every LLM role (`set_llm_limits`).
     :param store_path: A saved `InMemoryDocumentStore` JSON to copy into the retriever's in-memory store when that
         store is empty (default: `$HAYSTACK_AGENTIC_STORE`, if set).
     :returns: The pipeline, warmed up.
@@ -71,6 +73,8 @@ def load_served_pipeline(
         api_base_url=overrides.get("api_base_url"),
         max_iterations=overrides.get("max_iterations"),
     )
+    if overrides.get("timeout") is not None or overrides.get("max_tokens") is not None:
+        set_llm_limits(pipeline, overrides.get("timeout"), overrides.get("max_tokens"))
     store_path = store_path or store_path_from_env()
     if store_path:
         fill_in_memory_store(pipeline, Path(store_path))

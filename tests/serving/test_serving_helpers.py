@@ -123,3 +123,17 @@ async def test_startup_objects_are_frozen_out_of_the_collector():
         assert events == ["started", "stopped"]
     finally:
         gc.unfreeze()
+
+
+def test_serve_timeout_and_max_tokens_reach_every_llm_role(tmp_path):
+    from haystack_agentic.serving.agentic_loop_wrapper import load_served_pipeline  # noqa: PLC0415
+
+    args = _args("--pipeline", f"mine={SCRIPTED_YAML}", "--timeout", "7.5", "--max-tokens", "64")
+    pipelines, overrides, _ = plan(args)
+    assert overrides == {"timeout": 7.5, "max_tokens": 64}
+    pipeline = load_served_pipeline(pipelines["mine"], overrides)
+    roles = [c for _, c in pipeline.walk() if getattr(c, "chat_generator", None) is not None]
+    assert roles and all(c.timeout == 7.5 and c.generation_kwargs["max_tokens"] == 64 for c in roles)
+    for bad in (("--timeout", "0"), ("--max-tokens", "0")):
+        with pytest.raises(ServeError, match=bad[0]):
+            plan(_args("--pipeline", f"mine={SCRIPTED_YAML}", *bad))

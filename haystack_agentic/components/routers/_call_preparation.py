@@ -68,10 +68,12 @@ Collections you may search (add "collection": "<name>" to a search to search onl
 - {{ name }}{% if description %}: {{ description }}{% endif %}
 {% endfor %}
 {% endif %}
-Reply with one JSON object and nothing else:
-{"action": "search", "query": "<what to search next>", "reasoning": "<why>"}
-or {"action": "reflect", "reasoning": "<what to check in the draft>"}
-or {"action": "generate", "reasoning": "<why the chunks suffice>"}
+Reply with one JSON object and nothing else, with these keys:
+- "action": "search" to look something up, "reflect" to check the draft, or "generate" when the chunks answer the
+  question;
+- "query": for a search, a few words naming the one fact or entity to look up next, taken from the question or the
+  chunks (not a sentence about searching); otherwise "";
+- "reasoning": one short sentence on why.
 """
 
 #: Default most prompt tokens of one controller call.

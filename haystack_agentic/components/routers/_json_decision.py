@@ -37,8 +37,8 @@ def parse_json_decision(text: str) -> dict[str, Any] | None:
 
 #: Most characters of the decision's `query` and `reasoning` strings under the JSON schema: a decision needs a few
 #: words, and a small model that rambles would otherwise run into `max_tokens` and leave the object unclosed.
-_QUERY_MAX_CHARS = 200
-_REASONING_MAX_CHARS = 300
+_QUERY_MAX_CHARS = 120
+_REASONING_MAX_CHARS = 160
 
 #: The `metadata` key of `LoopState` recording that the server refused `response_format` (the rest of the run is sent
 #: without it).
