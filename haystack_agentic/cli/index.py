@@ -99,7 +99,7 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     index.add_argument(
         "--embed",
         action="store_true",
-        help="With the in-memory backend: also store MiniLM embeddings (for pipelines/agentic_rag_embedded_dense.yml).",
+        help="With the in-memory backend: also store MiniLM embeddings (for the packaged agentic_rag_embedded_dense pipeline).",
     )
     index.add_argument(
         "--pipeline",

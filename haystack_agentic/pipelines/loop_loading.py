@@ -80,7 +80,7 @@ def read_loop_yaml(path: Path) -> dict[str, Any]:
     if missing:
         raise ValueError(
             f"{path} is not an agentic-loop pipeline: it has no component named {', '.join(missing)}. "
-            "Start from a file in the packaged pipelines/ folder."
+            "Start from a copy of a packaged one (its path: haystack_agentic.resources.pipeline_path(\"agentic_rag\"))."
         )
     return data
 

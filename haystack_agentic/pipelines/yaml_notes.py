@@ -55,8 +55,8 @@ FILE_NOTES = {
     "older than 2.5, which have no BM25 (`ask --backend milvus` picks it by itself).\n" + _GROUNDED,
     "agentic_rag_embedded_weaviate.yml": _OFFLINE + "\nA Weaviate server, hybrid retrieval (dense MiniLM + BM25).\n"
     + _GROUNDED,
-    "indexing_milvus.yml": _INDEXING.format(store="Milvus (Lite file or server)", file="pipelines/indexing_milvus.yml"),
-    "indexing_weaviate.yml": _INDEXING.format(store="a Weaviate server", file="pipelines/indexing_weaviate.yml"),
+    "indexing_milvus.yml": _INDEXING.format(store="Milvus (Lite file or server)", file="indexing_milvus"),
+    "indexing_weaviate.yml": _INDEXING.format(store="a Weaviate server", file="indexing_weaviate"),
 }
 
 #: Comments of components known by their name in the packaged pipelines (the two joiners of the loop).
