@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -63,6 +64,21 @@ SERVER_ENV = {
 
 #: The `hayhooks` command (its console entry point; `python -m hayhooks` does nothing in hayhooks 2.1).
 HAYHOOKS_CLI = "from hayhooks.cli import hayhooks_cli; hayhooks_cli()"
+
+#: Runs a server's command under cProfile (process CPU clock), recording only between SIGUSR1 and SIGUSR2, which
+#: dumps the profile to the file named by the first argument (`--profile`).
+PROFILED = """\
+import cProfile, runpy, signal, sys, time
+out, kind, target = sys.argv[1:4]
+sys.argv = [target, *sys.argv[4:]]
+profile = cProfile.Profile(time.process_time)
+signal.signal(signal.SIGUSR1, lambda *_: profile.enable())
+signal.signal(signal.SIGUSR2, lambda *_: (profile.disable(), profile.dump_stats(out)))
+if kind == "-m":
+    runpy.run_module(target, run_name="__main__", alter_sys=True)
+else:
+    exec(target)
+"""
 
 #: hayhooks pipeline wrapper serving Haystack's Agent (formatted with the store file and the latency).
 AGENT_WRAPPER = """\
@@ -150,6 +166,8 @@ def stop(process: subprocess.Popen) -> None:
 
 
 def _popen(command: list[str], workdir: Path, log_name: str) -> subprocess.Popen:
+    if PROFILE_DIR is not None:  # python -m X args / python -c CODE args -> the PROFILED launcher
+        command = [command[0], "-c", PROFILED, str(PROFILE_DIR / f"{log_name[:-4]}.prof"), *command[1:]]
     log = open(workdir / log_name, "w")  # noqa: SIM115 - closed with the process
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **SERVER_ENV}, cwd=workdir)
 
@@ -295,13 +313,17 @@ def _cpu_seconds(server: psutil.Process) -> float:
     return total
 
 
+#: Set by `--profile DIR`: servers run under cProfile, recording the zero-latency ceiling level.
+PROFILE_DIR: Path | None = None
+
 SERVERS = {"ours": (start_ours, "/scripted/run"), "Agent": (start_agent, "/agent/run")}
 
 
 def run_levels(
-    latency: float, levels: list[int], requests: int, workers: int, store, questions: list[str]
+    latency: float, levels: list[int], requests: int, workers: int, store, questions: list[str], profile: bool = False
 ) -> dict[str, list[dict]]:
-    """Start both servers, run every level on each (alternating which goes first), stop both."""
+    """Start both servers, run every level on each (alternating which goes first), stop both; `profile`: record
+    the levels in each server's profile (needs `PROFILE_DIR`)."""
     results: dict[str, list[dict]] = {name: [] for name in SERVERS}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -321,9 +343,13 @@ def run_levels(
                 for name in order:
                     process, url, server = started[name]
                     route = SERVERS[name][1]
+                    if profile:
+                        process.send_signal(signal.SIGUSR1)
                     results[name].append(
                         asyncio.run(_level(url, route, concurrency, max(requests, concurrency), questions, server))
                     )
+                    if profile:
+                        process.send_signal(signal.SIGUSR2)
         finally:
             for process, _, _ in started.values():
                 stop(process)
@@ -342,7 +368,14 @@ def main() -> None:
     parser.add_argument("--ceiling", action="store_true", help="Also a zero-latency level at 64 concurrent.")
     parser.add_argument("--ceiling-requests", type=int, default=256, help="Requests of the zero-latency level.")
     parser.add_argument("--workers", type=int, default=1, help="hayhooks worker processes (default 1).")
+    parser.add_argument("--profile", metavar="DIR", help="Run the servers under cProfile (CPU clock) and write "
+                        "DIR/ours.prof and DIR/agent.prof of the zero-latency level (implies --ceiling).")
     args = parser.parse_args()
+    if args.profile:
+        global PROFILE_DIR
+        PROFILE_DIR = Path(args.profile).resolve()
+        PROFILE_DIR.mkdir(parents=True, exist_ok=True)
+        args.ceiling = True
     store, _, rows = corpus_store(questions=100_000)  # every paragraph of the shipped sample
     questions = [row["question"] for row in rows]
     ideal = LLM_CALLS_PER_QUESTION * args.latency
@@ -367,7 +400,7 @@ def main() -> None:
                 print(f"       {name} failure: {error}")
     print(f"load average {_load()} after the levels", flush=True)
     if args.ceiling:
-        ceiling = run_levels(0.0, [64], args.ceiling_requests, args.workers, store, questions)
+        ceiling = run_levels(0.0, [64], args.ceiling_requests, args.workers, store, questions, bool(args.profile))
         for name in SERVERS:
             c = ceiling[name][0]
             print(f"zero-latency LLM, {name}, concurrency 64, {c['requests']} requests: {c['throughput']:.1f} req/s, "
