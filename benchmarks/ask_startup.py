@@ -17,6 +17,7 @@ import argparse
 import collections
 import os
 import pstats
+import resource
 import statistics
 import subprocess
 import sys
@@ -56,13 +57,17 @@ def commands(question: str, cache: Path) -> dict[str, list[str]]:
     }  # fmt: skip
 
 
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, str]:
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Run `command`; its wall seconds, CPU seconds (user + system, all threads) and stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"{command[:4]} exited {done.returncode}: {done.stderr[-2000:]}")
-    return wall, done.stdout
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stdout
 
 
 def import_costs(stderr: str, top: int = 15) -> list[tuple[str, float]]:
@@ -100,18 +105,24 @@ def main() -> None:
     env = _env(cache)
     runs = commands(args.question, cache)
     print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at start")
-    _, answer = timed(runs["ask"], env)  # warm: indexes the store and converts the model if the cache is new
+    *_, answer = timed(runs["ask"], env)  # warm: indexes the store and converts the model if the cache is new
     print(f"warm-up ask printed:\n{answer.rstrip()}\n", flush=True)
-    _, answer = timed(runs["plain"], env)
+    *_, answer = timed(runs["plain"], env)
     print(f"warm-up plain script printed: {answer.strip()!r}", flush=True)
     walls: dict[str, list[float]] = {name: [] for name in runs}
+    cpus: dict[str, list[float]] = {name: [] for name in runs}
     for trial in range(args.trials):
         for name in list(runs) if trial % 2 == 0 else list(runs)[::-1]:
-            walls[name].append(timed(runs[name], env)[0])
+            wall, cpu, _ = timed(runs[name], env)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
     for name, values in walls.items():
-        print(f"{name:>6}: median {statistics.median(values):.2f} s  (each: {', '.join(f'{v:.2f}' for v in values)})")
+        print(f"{name:>6}: wall median {statistics.median(values):.2f} s (each: {', '.join(f'{v:.2f}' for v in values)}); "
+              f"CPU median {statistics.median(cpus[name]):.2f} s (each: {', '.join(f'{v:.2f}' for v in cpus[name])})")
     ratio = statistics.median(walls["ask"]) / statistics.median(walls["plain"])
-    print(f"ask / plain script: {ratio:.2f}x (goal <= 1.0x): {'met' if ratio <= 1.0 else 'NOT met'}")
+    cpu_ratio = statistics.median(cpus["ask"]) / statistics.median(cpus["plain"])
+    print(f"ask / plain script: wall {ratio:.2f}x (goal <= 1.0x): {'met' if ratio <= 1.0 else 'NOT met'}; "
+          f"CPU {cpu_ratio:.2f}x")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} after the trials", flush=True)
     if not args.profile:
         return
