@@ -244,12 +244,12 @@ def _ensure_store(store: str | None) -> None:
 
 def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
     """Open the stores to serve once (the store file, Milvus databases): a fault is one line before the server starts."""
-    from haystack_agentic.indexing.store_files import load_store_file
+    from haystack_agentic.indexing.store_files import read_store_file
     from haystack_agentic.pipelines.loop_loading import check_pipeline_stores
 
     try:
         if store and Path(store).exists():
-            load_store_file(store)
+            read_store_file(store)  # readable and a store; the worker builds the served store from it
         for path in pipelines.values():
             check_pipeline_stores(path)
     except ValueError as exc:  # StoreError included

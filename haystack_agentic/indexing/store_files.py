@@ -4,7 +4,8 @@ In-memory document stores saved as JSON files (`haystack-agentic index --store F
 
 - `load_store_file` reads a file `InMemoryDocumentStore.save_to_disk` wrote into an instance-local store (not
   Haystack's process-global storage for the file's index name, so two loads never see each other's documents). A
-  file that is not a store is a one-line `StoreError`.
+  file that is not a store is a one-line `StoreError`. `read_store_file` reads the same file's settings and
+  documents without building a store (no BM25 statistics), for callers that copy them elsewhere or only check it.
 - `save_store_file` writes atomically: a temporary file in the same folder, flushed to disk, then renamed over the
   store. A crash or a full disk mid-save leaves the previous store as it was; the temporary file is removed on an
   exception (a killed process can leave one `.<name>.*.tmp` behind, which is never read).
@@ -18,6 +19,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from haystack import Document, logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
@@ -32,12 +34,16 @@ def _rebuild_hint(path: Path) -> str:
     return f"rebuild it with `haystack-agentic index PATH --store {path} --replace`, or move it aside"
 
 
-def load_store_file(path: Path | str) -> InMemoryDocumentStore:
+def read_store_file(path: Path | str) -> tuple[dict[str, Any], list[Document]]:
     """
-    Read a saved in-memory store into a new, instance-local `InMemoryDocumentStore`.
+    Read a saved in-memory store's settings and documents without building a store from them.
+
+    Building an `InMemoryDocumentStore` computes BM25 statistics for every document (about 0.16 s of CPU for the
+    3,572 shipped paragraphs); a caller that copies the documents into another store (`fill_in_memory_store`) or
+    only checks the file (`serve`) does not need them.
 
     :param path: The JSON file (`InMemoryDocumentStore.save_to_disk` format).
-    :returns: The store, with the file's settings (BM25 algorithm, similarity function, ...) and documents.
+    :returns: `(settings, documents)`: the file's store dict without its `documents`, and the documents.
     :raises StoreError: If the file does not exist, cannot be read, or is not a saved store (one line, with the path).
     """
     path = Path(path)
@@ -52,11 +58,27 @@ def load_store_file(path: Path | str) -> InMemoryDocumentStore:
         if not isinstance(data, dict) or not isinstance(data.get("documents"), list):
             raise ValueError("it is not a saved document store (no `documents` list)")
         documents = [Document.from_dict(d) for d in data.pop("documents")]
+    except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
+        raise StoreError(f"Cannot read the store {path} ({type(exc).__name__}: {one_line(exc)}): {_rebuild_hint(path)}.") from exc
+    return data, documents
+
+
+def load_store_file(path: Path | str) -> InMemoryDocumentStore:
+    """
+    Read a saved in-memory store into a new, instance-local `InMemoryDocumentStore`.
+
+    :param path: The JSON file (`InMemoryDocumentStore.save_to_disk` format).
+    :returns: The store, with the file's settings (BM25 algorithm, similarity function, ...) and documents.
+    :raises StoreError: If the file does not exist, cannot be read, or is not a saved store (one line, with the path).
+    """
+    data, documents = read_store_file(path)
+    try:
         data.setdefault("type", "haystack.document_stores.in_memory.document_store.InMemoryDocumentStore")
         data.setdefault("init_parameters", {})["shared"] = False
         store = InMemoryDocumentStore.from_dict(data)
         store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
     except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
+        path = Path(path)
         raise StoreError(f"Cannot read the store {path} ({type(exc).__name__}: {one_line(exc)}): {_rebuild_hint(path)}.") from exc
     return store
 

@@ -19,7 +19,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.indexing.store_faults import StoreError, check_milvus_lite_uri, milvus_lite_path, watch_store
-from haystack_agentic.indexing.store_files import load_store_file
+from haystack_agentic.indexing.store_files import read_store_file
 from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, link_collection_store, max_runs_for
 from haystack_agentic.resources import pipeline_path
 from haystack_agentic.settings import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, openai_configured
@@ -294,7 +294,7 @@ def fill_in_memory_store(pipeline: Pipeline, store_path: Path | str) -> int:
     if not isinstance(store, InMemoryDocumentStore):
         return 0
     if store.count_documents() == 0:
-        saved = load_store_file(store_path)
-        store.write_documents(saved.filter_documents(), policy=DuplicatePolicy.OVERWRITE)
+        _, documents = read_store_file(store_path)  # no throw-away store: its BM25 statistics would go unused
+        store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
     link_collection_store(pipeline)
     return store.count_documents()
