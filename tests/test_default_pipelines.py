@@ -180,3 +180,15 @@ def test_packaged_yaml_declares_a_flat_result_for_hayhooks(name, monkeypatch):
     assert declared["inputs"] == {"query": "controller.query"}
     assert set(declared["outputs"]) == set(outputs["result"]) >= {"answer", "terminated_by", "documents", "usage"}
     assert all(path == f"result.{key}" for key, path in declared["outputs"].items())
+
+
+@pytest.mark.parametrize("name", ["agentic_rag", "agentic_rag_json", "agentic_rag_embedded"])
+def test_max_iterations_reaches_the_controller_of_every_packaged_pipeline(name):
+    # The packaged controllers list no init parameters: the override was once set on a throw-away dict, so the run
+    # went on to the YAML default of 10 turns under a run bound made for the override (PipelineMaxComponentRuns).
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+    from haystack_agentic.pipelines.loop_pipeline import max_runs_for
+
+    pipeline = load_loop_pipeline(name, max_iterations=2)
+    assert pipeline.get_component("controller").max_iterations == 2
+    assert pipeline.to_dict()["max_runs_per_component"] == max_runs_for(2)

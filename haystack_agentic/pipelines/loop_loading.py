@@ -113,7 +113,7 @@ def load_loop_pipeline(
     data = read_loop_yaml(path)
     components = data["components"]
     for spec in components.values():
-        params = spec.setdefault("init_parameters", {}) or {}
+        params = spec["init_parameters"] = spec.get("init_parameters") or {}  # a YAML may list none (null)
         if str(spec.get("type", "")).endswith("LoopController") and max_iterations:
             params["max_iterations"] = int(max_iterations)
             searches = params.get("max_searches_per_turn")
