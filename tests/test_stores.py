@@ -197,6 +197,20 @@ def test_bridge_router_reads_titles_from_milvus(tmp_path, embedded_docs):
 
 
 @pytest.mark.integration
+def test_a_milvus_store_made_before_its_collection_is_reopened_only_when_rows_exist(tmp_path, embedded_docs):
+    from haystack_agentic.document_stores.milvus_support import reopened_if_stale
+
+    uri = str(tmp_path / "stale.db")
+    early = milvus_document_store(uri)  # before any collection: milvus-haystack remembers "no collection"
+    assert reopened_if_stale(early) is early  # nothing there yet
+    write_documents(embedded_docs, milvus_document_store(uri))  # another instance creates it and writes
+    assert early.count_documents() == 0  # the stale instance does not see them
+    fresh = reopened_if_stale(early)
+    assert fresh is not early and fresh.count_documents() == len(DOCS)
+    assert reopened_if_stale(fresh) is fresh
+
+
+@pytest.mark.integration
 def test_cli_index_and_ask_on_milvus_lite(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HAYSTACK_AGENTIC_CACHE", str(tmp_path))
     monkeypatch.chdir(tmp_path)

@@ -154,12 +154,15 @@ def reopened_if_stale(store: Any) -> Any:
     pipelines ran the bridge policy without any title). Any other store is returned as it is.
 
     :param store: A document store.
-    :returns: `store`, or a new instance from `store.to_dict()` when the collection now exists but the instance
-        counts no document (a stale instance counts 0 without asking; milvus-haystack keeps the flag private).
+    :returns: `store`, or a new instance from `store.to_dict()` when the collection now holds rows the instance does
+        not count (a stale instance counts 0 without asking; milvus-haystack keeps that flag private, so the
+        collection's own row count, from the client, decides).
     """
     if type(store).__name__ != "MilvusDocumentStore":
         return store
     client = getattr(store, "client", None)
     if client is None or not client.has_collection(store.collection_name) or store.count_documents() > 0:
         return store
+    if int(client.get_collection_stats(store.collection_name).get("row_count", 0) or 0) == 0:
+        return store  # really empty: the same instance stays
     return type(store).from_dict(store.to_dict())
