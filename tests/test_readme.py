@@ -26,7 +26,14 @@ def test_the_readme_has_python_blocks():
     assert len(BLOCKS) >= 5
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[_id(b) for b in BLOCKS])
+#: A block that runs the embedded SmolLM2 uses a real model: integration and slow (the others are unit tests).
+PARAMS = [
+    pytest.param(b, id=_id(b), marks=[pytest.mark.integration, pytest.mark.slow] if "agentic_rag_embedded" in b else [])
+    for b in BLOCKS
+]
+
+
+@pytest.mark.parametrize("block", PARAMS)
 def test_a_readme_python_block_runs_verbatim(block, tmp_path):
     if "agentic_rag_embedded" in block and not embedded_model_available():
         pytest.skip("the packaged SmolLM2 GGUF is not installed (haystack-agentic install-model)")
