@@ -26,11 +26,9 @@ from fastapi_openai_compat.chat_completions.models import ChatCompletion, Choice
 from haystack.dataclasses import ChatMessage, StreamingChunk
 
 from haystack_agentic.components.loop.loop_controller import validate_conversation
+from haystack_agentic.llm.valid_text import valid_text
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META
 
-
-#: What replaces a character JSON output cannot carry (a lone UTF-16 surrogate, e.g. half an emoji from an LLM).
-REPLACEMENT = "\ufffd"
 
 
 def encodable(value: Any) -> Any:
@@ -44,11 +42,7 @@ def encodable(value: Any) -> Any:
     :returns: The safe value (`value` itself when nothing needed changing in a string).
     """
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return value
+        return valid_text(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):

@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Text an LLM sends, made valid Unicode before the loop uses it: a lone UTF-16 surrogate (half an emoji, as a
+broken tokenizer decode or a JSON `"\\ud83d"` escape can produce) cannot be encoded as UTF-8, so a tokenizer, an
+embedder, a store client or a JSON encoder downstream would raise on it. Each becomes U+FFFD (the replacement
+character); a surrogate pair becomes the character it encodes.
+"""
+
+import re
+from typing import Any
+
+from haystack.dataclasses import ChatMessage
+
+#: A UTF-16 surrogate code point: in a Python string it can only be a lone one (not valid Unicode text).
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: What replaces a lone surrogate.
+REPLACEMENT = "\ufffd"
+
+
+def valid_text(text: str) -> str:
+    """
+    `text` with every lone UTF-16 surrogate replaced by U+FFFD (a surrogate pair joined into its character).
+
+    :param text: Any string.
+    :returns: `text` itself when it holds no surrogate, else the repaired copy.
+    """
+    if not LONE_SURROGATE.search(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def valid_value(value: Any) -> Any:
+    """
+    `value` with `valid_text` applied to every string in it (dict keys too), through dicts, lists and tuples.
+
+    :param value: Any value (e.g. tool call arguments).
+    :returns: The repaired value: `value` itself when nothing needed changing.
+    """
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        items = [(valid_value(key), valid_value(item)) for key, item in value.items()]
+        changed = any(k is not key or i is not item for (k, i), (key, item) in zip(items, value.items(), strict=True))
+        return dict(items) if changed else value
+    if isinstance(value, (list, tuple)):
+        repaired = [valid_value(item) for item in value]
+        if any(new is not old for new, old in zip(repaired, value, strict=True)):
+            return type(value)(repaired) if isinstance(value, list) else tuple(repaired)
+    return value
+
+
+def valid_reply(message: ChatMessage) -> ChatMessage:
+    """
+    A chat generator's reply with `valid_text` applied to its text, reasoning, tool calls (names and arguments)
+    and meta.
+
+    :param message: The reply.
+    :returns: `message` itself when it holds no surrogate, else a repaired copy.
+    """
+    data = message.to_dict()
+    repaired = valid_value(data)
+    return message if repaired is data else ChatMessage.from_dict(repaired)
