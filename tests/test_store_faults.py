@@ -162,3 +162,36 @@ def test_a_database_in_use_and_an_unreachable_server_are_one_line(good_db, tmp_p
         holder.wait(timeout=30)
     done = run_cli("index", docs, "--backend", "milvus", "--uri", "http://127.0.0.1:9", "--quiet")
     assert_one_line(done, "http://127.0.0.1:9", "Is the server running")
+
+
+@pytest.mark.integration
+def test_loading_the_packaged_milvus_yaml_writes_nothing(tmp_path, monkeypatch):
+    """Milvus Lite creates a database when a store is made: loading a loop pipeline must not (issue 26, case 8)."""
+    from haystack_agentic.indexing.store_faults import StoreError
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="There is no Milvus Lite database at haystack_agentic_milvus.db"):
+        load_loop_pipeline("agentic_rag_embedded_milvus")
+    assert list(tmp_path.iterdir()) == []
+
+
+#: Bytes named .pdf that pypdf cannot read: a header, binary noise, no cross-reference table, no EOF marker.
+BROKEN_PDF = b"%PDF-1.4\n\x00\x01\x02garbage\xff\xfe not a pdf at all\n"
+
+
+def test_an_unreadable_pdf_is_skipped_with_a_one_line_reason(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "broken.pdf").write_bytes(BROKEN_PDF)
+    (docs / "ok.txt").write_text("The mayor of Fnordville is Zorblax Quintessa.", encoding="utf-8")
+    done = run_cli("index", docs, "--store", tmp_path / "store.json", "--quiet")
+    assert done.returncode == 0, done.stderr  # the other file was indexed: skipped files do not change the code
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [f"Skipped {docs / 'broken.pdf'}: not a readable PDF (PdfStreamError: Stream has ended "
+                     "unexpectedly)."], done.stderr  # fmt: skip
+    assert "ByteStream" not in done.stderr and "garbage" not in done.stderr and "EOF marker" not in done.stderr
+    (docs / "ok.txt").unlink()
+    nothing = run_cli("index", docs, "--store", tmp_path / "other.json", "--quiet")
+    assert nothing.returncode == 2 and "No documents found" in nothing.stderr
+    assert not (tmp_path / "other.json").exists()
