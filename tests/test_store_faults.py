@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 Store faults on the command line: a damaged Milvus Lite database (corrupt collection schema.json, missing data
-files), a path that is a file of random bytes, an unreadable in-memory store file. Each is one line on stderr naming
+files, a collection manifest.json that is missing or does not parse), a path that is a file of random bytes, an unreadable in-memory store file. Each is one line on stderr naming
 the path and what to do, exit code 2, no traceback and no library log dump; `--debug` shows the traceback.
 
 The CLI runs in a subprocess, as a user runs it, so that whatever pymilvus or Milvus Lite print reaches the test.
@@ -65,6 +65,10 @@ def damaged(good_db: Path, tmp_path: Path, kind: str) -> Path:
     collection = path / "collections" / COLLECTION
     if kind == "corrupt-schema":
         (collection / "schema.json").write_text("{not json", encoding="utf-8")
+    elif kind == "corrupt-manifest":  # Milvus Lite would open manifest.json.prev, which lists no data file yet
+        (collection / "manifest.json").write_text('{"partitions": {"_default": {"data_fi', encoding="utf-8")
+    elif kind == "missing-manifest":
+        (collection / "manifest.json").unlink()
     elif kind == "missing-data":
         data_files = list(collection.rglob("*.parquet"))
         assert data_files
@@ -85,6 +89,8 @@ KINDS = {
     "corrupt-schema": ("schema.json", "damaged"),
     "random-bytes": ("not a Milvus Lite database",),
     "missing-data": ("damaged", "missing"),
+    "corrupt-manifest": ("damaged", "manifest.json does not read", "lose documents"),
+    "missing-manifest": ("damaged", "manifest.json is missing", "lose documents"),
 }
 
 
@@ -93,12 +99,14 @@ KINDS = {
 def test_milvus_lite_faults_are_one_line_for_ask_and_index(good_db, tmp_path, docs, kind):
     path = damaged(good_db, tmp_path, kind)
     before = sorted(p.relative_to(path) for p in path.rglob("*")) if path.is_dir() else path.read_bytes()
+    manifests = {p: p.read_bytes() for p in path.rglob("manifest.json*")} if path.is_dir() else {}
     ask = run_cli("ask", "Who is the mayor of Fnordville?", "--llm", "embedded", "--backend", "milvus", "--uri", path)
     assert_one_line(ask, str(path), *KINDS[kind])
     index = run_cli("index", docs, "--backend", "milvus", "--uri", path, "--quiet")
     assert_one_line(index, str(path), *KINDS[kind])
     after = sorted(p.relative_to(path) for p in path.rglob("*")) if path.is_dir() else path.read_bytes()
     assert before == after  # nothing was written into the damaged database
+    assert manifests == ({p: p.read_bytes() for p in path.rglob("manifest.json*")} if path.is_dir() else {})
 
 
 @pytest.mark.integration
