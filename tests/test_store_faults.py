@@ -203,3 +203,20 @@ def test_an_unreadable_pdf_is_skipped_with_a_one_line_reason(tmp_path):
     nothing = run_cli("index", docs, "--store", tmp_path / "other.json", "--quiet")
     assert nothing.returncode == 2 and "No documents found" in nothing.stderr
     assert not (tmp_path / "other.json").exists()
+
+
+@pytest.mark.integration
+def test_watch_store_reports_milvus_lite_falling_back_to_the_previous_manifest(good_db, tmp_path):
+    """A store opened without `check_milvus_lite_uri` first: Milvus Lite's fall-back warning is the damage."""
+    from milvus_lite import server_manager_instance
+
+    from haystack_agentic.indexing.document_stores import milvus_document_store
+    from haystack_agentic.indexing.store_faults import StoreError, watch_store
+
+    path = damaged(good_db, tmp_path, "corrupt-manifest")
+    try:
+        with pytest.raises(StoreError, match="is damaged .*falling back to manifest.json.prev"):
+            with watch_store(f"the milvus store at {path}", str(path)):
+                milvus_document_store(str(path)).count_documents()
+    finally:
+        server_manager_instance.release_server(str(path))

@@ -172,6 +172,16 @@ def _is_store_fault(exc: BaseException) -> bool:
 _DAMAGE_LOGGERS = ("milvus_lite.engine.recovery", "milvus_lite.storage.manifest")
 
 
+def _lost_documents(record: std_logging.LogRecord) -> bool:
+    """Whether a Milvus Lite log record says documents are gone (not, e.g., that a backup copy could not be made)."""
+    if record.name.startswith("milvus_lite.engine.recovery"):
+        return True
+    message = record.getMessage()
+    return record.name.startswith("milvus_lite.storage.manifest") and (
+        "falling back" in message or "loaded manifest from" in message
+    )
+
+
 @contextlib.contextmanager
 def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
     """
@@ -206,7 +216,7 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
         lite_logger.removeHandler(recorder)
         for watched_logger, level in zip(watched, saved_levels, strict=True):
             watched_logger.setLevel(level)
-    missing = [r.getMessage() for r in recorder.records if r.name.startswith(_DAMAGE_LOGGERS)]
+    missing = [r.getMessage() for r in recorder.records if _lost_documents(r)]
     if missing:
         detail = "; ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
         raise StoreError(f"The Milvus Lite database {uri} is damaged ({detail}): {_REBUILD}.")
