@@ -26,7 +26,7 @@ from haystack_agentic.llm.retries import (
 )
 from haystack_agentic.llm.streaming import for_thread
 from haystack_agentic.llm.timeouts import run_with_timeout
-from haystack_agentic.llm.valid_text import valid_reply
+from haystack_agentic.llm.valid_text import valid_reply, valid_text
 from haystack_agentic.tracing import chat_generator_span, tag_chat_call
 
 logger = logging.getLogger(__name__)
@@ -338,5 +338,5 @@ def describe_error(exc: BaseException) -> str:
     :returns: `"<ExceptionType>: <message>"`, then `" (fix: <what to do>)"` when a fix is known.
     """
     fix = fix_for(exc)
-    return f"{type(exc).__name__}: {exc}" + (f" (fix: {fix})" if fix else "")
+    return valid_text(f"{type(exc).__name__}: {exc}" + (f" (fix: {fix})" if fix else ""))
 

@@ -6,6 +6,7 @@ embedder, a store client or a JSON encoder downstream would raise on it. Each be
 character); a surrogate pair becomes the character it encodes.
 """
 
+import math
 import re
 from typing import Any
 
@@ -61,3 +62,22 @@ def valid_reply(message: ChatMessage) -> ChatMessage:
     data = message.to_dict()
     repaired = valid_value(data)
     return message if repaired is data else ChatMessage.from_dict(repaired)
+
+
+def strict_json(value: Any) -> Any:
+    """
+    `value` made safe for strict JSON (`json.dumps(allow_nan=False)`) and UTF-8: `valid_text` on every string (dict
+    keys too), `None` for every non-finite float, through dicts, lists and tuples (tuples become lists).
+
+    :param value: A result or any part of one.
+    :returns: The safe copy (strings and other values that need no change are kept as they are).
+    """
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {strict_json(key): strict_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(item) for item in value]
+    return value
