@@ -20,7 +20,10 @@ each run (default: the same ones).
 import json
 import math
 import os
+from collections import Counter
 from typing import Any
+
+import pytest
 
 from haystack import Document, component
 from hypothesis import HealthCheck, Phase, given, settings
@@ -34,6 +37,16 @@ from haystack_agentic.testing import ScriptedChatGenerator
 EXAMPLES = int(os.environ.get("LOOP_EXAMPLES", "300"))
 QUESTION = "Where is the director of the film Big Stone Gap based?"
 TERMINATIONS = {"answered", "gave_up", "max_iterations", "error"}
+#: Runs per (controller mode, how the run ended, answered or not), printed at the end (`pytest -s`).
+OUTCOMES: Counter = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def print_outcomes():
+    yield
+    print(f"\n{sum(OUTCOMES.values())} runs:")
+    for (mode, ended, answered), count in sorted(OUTCOMES.items()):
+        print(f"  {mode:5} {ended:14} {answered:9} {count}")
 
 # --- values ---------------------------------------------------------------------------------------------------
 
@@ -169,3 +182,4 @@ def test_no_llm_reply_and_no_retriever_output_breaks_a_run(
     pipeline = build(mode, controller, answer, fallback, judge, evidence, results, safe, max_iterations)
     result = pipeline.run({"controller": {"query": QUESTION}})["result"]
     check_result(result)
+    OUTCOMES[(mode, result["terminated_by"], "answer" if result["answer"] is not None else "no answer")] += 1
