@@ -74,3 +74,23 @@ def test_a_reply_is_repaired_in_its_text_tool_arguments_and_reasoning():
     assert repaired.tool_calls[0].arguments == {"query": ["q\ufffd"]}
     clean = ChatMessage.from_assistant("fine")
     assert valid_reply(clean) is clean
+
+
+def test_streamed_chunks_carry_no_lone_surrogate(embedded_store):
+    from haystack_agentic import Answerer
+    from haystack_agentic.llm.streaming import ANSWER_META
+    from haystack_agentic.pipelines.loop_pipeline import loop_inputs
+
+    answer_llm = ScriptedChatGenerator([{"text": f"Greenwich Village {LONE}"}], per_call=True)
+    router = AgenticRouter(chat_generator=ScriptedChatGenerator([search("Adriana Trigiani"), answer("draft")]))
+    pipeline = build_loop_pipeline(
+        router, InMemoryBM25Retriever(embedded_store), answerer=Answerer(chat_generator=answer_llm),
+        check_evidence=False,
+    )
+    chunks = []
+    result = pipeline.run(loop_inputs(pipeline, query=QUESTION, streaming_callback=chunks.append))["result"]
+    assert result["answer"] == "Greenwich Village \ufffd"
+    for chunk in chunks:
+        chunk.content.encode("utf-8")  # a terminal or a JSON encoder would raise on a lone surrogate
+    streamed = "".join(c.content for c in chunks if c.meta.get(ANSWER_META))
+    assert streamed.strip() == result["answer"]
