@@ -80,7 +80,13 @@ decisions = st.builds(
     st.dictionaries(st.sampled_from(["reasoning", "query", "answer"]), texts, max_size=2),
     st.sampled_from(["{}", "```json\n{}\n```", "Sure! {} Hope that helps.", "{}}}", "{{{}"]),
 )
+#: A well-formed search for a question word: runs reach the later stages (several searches, the fallback) this way.
+plain_searches = st.builds(
+    lambda q: {"tool_calls": [{"tool_name": "search", "arguments": {"query": q}}]},
+    st.sampled_from(["Big Stone Gap", "Adriana Trigiani", "director", "Greenwich Village", "film"]),
+)
 turns = st.one_of(
+    plain_searches,
     st.builds(lambda t: {"text": t}, texts | decisions),
     st.builds(lambda c: {"tool_calls": c}, tool_calls),
     st.builds(lambda t, c: {"text": t, "tool_calls": c}, texts, tool_calls),
@@ -93,7 +99,7 @@ scores = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))
 documents = st.builds(
     lambda doc_id, content, score, meta: {"id": doc_id, "content": content, "score": score, "meta": meta},
     st.sampled_from(["a", "b", "c"]) | texts,
-    st.none() | texts,
+    st.none() | texts | st.just("Adriana Trigiani, who directed Big Stone Gap, is based in Greenwich Village."),
     scores,
     st.dictionaries(st.sampled_from(["title", "file_path", "page"]), json_values, max_size=2),
 )
