@@ -8,7 +8,7 @@ query embedder's tokenizer (which raises on a surrogate), the store and the JSON
 import json
 
 import pytest
-from haystack import Document
+from haystack import Document, component
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
@@ -94,3 +94,29 @@ def test_streamed_chunks_carry_no_lone_surrogate(embedded_store):
         chunk.content.encode("utf-8")  # a terminal or a JSON encoder would raise on a lone surrogate
     streamed = "".join(c.content for c in chunks if c.meta.get(ANSWER_META))
     assert streamed.strip() == result["answer"]
+
+
+@component
+class _StoreWithBrokenText:
+    """A retriever whose store holds text with lone surrogates (e.g. a JSON store file with "\\ud800" escapes)."""
+
+    @component.output_types(documents=list[Document])
+    def run(self, query: str, filters: dict | None = None, top_k: int | None = None) -> dict:
+        return {"documents": [
+            Document(id="a", content=f"Adriana Trigiani {LONE} is based in Greenwich Village.", score=float("nan"),
+                     meta={"title": f"Adriana Trigiani {LONE}"}),
+            Document(id="b", content="Big Stone Gap is a film directed by Adriana Trigiani.", score=1.0),
+        ]}  # fmt: skip
+
+
+def test_documents_with_lone_surrogates_and_nan_scores_reach_the_evidence_check_as_valid_text():
+    from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
+
+    router = AgenticRouter(chat_generator=ScriptedChatGenerator([search("Adriana Trigiani"), answer("Greenwich Village")]))
+    # the MiniLM tokenizer of the evidence check raised on the surrogate, and so did the run
+    pipeline = build_loop_pipeline(router, _StoreWithBrokenText(), evidence_checker=EvidenceChecker())
+    result = pipeline.run({"controller": {"query": QUESTION}})["result"]
+    assert result["terminated_by"] in {"answered", "gave_up"}
+    assert [doc["id"] for doc in result["documents"]] == ["b", "a"]  # the NaN score ranks as no score: last
+    assert result["documents"][1]["score"] is None and "\ufffd" in result["documents"][1]["content"]
+    json.dumps(result, allow_nan=False).encode("utf-8")

@@ -6,10 +6,12 @@ embedder, a store client or a JSON encoder downstream would raise on it. Each be
 character); a surrogate pair becomes the character it encodes.
 """
 
+import dataclasses
 import math
 import re
 from typing import Any
 
+from haystack import Document
 from haystack.dataclasses import ChatMessage
 
 #: A UTF-16 surrogate code point: in a Python string it can only be a lone one (not valid Unicode text).
@@ -59,9 +61,12 @@ def valid_reply(message: ChatMessage) -> ChatMessage:
     :param message: The reply.
     :returns: `message` itself when it holds no surrogate, else a repaired copy.
     """
-    data = message.to_dict()
-    repaired = valid_value(data)
-    return message if repaired is data else ChatMessage.from_dict(repaired)
+    try:
+        data = message.to_dict()
+        repaired = valid_value(data)
+        return message if repaired is data else ChatMessage.from_dict(repaired)
+    except Exception:  # noqa: BLE001 - a reply part that does not round-trip: passed on as it is
+        return message
 
 
 def strict_json(value: Any) -> Any:
@@ -81,3 +86,26 @@ def strict_json(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [strict_json(item) for item in value]
     return value
+
+
+def valid_document(doc: Document) -> Document:
+    """
+    A retrieved document the loop can use whatever the store holds: `valid_text` on its id and content,
+    `valid_value` on its meta, and no score for a non-finite one (NaN, infinities: they would break the ranking
+    of the chunks and strict JSON). A store's text reaches tokenizers (the evidence check's MiniLM, a local model)
+    and the result, like an LLM's.
+
+    :param doc: The document (not changed).
+    :returns: `doc` itself when nothing needed changing, else a repaired copy.
+    """
+    changes: dict[str, Any] = {}
+    if isinstance(doc.id, str) and valid_text(doc.id) is not doc.id:
+        changes["id"] = valid_text(doc.id)
+    if isinstance(doc.content, str) and valid_text(doc.content) is not doc.content:
+        changes["content"] = valid_text(doc.content)
+    meta = valid_value(doc.meta)
+    if meta is not doc.meta:
+        changes["meta"] = meta
+    if isinstance(doc.score, float) and not math.isfinite(doc.score):
+        changes["score"] = None
+    return dataclasses.replace(doc, **changes) if changes else doc
