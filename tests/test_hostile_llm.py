@@ -112,7 +112,8 @@ class _StoreWithBrokenText:
 def test_documents_with_lone_surrogates_and_nan_scores_reach_the_evidence_check_as_valid_text():
     from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 
-    router = AgenticRouter(chat_generator=ScriptedChatGenerator([search("Adriana Trigiani"), answer("Greenwich Village")]))
+    script = [search("Adriana Trigiani"), answer("Greenwich Village")]
+    router = AgenticRouter(chat_generator=ScriptedChatGenerator(script))
     # the MiniLM tokenizer of the evidence check raised on the surrogate, and so did the run
     pipeline = build_loop_pipeline(router, _StoreWithBrokenText(), evidence_checker=EvidenceChecker())
     result = pipeline.run({"controller": {"query": QUESTION}})["result"]
