@@ -3,7 +3,8 @@
 Property-based test (hypothesis) of the whole loop pipeline (issue 26): whatever every LLM role replies and whatever
 the retriever returns, a run ends in a result.
 
-The LLMs (controller in tools or json mode, answer LLM, fallback, evidence judge) are scripted with arbitrary turns:
+The LLMs (controller in tools or json mode, answer LLM, fallback, evidence judge beside the lexical or the MiniLM
+evidence check) are scripted with arbitrary turns:
 any Unicode text (lone surrogates, format characters such as U+202E and U+200B, control characters), tool calls
 with known and unknown names and any arguments (JSON values of every type, non-finite numbers, raw strings), text
 where a tool call is expected and the reverse, empty replies and raised exceptions. The retriever returns arbitrary
@@ -30,7 +31,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from haystack_agentic import AgenticRouter, Answerer, FallbackSynthesizer, LoopController, build_loop_pipeline
-from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
+from haystack_agentic.components.evidence.evidence_checker import PACKAGED_MINILM, EvidenceChecker
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.testing import ScriptedChatGenerator
 
@@ -134,7 +135,8 @@ def build(mode, controller, answer, fallback, judge, evidence, results, safe, ma
     checker = None
     if evidence:
         judge_llm = ScriptedChatGenerator(judge, per_call=True) if judge is not None else None
-        checker = EvidenceChecker(embedding_model=None, chat_generator=judge_llm, max_retries=0)
+        model = PACKAGED_MINILM if evidence == "minilm" else None  # MiniLM's tokenizer raises on a lone surrogate
+        checker = EvidenceChecker(embedding_model=model, chat_generator=judge_llm, max_retries=0)
     return build_loop_pipeline(
         router,
         SafeRetriever(retriever=retriever) if safe else retriever,
@@ -142,7 +144,7 @@ def build(mode, controller, answer, fallback, judge, evidence, results, safe, ma
         answerer=Answerer(chat_generator=answer_llm, max_retries=0) if mode == "tools" else None,
         fallback=FallbackSynthesizer(chat_generator=fallback_llm, max_retries=0),
         evidence_checker=checker,
-        check_evidence=evidence,
+        check_evidence=evidence is not None,
     )
 
 
@@ -177,7 +179,7 @@ def check_result(result: dict[str, Any]) -> None:
     answer=st.none() | scripts,
     fallback=st.none() | scripts,
     judge=st.none() | scripts,
-    evidence=st.booleans(),
+    evidence=st.sampled_from([None, "lexical", "minilm"]),
     results=search_results,
     safe=st.booleans(),
     max_iterations=st.integers(1, 4),
