@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Text an LLM sends, made valid Unicode before the loop uses it: a lone UTF-16 surrogate (half an emoji, as a
-broken tokenizer decode or a JSON `"\\ud83d"` escape can produce) cannot be encoded as UTF-8, so a tokenizer, an
-embedder, a store client or a JSON encoder downstream would raise on it. Each becomes U+FFFD (the replacement
-character); a surrogate pair becomes the character it encodes.
+Text an LLM or a store sends, made valid Unicode before the loop uses it: a lone UTF-16 surrogate (half an emoji,
+as a broken tokenizer decode or a JSON `"\\ud83d"` escape can produce) cannot be encoded as UTF-8, so a tokenizer,
+an embedder, a store client or a JSON encoder downstream would raise on it. Each becomes U+FFFD (the replacement
+character); a surrogate pair becomes the character it encodes. Used where text enters the loop: every LLM reply
+(`llm.calls`), every streamed chunk (`llm.streaming`), decoded JSON (decisions, tool arguments, verdicts), every
+retrieved document (`LoopController`), and the result (`LoopResultBuilder`, `strict_json`).
 """
 
 import dataclasses
@@ -16,9 +18,6 @@ from haystack.dataclasses import ChatMessage
 
 #: A UTF-16 surrogate code point: in a Python string it can only be a lone one (not valid Unicode text).
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-#: What replaces a lone surrogate.
-REPLACEMENT = "\ufffd"
 
 
 def valid_text(text: str) -> str:
@@ -49,7 +48,7 @@ def valid_value(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         repaired = [valid_value(item) for item in value]
         if any(new is not old for new, old in zip(repaired, value, strict=True)):
-            return type(value)(repaired) if isinstance(value, list) else tuple(repaired)
+            return repaired if isinstance(value, list) else tuple(repaired)
     return value
 
 
