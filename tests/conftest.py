@@ -5,16 +5,28 @@ turn builders and a factory that builds the loop pipeline around a `ScriptedChat
 """
 
 import json
+import os
 import uuid
 from typing import Any
 
-import pytest
-from haystack import Document, Pipeline, component
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
-from haystack.document_stores.in_memory import InMemoryDocumentStore
+# No Haystack telemetry from the tests (read when haystack is first imported): every new pipeline's first run queues
+# an event, and offline the sender thread retries with sleeps that land in tests patching `time.sleep`.
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
-from haystack_agentic import AgenticRouter, Answerer, FallbackSynthesizer, LoopController, build_loop_pipeline
-from haystack_agentic.testing import ScriptedChatGenerator
+import pytest  # noqa: E402
+from haystack import Document, Pipeline, component  # noqa: E402
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
+from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
+
+from haystack_agentic import (  # noqa: E402
+    AgenticRouter,
+    Answerer,
+    FallbackSynthesizer,
+    LoopController,
+    build_loop_pipeline,
+)
+from haystack_agentic.testing import ScriptedChatGenerator  # noqa: E402
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `unit` every test that is neither `integration` nor `slow` (`make test-unit` runs only those)."""

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 Store faults on the command line: a damaged Milvus Lite database (corrupt collection schema.json, missing data
-files), a path that is a file of random bytes, an unreadable in-memory store file. Each is one line on stderr naming
+files, a collection manifest.json that is missing or does not parse), a path that is a file of random bytes, an unreadable in-memory store file. Each is one line on stderr naming
 the path and what to do, exit code 2, no traceback and no library log dump; `--debug` shows the traceback.
 
 The CLI runs in a subprocess, as a user runs it, so that whatever pymilvus or Milvus Lite print reaches the test.
@@ -65,6 +65,10 @@ def damaged(good_db: Path, tmp_path: Path, kind: str) -> Path:
     collection = path / "collections" / COLLECTION
     if kind == "corrupt-schema":
         (collection / "schema.json").write_text("{not json", encoding="utf-8")
+    elif kind == "corrupt-manifest":  # Milvus Lite would open manifest.json.prev, which lists no data file yet
+        (collection / "manifest.json").write_text('{"partitions": {"_default": {"data_fi', encoding="utf-8")
+    elif kind == "missing-manifest":
+        (collection / "manifest.json").unlink()
     elif kind == "missing-data":
         data_files = list(collection.rglob("*.parquet"))
         assert data_files
@@ -85,6 +89,8 @@ KINDS = {
     "corrupt-schema": ("schema.json", "damaged"),
     "random-bytes": ("not a Milvus Lite database",),
     "missing-data": ("damaged", "missing"),
+    "corrupt-manifest": ("damaged", "manifest.json does not read", "lose documents"),
+    "missing-manifest": ("damaged", "manifest.json is missing", "lose documents"),
 }
 
 
@@ -93,12 +99,14 @@ KINDS = {
 def test_milvus_lite_faults_are_one_line_for_ask_and_index(good_db, tmp_path, docs, kind):
     path = damaged(good_db, tmp_path, kind)
     before = sorted(p.relative_to(path) for p in path.rglob("*")) if path.is_dir() else path.read_bytes()
+    manifests = {p: p.read_bytes() for p in path.rglob("manifest.json*")} if path.is_dir() else {}
     ask = run_cli("ask", "Who is the mayor of Fnordville?", "--llm", "embedded", "--backend", "milvus", "--uri", path)
     assert_one_line(ask, str(path), *KINDS[kind])
     index = run_cli("index", docs, "--backend", "milvus", "--uri", path, "--quiet")
     assert_one_line(index, str(path), *KINDS[kind])
     after = sorted(p.relative_to(path) for p in path.rglob("*")) if path.is_dir() else path.read_bytes()
     assert before == after  # nothing was written into the damaged database
+    assert manifests == ({p: p.read_bytes() for p in path.rglob("manifest.json*")} if path.is_dir() else {})
 
 
 @pytest.mark.integration
@@ -162,3 +170,53 @@ def test_a_database_in_use_and_an_unreachable_server_are_one_line(good_db, tmp_p
         holder.wait(timeout=30)
     done = run_cli("index", docs, "--backend", "milvus", "--uri", "http://127.0.0.1:9", "--quiet")
     assert_one_line(done, "http://127.0.0.1:9", "Is the server running")
+
+
+@pytest.mark.integration
+def test_loading_the_packaged_milvus_yaml_writes_nothing(tmp_path, monkeypatch):
+    """Milvus Lite creates a database when a store is made: loading a loop pipeline must not (issue 26, case 8)."""
+    from haystack_agentic.indexing.store_faults import StoreError
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="There is no Milvus Lite database at haystack_agentic_milvus.db"):
+        load_loop_pipeline("agentic_rag_embedded_milvus")
+    assert list(tmp_path.iterdir()) == []
+
+
+#: Bytes named .pdf that pypdf cannot read: a header, binary noise, no cross-reference table, no EOF marker.
+BROKEN_PDF = b"%PDF-1.4\n\x00\x01\x02garbage\xff\xfe not a pdf at all\n"
+
+
+def test_an_unreadable_pdf_is_skipped_with_a_one_line_reason(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "broken.pdf").write_bytes(BROKEN_PDF)
+    (docs / "ok.txt").write_text("The mayor of Fnordville is Zorblax Quintessa.", encoding="utf-8")
+    done = run_cli("index", docs, "--store", tmp_path / "store.json", "--quiet")
+    assert done.returncode == 0, done.stderr  # the other file was indexed: skipped files do not change the code
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [f"Skipped {docs / 'broken.pdf'}: not a readable PDF (PdfStreamError: Stream has ended "
+                     "unexpectedly)."], done.stderr  # fmt: skip
+    assert "ByteStream" not in done.stderr and "garbage" not in done.stderr and "EOF marker" not in done.stderr
+    (docs / "ok.txt").unlink()
+    nothing = run_cli("index", docs, "--store", tmp_path / "other.json", "--quiet")
+    assert nothing.returncode == 2 and "No documents found" in nothing.stderr
+    assert not (tmp_path / "other.json").exists()
+
+
+@pytest.mark.integration
+def test_watch_store_reports_milvus_lite_falling_back_to_the_previous_manifest(good_db, tmp_path):
+    """A store opened without `check_milvus_lite_uri` first: Milvus Lite's fall-back warning is the damage."""
+    from milvus_lite import server_manager_instance
+
+    from haystack_agentic.indexing.document_stores import milvus_document_store
+    from haystack_agentic.indexing.store_faults import StoreError, watch_store
+
+    path = damaged(good_db, tmp_path, "corrupt-manifest")
+    try:
+        with pytest.raises(StoreError, match="is damaged .*falling back to manifest.json.prev"):
+            with watch_store(f"the milvus store at {path}", str(path)):
+                milvus_document_store(str(path)).count_documents()
+    finally:
+        server_manager_instance.release_server(str(path))

@@ -48,8 +48,10 @@ left out):
   .html .htm       HTML, main text extracted
   .pdf             PDF text layer (scanned pages without text give nothing)
 Text is cleaned and split into chunks of 200 words with 20 words of overlap.
-Empty files and text files that are not UTF-8 are skipped with a note on
-stderr. With --pipeline, every format but .jsonl.
+Empty files, text files that are not UTF-8 and PDFs that cannot be read are
+skipped with a one-line reason on stderr. With --pipeline, every format but
+.jsonl. Exit code 0 when files were indexed (skipped ones do not change it),
+2 when no file gave a document or the store cannot be written.
 """
 
 _EXAMPLES = """\

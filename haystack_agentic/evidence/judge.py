@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from haystack_agentic.llm.valid_text import valid_value
+
 #: The judge prompt. Variables: `question`, `chunks` (list of str, numbered from 1).
 DEFAULT_EVIDENCE_PROMPT = """\
 You check whether documents contain the information needed to answer a question. Do not answer it.
@@ -49,6 +51,7 @@ def parse_verdict(text: str) -> dict[str, Any] | None:
                 value, _ = decoder.raw_decode(candidate[start:])
             except json.JSONDecodeError:
                 continue
+            value = valid_value(value)  # a "\ud800" escape decodes to a lone surrogate
             if not isinstance(value, dict) or "sufficient" not in value:
                 continue
             verdict = value["sufficient"]

@@ -146,8 +146,8 @@ _TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
 
 def unreadable_files(files: list[Path]) -> dict[Path, str]:
     """
-    The files that cannot give any text, with why: empty, or a text format that is not UTF-8 (e.g. a binary
-    file named .txt, or Latin-1 text).
+    The files that cannot give any text, with why: empty, a text format that is not UTF-8 (e.g. a binary
+    file named .txt, or Latin-1 text), or a PDF that pypdf cannot read (`pdf_problem`).
 
     :param files: Candidate files.
     :returns: `{file: reason}` for the files to skip; the others are fine to convert.
@@ -166,7 +166,50 @@ def unreadable_files(files: list[Path]) -> dict[Path, str]:
                 data.decode("utf-8")
             except UnicodeDecodeError:
                 problems[file] = "not UTF-8 text (convert it to UTF-8 first)"
+        elif file.suffix.lower() == ".pdf":
+            problem = pdf_problem(data)
+            if problem:
+                problems[file] = problem
     return problems
+
+
+#: Longest part of a PDF parser's error message kept in a skipped file's reason (one short line, never the bytes).
+_PDF_REASON_CHARS = 120
+
+
+def pdf_problem(data: bytes) -> str | None:
+    """
+    Why a PDF cannot be indexed, or `None` when pypdf opens it and reads its pages. Checked before conversion so
+    that a damaged PDF is a skipped file with a one-line reason, instead of Haystack's converter warning that
+    prints the file's raw bytes (and pypdf's own log lines).
+
+    :param data: The file's bytes.
+    :returns: The reason ("not a readable PDF (...)"), or `None`.
+    """
+    import io  # noqa: PLC0415
+    import logging as std_logging  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    try:
+        from pypdf import PdfReader  # noqa: PLC0415 - the pdf extra
+    except ImportError:
+        return None  # the converter reports the missing package itself
+    pypdf_logger = std_logging.getLogger("pypdf")
+    level = pypdf_logger.level
+    pypdf_logger.setLevel(std_logging.CRITICAL)  # "EOF marker not found" and the like: the reason says it once
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reader = PdfReader(io.BytesIO(data))
+            for page in reader.pages:
+                page.extract_text()
+    except Exception as exc:  # noqa: BLE001 - pypdf raises many kinds on damaged files
+        detail = " ".join(str(exc).split())[:_PDF_REASON_CHARS]
+        detail = detail.encode("ascii", "backslashreplace").decode("ascii")
+        return f"not a readable PDF ({type(exc).__name__}{': ' + detail if detail else ''})"
+    finally:
+        pypdf_logger.setLevel(level)
+    return None
 
 
 def file_sources(files: list[Path]) -> list[Any]:

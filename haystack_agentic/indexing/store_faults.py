@@ -7,7 +7,9 @@ Haystack's dump of a component's whole configuration. Everything here raises `St
 with the path or address in the message:
 
 - `check_milvus_lite_uri` refuses, before Milvus Lite opens it, a local path that cannot be a Milvus Lite database
-  (a file instead of Milvus Lite's folder, a name without `.db`, a missing parent folder).
+  (a file instead of Milvus Lite's folder, a name without `.db`, a missing parent folder), and a database whose
+  collection manifest is missing or does not parse (`manifest_damage`: Milvus Lite would silently open the previous
+  manifest, without the documents written since).
 - `watch_store` wraps the code that opens a store: it turns exceptions into `StoreError`, and it records Milvus Lite's
   log so that the faults Milvus Lite only logs (data files its manifest lists but that are missing: it would open the
   collection with those documents silently gone) or hides behind "Open local milvus failed" (the database is in use
@@ -91,6 +93,47 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
             f"There is no Milvus Lite database at {uri}: index into it first with "
             f"`haystack-agentic index PATH --backend milvus --uri {uri}`."
         )
+    if path.is_dir():
+        damage = manifest_damage(path)
+        if damage:
+            raise StoreError(f"The Milvus Lite database {uri} is damaged ({damage}): {_REBUILD}.")
+
+
+#: The file in each Milvus Lite collection folder that lists its data files, and the copy of the one before it.
+MANIFEST = "manifest.json"
+PREVIOUS_MANIFEST = "manifest.json.prev"
+
+
+def manifest_damage(path: Path) -> str | None:
+    """
+    What is wrong with the manifests of a Milvus Lite database, read before Milvus Lite opens it.
+
+    A collection's `manifest.json` lists its data files. When it is missing or does not parse, Milvus Lite only
+    logs a warning and opens the collection from `manifest.json.prev`, the manifest before the last save: the
+    documents written since are gone (after a first index, `.prev` lists no data file, so the collection reads as
+    empty), and the next write makes the loss permanent. That is damage, reported before anything reads or writes.
+
+    :param path: The database folder.
+    :returns: A short description of the first damaged manifest, or `None` when every collection's manifest reads.
+    """
+    import json  # noqa: PLC0415
+
+    for collection in sorted((path / "collections").glob("*/")):
+        manifest, previous = collection / MANIFEST, collection / PREVIOUS_MANIFEST
+        where = f"collections/{collection.name}/{MANIFEST}"
+        if not manifest.exists():
+            if previous.exists():
+                return f"{where} is missing: Milvus Lite would open the older {PREVIOUS_MANIFEST} and lose documents"
+            continue
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            reason = one_line(exc)
+            return (f"{where} does not read ({reason}): Milvus Lite would open the older {PREVIOUS_MANIFEST} and "
+                    "lose documents")  # fmt: skip
+        if not isinstance(data, dict) or not isinstance(data.get("partitions"), dict):
+            return f"{where} lists no partitions"
+    return None
 
 
 class _Recorder(std_logging.Handler):
@@ -124,6 +167,21 @@ def _is_store_fault(exc: BaseException) -> bool:
     )
 
 
+#: Milvus Lite loggers whose warnings mean lost documents: data files the manifest lists are missing (recovery), or
+#: the manifest did not load and the previous one was used (manifest), which `manifest_damage` also checks first.
+_DAMAGE_LOGGERS = ("milvus_lite.engine.recovery", "milvus_lite.storage.manifest")
+
+
+def _lost_documents(record: std_logging.LogRecord) -> bool:
+    """Whether a Milvus Lite log record says documents are gone (not, e.g., that a backup copy could not be made)."""
+    if record.name.startswith("milvus_lite.engine.recovery"):
+        return True
+    message = record.getMessage()
+    return record.name.startswith("milvus_lite.storage.manifest") and (
+        "falling back" in message or "loaded manifest from" in message
+    )
+
+
 @contextlib.contextmanager
 def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
     """
@@ -132,17 +190,19 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
     :param where: How to name the store in messages (e.g. `the milvus store at ./docs.db`).
     :param uri: The Milvus URI, if it is a Milvus store (a Milvus Lite path gets Milvus Lite's own diagnosis).
     :raises StoreError: On an exception of a store library (or an `OSError`) in the block, and after the block when
-        Milvus Lite logged that files of the database are missing. Other exceptions pass through unchanged.
+        Milvus Lite logged that files of the database are missing or that it fell back to the previous manifest.
+        Other exceptions pass through unchanged.
     """
     lite = milvus_lite_path(uri) if uri is not None else None
     if uri is not None and _QUIET:
         _quiet_pymilvus()
     recorder = _Recorder()
     lite_logger = std_logging.getLogger("milvus_lite")
-    recovery_logger = std_logging.getLogger("milvus_lite.engine.recovery")
-    saved_level = recovery_logger.level
-    if not recovery_logger.isEnabledFor(std_logging.WARNING):
-        recovery_logger.setLevel(std_logging.WARNING)
+    watched = [std_logging.getLogger(name) for name in _DAMAGE_LOGGERS]
+    saved_levels = [watched_logger.level for watched_logger in watched]
+    for watched_logger in watched:
+        if not watched_logger.isEnabledFor(std_logging.WARNING):
+            watched_logger.setLevel(std_logging.WARNING)
     lite_logger.addHandler(recorder)
     try:
         yield
@@ -154,8 +214,9 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
         raise _describe(exc, where, uri, lite, recorder.records) from exc
     finally:
         lite_logger.removeHandler(recorder)
-        recovery_logger.setLevel(saved_level)
-    missing = [r.getMessage() for r in recorder.records if r.name.startswith("milvus_lite.engine.recovery")]
+        for watched_logger, level in zip(watched, saved_levels, strict=True):
+            watched_logger.setLevel(level)
+    missing = [r.getMessage() for r in recorder.records if _lost_documents(r)]
     if missing:
         detail = "; ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
         raise StoreError(f"The Milvus Lite database {uri} is damaged ({detail}): {_REBUILD}.")

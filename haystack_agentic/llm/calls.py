@@ -26,6 +26,7 @@ from haystack_agentic.llm.retries import (
 )
 from haystack_agentic.llm.streaming import for_thread
 from haystack_agentic.llm.timeouts import run_with_timeout
+from haystack_agentic.llm.valid_text import valid_reply, valid_text
 from haystack_agentic.tracing import chat_generator_span, tag_chat_call
 
 logger = logging.getLogger(__name__)
@@ -206,8 +207,13 @@ class _Attempts:
         return chat_generator_span(self.generator, self.state, self.role, self.number + 1)
 
     def record(self, span: Any, replies: list[ChatMessage], error: BaseException | None) -> LLMCall:
-        """Count one attempt in `usage` (no tokens for a failed one: none may have reached a server), tag its span."""
+        """
+        Count one attempt in `usage` (no tokens for a failed one: none may have reached a server), tag its span.
+        The replies are made valid Unicode here (`valid_reply`: a lone surrogate becomes U+FFFD), once for every
+        role, so no query, answer or tool argument the loop passes on can break a tokenizer, a store or JSON.
+        """
         self.number += 1
+        replies = [valid_reply(reply) for reply in replies]
         before = self.state.usage.get(self.role, {})
         self.state = _account(self.state, self.role, self.messages, replies, self.tools, failed=error is not None)
         if span is not None:
@@ -332,5 +338,5 @@ def describe_error(exc: BaseException) -> str:
     :returns: `"<ExceptionType>: <message>"`, then `" (fix: <what to do>)"` when a fix is known.
     """
     fix = fix_for(exc)
-    return f"{type(exc).__name__}: {exc}" + (f" (fix: {fix})" if fix else "")
+    return valid_text(f"{type(exc).__name__}: {exc}" + (f" (fix: {fix})" if fix else ""))
 

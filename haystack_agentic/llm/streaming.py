@@ -29,6 +29,7 @@ from haystack import logging
 from haystack.dataclasses import StreamingCallbackT, StreamingChunk
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
+from haystack_agentic.llm.valid_text import valid_text
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +75,13 @@ def _is_async(callback: Callable[..., Any]) -> bool:
 
 
 def tagged(chunk: StreamingChunk, role: str, answer: bool) -> StreamingChunk:
-    """The chunk with the role's tags added to its `meta` (a new chunk: the generator's is not changed)."""
-    return replace(chunk, meta={**(chunk.meta or {}), ROLE_META: role, ANSWER_META: answer})
+    """
+    The chunk with the role's tags added to its `meta` (a new chunk: the generator's is not changed), and its text
+    made valid Unicode (`valid_text`: a lone surrogate becomes U+FFFD, as in the reply), so that a terminal or an
+    encoder the run's callback writes to never gets one.
+    """
+    content = valid_text(chunk.content) if isinstance(chunk.content, str) else chunk.content
+    return replace(chunk, content=content, meta={**(chunk.meta or {}), ROLE_META: role, ANSWER_META: answer})
 
 
 class _NoAnswerHold:

@@ -30,6 +30,7 @@ from haystack.dataclasses import ChatMessage, FileContent, ImageContent, TextCon
 from haystack.tools import flatten_tools_or_toolsets
 
 from haystack_agentic.llm.identity_memo import IdentityMemo
+from haystack_agentic.llm.valid_text import valid_text
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,6 @@ _ASCII_OTHER = re.compile(r"[0-9!-/:-@\[-`{-~]")
 _WHITESPACE = re.compile(r"\s+")
 _SPACE_BEFORE_NON_LETTER = re.compile(r" (?=[^A-Za-z\s])")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class TokenCounter:
@@ -80,8 +80,7 @@ class TokenCounter:
         """
         if not text:
             return 0
-        if _SURROGATE.search(text):  # lone surrogates: not encodable as UTF-8, tokenizers raise on them
-            text = _SURROGATE.sub("\ufffd", text)
+        text = valid_text(text)  # lone surrogates: not encodable as UTF-8, tokenizers raise on them
         return self._cached_count(text)
 
     def count(self, messages: Sequence[ChatMessage], tools: Any = None) -> int:

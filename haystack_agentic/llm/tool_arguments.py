@@ -11,6 +11,8 @@ import json
 import math
 from typing import Any
 
+from haystack_agentic.llm.valid_text import valid_value
+
 
 def decode_arguments(arguments: Any) -> tuple[Any, str | None]:
     """
@@ -22,7 +24,7 @@ def decode_arguments(arguments: Any) -> tuple[Any, str | None]:
     """
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = valid_value(json.loads(arguments)) if arguments.strip() else {}  # "\ud800" escapes
         except json.JSONDecodeError as exc:
             return None, exc.msg
     return ({} if arguments is None else arguments), None

@@ -103,7 +103,9 @@ def load_loop_pipeline(
     :param max_iterations: Set on the `LoopController`, with a matching `max_runs_per_component`.
     :param store_uri: Set as the URI of every Milvus store (`connection_args.uri`: a Milvus Lite file or a server)
         and the URL of every Weaviate store in it.
-    :returns: The pipeline (not warmed up).
+    :returns: The pipeline (not warmed up). Loading writes nothing: a Milvus Lite database the YAML names must
+        exist already (Milvus Lite would create an empty one when the store is made; a loop only reads).
+    :raises StoreError: If a Milvus Lite database it names does not exist, or a store cannot be opened.
     :raises ValueError: If the file cannot be read, is not a loop pipeline, or does not load.
     :raises FileNotFoundError: For a bare name that is no packaged pipeline (the message lists them).
     """
@@ -129,10 +131,10 @@ def load_loop_pipeline(
     # hayhooks' `inputs`/`outputs` declarations are not part of Haystack's pipeline dict.
     data.pop("inputs", None)
     data.pop("outputs", None)
-    return pipeline_from_dict(data, path)
+    return pipeline_from_dict(data, path, must_exist=True)
 
 
-def pipeline_from_dict(data: dict[str, Any], path: Path | str) -> Pipeline:
+def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool = False) -> Pipeline:
     """
     Build a pipeline from its dict with the allow-list, opening its document stores with one-line faults.
 
@@ -141,6 +143,8 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str) -> Pipeline:
 
     :param data: The pipeline dict (from YAML).
     :param path: The file it came from, for messages.
+    :param must_exist: Refuse a Milvus Lite database that does not exist yet instead of letting Milvus Lite create
+        it (a loop pipeline: loading it must write nothing).
     :returns: The pipeline.
     :raises StoreError: If a document store of it cannot be opened (one line, with the store's path or address).
     :raises ValueError: If it does not load for another reason.
@@ -148,7 +152,7 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str) -> Pipeline:
     stores = store_addresses(data.get("components") or {})
     for kind, address in stores:
         if kind == "milvus":
-            check_milvus_lite_uri(address)
+            check_milvus_lite_uri(address, must_exist=must_exist)
     milvus = next((address for kind, address in stores if kind == "milvus"), None)
     where = ", ".join(f"the {kind} store at {address}" for kind, address in stores) or f"the stores of {path}"
     try:

@@ -16,7 +16,6 @@ What a client sees (see README, "Serving"):
   with no choices when the request asks for it (`stream_options: {"include_usage": true}`), as OpenAI does.
 """
 
-import math
 import time
 import uuid
 from typing import Any
@@ -26,36 +25,14 @@ from fastapi_openai_compat.chat_completions.models import ChatCompletion, Choice
 from haystack.dataclasses import ChatMessage, StreamingChunk
 
 from haystack_agentic.components.loop.loop_controller import validate_conversation
+from haystack_agentic.llm.valid_text import strict_json
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META
 
 
-#: What replaces a character JSON output cannot carry (a lone UTF-16 surrogate, e.g. half an emoji from an LLM).
-REPLACEMENT = "\ufffd"
-
-
-def encodable(value: Any) -> Any:
-    """
-    `value` made safe for strict JSON output, the one place where served LLM text is made encodable: lone UTF-16
-    surrogates in strings (and keys) become U+FFFD (a surrogate pair becomes the character it encodes),
-    non-finite floats become `None`; lists, tuples and dicts are copied with their items made safe; anything else is
-    returned as is.
-
-    :param value: A result, a reply field, or any part of one.
-    :returns: The safe value (`value` itself when nothing needed changing in a string).
-    """
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {encodable(key): encodable(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [encodable(item) for item in value]
-    return value
+#: Served values made safe for strict JSON: lone surrogates become U+FFFD, non-finite floats `None`
+#: (`haystack_agentic.llm.valid_text.strict_json`, the rule of the loop's result). The serving layer applies it to
+#: everything it sends: the result (strict JSON already), reply fields and streamed chunks.
+encodable = strict_json
 
 
 class BadRequest(HTTPException):

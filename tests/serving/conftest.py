@@ -120,6 +120,8 @@ def server_env() -> dict:
     env["HAYSTACK_TELEMETRY_ENABLED"] = "False"
     env["HAYHOOKS_TRACING_ENABLED"] = "false"
     env.pop("OPENAI_API_KEY", None)
+    # The server imports this checkout's package (the virtualenv's editable install may point at another one).
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent.parent), env.get("PYTHONPATH")]))
     return env
 
 

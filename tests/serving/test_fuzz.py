@@ -5,7 +5,8 @@ Fuzz the real server: at least 1,000 generated malformed requests (see `fuzz_req
 most requests carry it). No answer may be a 5xx or a broken connection, and the server must still answer after.
 
 `FUZZ_EXAMPLES` (default 1100) sets the number of requests, `FUZZ_RANDOM=1` draws new ones each run (default: the
-same ones every run); the counts per status code are printed (`pytest -s`).
+same ones every run); `FUZZ_API_KEY=0` runs the server as `serve` starts by default instead (no key, no
+deployment: the deploy routes answer 404); the counts per status code are printed (`pytest -s`).
 """
 
 import os
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.integration
 
 KEY = "fuzz-key-0123456789"
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "1100"))
+WITH_KEY = os.environ.get("FUZZ_API_KEY", "1") != "0"
 QUESTION = "Where is Adriana Trigiani based?"
 
 
@@ -34,9 +36,10 @@ def fuzzed(tmp_path_factory):
     args = [
         "--pipeline", f"scripted={SCRIPTED_YAML}", *bad_script_pipelines(root),
         "--pipelines-dir", str(directory), "--store", str(write_test_store(root / "store.json")),
-        "--allow-deploy", "--api-key", KEY,
     ]  # fmt: skip
-    with serve_process(root, args, health="/health") as server:
+    if WITH_KEY:
+        args += ["--allow-deploy", "--api-key", KEY]
+    with serve_process(root, args, health="/health" if WITH_KEY else "/status") as server:
         yield server
 
 
@@ -61,7 +64,7 @@ def test_no_malformed_request_gets_a_5xx_and_the_server_survives(fuzzed):
 
         one_request()
 
-        print("\n" + log.summary())
+        print(f"\n{EXAMPLES} requests, server {'with' if WITH_KEY else 'without'} --api-key\n" + log.summary())
         assert log.total >= 1000
         assert {"run", "chat", "chat-stream", "mcp", "mcp-sse-messages", "deploy"} <= log.by_endpoint.keys()
         assert not log.failures, "\n".join(log.failures[:20])

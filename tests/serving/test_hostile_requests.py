@@ -2,7 +2,8 @@
 """
 The cases of issue 26 a request can trigger, replayed on a real `serve` on 127.0.0.1: a malformed `stream_options`,
 a 5,000-deep MCP `arguments`, cross-origin reads (CORS, preflights, foreign `Host` headers: DNS rebinding), and
-hayhooks' routes that cannot work offline (`/draw/{name}`) or do nothing (`/v1/files`).
+hayhooks' routes that cannot work offline (`/draw/{name}`) or do nothing (`/v1/files`); and an LLM that writes a lone
+UTF-16 surrogate (half an emoji) into its answer, served by REST and by chat, whole and streamed (case 2).
 """
 
 import json
@@ -10,7 +11,7 @@ import json
 import httpx
 import pytest
 
-from .conftest import SCRIPTED_YAML, serve_process, write_test_store
+from .conftest import SCRIPTED_YAML, serve_process, with_answer_llm, with_script, write_test_store
 
 pytestmark = pytest.mark.integration
 
@@ -18,11 +19,24 @@ QUESTION = "Where is Adriana Trigiani based?"
 JSON_RPC_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 ORIGIN = "http://app.example.org"
 
+#: Half an emoji (the high surrogate of U+1F600), as an LLM or a broken tokenizer decode can emit it.
+LONE_SURROGATE = "\ud83d"
+SURROGATE_ANSWER = f"Greenwich Village {LONE_SURROGATE}"
+#: What a client reads instead: the surrogate replaced by U+FFFD.
+SERVED_ANSWER = "Greenwich Village \ufffd"
+
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
+    # `surrogate`: the controller answers with a lone surrogate; `surrogate_stream`: the answer LLM streams it.
+    (root / "surrogate.yml").write_text(with_script([{"tool_calls": [
+        {"tool_name": "answer", "arguments": {"text": SURROGATE_ANSWER}}]}]), encoding="utf-8", errors="surrogatepass")
+    (root / "surrogate_stream.yml").write_text(with_answer_llm(SURROGATE_ANSWER), encoding="utf-8",
+                                               errors="surrogatepass")  # fmt: skip
     args = ["--pipeline", f"scripted={SCRIPTED_YAML}", "--store", str(write_test_store(root / "store.json")),
+            "--pipeline", f"surrogate={root / 'surrogate.yml'}",
+            "--pipeline", f"surrogate_stream={root / 'surrogate_stream.yml'}",
             "--cors-origin", ORIGIN, "--allowed-host", "rag.internal"]  # fmt: skip
     with serve_process(root, args) as server:
         yield server
@@ -88,3 +102,27 @@ def test_routes_that_cannot_work_offline_or_do_nothing_answer_404(served):
     upload = httpx.post(f"{served.url}/v1/files", files={"file": ("a.txt", b"x")}, data={"purpose": "x"}, timeout=30)
     assert upload.status_code == 404
     assert set(Path(tempfile.gettempdir()).iterdir()) - before == set()
+
+
+@pytest.mark.parametrize("name", ["surrogate", "surrogate_stream"])
+def test_an_answer_with_a_lone_surrogate_is_served_by_rest(served, name):
+    reply = httpx.post(f"{served.url}/{name}/run", json={"query": QUESTION}, timeout=60)
+    assert reply.status_code == 200, reply.text
+    result = reply.json()["result"]["result"]
+    assert result["answer"] == SERVED_ANSWER and result["terminated_by"] == "answered"
+
+
+@pytest.mark.parametrize("name", ["surrogate", "surrogate_stream"])
+def test_an_answer_with_a_lone_surrogate_is_served_by_chat_whole_and_streamed(served, name):
+    body = {"model": name, "messages": [{"role": "user", "content": QUESTION}]}
+    whole = httpx.post(f"{served.url}/v1/chat/completions", json=body, timeout=60)
+    assert whole.status_code == 200, whole.text
+    assert whole.json()["choices"][0]["message"]["content"] == SERVED_ANSWER
+    content = []
+    with httpx.stream("POST", f"{served.url}/v1/chat/completions", json={**body, "stream": True}, timeout=60) as reply:
+        assert reply.status_code == 200
+        for line in reply.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunk = json.loads(line.removeprefix("data: "))
+                content += [choice["delta"].get("content") or "" for choice in chunk.get("choices", [])]
+    assert "".join(content) == SERVED_ANSWER

@@ -3,6 +3,7 @@
 import asyncio
 import hashlib
 import inspect
+import re
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -34,6 +35,10 @@ DEFAULT_MODEL_FOLDER = "smollm2-135m-instruct"
 
 #: Greedy decoding (deterministic); answers from this model are short, so 64 new tokens are enough.
 DEFAULT_GENERATION_KWARGS: dict[str, Any] = {"max_new_tokens": 64, "do_sample": False}
+
+#: Put after the first character of a special token's text found in a message (a zero-width space), so that the
+#: tokenizer reads `<|im_end|>` in a document or a question as text, never as the token that ends a turn.
+TOKEN_BREAK = "\u200b"
 
 # Keys that only make sense when sampling: dropped under greedy decoding, so transformers does not warn about them.
 _SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "typical_p")
@@ -124,6 +129,7 @@ class EmbeddedChatGenerator:
         self._warm_up_lock = threading.Lock()
         self._run_lock = threading.Lock()
         self._warned_tools = False
+        self._token_pattern: tuple[Any, re.Pattern[str] | None] | None = None
 
     # ----------------------------------------------------------------------------------------------------------
     # Locating and converting the model
@@ -253,6 +259,48 @@ class EmbeddedChatGenerator:
 
         return forward
 
+    def neutralise_special_tokens(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """
+        The messages with the text of every token the tokenizer adds to its vocabulary (its special tokens,
+        `<|im_start|>`, `<|im_end|>`, `<|endoftext|>`, and SmolLM2's other markup such as `<file_sep>`) broken by
+        `TOKEN_BREAK` after its first character, wherever it appears in a message's text (a document, the question,
+        an earlier turn). The chat template then adds the only special tokens of the prompt: text can neither end
+        a turn nor open a new `system` one. Needs the tokenizer (after `warm_up`); without one the messages are
+        returned as they are.
+
+        :param messages: The conversation.
+        :returns: The same list when no message holds such a token's text, else a list with those messages copied.
+        """
+        pattern = self._special_token_pattern()
+        if pattern is None:
+            return messages
+        neutral = []
+        for message in messages:
+            data = message.to_dict()
+            parts = data.get("content") or []
+            if not any(isinstance(p.get("text"), str) and pattern.search(p["text"]) for p in parts):
+                neutral.append(message)
+                continue
+            for part in parts:
+                if isinstance(part.get("text"), str):
+                    part["text"] = pattern.sub(lambda m: m.group()[0] + TOKEN_BREAK + m.group()[1:], part["text"])
+            neutral.append(ChatMessage.from_dict(data))
+        return neutral
+
+    def _special_token_pattern(self) -> re.Pattern[str] | None:
+        tokenizer = self.tokenizer
+        if tokenizer is None:
+            return None
+        cached = self._token_pattern
+        if cached is not None and cached[0] is tokenizer:
+            return cached[1]
+        added = getattr(tokenizer, "get_added_vocab", None)
+        texts = set(added() if callable(added) else ()) | set(getattr(tokenizer, "all_special_tokens", None) or ())
+        texts = sorted((t for t in texts if isinstance(t, str) and len(t) > 1), key=len, reverse=True)
+        pattern = re.compile("|".join(re.escape(t) for t in texts)) if texts else None
+        self._token_pattern = (tokenizer, pattern)
+        return pattern
+
     @staticmethod
     def _relabel(replies: list[ChatMessage]) -> list[ChatMessage]:
         return [replace(reply, _meta={**reply.meta, "model": MODEL_NAME}) for reply in replies]
@@ -268,7 +316,8 @@ class EmbeddedChatGenerator:
         """
         Generates a reply to the conversation, warming up first if needed.
 
-        :param messages: The conversation (system/user/assistant messages); the model's chat template is applied.
+        :param messages: The conversation (system/user/assistant messages); the model's chat template is applied,
+            after `neutralise_special_tokens` (a special token's text in a message is read as text).
         :param generation_kwargs: Generation arguments for this call, merged over the init ones
             (`max_new_tokens` in tokens; `temperature` 0 or absent means greedy decoding).
         :param tools: Accepted for compatibility with other chat generators and ignored (a warning is logged once):
@@ -284,7 +333,9 @@ class EmbeddedChatGenerator:
         kwargs = self._prepare(generation_kwargs, tools)
         with self._run_lock:  # one generation at a time: torch already uses every CPU core
             result = self._generator.run(
-                messages=messages, generation_kwargs=kwargs, streaming_callback=self._clean(streaming_callback)
+                messages=self.neutralise_special_tokens(messages),
+                generation_kwargs=kwargs,
+                streaming_callback=self._clean(streaming_callback),
             )
         return {"replies": self._relabel(result["replies"])}
 
@@ -312,7 +363,9 @@ class EmbeddedChatGenerator:
         kwargs = self._prepare(generation_kwargs, tools)
         # The wrapped generator runs generation in its own single-worker executor, so async calls queue up.
         result = await self._generator.run_async(
-            messages=messages, generation_kwargs=kwargs, streaming_callback=self._clean(streaming_callback)
+            messages=self.neutralise_special_tokens(messages),
+            generation_kwargs=kwargs,
+            streaming_callback=self._clean(streaming_callback),
         )
         return {"replies": self._relabel(result["replies"])}
 

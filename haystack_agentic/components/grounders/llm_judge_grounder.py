@@ -18,6 +18,7 @@ from haystack_agentic.llm.prompts import render
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.sentence_splitter import split_sentences
+from haystack_agentic.llm.valid_text import valid_value
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def parse_claims(text: str) -> list[dict[str, Any]] | None:
     """
     for candidate in _json_candidates(text or ""):
         try:
-            data = json.loads(candidate)
+            data = valid_value(json.loads(candidate))  # a "\ud800" escape decodes to a lone surrogate
         except (ValueError, TypeError):
             continue
         if isinstance(data, dict):

@@ -13,14 +13,14 @@ from typing import Annotated, Any
 from haystack.dataclasses import ChatMessage, ChatRole
 from pydantic import StringConstraints
 
+from haystack_agentic.llm.valid_text import LONE_SURROGATE
+
 #: Longest question accepted by default, in characters.
 DEFAULT_MAX_QUESTION_CHARS = 4000
 
 # C0 and C1 control characters except tab and newline.
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
-#: A lone UTF-16 surrogate: not valid Unicode text (a JSON `"\ud800"` escape decodes to one in Python).
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class InvalidLoopInput(ValueError):
@@ -52,7 +52,7 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
         )
     if not isinstance(query, str):
         raise InvalidLoopInput(f"The query must be a string, got {type(query).__name__}.")
-    surrogate = _LONE_SURROGATE.search(query)
+    surrogate = LONE_SURROGATE.search(query)
     if surrogate:
         raise InvalidLoopInput(
             f"The query holds a lone UTF-16 surrogate (U+{ord(surrogate.group()):04X} at character "

@@ -23,6 +23,7 @@ from haystack_agentic.indexing.collection_lookup import CollectionLookup
 from haystack_agentic.dataclasses.pending_search import pending_search_step, result_in_place
 from haystack_agentic.llm.result_digests import numbered_chunks, search_digest, shown_chunk_ids, with_digest
 from haystack_agentic.tracing import start_run, trace_search
+from haystack_agentic.llm.valid_text import valid_document
 
 logger = logging.getLogger(__name__)
 
@@ -329,7 +330,7 @@ class LoopController:
         """Merge the pending search's documents, give its result back in its tool call's place, count the turn."""
         pending = state.pending
         if pending is not None:
-            found = list(documents or [])
+            found = [valid_document(doc) for doc in documents or []]  # lone surrogates, NaN scores from a store
             shown = shown_chunk_ids(state.tool_history)  # before this search's step is filled in
             trace_search(state, pending.query, found, search_error)
             state = state.merge_chunks(found)

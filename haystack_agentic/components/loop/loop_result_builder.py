@@ -6,6 +6,7 @@ from haystack import component, default_from_dict, default_to_dict, logging
 
 from haystack_agentic.tracing import tag_current_span
 from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.llm.valid_text import strict_json
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class LoopResultBuilder:
         Build the result.
 
         :param state: The ended run's state.
-        :returns: The result dict (JSON-serialisable): `answer` (str or None), `terminated_by`, `iterations`,
+        :returns: The result dict (strict JSON: lone surrogates are U+FFFD, non-finite floats `None`): `answer` (str or None), `terminated_by`, `iterations`,
             `tool_history`, `documents` (dicts, see `LoopState.to_result`), `grounding`, `usage`, `error`,
             `metadata`, `evidence`, `tool_state` and `messages` (the conversation with the final answer appended,
             as `ChatMessage.to_dict()` dicts); one output socket each.
@@ -60,7 +61,9 @@ class LoopResultBuilder:
         if state.terminated_by is None:
             logger.warning("LoopResultBuilder got a state that never ended; reporting it as an error.")
             state = state.finish("error", error="The loop ended without a termination reason.")
-        result = state.to_result()
+        # Strict JSON whatever the LLMs, tools and stores put in the state (a lone surrogate in an exception message,
+        # a NaN score): the result is what `--json`, hayhooks and MCP send.
+        result = strict_json(state.to_result())
         tag_current_span(
             terminated_by=result["terminated_by"],
             iterations=result["iterations"],

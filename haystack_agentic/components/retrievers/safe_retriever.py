@@ -14,6 +14,7 @@ from haystack.core.serialization import (
 
 from haystack_agentic.llm.timeouts import run_with_timeout
 from haystack_agentic.tracing import tag_current_span
+from haystack_agentic.llm.valid_text import valid_text
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class SafeRetriever:
             documents = run_with_timeout(self.retriever, kwargs, self.timeout, "the retriever")["documents"]
         except Exception as exc:  # noqa: BLE001 - a store error must never crash the loop
             logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=exc)
-            return _traced(kwargs, [], f"{type(exc).__name__}: {exc}")
+            return _traced(kwargs, [], valid_text(f"{type(exc).__name__}: {exc}"))
         return _traced(kwargs, list(documents or []), None)
 
     @component.output_types(documents=list[Document], error=str | None)
@@ -137,7 +138,7 @@ class SafeRetriever:
             return _traced(kwargs, [], message)
         except Exception as exc:  # noqa: BLE001
             logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=exc)
-            return _traced(kwargs, [], f"{type(exc).__name__}: {exc}")
+            return _traced(kwargs, [], valid_text(f"{type(exc).__name__}: {exc}"))
         return _traced(kwargs, list(documents or []), None)
 
     def to_dict(self) -> dict[str, Any]:

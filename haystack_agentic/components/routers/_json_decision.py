@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any
 
+from haystack_agentic.llm.valid_text import valid_value
+
 _JSON_ACTIONS = ("search", "reflect", "generate")
 
 
@@ -31,7 +33,7 @@ def parse_json_decision(text: str) -> dict[str, Any] | None:
             except json.JSONDecodeError:
                 continue
             if isinstance(value, dict) and "action" in value:
-                return value
+                return valid_value(value)  # a "\ud800" escape decodes to a lone surrogate
     return None
 
 
