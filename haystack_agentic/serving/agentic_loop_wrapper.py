@@ -28,7 +28,6 @@ from haystack_agentic.serving.chat_completions import (  # noqa: F401 - answer_t
     answer_text,
     completion,
     conversation_from_request,
-    encodable,
     progress_line,
 )
 from haystack_agentic.settings import store_path_from_env
@@ -171,12 +170,13 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
     async def _run(self, data: dict[str, Any]) -> dict[str, Any]:
         """
-        Run the loop: its result, or an error result (`terminated_by="error"`) if the pipeline itself failed.
+        Run the loop: its result, or an error result (`terminated_by="error"`) if the pipeline itself failed. Both come
+        from `LoopResultBuilder`, which already makes them strict JSON.
 
         :raises BadRequest: If the pipeline refused the question or filters (`InvalidLoopInput`).
         """
         try:
-            return encodable((await self.pipeline.run_async(data))["result"])
+            return (await self.pipeline.run_async(data))["result"]
         except Exception as exc:  # noqa: BLE001 - the request was valid: report the failed run, not a server error
             invalid = invalid_input(exc)
             if invalid is not None:
@@ -184,7 +184,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
             logger.error("The loop pipeline failed: {error}", error=exc, exc_info=True)
             controller = data["controller"]
             question = controller.get("query") or (controller.get("messages") or [None])[-1].text
-            return encodable(error_result(question, exc))
+            return error_result(question, exc)
 
     async def _stream(
         self, data: dict[str, Any], model: str, include_usage: bool
