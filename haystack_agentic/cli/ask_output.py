@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-What `haystack-agentic ask` prints: the trace of a run (each iteration's action, query and chunks), the answer,
-the evidence check's verdict and the grounding of the answer's sentences.
+What `haystack-agentic ask` prints: the trace of a run (each iteration's action, query and chunks), the answer
+with its `[n]` markers and the sources they point to, the evidence check's verdict and the grounding of the
+answer's sentences.
 """
 
 from __future__ import annotations
 
+import re
+import shutil
 import textwrap
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +51,7 @@ def print_trace(console: Console, question: str, result: dict[str, Any], seconds
     shown = printable(answer) if answer is not None else "(no answer)"
     console.print("[bold]Answer:[/bold] ", end="")
     console.print(shown, highlight=False, markup=False)
+    print_sources(console, result)
     usage = result.get("usage", {})
     per_role = ", ".join(f"{role} {u['calls']}" for role, u in usage.items() if role != "total") or "none"
     total = usage.get("total", {})
@@ -61,6 +65,76 @@ def print_trace(console: Console, question: str, result: dict[str, Any], seconds
         console.print(f"[bold red]Error:[/bold red] {result['error']}", highlight=False)
     print_evidence(console, result)
     print_grounding(console, result)
+
+
+#: Source lines are indented under their heading like the trace's steps.
+_SOURCE_INDENT = "  "
+#: A quote's line breaks and runs of spaces print as one space: one line per source.
+_WHITESPACE = re.compile(r"\s+")
+#: The narrowest a source line is cut to, however narrow the terminal says it is.
+_MIN_WIDTH = 20
+
+
+def source_lines(result: dict[str, Any], width: int | None = None) -> list[str]:
+    """
+    One line per citation of the result: `[n] Title: "quoted sentence"`, `[n] (unsupported) ...` when the check
+    found the quote does not support its claim.
+
+    :param result: The loop's result dict; a missing or empty `citations` gives no lines.
+    :param width: Cut each line to this many terminal cells, with an ellipsis where cut; `None` keeps them whole.
+    :returns: The lines, in the order of `n`.
+    """
+    titles = _titles(result)
+    lines = []
+    for citation in result.get("citations") or []:
+        title = citation.get("title") or titles.get(citation["document_id"]) or citation["document_id"][:12]
+        flag = "(unsupported) " if citation.get("supported") is False else ""
+        quote = _WHITESPACE.sub(" ", citation.get("quote") or "").strip()
+        line = printable(f'[{citation["n"]}] {flag}{title}: "{quote}"')
+        if width is not None:
+            from rich.text import Text  # noqa: PLC0415 - cuts by terminal cells (wide characters count twice)
+
+            text = Text(line)
+            text.truncate(width, overflow="ellipsis")
+            line = text.plain
+        lines.append(line)
+    return lines
+
+
+def unsupported_note(result: dict[str, Any]) -> str | None:
+    """
+    The sentence saying which citations the check found unsupported, e.g. `The offline check found [2] unsupported:
+    its quoted sentence does not support the claim.`
+
+    :param result: The loop's result dict.
+    :returns: The sentence, or `None` when no citation is unsupported.
+    """
+    flagged = [c for c in result.get("citations") or [] if c.get("supported") is False]
+    if not flagged:
+        return None
+    checks = list(dict.fromkeys(c.get("check") or "citation" for c in flagged))
+    markers = ", ".join(f"[{c['n']}]" for c in flagged)
+    which = "its quoted sentence does not" if len(flagged) == 1 else "their quoted sentences do not"
+    return f"The {' and '.join(checks)} check found {markers} unsupported: {which} support the claim."
+
+
+def print_sources(console: Console, result: dict[str, Any]) -> None:
+    """
+    Print the sources the answer's `[n]` markers point to, one line each cut to the terminal width, and say which
+    ones the check found unsupported. Nothing is printed for a result without citations.
+
+    :param console: Where to print.
+    :param result: The loop's result dict.
+    """
+    lines = source_lines(result, max(shutil.get_terminal_size().columns - len(_SOURCE_INDENT), _MIN_WIDTH))
+    if not lines:
+        return
+    console.print("[bold]Sources:[/bold]")
+    for line in lines:
+        console.print(_SOURCE_INDENT + line, highlight=False, markup=False)
+    note = unsupported_note(result)
+    if note:
+        console.print(_SOURCE_INDENT + note, style="yellow", highlight=False, markup=False)
 
 
 def print_evidence(console: Console, result: dict[str, Any]) -> None:

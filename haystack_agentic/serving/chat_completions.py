@@ -4,10 +4,12 @@ The OpenAI-compatible chat replies of a served loop: the conversation a request 
 (whole, or streamed chunk by chunk) built from a run's streaming chunks and result.
 
 What a client sees (see README, "Serving"):
-- `message.content` / the concatenated `delta.content`: the answer, the same text streamed or not. Only the
-  answer's own tokens (the answerer's final call, the fallback) stream as content, with leading and trailing
-  whitespace dropped as the result's answer drops it; an answer that no call streamed (e.g. given in the controller's
-  `answer` tool call) arrives as one piece at the end.
+- `message.content` / the concatenated `delta.content`: the answer with its `[n]` markers, then (when the result
+  has citations) a `Sources:` block, one line per citation (`[n] Title: "quoted sentence"`, flagged
+  `(unsupported)` when the check found it so), the same text streamed or not. Only the answer's own tokens (the
+  answerer's final call, the fallback) stream as content, with leading and trailing whitespace dropped as the
+  result's answer drops it; an answer that no call streamed (e.g. given in the controller's `answer` tool call)
+  arrives as one piece at the end, and the sources follow in one piece.
 - `delta.reasoning_content`: the side information, as reasoning models send it: one line per step (`1. search
   "..."`, `   3 chunks found`, `2. answer`), the controller's prose and the reflect/draft calls' text.
   Each step's delta also carries `agentic_step`: `{"event": ..., "step": ToolStep.to_dict()}`. Not streamed, the
@@ -24,6 +26,7 @@ from fastapi import HTTPException
 from fastapi_openai_compat.chat_completions.models import ChatCompletion, Choice, Message
 from haystack.dataclasses import ChatMessage, StreamingChunk
 
+from haystack_agentic.cli.ask_output import source_lines, unsupported_note
 from haystack_agentic.components.loop.loop_controller import validate_conversation
 from haystack_agentic.llm.valid_text import strict_json
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META
@@ -141,14 +144,30 @@ def answer_text(result: dict[str, Any]) -> str:
     The reply text of a chat completion for a loop result.
 
     :param result: The loop's result dict.
-    :returns: The answer; when there is none, a sentence saying how the run ended (and its error).
+    :returns: The answer, followed by its sources when it has citations (see `sources_text`); when there is no
+        answer, a sentence saying how the run ended (and its error).
     """
     if result.get("answer"):
-        return str(result["answer"])
+        return str(result["answer"]) + sources_text(result)
     reason = f"No answer (terminated by {result.get('terminated_by')})."
     if result.get("error"):
         reason += f" Error: {result['error']}"
     return reason
+
+
+def sources_text(result: dict[str, Any]) -> str:
+    """
+    The block a chat reply ends with: a blank line, `Sources:`, one line per citation (`[n] Title: "quoted
+    sentence"`, whole), and which ones the check found unsupported.
+
+    :param result: The loop's result dict.
+    :returns: The block, or `""` when `citations` is missing or empty.
+    """
+    lines = source_lines(result)
+    if not lines:
+        return ""
+    note = unsupported_note(result)
+    return "\n\nSources:\n" + "\n".join([*lines, *([note] if note else [])])
 
 
 def progress_line(step: dict[str, Any]) -> str:

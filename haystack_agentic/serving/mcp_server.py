@@ -9,6 +9,8 @@ tool; streamable HTTP at `/mcp`, SSE at `/sse`), made safe to expose.
 - A request body that is not text, or JSON nested too deeply to parse, gets a 400, not the SDK's 500
   (`TextBodyGuard`).
 - A request whose `Host` is not the bound address, a loopback name or an `--allowed-host` gets a 400 (`HostGuard`).
+- A loop tool's result carries, beside hayhooks' JSON text, MCP structured content with the answer and its
+  citations (`add_structured_results`).
 
 With several HTTP workers, `serve` runs it as its own process: `python -m haystack_agentic.serving.mcp_server
 --host H --port P --pipelines-dir D` (settings from the environment, see `security.ServeSecurity`).
@@ -44,6 +46,7 @@ def create_mcp_app(security: ServeSecurity | None = None) -> Any:
     server = create_mcp_server()
     if not security.allow_deploy:
         hide_deploy_tools(server)
+    add_structured_results(server)
     app = TextBodyGuard(create_starlette_app(server))
     if security.api_key:
         app = BearerAuth(app, api_key=security.api_key, open_paths={MCP_STATUS_PATH})
@@ -86,6 +89,54 @@ def hide_deploy_tools(server: Any) -> None:
 
     server.request_handlers[types.ListToolsRequest] = list_allowed_tools
     server.request_handlers[types.CallToolRequest] = call_allowed_tool
+
+
+def add_structured_results(server: Any) -> None:
+    """
+    Give a loop tool's result MCP structured content (`structuredContent`) beside its text: `{"answer",
+    "terminated_by", "citations"}` of the loop result that the text's JSON holds (`{"result": {...}}`), so a client
+    reads the sources the answer's `[n]` markers point to without parsing the text. Other results (errors, core
+    tools, pipelines that return something else) are left as they are.
+
+    :param server: A low-level `mcp.server.Server` (hayhooks' `create_mcp_server()`), its handlers registered.
+    """
+    from mcp import types
+
+    call_tool = server.request_handlers[types.CallToolRequest]
+
+    async def call_tool_with_structure(request: Any) -> Any:
+        result = await call_tool(request)
+        root = result.root
+        if isinstance(root, types.CallToolResult) and not root.isError and root.structuredContent is None:
+            root.structuredContent = structured_result(root.content)
+        return result
+
+    server.request_handlers[types.CallToolRequest] = call_tool_with_structure
+
+
+def structured_result(content: list[Any]) -> dict[str, Any] | None:
+    """
+    The structured content of a loop tool's result: the answer, how the run ended and its citations.
+
+    :param content: The result's content blocks (hayhooks sends one text block, the pipeline outputs as JSON).
+    :returns: `{"answer": str | None, "terminated_by": str, "citations": [...]}` (`citations` is `[]` when the result
+        has none), or `None` when the content is not one JSON text holding a loop result.
+    """
+    texts = [block.text for block in content if getattr(block, "type", None) == "text"]
+    if len(texts) != 1:
+        return None
+    try:
+        payload = json.loads(texts[0])
+    except ValueError:
+        return None
+    result = payload.get("result") if isinstance(payload, dict) else None
+    if not isinstance(result, dict) or "terminated_by" not in result:
+        return None
+    return {
+        "answer": result.get("answer"),
+        "terminated_by": result["terminated_by"],
+        "citations": result.get("citations") or [],
+    }
 
 
 class TextBodyGuard:
