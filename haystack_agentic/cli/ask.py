@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 _DESCRIPTION = """\
 Answer a question with the agentic loop: an LLM decides, turn by turn, to
 search the document store again, answer, or give up. It prints each turn's
-action and the chunks found, the answer, why the loop stopped, the LLM calls
-and tokens, and how far each answer sentence is supported by the chunks.
+action and the chunks found, the answer with its [n] markers and the sources
+they cite (title and quoted sentence; unsupported ones flagged), why the loop
+stopped, the LLM calls and tokens, and how far each answer sentence is
+supported by the chunks.
 
 The LLM (--llm auto): an OpenAI-compatible endpoint when OPENAI_API_KEY or
 OPENAI_BASE_URL is set (Ollama, vLLM and llama.cpp servers via --base-url),

@@ -3,8 +3,9 @@
 A real hayhooks server for the serving tests: `python -m haystack_agentic.cli.serve` on 127.0.0.1 and a free port,
 serving the test-only scripted loop (`scripted`, LLM latency 0), a slow copy (`slow`, 1 s per LLM call), copies
 whose LLM misbehaves (`raising`, `garbage`), one whose pipeline itself crashes (`crashing`, one run per component),
-one with an answer LLM that streams its answer (`streaming`), one whose controller needs the chat history (`history`)
-and the same YAML as a plain hayhooks YAML pipeline (`plain`). Started once per session, polled until `/status`
+one with an answer LLM that streams its answer (`streaming`), the same whose result has citations (`cited`, made by
+the test double `citing_result.CitingResultBuilder`, its second citation unsupported), one whose controller needs
+the chat history (`history`) and the same YAML as a plain hayhooks YAML pipeline (`plain`). Started once per session, polled until `/status`
 answers (with a deadline), stopped after the session. `serve_process` starts other configurations the same way.
 """
 
@@ -24,6 +25,7 @@ import pytest
 import yaml
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
+from citing_result import CITING_TYPE, with_citations  # tests/citing_result.py
 from conftest import DOCS  # the unit tests' documents
 
 HERE = Path(__file__).resolve().parent
@@ -125,6 +127,15 @@ def server_env() -> dict:
     return env
 
 
+def citing_env() -> dict:
+    """`server_env()` with the citation test double importable (`tests/` on the path) and allowed in YAML."""
+    env = server_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env["PYTHONPATH"]])
+    allowed = env.get("HAYSTACK_DESERIALIZATION_ALLOWLIST")
+    env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join(filter(None, [allowed, CITING_TYPE.rsplit(".", 1)[0]]))
+    return env
+
+
 def write_test_store(path: Path) -> Path:
     """Save the unit tests' documents as an in-memory store file at `path`."""
     store = InMemoryDocumentStore()
@@ -182,12 +193,15 @@ def server(tmp_path_factory) -> Server:
     (directory / "plain.yml").write_text(SCRIPTED_YAML.read_text())
     (root / "streaming.yml").write_text(with_answer_llm(STREAMED_ANSWER))
     (root / "history.yml").write_text(with_script(HISTORY_SCRIPT))
+    cited = with_citations(yaml.safe_load(with_answer_llm(STREAMED_ANSWER)), unsupported=[2])
+    (root / "cited.yml").write_text(yaml.safe_dump(cited))
     args = [
         "--pipeline", f"scripted={SCRIPTED_YAML}", "--pipeline", f"slow={slow_yaml}",
         "--pipeline", f"crashing={root / 'crashing.yml'}", *bad_script_pipelines(root),
         "--pipeline", f"streaming={root / 'streaming.yml'}", "--pipeline", f"history={root / 'history.yml'}",
+        "--pipeline", f"cited={root / 'cited.yml'}",
         "--pipelines-dir", str(directory), "--store", str(write_test_store(root / "store.json")),
     ]  # fmt: skip
-    with serve_process(root, args) as running:
+    with serve_process(root, args, citing_env()) as running:
         # The pipelines deploy in the app's start-up, so /status answering means they are deployed.
         yield running

@@ -34,7 +34,7 @@ def streamed(server, model: str, messages: list, **kwargs) -> tuple[str, str, li
     return content, reasoning, chunks
 
 
-@pytest.mark.parametrize("model", ["scripted", "streaming", "raising", "garbage"])
+@pytest.mark.parametrize("model", ["scripted", "streaming", "cited", "raising", "garbage"])
 def test_the_streamed_content_is_the_non_streamed_message(server, model):
     messages = [{"role": "user", "content": QUESTION}]
     whole = chat_client(server).chat.completions.create(model=model, messages=messages)
@@ -42,6 +42,27 @@ def test_the_streamed_content_is_the_non_streamed_message(server, model):
     assert content == whole.choices[0].message.content
     assert content  # every run has a reply, an error too
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+
+
+def test_a_reply_with_citations_ends_with_its_sources_streamed_or_not(server):
+    # `cited`: the answer LLM streams STREAMED_ANSWER; the result cites the first sentence of its two top chunks
+    # (markers appended to the answer), the second found unsupported.
+    messages = [{"role": "user", "content": QUESTION}]
+    whole = chat_client(server).chat.completions.create(model="cited", messages=messages).choices[0].message.content
+    content, _, chunks = streamed(server, "cited", messages)
+    assert whole == (
+        f"{STREAMED_ANSWER} [1][2]\n\nSources:\n"
+        '[1] Adriana Trigiani: "Adriana Trigiani is an Italian American best-selling author and film director."\n'
+        '[2] (unsupported) Big Stone Gap (film): "Big Stone Gap is a 2014 American drama romance film written and '
+        'directed by Adriana Trigiani."\n'
+        "The offline check found [2] unsupported: its quoted sentence does not support the claim."
+    )
+    assert content == whole
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(pieces) > 5 and "Sources:" in pieces[-1]  # the answer streamed token by token, the sources after it
+    # Without citations there is no Sources block.
+    plain = chat_client(server).chat.completions.create(model="streaming", messages=messages)
+    assert plain.choices[0].message.content == STREAMED_ANSWER
 
 
 def test_the_answer_streams_token_by_token(server):
