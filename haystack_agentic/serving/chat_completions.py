@@ -32,6 +32,9 @@ from haystack_agentic.llm.valid_text import strict_json
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META
 
 
+#: What the block of sources a reply ends with starts with (after the answer), see `sources_text`.
+SOURCES_HEADING = "\n\nSources:\n"
+
 #: Served values made safe for strict JSON: lone surrogates become U+FFFD, non-finite floats `None`
 #: (`haystack_agentic.llm.valid_text.strict_json`, the rule of the loop's result). The serving layer applies it to
 #: everything it sends: the result (strict JSON already), reply fields and streamed chunks.
@@ -72,7 +75,21 @@ def _message_text(message: dict[str, Any], which: str) -> str:
     content = message.get("content")
     if isinstance(content, list):
         content = " ".join(text_parts(content, which))
+    if isinstance(content, str) and message.get("role") == "assistant":
+        content = without_sources(content)
     return content.strip() if isinstance(content, str) else ""
+
+
+def without_sources(reply: str) -> str:
+    """
+    An earlier reply as the loop sees it in a conversation: without the Sources block a reply ends with (clients
+    send the whole reply back), so its quotes do not pass for what the user or the answer said.
+
+    :param reply: The text of an assistant message.
+    :returns: The text before its last `Sources:` block, or `reply` unchanged when it has none.
+    """
+    head, heading, _ = reply.rpartition(SOURCES_HEADING)
+    return head if heading else reply
 
 
 _ROLES = {"system": ChatMessage.from_system, "developer": ChatMessage.from_system,
@@ -84,7 +101,8 @@ def conversation_from_request(messages: Any, max_chars: int | None = None) -> li
     The conversation of an OpenAI-style chat request, for `LoopController`'s `messages` input.
 
     System (and `developer`) messages become system messages; user and assistant messages keep their text (text
-    content parts joined by spaces); earlier messages without text are left out.
+    content parts joined by spaces; an assistant message without the Sources block a reply ends with); earlier
+    messages without text are left out.
 
     :param messages: The request's `messages` (dicts with `role` and `content`, a string or a list of parts).
     :param max_chars: Longest question accepted (the controller's `max_question_chars`), or `None`.
@@ -167,7 +185,7 @@ def sources_text(result: dict[str, Any]) -> str:
     if not lines:
         return ""
     note = unsupported_note(result)
-    return "\n\nSources:\n" + "\n".join([*lines, *([note] if note else [])])
+    return SOURCES_HEADING + "\n".join([*lines, *([note] if note else [])])
 
 
 def progress_line(step: dict[str, Any]) -> str:

@@ -126,6 +126,15 @@ def test_a_follow_up_question_is_answered_with_the_whole_conversation(server, st
     assert content == "Greenwich Village"
 
 
+def test_a_follow_up_sent_with_an_earlier_reply_s_sources_reaches_the_loop_without_them(server):
+    # `history` searches for the assistant message's text: the query shows what of it reached the loop.
+    reply = 'Adriana Trigiani [1]\n\nSources:\n[1] Big Stone Gap (film): "Big Stone Gap is a 2014 American film."'
+    messages = [*HISTORY[:2], {"role": "assistant", "content": reply}, HISTORY[3]]
+    content, reasoning, _ = streamed(server, "history", messages)
+    assert '1. search "Adriana Trigiani [1]"\n' in reasoning
+    assert content == "Greenwich Village"
+
+
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(
     ("messages", "says"),

@@ -7,6 +7,7 @@ import pytest
 
 from haystack_agentic.cli.serve import ServeError, add_serve_parser, plan, write_serving_dir
 from haystack_agentic.serving import BadRequest, answer_text, check_question, progress_line
+from haystack_agentic.serving.chat_completions import conversation_from_request
 
 from .conftest import SCRIPTED_YAML
 
@@ -21,6 +22,18 @@ def test_progress_lines_and_answer_text():
     assert progress_line({"iteration": 1, "action": "search", "query": "q"}) == '1. search "q"\n'
     assert progress_line({"iteration": 3, "action": "give_up", "result": "no data"}) == "3. give_up (no data)\n"
     assert answer_text({"answer": None, "terminated_by": "error", "error": "boom"}).endswith("Error: boom")
+
+
+def test_a_reply_s_sources_are_left_out_of_the_conversation_a_client_sends_back():
+    citation = {"n": 1, "document_id": "trigiani", "title": "Adriana Trigiani", "quote": "Trigiani is based in NYC.",
+                "start": 0, "end": 25, "claim": "NYC", "search": None, "supported": False, "check": "offline"}  # fmt: skip
+    reply = answer_text({"answer": "NYC [1]", "citations": [citation]})
+    assert reply.startswith('NYC [1]\n\nSources:\n[1] (unsupported) Adriana Trigiani: "Trigiani is based in NYC."\n')
+    messages = [{"role": "user", "content": "Where?"}, {"role": "assistant", "content": reply},
+                {"role": "user", "content": "Sources:\n\nSources:\nsince when?"}]  # fmt: skip
+    conversation = conversation_from_request(messages)
+    assert [m.text for m in conversation] == ["Where?", "NYC [1]", "Sources:\n\nSources:\nsince when?"]
+    assert answer_text({"answer": "NYC", "citations": []}) == answer_text({"answer": "NYC"}) == "NYC"
 
 
 def _args(*argv):
