@@ -50,7 +50,8 @@ class CitingResultBuilder(LoopResultBuilder):
             for n, document in enumerate(result["documents"][: self.cite], start=1):
                 content = document["content"] or ""
                 end = first_sentence_end(content)
-                search = next((s for s in result["tool_history"] if document["id"] in (s.get("returned_chunk_ids") or [])), None)
+                found = [s for s in result["tool_history"] if document["id"] in (s.get("returned_chunk_ids") or [])]
+                search = found[0] if found else None
                 citations.append({
                     "n": n, "document_id": document["id"], "title": (document.get("meta") or {}).get("title"),
                     "quote": content[:end], "start": 0, "end": end, "claim": claim,

@@ -51,7 +51,7 @@ def test_sources_follow_the_answer_one_line_each_with_the_unsupported_flagged(mo
     monkeypatch.setenv("COLUMNS", "200")
     text = printed(result_with([
         citation(1, "trigiani", "Adriana Trigiani", QUOTE_1, True),
-        citation(2, "bsg", None, "Big Stone Gap is a\n  2014 film.\x1b[2J", False),  # no title: the document id stands in
+        citation(2, "bsg", None, "Big Stone Gap is a\n  2014 film.\x1b[2J", False),  # no title: the id stands in
     ]))  # fmt: skip
     lines = text.splitlines()
     answer = lines.index("Answer: Adriana Trigiani [1] is based in Greenwich Village [2].")  # the markers kept
@@ -120,7 +120,8 @@ def test_ask_prints_the_sources_and_json_has_the_citations(cited_loop, capsys):
 def test_chat_prints_the_sources_of_an_answer_that_has_citations_and_json_lines_have_them(cited_loop, capsys):
     args = build_parser().parse_args(["chat", "--quiet", *cited_loop])
     out = io.StringIO()
-    assert cmd_chat(args, Console(file=out, width=200, soft_wrap=True), io.StringIO(f"{QUESTION}\nAnd since when?\n")) == 0
+    questions = io.StringIO(f"{QUESTION}\nAnd since when?\n")
+    assert cmd_chat(args, Console(file=out, width=200, soft_wrap=True), questions) == 0
     first, second = out.getvalue().split("Question: And since when?")
     assert f'Sources:\n  [1] Adriana Trigiani: "{QUOTE_1}"\n  [2] (unsupported) Big Stone Gap' in first
     assert "Sources" not in second  # the follow-up answered without searching: no chunks, no citations, no list

@@ -140,12 +140,14 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     ) -> ChatCompletion | AsyncGenerator[ChatCompletion, None]:
         """
         OpenAI-compatible chat: the whole conversation goes to the loop (its last user message is the question);
-        the reply is the answer, with the run's `usage`.
+        the reply is the answer with its `[n]` markers, then its sources when it has citations (a `Sources:`
+        block, see `chat_completions.sources_text`), with the run's `usage`.
 
-        With `stream: true` the answer's tokens stream as `delta.content` (concatenated, the same text as the
-        non-streamed `message.content`), and each step of the loop, as it happens, as `delta.reasoning_content`
-        (e.g. `1. search "..."`) with the step itself in `delta.agentic_step`; `stream_options.include_usage` adds
-        a last chunk with the usage (see `haystack_agentic.serving.chat_completions`).
+        With `stream: true` the answer's tokens stream as `delta.content`, the sources after them (concatenated,
+        the same text as the non-streamed `message.content`), and each step of the loop, as it happens, as
+        `delta.reasoning_content` (e.g. `1. search "..."`) with the step itself in `delta.agentic_step`;
+        `stream_options.include_usage` adds a last chunk with the usage (see
+        `haystack_agentic.serving.chat_completions`).
 
         :param model: The deployed pipeline's name.
         :param messages: The chat messages (OpenAI format): system, user and assistant messages.

@@ -5,7 +5,8 @@ serving the test-only scripted loop (`scripted`, LLM latency 0), a slow copy (`s
 whose LLM misbehaves (`raising`, `garbage`), one whose pipeline itself crashes (`crashing`, one run per component),
 one with an answer LLM that streams its answer (`streaming`), the same whose result has citations (`cited`, made by
 the test double `citing_result.CitingResultBuilder`, its second citation unsupported), one whose controller needs
-the chat history (`history`) and the same YAML as a plain hayhooks YAML pipeline (`plain`). Started once per session, polled until `/status`
+the chat history (`history`) and the same YAML as a plain hayhooks YAML pipeline (`plain`). Started once per
+session, polled until `/status`
 answers (with a deadline), stopped after the session. `serve_process` starts other configurations the same way.
 """
 

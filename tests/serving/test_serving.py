@@ -116,7 +116,9 @@ async def test_mcp_tool_results_carry_the_answer_and_its_citations_as_structured
     document = next(d for d in result["documents"] if d["id"] == citations[0]["document_id"])
     assert document["content"][citations[0]["start"] : citations[0]["end"]] == citations[0]["quote"]
     # A result without citations has an empty list; a failed call has no structured content.
-    assert uncited.structuredContent == {"answer": f"Answer to: {QUESTION}", "terminated_by": "answered", "citations": []}
+    assert uncited.structuredContent == {
+        "answer": f"Answer to: {QUESTION}", "terminated_by": "answered", "citations": [],
+    }  # fmt: skip
     assert blank.isError and blank.structuredContent is None
 
 

@@ -26,7 +26,8 @@ def test_progress_lines_and_answer_text():
 
 def test_a_reply_s_sources_are_left_out_of_the_conversation_a_client_sends_back():
     citation = {"n": 1, "document_id": "trigiani", "title": "Adriana Trigiani", "quote": "Trigiani is based in NYC.",
-                "start": 0, "end": 25, "claim": "NYC", "search": None, "supported": False, "check": "offline"}  # fmt: skip
+                "start": 0, "end": 25, "claim": "NYC", "search": None, "supported": False,
+                "check": "offline"}  # fmt: skip
     reply = answer_text({"answer": "NYC [1]", "citations": [citation]})
     assert reply.startswith('NYC [1]\n\nSources:\n[1] (unsupported) Adriana Trigiani: "Trigiani is based in NYC."\n')
     messages = [{"role": "user", "content": "Where?"}, {"role": "assistant", "content": reply},
