@@ -4,7 +4,7 @@ from haystack import Document
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy, merge_chunks, normalise, title_aliases
+from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy, merge_chunks, title_aliases
 
 QUESTION = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'
 
@@ -66,9 +66,6 @@ class TestTitles:
     def test_stopword_only_titles_are_not_matched(self):
         assert title_aliases("The (band)") == {("the", "band")}
         assert title_aliases("It") == set()
-
-    def test_normalise_folds_case_accents_and_entities(self):
-        assert normalise("César CUI &amp; Co") == "cesar cui & co"
 
     def test_find_mentions_longest_match_and_capital_required(self, policy):
         text = "Directed by Adriana Trigiani in Big Stone Gap; adriana trigiani again."

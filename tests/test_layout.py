@@ -118,11 +118,6 @@ def test_public_names_load_on_first_use():
 #: Most lines a module of the package may have (the style asks for about 400).
 MAX_MODULE_LINES = 450
 
-#: Modules still over the limit, each with why; the list only shrinks (a test fails when an entry is no longer needed).
-OVERSIZED_MODULES = {
-}
-
-
 def module_sizes(package_dir: Path = PACKAGE) -> dict[str, int]:
     """Lines of every module of the package, by path relative to the package folder."""
     return {
@@ -135,15 +130,9 @@ def test_no_module_is_longer_than_the_limit():
     too_long = {
         name: lines
         for name, lines in module_sizes().items()
-        if lines > MAX_MODULE_LINES and name not in OVERSIZED_MODULES
+        if lines > MAX_MODULE_LINES
     }
     assert too_long == {}, f"modules over {MAX_MODULE_LINES} lines (split them by responsibility): {too_long}"
-
-
-def test_the_oversized_list_holds_only_oversized_modules():
-    sizes = module_sizes()
-    stale = [name for name in OVERSIZED_MODULES if sizes.get(name, 0) <= MAX_MODULE_LINES]
-    assert stale == [], f"no longer over {MAX_MODULE_LINES} lines (or gone): remove from OVERSIZED_MODULES: {stale}"
 
 
 def test_the_size_check_sees_a_long_module(tmp_path):

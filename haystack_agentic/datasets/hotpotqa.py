@@ -115,8 +115,7 @@ def hotpotqa_documents(
     `content` is the paragraph's sentences joined with `""` (sentences carry their own leading
     spaces), `meta` is `{"title": title, "source": source}`. With `title_in_content=True` the
     content starts with the title and a newline, so that keyword retrievers (which index
-    `content` only) can match the title: on the HotpotQA sample this raises one BM25 search's
-    both-gold recall at 6 chunks from 49% to 56%.
+    `content` only) can match the title.
 
     Deduplication:
     - `"title"` (HotpotQA): one Document per title; if one title comes with different texts,

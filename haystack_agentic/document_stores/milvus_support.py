@@ -130,9 +130,8 @@ def flush(store: Any) -> None:
     """
     After writing to a Milvus store: seal its growing segments, so searches use the indexes.
 
-    Data written without a flush stays in growing segments, which Milvus searches by brute force: measured here
-    with Milvus Lite at 10k chunks, 1-7 s per search before a flush and tens of milliseconds after (see
-    docs/benchmarks.md). Any other store is left alone.
+    Data written without a flush stays in growing segments, which Milvus searches by brute force (seconds per
+    search at 10k chunks, docs/benchmarks.md). Any other store is left alone.
 
     :param store: The document store written to.
     """
@@ -150,8 +149,7 @@ def reopened_if_stale(store: Any) -> Any:
     milvus-haystack checks whether the collection exists once, when the store is made: an instance made before
     another instance (e.g. the retriever's, or an indexing pipeline's) created the collection keeps counting 0
     documents and filtering none. A pipeline loaded from YAML gives every component its own instance, so the
-    bridge router's store could stay blind to what the retriever's store wrote (measured: the eval's Milvus
-    pipelines ran the bridge policy without any title). Any other store is returned as it is.
+    bridge router's store could stay blind to what the retriever's store wrote. Any other store is returned as it is.
 
     :param store: A document store.
     :returns: `store`, or a new instance from `store.to_dict()` when the collection now holds rows the instance does

@@ -6,16 +6,15 @@ entities and content words occur in them.
 - Key entities are the question's quoted strings, runs of capitalised words ("First for Women", "Bank of
   America") and numbers ("8th", "1994"), with a leading question word dropped ("Which", "In"). An entity is
   *found* when its words occur as one phrase in one chunk (case, accents, punctuation and a possessive "'s"
-  ignored); otherwise it scores the share of its words found in its best chunk, halved.
+  ignored); otherwise it scores the share of its words found in its best chunk, halved (`SCATTERED_ENTITY_CREDIT`).
 - An entity is the *subject* of a chunk when it occurs as a phrase in the chunk's first `HEAD_CHARS` characters
   (its title line and the start of its first sentence): a passage about the entity, not one that names it in
   passing.
 - An entity *has its own passage* when a chunk's title is the entity, or contains it, or is contained in it
   ("Arthur's Magazine" and a chunk titled "Arthur's Magazine"; "Big Stone Gap" and "Big Stone Gap (film)"). A
   chunk's titles are its `meta["title"]` and its first line when that line is short (at most `TITLE_CHARS`) and
-  more text follows (a heading); a parenthetical ("(film)") is ignored. Entities made only of numbers are not counted. On the
-  unanswerable split this is the strongest lexical sign: the question's entities are still *mentioned* by their
-  neighbours, but their own pages are gone.
+  more text follows (a heading); a parenthetical ("(film)") is ignored. Entities made only of numbers are not
+  counted. Without its own passage an entity is only *mentioned* by its neighbours.
 - Content words are the question's words minus stopwords and question words; a word is *found* when a word
   with the same light stem (a final "s", "es", "ed", "ing" removed) occurs in any chunk. Besides their share in
   all chunks together, what counts is their share in one chunk, or in two *linked* chunks (the second's title
@@ -38,13 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from haystack_agentic.policies.bridge_entities import STOPWORDS, normalise
-
-#: Words that carry no content in a question (on top of the bridge policy's stopwords).
-QUESTION_STOPWORDS = STOPWORDS | frozenset(
-    """do does did has have had what which who whom whose when where why how many much name named called
-    one both same first more most other either than can could would will shall should may might i you we
-    us our your my me kind type""".split()
+from haystack_agentic.text import (
+    NAME_CONNECTORS, QUESTION_STOPWORDS, WORD_RE, alternation, fold, stem, strip_qualifier,
 )
 
 # Question words that may open a capitalised run without belonging to the entity ("Which", "In", "The").
@@ -59,15 +53,19 @@ HEAD_CHARS = 150
 #: The longest first line taken as a chunk's title when it has no `meta["title"]`, in characters.
 TITLE_CHARS = 120
 
-_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+#: What an entity found only word by word scores, per share of its words in one chunk: scattered words may be
+#: about something else, so they count half.
+SCATTERED_ENTITY_CREDIT = 0.5
+
 _WORD_RE = re.compile(r"\w+(?:['’.&-]\w+)*", re.UNICODE)
 _SENTENCE_ENDS = frozenset(".!?:;\n\"“")
-_PARENTHETICAL_RE = re.compile(r"\s*\([^)]*\)\s*$")
 _POSSESSIVE_RE = re.compile(r"(\w)['’]s\b")
+#: Lower-case words inside a question's entity: a name's connectors and those of a work's title ("First for Women").
+_ENTITY_CONNECTORS = NAME_CONNECTORS | frozenset("for in on a an to".split())
 # A quoted string, or a run of capitalised words / numbers joined by a few lower-case connectors.
 _ENTITY_RE = re.compile(
     r"\"([^\"]{2,})\"|“([^”]{2,})”"
-    r"|(\b[A-Z0-9][\w'’.&-]*(?:\s+(?:(?:of|the|de|von|van|la|le|and|du|del|da|for|in|on|a|an|to)\s+)*"
+    rf"|(\b[A-Z0-9][\w'’.&-]*(?:\s+(?:{alternation(_ENTITY_CONNECTORS)}\s+)*"
     r"[A-Z0-9][\w'’.&-]*)*)",
     re.UNICODE,
 )
@@ -80,20 +78,7 @@ def tokens(text: str) -> list[str]:
     :param text: Any text.
     :returns: The tokens, in order.
     """
-    return _TOKEN_RE.findall(normalise(_POSSESSIVE_RE.sub(r"\1", text)))
-
-
-def stem(word: str) -> str:
-    """
-    A light stem, enough to match "started"/"start" and "magazines"/"magazine".
-
-    :param word: A folded token.
-    :returns: The word without a final "ing", "ed", "es" or "s" when at least 4 characters remain.
-    """
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) >= len(suffix) + 4 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+    return WORD_RE.findall(fold(_POSSESSIVE_RE.sub(r"\1", text)))
 
 
 def chunk_title(content: str, meta: Mapping[str, Any] | None = None) -> str:
@@ -144,8 +129,7 @@ def truecase(question: str, texts: Sequence[str]) -> str:
     A question typed without capitals, with its words capitalised as the chunks write them.
 
     `key_entities` finds names by their capitals, so "who wrote big stone gap" has none and every entity feature
-    would read "all found" (on the shared HotpotQA sample, lower-cased questions passed the check over unrelated
-    chunks 4 times as often). A word takes the capitalised form a chunk gives it where it does not open a
+    would read "all found". A word takes the capitalised form a chunk gives it where it does not open a
     sentence; stopwords and words no chunk writes capitalised stay as typed. A name no chunk contains cannot be
     restored: its words still count as content words.
 
@@ -173,7 +157,7 @@ def truecase(question: str, texts: Sequence[str]) -> str:
     return _WORD_RE.sub(restore, question)
 
 
-def content_words(question: str) -> list[str]:
+def question_terms(question: str) -> list[str]:
     """
     The question's content words, folded, distinct by stem, in order.
 
@@ -300,8 +284,8 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
             continue
         significant = [t for t in toks if t not in QUESTION_STOPWORDS] or list(toks)
         share = max((sum(t in s for t in significant) / len(significant) for s in chunk_sets), default=0.0)
-        entity_scores.append(0.5 * share)
-    words = content_words(question)
+        entity_scores.append(SCATTERED_ENTITY_CREDIT * share)
+    words = question_terms(question)
     chunk_stems = [{stem(t) for t in s} for s in chunk_sets]
     union = set().union(*chunk_stems) if chunk_stems else set()
     stems = [stem(w) for w in words]
@@ -325,7 +309,7 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
 
 
 def _phrase(title: str) -> str:
-    return " ".join(tokens(_PARENTHETICAL_RE.sub("", title)))
+    return " ".join(tokens(strip_qualifier(title)))
 
 
 def _share(stems: Sequence[str], found: set[str]) -> float:

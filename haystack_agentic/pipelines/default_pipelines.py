@@ -143,7 +143,7 @@ def embedded_pipeline(
             max_chunks=router.max_chunks,
             chunk_chars=700,
             chunks_per_search=2,
-            short_answer=True,  # the 135M model answers in sentences: keep the span it adds (issue 14)
+            short_answer=True,  # the 135M model answers in sentences: keep the span it adds
         ),
         fallback=FallbackSynthesizer(chat_generator=EmbeddedChatGenerator(), max_chunks=router.max_chunks, chunk_chars=700),
         evidence_checker=EvidenceChecker(),

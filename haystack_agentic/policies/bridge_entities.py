@@ -7,7 +7,6 @@ then search the entities that the best retrieved chunks mention but the question
 *bridge entities*, recognised as the titles of other documents in the store), then answer.
 """
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,48 +14,38 @@ from typing import Any
 from haystack import Document, logging
 
 from haystack_agentic.dataclasses.loop_state import merge_chunks
-from haystack_agentic.policies.mention_search import covers_open_words, mentions_search
-from haystack_agentic.policies.entity_scoring import (  # noqa: F401 - normalise is re-exported
-    Candidate, PageIndex, ScoringWeights, content_words, generic_specificity, is_generic, normalise, score_candidate,
+from haystack_agentic.policies.entity_scoring import (
+    Candidate, PageIndex, generic_specificity, is_generic, score_candidate,
 )
+from haystack_agentic.policies.mention_search import covers_open_words, mentions_search
+from haystack_agentic.text import STOPWORDS, WORD_RE, content_words, fold, folded_words, strip_qualifier
 
 logger = logging.getLogger(__name__)
-
-# Aliases made only of these words are never matched (they would fire on every sentence start).
-STOPWORDS = frozenset(
-    """a an the and or of in on at to for from by with as is was are were be been it its he she
-    they them his her their this that these those there here who whom whose which what when where
-    why how not no but if then than so also after before during since until while into onto over
-    under about between through s""".split()
-)
-
-_TOKEN_RE = re.compile(r"\w+", re.UNICODE)
-_PAREN_RE = re.compile(r"\s*\([^()]*\)\s*$")
 
 #: Longest title alias indexed, in tokens: longer titles are lists and descriptions, not names a chunk repeats.
 MAX_ALIAS_TOKENS = 12
 
-def _tokens(text: str) -> list[re.Match]:
-    return list(_TOKEN_RE.finditer(text))
+#: Distinct chunk texts whose mentions are cached (chunks recur turn after turn; the cache stays bounded).
+MENTION_CACHE_SIZE = 4096
 
 
 def title_aliases(title: str) -> set[tuple[str, ...]]:
     """
-    The normalised token sequences under which a title can be mentioned.
+    The folded token sequences under which a title can be mentioned.
 
     `"Big Stone Gap (film)"` gives `("big", "stone", "gap", "film")` and `("big", "stone", "gap")`.
-    Aliases made only of stopwords are dropped.
+    Aliases made only of stopwords (`text.STOPWORDS`) are dropped.
 
     :param title: A document title.
     :returns: A set of token tuples (possibly empty).
     """
     forms = {title}
-    bare = _PAREN_RE.sub("", title).strip()
+    bare = strip_qualifier(title)
     if bare:
         forms.add(bare)
     aliases = set()
     for form in forms:
-        toks = tuple(m.group(0) for m in _TOKEN_RE.finditer(normalise(form)))
+        toks = tuple(folded_words(form))
         if toks and not all(t in STOPWORDS for t in toks):
             aliases.add(toks)
     return aliases
@@ -89,7 +78,7 @@ class BridgeEntityPolicy:
     Budget: `first_top_k + max_follow_ups * follow_up_top_k` should not exceed the loop's chunk cap
     (defaults: 4 + 2 x 1 = 6), because BM25 scores of different queries are not comparable (a short
     title query scores lower than a long question), and a loop that evicts the lowest score would
-    drop the follow-up chunks. docs/benchmarks.md has the measured recall.
+    drop the follow-up chunks.
 
     Usage example:
     ```python
@@ -169,7 +158,6 @@ class BridgeEntityPolicy:
         self._generic_below = (  # the specificity under which a lookahead-0 page is generic (None: rule off)
             None if generic_share is None else generic_specificity(generic_share, self.pages.documents)
         )
-        self._weights = ScoringWeights()
 
         self._index: dict[tuple[str, ...], list[str]] = {}
         self._aliases: dict[str, set[tuple[str, ...]]] = {}
@@ -236,16 +224,16 @@ class BridgeEntityPolicy:
         :param text: Any text (a chunk's content).
         :returns: The mentions; a mention starts with an upper-case letter or a digit in `text`.
         """
-        # normalise() keeps token boundaries for almost all text, but NFKD can change lengths, so
+        # fold() keeps token boundaries for almost all text, but NFKD can change lengths, so
         # match on the folded tokens and keep the original token spans for the capital check.
         cached = self._mention_cache.get(text)
         if cached is not None:
             return list(cached)
-        spans = _tokens(text)
+        spans = list(WORD_RE.finditer(text))
         if text.isascii() and "&" not in text:
             folded = [m.group(0).lower() for m in spans]
         else:
-            folded = [normalise(m.group(0)) for m in spans]
+            folded = [fold(m.group(0)) for m in spans]
         mentions: list[Mention] = []
         i, n = 0, len(spans)
         while i < n:
@@ -262,7 +250,7 @@ class BridgeEntityPolicy:
                     break
             else:
                 i += 1
-        if len(self._mention_cache) >= 4096:  # chunks recur turn after turn; keep the cache bounded
+        if len(self._mention_cache) >= MENTION_CACHE_SIZE:
             self._mention_cache.clear()
         self._mention_cache[text] = mentions
         return list(mentions)
@@ -285,9 +273,9 @@ class BridgeEntityPolicy:
         :param searched: The queries already made.
         :returns: The candidates.
         """
-        q_joined = f" {' '.join(_TOKEN_RE.findall(normalise(question)))} "
+        q_joined = f" {' '.join(folded_words(question))} "
         q_words = content_words(question)
-        searched_norm = {normalise(s).strip() for s in searched}
+        searched_norm = {fold(s).strip() for s in searched}
         retrieved = {c.meta.get("title") for c in chunks}
         best: dict[str, Candidate] = {}
         for rank, chunk in enumerate(chunks[: self.scan_top_chunks]):
@@ -298,13 +286,13 @@ class BridgeEntityPolicy:
                 for title in mention.titles:
                     if title in retrieved or (title in best and best[title].chunk_rank < rank):
                         continue
-                    if normalise(self._query_for(title)).strip() in searched_norm:
+                    if fold(self._query_for(title)).strip() in searched_norm:
                         continue
                     if self._in_question(title, q_joined):
                         continue
                     candidate = score_candidate(
                         self.pages, title, words, q_words, said, chunk.meta.get("title") or "", rank,
-                        mention.start / max(len(text), 1), self._weights,
+                        mention.start / max(len(text), 1),
                     )
                     if title not in best or candidate.score > best[title].score:
                         best[title] = candidate
@@ -313,7 +301,7 @@ class BridgeEntityPolicy:
     @staticmethod
     def _query_for(title: str) -> str:
         """A page's follow-up query: its title without the parenthetical disambiguator."""
-        return _PAREN_RE.sub("", title).strip() or title
+        return strip_qualifier(title) or title
 
     def next_searches(
         self, question: str, chunks: Sequence[Document], searched: Sequence[str], latest: Sequence[str] = ()
@@ -351,11 +339,11 @@ class BridgeEntityPolicy:
     def _scored_searches(self, question: str, chunks: Sequence[Document], searched: Sequence[str]) -> list[dict]:
         """Question titles, then the specific pages, then a mentions search, then the generic pages."""
         retrieved = {c.meta.get("title") for c in chunks}
-        searched_norm = {normalise(s).strip() for s in searched}
+        searched_norm = {fold(s).strip() for s in searched}
         out: list[dict[str, Any]] = []
         for mention in self.find_mentions(question):
             for title in mention.titles:
-                if title not in retrieved and normalise(self._query_for(title)).strip() not in searched_norm:
+                if title not in retrieved and fold(self._query_for(title)).strip() not in searched_norm:
                     out.append(self._page_search(title, question, f"the question names {title!r}"))
         pages = self.scored_candidates(question, chunks, searched)
         strong = pages
@@ -380,9 +368,10 @@ class BridgeEntityPolicy:
         """
         Run the whole policy with a retrieval function, the way an agentic loop would.
 
-        One search per turn: the question with `first_top_k`, then up to `max_follow_ups` times
-        the first search of `next_searches` (on the chunks so far, best first). Chunks are merged like the loop's state: deduplicated by id keeping the highest score,
-        sorted by score (a missing score ranks lowest), capped at `chunk_cap` (lowest evicted).
+        One search per turn: the question with `first_top_k`, then up to `max_follow_ups` times the first search of
+        `next_searches` (on the chunks so far, best first). Chunks are merged like the loop's state: deduplicated by
+        id keeping the highest score, sorted by score (a missing score ranks lowest), capped at `chunk_cap` (lowest
+        evicted).
 
         :param question: The user's question.
         :param retrieve: `retrieve(query, top_k, filters) -> list[Document]`, best first, e.g.

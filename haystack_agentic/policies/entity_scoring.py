@@ -15,66 +15,32 @@ Every number is kept in a `Candidate`, so a trace can say why a follow-up was ch
 and the per-decision cost is a few set lookups per candidate (the page token sets are built once).
 """
 
-import html
 import math
-import re
-import unicodedata
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from haystack import logging
 
+from haystack_agentic.text import NON_CONTENT_WORDS, content_words
+
 logger = logging.getLogger(__name__)
-
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
-
-#: Words that never count as question content (question words and function words).
-FUNCTION_WORDS = frozenset(
-    """a an the and or of in on at to for from by with as is was are were be been being it its he she they them
-    his her their this that these those there here who whom whose which what when where why how not no but if
-    then than so also after before during since until while into onto over under about between through s do does
-    did has have had one ones same both either other another name named called known many much more most
-    january february march april may june july august september october november december""".split()
-)
 
 #: How many distinct opening words of each page are kept for the lookahead (memory: 4 bytes each).
 PAGE_WORDS = 48
 
+# The candidate score's weights (fitted on half A of the HotpotQA sample, docs/benchmarks.md):
+#: per unit of lookahead (0..1): a page that says what the question still asks is the strongest sign;
+LOOKAHEAD_WEIGHT = 4.0
+#: per unit of specificity (mean IDF, about 1..9): rare names beat generic ones, without outweighing the lookahead;
+SPECIFICITY_WEIGHT = 0.25
+#: per rank of the mentioning chunk (0 = best): a name in the best chunk is more likely the next hop;
+RANK_WEIGHT = 0.5
+#: per unit of position in the chunk (0 = start, 1 = end): a lead paragraph names its key links early.
+POSITION_WEIGHT = 0.5
 
-def fold(text: str) -> str:
-    """Cheap case/accent folding used for scoring (ASCII fast path; the policy's `normalise` otherwise)."""
-    return text.lower() if text.isascii() else normalise(text)
-
-
-def normalise(text: str) -> str:
-    """
-    Fold text for matching: Unicode compatibility form, accents removed, lower case.
-
-    Only the accents of Latin, Greek and Cyrillic letters go (the Combining Diacritical Marks block, U+0300-U+036F:
-    "é" -> "e"); other scripts' combining marks are part of their letters and stay (Japanese voicing marks:
-    "ど" stays "ど", not "と"; Devanagari vowel signs).
-
-    :param text: Any text (HTML entities such as `&amp;`, found in HotpotQA titles, are decoded).
-    :returns: The folded text (NFC).
-    """
-    if text.isascii() and "&" not in text:
-        return text.lower()  # NFKD and entity decoding change nothing here: the common case, fast
-    text = unicodedata.normalize("NFKD", html.unescape(text))
-    kept = "".join(c for c in text if not "\u0300" <= c <= "\u036f")
-    return unicodedata.normalize("NFC", kept).lower()
-
-
-def content_words(text: str) -> list[str]:
-    """The folded word tokens of `text` that are not function words, in order (repeats kept)."""
-    return list(_content_words(text))
-
-
-@lru_cache(maxsize=4096)
-def _content_words(text: str) -> tuple[str, ...]:
-    # Chunks come back turn after turn (and question after question): their words are computed once.
-    return tuple(w for w in _WORD_RE.findall(fold(text)) if w not in FUNCTION_WORDS)
+#: The fewest chunks a generic mention's words are in: in a small store no name is generic.
+GENERIC_MIN_CHUNKS = 20
 
 
 @dataclass(frozen=True)
@@ -118,12 +84,11 @@ class PageIndex:
     Built once from the store's documents (title + content); at 100k chunks it holds about 20 MB.
     """
 
-    def __init__(self, pages: Iterable[tuple[str, str]], page_words: int = PAGE_WORDS) -> None:
+    def __init__(self, pages: Iterable[tuple[str, str]]) -> None:
         """
-        Index `(title, content)` pairs.
+        Index `(title, content)` pairs, keeping the first `PAGE_WORDS` distinct content words of each title.
 
         :param pages: The store's documents as `(title, content)`; several chunks of one title are merged.
-        :param page_words: Distinct opening content words kept per title (default 48).
         """
         self._vocab: dict[str, int] = {}
         df: list[int] = []
@@ -142,8 +107,8 @@ class PageIndex:
                 ids.append(i)
             if title:
                 kept = self._pages.get(title)
-                if kept is None or len(kept) < page_words:
-                    merged = list(dict.fromkeys([*(kept or ()), *ids[:page_words]]))[:page_words]
+                if kept is None or len(kept) < PAGE_WORDS:
+                    merged = list(dict.fromkeys([*(kept or ()), *ids[:PAGE_WORDS]]))[:PAGE_WORDS]
                     self._pages[title] = array("I", merged)
         self.documents = n
         self._idf = [math.log(1 + n / d) for d in df]
@@ -164,36 +129,25 @@ class PageIndex:
 
     def specificity(self, mention_words: Iterable[str]) -> float:
         """Mean IDF of a mention's content words (0 when it has none)."""
-        words = [w for w in mention_words if w not in FUNCTION_WORDS]
+        words = [w for w in mention_words if w not in NON_CONTENT_WORDS]
         return sum(self.idf(w) for w in words) / len(words) if words else 0.0
 
 
-@dataclass(frozen=True)
-class ScoringWeights:
-    """Weights of the candidate score (calibrated on one half of the HotpotQA sample, see docs/benchmarks.md)."""
-
-    lookahead: float = 4.0
-    specificity: float = 0.25
-    rank: float = 0.5
-    position: float = 0.5
-
-
-def generic_specificity(share: float, documents: int, min_chunks: int = 20) -> float:
+def generic_specificity(share: float, documents: int) -> float:
     """
     The specificity below which a mention counts as generic: its words are, on average (in IDF), in more than
-    `share` of the store's chunks and in at least `min_chunks` of them ("United States", "Education", "World War
+    `share` of the store's chunks and in at least `GENERIC_MIN_CHUNKS` of them ("United States", "Education", "World War
     II" in a store of a few thousand Wikipedia paragraphs; `share=0.05` gives log(21) = 3.04). In a small store
-    (under `min_chunks / share` chunks) the count decides, so that a name a few chunks say is never generic.
+    (under `GENERIC_MIN_CHUNKS / share` chunks) the count decides, so that a name a few chunks say is never generic.
 
     :param share: A share of the store's chunks, in (0, 1).
     :param documents: The store's chunk count (`PageIndex.documents`).
-    :param min_chunks: The fewest chunks a generic mention's words are in (default 20).
     :returns: The specificity threshold (0 for an empty store: nothing is generic).
     :raises ValueError: If `share` is not in (0, 1).
     """
     if not 0 < share < 1:
         raise ValueError(f"generic_share must be in (0, 1), got {share!r}.")
-    return min(math.log(1 + 1 / share), math.log(1 + documents / min_chunks))
+    return min(math.log(1 + 1 / share), math.log(1 + documents / GENERIC_MIN_CHUNKS))
 
 
 def is_generic(candidate: Candidate, threshold: float) -> bool:
@@ -219,7 +173,6 @@ def score_candidate(
     chunk_title: str,
     chunk_rank: int,
     position: float,
-    weights: ScoringWeights = ScoringWeights(),
 ) -> Candidate:
     """
     Score one title mention (see the module docstring).
@@ -232,7 +185,6 @@ def score_candidate(
     :param chunk_title: The mentioning chunk's title.
     :param chunk_rank: Its rank among the scanned chunks (0 = best).
     :param position: Relative start of the mention in the chunk (0..1).
-    :param weights: The score's weights.
     :returns: The scored candidate.
     """
     open_words = open_question_words(question_words, chunk_text, title)
@@ -243,9 +195,9 @@ def score_candidate(
     lookahead = sum(index.idf(w) for w in shared) / total if total else 0.0
     specificity = index.specificity(mention_words)
     score = (
-        weights.lookahead * lookahead
-        + weights.specificity * specificity
-        - weights.rank * chunk_rank
-        - weights.position * position
+        LOOKAHEAD_WEIGHT * lookahead
+        + SPECIFICITY_WEIGHT * specificity
+        - RANK_WEIGHT * chunk_rank
+        - POSITION_WEIGHT * position
     )
     return Candidate(title, score, chunk_rank, chunk_title, lookahead, tuple(shared), specificity, position)

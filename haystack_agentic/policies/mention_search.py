@@ -19,16 +19,28 @@ from typing import Any
 
 from haystack import Document, logging
 
-from haystack_agentic.policies.entity_scoring import PageIndex, content_words
+from haystack_agentic.policies.entity_scoring import PageIndex
+from haystack_agentic.text import NAME_CONNECTORS, alternation, content_words
 
 logger = logging.getLogger(__name__)
 
-# A run of capitalised words, optionally joined by a few lower-case connectors ("Bank of America").
+# A run of capitalised words, optionally joined by lower-case name connectors ("Bank of America").
 _NAME_RE = re.compile(
-    r"\b[A-Z][\w'’-]*(?: +(?:(?:of|the|de|von|van|la|le|and|du|del|da) +)*[A-Z0-9][\w'’-]*)*", re.UNICODE
+    rf"\b[A-Z][\w'’-]*(?: +(?:{alternation(NAME_CONNECTORS)} +)*[A-Z0-9][\w'’-]*)*", re.UNICODE
 )
-_MAX_NAME_WORDS = 6
+#: Longest name, in content words: a longer capitalised run is a row of table cells, not a name.
+MAX_NAME_WORDS = 6
 _SENTENCE_RE = re.compile(r"[^.!?]+(?:[.!?]+|$)")
+
+# The name score (higher is better):
+#: per unit of proximity (share of the question's IDF said in the name's sentence): the next hop sits near them;
+PROXIMITY_WEIGHT = 3.0
+#: per unit of specificity (mean IDF of the name's new words): a rare name is a better query;
+SPECIFICITY_WEIGHT = 0.2
+#: per rank of the chunk: names in the best chunk first;
+RANK_WEIGHT = 1.0
+#: per unit of position in the chunk (0 = start, 1 = end): a paragraph names its subject's links early.
+POSITION_WEIGHT = 1.0
 
 
 @dataclass(frozen=True)
@@ -43,9 +55,7 @@ class MentionEntity:
     score: float
 
 
-def entity_names(
-    pages: PageIndex, question: str, chunks: Sequence[Document], scan: int, rank_weight: float = 1.0
-) -> list[MentionEntity]:
+def entity_names(pages: PageIndex, question: str, chunks: Sequence[Document], scan: int) -> list[MentionEntity]:
     """
     Names in the best `scan` chunks that the question does not contain, most specific first.
 
@@ -53,7 +63,6 @@ def entity_names(
     :param question: The user's question.
     :param chunks: The chunks retrieved so far, in scan order.
     :param scan: How many chunks to scan.
-    :param rank_weight: Score penalty per chunk rank.
     :returns: The names (deduplicated, case-insensitively).
     """
     q_words = set(content_words(question))
@@ -70,14 +79,19 @@ def entity_names(
             for match in _NAME_RE.finditer(sentence.group(0)):
                 name = match.group(0).strip(" .'’-")
                 words = content_words(name)
-                if len(words) > _MAX_NAME_WORDS:
-                    continue  # a run of capitalised table cells, not a name
+                if len(words) > MAX_NAME_WORDS:
+                    continue
                 new = [w for w in words if w not in q_words and w not in title_words and not w.isdigit() and len(w) > 1]
                 if not new or len(new) < len(words) / 2 or " ".join(words) in retrieved:
                     continue  # mostly the question's or the chunk's own subject, or a page already retrieved
                 specificity = pages.specificity(new)
                 position = (sentence.start() + match.start()) / max(len(text), 1)
-                score = 3.0 * proximity + 0.2 * specificity - rank_weight * rank - position
+                score = (
+                    PROXIMITY_WEIGHT * proximity
+                    + SPECIFICITY_WEIGHT * specificity
+                    - RANK_WEIGHT * rank
+                    - POSITION_WEIGHT * position
+                )
                 key = " ".join(words)
                 if key not in out or score > out[key].score:
                     out[key] = MentionEntity(name, rank, title, specificity, position, score)

@@ -4,16 +4,15 @@ Decide "which came first" comparisons between two named options from the years t
 
 HotpotQA-style comparison questions ("Who was born first, Vladimir Nabokov or Harper Lee?", "Which was released
 first, A or B?", "Which author lived longer, A or B?") are answered by a date each option's own page opens with:
-a person's page starts with the birth (and death) year, a film's or band's with its release or founding year. A
-135M model picks the wrong option about half the time; the years in the chunks do not. Only when each option has
-its own chunk (the chunk's title is the option, or the chunk opens with it) with a year in its first 300
-characters, and the years differ; otherwise `None` and the model's choice stands. Deterministic, microseconds.
+a person's page starts with the birth (and death) year, a film's or band's with its release or founding year.
+Only when each option has its own chunk (the chunk's title is the option, or the chunk opens with it) with a year
+in its first `OPENING_CHARS` characters, and the years differ; otherwise `None` and the model's choice stands.
 """
 
 import re
 from collections.abc import Sequence
 
-from haystack_agentic.policies.entity_scoring import fold
+from haystack_agentic.text import fold, strip_qualifier
 
 _EARLIER_RE = re.compile(r"\b(first|earlier|earliest|older|oldest|before)\b", re.IGNORECASE)
 _LATER_RE = re.compile(r"\b(later|latest|younger|youngest|more recent|most recent|newer|newest)\b", re.IGNORECASE)
@@ -21,9 +20,12 @@ _LIFESPAN_RE = re.compile(r"\b(lived longer|longer life|lived the longest)\b", r
 #: A year: four digits not inside a longer number ("1926February" counts; "12,1926" and "19265" do not) and not a
 #: measure ("1850 m", "2000 ft").
 _YEAR_RE = re.compile(r"(?<![\d,.])(1[0-9]{3}|20[0-9]{2})(?![\d,]|\.\d|\s?(?:m|km|ft|feet|metres|meters|mi|miles)\b)")
-_TITLE_QUALIFIER_RE = re.compile(r"\s*\([^)]*\)\s*$")
 #: How far into a chunk (characters after its title line) the option's own year is looked for.
 OPENING_CHARS = 300
+#: The longest lifespan, in years, taken as one (a larger gap between two years is not a birth and a death).
+MAX_LIFESPAN_YEARS = 130
+#: How many characters past an untitled chunk's opening option may sit before its text ("Terry Richardson (born").
+_OPENING_SLACK = 8
 
 
 def _bare(name: str) -> str:
@@ -40,10 +42,10 @@ def _own_chunk(option: str, chunk_texts: Sequence[str]) -> str | None:
         return None
     for text in chunk_texts:
         title, _, body = text.partition("\n")
-        if _bare(_TITLE_QUALIFIER_RE.sub("", title)) == wanted:
+        if _bare(strip_qualifier(title)) == wanted:
             return body or text
     for text in chunk_texts:  # an untitled chunk that opens with the option ("Terry Richardson (born ...")
-        if _bare(text[: len(option) + 8]).startswith(wanted):
+        if _bare(text[: len(option) + _OPENING_SLACK]).startswith(wanted):
             return text
     return None
 
@@ -67,7 +69,7 @@ def compare_by_year(question: str, options: tuple[str, str], chunk_texts: Sequen
         chunk = _own_chunk(option, chunk_texts)
         years = [int(y) for y in _YEAR_RE.findall(chunk[:OPENING_CHARS])] if chunk else []
         if lifespan:
-            if len(years) < 2 or not 0 < years[1] - years[0] < 130:
+            if len(years) < 2 or not 0 < years[1] - years[0] < MAX_LIFESPAN_YEARS:
                 return None
             keys.append(years[1] - years[0])
         elif years:

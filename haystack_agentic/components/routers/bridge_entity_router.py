@@ -54,8 +54,7 @@ class BridgeEntityRouter:
     The title index is built from the `document_store`'s `meta["title"]` values on first use and rebuilt when
     the store's document count changes.
 
-    On the shared HotpotQA sample (360 questions, in-memory BM25, 6 chunks) this finds both gold paragraphs for
-    more questions than one search of 6 chunks: see `benchmarks/bridge_recall.py` and the README for figures.
+    Its recall against one search is measured by `benchmarks/bridge_recall.py` (figures in docs/benchmarks.md).
 
     ### Usage example
     ```python
@@ -232,7 +231,7 @@ class BridgeEntityRouter:
         if follow_ups_done < self.max_follow_ups and not state.is_last_iteration:
             # The store's document count is checked once per run (its first follow-up), not every turn: on a
             # server each check is a round trip (Milvus: a count(*) query).
-            if state.filters:  # the run's scope: only titles it may see (issue 10, finding 7)
+            if state.filters:  # the run's scope: only titles it may see
                 policy = self.policy_for(state.filters)
             elif follow_ups_done == 0 or self._indexed_count is None:
                 policy = self._current_policy()

@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+The word-level pieces the deterministic text rules share: folding, word lists, a light stem, the words that join
+the capitalised words of a name, and a title's trailing "(qualifier)".
+
+The bridge-entity policy (`policies/`), the evidence features (`evidence/features.py`) and the short-answer rules
+(`components/generators/_short_answer.py`, `_comparison_answer.py`) import them from here. Pure Python.
+
+Usage example:
+```python
+from haystack_agentic.text import content_words, fold, stem, strip_qualifier
+
+print(fold("César CUI &amp; Co"))  # "cesar cui & co"
+print(content_words("Who directed the film Big Stone Gap?"))  # ["directed", "film", "big", "stone", "gap"]
+print(stem("started"), strip_qualifier("Big Stone Gap (film)"))  # "start" "Big Stone Gap"
+```
+"""
+
+import html
+import re
+import unicodedata
+from collections.abc import Iterable
+from functools import lru_cache
+
+#: A word token (Unicode letters, digits and underscore).
+WORD_RE = re.compile(r"\w+", re.UNICODE)
+
+#: A title's trailing parenthetical disambiguator: "Big Stone Gap (film)", "Mercury (planet)".
+QUALIFIER_RE = re.compile(r"\s*\([^()]*\)\s*$")
+
+#: English function words: articles, pronouns, prepositions, conjunctions, forms of "be".
+STOPWORDS = frozenset(
+    """a an the and or of in on at to for from by with as is was are were be been it its he she
+    they them his her their this that these those there here who whom whose which what when where
+    why how not no but if then than so also after before during since until while into onto over
+    under about between through s""".split()
+)
+
+#: The month names (content in a date, noise when scoring a name's specificity).
+MONTHS = frozenset("january february march april may june july august september october november december".split())
+
+#: Words a question is phrased with that say nothing about its subject ("how many", "what is the name of").
+PHRASING_WORDS = frozenset(
+    "do does did has have had name named called many much more most one both same either other".split()
+)
+
+#: Words that never count as content when a text is matched against the store's pages.
+NON_CONTENT_WORDS = STOPWORDS | PHRASING_WORDS | MONTHS | frozenset("being ones another known".split())
+
+#: Words that carry no content in a question: function and phrasing words, modal verbs, pronouns, and the
+#: nouns of "what kind/type of" and "which came first".
+QUESTION_STOPWORDS = (
+    STOPWORDS
+    | PHRASING_WORDS
+    | frozenset("can could would will shall should may might i you we us our your my me first kind type".split())
+)
+
+#: Lower-case words that may join the capitalised words of one name ("Bank of America", "Ludwig van Beethoven").
+NAME_CONNECTORS = frozenset("of the de von van la le and du del da".split())
+
+#: Light-stem suffixes, tried in this order: "starting" -> "start", "started" -> "start", "words" -> "word".
+_STEM_SUFFIXES = ("ing", "ed", "es", "s")
+
+#: The fewest characters a stem keeps ("string" stays, "starting" -> "start").
+_MIN_STEM = 4
+
+
+def fold(text: str) -> str:
+    """
+    Fold text for matching: HTML entities decoded, Unicode compatibility form, accents removed, lower case.
+
+    Only the accents of Latin, Greek and Cyrillic letters go (the Combining Diacritical Marks block, U+0300-U+036F:
+    "é" -> "e"); other scripts' combining marks are part of their letters and stay (Japanese voicing marks:
+    "ど" stays "ど", not "と"; Devanagari vowel signs).
+
+    :param text: Any text (HTML entities such as `&amp;`, found in HotpotQA titles, are decoded).
+    :returns: The folded text (NFC).
+    """
+    if text.isascii() and "&" not in text:
+        return text.lower()  # NFKD and entity decoding change nothing here: the common case, fast
+    text = unicodedata.normalize("NFKD", html.unescape(text))
+    kept = "".join(c for c in text if not "\u0300" <= c <= "\u036f")
+    return unicodedata.normalize("NFC", kept).lower()
+
+
+def folded_words(text: str) -> list[str]:
+    """The folded word tokens of `text`, in order."""
+    return WORD_RE.findall(fold(text))
+
+
+def content_words(text: str) -> list[str]:
+    """The folded word tokens of `text` that are not `NON_CONTENT_WORDS`, in order (repeats kept)."""
+    return list(_content_words(text))
+
+
+@lru_cache(maxsize=4096)
+def _content_words(text: str) -> tuple[str, ...]:
+    # Chunks come back turn after turn (and question after question): their words are computed once.
+    return tuple(w for w in WORD_RE.findall(fold(text)) if w not in NON_CONTENT_WORDS)
+
+
+def stem(word: str) -> str:
+    """
+    A light stem: one suffix off, so "started" and "starting" match "start", "words" matches "word".
+
+    Only the suffix goes ("magazines" -> "magazin", which does not match "magazine").
+
+    :param word: A folded token.
+    :returns: The word without its first matching final "ing", "ed", "es" or "s" when at least 4 characters
+        remain.
+    """
+    for suffix in _STEM_SUFFIXES:
+        if len(word) >= len(suffix) + _MIN_STEM and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def strip_qualifier(title: str) -> str:
+    """A title without its trailing "(qualifier)", stripped: "Big Stone Gap (film)" -> "Big Stone Gap"."""
+    return QUALIFIER_RE.sub("", title).strip()
+
+
+def alternation(choices: Iterable[str]) -> str:
+    """A regex group matching any of `choices` literally: `(?:a|b|c)`, longest first."""
+    return "(?:" + "|".join(re.escape(c) for c in sorted(choices, key=lambda c: (-len(c), c))) + ")"
