@@ -18,9 +18,12 @@ Windows. Every function reads the environment when called, so a change made afte
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from haystack.utils import Secret
 from platformdirs import user_cache_path
+
+if TYPE_CHECKING:
+    from haystack.utils import Secret
 
 #: The application name of the cache folder.
 APP_NAME = "haystack-agentic"
@@ -113,7 +116,7 @@ def openai_configured() -> bool:
     return bool(_env(ENV_OPENAI_API_KEY) or _env(ENV_OPENAI_BASE_URL))
 
 
-def openai_api_key(base_url: str | None = None) -> Secret | None:
+def openai_api_key(base_url: str | None = None) -> "Secret | None":
     """
     The API key to pass an `OpenAIChatGenerator` explicitly, if any; nothing is written to the environment.
 
@@ -123,6 +126,8 @@ def openai_api_key(base_url: str | None = None) -> Secret | None:
         cannot be saved with `to_dict`).
     :raises ValueError: When neither `OPENAI_API_KEY` nor a base URL is set.
     """
+    from haystack.utils import Secret  # noqa: PLC0415 - `--help` imports this module, and no haystack
+
     if _env(ENV_OPENAI_API_KEY):
         return None
     if not (base_url or _env(ENV_OPENAI_BASE_URL)):
