@@ -22,7 +22,8 @@ from haystack_agentic.indexing.store_faults import StoreError, check_milvus_lite
 from haystack_agentic.indexing.store_files import read_store_file
 from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, link_collection_store, max_runs_for
 from haystack_agentic.resources import pipeline_path
-from haystack_agentic.settings import DEFAULT_WEAVIATE_URL, ENV_OPENAI_API_KEY, openai_api_key, openai_configured
+from haystack_agentic.llm.local_server_key import openai_api_key
+from haystack_agentic.settings import DEFAULT_WEAVIATE_URL, ENV_OPENAI_API_KEY, openai_configured
 
 #: Components every loop pipeline YAML has (see `build_loop_pipeline`).
 REQUIRED_COMPONENTS = ("controller", "retriever", "result")
@@ -97,7 +98,7 @@ def load_loop_pipeline(
     :param model: Model name set on every `OpenAIChatGenerator` in it.
     :param api_base_url: Base URL set on every `OpenAIChatGenerator` in it. An `OpenAIChatGenerator` that would read
         its key from an unset `OPENAI_API_KEY` but has a base URL (this one, its own or `OPENAI_BASE_URL`: a local
-        server, which ignores the key) is given `settings.openai_api_key`'s placeholder key instead.
+        server, which ignores the key) is given a `LocalServerKey` instead (`llm.local_server_key`).
     :param max_iterations: Set on the `LoopController`, with a matching `max_runs_per_component`.
     :param store_uri: Set as the URI of every Milvus store (`connection_args.uri`: a Milvus Lite file or a server)
         and the URL of every Weaviate store in it.
