@@ -107,3 +107,4 @@ def openai_configured() -> bool:
     :returns: `True` when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set.
     """
     return bool(_env(ENV_OPENAI_API_KEY) or _env(ENV_OPENAI_BASE_URL))
+

@@ -14,7 +14,7 @@ from haystack_agentic import (
     LoopController,
     build_loop_pipeline,
 )
-from haystack_agentic.components.routers.bridge_entity_router import and_filters
+from haystack_agentic.indexing.collections import and_filters
 from haystack_agentic.testing import ScriptedChatGenerator
 
 QUESTION = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'
@@ -50,6 +50,7 @@ def test_same_sockets_as_agentic_router(store):
     assert set(bridge.__haystack_input__._sockets_dict) == set(llm.__haystack_input__._sockets_dict)
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_searches_question_then_follows_the_bridge_entity(store):
     result = _pipeline(store, first_top_k=1)
     out = result.run({"controller": {"query": QUESTION}})["result"]
@@ -64,6 +65,7 @@ def test_searches_question_then_follows_the_bridge_entity(store):
     assert out["usage"]["answer"]["calls"] == 1 and "controller" not in out["usage"]
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_follow_up_is_scoped_to_the_title_and_the_run_filters(store):
     run_filters = {"field": "meta.lang", "operator": "==", "value": "en"}
     out = _pipeline(store, first_top_k=1).run({"controller": {"query": QUESTION, "filters": run_filters}})
@@ -86,6 +88,8 @@ def test_and_filters():
     assert and_filters(None, None) is None
     assert and_filters(a, None) == a
     assert and_filters(a, b) == {"operator": "AND", "conditions": [a, b]}
+    either = {"operator": "OR", "conditions": [a, b]}  # Haystack's MERGE policy would drop `a` here
+    assert and_filters(a, either) == {"operator": "AND", "conditions": [a, either]}
 
 
 def test_title_index_follows_the_store(store):
@@ -97,6 +101,7 @@ def test_title_index_follows_the_store(store):
     assert "Greenwich Village" in proposals
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_max_follow_ups_zero_is_one_search(store):
     out = _pipeline(store, first_top_k=2, max_follow_ups=0).run({"controller": {"query": QUESTION}})
     actions = [s["action"] for s in out["result"]["tool_history"]]
@@ -198,6 +203,7 @@ def tenant_a_trace(store, retriever) -> list[tuple]:
     return trace_of(out)
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_another_tenants_titles_do_not_change_a_run():
     """Finding 7 of issue 10: tenant A's trace is the same whether tenant B's documents exist or not."""
     alone = InMemoryDocumentStore(index=f"tenant-{uuid.uuid4()}")

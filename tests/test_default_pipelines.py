@@ -24,6 +24,8 @@ NAMES = [
     "indexing_milvus.yml",
     "indexing_weaviate.yml",
 ]
+#: `NAMES`, the Milvus ones marked integration: loading them opens a Milvus Lite file.
+LOADED_NAMES = [pytest.param(n, marks=pytest.mark.integration) if "milvus" in n else n for n in NAMES]
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +56,7 @@ def test_backend_variants_differ_only_in_store_retriever_and_embedder(variant):
         k: v for k, v in other.items() if k not in ("components", "connections")}
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", LOADED_NAMES)
 def test_packaged_yaml_loads_and_round_trips(name, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # loading must not need the key
     text = pipeline_path(name).read_text(encoding="utf-8")
@@ -65,6 +67,7 @@ def test_packaged_yaml_loads_and_round_trips(name, monkeypatch):
     assert Pipeline.loads(dumped, allowed_modules=ALLOWED_MODULES).to_dict() == loaded.to_dict()
 
 
+@pytest.mark.integration  # default_pipelines() builds its Milvus stores on a Milvus Lite file
 @pytest.mark.parametrize("name", NAMES)
 def test_packaged_yaml_matches_the_builder(name):
     """The committed YAML is what `python -m haystack_agentic.pipelines.default_pipelines` writes (run `make pipelines`)."""
@@ -78,6 +81,7 @@ def _comparable(data: dict) -> dict:
     return data
 
 
+@pytest.mark.integration  # default_pipelines() builds its Milvus stores on a Milvus Lite file
 @pytest.mark.parametrize("name", NAMES)
 def test_packaged_yaml_loads_into_the_built_pipeline(name, monkeypatch):
     """Leaving the defaults out loses nothing: the short YAML loads into exactly the pipeline the builder makes."""
@@ -121,6 +125,7 @@ def _readme_diff() -> tuple[str, str]:
     return section, section[section.index("```diff\n") + 8 : section.index("```\n", section.index("```diff"))]
 
 
+@pytest.mark.integration  # default_pipelines() builds its Milvus stores on a Milvus Lite file
 def test_readme_diff_to_milvus_lite_is_short_and_loads_like_the_packaged_milvus_pipeline(tmp_path):
     section, diff = _readme_diff()
     changed = [line for line in diff.splitlines()[2:] if line[:1] in "+-"]
@@ -170,7 +175,7 @@ def test_two_loaded_pipelines_do_not_share_documents(tmp_path):
     assert first.get_component("router").document_store.count_documents() == 1
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n.startswith("agentic_rag")])
+@pytest.mark.parametrize("name", [n for n in LOADED_NAMES if "agentic_rag" in str(n)])
 def test_packaged_yaml_declares_a_flat_result_for_hayhooks(name, monkeypatch):
     """hayhooks serves the declared outputs: one per key of the result, each a real output socket of `result`."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -192,3 +197,46 @@ def test_max_iterations_reaches_the_controller_of_every_packaged_pipeline(name):
     pipeline = load_loop_pipeline(name, max_iterations=2)
     assert pipeline.get_component("controller").max_iterations == 2
     assert pipeline.to_dict()["max_runs_per_component"] == max_runs_for(2)
+
+
+def _openai_generators(pipeline):
+    from haystack.components.generators.chat import OpenAIChatGenerator
+
+    return [value for _, c in pipeline.walk() for value in vars(c).values() if isinstance(value, OpenAIChatGenerator)]
+
+
+@pytest.mark.parametrize("name", ["agentic_rag", "agentic_rag_json"])
+def test_a_local_server_without_a_key_gets_a_placeholder_passed_not_written(name, monkeypatch):
+    import os
+
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+    from haystack_agentic.llm.local_server_key import LOCAL_SERVER_API_KEY
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    pipeline = load_loop_pipeline(name, api_base_url="http://127.0.0.1:9/v1")
+    generators = _openai_generators(pipeline)
+    assert generators and "OPENAI_API_KEY" not in os.environ
+    for generator in generators:
+        generator.warm_up()  # the OpenAI client refuses to start without a key
+        assert generator.client.api_key == LOCAL_SERVER_API_KEY
+    saved = yaml.safe_load(pipeline.dumps())["components"]["router"]["init_parameters"]["chat_generator"]
+    assert saved["init_parameters"]["api_key"] == {"type": "env_var", "env_vars": ["OPENAI_API_KEY"], "strict": True}
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # the environment's base URL counts too
+    assert all(g.api_key.resolve_value() == LOCAL_SERVER_API_KEY for g in _openai_generators(load_loop_pipeline(name)))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    pipeline = load_loop_pipeline(name, api_base_url="http://127.0.0.1:9/v1")
+    assert all(g.api_key.resolve_value() == "sk-from-the-environment" for g in _openai_generators(pipeline))
+    router = yaml.safe_load(pipeline.dumps())["components"]["router"]["init_parameters"]["chat_generator"]
+    assert router["init_parameters"]["api_key"] == {"type": "env_var", "env_vars": ["OPENAI_API_KEY"], "strict": True}
+
+
+def test_no_key_and_no_base_url_is_left_to_the_generator(monkeypatch):
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, packaged_pipeline_for
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        packaged_pipeline_for("openai")
+    generators = _openai_generators(load_loop_pipeline("agentic_rag"))  # loading needs no key
+    assert generators and all(g.api_key.to_dict()["env_vars"] == ["OPENAI_API_KEY"] for g in generators)
