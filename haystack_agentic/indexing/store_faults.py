@@ -9,7 +9,8 @@ with the path or address in the message:
 - `check_milvus_lite_uri` refuses, before Milvus Lite opens it, a local path that cannot be a Milvus Lite database
   (a file instead of Milvus Lite's folder, a name without `.db`, a missing parent folder), and a database whose
   collection manifest is missing or does not parse (`manifest_damage`: Milvus Lite would silently open the previous
-  manifest, without the documents written since).
+  manifest, without the documents written since), or is older than the package recorded after its last write
+  (`document_counts.manifest_rollback`: such a rollback already happened).
 - `watch_store` wraps the code that opens a store: it turns exceptions into `StoreError`, and it records Milvus Lite's
   log so that the faults Milvus Lite only logs (data files its manifest lists but that are missing: it would open the
   collection with those documents silently gone) or hides behind "Open local milvus failed" (the database is in use
@@ -74,7 +75,8 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
     :param uri: A Milvus `connection_args.uri`; server URIs pass unchecked.
     :param must_exist: Also refuse a path with no database yet (a query run must not create an empty one).
     :raises StoreError: If the path is a file, lacks the `.db` suffix, sits in a missing folder, or (with
-        `must_exist`) does not exist.
+        `must_exist`) does not exist; or the database is damaged (a manifest that does not read, or is older than
+        recorded).
     """
     path = milvus_lite_path(uri)
     if path is None:
@@ -94,7 +96,9 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
             f"`haystack-agentic index PATH --backend milvus --uri {uri}`."
         )
     if path.is_dir():
-        damage = manifest_damage(path)
+        from haystack_agentic.document_stores.document_counts import manifest_rollback  # noqa: PLC0415 - imports this
+
+        damage = manifest_damage(path) or manifest_rollback(path)
         if damage:
             raise StoreError(f"The Milvus Lite database {uri} is damaged ({damage}): {_REBUILD}.")
 
