@@ -308,3 +308,32 @@ def test_the_count_record_follows_the_packages_writes(tmp_path):
     finally:
         store.client.close()
         server_manager_instance.release_server(str(path))
+
+
+@pytest.mark.integration
+def test_pipeline_loads_of_the_milvus_yaml_writes_nothing_and_a_run_opens_the_store(tmp_path, monkeypatch):
+    """Issue 26 case 8: `Pipeline.loads` (what hayhooks deploy-yaml does) leaves the stores closed until first use."""
+    from haystack import Pipeline
+    from milvus_lite import server_manager_instance
+
+    from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
+    from haystack_agentic.resources import pipeline_path
+
+    monkeypatch.chdir(tmp_path)
+    text = pipeline_path("agentic_rag_embedded_milvus").read_text(encoding="utf-8")
+    pipeline = Pipeline.loads(text, allowed_modules=ALLOWED_MODULES)
+    again = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)  # a round trip opens nothing either
+    assert again.to_dict() == pipeline.to_dict()
+    assert list(tmp_path.iterdir()) == []
+
+    store = pipeline.get_component("retriever").document_store  # first use: Milvus Lite creates the database now
+    try:
+        store.write_documents([Document(id="mayor", content="The mayor of Fnordville is Zorblax Quintessa.",
+                                        meta={"title": "Fnordville"}, embedding=[0.1] * 384)])  # fmt: skip
+        result = pipeline.run({"controller": {"query": "Who is the mayor of Fnordville?"}})["result"]
+        assert [d["id"] for d in result["documents"]] == ["mayor"]
+        assert result["terminated_by"] != "error", result["error"]
+    finally:
+        store.client.close()
+        server_manager_instance.release_server("haystack_agentic_milvus.db")
+    assert (tmp_path / "haystack_agentic_milvus.db").is_dir()
