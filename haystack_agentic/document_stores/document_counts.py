@@ -76,12 +76,16 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, collection: str, entry: dict[str, Any]) -> None:
-    """Set one collection's entry, atomically (a temporary file renamed over the record)."""
+    """Set one collection's entry, atomically (a temporary file renamed over the record); a failure is a warning."""
     collections = _read(path)
     collections[collection] = entry
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps({"format": RECORD_FORMAT, "collections": collections}, indent=1), encoding="utf-8")
-    os.replace(temporary, path)
+    text = json.dumps({"format": RECORD_FORMAT, "collections": collections}, indent=1)
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:  # the write itself succeeded: only the later check is lost
+        logger.warning("Could not record the document count in {path}: {error}", path=path, error=exc)
 
 
 def begin_write(store: Any) -> None:
