@@ -225,6 +225,7 @@ def check_pipeline_stores(path: Path | str) -> None:
         check_milvus_lite_uri(uri, must_exist=True)
         with watch_store(f"the milvus store at {uri}", uri):
             store = MilvusDocumentStore.from_dict(copy.deepcopy(spec))
+            store.count_documents()
             check_document_count(store)
         store.client.close()
         if milvus_lite_path(uri) is not None:  # let the server (or its workers) open the database
