@@ -282,12 +282,12 @@ def test_the_count_record_follows_the_packages_writes(tmp_path):
 
     from haystack_agentic.document_stores import document_counts, milvus_support
     from haystack_agentic.indexing.document_stores import milvus_document_store
-    from haystack_agentic.indexing.store_faults import StoreError
+    from haystack_agentic.indexing.store_faults import StoreError, check_document_count
 
     path = tmp_path / "counted.db"
     store = milvus_document_store(str(path))
     try:
-        document_counts.check_document_count(store)  # no record yet: nothing to compare
+        check_document_count(store)  # no record yet: nothing to compare
         documents = [Document(id=f"d{i}", content=f"Paragraph {i}.", embedding=[0.1] * 384) for i in range(3)]
         store.write_documents(documents)
         milvus_support.flush(store)
@@ -296,14 +296,14 @@ def test_the_count_record_follows_the_packages_writes(tmp_path):
         assert isinstance(version, int) and version >= 1
         assert entry == {"format": 1, "collections": {COLLECTION: {"documents": 3, "writing": False}}}
         store.write_documents([Document(id="d9", content="More.", embedding=[0.2] * 384)])
-        document_counts.check_document_count(store)  # 4 held, 3 recorded: another program's write is no damage
+        check_document_count(store)  # 4 held, 3 recorded: another program's write is no damage
         store.delete_documents(["d0", "d1"])
         with pytest.raises(StoreError, match="holds 2 documents, 3 when haystack-agentic last wrote it"):
-            document_counts.check_document_count(store)
+            check_document_count(store)
         document_counts.begin_write(store)  # a write under way (or killed): the count is not known
-        document_counts.check_document_count(store)
+        check_document_count(store)
         milvus_support.flush(store)
-        document_counts.check_document_count(store)
+        check_document_count(store)
         assert json.loads(document_counts.record_path(path).read_text())["collections"][COLLECTION]["documents"] == 2
     finally:
         store.client.close()

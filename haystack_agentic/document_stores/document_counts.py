@@ -13,12 +13,12 @@ the database folder, `<database>.counts.json` (for `store.db`: `store.db.counts.
 {"format": 1, "collections": {"haystack_agentic": {"documents": 1106, "manifest_version": 12, "writing": false}}}
 ```
 
-Two checks, each a `StoreError` (one line) before a run or a write:
+Two checks, each a `StoreError` (one line, `store_faults`) before a run or a write:
 - before Milvus Lite opens the database (`manifest_rollback`, in `store_faults.check_milvus_lite_uri`): a
   manifest older than recorded (a rollback), or a recorded collection that is gone. Opening it would already delete
   the data files the older manifest does not list.
-- after it is opened (`check_document_count`): fewer documents than recorded (e.g. a data file gone from disk and
-  manifest).
+- after it is opened (`count_shortfall`, in `store_faults.check_document_count`): fewer documents than recorded
+  (e.g. a data file gone from disk and manifest).
 
 `writing` is `true` between the start of a write and its recorded end: a write that was cut short (killed) leaves
 counts that are not known, and nothing is compared until the next write ends. More documents or a newer manifest
@@ -31,7 +31,6 @@ from typing import Any
 
 from haystack import logging
 
-from haystack_agentic.indexing.store_faults import MANIFEST, StoreError, milvus_lite_path
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +40,9 @@ RECORD_SUFFIX = ".counts.json"
 #: The record file's format version.
 RECORD_FORMAT = 1
 
+#: The file in each Milvus Lite collection folder that lists its data files (with its `version`).
+MANIFEST = "manifest.json"
+
 
 def record_path(uri: str | Path) -> Path | None:
     """
@@ -49,8 +51,11 @@ def record_path(uri: str | Path) -> Path | None:
     :param uri: A Milvus `connection_args.uri`.
     :returns: `<uri>.counts.json`, or `None` for a Milvus server URI.
     """
-    path = milvus_lite_path(uri)
-    return None if path is None else path.with_name(path.name + RECORD_SUFFIX)
+    text = str(uri)
+    if "://" in text or not text.endswith(".db"):  # a server; a Milvus Lite path ends in .db (pymilvus' rule)
+        return None
+    path = Path(text)
+    return path.with_name(path.name + RECORD_SUFFIX)
 
 
 def _lite_store(store: Any) -> tuple[Path, str] | None:
@@ -154,28 +159,22 @@ def manifest_rollback(database: Path) -> str | None:
     return None
 
 
-def check_document_count(store: Any) -> None:
+def count_shortfall(store: Any) -> str | None:
     """
-    After opening a store, before a run or a write: refuse a Milvus Lite collection that holds fewer documents than
-    last recorded.
+    After opening a store: whether its Milvus Lite collection holds fewer documents than last recorded.
 
-    :param store: An opened store (any store; only Milvus Lite stores with a record are checked).
-    :raises StoreError: If the collection holds fewer documents than the record says it held after the package's
-        last write (one line: the database, both counts, the record file and what to do).
+    :param store: An opened store (any store; only Milvus Lite stores with a record are compared).
+    :returns: A short description (both counts, the record file), or `None` when nothing is missing.
     """
     found = _lite_store(store)
     if found is None:
-        return
+        return None
     path, collection = found
     entry = _recorded(path).get(collection)
     if entry is None or not isinstance(entry.get("documents"), int):
-        return
+        return None
     recorded, held = entry["documents"], store.count_documents()
-    if held < recorded:
-        uri = store.connection_args["uri"]
-        raise StoreError(
-            f"The Milvus Lite database {uri} is damaged (its collection {collection} holds {held} documents, "
-            f"{recorded} when haystack-agentic last wrote it, as {path.name} records: Milvus Lite rolled back to an "
-            "older manifest or lost data files): restore it from a backup, or move it aside and index again; if "
-            f"documents were deleted on purpose with another program, delete {path}."
-        )
+    if held >= recorded:
+        return None
+    return (f"its collection {collection} holds {held} documents, {recorded} when haystack-agentic last wrote it, "
+            f"as {path.name} records: Milvus Lite rolled back to an older manifest or lost data files")  # fmt: skip

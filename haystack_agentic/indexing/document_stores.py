@@ -18,8 +18,7 @@ from typing import Any
 from haystack import logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic.document_stores.document_counts import check_document_count
-from haystack_agentic.indexing.store_faults import check_milvus_lite_uri, watch_store
+from haystack_agentic.indexing.store_faults import check_document_count, check_milvus_lite_uri, watch_store
 
 logger = logging.getLogger(__name__)
 

@@ -30,6 +30,8 @@ from urllib.parse import urlparse
 
 from haystack import logging
 
+from haystack_agentic.document_stores import document_counts
+
 logger = logging.getLogger(__name__)
 
 #: URI schemes pymilvus treats as a server; any other URI is a Milvus Lite path (pymilvus' own rule).
@@ -96,16 +98,31 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
             f"`haystack-agentic index PATH --backend milvus --uri {uri}`."
         )
     if path.is_dir():
-        from haystack_agentic.document_stores.document_counts import manifest_rollback  # noqa: PLC0415 - imports this
-
-        damage = manifest_damage(path) or manifest_rollback(path)
+        damage = manifest_damage(path) or document_counts.manifest_rollback(path)
         if damage:
             raise StoreError(f"The Milvus Lite database {uri} is damaged ({damage}): {_REBUILD}.")
 
 
 #: The file in each Milvus Lite collection folder that lists its data files, and the copy of the one before it.
-MANIFEST = "manifest.json"
+MANIFEST = document_counts.MANIFEST
 PREVIOUS_MANIFEST = "manifest.json.prev"
+
+
+def check_document_count(store: Any) -> None:
+    """
+    After opening a store, before a run or a write: refuse a Milvus Lite collection that holds fewer documents than
+    the package recorded after its last write (`document_counts`).
+
+    :param store: An opened store (any store; only Milvus Lite stores with a record are checked).
+    :raises StoreError: One line: the database, both counts, the record file and what to do.
+    """
+    shortfall = document_counts.count_shortfall(store)
+    if shortfall:
+        uri = store.connection_args["uri"]
+        raise StoreError(
+            f"The Milvus Lite database {uri} is damaged ({shortfall}): {_REBUILD}; if documents were deleted on "
+            f"purpose with another program, delete {document_counts.record_path(uri)}."
+        )
 
 
 def manifest_damage(path: Path) -> str | None:

@@ -18,8 +18,13 @@ from haystack import Pipeline
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
-from haystack_agentic.document_stores.document_counts import check_document_count
-from haystack_agentic.indexing.store_faults import StoreError, check_milvus_lite_uri, milvus_lite_path, watch_store
+from haystack_agentic.indexing.store_faults import (
+    StoreError,
+    check_document_count,
+    check_milvus_lite_uri,
+    milvus_lite_path,
+    watch_store,
+)
 from haystack_agentic.indexing.store_files import read_store_file
 from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, link_collection_store, max_runs_for
 from haystack_agentic.resources import pipeline_path
