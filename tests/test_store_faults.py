@@ -7,6 +7,7 @@ the path and what to do, exit code 2, no traceback and no library log dump; `--d
 The CLI runs in a subprocess, as a user runs it, so that whatever pymilvus or Milvus Lite print reaches the test.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -220,3 +221,119 @@ def test_watch_store_reports_milvus_lite_falling_back_to_the_previous_manifest(g
                 milvus_document_store(str(path)).count_documents()
     finally:
         server_manager_instance.release_server(str(path))
+
+
+def rolled_back(path: Path, kind: str) -> None:
+    """Lose documents the way Milvus Lite does, leaving a manifest that reads (nothing left to see on open)."""
+    collection = path / "collections" / COLLECTION
+    manifest = collection / "manifest.json"
+    if kind == "rolled-back":  # what Milvus Lite saves after it fell back to manifest.json.prev
+        shutil.copyfile(collection / "manifest.json.prev", manifest)
+    else:  # a data file gone, and gone from the manifest too
+        import json
+
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        files = data["partitions"]["_default"]["data_files"]
+        assert len(files) == 2, files
+        gone = collection / "partitions" / "_default" / files.pop()
+        for file in [gone, *gone.parent.parent.glob(f"indexes/{gone.stem}.*")]:  # with its index
+            file.unlink()
+        manifest.write_text(json.dumps(data), encoding="utf-8")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kind", ["rolled-back", "data-file-dropped"])
+def test_a_milvus_lite_database_with_fewer_documents_than_recorded_is_damage(tmp_path, docs, kind):
+    """Issue 26 case 6: a rollback that leaves a valid manifest is seen by the count recorded after each write."""
+    from haystack_agentic.document_stores.document_counts import record_path
+    from haystack_agentic.indexing.store_faults import StoreError
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+
+    path = tmp_path / "store.db"
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "river.txt").write_text("The river of Fnordville is the Quux.\n\nIts bridge is red.", encoding="utf-8")
+    for folder in (docs, more):
+        assert run_cli("index", folder, "--backend", "milvus", "--uri", path, "--quiet").returncode == 0
+    record = json.loads(record_path(path).read_text(encoding="utf-8"))
+    held = record["collections"][COLLECTION]
+    assert held["writing"] is False and held["documents"] >= 2 and held["manifest_version"] >= 2
+    question = ("ask", "Who is the mayor of Fnordville?", "--llm", "embedded", "--backend", "milvus", "--uri", path)
+    assert run_cli(*question).returncode == 0  # what was recorded is what the store holds: no false alarm
+
+    rolled_back(path, kind)
+    files = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    if kind == "rolled-back":  # seen before Milvus Lite opens it (opening deletes the newer data files as orphans)
+        needles = ("manifest.json is version", f"{held['manifest_version']} when haystack-agentic last wrote it")
+    else:
+        needles = ("documents", f"{held['documents']} when haystack-agentic last wrote it")
+    needles = (str(path), "is damaged", *needles, "store.db.counts.json")
+    assert_one_line(run_cli(*question), *needles)
+    assert_one_line(run_cli("index", more, "--backend", "milvus", "--uri", path, "--quiet"), *needles)
+    with pytest.raises(StoreError, match="is damaged"):
+        load_loop_pipeline("agentic_rag_embedded_milvus", store_uri=str(path))  # AgenticRAG and serving load this way
+    assert files == {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}  # nothing was written
+
+
+@pytest.mark.integration
+def test_the_count_record_follows_the_packages_writes(tmp_path):
+    """Recorded after a write; a write cut short (still `writing`) or more documents than recorded is not damage."""
+    from milvus_lite import server_manager_instance
+
+    from haystack_agentic.document_stores import document_counts, milvus_support
+    from haystack_agentic.indexing.document_stores import milvus_document_store
+    from haystack_agentic.indexing.store_faults import StoreError, check_document_count
+
+    path = tmp_path / "counted.db"
+    store = milvus_document_store(str(path))
+    try:
+        check_document_count(store)  # no record yet: nothing to compare
+        documents = [Document(id=f"d{i}", content=f"Paragraph {i}.", embedding=[0.1] * 384) for i in range(3)]
+        store.write_documents(documents)
+        milvus_support.flush(store)
+        entry = json.loads((tmp_path / "counted.db.counts.json").read_text(encoding="utf-8"))
+        version = entry["collections"][COLLECTION].pop("manifest_version")
+        assert isinstance(version, int) and version >= 1
+        assert entry == {"format": 1, "collections": {COLLECTION: {"documents": 3, "writing": False}}}
+        store.write_documents([Document(id="d9", content="More.", embedding=[0.2] * 384)])
+        check_document_count(store)  # 4 held, 3 recorded: another program's write is no damage
+        store.delete_documents(["d0", "d1"])
+        with pytest.raises(StoreError, match="holds 2 documents, 3 when haystack-agentic last wrote it"):
+            check_document_count(store)
+        document_counts.begin_write(store)  # a write under way (or killed): the count is not known
+        check_document_count(store)
+        milvus_support.flush(store)
+        check_document_count(store)
+        assert json.loads(document_counts.record_path(path).read_text())["collections"][COLLECTION]["documents"] == 2
+    finally:
+        store.client.close()
+        server_manager_instance.release_server(str(path))
+
+
+@pytest.mark.integration
+def test_pipeline_loads_of_the_milvus_yaml_writes_nothing_and_a_run_opens_the_store(tmp_path, monkeypatch):
+    """Issue 26 case 8: `Pipeline.loads` (what hayhooks deploy-yaml does) leaves the stores closed until first use."""
+    from haystack import Pipeline
+    from milvus_lite import server_manager_instance
+
+    from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
+    from haystack_agentic.resources import pipeline_path
+
+    monkeypatch.chdir(tmp_path)
+    text = pipeline_path("agentic_rag_embedded_milvus").read_text(encoding="utf-8")
+    pipeline = Pipeline.loads(text, allowed_modules=ALLOWED_MODULES)
+    again = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)  # a round trip opens nothing either
+    assert again.to_dict() == pipeline.to_dict()
+    assert list(tmp_path.iterdir()) == []
+
+    store = pipeline.get_component("retriever").document_store  # first use: Milvus Lite creates the database now
+    try:
+        store.write_documents([Document(id="mayor", content="The mayor of Fnordville is Zorblax Quintessa.",
+                                        meta={"title": "Fnordville"}, embedding=[0.1] * 384)])  # fmt: skip
+        result = pipeline.run({"controller": {"query": "Who is the mayor of Fnordville?"}})["result"]
+        assert [d["id"] for d in result["documents"]] == ["mayor"]
+        assert result["terminated_by"] != "error", result["error"]
+    finally:
+        store.client.close()
+        server_manager_instance.release_server("haystack_agentic_milvus.db")
+    assert (tmp_path / "haystack_agentic_milvus.db").is_dir()

@@ -13,6 +13,8 @@ from typing import Any
 
 from haystack import logging
 
+from haystack_agentic.document_stores import document_counts
+
 logger = logging.getLogger(__name__)
 
 #: The first Milvus version with the built-in BM25 function and sparse-vector indexes.
@@ -128,7 +130,8 @@ def check_pipeline(pipeline: Any) -> None:
 
 def flush(store: Any) -> None:
     """
-    After writing to a Milvus store: seal its growing segments, so searches use the indexes.
+    After writing to a Milvus store: seal its growing segments, so searches use the indexes, and record its
+    document count (a Milvus Lite database: `document_counts`, checked before the next run or write).
 
     Data written without a flush stays in growing segments, which Milvus searches by brute force (seconds per
     search at 10k chunks, docs/benchmarks.md). Any other store is left alone.
@@ -140,6 +143,7 @@ def flush(store: Any) -> None:
         return
     if client.has_collection(store.collection_name):
         client.flush(store.collection_name)
+    document_counts.record_document_count(store)
 
 
 def reopened_if_stale(store: Any) -> Any:

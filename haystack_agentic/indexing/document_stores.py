@@ -18,7 +18,7 @@ from typing import Any
 from haystack import logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic.indexing.store_faults import check_milvus_lite_uri, watch_store
+from haystack_agentic.indexing.store_faults import check_document_count, check_milvus_lite_uri, watch_store
 from haystack_agentic.settings import DEFAULT_WEAVIATE_URL
 
 logger = logging.getLogger(__name__)
@@ -98,8 +98,8 @@ def open_document_store(backend: str, address: str, collection: str | None = Non
     :param address: The URI / URL.
     :param collection: The collection (default `haystack_agentic` / `HaystackAgentic`).
     :returns: The store.
-    :raises StoreError: If it cannot be opened: the path is not a Milvus Lite database, the database is damaged or
-        in use, the server cannot be reached (one line, naming `address`).
+    :raises StoreError: If it cannot be opened: the path is not a Milvus Lite database, the database is damaged (or
+        holds fewer documents than the package last recorded: `document_counts`) or in use, the server cannot be reached (one line, naming `address`).
     :raises ImportError: If the integration is not installed.
     """
     if backend == "milvus":
@@ -110,6 +110,7 @@ def open_document_store(backend: str, address: str, collection: str | None = Non
         else:
             store = weaviate_document_store(address, collection or WEAVIATE_COLLECTION)
         store.count_documents()
+        check_document_count(store)  # a Milvus Lite collection with fewer documents than last recorded is damage
     return store
 
 

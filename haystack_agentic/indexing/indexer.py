@@ -26,7 +26,7 @@ from haystack import Document, Pipeline, logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
-from haystack_agentic.document_stores import milvus_support
+from haystack_agentic.document_stores import document_counts, milvus_support
 from haystack_agentic.components.writers.source_replacing_document_writer import SourceReplacingDocumentWriter
 from haystack_agentic.indexing.collections import (
     describe_collection,
@@ -162,6 +162,7 @@ def write_documents(
     dimension = load_embedder(embedder, progress)
     if dimension is not None:
         check_embedding_dimension(document_store, dimension)
+    document_counts.begin_write(document_store)
     _write_batches(documents, document_store, embedder, batch_size, _Stages(progress), on_batch)
     milvus_support.flush(document_store)  # Milvus: searches use the indexes, not a brute-force growing segment
     return document_store.count_documents()
@@ -217,6 +218,7 @@ def index_files(
     if replace and not documents:
         raise ValueError(NOTHING_CONVERTED)
     dimension = load_embedder(embedder, progress)
+    document_counts.begin_write(store)
     if replace:
         store = clear_store(store)
     if dimension is not None:
@@ -368,6 +370,7 @@ def run_indexing_pipeline(
     except ValueError:
         embedder = None
     dimension = load_embedder(embedder, progress)
+    document_counts.begin_write(store)
     if replace:
         store = writer.document_store = clear_store(store)
     if dimension is not None:

@@ -9,7 +9,8 @@ with the path or address in the message:
 - `check_milvus_lite_uri` refuses, before Milvus Lite opens it, a local path that cannot be a Milvus Lite database
   (a file instead of Milvus Lite's folder, a name without `.db`, a missing parent folder), and a database whose
   collection manifest is missing or does not parse (`manifest_damage`: Milvus Lite would silently open the previous
-  manifest, without the documents written since).
+  manifest, without the documents written since), or is older than the package recorded after its last write
+  (`document_counts.manifest_rollback`: such a rollback already happened).
 - `watch_store` wraps the code that opens a store: it turns exceptions into `StoreError`, and it records Milvus Lite's
   log so that the faults Milvus Lite only logs (data files its manifest lists but that are missing: it would open the
   collection with those documents silently gone) or hides behind "Open local milvus failed" (the database is in use
@@ -27,6 +28,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from haystack import logging
+
+from haystack_agentic.document_stores import document_counts
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +76,8 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
     :param uri: A Milvus `connection_args.uri`; server URIs pass unchecked.
     :param must_exist: Also refuse a path with no database yet (a query run must not create an empty one).
     :raises StoreError: If the path is a file, lacks the `.db` suffix, sits in a missing folder, or (with
-        `must_exist`) does not exist.
+        `must_exist`) does not exist; or the database is damaged (a manifest that does not read, or is older than
+        recorded).
     """
     path = milvus_lite_path(uri)
     if path is None:
@@ -93,14 +97,31 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
             f"`haystack-agentic index PATH --backend milvus --uri {uri}`."
         )
     if path.is_dir():
-        damage = manifest_damage(path)
+        damage = manifest_damage(path) or document_counts.manifest_rollback(path)
         if damage:
             raise StoreError(f"The Milvus Lite database {uri} is damaged ({damage}): {_REBUILD}.")
 
 
 #: The file in each Milvus Lite collection folder that lists its data files, and the copy of the one before it.
-MANIFEST = "manifest.json"
+MANIFEST = document_counts.MANIFEST
 PREVIOUS_MANIFEST = "manifest.json.prev"
+
+
+def check_document_count(store: Any) -> None:
+    """
+    After opening a store, before a run or a write: refuse a Milvus Lite collection that holds fewer documents than
+    the package recorded after its last write (`document_counts`).
+
+    :param store: An opened store (any store; only Milvus Lite stores with a record are checked).
+    :raises StoreError: One line: the database, both counts, the record file and what to do.
+    """
+    shortfall = document_counts.count_shortfall(store)
+    if shortfall:
+        uri = store.connection_args["uri"]
+        raise StoreError(
+            f"The Milvus Lite database {uri} is damaged ({shortfall}): {_REBUILD}; if documents were deleted on "
+            f"purpose with another program, delete {document_counts.record_path(uri)}."
+        )
 
 
 def manifest_damage(path: Path) -> str | None:

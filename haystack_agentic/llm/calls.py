@@ -24,6 +24,7 @@ from haystack_agentic.llm.retries import (
     generator_retries_itself,
     is_transient,
 )
+from haystack_agentic.llm.special_tokens import neutral_messages, pattern_for
 from haystack_agentic.llm.streaming import for_thread
 from haystack_agentic.llm.timeouts import run_with_timeout
 from haystack_agentic.llm.valid_text import valid_reply, valid_text
@@ -154,7 +155,9 @@ class _Attempts:
         self.generator = generator
         self.tools = options.get("tools")
         self.timeout = options.get("timeout")
-        self.kwargs = _call_kwargs(messages, options.get("temperature"), options.get("generation_kwargs"), self.tools)
+        # Chat-template tokens in documents, the question or earlier turns reach the model as text (special_tokens).
+        sent = neutral_messages(messages, pattern_for(generator))
+        self.kwargs = _call_kwargs(sent, options.get("temperature"), options.get("generation_kwargs"), self.tools)
         self.streamed = False
         callback = options.get("streaming_callback")
         if callback is not None and not _takes_streaming_callback(generator):

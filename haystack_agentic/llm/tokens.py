@@ -244,7 +244,7 @@ _TIKTOKEN: dict[str, TiktokenTokenCounter | None] = {}
 _LOCK = threading.Lock()
 
 
-def _hf_tokenizer(generator: Any) -> Any:
+def hf_tokenizer(generator: Any) -> Any:
     """The Hugging Face tokenizer a (warmed-up) local chat generator exposes, or `None`."""
     for tokenizer in (getattr(generator, "tokenizer", None), getattr(getattr(generator, "pipeline", None),
                                                                      "tokenizer", None)):  # fmt: skip
@@ -313,7 +313,7 @@ def token_counter_for(generator: Any) -> TokenCounter:
     """
     if generator is None:
         return CONSERVATIVE
-    tokenizer = _hf_tokenizer(generator)
+    tokenizer = hf_tokenizer(generator)
     if tokenizer is not None:
         with _LOCK:
             try:

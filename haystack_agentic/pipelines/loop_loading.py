@@ -18,7 +18,13 @@ from haystack import Pipeline
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
-from haystack_agentic.indexing.store_faults import StoreError, check_milvus_lite_uri, milvus_lite_path, watch_store
+from haystack_agentic.indexing.store_faults import (
+    StoreError,
+    check_document_count,
+    check_milvus_lite_uri,
+    milvus_lite_path,
+    watch_store,
+)
 from haystack_agentic.indexing.store_files import read_store_file
 from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, link_collection_store, max_runs_for
 from haystack_agentic.resources import pipeline_path
@@ -144,7 +150,8 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool 
     Build a pipeline from its dict with the allow-list, opening its document stores with one-line faults.
 
     A Milvus Lite path that cannot be a database is refused before Milvus Lite opens it, and a damaged database
-    (corrupt files, missing data files, in use by another process) is a `StoreError` naming it.
+    (corrupt files, missing data files, fewer documents than the package last recorded, in use by another process)
+    is a `StoreError` naming it.
 
     :param data: The pipeline dict (from YAML).
     :param path: The file it came from, for messages.
@@ -164,6 +171,10 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool 
         with watch_store(where, milvus):
             pipeline = Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
             link_collection_store(pipeline)  # `collections` names are checked against the retriever's store
+            for _, instance in pipeline.walk():  # open each store (loading leaves them closed) and check its count
+                store = getattr(instance, "document_store", None)
+                if store is not None:
+                    check_document_count(store)
             return pipeline
     except StoreError:
         raise
@@ -225,6 +236,7 @@ def check_pipeline_stores(path: Path | str) -> None:
         with watch_store(f"the milvus store at {uri}", uri):
             store = MilvusDocumentStore.from_dict(copy.deepcopy(spec))
             store.count_documents()
+            check_document_count(store)
         store.client.close()
         if milvus_lite_path(uri) is not None:  # let the server (or its workers) open the database
             from milvus_lite import server_manager_instance  # noqa: PLC0415

@@ -3,7 +3,6 @@
 import asyncio
 import hashlib
 import inspect
-import re
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +22,7 @@ from haystack_agentic.components.generators._smollm2_gguf import (  # noqa: F401
     discard_model_dir,
     embedded_model_available,
 )
+from haystack_agentic.llm.special_tokens import neutral_messages, tokenizer_pattern
 from haystack_agentic.settings import cache_dir
 
 logger = logging.getLogger(__name__)
@@ -35,10 +35,6 @@ DEFAULT_MODEL_FOLDER = "smollm2-135m-instruct"
 
 #: Greedy decoding (deterministic); answers from this model are short, so 64 new tokens are enough.
 DEFAULT_GENERATION_KWARGS: dict[str, Any] = {"max_new_tokens": 64, "do_sample": False}
-
-#: Put after the first character of a special token's text found in a message (a zero-width space), so that the
-#: tokenizer reads `<|im_end|>` in a document or a question as text, never as the token that ends a turn.
-TOKEN_BREAK = "\u200b"
 
 # Keys that only make sense when sampling: dropped under greedy decoding, so transformers does not warn about them.
 _SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "typical_p")
@@ -129,7 +125,6 @@ class EmbeddedChatGenerator:
         self._warm_up_lock = threading.Lock()
         self._run_lock = threading.Lock()
         self._warned_tools = False
-        self._token_pattern: tuple[Any, re.Pattern[str] | None] | None = None
 
     # ----------------------------------------------------------------------------------------------------------
     # Locating and converting the model
@@ -262,44 +257,18 @@ class EmbeddedChatGenerator:
     def neutralise_special_tokens(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """
         The messages with the text of every token the tokenizer adds to its vocabulary (its special tokens,
-        `<|im_start|>`, `<|im_end|>`, `<|endoftext|>`, and SmolLM2's other markup such as `<file_sep>`) broken by
-        `TOKEN_BREAK` after its first character, wherever it appears in a message's text (a document, the question,
-        an earlier turn). The chat template then adds the only special tokens of the prompt: text can neither end
-        a turn nor open a new `system` one. Needs the tokenizer (after `warm_up`); without one the messages are
-        returned as they are.
+        `<|im_start|>`, `<|im_end|>`, `<|endoftext|>`, and SmolLM2's other markup such as `<file_sep>`) broken by a
+        zero-width space after its first character, wherever it appears in a message's text (a document, the
+        question, an earlier turn): `haystack_agentic.llm.special_tokens`, which the loop applies to every LLM call;
+        this generator applies it too when it is called directly. The chat template then adds the only special
+        tokens of the prompt. Needs the tokenizer (after `warm_up`); without one the messages are returned as they
+        are.
 
         :param messages: The conversation.
-        :returns: The same list when no message holds such a token's text, else a list with those messages copied.
+        :returns: The messages, those holding such a token's text copied.
         """
-        pattern = self._special_token_pattern()
-        if pattern is None:
-            return messages
-        neutral = []
-        for message in messages:
-            data = message.to_dict()
-            parts = data.get("content") or []
-            if not any(isinstance(p.get("text"), str) and pattern.search(p["text"]) for p in parts):
-                neutral.append(message)
-                continue
-            for part in parts:
-                if isinstance(part.get("text"), str):
-                    part["text"] = pattern.sub(lambda m: m.group()[0] + TOKEN_BREAK + m.group()[1:], part["text"])
-            neutral.append(ChatMessage.from_dict(data))
-        return neutral
-
-    def _special_token_pattern(self) -> re.Pattern[str] | None:
         tokenizer = self.tokenizer
-        if tokenizer is None:
-            return None
-        cached = self._token_pattern
-        if cached is not None and cached[0] is tokenizer:
-            return cached[1]
-        added = getattr(tokenizer, "get_added_vocab", None)
-        texts = set(added() if callable(added) else ()) | set(getattr(tokenizer, "all_special_tokens", None) or ())
-        texts = sorted((t for t in texts if isinstance(t, str) and len(t) > 1), key=len, reverse=True)
-        pattern = re.compile("|".join(re.escape(t) for t in texts)) if texts else None
-        self._token_pattern = (tokenizer, pattern)
-        return pattern
+        return messages if tokenizer is None else neutral_messages(messages, tokenizer_pattern(tokenizer))
 
     @staticmethod
     def _relabel(replies: list[ChatMessage]) -> list[ChatMessage]:

@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 
 import asyncio
+import copy
 import inspect
+import threading
+import typing
 from typing import Any
 
 from haystack import Document, component, logging
@@ -49,32 +52,56 @@ class SafeRetriever:
         """
         Create a SafeRetriever.
 
-        :param retriever: A Haystack retriever component (any input sockets, a `documents` output).
+        :param retriever: A Haystack retriever component (any input sockets, a `documents` output), or its
+            serialised dict (`{"type": ..., "init_parameters": ...}`, what `from_dict` passes): that one is built
+            on first use (`warm_up`, a run, or reading `retriever` / `document_store`), so loading a pipeline YAML
+            opens no store (Milvus Lite would create its database file on the spot).
         :param check_store_on_warm_up: Call the store's `count_documents()` in `warm_up` and raise a clear error
             if it fails. Default `True`.
         :param timeout: Seconds one search may take (`None`: no limit); a slower search is reported as failed
             (`TimeoutError`), like any store error.
-        :raises ValueError: If `retriever` is not a Haystack component with a `documents` output.
+        :raises ValueError: If `retriever` is not a Haystack component with a `documents` output (a serialised one:
+            if its type does not import; the rest is checked when it is built).
         """
-        inputs = getattr(retriever, "__haystack_input__", None)
-        outputs = getattr(retriever, "__haystack_output__", None)
-        if inputs is None or outputs is None or "documents" not in outputs:
-            raise ValueError(
-                f"SafeRetriever wraps a Haystack retriever component with a `documents` output, "
-                f"got {type(retriever).__name__}."
-            )
-        self.retriever = retriever
+        self._lock = threading.Lock()
+        self._spec: dict[str, Any] | None = None
+        if isinstance(retriever, dict):
+            self._spec, self._retriever = copy.deepcopy(retriever), None
+            for name, (annotation, default) in _class_inputs(import_class_by_name(retriever["type"])).items():
+                if default is inspect.Parameter.empty:
+                    component.set_input_type(self, name, annotation)
+                else:
+                    component.set_input_type(self, name, annotation, default=default)
+        else:
+            self._retriever = _checked(retriever)
+            inputs = retriever.__haystack_input__
+            for name in _run_parameters(retriever):
+                socket = inputs.get(name)
+                if socket is None:
+                    continue
+                if socket.is_mandatory:
+                    component.set_input_type(self, name, socket.type)
+                else:
+                    component.set_input_type(self, name, socket.type, default=socket.default_value)
         self.check_store_on_warm_up = check_store_on_warm_up
         self.timeout = timeout
-        for name in _run_parameters(retriever):
-            socket = inputs.get(name)
-            if socket is None:
-                continue
-            if socket.is_mandatory:
-                component.set_input_type(self, name, socket.type)
-            else:
-                component.set_input_type(self, name, socket.type, default=socket.default_value)
         self._warmed_up = False
+
+    @property
+    def retriever(self) -> Any:
+        """The wrapped retriever (a serialised one is built here, once)."""
+        if self._retriever is None:
+            with self._lock:
+                if self._retriever is None:
+                    spec = copy.deepcopy(self._spec)  # from_dict methods may change what they are given
+                    built = component_from_dict(import_class_by_name(spec["type"]), spec, "retriever")
+                    self._retriever = _checked(built)
+        return self._retriever
+
+    @property
+    def _retriever_name(self) -> str:
+        """The wrapped retriever's class name, for messages (never builds it)."""
+        return type(self._retriever).__name__ if self._retriever is not None else self._spec["type"].rsplit(".", 1)[-1]
 
     @property
     def document_store(self) -> Any:
@@ -116,7 +143,7 @@ class SafeRetriever:
         try:
             documents = run_with_timeout(self.retriever, kwargs, self.timeout, "the retriever")["documents"]
         except Exception as exc:  # noqa: BLE001 - a store error must never crash the loop
-            logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=exc)
+            logger.warning("Search failed in {retriever}: {error}", retriever=self._retriever_name, error=exc)
             return _traced(kwargs, [], valid_text(f"{type(exc).__name__}: {exc}"))
         return _traced(kwargs, list(documents or []), None)
 
@@ -134,10 +161,10 @@ class SafeRetriever:
             documents = (await asyncio.wait_for(self.retriever.run_async(**kwargs), timeout=self.timeout))["documents"]
         except asyncio.TimeoutError:
             message = f"TimeoutError: the retriever did not answer within {self.timeout} s"
-            logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=message)
+            logger.warning("Search failed in {retriever}: {error}", retriever=self._retriever_name, error=message)
             return _traced(kwargs, [], message)
         except Exception as exc:  # noqa: BLE001
-            logger.warning("Search failed in {retriever}: {error}", retriever=type(self.retriever).__name__, error=exc)
+            logger.warning("Search failed in {retriever}: {error}", retriever=self._retriever_name, error=exc)
             return _traced(kwargs, [], valid_text(f"{type(exc).__name__}: {exc}"))
         return _traced(kwargs, list(documents or []), None)
 
@@ -147,10 +174,11 @@ class SafeRetriever:
 
         :returns: Dictionary with serialized data.
         """
+        built = self._retriever is not None
         return {
             "type": f"{type(self).__module__}.{type(self).__name__}",
             "init_parameters": {
-                "retriever": component_to_dict(self.retriever, "retriever"),
+                "retriever": component_to_dict(self._retriever, "retriever") if built else copy.deepcopy(self._spec),
                 "check_store_on_warm_up": self.check_store_on_warm_up,
                 "timeout": self.timeout,
             },
@@ -159,16 +187,12 @@ class SafeRetriever:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SafeRetriever":
         """
-        Deserialize the component from a dictionary.
+        Deserialize the component from a dictionary; the wrapped retriever (and its store) is built on first use.
 
         :param data: Dictionary to deserialize from.
         :returns: The component.
         """
-        params = dict(data.get("init_parameters", {}))
-        spec = params["retriever"]
-        retriever_cls = import_class_by_name(spec["type"])
-        params["retriever"] = component_from_dict(retriever_cls, spec, "retriever")
-        return cls(**params)
+        return cls(**dict(data.get("init_parameters", {})))
 
 
 def _traced(inputs: dict[str, Any], documents: list[Document], error: str | None) -> dict[str, Any]:
@@ -208,11 +232,48 @@ def retriever_document_store(retriever: Any) -> Any:
     if store is not None or not callable(getattr(retriever, "to_dict", None)):
         return store
     try:
-        data = retriever.to_dict()["init_parameters"]["document_store"]
-        store_class = import_class_by_name(data["type"])
-        return store_class.from_dict(data) if hasattr(store_class, "from_dict") else default_from_dict(store_class, data)
+        return store_from_dict(retriever.to_dict()["init_parameters"]["document_store"])
     except Exception:  # noqa: BLE001 - no store to name: the caller goes without
         return None
+
+
+def store_from_dict(data: dict[str, Any]) -> Any:
+    """
+    A document store from its serialised dict (its class's `from_dict`, else Haystack's `default_from_dict`).
+
+    :param data: `{"type": ..., "init_parameters": ...}` (not changed: some `from_dict` methods change their input).
+    :returns: The store (a Milvus store connects here).
+    :raises DeserializationError: If the type does not import or the parameters do not fit.
+    """
+    data = copy.deepcopy(data)
+    store_class = import_class_by_name(data["type"])
+    return store_class.from_dict(data) if hasattr(store_class, "from_dict") else default_from_dict(store_class, data)
+
+
+def _checked(retriever: Any) -> Any:
+    """`retriever`, if it is a Haystack component with a `documents` output."""
+    inputs = getattr(retriever, "__haystack_input__", None)
+    outputs = getattr(retriever, "__haystack_output__", None)
+    if inputs is None or outputs is None or "documents" not in outputs:
+        raise ValueError(
+            "SafeRetriever wraps a Haystack retriever component with a `documents` output, "
+            f"got {type(retriever).__name__}."
+        )
+    return retriever
+
+
+def _class_inputs(retriever_cls: type) -> dict[str, tuple[Any, Any]]:
+    """The inputs of a component class's `run` (name -> (type, default)), as Haystack reads them from an instance."""
+    run = getattr(retriever_cls, "run", None)
+    if not callable(run):
+        raise ValueError(f"SafeRetriever wraps a Haystack retriever component, got the class {retriever_cls.__name__}.")
+    hints = typing.get_type_hints(run)
+    parameters = list(inspect.signature(run).parameters.values())[1:]  # after `self`
+    return {
+        p.name: (hints.get(p.name, Any), p.default)
+        for p in parameters
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
 
 
 def _run_parameters(retriever: Any) -> list[str]:

@@ -1,15 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 
+import copy
 import json
 import threading
 from collections import OrderedDict
 from typing import Any
 
-from haystack import component, default_from_dict, default_to_dict, logging
+from haystack import component, default_to_dict, logging
 from haystack.dataclasses import StreamingCallbackT
 
 from haystack_agentic.tracing import iteration_span, trace_turn
 from haystack_agentic.document_stores import milvus_support
+from haystack_agentic.components.retrievers.safe_retriever import store_from_dict
 from haystack_agentic.components.routers.agentic_router import count_final_turn
 from haystack_agentic.evidence.feedback import missing_evidence_query
 from haystack_agentic.indexing.collections import and_filters
@@ -75,7 +77,8 @@ class BridgeEntityRouter:
         Create a BridgeEntityRouter.
 
         :param document_store: The document store the retriever searches; its documents' `meta["title"]`
-            values are the entities the policy can follow.
+            values are the entities the policy can follow. Or its serialised dict (what `from_dict` passes): that
+            store is made on first use, so loading a pipeline YAML opens no store.
         :param first_top_k: Chunks retrieved for the question itself. Default 4.
         :param follow_up_top_k: Chunks retrieved per bridge-entity search. Default 1.
         :param max_follow_ups: Bridge-entity searches after the first (so at most `1 + max_follow_ups`
@@ -94,7 +97,9 @@ class BridgeEntityRouter:
             followed only after the mentions search. Default 0.05; `None` turns it off.
         :raises ValueError: If a number is out of range (see `BridgeEntityPolicy`).
         """
-        self.document_store = document_store
+        self._lock = threading.Lock()
+        self._store_spec = copy.deepcopy(document_store) if isinstance(document_store, dict) else None
+        self._document_store = None if self._store_spec is not None else document_store
         self.first_top_k = first_top_k
         self.follow_up_top_k = follow_up_top_k
         self.max_follow_ups = max_follow_ups
@@ -106,9 +111,21 @@ class BridgeEntityRouter:
         self.generic_share = generic_share
         self._policy = BridgeEntityPolicy([], **self._policy_kwargs())  # validates the parameters
         self._indexed_count: int | None = None
-        self._lock = threading.Lock()
         # Title indexes of runs with filters (tenants, collections), by filters; rebuilt when the store changes.
         self._scoped: OrderedDict[str, tuple[int | None, BridgeEntityPolicy]] = OrderedDict()
+
+    @property
+    def document_store(self) -> Any:
+        """The document store (a serialised one is made here, once)."""
+        if self._document_store is None:
+            with self._lock:
+                if self._document_store is None:
+                    self._document_store = store_from_dict(self._store_spec)
+        return self._document_store
+
+    @document_store.setter
+    def document_store(self, store: Any) -> None:
+        self._document_store, self._store_spec = store, None
 
     def _policy_kwargs(self) -> dict[str, Any]:
         return {
@@ -293,9 +310,10 @@ class BridgeEntityRouter:
 
         :returns: Dictionary with serialized data.
         """
+        unopened = self._document_store is None
         return default_to_dict(
             self,
-            document_store=self.document_store.to_dict(),
+            document_store=copy.deepcopy(self._store_spec) if unopened else self._document_store.to_dict(),
             first_top_k=self.first_top_k,
             follow_up_top_k=self.follow_up_top_k,
             max_follow_ups=self.max_follow_ups,
@@ -310,9 +328,9 @@ class BridgeEntityRouter:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BridgeEntityRouter":
         """
-        Deserialize the component from a dictionary.
+        Deserialize the component from a dictionary; its document store is made on first use.
 
         :param data: Dictionary to deserialize from.
         :returns: The component.
         """
-        return default_from_dict(cls, data)
+        return cls(**dict(data.get("init_parameters") or {}))

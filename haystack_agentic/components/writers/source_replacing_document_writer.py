@@ -5,6 +5,7 @@ from typing import Any
 from haystack import Document, component, default_from_dict, default_to_dict, logging
 from haystack.document_stores.types import DocumentStore, DuplicatePolicy
 
+from haystack_agentic.document_stores import document_counts
 from haystack_agentic.indexing.source_sync import SOURCE_FIELD, document_sources, remove_stale_chunks
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ class SourceReplacingDocumentWriter:
     @component.output_types(documents_written=int, documents_removed=int)
     def run(self, documents: list[Document], sources: list[str] | None = None) -> dict[str, int]:
         """
-        Upsert the chunks, then delete the earlier chunks of their sources.
+        Upsert the chunks, then delete the earlier chunks of their sources (a Milvus Lite store's document count is
+        recorded after: `document_counts`).
 
         :param documents: The chunks (chunks without a source are only upserted).
         :param sources: More sources to replace, e.g. files that gave no chunk this time (emptied): all their
@@ -56,9 +58,11 @@ class SourceReplacingDocumentWriter:
         :returns: `{"documents_written": int, "documents_removed": int}`: chunks written, stale chunks deleted.
         :raises Exception: Whatever the store raises on a write or delete (nothing is deleted if the write fails).
         """
+        document_counts.begin_write(self.document_store)
         written = self.document_store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE) if documents else 0
         replaced = [*document_sources(documents, self.source_field), *(sources or [])]
         removed = remove_stale_chunks(self.document_store, replaced, [d.id for d in documents], self.source_field)
+        document_counts.record_document_count(self.document_store)
         return {"documents_written": written, "documents_removed": removed}
 
     def to_dict(self) -> dict[str, Any]:

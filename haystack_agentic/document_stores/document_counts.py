@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+What each Milvus Lite collection held after this package last wrote it, kept beside the database, checked on open.
+
+Milvus Lite can lose documents without an error: when a collection's `manifest.json` does not load it opens the
+previous manifest (`manifest.json.prev`), deletes the newer data files as orphans on open, and the next save writes
+the older state back as a valid manifest; data files can go missing. After that the database opens cleanly with
+fewer documents, and nothing in it says so. So after every write it makes, the package records each collection's
+document count and manifest version (Milvus Lite adds 1 at every save of the manifest) in a small JSON file next to
+the database folder, `<database>.counts.json` (for `store.db`: `store.db.counts.json`):
+
+```json
+{"format": 1, "collections": {"haystack_agentic": {"documents": 1106, "manifest_version": 12, "writing": false}}}
+```
+
+Two checks, each a `StoreError` (one line, `store_faults`) before a run or a write:
+- before Milvus Lite opens the database (`manifest_rollback`, in `store_faults.check_milvus_lite_uri`): a
+  manifest older than recorded (a rollback), or a recorded collection that is gone. Opening it would already delete
+  the data files the older manifest does not list.
+- after it is opened (`count_shortfall`, in `store_faults.check_document_count`): fewer documents than recorded
+  (e.g. a data file gone from disk and manifest).
+
+`writing` is `true` between the start of a write and its recorded end: a write that was cut short (killed) leaves
+counts that are not known, and nothing is compared until the next write ends. More documents or a newer manifest
+than recorded (another program wrote) are not damage. Milvus servers (`http://...`) keep no record.
+"""
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from haystack import logging
+
+
+logger = logging.getLogger(__name__)
+
+#: What is appended to the database folder's name to name its record file.
+RECORD_SUFFIX = ".counts.json"
+
+#: The record file's format version.
+RECORD_FORMAT = 1
+
+#: The file in each Milvus Lite collection folder that lists its data files (with its `version`).
+MANIFEST = "manifest.json"
+
+
+def record_path(uri: str | Path) -> Path | None:
+    """
+    The record file of a Milvus Lite database.
+
+    :param uri: A Milvus `connection_args.uri`.
+    :returns: `<uri>.counts.json`, or `None` for a Milvus server URI.
+    """
+    text = str(uri)
+    if "://" in text or not text.endswith(".db"):  # a server; a Milvus Lite path ends in .db (pymilvus' rule)
+        return None
+    path = Path(text)
+    return path.with_name(path.name + RECORD_SUFFIX)
+
+
+def _lite_store(store: Any) -> tuple[Path, str] | None:
+    """The record file and collection of a Milvus Lite store, or `None` for any other store."""
+    if type(store).__name__ != "MilvusDocumentStore":
+        return None
+    uri = (getattr(store, "connection_args", None) or {}).get("uri")
+    path = record_path(uri) if isinstance(uri, (str, Path)) else None
+    return None if path is None else (path, store.collection_name)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The record's collections (`{}` when there is no record, or it does not read: then nothing is compared)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        logger.warning("Ignoring the unreadable document-count record {path}: {error}", path=path, error=exc)
+        return {}
+    collections = data.get("collections") if isinstance(data, dict) else None
+    return collections if isinstance(collections, dict) else {}
+
+
+def _write(path: Path, collection: str, entry: dict[str, Any]) -> None:
+    """Set one collection's entry, atomically (a temporary file renamed over the record); a failure is a warning."""
+    collections = _read(path)
+    collections[collection] = entry
+    temporary = path.with_name(path.name + ".tmp")
+    text = json.dumps({"format": RECORD_FORMAT, "collections": collections}, indent=1)
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:  # the write itself succeeded: only the later check is lost
+        logger.warning("Could not record the document count in {path}: {error}", path=path, error=exc)
+
+
+def begin_write(store: Any) -> None:
+    """
+    Before writing to a store: mark its collection's count as unknown until `record_document_count`.
+
+    :param store: The store about to be written (any store; only Milvus Lite stores are recorded).
+    """
+    found = _lite_store(store)
+    if found is None or not found[0].parent.is_dir():
+        return
+    path, collection = found
+    previous = _read(path).get(collection) or {}
+    _write(path, collection, {"documents": previous.get("documents"), "writing": True})
+
+
+def record_document_count(store: Any) -> None:
+    """
+    After writing to a store: record its collection's document count and manifest version.
+
+    :param store: The store written to (any store; only Milvus Lite stores are recorded).
+    """
+    found = _lite_store(store)
+    if found is None or not found[0].parent.is_dir():
+        return
+    path, collection = found
+    version = _manifest_version(path.with_name(path.name.removesuffix(RECORD_SUFFIX)), collection)
+    _write(path, collection, {"documents": store.count_documents(), "manifest_version": version, "writing": False})
+
+
+def _manifest_version(database: Path, collection: str) -> int | None:
+    """The `version` of a collection's manifest (`None` when it has none, or it does not read)."""
+    try:
+        data = json.loads((database / "collections" / collection / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    version = data.get("version") if isinstance(data, dict) else None
+    return version if isinstance(version, int) else None
+
+
+def _recorded(path: Path) -> dict[str, dict[str, Any]]:
+    """The record's entries that can be compared (the last write ended)."""
+    return {name: entry for name, entry in _read(path).items() if isinstance(entry, dict) and not entry.get("writing")}
+
+
+def manifest_rollback(database: Path) -> str | None:
+    """
+    Before Milvus Lite opens a database: a collection's manifest older than recorded, or a recorded collection gone.
+
+    :param database: The Milvus Lite database folder.
+    :returns: A short description of the first such collection, or `None`.
+    """
+    record = record_path(database)
+    for collection, entry in sorted(_recorded(record).items()):
+        recorded = entry.get("manifest_version")
+        if not isinstance(recorded, int):
+            continue
+        if not (database / "collections" / collection).is_dir():
+            return (f"its collection {collection} is gone, which held {entry.get('documents')} documents when "
+                    f"haystack-agentic last wrote it ({record.name})")  # fmt: skip
+        version = _manifest_version(database, collection)
+        if version is not None and version < recorded:
+            return (f"collections/{collection}/{MANIFEST} is version {version}, {recorded} when haystack-agentic "
+                    f"last wrote it ({record.name}): Milvus Lite rolled back to an older manifest and lost the "
+                    "documents written since")  # fmt: skip
+    return None
+
+
+def count_shortfall(store: Any) -> str | None:
+    """
+    After opening a store: whether its Milvus Lite collection holds fewer documents than last recorded.
+
+    :param store: An opened store (any store; only Milvus Lite stores with a record are compared).
+    :returns: A short description (both counts, the record file), or `None` when nothing is missing.
+    """
+    found = _lite_store(store)
+    if found is None:
+        return None
+    path, collection = found
+    entry = _recorded(path).get(collection)
+    if entry is None or not isinstance(entry.get("documents"), int):
+        return None
+    recorded, held = entry["documents"], store.count_documents()
+    if held >= recorded:
+        return None
+    return (f"its collection {collection} holds {held} documents, {recorded} when haystack-agentic last wrote it, "
+            f"as {path.name} records: Milvus Lite rolled back to an older manifest or lost data files")  # fmt: skip
