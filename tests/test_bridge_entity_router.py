@@ -14,7 +14,7 @@ from haystack_agentic import (
     LoopController,
     build_loop_pipeline,
 )
-from haystack_agentic.components.routers.bridge_entity_router import and_filters
+from haystack_agentic.indexing.collections import and_filters
 from haystack_agentic.testing import ScriptedChatGenerator
 
 QUESTION = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'
@@ -86,6 +86,8 @@ def test_and_filters():
     assert and_filters(None, None) is None
     assert and_filters(a, None) == a
     assert and_filters(a, b) == {"operator": "AND", "conditions": [a, b]}
+    either = {"operator": "OR", "conditions": [a, b]}  # Haystack's MERGE policy would drop `a` here
+    assert and_filters(a, either) == {"operator": "AND", "conditions": [a, either]}
 
 
 def test_title_index_follows_the_store(store):

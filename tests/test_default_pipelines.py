@@ -192,3 +192,43 @@ def test_max_iterations_reaches_the_controller_of_every_packaged_pipeline(name):
     pipeline = load_loop_pipeline(name, max_iterations=2)
     assert pipeline.get_component("controller").max_iterations == 2
     assert pipeline.to_dict()["max_runs_per_component"] == max_runs_for(2)
+
+
+def _openai_generators(pipeline):
+    from haystack.components.generators.chat import OpenAIChatGenerator
+
+    return [value for _, c in pipeline.walk() for value in vars(c).values() if isinstance(value, OpenAIChatGenerator)]
+
+
+@pytest.mark.parametrize("name", ["agentic_rag", "agentic_rag_json"])
+def test_a_local_server_without_a_key_gets_a_placeholder_passed_not_written(name, monkeypatch):
+    import os
+
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+    from haystack_agentic.settings import LOCAL_SERVER_API_KEY
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    generators = _openai_generators(load_loop_pipeline(name, api_base_url="http://127.0.0.1:9/v1"))
+    assert generators and "OPENAI_API_KEY" not in os.environ
+    for generator in generators:
+        generator.warm_up()  # the OpenAI client refuses to start without a key
+        assert generator.client.api_key == LOCAL_SERVER_API_KEY
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # the environment's base URL counts too
+    assert all(g.api_key.resolve_value() == LOCAL_SERVER_API_KEY for g in _openai_generators(load_loop_pipeline(name)))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    pipeline = load_loop_pipeline(name, api_base_url="http://127.0.0.1:9/v1")
+    assert all(g.api_key.resolve_value() == "sk-from-the-environment" for g in _openai_generators(pipeline))
+    router = yaml.safe_load(pipeline.dumps())["components"]["router"]["init_parameters"]["chat_generator"]
+    assert router["init_parameters"]["api_key"] == {"type": "env_var", "env_vars": ["OPENAI_API_KEY"], "strict": True}
+
+
+def test_no_key_and_no_base_url_is_left_to_the_generator(monkeypatch):
+    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, packaged_pipeline_for
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        packaged_pipeline_for("openai")
+    generators = _openai_generators(load_loop_pipeline("agentic_rag"))  # loading needs no key
+    assert generators and all(g.api_key.to_dict()["env_vars"] == ["OPENAI_API_KEY"] for g in generators)

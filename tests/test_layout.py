@@ -150,3 +150,56 @@ def test_the_size_check_sees_a_long_module(tmp_path):
     (tmp_path / "short.py").write_text("x = 1\n")
     (tmp_path / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
     assert module_sizes(tmp_path) == {"long.py": MAX_MODULE_LINES + 1, "short.py": 1}
+
+
+#: The one function of the package that writes `os.environ`: what hayhooks and the server processes read.
+ENVIRONMENT_WRITER = ("cli/serve.py", "set_serving_environment")
+
+
+def environment_writes(package_dir: Path = PACKAGE) -> list[tuple[str, str, int]]:
+    """Every place a module writes the process environment: `(path, enclosing function, line)`. A write is an
+    assignment to or deletion of `os.environ[...]`, a mutating method of `os.environ`, `os.environ` passed to a
+    call (which may write it), or `os.putenv` / `os.unsetenv`."""
+
+    def is_environ(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name) and (
+            node.value.id == "os")
+
+    found = []
+    for path in sorted(package_dir.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        owner = {id(n): f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(f)}  # innermost last: nested functions overwrite their parent's name
+        for node in ast.walk(tree):
+            write = (
+                isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete))
+                and any(isinstance(t, ast.Subscript) and is_environ(t.value)
+                        for t in (node.targets if not isinstance(node, ast.AugAssign) else [node.target]))
+            ) or (
+                isinstance(node, ast.Call)
+                and (
+                    (isinstance(node.func, ast.Attribute) and is_environ(node.func.value)
+                     and node.func.attr in ("setdefault", "update", "pop", "popitem", "clear", "__setitem__"))
+                    or any(is_environ(arg) for arg in [*node.args, *(k.value for k in node.keywords)])
+                    or (isinstance(node.func, ast.Attribute) and node.func.attr in ("putenv", "unsetenv"))
+                )
+            )
+            if write:
+                found.append((path.relative_to(package_dir).as_posix(), owner.get(id(node), "<module>"), node.lineno))
+    return sorted(found, key=lambda item: (item[0], item[2]))
+
+
+def test_only_serve_writes_the_environment():
+    others = [(path, function, line) for path, function, line in environment_writes()
+              if (path, function) != ENVIRONMENT_WRITER]
+    assert others == [], f"os.environ written outside {ENVIRONMENT_WRITER}: pass the value explicitly instead"
+    assert {(p, f) for p, f, _ in environment_writes()} == {ENVIRONMENT_WRITER}
+
+
+def test_the_environment_check_sees_every_kind_of_write(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "import os\nos.environ['A'] = '1'\ndef f():\n    os.environ.setdefault('B', '1')\n"
+        "    del os.environ['C']\n    os.putenv('D', '1')\n    g(os.environ)\n    return os.environ.get('E')\n"
+    )
+    assert environment_writes(tmp_path) == [("m.py", "<module>", 2), ("m.py", "f", 4), ("m.py", "f", 5),
+                                            ("m.py", "f", 6), ("m.py", "f", 7)]

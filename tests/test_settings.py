@@ -59,3 +59,16 @@ def test_the_embedded_model_is_converted_under_the_cache_dir(clean_env, tmp_path
     assert EmbeddedChatGenerator(cache_dir=str(tmp_path / "c"))._model_dir(Path("x.gguf")) == (
         tmp_path / "c" / DEFAULT_MODEL_FOLDER
     )
+
+
+def test_openai_api_key_is_passed_not_written(clean_env):
+    import os
+
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        settings.openai_api_key()  # neither a key nor a base URL
+    key = settings.openai_api_key("http://127.0.0.1:11434/v1")
+    assert key.resolve_value() == settings.LOCAL_SERVER_API_KEY and "OPENAI_API_KEY" not in os.environ
+    clean_env.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
+    assert settings.openai_api_key().resolve_value() == settings.LOCAL_SERVER_API_KEY
+    clean_env.setenv("OPENAI_API_KEY", "sk-real")
+    assert settings.openai_api_key() is None  # the generator's own Secret reads the real key

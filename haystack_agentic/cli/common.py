@@ -7,7 +7,6 @@ This module imports nothing heavy, so `haystack-agentic --help` stays fast.
 """
 
 import argparse
-import os
 import re
 from typing import Any
 
@@ -75,7 +74,6 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 
 def hide_model_progress_bars() -> None:
     """Turn off the progress bars transformers and huggingface_hub print while loading weights (ours show the stage)."""
-    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     try:
         from huggingface_hub.utils import disable_progress_bars  # noqa: PLC0415
         from transformers.utils import logging as transformers_logging  # noqa: PLC0415

@@ -38,6 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from haystack_agentic.cli.common import add_command
 from haystack_agentic.resources import sample_corpus_path
+from haystack_agentic.settings import ENV_OPENAI_BASE_URL, openai_api_key, openai_configured
 
 _EXAMPLES = """\
 examples:
@@ -130,7 +131,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
     wanted = args.llm
     if wanted == "auto":
-        wanted = "openai" if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") else "none"
+        wanted = "openai" if openai_configured() else "none"
     if wanted == "none":
         return None
     from haystack.components.generators.chat import OpenAIChatGenerator
@@ -138,11 +139,11 @@ def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
     from haystack_agentic.cli.common import ENV_MODEL
     from haystack_agentic.pipelines.default_pipelines import DEFAULT_OPENAI_MODEL
 
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
-    if not os.environ.get("OPENAI_API_KEY"):
-        if not base_url:
-            raise error("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL / --base-url for a local server).")
-        os.environ["OPENAI_API_KEY"] = "not-needed-for-a-local-server"  # local servers ignore the key
+    base_url = args.base_url or os.environ.get(ENV_OPENAI_BASE_URL)
+    try:
+        api_key = openai_api_key(base_url)
+    except ValueError as exc:
+        raise error(str(exc)) from exc
     model = args.model or os.environ.get(ENV_MODEL) or DEFAULT_OPENAI_MODEL
     max_tokens = getattr(args, "max_tokens", None)
     if max_tokens is not None and max_tokens < 1:
@@ -151,7 +152,7 @@ def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
     if timeout is not None and timeout <= 0:
         raise error(f"--timeout must be a positive number of seconds, got {timeout}")
     return OpenAIChatGenerator(
-        model=model, api_base_url=base_url, timeout=timeout,
+        **({"api_key": api_key} if api_key else {}), model=model, api_base_url=base_url, timeout=timeout,
         generation_kwargs={"max_tokens": max_tokens} if max_tokens else None,
     )  # fmt: skip
 

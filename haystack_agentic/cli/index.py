@@ -244,7 +244,7 @@ def open_index_store(backend: str, uri: str | None, collection: str | None) -> A
 
     :param backend: `milvus` or `weaviate`.
     :param uri: Milvus Lite file / Milvus server URI, or Weaviate URL (defaults: the user cache's milvus.db,
-        http://localhost:8080).
+        `$WEAVIATE_URL` or `settings.DEFAULT_WEAVIATE_URL`).
     :param collection: Collection name (default: the packaged pipelines').
     :returns: The store.
     :raises CLIError: If the integration is missing or the store cannot be opened.

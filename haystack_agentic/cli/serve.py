@@ -256,14 +256,33 @@ def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
         raise ServeError(str(exc)) from exc
 
 
-def _allow_our_modules() -> None:
+def set_serving_environment(host: str, port: int, directory: Path, security: "ServeSecurity") -> None:
+    """
+    Write what the server processes read from the environment into `os.environ` (the only place the package writes
+    it): hayhooks reads its settings when first imported, and the worker and MCP processes `serve` starts inherit
+    them, with ours (`ServeSecurity.to_env`).
+
+    :param host: The address to bind (`HAYHOOKS_HOST`).
+    :param port: The HTTP port (`HAYHOOKS_PORT`).
+    :param directory: The pipelines directory (`HAYHOOKS_PIPELINES_DIR`).
+    :param security: What to expose.
+    """
     from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
 
+    os.environ["HAYHOOKS_HOST"] = host
+    os.environ["HAYHOOKS_PORT"] = str(port)
+    os.environ["HAYHOOKS_PIPELINES_DIR"] = str(directory)
+    # hayhooks' default parallel start-up imports the wrapper modules from several threads, which sometimes fails
+    # ("dictionary changed size during iteration") and leaves a worker without that pipeline: one at a time.
+    os.environ.setdefault("HAYHOOKS_STARTUP_DEPLOY_STRATEGY", "sequential")
+    # The servers do not phone home unless the user set HAYSTACK_TELEMETRY_ENABLED=True (read at haystack's import).
+    os.environ.setdefault(TELEMETRY_ENV, "False")
+    # YAML pipelines deployed to the workers load with Haystack's allow-list: ours added to the user's.
     patterns = [p for p in os.environ.get("HAYSTACK_DESERIALIZATION_ALLOWLIST", "").split(",") if p.strip()]
-    for pattern in ALLOWED_MODULES:
-        if pattern not in patterns:
-            patterns.append(pattern)
-    os.environ["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join(patterns)
+    os.environ["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join(
+        [*patterns, *(p for p in ALLOWED_MODULES if p not in patterns)]
+    )
+    security.to_env(os.environ)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -273,9 +292,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     :param args: Parsed `serve` arguments (see `add_serve_parser`).
     :returns: The exit code: 0 after a clean shutdown, 2 on bad arguments.
     """
-    # Haystack's telemetry reads this when haystack is first imported (below); `serve` does not phone home unless
-    # the user set HAYSTACK_TELEMETRY_ENABLED=True. Worker processes inherit it.
-    os.environ.setdefault(TELEMETRY_ENV, "False")
     scratch = None
     try:
         _check_ports(args)
@@ -362,15 +378,7 @@ def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path
     from haystack_agentic.serving.security import is_loopback
 
     mcp_port = args.port + 1 if args.mcp_port is None else args.mcp_port
-    # hayhooks reads its settings from the environment when first imported; worker processes inherit them.
-    os.environ["HAYHOOKS_HOST"] = args.host
-    os.environ["HAYHOOKS_PORT"] = str(args.port)
-    os.environ["HAYHOOKS_PIPELINES_DIR"] = str(directory)
-    # hayhooks' default parallel start-up imports the wrapper modules from several threads, which sometimes fails
-    # ("dictionary changed size during iteration") and leaves a worker without that pipeline: one at a time.
-    os.environ.setdefault("HAYHOOKS_STARTUP_DEPLOY_STRATEGY", "sequential")
-    security.to_env(os.environ)
-    _allow_our_modules()
+    set_serving_environment(args.host, args.port, directory, security)
     if not security.api_key and not is_loopback(args.host):
         print(
             f"warning: serving on {args.host} without an API key: anyone who can reach this address can run "

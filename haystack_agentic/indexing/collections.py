@@ -105,7 +105,8 @@ def collection_filter(names: Sequence[str]) -> dict[str, Any] | None:
 
 def and_filters(*filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """
-    Combine Haystack metadata filters with AND.
+    Combine Haystack metadata filters with AND: every one keeps applying (Haystack's `apply_filter_policy` MERGE
+    drops one of two filters whose logical operators differ, e.g. a user's `OR` and a collection scope).
 
     :param filters: Filters, any of them `None`.
     :returns: `None` when all are `None`, the one filter when only one is set, else an `AND` of them.

@@ -19,6 +19,7 @@ from haystack import logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_agentic.indexing.store_faults import check_milvus_lite_uri, watch_store
+from haystack_agentic.settings import DEFAULT_WEAVIATE_URL
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +61,11 @@ def milvus_document_store(uri: str, collection_name: str = MILVUS_COLLECTION, bm
     )
 
 
-def weaviate_document_store(url: str = "http://localhost:8080", collection_name: str = WEAVIATE_COLLECTION) -> Any:
+def weaviate_document_store(url: str = DEFAULT_WEAVIATE_URL, collection_name: str = WEAVIATE_COLLECTION) -> Any:
     """
     A `WeaviateDocumentStore` for a Weaviate server (it connects on first use, not here).
 
-    :param url: The server URL. Default `http://localhost:8080`.
+    :param url: The server URL. Default `settings.DEFAULT_WEAVIATE_URL` (`http://localhost:8080`).
     :param collection_name: The collection (Weaviate capitalises the first letter). Default `HaystackAgentic`.
     :returns: The store.
     :raises ImportError: If `weaviate-haystack` is not installed (`pip install haystack-agentic[weaviate]`).

@@ -20,7 +20,6 @@ with the path or address in the message:
 
 import contextlib
 import logging as std_logging
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -259,9 +258,6 @@ def quiet_store_logs() -> None:
     """
     global _QUIET  # noqa: PLW0603 - a process-wide logging choice
     _QUIET = True
-    # gRPC's C core (pymilvus <-> Milvus Lite) prints keepalive notices such as "GOAWAY ... too_many_pings" to
-    # stderr during long writes; read when grpc is first imported, so set before any Milvus store is opened.
-    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     for name in NOISY_LOGGERS:
         store_logger = std_logging.getLogger(name)
         store_logger.propagate = False

@@ -159,8 +159,6 @@ def embedded_pipeline(
 #: ask --backend milvus` sets it to the user cache, `--uri` to a file or a Milvus server URI).
 MILVUS_URI = "haystack_agentic_milvus.db"
 
-#: The Weaviate server the packaged Weaviate pipeline points at (`--uri` overrides it).
-WEAVIATE_URL = "http://localhost:8080"
 
 
 def _milvus_store_for_yaml(bm25: bool = True) -> Any:
@@ -191,7 +189,7 @@ def indexing_pipelines() -> dict[str, Pipeline]:
     return {
         "indexing_milvus.yml": build_indexing_pipeline(_milvus_store_for_yaml(), MiniLMDocumentEmbedder()),
         "indexing_weaviate.yml": build_indexing_pipeline(
-            weaviate_document_store(WEAVIATE_URL), MiniLMDocumentEmbedder()
+            weaviate_document_store(), MiniLMDocumentEmbedder()
         ),
     }
 
@@ -257,7 +255,7 @@ def embedded_weaviate_pipeline() -> Pipeline:
     from haystack_agentic.indexing.document_stores import weaviate_document_store  # noqa: PLC0415
     from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
 
-    store = weaviate_document_store(WEAVIATE_URL)
+    store = weaviate_document_store()
     return embedded_pipeline(
         store=store, retriever=SafeRetriever(WeaviateHybridRetriever(document_store=store)), query_embedder=MiniLMTextEmbedder()
     )

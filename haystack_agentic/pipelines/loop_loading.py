@@ -7,8 +7,8 @@ the same way and fail with the same messages. Every function raises `ValueError`
 what to change; callers turn it into their own error (a CLI line, an HTTP status).
 """
 
+import contextlib
 import copy
-import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,10 +22,12 @@ from haystack_agentic.indexing.store_faults import StoreError, check_milvus_lite
 from haystack_agentic.indexing.store_files import read_store_file
 from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, link_collection_store, max_runs_for
 from haystack_agentic.resources import pipeline_path
-from haystack_agentic.settings import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL, openai_configured
+from haystack_agentic.settings import DEFAULT_WEAVIATE_URL, ENV_OPENAI_API_KEY, openai_api_key, openai_configured
 
 #: Components every loop pipeline YAML has (see `build_loop_pipeline`).
 REQUIRED_COMPONENTS = ("controller", "retriever", "result")
+#: `OpenAIChatGenerator`'s default `api_key`, serialised (what a YAML that names no key means).
+OPENAI_KEY_FROM_ENV = {"type": "env_var", "env_vars": [ENV_OPENAI_API_KEY], "strict": True}
 
 
 def choose_llm(requested: str) -> str:
@@ -44,21 +46,15 @@ def packaged_pipeline_for(llm: str, mode: str = "tools", base_url: str | None = 
     """
     The packaged pipeline YAML for an LLM choice.
 
-    For `openai` without `OPENAI_API_KEY` but with a base URL (a local Ollama/vLLM/llama.cpp server, which ignores
-    the key), a placeholder key is set in the environment so `OpenAIChatGenerator` can start.
-
     :param llm: `openai` or `embedded`.
     :param mode: Router mode for `openai`: `tools` or `json`.
     :param base_url: The `--base-url` given, if any (`OPENAI_BASE_URL` is read too).
     :returns: The YAML path.
-    :raises ValueError: For `openai` with neither a key nor a base URL.
+    :raises ValueError: For `openai` with neither `OPENAI_API_KEY` nor a base URL.
     """
     if llm == "embedded":
         return pipeline_path("agentic_rag_embedded")
-    if not os.environ.get(ENV_OPENAI_API_KEY):
-        if not (base_url or os.environ.get(ENV_OPENAI_BASE_URL)):
-            raise ValueError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL / --base-url for a local server).")
-        os.environ[ENV_OPENAI_API_KEY] = "not-needed-for-a-local-server"
+    openai_api_key(base_url)  # refuses a missing key and base URL now, not at warm-up
     return pipeline_path("agentic_rag_json" if mode == "json" else "agentic_rag")
 
 
@@ -99,7 +95,9 @@ def load_loop_pipeline(
     :param path: The YAML file, or the name of a packaged pipeline (`"agentic_rag_embedded"`, with or without
         `.yml`; see `haystack_agentic.resources.pipeline_path`).
     :param model: Model name set on every `OpenAIChatGenerator` in it.
-    :param api_base_url: Base URL set on every `OpenAIChatGenerator` in it.
+    :param api_base_url: Base URL set on every `OpenAIChatGenerator` in it. An `OpenAIChatGenerator` that would read
+        its key from an unset `OPENAI_API_KEY` but has a base URL (this one, its own or `OPENAI_BASE_URL`: a local
+        server, which ignores the key) is given `settings.openai_api_key`'s placeholder key instead.
     :param max_iterations: Set on the `LoopController`, with a matching `max_runs_per_component`.
     :param store_uri: Set as the URI of every Milvus store (`connection_args.uri`: a Milvus Lite file or a server)
         and the URL of every Weaviate store in it.
@@ -122,9 +120,15 @@ def load_loop_pipeline(
             data["max_runs_per_component"] = max_runs_for(int(max_iterations), *([int(searches)] if searches else []))
         for value in params.values():
             if isinstance(value, dict) and str(value.get("type", "")).endswith("OpenAIChatGenerator"):
+                generator = value["init_parameters"] = value.get("init_parameters") or {}
                 for key, override in (("model", model), ("api_base_url", api_base_url)):
                     if override:
-                        value.setdefault("init_parameters", {})[key] = override
+                        generator[key] = override
+                if generator.get("api_key", OPENAI_KEY_FROM_ENV) == OPENAI_KEY_FROM_ENV:
+                    with contextlib.suppress(ValueError):  # no key, no base URL: the generator says so at warm-up
+                        secret = openai_api_key(generator.get("api_base_url"))
+                        if secret is not None:
+                            generator["api_key"] = secret
     if store_uri:
         set_store_uri(components, str(store_uri))
     isolate_in_memory_stores(components)
@@ -179,7 +183,7 @@ def store_addresses(node: Any) -> list[tuple[str, str]]:
         if kind.endswith("MilvusDocumentStore"):
             address = ("milvus", str((params.get("connection_args") or {}).get("uri", "http://localhost:19530")))
         else:
-            address = ("weaviate", str(params.get("url") or "http://localhost:8080"))
+            address = ("weaviate", str(params.get("url") or DEFAULT_WEAVIATE_URL))
         if address not in found:
             found.append(address)
     return found

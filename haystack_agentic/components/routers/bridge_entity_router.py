@@ -12,6 +12,7 @@ from haystack_agentic.tracing import iteration_span, trace_turn
 from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.components.routers.agentic_router import count_final_turn
 from haystack_agentic.evidence.feedback import missing_evidence_query
+from haystack_agentic.indexing.collections import and_filters
 from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, routed_state, step_chunks
 from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
@@ -21,21 +22,6 @@ logger = logging.getLogger(__name__)
 
 #: How many filtered title indexes (distinct run filters) a router keeps.
 _MAX_SCOPES = 32
-
-def and_filters(*filters: dict[str, Any] | None) -> dict[str, Any] | None:
-    """
-    Combine Haystack metadata filters with AND (the run's filters always keep applying).
-
-    :param filters: Filters, any of them `None`.
-    :returns: `None` when all are `None`, the one filter when only one is set, else an `AND` of them.
-    """
-    present = [dict(f) for f in filters if f]
-    if not present:
-        return None
-    if len(present) == 1:
-        return present[0]
-    return {"operator": "AND", "conditions": present}
-
 
 @component
 class BridgeEntityRouter:
