@@ -224,11 +224,11 @@ def test_a_local_server_without_a_key_gets_a_placeholder_passed_not_written(name
 
 
 def test_no_key_and_no_base_url_is_left_to_the_generator(monkeypatch):
-    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, packaged_pipeline_for
+    from haystack_agentic.pipelines.loop_loading import LoopOptions, build_loop, load_loop_pipeline
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(ValueError, match="OPENAI_API_KEY"):
-        packaged_pipeline_for("openai")
+        build_loop(LoopOptions(llm="openai"))
     generators = _openai_generators(load_loop_pipeline("agentic_rag"))  # loading needs no key
     assert generators and all(g.api_key.to_dict()["env_vars"] == ["OPENAI_API_KEY"] for g in generators)
