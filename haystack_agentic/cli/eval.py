@@ -140,7 +140,8 @@ def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
     from haystack_agentic.pipelines.loop_loading import LoopOptions
 
     try:  # the same checks as every loop's options
-        options = LoopOptions(llm="openai", model=args.model, base_url=args.base_url or os.environ.get(ENV_OPENAI_BASE_URL),
+        base_url = args.base_url or os.environ.get(ENV_OPENAI_BASE_URL)
+        options = LoopOptions(llm="openai", model=args.model, base_url=base_url,
                               timeout=getattr(args, "timeout", None), max_tokens=getattr(args, "max_tokens", None))
         api_key = openai_api_key(options.base_url)
     except ValueError as exc:

@@ -162,7 +162,9 @@ class LoopOptions:
         llm = self.resolved_llm()
         if self.backend != "memory":
             if llm != "embedded":
-                raise ValueError(f"--backend {self.backend} has a packaged pipeline for --llm embedded only; pass --pipeline.")
+                raise ValueError(
+                    f"--backend {self.backend} has a packaged pipeline for --llm embedded only; pass --pipeline."
+                )
             if self.backend == "milvus" and not milvus_has_bm25(str(self.resolved_store_uri())):
                 return pipeline_path("agentic_rag_embedded_milvus_dense")
             return pipeline_path(f"agentic_rag_embedded_{self.backend}")
@@ -323,7 +325,8 @@ def _set_limits(data: dict[str, Any], options: LoopOptions) -> None:
             params = spec["init_parameters"]
             params["max_iterations"] = options.max_iterations
             searches = params.get("max_searches_per_turn")
-            data["max_runs_per_component"] = max_runs_for(options.max_iterations, *([int(searches)] if searches else []))
+            bound = max_runs_for(options.max_iterations, *([int(searches)] if searches else []))
+            data["max_runs_per_component"] = bound
     server = ServerInfo(n_ctx=options.context_tokens)
     for params, defaults in _roles(data["components"]):
         if options.timeout is not None and "timeout" in defaults:
@@ -359,13 +362,19 @@ def _choose_grounder(components: dict[str, Any], judge_allowed: bool, notify: Ca
     if spec is None or not str(spec.get("type", "")).endswith("HHEMGrounder"):
         return
     params = {**(class_defaults(spec["type"]) or {}), **spec["init_parameters"]}
-    missing = hhem_missing(params.get("model"), params.get("revision"), params.get("foundation"), params.get("local_files_only"))
+    missing = hhem_missing(
+        params.get("model"), params.get("revision"), params.get("foundation"), bool(params.get("local_files_only"))
+    )
     if missing is None:
         return
     judge_llm = components.get("router", {}).get("init_parameters", {}).get("chat_generator")
     if judge_allowed and isinstance(judge_llm, dict):
-        components["grounder"] = {"type": _JUDGE_GROUNDER, "init_parameters": {"chat_generator": copy.deepcopy(judge_llm)}}
-        notify(f"Grounding: {missing}. To get it: {HOW_TO_GET}. Grounding with the configured LLM as judge instead (LLMJudgeGrounder).")
+        judge = {"chat_generator": copy.deepcopy(judge_llm)}
+        components["grounder"] = {"type": _JUDGE_GROUNDER, "init_parameters": judge}
+        notify(
+            f"Grounding: {missing}. To get it: {HOW_TO_GET}. "
+            "Grounding with the configured LLM as judge instead (LLMJudgeGrounder)."
+        )
     else:
         notify(f"Grounding: {missing}. To get it: {HOW_TO_GET}. Running without grounding.")
 
