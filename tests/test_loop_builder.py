@@ -12,9 +12,8 @@ SCRIPTED_YAML = Path(__file__).parent / "serving" / "scripted_loop.yml"
 
 
 def test_options_reach_the_components_they_name():
-    pipeline = build_loop(
-        LoopOptions(llm="embedded", max_iterations=2, on_insufficient_evidence="answer_with_warning", grounding="pipeline")
-    )
+    options = LoopOptions(llm="embedded", max_iterations=2, on_insufficient_evidence="answer_with_warning")
+    pipeline = build_loop(options)
     assert pipeline.get_component("controller").max_iterations == 2
     assert pipeline.to_dict()["max_runs_per_component"] == max_runs_for(2)
     assert pipeline.get_component("evidence").on_insufficient_evidence == "answer_with_warning"

@@ -33,22 +33,6 @@ from haystack_agentic.indexing.collections import COLLECTION_FIELD
 
 logger = logging.getLogger(__name__)
 
-def resolve_pipeline(spec: str) -> Path:
-    """
-    The YAML file of `--pipeline`: an existing path, else a packaged pipeline's name.
-
-    :param spec: A path or a packaged name (`agentic_rag_embedded`, with or without `.yml`).
-    :returns: The path.
-    :raises ValueError: If it is neither (the message lists the packaged names).
-    """
-    from haystack_agentic.resources import pipeline_path
-
-    path = Path(spec)
-    if path.is_file():
-        return path
-    return pipeline_path(spec)
-
-
 def _documents(rows: Sequence[dict[str, Any]]) -> list[Any]:
     docs: dict[str, Any] = {}
     groups: dict[str | None, list[dict[str, Any]]] = {}
@@ -90,7 +74,7 @@ def pipeline_config(
         store_addresses,
     )
 
-    path = resolve_pipeline(spec)
+    path = LoopOptions(pipeline=spec).pipeline_path()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     store_uri = None

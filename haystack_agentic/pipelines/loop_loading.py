@@ -284,20 +284,16 @@ def load_loop_pipeline(
     store_uri: str | None = None,
 ) -> Pipeline:
     """
-    Read a loop pipeline YAML with the allow-list, applying overrides (`build_loop` with the YAML's grounder).
+    Read a loop pipeline YAML with the allow-list, applying overrides: `build_loop` with the YAML's own grounder.
 
-    :param path: The YAML file, or the name of a packaged pipeline (`"agentic_rag_embedded"`, with or without
-        `.yml`; see `haystack_agentic.resources.pipeline_path`).
-    :param model: Model name set on every `OpenAIChatGenerator` in it.
-    :param api_base_url: Base URL set on every `OpenAIChatGenerator` in it. An `OpenAIChatGenerator` that would read
-        its key from an unset `OPENAI_API_KEY` but has a base URL (this one, its own or `OPENAI_BASE_URL`: a local
-        server, which ignores the key) is given `settings.openai_api_key`'s placeholder key instead.
-    :param max_iterations: Set on the `LoopController`, with a matching `max_runs_per_component`.
-    :param store_uri: Set as the URI of every Milvus store and the URL of every Weaviate store in it.
+    :param path: The YAML file, or the name of a packaged pipeline (`"agentic_rag_embedded"`, with or without `.yml`).
+    :param model: See `LoopOptions.model`.
+    :param api_base_url: See `LoopOptions.base_url`. An `OpenAIChatGenerator` that would read its key from an unset
+        `OPENAI_API_KEY` but has a base URL (a local server, which ignores the key) gets a placeholder key instead.
+    :param max_iterations: See `LoopOptions.max_iterations`.
+    :param store_uri: See `LoopOptions.store_uri`.
     :returns: The pipeline (not warmed up).
-    :raises StoreError: If a Milvus Lite database it names does not exist, or a store cannot be opened.
-    :raises ValueError: If the file cannot be read, is not a loop pipeline, or does not load.
-    :raises FileNotFoundError: For a bare name that is no packaged pipeline (the message lists them).
+    :raises StoreError, ValueError, FileNotFoundError: As `build_loop`.
     """
     options = LoopOptions(
         pipeline=str(path), model=model, base_url=api_base_url, max_iterations=max_iterations, store_uri=store_uri,
