@@ -19,7 +19,6 @@ Windows. Every function reads the environment when called, so a change made afte
 import os
 from pathlib import Path
 
-from haystack.utils import Secret
 from platformdirs import user_cache_path
 
 #: The application name of the cache folder.
@@ -35,9 +34,6 @@ ENV_OPENAI_BASE_URL = "OPENAI_BASE_URL"
 
 #: The Weaviate server used when `WEAVIATE_URL` is not set.
 DEFAULT_WEAVIATE_URL = "http://localhost:8080"
-#: The API key sent to a local OpenAI-compatible server (Ollama, vLLM, llama.cpp), which ignores it, when
-#: `OPENAI_API_KEY` is not set: the OpenAI client refuses to start without one.
-LOCAL_SERVER_API_KEY = "not-needed-for-a-local-server"
 
 
 def _env(name: str) -> str | None:
@@ -112,19 +108,3 @@ def openai_configured() -> bool:
     """
     return bool(_env(ENV_OPENAI_API_KEY) or _env(ENV_OPENAI_BASE_URL))
 
-
-def openai_api_key(base_url: str | None = None) -> Secret | None:
-    """
-    The API key to pass an `OpenAIChatGenerator` explicitly, if any; nothing is written to the environment.
-
-    :param base_url: The base URL given (`--base-url`), if any; `OPENAI_BASE_URL` is read too.
-    :returns: `None` when `OPENAI_API_KEY` is set (the generator's default `Secret` reads it); else, with a base URL,
-        `LOCAL_SERVER_API_KEY` as a token `Secret` (a token `Secret` does not serialise: a pipeline holding it
-        cannot be saved with `to_dict`).
-    :raises ValueError: When neither `OPENAI_API_KEY` nor a base URL is set.
-    """
-    if _env(ENV_OPENAI_API_KEY):
-        return None
-    if not (base_url or _env(ENV_OPENAI_BASE_URL)):
-        raise ValueError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL / --base-url for a local server).")
-    return Secret.from_token(LOCAL_SERVER_API_KEY)

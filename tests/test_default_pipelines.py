@@ -205,15 +205,18 @@ def test_a_local_server_without_a_key_gets_a_placeholder_passed_not_written(name
     import os
 
     from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
-    from haystack_agentic.settings import LOCAL_SERVER_API_KEY
+    from haystack_agentic.llm.local_server_key import LOCAL_SERVER_API_KEY
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    generators = _openai_generators(load_loop_pipeline(name, api_base_url="http://127.0.0.1:9/v1"))
+    pipeline = load_loop_pipeline(name, api_base_url="http://127.0.0.1:9/v1")
+    generators = _openai_generators(pipeline)
     assert generators and "OPENAI_API_KEY" not in os.environ
     for generator in generators:
         generator.warm_up()  # the OpenAI client refuses to start without a key
         assert generator.client.api_key == LOCAL_SERVER_API_KEY
+    saved = yaml.safe_load(pipeline.dumps())["components"]["router"]["init_parameters"]["chat_generator"]
+    assert saved["init_parameters"]["api_key"] == {"type": "env_var", "env_vars": ["OPENAI_API_KEY"], "strict": True}
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # the environment's base URL counts too
     assert all(g.api_key.resolve_value() == LOCAL_SERVER_API_KEY for g in _openai_generators(load_loop_pipeline(name)))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")

@@ -61,14 +61,24 @@ def test_the_embedded_model_is_converted_under_the_cache_dir(clean_env, tmp_path
     )
 
 
+
 def test_openai_api_key_is_passed_not_written(clean_env):
     import os
 
+    from haystack.utils import Secret
+
+    from haystack_agentic.llm.local_server_key import LOCAL_SERVER_API_KEY, LocalServerKey, openai_api_key
+
     with pytest.raises(ValueError, match="OPENAI_API_KEY"):
-        settings.openai_api_key()  # neither a key nor a base URL
-    key = settings.openai_api_key("http://127.0.0.1:11434/v1")
-    assert key.resolve_value() == settings.LOCAL_SERVER_API_KEY and "OPENAI_API_KEY" not in os.environ
+        openai_api_key()  # neither a key nor a base URL
+    key = openai_api_key("http://127.0.0.1:11434/v1")
+    assert isinstance(key, LocalServerKey) and key.resolve_value() == LOCAL_SERVER_API_KEY
+    assert "OPENAI_API_KEY" not in os.environ
+    # saved as the generator's default Secret: the file names the variable, never the placeholder
+    assert key.to_dict() == Secret.from_env_var("OPENAI_API_KEY").to_dict()
+    assert Secret.from_dict(key.to_dict()) == Secret.from_env_var("OPENAI_API_KEY")
     clean_env.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
-    assert settings.openai_api_key().resolve_value() == settings.LOCAL_SERVER_API_KEY
+    assert isinstance(openai_api_key(), LocalServerKey)
     clean_env.setenv("OPENAI_API_KEY", "sk-real")
-    assert settings.openai_api_key() is None  # the generator's own Secret reads the real key
+    assert openai_api_key() is None  # the generator's own Secret reads the real key
+    assert key.resolve_value() == "sk-real"

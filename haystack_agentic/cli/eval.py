@@ -38,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from haystack_agentic.cli.common import add_command
 from haystack_agentic.resources import sample_corpus_path
-from haystack_agentic.settings import ENV_OPENAI_BASE_URL, model_from_env, openai_api_key, openai_configured
+from haystack_agentic.settings import ENV_OPENAI_BASE_URL, model_from_env, openai_configured
 
 _EXAMPLES = """\
 examples:
@@ -137,6 +137,7 @@ def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
     from haystack.components.generators.chat import OpenAIChatGenerator
 
     from haystack_agentic.pipelines.default_pipelines import DEFAULT_OPENAI_MODEL
+    from haystack_agentic.llm.local_server_key import openai_api_key
     from haystack_agentic.pipelines.loop_loading import LoopOptions
 
     try:  # the same checks as every loop's options

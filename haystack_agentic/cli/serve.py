@@ -248,14 +248,8 @@ def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
 
 def set_serving_environment(host: str, port: int, directory: Path, security: "ServeSecurity") -> None:
     """
-    Write what the server processes read from the environment into `os.environ` (the only place the package writes
-    it): hayhooks reads its settings when first imported, and the worker and MCP processes `serve` starts inherit
-    them, with ours (`ServeSecurity.to_env`).
-
-    :param host: The address to bind (`HAYHOOKS_HOST`).
-    :param port: The HTTP port (`HAYHOOKS_PORT`).
-    :param directory: The pipelines directory (`HAYHOOKS_PIPELINES_DIR`).
-    :param security: What to expose.
+    Write what hayhooks (on first import) and ours (`ServeSecurity.to_env`) read into `os.environ`, which the worker
+    and MCP processes inherit: the one place the package writes the environment.
     """
     from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
 

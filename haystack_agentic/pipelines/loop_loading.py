@@ -32,6 +32,7 @@ from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.indexing.store_faults import StoreError, check_milvus_lite_uri, milvus_lite_path, watch_store
 from haystack_agentic.indexing.store_files import read_store_file
+from haystack_agentic.llm.local_server_key import openai_api_key
 from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, link_collection_store, max_runs_for
 from haystack_agentic.pipelines.packaged_yaml import class_defaults
 from haystack_agentic.resources import pipeline_path
@@ -41,7 +42,6 @@ from haystack_agentic.settings import (
     default_milvus_uri,
     default_weaviate_url,
     model_from_env,
-    openai_api_key,
     openai_configured,
 )
 
@@ -289,7 +289,7 @@ def load_loop_pipeline(
     :param path: The YAML file, or the name of a packaged pipeline (`"agentic_rag_embedded"`, with or without `.yml`).
     :param model: See `LoopOptions.model`.
     :param api_base_url: See `LoopOptions.base_url`. An `OpenAIChatGenerator` that would read its key from an unset
-        `OPENAI_API_KEY` but has a base URL (a local server, which ignores the key) gets a placeholder key instead.
+        `OPENAI_API_KEY` but has a base URL (a local server, which ignores the key) gets a `LocalServerKey` instead (`llm.local_server_key`).
     :param max_iterations: See `LoopOptions.max_iterations`.
     :param store_uri: See `LoopOptions.store_uri`.
     :returns: The pipeline (not warmed up).

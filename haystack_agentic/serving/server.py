@@ -8,8 +8,8 @@ Both run on uvloop when it is installed (the `serve` extra installs it), as uvic
 workers and for the MCP process; asyncio's default loop otherwise. uvicorn only picks the loop when it creates it,
 so the one-process path, which runs its two servers on a loop of its own, makes the same choice itself.
 
-The caller sets hayhooks' settings (`HAYHOOKS_*`) and ours (`ServeSecurity.to_env`) in the environment first:
-worker processes inherit them.
+The caller sets hayhooks' settings (`HAYHOOKS_*`) and ours (`ServeSecurity.to_env`) in the environment first (`serve`:
+`set_serving_environment`): worker processes inherit them.
 """
 
 import asyncio
