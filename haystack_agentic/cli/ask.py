@@ -274,8 +274,9 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
         hide_model_progress_bars()
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)
     options = check_server(options, err)
+    notices: list[str] = []  # said once the store and the question are known to be fine
     try:
-        pipeline = loop_loading.build_loop(options, notify=lambda text: err.print(text, highlight=False, markup=False))
+        pipeline = loop_loading.build_loop(options, notify=notices.append)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     explicit_store = bool(args.store or store_path_from_env())
@@ -287,6 +288,8 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
             controller.validate_inputs(query=first_question, collections=args.collection)
         except ValueError as exc:
             raise CLIError(str(exc)) from exc
+    for notice in notices:
+        err.print(notice, highlight=False, markup=False)
     warm_grounder(pipeline, err)
     described = {key: pipeline.metadata.get(key, "configured in the pipeline YAML") for key in ("llm", "policy")}
     return PreparedLoop(pipeline, filters, described, err)
