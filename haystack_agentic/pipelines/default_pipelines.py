@@ -120,34 +120,16 @@ EMBEDDED_CHUNK_CHARS = 700
 
 
 def embedded_answerer(chat_generator: Any, max_chunks: int, chunks_per_search: int | None = None) -> Answerer:
-    """
-    The answerer of the embedded pipelines (and of `eval`'s offline configurations): SmolLM2's prompts, short chunks,
-    and the short answer span kept (the 135M model answers in sentences).
-
-    :param chat_generator: The answer LLM.
-    :param max_chunks: Most chunks in the prompt.
-    :param chunks_per_search: Most chunks per search in the prompt, or `None` for no such limit.
-    :returns: The answerer.
-    """
+    """The answerer of the embedded pipelines and `eval`'s offline configurations: SmolLM2's prompts, short chunks."""
     return Answerer(
-        chat_generator=chat_generator,
-        system_prompt=EMBEDDED_SYSTEM_PROMPT,
-        generate_prompt=EMBEDDED_GENERATE_PROMPT,
-        max_chunks=max_chunks,
-        chunk_chars=EMBEDDED_CHUNK_CHARS,
-        chunks_per_search=chunks_per_search,
-        short_answer=True,
-    )
+        chat_generator=chat_generator, system_prompt=EMBEDDED_SYSTEM_PROMPT, generate_prompt=EMBEDDED_GENERATE_PROMPT,
+        max_chunks=max_chunks, chunk_chars=EMBEDDED_CHUNK_CHARS, chunks_per_search=chunks_per_search,
+        short_answer=True,  # the 135M model answers in sentences: keep the span it adds
+    )  # fmt: skip
 
 
 def embedded_fallback(chat_generator: Any, max_chunks: int) -> FallbackSynthesizer:
-    """
-    The fallback of the embedded pipelines: the answer from at most `max_chunks` short chunks.
-
-    :param chat_generator: The LLM, or `None` for no fallback call (disabled).
-    :param max_chunks: Most chunks in the prompt.
-    :returns: The fallback.
-    """
+    """The fallback of the embedded pipelines (disabled without a `chat_generator`): short chunks, as the answerer."""
     return FallbackSynthesizer(
         chat_generator=chat_generator, max_chunks=max_chunks, chunk_chars=EMBEDDED_CHUNK_CHARS,
         enabled=chat_generator is not None,
