@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from haystack_agentic.pipelines.loop_loading import LoopOptions, build_loop
+from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
 from haystack_agentic.pipelines.loop_pipeline import max_runs_for
 
 SCRIPTED_YAML = Path(__file__).parent / "serving" / "scripted_loop.yml"

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from haystack import Pipeline
     from rich.console import Console
 
-    from haystack_agentic.pipelines.loop_loading import LoopOptions
+    from haystack_agentic.pipelines.loop_builder import LoopOptions
 
 _DESCRIPTION = """\
 Answer a question with the agentic loop: an LLM decides, turn by turn, to
@@ -203,7 +203,7 @@ def loop_options(args: argparse.Namespace) -> LoopOptions:
     :raises CLIError: On an option out of range or one that does not fit the LLM (e.g. `--mode` for the embedded
         one).
     """
-    from haystack_agentic.pipelines.loop_loading import LoopOptions  # noqa: PLC0415
+    from haystack_agentic.pipelines.loop_builder import LoopOptions  # noqa: PLC0415
 
     try:
         options = LoopOptions(
@@ -264,7 +264,7 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
     """
     from rich.console import Console  # noqa: PLC0415
     from haystack_agentic.components.loop.loop_controller import validate_filters  # noqa: PLC0415
-    from haystack_agentic.pipelines import loop_loading  # noqa: PLC0415
+    from haystack_agentic.pipelines import loop_builder  # noqa: PLC0415
     try:  # malformed filters fail here, once, not mid-loop
         filters = validate_filters(json.loads(args.filters) if args.filters else None)
     except ValueError as exc:
@@ -276,7 +276,7 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
     options = check_server(options, err)
     notices: list[str] = []  # said once the store and the question are known to be fine
     try:
-        pipeline = loop_loading.build_loop(options, notify=notices.append)
+        pipeline = loop_builder.build_loop(options, notify=notices.append)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     explicit_store = bool(args.store or store_path_from_env())

@@ -138,7 +138,7 @@ def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
 
     from haystack_agentic.pipelines.default_pipelines import DEFAULT_OPENAI_MODEL
     from haystack_agentic.llm.local_server_key import openai_api_key
-    from haystack_agentic.pipelines.loop_loading import LoopOptions
+    from haystack_agentic.pipelines.loop_builder import LoopOptions
 
     try:  # the same checks as every loop's options
         base_url = args.base_url or os.environ.get(ENV_OPENAI_BASE_URL)

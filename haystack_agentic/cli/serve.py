@@ -171,7 +171,7 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
     :returns: `({name: yaml path}, overrides, store file or None)`.
     :raises ServeError: On bad arguments, or `--llm openai` without a key or base URL.
     """
-    from haystack_agentic.pipelines.loop_loading import LoopOptions
+    from haystack_agentic.pipelines.loop_builder import LoopOptions
 
     given = {
         "llm": None if args.llm == "auto" else args.llm, "model": args.model, "base_url": args.base_url,

@@ -97,7 +97,7 @@ def test_the_builder_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 
     from haystack_agentic import AgenticRouter, HHEMGrounder, LLMJudgeGrounder, build_loop_pipeline
-    from haystack_agentic.pipelines.loop_loading import LoopOptions, build_loop
+    from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
     from haystack_agentic.testing import ScriptedChatGenerator
 
     llm = ScriptedChatGenerator([{"text": "x"}])
