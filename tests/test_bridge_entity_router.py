@@ -50,6 +50,7 @@ def test_same_sockets_as_agentic_router(store):
     assert set(bridge.__haystack_input__._sockets_dict) == set(llm.__haystack_input__._sockets_dict)
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_searches_question_then_follows_the_bridge_entity(store):
     result = _pipeline(store, first_top_k=1)
     out = result.run({"controller": {"query": QUESTION}})["result"]
@@ -64,6 +65,7 @@ def test_searches_question_then_follows_the_bridge_entity(store):
     assert out["usage"]["answer"]["calls"] == 1 and "controller" not in out["usage"]
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_follow_up_is_scoped_to_the_title_and_the_run_filters(store):
     run_filters = {"field": "meta.lang", "operator": "==", "value": "en"}
     out = _pipeline(store, first_top_k=1).run({"controller": {"query": QUESTION, "filters": run_filters}})
@@ -99,6 +101,7 @@ def test_title_index_follows_the_store(store):
     assert "Greenwich Village" in proposals
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_max_follow_ups_zero_is_one_search(store):
     out = _pipeline(store, first_top_k=2, max_follow_ups=0).run({"controller": {"query": QUESTION}})
     actions = [s["action"] for s in out["result"]["tool_history"]]
@@ -200,6 +203,7 @@ def tenant_a_trace(store, retriever) -> list[tuple]:
     return trace_of(out)
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_another_tenants_titles_do_not_change_a_run():
     """Finding 7 of issue 10: tenant A's trace is the same whether tenant B's documents exist or not."""
     alone = InMemoryDocumentStore(index=f"tenant-{uuid.uuid4()}")

@@ -364,6 +364,7 @@ def test_served_inputs_carry_the_scope():
         wrapper._inputs("q", None, [])
 
 
+@pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
 def test_eval_reports_per_collection():
     from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
     from haystack_agentic.evaluation.runner import build_store, run_eval, standard_configs

@@ -24,6 +24,8 @@ NAMES = [
     "indexing_milvus.yml",
     "indexing_weaviate.yml",
 ]
+#: `NAMES`, the Milvus ones marked integration: loading them opens a Milvus Lite file.
+LOADED_NAMES = [pytest.param(n, marks=pytest.mark.integration) if "milvus" in n else n for n in NAMES]
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +56,7 @@ def test_backend_variants_differ_only_in_store_retriever_and_embedder(variant):
         k: v for k, v in other.items() if k not in ("components", "connections")}
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", LOADED_NAMES)
 def test_packaged_yaml_loads_and_round_trips(name, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # loading must not need the key
     text = pipeline_path(name).read_text(encoding="utf-8")
@@ -65,6 +67,7 @@ def test_packaged_yaml_loads_and_round_trips(name, monkeypatch):
     assert Pipeline.loads(dumped, allowed_modules=ALLOWED_MODULES).to_dict() == loaded.to_dict()
 
 
+@pytest.mark.integration  # default_pipelines() builds its Milvus stores on a Milvus Lite file
 @pytest.mark.parametrize("name", NAMES)
 def test_packaged_yaml_matches_the_builder(name):
     """The committed YAML is what `python -m haystack_agentic.pipelines.default_pipelines` writes (run `make pipelines`)."""
@@ -78,6 +81,7 @@ def _comparable(data: dict) -> dict:
     return data
 
 
+@pytest.mark.integration  # default_pipelines() builds its Milvus stores on a Milvus Lite file
 @pytest.mark.parametrize("name", NAMES)
 def test_packaged_yaml_loads_into_the_built_pipeline(name, monkeypatch):
     """Leaving the defaults out loses nothing: the short YAML loads into exactly the pipeline the builder makes."""
@@ -121,6 +125,7 @@ def _readme_diff() -> tuple[str, str]:
     return section, section[section.index("```diff\n") + 8 : section.index("```\n", section.index("```diff"))]
 
 
+@pytest.mark.integration  # default_pipelines() builds its Milvus stores on a Milvus Lite file
 def test_readme_diff_to_milvus_lite_is_short_and_loads_like_the_packaged_milvus_pipeline(tmp_path):
     section, diff = _readme_diff()
     changed = [line for line in diff.splitlines()[2:] if line[:1] in "+-"]
@@ -171,7 +176,7 @@ def test_two_loaded_pipelines_do_not_share_documents(tmp_path):
     assert first.get_component("router").document_store.count_documents() == 1
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n.startswith("agentic_rag")])
+@pytest.mark.parametrize("name", [n for n in LOADED_NAMES if "agentic_rag" in str(n)])
 def test_packaged_yaml_declares_a_flat_result_for_hayhooks(name, monkeypatch):
     """hayhooks serves the declared outputs: one per key of the result, each a real output socket of `result`."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

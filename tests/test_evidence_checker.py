@@ -169,6 +169,7 @@ def test_check_passes_on_answerable_real_paragraphs_and_fails_without_them(sampl
     assert refused / len(rows) >= 0.3  # distractors are chosen to look like the answer; see docs/benchmarks.md
 
 
+@pytest.mark.integration  # the packaged MiniLM
 @needs_minilm
 def test_check_of_the_arthurs_magazine_question_over_the_shipped_corpus(sample_store):
     chunks = InMemoryBM25Retriever(document_store=sample_store).run(query=ARTHUR, top_k=4)["documents"]
@@ -223,6 +224,7 @@ def test_a_question_typed_without_capitals_is_checked_like_the_same_question_wit
     assert refused["lower"] >= 0.75 * refused["original"]
 
 
+@pytest.mark.integration  # the packaged MiniLM
 @needs_minilm
 @pytest.mark.parametrize("question", ["hello", "thanks!"])
 def test_chunks_unrelated_to_the_question_are_never_sufficient(sample_store, question):

@@ -46,6 +46,7 @@ def run_loop(script, retriever, query_embedder=None) -> dict:
     return pipeline.run({"controller": {"query": QUESTION}})["result"]
 
 
+@pytest.mark.integration  # the packaged MiniLM
 @pytest.mark.parametrize("backend", ["dense", "bm25"])
 def test_a_search_query_with_a_lone_surrogate_runs(embedded_store, backend):
     script = [search(f"Adriana Trigiani {LONE}"), answer(f"Greenwich Village {LONE}")]
@@ -109,6 +110,7 @@ class _StoreWithBrokenText:
         ]}  # fmt: skip
 
 
+@pytest.mark.integration  # the packaged MiniLM
 def test_documents_with_lone_surrogates_and_nan_scores_reach_the_evidence_check_as_valid_text():
     from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 

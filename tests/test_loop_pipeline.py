@@ -91,6 +91,7 @@ def test_dumps_loads_round_trip(store):
     assert router["chat_generator"]["init_parameters"]["script"] == HOPS
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_loaded_pipeline_runs_like_the_original(store):
     pipeline = _full_pipeline(store)
     loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)
@@ -312,6 +313,7 @@ def test_default_answerer_in_json_mode_uses_the_controller_generator(retriever):
     assert calls(result, "answer") == 1
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_default_fallback_uses_the_controller_generator(retriever):
     """DESIGN.md: at max_iterations with chunks the fallback answers from them, and unset roles fall back to the
     controller's generator. The builder's default fallback is disabled, so chunks found are never used."""
@@ -381,6 +383,7 @@ def test_controller_refuses_two_states_in_one_visit():
 # --- a flat result ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_the_result_is_flat_under_the_result_component(store):
     """`pipeline.run(...)["result"]` is the result dict itself (one level, not `["result"]`)."""
     pipeline = _full_pipeline(store)

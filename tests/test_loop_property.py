@@ -184,6 +184,7 @@ def check_result(result: dict[str, Any]) -> None:
     safe=st.booleans(),
     max_iterations=st.integers(1, 4),
 )
+@pytest.mark.integration  # the packaged MiniLM in some examples
 def test_no_llm_reply_and_no_retriever_output_breaks_a_run(
     mode, controller, answer, fallback, judge, evidence, results, safe, max_iterations
 ):

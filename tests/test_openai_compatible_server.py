@@ -92,8 +92,9 @@ def fake_server():
     server.close()
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_packaged_openai_pipeline_against_a_local_server(fake_server, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "not-needed")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a local server needs none: a placeholder is passed
     pipeline = load_loop_pipeline(
         PIPELINES / "agentic_rag_ungrounded.yml", model="local-model", api_base_url=fake_server.url
     )
@@ -122,6 +123,7 @@ def test_every_role_has_a_max_tokens_bound_in_the_packaged_openai_pipelines():
         assert generators and text.count("max_tokens:") == generators, name
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_own_tool_choice_and_max_tokens_win(fake_server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "not-needed")
     pipeline = load_loop_pipeline(

@@ -107,6 +107,7 @@ def test_timeout_sync_and_async():
     assert isinstance(call.error, TimeoutError)
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_generator_that_keeps_failing_ends_the_run_with_error(store, monkeypatch):
     slept = []
     monkeypatch.setattr(time, "sleep", slept.append)  # keep the test fast; record backoffs

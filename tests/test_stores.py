@@ -268,6 +268,7 @@ def test_cli_dimension_mismatch_is_one_line(tmp_path, capsys):
 # --- in-memory persistence and indexing -------------------------------------------------------------------------
 
 
+@pytest.mark.integration  # the packaged MiniLM
 def test_in_memory_store_with_embeddings_saves_and_loads(tmp_path, embedded_docs):
     from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
 

@@ -68,6 +68,7 @@ def test_spans_for_turns_llm_calls_and_the_result(build_loop, tracer):
     assert final[-1]["haystack_agentic.llm_calls"] == 2
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_search_spans_carry_query_and_chunk_counts(store, tracer):
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 

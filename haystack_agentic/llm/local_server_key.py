@@ -1,17 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`LocalServerKey`: the `api_key` `Secret` of an `OpenAIChatGenerator` that talks to a local OpenAI-compatible server
-(Ollama, vLLM, llama.cpp), which ignores the key, when `OPENAI_API_KEY` is not set: the OpenAI client refuses to start
-without one. It is passed to the generator (`openai_api_key` says when); nothing is written to the environment.
-
-### Usage example
-```python
-from haystack.components.generators.chat import OpenAIChatGenerator
-
-from haystack_agentic.llm.local_server_key import LocalServerKey
-
-llm = OpenAIChatGenerator(api_key=LocalServerKey(), api_base_url="http://127.0.0.1:11434/v1", model="qwen2.5:7b")
-```
+The `api_key` of an `OpenAIChatGenerator` talking to a local OpenAI-compatible server (Ollama, vLLM, llama.cpp), which
+ignores the key, when `OPENAI_API_KEY` is not set: the OpenAI client refuses to start without one. It is passed to
+the generator (`openai_api_key` says when); nothing is written to the environment.
 """
 
 import os

@@ -98,6 +98,7 @@ def intact(number, text):
     return re.search(rf"(?<![\w.+]){re.escape(number)}(?![\w.+])", " ".join(text.split())) is not None
 
 
+@pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
 @pytest.mark.parametrize("width", [80, 100, 120])
 @pytest.mark.parametrize("per_question", [False, True])
 def test_every_number_is_intact_at_common_widths(answered, width, per_question):
@@ -115,6 +116,7 @@ def test_the_intact_check_sees_a_cut_number():
     assert not intact("0.50", "10.50")
 
 
+@pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
 def test_a_wide_console_gets_one_table_a_narrow_one_several(answered):
     wide = render(answered, 250)
     assert wide.count("┏") == 1
@@ -122,6 +124,7 @@ def test_a_wide_console_gets_one_table_a_narrow_one_several(answered):
     assert narrow.count("┏") >= 2 and narrow.count("config") == narrow.count("┏")  # each repeats the name
 
 
+@pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
 def test_retrieval_only_leaves_out_empty_columns_and_says_so(retrieval_only):
     text = render(retrieval_only, 100)
     headers = " ".join(line for line in text.splitlines() if "┃" in line)
@@ -159,6 +162,7 @@ def _png_size(path):
     return width, height
 
 
+@pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
 def test_plot_points_have_intervals_and_n(answered, retrieval_only):
     points, x_label = plot_points(answered)
     assert x_label == "LLM calls per question"
@@ -176,6 +180,7 @@ def test_plot_points_have_intervals_and_n(answered, retrieval_only):
     assert all(p.f1 is None for p in points)
 
 
+@pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
 def test_plot_omits_the_answer_panel_in_retrieval_only_runs(answered, retrieval_only, tmp_path):
     with_answers = _png_size(plot_report(answered, tmp_path / "answered.png"))
     without = _png_size(plot_report(retrieval_only, tmp_path / "retrieval.png"))

@@ -91,6 +91,7 @@ def test_retrieval_only_answerer_keeps_draft_and_skips_llm():
     assert "state" in RetrievalOnlyAnswerer().run(state=LoopState(question="q", pending_action="reflect"))
 
 
+@pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
 def test_eval_command_retrieval_only_writes_files(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)

@@ -139,6 +139,7 @@ def test_yaml_round_trip_with_grounder(tiny_hhem):
     assert loaded.get_component("grounder").threshold == 0.4
 
 
+@pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_grounder_in_a_running_pipeline(tiny_hhem, store_factory=None):
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
     from haystack.document_stores.in_memory import InMemoryDocumentStore
