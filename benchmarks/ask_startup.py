@@ -30,9 +30,9 @@ QUESTION = 'The director of the romantic comedy "Big Stone Gap" is based in what
 #: Stages of a run, as (label, function name in the profile: `file fragment`, `function`).
 STAGES = [
     ("imports of the CLI (haystack_agentic.cli.main)", ("<frozen importlib._bootstrap>", "_find_and_load")),
-    ("ask: load the pipeline YAML", ("cli/ask.py", "load_pipeline")),
+    ("ask: build the pipeline (build_loop)", ("pipelines/loop_loading.py", "build_loop")),
     ("ask: load the store into it", ("cli/ask.py", "load_store_into")),
-    ("ask: prepare the grounder", ("cli/ask.py", "prepare_grounder")),
+    ("ask: load the grounding model", ("cli/ask.py", "warm_grounder")),
     ("Pipeline.warm_up (all components)", ("pipeline/base.py", "warm_up")),
     ("EmbeddedChatGenerator.warm_up (SmolLM2 load)", ("embedded_chat_generator.py", "warm_up")),
     ("Pipeline.run", ("pipeline/pipeline.py", "run")),

@@ -79,7 +79,9 @@ _EXPORTS = {
     "LLMJudgeGrounder": "haystack_agentic.components.grounders.llm_judge_grounder",
     "LoopController": "haystack_agentic.components.loop.loop_controller",
     "build_loop_pipeline": "haystack_agentic.pipelines.loop_pipeline",
-    "load_loop_pipeline": "haystack_agentic.pipelines.loop_loading",
+    "LoopOptions": "haystack_agentic.pipelines.loop_builder",
+    "build_loop": "haystack_agentic.pipelines.loop_builder",
+    "load_loop_pipeline": "haystack_agentic.pipelines.loop_builder",
     "load_snapshot": "haystack_agentic.pipelines.snapshots",
     "resume_from_snapshot": "haystack_agentic.pipelines.snapshots",
     "resume_from_snapshot_async": "haystack_agentic.pipelines.snapshots",
@@ -106,7 +108,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from haystack_agentic.components.routers.agentic_router import AgenticRouter
     from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
     from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks
-    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+    from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop, load_loop_pipeline
     from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
     from haystack_agentic.pipelines.snapshots import load_snapshot, resume_from_snapshot, resume_from_snapshot_async
 

@@ -268,7 +268,7 @@ def test_eval_out_that_is_a_file_is_refused_before_the_run(tmp_path, store_env, 
 def test_ask_refuses_bad_arguments_before_any_model_loads(args, says, sample_store, capsys, monkeypatch):
     from haystack_agentic.cli import ask
 
-    monkeypatch.setattr(ask, "prepare_grounder", lambda *_: pytest.fail("models loaded before the checks"))
+    monkeypatch.setattr(ask, "warm_grounder", lambda *_: pytest.fail("models loaded before the checks"))
     assert main(["ask", *args]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
@@ -279,11 +279,11 @@ def test_ask_base_url_alone_picks_the_openai_compatible_pipeline(store_env, monk
 
     chosen = {}
 
-    def fake_load(args, llm):
-        chosen["llm"] = llm
-        raise ask.CLIError("stop here")
+    def fake_build(options, notify=None):
+        chosen["llm"] = options.resolved_llm()
+        raise ValueError("stop here")
 
-    monkeypatch.setattr(ask, "load_pipeline", fake_load)
+    monkeypatch.setattr("haystack_agentic.pipelines.loop_builder.build_loop", fake_build)
     assert main(["ask", "Who?", "--base-url", "http://127.0.0.1:9/v1"]) == 2
     assert chosen["llm"] == "openai"
 

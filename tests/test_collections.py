@@ -256,7 +256,7 @@ def test_json_mode_decision_names_a_collection(sparse_store):
 
 
 def test_yaml_round_trip_keeps_the_scope(sparse_store, tmp_path):
-    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 
     router = BridgeEntityRouter(document_store=sparse_store, first_top_k=2, max_follow_ups=2)
     pipeline = build_loop_pipeline(

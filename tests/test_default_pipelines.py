@@ -172,7 +172,8 @@ def test_two_loaded_pipelines_do_not_share_documents(tmp_path):
     """In-memory stores with one `index` share storage in Haystack; each loaded pipeline gets its own."""
     from haystack import Document
 
-    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, retriever_store
+    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
+    from haystack_agentic.pipelines.loop_loading import retriever_store
 
     path = pipeline_path("agentic_rag_embedded_ungrounded")
     first, second = load_loop_pipeline(path), load_loop_pipeline(path)
@@ -198,7 +199,7 @@ def test_packaged_yaml_declares_a_flat_result_for_hayhooks(name, monkeypatch):
 def test_max_iterations_reaches_the_controller_of_every_packaged_pipeline(name):
     # The packaged controllers list no init parameters: the override was once set on a throw-away dict, so the run
     # went on to the YAML default of 10 turns under a run bound made for the override (PipelineMaxComponentRuns).
-    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
     from haystack_agentic.pipelines.loop_pipeline import max_runs_for
 
     pipeline = load_loop_pipeline(name, max_iterations=2)
@@ -216,7 +217,7 @@ def _openai_generators(pipeline):
 def test_a_local_server_without_a_key_gets_a_placeholder_passed_not_written(name, monkeypatch):
     import os
 
-    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
     from haystack_agentic.llm.local_server_key import LOCAL_SERVER_API_KEY
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -239,11 +240,12 @@ def test_a_local_server_without_a_key_gets_a_placeholder_passed_not_written(name
 
 
 def test_no_key_and_no_base_url_is_left_to_the_generator(monkeypatch):
-    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, packaged_pipeline_for
+    from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
+    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(ValueError, match="OPENAI_API_KEY"):
-        packaged_pipeline_for("openai")
+        build_loop(LoopOptions(llm="openai"))
     generators = _openai_generators(load_loop_pipeline("agentic_rag"))  # loading needs no key
     assert generators and all(g.api_key.to_dict()["env_vars"] == ["OPENAI_API_KEY"] for g in generators)

@@ -14,7 +14,7 @@ import pytest
 from conftest import DOCS
 from haystack import Document
 
-from haystack_agentic.cli import ask as cli
+from haystack_agentic.pipelines import loop_builder
 from haystack_agentic.cli.main import main
 from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.indexing.document_stores import milvus_document_store
@@ -63,10 +63,10 @@ def corpus(tmp_path):
 
 def _scripted_answers(monkeypatch, loaded: dict):
     """Load the pipeline as the CLI does, then swap SmolLM2 for a scripted answer: these tests are about the store."""
-    real = cli.load_pipeline
+    real = loop_builder.build_loop
 
-    def spy(args, llm):
-        pipeline = real(args, llm)
+    def spy(options, notify=None):
+        pipeline = real(options, notify)
         loaded["pipeline"] = pipeline
         pipeline.get_component("answerer").chat_generator = ScriptedChatGenerator([{"text": "Adriana Trigiani"}])
         try:
@@ -76,7 +76,7 @@ def _scripted_answers(monkeypatch, loaded: dict):
             pass
         return pipeline
 
-    monkeypatch.setattr(cli, "load_pipeline", spy)
+    monkeypatch.setattr(loop_builder, "build_loop", spy)
 
 
 def test_cli_index_and_ask_with_dense_retrieval_on_a_milvus_server(milvus_server, corpus, tmp_path, monkeypatch,

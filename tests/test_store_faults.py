@@ -177,7 +177,7 @@ def test_a_database_in_use_and_an_unreachable_server_are_one_line(good_db, tmp_p
 def test_loading_the_packaged_milvus_yaml_writes_nothing(tmp_path, monkeypatch):
     """Milvus Lite creates a database when a store is made: loading a loop pipeline must not (issue 26, case 8)."""
     from haystack_agentic.indexing.store_faults import StoreError
-    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(StoreError, match="There is no Milvus Lite database at haystack_agentic_milvus.db"):

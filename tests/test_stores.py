@@ -91,7 +91,7 @@ def _weaviate_retriever(url):
 
 
 def test_weaviate_pipeline_loads_and_fails_clearly_at_start(monkeypatch, tmp_path):
-    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
     from haystack_agentic.resources import pipeline_path
 
     pipeline = load_loop_pipeline(pipeline_path("agentic_rag_embedded_weaviate"), store_uri="http://127.0.0.1:9")
@@ -224,13 +224,13 @@ def test_cli_index_and_ask_on_milvus_lite(tmp_path, monkeypatch, capsys):
     assert f"({len(DOCS) + 1} in the store)" in capsys.readouterr().out
     assert main(["index", str(folder), "--backend", "milvus", "--uri", uri, "--quiet"]) == 0
     assert f"({len(DOCS) + 1} in the store)" in capsys.readouterr().out  # idempotent
-    from haystack_agentic.cli import ask as cli
+    from haystack_agentic.pipelines import loop_builder
 
     loaded = {}
-    real = cli.load_pipeline
+    real = loop_builder.build_loop
 
-    def spy(args, llm):
-        pipeline = real(args, llm)
+    def spy(options, notify=None):
+        pipeline = real(options, notify)
         loaded["pipeline"] = pipeline
         retriever = pipeline.get_component("retriever")
         assert retriever.document_store.connection_args["uri"] == uri
@@ -243,7 +243,7 @@ def test_cli_index_and_ask_on_milvus_lite(tmp_path, monkeypatch, capsys):
             pass
         return pipeline
 
-    monkeypatch.setattr(cli, "load_pipeline", spy)
+    monkeypatch.setattr(loop_builder, "build_loop", spy)
     code = main(["ask", "Who directed Big Stone Gap?", "--llm", "embedded", "--backend", "milvus", "--uri", uri,
                  "--json", "--store", str(tmp_path / "unused.json")])
     out = json.loads(capsys.readouterr().out)

@@ -9,20 +9,17 @@ import argparse
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from haystack_agentic.settings import store_path_from_env
 from haystack_agentic.cli.common import (
-    ENV_MODEL,
     CLIError,
     add_backend_arguments,
     add_command,
     add_loop_arguments,
-    default_milvus_uri,
     default_store_path,
-    default_weaviate_url,
     hide_model_progress_bars,
     printable,
 )
@@ -30,9 +27,9 @@ from haystack_agentic.cli.ask_output import print_trace
 
 if TYPE_CHECKING:
     from haystack import Pipeline
-
-    from haystack_agentic.llm.server_info import ServerInfo
     from rich.console import Console
+
+    from haystack_agentic.pipelines.loop_builder import LoopOptions
 
 _DESCRIPTION = """\
 Answer a question with the agentic loop: an LLM decides, turn by turn, to
@@ -99,34 +96,34 @@ def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_server(args: argparse.Namespace, llm: str, err: Console) -> ServerInfo | None:
+def check_server(options: LoopOptions, err: Console) -> LoopOptions:
     """
-    Read what an OpenAI-compatible server at `--base-url` (or `OPENAI_BASE_URL`) reports (llama.cpp's `/props`).
-    When its chat template has no tools: with `--mode tools` given, refuse with the fix; without `--mode`, say so in
-    one line and route in json mode (`args.mode` set to `json`).
+    Read what an OpenAI-compatible server at `--base-url` (or `OPENAI_BASE_URL`) reports (llama.cpp's `/props`):
+    its context size becomes `context_tokens`; when its chat template has no tools, `--mode tools` is refused with
+    the fix and, without `--mode`, the run routes in json mode (said in one line).
 
-    :param args: Parsed arguments (`base_url`, `mode`, `pipeline`).
-    :param llm: `openai` or `embedded`.
+    :param options: The run's options (`llm` resolved to `openai` for a server to be asked).
     :param err: Where the notice goes (stderr).
-    :returns: The `ServerInfo`, or `None` for no server.
+    :returns: The options, with what the server said.
     :raises CLIError: With `--mode tools` on a server whose template cannot call tools.
     """
     from haystack_agentic.llm.server_info import read_server_info  # noqa: PLC0415
 
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
-    if llm != "openai" or not base_url:
-        return None
+    base_url = options.base_url or os.environ.get("OPENAI_BASE_URL")
+    if options.resolved_llm() != "openai" or not base_url:
+        return options
     info = read_server_info(base_url)
-    if info.supports_tools is False and not args.pipeline:
-        if args.mode == "tools":
+    options = replace(options, context_tokens=info.n_ctx)
+    if info.supports_tools is False and not options.pipeline:
+        if options.mode == "tools":
             raise CLIError(
                 "The server's chat template cannot call tools (its /props: supports_tools false). Use --mode json, or "
                 "start llama.cpp with a template that has tools (--jinja --chat-template-file <template>)."
             )
-        if args.mode is None:
+        if options.mode is None:
             err.print("The server's chat template has no tool support: routing in JSON mode (--mode json).")
-            args.mode = "json"
-    return info
+            options = replace(options, mode="json")
+    return options
 
 
 def load_store_into(
@@ -197,131 +194,52 @@ def _check_store_has_documents(pipeline: Pipeline, store: Any) -> int:
 # --- asking ---------------------------------------------------------------------------------------------------
 
 
-def _milvus_packaged_pipeline(store_uri: str) -> Path:
-    """The packaged Milvus pipeline for the collection at `store_uri`: hybrid, or dense when it has no BM25 field."""
-    from haystack_agentic.document_stores import milvus_support  # noqa: PLC0415
-    from haystack_agentic.indexing import document_stores as ds  # noqa: PLC0415
-    from haystack_agentic.resources import pipeline_path  # noqa: PLC0415
-
-    if "://" not in store_uri:  # Milvus Lite: BM25 always there
-        return pipeline_path("agentic_rag_embedded_milvus")
-    try:
-        from pymilvus import MilvusClient  # noqa: PLC0415
-
-        client = MilvusClient(uri=store_uri)
-        try:
-            sparse = milvus_support.collection_has_sparse_field(client, ds.MILVUS_COLLECTION)
-            version = milvus_support.server_version(client)
-        finally:
-            client.close()
-    except Exception:  # noqa: BLE001 - unreachable: loading the packaged pipeline reports it with the address
-        return pipeline_path("agentic_rag_embedded_milvus")
-    if sparse is False or (sparse is None and not milvus_support.supports_bm25(version)):
-        return pipeline_path("agentic_rag_embedded_milvus_dense")
-    return pipeline_path("agentic_rag_embedded_milvus")
-
-
-def load_pipeline(args: argparse.Namespace, llm: str) -> Pipeline:
+def loop_options(args: argparse.Namespace) -> LoopOptions:
     """
-    Load the pipeline YAML for `ask` and apply the command-line overrides.
+    The `LoopOptions` of `ask` / `chat` arguments.
 
-    :param args: Parsed arguments (`pipeline`, `mode`, `model`, `base_url`, `max_iterations`).
-    :param llm: `openai` or `embedded`.
-    :returns: The pipeline.
-    :raises CLIError: If the YAML cannot be read or loaded, or `openai` has no key or base URL.
+    :param args: The parsed arguments.
+    :returns: The options.
+    :raises CLIError: On an option out of range or one that does not fit the LLM (e.g. `--mode` for the embedded
+        one).
     """
-    from haystack_agentic.indexing.store_faults import check_milvus_lite_uri  # noqa: PLC0415
-    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, packaged_pipeline_for  # noqa: PLC0415
-    from haystack_agentic.resources import pipeline_path  # noqa: PLC0415
-    model = args.model or os.environ.get(ENV_MODEL)
-    try:
-        packaged = packaged_pipeline_for(llm, args.mode or "tools", args.base_url)
-        backend = getattr(args, "backend", "memory")
-        store_uri = getattr(args, "uri", None)
-        if backend != "memory" and not args.pipeline:
-            if llm != "embedded":
-                raise ValueError(f"--backend {backend} has a packaged pipeline for --llm embedded only; pass --pipeline.")
-            packaged = pipeline_path(f"agentic_rag_embedded_{backend}")
-            if backend == "milvus" and not store_uri:
-                store_uri = str(default_milvus_uri())
-            if backend == "milvus":
-                packaged = _milvus_packaged_pipeline(store_uri)
-            if backend == "weaviate" and not store_uri:
-                store_uri = default_weaviate_url()
-        if backend == "milvus" and store_uri:
-            # Milvus Lite would create an empty database there: a query run must not write anything.
-            check_milvus_lite_uri(store_uri, must_exist=True)
-        path = Path(args.pipeline) if args.pipeline else packaged
-        pipeline = load_loop_pipeline(
-            path, model=model, api_base_url=args.base_url, max_iterations=args.max_iterations, store_uri=store_uri
-        )
-        from haystack_agentic.document_stores.milvus_support import check_pipeline  # noqa: PLC0415
+    from haystack_agentic.pipelines.loop_builder import LoopOptions  # noqa: PLC0415
 
-        check_pipeline(pipeline)  # BM25/hybrid on a Milvus server older than 2.5: say so now
+    try:
+        options = LoopOptions(
+            pipeline=args.pipeline, llm=args.llm, mode=args.mode, model=args.model, base_url=args.base_url,
+            backend=getattr(args, "backend", "memory"), store_uri=getattr(args, "uri", None),
+            max_iterations=args.max_iterations, timeout=getattr(args, "timeout", None),
+            max_tokens=getattr(args, "max_tokens", None),
+            on_insufficient_evidence=getattr(args, "on_insufficient_evidence", None),
+        )  # fmt: skip
+        options.resolved_llm()  # flags that do not fit the LLM fail now
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
-    if model and llm == "openai":
-        pipeline.metadata["llm"] = f"OpenAI-compatible ({model})"
-    return pipeline
+    return options
 
 
-def set_evidence_policy(pipeline: Pipeline, policy: str) -> None:
+def warm_grounder(pipeline: Pipeline, err: Console) -> None:
     """
-    Set `on_insufficient_evidence` on the pipeline's evidence check.
+    Load the pipeline's grounding model before the run (its own status line; a missing model was already reported
+    by `build_loop`, so its warning is not repeated).
 
     :param pipeline: The loop pipeline.
-    :param policy: `give_up` or `answer_with_warning`.
-    :raises CLIError: If the pipeline has no evidence check.
+    :param err: Where the status goes (stderr).
     """
-    try:
-        checker = pipeline.get_component("evidence")
-    except ValueError as exc:
-        raise CLIError("--on-insufficient-evidence needs a pipeline with an `evidence` component.") from exc
-    checker.on_insufficient_evidence = policy
-
-
-def prepare_grounder(pipeline: Pipeline, llm: str, err: Console) -> None:
-    """
-    Load the pipeline's HHEM grounder before the run; when its model is not available, say so with how to get it and
-    use the LLM as judge instead (`--llm openai`) or run without grounding.
-
-    :param pipeline: The loop pipeline.
-    :param llm: `openai` or `embedded`.
-    :param err: Where the notice goes (stderr).
-    """
-    from haystack_agentic.components.grounders.hhem_grounder import HOW_TO_GET, HHEMGrounder  # noqa: PLC0415
-    from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder  # noqa: PLC0415
-
-    try:
-        grounder = pipeline.get_component("grounder")
-    except ValueError:
-        return
-    if not isinstance(grounder, HHEMGrounder):
-        return
     import logging as std_logging  # noqa: PLC0415
 
+    grounder = pipeline.graph.nodes.get("grounder", {}).get("instance")
+    if grounder is None or not hasattr(grounder, "warm_up"):
+        return
     grounder_logger = std_logging.getLogger("haystack_agentic.components.grounders.hhem_grounder")
     level = grounder_logger.level
-    grounder_logger.setLevel(std_logging.ERROR)  # the notice below says it once, with how to get the model
+    grounder_logger.setLevel(std_logging.ERROR)
     try:
-        with err.status("Loading the HHEM grounding model..."):
+        with err.status("Loading the grounding model..."):
             grounder.warm_up()
     finally:
         grounder_logger.setLevel(level)
-    if grounder.load_error is None:
-        return
-    judge_llm = getattr(pipeline.get_component("router"), "chat_generator", None) if llm == "openai" else None
-    err.print("[yellow]Grounding:[/yellow] ", end="")
-    err.print(f"{grounder.load_error}.", highlight=False, markup=False)
-    err.print(f"To get it: {HOW_TO_GET}.", highlight=False, markup=False)
-    if judge_llm is None:
-        err.print("Running without grounding.", highlight=False)
-        return
-    err.print("Grounding with the configured LLM as judge instead (LLMJudgeGrounder).", highlight=False)
-    pipeline.remove_component("grounder")
-    pipeline.add_component("grounder", LLMJudgeGrounder(chat_generator=judge_llm))
-    pipeline.connect("finish.value", "grounder.state")
-    pipeline.connect("grounder.state", "result.state")
 
 
 @dataclass
@@ -336,7 +254,7 @@ class PreparedLoop:
 
 def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | None = None) -> PreparedLoop:
     """
-    Load the loop pipeline `ask` (or `chat`) runs, set its limits, fill its store and check the inputs.
+    Build the loop pipeline `ask` (or `chat`) runs from its options, fill its store and check the inputs.
 
     :param args: The parsed `ask`/`chat` arguments.
     :param quiet: No progress output (stderr).
@@ -346,45 +264,33 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
     """
     from rich.console import Console  # noqa: PLC0415
     from haystack_agentic.components.loop.loop_controller import validate_filters  # noqa: PLC0415
-    from haystack_agentic.pipelines.loop_loading import choose_llm  # noqa: PLC0415
-    try:  # malformed filters fail here, not mid-loop
+    from haystack_agentic.pipelines import loop_builder  # noqa: PLC0415
+    try:  # malformed filters fail here, once, not mid-loop
         filters = validate_filters(json.loads(args.filters) if args.filters else None)
     except ValueError as exc:
         raise CLIError(f"--filters is not a valid Haystack filter: {exc}") from exc
-    llm = "openai" if args.llm == "auto" and args.base_url else choose_llm(args.llm)
-    if llm == "embedded" and not args.pipeline:
-        given = [flag for flag, value in (("--mode", args.mode), ("--base-url", args.base_url)) if value]
-        if given:
-            raise CLIError(
-                f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to an OpenAI-compatible LLM; the embedded LLM runs the bridge-entity "
-                "policy (no router mode, no server). Add --llm openai, or drop them."
-            )
+    options = loop_options(args)
     if quiet:
         hide_model_progress_bars()
-    from haystack_agentic.llm.server_info import fit_prompt_budgets, set_llm_limits  # noqa: PLC0415
-
-    early = Console(stderr=True, quiet=quiet, soft_wrap=True)
-    server = check_server(args, llm, early)
-    pipeline = load_pipeline(args, llm)
+    err = Console(stderr=True, quiet=quiet, soft_wrap=True)
+    options = check_server(options, err)
+    notices: list[str] = []  # said once the store and the question are known to be fine
     try:
-        set_llm_limits(pipeline, getattr(args, "timeout", None), getattr(args, "max_tokens", None))
+        pipeline = loop_builder.build_loop(options, notify=notices.append)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
-    if server is not None:
-        fit_prompt_budgets(pipeline, server)
     explicit_store = bool(args.store or store_path_from_env())
     store_path = Path(args.store) if args.store else default_store_path()
-    err = Console(stderr=True, quiet=quiet, soft_wrap=True)
     load_store_into(pipeline, store_path, err, quiet, auto_index=not explicit_store)
     controller = pipeline.graph.nodes.get("controller", {}).get("instance")
     if first_question is not None and hasattr(controller, "validate_inputs"):  # e.g. too long: before models load
         try:
-            controller.validate_inputs(query=first_question, filters=filters, collections=args.collection)
+            controller.validate_inputs(query=first_question, collections=args.collection)
         except ValueError as exc:
             raise CLIError(str(exc)) from exc
-    prepare_grounder(pipeline, llm, err)
-    if getattr(args, "on_insufficient_evidence", None):
-        set_evidence_policy(pipeline, args.on_insufficient_evidence)
+    for notice in notices:
+        err.print(notice, highlight=False, markup=False)
+    warm_grounder(pipeline, err)
     described = {key: pipeline.metadata.get(key, "configured in the pipeline YAML") for key in ("llm", "policy")}
     return PreparedLoop(pipeline, filters, described, err)
 

@@ -38,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from haystack_agentic.cli.common import add_command
 from haystack_agentic.resources import sample_corpus_path
-from haystack_agentic.settings import ENV_OPENAI_BASE_URL, openai_configured
+from haystack_agentic.settings import ENV_OPENAI_BASE_URL, model_from_env, openai_configured
 
 _EXAMPLES = """\
 examples:
@@ -136,26 +136,21 @@ def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
         return None
     from haystack.components.generators.chat import OpenAIChatGenerator
 
-    from haystack_agentic.cli.common import ENV_MODEL
     from haystack_agentic.pipelines.default_pipelines import DEFAULT_OPENAI_MODEL
-
     from haystack_agentic.llm.local_server_key import openai_api_key
+    from haystack_agentic.pipelines.loop_builder import LoopOptions
 
-    base_url = args.base_url or os.environ.get(ENV_OPENAI_BASE_URL)
-    try:
-        api_key = openai_api_key(base_url)
+    try:  # the same checks as every loop's options
+        base_url = args.base_url or os.environ.get(ENV_OPENAI_BASE_URL)
+        options = LoopOptions(llm="openai", model=args.model, base_url=base_url,
+                              timeout=getattr(args, "timeout", None), max_tokens=getattr(args, "max_tokens", None))
+        api_key = openai_api_key(options.base_url)
     except ValueError as exc:
         raise error(str(exc)) from exc
-    model = args.model or os.environ.get(ENV_MODEL) or DEFAULT_OPENAI_MODEL
-    max_tokens = getattr(args, "max_tokens", None)
-    if max_tokens is not None and max_tokens < 1:
-        raise error(f"--max-tokens must be at least 1, got {max_tokens}")
-    timeout = getattr(args, "timeout", None)
-    if timeout is not None and timeout <= 0:
-        raise error(f"--timeout must be a positive number of seconds, got {timeout}")
     return OpenAIChatGenerator(
-        **({"api_key": api_key} if api_key else {}), model=model, api_base_url=base_url, timeout=timeout,
-        generation_kwargs={"max_tokens": max_tokens} if max_tokens else None,
+        **({"api_key": api_key} if api_key else {}), model=options.model or model_from_env() or DEFAULT_OPENAI_MODEL,
+        api_base_url=options.base_url, timeout=options.timeout,
+        generation_kwargs={"max_tokens": options.max_tokens} if options.max_tokens else None,
     )  # fmt: skip
 
 

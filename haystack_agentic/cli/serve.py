@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from haystack_agentic.settings import store_path_from_env
+from haystack_agentic.settings import default_store_path, store_path_from_env
 
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
@@ -104,7 +104,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--pipelines-dir", help="Serving directory to write the wrappers into (default: a temp dir).")
     serve.add_argument("--name", default=DEFAULT_NAME, help=f"Name of the packaged pipeline (default {DEFAULT_NAME}).")
     serve.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives it.")
-    serve.add_argument("--mode", choices=["tools", "json"], default="tools", help="Router mode for --llm openai.")
+    serve.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
     serve.add_argument("--model", help="Model for OpenAI-compatible generators (default: $HAYSTACK_AGENTIC_MODEL).")
     serve.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
     serve.add_argument("--store", help="Saved in-memory store to load (default: $HAYSTACK_AGENTIC_STORE or cache).")
@@ -171,34 +171,24 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
     :returns: `({name: yaml path}, overrides, store file or None)`.
     :raises ServeError: On bad arguments, or `--llm openai` without a key or base URL.
     """
-    from haystack_agentic.cli.common import ENV_MODEL, default_store_path
-    from haystack_agentic.pipelines.loop_loading import choose_llm, packaged_pipeline_for
+    from haystack_agentic.pipelines.loop_builder import LoopOptions
 
-    if args.max_iterations is not None and args.max_iterations < 1:
-        raise ServeError("--max-iterations must be at least 1.")
-    overrides: dict[str, Any] = {}
-    model = args.model or os.environ.get(ENV_MODEL)
-    if model:
-        overrides["model"] = model
-    if args.base_url:
-        overrides["api_base_url"] = args.base_url
-    if args.max_iterations:
-        overrides["max_iterations"] = args.max_iterations
-    timeout, max_tokens = getattr(args, "timeout", None), getattr(args, "max_tokens", None)
-    if timeout is not None and not timeout > 0:
-        raise ServeError(f"--timeout must be a positive number of seconds, got {timeout}.")
-    if max_tokens is not None and max_tokens < 1:
-        raise ServeError(f"--max-tokens must be at least 1, got {max_tokens}.")
-    if timeout is not None:
-        overrides["timeout"] = timeout
-    if max_tokens is not None:
-        overrides["max_tokens"] = max_tokens
+    given = {
+        "llm": None if args.llm == "auto" else args.llm, "model": args.model, "base_url": args.base_url,
+        "max_iterations": args.max_iterations, "timeout": getattr(args, "timeout", None),
+        "max_tokens": getattr(args, "max_tokens", None),
+    }  # fmt: skip
+    overrides: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
+    try:
+        options = LoopOptions(**overrides, mode=args.mode)  # every option checked now, not in each worker
+    except ValueError as exc:
+        raise ServeError(str(exc)) from exc
     store = args.store or store_path_from_env()
     if args.pipeline:
         pipelines = dict(_parse_pipeline_arg(value) for value in args.pipeline)
         return pipelines, overrides, str(Path(store).resolve()) if store else None
     try:
-        path = packaged_pipeline_for(choose_llm(args.llm), args.mode, args.base_url)
+        path = options.pipeline_path()
     except ValueError as exc:
         raise ServeError(str(exc)) from exc
     return {_check_name(args.name): path}, overrides, str(Path(store or default_store_path()).resolve())

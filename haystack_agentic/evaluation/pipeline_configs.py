@@ -5,8 +5,8 @@ Evaluate any loop pipeline YAML: a packaged one by name (`agentic_rag_embedded_d
 `haystack-agentic eval --pipeline X` loads the YAML the way `ask` does (allow-listed modules, in-memory stores
 isolated, Milvus stores pointed at a fresh Milvus Lite file under the output folder), writes the QA set's
 paragraphs into the pipeline's own retriever store (with MiniLM embeddings when the pipeline embeds its queries),
-and runs every question through it. Retrieval-only runs (`--no-answer`) swap the answerer for a
-`RetrievalOnlyAnswerer` and turn the fallback off, so dense, hybrid and BM25 first hops compare in one command.
+and runs every question through it. It is built by `build_loop`; retrieval-only runs (`--no-answer`) build it with
+a `RetrievalOnlyAnswerer` and the fallback off, so dense, hybrid and BM25 first hops compare in one command.
 
 Usage example:
 ```python
@@ -32,25 +32,6 @@ from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
 from haystack_agentic.indexing.collections import COLLECTION_FIELD
 
 logger = logging.getLogger(__name__)
-
-_RETRIEVAL_ONLY = "haystack_agentic.evaluation.retrieval_only_answerer.RetrievalOnlyAnswerer"
-
-
-def resolve_pipeline(spec: str) -> Path:
-    """
-    The YAML file of `--pipeline`: an existing path, else a packaged pipeline's name.
-
-    :param spec: A path or a packaged name (`agentic_rag_embedded`, with or without `.yml`).
-    :returns: The path.
-    :raises ValueError: If it is neither (the message lists the packaged names).
-    """
-    from haystack_agentic.resources import pipeline_path
-
-    path = Path(spec)
-    if path.is_file():
-        return path
-    return pipeline_path(spec)
-
 
 def _documents(rows: Sequence[dict[str, Any]]) -> list[Any]:
     docs: dict[str, Any] = {}
@@ -85,30 +66,19 @@ def pipeline_config(
     """
     from haystack_agentic.evaluation.runner import EvalConfig
     from haystack_agentic.indexing.indexer import write_documents
-    from haystack_agentic.pipelines.loop_loading import (
-        isolate_in_memory_stores,
-        pipeline_from_dict,
-        read_loop_yaml,
-        retriever_store,
-        set_store_uri,
-        store_addresses,
-    )
+    from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
+    from haystack_agentic.pipelines.loop_loading import read_loop_yaml, retriever_store, store_addresses
 
-    path = resolve_pipeline(spec)
-    data = read_loop_yaml(path)
-    components = data["components"]
-    if not with_answer:
-        components["answerer"] = {"type": _RETRIEVAL_ONLY, "init_parameters": {}}
-        if "fallback" in components:
-            components["fallback"].setdefault("init_parameters", {})["enabled"] = False
+    path = LoopOptions(pipeline=spec).pipeline_path()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if any(kind == "milvus" for kind, _ in store_addresses(components)):
-        set_store_uri(components, str((out / f"eval-{path.stem}-{uuid.uuid4().hex[:8]}.db").resolve()))
-    isolate_in_memory_stores(components)
-    data.pop("inputs", None)
-    data.pop("outputs", None)
-    pipeline = pipeline_from_dict(data, path)
+    store_uri = None
+    if any(kind == "milvus" for kind, _ in store_addresses(read_loop_yaml(path)["components"])):
+        store_uri = str((out / f"eval-{path.stem}-{uuid.uuid4().hex[:8]}.db").resolve())
+    options = LoopOptions(
+        pipeline=str(path), store_uri=store_uri, retrieval_only=not with_answer, new_store=True, grounding="pipeline"
+    )
+    pipeline = build_loop(options)
     store = retriever_store(pipeline)
     if store is None:
         raise ValueError(f"{path}: its retriever has no document_store to fill with the QA set's paragraphs.")

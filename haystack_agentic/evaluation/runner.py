@@ -42,10 +42,9 @@ from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
-from haystack_agentic.pipelines.default_pipelines import EMBEDDED_GENERATE_PROMPT, EMBEDDED_SYSTEM_PROMPT
+from haystack_agentic.pipelines.default_pipelines import embedded_answerer, embedded_fallback
 from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers, supporting_recall
 from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
-from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_documents
 from haystack_agentic.components.loop.loop_controller import LoopController
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
@@ -96,19 +95,7 @@ def _answerer(answer_generator: Any, budget: int, chunks_per_search: int | None 
     # The same answer settings as the packaged embedded pipeline (system message, prompt, chunk selection).
     if answer_generator is None:
         return RetrievalOnlyAnswerer()
-    return Answerer(
-        chat_generator=answer_generator,
-        system_prompt=EMBEDDED_SYSTEM_PROMPT,
-        generate_prompt=EMBEDDED_GENERATE_PROMPT,
-        max_chunks=budget,
-        chunk_chars=700,
-        chunks_per_search=chunks_per_search,
-        short_answer=True,
-    )
-
-
-def _fallback(generator: Any, budget: int) -> FallbackSynthesizer:
-    return FallbackSynthesizer(chat_generator=generator, max_chunks=budget, chunk_chars=700, enabled=generator is not None)
+    return embedded_answerer(answer_generator, budget, chunks_per_search)
 
 
 def one_shot_config(
@@ -129,7 +116,7 @@ def one_shot_config(
         InMemoryBM25Retriever(document_store=store),
         controller=LoopController(max_iterations=2, chunk_cap=budget),
         answerer=_answerer(answer_generator, budget),
-        fallback=_fallback(answer_generator, budget),
+        fallback=embedded_fallback(answer_generator, budget),
         evidence_checker=evidence_checker,
     )
     return EvalConfig("one-shot", f"one BM25 search of {budget} chunks, then answer", pipeline)
@@ -163,7 +150,7 @@ def bridge_entity_config(
         InMemoryBM25Retriever(document_store=store),
         controller=LoopController(max_iterations=max_follow_ups + 3, chunk_cap=budget),
         answerer=_answerer(answer_generator, budget, chunks_per_search=2),
-        fallback=_fallback(answer_generator, budget),
+        fallback=embedded_fallback(answer_generator, budget),
         evidence_checker=evidence_checker,
     )
     description = f"bridge entities: question {budget - max_follow_ups} chunks + up to {max_follow_ups} x 1"
@@ -200,7 +187,7 @@ def llm_router_config(
         InMemoryBM25Retriever(document_store=store),
         controller=LoopController(max_iterations=max_iterations, chunk_cap=budget),
         answerer=Answerer(chat_generator=chat_generator if mode == "json" else None, temperature=0.0),
-        fallback=_fallback(chat_generator, budget),
+        fallback=embedded_fallback(chat_generator, budget),
         evidence_checker=evidence_checker or EvidenceChecker(chat_generator=chat_generator),
     )
     return EvalConfig(name, f"AgenticRouter ({mode} mode), up to {max_iterations} turns", pipeline)

@@ -62,6 +62,40 @@ def _checkpoint_dir(model: str, revision: str | None, local_files_only: bool) ->
     )
 
 
+def hhem_missing(
+    model: str | None, revision: str | None = None, foundation: str | None = None, local_files_only: bool = False
+) -> str | None:
+    """
+    Why an HHEM checkpoint cannot load, found without loading it: the checkpoint folder (a local folder or the Hub
+    cache, or a download when Hub access is allowed) and the foundation's `config.json`.
+
+    :param model: Hub id or local folder of the checkpoint (`None`: `HHEM_MODEL`).
+    :param revision: Hub revision of the checkpoint.
+    :param foundation: Hub id or local folder of the foundation (`None`: the checkpoint's `foundation`).
+    :param local_files_only: Never contact the Hub.
+    :returns: `None` when the files are there; else the reason, as `HHEMGrounder.load_error` words it.
+    """
+    model = model or HHEM_MODEL
+    try:
+        folder = _checkpoint_dir(model, revision, local_files_only)
+        config_path = folder / "config.json"
+        hhem_config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
+        foundation = foundation or hhem_config.get("foundation") or HHEM_FOUNDATION
+        if Path(foundation).expanduser().is_dir():
+            found = (Path(foundation).expanduser() / "config.json").exists()
+        elif local_files_only:
+            from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415
+
+            found = isinstance(try_to_load_from_cache(foundation, "config.json"), str)
+        else:
+            found = True  # downloaded on warm-up
+        if not found:
+            raise HHEMUnavailableError(f"the foundation {foundation} has no config.json here")
+    except Exception as exc:  # noqa: BLE001 - any failure to find the files means the model is not available
+        return f"HHEM model {model!r} is not available ({type(exc).__name__}: {exc})"
+    return None
+
+
 def _read_weights(folder: Path) -> dict[str, Any]:
     safetensors_files = sorted(folder.glob("*.safetensors"))
     if safetensors_files:

@@ -115,6 +115,27 @@ def default_grounder() -> HHEMGrounder:
     return HHEMGrounder(local_files_only=True)
 
 
+#: Characters of each chunk the embedded answer and fallback prompts show (SmolLM2-135M's short context).
+EMBEDDED_CHUNK_CHARS = 700
+
+
+def embedded_answerer(chat_generator: Any, max_chunks: int, chunks_per_search: int | None = None) -> Answerer:
+    """The answerer of the embedded pipelines and `eval`'s offline configurations: SmolLM2's prompts, short chunks."""
+    return Answerer(
+        chat_generator=chat_generator, system_prompt=EMBEDDED_SYSTEM_PROMPT, generate_prompt=EMBEDDED_GENERATE_PROMPT,
+        max_chunks=max_chunks, chunk_chars=EMBEDDED_CHUNK_CHARS, chunks_per_search=chunks_per_search,
+        short_answer=True,  # the 135M model answers in sentences: keep the span it adds
+    )  # fmt: skip
+
+
+def embedded_fallback(chat_generator: Any, max_chunks: int) -> FallbackSynthesizer:
+    """The fallback of the embedded pipelines (disabled without a `chat_generator`): short chunks, as the answerer."""
+    return FallbackSynthesizer(
+        chat_generator=chat_generator, max_chunks=max_chunks, chunk_chars=EMBEDDED_CHUNK_CHARS,
+        enabled=chat_generator is not None,
+    )  # fmt: skip
+
+
 def embedded_pipeline(
     grounded: bool = True, store: Any = None, retriever: Any = None, query_embedder: Any = None
 ) -> Pipeline:
@@ -136,16 +157,8 @@ def embedded_pipeline(
         query_embedder=query_embedder,
         # One turn more than the policy's searches and answer: room for one answer the evidence check refuses.
         controller=LoopController(max_iterations=router.max_follow_ups + 3, chunk_cap=router.max_chunks),
-        answerer=Answerer(
-            chat_generator=EmbeddedChatGenerator(),
-            system_prompt=EMBEDDED_SYSTEM_PROMPT,
-            generate_prompt=EMBEDDED_GENERATE_PROMPT,
-            max_chunks=router.max_chunks,
-            chunk_chars=700,
-            chunks_per_search=2,
-            short_answer=True,  # the 135M model answers in sentences: keep the span it adds
-        ),
-        fallback=FallbackSynthesizer(chat_generator=EmbeddedChatGenerator(), max_chunks=router.max_chunks, chunk_chars=700),
+        answerer=embedded_answerer(EmbeddedChatGenerator(), router.max_chunks, chunks_per_search=2),
+        fallback=embedded_fallback(EmbeddedChatGenerator(), router.max_chunks),
         evidence_checker=EvidenceChecker(),
         grounder=default_grounder() if grounded else None,
         metadata={
@@ -299,7 +312,7 @@ def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
     return build_loop_pipeline(
         AgenticRouter(chat_generator=controller_llm, mode=mode, temperature=0.0),
         SafeRetriever(InMemoryBM25Retriever(document_store=store)),
-        controller=LoopController(max_iterations=10, chunk_cap=30),
+        controller=LoopController(),
         answerer=Answerer(chat_generator=answer_llm, temperature=0.0),
         fallback=FallbackSynthesizer(chat_generator=openai_generator("fallback"), temperature=0.0),
         evidence_checker=EvidenceChecker(chat_generator=openai_generator("evidence")),

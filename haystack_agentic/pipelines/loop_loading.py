@@ -1,13 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Loading a loop pipeline for a run: which packaged YAML, the command-line overrides, and the saved store.
+Reading a loop pipeline YAML and its stores: the checks, the allow-list, the store URIs, the in-memory stores'
+isolation and filling them from a saved store. `loop_builder.build_loop` builds a run's pipeline with these.
 
-One place for what `haystack-agentic ask`, `serve` and the hayhooks wrapper all need, so they load a pipeline
-the same way and fail with the same messages. Every function raises `ValueError` with a message that says
-what to change; callers turn it into their own error (a CLI line, an HTTP status).
+Every function raises `ValueError` with a message that says what to change; callers turn it into their own error
+(a CLI line, an HTTP status).
 """
 
-import contextlib
 import copy
 import uuid
 from pathlib import Path
@@ -26,51 +25,19 @@ from haystack_agentic.indexing.store_faults import (
     watch_store,
 )
 from haystack_agentic.indexing.store_files import read_store_file
-from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, link_collection_store, max_runs_for
-from haystack_agentic.resources import pipeline_path
-from haystack_agentic.llm.local_server_key import openai_api_key
-from haystack_agentic.settings import DEFAULT_WEAVIATE_URL, ENV_OPENAI_API_KEY, openai_configured
+from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, link_collection_store
+from haystack_agentic.settings import DEFAULT_WEAVIATE_URL
 
 #: Components every loop pipeline YAML has (see `build_loop_pipeline`).
 REQUIRED_COMPONENTS = ("controller", "retriever", "result")
-#: `OpenAIChatGenerator`'s default `api_key`, serialised (what a YAML that names no key means).
-OPENAI_KEY_FROM_ENV = {"type": "env_var", "env_vars": [ENV_OPENAI_API_KEY], "strict": True}
-
-
-def choose_llm(requested: str) -> str:
-    """
-    Resolve `--llm`.
-
-    :param requested: `auto`, `openai` or `embedded`.
-    :returns: `openai` or `embedded` (`auto`: `openai` when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set).
-    """
-    if requested != "auto":
-        return requested
-    return "openai" if openai_configured() else "embedded"
-
-
-def packaged_pipeline_for(llm: str, mode: str = "tools", base_url: str | None = None) -> Path:
-    """
-    The packaged pipeline YAML for an LLM choice.
-
-    :param llm: `openai` or `embedded`.
-    :param mode: Router mode for `openai`: `tools` or `json`.
-    :param base_url: The `--base-url` given, if any (`OPENAI_BASE_URL` is read too).
-    :returns: The YAML path.
-    :raises ValueError: For `openai` with neither `OPENAI_API_KEY` nor a base URL.
-    """
-    if llm == "embedded":
-        return pipeline_path("agentic_rag_embedded")
-    openai_api_key(base_url)  # refuses a missing key and base URL now, not at warm-up
-    return pipeline_path("agentic_rag_json" if mode == "json" else "agentic_rag")
-
 
 def read_loop_yaml(path: Path) -> dict[str, Any]:
     """
     Read a loop pipeline YAML into its dict, checking it has the loop's components.
 
     :param path: The YAML file.
-    :returns: The pipeline dict (its `components` a dict holding every name in `REQUIRED_COMPONENTS`).
+    :returns: The pipeline dict (its `components` a dict holding every name in `REQUIRED_COMPONENTS`, each with an
+        `init_parameters` dict).
     :raises ValueError: If the file cannot be read or parsed, or is not a loop pipeline (the message says which
         components are missing).
     """
@@ -85,64 +52,9 @@ def read_loop_yaml(path: Path) -> dict[str, Any]:
             f"{path} is not an agentic-loop pipeline: it has no component named {', '.join(missing)}. "
             "Start from a copy of a packaged one (its path: haystack_agentic.resources.pipeline_path(\"agentic_rag\"))."
         )
-    return data
-
-
-def load_loop_pipeline(
-    path: Path | str,
-    *,
-    model: str | None = None,
-    api_base_url: str | None = None,
-    max_iterations: int | None = None,
-    store_uri: str | None = None,
-) -> Pipeline:
-    """
-    Read a loop pipeline YAML with the allow-list, applying overrides.
-
-    :param path: The YAML file, or the name of a packaged pipeline (`"agentic_rag_embedded"`, with or without
-        `.yml`; see `haystack_agentic.resources.pipeline_path`).
-    :param model: Model name set on every `OpenAIChatGenerator` in it.
-    :param api_base_url: Base URL set on every `OpenAIChatGenerator` in it. An `OpenAIChatGenerator` that would read
-        its key from an unset `OPENAI_API_KEY` but has a base URL (this one, its own or `OPENAI_BASE_URL`: a local
-        server, which ignores the key) is given a `LocalServerKey` instead (`llm.local_server_key`).
-    :param max_iterations: Set on the `LoopController`, with a matching `max_runs_per_component`.
-    :param store_uri: Set as the URI of every Milvus store (`connection_args.uri`: a Milvus Lite file or a server)
-        and the URL of every Weaviate store in it.
-    :returns: The pipeline (not warmed up). Loading writes nothing: a Milvus Lite database the YAML names must
-        exist already (Milvus Lite would create an empty one when the store is made; a loop only reads).
-    :raises StoreError: If a Milvus Lite database it names does not exist, or a store cannot be opened.
-    :raises ValueError: If the file cannot be read, is not a loop pipeline, or does not load.
-    :raises FileNotFoundError: For a bare name that is no packaged pipeline (the message lists them).
-    """
-    path = Path(path)
-    if not path.exists() and path.name == str(path):  # a bare name: a packaged pipeline
-        path = pipeline_path(path.name)
-    data = read_loop_yaml(path)
-    components = data["components"]
     for spec in components.values():
-        params = spec["init_parameters"] = spec.get("init_parameters") or {}  # a YAML may list none (null)
-        if str(spec.get("type", "")).endswith("LoopController") and max_iterations:
-            params["max_iterations"] = int(max_iterations)
-            searches = params.get("max_searches_per_turn")
-            data["max_runs_per_component"] = max_runs_for(int(max_iterations), *([int(searches)] if searches else []))
-        for value in params.values():
-            if isinstance(value, dict) and str(value.get("type", "")).endswith("OpenAIChatGenerator"):
-                generator = value["init_parameters"] = value.get("init_parameters") or {}
-                for key, override in (("model", model), ("api_base_url", api_base_url)):
-                    if override:
-                        generator[key] = override
-                if generator.get("api_key", OPENAI_KEY_FROM_ENV) == OPENAI_KEY_FROM_ENV:
-                    with contextlib.suppress(ValueError):  # no key, no base URL: the generator says so at warm-up
-                        secret = openai_api_key(generator.get("api_base_url"))
-                        if secret is not None:
-                            generator["api_key"] = secret
-    if store_uri:
-        set_store_uri(components, str(store_uri))
-    isolate_in_memory_stores(components)
-    # hayhooks' `inputs`/`outputs` declarations are not part of Haystack's pipeline dict.
-    data.pop("inputs", None)
-    data.pop("outputs", None)
-    return pipeline_from_dict(data, path, must_exist=True)
+        spec["init_parameters"] = spec.get("init_parameters") or {}  # a YAML may list none (null)
+    return data
 
 
 def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool = False) -> Pipeline:

@@ -27,7 +27,7 @@ from haystack import Pipeline
 
 from haystack_agentic.pipelines.yaml_notes import COMPONENT_NOTES, FILE_NOTES, GENERATED_NOTE, NAME_NOTES
 
-def _class_defaults(type_path: str) -> dict[str, Any] | None:
+def class_defaults(type_path: str) -> dict[str, Any] | None:
     """The defaults of `type_path`'s `__init__` parameters, or `None` when the class cannot be imported."""
     module, _, name = type_path.rpartition(".")
     try:
@@ -69,7 +69,7 @@ def minimal(node: Any, top_level: bool = True) -> Any:
         return node
     params = node.get("init_parameters")
     if isinstance(node.get("type"), str) and isinstance(params, dict):
-        defaults = _class_defaults(node["type"]) or {}
+        defaults = class_defaults(node["type"]) or {}
         kept = {
             key: minimal(value, top_level=False)
             for key, value in sorted(params.items())

@@ -19,8 +19,8 @@ from haystack_agentic.components.loop.loop_controller import InvalidLoopInput, v
 from haystack_agentic.indexing.collections import normalise_scope
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.llm.server_info import set_llm_limits
-from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, load_loop_pipeline
+from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
+from haystack_agentic.pipelines.loop_loading import fill_in_memory_store
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 from haystack_agentic.serving.chat_completions import (  # noqa: F401 - answer_text, progress_line: public here too
     BadRequest,
@@ -54,26 +54,18 @@ def load_served_pipeline(
     path: Path | str, overrides: dict[str, Any] | None = None, store_path: Path | str | None = None
 ) -> Pipeline:
     """
-    Load a loop pipeline YAML for serving, with the allow-list, optional overrides and a saved store.
+    Build a loop pipeline YAML for serving (`build_loop`), fill its store and warm it up.
 
     :param path: The pipeline YAML.
-    :param overrides: Optional `model` and `api_base_url` (set on every `OpenAIChatGenerator`), `max_iterations`
-        (set on the `LoopController`, with a matching `max_runs_per_component`), `timeout` (seconds per LLM call) and
-        `max_tokens` (per reply), set on every LLM role (`set_llm_limits`).
+    :param overrides: `LoopOptions` fields besides `pipeline` (e.g. `model`, `base_url`, `max_iterations`,
+        `timeout`, `max_tokens`, `llm`).
     :param store_path: A saved `InMemoryDocumentStore` JSON to copy into the retriever's in-memory store when that
         store is empty (default: `$HAYSTACK_AGENTIC_STORE`, if set).
     :returns: The pipeline, warmed up.
-    :raises ValueError: If the YAML cannot be read or loaded, or the store file cannot be read.
+    :raises ValueError: If an override is out of range, the YAML cannot be read or loaded, or the store file cannot
+        be read.
     """
-    overrides = overrides or {}
-    pipeline = load_loop_pipeline(
-        path,
-        model=overrides.get("model"),
-        api_base_url=overrides.get("api_base_url"),
-        max_iterations=overrides.get("max_iterations"),
-    )
-    if overrides.get("timeout") is not None or overrides.get("max_tokens") is not None:
-        set_llm_limits(pipeline, overrides.get("timeout"), overrides.get("max_tokens"))
+    pipeline = build_loop(LoopOptions(pipeline=str(path), **(overrides or {})))
     store_path = store_path or store_path_from_env()
     if store_path:
         fill_in_memory_store(pipeline, Path(store_path))
@@ -102,7 +94,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
     #: The pipeline YAML to serve (absolute, or relative to the wrapper's module file).
     pipeline_file: ClassVar[str | None] = None
-    #: Overrides for `load_served_pipeline` (`model`, `api_base_url`, `max_iterations`).
+    #: `LoopOptions` fields for `load_served_pipeline` (`model`, `base_url`, `max_iterations`, ...).
     overrides: ClassVar[dict[str, Any]] = {}
     #: A saved in-memory store to load at start-up (default: `$HAYSTACK_AGENTIC_STORE`).
     store_file: ClassVar[str | None] = None

@@ -92,30 +92,28 @@ def test_serialisation_round_trip(monkeypatch):
     assert Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES).to_dict() == pipeline.to_dict()
 
 
-def test_cli_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm_is_configured(tmp_path, store):
-    """`ask --llm openai` without HHEM weights grounds with the controller LLM as judge; embedded runs without."""
+def test_the_builder_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm_is_configured(tmp_path, store):
+    """Without HHEM weights an `openai` run grounds with the controller LLM as judge; an embedded one runs without."""
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
-    from rich.console import Console
 
     from haystack_agentic import AgenticRouter, HHEMGrounder, LLMJudgeGrounder, build_loop_pipeline
-    from haystack_agentic.cli.ask import prepare_grounder
+    from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
     from haystack_agentic.testing import ScriptedChatGenerator
 
-    def pipeline():
-        llm = ScriptedChatGenerator([{"text": "x"}])
-        missing = HHEMGrounder(model=str(tmp_path / "no-model"), foundation=str(tmp_path / "no-t5"),
-                               local_files_only=True)  # fmt: skip
-        return build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store), grounder=missing)
-
-    console = Console(file=open(tmp_path / "err.txt", "w"), width=200)
-    with_llm = pipeline()
-    prepare_grounder(with_llm, "openai", console)
+    llm = ScriptedChatGenerator([{"text": "x"}])
+    missing = HHEMGrounder(model=str(tmp_path / "no-model"), foundation=str(tmp_path / "no-t5"), local_files_only=True)
+    path = tmp_path / "loop.yml"
+    path.write_text(build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store),
+                                        grounder=missing).dumps())  # fmt: skip
+    notes: list[str] = []
+    with_llm = build_loop(LoopOptions(pipeline=str(path), llm="openai"), notify=notes.append)
     judge = with_llm.get_component("grounder")
     assert isinstance(judge, LLMJudgeGrounder)
-    assert judge.chat_generator is with_llm.get_component("router").chat_generator
-    embedded = pipeline()
-    prepare_grounder(embedded, "embedded", console)
+    assert judge.chat_generator.to_dict() == with_llm.get_component("router").chat_generator.to_dict()
+    as_written = build_loop(LoopOptions(pipeline=str(path), grounding="pipeline"))
+    assert with_llm.to_dict()["connections"] == as_written.to_dict()["connections"]  # same graph, other grounder
+    embedded = build_loop(LoopOptions(pipeline=str(path), llm="embedded"), notify=notes.append)
     assert isinstance(embedded.get_component("grounder"), HHEMGrounder)
-    console.file.close()
-    notes = (tmp_path / "err.txt").read_text()
-    assert "LLMJudgeGrounder" in notes and "Running without grounding." in notes
+    assert "LLMJudgeGrounder" in notes[0] and "is not available" in notes[0]
+    assert notes[1].endswith("Running without grounding.")
+

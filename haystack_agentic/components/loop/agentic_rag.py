@@ -8,7 +8,8 @@ from haystack.dataclasses import ChatMessage
 from haystack.core.super_component import SuperComponent
 
 from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
-from haystack_agentic.pipelines.loop_loading import load_loop_pipeline, pipeline_from_dict
+from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
+from haystack_agentic.pipelines.loop_loading import pipeline_from_dict
 from haystack_agentic.pipelines.loop_pipeline import plain_function
 from haystack_agentic.resources import pipeline_path
 

@@ -1,0 +1,346 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Building a loop pipeline for a run: `LoopOptions` in, a pipeline out.
+
+`build_loop` is the one place that turns options (LLM, router mode, backend and store, grounding, evidence policy,
+limits) into a loop pipeline: it picks the packaged YAML (or reads the user's), applies every option to the
+pipeline's dict, and only then builds it. `haystack-agentic ask`, `chat`, `eval --pipeline`, `serve` and the
+hayhooks wrapper all call it, so they load a pipeline the same way, fail with the same messages, and never add,
+remove or connect components of a built pipeline. Every function raises `ValueError` with a message that says
+what to change; callers turn it into their own error (a CLI line, an HTTP status).
+
+Usage example:
+```python
+from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
+
+pipeline = build_loop(LoopOptions(llm="embedded", max_iterations=3))
+```
+"""
+
+import contextlib
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from haystack import Pipeline, logging
+
+from haystack_agentic.llm.local_server_key import openai_api_key
+from haystack_agentic.pipelines.loop_loading import (
+    isolate_in_memory_stores,
+    pipeline_from_dict,
+    read_loop_yaml,
+    set_store_uri,
+)
+from haystack_agentic.pipelines.loop_pipeline import max_runs_for
+from haystack_agentic.pipelines.packaged_yaml import class_defaults
+from haystack_agentic.resources import pipeline_path
+from haystack_agentic.settings import (
+    ENV_OPENAI_API_KEY,
+    default_milvus_uri,
+    default_weaviate_url,
+    model_from_env,
+    openai_configured,
+)
+
+logger = logging.getLogger(__name__)
+
+#: `OpenAIChatGenerator`'s default `api_key`, serialised (what a YAML that names no key means).
+OPENAI_KEY_FROM_ENV = {"type": "env_var", "env_vars": [ENV_OPENAI_API_KEY], "strict": True}
+_JUDGE_GROUNDER = "haystack_agentic.components.grounders.llm_judge_grounder.LLMJudgeGrounder"
+_RETRIEVAL_ONLY = "haystack_agentic.evaluation.retrieval_only_answerer.RetrievalOnlyAnswerer"
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """
+    What a run's loop pipeline is built from (`build_loop`). `None` keeps what the pipeline YAML says.
+
+    :param pipeline: A loop pipeline YAML path or a packaged pipeline's name; `None`: the packaged one for `llm`,
+        `mode` and `backend`.
+    :param llm: `auto` (`openai` when `base_url`, `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set, else `embedded`),
+        `openai` or `embedded`.
+    :param mode: Router mode of the packaged OpenAI-compatible pipeline: `tools` (default) or `json`.
+    :param model: Model name set on every `OpenAIChatGenerator` (default: `$HAYSTACK_AGENTIC_MODEL`, else the YAML's).
+    :param base_url: Base URL set on every `OpenAIChatGenerator` (a local server, e.g. Ollama or llama.cpp).
+    :param backend: `memory`, `milvus` or `weaviate`: the packaged embedded pipeline of that store.
+    :param store_uri: URI of every Milvus store (a Milvus Lite file or a server) and URL of every Weaviate store
+        (default for `backend` without `pipeline`: `settings.default_milvus_uri()` / `default_weaviate_url()`).
+    :param max_iterations: The controller's `max_iterations`, with a matching `max_runs_per_component`.
+    :param timeout: Seconds one LLM call of any role may take.
+    :param max_tokens: Most tokens one LLM reply of any role may have (its `generation_kwargs`).
+    :param on_insufficient_evidence: `give_up` or `answer_with_warning`, set on the `evidence` component.
+    :param grounding: `auto`: when the YAML's `HHEMGrounder` has no local model, an `openai` run grounds with the
+        router's LLM as judge (`LLMJudgeGrounder`) and any other run skips grounding (the reason in the result);
+        `pipeline`: the YAML's grounder as written.
+    :param context_tokens: The LLM server's context size in tokens (llama.cpp's `/props`): every role's prompt
+        budget is lowered to fit it (`ServerInfo.prompt_budget`).
+    :param retrieval_only: The answerer is a `RetrievalOnlyAnswerer` and the fallback is off (no answer LLM).
+    :param new_store: A Milvus Lite database the pipeline names may be created (a loop run otherwise writes nothing).
+    :raises ValueError: If an option is out of range (the message names the command-line flag).
+    """
+
+    pipeline: str | None = None
+    llm: str = "auto"
+    mode: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    backend: str = "memory"
+    store_uri: str | None = None
+    max_iterations: int | None = None
+    timeout: float | None = None
+    max_tokens: int | None = None
+    on_insufficient_evidence: str | None = None
+    grounding: str = "auto"
+    context_tokens: int | None = None
+    retrieval_only: bool = False
+    new_store: bool = False
+
+    def __post_init__(self) -> None:
+        choices = {
+            "llm": ("auto", "openai", "embedded"),
+            "mode": (None, "tools", "json"),
+            "backend": ("memory", "milvus", "weaviate"),
+            "on_insufficient_evidence": (None, "give_up", "answer_with_warning"),
+            "grounding": ("auto", "pipeline"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.max_iterations is not None and self.max_iterations < 1:
+            raise ValueError(f"--max-iterations must be at least 1, got {self.max_iterations}")
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"--timeout must be a positive number of seconds, got {self.timeout}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"--max-tokens must be at least 1, got {self.max_tokens}")
+
+    def resolved_llm(self) -> str:
+        """
+        The LLM that drives the run.
+
+        :returns: `openai` or `embedded`.
+        :raises ValueError: If `mode` or `base_url` is given for the packaged embedded pipeline.
+        """
+        llm = self.llm
+        if llm == "auto":
+            llm = "openai" if self.base_url or openai_configured() else "embedded"
+        if llm == "embedded" and not self.pipeline:
+            given = [flag for flag, value in (("--mode", self.mode), ("--base-url", self.base_url)) if value]
+            if given:
+                raise ValueError(
+                    f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to an OpenAI-compatible LLM; "
+                    "the embedded LLM runs the bridge-entity policy (no router mode, no server). Add --llm openai, "
+                    "or drop them."
+                )
+        return llm
+
+    def resolved_store_uri(self) -> str | None:
+        """The store URI the run uses: `store_uri`, else the default of `backend` for a packaged pipeline."""
+        if self.store_uri or self.pipeline:
+            return self.store_uri
+        if self.backend == "milvus":
+            return str(default_milvus_uri())
+        return default_weaviate_url() if self.backend == "weaviate" else None
+
+    def pipeline_path(self) -> Path:
+        """
+        The loop pipeline YAML the run reads.
+
+        :returns: `pipeline` (a path, or a packaged name), else the packaged pipeline for the LLM and backend: for a
+            Milvus server, the dense one when its collection has no BM25 field or the server is older than 2.5.
+        :raises ValueError: For a packaged OpenAI-compatible pipeline with neither `OPENAI_API_KEY` nor a base URL,
+            or a packaged backend pipeline with `llm` `openai`.
+        :raises FileNotFoundError: For a name that is no packaged pipeline (the message lists them).
+        """
+        if self.pipeline:
+            path = Path(self.pipeline)
+            return path if path.exists() or path.name != str(path) else pipeline_path(path.name)
+        llm = self.resolved_llm()
+        if self.backend != "memory":
+            if llm != "embedded":
+                raise ValueError(
+                    f"--backend {self.backend} has a packaged pipeline for --llm embedded only; pass --pipeline."
+                )
+            if self.backend == "milvus" and not milvus_has_bm25(str(self.resolved_store_uri())):
+                return pipeline_path("agentic_rag_embedded_milvus_dense")
+            return pipeline_path(f"agentic_rag_embedded_{self.backend}")
+        if llm == "embedded":
+            return pipeline_path("agentic_rag_embedded")
+        openai_api_key(self.base_url)  # refuses a missing key and base URL now, not at warm-up
+        return pipeline_path("agentic_rag_json" if self.mode == "json" else "agentic_rag")
+
+
+def milvus_has_bm25(uri: str) -> bool:
+    """
+    Whether the Milvus at `uri` can serve the packaged hybrid (dense + BM25) pipeline.
+
+    :param uri: A Milvus Lite file (always `True`) or a Milvus server URI.
+    :returns: `False` when the packaged collection has no BM25 field, or has none yet and the server is older than
+        2.5; `True` otherwise, an unreachable server included (loading the pipeline reports it with the address).
+    """
+    if "://" not in uri:
+        return True
+    from haystack_agentic.document_stores import milvus_support  # noqa: PLC0415
+    from haystack_agentic.indexing.document_stores import MILVUS_COLLECTION  # noqa: PLC0415
+
+    try:
+        from pymilvus import MilvusClient  # noqa: PLC0415
+
+        client = MilvusClient(uri=uri)
+        try:
+            sparse = milvus_support.collection_has_sparse_field(client, MILVUS_COLLECTION)
+            version = milvus_support.server_version(client)
+        finally:
+            client.close()
+    except Exception:  # noqa: BLE001 - unreachable: loading the pipeline says so with the address
+        return True
+    return not (sparse is False or (sparse is None and not milvus_support.supports_bm25(version)))
+
+
+def build_loop(options: LoopOptions | None = None, notify: Callable[[str], None] | None = None) -> Pipeline:
+    """
+    Build the loop pipeline for a set of options: every decision is made on the pipeline's dict, before it is built.
+
+    :param options: The options (default: `LoopOptions()`, the packaged pipeline chosen from the environment).
+    :param notify: Called with a one-line notice for each decision the user should hear about (grounding without
+        its model); default: a logged warning.
+    :returns: The pipeline (not warmed up). Loading writes nothing unless `options.new_store`: a Milvus Lite
+        database the YAML names must exist already.
+    :raises StoreError: If a Milvus Lite database it names does not exist, or a store cannot be opened.
+    :raises ValueError: If an option does not fit (no `evidence` component for `on_insufficient_evidence`, no key
+        for a packaged OpenAI pipeline), or the file cannot be read, is not a loop pipeline, or does not load.
+    :raises FileNotFoundError: For a bare name that is no packaged pipeline (the message lists them).
+    """
+    options = options or LoopOptions()
+    notify = notify or (lambda text: logger.warning(text))
+    path = options.pipeline_path()
+    data = read_loop_yaml(path)
+    components = data["components"]
+    model = options.model or model_from_env()
+    _set_openai_generators(components, model, options.base_url)
+    if model and options.resolved_llm() == "openai":
+        data["metadata"] = {**(data.get("metadata") or {}), "llm": f"OpenAI-compatible ({model})"}
+    _set_limits(data, options)
+    store_uri = options.resolved_store_uri()
+    if store_uri:
+        set_store_uri(components, store_uri)
+    if options.on_insufficient_evidence:
+        if "evidence" not in components:
+            raise ValueError("--on-insufficient-evidence needs a pipeline with an `evidence` component.")
+        components["evidence"]["init_parameters"]["on_insufficient_evidence"] = options.on_insufficient_evidence
+    if options.retrieval_only:
+        components["answerer"] = {"type": _RETRIEVAL_ONLY, "init_parameters": {}}
+        if "fallback" in components:
+            components["fallback"]["init_parameters"]["enabled"] = False
+    if options.grounding == "auto":
+        _choose_grounder(components, options.resolved_llm() == "openai", notify)
+    isolate_in_memory_stores(components)
+    # hayhooks' `inputs`/`outputs` declarations are not part of Haystack's pipeline dict.
+    data.pop("inputs", None)
+    data.pop("outputs", None)
+    pipeline = pipeline_from_dict(data, path, must_exist=not options.new_store)
+    from haystack_agentic.document_stores.milvus_support import check_pipeline  # noqa: PLC0415
+
+    check_pipeline(pipeline)  # BM25/hybrid on a Milvus server older than 2.5: say so now
+    return pipeline
+
+
+def load_loop_pipeline(
+    path: Path | str,
+    *,
+    model: str | None = None,
+    api_base_url: str | None = None,
+    max_iterations: int | None = None,
+    store_uri: str | None = None,
+) -> Pipeline:
+    """
+    Read a loop pipeline YAML with the allow-list, applying overrides: `build_loop` with the YAML's own grounder.
+
+    :param path: The YAML file, or the name of a packaged pipeline (`"agentic_rag_embedded"`, with or without `.yml`).
+    :param model: See `LoopOptions.model`.
+    :param api_base_url: See `LoopOptions.base_url`. An `OpenAIChatGenerator` that would read its key from an unset
+        `OPENAI_API_KEY` but has a base URL (a local server, which ignores the key) gets a `LocalServerKey` instead (`llm.local_server_key`).
+    :param max_iterations: See `LoopOptions.max_iterations`.
+    :param store_uri: See `LoopOptions.store_uri`.
+    :returns: The pipeline (not warmed up).
+    :raises StoreError, ValueError, FileNotFoundError: As `build_loop`.
+    """
+    options = LoopOptions(
+        pipeline=str(path), model=model, base_url=api_base_url, max_iterations=max_iterations, store_uri=store_uri,
+        grounding="pipeline",
+    )  # fmt: skip
+    return build_loop(options)
+
+
+def _roles(components: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """`(init_parameters, class defaults)` of every LLM role: a component whose `chat_generator` is set."""
+    roles = []
+    for spec in components.values():
+        params = spec["init_parameters"]
+        if isinstance(params.get("chat_generator"), dict):
+            roles.append((params, class_defaults(str(spec.get("type", ""))) or {}))
+    return roles
+
+
+def _set_limits(data: dict[str, Any], options: LoopOptions) -> None:
+    """The loop's and the LLM roles' limits: turns, seconds and tokens per call, prompt budget."""
+    from haystack_agentic.llm.server_info import ServerInfo  # noqa: PLC0415
+
+    for spec in data["components"].values():
+        if str(spec.get("type", "")).endswith("LoopController") and options.max_iterations:
+            params = spec["init_parameters"]
+            params["max_iterations"] = options.max_iterations
+            searches = params.get("max_searches_per_turn")
+            bound = max_runs_for(options.max_iterations, *([int(searches)] if searches else []))
+            data["max_runs_per_component"] = bound
+    server = ServerInfo(n_ctx=options.context_tokens)
+    for params, defaults in _roles(data["components"]):
+        if options.timeout is not None and "timeout" in defaults:
+            params["timeout"] = options.timeout
+        if options.max_tokens is not None and "generation_kwargs" in defaults:
+            params["generation_kwargs"] = {**(params.get("generation_kwargs") or {}), "max_tokens": options.max_tokens}
+        budget = params.get("context_budget_tokens", defaults.get("context_budget_tokens"))
+        if options.context_tokens and isinstance(budget, int):
+            params["context_budget_tokens"] = server.prompt_budget(budget)
+
+
+def _set_openai_generators(components: dict[str, Any], model: str | None, base_url: str | None) -> None:
+    """Model and base URL on every `OpenAIChatGenerator`; a local server's placeholder key where no key is set."""
+    for spec in components.values():
+        for value in spec["init_parameters"].values():
+            if isinstance(value, dict) and str(value.get("type", "")).endswith("OpenAIChatGenerator"):
+                generator = value["init_parameters"] = value.get("init_parameters") or {}
+                for key, override in (("model", model), ("api_base_url", base_url)):
+                    if override:
+                        generator[key] = override
+                if generator.get("api_key", OPENAI_KEY_FROM_ENV) == OPENAI_KEY_FROM_ENV:
+                    with contextlib.suppress(ValueError):  # no key, no base URL: the generator says so at warm-up
+                        secret = openai_api_key(generator.get("api_base_url"))
+                        if secret is not None:
+                            generator["api_key"] = secret
+
+
+def _choose_grounder(components: dict[str, Any], judge_allowed: bool, notify: Callable[[str], None]) -> None:
+    """An `HHEMGrounder` without its model: the router's LLM as judge when allowed, else a notice (it skips)."""
+    from haystack_agentic.grounding.hhem_loading import HOW_TO_GET, hhem_missing  # noqa: PLC0415
+
+    spec = components.get("grounder")
+    if spec is None or not str(spec.get("type", "")).endswith("HHEMGrounder"):
+        return
+    params = {**(class_defaults(spec["type"]) or {}), **spec["init_parameters"]}
+    missing = hhem_missing(
+        params.get("model"), params.get("revision"), params.get("foundation"), bool(params.get("local_files_only"))
+    )
+    if missing is None:
+        return
+    judge_llm = components.get("router", {}).get("init_parameters", {}).get("chat_generator")
+    if judge_allowed and isinstance(judge_llm, dict):
+        judge = {"chat_generator": copy.deepcopy(judge_llm)}
+        components["grounder"] = {"type": _JUDGE_GROUNDER, "init_parameters": judge}
+        notify(
+            f"Grounding: {missing}. To get it: {HOW_TO_GET}. "
+            "Grounding with the configured LLM as judge instead (LLMJudgeGrounder)."
+        )
+    else:
+        notify(f"Grounding: {missing}. To get it: {HOW_TO_GET}. Running without grounding.")
