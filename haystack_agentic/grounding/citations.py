@@ -42,7 +42,7 @@ from typing import Any
 from haystack import Document, logging
 
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.grounding.assembly import assemble
+from haystack_agentic.grounding.assembly import assemble, chunk_sources
 from haystack_agentic.evidence.features import QUESTION_STOPWORDS, content_words, key_entities, stem, tokens
 from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
 from haystack_agentic.llm.result_digests import find_chunk
@@ -173,7 +173,7 @@ def _with_citations(
     language: str,
 ) -> LoopState:
     """Number the citations in claim order, render the marked answer, check each citation offline."""
-    sources = _search_of(state)
+    sources = chunk_sources(state)
     citations: list[dict[str, Any]] = []
     pieces: list[tuple[int, int, str]] = []  # (start, end, replacement) in the text
     for (claim, _, spans), entries in zip(claims, cited, strict=True):
@@ -223,15 +223,6 @@ def _marked(claim: str, numbers: list[int]) -> str:
     marks = "".join(f"[{n}]" for n in numbers)
     body, end = (claim[:-1], claim[-1]) if claim[-1:] in ".!?" else (claim, "")
     return f"{body.rstrip()} {marks}{end}"
-
-
-def _search_of(state: LoopState) -> dict[str, dict[str, Any]]:
-    """For each chunk id, the search that first returned it."""
-    first: dict[str, dict[str, Any]] = {}
-    for step in state.tool_history:
-        for chunk_id in step.returned_chunk_ids:
-            first.setdefault(chunk_id, {"iteration": step.iteration, "query": step.query})
-    return first
 
 
 def _sentences(doc: Document) -> list[Sentence]:
