@@ -35,6 +35,7 @@ Citation dict (the shared contract)::
      "check": "offline" | "hhem" | "llm_judge" | None}
 """
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -43,7 +44,7 @@ from haystack import Document, logging
 
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
-from haystack_agentic.evidence.features import QUESTION_STOPWORDS, content_words, key_entities, stem, tokens
+from haystack_agentic.evidence.features import QUESTION_STOPWORDS, chunk_title, content_words, key_entities, stem, tokens
 from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
 from haystack_agentic.llm.result_digests import find_chunk
 
@@ -140,7 +141,7 @@ def cite(
             found = _best_in(claim, pool, state.question)
             if found is not None:
                 cited[index].append(found)
-    return _with_citations(state, text, claims, cited, dropped, language)
+    return _with_citations(state, text, claims, cited, dropped)
 
 
 def _add(entries: list[tuple[Document, tuple[int, int] | None]], doc: Document, at: tuple[int, int] | None) -> None:
@@ -170,7 +171,6 @@ def _with_citations(
     claims: list[tuple[str, list[int], list[Sentence]]],
     cited: list[list[tuple[Document, tuple[int, int] | None]]],
     dropped: list[dict[str, str]],
-    language: str,
 ) -> LoopState:
     """Number the citations in claim order, render the marked answer, check each citation offline."""
     sources = chunk_sources(state)
@@ -179,9 +179,9 @@ def _with_citations(
     for (claim, _, spans), entries in zip(claims, cited, strict=True):
         numbers = []
         for doc, at in entries:
-            start, end = at if at is not None else _best_sentence(claim, doc, state.question)[1]
-            if at is not None:  # the sentence around the short answer's source
-                start, end = _sentence_around(doc.content or "", start, end, language)
+            # The sentence around where a short answer was read, unless that is the title line.
+            around = _sentence_around(doc, *at) if at is not None else None
+            start, end = around or _best_sentence(claim, doc, state.question)[1]
             quote = (doc.content or "")[start:end]
             supported = offline_support(claim, quote, state.question, (doc.meta or {}).get("title"))
             citations.append(
@@ -226,28 +226,35 @@ def _marked(claim: str, numbers: list[int]) -> str:
 
 
 def _sentences(doc: Document) -> list[Sentence]:
-    return split_sentences(doc.content or "")
+    """The chunk's sentences, its title line left out (a title is not evidence of a claim)."""
+    title = set(tokens(chunk_title(doc.content or "", doc.meta)))
+    return [s for s in _split(doc.content or "") if not title or not set(tokens(s.text)) <= title]
 
 
-def _sentence_around(content: str, start: int, end: int, language: str) -> tuple[int, int]:
-    for sentence in split_sentences(content, language):
-        if sentence.start <= start < sentence.end or (sentence.start < end <= sentence.end):
-            return sentence.start, max(sentence.end, min(end, len(content)))
-    return start, end
+@functools.lru_cache(maxsize=1024)
+def _split(content: str) -> tuple[Sentence, ...]:
+    # The same chunks are cited turn after turn and question after question; splitting costs ~10 ms a chunk.
+    return tuple(split_sentences(content))
+
+
+def _sentence_around(doc: Document, start: int, end: int) -> tuple[int, int] | None:
+    """The sentence of `doc` holding `[start, end)`, or `None` when it is only the title line."""
+    for sentence in _sentences(doc):
+        if sentence.start <= start < sentence.end or sentence.start < end <= sentence.end:
+            return sentence.start, max(sentence.end, min(end, len(doc.content or "")))
+    return None
 
 
 def _best_sentence(claim: str, doc: Document, question: str) -> tuple[float, tuple[int, int]]:
-    """The sentence of `doc` that supports `claim` best: `(score, (start, end))`; score 0 when none shares a word."""
+    """The sentence of `doc` that supports `claim` best: `(score, (start, end))`; score 0 when none shares a word
+    (then its first sentence)."""
     terms = _terms(claim, question)
-    best: tuple[float, tuple[int, int]] = (0.0, (0, 0))
-    for sentence in _sentences(doc):
+    sentences = _sentences(doc)
+    best: tuple[float, tuple[int, int]] = (0.0, (sentences[0].start, sentences[0].end) if sentences else (0, 0))
+    for sentence in sentences:
         score = _overlap(terms, sentence.text)
         if score > best[0]:
             best = (score, (sentence.start, sentence.end))
-    if best[0] == 0.0 and doc.content:
-        first = _sentences(doc)
-        if first:
-            best = (0.0, (first[0].start, first[0].end))
     return best
 
 
