@@ -15,6 +15,7 @@ from haystack import Document, logging
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.dataclasses.pending_search import PendingSearch
+from haystack_agentic.grounding.markers import strip_markers
 
 logger = logging.getLogger(__name__)
 
@@ -323,14 +324,16 @@ class LoopState:
     def final_conversation(self) -> tuple[ChatMessage, ...]:
         """
         The conversation to feed back next turn: the one the run started from (or the question as a user message),
-        with the final answer appended as an assistant message when there is one (a give-up reason included).
+        with the final answer appended as an assistant message when there is one (a give-up reason included;
+        without its `[n]` markers).
 
         :returns: The messages, oldest first.
         """
         conversation = self.conversation or (ChatMessage.from_user(self.question),)
         if self.answer is None:
             return conversation
-        return (*conversation, ChatMessage.from_assistant(self.answer))
+        # Without the citation markers: they number this run's citations, which the next run does not have.
+        return (*conversation, ChatMessage.from_assistant(strip_markers(self.answer) or self.answer))
 
     def to_dict(self) -> dict[str, Any]:
         """

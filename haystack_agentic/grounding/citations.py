@@ -13,8 +13,8 @@ found the chunk. What the LLM can cite, and how, depends on the path:
   prefix, as `read_chunk` takes them) cites its chunk for the claim that chunk supports best. Used only when the
   text carries no valid marker.
 - **A location** (`located`: the chunk and offsets a short answer was read from): the sentence around it.
-- **Nothing cited**: each claim is cited to the sentence that supports it best among the shown chunks (or the
-  run's chunks), when one shares any of its key words.
+- **Nothing cited**: each claim is cited to the sentence that supports it best among the shown chunks, then the
+  run's others (ties: the earlier), when one shares any of its key words.
 
 What the LLM gets wrong is dropped and recorded, never fatal: a marker with no chunk of that number, a marker
 where the path shows no numbered chunks (tools mode: cite ids instead), an id the run does not hold. Each is one
@@ -45,6 +45,7 @@ from haystack import Document, logging
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
 from haystack_agentic.evidence.features import QUESTION_STOPWORDS, chunk_title, content_words, key_entities, stem, tokens
+from haystack_agentic.grounding.markers import MARKER_RE, strip_markers  # noqa: F401 - re-exported
 from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
 from haystack_agentic.llm.result_digests import find_chunk
 
@@ -53,25 +54,12 @@ logger = logging.getLogger(__name__)
 #: The `LoopState.metadata` key listing the citations the LLM gave that were dropped, and why.
 DROPPED_KEY = "citations_dropped"
 
-#: A marker: `[3]`, `[1, 2]` (`[1][2]` is two markers). Spaces before it belong to it.
-MARKER_RE = re.compile(r"[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
-
 #: Share of a claim's content words (light stems) the cited sentence must contain: half, so a claim that
 #: paraphrases its source still passes, one that shares a stray word does not.
 MIN_WORD_SHARE = 0.5
 
 #: Yes/no answers carry no claim of their own: the question is what they assert.
 _YES_NO = frozenset({"yes", "no"})
-
-
-def strip_markers(text: str) -> str:
-    """
-    The text without its `[n]` markers (the claim as a sentence).
-
-    :param text: Text with markers.
-    :returns: The text without them, stripped.
-    """
-    return MARKER_RE.sub("", text).strip()
 
 
 def draft_sources(state: LoopState) -> list[str]:
@@ -114,7 +102,8 @@ def cite(
     """
     dropped: list[dict[str, str]] = []
     claims = _claims(text, language)
-    pool = list(shown) or list(state.chunks)
+    # Where a claim nobody cited is looked up: the shown chunks first, then the run's others.
+    pool = [*shown, *(doc for doc in state.chunks if all(doc.id != s.id for s in shown))]
     cited: list[list[tuple[Document, tuple[int, int] | None]]] = [[] for _ in claims]
     any_marker = False
     for index, (_, markers, _) in enumerate(claims):

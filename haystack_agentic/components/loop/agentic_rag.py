@@ -58,7 +58,8 @@ class AgenticRAG(SuperComponent):
     pipeline.connect("rag.answer", "report.answer")
     pipeline.connect("rag.documents", "report.documents")
     out = pipeline.run({"rag": {"query": "Who directed Big Stone Gap?"}}, include_outputs_from={"rag"})
-    print(out["report"]["prompt"])  # Adriana Trigiani (bsg)
+    print(out["report"]["prompt"])  # Adriana Trigiani [1] (bsg)
+    print(out["rag"]["answers"][0].data, out["rag"]["result"]["citations"][0]["quote"])  # Adriana Trigiani Big Stone ...
     print(out["rag"]["result"]["terminated_by"])  # answered
 
     Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)  # the same pipeline, from YAML
