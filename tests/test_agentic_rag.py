@@ -166,7 +166,7 @@ def test_the_readme_examples_run(tmp_path, monkeypatch, capsys):
     snapshot_file = Path(namespace["snapshot_file"])
     assert snapshot_file.parent == Path("snapshots") and (tmp_path / snapshot_file).is_file()
     printed = capsys.readouterr().out.splitlines()
-    assert printed == ["Greenwich Village [1] (sources: bsg trigiani)", "answered", "Greenwich Village"]
+    assert printed == ["Greenwich Village [1] (sources: bsg trigiani)", "answered", "Greenwich Village [1]"]
 
 
 def test_messages_out_are_the_conversation_with_the_answer_appended(build_loop):
