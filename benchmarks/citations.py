@@ -36,7 +36,7 @@ from haystack_agentic.components.routers.agentic_router import AgenticRouter  # 
 from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers  # noqa: E402
 from haystack_agentic.evaluation.runner import bridge_entity_config, build_store  # noqa: E402
-from haystack_agentic.grounding.citations import strip_markers  # noqa: E402
+from haystack_agentic.grounding.citations import offline_support, strip_markers  # noqa: E402
 from haystack_agentic.llm.result_digests import short_id  # noqa: E402
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline  # noqa: E402
 from haystack_agentic.testing import ScriptedChatGenerator  # noqa: E402
@@ -149,6 +149,15 @@ def run(data: Path, start: int, limit: int, out: Path) -> dict[str, list[dict]]:
     return records
 
 
+def rechecked(record: dict) -> dict:
+    """A recorded run with its citations' offline verdicts recomputed."""
+    for citation in record["citations"]:
+        if citation["check"] == "offline":
+            citation["supported"] = offline_support(citation["claim"], citation["quote"], record["question"],
+                                                    citation["title"])
+    return {**record, "flagged": not any(c["supported"] for c in record["citations"])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -157,9 +166,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("citations.jsonl"))
     parser.add_argument("--rescore", type=Path, help="print the figures of a recorded --out file")
     args = parser.parse_args()
-    if args.rescore:
+    if args.rescore:  # the offline verdicts again, with the check as it is now (quotes as recorded)
         lines = [json.loads(line) for line in args.rescore.read_text(encoding="utf-8").splitlines() if line.strip()]
-        records = {name: [line[name] for line in lines] for name in ("offline default", "scripted LLM router")}
+        records = {name: [rechecked(line[name]) for line in lines] for name in ("offline default", "scripted LLM router")}
     else:
         records = run(args.data, args.start, args.limit, args.out)
     for name, runs in records.items():

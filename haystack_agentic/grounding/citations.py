@@ -23,7 +23,8 @@ entry of `LoopState.metadata["citations_dropped"]` (`{"cited": "[7]" or the id, 
 Each citation is checked offline (`offline_support`): the claim's key entities (names, numbers, quoted strings)
 must all occur in the cited sentence and at least `MIN_WORD_SHARE` of its content words (light stems); a claim
 that restates none of the question's content words (a short answer, "Greenwich Village") is an answer to the
-question, so the cited sentence (or its chunk's title) must also share a content word or entity with the question.
+question, so the cited sentence (or its chunk's title) must also be about the question: hold one of its content
+words outside its names (the relation asked about: "directed", "based"), or one of its names when it has no other.
 A yes/no claim is checked as the question itself. A grounder (HHEM, LLM judge) then re-judges each citation
 (`settle`): its verdict replaces the offline one, and the `grounding` result is derived from the citations, so the
 two never disagree.
@@ -44,7 +45,7 @@ from haystack import Document, logging
 
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
-from haystack_agentic.evidence.features import QUESTION_STOPWORDS, chunk_title, content_words, key_entities, stem, tokens
+from haystack_agentic.evidence.features import chunk_title, content_words, key_entities, stem, tokens
 from haystack_agentic.grounding.markers import MARKER_RE, strip_markers  # noqa: F401 - re-exported
 from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
 from haystack_agentic.llm.result_digests import find_chunk
@@ -298,14 +299,24 @@ def offline_support(claim: str, quote: str, question: str, title: str | None = N
         return False
     if words and len(words & stems) / len(words) < MIN_WORD_SHARE:
         return False
-    question_words = {stem(w) for w in content_words(question)} - {stem(t) for t in QUESTION_STOPWORDS}
-    if question_words and not question_words & words:  # a bare answer: the quote must be about the question
-        context = stems | {stem(t) for t in tokens(title or "")}
-        question_entities = [toks for _, toks in key_entities(question)]
-        context_tokens = [*quote_tokens, *tokens(title or "")]
-        if not question_words & context and not any(_phrase_in(e, context_tokens) for e in question_entities):
+    if not {stem(w) for w in content_words(question)} & words:  # a bare answer: the quote must be about the question
+        if not _about_question(question, quote_tokens + tokens(title or "")):
             return False
     return True
+
+
+def _about_question(question: str, context: list[str]) -> bool:
+    """
+    Whether a sentence (its tokens, with its chunk's title) is about the question: it has one of the question's
+    content words outside its names (the relation asked about: "directed", "based"), or, for a question of names
+    only, one of its names.
+    """
+    names = [toks for _, toks in key_entities(question)]
+    in_names = {stem(t) for toks in names for t in toks}
+    relation = {stem(w) for w in content_words(question)} - in_names
+    if relation:
+        return bool(relation & {stem(t) for t in context})
+    return any(_phrase_in(name, context) for name in names)
 
 
 def claim_sentences(answer: str, language: str = "en") -> list[Sentence]:
