@@ -96,6 +96,9 @@ def replay_script(record: dict) -> list[dict]:
         turns.append({"tool_calls": [{"tool_name": "search", "arguments": {"query": step["query"], "top_k": top_k}}]})
         if step["returned_chunk_ids"]:
             sources.append(short_id(step["returned_chunk_ids"][0]))
+    if not record["answered"]:  # the offline run gave up: so does the scripted model
+        turns.append({"tool_calls": [{"tool_name": "give_up", "arguments": {"reason": "not in the documents"}}]})
+        return turns
     text = strip_markers(record["answer"] or "") or "unknown"
     turns.append({"tool_calls": [{"tool_name": "answer", "arguments": {"text": text, "sources": sources}}]})
     return turns

@@ -21,7 +21,7 @@ where the path shows no numbered chunks (tools mode: cite ids instead), an id th
 entry of `LoopState.metadata["citations_dropped"]` (`{"cited": "[7]" or the id, "reason": ...}`).
 
 Each citation is checked offline (`offline_support`): the claim's key entities (names, numbers, quoted strings)
-must all occur in the cited sentence and at least `MIN_WORD_SHARE` of its content words (light stems); a claim
+must all occur in the cited sentence (as a phrase, or every word of a name) and at least `MIN_WORD_SHARE` of its content words (light stems); a claim
 that restates none of the question's content words (a short answer, "Greenwich Village") is an answer to the
 question, so the cited sentence (or its chunk's title) must also be about the question: hold one of its content
 words outside its names (the relation asked about: "directed", "based"), or one of its names when it has no other.
@@ -276,8 +276,12 @@ def _overlap(terms: tuple[list[tuple[str, ...]], set[str]], sentence: str) -> fl
 
 
 def _phrase_in(phrase: Sequence[str], words: Sequence[str]) -> bool:
+    """Whether a name occurs in a sentence: as a phrase, or all its words in it ("Lev Ivanovich Yashin" names
+    "Lev Yashin")."""
     size = len(phrase)
-    return any(tuple(words[i : i + size]) == tuple(phrase) for i in range(len(words) - size + 1))
+    if any(tuple(words[i : i + size]) == tuple(phrase) for i in range(len(words) - size + 1)):
+        return True
+    return size > 1 and set(phrase) <= set(words)
 
 
 def offline_support(claim: str, quote: str, question: str, title: str | None = None) -> bool:
