@@ -5,6 +5,7 @@ their check flag the wrong answers?
 
     python benchmarks/citations.py --data /work/shared/data/hotpotqa_dev_sample.jsonl --limit 40 --out cite.jsonl
     python benchmarks/citations.py --rescore cite.jsonl      # the figures again from the recorded runs
+    python benchmarks/citations.py --replay cite.jsonl       # the same, with the scripted router run again
 
 Two answer paths, on the same questions, the store holding every paragraph of the file (`eval`'s store):
 - **offline default**: `eval`'s `bridge-entity` configuration (the packaged embedded pipeline's policy and answerer,
@@ -124,6 +125,17 @@ def summary(records: list[dict]) -> dict:
     }
 
 
+def replayed(record: dict, row: dict, store, contents: dict[str, str]) -> dict:
+    """The scripted LLM router's run on a question, replaying the offline run's record."""
+    router = AgenticRouter(chat_generator=ScriptedChatGenerator(replay_script(record)))
+    scripted = build_loop_pipeline(
+        router, InMemoryBM25Retriever(store), controller=LoopController(chunk_cap=6), check_evidence=False
+    )
+    began = time.perf_counter()
+    result = scripted.run({"controller": {"query": row["question"]}})["result"]
+    return scored(row, result, contents, time.perf_counter() - began)
+
+
 def run(data: Path, start: int, limit: int, out: Path) -> dict[str, list[dict]]:
     all_rows = load_hotpotqa_questions(data)
     rows = all_rows[start : start + limit]
@@ -138,18 +150,25 @@ def run(data: Path, start: int, limit: int, out: Path) -> dict[str, list[dict]]:
             result = offline.run({"controller": {"query": row["question"]}})["result"]
             record = scored(row, result, contents, time.perf_counter() - began)
             records["offline default"].append(record)
-            router = AgenticRouter(chat_generator=ScriptedChatGenerator(replay_script(record)))
-            scripted = build_loop_pipeline(
-                router, InMemoryBM25Retriever(store), controller=LoopController(chunk_cap=6), check_evidence=False
-            )
-            began = time.perf_counter()
-            result = scripted.run({"controller": {"query": row["question"]}})["result"]
-            replayed = scored(row, result, contents, time.perf_counter() - began)
-            records["scripted LLM router"].append(replayed)
-            f.write(json.dumps({"offline default": record, "scripted LLM router": replayed}) + "\n")
+            records["scripted LLM router"].append(replayed(record, row, store, contents))
+            f.write(json.dumps({name: runs[-1] for name, runs in records.items()}) + "\n")
             f.flush()
             print(f"{done}/{len(rows)} {record['seconds']:.1f}s em={record['em']} {record['answer']!r}", flush=True)
     return records
+
+
+def replay(data: Path, recorded: Path) -> dict[str, list[dict]]:
+    """The recorded offline runs (rechecked) and the scripted router run again on them."""
+    all_rows = load_hotpotqa_questions(data)
+    by_id = {row["id"]: row for row in all_rows}
+    store = build_store(all_rows)
+    contents = {d.meta["title"]: d.content for d in store.filter_documents()}
+    lines = [json.loads(line) for line in recorded.read_text(encoding="utf-8").splitlines() if line.strip()]
+    offline = [rechecked(line["offline default"]) for line in lines]
+    return {
+        "offline default": offline,
+        "scripted LLM router": [replayed(record, by_id[record["id"]], store, contents) for record in offline],
+    }
 
 
 def rechecked(record: dict) -> dict:
@@ -168,8 +187,11 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=40)
     parser.add_argument("--out", type=Path, default=Path("citations.jsonl"))
     parser.add_argument("--rescore", type=Path, help="print the figures of a recorded --out file")
+    parser.add_argument("--replay", type=Path, help="a recorded --out file: rescore it, run the scripted router again")
     args = parser.parse_args()
-    if args.rescore:  # the offline verdicts again, with the check as it is now (quotes as recorded)
+    if args.replay:
+        records = replay(args.data, args.replay)
+    elif args.rescore:  # the offline verdicts again, with the check as it is now (quotes as recorded)
         lines = [json.loads(line) for line in args.rescore.read_text(encoding="utf-8").splitlines() if line.strip()]
         records = {name: [rechecked(line[name]) for line in lines] for name in ("offline default", "scripted LLM router")}
     else:
