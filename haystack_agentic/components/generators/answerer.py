@@ -82,6 +82,9 @@ class Answerer:
       (`state`). A failure or a reply without an improved answer keeps the draft.
     - `draft`: write a first draft from the chunks and go back into the loop (`state`).
     A give-up never reaches the Answerer, so it is never rewritten.
+    Every final answer is cited (`haystack_agentic.grounding.citations.cite`): a kept draft by its `answer` call's
+    `sources`, a written answer by its `[n]` markers (the prompts number the chunks), a short answer by the chunk
+    sentence it was taken from; `state.citations` lists them and the answer carries the renumbered markers.
 
     ### Usage example
     ```python
