@@ -57,6 +57,16 @@ def test_tools_mode_markers_are_dropped_and_recorded_and_the_claim_is_still_cite
     assert result["metadata"][DROPPED_KEY] == [{"cited": "[4]", "reason": "no numbered chunks were shown here; cite ids"}]
 
 
+def test_sources_that_are_not_ids_are_dropped_not_fatal(build_loop):
+    loop = build_loop([search("Adriana Trigiani based"), answer_with("Greenwich Village", [7, {"id": "x"}, ""])])
+    result = loop.run()
+    check_shape(result)
+    assert result["terminated_by"] == "answered" and result["citations"][0]["document_id"] == "trigiani"
+    assert [d["cited"] for d in result["metadata"][DROPPED_KEY]] == ["7", "{'id': 'x'}"]
+    one = build_loop([search("Adriana Trigiani based"), answer_with("Greenwich Village", 42)]).run()
+    assert one["metadata"][DROPPED_KEY][0]["cited"] == "42" and one["citations"]
+
+
 def test_json_mode_markers_map_to_the_numbered_chunks_and_out_of_range_ones_are_dropped(build_loop):
     loop = build_loop([decide("search", query="Adriana Trigiani"), decide("generate")], mode="json",
                       answer_script=[{"text": "Trigiani is based in Greenwich Village [1][7]."}])  # fmt: skip

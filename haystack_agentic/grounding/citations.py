@@ -65,17 +65,20 @@ _YES_NO = frozenset({"yes", "no"})
 
 def draft_sources(state: LoopState) -> list[str]:
     """
-    The chunk ids the controller's last `answer` tool call cited (its `sources` argument).
+    The chunk ids the controller's last `answer` tool call cited (its `sources` argument), as strings: a single
+    value counts as a list of one, and whatever is not an id (a number, an object) is kept as text, so `cite`
+    drops and records it.
 
     :param state: The run's state.
-    :returns: The ids as the model wrote them (strings only), or `[]`.
+    :returns: The ids as the model wrote them, or `[]`.
     """
     for step in reversed(state.tool_history):
         if step.action == "answer":
             sources = (step.arguments or {}).get("sources") if step.tool_name == "answer" else None
-            if isinstance(sources, str):
-                sources = [sources]
-            return [s for s in sources or [] if isinstance(s, str) and s.strip()]
+            if sources is None:
+                return []
+            items = sources if isinstance(sources, (list, tuple)) else [sources]
+            return [text for text in (str(item).strip() for item in items) if text]
     return []
 
 
