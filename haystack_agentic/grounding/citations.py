@@ -15,6 +15,8 @@ found the chunk. What the LLM can cite, and how, depends on the path:
 - **A location** (`located`: the chunk and offsets a short answer was read from): the sentence around it.
 - **Nothing cited**: each claim is cited to the sentence that supports it best among the shown chunks, then the
   run's others (ties: the earlier), when one shares any of its key words.
+- A claim that is a name (a short answer, an option) and was not cited by the LLM is cited from the name's own page
+  (a chunk titled with it) when that page has a sentence that supports it, rather than from a page that mentions it.
 
 What the LLM gets wrong is dropped and recorded, never fatal: a marker with no chunk of that number, a marker
 where the path shows no numbered chunks (tools mode: cite ids instead), an id the run does not hold. Each is one
@@ -109,7 +111,7 @@ def cite(
     # Where a claim nobody cited is looked up: the shown chunks first, then the run's others.
     pool = [*shown, *(doc for doc in state.chunks if all(doc.id != s.id for s in shown))]
     cited: list[list[tuple[Document, tuple[int, int] | None]]] = [[] for _ in claims]
-    any_marker = False
+    any_marker = False  # whether the LLM cited anything that exists (a valid marker or id)
     for index, (_, markers, _) in enumerate(claims):
         for number in markers:
             if not shown:
@@ -129,8 +131,14 @@ def cite(
                 continue
             best = max(range(len(claims)), key=lambda i: (_best_sentence(claims[i][0], doc, state.question)[0], i))
             _add(cited[best], doc, None)
+            any_marker = True  # the LLM cited this claim: its choice stands
     for index, (claim, _, _) in enumerate(claims):
-        if not cited[index] and claim:
+        if any_marker or not claim:
+            continue  # what the LLM cited stands
+        own = _own_page(claim, pool, state.question)
+        if own is not None:  # a name is cited from its own page when that page supports the claim
+            cited[index] = [own]
+        elif not cited[index]:
             found = _best_in(claim, pool, state.question)
             if found is not None:
                 cited[index].append(found)
@@ -249,6 +257,21 @@ def _best_sentence(claim: str, doc: Document, question: str) -> tuple[float, tup
         if score > best[0]:
             best = (score, (sentence.start, sentence.end))
     return best
+
+
+def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
+    """The chunk titled with the claim's name (a parenthetical aside) whose best sentence supports the claim, and
+    that sentence; `None` when no such chunk is in `pool`."""
+    names = {toks for _, toks in key_entities(claim)} | {tuple(tokens(claim))}
+    for doc in pool:
+        title = tuple(tokens(re.sub(r"\s*\([^)]*\)\s*$", "", chunk_title(doc.content or "", doc.meta))))
+        if not title or title not in names:
+            continue
+        score, (start, end) = _best_sentence(claim, doc, question)
+        title_text = (doc.meta or {}).get("title")
+        if score > 0 and offline_support(claim, (doc.content or "")[start:end], question, title_text):
+            return doc, (start, end)
+    return None
 
 
 def _best_in(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
