@@ -90,6 +90,14 @@ def test_the_answerers_rewrite_renumbers_markers_in_order_of_the_claims(build_lo
     assert [c["document_id"] for c in result["citations"]] == [shown[1], shown[0]]
 
 
+def test_a_sentence_without_a_marker_is_cited_by_the_loop():
+    state = LoopState(question=QUESTION, chunks=tuple(DOCS))
+    out = cite(state, "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village.",
+               shown=(DOCS[0],))  # fmt: skip
+    assert out.answer == "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village [2]."
+    assert [c["document_id"] for c in out.citations] == ["bsg", "trigiani"]
+
+
 def test_the_fallback_cites_its_markers(build_loop):
     loop = build_loop([search("Adriana Trigiani based")] * 2, max_iterations=1,
                       fallback_script=[{"text": "Greenwich Village [1]"}])  # fmt: skip

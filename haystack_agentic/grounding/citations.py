@@ -111,7 +111,7 @@ def cite(
     # Where a claim nobody cited is looked up: the shown chunks first, then the run's others.
     pool = [*shown, *(doc for doc in state.chunks if all(doc.id != s.id for s in shown))]
     cited: list[list[tuple[Document, tuple[int, int] | None]]] = [[] for _ in claims]
-    any_marker = False  # whether the LLM cited anything that exists (a valid marker or id)
+    by_llm: set[int] = set()  # the claims the LLM cited something that exists for (a valid marker or id)
     for index, (_, markers, _) in enumerate(claims):
         for number in markers:
             if not shown:
@@ -119,11 +119,11 @@ def cite(
             elif not 1 <= number <= len(shown):
                 dropped.append({"cited": f"[{number}]", "reason": f"no chunk [{number}] was shown (1-{len(shown)})"})
             else:
-                any_marker = True
+                by_llm.add(index)
                 _add(cited[index], shown[number - 1], None)
     if located is not None and claims and 0 <= located[0] < len(shown):
         _add(cited[-1], shown[located[0]], (located[1], located[2]))
-    elif not any_marker and cited_ids and claims:
+    elif not by_llm and cited_ids and claims:
         for chunk_id in cited_ids:
             doc, problem = find_chunk(state.chunks, chunk_id)
             if doc is None:
@@ -131,9 +131,9 @@ def cite(
                 continue
             best = max(range(len(claims)), key=lambda i: (_best_sentence(claims[i][0], doc, state.question)[0], i))
             _add(cited[best], doc, None)
-            any_marker = True  # the LLM cited this claim: its choice stands
+            by_llm.add(best)
     for index, (claim, _, _) in enumerate(claims):
-        if any_marker or not claim:
+        if index in by_llm or not claim:
             continue  # what the LLM cited stands
         own = _own_page(claim, pool, state.question)
         if own is not None:  # a name is cited from its own page when that page supports the claim
@@ -260,12 +260,12 @@ def _best_sentence(claim: str, doc: Document, question: str) -> tuple[float, tup
 
 
 def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
-    """The chunk titled with the claim's name (a parenthetical aside) whose best sentence supports the claim, and
-    that sentence; `None` when no such chunk is in `pool`."""
-    names = {toks for _, toks in key_entities(claim)} | {tuple(tokens(claim))}
+    """For a claim that is a name (a short answer, an option), the chunk titled with it (a parenthetical aside)
+    whose best sentence supports it, and that sentence; `None` when no such chunk is in `pool`."""
+    name = tuple(tokens(claim))
     for doc in pool:
         title = tuple(tokens(re.sub(r"\s*\([^)]*\)\s*$", "", chunk_title(doc.content or "", doc.meta))))
-        if not title or title not in names:
+        if not title or title != name:
             continue
         score, (start, end) = _best_sentence(claim, doc, question)
         title_text = (doc.meta or {}).get("title")
