@@ -27,7 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import haystack_agentic.components.generators.answerer as answerer_module  # noqa: E402
-from haystack_agentic.components.generators._short_answer import short_answer  # noqa: E402
+from haystack_agentic.components.generators._short_answer import (  # noqa: E402
+    ShortAnswer,
+    extract_short_answer,
+    short_answer,
+)
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator  # noqa: E402
 from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers  # noqa: E402
@@ -42,22 +46,24 @@ def record_runs(data: Path, start: int, limit: int | None, out: Path) -> list[di
     rows = all_rows[start : start + limit] if limit else all_rows[start:]
     replies: dict[str, dict] = {}
 
-    def recording(question: str, text: str, chunk_texts: list[str], option_pages: list[str] | None = None) -> str:
+    def recording(
+        question: str, text: str, chunk_texts: list[str], option_pages: list[str] | None = None
+    ) -> ShortAnswer:
         replies[" ".join(question.split())] = {
             "reply": text,
             "chunks": list(chunk_texts),
             "option_pages": None if option_pages is None else list(option_pages),
         }
-        return text
+        return ShortAnswer(text)
 
-    answerer_module.short_answer = recording  # the name the Answerer calls; restored below
+    answerer_module.extract_short_answer = recording  # the name the Answerer calls; restored below
     try:
         config = bridge_entity_config(build_store(all_rows), 6, EmbeddedChatGenerator())
         started = time.process_time()
         report = run_eval(rows, [config])
         cpu = time.process_time() - started
     finally:
-        answerer_module.short_answer = short_answer
+        answerer_module.extract_short_answer = extract_short_answer
     runs = []
     with out.open("w", encoding="utf-8") as handle:
         for row, record in zip(rows, report["configs"]["bridge-entity"]["questions"]):

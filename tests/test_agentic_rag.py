@@ -17,6 +17,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_agentic import ALLOWED_MODULES, AgenticRAG
 from haystack_agentic.llm.streaming import ANSWER_META
+from haystack_agentic.grounding.citations import strip_markers
 
 HOPS = [search("Big Stone Gap film director"), search("Adriana Trigiani"), answer("Greenwich Village")]
 USER_INPUTS = {"query", "messages", "filters", "collections", "streaming_callback"}
@@ -47,7 +48,7 @@ def test_only_the_real_inputs_show_and_the_outputs_are_answer_documents_result(b
     assert {"controller.documents", "finish.value", "controller.search_error"} & internal  # the raw loop's sockets
     rag = AgenticRAG(pipeline=loop.pipeline)
     assert set(rag.__haystack_input__._sockets_dict) == USER_INPUTS
-    assert set(rag.__haystack_output__._sockets_dict) == {"answer", "documents", "messages", "result"}
+    assert set(rag.__haystack_output__._sockets_dict) == {"answer", "answers", "documents", "messages", "result"}
     outer, _ = _bigger_pipeline(rag)
     assert set(outer.inputs()["rag"]) == USER_INPUTS
     assert all(not socket.is_mandatory for socket in rag.__haystack_input__._sockets_dict.values())
@@ -60,12 +61,12 @@ def test_inside_a_bigger_pipeline_its_answer_and_documents_feed_other_components
     outer, cited = _bigger_pipeline(AgenticRAG(pipeline=loop.pipeline))
     out = outer.run({"rag": {"query": QUESTION}}, include_outputs_from={"rag"})
     result = out["rag"]["result"]
-    assert result == expected and result["answer"] == "Greenwich Village"
+    assert result == expected and strip_markers(result["answer"]) == "Greenwich Village"
     documents = out["rag"]["documents"]
     assert documents and all(isinstance(d, Document) for d in documents)
     assert [d.id for d in documents] == [d["id"] for d in result["documents"]]
     assert documents[0].score == result["documents"][0]["score"] and documents[0].content
-    assert out["report"]["prompt"] == "Answer: Greenwich Village\nSources: " + " ".join(d.id for d in documents)
+    assert out["report"]["prompt"] == "Answer: Greenwich Village [1]\nSources: " + " ".join(d.id for d in documents)
     assert {d.id for d in cited.filter_documents()} == {d.id for d in documents}
     assert out["cite"]["documents_written"] == len(documents)
 
@@ -83,7 +84,7 @@ def test_the_bigger_pipeline_round_trips_through_yaml_with_the_package_trusted_b
     assert Pipeline.loads(loaded.dumps(), allowed_modules=ALLOWED_MODULES).dumps() == loaded.dumps()
     out = loaded.run({"rag": {"query": QUESTION}}, include_outputs_from={"rag"})
     assert out["rag"]["result"] == expected
-    assert out["report"]["prompt"].startswith("Answer: Greenwich Village\nSources: ")
+    assert out["report"]["prompt"].startswith("Answer: Greenwich Village [1]\nSources: ")
 
 
 async def test_run_async_a_conversation_and_a_streaming_callback(build_loop):
@@ -98,8 +99,8 @@ async def test_run_async_a_conversation_and_a_streaming_callback(build_loop):
         ChatMessage.from_user("Where is she based?"),
     ]
     out = await rag.run_async(messages=history, streaming_callback=chunks.append)
-    assert out["answer"] == "She is based in Greenwich Village."
-    assert "".join(c.content for c in chunks if c.meta.get(ANSWER_META)).strip() == out["answer"]
+    assert strip_markers(out["answer"]) == "She is based in Greenwich Village."
+    assert "".join(c.content for c in chunks if c.meta.get(ANSWER_META)).strip() == strip_markers(out["answer"])
     first_prompt = loop.llm.calls[0][0]
     assert [m.text for m in first_prompt if m.is_from("user")][:2] == ["Who directed Big Stone Gap?",
                                                                         "Where is she based?"]  # fmt: skip
@@ -143,7 +144,7 @@ def test_the_usage_example_in_the_docstring_runs():
     code = textwrap.dedent(re.search(r"```python\n(.*?)```", AgenticRAG.__doc__, re.S).group(1))
     namespace: dict = {}
     exec(code, namespace)  # noqa: S102 - our own docstring
-    assert namespace["out"]["report"]["prompt"] == "Adriana Trigiani (bsg)"
+    assert namespace["out"]["report"]["prompt"] == "Adriana Trigiani [1] (bsg)"
 
 
 def _readme_block(heading: str) -> str:
@@ -159,13 +160,13 @@ def test_the_readme_examples_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HAYSTACK_PIPELINE_SNAPSHOT_SAVE_ENABLED", "false")  # recorded: undone after the example sets it
     namespace: dict = {}
     exec(_readme_block("### One component in your pipeline: `AgenticRAG`"), namespace)  # noqa: S102
-    assert namespace["out"]["report"]["prompt"] == "Greenwich Village (sources: bsg trigiani)"
+    assert namespace["out"]["report"]["prompt"] == "Greenwich Village [1] (sources: bsg trigiani)"
     assert namespace["out"]["rag"]["result"]["terminated_by"] == "answered"
     exec(_readme_block("### Breakpoints and snapshots"), namespace)  # noqa: S102
     snapshot_file = Path(namespace["snapshot_file"])
     assert snapshot_file.parent == Path("snapshots") and (tmp_path / snapshot_file).is_file()
     printed = capsys.readouterr().out.splitlines()
-    assert printed == ["Greenwich Village (sources: bsg trigiani)", "answered", "Greenwich Village"]
+    assert printed == ["Greenwich Village [1] (sources: bsg trigiani)", "answered", "Greenwich Village [1]"]
 
 
 def test_messages_out_are_the_conversation_with_the_answer_appended(build_loop):
@@ -187,4 +188,4 @@ def test_a_generator_failure_raises_by_default_and_is_returned_when_asked(build_
     rag = AgenticRAG(pipeline=build_loop([{"raise": "the model server is down"}]).pipeline, raise_on_failure=False)
     out = rag.run(query=QUESTION)
     assert out["result"]["terminated_by"] == "error" and "the model server is down" in out["result"]["error"]
-    assert out["answer"] is None
+    assert strip_markers(out["answer"]) is None

@@ -10,6 +10,7 @@ from haystack import Document
 from haystack_agentic import Answerer, LoopState, ToolStep
 from haystack_agentic.components.generators.answerer import DEFAULT_ANSWER_PROMPT
 from haystack_agentic.testing import ScriptedChatGenerator
+from haystack_agentic.grounding.citations import strip_markers
 
 CHUNKS = (
     Document(id="trigiani", content=DOC_TEXT["trigiani"], meta={"title": "Adriana Trigiani"}, score=2.0),
@@ -36,14 +37,14 @@ def test_without_an_answer_llm_the_draft_is_the_answer():
     out = Answerer().run(state=_state())
     assert set(out) == {"finished"}
     done = out["finished"]
-    assert (done.terminated_by, done.answer, done.error) == ("answered", "Greenwich", None)
+    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("answered", "Greenwich", None)
     assert done.usage == {}
 
 
 def test_answer_llm_rewrites_the_draft():
     llm = _llm({"text": "  Greenwich Village, New York City  "})
     done = Answerer(chat_generator=llm).run(state=_state())["finished"]
-    assert (done.terminated_by, done.answer) == ("answered", "Greenwich Village, New York City")
+    assert (done.terminated_by, strip_markers(done.answer)) == ("answered", "Greenwich Village, New York City")
     assert done.usage["answer"]["calls"] == 1
     prompt = _prompt(llm)
     assert "Draft answer: Greenwich" in prompt
@@ -57,7 +58,7 @@ def test_answer_llm_rewrites_the_draft():
 def test_answer_llm_error_or_blank_reply_keeps_the_draft(turn):
     llm = _llm(turn)
     done = Answerer(chat_generator=llm).run(state=_state())["finished"]
-    assert (done.terminated_by, done.answer, done.error) == ("answered", "Greenwich", None)
+    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("answered", "Greenwich", None)
     assert done.usage["answer"]["calls"] == 1
     assert len(llm.calls) == 1
 
@@ -65,14 +66,14 @@ def test_answer_llm_error_or_blank_reply_keeps_the_draft(turn):
 def test_answer_llm_error_keeps_the_draft_in_the_pipeline(build_loop):
     loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], answer_script=[{"raise": "boom"}])
     result = loop.run()
-    assert (result["terminated_by"], result["answer"], result["error"]) == ("answered", "Greenwich Village", None)
+    assert (result["terminated_by"], strip_markers(result["answer"]), result["error"]) == ("answered", "Greenwich Village", None)
     assert calls(result, "answer") == 1 and calls(result, "controller") == 2
 
 
 def test_answer_llm_blank_keeps_the_draft_in_the_pipeline(build_loop):
     loop = build_loop([answer("Greenwich Village")], answer_script=[{"text": " "}])
     result = loop.run()
-    assert (result["terminated_by"], result["answer"]) == ("answered", "Greenwich Village")
+    assert (result["terminated_by"], strip_markers(result["answer"])) == ("answered", "Greenwich Village")
     assert calls(result, "answer") == 1
 
 
@@ -81,7 +82,7 @@ def test_answer_llm_rewrite_in_the_pipeline(build_loop):
         [search("Adriana Trigiani"), {"text": "greenwich"}], answer_script=[{"text": "Greenwich Village, NYC"}]
     )
     result = loop.run()
-    assert (result["terminated_by"], result["answer"]) == ("answered", "Greenwich Village, NYC")
+    assert (result["terminated_by"], strip_markers(result["answer"])) == ("answered", "Greenwich Village, NYC")
     assert actions(result) == ["search", "answer"]
     assert "Draft answer: greenwich" in _prompt(loop.answer_llm)
     assert DOC_TEXT["trigiani"] in _prompt(loop.answer_llm)
@@ -90,7 +91,7 @@ def test_answer_llm_rewrite_in_the_pipeline(build_loop):
 def test_give_up_never_reaches_the_answer_llm(build_loop):
     loop = build_loop([give_up("nothing relevant")], answer_script=[{"text": "REWRITTEN"}])
     result = loop.run()
-    assert (result["terminated_by"], result["answer"]) == ("gave_up", "I could not find an answer: nothing relevant")
+    assert (result["terminated_by"], strip_markers(result["answer"])) == ("gave_up", "I could not find an answer: nothing relevant")
     assert loop.answer_llm.calls == [] and calls(result, "answer") == 0
 
 
@@ -100,19 +101,19 @@ def test_give_up_never_reaches_the_answer_llm(build_loop):
 def test_generate_writes_the_answer_from_the_chunks():
     llm = _llm({"text": "Greenwich Village"})
     done = Answerer(chat_generator=llm).run(state=_state(draft=None))["finished"]
-    assert (done.terminated_by, done.answer) == ("answered", "Greenwich Village")
+    assert (done.terminated_by, strip_markers(done.answer)) == ("answered", "Greenwich Village")
     prompt = _prompt(llm)
     assert "Draft answer" not in prompt and DOC_TEXT["trigiani"] in prompt and QUESTION in prompt
 
 
 def test_generate_failure_ends_with_an_error():
     done = Answerer(chat_generator=_llm({"raise": "quota"})).run(state=_state(draft=None))["finished"]
-    assert (done.terminated_by, done.answer, done.error) == ("error", None, "Answer LLM failed: RuntimeError: quota")
+    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("error", None, "Answer LLM failed: RuntimeError: quota")
 
 
 def test_generate_blank_ends_with_an_error():
     done = Answerer(chat_generator=_llm({"text": ""})).run(state=_state(draft=None))["finished"]
-    assert (done.terminated_by, done.answer, done.error) == ("error", None, "Answer LLM returned a blank answer.")
+    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("error", None, "Answer LLM returned a blank answer.")
 
 
 def test_generate_without_an_answer_llm_is_an_error():
@@ -123,7 +124,7 @@ def test_generate_without_an_answer_llm_is_an_error():
 
 def test_pending_action_none_means_answer():
     done = Answerer(chat_generator=_llm({"text": "x"})).run(state=_state(action=None, draft=None))["finished"]
-    assert (done.terminated_by, done.answer) == ("answered", "x")
+    assert (done.terminated_by, strip_markers(done.answer)) == ("answered", "x")
 
 
 # --- reflect and first drafts (json mode) --------------------------------------------------------------------
@@ -217,7 +218,7 @@ async def test_run_async_matches_run():
         asynchronous = await Answerer(chat_generator=_llm(*script)).run_async(state=state)
         assert {k: v.to_dict() for k, v in sync.items()} == {k: v.to_dict() for k, v in asynchronous.items()}
     no_llm = await Answerer().run_async(state=_state())
-    assert no_llm["finished"].answer == "Greenwich"
+    assert strip_markers(no_llm["finished"].answer) == "Greenwich"
 
 
 def test_bad_limits_are_rejected():
@@ -274,4 +275,8 @@ def test_short_answer_dates_a_comparison_with_an_option_page_outside_the_prompt(
     llm = _llm({"text": "Harper Lee was born first."})
     answerer = Answerer(chat_generator=llm, chunks_per_search=2, short_answer=True)
     assert [d.id for d in answerer.select_chunks(state)] == ["stories", "lee"]
-    assert answerer.run(state=state)["finished"].answer == "Vladimir Nabokov"
+    done = answerer.run(state=state)["finished"]
+    assert strip_markers(done.answer) == "Vladimir Nabokov"
+    # an option of the question is not read from a chunk: it is cited to a sentence that names it
+    assert [c["claim"] for c in done.citations] == ["Vladimir Nabokov"]
+    assert "Vladimir Nabokov" in done.citations[0]["quote"]

@@ -100,7 +100,7 @@ def test_a_scripted_run_without_extras_uses_the_lexical_evidence_check():
     )
     assert result.returncode == 0, result.stderr
     out = __import__("json").loads(result.stdout.strip().splitlines()[-1])
-    assert out == {"answer": "Adriana Trigiani", "evidence": "offline-lexical", "heavy": []}
+    assert out == {"answer": "Adriana Trigiani [1]", "evidence": "offline-lexical", "heavy": []}  # cited, no extras
     assert 'pip install "haystack-agentic[embeddings]"' in result.stderr
 
 

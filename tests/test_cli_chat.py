@@ -10,6 +10,7 @@ from rich.console import Console
 
 from haystack_agentic.cli.chat import cmd_chat
 from haystack_agentic.cli.main import build_parser, main
+from haystack_agentic.grounding.citations import strip_markers
 
 SCRIPTED_YAML = Path(__file__).parent / "serving" / "scripted_loop.yml"
 
@@ -41,7 +42,7 @@ def test_each_line_is_answered_by_one_loaded_loop_and_follow_ups_carry_the_conve
     assert all(r["terminated_by"] == "answered" for r in results)
     # The follow-up ran with the first exchange before it: user, assistant, user, assistant.
     assert [m["role"] for m in results[1]["messages"]] == ["user", "assistant", "user", "assistant"]
-    assert results[1]["messages"][1]["content"][0]["text"] == results[0]["answer"]
+    assert results[1]["messages"][1]["content"][0]["text"] == strip_markers(results[0]["answer"])
     assert results[1]["messages"][2]["content"][0]["text"] == "And where was she born?"
 
 

@@ -27,6 +27,7 @@ from haystack_agentic.evidence.similarity import chunk_head
 from haystack_agentic.evidence.judge import parse_verdict
 from haystack_agentic.resources import sample_corpus_path
 from haystack_agentic.testing import ScriptedChatGenerator
+from haystack_agentic.grounding.citations import strip_markers
 
 ARTHUR = "Which magazine was started first Arthur's Magazine or First for Women?"
 
@@ -280,7 +281,7 @@ def test_answer_with_warning_path_answers_and_carries_the_warning(sample_store):
     pipeline, answer_llm = offline_loop(sample_store, EvidenceChecker(embedding_model=None,
                                                                       on_insufficient_evidence="answer_with_warning"))
     result = run(pipeline, ARTHUR)
-    assert result["terminated_by"] == "answered" and result["answer"] == "First for Women"
+    assert result["terminated_by"] == "answered" and strip_markers(result["answer"]) == "First for Women"
     assert len(answer_llm.calls) == 1
     evidence = result["evidence"]
     assert evidence["action"] == "answer_with_warning" and evidence["sufficient"] is False
@@ -309,7 +310,7 @@ def test_exhausted_run_with_evidence_goes_to_the_fallback(build_loop):
     loop = build_loop([search("Adriana Trigiani"), search("Big Stone Gap film")], max_iterations=2,
                       fallback_script=[{"text": "Greenwich Village"}], evidence_checker=lexical())
     result = loop.run("Where is Adriana Trigiani, the director of Big Stone Gap, based?")
-    assert result["terminated_by"] == "max_iterations" and result["answer"] == "Greenwich Village"
+    assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == "Greenwich Village"
     assert result["evidence"]["sufficient"] is True
 
 
@@ -355,7 +356,7 @@ def test_llm_router_is_told_why_its_answer_was_refused_and_searches_again(build_
     loop = build_loop(script, max_iterations=6, evidence_checker=lexical())
     result = loop.run(ARTHUR)
     assert actions(result) == ["search", "answer", "evidence", "search", "give_up"]
-    assert result["terminated_by"] == "gave_up" and result["answer"] == "I could not find an answer: not found"
+    assert result["terminated_by"] == "gave_up" and strip_markers(result["answer"]) == "I could not find an answer: not found"
     third_call = loop.llm.calls[2][0]
     feedback = third_call[-1]
     assert feedback.tool_call_result is not None and feedback.tool_call_result.origin.tool_name == "answer"
@@ -369,7 +370,7 @@ def test_llm_router_answering_again_from_the_same_chunks_gives_up(build_loop):
                       max_iterations=6, evidence_checker=lexical())
     result = loop.run(ARTHUR)
     assert actions(result) == ["search", "answer", "evidence", "answer", "give_up"]
-    assert result["terminated_by"] == "gave_up" and result["answer"].startswith("I could not find the answer")
+    assert result["terminated_by"] == "gave_up" and strip_markers(result["answer"]).startswith("I could not find the answer")
 
 
 def test_json_router_gets_the_refusal_in_its_prompt(build_loop):
@@ -406,7 +407,7 @@ def test_judge_decides_and_its_call_is_counted(build_loop):
     assert result["terminated_by"] == "gave_up" and calls(result, "evidence") == 1
     evidence = result["evidence"]
     assert evidence["method"] == "llm_judge" and "offline_score" in evidence
-    assert "when Arthur's Magazine started" in evidence["reason"] and "when Arthur's Magazine started" in result["answer"]
+    assert "when Arthur's Magazine started" in evidence["reason"] and "when Arthur's Magazine started" in strip_markers(result["answer"])
 
 
 def test_the_judge_overrules_the_offline_score_both_ways(build_loop):
@@ -422,7 +423,7 @@ def test_the_judge_overrules_the_offline_score_both_ways(build_loop):
     checker = EvidenceChecker(embedding_model=None, chat_generator=refuse, search_again=0)
     loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], evidence_checker=checker)
     result = loop.run("Where is Adriana Trigiani, the director of Big Stone Gap, based?")
-    assert result["terminated_by"] == "gave_up" and "where she is based" in result["answer"]
+    assert result["terminated_by"] == "gave_up" and "where she is based" in strip_markers(result["answer"])
 
 
 def test_a_judge_that_fails_falls_back_to_the_offline_check(build_loop):

@@ -9,6 +9,7 @@ from haystack import Document
 
 from haystack_agentic import FallbackSynthesizer, LoopState
 from haystack_agentic.testing import ScriptedChatGenerator
+from haystack_agentic.grounding.citations import strip_markers
 
 CHUNKS = (
     Document(id="trigiani", content=DOC_TEXT["trigiani"], meta={"title": "Adriana Trigiani"}, score=2.0),
@@ -32,7 +33,7 @@ def test_answers_from_the_chunks_with_one_tool_less_call():
     out = FallbackSynthesizer(chat_generator=llm).run(state=_state(draft="Greenwich?"))
     assert set(out) == {"finished"}
     done = out["finished"]
-    assert (done.terminated_by, done.answer, done.error) == ("max_iterations", "Greenwich Village", None)
+    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("max_iterations", "Greenwich Village", None)
     assert done.usage["fallback"]["calls"] == 1
     assert len(llm.calls) == 1
     messages, generation_kwargs, tools = llm.calls[0]
@@ -47,7 +48,7 @@ def test_answers_from_the_chunks_with_one_tool_less_call():
 def test_no_chunks_no_call_no_answer():
     llm = _llm({"text": "made up"})
     done = FallbackSynthesizer(chat_generator=llm).run(state=_state(chunks=(), draft="a draft"))["finished"]
-    assert (done.terminated_by, done.answer, done.error) == ("max_iterations", None, None)
+    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("max_iterations", None, None)
     assert llm.calls == [] and done.usage == {}
 
 
@@ -56,14 +57,14 @@ def test_disabled_makes_no_call_and_keeps_a_draft(kwargs):
     llm = _llm({"text": "made up"})
     fallback = FallbackSynthesizer(**{"chat_generator": llm, **kwargs})
     done = fallback.run(state=_state(draft="Greenwich"))["finished"]
-    assert (done.terminated_by, done.answer) == ("max_iterations", "Greenwich")
+    assert (done.terminated_by, strip_markers(done.answer)) == ("max_iterations", "Greenwich")
     assert fallback.run(state=_state())["finished"].answer is None
     assert llm.calls == []
 
 
 def test_failure_gives_no_answer_and_keeps_the_error():
     done = FallbackSynthesizer(chat_generator=_llm({"raise": "timeout"})).run(state=_state())["finished"]
-    assert (done.terminated_by, done.answer) == ("max_iterations", None)
+    assert (done.terminated_by, strip_markers(done.answer)) == ("max_iterations", None)
     assert done.error == "Fallback failed: RuntimeError: timeout"
     assert done.usage["fallback"]["calls"] == 1
 
@@ -71,7 +72,7 @@ def test_failure_gives_no_answer_and_keeps_the_error():
 @pytest.mark.parametrize("turn", [{"text": ""}, {"empty": True}, {"text": "NO ANSWER"}, {"text": "No answer."}])
 def test_blank_or_no_answer_reply_gives_no_answer(turn):
     done = FallbackSynthesizer(chat_generator=_llm(turn)).run(state=_state())["finished"]
-    assert (done.terminated_by, done.answer, done.error) == ("max_iterations", None, None)
+    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("max_iterations", None, None)
 
 
 def test_custom_prompt_limits_and_temperature():
@@ -122,7 +123,7 @@ def test_max_iterations_with_chunks_answers_from_them(build_loop):
     )
     result = loop.run()
     assert result["terminated_by"] == "max_iterations"
-    assert result["answer"] == "Greenwich Village"
+    assert strip_markers(result["answer"]) == "Greenwich Village"
     assert result["iterations"] == 2
     assert result["error"] is None
     assert actions(result) == ["search", "search"]
@@ -137,7 +138,7 @@ def test_max_iterations_without_chunks_makes_no_call(build_loop):
         [search("zebra quokka"), search("okapi narwhal")], max_iterations=2, fallback_script=[{"text": "made up"}]
     )
     result = loop.run()
-    assert (result["terminated_by"], result["answer"], result["error"]) == ("max_iterations", None, None)
+    assert (result["terminated_by"], strip_markers(result["answer"]), result["error"]) == ("max_iterations", None, None)
     assert result["documents"] == []
     assert loop.fallback_llm.calls == [] and calls(result, "fallback") == 0
 
@@ -146,7 +147,7 @@ def test_only_empty_replies_nudge_once_then_hand_over_to_the_fallback(build_loop
     loop = build_loop([{"empty": True}], max_iterations=5, fallback_script=[{"text": "made up"}])
     result = loop.run()
     # Nudged once; the second empty reply stops the loop. No chunks, so the fallback makes no call.
-    assert (result["terminated_by"], result["answer"], result["iterations"]) == ("max_iterations", None, 2)
+    assert (result["terminated_by"], strip_markers(result["answer"]), result["iterations"]) == ("max_iterations", None, 2)
     assert actions(result) == ["invalid"] * 2
     assert loop.fallback_llm.calls == []
 
@@ -159,7 +160,7 @@ def test_fallback_disabled_makes_no_call(build_loop):
         fallback_enabled=False,
     )
     result = loop.run()
-    assert (result["terminated_by"], result["answer"]) == ("max_iterations", None)
+    assert (result["terminated_by"], strip_markers(result["answer"])) == ("max_iterations", None)
     assert result["documents"]
     assert loop.fallback_llm.calls == [] and calls(result, "fallback") == 0
 
@@ -167,6 +168,6 @@ def test_fallback_disabled_makes_no_call(build_loop):
 def test_fallback_failure_in_the_pipeline(build_loop):
     loop = build_loop([search("Adriana Trigiani")], max_iterations=1, fallback_script=[{"raise": "fallback down"}])
     result = loop.run()
-    assert (result["terminated_by"], result["answer"]) == ("max_iterations", None)
+    assert (result["terminated_by"], strip_markers(result["answer"])) == ("max_iterations", None)
     assert result["error"] == "Fallback failed: RuntimeError: fallback down"
     assert calls(result, "fallback") == 1

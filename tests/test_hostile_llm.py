@@ -19,6 +19,7 @@ from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTex
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.llm.valid_text import valid_reply, valid_text
 from haystack_agentic.testing import ScriptedChatGenerator
+from haystack_agentic.grounding.citations import strip_markers
 
 LONE = "\ud83d"
 
@@ -56,7 +57,7 @@ def test_a_search_query_with_a_lone_surrogate_runs(embedded_store, backend):
     else:
         result = run_loop(script, InMemoryBM25Retriever(embedded_store))
     assert result["terminated_by"] == "answered"
-    assert result["answer"] == "Greenwich Village \ufffd"
+    assert strip_markers(result["answer"]) == "Greenwich Village \ufffd"
     assert result["tool_history"][0]["query"] == "Adriana Trigiani \ufffd"
     assert result["documents"]  # the search found something
     json.dumps(result, allow_nan=False).encode("utf-8")  # strict JSON, encodable as UTF-8
@@ -90,11 +91,11 @@ def test_streamed_chunks_carry_no_lone_surrogate(embedded_store):
     )
     chunks = []
     result = pipeline.run(loop_inputs(pipeline, query=QUESTION, streaming_callback=chunks.append))["result"]
-    assert result["answer"] == "Greenwich Village \ufffd"
+    assert strip_markers(result["answer"]) == "Greenwich Village \ufffd"
     for chunk in chunks:
         chunk.content.encode("utf-8")  # a terminal or a JSON encoder would raise on a lone surrogate
     streamed = "".join(c.content for c in chunks if c.meta.get(ANSWER_META))
-    assert streamed.strip() == result["answer"]
+    assert streamed.strip() == result["answer"]  # the citation marker streams after the answer
 
 
 @component

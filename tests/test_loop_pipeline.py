@@ -24,6 +24,7 @@ from haystack_agentic import (
 )
 from haystack_agentic.pipelines.loop_pipeline import max_runs_for
 from haystack_agentic.testing import ScriptedChatGenerator
+from haystack_agentic.grounding.citations import strip_markers
 
 HOPS = [search("Big Stone Gap film director"), search("Adriana Trigiani"), answer("Greenwich Village")]
 
@@ -41,7 +42,7 @@ async def test_run_and_run_async_give_the_same_result(build_loop):
     loop.answer_llm.reset()
     async_result = await loop.run_async()
     assert sync_result == async_result
-    assert sync_result["answer"] == "Greenwich Village, New York City"
+    assert strip_markers(sync_result["answer"]) == "Greenwich Village, New York City"
     assert actions(sync_result) == ["search", "search", "answer"]
     json.dumps(sync_result)
 
@@ -51,7 +52,7 @@ async def test_run_and_run_async_agree_at_max_iterations_and_in_json_mode(build_
                            fallback_script=[{"text": "Greenwich Village"}])
     first = exhausted.run()
     assert first == await exhausted.run_async()
-    assert (first["terminated_by"], first["answer"]) == ("max_iterations", "Greenwich Village")
+    assert (first["terminated_by"], strip_markers(first["answer"])) == ("max_iterations", "Greenwich Village")
 
     script = [decide("search", query="Adriana Trigiani"), decide("generate")]
     sync_loop = build_loop(script, mode="json", answer_script=[{"text": "Greenwich Village"}])
@@ -98,7 +99,7 @@ def test_loaded_pipeline_runs_like_the_original(store):
     original = pipeline.run({"controller": {"query": QUESTION}})["result"]
     again = loaded.run({"controller": {"query": QUESTION}})["result"]
     assert original == again
-    assert original["answer"] == "Greenwich Village, NYC"
+    assert strip_markers(original["answer"]) == "Greenwich Village, NYC"
     assert original["tool_history"][1]["returned_chunk_ids"][0] == "trigiani"
 
 
@@ -126,7 +127,7 @@ async def test_one_pipeline_serves_concurrent_runs_unmixed(build_loop):
     elapsed = time.perf_counter() - start
     for question, result in zip(questions, results, strict=True):
         assert result["terminated_by"] == "answered"
-        assert result["answer"].startswith(f'{question} => 2 result(s) for "{question}":')
+        assert strip_markers(result["answer"]).startswith(f'{question} => 2 result(s) for "{question}":')
         assert [s["query"] for s in result["tool_history"] if s["action"] == "search"] == [question]
         expected_top = "trigiani" if "Trigiani" in question else "stonehenge"
         assert result["tool_history"][0]["returned_chunk_ids"][0] == expected_top
@@ -272,7 +273,7 @@ def test_each_role_uses_its_own_generator_and_temperature(build_loop):
     assert [c[1]["temperature"] for c in fallback_llm.calls] == [0.3]
     assert answer_llm.calls == []
     assert (calls(result, "controller"), calls(result, "answer"), calls(result, "fallback")) == (2, 0, 1)
-    assert result["answer"] == "Greenwich Village"
+    assert strip_markers(result["answer"]) == "Greenwich Village"
 
 
 def test_usage_tokens_come_from_the_replies(build_loop):
@@ -295,7 +296,7 @@ def test_long_runs_stay_within_max_runs_per_component(build_loop):
     json_result = build_loop(script, mode="json", max_iterations=8,
                              answer_script=[{"text": "Improved answer: Greenwich Village"}]).run()
     assert (json_result["terminated_by"], json_result["iterations"]) == ("answered", 8)
-    assert json_result["answer"] == "Improved answer: Greenwich Village"  # the final rewrite of the draft
+    assert strip_markers(json_result["answer"]) == "Improved answer: Greenwich Village"  # the final rewrite of the draft
     assert actions(json_result).count("reflect") >= 6
 
 
@@ -309,7 +310,7 @@ def test_default_answerer_in_json_mode_uses_the_controller_generator(retriever):
     pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm, mode="json"), retriever, check_evidence=False)
     result = pipeline.run({"controller": {"query": QUESTION}})["result"]
     assert result["terminated_by"] == "answered", result["error"]
-    assert result["answer"] == "Greenwich Village"
+    assert strip_markers(result["answer"]) == "Greenwich Village"
     assert calls(result, "answer") == 1
 
 
@@ -339,7 +340,7 @@ def test_one_pipeline_serves_concurrent_threads_unmixed(build_loop):
     with ThreadPoolExecutor(max_workers=6) as pool:
         results = list(pool.map(loop.run, questions))
     for question, result in zip(questions, results, strict=True):
-        assert result["answer"] == f"answer to {question}"
+        assert strip_markers(result["answer"]) == f"answer to {question}"
         assert result["tool_history"][0]["query"] == question
 
 
@@ -361,7 +362,7 @@ async def test_run_async_runs_no_loop_component_in_a_worker_thread(build_loop, m
     monkeypatch.setattr(async_utils.asyncio, "to_thread", recording)
     loop = build_loop(HOPS, answer_script=[{"text": "Greenwich Village"}])  # in-memory BM25: its own executor
     result = await loop.run_async()
-    assert result["answer"] == "Greenwich Village"
+    assert strip_markers(result["answer"]) == "Greenwich Village"
     assert hopped == []
 
 
@@ -388,7 +389,7 @@ def test_the_result_is_flat_under_the_result_component(store):
     """`pipeline.run(...)["result"]` is the result dict itself (one level, not `["result"]`)."""
     pipeline = _full_pipeline(store)
     out = pipeline.run({"controller": {"query": QUESTION}})["result"]
-    assert out["answer"] == "Greenwich Village, NYC"
+    assert strip_markers(out["answer"]) == "Greenwich Village, NYC"
     assert out["terminated_by"] == "answered"
     expected_keys = set(LoopState(question="q").finish("answered", answer="a").to_result())
     assert set(out) == expected_keys

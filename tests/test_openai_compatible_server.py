@@ -20,6 +20,7 @@ from haystack_agentic.pipelines.default_pipelines import ROLE_MAX_TOKENS
 from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 from haystack_agentic.pipelines.loop_loading import retriever_store
 from haystack_agentic.testing import ScriptedChatGenerator
+from haystack_agentic.grounding.citations import strip_markers
 
 PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
 
@@ -102,7 +103,7 @@ def test_packaged_openai_pipeline_against_a_local_server(fake_server, monkeypatc
     result = pipeline.run({"controller": {"query": QUESTION}})["result"]
     assert result["error"] is None, result["error"]
     assert [s["action"] for s in result["tool_history"]][:2] == ["search", "answer"]
-    assert result["answer"] == "Greenwich Village" and result["terminated_by"] == "answered"
+    assert strip_markers(result["answer"]) == "Greenwich Village" and result["terminated_by"] == "answered"
     controller = [body for body in fake_server.requests if body.get("tools")]
     judge = [body for body in fake_server.requests if not body.get("tools")]
     assert len(controller) == 2 and len(judge) == 1

@@ -247,7 +247,7 @@ def test_a_milvus_lite_database_with_fewer_documents_than_recorded_is_damage(tmp
     """Issue 26 case 6: a rollback that leaves a valid manifest is seen by the count recorded after each write."""
     from haystack_agentic.document_stores.document_counts import record_path
     from haystack_agentic.indexing.store_faults import StoreError
-    from haystack_agentic.pipelines.loop_loading import load_loop_pipeline
+    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 
     path = tmp_path / "store.db"
     more = tmp_path / "more"

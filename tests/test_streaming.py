@@ -11,6 +11,7 @@ from haystack_agentic import AgenticRouter, Answerer, FallbackSynthesizer
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, ROLE_META, STEP_META
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 from haystack_agentic.testing import ScriptedChatGenerator
+from haystack_agentic.grounding.citations import strip_markers
 
 LONG_ANSWER = "Adriana Trigiani is based in Greenwich Village, New York City."
 
@@ -55,7 +56,7 @@ def test_answer_tokens_stream_and_steps_are_events_without_text(build_loop):
     chunks: list[StreamingChunk] = []
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
     result = result["result"]
-    assert result["answer"] == LONG_ANSWER
+    assert strip_markers(result["answer"]) == LONG_ANSWER
     assert answer_text(chunks) == LONG_ANSWER
     assert len([c for c in chunks if c.meta.get(ANSWER_META) and c.content]) > 5  # token by token, not one piece
     found = events(chunks)
@@ -75,7 +76,7 @@ async def test_async_run_streams_to_an_async_callback(build_loop):
         chunks.append(chunk)
 
     out = await loop.pipeline.run_async(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=collect))
-    assert answer_text(chunks) == out["result"]["answer"] == LONG_ANSWER
+    assert answer_text(chunks) == strip_markers(out["result"]["answer"]) == LONG_ANSWER
     assert [kind for kind, _ in events(chunks)] == ["search", "documents", "answer"]
 
 
@@ -83,7 +84,7 @@ def test_controller_prose_streams_as_controller_text(build_loop):
     loop = build_loop([search("Adriana Trigiani"), {"text": "She is based in Greenwich Village."}])
     chunks: list[StreamingChunk] = []
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
-    assert result["result"]["answer"] == "She is based in Greenwich Village."
+    assert strip_markers(result["result"]["answer"]) == "She is based in Greenwich Village."
     prose = "".join(c.content for c in chunks if c.meta.get(ROLE_META) == "controller")
     assert prose == "She is based in Greenwich Village."
 
@@ -94,13 +95,13 @@ def test_fallback_streams_its_answer_and_holds_back_no_answer(build_loop):
     chunks: list[StreamingChunk] = []
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
     result = result["result"]
-    assert (result["terminated_by"], result["answer"]) == ("max_iterations", LONG_ANSWER)
+    assert (result["terminated_by"], strip_markers(result["answer"])) == ("max_iterations", LONG_ANSWER)
     assert answer_text(chunks) == LONG_ANSWER
     assert {c.meta[ROLE_META] for c in chunks if c.meta.get(ANSWER_META)} == {"fallback"}
     chunks.clear()
     loop.llm.reset()
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
-    assert result["result"]["answer"] is None
+    assert strip_markers(result["result"]["answer"]) is None
     assert answer_text(chunks) == ""  # "NO ANSWER" is the fallback's sentinel, not an answer: never streamed
 
 
@@ -115,7 +116,8 @@ def test_json_mode_reflect_streams_as_reflect_and_the_generated_answer_as_answer
     result = result["result"]
     roles = {c.meta.get(ROLE_META) for c in chunks if c.content}
     assert {"draft", "reflect", "answer"} <= roles
-    assert answer_text(chunks) == result["answer"] == "Greenwich Village, New York City"
+    # the citation marker the loop added after the streamed answer streams too: streamed text == answer
+    assert answer_text(chunks) == result["answer"] == "Greenwich Village, New York City [1]"
     assert "Improved answer" in "".join(c.content for c in chunks if c.meta.get(ROLE_META) == "reflect")
 
 
@@ -185,7 +187,7 @@ async def test_the_offline_policy_router_streams_its_steps_too(store):
     history = result["result"]["tool_history"]
     shown = [step for kind, step in events(chunks) if kind != "documents"]
     assert [s["action"] for s in shown] == [s["action"] for s in history] and history[0]["action"] == "search"
-    assert answer_text(chunks) == "Greenwich Village"
+    assert answer_text(chunks) == result["result"]["answer"] == "Greenwich Village [1]"
 
 
 class _SyncOnlyStreamer:
@@ -217,7 +219,7 @@ async def test_an_async_callback_reaches_a_generator_that_only_runs_sync():
     answerer = Answerer(chat_generator=_SyncOnlyStreamer())
     state = LoopState(question="q", pending_action="answer", draft="d")
     out = await answerer.run_async(state=state, streaming_callback=collect)
-    assert out["finished"].answer == "Greenwich" == answer_text(chunks)
+    assert strip_markers(out["finished"].answer) == "Greenwich" == answer_text(chunks)
 
 
 def test_a_call_that_streamed_before_failing_is_not_retried():

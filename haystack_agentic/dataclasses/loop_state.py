@@ -15,6 +15,7 @@ from haystack import Document, logging
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.dataclasses.pending_search import PendingSearch
+from haystack_agentic.grounding.markers import strip_markers
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +128,9 @@ class LoopState:
         any check.
     :param collections: The collections the run may search, name -> description (`None`: the run has no collection
         scope). The router offers them to the model (the `search` tool's `collection` argument).
+    :param citations: The final answer's citations, one dict per `[n]` marker of `answer`, in order (see
+        `haystack_agentic.grounding.citations`: `n`, `document_id`, `title`, `quote`, `start`, `end`, `claim`,
+        `search`, `supported`, `check`); empty until an answer path sets them, and for runs without an answer.
     :param trace: The run's tracing links (`haystack_agentic.tracing.TraceLinks`: the spans later spans hang
         under), or `None` when no tracer is enabled; not compared, not serialised.
     """
@@ -158,6 +162,7 @@ class LoopState:
     queued: tuple[PendingSearch, ...] = ()
     max_searches_per_turn: int = 4
     tool_state: Mapping[str, Any] = field(default_factory=dict)
+    citations: tuple[Mapping[str, Any], ...] = ()
     trace: Any = field(default=None, compare=False, repr=False)
 
     # Haystack deep-copies every component input at every pipeline step. The state is immutable (and chunks
@@ -291,8 +296,9 @@ class LoopState:
             embeddings dropped), `grounding` (dict or None), `usage` (per role: calls, prompt_tokens,
             completion_tokens; plus `total`), `error` (str or None), `metadata` (dict) and `evidence` (the evidence
             check's last verdict: `sufficient`, `score`, `threshold`, `reason`, `action`...; or None) and
-            `tool_state` (what user tools wrote with `outputs_to_state`) and `messages` (`final_conversation()` as
-            `ChatMessage.to_dict()` dicts).
+            `tool_state` (what user tools wrote with `outputs_to_state`), `messages` (`final_conversation()` as
+            `ChatMessage.to_dict()` dicts) and `citations` (list of citation dicts, ordered by `n`; `[]` without an
+            answer).
         """
         total = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         for counts in self.usage.values():
@@ -312,19 +318,22 @@ class LoopState:
             "evidence": _jsonable(self.evidence) if self.evidence is not None else None,
             "tool_state": _jsonable(self.tool_state),
             "messages": [message.to_dict() for message in self.final_conversation()],
+            "citations": [_jsonable(c) for c in self.citations] if self.answer is not None else [],
         }
 
     def final_conversation(self) -> tuple[ChatMessage, ...]:
         """
         The conversation to feed back next turn: the one the run started from (or the question as a user message),
-        with the final answer appended as an assistant message when there is one (a give-up reason included).
+        with the final answer appended as an assistant message when there is one (a give-up reason included;
+        without its `[n]` markers).
 
         :returns: The messages, oldest first.
         """
         conversation = self.conversation or (ChatMessage.from_user(self.question),)
         if self.answer is None:
             return conversation
-        return (*conversation, ChatMessage.from_assistant(self.answer))
+        # Without the citation markers: they number this run's citations, which the next run does not have.
+        return (*conversation, ChatMessage.from_assistant(strip_markers(self.answer) or self.answer))
 
     def to_dict(self) -> dict[str, Any]:
         """
@@ -369,6 +378,7 @@ class LoopState:
         if values.get("pending") is not None:
             values["pending"] = PendingSearch.from_dict(values["pending"])
         values["queued"] = tuple(PendingSearch.from_dict(s) for s in values.get("queued") or ())
+        values["citations"] = tuple(dict(c) for c in values.get("citations") or ())
         return cls(**values)
 
 

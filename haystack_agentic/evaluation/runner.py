@@ -39,6 +39,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
+from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
@@ -233,7 +234,8 @@ def score_result(row: dict[str, Any], result: dict[str, Any], latency: float, wi
     """
     recall = supporting_recall([d["id"] for d in result.get("documents") or []], gold_document_ids(row))
     answer = result.get("answer")
-    em, f1 = best_answer_scores(answer, gold_answers(row)) if with_answer else (None, None)
+    # Scored without the citation markers ("Adriana Trigiani [1]" is "Adriana Trigiani").
+    em, f1 = best_answer_scores(strip_markers(answer) if answer else answer, gold_answers(row)) if with_answer else (None, None)
     usage = result.get("usage") or {}
     grounding = result.get("grounding")
     return {
@@ -266,6 +268,7 @@ def score_result(row: dict[str, Any], result: dict[str, Any], latency: float, wi
         "terminated_by": result.get("terminated_by"),
         "grounding_score": grounding.get("score") if isinstance(grounding, dict) else None,
         "error": result.get("error"),
+        "citations": result.get("citations") or [],
         "collection": row.get("collection"),
         "chunk_collections": dict(
             Counter(str((d.get("meta") or {}).get(COLLECTION_FIELD)) for d in result.get("documents") or [])

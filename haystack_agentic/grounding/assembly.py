@@ -6,26 +6,28 @@ Result (`LoopState.grounding`, `result["grounding"]`)::
 
     {"method": "hhem" | "llm_judge", "model": str, "threshold": float,
      "score": float,                      # length-weighted mean of the sentence scores, in [0, 1]
-     "faithful_spans": [span, ...],       # sentences scored >= threshold
+     "faithful_spans": [span, ...],       # sentences with a supported citation
      "hallucinated_spans": [span, ...],   # the others
      ...method-specific figures}
 
-    span = {"text", "start", "end",       # answer[start:end] == text
-            "score", "supported",
-            "chunk_ids": [...],           # chunks that support it, best first (empty when unsupported)
-            "sources": [{"chunk_id", "title", "iteration", "query"}]}  # which search first found each chunk
+    span = {"text", "start", "end",       # answer[start:end] == text (the answer with its [n] markers)
+            "score", "supported",         # the best score of its citations; supported when one of them is
+            "chunk_ids": [...],           # the chunks of its supported citations (empty when unsupported)
+            "sources": [{"chunk_id", "title", "iteration", "query"}],  # which search first found each chunk
+            "citations": [n, ...]}        # the numbers of its citations (`result["citations"]`)
+
+The spans are derived from the citations (`haystack_agentic.grounding.citations.settle`): the grounders judge
+each citation, so the grounding and the citations are one record.
 
 When a grounder does not ground, `grounding` stays `None` and `metadata["grounding_skipped"]` says why
 (an error run, no answer, no chunks, the model not available, or the grounder's own failure).
 """
 
-from collections.abc import Sequence
 from typing import Any
 
 from haystack import logging
 
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.grounding.sentence_splitter import Sentence
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +40,12 @@ def skip_reason(state: LoopState) -> str | None:
     Why this run cannot be grounded, or `None` when it can.
 
     :param state: The ended run.
-    :returns: A reason for an error run, a missing/blank answer, or no chunks.
+    :returns: A reason for an error run, a run that gave up, a missing/blank answer, or no chunks.
     """
     if state.terminated_by == "error":
         return "the run ended in error"
+    if state.terminated_by == "gave_up":
+        return "the run gave up (its answer says why; there is no claim to check)"
     if state.answer is None or not state.answer.strip():
         return "there is no answer"
     if not state.chunks:
@@ -74,52 +78,11 @@ def chunk_sources(state: LoopState) -> dict[str, dict[str, Any]]:
     return first
 
 
-def make_span(
-    sentence: Sentence,
-    score: float,
-    chunk_ids: Sequence[str],
-    threshold: float,
-    state: LoopState,
-    sources: dict[str, dict[str, Any]],
-) -> dict[str, Any]:
-    """
-    One span of the result.
-
-    :param sentence: The sentence (text and offsets in the answer).
-    :param score: Its support score in [0, 1].
-    :param chunk_ids: Ids of the supporting chunks, best first.
-    :param threshold: Supported at `score >= threshold`.
-    :param state: The run (for chunk titles).
-    :param sources: `chunk_sources(state)`.
-    :returns: The span dict.
-    """
-    titles = {doc.id: (doc.meta or {}).get("title") for doc in state.chunks}
-    supported = score >= threshold
-    ids = list(chunk_ids) if supported else []
-    return {
-        "text": sentence.text,
-        "start": sentence.start,
-        "end": sentence.end,
-        "score": round(float(score), 4),
-        "supported": supported,
-        "chunk_ids": ids,
-        "sources": [
-            {
-                "chunk_id": chunk_id,
-                "title": titles.get(chunk_id),
-                "iteration": sources.get(chunk_id, {}).get("iteration"),
-                "query": sources.get(chunk_id, {}).get("query"),
-            }
-            for chunk_id in ids
-        ],
-    }
-
-
 def assemble(spans: list[dict[str, Any]], threshold: float, method: str, model: str, **extra: Any) -> dict[str, Any]:
     """
     The grounding dict from scored spans.
 
-    :param spans: Spans in answer order (`make_span`).
+    :param spans: Spans in answer order (`citations.settle`).
     :param threshold: The support threshold.
     :param method: `hhem` or `llm_judge`.
     :param model: What scored them.

@@ -84,6 +84,23 @@ def tagged(chunk: StreamingChunk, role: str, answer: bool) -> StreamingChunk:
     return replace(chunk, content=content, meta={**(chunk.meta or {}), ROLE_META: role, ANSWER_META: answer})
 
 
+def marker_chunks(streamed: str, answer: str, role: str = "answer") -> list[StreamingChunk]:
+    """
+    What completes a streamed answer with the citation markers the loop added after it: when the final answer
+    extends the streamed text ("Greenwich Village" -> "Greenwich Village [1]"), one answer-tagged chunk with the rest
+    (" [1]"); otherwise nothing (markers the loop put inside the text, or renumbered, are only in the result).
+
+    :param streamed: The text the call streamed as the answer.
+    :param answer: The run's final answer.
+    :param role: The role to tag the chunk with (`answer`, `fallback`).
+    :returns: The chunks to emit (at most one).
+    """
+    head = (streamed or "").strip()
+    if not head or answer == head or not answer.startswith(head):
+        return []
+    return [tagged(StreamingChunk(content=answer[len(head) :]), role, answer=True)]
+
+
 class _NoAnswerHold:
     """Holds the fallback's text back while it could still be its `NO ANSWER` sentinel."""
 

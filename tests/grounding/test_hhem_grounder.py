@@ -5,6 +5,7 @@ from haystack import Document, Pipeline
 
 from haystack_agentic import ALLOWED_MODULES, HHEMGrounder
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
+from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.testing import ScriptedChatGenerator
 
 from .conftest import ended_state
@@ -25,15 +26,16 @@ def test_tiny_model_grounds_with_offsets_and_sources(grounder):
     out = grounder.run(state)["state"]
     g = out.grounding
     assert g["method"] == "hhem" and 0.0 <= g["score"] <= 1.0
-    assert g["premise_mode"] == "joint"
+    assert g["premise_mode"] == "chunk"  # each citation's claim against its own chunk
     spans = g["faithful_spans"]
     assert len(spans) == 2 and g["hallucinated_spans"] == []
     for span in spans:
-        assert state.answer[span["start"] : span["end"]] == span["text"]
+        assert out.answer[span["start"] : span["end"]] == span["text"]
         assert 0.0 <= span["score"] <= 1.0 and span["chunk_ids"]
         for source in span["sources"]:
             assert source["iteration"] == {"paris": 1, "london": 2}[source["chunk_id"]]
-    assert out.answer == state.answer
+    assert strip_markers(out.answer) == state.answer  # cited (markers added), the text unchanged
+    assert [(c["document_id"], c["check"]) for c in out.citations] == [("paris", "hhem"), ("london", "hhem")]
 
 
 def test_scores_in_unit_interval_and_batching_is_order_independent(grounder):
@@ -160,9 +162,10 @@ def test_grounder_in_a_running_pipeline(tiny_hhem, store_factory=None):
         grounder=HHEMGrounder(model=str(tiny_hhem[0]), device="cpu", threshold=0.0),
     )
     result = pipeline.run({"controller": {"query": "Where is Paris?"}})["result"]
-    assert result["answer"] == "Paris is in France. It is big"
+    assert result["answer"] == "Paris is in France [1]. It is big"
     spans = result["grounding"]["faithful_spans"]
-    assert [s["text"] for s in spans] == ["Paris is in France.", "It is big"]
+    assert [s["text"] for s in spans] == ["Paris is in France [1]."]  # "It is big" has no citation: unsupported
+    assert [s["text"] for s in result["grounding"]["hallucinated_spans"]] == ["It is big"]
     assert spans[0]["sources"][0]["query"] == "Paris"
 
 

@@ -6,6 +6,7 @@ from haystack import Pipeline
 
 from haystack_agentic import ALLOWED_MODULES, LLMJudgeGrounder
 from haystack_agentic.components.grounders.llm_judge_grounder import parse_claims
+from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.testing import ScriptedChatGenerator
 
 from .conftest import ended_state
@@ -29,32 +30,39 @@ def test_wrapped_json_and_out_of_range_indices():
     out = judge(reply).run(state)["state"]
     g = out.grounding
     assert g["method"] == "llm_judge"
-    assert [s["text"] for s in g["faithful_spans"]] == ["Paris is the capital of France."]
+    # the answer had no citations: the grounder cited it first (each sentence to its best chunk sentence)
+    assert out.answer == "Paris is the capital of France [1]. London is in England [2]."
+    assert [(c["document_id"], c["supported"], c["check"]) for c in out.citations] == [
+        ("paris", True, "llm_judge"), ("london", False, "llm_judge")]
+    assert [s["text"] for s in g["faithful_spans"]] == ["Paris is the capital of France [1]."]
     assert g["faithful_spans"][0]["chunk_ids"] == ["paris"]  # index 7 dropped
+    assert g["faithful_spans"][0]["citations"] == [1]
     assert g["faithful_spans"][0]["sources"][0] == {"chunk_id": "paris", "title": "Paris", "iteration": 1,
                                                     "query": "paris"}
-    assert [s["text"] for s in g["hallucinated_spans"]] == ["London is in England."]
+    assert [s["text"] for s in g["hallucinated_spans"]] == ["London is in England [2]."]
     assert g["ignored_indices"] == 2  # chunk 7 and sentence 9
     span = g["faithful_spans"][0]
-    assert state.answer[span["start"] : span["end"]] == span["text"]
-    expected = len("Paris is the capital of France.") / (len("Paris is the capital of France.")
-                                                         + len("London is in England."))
-    assert g["score"] == pytest.approx(expected, abs=1e-3)
+    assert out.answer[span["start"] : span["end"]] == span["text"]
+    first, second = len("Paris is the capital of France [1]."), len("London is in England [2].")
+    assert g["score"] == pytest.approx(first / (first + second), abs=1e-3)
     assert out.usage["grounding"]["calls"] == 1
 
 
 def test_bare_list_and_missing_sentence_is_unsupported():
     reply = json.dumps([{"sentence": "1", "supported": "supported", "chunks": ["1"]}])
-    g = judge(reply).run(ended_state())["state"].grounding
-    assert g["faithful_spans"][0]["chunk_ids"] == ["london"]
-    assert g["hallucinated_spans"][0]["judged"] is False
+    out = judge(reply).run(ended_state())["state"]
+    # sentence 1 cites paris, but the judge says london supports it: the citation does not hold; sentence 2 unjudged
+    assert [c["supported"] for c in out.citations] == [False, False]
+    assert out.grounding["faithful_spans"] == [] and len(out.grounding["hallucinated_spans"]) == 2
+    assert out.grounding["judged_sentences"] == [1]
 
 
 def test_unparseable_reply_skips_and_keeps_answer():
     state = ended_state()
     out = judge("I think it is all fine.").run(state)["state"]
     assert out.grounding is None and "no JSON claims" in out.metadata["grounding_skipped"]
-    assert out.answer == state.answer
+    assert strip_markers(out.answer) == state.answer
+    assert all(c["check"] == "offline" for c in out.citations)  # the offline verdicts stand
 
 
 def test_generator_failure_is_swallowed():

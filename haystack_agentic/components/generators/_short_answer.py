@@ -14,11 +14,13 @@ The words small models wrap an answer in ("The short answer is:") never make a s
 ("\n\nQuestion: ...") is cut off. When the reply says nothing beyond the question ("The answer is:"), the span is
 read off the chunks instead: in the chunk sentence sharing the most question words, the capitalised name (or
 number) the question does not contain, nearest those words. Deterministic; when nothing qualifies, the answer is
-returned unchanged.
+returned unchanged. `extract_short_answer` also reports where the span was taken from (the chunk and offsets),
+which the answer's citation quotes.
 """
 
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from haystack import logging
 
@@ -177,16 +179,19 @@ def _stems(text: str) -> set[str]:
     return {w[:5] for w in _WORD_RE.findall(fold(text)) if w not in _SPAN_FUNCTION_WORDS}
 
 
-def _from_chunks(question: str, chunk_texts: Sequence[str], wants_number: bool) -> str | None:
+def _from_chunks(
+    question: str, chunk_texts: Sequence[str], wants_number: bool
+) -> tuple[str, tuple[int, int, int]] | None:
     """
     A span read off the chunks when the model's reply has none: in the chunk sentence sharing the most of the
     question's words, the number (for a number question) or capitalised name the question does not contain,
-    nearest to those shared words.
+    nearest to those shared words; with where it is: `(chunk index, start, end)` in that chunk's text.
     """
     q_stems = _stems(question)
-    best: tuple[float, str] | None = None
-    for text in chunk_texts:
-        for sentence in _CHUNK_SENTENCE_RE.split(text):
+    best: tuple[float, str, tuple[int, int, int]] | None = None
+    for index, text in enumerate(chunk_texts):
+        offsets = [0, *(m.end() for m in _CHUNK_SENTENCE_RE.finditer(text))]
+        for offset, sentence in zip(offsets, _CHUNK_SENTENCE_RE.split(text), strict=False):
             words = [(m.start(), fold(m.group(0))[:5]) for m in _WORD_RE.finditer(sentence)]
             shared = [pos for pos, stem in words if stem in q_stems]
             overlap = len({stem for _, stem in words if stem in q_stems})
@@ -203,8 +208,9 @@ def _from_chunks(question: str, chunk_texts: Sequence[str], wants_number: bool) 
                 distance = min(abs(match.start() - pos) for pos in shared) / 100
                 score = overlap - distance
                 if best is None or score > best[0]:
-                    best = (score, span)
-    return best[1] if best else None
+                    begin = offset + match.start() + match.group(0).index(span)
+                    best = (score, span, (index, begin, begin + len(span)))
+    return (best[1], best[2]) if best else None
 
 
 def _texts(chunk_texts: Sequence[str] | str | None) -> list[str]:
@@ -214,6 +220,20 @@ def _texts(chunk_texts: Sequence[str] | str | None) -> list[str]:
     if isinstance(chunk_texts, str):
         return [chunk_texts]
     return [c for c in chunk_texts if isinstance(c, str)]
+
+
+class ShortAnswer(NamedTuple):
+    """
+    A short answer and where it was taken from.
+
+    :param text: The span (possibly the unchanged answer).
+    :param location: `(chunk index, start, end)`: the span is `chunk_texts[index][start:end]` (case aside), the
+        chunk it was read from or found in (the first that has it); `None` when no chunk has it as written (a
+        yes/no, an option of the question, a span the chunks do not contain).
+    """
+
+    text: str
+    location: tuple[int, int, int] | None = None
 
 
 def short_answer(
@@ -232,25 +252,55 @@ def short_answer(
         retrieved, which may be more than the prompt's (default: `chunk_texts`).
     :returns: The span (possibly the unchanged answer).
     """
+    return extract_short_answer(question, answer, chunk_texts, option_pages).text
+
+
+def _located(piece: str, chunk_texts: Sequence[str]) -> ShortAnswer:
+    """The span with the first chunk that contains it (folded), when folding keeps that chunk's offsets."""
+    wanted = fold(piece)
+    for index, chunk in enumerate(chunk_texts):
+        folded = fold(chunk)
+        position = folded.find(wanted) if wanted and len(folded) == len(chunk) else -1
+        if position >= 0:
+            return ShortAnswer(piece, (index, position, position + len(piece)))
+    return ShortAnswer(piece)
+
+
+def extract_short_answer(
+    question: str,
+    answer: str,
+    chunk_texts: Sequence[str] = (),
+    option_pages: Sequence[str] | None = None,
+) -> ShortAnswer:
+    """
+    `short_answer`, with where the span was taken from (for the answer's citation).
+
+    :param question: The user's question.
+    :param answer: The model's answer.
+    :param chunk_texts: The contents of the chunks the answer was written from (`None` entries are skipped).
+    :param option_pages: As in `short_answer`.
+    :returns: The span and its location in `chunk_texts` (see `ShortAnswer`).
+    """
     text = _clean_reply(answer or "")
     if not text:
-        return answer
+        return ShortAnswer(answer)
     chunk_texts = _texts(chunk_texts)
     q_words = _WORD_RE.findall(fold(question or ""))
     options = _options(question or "")
     if options is not None:
         by_year = compare_by_year(question, options, chunk_texts if option_pages is None else _texts(option_pages))
         if by_year is not None:
-            return by_year.strip("\"“”'‘’")
+            return ShortAnswer(by_year.strip("\"“”'‘’"))
         chosen = _choose_option(text, options)
         if chosen is not None:
-            return chosen
+            return ShortAnswer(chosen)
     if q_words and q_words[0] in _YES_NO_START and options is None:
-        return "no" if _NEGATION_RE.search(text) else "yes"
+        return ShortAnswer("no" if _NEGATION_RE.search(text) else "yes")
     runs = _runs(text[:_MAX_REPLY_CHARS], set(q_words))  # the span is at the start; padding can be very long
     wants_number = _NUMBER_QUESTION_RE.search(question) is not None
     if not runs:
-        return _from_chunks(question, chunk_texts, wants_number) or text
+        read = _from_chunks(question, chunk_texts, wants_number)
+        return ShortAnswer(*read) if read else _located(text, chunk_texts)
     first_sentence = min(run[2] for run in runs)
     runs = [run for run in runs if run[2] == first_sentence]  # later sentences are the model's padding
     folded_chunks = [fold(c) for c in chunk_texts]
@@ -288,4 +338,4 @@ def short_answer(
     piece = text[best[0] : best[1]].strip(" ,;:.\"“”'‘’()")
     if piece.count("(") > piece.count(")"):  # "Paris (France" -> "Paris"
         piece = piece[: piece.rindex("(")].rstrip(" ,;:")
-    return piece or text
+    return _located(piece or text, chunk_texts)

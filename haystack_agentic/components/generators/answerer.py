@@ -7,7 +7,8 @@ from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 
-from haystack_agentic.components.generators._short_answer import short_answer
+from haystack_agentic.components.generators._short_answer import extract_short_answer
+from haystack_agentic.grounding.citations import cite, draft_sources, strip_markers
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import format_chunks, render, with_earlier_turns, with_system_prompt
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
@@ -19,6 +20,7 @@ from haystack_agentic.llm.streaming import (
     role_callback_async,
     routed_state,
     step_chunks,
+    marker_chunks,
     tagged,
 )
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
@@ -30,7 +32,8 @@ logger = logging.getLogger(__name__)
 #: Rewrites the controller's draft into the final answer. Variables: `question`, `draft`, `chunks`.
 DEFAULT_ANSWER_PROMPT = """\
 Rewrite the draft answer to the question so that it is correct, short and supported by the context.
-Keep only facts the context supports. Reply with the answer only.
+Keep only facts the context supports. Reply with the answer only, each sentence followed by the numbers of the
+context chunks it rests on, e.g. [1] or [1][3].
 
 Context:
 {{ chunks }}
@@ -41,7 +44,8 @@ Answer:"""
 
 #: Writes the answer from the chunks. Variables: `question`, `chunks`.
 DEFAULT_GENERATE_PROMPT = """\
-Answer the question using only the context. Reply with a short answer (a name, place, date or phrase).
+Answer the question using only the context. Reply with a short answer (a name, place, date or phrase),
+followed by the numbers of the context chunks it rests on, e.g. [1] or [1][3].
 
 Context:
 {{ chunks }}
@@ -78,6 +82,9 @@ class Answerer:
       (`state`). A failure or a reply without an improved answer keeps the draft.
     - `draft`: write a first draft from the chunks and go back into the loop (`state`).
     A give-up never reaches the Answerer, so it is never rewritten.
+    Every final answer is cited (`haystack_agentic.grounding.citations.cite`): a kept draft by its `answer` call's
+    `sources`, a written answer by its `[n]` markers (the prompts number the chunks), a short answer by the chunk
+    sentence it was taken from; `state.citations` lists them and the answer carries the renumbered markers.
 
     ### Usage example
     ```python
@@ -220,7 +227,7 @@ class Answerer:
         if not final or finished is None or finished.answer is None:
             return []
         if not self.short_answer and (text or "").strip():
-            return []
+            return marker_chunks(text, finished.answer)
         return [tagged(StreamingChunk(content=finished.answer), "answer", answer=True)]
 
     @staticmethod
@@ -245,7 +252,7 @@ class Answerer:
             if state.draft and action in ("answer", "reflect"):
                 if action == "reflect":
                     return {"state": state.evolve(pending_action=None)}
-                return {"finished": state.finish("answered", answer=state.draft)}
+                return {"finished": _kept_draft(state, state.draft)}
             return {
                 "finished": state.finish(
                     "error", error="Answerer has no chat_generator, so it cannot write an answer from the chunks."
@@ -298,12 +305,14 @@ class Answerer:
                 result=text or (describe_error(error) if error else None),
             )
             return {"state": state.with_step(step).evolve(draft=improved or draft, pending_action=None)}
+        shown = self.select_chunks(before)
         if action == "answer" and draft:
             if error is not None or not text:
                 reason = describe_error(error) if error else "blank reply"
                 logger.warning("Answer LLM failed ({reason}); keeping the controller's draft", reason=reason)
-                return {"finished": state.finish("answered", answer=draft)}
-            return {"finished": state.finish("answered", answer=text)}
+                return {"finished": _kept_draft(state, draft)}
+            finished = state.finish("answered", answer=text)
+            return {"finished": cite(finished, text, shown=shown, cited_ids=draft_sources(before))}
         # Written from the chunks (json `generate`, a first `draft`, or a policy router's answer).
         if error is not None:
             return {"finished": state.finish("error", error=f"Answer LLM failed: {describe_error(error)}")}
@@ -312,17 +321,19 @@ class Answerer:
         if action == "draft":
             return {"state": state.evolve(draft=text, pending_action=None)}
         if self.short_answer:
-            short = short_answer(
+            reply = strip_markers(text) or text
+            short = extract_short_answer(
                 before.question,
-                text,
-                [c.content or "" for c in self.select_chunks(before)],
+                reply,
+                [c.content or "" for c in shown],
                 # a date comparison's option pages: every chunk of the run (one may rank outside the prompt's)
                 option_pages=[c.content or "" for c in before.chunks],
             )
-            if short != text:
-                logger.debug("Short answer {short!r} from the reply {text!r}", short=short, text=text)
-                return {"finished": state.finish("answered", answer=short)}
-        return {"finished": state.finish("answered", answer=text)}
+            if short.text != reply:
+                logger.debug("Short answer {short!r} from the reply {text!r}", short=short.text, text=text)
+            finished = state.finish("answered", answer=short.text)
+            return {"finished": cite(finished, short.text, shown=shown, located=short.location)}
+        return {"finished": cite(state.finish("answered", answer=text), text, shown=shown)}
 
     def to_dict(self) -> dict[str, Any]:
         """
@@ -345,6 +356,11 @@ class Answerer:
         """
         generator_from_dict_inplace(data.get("init_parameters", {}))
         return default_from_dict(cls, data)
+
+
+def _kept_draft(state: LoopState, draft: str) -> LoopState:
+    """End the run with the controller's draft as the answer, cited by the chunk ids its `answer` call gave."""
+    return cite(state.finish("answered", answer=draft), draft, cited_ids=draft_sources(state))
 
 
 def _improved_answer(text: str) -> str | None:

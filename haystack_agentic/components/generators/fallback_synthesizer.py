@@ -9,7 +9,8 @@ from haystack.dataclasses import ChatMessage, StreamingCallbackT
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import format_chunks, render, with_earlier_turns, with_system_prompt
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
-from haystack_agentic.llm.streaming import pick_callback, role_callback, role_callback_async
+from haystack_agentic.grounding.citations import cite, draft_sources
+from haystack_agentic.llm.streaming import emit, emit_async, marker_chunks, pick_callback, role_callback, role_callback_async
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
 from haystack_agentic.dataclasses.loop_state import LoopState
@@ -20,7 +21,8 @@ logger = logging.getLogger(__name__)
 #: `draft`.
 DEFAULT_SYNTHESIS_PROMPT = """\
 The search for an answer ran out of turns. Answer the question from the context below if it supports an
-answer; otherwise reply exactly "NO ANSWER". Be short.
+answer; otherwise reply exactly "NO ANSWER". Be short. After each sentence, give the numbers of the context chunks
+it rests on, e.g. [1] or [1][3].
 
 Context:
 {{ chunks }}
@@ -39,8 +41,8 @@ class FallbackSynthesizer:
     """
     Answers from the accumulated chunks when the agentic loop reaches `max_iterations` without an answer.
 
-    One tool-less LLM call with `synthesis_prompt` over the run's chunks (best first). No chunks: no call and no
-    answer. The call raising, a blank reply or "NO ANSWER": no answer (the failure is kept in `error`). With
+    One tool-less LLM call with `synthesis_prompt` over the run's chunks (best first); the `[n]` markers of its
+    reply cite the numbered chunks (`haystack_agentic.grounding.citations`). No chunks: no call and no answer. The call raising, a blank reply or "NO ANSWER": no answer (the failure is kept in `error`). With
     `enabled=False` no call is made and the answer is the draft, if any. The run ends with
     `terminated_by="max_iterations"` in every case.
 
@@ -123,12 +125,14 @@ class FallbackSynthesizer:
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
         messages = self._prepare(state)
         if messages is None:
-            return {"finished": state.finish("max_iterations", answer=self._no_call_answer(state))}
+            return {"finished": self._without_call(state)}
         call = call_generator(
             self.chat_generator, state, "fallback", messages, **role_options(self),
             streaming_callback=role_callback(callback, "fallback", answer=True, hold_no_answer=True),
         )  # fmt: skip
-        return {"finished": self._complete(call.state, call.text, call.error)}
+        finished = self._complete(state, call.state, call.text, call.error)
+        emit(callback, marker_chunks(call.text, finished.answer, "fallback") if finished.answer else [])
+        return {"finished": finished}
 
     @component.output_types(finished=LoopState)
     async def run_async(
@@ -144,16 +148,21 @@ class FallbackSynthesizer:
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
         messages = self._prepare(state)
         if messages is None:
-            return {"finished": state.finish("max_iterations", answer=self._no_call_answer(state))}
+            return {"finished": self._without_call(state)}
         call = await call_generator_async(
             self.chat_generator, state, "fallback", messages, **role_options(self),
             streaming_callback=role_callback_async(callback, "fallback", answer=True, hold_no_answer=True),
         )  # fmt: skip
-        return {"finished": self._complete(call.state, call.text, call.error)}
+        finished = self._complete(state, call.state, call.text, call.error)
+        await emit_async(callback, marker_chunks(call.text, finished.answer, "fallback") if finished.answer else [])
+        return {"finished": finished}
 
-    def _no_call_answer(self, state: LoopState) -> str | None:
-        # Disabled: keep a draft if the loop had one. Enabled but no chunks: nothing to answer from.
-        return state.draft if not (self.enabled and self.chat_generator is not None) else None
+    def _without_call(self, state: LoopState) -> LoopState:
+        # Disabled: keep a draft if the loop had one (cited by its `answer` call's sources). Enabled but no chunks:
+        # nothing to answer from.
+        if self.enabled and self.chat_generator is not None or not state.draft:
+            return state.finish("max_iterations", answer=None)
+        return cite(state.finish("max_iterations", answer=state.draft), state.draft, cited_ids=draft_sources(state))
 
     def _prepare(self, state: LoopState) -> list[ChatMessage] | None:
         if not self.enabled or self.chat_generator is None or not state.chunks:
@@ -174,13 +183,13 @@ class FallbackSynthesizer:
         )
         return with_system_prompt(self.system_prompt, state.question, prompt_messages)
 
-    @staticmethod
-    def _complete(state: LoopState, text: str, error: BaseException | None) -> LoopState:
+    def _complete(self, before: LoopState, state: LoopState, text: str, error: BaseException | None) -> LoopState:
         if error is not None:
             return state.finish("max_iterations", answer=None, error=f"Fallback failed: {describe_error(error)}")
         if not text or text.strip().rstrip(".").upper() == _NO_ANSWER:
             return state.finish("max_iterations", answer=None)
-        return state.finish("max_iterations", answer=text)
+        # The prompt numbered the run's best `max_chunks` chunks: its [n] markers cite them.
+        return cite(state.finish("max_iterations", answer=text), text, shown=before.chunks[: self.max_chunks])
 
     def to_dict(self) -> dict[str, Any]:
         """

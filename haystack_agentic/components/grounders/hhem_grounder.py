@@ -32,7 +32,8 @@ from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict, logging
 
-from haystack_agentic.grounding.assembly import assemble, chunk_sources, make_span, skip_reason, skipped
+from haystack_agentic.grounding.assembly import skip_reason, skipped
+from haystack_agentic.grounding.citations import cite, claim_sentences, settle
 
 # The model's names and loaders are re-exported: they are public names of this module.
 from haystack_agentic.grounding.hhem_loading import (  # noqa: F401
@@ -46,7 +47,6 @@ from haystack_agentic.grounding.hhem_loading import (  # noqa: F401
     pick_device,
 )
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.grounding.sentence_splitter import plain, split_sentences
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +55,14 @@ class HHEMGrounder:
     """
     Grounds the loop's answer sentence by sentence with HHEM-2.1-Open, the last stage of the loop pipeline.
 
-    Each sentence of the answer (the hypothesis, never truncated) is scored against the run's chunks (the
-    premise). When all chunks fit in `max_input_tokens` they form one premise; when they do not, they are packed
-    into windows (a chunk longer than a window is cut into overlapping pieces) and the best window counts, so a
-    fact at the end of a long context is never cut off. With `attribute=True` every chunk is also scored on its
-    own, which names the chunks that support each sentence. The result is `state.grounding` (see
-    `haystack_agentic.grounding.assembly`); the answer is never changed, and any failure only skips grounding, with the
-    reason in `state.metadata["grounding_skipped"]`.
+    Each citation of the answer (`state.citations`: a claim and the chunk it cites) is judged: the claim (the
+    hypothesis, never truncated) is scored against the cited chunk (the premise; a chunk longer than
+    `max_input_tokens` is cut into overlapping pieces and the best piece counts, so a fact at the end is never cut
+    off). The citation is supported at `score >= threshold` (`check="hhem"`), and `state.grounding` is derived from
+    the citations (see `haystack_agentic.grounding.citations.settle`): a sentence is supported when one of its
+    citations is. The answer's text is never changed (an answer without citations gets them first); any failure
+    only skips grounding, with the reason in `state.metadata["grounding_skipped"]`, and the citations keep their
+    offline verdict.
 
     ### Usage example
     ```python
@@ -87,7 +88,6 @@ class HHEMGrounder:
         device: str | None = None,
         max_input_tokens: int = 2048,
         window_overlap_tokens: int = 64,
-        attribute: bool = True,
         language: str = "en",
         local_files_only: bool = False,
     ) -> None:
@@ -101,14 +101,12 @@ class HHEMGrounder:
             checkpoint's `config.json` names (`google/flan-t5-base`).
         :param trust_remote_code: Load through the checkpoint's own modeling code instead of the native loader.
             Off by default: it runs Python from the model repository (see the module docstring).
-        :param threshold: A sentence is supported when its score is >= this. Default 0.5 (HHEM's decision point).
+        :param threshold: A citation is supported when its score is >= this. Default 0.5 (HHEM's decision point).
         :param batch_size: Premise/hypothesis pairs per forward pass. Default 8.
         :param device: Torch device (`"cpu"`, `"cuda"`, `"cuda:1"`, `"mps"`); `None`/`"auto"`: CUDA, MPS, then CPU.
         :param max_input_tokens: Most tokens of one encoded pair (prompt + premise + hypothesis) before the chunks
             are split into windows. Default 2048. The hypothesis is never cut: a long one only shrinks the windows.
         :param window_overlap_tokens: Overlap between the pieces of a chunk longer than a window. Default 64.
-        :param attribute: Also score each chunk alone to name the supporting chunks. Default `True`; costs
-            sentences x chunks extra pairs.
         :param language: Language of the sentence splitter rules (ISO 639-1). Default `en`.
         :param local_files_only: Never contact the Hub (local folders or the Hub cache only). Default `False`.
         :raises ValueError: If `threshold` is outside [0, 1] or a size is below 1.
@@ -126,7 +124,6 @@ class HHEMGrounder:
         self.device = device
         self.max_input_tokens = max_input_tokens
         self.window_overlap_tokens = window_overlap_tokens
-        self.attribute = attribute
         self.language = language
         self.local_files_only = local_files_only
         self._network: Any = None
@@ -214,87 +211,71 @@ class HHEMGrounder:
                 break
         return pieces
 
-    def premise_units(self, chunks: list[Any], hypotheses: list[str]) -> tuple[str, list[tuple[str, tuple[str, ...]]]]:
+    def premises(self, doc: Any, hypothesis: str) -> list[str]:
         """
-        The premises each sentence is scored against.
+        The premises a citation's claim is scored against: its chunk whole when it fits `max_input_tokens` with the
+        prompt and the claim, else the chunk's overlapping pieces (the best piece counts), so a fact at the end of a
+        long chunk is never cut off.
 
-        :param chunks: Documents with content, best first.
-        :param hypotheses: The sentences (to size the premise budget; they are never cut).
-        :returns: `(mode, units)`: mode `joint` (all chunks in one premise) or `windows`; units are
-            `(premise_text, chunk_ids)`, with single-chunk units added when `attribute` is on.
+        :param doc: The cited chunk.
+        :param hypothesis: The claim (never cut).
+        :returns: The premise texts.
         """
         overhead = self._count(self._prompt.format(text1="", text2="")) + 2
-        longest = max(self._count(h) for h in hypotheses)
-        budget = max(32, self.max_input_tokens - overhead - longest)
-        sizes = [self._count(doc.content) for doc in chunks]
-        separator = 2
-        units: list[tuple[str, tuple[str, ...]]] = []
-        if sum(sizes) + separator * (len(chunks) - 1) <= budget:
-            mode = "joint"
-            units.append(("\n\n".join(doc.content for doc in chunks), tuple(doc.id for doc in chunks)))
-        else:
-            mode = "windows"
-            window: list[Any] = []
-            used = 0
-            for doc, size in zip(chunks, sizes, strict=True):
-                if size > budget:
-                    units.extend((piece, (doc.id,)) for piece in self._pieces(doc.content, budget))
-                    continue
-                if window and used + separator + size > budget:
-                    units.append(("\n\n".join(d.content for d in window), tuple(d.id for d in window)))
-                    window, used = [], 0
-                window.append(doc)
-                used += size + (separator if used else 0)
-            if window:
-                units.append(("\n\n".join(d.content for d in window), tuple(d.id for d in window)))
-        if self.attribute:
-            singles = {unit[1][0] for unit in units if len(unit[1]) == 1}
-            for doc, size in zip(chunks, sizes, strict=True):
-                if doc.id not in singles and size <= budget:
-                    units.append((doc.content, (doc.id,)))
-        return mode, units
+        budget = max(32, self.max_input_tokens - overhead - self._count(hypothesis))
+        content = doc.content or ""
+        return [content] if self._count(content) <= budget else self._pieces(content, budget)
 
-    def ground(self, state: LoopState) -> dict[str, Any] | str:
+    def ground(self, state: LoopState) -> LoopState | str:
         """
-        Ground the answer of an ended run.
+        Ground the answer of an ended run: each citation's claim is scored against its chunk, and the grounding is
+        derived from the citations (`haystack_agentic.grounding.citations.settle`). A run whose answer has no
+        citations yet (an answerer outside the package) is cited first (`cite`: each sentence to the chunk sentence
+        sharing most of its words).
 
         :param state: The run's state (answer and chunks present).
-        :returns: The grounding dict, or a reason (str) when there is nothing to ground.
+        :returns: The state with `citations` judged (`check="hhem"`) and `grounding`, or a reason (str) when there
+            is nothing to ground.
         :raises HHEMUnavailableError: If the model is not available.
         """
         started = time.perf_counter()
-        sentences = split_sentences(state.answer or "", self.language)
-        if not sentences:
+        if not claim_sentences(state.answer or "", self.language):
             return "the answer has no sentence to check"
-        chunks = [doc for doc in state.chunks if doc.content and doc.content.strip()]
-        if not chunks:
+        if not any(doc.content and doc.content.strip() for doc in state.chunks):
             return "no chunk has text content"
         if not self.is_available:
             raise HHEMUnavailableError(self._load_error or "HHEM model not loaded")
-        hypotheses = [plain(s.text) or s.text for s in sentences]
-        mode, units = self.premise_units(chunks, hypotheses)
-        pairs = [(premise, hypothesis) for hypothesis in hypotheses for premise, _ in units]
-        scores = self.score_pairs(pairs)
-        sources = chunk_sources(state)
-        spans = []
-        for index, sentence in enumerate(sentences):
-            row = scores[index * len(units) : (index + 1) * len(units)]
-            best = max(range(len(units)), key=row.__getitem__)
-            per_chunk: dict[str, float] = {}
-            for (_, ids), score in zip(units, row, strict=True):
-                if len(ids) == 1 and score >= self.threshold:
-                    per_chunk[ids[0]] = max(score, per_chunk.get(ids[0], 0.0))
-            supporting = sorted(per_chunk, key=per_chunk.__getitem__, reverse=True) or list(units[best][1])
-            spans.append(make_span(sentence, row[best], supporting, self.threshold, state, sources))
-        return assemble(
-            spans,
+        if not state.citations:
+            state = cite(state, state.answer or "", language=self.language)
+        by_id = {doc.id: doc for doc in state.chunks}
+        pairs: list[tuple[str, str]] = []
+        owners: list[int] = []
+        windows = False
+        for index, citation in enumerate(state.citations):
+            doc = by_id.get(citation["document_id"])
+            if doc is None or not (doc.content or "").strip():
+                continue
+            hypothesis = citation["claim"]
+            premises = self.premises(doc, hypothesis)
+            windows = windows or len(premises) > 1
+            pairs.extend((premise, hypothesis) for premise in premises)
+            owners.extend([index] * len(premises))
+        scores = self.score_pairs(pairs) if pairs else []
+        verdicts: list[float | None] = [None] * len(state.citations)
+        for index, score in zip(owners, scores, strict=True):
+            verdicts[index] = max(score, verdicts[index] or 0.0)
+        settled = settle(
+            state,
+            verdicts,
             self.threshold,
             "hhem",
             self.model,
-            premise_mode=mode,
+            self.language,
+            premise_mode="windows" if windows else "chunk",
             pairs_scored=len(pairs),
             seconds=round(time.perf_counter() - started, 4),
         )
+        return state.evolve(**settled)
 
     # --- component ----------------------------------------------------------------------------------------------
 
@@ -321,7 +302,7 @@ class HHEMGrounder:
             return {"state": skipped(state, f"the grounder failed: {type(exc).__name__}: {exc}")}
         if isinstance(grounding, str):
             return {"state": skipped(state, grounding)}
-        return {"state": state.evolve(grounding=grounding)}
+        return {"state": grounding}
 
     @component.output_types(state=LoopState)
     async def run_async(self, state: LoopState) -> dict[str, LoopState]:
@@ -346,7 +327,6 @@ class HHEMGrounder:
             device=self.device,
             max_input_tokens=self.max_input_tokens,
             window_overlap_tokens=self.window_overlap_tokens,
-            attribute=self.attribute,
             language=self.language,
             local_files_only=self.local_files_only,
         )

@@ -12,12 +12,13 @@ from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
-from haystack_agentic.grounding.assembly import assemble, chunk_sources, make_span, skip_reason, skipped
+from haystack_agentic.grounding.assembly import skip_reason, skipped
+from haystack_agentic.grounding.citations import cite, claim_sentences, settle, strip_markers
+from haystack_agentic.grounding.sentence_splitter import plain
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import render
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.grounding.sentence_splitter import split_sentences
 from haystack_agentic.llm.valid_text import valid_value
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,11 @@ def _verdict(claim: dict[str, Any]) -> bool:
     return str(value).strip().lower() in _TRUE_WORDS
 
 
+def plain_claim(sentence: str) -> str:
+    """A sentence of the answer as its citations name their claim (no markers, no Markdown)."""
+    return plain(strip_markers(sentence))
+
+
 def _as_int(value: Any) -> int | None:
     try:
         return int(value)
@@ -94,11 +100,13 @@ class LLMJudgeGrounder:
     """
     Grounds the loop's answer sentence by sentence with a chat generator as judge; same result as `HHEMGrounder`.
 
-    The answer is split into sentences (with offsets), and one call asks the judge, for each numbered sentence,
-    for its claim, a verdict and the indices of the supporting chunks. The reply is parsed leniently (code fences,
-    prose around the JSON, a bare list); chunk indices out of range are dropped and counted; a sentence the judge
-    skipped counts as unsupported. A sentence scores 1.0 when supported, else 0.0 (or the judge's own `score`
-    in [0, 1] when it gives one). The call is counted in `usage` under the role `grounding`.
+    The answer is split into sentences (with offsets), and one call shows the judge the cited chunks first and asks,
+    for each numbered sentence, for its claim, a verdict and the indices of the supporting chunks. The reply is
+    parsed leniently (code fences, prose around the JSON, a bare list); chunk indices out of range are dropped and
+    counted; a sentence the judge skipped counts as unsupported. A citation scores the judge's verdict on its
+    sentence (1.0 supported, 0.0 not, or the judge's own `score` in [0, 1]) when the judge names its chunk among the
+    supporting ones or names none, else 0.0; `check="llm_judge"`. The grounding is derived from the citations
+    (`haystack_agentic.grounding.citations.settle`). The call is counted in `usage` under the role `grounding`.
 
     ### Usage example
     ```python
@@ -150,23 +158,30 @@ class LLMJudgeGrounder:
         """Warm up the judge's chat generator."""
         warm_up_generator(self.chat_generator)
 
-    def _prepare(self, state: LoopState) -> tuple[list[Any], list[Any], list[ChatMessage]] | str:
+    def _prepare(self, state: LoopState) -> tuple[LoopState, list[Any], list[Any], list[ChatMessage]] | str:
         reason = skip_reason(state)
         if reason is not None:
             return reason
-        sentences = split_sentences(state.answer or "", self.language)
+        sentences = claim_sentences(state.answer or "", self.language)
         if not sentences:
             return "the answer has no sentence to check"
-        chunks = [doc for doc in state.chunks if doc.content and doc.content.strip()][: self.max_chunks]
-        if not chunks:
+        if not any(doc.content and doc.content.strip() for doc in state.chunks):
             return "no chunk has text content"
+        if not state.citations:  # an answer from outside the package's answer paths: cite it first
+            state = cite(state, state.answer or "", language=self.language)
+            sentences = claim_sentences(state.answer or "", self.language)
+        # The judge sees the cited chunks (each once, in citation order), then the run's best others.
+        by_id = {doc.id: doc for doc in state.chunks if doc.content and doc.content.strip()}
+        ids = [*dict.fromkeys(c["document_id"] for c in state.citations if c["document_id"] in by_id)]
+        ids += [i for i in by_id if i not in ids]
+        chunks = [by_id[i] for i in ids][: max(self.max_chunks, len(set(c["document_id"] for c in state.citations)))]
         prompt = render(
             self.judge_prompt or DEFAULT_JUDGE_PROMPT,
             question=state.question,
             chunks=[doc.content[: self.chunk_chars] for doc in chunks],
-            sentences=[s.text for s in sentences],
+            sentences=[strip_markers(s.text) for s in sentences],
         )
-        return sentences, chunks, [ChatMessage.from_user(prompt)]
+        return state, sentences, chunks, [ChatMessage.from_user(prompt)]
 
     def _complete(self, state: LoopState, sentences: list[Any], chunks: list[Any], call: Any, seconds: float):
         state = call.state
@@ -175,7 +190,7 @@ class LLMJudgeGrounder:
         claims = parse_claims(call.text)
         if claims is None:
             return skipped(state, f"the judge's reply has no JSON claims: {call.text[:200]!r}")
-        verdicts: dict[int, tuple[float, list[str], str | None]] = {}
+        verdicts: dict[int, tuple[float, list[str]]] = {}
         dropped = 0
         for claim in claims:
             number = _as_int(claim.get("sentence", claim.get("index", claim.get("id"))))
@@ -198,20 +213,20 @@ class LLMJudgeGrounder:
             if number in verdicts:  # several claims for one sentence: all must hold
                 previous = verdicts[number]
                 score, ids = min(score, previous[0]), [*previous[1], *(i for i in ids if i not in previous[1])]
-            verdicts[number] = (score, ids, claim.get("claim"))
-        sources = chunk_sources(state)
-        spans = []
-        for number, sentence in enumerate(sentences, start=1):
-            score, ids, claim = verdicts.get(number, (0.0, [], None))
-            span = make_span(sentence, score, ids, self.threshold, state, sources)
-            span["claim"] = claim
-            span["judged"] = number in verdicts
-            spans.append(span)
+            verdicts[number] = (score, ids)
+        # A citation holds when the judge finds its sentence supported by its chunk (or names no chunk at all);
+        # a sentence the judge skipped is unsupported.
+        by_claim = {plain_claim(s.text): number for number, s in enumerate(sentences, start=1)}
+        scores: list[float | None] = []
+        for citation in state.citations:
+            score, ids = verdicts.get(by_claim.get(citation["claim"], 0), (0.0, []))
+            scores.append(score if not ids or citation["document_id"] in ids else 0.0)
         model = str((call.replies[0].meta or {}).get("model") or type(self.chat_generator).__name__)
-        grounding = assemble(
-            spans, self.threshold, "llm_judge", model, ignored_indices=dropped, seconds=round(seconds, 4)
-        )
-        return state.evolve(grounding=grounding)
+        settled = settle(
+            state, scores, self.threshold, "llm_judge", model, self.language,
+            ignored_indices=dropped, judged_sentences=sorted(verdicts), seconds=round(seconds, 4),
+        )  # fmt: skip
+        return state.evolve(**settled)
 
     @component.output_types(state=LoopState)
     def run(self, state: LoopState) -> dict[str, LoopState]:
@@ -225,7 +240,7 @@ class LLMJudgeGrounder:
         prepared = self._prepare(state)
         if isinstance(prepared, str):
             return {"state": skipped(state, prepared)}
-        sentences, chunks, messages = prepared
+        state, sentences, chunks, messages = prepared
         started = time.perf_counter()
         try:
             call = call_generator(self.chat_generator, state, "grounding", messages, **role_options(self))
@@ -244,7 +259,7 @@ class LLMJudgeGrounder:
         prepared = self._prepare(state)
         if isinstance(prepared, str):
             return {"state": skipped(state, prepared)}
-        sentences, chunks, messages = prepared
+        state, sentences, chunks, messages = prepared
         started = time.perf_counter()
         try:
             call = await call_generator_async(self.chat_generator, state, "grounding", messages, **role_options(self))

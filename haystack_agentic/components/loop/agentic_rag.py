@@ -4,10 +4,11 @@ from pathlib import Path
 from typing import Any
 
 from haystack import Document, Pipeline, component, default_to_dict, logging
-from haystack.dataclasses import ChatMessage
+from haystack.dataclasses import ChatMessage, GeneratedAnswer
 from haystack.core.super_component import SuperComponent
 
 from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
+from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 from haystack_agentic.pipelines.loop_loading import pipeline_from_dict
 from haystack_agentic.pipelines.loop_pipeline import plain_function
@@ -25,8 +26,8 @@ LOOP_INPUTS = ("query", "messages", "filters", "collections")
 @component
 class AgenticRAG(SuperComponent):
     """
-    The agentic loop as one component to add to an existing pipeline: a question (or a conversation) in, the answer,
-    its documents and the full result out.
+    The agentic loop as one component to add to an existing pipeline: a question (or a conversation) in, the answer
+    (with `[n]` citation markers), its documents, Haystack `GeneratedAnswer`s and the full result out.
 
     A Haystack `SuperComponent` around a loop pipeline (`build_loop_pipeline`, or a packaged / your own YAML): the
     loop's graph stays visible and editable (`agentic_rag.pipeline`, and nested under `pipeline:` in YAML), and only
@@ -58,7 +59,8 @@ class AgenticRAG(SuperComponent):
     pipeline.connect("rag.answer", "report.answer")
     pipeline.connect("rag.documents", "report.documents")
     out = pipeline.run({"rag": {"query": "Who directed Big Stone Gap?"}}, include_outputs_from={"rag"})
-    print(out["report"]["prompt"])  # Adriana Trigiani (bsg)
+    print(out["report"]["prompt"])  # Adriana Trigiani [1] (bsg)
+    print(out["rag"]["answers"][0].data, out["rag"]["result"]["citations"][0]["quote"])  # Adriana Trigiani Big Stone ...
     print(out["rag"]["result"]["terminated_by"])  # answered
 
     Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)  # the same pipeline, from YAML
@@ -103,7 +105,12 @@ class AgenticRAG(SuperComponent):
         )
         self.raise_on_failure = raise_on_failure
         component.set_output_types(
-            self, answer=str | None, documents=list[Document], messages=list[ChatMessage], result=dict[str, Any]
+            self,
+            answer=str | None,
+            answers=list[GeneratedAnswer],
+            documents=list[Document],
+            messages=list[ChatMessage],
+            result=dict[str, Any],
         )
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
@@ -120,14 +127,20 @@ class AgenticRAG(SuperComponent):
         :returns: `answer` (str, or `None` when the run gave up or failed), `documents` (the run's chunks as
             Haystack `Document`s, best first, without embeddings) and `result` (the loop's full JSON-serialisable
             result: `answer`, `terminated_by`, `iterations`, `tool_history`, `documents` as dicts, `grounding`,
-            `usage`, `error`, ...).
+            `usage`, `error`, `citations`, ...).
+            `answers` is what Haystack's `AnswerBuilder` outputs, so the component can stand in for a RAG
+            pipeline's end and feed Haystack's evaluators: one `GeneratedAnswer` when the run has an answer (`[]`
+            otherwise) with `data` the answer without its `[n]` markers, `query` the question, `documents` the
+            cited chunks (`Document`s, in citation order, each once) and `meta` holding `answer` (with the markers),
+            `terminated_by`, `evidence`, `grounding` and `citations` (the result's). It is not in `result`, which
+            stays strict JSON.
             `messages` is the conversation (`list[ChatMessage]`: the given one, or the query as a user message) with
             the final answer appended as an assistant message, ready to pass as `messages` next turn.
         :raises ValueError: If neither `query` nor `messages` is given.
         :raises PipelineRuntimeError: If the question or filters are refused (`InvalidLoopInput` as its cause).
         :raises AgenticRAGError: If the run ended with `terminated_by="error"` and `raise_on_failure` is set.
         """
-        return self._checked(_outputs(SuperComponent.run(self, **_run_inputs(kwargs))))
+        return self._checked(_outputs(SuperComponent.run(self, **_run_inputs(kwargs)), _question(kwargs)))
 
     async def run_async(self, **kwargs: Any) -> dict[str, Any]:
         """
@@ -135,7 +148,7 @@ class AgenticRAG(SuperComponent):
 
         :returns: The same as `run`.
         """
-        return self._checked(_outputs(await SuperComponent.run_async(self, **_run_inputs(kwargs))))
+        return self._checked(_outputs(await SuperComponent.run_async(self, **_run_inputs(kwargs)), _question(kwargs)))
 
     def _checked(self, outputs: dict[str, Any]) -> dict[str, Any]:
         """The outputs, or `AgenticRAGError` for a failed run when `raise_on_failure` is set."""
@@ -209,9 +222,40 @@ def _run_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def _outputs(mapped: dict[str, Any]) -> dict[str, Any]:
-    """`answer`, `documents` (as `Document`s) and `result` from the result component's outputs."""
+def _question(kwargs: dict[str, Any]) -> str:
+    """The run's question: `query`, or the text of the conversation's last message."""
+    if _given(kwargs.get("query")):
+        return str(kwargs["query"])
+    messages = kwargs.get("messages") if _given(kwargs.get("messages")) else None
+    return (messages[-1].text or "") if messages else ""
+
+
+def _outputs(mapped: dict[str, Any], question: str) -> dict[str, Any]:
+    """`answer`, `answers`, `documents` (as `Document`s) and `result` from the result component's outputs."""
     result = {key: mapped.get(key) for key in RESULT_TYPES}
     documents = [Document.from_dict(doc) for doc in result["documents"] or []]
     messages = [ChatMessage.from_dict(message) for message in result["messages"] or []]
-    return {"answer": result["answer"], "documents": documents, "messages": messages, "result": result}
+    return {
+        "answer": result["answer"],
+        "answers": _generated_answers(result, question, documents),
+        "documents": documents,
+        "messages": messages,
+        "result": result,
+    }
+
+
+def _generated_answers(result: dict[str, Any], question: str, documents: list[Document]) -> list[GeneratedAnswer]:
+    """The run's answer as Haystack's `GeneratedAnswer` (what `AnswerBuilder` outputs), or `[]` without one."""
+    if result["answer"] is None:
+        return []
+    citations = result.get("citations") or []
+    by_id = {doc.id: doc for doc in documents}
+    cited = [by_id[i] for i in dict.fromkeys(c["document_id"] for c in citations) if i in by_id]
+    meta = {
+        "answer": result["answer"],
+        "terminated_by": result["terminated_by"],
+        "evidence": result["evidence"],
+        "grounding": result["grounding"],
+        "citations": citations,
+    }
+    return [GeneratedAnswer(data=strip_markers(result["answer"]), query=question, documents=cited, meta=meta)]

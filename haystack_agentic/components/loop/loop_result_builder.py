@@ -24,6 +24,7 @@ RESULT_TYPES: dict[str, Any] = {
     "evidence": dict[str, Any] | None,
     "tool_state": dict[str, Any],
     "messages": list[dict[str, Any]],
+    "citations": list[dict[str, Any]],
 }
 
 
@@ -56,7 +57,8 @@ class LoopResultBuilder:
         :returns: The result dict (strict JSON: lone surrogates are U+FFFD, non-finite floats `None`): `answer` (str or None), `terminated_by`, `iterations`,
             `tool_history`, `documents` (dicts, see `LoopState.to_result`), `grounding`, `usage`, `error`,
             `metadata`, `evidence`, `tool_state` and `messages` (the conversation with the final answer appended,
-            as `ChatMessage.to_dict()` dicts); one output socket each.
+            as `ChatMessage.to_dict()` dicts) and `citations` (the answer's `[n]` markers: one dict each, see
+            `haystack_agentic.grounding.citations`; `[]` without an answer); one output socket each.
         """
         if state.terminated_by is None:
             logger.warning("LoopResultBuilder got a state that never ended; reporting it as an error.")

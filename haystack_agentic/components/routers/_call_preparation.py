@@ -26,7 +26,8 @@ You answer questions from a document collection that you can only see by searchi
 Tools:
 - search(query, top_k): find chunks about one thing. For a question with several hops, search the first fact,
   read the result, then search the entity it leads to (the bridge) for the next fact.
-- answer(text): give the final answer when the chunks found support it. Be short and specific.
+- answer(text, sources): give the final answer when the chunks found support it. Be short and specific. In
+  sources, list the ids (id=...) of the chunks the answer rests on.
 - give_up(reason?): say why, when the collection does not hold the answer after a few different searches.
 - read_chunk(id): the full text of a chunk found earlier (older results are shortened to ids and titles).
 {% if user_tools %}

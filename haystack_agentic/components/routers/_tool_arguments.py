@@ -83,7 +83,14 @@ def _builtin_tools(max_top_k: int, collections: Mapping[str, str] | None = None)
             description="Give the final answer to the question, based on the chunks found.",
             parameters={
                 "type": "object",
-                "properties": {"text": {"type": "string", "description": "The answer."}},
+                "properties": {
+                    "text": {"type": "string", "description": "The answer."},
+                    "sources": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "The ids (id=...) of the chunks the answer rests on.",
+                    },
+                },
                 "required": ["text"],
             },
             function=_not_invoked,

@@ -75,14 +75,16 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
     `loop` back to the controller), another turn without a search (`loop`), the answerer (`answer`), or the end
     (`finished`, for give-up and generator errors).
 
-    - `mode="tools"` uses native tool calling. The model sees `search(query, top_k?)`, `answer(text)`,
+    - `mode="tools"` uses native tool calling. The model sees `search(query, top_k?)`, `answer(text, sources?)`,
       `give_up(reason)`, `read_chunk(id)` and any user `tools`. Results older than the latest reply are sent as
       digests (`result_digests`); `read_chunk` gives a chunk's full text again. Every call of a reply runs and its
       result goes back in call order (one tool message per call): searches one after another through the
       pipeline's retriever with the run's filters (at most `LoopController(max_searches_per_turn)` per turn); user
       tools inline, through Haystack's tool invocation (`inputs_from_state`, `outputs_to_state`, `outputs_to_string`
       as in Haystack's `Agent`), their Documents joining the run's chunks (`haystack_agentic.llm.user_tools`). An
-      `answer` or `give_up` call ends the turn (its searches do not run). Unknown tools and bad arguments go back to
+      `answer` or `give_up` call ends the turn (its searches do not run); `answer`'s `sources` (chunk ids) become the
+      answer's citations (`haystack_agentic.grounding.citations`; unknown ids are dropped and recorded, never a tool
+      error). Unknown tools and bad arguments go back to
       the model as tool errors and the run goes on. A reply with text and no tool call is an answer; an empty reply
       is not (the model is told and the loop goes on).
     - `mode="json"` is for models without tool calling: each turn the model replies

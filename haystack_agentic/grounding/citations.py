@@ -1,0 +1,432 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+Citations: which sentence of which chunk each claim of the answer rests on, with `[n]` markers in the answer.
+
+Every answer path ends in `cite`: the answer text, what the LLM cited, and the chunks it was shown go in; the
+state comes out with `answer` carrying `[n]` markers and `citations` (the result's `citations`) listing, for each
+marker, the chunk, the supporting sentence (`quote == chunk.content[start:end]`), the claim and the search that
+found the chunk. What the LLM can cite, and how, depends on the path:
+
+- **Markers** (`shown`: the numbered chunks a prompt listed, `[1]` first: the answerer's and the fallback's
+  prompts). `[n]`, `[n, m]` and `[n][m]` after a sentence cite `shown[n - 1]` for that sentence.
+- **Ids** (`cited_ids`: the `sources` argument of the controller's `answer` tool). Each id (the full id or a unique
+  prefix, as `read_chunk` takes them) cites its chunk for the claim that chunk supports best. Used only when the
+  text carries no valid marker.
+- **A location** (`located`: the chunk and offsets a short answer was read from): the sentence around it.
+- **Nothing cited**: each claim is cited to the sentence that supports it best among the shown chunks, then the
+  run's others (ties: the earlier), when one shares any of its key words.
+- A claim that is a name (a short answer, an option) and was not cited by the LLM is cited from the name's own page
+  (a chunk titled with it) when that page has a sentence that supports it, rather than from a page that mentions it.
+
+What the LLM gets wrong is dropped and recorded, never fatal: a marker with no chunk of that number, a marker
+where the path shows no numbered chunks (tools mode: cite ids instead), an id the run does not hold. Each is one
+entry of `LoopState.metadata["citations_dropped"]` (`{"cited": "[7]" or the id, "reason": ...}`).
+
+Each citation is checked offline (`offline_support`): the claim's key entities (names, numbers, quoted strings)
+must all occur in the cited sentence (as a phrase, or every word of a name) and at least `MIN_WORD_SHARE` of its content words (light stems); a claim
+that restates none of the question's content words (a short answer, "Greenwich Village") is an answer to the
+question, so the cited sentence (or its chunk's title) must also be about the question: hold one of its content
+words outside its names (the relation asked about: "directed", "based"), or one of its names when it has no other.
+A yes/no claim is checked as the question itself. A grounder (HHEM, LLM judge) then re-judges each citation
+(`settle`): its verdict replaces the offline one, and the `grounding` result is derived from the citations, so the
+two never disagree.
+
+Citation dict (the shared contract)::
+
+    {"n": 1, "document_id": str, "title": str | None, "quote": str, "start": int, "end": int, "claim": str,
+     "search": {"iteration": int, "query": str | None} | None, "supported": bool | None,
+     "check": "offline" | "hhem" | "llm_judge" | None}
+"""
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from haystack import Document, logging
+
+from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.grounding.assembly import assemble, chunk_sources
+from haystack_agentic.evidence.features import chunk_title, content_words, key_entities, stem, tokens
+from haystack_agentic.grounding.markers import MARKER_RE, strip_markers  # noqa: F401 - re-exported
+from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
+from haystack_agentic.llm.result_digests import find_chunk
+
+logger = logging.getLogger(__name__)
+
+#: The `LoopState.metadata` key listing the citations the LLM gave that were dropped, and why.
+DROPPED_KEY = "citations_dropped"
+
+#: Share of a claim's content words (light stems) the cited sentence must contain: half, so a claim that
+#: paraphrases its source still passes, one that shares a stray word does not.
+MIN_WORD_SHARE = 0.5
+
+#: Yes/no answers carry no claim of their own: the question is what they assert.
+_YES_NO = frozenset({"yes", "no"})
+
+
+def draft_sources(state: LoopState) -> list[str]:
+    """
+    The chunk ids the controller's last `answer` tool call cited (its `sources` argument), as strings: a single
+    value counts as a list of one, and whatever is not an id (a number, an object) is kept as text, so `cite`
+    drops and records it.
+
+    :param state: The run's state.
+    :returns: The ids as the model wrote them, or `[]`.
+    """
+    for step in reversed(state.tool_history):
+        if step.action == "answer":
+            sources = (step.arguments or {}).get("sources") if step.tool_name == "answer" else None
+            if sources is None:
+                return []
+            items = sources if isinstance(sources, (list, tuple)) else [sources]
+            return [text for text in (str(item).strip() for item in items) if text]
+    return []
+
+
+def cite(
+    state: LoopState,
+    text: str,
+    *,
+    shown: Sequence[Document] = (),
+    cited_ids: Sequence[str] = (),
+    located: tuple[int, int, int] | None = None,
+    language: str = "en",
+) -> LoopState:
+    """
+    Set the answer with its `[n]` markers and its checked citations (see the module docstring).
+
+    :param state: The ended run's state (its chunks and tool history name the chunks and the searches).
+    :param text: The answer as the LLM (or the short-answer rule) wrote it, markers included.
+    :param shown: The numbered chunks the answer's prompt listed (`[1]` is `shown[0]`); `()` when the path shows
+        none (tools mode), then every marker is dropped.
+    :param cited_ids: Chunk ids the LLM cited (the `answer` tool's `sources`), used when no marker is valid.
+    :param located: `(index into shown, start, end)`: where in a shown chunk the answer was read from.
+    :param language: Sentence splitter language (ISO 639-1). Default `en`.
+    :returns: The state with `answer` (markers renumbered 1..n in order), `citations` and, when the LLM cited
+        something that does not exist, `metadata["citations_dropped"]`.
+    """
+    dropped: list[dict[str, str]] = []
+    claims = _claims(text, language)
+    # Where a claim nobody cited is looked up: the shown chunks first, then the run's others.
+    pool = [*shown, *(doc for doc in state.chunks if all(doc.id != s.id for s in shown))]
+    cited: list[list[tuple[Document, tuple[int, int] | None]]] = [[] for _ in claims]
+    by_llm: set[int] = set()  # the claims the LLM cited something that exists for (a valid marker or id)
+    for index, (_, markers, _) in enumerate(claims):
+        for number in markers:
+            if not shown:
+                dropped.append({"cited": f"[{number}]", "reason": "no numbered chunks were shown here; cite ids"})
+            elif not 1 <= number <= len(shown):
+                dropped.append({"cited": f"[{number}]", "reason": f"no chunk [{number}] was shown (1-{len(shown)})"})
+            else:
+                by_llm.add(index)
+                _add(cited[index], shown[number - 1], None)
+    if located is not None and claims and 0 <= located[0] < len(shown):
+        _add(cited[-1], shown[located[0]], (located[1], located[2]))
+    elif not by_llm and cited_ids and claims:
+        for chunk_id in cited_ids:
+            doc, problem = find_chunk(state.chunks, chunk_id)
+            if doc is None:
+                dropped.append({"cited": chunk_id, "reason": problem or "unknown chunk"})
+                continue
+            best = max(range(len(claims)), key=lambda i: (_best_sentence(claims[i][0], doc, state.question)[0], i))
+            _add(cited[best], doc, None)
+            by_llm.add(best)
+    for index, (claim, _, _) in enumerate(claims):
+        if index in by_llm or not claim:
+            continue  # what the LLM cited stands
+        own = _own_page(claim, pool, state.question)
+        if own is not None:  # a name is cited from its own page when that page supports the claim
+            cited[index] = [own]
+        elif not cited[index]:
+            found = _best_in(claim, pool, state.question)
+            if found is not None:
+                cited[index].append(found)
+    return _with_citations(state, text, claims, cited, dropped)
+
+
+def _add(entries: list[tuple[Document, tuple[int, int] | None]], doc: Document, at: tuple[int, int] | None) -> None:
+    if all(existing.id != doc.id for existing, _ in entries):
+        entries.append((doc, at))
+
+
+def _claims(text: str, language: str) -> list[tuple[str, list[int], list[Sentence]]]:
+    """The answer's sentences as `(claim without markers, marker numbers, its sentences in the text)`; a sentence
+    of markers only (a marker the splitter put after the full stop) belongs to the sentence before it."""
+    claims: list[tuple[str, list[int], list[Sentence]]] = []
+    for sentence in split_sentences(text or "", language):
+        numbers = [int(n) for match in MARKER_RE.finditer(sentence.text) for n in re.split(r"\s*,\s*", match.group(1))]
+        claim = plain(strip_markers(sentence.text))
+        if not re.search(r"\w", claim):
+            if claims:
+                claims[-1][1].extend(numbers)
+                claims[-1][2].append(sentence)
+            continue
+        claims.append((claim, numbers, [sentence]))
+    return claims
+
+
+def _with_citations(
+    state: LoopState,
+    text: str,
+    claims: list[tuple[str, list[int], list[Sentence]]],
+    cited: list[list[tuple[Document, tuple[int, int] | None]]],
+    dropped: list[dict[str, str]],
+) -> LoopState:
+    """Number the citations in claim order, render the marked answer, check each citation offline."""
+    sources = chunk_sources(state)
+    citations: list[dict[str, Any]] = []
+    pieces: list[tuple[int, int, str]] = []  # (start, end, replacement) in the text
+    for (claim, _, spans), entries in zip(claims, cited, strict=True):
+        numbers = []
+        for doc, at in entries:
+            # The sentence around where a short answer was read, unless that is the title line.
+            around = _sentence_around(doc, *at) if at is not None else None
+            start, end = around or _best_sentence(claim, doc, state.question)[1]
+            quote = (doc.content or "")[start:end]
+            supported = offline_support(claim, quote, state.question, (doc.meta or {}).get("title"))
+            citations.append(
+                {
+                    "n": len(citations) + 1,
+                    "document_id": doc.id,
+                    "title": (doc.meta or {}).get("title"),
+                    "quote": quote,
+                    "start": start,
+                    "end": end,
+                    "claim": claim,
+                    "search": sources.get(doc.id),
+                    "supported": supported,
+                    "check": "offline",
+                }
+            )
+            numbers.append(len(citations))
+        first = spans[0]
+        pieces.append((first.start, first.end, _marked(strip_markers(first.text), numbers)))
+        pieces.extend((extra.start, extra.end, "") for extra in spans[1:])
+    metadata = dict(state.metadata)
+    if dropped:
+        logger.info("Dropped {count} citation(s) the LLM gave: {dropped}", count=len(dropped), dropped=dropped)
+        metadata[DROPPED_KEY] = dropped
+    else:
+        metadata.pop(DROPPED_KEY, None)
+    answer = text
+    for start, end, replacement in sorted(pieces, reverse=True):
+        head = answer[:start] if replacement else answer[:start].rstrip(" \t")  # a markers-only piece goes
+        answer = head + replacement + answer[end:]
+    answer = answer.strip()
+    return state.evolve(answer=answer, citations=tuple(citations), metadata=metadata)
+
+
+def _marked(claim: str, numbers: list[int]) -> str:
+    """The claim with its markers before a final full stop ("Paris is in France [1].")."""
+    if not numbers:
+        return claim
+    marks = "".join(f"[{n}]" for n in numbers)
+    body, end = (claim[:-1], claim[-1]) if claim[-1:] in ".!?" else (claim, "")
+    return f"{body.rstrip()} {marks}{end}"
+
+
+def _sentences(doc: Document) -> list[Sentence]:
+    """The chunk's sentences, its title line left out (a title is not evidence of a claim)."""
+    title = set(tokens(chunk_title(doc.content or "", doc.meta)))
+    return [s for s in _split(doc.content or "") if not title or not set(tokens(s.text)) <= title]
+
+
+@functools.lru_cache(maxsize=1024)
+def _split(content: str) -> tuple[Sentence, ...]:
+    # The same chunks are cited turn after turn and question after question; splitting costs ~10 ms a chunk.
+    return tuple(split_sentences(content))
+
+
+def _sentence_around(doc: Document, start: int, end: int) -> tuple[int, int] | None:
+    """The sentence of `doc` holding `[start, end)`, or `None` when it is only the title line."""
+    for sentence in _sentences(doc):
+        if sentence.start <= start < sentence.end or sentence.start < end <= sentence.end:
+            return sentence.start, max(sentence.end, min(end, len(doc.content or "")))
+    return None
+
+
+def _best_sentence(claim: str, doc: Document, question: str) -> tuple[float, tuple[int, int]]:
+    """The sentence of `doc` that supports `claim` best: `(score, (start, end))`; score 0 when none shares a word
+    (then its first sentence)."""
+    terms = _terms(claim, question)
+    sentences = _sentences(doc)
+    best: tuple[float, tuple[int, int]] = (0.0, (sentences[0].start, sentences[0].end) if sentences else (0, 0))
+    for sentence in sentences:
+        score = _overlap(terms, sentence.text)
+        if score > best[0]:
+            best = (score, (sentence.start, sentence.end))
+    return best
+
+
+def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
+    """For a claim that is a name (a short answer, an option), the chunk titled with it (a parenthetical aside)
+    whose best sentence supports it, and that sentence; `None` when no such chunk is in `pool`."""
+    name = tuple(tokens(claim))
+    for doc in pool:
+        title = tuple(tokens(re.sub(r"\s*\([^)]*\)\s*$", "", chunk_title(doc.content or "", doc.meta))))
+        if not title or title != name:
+            continue
+        score, (start, end) = _best_sentence(claim, doc, question)
+        title_text = (doc.meta or {}).get("title")
+        if score > 0 and offline_support(claim, (doc.content or "")[start:end], question, title_text):
+            return doc, (start, end)
+    return None
+
+
+def _best_in(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
+    """The chunk sentence that supports `claim` best among `pool` (ties: the earlier chunk), or `None`."""
+    best: tuple[float, Document, tuple[int, int]] | None = None
+    for doc in pool:
+        score, span = _best_sentence(claim, doc, question)
+        if score > 0 and (best is None or score > best[0]):
+            best = (score, doc, span)
+    return (best[1], best[2]) if best else None
+
+
+def _terms(claim: str, question: str) -> tuple[list[tuple[str, ...]], set[str]]:
+    """The claim's key entities (folded token tuples) and content-word stems; a yes/no claim's are the question's."""
+    if set(tokens(claim)) <= _YES_NO:
+        claim = question
+    return [toks for _, toks in key_entities(claim)], {stem(w) for w in content_words(claim)}
+
+
+def _overlap(terms: tuple[list[tuple[str, ...]], set[str]], sentence: str) -> float:
+    """How much of the claim's terms a sentence holds, in [0, 2]: entity share plus word share."""
+    entities, words = terms
+    found_tokens = tokens(sentence)
+    stems = {stem(t) for t in found_tokens}
+    entity_share = sum(_phrase_in(e, found_tokens) for e in entities) / len(entities) if entities else 0.0
+    word_share = len(words & stems) / len(words) if words else 0.0
+    return entity_share + word_share
+
+
+def _phrase_in(phrase: Sequence[str], words: Sequence[str]) -> bool:
+    """Whether a name occurs in a sentence: as a phrase, or all its words in it ("Lev Ivanovich Yashin" names
+    "Lev Yashin")."""
+    size = len(phrase)
+    if any(tuple(words[i : i + size]) == tuple(phrase) for i in range(len(words) - size + 1)):
+        return True
+    return size > 1 and set(phrase) <= set(words)
+
+
+def offline_support(claim: str, quote: str, question: str, title: str | None = None) -> bool:
+    """
+    The offline check of one citation (see the module docstring).
+
+    :param claim: The answer sentence, without markers.
+    :param quote: The cited sentence.
+    :param question: The run's question.
+    :param title: The cited chunk's title (counts as the sentence's subject for the question test).
+    :returns: Whether the quote supports the claim.
+    """
+    entities, words = _terms(claim, question)
+    if not entities and not words:
+        return False
+    quote_tokens = tokens(quote)
+    stems = {stem(t) for t in quote_tokens}
+    if not all(_phrase_in(entity, quote_tokens) for entity in entities):
+        return False
+    if words and len(words & stems) / len(words) < MIN_WORD_SHARE:
+        return False
+    if not {stem(w) for w in content_words(question)} & words:  # a bare answer: the quote must be about the question
+        if not _about_question(question, quote_tokens + tokens(title or "")):
+            return False
+    return True
+
+
+def _about_question(question: str, context: list[str]) -> bool:
+    """
+    Whether a sentence (its tokens, with its chunk's title) is about the question: it has one of the question's
+    content words outside its names (the relation asked about: "directed", "based"), or, for a question of names
+    only, one of its names.
+    """
+    names = [toks for _, toks in key_entities(question)]
+    in_names = {stem(t) for toks in names for t in toks}
+    relation = {stem(w) for w in content_words(question)} - in_names
+    if relation:
+        return bool(relation & {stem(t) for t in context})
+    return any(_phrase_in(name, context) for name in names)
+
+
+def claim_sentences(answer: str, language: str = "en") -> list[Sentence]:
+    """
+    The answer's sentences as grounding spans see them (offsets into the marked answer), markers-only sentences
+    left out.
+
+    :param answer: The answer, with markers.
+    :param language: Sentence splitter language.
+    :returns: The sentences.
+    """
+    return [s for s in split_sentences(answer or "", language) if re.search(r"\w", strip_markers(s.text))]
+
+
+def settle(
+    state: LoopState,
+    verdicts: Sequence[float | None],
+    threshold: float,
+    method: str,
+    model: str,
+    language: str = "en",
+    **extra: Any,
+) -> dict[str, Any]:
+    """
+    Apply a grounder's verdicts to the citations and derive the `grounding` result from them (one record).
+
+    Each answer sentence is one span: its score is the best score of its citations (0.0 without any), it is
+    supported when one of its citations is, and its `chunk_ids` / `sources` are the supported citations' chunks.
+
+    :param state: The ended run, with `citations`.
+    :param verdicts: One score in [0, 1] per citation (same order), or `None` for a citation the grounder could
+        not judge (its offline verdict stays).
+    :param threshold: A citation is supported at `score >= threshold`.
+    :param method: `hhem` or `llm_judge` (the citations' new `check`).
+    :param model: What scored them.
+    :param language: Sentence splitter language.
+    :param extra: Method-specific figures for the grounding dict.
+    :returns: `{"citations": tuple of updated citation dicts, "grounding": the grounding dict}` (see
+        `haystack_agentic.grounding.assembly`; spans also list their citation numbers under `citations`).
+    """
+    citations, scores = [], []
+    for citation, score in zip(state.citations, verdicts, strict=True):
+        updated = dict(citation)
+        if score is not None:
+            updated.update(supported=score >= threshold, check=method)
+        citations.append(updated)
+        scores.append(float(score) if score is not None else (1.0 if updated["supported"] else 0.0))
+    spans = []
+    for sentence in claim_sentences(state.answer or "", language):
+        claim = plain(strip_markers(sentence.text))
+        mine = [i for i, c in enumerate(citations) if c["claim"] == claim]
+        supporting = [citations[i] for i in mine if citations[i]["supported"]]
+        spans.append(
+            {
+                "text": sentence.text,
+                "start": sentence.start,
+                "end": sentence.end,
+                "score": round(max((scores[i] for i in mine), default=0.0), 4),
+                "supported": bool(supporting),
+                "chunk_ids": list(dict.fromkeys(c["document_id"] for c in supporting)),
+                "sources": [
+                    {"chunk_id": c["document_id"], "title": c["title"], **(c["search"] or _NO_SEARCH)}
+                    for c in supporting
+                ],
+                "citations": [citations[i]["n"] for i in mine],
+            }
+        )
+    return {"citations": tuple(citations), "grounding": assemble(spans, threshold, method, model, **extra)}
+
+
+_NO_SEARCH = {"iteration": None, "query": None}
+
+
+def cited_documents(state: LoopState) -> list[Document]:
+    """
+    The documents the answer cites, in citation order, each once.
+
+    :param state: The run's state.
+    :returns: The cited chunks.
+    """
+    by_id = {doc.id: doc for doc in state.chunks}
+    ids = dict.fromkeys(c["document_id"] for c in state.citations)
+    return [by_id[i] for i in ids if i in by_id]
