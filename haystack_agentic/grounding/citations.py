@@ -47,7 +47,8 @@ from haystack import Document, logging
 
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
-from haystack_agentic.evidence.features import chunk_title, content_words, key_entities, stem, tokens
+from haystack_agentic.evidence.features import chunk_title, key_entities, question_terms, tokens
+from haystack_agentic.text import stem, strip_qualifier
 from haystack_agentic.grounding.markers import MARKER_RE, strip_markers  # noqa: F401 - re-exported
 from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
 from haystack_agentic.llm.result_digests import find_chunk
@@ -264,7 +265,7 @@ def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Docu
     whose best sentence supports it, and that sentence; `None` when no such chunk is in `pool`."""
     name = tuple(tokens(claim))
     for doc in pool:
-        title = tuple(tokens(re.sub(r"\s*\([^)]*\)\s*$", "", chunk_title(doc.content or "", doc.meta))))
+        title = tuple(tokens(strip_qualifier(chunk_title(doc.content or "", doc.meta))))
         if not title or title != name:
             continue
         score, (start, end) = _best_sentence(claim, doc, question)
@@ -288,7 +289,7 @@ def _terms(claim: str, question: str) -> tuple[list[tuple[str, ...]], set[str]]:
     """The claim's key entities (folded token tuples) and content-word stems; a yes/no claim's are the question's."""
     if set(tokens(claim)) <= _YES_NO:
         claim = question
-    return [toks for _, toks in key_entities(claim)], {stem(w) for w in content_words(claim)}
+    return [toks for _, toks in key_entities(claim)], {stem(w) for w in question_terms(claim)}
 
 
 def _overlap(terms: tuple[list[tuple[str, ...]], set[str]], sentence: str) -> float:
@@ -329,7 +330,7 @@ def offline_support(claim: str, quote: str, question: str, title: str | None = N
         return False
     if words and len(words & stems) / len(words) < MIN_WORD_SHARE:
         return False
-    if not {stem(w) for w in content_words(question)} & words:  # a bare answer: the quote must be about the question
+    if not {stem(w) for w in question_terms(question)} & words:  # a bare answer: the quote must be about the question
         if not _about_question(question, quote_tokens + tokens(title or "")):
             return False
     return True
@@ -343,7 +344,7 @@ def _about_question(question: str, context: list[str]) -> bool:
     """
     names = [toks for _, toks in key_entities(question)]
     in_names = {stem(t) for toks in names for t in toks}
-    relation = {stem(w) for w in content_words(question)} - in_names
+    relation = {stem(w) for w in question_terms(question)} - in_names
     if relation:
         return bool(relation & {stem(t) for t in context})
     return any(_phrase_in(name, context) for name in names)
