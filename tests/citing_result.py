@@ -13,6 +13,7 @@ from haystack import component, default_from_dict, default_to_dict
 
 from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES, LoopResultBuilder
 from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.grounding.markers import strip_markers
 
 #: The type name a pipeline YAML gives this double.
 CITING_TYPE = "citing_result.CitingResultBuilder"
@@ -40,13 +41,13 @@ class CitingResultBuilder(LoopResultBuilder):
         self.cite = cite
         self.unsupported = list(unsupported or [])
 
-    @component.output_types(**RESULT_TYPES, citations=list[dict[str, Any]])
+    @component.output_types(**RESULT_TYPES)
     def run(self, state: LoopState) -> dict[str, Any]:
         """The result of `LoopResultBuilder.run` with `citations` (and the answer with their markers)."""
         result = LoopResultBuilder.run(self, state=state)
         citations: list[dict[str, Any]] = []
         if result["answer"] is not None:
-            claim = result["answer"]
+            claim = strip_markers(result["answer"])  # the real citations replaced by controlled ones
             for n, document in enumerate(result["documents"][: self.cite], start=1):
                 content = document["content"] or ""
                 end = first_sentence_end(content)
@@ -62,7 +63,7 @@ class CitingResultBuilder(LoopResultBuilder):
                 result["answer"] = claim + " " + "".join(f"[{c['n']}]" for c in citations)
         return {**result, "citations": citations}
 
-    @component.output_types(**RESULT_TYPES, citations=list[dict[str, Any]])
+    @component.output_types(**RESULT_TYPES)
     async def run_async(self, state: LoopState) -> dict[str, Any]:
         """The same as `run`."""
         return self.run(state=state)

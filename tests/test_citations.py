@@ -94,7 +94,7 @@ def test_a_sentence_without_a_marker_is_cited_by_the_loop():
     state = LoopState(question=QUESTION, chunks=tuple(DOCS))
     out = cite(state, "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village.",
                shown=(DOCS[0],))  # fmt: skip
-    assert out.answer == "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village [2]."
+    assert out.answer == "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village. [2]"
     assert [c["document_id"] for c in out.citations] == ["bsg", "trigiani"]
 
 

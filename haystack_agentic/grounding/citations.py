@@ -178,7 +178,7 @@ def _with_citations(
     sources = chunk_sources(state)
     citations: list[dict[str, Any]] = []
     pieces: list[tuple[int, int, str]] = []  # (start, end, replacement) in the text
-    for (claim, _, spans), entries in zip(claims, cited, strict=True):
+    for index, ((claim, written, spans), entries) in enumerate(zip(claims, cited, strict=True)):
         numbers = []
         for doc, at in entries:
             # The sentence around where a short answer was read, unless that is the title line.
@@ -202,7 +202,7 @@ def _with_citations(
             )
             numbers.append(len(citations))
         first = spans[0]
-        pieces.append((first.start, first.end, _marked(strip_markers(first.text), numbers)))
+        pieces.append((first.start, first.end, _marked(strip_markers(first.text), numbers, after=not written and index == len(claims) - 1)))
         pieces.extend((extra.start, extra.end, "") for extra in spans[1:])
     metadata = dict(state.metadata)
     if dropped:
@@ -218,11 +218,17 @@ def _with_citations(
     return state.evolve(answer=answer, citations=tuple(citations), metadata=metadata)
 
 
-def _marked(claim: str, numbers: list[int]) -> str:
-    """The claim with its markers before a final full stop ("Paris is in France [1].")."""
+def _marked(claim: str, numbers: list[int], after: bool = False) -> str:
+    """
+    The claim with its markers before a final full stop ("Paris is in France [1]."); with `after` (markers the loop
+    adds to the answer's last sentence) after it ("Paris is in France. [1]"), so a streamed answer stays the start
+    of the marked one.
+    """
     if not numbers:
         return claim
     marks = "".join(f"[{n}]" for n in numbers)
+    if after:
+        return f"{claim.rstrip()} {marks}"
     body, end = (claim[:-1], claim[-1]) if claim[-1:] in ".!?" else (claim, "")
     return f"{body.rstrip()} {marks}{end}"
 

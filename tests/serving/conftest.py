@@ -27,6 +27,7 @@ import yaml
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from citing_result import CITING_TYPE, with_citations  # tests/citing_result.py
+from haystack_agentic.grounding.markers import strip_markers
 from conftest import DOCS  # the unit tests' documents
 
 HERE = Path(__file__).resolve().parent
@@ -206,3 +207,10 @@ def server(tmp_path_factory) -> Server:
     with serve_process(root, args, citing_env()) as running:
         # The pipelines deploy in the app's start-up, so /status answering means they are deployed.
         yield running
+
+
+def spoken(text: str | None) -> str | None:
+    """An answer or chat reply without its `[n]` markers and Sources block: what the scripted LLM said."""
+    if text is None:
+        return None
+    return strip_markers(text.split("\n\nSources:", 1)[0])

@@ -14,7 +14,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from .conftest import SCRIPTED_YAML, serve_process, server_env, write_test_store
+from .conftest import SCRIPTED_YAML, serve_process, server_env, spoken, write_test_store
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +96,7 @@ async def test_mcp_neither_lists_nor_accepts_the_deploy_tools(server, tmp_path):
     for refused, tool in ((deploy, "deploy_pipeline"), (undeploy, "undeploy_pipeline")):
         assert refused.isError and refused.content[0].text == f"Unknown tool: {tool}"
     assert not marker.exists()
-    assert not still.isError and json.loads(still.content[0].text)["result"]["answer"] == f"Answer to: {QUESTION}"
+    assert not still.isError and spoken(json.loads(still.content[0].text)["result"]["answer"]) == f"Answer to: {QUESTION}"
 
 
 def test_mcp_deploy_tools_are_absent_over_raw_json_rpc(server, tmp_path):
@@ -187,10 +187,10 @@ def test_health_answers_without_the_key_and_says_nothing_else(keyed):
 
 def test_with_the_key_run_and_chat_work_and_an_unlisted_origin_gets_no_cors(keyed):
     run = httpx.post(f"{keyed.url}/scripted/run", json={"query": QUESTION}, headers=AUTH, timeout=30)
-    assert run.status_code == 200 and run.json()["result"]["result"]["answer"] == f"Answer to: {QUESTION}"
+    assert run.status_code == 200 and spoken(run.json()["result"]["result"]["answer"]) == f"Answer to: {QUESTION}"
     chat = httpx.post(f"{keyed.url}/v1/chat/completions", headers=AUTH, timeout=30,
                       json={"model": "scripted", "messages": [{"role": "user", "content": QUESTION}]})  # fmt: skip
-    assert chat.json()["choices"][0]["message"]["content"] == f"Answer to: {QUESTION}"
+    assert spoken(chat.json()["choices"][0]["message"]["content"]) == f"Answer to: {QUESTION}"
     preflight = httpx.options(f"{keyed.url}/scripted/run", timeout=10, headers={
         "origin": "http://example.org", "access-control-request-method": "POST"})  # fmt: skip
     assert "access-control-allow-origin" not in preflight.headers  # no --cors-origin: no cross-origin reads
@@ -214,7 +214,7 @@ def test_with_the_key_deployment_works_and_a_refused_yaml_is_a_422(keyed, tmp_pa
                              json={"name": "yaml_deployed", "source_code": SCRIPTED_YAML.read_text()})  # fmt: skip
     assert yaml_deploy.status_code == 200, yaml_deploy.text
     result = httpx.post(f"{keyed.url}/yaml_deployed/run", json={"query": QUESTION}, headers=AUTH, timeout=30)
-    assert result.json()["result"]["result"]["answer"] == f"Answer to: {QUESTION}"
+    assert spoken(result.json()["result"]["result"]["answer"]) == f"Answer to: {QUESTION}"
     refused = "components:\n  x:\n    type: os.system\n    init_parameters: {}\nconnections: []\n"
     refused += "inputs: {q: x.command}\noutputs: {r: x.r}\n"
     response = httpx.post(f"{keyed.url}/deploy-yaml", headers=AUTH, timeout=60,

@@ -12,7 +12,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from .conftest import SLOW_LATENCY
+from .conftest import SLOW_LATENCY, spoken
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ def test_run_endpoint_answers_with_the_result_and_its_trace(server):
     response = post(server, "/scripted/run", {"query": QUESTION})
     assert response.status_code == 200, response.text
     result = response.json()["result"]["result"]
-    assert result["answer"] == f"Answer to: {QUESTION}"
+    assert spoken(result["answer"]) == f"Answer to: {QUESTION}"
     assert result["terminated_by"] == "answered"
     assert result["iterations"] == 2
     assert [s["action"] for s in result["tool_history"]] == ["search", "answer"]
@@ -61,7 +61,7 @@ def test_plain_yaml_pipeline_is_deployed_from_the_pipelines_dir(server):
     response = post(server, "/plain/run", {"query": QUESTION})
     assert response.status_code == 200, response.text
     result = response.json()["result"]["result"]  # hayhooks' response / the `result` component's outputs
-    assert result["answer"] == f"Answer to: {QUESTION}"
+    assert spoken(result["answer"]) == f"Answer to: {QUESTION}"
     assert result["terminated_by"] == "answered"
 
 
@@ -78,7 +78,7 @@ def test_chat_completion_with_the_openai_client(server):
         model="scripted",
         messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": QUESTION}],
     )
-    assert reply.choices[0].message.content == f"Answer to: {QUESTION}"
+    assert spoken(reply.choices[0].message.content) == f"Answer to: {QUESTION}"
 
 
 async def test_mcp_client_lists_and_calls_the_tool(server):
@@ -92,7 +92,7 @@ async def test_mcp_client_lists_and_calls_the_tool(server):
             called = await session.call_tool("scripted", {"query": QUESTION})
             assert not called.isError
             result = json.loads(called.content[0].text)["result"]  # the pipeline outputs, as over REST
-            assert result["answer"] == f"Answer to: {QUESTION}"
+            assert spoken(result["answer"]) == f"Answer to: {QUESTION}"
             blank = await session.call_tool("scripted", {"query": "  "})
             assert blank.isError and "empty" in blank.content[0].text
             assert not blank.content[0].text.startswith("General unhandled error"), blank.content[0].text
@@ -115,10 +115,12 @@ async def test_mcp_tool_results_carry_the_answer_and_its_citations_as_structured
     assert cited.structuredContent["answer"].endswith("[1][2]")
     document = next(d for d in result["documents"] if d["id"] == citations[0]["document_id"])
     assert document["content"][citations[0]["start"] : citations[0]["end"]] == citations[0]["quote"]
-    # A result without citations has an empty list; a failed call has no structured content.
+    # The plain pipeline's own citation step: the structured content is its result's; a failed call has none.
+    plain = json.loads(uncited.content[0].text)["result"]
     assert uncited.structuredContent == {
-        "answer": f"Answer to: {QUESTION}", "terminated_by": "answered", "citations": [],
+        "answer": plain["answer"], "terminated_by": "answered", "citations": plain["citations"],
     }  # fmt: skip
+    assert spoken(plain["answer"]) == f"Answer to: {QUESTION}"
     assert blank.isError and blank.structuredContent is None
 
 
@@ -193,7 +195,7 @@ async def test_concurrent_questions_do_not_queue_and_keep_their_own_trace(server
     for question, response in zip(questions, responses, strict=True):
         assert response.status_code == 200
         result = response.json()["result"]["result"]
-        assert result["answer"] == f"Answer to: {question}"
+        assert spoken(result["answer"]) == f"Answer to: {question}"
         assert [s["query"] for s in result["tool_history"]] == [question, None]
 
 
@@ -277,4 +279,4 @@ def test_one_envelope_whichever_way_the_loop_is_served(server):
     plain = post(server, "/plain/run", {"query": QUESTION}).json()  # the YAML deployed by hayhooks itself
     assert list(wrapped) == list(plain) == ["result"]
     assert list(wrapped["result"]) == list(plain["result"]) == ["result"]  # the `result` component's outputs
-    assert wrapped["result"]["result"]["answer"] == plain["result"]["result"]["answer"] == f"Answer to: {QUESTION}"
+    assert spoken(wrapped["result"]["result"]["answer"]) == spoken(plain["result"]["result"]["answer"]) == f"Answer to: {QUESTION}"
