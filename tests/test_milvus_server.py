@@ -16,6 +16,7 @@ from haystack import Document
 
 from haystack_agentic.pipelines import loop_builder
 from haystack_agentic.cli.main import main
+from haystack_agentic.grounding.markers import strip_markers
 from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.indexing.document_stores import milvus_document_store
 from haystack_agentic.resources import pipeline_path
@@ -100,7 +101,7 @@ def test_cli_index_and_ask_with_dense_retrieval_on_a_milvus_server(milvus_server
     assert retriever.document_store.connection_args["uri"] == uri
     first = out["tool_history"][0]
     assert first["action"] == "search" and first["returned_chunk_ids"]
-    assert out["answer"] == "Adriana Trigiani" and out["terminated_by"] == "answered"
+    assert strip_markers(out["answer"]) == "Adriana Trigiani" and out["terminated_by"] == "answered"
 
 
 def test_bm25_and_hybrid_pipeline_on_an_old_server_fails_saying_why(milvus_server, tmp_path, monkeypatch, capsys):

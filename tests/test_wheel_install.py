@@ -40,7 +40,7 @@ def test_the_wheel_installs_without_extras_and_runs_the_readme_own_pipeline(tmp_
     blocks = re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S | re.M)
     (tmp_path / "own.py").write_text(next(b for b in blocks if "AgenticRAG(pipeline=loop)" in b), encoding="utf-8")
     out = _run([python, "own.py"], cwd=tmp_path)
-    assert "Greenwich Village (sources: bsg trigiani)" in out and "answered" in out
+    assert "Greenwich Village [1] (sources: bsg trigiani)" in out and "answered" in out
     # the command-line entry point of the base install, and the shipped sample by name
     assert "Indexed 3572 documents" in _run([str(tmp_path / "venv" / "bin" / "haystack-agentic"), "index", "sample",
                                              "--store", "s.json", "--quiet"], cwd=tmp_path)  # fmt: skip

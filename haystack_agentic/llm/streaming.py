@@ -98,7 +98,10 @@ def marker_chunks(streamed: str, answer: str, role: str = "answer") -> list[Stre
     head = (streamed or "").strip()
     if not head or answer == head or not answer.startswith(head):
         return []
-    return [tagged(StreamingChunk(content=answer[len(head) :]), role, answer=True)]
+    rest = answer[len(head) :]
+    if streamed != streamed.rstrip():  # the model's trailing space or newline was already sent: no second one
+        rest = rest.lstrip()
+    return [tagged(StreamingChunk(content=rest), role, answer=True)]
 
 
 class _NoAnswerHold:
