@@ -425,15 +425,3 @@ def settle(
 
 
 _NO_SEARCH = {"iteration": None, "query": None}
-
-
-def cited_documents(state: LoopState) -> list[Document]:
-    """
-    The documents the answer cites, in citation order, each once.
-
-    :param state: The run's state.
-    :returns: The cited chunks.
-    """
-    by_id = {doc.id: doc for doc in state.chunks}
-    ids = dict.fromkeys(c["document_id"] for c in state.citations)
-    return [by_id[i] for i in ids if i in by_id]
