@@ -12,7 +12,7 @@ from haystack_agentic.cli.chat import cmd_chat
 from haystack_agentic.cli.main import build_parser, main
 from haystack_agentic.grounding.citations import strip_markers
 
-SCRIPTED_YAML = Path(__file__).parent / "serving" / "scripted_loop.yml"
+SCRIPTED_YAML = Path(__file__).parents[1] / "serving" / "scripted_loop.yml"
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from haystack_agentic.cli.ask_output import print_trace
 from haystack_agentic.cli.chat import cmd_chat
 from haystack_agentic.cli.main import build_parser, main
 
-SCRIPTED_YAML = Path(__file__).parent / "serving" / "scripted_loop.yml"
+SCRIPTED_YAML = Path(__file__).parents[1] / "serving" / "scripted_loop.yml"
 QUESTION = "Where is Adriana Trigiani based?"
 QUOTE_1 = "Adriana Trigiani is an Italian American best-selling author and film director."
 QUOTE_2 = "Big Stone Gap is a 2014 American drama romance film written and directed by Adriana Trigiani."

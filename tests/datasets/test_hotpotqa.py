@@ -13,7 +13,7 @@ from haystack_agentic.datasets.hotpotqa import (
     load_hotpotqa_questions,
 )
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 
 
 def _row(qid, context, supporting=None, **extra):

@@ -14,7 +14,7 @@ from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.document_stores.sparse_bm25_index import equality_preselection
 
-DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
+DATA = Path(__file__).resolve().parents[2] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 
 
 def _corpus() -> tuple[list[Document], list[str]]:

@@ -175,7 +175,7 @@ def test_a_killed_index_leaves_the_previous_store_readable(tmp_path):
     write(tmp_path / "first", "town.txt", ZORBLAX)
     assert index(tmp_path / "first", "--store", store) == 0
     write(tmp_path / "second", "river.txt", BLORT)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-c", KILLED_SAVE, "index", str(tmp_path / "second"), "--store", str(store), "--quiet"],
         env=env, capture_output=True, text=True, timeout=300,
@@ -196,7 +196,7 @@ def test_concurrent_index_runs_into_one_store_lose_nothing(tmp_path):
         for i in range(30):
             write(folder, f"f{i}.txt", f"Folder {n} file {i} is about Fnordville.")
         folders.append(folder)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
     runs = [
         subprocess.Popen([sys.executable, "-m", "haystack_agentic.cli.main", "index", str(f), "--store", str(store), "--quiet"],
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -331,7 +331,7 @@ def test_a_killed_milvus_lite_index_leaves_the_earlier_documents_readable(tmp_pa
 
     server_manager_instance.release_server(uri)  # the subprocess needs the database's lock
     town.write_text(EDITED, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-c", KILLED_WRITE, "index", str(docs), "--backend", "milvus", "--uri", uri, "--quiet"],
         env=env, capture_output=True, text=True, timeout=600,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from haystack import Document
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 COLLECTION = "haystack_agentic"
 
 

@@ -16,7 +16,7 @@ from haystack_agentic.llm.prompts import format_chunks
 
 from conftest import answer, search
 
-CJK = [p for p in (Path(__file__).parent / "data" / "cjk_chunks.txt").read_text(encoding="utf-8").split("\n\n") if p]
+CJK = [p for p in (Path(__file__).parents[1] / "data" / "cjk_chunks.txt").read_text(encoding="utf-8").split("\n\n") if p]
 CHINESE = CJK[:8]
 
 

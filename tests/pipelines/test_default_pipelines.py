@@ -127,7 +127,7 @@ def test_minimal_keeps_what_differs_from_the_defaults():
 
 
 def _readme_diff() -> tuple[str, str]:
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("#### Switching the store by hand"):]
     return section, section[section.index("```diff\n") + 8 : section.index("```\n", section.index("```diff"))]
 

@@ -8,7 +8,7 @@ import pytest
 from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
 from haystack_agentic.pipelines.loop_pipeline import max_runs_for
 
-SCRIPTED_YAML = Path(__file__).parent / "serving" / "scripted_loop.yml"
+SCRIPTED_YAML = Path(__file__).parents[1] / "serving" / "scripted_loop.yml"
 
 
 def test_options_reach_the_components_they_name():

@@ -22,7 +22,7 @@ from haystack_agentic.pipelines.loop_loading import retriever_store
 from haystack_agentic.testing import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 
-PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
+PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
 
 
 class FakeOpenAIServer:

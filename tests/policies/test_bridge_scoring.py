@@ -14,12 +14,12 @@ from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy
 from haystack_agentic.policies.entity_scoring import PageIndex, generic_specificity
 from haystack_agentic.policies.mention_search import entity_names
 
-CASES = {row["id"]: row for row in load_hotpotqa_questions(Path(__file__).parent / "data" / "bridge_cases.jsonl")}
+CASES = {row["id"]: row for row in load_hotpotqa_questions(Path(__file__).parents[1] / "data" / "bridge_cases.jsonl")}
 TI_AUTOMOTIVE = "5a75642c5542996c70cfaeed"  # HotpotQA: "... investment firm that acquired TI Automotive ..."
 GMINA = "2hop__341176_711757"  # MuSiQue: "What other district is found in the same county as Gmina Stężyca?"
 TADAKHA = "5a74ee175542996c70cfae41"  # HotpotQA: "... best known for his role in the film Tadakha ..."
 HAGOOD = "4hop1__819901_32392_823060_610794"  # MuSiQue: "... the capitol of the state where Johnson Hagood died?"
-EXAMPLES = Path(__file__).parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
+EXAMPLES = Path(__file__).parents[2] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 
 
 def _setup(case_id: str, **kwargs):

@@ -149,7 +149,7 @@ def test_the_usage_example_in_the_docstring_runs():
 
 def _readme_block(heading: str) -> str:
     """The first Python block of a README section."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
     section = readme.split(heading, 1)[1]
     return textwrap.dedent(re.search(r"```python\n(.*?)```", section, re.S).group(1))
 
