@@ -12,13 +12,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from haystack import Document, logging
+from haystack import Document
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.dataclasses.pending_search import PendingSearch
 from haystack_agentic.grounding.markers import strip_markers
-
-logger = logging.getLogger(__name__)
 
 #: Values of `LoopOutcome.terminated_by`.
 TERMINATIONS = ("answered", "gave_up", "max_iterations", "error")
@@ -57,31 +55,12 @@ class ToolStep:
     collections: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize to a JSON-compatible dict (tuples become lists).
-
-        :returns: A dict with every field of the step.
-        """
-        return {
-            "iteration": self.iteration,
-            "action": self.action,
-            "query": self.query,
-            "tool_name": self.tool_name,
-            "arguments": _jsonable(self.arguments),
-            "returned_chunk_ids": list(self.returned_chunk_ids),
-            "result": self.result,
-            "reasoning": self.reasoning,
-            "collections": list(self.collections),
-        }
+        """Serialize to a JSON-compatible dict: every field of the step, tuples as lists."""
+        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ToolStep":
-        """
-        Build a step from `to_dict()` output.
-
-        :param data: The dict.
-        :returns: The step.
-        """
+        """Build a step from `to_dict()` output (a dict); returns the step."""
         values = dict(data)
         values["returned_chunk_ids"] = tuple(values.get("returned_chunk_ids") or ())
         values["arguments"] = dict(values.get("arguments") or {})
@@ -229,31 +208,16 @@ class LoopState:
         return self.iteration + 1 >= self.limits.max_iterations
 
     def already_searched(self, query: str) -> bool:
-        """
-        Whether this exact query (ignoring case) was searched before in the run.
-
-        :param query: The query.
-        :returns: `True` if it is in `queries_tried`.
-        """
+        """`True` if `query` (ignoring case) is in `queries_tried`."""
         folded = query.casefold()
         return any(q.casefold() == folded for q in self.queries_tried)
 
     def with_step(self, step: ToolStep) -> "LoopState":
-        """
-        Append a step to the tool history.
-
-        :param step: The step.
-        :returns: The new state.
-        """
+        """Append `step` to the tool history; returns the new state."""
         return self.evolve(tool_history=(*self.tool_history, step))
 
     def with_messages(self, *messages: ChatMessage) -> "LoopState":
-        """
-        Append messages to the controller conversation.
-
-        :param messages: The messages, in order.
-        :returns: The new state.
-        """
+        """Append `messages` (in order) to the controller conversation; returns the new state."""
         return self.evolve(messages=(*self.messages, *messages))
 
     def with_usage(self, role: str, replies: Iterable[ChatMessage], prompt_tokens_estimate: int = 0) -> "LoopState":
@@ -289,13 +253,7 @@ class LoopState:
         return self.evolve(usage={**self.usage, role: updated})
 
     def merge_chunks(self, documents: Iterable[Document]) -> "LoopState":
-        """
-        Merge newly retrieved chunks into `chunks` with the loop's merge rules (see `merge_chunks`), capped at
-        `limits.chunk_cap`.
-
-        :param documents: The retriever's documents.
-        :returns: The new state.
-        """
+        """Merge `documents` into `chunks` by `merge_chunks`, capped at `limits.chunk_cap`; returns the new state."""
         return self.evolve(chunks=merge_chunks(self.chunks, documents, self.limits.chunk_cap))
 
     def finish(
@@ -318,11 +276,8 @@ class LoopState:
 
     def with_outcome(self, **changes: Any) -> "LoopState":
         """
-        Replace fields of `outcome` (e.g. the cited `answer` and its `citations`, or the `grounding`).
-
-        :param changes: `LoopOutcome` field names and their new values.
-        :returns: The new state.
-        :raises TypeError: If a name is not a field of `LoopOutcome`.
+        Replace `LoopOutcome` fields of `outcome` (e.g. the cited `answer` and its `citations`, or the `grounding`);
+        returns the new state. Raises `TypeError` for a name that is not a field of `LoopOutcome`.
         """
         return self.evolve(outcome=replace(self.outcome, **changes))
 
