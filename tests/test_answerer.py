@@ -37,14 +37,18 @@ def test_without_an_answer_llm_the_draft_is_the_answer():
     out = Answerer().run(state=_state())
     assert set(out) == {"finished"}
     done = out["finished"]
-    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == ("answered", "Greenwich", None)
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "answered", "Greenwich", None
+    )
     assert done.usage == {}
 
 
 def test_answer_llm_rewrites_the_draft():
     llm = _llm({"text": "  Greenwich Village, New York City  "})
     done = Answerer(chat_generator=llm).run(state=_state())["finished"]
-    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer)) == ("answered", "Greenwich Village, New York City")
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer)) == (
+        "answered", "Greenwich Village, New York City"
+    )
     assert done.usage["answer"]["calls"] == 1
     prompt = _prompt(llm)
     assert "Draft answer: Greenwich" in prompt
@@ -58,7 +62,9 @@ def test_answer_llm_rewrites_the_draft():
 def test_answer_llm_error_or_blank_reply_keeps_the_draft(turn):
     llm = _llm(turn)
     done = Answerer(chat_generator=llm).run(state=_state())["finished"]
-    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == ("answered", "Greenwich", None)
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "answered", "Greenwich", None
+    )
     assert done.usage["answer"]["calls"] == 1
     assert len(llm.calls) == 1
 
@@ -108,12 +114,16 @@ def test_generate_writes_the_answer_from_the_chunks():
 
 def test_generate_failure_ends_with_an_error():
     done = Answerer(chat_generator=_llm({"raise": "quota"})).run(state=_state(draft=None))["finished"]
-    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == ("error", None, "Answer LLM failed: RuntimeError: quota")
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "error", None, "Answer LLM failed: RuntimeError: quota"
+    )
 
 
 def test_generate_blank_ends_with_an_error():
     done = Answerer(chat_generator=_llm({"text": ""})).run(state=_state(draft=None))["finished"]
-    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == ("error", None, "Answer LLM returned a blank answer.")
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "error", None, "Answer LLM returned a blank answer."
+    )
 
 
 def test_generate_without_an_answer_llm_is_an_error():

@@ -33,7 +33,9 @@ def test_answers_from_the_chunks_with_one_tool_less_call():
     out = FallbackSynthesizer(chat_generator=llm).run(state=_state(draft="Greenwich?"))
     assert set(out) == {"finished"}
     done = out["finished"]
-    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == ("max_iterations", "Greenwich Village", None)
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "max_iterations", "Greenwich Village", None
+    )
     assert done.usage["fallback"]["calls"] == 1
     assert len(llm.calls) == 1
     messages, generation_kwargs, tools = llm.calls[0]
@@ -48,7 +50,9 @@ def test_answers_from_the_chunks_with_one_tool_less_call():
 def test_no_chunks_no_call_no_answer():
     llm = _llm({"text": "made up"})
     done = FallbackSynthesizer(chat_generator=llm).run(state=_state(chunks=(), draft="a draft"))["finished"]
-    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == ("max_iterations", None, None)
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "max_iterations", None, None
+    )
     assert llm.calls == [] and done.usage == {}
 
 
@@ -72,7 +76,9 @@ def test_failure_gives_no_answer_and_keeps_the_error():
 @pytest.mark.parametrize("turn", [{"text": ""}, {"empty": True}, {"text": "NO ANSWER"}, {"text": "No answer."}])
 def test_blank_or_no_answer_reply_gives_no_answer(turn):
     done = FallbackSynthesizer(chat_generator=_llm(turn)).run(state=_state())["finished"]
-    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == ("max_iterations", None, None)
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "max_iterations", None, None
+    )
 
 
 def test_custom_prompt_limits_and_temperature():

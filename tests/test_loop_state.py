@@ -209,7 +209,8 @@ def test_chunk_cap_below_one_is_rejected():
 
 
 def test_state_merge_chunks_uses_its_cap():
-    state = LoopState(question="q", limits=LoopLimits(chunk_cap=2)).merge_chunks([_doc("a", 0.1), _doc("b", 0.2), _doc("c", 0.3)])
+    state = LoopState(question="q", limits=LoopLimits(chunk_cap=2))
+    state = state.merge_chunks([_doc("a", 0.1), _doc("b", 0.2), _doc("c", 0.3)])
     assert [d.id for d in state.chunks] == ["c", "b"]
 
 

@@ -55,14 +55,14 @@ class HHEMGrounder:
     """
     Grounds the loop's answer sentence by sentence with HHEM-2.1-Open, the last stage of the loop pipeline.
 
-    Each citation of the answer (`state.outcome.citations`: a claim and the chunk it cites) is judged: the claim (the
-    hypothesis, never truncated) is scored against the cited chunk (the premise; a chunk longer than
+    Each citation of the answer (`state.outcome.citations`: a claim and the chunk it cites) is judged: the claim
+    (the hypothesis, never truncated) is scored against the cited chunk (the premise; a chunk longer than
     `max_input_tokens` is cut into overlapping pieces and the best piece counts, so a fact at the end is never cut
-    off). The citation is supported at `score >= threshold` (`check="hhem"`), and `state.outcome.grounding` is derived from
-    the citations (see `haystack_agentic.grounding.citations.settle`): a sentence is supported when one of its
-    citations is. The answer's text is never changed (an answer without citations gets them first); any failure
-    only skips grounding, with the reason in `state.metadata["grounding_skipped"]`, and the citations keep their
-    offline verdict.
+    off). The citation is supported at `score >= threshold` (`check="hhem"`), and `state.outcome.grounding` is
+    derived from the citations (see `haystack_agentic.grounding.citations.settle`): a sentence is supported when one
+    of its citations is. The answer's text is never changed (an answer without citations gets them first); any
+    failure only skips grounding, with the reason in `state.metadata["grounding_skipped"]`, and the citations keep
+    their offline verdict.
 
     ### Usage example
     ```python

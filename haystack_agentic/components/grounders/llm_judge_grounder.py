@@ -172,9 +172,10 @@ class LLMJudgeGrounder:
             sentences = claim_sentences(state.outcome.answer or "", self.language)
         # The judge sees the cited chunks (each once, in citation order), then the run's best others.
         by_id = {doc.id: doc for doc in state.chunks if doc.content and doc.content.strip()}
-        ids = [*dict.fromkeys(c["document_id"] for c in state.outcome.citations if c["document_id"] in by_id)]
+        cited = [c["document_id"] for c in state.outcome.citations]
+        ids = [*dict.fromkeys(i for i in cited if i in by_id)]
         ids += [i for i in by_id if i not in ids]
-        chunks = [by_id[i] for i in ids][: max(self.max_chunks, len(set(c["document_id"] for c in state.outcome.citations)))]
+        chunks = [by_id[i] for i in ids][: max(self.max_chunks, len(set(cited)))]
         prompt = render(
             self.judge_prompt or DEFAULT_JUDGE_PROMPT,
             question=state.question,
