@@ -44,9 +44,9 @@ if __name__ == "__main__":
     rows = rows[: args.limit] if args.limit else rows
     results = []
     for row in rows:
-        state = LoopState(question=row["question"], answer=row["response"], terminated_by="answered",
-                          chunks=(Document(id="ctx", content=row["context"]),))
-        g = grounder.run(state)["state"].grounding
+        state = LoopState(question=row["question"], chunks=(Document(id="ctx", content=row["context"]),))
+        state = state.finish("answered", answer=row["response"])
+        g = grounder.run(state)["state"].outcome.grounding
         predicted = 1 if g is None or g["hallucinated_spans"] else 0
         results.append((predicted, int(row["label"]), len(row["response"])))
     print(f"{len(results)} rows; balanced accuracy {balanced_accuracy([(p, y) for p, y, _ in results]):.3f}")

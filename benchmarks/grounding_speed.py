@@ -26,10 +26,11 @@ if __name__ == "__main__":
     print(f"{'sentences':>9} {'chunks':>6} {'pairs':>6} {'ms/answer':>10}")
     for sentences in (1, 3, 10):
         for chunks in (1, 5, 20):
-            state = LoopState(question="q", answer=SENTENCE * sentences, terminated_by="answered",
-                              chunks=tuple(Document(id=f"c{i}", content=CHUNK + str(i)) for i in range(chunks)))
+            documents = tuple(Document(id=f"c{i}", content=CHUNK + str(i)) for i in range(chunks))
+            state = LoopState(question="q", chunks=documents)
+            state = state.finish("answered", answer=SENTENCE * sentences)
             grounder.run(state)
             start = time.perf_counter()
             out = grounder.run(state)["state"]
             ms = (time.perf_counter() - start) * 1000
-            print(f"{sentences:>9} {chunks:>6} {out.grounding['pairs_scored']:>6} {ms:>10.1f}")
+            print(f"{sentences:>9} {chunks:>6} {out.outcome.grounding['pairs_scored']:>6} {ms:>10.1f}")

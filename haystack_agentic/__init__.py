@@ -87,6 +87,8 @@ _EXPORTS = {
     "resume_from_snapshot_async": "haystack_agentic.pipelines.snapshots",
     "LoopResultBuilder": "haystack_agentic.components.loop.loop_result_builder",
     "LoopStateJoiner": "haystack_agentic.components.loop.loop_state_joiner",
+    "LoopLimits": "haystack_agentic.dataclasses.loop_state",
+    "LoopOutcome": "haystack_agentic.dataclasses.loop_state",
     "LoopState": "haystack_agentic.dataclasses.loop_state",
     "PendingSearch": "haystack_agentic.dataclasses.loop_state",
     "ToolStep": "haystack_agentic.dataclasses.loop_state",
@@ -107,7 +109,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
     from haystack_agentic.components.routers.agentic_router import AgenticRouter
     from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
-    from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks
+    from haystack_agentic.dataclasses.loop_state import (
+        LoopLimits, LoopOutcome, LoopState, PendingSearch, ToolStep, merge_chunks,
+    )
     from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop, load_loop_pipeline
     from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
     from haystack_agentic.pipelines.snapshots import load_snapshot, resume_from_snapshot, resume_from_snapshot_async

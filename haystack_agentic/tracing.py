@@ -89,7 +89,7 @@ def start_run(state: LoopState) -> LoopState:
     """
     if not tracing.is_tracing_enabled():
         return state
-    tags = {PREFIX + "max_iterations": state.max_iterations, PREFIX + "chunk_cap": state.chunk_cap}
+    tags = {PREFIX + "max_iterations": state.limits.max_iterations, PREFIX + "chunk_cap": state.limits.chunk_cap}
     with tracing.tracer.trace(RUN_SPAN, tags=tags) as span:
         span.set_content_tag(PREFIX + "loop.input", {"question": state.question})
     return state.evolve(trace=TraceLinks(run=span))
@@ -233,7 +233,7 @@ def trace_turn(component: str, routed: dict[str, Any]) -> dict[str, Any]:
     tag_current_span(
         iteration=step.iteration, action=",".join(dict.fromkeys(s.action for s in turn)),
         query="; ".join(queries) or None, chunks=len(state.chunks),
-        terminated_by=state.terminated_by, collections=",".join(step.collections) or None,
+        terminated_by=state.outcome.terminated_by, collections=",".join(step.collections) or None,
     )  # fmt: skip
     logger.info(
         "{component} turn {iteration}: {action}",
@@ -242,7 +242,7 @@ def trace_turn(component: str, routed: dict[str, Any]) -> dict[str, Any]:
         action=step.action,
         query=step.query,
         chunks=len(state.chunks),
-        terminated_by=state.terminated_by,
+        terminated_by=state.outcome.terminated_by,
         collections=list(step.collections),
     )
     return routed

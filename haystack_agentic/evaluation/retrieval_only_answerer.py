@@ -24,7 +24,7 @@ class RetrievalOnlyAnswerer:
     from haystack_agentic.dataclasses.loop_state import LoopState
 
     out = RetrievalOnlyAnswerer().run(state=LoopState(question="q", pending_action="answer"))
-    print(out["finished"].terminated_by, out["finished"].answer)  # answered None
+    print(out["finished"].outcome.terminated_by, out["finished"].outcome.answer)  # answered None
     ```
     """
 

@@ -2,7 +2,7 @@
 """
 What every grounder shares: when to skip, how a failure is recorded, and the result shape.
 
-Result (`LoopState.grounding`, `result["grounding"]`)::
+Result (`LoopOutcome.grounding`, `result["grounding"]`)::
 
     {"method": "hhem" | "llm_judge", "model": str, "threshold": float,
      "score": float,                      # length-weighted mean of the sentence scores, in [0, 1]
@@ -42,11 +42,12 @@ def skip_reason(state: LoopState) -> str | None:
     :param state: The ended run.
     :returns: A reason for an error run, a run that gave up, a missing/blank answer, or no chunks.
     """
-    if state.terminated_by == "error":
+    outcome = state.outcome
+    if outcome.terminated_by == "error":
         return "the run ended in error"
-    if state.terminated_by == "gave_up":
+    if outcome.terminated_by == "gave_up":
         return "the run gave up (its answer says why; there is no claim to check)"
-    if state.answer is None or not state.answer.strip():
+    if outcome.answer is None or not outcome.answer.strip():
         return "there is no answer"
     if not state.chunks:
         return "there are no chunks to ground the answer in"
@@ -61,7 +62,7 @@ def skipped(state: LoopState, reason: str) -> LoopState:
     :param reason: Why.
     :returns: The new state (the answer and everything else unchanged).
     """
-    return state.evolve(grounding=None, metadata={**state.metadata, SKIPPED_KEY: reason})
+    return state.with_outcome(grounding=None).evolve(metadata={**state.metadata, SKIPPED_KEY: reason})
 
 
 def chunk_sources(state: LoopState) -> dict[str, dict[str, Any]]:

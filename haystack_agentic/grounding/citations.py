@@ -215,7 +215,7 @@ def _with_citations(
         head = answer[:start] if replacement else answer[:start].rstrip(" \t")  # a markers-only piece goes
         answer = head + replacement + answer[end:]
     answer = answer.strip()
-    return state.evolve(answer=answer, citations=tuple(citations), metadata=metadata)
+    return state.with_outcome(answer=answer, citations=tuple(citations)).evolve(metadata=metadata)
 
 
 def _marked(claim: str, numbers: list[int], after: bool = False) -> str:
@@ -395,14 +395,14 @@ def settle(
         `haystack_agentic.grounding.assembly`; spans also list their citation numbers under `citations`).
     """
     citations, scores = [], []
-    for citation, score in zip(state.citations, verdicts, strict=True):
+    for citation, score in zip(state.outcome.citations, verdicts, strict=True):
         updated = dict(citation)
         if score is not None:
             updated.update(supported=score >= threshold, check=method)
         citations.append(updated)
         scores.append(float(score) if score is not None else (1.0 if updated["supported"] else 0.0))
     spans = []
-    for sentence in claim_sentences(state.answer or "", language):
+    for sentence in claim_sentences(state.outcome.answer or "", language):
         claim = plain(strip_markers(sentence.text))
         mine = [i for i, c in enumerate(citations) if c["claim"] == claim]
         supporting = [citations[i] for i in mine if citations[i]["supported"]]

@@ -334,7 +334,7 @@ def _tag_call(span: Any, state: LoopState, role: str, replies: list[ChatMessage]
 
 def describe_error(exc: BaseException) -> str:
     """
-    A one-line description of an exception for `LoopState.error`, with what to do about it when that is known
+    A one-line description of an exception for `LoopOutcome.error`, with what to do about it when that is known
     (`haystack_agentic.llm.retries.fix_for`: a server option, a bigger context, `--mode json`).
 
     :param exc: The exception.

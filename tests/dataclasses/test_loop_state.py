@@ -8,7 +8,9 @@ from haystack.dataclasses import ChatMessage, ToolCall
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep, merge_chunks
+from haystack_agentic.dataclasses.loop_state import (
+    LoopLimits, LoopOutcome, LoopState, PendingSearch, ToolStep, merge_chunks,
+)
 
 
 def _doc(doc_id: str, score: float | None, content: str | None = None) -> Document:
@@ -19,8 +21,7 @@ def _full_state() -> LoopState:
     call = ToolCall(tool_name="search", arguments={"query": "Adriana Trigiani"}, id="c1")
     return LoopState(
         question="Where is the director of Big Stone Gap based?",
-        max_iterations=5,
-        chunk_cap=4,
+        limits=LoopLimits(max_iterations=5, chunk_cap=4, max_searches_per_turn=2),
         filters={"field": "meta.kind", "operator": "==", "value": "person"},
         iteration=2,
         chunks=(
@@ -44,10 +45,10 @@ def _full_state() -> LoopState:
         pending_action=None,
         queries_tried=("Big Stone Gap", "Adriana Trigiani"),
         usage={"controller": {"calls": 2, "prompt_tokens": 100, "completion_tokens": 10}},
-        answer=None,
-        terminated_by=None,
-        error=None,
-        grounding={"score": 0.9, "spans": [{"start": 0, "end": 3}]},
+        outcome=LoopOutcome(
+            citations=({"n": 1, "document_id": "a", "supported": True},),
+            grounding={"score": 0.9, "spans": [{"start": 0, "end": 3}]},
+        ),
         metadata={"policy": "tools"},
     )
 
@@ -66,6 +67,22 @@ def test_to_dict_from_dict_round_trip():
 def test_round_trip_of_a_fresh_state():
     state = LoopState(question="q")
     assert LoopState.from_dict(state.to_dict()) == state
+
+
+def test_to_result_keeps_the_public_keys_and_reads_the_outcome():
+    state = _full_state().finish("answered", answer="Greenwich Village [1]").with_outcome(
+        citations=({"n": 1, "document_id": "a"},), grounding={"score": 0.5}
+    )
+    result = state.to_result()
+    assert list(result) == [
+        "answer", "terminated_by", "iterations", "tool_history", "documents", "grounding", "usage", "error",
+        "metadata", "evidence", "tool_state", "messages", "citations",
+    ]
+    assert (result["answer"], result["terminated_by"], result["error"], result["iterations"]) == (
+        "Greenwich Village [1]", "answered", None, 2
+    )
+    assert result["citations"] == [{"n": 1, "document_id": "a"}] and result["grounding"] == {"score": 0.5}
+    assert "limits" not in result and "outcome" not in result
 
 
 def test_tool_step_round_trip():
@@ -91,19 +108,33 @@ def test_state_is_immutable_and_evolve_builds_a_new_one():
 
 
 def test_is_last_iteration():
-    assert LoopState(question="q", max_iterations=1).is_last_iteration
-    assert not LoopState(question="q", max_iterations=3, iteration=1).is_last_iteration
-    assert LoopState(question="q", max_iterations=3, iteration=2).is_last_iteration
+    assert LoopState(question="q", limits=LoopLimits(max_iterations=1)).is_last_iteration
+    assert not LoopState(question="q", limits=LoopLimits(max_iterations=3), iteration=1).is_last_iteration
+    assert LoopState(question="q", limits=LoopLimits(max_iterations=3), iteration=2).is_last_iteration
 
 
 def test_finish_sets_the_end_and_clears_pending():
     state = _full_state().evolve(pending_action="answer")
     done = state.finish("answered", answer="Greenwich Village")
-    assert (done.terminated_by, done.answer, done.error, done.pending, done.pending_action) == (
+    assert (done.outcome.terminated_by, done.outcome.answer, done.outcome.error, done.pending, done.pending_action) == (
         "answered", "Greenwich Village", None, None, None
     )
+    assert done.outcome.citations == () and done.outcome.grounding is None  # a new end: nothing from before
     with pytest.raises(ValueError, match="terminated_by must be one of"):
         state.finish("done")
+    with pytest.raises(ValueError, match="terminated_by must be one of"):
+        state.finish(None)
+
+
+def test_with_outcome_replaces_outcome_fields_only():
+    done = _full_state().finish("answered", answer="Greenwich Village")
+    cited = done.with_outcome(answer="Greenwich Village [1]", citations=({"n": 1},))
+    assert (cited.outcome.terminated_by, cited.outcome.answer, cited.outcome.citations) == (
+        "answered", "Greenwich Village [1]", ({"n": 1},)
+    )
+    assert cited.chunks == done.chunks and done.outcome.answer == "Greenwich Village"
+    with pytest.raises(TypeError):
+        done.with_outcome(iteration=3)
 
 
 def test_with_usage_counts_reported_tokens():
@@ -122,7 +153,8 @@ def test_with_usage_estimates_when_nothing_is_reported():
 
 
 def test_to_result_is_json_serialisable_and_drops_embeddings():
-    state = _full_state().finish("answered", answer="Greenwich Village")
+    state = _full_state()
+    state = state.finish("answered", answer="Greenwich Village").with_outcome(grounding=state.outcome.grounding)
     result = state.to_result()
     json.dumps(result)
     assert result["answer"] == "Greenwich Village"
@@ -177,7 +209,8 @@ def test_chunk_cap_below_one_is_rejected():
 
 
 def test_state_merge_chunks_uses_its_cap():
-    state = LoopState(question="q", chunk_cap=2).merge_chunks([_doc("a", 0.1), _doc("b", 0.2), _doc("c", 0.3)])
+    state = LoopState(question="q", limits=LoopLimits(chunk_cap=2))
+    state = state.merge_chunks([_doc("a", 0.1), _doc("b", 0.2), _doc("c", 0.3)])
     assert [d.id for d in state.chunks] == ["c", "b"]
 
 

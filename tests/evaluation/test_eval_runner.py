@@ -86,9 +86,9 @@ def test_short_eval_with_scripted_llms(rows, tmp_path):
 
 def test_retrieval_only_answerer_keeps_draft_and_skips_llm():
     state = LoopState(question="q", pending_action="answer", draft="d")
-    assert RetrievalOnlyAnswerer().run(state=state)["finished"].answer == "d"
+    assert RetrievalOnlyAnswerer().run(state=state)["finished"].outcome.answer == "d"
     ended = RetrievalOnlyAnswerer().run(state=LoopState(question="q", pending_action="answer"))["finished"]
-    assert ended.terminated_by == "answered" and ended.answer is None and not ended.usage
+    assert ended.outcome.terminated_by == "answered" and ended.outcome.answer is None and not ended.usage
     assert "state" in RetrievalOnlyAnswerer().run(state=LoopState(question="q", pending_action="reflect"))
 
 

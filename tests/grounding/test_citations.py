@@ -94,8 +94,8 @@ def test_a_sentence_without_a_marker_is_cited_by_the_loop():
     state = LoopState(question=QUESTION, chunks=tuple(DOCS))
     out = cite(state, "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village.",
                shown=(DOCS[0],))  # fmt: skip
-    assert out.answer == "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village. [2]"
-    assert [c["document_id"] for c in out.citations] == ["bsg", "trigiani"]
+    assert out.outcome.answer == "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village. [2]"
+    assert [c["document_id"] for c in out.outcome.citations] == ["bsg", "trigiani"]
 
 
 def test_the_fallback_cites_its_markers(build_loop):
@@ -129,8 +129,8 @@ def test_the_embedded_answerer_cites_the_sentence_its_short_answer_came_from():
                       tool_history=(ToolStep(1, "search", query="q", returned_chunk_ids=("bsg", "trigiani")),))
     llm = ScriptedChatGenerator([{"text": "The director is based in Greenwich Village."}], per_call=True)
     done = Answerer(chat_generator=llm, short_answer=True).run(state=state)["finished"]
-    assert done.answer == "Greenwich Village [1]"
-    [citation] = done.citations
+    assert done.outcome.answer == "Greenwich Village [1]"
+    [citation] = done.outcome.citations
     assert citation["document_id"] == "trigiani"
     assert citation["quote"] == "Trigiani is based in Greenwich Village, New York City."
     assert DOC_TEXT["trigiani"][citation["start"] : citation["end"]] == citation["quote"]
@@ -146,7 +146,7 @@ def test_the_offline_check_flags_a_claim_its_sentence_does_not_support():
     # a wrong answer read from a chunk: cited, and flagged
     state = LoopState(question=question, chunks=tuple(DOCS))
     out = cite(state, "Wise County")
-    assert out.citations[0]["document_id"] == "bsg-town" and out.citations[0]["supported"] is False
+    assert out.outcome.citations[0]["document_id"] == "bsg-town" and out.outcome.citations[0]["supported"] is False
 
 
 def test_the_judge_grounder_and_the_citations_are_one_record(build_loop):

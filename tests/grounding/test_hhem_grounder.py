@@ -24,18 +24,18 @@ def test_tiny_model_grounds_with_offsets_and_sources(grounder):
     state = ended_state()
     grounder.threshold = 0.0  # random weights: force every sentence supported to check attribution
     out = grounder.run(state)["state"]
-    g = out.grounding
+    g = out.outcome.grounding
     assert g["method"] == "hhem" and 0.0 <= g["score"] <= 1.0
     assert g["premise_mode"] == "chunk"  # each citation's claim against its own chunk
     spans = g["faithful_spans"]
     assert len(spans) == 2 and g["hallucinated_spans"] == []
     for span in spans:
-        assert out.answer[span["start"] : span["end"]] == span["text"]
+        assert out.outcome.answer[span["start"] : span["end"]] == span["text"]
         assert 0.0 <= span["score"] <= 1.0 and span["chunk_ids"]
         for source in span["sources"]:
             assert source["iteration"] == {"paris": 1, "london": 2}[source["chunk_id"]]
-    assert strip_markers(out.answer) == state.answer  # cited (markers added), the text unchanged
-    assert [(c["document_id"], c["check"]) for c in out.citations] == [("paris", "hhem"), ("london", "hhem")]
+    assert strip_markers(out.outcome.answer) == state.outcome.answer  # cited (markers added), the text unchanged
+    assert [(c["document_id"], c["check"]) for c in out.outcome.citations] == [("paris", "hhem"), ("london", "hhem")]
 
 
 def test_scores_in_unit_interval_and_batching_is_order_independent(grounder):
@@ -55,7 +55,7 @@ def test_prompt_starts_with_pad_token(grounder):
 
 def test_threshold_splits_faithful_and_hallucinated(grounder):
     grounder.threshold = 1.0
-    g = grounder.run(ended_state())["state"].grounding
+    g = grounder.run(ended_state())["state"].outcome.grounding
     assert g["faithful_spans"] == [] and len(g["hallucinated_spans"]) == 2
     assert all(s["chunk_ids"] == [] for s in g["hallucinated_spans"])
 
@@ -71,7 +71,7 @@ def test_threshold_splits_faithful_and_hallucinated(grounder):
 )
 def test_skip_conditions(grounder, changes, reason):
     out = grounder.run(ended_state(**changes))["state"]
-    assert out.grounding is None
+    assert out.outcome.grounding is None
     assert reason in out.metadata["grounding_skipped"]
 
 
@@ -82,7 +82,7 @@ def test_failure_is_swallowed_and_answer_kept(grounder, monkeypatch):
     monkeypatch.setattr(grounder, "score_pairs", boom)
     state = ended_state()
     out = grounder.run(state)["state"]
-    assert out.answer == state.answer and out.grounding is None
+    assert out.outcome.answer == state.outcome.answer and out.outcome.grounding is None
     assert "CUDA out of memory" in out.metadata["grounding_skipped"]
 
 
@@ -91,7 +91,7 @@ def test_missing_model_skips_with_how_to_get_it(tmp_path):
     g.warm_up()  # never raises
     assert g.load_error
     out = g.run(ended_state())["state"]
-    assert out.grounding is None and "huggingface-cli download" in out.metadata["grounding_skipped"]
+    assert out.outcome.grounding is None and "huggingface-cli download" in out.metadata["grounding_skipped"]
 
 
 def test_long_premise_uses_windows_and_finds_fact_at_the_end(grounder, monkeypatch):
@@ -113,7 +113,7 @@ def test_long_premise_uses_windows_and_finds_fact_at_the_end(grounder, monkeypat
         return real_fake(pairs)
 
     monkeypatch.setattr(grounder, "score_pairs", recording)
-    g = grounder.run(ended_state(answer=hypothesis, chunks=chunks))["state"].grounding
+    g = grounder.run(ended_state(answer=hypothesis, chunks=chunks))["state"].outcome.grounding
     assert g["premise_mode"] == "windows"
     assert g["faithful_spans"][0]["chunk_ids"] == ["fact"]
     assert all(h == hypothesis for _, h in seen)  # the hypothesis is never cut

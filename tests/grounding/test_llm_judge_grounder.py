@@ -28,11 +28,11 @@ def test_wrapped_json_and_out_of_range_indices():
     reply = "Here is my verdict:\n```json\n" + json.dumps(VERDICTS) + "\n```\nHope it helps."
     state = ended_state()
     out = judge(reply).run(state)["state"]
-    g = out.grounding
+    g = out.outcome.grounding
     assert g["method"] == "llm_judge"
     # the answer had no citations: the grounder cited it first (each sentence to its best chunk sentence)
-    assert out.answer == "Paris is the capital of France [1]. London is in England. [2]"
-    assert [(c["document_id"], c["supported"], c["check"]) for c in out.citations] == [
+    assert out.outcome.answer == "Paris is the capital of France [1]. London is in England. [2]"
+    assert [(c["document_id"], c["supported"], c["check"]) for c in out.outcome.citations] == [
         ("paris", True, "llm_judge"), ("london", False, "llm_judge")]
     assert [s["text"] for s in g["faithful_spans"]] == ["Paris is the capital of France [1]."]
     assert g["faithful_spans"][0]["chunk_ids"] == ["paris"]  # index 7 dropped
@@ -42,7 +42,7 @@ def test_wrapped_json_and_out_of_range_indices():
     assert [s["text"] for s in g["hallucinated_spans"]] == ["London is in England."]  # the marker after the last full stop is not part of the span
     assert g["ignored_indices"] == 2  # chunk 7 and sentence 9
     span = g["faithful_spans"][0]
-    assert out.answer[span["start"] : span["end"]] == span["text"]
+    assert out.outcome.answer[span["start"] : span["end"]] == span["text"]
     first, second = len("Paris is the capital of France [1]."), len("London is in England.")
     assert g["score"] == pytest.approx(first / (first + second), abs=1e-3)
     assert out.usage["grounding"]["calls"] == 1
@@ -52,34 +52,34 @@ def test_bare_list_and_missing_sentence_is_unsupported():
     reply = json.dumps([{"sentence": "1", "supported": "supported", "chunks": ["1"]}])
     out = judge(reply).run(ended_state())["state"]
     # sentence 1 cites paris, but the judge says london supports it: the citation does not hold; sentence 2 unjudged
-    assert [c["supported"] for c in out.citations] == [False, False]
-    assert out.grounding["faithful_spans"] == [] and len(out.grounding["hallucinated_spans"]) == 2
-    assert out.grounding["judged_sentences"] == [1]
+    assert [c["supported"] for c in out.outcome.citations] == [False, False]
+    assert out.outcome.grounding["faithful_spans"] == [] and len(out.outcome.grounding["hallucinated_spans"]) == 2
+    assert out.outcome.grounding["judged_sentences"] == [1]
 
 
 def test_unparseable_reply_skips_and_keeps_answer():
     state = ended_state()
     out = judge("I think it is all fine.").run(state)["state"]
-    assert out.grounding is None and "no JSON claims" in out.metadata["grounding_skipped"]
-    assert strip_markers(out.answer) == state.answer
-    assert all(c["check"] == "offline" for c in out.citations)  # the offline verdicts stand
+    assert out.outcome.grounding is None and "no JSON claims" in out.metadata["grounding_skipped"]
+    assert strip_markers(out.outcome.answer) == state.outcome.answer
+    assert all(c["check"] == "offline" for c in out.outcome.citations)  # the offline verdicts stand
 
 
 def test_generator_failure_is_swallowed():
     g = LLMJudgeGrounder(chat_generator=ScriptedChatGenerator(script=[{"raise": "down"}], per_call=True))
     out = g.run(ended_state())["state"]
-    assert out.grounding is None and "down" in out.metadata["grounding_skipped"]
+    assert out.outcome.grounding is None and "down" in out.metadata["grounding_skipped"]
 
 
 def test_skips_without_a_call():
     llm = ScriptedChatGenerator(script=[{"text": "{}"}], per_call=True)
     out = LLMJudgeGrounder(chat_generator=llm).run(ended_state(chunks=()))["state"]
-    assert out.grounding is None and llm.calls == []
+    assert out.outcome.grounding is None and llm.calls == []
 
 
 async def test_run_async():
     out = (await judge(json.dumps(VERDICTS)).run_async(ended_state()))["state"]
-    assert len(out.grounding["faithful_spans"]) == 1
+    assert len(out.outcome.grounding["faithful_spans"]) == 1
 
 
 def test_parse_claims_variants():

@@ -40,7 +40,7 @@ def test_tools_mode_request_is_accepted_and_routed(llamacpp_generator):
     routed = router.run(state=first_state())
     assert set(routed) & ROUTES
     state = next(routed[s] for s in ("loop", "answer", "finished") if s in routed)
-    assert state.terminated_by != "error", state.error
+    assert state.outcome.terminated_by != "error", state.outcome.error
     assert state.usage["controller"]["calls"] == 1
 
 
@@ -49,7 +49,7 @@ def test_the_servers_reply_is_routed_by_its_tool_calls(llamacpp_generator):
     router = AgenticRouter(chat_generator=llamacpp_generator(64), mode="tools")
     routed = router.run(state=first_state())
     state = next(routed[s] for s in ("loop", "answer", "finished") if s in routed)
-    assert state.error is None
+    assert state.outcome.error is None
     reply = next(m for m in reversed(state.messages) if m.role.value == "assistant")
     if reply.tool_calls:
         assert state.tool_history[0].tool_name == reply.tool_calls[0].tool_name
@@ -78,7 +78,7 @@ def test_json_mode_with_the_grammar_gives_valid_decisions(llamacpp_generator):
     for _ in range(3):
         routed = router.run(state=state)
         state = routed.get("loop") or routed.get("answer")
-        assert state is not None and state.error is None
+        assert state is not None and state.outcome.error is None
         step = state.tool_history[-1]  # the reply parsed as a decision (a repeated search is refused after parsing)
         assert step.arguments.get("action") in {"search", "reflect", "generate"}, step
         assert step.result is None or "JSON" not in step.result
@@ -92,9 +92,9 @@ def test_a_prompt_over_the_context_is_not_retried_and_names_the_fix(llamacpp_gen
     router = AgenticRouter(chat_generator=llamacpp_generator(8), mode="json", max_retries=2)
     state = first_state().evolve(question="word " * 5000)  # over the server's 4096-token context
     finished = router.run(state=state)["finished"]
-    assert finished.terminated_by == "error"
+    assert finished.outcome.terminated_by == "error"
     assert finished.usage["controller"]["calls"] == 1  # a 400 is not retried
-    assert "fix:" in finished.error and "-c" in finished.error
+    assert "fix:" in finished.outcome.error and "-c" in finished.outcome.error
 
 
 def test_a_conversation_reaches_the_server(llamacpp_generator):

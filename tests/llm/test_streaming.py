@@ -146,7 +146,7 @@ def test_streaming_callback_init_parameter_round_trips_and_is_used(allow_deseria
     from haystack_agentic import LoopState  # noqa: PLC0415
 
     state = LoopState(question="q", chunks=(Document(id="a", content="text", score=1.0),))
-    assert fallback.run(state=state)["finished"].answer == LONG_ANSWER
+    assert fallback.run(state=state)["finished"].outcome.answer == LONG_ANSWER
     assert answer_text(chunks) == LONG_ANSWER
 
 
@@ -219,7 +219,7 @@ async def test_an_async_callback_reaches_a_generator_that_only_runs_sync():
     answerer = Answerer(chat_generator=_SyncOnlyStreamer())
     state = LoopState(question="q", pending_action="answer", draft="d")
     out = await answerer.run_async(state=state, streaming_callback=collect)
-    assert strip_markers(out["finished"].answer) == "Greenwich" == answer_text(chunks)
+    assert strip_markers(out["finished"].outcome.answer) == "Greenwich" == answer_text(chunks)
 
 
 def test_a_call_that_streamed_before_failing_is_not_retried():

@@ -18,6 +18,7 @@ from haystack_agentic import (
     Answerer,
     FallbackSynthesizer,
     LoopController,
+    LoopLimits,
     LoopResultBuilder,
     LoopState,
     build_loop_pipeline,
@@ -177,8 +178,8 @@ def test_controller_rejects_missing_query_and_bad_filters():
 def test_query_is_stripped_and_filters_start_the_state():
     filters = {"field": "meta.kind", "operator": "==", "value": "person"}
     state = LoopController(max_iterations=3, chunk_cap=7).run(query="  q  ", filters=filters)["state"]
-    assert (state.question, state.max_iterations, state.chunk_cap, state.filters, state.iteration) == (
-        "q", 3, 7, filters, 0
+    assert (state.question, state.limits, state.filters, state.iteration) == (
+        "q", LoopLimits(max_iterations=3, chunk_cap=7), filters, 0
     )
 
 
@@ -189,13 +190,13 @@ def test_controller_limits_must_be_positive(kwargs):
 
 
 def test_controller_ignores_documents_without_a_pending_search():
-    state = LoopState(question="q", iteration=1, max_iterations=5)
+    state = LoopState(question="q", iteration=1, limits=LoopLimits(max_iterations=5))
     out = LoopController().run(state=state, documents=[Document(id="x", content="x", score=1.0)])
     assert out["state"].chunks == () and out["state"].iteration == 2
 
 
 def test_controller_routes_to_exhausted_at_the_limit():
-    state = LoopState(question="q", iteration=2, max_iterations=3)
+    state = LoopState(question="q", iteration=2, limits=LoopLimits(max_iterations=3))
     assert set(LoopController().run(state=state)) == {"exhausted"}
     assert LoopController().run(state=state)["exhausted"].iteration == 3
 

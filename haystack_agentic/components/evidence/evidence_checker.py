@@ -354,7 +354,7 @@ class EvidenceChecker:
     def _can_search_again(self, state: LoopState, verdict: dict[str, Any], previous: dict[str, Any]) -> bool:
         if verdict["searched_again"] >= self.search_again or state.stop_reason:
             return False
-        if state.iteration + 2 > state.max_iterations:  # no room for one more search and an answer
+        if state.iteration + 2 > state.limits.max_iterations:  # no room for one more search and an answer
             return False
         # After a refusal, only a run whose chunks changed is worth sending back again.
         return previous.get("action") != "search_again" or previous.get("chunk_ids") != verdict["chunk_ids"]

@@ -84,7 +84,7 @@ class Answerer:
     A give-up never reaches the Answerer, so it is never rewritten.
     Every final answer is cited (`haystack_agentic.grounding.citations.cite`): a kept draft by its `answer` call's
     `sources`, a written answer by its `[n]` markers (the prompts number the chunks), a short answer by the chunk
-    sentence it was taken from; `state.citations` lists them and the answer carries the renumbered markers.
+    sentence it was taken from; `state.outcome.citations` lists them and the answer carries the renumbered markers.
 
     ### Usage example
     ```python
@@ -224,11 +224,11 @@ class Answerer:
         kept). So the answer-tagged text of a run equals its `answer`.
         """
         finished = outputs.get("finished")
-        if not final or finished is None or finished.answer is None:
+        if not final or finished is None or finished.outcome.answer is None:
             return []
         if not self.short_answer and (text or "").strip():
-            return marker_chunks(text, finished.answer)
-        return [tagged(StreamingChunk(content=finished.answer), "answer", answer=True)]
+            return marker_chunks(text, finished.outcome.answer)
+        return [tagged(StreamingChunk(content=finished.outcome.answer), "answer", answer=True)]
 
     @staticmethod
     def _role(state: LoopState) -> tuple[str, bool]:

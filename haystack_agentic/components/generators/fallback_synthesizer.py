@@ -131,7 +131,8 @@ class FallbackSynthesizer:
             streaming_callback=role_callback(callback, "fallback", answer=True, hold_no_answer=True),
         )  # fmt: skip
         finished = self._complete(state, call.state, call.text, call.error)
-        emit(callback, marker_chunks(call.text, finished.answer, "fallback") if finished.answer else [])
+        answer = finished.outcome.answer
+        emit(callback, marker_chunks(call.text, answer, "fallback") if answer else [])
         return {"finished": finished}
 
     @component.output_types(finished=LoopState)
@@ -154,7 +155,8 @@ class FallbackSynthesizer:
             streaming_callback=role_callback_async(callback, "fallback", answer=True, hold_no_answer=True),
         )  # fmt: skip
         finished = self._complete(state, call.state, call.text, call.error)
-        await emit_async(callback, marker_chunks(call.text, finished.answer, "fallback") if finished.answer else [])
+        answer = finished.outcome.answer
+        await emit_async(callback, marker_chunks(call.text, answer, "fallback") if answer else [])
         return {"finished": finished}
 
     def _without_call(self, state: LoopState) -> LoopState:

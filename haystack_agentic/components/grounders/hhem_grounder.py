@@ -55,14 +55,14 @@ class HHEMGrounder:
     """
     Grounds the loop's answer sentence by sentence with HHEM-2.1-Open, the last stage of the loop pipeline.
 
-    Each citation of the answer (`state.citations`: a claim and the chunk it cites) is judged: the claim (the
-    hypothesis, never truncated) is scored against the cited chunk (the premise; a chunk longer than
+    Each citation of the answer (`state.outcome.citations`: a claim and the chunk it cites) is judged: the claim
+    (the hypothesis, never truncated) is scored against the cited chunk (the premise; a chunk longer than
     `max_input_tokens` is cut into overlapping pieces and the best piece counts, so a fact at the end is never cut
-    off). The citation is supported at `score >= threshold` (`check="hhem"`), and `state.grounding` is derived from
-    the citations (see `haystack_agentic.grounding.citations.settle`): a sentence is supported when one of its
-    citations is. The answer's text is never changed (an answer without citations gets them first); any failure
-    only skips grounding, with the reason in `state.metadata["grounding_skipped"]`, and the citations keep their
-    offline verdict.
+    off). The citation is supported at `score >= threshold` (`check="hhem"`), and `state.outcome.grounding` is
+    derived from the citations (see `haystack_agentic.grounding.citations.settle`): a sentence is supported when one
+    of its citations is. The answer's text is never changed (an answer without citations gets them first); any
+    failure only skips grounding, with the reason in `state.metadata["grounding_skipped"]`, and the citations keep
+    their offline verdict.
 
     ### Usage example
     ```python
@@ -71,9 +71,9 @@ class HHEMGrounder:
 
     grounder = HHEMGrounder(model="/models/hhem-2.1-open", foundation="/models/flan-t5-base")
     grounder.warm_up()
-    state = LoopState(question="Where is Paris?", answer="Paris is in France.", terminated_by="answered",
-                      chunks=(Document(content="Paris is the capital of France."),))
-    print(grounder.run(state)["state"].grounding["score"])
+    state = LoopState(question="Where is Paris?", chunks=(Document(content="Paris is the capital of France."),))
+    state = state.finish("answered", answer="Paris is in France.")
+    print(grounder.run(state)["state"].outcome.grounding["score"])
     ```
     """
 
@@ -239,19 +239,19 @@ class HHEMGrounder:
         :raises HHEMUnavailableError: If the model is not available.
         """
         started = time.perf_counter()
-        if not claim_sentences(state.answer or "", self.language):
+        if not claim_sentences(state.outcome.answer or "", self.language):
             return "the answer has no sentence to check"
         if not any(doc.content and doc.content.strip() for doc in state.chunks):
             return "no chunk has text content"
         if not self.is_available:
             raise HHEMUnavailableError(self._load_error or "HHEM model not loaded")
-        if not state.citations:
-            state = cite(state, state.answer or "", language=self.language)
+        if not state.outcome.citations:
+            state = cite(state, state.outcome.answer or "", language=self.language)
         by_id = {doc.id: doc for doc in state.chunks}
         pairs: list[tuple[str, str]] = []
         owners: list[int] = []
         windows = False
-        for index, citation in enumerate(state.citations):
+        for index, citation in enumerate(state.outcome.citations):
             doc = by_id.get(citation["document_id"])
             if doc is None or not (doc.content or "").strip():
                 continue
@@ -261,7 +261,7 @@ class HHEMGrounder:
             pairs.extend((premise, hypothesis) for premise in premises)
             owners.extend([index] * len(premises))
         scores = self.score_pairs(pairs) if pairs else []
-        verdicts: list[float | None] = [None] * len(state.citations)
+        verdicts: list[float | None] = [None] * len(state.outcome.citations)
         for index, score in zip(owners, scores, strict=True):
             verdicts[index] = max(score, verdicts[index] or 0.0)
         settled = settle(
@@ -275,7 +275,7 @@ class HHEMGrounder:
             pairs_scored=len(pairs),
             seconds=round(time.perf_counter() - started, 4),
         )
-        return state.evolve(**settled)
+        return state.with_outcome(**settled)
 
     # --- component ----------------------------------------------------------------------------------------------
 

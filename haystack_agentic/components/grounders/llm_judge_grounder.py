@@ -162,19 +162,20 @@ class LLMJudgeGrounder:
         reason = skip_reason(state)
         if reason is not None:
             return reason
-        sentences = claim_sentences(state.answer or "", self.language)
+        sentences = claim_sentences(state.outcome.answer or "", self.language)
         if not sentences:
             return "the answer has no sentence to check"
         if not any(doc.content and doc.content.strip() for doc in state.chunks):
             return "no chunk has text content"
-        if not state.citations:  # an answer from outside the package's answer paths: cite it first
-            state = cite(state, state.answer or "", language=self.language)
-            sentences = claim_sentences(state.answer or "", self.language)
+        if not state.outcome.citations:  # an answer from outside the package's answer paths: cite it first
+            state = cite(state, state.outcome.answer or "", language=self.language)
+            sentences = claim_sentences(state.outcome.answer or "", self.language)
         # The judge sees the cited chunks (each once, in citation order), then the run's best others.
         by_id = {doc.id: doc for doc in state.chunks if doc.content and doc.content.strip()}
-        ids = [*dict.fromkeys(c["document_id"] for c in state.citations if c["document_id"] in by_id)]
+        cited = [c["document_id"] for c in state.outcome.citations]
+        ids = [*dict.fromkeys(i for i in cited if i in by_id)]
         ids += [i for i in by_id if i not in ids]
-        chunks = [by_id[i] for i in ids][: max(self.max_chunks, len(set(c["document_id"] for c in state.citations)))]
+        chunks = [by_id[i] for i in ids][: max(self.max_chunks, len(set(cited)))]
         prompt = render(
             self.judge_prompt or DEFAULT_JUDGE_PROMPT,
             question=state.question,
@@ -218,7 +219,7 @@ class LLMJudgeGrounder:
         # a sentence the judge skipped is unsupported.
         by_claim = {plain_claim(s.text): number for number, s in enumerate(sentences, start=1)}
         scores: list[float | None] = []
-        for citation in state.citations:
+        for citation in state.outcome.citations:
             score, ids = verdicts.get(by_claim.get(citation["claim"], 0), (0.0, []))
             scores.append(score if not ids or citation["document_id"] in ids else 0.0)
         model = str((call.replies[0].meta or {}).get("model") or type(self.chat_generator).__name__)
@@ -226,7 +227,7 @@ class LLMJudgeGrounder:
             state, scores, self.threshold, "llm_judge", model, self.language,
             ignored_indices=dropped, judged_sentences=sorted(verdicts), seconds=round(seconds, 4),
         )  # fmt: skip
-        return state.evolve(**settled)
+        return state.with_outcome(**settled)
 
     @component.output_types(state=LoopState)
     def run(self, state: LoopState) -> dict[str, LoopState]:

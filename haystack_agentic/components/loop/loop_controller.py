@@ -16,7 +16,7 @@ from haystack_agentic.components.loop._loop_inputs import (  # noqa: F401
     validate_conversation,
     validate_question,
 )
-from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.dataclasses.loop_state import LoopLimits, LoopState
 from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step_chunks
 from haystack_agentic.indexing.collections import and_filters, resolve_scope, scope_filter
 from haystack_agentic.indexing.collection_lookup import CollectionLookup
@@ -239,7 +239,7 @@ class LoopController:
             return {"failed": state.finish("error", error=error)}
         if state.queued:  # the turn's next search: the router sends it on without an LLM call
             return {"state": state}
-        if state.iteration >= state.max_iterations or state.stop_reason:
+        if state.iteration >= state.limits.max_iterations or state.stop_reason:
             logger.debug("Loop exhausted after {iterations} iterations", iterations=state.iteration)
             return {"exhausted": state}
         return {"state": state}
@@ -315,13 +315,11 @@ class LoopController:
         question, conversation, filters, scope = self.validate_inputs(query, filters, collections, messages)
         return start_run(LoopState(
             question=question,
-            max_iterations=self.max_iterations,
-            chunk_cap=self.chunk_cap,
+            limits=LoopLimits(self.max_iterations, self.chunk_cap, self.max_searches_per_turn),
             filters=filters or None,
             conversation=conversation,
             collections=scope,
             metadata={"collections": list(scope)} if scope is not None else {},
-            max_searches_per_turn=self.max_searches_per_turn,
         ))
 
     def _record_turn(

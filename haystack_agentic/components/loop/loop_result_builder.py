@@ -60,7 +60,7 @@ class LoopResultBuilder:
             as `ChatMessage.to_dict()` dicts) and `citations` (the answer's `[n]` markers: one dict each, see
             `haystack_agentic.grounding.citations`; `[]` without an answer); one output socket each.
         """
-        if state.terminated_by is None:
+        if state.outcome.terminated_by is None:
             logger.warning("LoopResultBuilder got a state that never ended; reporting it as an error.")
             state = state.finish("error", error="The loop ended without a termination reason.")
         # Strict JSON whatever the LLMs, tools and stores put in the state (a lone surrogate in an exception message,

@@ -137,7 +137,7 @@ class _CallPreparation:
                 history=state.tool_history,
                 draft=state.draft,
                 iteration=state.iteration + 1,
-                max_iterations=state.max_iterations,
+                max_iterations=state.limits.max_iterations,
                 refusal=refusal_note(state),
                 collections=state.collections,
             )
@@ -151,7 +151,7 @@ class _CallPreparation:
             system = render(
                 self.system_prompt or DEFAULT_TOOLS_SYSTEM_PROMPT,
                 question=state.question,
-                max_iterations=state.max_iterations,
+                max_iterations=state.limits.max_iterations,
                 user_tools=list(self._user_tools),
             )
             # The conversation when the run started from one (system messages included; the oldest turns left out

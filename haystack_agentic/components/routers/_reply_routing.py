@@ -132,8 +132,8 @@ class _ReplyRouting:
                     query = _required_text(arguments, "query")
                     top_k = self._top_k(arguments.get("top_k"))
                     collection = _chosen_collection(state.collections, arguments.get("collection"))
-                    if len(searches) >= state.max_searches_per_turn:
-                        limit = state.max_searches_per_turn
+                    if len(searches) >= state.limits.max_searches_per_turn:
+                        limit = state.limits.max_searches_per_turn
                         raise _InvalidArguments(f"at most {limit} searches run per turn; search again next turn")
                     covered = (collection,) if collection else tuple(state.collections or ())
                     folded = query.casefold()

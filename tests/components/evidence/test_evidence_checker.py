@@ -16,6 +16,7 @@ from haystack_agentic import (
     BridgeEntityRouter,
     EvidenceChecker,
     LoopController,
+    LoopLimits,
     LoopState,
     ToolStep,
     build_loop_pipeline,
@@ -323,7 +324,7 @@ def refused_state(question=ARTHUR, missing=("Arthur's Magazine",), iteration=2):
                "action": "search_again", "searched_again": 1, "chunk_ids": ["a"]}
     steps = (ToolStep(1, "search", query=question, returned_chunk_ids=("a",)), ToolStep(2, "answer"),
              ToolStep(2, "evidence", result="insufficient evidence"))
-    return LoopState(question=question, max_iterations=5, chunk_cap=6, iteration=iteration,
+    return LoopState(question=question, limits=LoopLimits(max_iterations=5, chunk_cap=6), iteration=iteration,
                      chunks=(Document(id="a", content="Movieline is a magazine.", score=1.0),),
                      tool_history=steps, queries_tried=(question,), evidence=verdict)
 

@@ -37,14 +37,18 @@ def test_without_an_answer_llm_the_draft_is_the_answer():
     out = Answerer().run(state=_state())
     assert set(out) == {"finished"}
     done = out["finished"]
-    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("answered", "Greenwich", None)
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "answered", "Greenwich", None
+    )
     assert done.usage == {}
 
 
 def test_answer_llm_rewrites_the_draft():
     llm = _llm({"text": "  Greenwich Village, New York City  "})
     done = Answerer(chat_generator=llm).run(state=_state())["finished"]
-    assert (done.terminated_by, strip_markers(done.answer)) == ("answered", "Greenwich Village, New York City")
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer)) == (
+        "answered", "Greenwich Village, New York City"
+    )
     assert done.usage["answer"]["calls"] == 1
     prompt = _prompt(llm)
     assert "Draft answer: Greenwich" in prompt
@@ -58,7 +62,9 @@ def test_answer_llm_rewrites_the_draft():
 def test_answer_llm_error_or_blank_reply_keeps_the_draft(turn):
     llm = _llm(turn)
     done = Answerer(chat_generator=llm).run(state=_state())["finished"]
-    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("answered", "Greenwich", None)
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "answered", "Greenwich", None
+    )
     assert done.usage["answer"]["calls"] == 1
     assert len(llm.calls) == 1
 
@@ -101,30 +107,34 @@ def test_give_up_never_reaches_the_answer_llm(build_loop):
 def test_generate_writes_the_answer_from_the_chunks():
     llm = _llm({"text": "Greenwich Village"})
     done = Answerer(chat_generator=llm).run(state=_state(draft=None))["finished"]
-    assert (done.terminated_by, strip_markers(done.answer)) == ("answered", "Greenwich Village")
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer)) == ("answered", "Greenwich Village")
     prompt = _prompt(llm)
     assert "Draft answer" not in prompt and DOC_TEXT["trigiani"] in prompt and QUESTION in prompt
 
 
 def test_generate_failure_ends_with_an_error():
     done = Answerer(chat_generator=_llm({"raise": "quota"})).run(state=_state(draft=None))["finished"]
-    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("error", None, "Answer LLM failed: RuntimeError: quota")
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "error", None, "Answer LLM failed: RuntimeError: quota"
+    )
 
 
 def test_generate_blank_ends_with_an_error():
     done = Answerer(chat_generator=_llm({"text": ""})).run(state=_state(draft=None))["finished"]
-    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("error", None, "Answer LLM returned a blank answer.")
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "error", None, "Answer LLM returned a blank answer."
+    )
 
 
 def test_generate_without_an_answer_llm_is_an_error():
     done = Answerer().run(state=_state(draft=None))["finished"]
-    assert done.terminated_by == "error"
-    assert "no chat_generator" in done.error
+    assert done.outcome.terminated_by == "error"
+    assert "no chat_generator" in done.outcome.error
 
 
 def test_pending_action_none_means_answer():
     done = Answerer(chat_generator=_llm({"text": "x"})).run(state=_state(action=None, draft=None))["finished"]
-    assert (done.terminated_by, strip_markers(done.answer)) == ("answered", "x")
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer)) == ("answered", "x")
 
 
 # --- reflect and first drafts (json mode) --------------------------------------------------------------------
@@ -137,7 +147,7 @@ def test_reflect_replaces_the_draft_with_the_improved_answer():
     assert set(out) == {"state"}
     state = out["state"]
     assert state.draft == "Greenwich Village, New York City"
-    assert state.pending_action is None and state.terminated_by is None
+    assert state.pending_action is None and state.outcome.terminated_by is None
     assert state.tool_history[-1] == ToolStep(iteration=3, action="reflect", result=reply)
     prompt = _prompt(llm)
     assert "Draft answer: Greenwich" in prompt and "Improved answer:" in prompt and DOC_TEXT["trigiani"] in prompt
@@ -166,12 +176,12 @@ def test_reflect_without_an_answer_llm_keeps_the_draft_and_goes_on():
 
 def test_draft_writes_a_first_draft_and_goes_on():
     state = Answerer(chat_generator=_llm({"text": "Greenwich"})).run(state=_state(action="draft", draft=None))["state"]
-    assert (state.draft, state.pending_action, state.terminated_by) == ("Greenwich", None, None)
+    assert (state.draft, state.pending_action, state.outcome.terminated_by) == ("Greenwich", None, None)
 
 
 def test_draft_failure_ends_with_an_error():
     done = Answerer(chat_generator=_llm({"raise": "x"})).run(state=_state(action="draft", draft=None))["finished"]
-    assert done.terminated_by == "error" and done.error == "Answer LLM failed: RuntimeError: x"
+    assert done.outcome.terminated_by == "error" and done.outcome.error == "Answer LLM failed: RuntimeError: x"
 
 
 # --- prompts, limits, temperature ----------------------------------------------------------------------------
@@ -218,7 +228,7 @@ async def test_run_async_matches_run():
         asynchronous = await Answerer(chat_generator=_llm(*script)).run_async(state=state)
         assert {k: v.to_dict() for k, v in sync.items()} == {k: v.to_dict() for k, v in asynchronous.items()}
     no_llm = await Answerer().run_async(state=_state())
-    assert strip_markers(no_llm["finished"].answer) == "Greenwich"
+    assert strip_markers(no_llm["finished"].outcome.answer) == "Greenwich"
 
 
 def test_bad_limits_are_rejected():
@@ -276,7 +286,7 @@ def test_short_answer_dates_a_comparison_with_an_option_page_outside_the_prompt(
     answerer = Answerer(chat_generator=llm, chunks_per_search=2, short_answer=True)
     assert [d.id for d in answerer.select_chunks(state)] == ["stories", "lee"]
     done = answerer.run(state=state)["finished"]
-    assert strip_markers(done.answer) == "Vladimir Nabokov"
+    assert strip_markers(done.outcome.answer) == "Vladimir Nabokov"
     # an option of the question is not read from a chunk: it is cited to a sentence that names it
-    assert [c["claim"] for c in done.citations] == ["Vladimir Nabokov"]
-    assert "Vladimir Nabokov" in done.citations[0]["quote"]
+    assert [c["claim"] for c in done.outcome.citations] == ["Vladimir Nabokov"]
+    assert "Vladimir Nabokov" in done.outcome.citations[0]["quote"]

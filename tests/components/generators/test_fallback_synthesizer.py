@@ -7,7 +7,7 @@ import pytest
 from conftest import DOC_TEXT, QUESTION, actions, calls, search
 from haystack import Document
 
-from haystack_agentic import FallbackSynthesizer, LoopState
+from haystack_agentic import FallbackSynthesizer, LoopLimits, LoopState
 from haystack_agentic.testing import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 
@@ -18,7 +18,7 @@ CHUNKS = (
 
 
 def _state(chunks=CHUNKS, draft=None) -> LoopState:
-    return LoopState(question=QUESTION, chunks=chunks, draft=draft, iteration=3, max_iterations=3)
+    return LoopState(question=QUESTION, chunks=chunks, draft=draft, iteration=3, limits=LoopLimits(max_iterations=3))
 
 
 def _llm(*turns) -> ScriptedChatGenerator:
@@ -33,7 +33,9 @@ def test_answers_from_the_chunks_with_one_tool_less_call():
     out = FallbackSynthesizer(chat_generator=llm).run(state=_state(draft="Greenwich?"))
     assert set(out) == {"finished"}
     done = out["finished"]
-    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("max_iterations", "Greenwich Village", None)
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "max_iterations", "Greenwich Village", None
+    )
     assert done.usage["fallback"]["calls"] == 1
     assert len(llm.calls) == 1
     messages, generation_kwargs, tools = llm.calls[0]
@@ -48,7 +50,9 @@ def test_answers_from_the_chunks_with_one_tool_less_call():
 def test_no_chunks_no_call_no_answer():
     llm = _llm({"text": "made up"})
     done = FallbackSynthesizer(chat_generator=llm).run(state=_state(chunks=(), draft="a draft"))["finished"]
-    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("max_iterations", None, None)
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "max_iterations", None, None
+    )
     assert llm.calls == [] and done.usage == {}
 
 
@@ -57,22 +61,24 @@ def test_disabled_makes_no_call_and_keeps_a_draft(kwargs):
     llm = _llm({"text": "made up"})
     fallback = FallbackSynthesizer(**{"chat_generator": llm, **kwargs})
     done = fallback.run(state=_state(draft="Greenwich"))["finished"]
-    assert (done.terminated_by, strip_markers(done.answer)) == ("max_iterations", "Greenwich")
-    assert fallback.run(state=_state())["finished"].answer is None
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer)) == ("max_iterations", "Greenwich")
+    assert fallback.run(state=_state())["finished"].outcome.answer is None
     assert llm.calls == []
 
 
 def test_failure_gives_no_answer_and_keeps_the_error():
     done = FallbackSynthesizer(chat_generator=_llm({"raise": "timeout"})).run(state=_state())["finished"]
-    assert (done.terminated_by, strip_markers(done.answer)) == ("max_iterations", None)
-    assert done.error == "Fallback failed: RuntimeError: timeout"
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer)) == ("max_iterations", None)
+    assert done.outcome.error == "Fallback failed: RuntimeError: timeout"
     assert done.usage["fallback"]["calls"] == 1
 
 
 @pytest.mark.parametrize("turn", [{"text": ""}, {"empty": True}, {"text": "NO ANSWER"}, {"text": "No answer."}])
 def test_blank_or_no_answer_reply_gives_no_answer(turn):
     done = FallbackSynthesizer(chat_generator=_llm(turn)).run(state=_state())["finished"]
-    assert (done.terminated_by, strip_markers(done.answer), done.error) == ("max_iterations", None, None)
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
+        "max_iterations", None, None
+    )
 
 
 def test_custom_prompt_limits_and_temperature():

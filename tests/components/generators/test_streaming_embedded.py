@@ -40,7 +40,7 @@ def streamed_answer(chunks: list[StreamingChunk]) -> str:
 
 def test_the_embedded_model_streams_the_answer(answerer):
     chunks: list[StreamingChunk] = []
-    answer = answerer.run(state=STATE, streaming_callback=chunks.append)["finished"].answer
+    answer = answerer.run(state=STATE, streaming_callback=chunks.append)["finished"].outcome.answer
     assert answer and streamed_answer(chunks) == " ".join(answer.split())
     assert len([c for c in chunks if c.content]) > 1  # token by token
     assert {c.meta[ROLE_META] for c in chunks} == {"answer"}
@@ -52,7 +52,7 @@ async def test_the_embedded_model_streams_to_an_async_callback(answerer):
     async def collect(chunk: StreamingChunk) -> None:
         chunks.append(chunk)
 
-    answer = (await answerer.run_async(state=STATE, streaming_callback=collect))["finished"].answer
+    answer = (await answerer.run_async(state=STATE, streaming_callback=collect))["finished"].outcome.answer
     assert answer and streamed_answer(chunks) == " ".join(answer.split())
     assert len([c for c in chunks if c.content]) > 1
 
@@ -66,12 +66,12 @@ def short_answerer() -> Answerer:
 
 def test_with_short_answers_the_streamed_answer_is_the_final_answer(short_answerer):
     chunks: list[StreamingChunk] = []
-    answer = short_answerer.run(state=STATE, streaming_callback=chunks.append)["finished"].answer
+    answer = short_answerer.run(state=STATE, streaming_callback=chunks.append)["finished"].outcome.answer
     assert answer and streamed_answer(chunks) == " ".join(answer.split())
     assert len([c for c in chunks if c.content and not c.meta.get(ANSWER_META)]) > 1  # the model's tokens still flow
 
 
 async def test_with_short_answers_the_async_streamed_answer_is_the_final_answer(short_answerer):
     chunks: list[StreamingChunk] = []
-    answer = (await short_answerer.run_async(state=STATE, streaming_callback=chunks.append))["finished"].answer
+    answer = (await short_answerer.run_async(state=STATE, streaming_callback=chunks.append))["finished"].outcome.answer
     assert answer and streamed_answer(chunks) == " ".join(answer.split())
