@@ -44,12 +44,7 @@ END_SESSION = "/exit"
 
 
 def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """
-    Add the `chat` sub-command to the CLI's sub-parsers.
-
-    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
-    :returns: The `chat` parser.
-    """
+    """Add the `chat` sub-command."""
     summary = "Answer question after question with one loaded loop (follow-ups in a conversation)."
     chat = add_command(subparsers, "chat", summary, _DESCRIPTION, _EXAMPLES)
     chat.add_argument("--json", action="store_true", help="Print each result as one line of JSON.")
@@ -62,12 +57,9 @@ def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_chat(args: argparse.Namespace, console: Console, lines: TextIO | None = None) -> int:
     """
-    Run `haystack-agentic chat`: prepare the loop once, then answer each question read from `lines`.
+    Run `haystack-agentic chat`: prepare the loop once, then answer each line of `lines` (default: stdin); 0 at the
+    end of input.
 
-    :param args: The parsed `chat` arguments.
-    :param console: Where answers are printed.
-    :param lines: Where questions are read from, one per line (default: standard input).
-    :returns: The exit code: 0 at the end of input.
     :raises CLIError: If the options are bad (before any question is read).
     """
     from haystack.dataclasses import ChatMessage  # noqa: PLC0415

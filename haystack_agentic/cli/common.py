@@ -1,21 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-What every `haystack-agentic` command shares: the one-line error type, the environment variables the CLI reads,
-the default store locations, and the document-store arguments.
-
-This module imports nothing heavy, so `haystack-agentic --help` stays fast.
-"""
+"""What every `haystack-agentic` command shares (imports nothing heavy, so `--help` stays fast)."""
 
 import argparse
 import re
 from typing import Any
 
-# The environment variables and default locations live in `haystack_agentic.settings`; re-exported for the commands.
-from haystack_agentic.settings import (  # noqa: F401
-    ENV_CACHE,
+from haystack_agentic.settings import (
     ENV_MILVUS_URI,
     ENV_MODEL,
-    ENV_STORE,
     default_milvus_uri,
     default_store_path,
     default_weaviate_url,
@@ -35,16 +27,7 @@ def printable(text: str) -> str:
 
 
 def add_command(subparsers: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
-    """
-    Add a sub-command whose `--help` shows its description and examples as written (line breaks kept).
-
-    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
-    :param name: The command, e.g. `index`.
-    :param summary: One line for `haystack-agentic --help`.
-    :param description: What the command does (shown above the options).
-    :param examples: The examples block (shown below the options), starting with `examples:`.
-    :returns: The command's parser.
-    """
+    """Add a sub-command whose `--help` shows its description and examples as written (line breaks kept)."""
     return subparsers.add_parser(
         name,
         help=summary,
@@ -73,7 +56,7 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def hide_model_progress_bars() -> None:
-    """Turn off the progress bars transformers and huggingface_hub print while loading weights (ours show the stage)."""
+    """Turn off transformers' and huggingface_hub's progress bars while loading weights (ours show the stage)."""
     try:
         from huggingface_hub.utils import disable_progress_bars  # noqa: PLC0415
         from transformers.utils import logging as transformers_logging  # noqa: PLC0415

@@ -65,12 +65,7 @@ CONFIG_NAMES = ("one-shot", "bridge-entity", "llm-router")
 
 
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """
-    Add the `eval` sub-command to the CLI's sub-parsers.
-
-    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
-    :returns: The `eval` parser.
-    """
+    """Add the `eval` sub-command."""
     summary = "Evaluate loop configurations on HotpotQA-format QA sets (quality, recall, cost, speed)."
     p = add_command(subparsers, "eval", summary, __doc__, _EXAMPLES)
     p.add_argument(
@@ -182,11 +177,8 @@ def _pipeline_configs(args: argparse.Namespace, rows: list, out_dir: Path, error
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     """
-    Run `haystack-agentic eval`.
+    Run `haystack-agentic eval`, tables on `console` (0).
 
-    :param args: Parsed arguments (see `add_eval_parser`).
-    :param console: Where tables go.
-    :returns: 0 on success.
     :raises CLIError: On bad arguments, a missing dataset or a missing answer model.
     """
     from haystack_agentic.cli.common import CLIError
@@ -347,11 +339,7 @@ def _run_unanswerable(
 
 
 def _check_out_dir(out_dir: Path) -> None:
-    """
-    Make sure the results can be written before the evaluation runs (it may take minutes).
-
-    :raises CLIError: If `--out` is an existing file, or the folder cannot be created or written to.
-    """
+    """Refuse (`CLIError`) an `--out` that is a file or cannot be created or written, before the evaluation runs."""
     from haystack_agentic.cli.common import CLIError  # noqa: PLC0415
 
     if out_dir.exists() and not out_dir.is_dir():
