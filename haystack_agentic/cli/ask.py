@@ -76,19 +76,8 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
     ask.add_argument("question", help="The question.")
     ask.add_argument("--json", action="store_true", help="Print the result as JSON.")
     add_loop_arguments(ask)
-    add_llm_limit_arguments(ask)
     add_backend_arguments(ask)
     return ask
-
-
-def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add `--timeout` and `--max-tokens` (every LLM role's call limits) to a sub-command's parser."""
-    parser.add_argument(
-        "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
-    )
-    parser.add_argument(
-        "--max-tokens", type=int, help="Most tokens one LLM reply may have, every role (default: sized per role)."
-    )
 
 
 def check_server(options: LoopOptions, err: Console) -> LoopOptions:

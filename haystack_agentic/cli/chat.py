@@ -11,7 +11,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from haystack_agentic.cli.ask import add_llm_limit_arguments, prepare_loop, run_question
+from haystack_agentic.cli.ask import prepare_loop, run_question
 from haystack_agentic.cli.ask_output import print_trace
 from haystack_agentic.cli.common import CLIError, add_backend_arguments, add_command, add_loop_arguments
 
@@ -50,7 +50,6 @@ def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
     chat.add_argument("--json", action="store_true", help="Print each result as one line of JSON.")
     chat.add_argument("--new-each", action="store_true", help="Every question starts a new conversation.")
     add_loop_arguments(chat)
-    add_llm_limit_arguments(chat)
     add_backend_arguments(chat)
     return chat
 

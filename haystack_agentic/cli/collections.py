@@ -12,9 +12,8 @@ from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
     add_command,
-    default_milvus_uri,
     default_store_path,
-    default_weaviate_url,
+    open_backend_store,
     printable,
 )
 
@@ -74,25 +73,17 @@ def open_store(args: argparse.Namespace) -> tuple[Any, str]:
 
     :raises CLIError: If it does not exist or cannot be opened.
     """
-    from haystack_agentic.indexing.store_faults import check_milvus_lite_uri  # noqa: PLC0415
-
     backend = getattr(args, "backend", "memory")
+    if backend != "memory":
+        store, address = open_backend_store(backend, args.uri, getattr(args, "store_collection", None), must_exist=True)
+        return store, f"{backend} at {address}"
+    from haystack_agentic.indexing.store_files import load_store_file  # noqa: PLC0415
+
+    path = Path(args.store) if args.store else default_store_path()
+    if not path.exists():
+        raise CLIError(f"The store {path} does not exist: create it with `haystack-agentic index PATH`.")
     try:
-        if backend == "memory":
-            from haystack_agentic.indexing.store_files import load_store_file  # noqa: PLC0415
-
-            path = Path(args.store) if args.store else default_store_path()
-            if not path.exists():
-                raise CLIError(f"The store {path} does not exist: create it with `haystack-agentic index PATH`.")
-            return load_store_file(path), str(path)
-        from haystack_agentic.indexing.document_stores import open_document_store  # noqa: PLC0415
-
-        address = args.uri or str(default_milvus_uri() if backend == "milvus" else default_weaviate_url())
-        if backend == "milvus":
-            check_milvus_lite_uri(address, must_exist=True)  # listing must not create an empty database
-        return open_document_store(backend, address, getattr(args, "store_collection", None)), f"{backend} at {address}"
-    except ImportError as exc:
-        raise CLIError(f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`.") from exc
+        return load_store_file(path), str(path)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
 

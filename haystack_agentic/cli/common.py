@@ -37,6 +37,30 @@ def add_command(subparsers: Any, name: str, summary: str, description: str, exam
     )
 
 
+def open_backend_store(
+    backend: str, uri: str | None, collection: str | None, must_exist: bool = False
+) -> tuple[Any, str]:
+    """
+    `(store, address)`: the `milvus` / `weaviate` store at `uri` (default: the cache's milvus.db, or the Weaviate URL
+    from `settings`), collection `collection` (default: the packaged pipelines').
+
+    :param must_exist: Refuse a Milvus Lite path with no database yet (reading must not create one).
+    :raises CLIError: If the integration is missing or the store cannot be opened.
+    """
+    from haystack_agentic.indexing.document_stores import open_document_store  # noqa: PLC0415
+    from haystack_agentic.indexing.store_faults import check_milvus_lite_uri  # noqa: PLC0415
+
+    address = uri or str(default_milvus_uri() if backend == "milvus" else default_weaviate_url())
+    try:
+        if backend == "milvus" and must_exist:
+            check_milvus_lite_uri(address, must_exist=True)
+        return open_document_store(backend, address, collection), address
+    except ImportError as exc:
+        raise CLIError(f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`.") from exc
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+
+
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
@@ -66,8 +90,18 @@ def hide_model_progress_bars() -> None:
     transformers_logging.disable_progress_bar()
 
 
+def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `--timeout` and `--max-tokens` (every LLM role's call limits) to a sub-command's parser."""
+    parser.add_argument(
+        "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, help="Most tokens one LLM reply may have, every role (default: sized per role)."
+    )
+
+
 def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options `ask` and `chat` share: the LLM, the pipeline, the store, filters and the loop's limits."""
+    """Add the options `ask` and `chat` share: the LLM and its call limits, the pipeline, the store, the filters."""
     parser.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")
     parser.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
     parser.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
@@ -84,3 +118,4 @@ def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
         "answer with a warning.",
     )
     parser.add_argument("--quiet", action="store_true", help="No progress output.")
+    add_llm_limit_arguments(parser)

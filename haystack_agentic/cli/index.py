@@ -14,10 +14,9 @@ from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
     add_command,
-    default_milvus_uri,
     default_store_path,
-    default_weaviate_url,
     hide_model_progress_bars,
+    open_backend_store,
 )
 
 if TYPE_CHECKING:
@@ -211,26 +210,6 @@ def _as_cli_errors(target: object):
         raise CLIError(f"Indexing into {target} failed: {type(exc).__name__}: {one_line(exc)}") from exc
 
 
-def open_index_store(backend: str, uri: str | None, collection: str | None) -> Any:
-    """
-    The `milvus` / `weaviate` store `index --backend` writes to (`uri`, `collection`: defaults from `settings`).
-
-    :raises CLIError: If the integration is missing or the store cannot be opened.
-    """
-    from haystack_agentic.indexing.document_stores import open_document_store  # noqa: PLC0415
-
-    address = uri or str(default_milvus_uri() if backend == "milvus" else default_weaviate_url())
-    try:
-        store = open_document_store(backend, address, collection)
-        if backend == "milvus":
-            store = _dense_only_on_old_milvus(store, collection)
-        return store
-    except ImportError as exc:
-        raise CLIError(f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`.") from exc
-    except ValueError as exc:
-        raise CLIError(str(exc)) from exc
-
-
 def _dense_only_on_old_milvus(store: Any, collection: str | None) -> Any:
     """On a Milvus server older than 2.5 (no BM25), index a dense-only collection instead, and say so."""
     import sys  # noqa: PLC0415
@@ -288,8 +267,10 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
         with IndexProgress(err, args.quiet) as progress, _as_cli_errors(store_path):
             result = indexer.index_files_into_file(files, store_path, embedder=embedder, progress=progress, **options)
     else:
-        store = open_index_store(backend, args.uri, args.store_collection)
-        target = f"{backend} at {args.uri or (default_milvus_uri() if backend == 'milvus' else default_weaviate_url())}"
+        store, address = open_backend_store(backend, args.uri, args.store_collection)
+        if backend == "milvus":
+            store = _dense_only_on_old_milvus(store, args.store_collection)
+        target = f"{backend} at {address}"
         with IndexProgress(err, args.quiet) as progress, _as_cli_errors(target):
             result = indexer.index_files(files, store, embedder=_embedder(), progress=progress, **options)
     if options.get("collection"):

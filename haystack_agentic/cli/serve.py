@@ -35,7 +35,7 @@ from haystack_agentic.settings import default_store_path, store_path_from_env
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
 
-from haystack_agentic.cli.common import add_command
+from haystack_agentic.cli.common import add_command, add_llm_limit_arguments
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
@@ -97,12 +97,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
     serve.add_argument("--store", help="Saved in-memory store to load (default: $HAYSTACK_AGENTIC_STORE or cache).")
     serve.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
-    serve.add_argument(
-        "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
-    )
-    serve.add_argument(
-        "--max-tokens", type=int, help="Most tokens one LLM reply may have, every role (default: sized per role)."
-    )
+    add_llm_limit_arguments(serve)
     serve.add_argument(
         "--api-key",
         help="Require `Authorization: Bearer KEY` on every request (REST, chat, MCP; not /health). "
