@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 
-from typing import Any
-
-from haystack import component, default_from_dict, default_to_dict, logging
+from haystack import component, logging
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
@@ -46,12 +44,3 @@ class RetrievalOnlyAnswerer:
     async def run_async(self, state: LoopState) -> dict[str, LoopState]:
         """Async twin of `run`."""
         return self.run(state)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Serialize the component to a dictionary."""
-        return default_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RetrievalOnlyAnswerer":
-        """Deserialize the component from a dictionary."""
-        return default_from_dict(cls, data)
