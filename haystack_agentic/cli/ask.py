@@ -13,13 +13,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from haystack_agentic.settings import store_path_from_env
+from haystack_agentic.settings import default_store_path, store_path_from_env
 from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
     add_command,
     add_loop_arguments,
-    default_store_path,
     hide_model_progress_bars,
     printable,
 )

@@ -12,10 +12,10 @@ from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
     add_command,
-    default_store_path,
     open_backend_store,
     printable,
 )
+from haystack_agentic.settings import default_store_path
 
 if TYPE_CHECKING:
     from rich.console import Console

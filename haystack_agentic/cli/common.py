@@ -9,7 +9,6 @@ from haystack_agentic.settings import (
     ENV_MILVUS_URI,
     ENV_MODEL,
     default_milvus_uri,
-    default_store_path,
     default_weaviate_url,
 )
 

@@ -14,10 +14,10 @@ from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
     add_command,
-    default_store_path,
     hide_model_progress_bars,
     open_backend_store,
 )
+from haystack_agentic.settings import default_store_path
 
 if TYPE_CHECKING:
     from rich.console import Console
