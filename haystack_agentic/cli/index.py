@@ -1,10 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`haystack-agentic index`: write documents into a document store (a saved in-memory store file, Milvus or Weaviate).
-
-This module is the command: its arguments, the progress display and the messages. The indexing itself (converting,
-embedding, upserting, replacing re-indexed files' chunks, saving atomically) is `haystack_agentic.indexing.indexer`.
-"""
+"""`haystack-agentic index`: its arguments, progress display and messages (the indexing is `indexing.indexer`)."""
 
 from __future__ import annotations
 
@@ -18,11 +13,11 @@ from haystack_agentic.cli.collections import collection_options
 from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
-    default_milvus_uri,
-    default_store_path,
-    default_weaviate_url,
+    add_command,
     hide_model_progress_bars,
+    open_backend_store,
 )
+from haystack_agentic.settings import default_store_path
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -78,19 +73,9 @@ SAMPLE_NAME = "sample"
 
 
 def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """
-    Add the `index` sub-command to the CLI's sub-parsers.
-
-    :param subparsers: The object `ArgumentParser.add_subparsers()` returned.
-    :returns: The `index` parser.
-    """
-    index = subparsers.add_parser(
-        "index",
-        help="Index documents into a document store (adds; re-indexed files replace their chunks).",
-        description=_DESCRIPTION,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    """Add the `index` sub-command."""
+    summary = "Index documents into a document store (adds; re-indexed files replace their chunks)."
+    index = add_command(subparsers, "index", summary, _DESCRIPTION, _EXAMPLES)
     index.add_argument(
         "path", nargs="?", help="A .jsonl (HotpotQA format), .txt, .md, .html or .pdf file, or a folder of them; "
         f"`{SAMPLE_NAME}` (or nothing) is the shipped HotpotQA sample."
@@ -120,11 +105,8 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def readable_files(path: Path) -> tuple[list[Path], list[Path]]:
     """
-    The supported files under `path` that give text, and the empty ones (their earlier chunks get removed); every
-    other skipped file is reported on stderr with the reason.
+    `(files to index, empty files)` under `path`; every other skipped file is reported on stderr with the reason.
 
-    :param path: A file or folder.
-    :returns: `(files to index, empty files)`.
     :raises CLIError: If `path` does not exist.
     """
     from rich.console import Console  # noqa: PLC0415
@@ -146,18 +128,13 @@ def readable_files(path: Path) -> tuple[list[Path], list[Path]]:
 
 class IndexProgress:
     """
-    The indexing stages on the terminal: one line per stage (converting, loading model, embedding, writing) with a
-    spinner, a bar, the count done of the total, and the ETA (the time taken, once done). A `progress` callback for
-    `haystack_agentic.indexing.indexer`; use it as a context manager.
+    The indexer's `progress` callback as a context manager: one terminal line per stage with a bar, the count done
+    and the ETA (nothing when `quiet` or `console` is not a terminal).
     """
 
     UNITS = {"converting": "files", "indexing": "files", "embedding": "chunks", "writing": "chunks"}
 
     def __init__(self, console: Console, quiet: bool = False) -> None:
-        """
-        :param console: Where the display goes (stderr, usually).
-        :param quiet: Show nothing (also when `console` is not a terminal).
-        """
         from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn  # noqa: PLC0415
         from rich.text import Text  # noqa: PLC0415
 
@@ -204,14 +181,9 @@ class IndexProgress:
 
 def index_path(path: Path, store_path: Path, console: Console, quiet: bool = False) -> int:
     """
-    Index a file or folder into an in-memory store file (adding to it), with the progress display; `ask` and `serve`
-    use it to index the shipped sample on first use.
+    Index a file or folder into an in-memory store file (adding to it), with the progress display; returns the
+    number of documents in the store.
 
-    :param path: The file or folder.
-    :param store_path: The store file.
-    :param console: Where progress goes.
-    :param quiet: No progress display.
-    :returns: The number of documents in the store.
     :raises CLIError: If there is nothing to index or the store cannot be read or written.
     """
     from haystack_agentic.indexing.indexer import index_files_into_file  # noqa: PLC0415
@@ -238,31 +210,6 @@ def _as_cli_errors(target: object):
         raise CLIError(f"Indexing into {target} failed: {type(exc).__name__}: {one_line(exc)}") from exc
 
 
-def open_index_store(backend: str, uri: str | None, collection: str | None) -> Any:
-    """
-    The document store `index --backend` writes to.
-
-    :param backend: `milvus` or `weaviate`.
-    :param uri: Milvus Lite file / Milvus server URI, or Weaviate URL (defaults: the user cache's milvus.db,
-        `$WEAVIATE_URL` or `settings.DEFAULT_WEAVIATE_URL`).
-    :param collection: Collection name (default: the packaged pipelines').
-    :returns: The store.
-    :raises CLIError: If the integration is missing or the store cannot be opened.
-    """
-    from haystack_agentic.indexing.document_stores import open_document_store  # noqa: PLC0415
-
-    address = uri or str(default_milvus_uri() if backend == "milvus" else default_weaviate_url())
-    try:
-        store = open_document_store(backend, address, collection)
-        if backend == "milvus":
-            store = _dense_only_on_old_milvus(store, collection)
-        return store
-    except ImportError as exc:
-        raise CLIError(f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`.") from exc
-    except ValueError as exc:
-        raise CLIError(str(exc)) from exc
-
-
 def _dense_only_on_old_milvus(store: Any, collection: str | None) -> Any:
     """On a Milvus server older than 2.5 (no BM25), index a dense-only collection instead, and say so."""
     import sys  # noqa: PLC0415
@@ -283,7 +230,6 @@ def _dense_only_on_old_milvus(store: Any, collection: str | None) -> Any:
 
 
 def _embedder() -> Any:
-    """The packaged MiniLM document embedder, without transformers' own progress bars (ours show the stage)."""
     from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder  # noqa: PLC0415
 
     hide_model_progress_bars()
@@ -291,14 +237,7 @@ def _embedder() -> Any:
 
 
 def cmd_index(args: argparse.Namespace, console: Console) -> int:
-    """
-    Run `haystack-agentic index`.
-
-    :param args: Parsed `index` arguments.
-    :param console: Where the summary goes (stdout); progress goes to stderr.
-    :returns: 0.
-    :raises CLIError: On bad input or a store fault, with what to do.
-    """
+    """Run `haystack-agentic index`: the summary on `console`, progress on stderr (0; `CLIError` on a fault)."""
     from rich.console import Console  # noqa: PLC0415
 
     from haystack_agentic.indexing import indexer  # noqa: PLC0415
@@ -328,8 +267,10 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
         with IndexProgress(err, args.quiet) as progress, _as_cli_errors(store_path):
             result = indexer.index_files_into_file(files, store_path, embedder=embedder, progress=progress, **options)
     else:
-        store = open_index_store(backend, args.uri, args.store_collection)
-        target = f"{backend} at {args.uri or (default_milvus_uri() if backend == 'milvus' else default_weaviate_url())}"
+        store, address = open_backend_store(backend, args.uri, args.store_collection)
+        if backend == "milvus":
+            store = _dense_only_on_old_milvus(store, args.store_collection)
+        target = f"{backend} at {address}"
         with IndexProgress(err, args.quiet) as progress, _as_cli_errors(target):
             result = indexer.index_files(files, store, embedder=_embedder(), progress=progress, **options)
     if options.get("collection"):

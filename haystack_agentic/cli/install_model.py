@@ -12,12 +12,7 @@ if TYPE_CHECKING:
 
 
 def add_install_model_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """
-    Add the `install-model` command.
-
-    :param subparsers: The main parser's subparsers.
-    :returns: The command's parser.
-    """
+    """Add the `install-model` command."""
     return subparsers.add_parser(
         "install-model",
         help="Download the offline default LLM (SmolLM2-135M GGUF, ~90 MB) into this environment.",
@@ -28,12 +23,7 @@ def add_install_model_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_install_model(args: argparse.Namespace, console: "Console") -> int:  # noqa: ARG001
-    """
-    Run `install-model`.
-
-    :returns: 0.
-    :raises CLIError: If the download fails.
-    """
+    """Run `install-model` (0; `CLIError` if the download fails)."""
     from haystack_agentic.components.generators._smollm2_gguf import download_gguf  # noqa: PLC0415
 
     try:

@@ -1,14 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`haystack-agentic`: index documents and ask questions through the agentic loop, from the command line.
-
-Each command lives in its own module (`index`, `ask`, `eval`, `serve`); this one builds the parser and dispatches.
-Only argument parsing is imported up front, so `--help` is fast: a command imports Haystack, models and servers
-when it runs.
-
-LLM choice: `--llm openai` (or `auto` with `OPENAI_API_KEY` or `OPENAI_BASE_URL` set) uses Haystack's
-`OpenAIChatGenerator` (`--model` / `HAYSTACK_AGENTIC_MODEL`, `--base-url` / `OPENAI_BASE_URL` for Ollama, vLLM
-or llama.cpp servers); `--llm embedded` uses the packaged SmolLM2-135M with the deterministic bridge-entity policy.
+`haystack-agentic`: the parser and dispatch of the commands (one module each). Only argument parsing is imported
+up front, so `--help` is fast: a command imports Haystack, models and servers when it runs.
 """
 
 import argparse
@@ -49,11 +42,7 @@ _DEBUG_HELP = "On an error, show the traceback and the store libraries' own logs
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """
-    The argument parser of `haystack-agentic`.
-
-    :returns: The parser.
-    """
+    """The argument parser of `haystack-agentic`."""
     parser = argparse.ArgumentParser(
         prog="haystack-agentic",
         description="Agentic RAG loops for Haystack: index documents, ask questions, evaluate, serve.",
@@ -76,9 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """
-    Entry point of `haystack-agentic`.
+    Entry point of `haystack-agentic` (`argv` default: `sys.argv[1:]`).
 
-    :param argv: Arguments (default: `sys.argv[1:]`).
     :returns: The exit code: 0 on success, 1 when the loop ended in error (or on an unexpected error), 2 on bad
         input or a store fault.
     """

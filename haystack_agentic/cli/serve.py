@@ -5,28 +5,21 @@ OpenAI-compatible chat, MCP).
 
 It writes one hayhooks pipeline directory per served pipeline
 (`<name>/pipeline_wrapper.py`, an `AgenticLoopWrapper` pointing at the YAML)
-into a serving directory, sets the deserialisation allow-list so our modules
-load, and runs the hayhooks app: `POST /<name>/run`, `/v1/chat/completions`
-(model `<name>`) and, on --mcp-port, an MCP server (streamable HTTP at `/mcp`,
-SSE at `/sse`) listing each pipeline as a tool. YAML files already in the
-serving directory (--pipelines-dir) are deployed too, as plain hayhooks YAML
-pipelines.
+and runs the hayhooks app: `POST /<name>/run`, `/v1/chat/completions` (model
+`<name>`) and, on --mcp-port, an MCP server (`/mcp`, `/sse`) listing each
+pipeline as a tool. YAML files already in --pipelines-dir are deployed too.
 
 Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged
-pipeline chosen like `ask` does (an OpenAI-compatible endpoint when
-`OPENAI_API_KEY` / `OPENAI_BASE_URL` is set, else the embedded offline model),
-served as `agentic_rag`.
+pipeline chosen like `ask` does, served as `agentic_rag`.
 
-Safe by default: hayhooks' runtime deployment (routes and MCP tools that upload
-and run code) is off unless `--allow-deploy`, which needs an API key;
-`--api-key` / `$HAYSTACK_AGENTIC_API_KEY` makes every request but `GET /health`
-carry
+Safe by default: runtime deployment (routes and MCP tools that upload and run
+code) is off unless `--allow-deploy`, which needs an API key; `--api-key` /
+`$HAYSTACK_AGENTIC_API_KEY` makes every request but `GET /health` carry
 `Authorization: Bearer <key>`. Serving on a non-loopback address without a key
 prints a warning. No CORS headers unless --cors-origin lists origins; a Host
 header other than the bound address, localhost or an --allowed-host gets a
 400 (DNS rebinding). Haystack's telemetry is off
-(HAYSTACK_TELEMETRY_ENABLED=True turns it on). The servers themselves are
-built in `haystack_agentic.serving` (`app`, `mcp_server`, `server`).
+(HAYSTACK_TELEMETRY_ENABLED=True turns it on).
 """
 
 import argparse
@@ -42,7 +35,7 @@ from haystack_agentic.settings import default_store_path, store_path_from_env
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
 
-from haystack_agentic.cli.common import add_command
+from haystack_agentic.cli.common import add_command, add_llm_limit_arguments
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
@@ -83,12 +76,7 @@ class ServeError(Exception):
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """
-    Add the `serve` subcommand to `haystack-agentic`'s subparsers.
-
-    :param subparsers: The result of `parser.add_subparsers()`.
-    :returns: The `serve` parser (its `func` default is `cmd_serve`).
-    """
+    """Add the `serve` sub-command (its `func` default is `cmd_serve`)."""
     summary = "Serve the loop with hayhooks: REST, OpenAI-compatible chat, MCP."
     serve = add_command(subparsers, "serve", summary, __doc__, _EXAMPLES)
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"Address to bind (default {DEFAULT_HOST}).")
@@ -109,12 +97,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
     serve.add_argument("--store", help="Saved in-memory store to load (default: $HAYSTACK_AGENTIC_STORE or cache).")
     serve.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
-    serve.add_argument(
-        "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
-    )
-    serve.add_argument(
-        "--max-tokens", type=int, help="Most tokens one LLM reply may have, every role (default: sized per role)."
-    )
+    add_llm_limit_arguments(serve)
     serve.add_argument(
         "--api-key",
         help="Require `Authorization: Bearer KEY` on every request (REST, chat, MCP; not /health). "
@@ -165,10 +148,8 @@ def _parse_pipeline_arg(value: str) -> tuple[str, Path]:
 
 def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str | None]:
     """
-    Decide what to serve from the arguments and the environment.
+    What to serve, from the arguments and the environment: `({name: yaml path}, overrides, store file or None)`.
 
-    :param args: Parsed `serve` arguments.
-    :returns: `({name: yaml path}, overrides, store file or None)`.
     :raises ServeError: On bad arguments, or `--llm openai` without a key or base URL.
     """
     from haystack_agentic.pipelines.loop_builder import LoopOptions
@@ -197,15 +178,7 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
 def write_serving_dir(
     directory: Path, pipelines: dict[str, Path], overrides: dict[str, Any], store: str | None
 ) -> list[Path]:
-    """
-    Write one hayhooks pipeline directory per pipeline: `<directory>/<name>/pipeline_wrapper.py`.
-
-    :param directory: The serving directory (created if needed).
-    :param pipelines: `{name: yaml path}`.
-    :param overrides: Passed to `AgenticLoopWrapper.overrides`.
-    :param store: Saved store file for the wrappers, or `None`.
-    :returns: The wrapper files written.
-    """
+    """Write `<directory>/<name>/pipeline_wrapper.py` per pipeline, with `overrides` and `store`; returns the files."""
     written = []
     for name, path in pipelines.items():
         folder = directory / name
@@ -233,7 +206,7 @@ def _ensure_store(store: str | None) -> None:
 
 
 def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
-    """Open the stores to serve once (the store file, Milvus databases): a fault is one line before the server starts."""
+    """Open the stores to serve once, so that a fault is one line before the server starts."""
     from haystack_agentic.indexing.store_files import read_store_file
     from haystack_agentic.pipelines.loop_loading import check_pipeline_stores
 
@@ -270,12 +243,7 @@ def set_serving_environment(host: str, port: int, directory: Path, security: "Se
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """
-    Run `haystack-agentic serve` until interrupted.
-
-    :param args: Parsed `serve` arguments (see `add_serve_parser`).
-    :returns: The exit code: 0 after a clean shutdown, 2 on bad arguments.
-    """
+    """Run `haystack-agentic serve` until interrupted: 0 after a clean shutdown, 2 on bad arguments."""
     scratch = None
     try:
         _check_ports(args)
@@ -307,11 +275,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _check_ports(args: argparse.Namespace) -> None:
-    """
-    Check the numeric arguments before anything loads.
-
-    :raises ServeError: On a port outside 1-65535 (`--mcp-port` may be 0: no MCP), or `--workers` below 1.
-    """
+    """Refuse (`ServeError`) a port outside 1-65535 (`--mcp-port` may be 0) or `--workers` below 1."""
     if not 1 <= args.port <= 65535:
         raise ServeError(f"--port must be between 1 and 65535, got {args.port}.")
     if args.mcp_port is not None and not 0 <= args.mcp_port <= 65535:
@@ -324,10 +288,9 @@ def _check_ports(args: argparse.Namespace) -> None:
 
 def _security(args: argparse.Namespace) -> "ServeSecurity":
     """
-    What to expose, from `--api-key` / `$HAYSTACK_AGENTIC_API_KEY` and `--allow-deploy`.
+    What to expose, from the security options.
 
-    :raises ServeError: On a weak key, `--allow-deploy` without a key, or a malformed `--cors-origin` /
-        `--allowed-host`.
+    :raises ServeError: On a weak key, `--allow-deploy` without a key, or a malformed origin or host.
     """
     from haystack_agentic.serving.security import (
         ENV_API_KEY,
@@ -386,12 +349,7 @@ def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    """
-    Run `serve` on its own: `python -m haystack_agentic.cli.serve [options]` (the same options as the subcommand).
-
-    :param argv: Arguments (default: `sys.argv[1:]`).
-    :returns: The exit code.
-    """
+    """Run `serve` on its own: `python -m haystack_agentic.cli.serve [options]`."""
     parser = argparse.ArgumentParser(prog="haystack-agentic")
     add_serve_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])

@@ -31,12 +31,8 @@ def fit_logistic(
     """
     Fit an L2-regularised logistic regression by Newton's method (the intercept is not penalised).
 
-    :param rows: One feature vector per example.
+    :param rows: One feature vector per example, columns named by `feature_names`.
     :param labels: 1 (the chunks support an answer) or 0, per example.
-    :param feature_names: The name of each column.
-    :param l2: The L2 penalty. Default 1.0.
-    :param iterations: Newton steps. Default 50.
-    :param name: The model's name.
     :returns: The model, with threshold 0.5 (set it with `choose_threshold`).
     :raises ValueError: On empty data, a length mismatch, or labels of one class only.
     """
@@ -69,11 +65,9 @@ def fit_logistic(
 
 def choose_threshold(positive_scores: Sequence[float], target_answer_rate: float) -> float:
     """
-    The highest threshold that still accepts at least `target_answer_rate` of the positives.
+    The highest threshold (rounded down to 4 decimals) that still accepts `target_answer_rate` in (0, 1] of the
+    positives' scores.
 
-    :param positive_scores: Scores of the examples whose chunks do support an answer.
-    :param target_answer_rate: The share of them to accept, in (0, 1].
-    :returns: The threshold (accept at score >= it), rounded down to 4 decimals.
     :raises ValueError: Without scores, or with a rate outside (0, 1].
     """
     if not positive_scores or not 0.0 < target_answer_rate <= 1.0:
@@ -87,12 +81,8 @@ def precision_recall_curve(
     positive_scores: Sequence[float], negative_scores: Sequence[float]
 ) -> list[dict[str, float]]:
     """
-    Precision and recall of "sufficient" (score >= t) at every distinct score t.
-
-    :param positive_scores: Scores of answerable examples (evidence found).
-    :param negative_scores: Scores of unanswerable examples.
-    :returns: `[{"threshold", "precision", "recall", "abstention"}]` by rising threshold; `recall` is the answer
-        rate on positives, `abstention` the share of negatives below the threshold.
+    Precision and recall of "sufficient" (score >= t) at every distinct score t of answerable (positive) and
+    unanswerable (negative) examples: `[{"threshold", "precision", "recall", "abstention"}]` by rising threshold.
     """
     thresholds = sorted(set(positive_scores) | set(negative_scores))
     points = []
@@ -111,13 +101,7 @@ def precision_recall_curve(
 
 
 def average_precision(positive_scores: Sequence[float], negative_scores: Sequence[float]) -> float | None:
-    """
-    The area under the precision/recall curve (average precision over the positives, by falling score).
-
-    :param positive_scores: Scores of answerable examples.
-    :param negative_scores: Scores of unanswerable examples.
-    :returns: Average precision in [0, 1], or `None` without positives.
-    """
+    """Average precision in [0, 1] over the positives by falling score, or `None` without positives."""
     if not positive_scores:
         return None
     ranked = sorted([(s, 1) for s in positive_scores] + [(s, 0) for s in negative_scores], key=lambda p: -p[0])
@@ -130,13 +114,7 @@ def average_precision(positive_scores: Sequence[float], negative_scores: Sequenc
 
 
 def roc_auc(positive_scores: Sequence[float], negative_scores: Sequence[float]) -> float | None:
-    """
-    The probability that a positive scores above a negative (ties count half).
-
-    :param positive_scores: Scores of answerable examples.
-    :param negative_scores: Scores of unanswerable examples.
-    :returns: The AUC, or `None` when a class is empty.
-    """
+    """The probability that a positive scores above a negative (ties count half); `None` when a class is empty."""
     if not positive_scores or not negative_scores:
         return None
     wins = sum((p > n) + 0.5 * (p == n) for p in positive_scores for n in negative_scores)
@@ -144,13 +122,7 @@ def roc_auc(positive_scores: Sequence[float], negative_scores: Sequence[float]) 
 
 
 def curve_summary(points: list[dict[str, Any]], every: float = 0.05) -> list[dict[str, Any]]:
-    """
-    A few points of a precision/recall curve for a table: the first threshold reaching each recall step.
-
-    :param points: From `precision_recall_curve`.
-    :param every: The recall step. Default 0.05.
-    :returns: At most `1 / every + 1` points, by falling recall.
-    """
+    """A few points of a `precision_recall_curve` for a table: the first reaching each recall step (`every`)."""
     shown, seen = [], set()
     for point in sorted(points, key=lambda p: -p["threshold"]):
         step = math.floor(point["recall"] / every + 1e-9)

@@ -1,13 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-95% confidence intervals for evaluation figures over n questions, computed by `scipy.stats`.
-
-- `wilson_interval`: a proportion (e.g. the share of questions whose gold paragraphs were all found), the Wilson
-  score interval of `scipy.stats.binomtest`: it stays inside [0, 1] and behaves at 0 % and 100 %, where the normal
-  approximation collapses.
-- `bootstrap_mean_interval`: a mean of per-question values (answer F1, LLM calls per question), the percentile
-  bootstrap of `scipy.stats.bootstrap`: the questions resampled with replacement (2,000 times by default, fixed seed,
-  so a report is reproducible), the 2.5th and 97.5th percentiles of the resampled means.
+95% confidence intervals for evaluation figures over n questions, computed by `scipy.stats`: the Wilson score
+interval of a proportion (it stays inside [0, 1] at 0 % and 100 %) and the percentile bootstrap of a mean.
 
 Usage example:
 ```python
@@ -23,12 +17,8 @@ from collections.abc import Sequence
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """
-    The Wilson score interval of a proportion.
+    The Wilson score interval `(low, high)` of `successes` out of `n` trials, at coverage `confidence` in (0, 1).
 
-    :param successes: How many of the `n` trials succeeded (0 <= successes <= n).
-    :param n: Trials (questions); at least 1.
-    :param confidence: Coverage, in (0, 1). Default 0.95.
-    :returns: `(low, high)`, both in [0, 1].
     :raises ValueError: If `n < 1` or `successes` is outside [0, n].
     """
     from scipy.stats import binomtest  # noqa: PLC0415 - scipy.stats takes a second to import
@@ -43,13 +33,9 @@ def bootstrap_mean_interval(
     values: Sequence[float], resamples: int = 2000, confidence: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
     """
-    The percentile-bootstrap interval of a mean.
+    The percentile-bootstrap interval `(low, high)` of the mean of `values` (questions resampled with replacement,
+    seeded: the same values give the same interval).
 
-    :param values: Per-question values (at least one).
-    :param resamples: Bootstrap resamples. Default 2,000.
-    :param confidence: Coverage, in (0, 1). Default 0.95.
-    :param seed: Seed of the resampling (the same values give the same interval).
-    :returns: `(low, high)`; both equal the value when all values are equal (or there is one).
     :raises ValueError: If `values` is empty, `resamples < 1` or `confidence` is outside (0, 1).
     """
     import numpy as np  # noqa: PLC0415

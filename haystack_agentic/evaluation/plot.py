@@ -1,15 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Plot an evaluation report: evidence recall and answer F1 against LLM calls per question, one point per
-configuration with its 95% confidence interval (matplotlib, the non-interactive Agg backend; the `eval` extra).
-
-- Evidence recall is the share of questions whose gold paragraphs were all among the chunks found; its interval
-  is the Wilson score interval. Answer F1 is the mean per-question F1; its interval, and the horizontal one of
-  LLM calls per question, is the percentile bootstrap (2,000 resamples of the questions, fixed seed).
-- The answer-F1 panel is drawn only when answers were scored (not in retrieval-only runs). When no configuration
-  made an LLM call, the x axis is searches per question instead (LLM calls would all be 0).
-- Configurations are told apart by colour and marker in one legend, with their number of questions `n`; points
-  that share an x value are drawn a few points apart so that none hides another. The y axis is 0-100 %.
+Plot an evaluation report: evidence recall (Wilson interval) and answer F1 (bootstrap interval) against LLM calls per
+question, or searches per question when no configuration made an LLM call; one point per configuration
+(matplotlib, Agg backend; the `eval` extra). The F1 panel is drawn only when answers were scored.
 
 Usage example:
 ```python
@@ -31,7 +24,6 @@ _MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")
 
 
 def ci_note(with_f1: bool, x_label: str) -> str:
-    """The legend's note on the error bars: which 95% interval each figure has."""
     means = ("answer F1 and " if with_f1 else "") + x_label.split(" (")[0]
     return (
         f"Bars: 95% confidence intervals. Evidence recall: Wilson score interval; "
@@ -41,15 +33,7 @@ def ci_note(with_f1: bool, x_label: str) -> str:
 
 @dataclass
 class PlotPoint:
-    """
-    One configuration's figures with their 95% intervals (fractions; the plot shows percentages).
-
-    :param name: The configuration.
-    :param n: Questions.
-    :param x: Mean LLM calls (or searches) per question, with `x_low`/`x_high`.
-    :param recall: Share of questions with every gold paragraph found, with `recall_low`/`recall_high` (Wilson).
-    :param f1: Mean answer F1 (`None` when no answer was scored), with `f1_low`/`f1_high` (bootstrap).
-    """
+    """One configuration's figures (fractions) with their 95% intervals; `f1` is `None` when nothing was scored."""
 
     name: str
     n: int
@@ -65,13 +49,7 @@ class PlotPoint:
 
 
 def plot_points(report: dict[str, Any]) -> tuple[list[PlotPoint], str]:
-    """
-    The figures the plot shows, one point per configuration that has questions.
-
-    :param report: A report from `run_eval`.
-    :returns: `(points, x label)`; the x axis is LLM calls per question, or searches per question when no
-        configuration made an LLM call.
-    """
+    """The plot's points (one per configuration with questions) and the x axis label, from a `run_eval` report."""
     records = {name: entry["questions"] for name, entry in report["configs"].items() if entry["questions"]}
     any_calls = any(r["llm_calls_total"] for rows in records.values() for r in rows)
     x_key, x_label = ("llm_calls_total", "LLM calls per question") if any_calls else (
@@ -93,7 +71,7 @@ def plot_points(report: dict[str, Any]) -> tuple[list[PlotPoint], str]:
 
 
 def _dodges(xs: list[float], span: float, step: float = 7.0) -> list[float]:
-    """Horizontal offsets in points: configurations whose x values are within 2% of the axis span are spread out."""
+    """Horizontal offsets (points) spreading out configurations whose x values are within 2% of the axis span."""
     offsets = [0.0] * len(xs)
     groups: list[list[int]] = []
     for i in sorted(range(len(xs)), key=lambda i: xs[i]):
@@ -108,7 +86,6 @@ def _dodges(xs: list[float], span: float, step: float = 7.0) -> list[float]:
 
 
 def _title(meta: dict[str, Any], width: int) -> str:
-    """The figure's title from the report's `meta`: data set, questions, chunk budget, retriever, answer LLM."""
     if not meta:
         return ""
     first = f"{meta.get('data_name', '')}: {meta.get('questions', '?')} questions, {meta.get('budget', '?')} chunks"

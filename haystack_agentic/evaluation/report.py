@@ -2,10 +2,9 @@
 """
 Present an evaluation report: terminal tables (rich) that fit the console, and a JSON file.
 
-The summary has three groups of columns (answers and evidence; cost; how runs ended). They share one table when it
-fits the console's width; otherwise each group (or, on a very narrow console, each column) gets a table of its own
-that repeats the configuration name. Headers and text wrap; numbers are never cut. Columns with no value for any
-configuration (EM and F1 in a retrieval-only run, grounding without a grounder) are left out and named in a note.
+The summary's groups of columns share one table when it fits the console; otherwise each group (or column) gets a
+table of its own that repeats the configuration name. Text wraps at spaces, so numbers are never cut. Columns with no
+value for any configuration are left out and named in a note.
 
 Usage example:
 ```python
@@ -32,13 +31,7 @@ _MISSING = "-"
 
 @dataclass
 class Column:
-    """
-    One table column: its header and one cell per row, already formatted.
-
-    :param header: The header (may wrap at spaces).
-    :param cells: The cells (wrap at spaces only: a number is one word and never split).
-    :param justify: `"right"` for numbers, `"left"` for text.
-    """
+    """One table column: its header and its formatted cells, `justify` `"right"` (numbers) or `"left"`."""
 
     header: str
     cells: list[str]
@@ -46,7 +39,6 @@ class Column:
 
     @property
     def empty(self) -> bool:
-        """Whether no row has a value."""
         return all(cell == _MISSING for cell in self.cells)
 
 
@@ -59,12 +51,7 @@ def _num(value: float | None, digits: int = 2) -> str:
 
 
 def summary_columns(report: dict[str, Any]) -> tuple[Column, list[tuple[str, list[Column]]]]:
-    """
-    The summary's cells: the configuration names and three groups of columns.
-
-    :param report: A report from `run_eval`.
-    :returns: `(names column, [(group title, columns)])`, groups "answers and evidence", "endings", "cost".
-    """
+    """The summary of a `run_eval` report: `(names column, [(group title, columns)])`."""
     summaries = [entry["summary"] for entry in report["configs"].values()]
 
     def col(header: str, cell, justify: str = "right") -> Column:
@@ -98,14 +85,13 @@ _COLUMN_EXTRA = 3
 
 
 def _widths(column: Column) -> tuple[int, int, int]:
-    """Text widths, narrowest first: the longest word; the longest cell or header word; the longest cell or header."""
+    """Text widths, narrowest first: longest word; longest cell or header word; longest cell or header."""
     words = [cell_len(word) for text in [column.header, *column.cells] for word in text.split()]
     cells = max((cell_len(cell) for cell in column.cells), default=1)
     return max(words, default=1), max(cells, *words), max(cells, cell_len(column.header))
 
 
 def _total(columns: list[Column], level: int) -> int:
-    """Table width at a level of `_widths` (0: narrowest, 2: natural)."""
     return sum(_widths(c)[level] + _COLUMN_EXTRA for c in columns) + 1
 
 
@@ -138,16 +124,9 @@ def _table(title: str | None, columns: list[Column], width: int) -> Table:
 
 def fit_tables(keys: list[Column], groups: list[tuple[str, list[Column]]], width: int) -> list[Table]:
     """
-    Lay columns out in as few tables as fit `width`, each starting with the `keys` columns.
-
-    A group joins the first table with room for it at its natural width; a group that does not fit even with its headers and
-    text wrapped at spaces is split column by column. Text wraps at spaces only, so no number is ever cut. Empty
-    columns are left out. On a console narrower than the keys and the widest single word, a table is too wide.
-
-    :param keys: Columns repeated in every table (e.g. the configuration name).
-    :param groups: `[(group title, columns)]` in display order.
-    :param width: The console's width, in columns.
-    :returns: The tables; when there is more than one, each is titled with the groups it holds.
+    Lay `[(group title, columns)]` out in as few tables as fit `width`, each starting with the `keys` columns; a group
+    too wide even wrapped is split column by column; empty columns are left out. Several tables are titled with
+    the groups they hold.
     """
     packs: list[tuple[list[str], list[Column]]] = []
     for name, columns in groups:
@@ -170,25 +149,8 @@ def fit_tables(keys: list[Column], groups: list[tuple[str, list[Column]]], width
     return [_table(None if single else ", ".join(names), keys + columns, width) for names, columns in packs]
 
 
-def summary_tables(report: dict[str, Any], console: Console) -> list[Table]:
-    """
-    The summary as tables that fit `console`: quality, recall, searches, LLM calls, tokens, latency, endings.
-
-    :param report: A report from `run_eval` (with optional `meta`).
-    :param console: The console the tables are for.
-    :returns: One table, or more on a narrow console.
-    """
-    names, groups = summary_columns(report)
-    return fit_tables([names], groups, console.width)
-
-
 def left_out_note(report: dict[str, Any]) -> str | None:
-    """
-    Which summary columns have no value for any configuration, and why (they are not shown).
-
-    :param report: A report from `run_eval`.
-    :returns: One line, or `None` when every column has values.
-    """
+    """One line naming the summary columns left out (no value for any configuration) and why, else `None`."""
     _, groups = summary_columns(report)
     empty = [c.header for _, columns in groups for c in columns if c.empty]
     if not empty:
@@ -201,13 +163,7 @@ def left_out_note(report: dict[str, Any]) -> str | None:
 
 
 def per_question_tables(report: dict[str, Any], console: Console) -> list[Table]:
-    """
-    One row per question and configuration (scores, cost, ending, the answer), as tables that fit `console`.
-
-    :param report: A report from `run_eval`.
-    :param console: The console the tables are for.
-    :returns: The tables.
-    """
+    """One row per question and configuration (scores, cost, ending, the answer), as tables that fit `console`."""
     rows = [(name, r) for name, entry in report["configs"].items() for r in entry["questions"]]
 
     def col(header: str, cell, justify: str = "right") -> Column:
@@ -228,20 +184,14 @@ def per_question_tables(report: dict[str, Any], console: Console) -> list[Table]
 
 
 def render_table(report: dict[str, Any], console: Console, per_question: bool = False) -> None:
-    """
-    Print the summary tables (and, with `per_question`, one row per question and configuration), fitted to the
-    console's width.
-
-    :param report: A report from `run_eval`.
-    :param console: Where to print.
-    :param per_question: Also print every question's record in short.
-    """
+    """Print a `run_eval` report's summary (and, with `per_question`, every question's record) to fit `console`."""
     meta = report.get("meta") or {}
     title = "Evaluation"
     if meta:
         title += f": {meta.get('data_name', '')} ({meta.get('questions', '?')} questions, {meta.get('budget', '?')} chunks)"
     console.print(f"[bold]{title}[/bold]", highlight=False)
-    for table in summary_tables(report, console):
+    names, groups = summary_columns(report)
+    for table in fit_tables([names], groups, console.width):
         console.print(table)
     note = left_out_note(report)
     if note:
@@ -253,13 +203,7 @@ def render_table(report: dict[str, Any], console: Console, per_question: bool = 
 
 
 def write_json(report: dict[str, Any], path: str | PathLike) -> Path:
-    """
-    Write the report (summaries and every question's record) as indented UTF-8 JSON.
-
-    :param report: A report from `run_eval`.
-    :param path: The file (its folder is created).
-    :returns: The path written.
-    """
+    """Write the report as indented UTF-8 JSON to `path` (its folder is created); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")

@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 
-from typing import Any
-
-from haystack import component, default_from_dict, default_to_dict, logging
+from haystack import component, logging
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
@@ -15,8 +13,7 @@ class RetrievalOnlyAnswerer:
     Ends the loop without writing an answer, for retrieval-only evaluation (`haystack-agentic eval --no-answer`).
 
     It has the `Answerer`'s sockets and stands in for it: the run ends `answered` with the controller's draft if
-    there is one (an LLM router's own answer costs no extra call), else with no answer. It never calls an LLM, so
-    a retrieval-only evaluation measures recall and searches without the answer model's cost.
+    there is one, else with no answer. It never calls an LLM.
 
     ### Usage example
     ```python
@@ -45,28 +42,5 @@ class RetrievalOnlyAnswerer:
 
     @component.output_types(state=LoopState, finished=LoopState)
     async def run_async(self, state: LoopState) -> dict[str, LoopState]:
-        """
-        Async twin of `run`.
-
-        :param state: The run's state from the router.
-        :returns: The same as `run`.
-        """
+        """Async twin of `run`."""
         return self.run(state)
-
-    def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
-        return default_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RetrievalOnlyAnswerer":
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
-        return default_from_dict(cls, data)

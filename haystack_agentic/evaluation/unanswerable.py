@@ -2,16 +2,10 @@
 """
 Does the loop say "not in the documents" when it should? An evaluation on an *unanswerable* split.
 
-Every question runs twice over the same pooled store (all paragraphs of all questions): once as it is (normal),
-and once with its own gold paragraphs removed from the store (unanswerable; everything else stays). Per
-configuration it reports:
-
-- the abstention rate on unanswerable questions (the run ends `gave_up`);
-- the answer rate on normal questions whose evidence was found (every gold paragraph among the final chunks),
-  and on all normal questions;
-- the precision/recall curve of the evidence check's score (positives: normal runs with their evidence found;
-  negatives: unanswerable runs), its AUC and average precision, and the threshold in use;
-- the evidence check's CPU cost (ms per check).
+Every question runs twice over the same pooled store: once as it is (normal), and once with its own gold
+paragraphs removed (unanswerable). Per configuration it reports the abstention rate on unanswerable questions, the
+answer rate on normal ones, the precision/recall curve of the evidence score (positives: normal runs with every
+gold paragraph found; negatives: unanswerable runs) and the evidence check's cost.
 
 Usage example:
 ```python
@@ -50,13 +44,7 @@ CONDITIONS = ("normal", "unanswerable")
 
 @contextmanager
 def without_documents(store: Any, ids: Sequence[str]) -> Iterator[int]:
-    """
-    Remove documents from a store for the duration of a block, then put them back as they were.
-
-    :param store: A document store (`filter_documents`, `delete_documents`, `write_documents`).
-    :param ids: The ids to remove (ids not in the store are ignored).
-    :returns: A context whose value is the number of documents removed.
-    """
+    """Remove documents from a store for the duration of a block (its value: how many), then put them back."""
     removed = store.filter_documents(filters={"field": "id", "operator": "in", "value": list(ids)}) if ids else []
     if removed:
         store.delete_documents([doc.id for doc in removed])
@@ -68,7 +56,7 @@ def without_documents(store: Any, ids: Sequence[str]) -> Iterator[int]:
 
 
 class CheckTimer:
-    """Times an `EvidenceChecker`'s `check` calls (wall time of the offline check, per call)."""
+    """Records the wall time (s) of each of an `EvidenceChecker`'s `check` calls in `seconds`."""
 
     def __init__(self, checker: Any) -> None:
         self.seconds: list[float] = []
@@ -114,15 +102,7 @@ def _record(row: dict[str, Any], condition: str, result: dict[str, Any], latency
 def summarise_abstention(
     records: Sequence[dict[str, Any]], threshold: float | None, check_seconds: Sequence[float] = ()
 ) -> dict[str, Any]:
-    """
-    The figures of one configuration.
-
-    :param records: Records of both conditions (from `run_abstention_eval`).
-    :param threshold: The evidence check's threshold (reported as is).
-    :param check_seconds: Wall time of each offline check, seconds.
-    :returns: Counts and rates (see the module docstring), `auc`, `average_precision`, `pr_curve` (a few points)
-        and `pr_curve_full`, `ms_per_check` (mean and median), `searched_again_mean`.
-    """
+    """The figures of one configuration from its records of both conditions (see the module docstring)."""
     normal = [r for r in records if r["condition"] == "normal"]
     unanswerable = [r for r in records if r["condition"] == "unanswerable"]
     found = [r for r in normal if r["all_gold_found"]]
@@ -164,7 +144,7 @@ def run_abstention_eval(
     :param rows: HotpotQA/MuSiQue rows whose paragraphs are all in `store`.
     :param store: The pooled document store every configuration searches.
     :param configs: `EvalConfig`s (their pipelines search `store`).
-    :param on_question: Called after each question (both conditions) with `(config name, questions done)`.
+    :param on_question: Called after each question with `(config name, questions done)`.
     :returns: `{"configs": {name: {"description", "summary", "questions": [records]}}}`.
     """
     report: dict[str, Any] = {"configs": {}}

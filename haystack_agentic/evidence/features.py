@@ -1,28 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-What the offline evidence check measures in the retrieved chunks, without a model: whether the question's key
-entities and content words occur in them.
+The lexical features of `EvidenceChecker`: whether the question's key entities and content words occur in the chunks.
 
-- Key entities are the question's quoted strings, runs of capitalised words ("First for Women", "Bank of
-  America") and numbers ("8th", "1994"), with a leading question word dropped ("Which", "In"). An entity is
-  *found* when its words occur as one phrase in one chunk (case, accents, punctuation and a possessive "'s"
-  ignored); otherwise it scores the share of its words found in its best chunk, halved (`SCATTERED_ENTITY_CREDIT`).
-- An entity is the *subject* of a chunk when it occurs as a phrase in the chunk's first `HEAD_CHARS` characters
-  (its title line and the start of its first sentence): a passage about the entity, not one that names it in
-  passing.
-- An entity *has its own passage* when a chunk's title is the entity, or contains it, or is contained in it
-  ("Arthur's Magazine" and a chunk titled "Arthur's Magazine"; "Big Stone Gap" and "Big Stone Gap (film)"). A
-  chunk's titles are its `meta["title"]` and its first line when that line is short (at most `TITLE_CHARS`) and
-  more text follows (a heading); a parenthetical ("(film)") is ignored. Entities made only of numbers are not
-  counted. Without its own passage an entity is only *mentioned* by its neighbours.
-- Content words are the question's words minus stopwords and question words; a word is *found* when a word
-  with the same light stem (a final "s", "es", "ed", "ing" removed) occurs in any chunk. Besides their share in
-  all chunks together, what counts is their share in one chunk, or in two *linked* chunks (the second's title
-  named in the first, as a bridge question's two hops are): scattered over unrelated neighbours, the words do
-  not make an answer.
+- Key entities are quoted strings, runs of capitalised words ("Bank of America") and numbers, a leading question
+  word dropped. An entity is *found* when its words occur as one phrase in one chunk (case, accents, punctuation
+  and a possessive "'s" ignored); otherwise it scores `SCATTERED_ENTITY_CREDIT` x the share of its words in its
+  best chunk. It is a chunk's *subject* when it occurs in the chunk's first `HEAD_CHARS` characters, and *has its
+  own passage* when a chunk's title (`meta["title"]` or a short first line, "(qualifier)" ignored) contains it or
+  is contained in it; entities made only of numbers are not counted for that.
+- Content words (stopwords and question words removed) are matched by light stem, in all chunks, in one chunk,
+  and in two *linked* chunks (the second's title named in the first, as a bridge question's two hops are).
 
-These are the lexical features of `EvidenceChecker`; `scoring.py` turns them (and the MiniLM similarity) into a
-score. Usage example:
+`scoring.py` turns these (and the MiniLM similarity) into a score. Usage example:
 ```python
 from haystack_agentic.evidence.features import lexical_coverage
 
@@ -72,23 +61,12 @@ _ENTITY_RE = re.compile(
 
 
 def tokens(text: str) -> list[str]:
-    """
-    Folded word tokens of a text: lower case, accents removed, a possessive "'s" dropped.
-
-    :param text: Any text.
-    :returns: The tokens, in order.
-    """
+    """Folded word tokens of a text: lower case, accents removed, a possessive "'s" dropped."""
     return WORD_RE.findall(fold(_POSSESSIVE_RE.sub(r"\1", text)))
 
 
 def chunk_title(content: str, meta: Mapping[str, Any] | None = None) -> str:
-    """
-    The title of a chunk: its `meta["title"]`, else its first line when that is short and more text follows.
-
-    :param content: The chunk's text.
-    :param meta: The chunk's metadata (may be `None`).
-    :returns: The title, or `""` when the chunk has none.
-    """
+    """A chunk's `meta["title"]`, else its first line when that is short and more text follows, else `""`."""
     title = (meta or {}).get("title")
     if isinstance(title, str) and title.strip():
         return title.strip()
@@ -97,13 +75,7 @@ def chunk_title(content: str, meta: Mapping[str, Any] | None = None) -> str:
 
 
 def key_entities(question: str) -> list[tuple[str, tuple[str, ...]]]:
-    """
-    The question's key entities: quoted strings, capitalised runs and numbers.
-
-    :param question: The question.
-    :returns: `(display text, folded tokens)` pairs, distinct, in order of appearance; entities made only of
-        stopwords are left out.
-    """
+    """The question's key entities as `(display text, folded tokens)` pairs, distinct, in order of appearance."""
     found: dict[tuple[str, ...], str] = {}
     for match in _ENTITY_RE.finditer(question):
         text = next(g for g in match.groups() if g is not None).strip()
@@ -126,16 +98,8 @@ def key_entities(question: str) -> list[tuple[str, tuple[str, ...]]]:
 
 def truecase(question: str, texts: Sequence[str]) -> str:
     """
-    A question typed without capitals, with its words capitalised as the chunks write them.
-
-    `key_entities` finds names by their capitals, so "who wrote big stone gap" has none and every entity feature
-    would read "all found". A word takes the capitalised form a chunk gives it where it does not open a
-    sentence; stopwords and words no chunk writes capitalised stay as typed. A name no chunk contains cannot be
-    restored: its words still count as content words.
-
-    :param question: The question.
-    :param texts: The chunks' texts.
-    :returns: The question with words capitalised, or `question` itself when it has any capital letter.
+    A question typed without capitals, its words capitalised as the chunks write them mid-sentence, so that
+    `key_entities` finds its names; a question with any capital letter is returned as it is.
     """
     if any(c.isupper() for c in question):
         return question
@@ -158,12 +122,7 @@ def truecase(question: str, texts: Sequence[str]) -> str:
 
 
 def question_terms(question: str) -> list[str]:
-    """
-    The question's content words, folded, distinct by stem, in order.
-
-    :param question: The question.
-    :returns: The words that are not stopwords or question words (the first of each stem).
-    """
+    """The question's content words (no stopwords or question words), folded, the first of each stem, in order."""
     words: dict[str, str] = {}
     for token in tokens(question):
         if token not in QUESTION_STOPWORDS:
@@ -179,19 +138,11 @@ def _contains(haystack: Sequence[str], needle: Sequence[str]) -> bool:
 @dataclass(frozen=True)
 class LexicalCoverage:
     """
-    How much of the question the chunks cover, word for word.
+    How much of the question the chunks cover, word for word (see the module docstring).
 
-    :param entities: The question's key entities (display text).
-    :param entity_scores: Per entity: 1.0 found as a phrase in a chunk, else half the share of its words in its
-        best chunk.
-    :param entity_subjects: Per entity: whether it occurs as a phrase in the head of some chunk.
-    :param words: The question's content words (folded; matched by stem).
-    :param words_found: Those that occur in some chunk.
-    :param best_chunk_word_share: The largest share of content words found in a single chunk.
-    :param entity_titles: Per entity: whether it has its own passage (a chunk titled by it), `None` for an entity
-        made only of numbers (not counted).
-    :param best_pair_word_share: The largest share of content words found in a single chunk or in two linked
-        chunks (the second's title named in the first: a bridge), at least `best_chunk_word_share`.
+    Per entity: `entity_scores` (1.0 found as a phrase), `entity_subjects`, `entity_titles` (own passage; `None`
+    for a number). `best_chunk_word_share` / `best_pair_word_share`: the largest share of `words` in one chunk /
+    in one chunk or two linked chunks.
     """
 
     entities: list[str] = field(default_factory=list)
@@ -205,12 +156,10 @@ class LexicalCoverage:
 
     @property
     def entity_coverage(self) -> float:
-        """Mean entity score (1.0 when the question has no key entity)."""
         return sum(self.entity_scores) / len(self.entity_scores) if self.entity_scores else 1.0
 
     @property
     def entity_min(self) -> float:
-        """Lowest entity score (1.0 when the question has no key entity)."""
         return min(self.entity_scores) if self.entity_scores else 1.0
 
     @property
@@ -252,9 +201,8 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
 
     :param question: The question.
     :param texts: The chunks' texts.
-    :param titles: The chunks' titles (`chunk_title`), one per text (a short first line counts too); `None`: the
-        first lines only.
-    :returns: The coverage (all zeros but for a question without entities or words when `texts` is empty).
+    :param titles: The chunks' titles (`chunk_title`), one per text; `None`: their first lines only.
+    :returns: The coverage.
     :raises ValueError: If `titles` is given with a length other than `texts`'.
     """
     if titles is not None and len(titles) != len(texts):

@@ -1,9 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-What the routers do with a refused answer: when `EvidenceChecker` sends a run back to search again, its verdict is
-in `state.evidence` and the last step of the history is an `evidence` step. `BridgeEntityRouter` searches what the
-check found missing (`missing_evidence_query`); `AgenticRouter` tells the controller LLM why its answer was not
-accepted (`with_refusal_feedback` in tools mode, `refusal_note` in the json-mode prompt).
+What the routers do with an answer `EvidenceChecker` refused (its verdict in `state.evidence`, an `evidence` step
+last in the history): `BridgeEntityRouter` searches what was missing, `AgenticRouter` tells the controller LLM why.
 """
 
 from haystack.dataclasses import ChatMessage, ChatRole
@@ -21,22 +19,12 @@ _NOT_RUN = "Not run: the answer in the same turn ended the turn."
 
 
 def answer_refused(state: LoopState) -> bool:
-    """
-    Whether the run just came back from a refused answer.
-
-    :param state: The state the router receives.
-    :returns: `True` when the last recorded step is the evidence check sending the run back to search again.
-    """
+    """Whether the last recorded step is the evidence check sending the run back to search again."""
     return bool(state.tool_history) and state.tool_history[-1].action == "evidence" and state.evidence is not None
 
 
 def refusal_note(state: LoopState) -> str | None:
-    """
-    The refusal in one sentence, for a prompt.
-
-    :param state: The state the router receives.
-    :returns: The note, or `None` when the last answer was not refused.
-    """
+    """The refusal in one sentence, for a prompt; `None` when the last answer was not refused."""
     if not answer_refused(state):
         return None
     evidence = state.evidence or {}
@@ -45,11 +33,8 @@ def refusal_note(state: LoopState) -> str | None:
 
 def with_refusal_feedback(state: LoopState) -> LoopState:
     """
-    Give the refusal back to the controller LLM (tools mode): as the result of its unanswered `answer` tool calls,
-    or as a user message when it answered in plain text.
-
-    :param state: The state the router receives.
-    :returns: The state with the feedback messages, or the same state when the last answer was not refused.
+    The state with the refusal given back to the controller LLM (tools mode): as the result of its unanswered
+    `answer` tool calls, or as a user message when it answered in plain text; unchanged when nothing was refused.
     """
     note = refusal_note(state)
     if note is None:
@@ -76,11 +61,8 @@ def with_refusal_feedback(state: LoopState) -> LoopState:
 
 def missing_evidence_query(state: LoopState) -> str | None:
     """
-    A search for what the evidence check found missing.
-
-    :param state: The state the router receives.
-    :returns: The missing key entities, else the question's entities with its missing words, joined; `None` when
-        the last answer was not refused or nothing is known to be missing.
+    A search for what the evidence check found missing: the missing entities, else the question's entities with its
+    missing words; `None` when nothing was refused or nothing is known to be missing.
     """
     if not answer_refused(state):
         return None

@@ -1,11 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-The evidence check's LLM judge: one call asking whether the chunks hold what is needed to answer the question.
-
-It is the stronger check `EvidenceChecker` uses when it has a chat generator. The reply is parsed leniently
-(a JSON object in a code fence or with prose around it, `true`/`"yes"` verdicts); a reply without a verdict is a
-failed judgement, and the checker falls back to its offline score.
-"""
+"""The prompt and reply parser of `EvidenceChecker`'s LLM judge (whether the chunks can answer the question)."""
 
 import json
 import re
@@ -35,11 +29,9 @@ _FALSE = {"false", "no", "insufficient", "unsupported", "0"}
 
 def parse_verdict(text: str) -> dict[str, Any] | None:
     """
-    Find the judge's verdict in its reply.
+    The judge's verdict in its reply (a JSON object, fenced or in prose; `true`/`"yes"` verdicts).
 
-    :param text: The reply.
-    :returns: `{"sufficient": bool, "missing": str, "reason": str}`, or `None` when no JSON object with a
-        recognisable `sufficient` value is found.
+    :returns: `{"sufficient": bool, "missing": str, "reason": str}`, or `None` without a recognisable verdict.
     """
     if not text:
         return None

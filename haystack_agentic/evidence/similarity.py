@@ -1,15 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The evidence check's semantic feature: the cosine similarity between the question and its closest chunk, with the
-packaged all-MiniLM-L6-v2 (`MiniLMTextEmbedder`, offline).
-
-A chunk is embedded by its *head*: its title (`meta["title"]`, or a short first line) and its first sentence, at
-most `chunk_chars` characters (`chunk_head`). That is what says what a passage is about, and it costs a third of
-embedding the first 600 characters (MiniLM's cost grows with the word pieces it reads).
-
-Chunk embeddings are cached by chunk id and text (a bounded LRU), so checking the same run again after another
-search embeds only the new chunks. The model is shared with any other MiniLM embedder in the process
-(sentence-transformers-haystack keeps one backend per model).
+The evidence check's semantic feature: the cosine similarity between the question and its closest chunk's head
+(`chunk_head`), with the packaged all-MiniLM-L6-v2. Chunk embeddings are cached by chunk id and text (bounded LRU).
 """
 
 import re
@@ -31,13 +23,7 @@ _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+")
 
 
 def chunk_head(doc: Document, max_chars: int = 300) -> str:
-    """
-    What is embedded of a chunk: `"<title>: <first sentence>"` (or the first sentence alone without a title).
-
-    :param doc: The chunk.
-    :param max_chars: Most characters returned.
-    :returns: The head text (`""` for a chunk without text).
-    """
+    """What is embedded of a chunk: `"<title>: <first sentence>"` (or the sentence alone), at most `max_chars`."""
     content = (doc.content or "").strip()
     title = chunk_title(content, doc.meta)
     first, newline, rest = content.partition("\n")
@@ -52,8 +38,7 @@ class QuestionChunkSimilarity:
     Cosine similarity of a question to its closest chunk, with a sentence-transformers model.
 
     :param model: `PACKAGED_MINILM` (default), a local folder or a sentence-transformers model name.
-    :param chunk_chars: Most characters of a chunk's head embedded (`chunk_head`: title and first sentence).
-        Shorter text is cheaper; MiniLM reads at most 256 word pieces anyway.
+    :param chunk_chars: Most characters of a chunk's head embedded (`chunk_head`).
     """
 
     def __init__(self, model: str, chunk_chars: int = 300) -> None:
@@ -85,10 +70,8 @@ class QuestionChunkSimilarity:
 
     def best(self, question: str, chunks: Sequence[Document]) -> tuple[float, int | None]:
         """
-        The closest chunk to the question.
+        The chunk closest to the question.
 
-        :param question: The question.
-        :param chunks: The chunks (only their text is used).
         :returns: `(cosine similarity in [-1, 1], index of the chunk)`, or `(0.0, None)` without chunks with text.
         :raises RuntimeError: If the model is not loaded (`warm_up`).
         """

@@ -31,13 +31,9 @@ MENTION_CACHE_SIZE = 4096
 
 def title_aliases(title: str) -> set[tuple[str, ...]]:
     """
-    The folded token sequences under which a title can be mentioned.
+    The folded token tuples a title can be mentioned as, with and without its "(qualifier)"; stopword-only ones dropped.
 
     `"Big Stone Gap (film)"` gives `("big", "stone", "gap", "film")` and `("big", "stone", "gap")`.
-    Aliases made only of stopwords (`text.STOPWORDS`) are dropped.
-
-    :param title: A document title.
-    :returns: A set of token tuples (possibly empty).
     """
     forms = {title}
     bare = strip_qualifier(title)
@@ -64,21 +60,11 @@ class BridgeEntityPolicy:
     """
     Decides what to search next in a multi-hop question, without an LLM.
 
-    The policy is: search the question (`first_top_k` chunks); then, for up to `max_follow_ups`
-    turns, search the best next entity (`follow_up_top_k` chunks each, scoped to that entity's
-    document with a `meta.title` filter). Candidates, best first: titles the question mentions whose
-    documents were not retrieved, then bridge entities: titles of other documents that the top
-    `scan_top_chunks` chunks mention, that the question does not mention, whose documents are not
-    retrieved yet and that were not searched before, ranked by lookahead, specificity and proximity
-    (`entity_scoring`); then a search for the chunks that mention the best name (`mention_search`).
-    Titles are matched through a token n-gram dictionary built once from the store's `meta["title"]`
-    values (case, accents, punctuation and a trailing "(disambiguator)" ignored; the mention must
-    start with a capital letter or a digit in the chunk).
-
-    Budget: `first_top_k + max_follow_ups * follow_up_top_k` should not exceed the loop's chunk cap
-    (defaults: 4 + 2 x 1 = 6), because BM25 scores of different queries are not comparable (a short
-    title query scores lower than a long question), and a loop that evicts the lowest score would
-    drop the follow-up chunks.
+    Search the question (`first_top_k` chunks), then up to `max_follow_ups` times the best next entity
+    (`follow_up_top_k` chunks, filtered to its page by `meta.title`). Titles are matched through a token n-gram
+    index of the store's `meta["title"]` values (case, accents, punctuation and a trailing "(qualifier)" ignored;
+    a mention starts with a capital or a digit). Keep `max_chunks` within the loop's chunk cap: BM25 scores of
+    different queries are not comparable, and evicting the lowest score would drop the follow-up chunks.
 
     Usage example:
     ```python
@@ -95,7 +81,7 @@ class BridgeEntityPolicy:
                  meta={"title": "Adriana Trigiani"}),
     ])
     retriever = InMemoryBM25Retriever(store)
-    policy = BridgeEntityPolicy.from_document_store(store, first_top_k=1, max_follow_ups=1)
+    policy = BridgeEntityPolicy.from_documents(store.filter_documents(), first_top_k=1, max_follow_ups=1)
     chunks, queries = policy.collect(
         'The director of the romantic comedy "Big Stone Gap" is based in what New York city?',
         retrieve=lambda query, top_k, filters: retriever.run(query=query, top_k=top_k, filters=filters)["documents"],
@@ -119,19 +105,15 @@ class BridgeEntityPolicy:
         generic_share: float | None = 0.05,
     ) -> None:
         """
-        Build the title index.
-
-        The defaults are `BridgeEntityRouter`'s.
+        Build the title index (defaults are `BridgeEntityRouter`'s).
 
         :param titles: The titles of the documents in the store (duplicates are fine).
         :param first_top_k: Chunks to retrieve for the question itself (default 4).
         :param follow_up_top_k: Chunks to retrieve per bridge-entity search (default 1).
-        :param max_follow_ups: Bridge-entity searches after the first search (default 2), so at
-            most `1 + max_follow_ups` searches per question.
-        :param scan_top_chunks: How many of the best chunks (in the order given, i.e. by score) are
-            scanned for mentions (default 2).
-        :param pages: The store's statistics the candidates are scored with (`PageIndex`); `from_documents`
-            builds it. Without it every page looks the same (no lookahead, no specificity).
+        :param max_follow_ups: Bridge-entity searches after the first search (default 2).
+        :param scan_top_chunks: How many of the best chunks are scanned for mentions (default 2).
+        :param pages: The store's statistics the candidates are scored with (`from_documents` builds it); without
+            it every page looks the same.
         :param mentions: When no page is left to follow, propose a search for the chunks that mention the best
             scanned name with the question's open words, excluding retrieved pages (default True).
         :param stop_when_covered: Stop following when the last follow-up's chunks say every question word the
@@ -155,7 +137,7 @@ class BridgeEntityPolicy:
         self.stop_when_covered = stop_when_covered
         self.scan_named_first = scan_named_first
         self.generic_share = generic_share
-        self._generic_below = (  # the specificity under which a lookahead-0 page is generic (None: rule off)
+        self._generic_below = (  # the specificity under which a lookahead-0 page is generic
             None if generic_share is None else generic_specificity(generic_share, self.pages.documents)
         )
 
@@ -174,43 +156,15 @@ class BridgeEntityPolicy:
 
     @classmethod
     def from_documents(cls, documents: Iterable[Document], **kwargs) -> "BridgeEntityPolicy":
-        """
-        Build the policy from Documents' `meta["title"]` (Documents without a title are skipped).
-
-        :param documents: The documents of the store.
-        :param kwargs: Any `__init__` parameter but `titles`.
-        :returns: The policy.
-        """
+        """Build the policy from the documents' `meta["title"]` (untitled ones skipped); `kwargs` go to `__init__`."""
         documents = list(documents)
         if kwargs.get("pages") is None:
             kwargs["pages"] = PageIndex((d.meta.get("title"), d.content or "") for d in documents)
         return cls((d.meta.get("title") for d in documents), **kwargs)
 
-    @classmethod
-    def from_document_store(cls, document_store, filters: dict | None = None, **kwargs) -> "BridgeEntityPolicy":
-        """
-        Build the policy from every document of a Haystack document store (`filter_documents`).
-
-        :param document_store: Any Haystack document store.
-        :param filters: Optional Haystack filters to select the documents.
-        :param kwargs: Any `__init__` parameter but `titles`.
-        :returns: The policy.
-        """
-        return cls.from_documents(document_store.filter_documents(filters=filters), **kwargs)
-
     def knows_title(self, title: str) -> bool:
-        """
-        Whether `title` is one of the titles the policy was built from (so it can be followed).
-
-        :param title: A document title, as stored.
-        :returns: `True` if it is indexed.
-        """
+        """Whether `title` (as stored) is indexed, so it can be followed."""
         return title in self._aliases
-
-    @property
-    def max_searches(self) -> int:
-        """The most searches the policy makes for one question: `1 + max_follow_ups`."""
-        return 1 + self.max_follow_ups
 
     @property
     def max_chunks(self) -> int:
@@ -218,14 +172,8 @@ class BridgeEntityPolicy:
         return self.first_top_k + self.max_follow_ups * self.follow_up_top_k
 
     def find_mentions(self, text: str) -> list[Mention]:
-        """
-        Title mentions in a text, left to right, longest match first, non-overlapping.
-
-        :param text: Any text (a chunk's content).
-        :returns: The mentions; a mention starts with an upper-case letter or a digit in `text`.
-        """
-        # fold() keeps token boundaries for almost all text, but NFKD can change lengths, so
-        # match on the folded tokens and keep the original token spans for the capital check.
+        """Title mentions in a text, left to right, longest match first, non-overlapping."""
+        # NFKD folding can change lengths: match on folded tokens, keep the original spans for the capital check.
         cached = self._mention_cache.get(text)
         if cached is not None:
             return list(cached)
@@ -256,22 +204,14 @@ class BridgeEntityPolicy:
         return list(mentions)
 
     def _in_question(self, title: str, q_joined: str) -> bool:
-        """Whether one of the title's aliases occurs as a contiguous token sequence of the question."""
         return any(f" {' '.join(alias)} " in q_joined for alias in self._aliases.get(title, ()))
 
     def scored_candidates(
         self, question: str, chunks: Sequence[Document], searched: Iterable[str] = ()
     ) -> list[Candidate]:
         """
-        The bridge titles of the scanned chunks, scored (see `entity_scoring`), best first.
-
-        A candidate is a title one of the top `scan_top_chunks` chunks mentions that is not retrieved, not
-        searched and not named by the question; a title mentioned several times keeps its best score.
-
-        :param question: The user's question.
-        :param chunks: The chunks to scan, best first.
-        :param searched: The queries already made.
-        :returns: The candidates.
+        The titles the top `scan_top_chunks` chunks mention (not retrieved, searched or named by the question),
+        scored by `entity_scoring`, best first; a title mentioned several times keeps its best score.
         """
         q_joined = f" {' '.join(folded_words(question))} "
         q_words = content_words(question)
@@ -300,29 +240,22 @@ class BridgeEntityPolicy:
 
     @staticmethod
     def _query_for(title: str) -> str:
-        """A page's follow-up query: its title without the parenthetical disambiguator."""
         return strip_qualifier(title) or title
 
     def next_searches(
         self, question: str, chunks: Sequence[Document], searched: Sequence[str], latest: Sequence[str] = ()
     ) -> list[dict[str, Any]]:
         """
-        The bridge-entity searches to run next, best first, as retriever arguments.
-
-        Candidates, best first: titles the question names whose pages are not retrieved; then the scanned chunks'
-        bridge titles (`scored_candidates`) except generic pages; then, when no page is left, a search for the
-        chunks that mention the best scanned name (`mentions`); then the generic pages. With `scan_named_first`,
-        the chunks of pages the question names are scanned first. With `stop_when_covered`, once the last
-        follow-up's chunks say every question word the others do not, only the question's own titles are left.
+        The searches to run next, best first: titles the question names whose pages are not retrieved, the scanned
+        chunks' bridge titles (`scored_candidates`) but generic pages, a mentions search when no page is left,
+        then the generic pages.
 
         :param question: The user's question.
-        :param chunks: The chunks retrieved so far, best first (e.g. sorted by score).
-        :param searched: The queries already made (the question included), compared case- and
-            accent-insensitively.
+        :param chunks: The chunks retrieved so far, best first.
+        :param searched: The queries already made (the question included), compared case- and accent-insensitively.
         :param latest: Ids of the chunks the last follow-up returned.
-        :returns: The searches, possibly empty: `{"query": str, "filters": dict | None, "top_k": int, "why": str}`.
-            A page search is filtered to its page (`{"field": "meta.title", "operator": "==", "value": title}`,
-            Haystack filter syntax: AND it with any user filters); `why` explains the choice for the trace.
+        :returns: `[{"query": str, "filters": dict | None, "top_k": int, "why": str}]`, possibly empty. A page search
+            carries a `meta.title ==` filter (AND it with any user filters); `why` explains the choice for the trace.
         """
         newest = [c for c in chunks if c.id in set(latest)]
         if self.scan_named_first:
@@ -337,7 +270,6 @@ class BridgeEntityPolicy:
         return {"query": self._query_for(title), "filters": filters, "top_k": self.follow_up_top_k, "why": why}
 
     def _scored_searches(self, question: str, chunks: Sequence[Document], searched: Sequence[str]) -> list[dict]:
-        """Question titles, then the specific pages, then a mentions search, then the generic pages."""
         retrieved = {c.meta.get("title") for c in chunks}
         searched_norm = {fold(s).strip() for s in searched}
         out: list[dict[str, Any]] = []
@@ -366,16 +298,11 @@ class BridgeEntityPolicy:
         chunk_cap: int | None = None,
     ) -> tuple[list[Document], list[str]]:
         """
-        Run the whole policy with a retrieval function, the way an agentic loop would.
-
-        One search per turn: the question with `first_top_k`, then up to `max_follow_ups` times the first search of
-        `next_searches` (on the chunks so far, best first). Chunks are merged like the loop's state: deduplicated by
-        id keeping the highest score, sorted by score (a missing score ranks lowest), capped at `chunk_cap` (lowest
-        evicted).
+        Run the whole policy as the loop would: the question, then the first of `next_searches` per follow-up, chunks
+        merged as in `LoopState`.
 
         :param question: The user's question.
-        :param retrieve: `retrieve(query, top_k, filters) -> list[Document]`, best first, e.g.
-            `lambda q, k, f: retriever.run(query=q, top_k=k, filters=f)["documents"]`.
+        :param retrieve: `retrieve(query, top_k, filters) -> list[Document]`, best first.
         :param chunk_cap: The most chunks kept; None (default) means `max_chunks`.
         :returns: `(chunks, queries)`: the final chunks, best first, and the queries made in order.
         """

@@ -11,8 +11,7 @@ title is scored instead by what the store itself says about it:
   chunks): a mention of "State" says little, "Adriana Trigiani" a lot;
 - **proximity**: the chunk's rank and where in it the mention sits (a Wikipedia lead names its key links early).
 
-Every number is kept in a `Candidate`, so a trace can say why a follow-up was chosen. Everything is deterministic
-and the per-decision cost is a few set lookups per candidate (the page token sets are built once).
+Every number is kept in a `Candidate`, so a trace can say why a follow-up was chosen.
 """
 
 import math
@@ -46,16 +45,10 @@ GENERIC_MIN_CHUNKS = 20
 @dataclass(frozen=True)
 class Candidate:
     """
-    One title the policy may follow, with the evidence for it.
+    One title the policy may follow, with the evidence for it (see the module docstring).
 
-    :param title: The document title.
-    :param score: The combined score (higher is better).
-    :param chunk_rank: Rank (0-based, best first) of the chunk that mentions it.
-    :param chunk_title: Title of that chunk.
-    :param lookahead: Share (0..1) of the question's open words found in the title's page.
-    :param shared: Those shared words, for the trace.
-    :param specificity: Mean IDF of the mention's words over the store.
-    :param position: Where the mention starts in its chunk (0 = start, 1 = end).
+    `chunk_rank` is the 0-based rank of the mentioning chunk, `lookahead` (0..1) the IDF share of the question's
+    open words its page says (`shared`), `position` where the mention starts in its chunk (0 = start, 1 = end).
     """
 
     title: str
@@ -68,7 +61,6 @@ class Candidate:
     position: float
 
     def explain(self) -> str:
-        """One line for the trace: why this candidate was chosen."""
         shared = ", ".join(self.shared[:5]) or "none"
         return (
             f"{self.title!r}: named in chunk {self.chunk_rank + 1} ({self.chunk_title!r}); its page shares "
@@ -79,17 +71,12 @@ class Candidate:
 
 class PageIndex:
     """
-    Store statistics for scoring: word document frequencies and each title's opening words.
+    Store statistics for scoring: word document frequencies and each title's first `PAGE_WORDS` distinct words.
 
-    Built once from the store's documents (title + content); at 100k chunks it holds about 20 MB.
+    Built once from the store's documents as `(title, content)` pairs; chunks of one title are merged.
     """
 
     def __init__(self, pages: Iterable[tuple[str, str]]) -> None:
-        """
-        Index `(title, content)` pairs, keeping the first `PAGE_WORDS` distinct content words of each title.
-
-        :param pages: The store's documents as `(title, content)`; several chunks of one title are merged.
-        """
         self._vocab: dict[str, int] = {}
         df: list[int] = []
         self._pages: dict[str, array] = {}
@@ -120,11 +107,9 @@ class PageIndex:
         return self._max_idf if i is None else self._idf[i]
 
     def word_ids(self, words: Iterable[str]) -> dict[int, str]:
-        """Vocabulary ids of the words the store knows, mapped back to the word."""
         return {self._vocab[w]: w for w in words if w in self._vocab}
 
     def page(self, title: str) -> array:
-        """The title's opening word ids (empty when unknown)."""
         return self._pages.get(title, array("I"))
 
     def specificity(self, mention_words: Iterable[str]) -> float:
@@ -135,14 +120,10 @@ class PageIndex:
 
 def generic_specificity(share: float, documents: int) -> float:
     """
-    The specificity below which a mention counts as generic: its words are, on average (in IDF), in more than
-    `share` of the store's chunks and in at least `GENERIC_MIN_CHUNKS` of them ("United States", "Education", "World War
-    II" in a store of a few thousand Wikipedia paragraphs; `share=0.05` gives log(21) = 3.04). In a small store
-    (under `GENERIC_MIN_CHUNKS / share` chunks) the count decides, so that a name a few chunks say is never generic.
+    The specificity below which a mention is generic: its words are (mean IDF) in more than `share` of the store's
+    `documents` chunks and in at least `GENERIC_MIN_CHUNKS` of them ("United States"; `share=0.05` gives 3.04).
 
-    :param share: A share of the store's chunks, in (0, 1).
-    :param documents: The store's chunk count (`PageIndex.documents`).
-    :returns: The specificity threshold (0 for an empty store: nothing is generic).
+    :returns: The threshold (0 for an empty store: nothing is generic).
     :raises ValueError: If `share` is not in (0, 1).
     """
     if not 0 < share < 1:
@@ -151,14 +132,12 @@ def generic_specificity(share: float, documents: int) -> float:
 
 
 def is_generic(candidate: Candidate, threshold: float) -> bool:
-    """Whether a candidate page is generic: its page says none of the question's open words (lookahead 0) and
-    its mention is not specific (`specificity < threshold`, see `generic_specificity`)."""
+    """Whether a candidate's page says no open question word and its mention is below `generic_specificity`."""
     return candidate.lookahead <= 0 and candidate.specificity < threshold
 
 
 def open_question_words(question_words: list[str], chunk_text: str | set[str], title: str) -> list[str]:
-    """The question's content words that neither the mentioning chunk (its text or its word set) nor the
-    candidate's title contain."""
+    """The question's content words that neither the chunk (text or word set) nor the title contain."""
     said = chunk_text if isinstance(chunk_text, set) else set(content_words(chunk_text))
     named = set(content_words(title))
     return list(dict.fromkeys(w for w in question_words if w not in said and w not in named))
@@ -174,19 +153,7 @@ def score_candidate(
     chunk_rank: int,
     position: float,
 ) -> Candidate:
-    """
-    Score one title mention (see the module docstring).
-
-    :param index: The store's statistics.
-    :param title: The mentioned title.
-    :param mention_words: The folded words of the mention as written in the chunk.
-    :param question_words: The question's content words (`content_words(question)`).
-    :param chunk_text: The mentioning chunk's content, or its `content_words` as a set (faster).
-    :param chunk_title: The mentioning chunk's title.
-    :param chunk_rank: Its rank among the scanned chunks (0 = best).
-    :param position: Relative start of the mention in the chunk (0..1).
-    :returns: The scored candidate.
-    """
+    """Score one title mention (see the module docstring); `chunk_text` may be its `content_words` set."""
     open_words = open_question_words(question_words, chunk_text, title)
     ids = index.word_ids(open_words)
     page = index.page(title)

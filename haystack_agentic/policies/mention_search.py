@@ -56,15 +56,7 @@ class MentionEntity:
 
 
 def entity_names(pages: PageIndex, question: str, chunks: Sequence[Document], scan: int) -> list[MentionEntity]:
-    """
-    Names in the best `scan` chunks that the question does not contain, most specific first.
-
-    :param pages: The store's statistics (IDF).
-    :param question: The user's question.
-    :param chunks: The chunks retrieved so far, in scan order.
-    :param scan: How many chunks to scan.
-    :returns: The names (deduplicated, case-insensitively).
-    """
+    """Names in the best `scan` chunks that the question does not contain, best first, deduplicated."""
     q_words = set(content_words(question))
     q_weight = sum(pages.idf(w) for w in q_words) or 1.0
     retrieved = {" ".join(content_words(c.meta.get("title") or "")) for c in chunks}
@@ -106,17 +98,7 @@ def mentions_search(
     scan: int,
     top_k: int = 1,
 ) -> dict[str, Any] | None:
-    """
-    The best mentions search, as retriever arguments plus `why`, or `None` when no name qualifies.
-
-    :param pages: The store's statistics.
-    :param question: The user's question.
-    :param chunks: The chunks retrieved so far, in scan order.
-    :param searched: The queries already made.
-    :param scan: How many chunks to scan for names.
-    :param top_k: Chunks to retrieve.
-    :returns: `{"query", "filters", "top_k", "why"}` or `None`.
-    """
+    """The best mentions search as `{"query", "filters", "top_k", "why"}`, or `None` when no name qualifies."""
     said = {w for c in chunks for w in content_words(c.content or "")}
     open_words = [w for w in dict.fromkeys(content_words(question)) if w not in said]
     done = {s.strip().lower() for s in searched}
@@ -135,14 +117,7 @@ def mentions_search(
 
 
 def covers_open_words(question: str, chunks: Sequence[Document], newest: Sequence[Document]) -> bool:
-    """
-    Whether the last follow-up's chunks say every question word that the other chunks do not (the chain is done).
-
-    :param question: The user's question.
-    :param chunks: All chunks retrieved so far.
-    :param newest: The chunks the last follow-up returned.
-    :returns: `True` when at least one question word was open before the follow-up and all of them are now said.
-    """
+    """Whether some question words were open before the last follow-up and its chunks (`newest`) say all of them."""
     new_ids = {c.id for c in newest}
     said = {w for c in chunks if c.id not in new_ids for w in content_words(c.content or "")}
     open_words = {w for w in content_words(question) if w not in said}

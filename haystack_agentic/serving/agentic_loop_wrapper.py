@@ -37,11 +37,8 @@ logger = logging.getLogger(__name__)
 
 def check_question(query: Any, max_chars: int | None = None) -> str:
     """
-    Validate a question before it reaches the pipeline.
+    The request's question, cleaned and stripped, at most `max_chars` long (`None`: no limit).
 
-    :param query: The question from the request.
-    :param max_chars: Longest question accepted (the pipeline controller's `max_question_chars`), or `None`.
-    :returns: The question, cleaned and stripped.
     :raises BadRequest: If it is missing, not a string, blank or too long.
     """
     try:
@@ -57,13 +54,11 @@ def load_served_pipeline(
     Build a loop pipeline YAML for serving (`build_loop`), fill its store and warm it up.
 
     :param path: The pipeline YAML.
-    :param overrides: `LoopOptions` fields besides `pipeline` (e.g. `model`, `base_url`, `max_iterations`,
-        `timeout`, `max_tokens`, `llm`).
-    :param store_path: A saved `InMemoryDocumentStore` JSON to copy into the retriever's in-memory store when that
-        store is empty (default: `$HAYSTACK_AGENTIC_STORE`, if set).
+    :param overrides: `LoopOptions` fields besides `pipeline` (e.g. `model`, `max_iterations`).
+    :param store_path: A saved `InMemoryDocumentStore` JSON to fill the retriever's empty in-memory store from
+        (default: `$HAYSTACK_AGENTIC_STORE`, if set).
     :returns: The pipeline, warmed up.
-    :raises ValueError: If an override is out of range, the YAML cannot be read or loaded, or the store file cannot
-        be read.
+    :raises ValueError: If an override is out of range, or the YAML or the store file cannot be loaded.
     """
     pipeline = build_loop(LoopOptions(pipeline=str(path), **(overrides or {})))
     store_path = store_path or store_path_from_env()
@@ -77,10 +72,8 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     """
     Serves an agentic loop pipeline with hayhooks: `POST /<name>/run`, `/v1/chat/completions` and an MCP tool.
 
-    Every request runs on `Pipeline.run_async`, so concurrent questions on one worker overlap while they wait on
-    the LLM; the loop's state travels as data, so one pipeline instance serves them all without leaks.
-    Subclass it in a hayhooks pipeline directory (`<name>/pipeline_wrapper.py`), or let `haystack-agentic serve`
-    write that file.
+    Every request runs on `Pipeline.run_async`; one pipeline instance serves concurrent requests. Subclass it in a
+    hayhooks pipeline directory (`<name>/pipeline_wrapper.py`), or let `haystack-agentic serve` write that file.
 
     ### Usage example
     ```python
@@ -119,10 +112,8 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :param filters: Optional Haystack metadata filters that scope every search.
         :param collections: Optional collection scope: `"all"`, one collection name or a list of names (the store's
             `meta.collection` values); an unknown name is a 422 listing the known ones.
-        :returns: The loop pipeline's outputs as `Pipeline.run` returns them: `{"result": {answer, terminated_by,
-            iterations, tool_history, documents, grounding, usage, error, ...}}` (the `result` component's). hayhooks
-            wraps it, so the response, `{"result": {"result": {...}}}`, is the one a packaged YAML deployed with
-            `hayhooks pipeline deploy-yaml` returns: one envelope whichever way the loop is served.
+        :returns: The loop pipeline's outputs, `{"result": {answer, terminated_by, iterations, ...}}`; hayhooks wraps
+            it as `{"result": {"result": {...}}}`, the envelope a YAML deployed with `deploy-yaml` answers too.
         """
         data = self._inputs(check_question(query, self._max_question_chars()), filters, collections)
         return {"result": await self._run(data)}
@@ -131,14 +122,9 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         self, model: str, messages: list[dict], body: dict
     ) -> ChatCompletion | AsyncGenerator[ChatCompletion, None]:
         """
-        OpenAI-compatible chat: the whole conversation goes to the loop (its last user message is the question);
-        the reply is the answer with its `[n]` markers, then its sources when it has citations (a `Sources:`
-        block, see `chat_completions.sources_text`), with the run's `usage`.
-
-        With `stream: true` the answer's tokens stream as `delta.content`, the sources after them (concatenated,
-        the same text as the non-streamed `message.content`), and each step of the loop, as it happens, as
-        `delta.reasoning_content` (e.g. `1. search "..."`) with the step itself in `delta.agentic_step`;
-        `stream_options.include_usage` adds a last chunk with the usage (see
+        OpenAI-compatible chat: the whole conversation goes to the loop (its last user message is the question); the
+        reply is the answer with its `[n]` markers and `Sources:` block, with the run's `usage`. With `stream: true`
+        the answer streams as `delta.content` and each loop step as `delta.reasoning_content` (see
         `haystack_agentic.serving.chat_completions`).
 
         :param model: The deployed pipeline's name.
@@ -149,7 +135,6 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :raises BadRequest: If there is no user question, or a message has a tool role, an unknown role or tool
             calls, or the conversation does not end with the user's question; for an unknown collection.
         """
-        # Each message is checked in order (its index named in the error), then the question (a user message last).
         conversation = conversation_from_request(messages, self._max_question_chars())
         data = self._inputs(conversation[-1].text or "", None, body.get("collections"))
         del data["controller"]["query"]
@@ -164,8 +149,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
     async def _run(self, data: dict[str, Any]) -> dict[str, Any]:
         """
-        Run the loop: its result, or an error result (`terminated_by="error"`) if the pipeline itself failed. Both come
-        from `LoopResultBuilder`, which already makes them strict JSON.
+        The loop's result, or an error result (`terminated_by="error"`) if the pipeline itself failed.
 
         :raises BadRequest: If the pipeline refused the question or filters (`InvalidLoopInput`).
         """
@@ -183,7 +167,6 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     async def _stream(
         self, data: dict[str, Any], model: str, include_usage: bool
     ) -> AsyncGenerator[ChatCompletion, None]:
-        """Run the loop with a streaming callback, yielding reply chunks as its chunks arrive, then the end."""
         chunks: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
 
@@ -232,25 +215,14 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
 
 def error_result(question: str, exc: BaseException) -> dict[str, Any]:
-    """
-    The result of a run whose pipeline raised: no answer, `terminated_by="error"`, the error as `Type: message`.
-
-    :param question: The question asked.
-    :param exc: What the pipeline raised.
-    :returns: A loop result dict (the same keys as `LoopResultBuilder`'s).
-    """
+    """The loop result of a run whose pipeline raised: no answer, `terminated_by="error"`, `error` `Type: message`."""
     cause = exc.__cause__ if exc.__cause__ is not None else exc  # a PipelineRuntimeError wraps the component's error
     state = LoopState(question=question).finish("error", error=f"{type(cause).__name__}: {cause}")
     return LoopResultBuilder().run(state=state)
 
 
 def invalid_input(exc: BaseException | None) -> InvalidLoopInput | None:
-    """
-    The `InvalidLoopInput` in `exc`'s chain of causes (a pipeline wraps a component's error), if there is one.
-
-    :param exc: An exception raised while running a loop pipeline.
-    :returns: The question or filters error that made the run refuse to start, or `None`.
-    """
+    """The `InvalidLoopInput` in `exc`'s chain of causes (a pipeline wraps a component's error), or `None`."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, InvalidLoopInput):

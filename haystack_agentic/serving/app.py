@@ -1,33 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 The HTTP app `haystack-agentic serve` runs: hayhooks' app (`POST /<name>/run`, `/v1/chat/completions`, ...) made
-safe to expose.
+safe to expose, by ASGI middleware only (never by editing hayhooks' or FastAPI's internals).
 
-- Runtime deployment is off unless allowed: hayhooks' `/deploy-yaml`, `/deploy_files` and `/undeploy/{name}`
-  routes answer 404 (hayhooks 2.2 does the same with `HAYHOOKS_RUNTIME_DEPLOY_ENABLED=false`).
-  When allowed, the deploy routes answer 4xx for what cannot be deployed (`deploy_routes`, served by a small app
-  of their own in front of hayhooks' routes).
-- Routes that cannot work offline or do nothing answer 404: `/draw/{name}` (hayhooks renders the graph through an
-  outside service, and leaves a temporary file behind), `/v1/files` and `/files` (hayhooks discards the upload).
-- No cross-origin reads: CORS headers only for the origins listed (`serve --cors-origin`), and a request whose
-  `Host` is not the bound address, a loopback name or an `--allowed-host` gets a 400 (`security.HostGuard`).
-- Routes are closed by ASGI middleware (`security.ClosedPaths`), never by editing hayhooks' or FastAPI's internals.
-- With an API key, every route but `GET /health` needs `Authorization: Bearer <key>` (`security.BearerAuth`).
-- Error responses are always encodable JSON: a request holding `NaN`, `Infinity` or a lone UTF-16 surrogate gets
-  its 422 (FastAPI's own handler would fail to encode the echoed input and answer 500), and hayhooks' 501 for a
-  pipeline without a chat interface becomes a 400 that says which endpoint to use. A YAML pipeline (served by
-  hayhooks without our wrapper) that refuses its question answers 422 with the reason, not 500.
+- Runtime deployment routes answer 404 unless allowed; when allowed, `deploy_routes` answers 4xx for what cannot
+  be deployed. `/draw/{name}` (needs an outside service) and `/v1/files`, `/files` (discard uploads) answer 404.
+- CORS headers only for the listed origins; a `Host` that is not the bound address, a loopback name or an
+  `--allowed-host` gets a 400. With an API key every route but `GET /health` needs `Authorization: Bearer <key>`.
+- Error responses are always encodable JSON (a request holding `NaN` or a lone surrogate gets its 422, not 500);
+  hayhooks' 501 for a pipeline without chat becomes a 400 naming the endpoint to use; a served YAML pipeline that
+  refuses its question answers 422.
+- With hayhooks' tracing off, its unread copy of every Haystack span is turned off too; after start-up the
+  long-lived objects are frozen out of the garbage collector's walks (`gc.freeze()`).
 
-Two things keep a question's CPU cost down (one worker runs every concurrent question on one event loop):
-- With hayhooks' tracing off (`HAYHOOKS_TRACING_ENABLED=false`: no `/traces` route), hayhooks would still copy every
-  Haystack span into its in-memory trace buffer, which nothing then reads: that copy is turned off too, unless
-  `HAYHOOKS_TRACING_INCLUDE_HAYSTACK_SPANS` is set explicitly.
-- Once the app has started (pipelines deployed, stores loaded), what start-up left in memory is moved out of the
-  garbage collector's reach (`gc.freeze()`): otherwise every full collection walks those objects again (several
-  hundred thousand with the shipped corpus; one such pass cost ~0.4 s of CPU on this machine).
-
-`create_app()` reads its settings from the environment, so uvicorn can build it in every worker
-(`uvicorn haystack_agentic.serving.app:create_app --factory`).
+`create_app()` reads its settings from the environment, so uvicorn can build it in every worker.
 """
 
 import gc
@@ -121,16 +107,9 @@ def add_error_handlers(app: FastAPI) -> None:
 
 
 class DeployRoutes:
-    """
-    ASGI middleware (with `serve --allow-deploy`): `POST /deploy-yaml` and `POST /deploy_files` go to our deploy
-    routes (`deploy_routes`), which deploy into `served_app`; everything else goes on to the app.
-    """
+    """ASGI middleware (`serve --allow-deploy`): the deploy paths go to `deploy_routes`, deploying into `served_app`."""
 
     def __init__(self, app: Any, served_app: FastAPI) -> None:
-        """
-        :param app: The next ASGI app.
-        :param served_app: The hayhooks app pipelines deploy into.
-        """
         from haystack_agentic.serving.deploy_routes import router
 
         self.app = app
@@ -148,11 +127,8 @@ class DeployRoutes:
 
 def skip_unread_trace_buffer() -> bool:
     """
-    Stop hayhooks copying Haystack spans into its trace buffer when its tracing is off (no `/traces` route reads
-    the buffer then), unless `HAYHOOKS_TRACING_INCLUDE_HAYSTACK_SPANS` says otherwise. Call it before hayhooks
-    builds its app (it installs the copying tracer then).
-
-    :returns: Whether the copy was turned off.
+    Stop hayhooks copying Haystack spans into its unread trace buffer when its tracing is off, unless
+    `TRACE_BUFFER_ENV` is set; call it before hayhooks builds its app. Returns whether the copy was turned off.
     """
     from hayhooks.settings import settings
 
@@ -165,14 +141,7 @@ def skip_unread_trace_buffer() -> bool:
 def freeze_after_startup(
     lifespan: Callable[[Any], AbstractAsyncContextManager[Any]],
 ) -> Callable[[Any], AbstractAsyncContextManager[Any]]:
-    """
-    `lifespan` (an ASGI app's start-up and shutdown), followed at the end of start-up by a last collection and
-    `gc.freeze()`: the objects start-up made (deployed pipelines, loaded documents, imported modules) live as long
-    as the process, and frozen they are no longer walked by every full garbage collection.
-
-    :param lifespan: The app's lifespan context factory (`app.router.lifespan_context`).
-    :returns: The wrapped factory.
-    """
+    """The app's lifespan factory, with `gc.collect()` and `gc.freeze()` at the end of start-up."""
 
     @asynccontextmanager
     async def frozen_lifespan(app: Any) -> AsyncIterator[Any]:
@@ -213,7 +182,6 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
-    """FastAPI's HTTP error handler, with an encodable body and the two status fixes in the module docstring."""
     status, detail = exc.status_code, exc.detail
     refused = invalid_input(exc.__cause__) if status == 500 else None
     if refused is not None:  # a YAML pipeline served by hayhooks refused the question or filters

@@ -1,13 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-hayhooks' runtime-deployment routes, as `haystack-agentic serve --allow-deploy` serves them: the same paths and
-request bodies as hayhooks 2.1 (`POST /deploy-yaml`, `POST /deploy_files`; `POST /undeploy/{name}` stays
-hayhooks' own), but a deployment that fails because of what was sent (YAML that does not load, a type the
-deserialisation allow-list refuses, a wrapper that does not import or set up, a bad file name) answers 422 with
-the reason instead of 500. Only a failure to restore the previous pipeline after a failed overwrite, or a disk
-error, is a 500.
-
-Without `--allow-deploy` these paths answer 404 (see `haystack_agentic.serving.app`).
+hayhooks 2.1's runtime-deployment routes (`POST /deploy-yaml`, `POST /deploy_files`) as `serve --allow-deploy`
+serves them: a deployment that fails because of what was sent answers 422 with the reason instead of 500.
 """
 
 from fastapi import APIRouter, HTTPException, Request
@@ -27,13 +21,7 @@ def served_app(request: Request):
 
 
 def deployment_error(exc: Exception) -> HTTPException:
-    """
-    The HTTP error for a failed deployment.
-
-    :param exc: What the deployment raised.
-    :returns: 409 for a name already deployed (without `overwrite`), 500 for a failed rollback or a disk error
-        (an `OSError` saving the files), 422 with the reason for everything else: it came from what was sent.
-    """
+    """The HTTP error for a failed deployment: 409 name taken, 500 failed rollback or disk error, else 422."""
     if isinstance(exc, HTTPException):
         return exc
     if isinstance(exc, PipelineAlreadyExistsError):

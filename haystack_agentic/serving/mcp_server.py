@@ -1,19 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 The MCP server `haystack-agentic serve` runs beside the HTTP app: hayhooks' MCP server (each served pipeline is a
-tool; streamable HTTP at `/mcp`, SSE at `/sse`), made safe to expose.
-
-- Unless runtime deployment is allowed, the `deploy_pipeline` and `undeploy_pipeline` tools are neither listed
-  nor accepted (a call answers "Unknown tool"), as in hayhooks 2.2 with `HAYHOOKS_RUNTIME_DEPLOY_ENABLED=false`.
-- With an API key, every request but `GET /status` needs `Authorization: Bearer <key>`.
-- A request body that is not text, or JSON nested too deeply to parse, gets a 400, not the SDK's 500
-  (`TextBodyGuard`).
-- A request whose `Host` is not the bound address, a loopback name or an `--allowed-host` gets a 400 (`HostGuard`).
-- A loop tool's result carries, beside hayhooks' JSON text, MCP structured content with the answer and its
-  citations (`add_structured_results`).
-
-With several HTTP workers, `serve` runs it as its own process: `python -m haystack_agentic.serving.mcp_server
---host H --port P --pipelines-dir D` (settings from the environment, see `security.ServeSecurity`).
+tool; `/mcp`, `/sse`) with the HTTP app's API key and `Host` checks, the deploy tools hidden unless allowed, a 400
+for a body that is not text or nests too deeply, and structured content (answer, citations) in loop results.
+With several HTTP workers, `serve` runs it as its own process (`main`).
 """
 
 import argparse
@@ -23,7 +13,7 @@ from typing import Any
 
 from haystack import logging
 
-from haystack_agentic.serving.security import BearerAuth, HostGuard, ServeSecurity
+from haystack_agentic.serving.security import BearerAuth, HostGuard, ServeSecurity, send_json
 
 logger = logging.getLogger(__name__)
 
@@ -34,12 +24,7 @@ MCP_STATUS_PATH = "/status"
 
 
 def create_mcp_app(security: ServeSecurity | None = None) -> Any:
-    """
-    Build the MCP server for the pipelines in hayhooks' registry, as an ASGI app.
-
-    :param security: What to expose (default: from the environment, see `ServeSecurity.from_env`).
-    :returns: The Starlette app, wrapped in `BearerAuth` when there is an API key.
-    """
+    """The MCP server for the pipelines in hayhooks' registry, as an ASGI app (`security` default: the environment)."""
     from hayhooks.server.utils.mcp_utils import create_mcp_server, create_starlette_app
 
     security = security or ServeSecurity.from_env()
@@ -55,12 +40,8 @@ def create_mcp_app(security: ServeSecurity | None = None) -> Any:
 
 def hide_deploy_tools(server: Any) -> None:
     """
-    Remove the deploy tools from an MCP server: `tools/list` leaves them out, `tools/call` refuses them.
-
-    A failed call's text loses hayhooks' "General unhandled error in call_tool for tool ...:" prefix, so a bad
-    input reads as what to fix (e.g. "422: ... the query is empty"), not as a server fault.
-
-    :param server: A low-level `mcp.server.Server` (hayhooks' `create_mcp_server()`), its handlers registered.
+    Remove the deploy tools from hayhooks' low-level MCP `server`: `tools/list` leaves them out, `tools/call` answers
+    "Unknown tool". A failed call's text also loses hayhooks' "General unhandled error" prefix.
     """
     from mcp import types
 
@@ -92,14 +73,7 @@ def hide_deploy_tools(server: Any) -> None:
 
 
 def add_structured_results(server: Any) -> None:
-    """
-    Give a loop tool's result MCP structured content (`structuredContent`) beside its text: `{"answer",
-    "terminated_by", "citations"}` of the loop result that the text's JSON holds (`{"result": {...}}`), so a client
-    reads the sources the answer's `[n]` markers point to without parsing the text. Other results (errors, core
-    tools, pipelines that return something else) are left as they are.
-
-    :param server: A low-level `mcp.server.Server` (hayhooks' `create_mcp_server()`), its handlers registered.
-    """
+    """Give loop tool results of hayhooks' low-level MCP `server` `structuredContent` (`structured_result`)."""
     from mcp import types
 
     call_tool = server.request_handlers[types.CallToolRequest]
@@ -116,11 +90,8 @@ def add_structured_results(server: Any) -> None:
 
 def structured_result(content: list[Any]) -> dict[str, Any] | None:
     """
-    The structured content of a loop tool's result: the answer, how the run ended and its citations.
-
-    :param content: The result's content blocks (hayhooks sends one text block, the pipeline outputs as JSON).
-    :returns: `{"answer": str | None, "terminated_by": str, "citations": [...]}` (`citations` is `[]` when the result
-        has none), or `None` when the content is not one JSON text holding a loop result.
+    `{"answer": str | None, "terminated_by": str, "citations": [...]}` of a loop tool's result content, or `None`
+    when the content is not one JSON text holding a loop result.
     """
     texts = [block.text for block in content if getattr(block, "type", None) == "text"]
     if len(texts) != 1:
@@ -141,14 +112,11 @@ def structured_result(content: list[Any]) -> dict[str, Any] | None:
 
 class TextBodyGuard:
     """
-    ASGI middleware: a POST whose body is not text in a JSON encoding (UTF-8, -16 or -32) gets a 400 JSON-RPC
-    parse error. (The MCP SDK's streamable HTTP transport answers such a body with a 500: it only expects
-    `JSONDecodeError` from `json.loads`, which raises `UnicodeDecodeError` on bytes that do not decode.)
-    The body is read once and handed on unchanged.
+    ASGI middleware: a POST whose body is not JSON text, or nests too deeply, gets a 400 JSON-RPC parse error (the
+    MCP SDK answers it with a 500). The body is read once and handed on unchanged.
     """
 
     def __init__(self, app: Any) -> None:
-        """:param app: The ASGI app (the MCP Starlette app)."""
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -167,10 +135,7 @@ class TextBodyGuard:
         problem = _parse_problem(body)
         if problem is not None:
             error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": problem}}
-            payload = json.dumps(error).encode()
-            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-            await send({"type": "http.response.start", "status": 400, "headers": headers})
-            await send({"type": "http.response.body", "body": payload})
+            await send_json(send, 400, error)
             return
         replayed = False
 
@@ -204,12 +169,7 @@ def _parse_problem(body: bytes) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """
-    Run the MCP server on its own (used by `serve --workers N`).
-
-    :param argv: `--host`, `--port`, `--pipelines-dir` (default: `sys.argv[1:]`).
-    :returns: The exit code.
-    """
+    """Run the MCP server on its own (`serve --workers N`): `--host`, `--port`, `--pipelines-dir`."""
     parser = argparse.ArgumentParser(prog="python -m haystack_agentic.serving.mcp_server")
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, required=True)

@@ -1,16 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Access control for what `haystack-agentic serve` exposes: an optional API key (`Authorization: Bearer <key>`)
-checked by an ASGI middleware on the HTTP app and the MCP app alike, and the settings that say whether runtime
-deployment is allowed.
-
-Cross-origin reads are refused by default: no CORS headers unless origins are listed (`serve --cors-origin`), and a
-request whose `Host` header is not the bound address, a loopback name or a configured name (`serve --allowed-host`)
-gets a 400 (`HostGuard`: a web page cannot reach the local server through DNS rebinding).
-
-The settings travel through the environment (`HAYSTACK_AGENTIC_API_KEY`, `HAYSTACK_AGENTIC_ALLOW_DEPLOY`,
-`HAYSTACK_AGENTIC_CORS_ORIGINS`, `HAYSTACK_AGENTIC_ALLOWED_HOSTS`) so that every process `serve` starts (uvicorn
-workers building the app from a factory, the MCP process) applies the same rules.
+Access control for what `haystack-agentic serve` exposes (HTTP and MCP apps alike): an optional API key, a `Host`
+check against DNS rebinding, and whether runtime deployment is allowed. The settings travel through the environment
+(`ENV_*` below), so every process `serve` starts applies the same rules.
 """
 
 import hmac
@@ -53,6 +45,8 @@ class ServeSecurity:
 
     :param api_key: The key every request (but the health checks) must carry, or `None` for no authentication.
     :param allow_deploy: Whether hayhooks' runtime deployment (upload and run pipeline code) stays enabled.
+    :param cors_origins: Origins allowed to read responses cross-origin.
+    :param allowed_hosts: Host names accepted in `Host` besides `bind_host` and loopback names.
     """
 
     api_key: str | None = None
@@ -63,7 +57,7 @@ class ServeSecurity:
 
     @classmethod
     def from_env(cls) -> "ServeSecurity":
-        """The settings from the environment variables named in the module docstring."""
+        """The settings from the `ENV_*` environment variables."""
         key = os.environ.get(ENV_API_KEY) or None
         return cls(
             api_key=key,
@@ -96,10 +90,8 @@ def _split(value: str) -> tuple[str, ...]:
 
 def check_origin(origin: str) -> str:
     """
-    Validate an origin given to `serve --cors-origin`.
+    An origin given to `serve --cors-origin` (e.g. `https://app.example.org`), without a trailing slash.
 
-    :param origin: E.g. `https://app.example.org` (scheme, host, optional port; no path).
-    :returns: The origin without a trailing slash.
     :raises ValueError: If it is `*`, has no `http`/`https` scheme, or has a path.
     """
     origin = origin.strip().rstrip("/")
@@ -114,10 +106,8 @@ def check_origin(origin: str) -> str:
 
 def check_host_name(name: str) -> str:
     """
-    Validate a name given to `serve --allowed-host`.
+    A host name or address given to `serve --allowed-host` (e.g. `rag.internal`), in lower case.
 
-    :param name: A host name or address, without port (e.g. `rag.internal`).
-    :returns: The name in lower case.
     :raises ValueError: If it is empty, `*`, or holds a scheme, path, port or space.
     """
     cleaned = name.strip().lower()
@@ -138,8 +128,8 @@ class HostGuard:
     """
     ASGI middleware: an HTTP or WebSocket request whose `Host` header does not name one of `hosts` gets a 400.
 
-    A browser page on another site can make its own host name resolve to 127.0.0.1 (DNS rebinding) and so reach a
-    local server as same-origin; its requests still carry that foreign name in `Host`, which this refuses.
+    A page on another site can make its host name resolve to 127.0.0.1 (DNS rebinding); its requests still carry
+    that foreign name in `Host`.
 
     ### Usage example
     ```python
@@ -148,10 +138,6 @@ class HostGuard:
     """
 
     def __init__(self, app, hosts: Iterable[str]) -> None:
-        """
-        :param app: The ASGI app to protect.
-        :param hosts: Accepted host names (lower case, no port).
-        """
         self.app = app
         self.hosts = frozenset(hosts)
 
@@ -176,7 +162,6 @@ HOST_MESSAGE = (
 
 
 async def send_json(send, status: int, content: dict, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
-    """Send a whole JSON response through an ASGI `send`."""
     body = json.dumps(content).encode()
     start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
     await send({"type": "http.response.start", "status": status, "headers": start})
@@ -184,13 +169,7 @@ async def send_json(send, status: int, content: dict, headers: Iterable[tuple[by
 
 
 class ClosedPaths:
-    """
-    ASGI middleware: requests for `paths`, or for paths under `prefixes`, get a 404; the route behind them never runs.
-
-    :param app: The ASGI app.
-    :param paths: Exact paths to close (e.g. `/v1/files`).
-    :param prefixes: Path prefixes to close (e.g. `/draw/`).
-    """
+    """ASGI middleware: requests for `paths`, or for paths under `prefixes`, get a 404; the route never runs."""
 
     def __init__(self, app, paths: Iterable[str] = (), prefixes: Iterable[str] = ()) -> None:
         self.app = app
@@ -207,12 +186,9 @@ class ClosedPaths:
 
 def check_api_key(key: str) -> str:
     """
-    Validate an API key given to `serve`.
+    An API key given to `serve`, unchanged.
 
-    :param key: The key.
-    :returns: The key.
-    :raises ValueError: If it is shorter than 16 characters, or holds whitespace or characters an HTTP header
-        cannot carry (it must be printable ASCII).
+    :raises ValueError: If it is shorter than 16 characters or not printable ASCII without spaces.
     """
     if len(key) < 16:
         raise ValueError("The API key must be at least 16 characters long (e.g. `openssl rand -hex 24`).")
@@ -236,9 +212,8 @@ class BearerAuth:
     """
     ASGI middleware: HTTP and WebSocket requests must carry `Authorization: Bearer <api_key>`, else 401.
 
-    The key is compared in constant time. `OPTIONS` requests (CORS preflights, which carry no credentials) and
-    the paths in `open_paths` (health checks) and under `open_prefixes` (routes with their own authentication)
-    pass without a key. Lifespan events always pass.
+    The key is compared in constant time. `OPTIONS` requests (CORS preflights), `open_paths` (health checks) and
+    paths under `open_prefixes` (routes with their own authentication) pass without a key.
 
     ### Usage example
     ```python
@@ -249,13 +224,6 @@ class BearerAuth:
     def __init__(
         self, app, api_key: str, open_paths: Iterable[str] = (), open_prefixes: Iterable[str] = ()
     ) -> None:
-        """
-        :param app: The ASGI app to protect.
-        :param api_key: The key clients must send.
-        :param open_paths: Exact paths served without a key.
-        :param open_prefixes: Path prefixes served without a key (e.g. hayhooks' `/traces`, which checks its own
-            token).
-        """
         self.app = app
         self._expected = api_key.encode("ascii")
         self._open_paths = frozenset(open_paths)
@@ -268,19 +236,8 @@ class BearerAuth:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008, "reason": "API key required"})
             return
-        body = json.dumps({"detail": UNAUTHORIZED_MESSAGE}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="haystack-agentic"'),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        challenge = [(b"www-authenticate", b'Bearer realm="haystack-agentic"')]
+        await send_json(send, 401, {"detail": UNAUTHORIZED_MESSAGE}, challenge)
 
     def _is_open(self, scope) -> bool:
         if scope["type"] == "http" and scope.get("method") == "OPTIONS":
@@ -293,5 +250,4 @@ class BearerAuth:
         if len(values) != 1:
             return False
         scheme, _, token = values[0].strip().partition(b" ")
-        # compare_digest on bytes of any length takes time independent of where they differ.
         return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._expected)

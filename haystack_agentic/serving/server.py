@@ -1,15 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Running what `haystack-agentic serve` serves: the HTTP app (`serving.app`) and the MCP app (`serving.mcp_server`),
-in one process (both uvicorn servers on one event loop, sharing hayhooks' pipeline registry) or, with several
-HTTP workers, as uvicorn workers building the app from its factory plus one MCP process beside them.
-
-Both run on uvloop when it is installed (the `serve` extra installs it), as uvicorn's own `loop="auto"` does for its
-workers and for the MCP process; asyncio's default loop otherwise. uvicorn only picks the loop when it creates it,
-so the one-process path, which runs its two servers on a loop of its own, makes the same choice itself.
-
-The caller sets hayhooks' settings (`HAYHOOKS_*`) and ours (`ServeSecurity.to_env`) in the environment first (`serve`:
-`set_serving_environment`): worker processes inherit them.
+Running what `haystack-agentic serve` serves: the HTTP app and the MCP app in one process (two uvicorn servers on one
+event loop, uvloop when installed) or, with several HTTP workers, uvicorn workers plus one MCP process. The caller
+sets `HAYHOOKS_*` and `ServeSecurity.to_env` in the environment first: worker processes inherit them.
 """
 
 import asyncio
@@ -55,12 +48,7 @@ def run_servers(host: str, port: int, mcp_port: int, workers: int, directory: Pa
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """
-    The event loop to serve on: uvloop's when it is installed (as uvicorn's `loop="auto"` chooses), else `None`
-    (asyncio's default).
-
-    :returns: A loop factory for `asyncio.Runner`, or `None`.
-    """
+    """uvloop's loop factory for `asyncio.Runner` when it is installed (as uvicorn's `loop="auto"`), else `None`."""
     try:
         import uvloop
     except ImportError:

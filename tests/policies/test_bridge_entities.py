@@ -75,12 +75,6 @@ class TestTitles:
             ("Big Stone Gap", ("Big Stone Gap (film)",)),
         ]
 
-    def test_from_document_store(self):
-        store = InMemoryDocumentStore()
-        store.write_documents(CORPUS)
-        policy = BridgeEntityPolicy.from_document_store(store)
-        assert queries(policy, QUESTION, [scored(FILM, 5.0)], [QUESTION])[0] == "Adriana Trigiani"
-
 
 class TestNextSearches:
     def test_big_stone_gap_proposes_the_director_not_the_question_entity(self, policy):
@@ -127,12 +121,12 @@ class TestCollect:
             calls.append((query, top_k, filters))
             return retriever.run(query=query, top_k=top_k, filters=filters)["documents"]
 
-        policy = BridgeEntityPolicy.from_document_store(store, first_top_k=1, max_follow_ups=1)
+        policy = BridgeEntityPolicy.from_documents(store.filter_documents(), first_top_k=1, max_follow_ups=1)
         chunks, queries = policy.collect(QUESTION, retrieve)
         assert queries == [QUESTION, "Adriana Trigiani"]
         assert queries == [call[0] for call in calls]
         assert [c.id for c in chunks] == ["film", "trigiani"]
-        assert policy.max_chunks == 2 and policy.max_searches == 2
+        assert policy.max_chunks == 2
         assert calls[1][1:] == (1, {"field": "meta.title", "operator": "==", "value": "Adriana Trigiani"})
         assert calls[1][2] == {"field": "meta.title", "operator": "==", "value": "Adriana Trigiani"}
 
