@@ -268,9 +268,10 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
             result = indexer.index_files_into_file(files, store_path, embedder=embedder, progress=progress, **options)
     else:
         store, address = open_backend_store(backend, args.uri, args.store_collection)
-        if backend == "milvus":
-            store = _dense_only_on_old_milvus(store, args.store_collection)
         target = f"{backend} at {address}"
+        if backend == "milvus":
+            with _as_cli_errors(target):
+                store = _dense_only_on_old_milvus(store, args.store_collection)
         with IndexProgress(err, args.quiet) as progress, _as_cli_errors(target):
             result = indexer.index_files(files, store, embedder=_embedder(), progress=progress, **options)
     if options.get("collection"):
