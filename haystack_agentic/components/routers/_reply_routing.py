@@ -68,14 +68,8 @@ class _ReplyRouting:
                 step = ToolStep(turn, "invalid", query=query, arguments=decision, reasoning=reasoning, result=str(exc))
                 return {"loop": state.with_step(step)}
             if _searched_in(state, query, collection):
-                step = ToolStep(
-                    iteration=turn,
-                    action="invalid",
-                    query=query,
-                    arguments=decision,
-                    reasoning=reasoning,
-                    result=f'already searched for "{query}"',
-                )
+                again = f'already searched for "{query}"'
+                step = ToolStep(turn, "invalid", query=query, arguments=decision, reasoning=reasoning, result=again)
                 return {"loop": state.with_step(step)}
             pending, step = _planned_search(state, turn, query, self.default_top_k, collection, decision, reasoning)
             return _sent(state.with_step(step), [pending])

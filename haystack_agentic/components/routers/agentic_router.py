@@ -2,7 +2,7 @@
 
 from typing import Any, Literal
 
-from haystack import component, default_from_dict, default_to_dict, logging
+from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import StreamingCallbackT
 from haystack.tools import (
@@ -42,12 +42,7 @@ from haystack_agentic.llm.streaming import (
 )
 from haystack_agentic.llm.generator_checks import check_chat_generator
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
-from haystack_agentic.llm.serialization import (
-    callback_to_dict,
-    generator_from_dict_inplace,
-    generator_to_dict,
-    warm_up_generator,
-)
+from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.tracing import iteration_span, trace_turn
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
@@ -265,26 +260,12 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary."""
-        return default_to_dict(
-            self,
-            chat_generator=generator_to_dict(self.chat_generator),
-            mode=self.mode,
-            tools=serialize_tools_or_toolset(self.tools),
-            system_prompt=self.system_prompt,
-            json_prompt=self.json_prompt,
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            streaming_callback=callback_to_dict(self.streaming_callback),
-            default_top_k=self.default_top_k,
-            max_top_k=self.max_top_k,
-            strict=self.strict,
-            chunk_preview_chars=self.chunk_preview_chars,
-            context_budget_tokens=self.context_budget_tokens,
-            result_digests=self.result_digests,
-            structured_output=self.structured_output,
-        )
+        data = role_to_dict(
+            self, "mode", "json_prompt", "default_top_k", "max_top_k", "strict", "chunk_preview_chars",
+            "result_digests", "structured_output",
+        )  # fmt: skip
+        data["init_parameters"]["tools"] = serialize_tools_or_toolset(self.tools)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AgenticRouter":

@@ -282,15 +282,8 @@ class BridgeEntityRouter:
         return default_to_dict(
             self,
             document_store=copy.deepcopy(self._store_spec) if unopened else self._document_store.to_dict(),
-            first_top_k=self.first_top_k,
-            follow_up_top_k=self.follow_up_top_k,
-            max_follow_ups=self.max_follow_ups,
-            scan_top_chunks=self.scan_top_chunks,
             title_filters=self.title_filters,
-            mentions=self.mentions,
-            stop_when_covered=self.stop_when_covered,
-            scan_named_first=self.scan_named_first,
-            generic_share=self.generic_share,
+            **self._policy_kwargs(),
         )
 
     @classmethod
