@@ -65,9 +65,9 @@ class SafeRetriever:
         else:
             self._retriever = _checked(retriever)
             sockets = retriever.__haystack_input__
-            named = [sockets[name] for name in _run_parameters(retriever) if name in sockets]
+            named = [sockets.get(name) for name in _run_parameters(retriever)]
             empty = inspect.Parameter.empty
-            inputs = {s.name: (s.type, empty if s.is_mandatory else s.default_value) for s in named}
+            inputs = {s.name: (s.type, empty if s.is_mandatory else s.default_value) for s in named if s is not None}
         for name, (annotation, default) in inputs.items():
             if default is inspect.Parameter.empty:
                 component.set_input_type(self, name, annotation)
