@@ -45,11 +45,14 @@ class HHEMGrounder:
     """
     Grounds the loop's answer sentence by sentence with HHEM-2.1-Open, the last stage of the loop pipeline.
 
-    Each citation's claim (the hypothesis, never cut) is scored against its cited chunk (the premise; a chunk longer
-    than `max_input_tokens` is cut into overlapping windows and the best one counts). A citation is supported at
-    `score >= threshold` (`check="hhem"`), and `state.grounding` is derived from the citations
-    (`haystack_agentic.grounding.citations.settle`). The answer is never changed; any failure only skips grounding,
-    with the reason in `state.metadata["grounding_skipped"]`.
+    Each citation of the answer (`state.citations`: a claim and the chunk it cites) is judged: the claim (the
+    hypothesis, never truncated) is scored against the cited chunk (the premise; a chunk longer than
+    `max_input_tokens` is cut into overlapping pieces and the best piece counts, so a fact at the end is never cut
+    off). The citation is supported at `score >= threshold` (`check="hhem"`), and `state.grounding` is derived from
+    the citations (see `haystack_agentic.grounding.citations.settle`): a sentence is supported when one of its
+    citations is. The answer's text is never changed (an answer without citations gets them first); any failure
+    only skips grounding, with the reason in `state.metadata["grounding_skipped"]`, and the citations keep their
+    offline verdict.
 
     ### Usage example
     ```python
@@ -204,7 +207,9 @@ class HHEMGrounder:
             return "the answer has no sentence to check"
         if not any(doc.content and doc.content.strip() for doc in state.chunks):
             return "no chunk has text content"
-        if not state.citations:  # an answer from outside the package's answer paths: cite it first
+        if not self.is_available:
+            raise HHEMUnavailableError(self._load_error or "HHEM model not loaded")
+        if not state.citations:
             state = cite(state, state.answer or "", language=self.language)
         by_id = {doc.id: doc for doc in state.chunks}
         pairs: list[tuple[str, str]] = []
