@@ -1,8 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`PendingSearch`: a search the router asked for, waiting for (or queued before) the retriever's documents; and how
-the controller puts a search's result back in its place (its tool result in call order, its step filled in).
-"""
+"""`PendingSearch`, a search the router asked for, and how the controller puts its result back in its place."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,23 +7,19 @@ from typing import Any
 
 from haystack.dataclasses import ChatMessage, ToolCall
 
-#: `meta` key of the tool message that holds a search's place in the controller conversation (in call order) until
-#: the `LoopController` replaces it with the search's result; the model never sees it.
+#: `meta` key of the tool message holding a search's place in the controller conversation until its result comes.
 SEARCH_PLACEHOLDER = "search_placeholder"
 
 
 @dataclass(frozen=True)
 class PendingSearch:
     """
-    A search the router asked for, waiting for the retriever's documents.
-
-    A turn may ask for several searches (parallel tool calls): the first is `LoopState.pending` (in flight), the
-    others wait in `LoopState.queued` and run one after another, each through the pipeline's retriever.
+    A search the router asked for: `LoopState.pending` (in flight) or in `LoopState.queued`.
 
     :param query: The query text sent to the retriever (and to the query embedder, if any).
     :param top_k: How many chunks to ask for.
-    :param filters: Haystack metadata filters for this search (the run's filters).
-    :param tool_call: The tool call that asked for it, in tools mode, so its result can be given back to the model.
+    :param filters: Haystack metadata filters for this search.
+    :param tool_call: The tool call that asked for it (tools mode), so its result goes back to the model.
     """
 
     query: str
@@ -35,11 +28,7 @@ class PendingSearch:
     tool_call: ToolCall | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize to a JSON-compatible dict.
-
-        :returns: `query`, `top_k`, `filters` and `tool_call` (`ToolCall.to_dict()` or `None`).
-        """
+        """Serialize to a JSON-compatible dict."""
         return {
             "query": self.query,
             "top_k": self.top_k,
@@ -49,12 +38,7 @@ class PendingSearch:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "PendingSearch":
-        """
-        Build a search from `to_dict()` output.
-
-        :param data: The dict.
-        :returns: The search.
-        """
+        """Build a search from `to_dict()` output."""
         tool_call = data.get("tool_call")
         return cls(
             query=data["query"],
@@ -82,11 +66,8 @@ def result_in_place(messages: tuple[ChatMessage, ...], result: ChatMessage) -> t
 
 def pending_search_step(history: list[Any], turn: int, queued: int, query: str) -> int | None:
     """
-    The index of the `ToolStep` of the search whose documents just came back.
-
-    A turn's searches run in call order, so it is the turn's search step that `queued` more searches follow (the same
-    words may be searched in two collections in one turn). For steps recorded otherwise: the last search of that
-    query not filled in yet.
+    The index of the `ToolStep` of the search whose documents just came back: the turn's search step that `queued`
+    more follow (searches run in call order), else the last search of that query not filled in yet.
 
     :param history: The tool history (`ToolStep`s).
     :param turn: The 1-based turn the search belongs to (`state.iteration + 1`).

@@ -1,19 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The packaged YAML files written for people: only the init parameters that differ from each class's defaults, a
-short comment block per component saying what it is and what to change, one connection per line, and a document
-store that two components share written once (`document_store: &store ...` then `document_store: *store`).
-
-`Pipeline.loads` ignores the comments and fills the left-out parameters with their defaults, so a packaged file
-loads into exactly the pipeline `default_pipelines` builds (a test checks it).
-
-Usage example:
-```python
-from haystack_agentic.pipelines.default_pipelines import embedded_pipeline
-from haystack_agentic.pipelines.packaged_yaml import packaged_yaml
-
-print(packaged_yaml(embedded_pipeline(), "agentic_rag_embedded.yml"))
-```
+The packaged YAML files written for people: only the init parameters that differ from the defaults, a comment per
+component, one connection per line, and a document store two components share written once (`&store`, `*store`).
+`Pipeline.loads` ignores the comments and fills in the defaults, so a file loads into the pipeline it was made from.
 """
 
 import importlib
@@ -26,6 +15,7 @@ import yaml
 from haystack import Pipeline
 
 from haystack_agentic.pipelines.yaml_notes import COMPONENT_NOTES, FILE_NOTES, GENERATED_NOTE, NAME_NOTES
+
 
 def class_defaults(type_path: str) -> dict[str, Any] | None:
     """The defaults of `type_path`'s `__init__` parameters, or `None` when the class cannot be imported."""
@@ -53,11 +43,9 @@ def _is_default(value: Any, default: Any) -> bool:
 
 def minimal(node: Any, top_level: bool = True) -> Any:
     """
-    A serialised pipeline part without the init parameters that equal their class's defaults.
-
-    Every `{"type": ..., "init_parameters": {...}}` mapping in `node` is reduced, nested ones included (a chat
-    generator, a document store). A component left with no parameters loses its `init_parameters` key; a nested
-    object keeps an empty one (some integrations' `from_dict` read it unconditionally).
+    A serialised pipeline part without the init parameters that equal their class's defaults, nested objects
+    included. A component left with no parameters loses its `init_parameters` key; a nested object keeps an empty
+    one (some integrations' `from_dict` read it unconditionally).
 
     :param node: `Pipeline.to_dict()` or a part of it.
     :param top_level: Whether `node` is a pipeline's `components` entry (internal).
@@ -139,8 +127,7 @@ def packaged_yaml(pipeline: Pipeline, file_name: str) -> str:
     :raises KeyError: If the file or one of its components has no comment in `yaml_notes`.
     """
     data = minimal(pipeline.to_dict())
-    # Sorted by name, as `Pipeline.dumps` sorts them: the components' order decides the order of the connections
-    # in `to_dict()`, so this file, loaded and dumped again, gives the same dict.
+    # Sorted by name as `Pipeline.dumps` does (their order decides the connections' order in `to_dict()`).
     components = dict(sorted(data["components"].items()))
     _share_stores(components)
     body = yaml.dump({"components": components}, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)

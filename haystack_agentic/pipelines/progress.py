@@ -1,10 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Progress of a loop run as it happens: one event per recorded step, then the result.
-
-Used by `haystack-agentic ask` (live status) and by the hayhooks wrapper (streamed chat replies); any caller can
-pass its own callback. It watches the states the `controller` and `router` emit through Haystack's
-`Pipeline.run_async_generator`, so it needs no hook inside the components.
+Progress of a loop run as it happens: one event per recorded step, then the result, read from the states the
+`controller` and `router` emit through Haystack's `Pipeline.run_async_generator`.
 """
 
 import asyncio
@@ -44,7 +41,7 @@ async def iter_progress(pipeline: Pipeline, data: dict[str, Any]) -> AsyncIterat
     :param pipeline: A loop pipeline (components `controller`, `router`, `result`).
     :param data: The pipeline inputs, e.g. `{"controller": {"query": "..."}}`.
     :returns: An async iterator of `ProgressEvent`s; the last one is the `"result"` event.
-    :raises Exception: Whatever the pipeline raises (e.g. `PipelineRuntimeError` for a bad question).
+    :raises Exception: Whatever the pipeline raises.
     """
     sent = 0
     result = None

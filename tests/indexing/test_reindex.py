@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from haystack import Document
+from haystack.core.serialization import component_from_dict, component_to_dict
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_agentic.cli.main import main
@@ -246,7 +247,8 @@ def test_source_replacing_writer_round_trips(allow_deserialization):
     from haystack_agentic.components.writers.source_replacing_document_writer import SourceReplacingDocumentWriter
 
     writer = SourceReplacingDocumentWriter(document_store=InMemoryDocumentStore(), source_field="meta_source")
-    again = SourceReplacingDocumentWriter.from_dict(writer.to_dict())
+    data = component_to_dict(writer, "writer")
+    again = component_from_dict(SourceReplacingDocumentWriter, data, "writer")
     assert again.source_field == "meta_source" and isinstance(again.document_store, InMemoryDocumentStore)
 
 

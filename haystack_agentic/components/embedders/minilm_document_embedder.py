@@ -15,9 +15,8 @@ class MiniLMDocumentEmbedder(PackagedMiniLM):
     Embeds Documents (content, plus `meta.title` when present) with the all-MiniLM-L6-v2 shipped in a PyPI package:
     offline, 384 dimensions, normalised.
 
-    It runs a `SentenceTransformersDocumentEmbedder` (the `embeddings` extra, imported on `warm_up`) whose default
-    model is the packaged one, so a YAML pipeline stays machine-independent (no absolute model path in it). Any
-    other model name or folder works too.
+    It runs a `SentenceTransformersDocumentEmbedder` (the `embeddings` extra, imported on `warm_up`); any other model
+    name or folder works too.
 
     ### Usage example
     ```python
@@ -34,7 +33,6 @@ class MiniLMDocumentEmbedder(PackagedMiniLM):
     _embedder_class = "SentenceTransformersDocumentEmbedder"
 
     def _embedder_kwargs(self) -> dict[str, Any]:
-        """A document's `meta["title"]` is embedded with its content."""
         return {"meta_fields_to_embed": ["title"]}
 
     @component.output_types(documents=list[Document])

@@ -4,13 +4,7 @@ from typing import Any
 
 from haystack import component, logging
 
-# The packaged model's name, dimension and folder are re-exported: they are public names of this module.
-from haystack_agentic.components.embedders._packaged_minilm import (  # noqa: F401
-    MINILM_DIMENSION,
-    PACKAGED_MINILM,
-    PackagedMiniLM,
-    resolve_model,
-)
+from haystack_agentic.components.embedders._packaged_minilm import PackagedMiniLM
 
 logger = logging.getLogger(__name__)
 
@@ -20,9 +14,8 @@ class MiniLMTextEmbedder(PackagedMiniLM):
     """
     Embeds a query with the all-MiniLM-L6-v2 shipped in a PyPI package: offline, 384 dimensions, normalised.
 
-    It runs a `SentenceTransformersTextEmbedder` (the `embeddings` extra, imported on `warm_up`) whose default model
-    is the packaged one, so a YAML pipeline stays machine-independent (no absolute model path in it). Any other
-    model name or folder works too.
+    It runs a `SentenceTransformersTextEmbedder` (the `embeddings` extra, imported on `warm_up`); any other model
+    name or folder works too.
 
     ### Usage example
     ```python

@@ -13,7 +13,7 @@ from haystack_agentic.evidence.features import chunk_title, lexical_coverage
 from haystack_agentic.evidence.judge import DEFAULT_EVIDENCE_PROMPT, parse_verdict
 from haystack_agentic.evidence.scoring import LEXICAL_MODEL, MIN_SIMILARITY, OFFLINE_MODEL, EvidenceModel
 from haystack_agentic.evidence.similarity import QuestionChunkSimilarity
-from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error
+from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import render
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
@@ -45,27 +45,16 @@ class EvidenceChecker:
     """
     Checks, before the loop's final answer, that the chunks found support answering the question.
 
-    It sits on the loop's answer paths: between the router's `answer` socket and the answerer, and between the
-    controller's `exhausted` socket and the fallback. When the chunks support an answer the state goes on
-    unchanged (`answer` / `fallback`). When they do not: if the iteration budget leaves room for a search and an
-    answer, and the chunks changed since the last refusal, the state goes back into the loop (`retry`, at most
-    `search_again` times per run) with the verdict, so the router searches again (`BridgeEntityRouter` searches
-    what is missing; `AgenticRouter` tells the LLM why its answer was refused). Otherwise the run ends `gave_up`
-    with an answer that says what was searched and that the documents do not contain the answer
-    (`on_insufficient_evidence="give_up"`, default), or goes on to be answered with a warning in the verdict
-    (`"answer_with_warning"`). The verdict (score, threshold, reason, what was missing, what was done) is in
-    `state.evidence`, and so in the result's `evidence`.
+    It sits between the router's `answer` socket and the answerer, and between the controller's `exhausted` socket
+    and the fallback. Sufficient evidence: the state goes on (`answer` / `fallback`). Insufficient: back into the
+    loop to search again (`retry`, at most `search_again` times, while the iteration budget allows and the chunks
+    changed since the last refusal), else the run ends `gave_up` saying what was searched (`give_up`) or is answered
+    with a warning (`answer_with_warning`). The verdict is in `state.evidence`.
 
-    The check: with a `chat_generator`, an LLM judge (one call; its usage counted under the role `evidence`);
-    without one, or when the judge fails, an offline score: the question's key entities and content words found in
-    the chunks, whether each entity has a passage of its own (a chunk titled by it), the share of the question's
-    words in one chunk or two linked chunks, and the MiniLM similarity of the question to its closest chunk's title
-    and first sentence, combined by a logistic model calibrated on HotpotQA (see
-    `haystack_agentic/evidence/scoring.py` and docs/benchmarks.md). Without the packaged MiniLM the lexical features
-    alone are used, with their own calibrated weights. A closest chunk with a similarity below
-    `MIN_SIMILARITY` (0.15) is never sufficient (score 0). A question typed without capitals has its names restored
-    as the chunks write them (`features.truecase`) before its key entities are found. A `json`-mode `reflect` or
-    `draft` request passes through unchecked.
+    The check is an LLM judge when a `chat_generator` is given (usage role `evidence`), else (or when the judge
+    fails) an offline score: the question's entities and words covered by the chunks and the MiniLM similarity of
+    the closest chunk, combined by the calibrated model of `haystack_agentic.evidence.scoring`. A json-mode
+    `reflect` or `draft` request passes through unchecked.
 
     ### Usage example
     ```python
@@ -98,23 +87,18 @@ class EvidenceChecker:
         """
         Create an EvidenceChecker.
 
-        :param on_insufficient_evidence: What a failed check does once searching again is not possible:
-            `"give_up"` (default: the run ends `gave_up` with an answer saying what was searched and that the
-            documents do not contain the answer) or `"answer_with_warning"` (the answer is written as usual, and the
-            result's `evidence` carries `warning`).
-        :param threshold: Sufficient at offline score >= this, in [0, 1]. `None` (default): the calibrated threshold
-            of the model in use (`OFFLINE_MODEL`, or `LEXICAL_MODEL` without an embedding model).
-        :param embedding_model: The sentence-transformers model of the similarity feature: `PACKAGED_MINILM`
-            (default, offline), a folder or a model name; `None`: lexical features only. A model that cannot be
-            loaded is reported once (warning) and the lexical model is used.
+        :param on_insufficient_evidence: Once searching again is not possible: `"give_up"` (default: the run ends
+            `gave_up`) or `"answer_with_warning"` (answered as usual; the result's `evidence` carries `warning`).
+        :param threshold: Sufficient at offline score >= this, in [0, 1]. `None` (default): the calibrated
+            threshold of the model in use.
+        :param embedding_model: The similarity feature's sentence-transformers model: `PACKAGED_MINILM` (default),
+            a folder or a model name; `None` (or a model that fails to load, logged once): lexical features only.
         :param chat_generator: An LLM judge (any Haystack chat generator). `None` (default): offline check only.
         :param judge_prompt: Jinja template replacing `DEFAULT_EVIDENCE_PROMPT` (variables `question`, `chunks`).
         :param temperature: The judge's sampling temperature. Default 0.0.
         :param generation_kwargs: Extra generation kwargs for the judge.
-        :param search_again: How many times per run a failed check sends the run back to search again, when the
-            iteration budget allows (0: never). Default 2.
-        :param max_chunks: Most chunks (best first) given to the similarity feature and the judge; the lexical
-            features read all chunks. Default 10.
+        :param search_again: Most times per run a failed check sends the run back to search (0: never). Default 2.
+        :param max_chunks: Most chunks (best first) given to the similarity feature and the judge. Default 10.
         :param chunk_chars: Most characters of each chunk shown to the judge. Default 1200.
         :param max_retries: Retries of a transient judge failure. Default 2.
         :param timeout: Seconds one judge call may take (`None`: no limit).
@@ -162,8 +146,6 @@ class EvidenceChecker:
         """The offline model in use: `OFFLINE_MODEL` with the embedding model loaded, else `LEXICAL_MODEL`."""
         return OFFLINE_MODEL if self._similarity is not None and self.load_error is None else LEXICAL_MODEL
 
-    # --- the check ------------------------------------------------------------------------------------------
-
     def check(self, question: str, chunks: list[Document]) -> dict[str, Any]:
         """
         The offline check of `chunks` for `question` (no LLM call).
@@ -171,10 +153,8 @@ class EvidenceChecker:
         :param question: The question.
         :param chunks: The chunks found, best first.
         :returns: The verdict: `sufficient` (bool), `score` and `threshold` (in [0, 1]), `method`, `reason` (one
-            line), `missing` (key entities not found, else entities without a passage
-            of their own, else content words not found), `features` (by name), `best_chunk_id`,
-            `chunk_ids` (the chunks checked), `entities` (the question's key entities), `missing_kind`
-            (`entities` or `words`).
+            line), `missing` (entities not found or without a passage of their own, else words not found),
+            `missing_kind` (`entities` or `words`), `entities`, `features` (by name), `best_chunk_id`, `chunk_ids`.
         """
         if self._similarity is not None and self._similarity._embedder is None and self.load_error is None:
             self.warm_up()
@@ -196,8 +176,7 @@ class EvidenceChecker:
             similarity, best = self._similarity.best(question, chunks[: self.max_chunks])
             features["similarity"] = similarity
             best_id = chunks[best].id if best is not None else None
-        # A question with no content word and no name (e.g. "What is it?") gives the documents nothing to support:
-        # every coverage feature would read 1.0 ("all of nothing found"), so it is never sufficient.
+        # A question with no content word and no name ("What is it?") has every coverage at 1.0: never sufficient.
         checkable = bool(coverage.words or coverage.entities)
         score = model.score(features) if chunks and checkable else 0.0
         missing = coverage.missing_entities or coverage.entities_without_passage or coverage.missing_words
@@ -206,7 +185,8 @@ class EvidenceChecker:
         unrelated = bool(chunks) and features.get("similarity", 1.0) < MIN_SIMILARITY
         if unrelated and checkable:
             score = 0.0
-            reason = f"no passage is about the question (closest similarity {features['similarity']:.2f}, below {MIN_SIMILARITY})"
+            closest = features["similarity"]
+            reason = f"no passage is about the question (closest similarity {closest:.2f}, below {MIN_SIMILARITY})"
         return {
             "sufficient": bool(chunks) and checkable and not unrelated and score >= threshold,
             "score": round(score, 4),
@@ -248,8 +228,6 @@ class EvidenceChecker:
             "offline_score": offline["score"],
         }
 
-    # --- routing --------------------------------------------------------------------------------------------
-
     @component.output_types(answer=LoopState, fallback=LoopState, retry=LoopState, finished=LoopState)
     def run(self, state: LoopState | None = None, exhausted: LoopState | None = None) -> dict[str, LoopState]:
         """
@@ -269,14 +247,7 @@ class EvidenceChecker:
         if self.chat_generator is None or not current.chunks:
             return self._route(current, target, offline)
         call = call_generator(
-            self.chat_generator,
-            current,
-            "evidence",
-            self._judge_messages(current),
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
+            self.chat_generator, current, "evidence", self._judge_messages(current), **role_options(self)
         )
         return self._route(call.state, target, self._judged(offline, call))
 
@@ -284,13 +255,7 @@ class EvidenceChecker:
     async def run_async(
         self, state: LoopState | None = None, exhausted: LoopState | None = None
     ) -> dict[str, LoopState]:
-        """
-        Async twin of `run`: awaits the judge's `run_async` when it has one.
-
-        :param state: As in `run`.
-        :param exhausted: As in `run`.
-        :returns: The same as `run`.
-        """
+        """Async twin of `run`: awaits the judge's `run_async` when it has one."""
         target, current = self._target(state, exhausted)
         if target == "pass":
             return {"answer": current}
@@ -299,14 +264,7 @@ class EvidenceChecker:
         if self.chat_generator is None or not current.chunks:
             return self._route(current, target, offline)
         call = await call_generator_async(
-            self.chat_generator,
-            current,
-            "evidence",
-            self._judge_messages(current),
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
+            self.chat_generator, current, "evidence", self._judge_messages(current), **role_options(self)
         )
         return self._route(call.state, target, self._judged(offline, call))
 
@@ -359,14 +317,8 @@ class EvidenceChecker:
         # After a refusal, only a run whose chunks changed is worth sending back again.
         return previous.get("action") != "search_again" or previous.get("chunk_ids") != verdict["chunk_ids"]
 
-    # --- serialisation --------------------------------------------------------------------------------------
-
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
+        """Serialize the component to a dictionary."""
         return default_to_dict(
             self,
             on_insufficient_evidence=self.on_insufficient_evidence,
@@ -385,12 +337,7 @@ class EvidenceChecker:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EvidenceChecker":
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
+        """Deserialize the component from a dictionary."""
         generator_from_dict_inplace(data.get("init_parameters", {}))
         return default_from_dict(cls, data)
 

@@ -3,26 +3,16 @@
 `HHEMGrounder`: sentence-level faithfulness of the loop's answer with Vectara's HHEM-2.1-Open.
 
 HHEM-2.1-Open (`vectara/hallucination_evaluation_model`, Apache-2.0) is a flan-t5 encoder with a two-class token
-classification head: the prompt `<pad> Determine if the hypothesis is true given the premise?\\n\\nPremise: ...
-\\n\\nHypothesis: ...` is encoded, and the softmax of the head's logits on the first token gives P(consistent), a
-score in [0, 1] (1 = the premise supports the hypothesis).
+classification head; the softmax of its first-token logits gives P(consistent) of a premise/hypothesis pair.
 
-### Loading, and why `trust_remote_code` is off by default
-The checkpoint on the Hub ships its own modeling code (`HHEMv2ForSequenceClassification`, a thin wrapper around
-`T5ForTokenClassification` that reads the flan-t5 config and tokenizer named in its `config.json` `foundation`).
-`transformers` can only build that class with `trust_remote_code=True`, i.e. by running Python from the model
-repository, and that code breaks across transformers major versions. This grounder does not need it: the
-default *native* loader reads the checkpoint's `config.json` (`foundation`, `prompt`), builds transformers' own
-`T5ForTokenClassification` from the foundation config, and loads the checkpoint's weights into it (the `t5.`
-prefix removed). Only weights and JSON are read, never code. `trust_remote_code=True` is an explicit opt-in that
-loads through `AutoModelForSequenceClassification` and the repository's code instead (e.g. for a future
-checkpoint whose layout the native loader does not know).
+The checkpoint ships its own modeling code, which `transformers` runs only with `trust_remote_code=True` and which
+breaks across transformers versions. The default loader reads only the checkpoint's JSON and weights into
+transformers' own `T5ForTokenClassification`; `trust_remote_code=True` is an opt-in for a checkpoint layout it does
+not know.
 
-### Getting the model
-`huggingface-cli download vectara/hallucination_evaluation_model` and `huggingface-cli download
-google/flan-t5-base` (the foundation: config and tokenizer), then either let the Hub cache serve them or pass
-local folders: `HHEMGrounder(model="/path/hhem", foundation="/path/flan-t5-base")`. Pin `revision` to the
-commit you validated.
+Get the model with `huggingface-cli download vectara/hallucination_evaluation_model` and `huggingface-cli download
+google/flan-t5-base` (the foundation's config and tokenizer), then use the Hub cache or pass local folders
+(`HHEMGrounder(model="/path/hhem", foundation="/path/flan-t5-base")`); pin `revision` to the commit you validated.
 """
 
 import asyncio
@@ -30,14 +20,13 @@ import threading
 import time
 from typing import Any
 
-from haystack import component, default_from_dict, default_to_dict, logging
+from haystack import component, logging
 
 from haystack_agentic.grounding.assembly import skip_reason, skipped
 from haystack_agentic.grounding.citations import cite, claim_sentences, settle
 
-# The model's names and loaders are re-exported: they are public names of this module.
+# HHEM_MODEL, HHEM_PROMPT and HOW_TO_GET are public names of this module too.
 from haystack_agentic.grounding.hhem_loading import (  # noqa: F401
-    HHEM_FOUNDATION,
     HHEM_MODEL,
     HHEM_PROMPT,
     HOW_TO_GET,
@@ -49,6 +38,7 @@ from haystack_agentic.grounding.hhem_loading import (  # noqa: F401
 from haystack_agentic.dataclasses.loop_state import LoopState
 
 logger = logging.getLogger(__name__)
+
 
 @component
 class HHEMGrounder:
@@ -95,17 +85,16 @@ class HHEMGrounder:
         Create the grounder (nothing is loaded until `warm_up`).
 
         :param model: Hub id or local folder of the HHEM checkpoint. Default `vectara/hallucination_evaluation_model`.
-        :param revision: Hub revision (commit sha, tag or branch) to pin; `None`: the default branch. Pin the commit
-            you validated, above all with `trust_remote_code=True`, which runs that revision's code.
+        :param revision: Hub revision (commit sha, tag or branch) to pin; `None`: the default branch.
         :param foundation: Hub id or local folder of the foundation model (config + tokenizer); `None`: the one the
             checkpoint's `config.json` names (`google/flan-t5-base`).
-        :param trust_remote_code: Load through the checkpoint's own modeling code instead of the native loader.
-            Off by default: it runs Python from the model repository (see the module docstring).
+        :param trust_remote_code: Load through the checkpoint's own modeling code (runs Python from the model
+            repository) instead of the native loader. Default `False`.
         :param threshold: A citation is supported when its score is >= this. Default 0.5 (HHEM's decision point).
         :param batch_size: Premise/hypothesis pairs per forward pass. Default 8.
         :param device: Torch device (`"cpu"`, `"cuda"`, `"cuda:1"`, `"mps"`); `None`/`"auto"`: CUDA, MPS, then CPU.
         :param max_input_tokens: Most tokens of one encoded pair (prompt + premise + hypothesis) before the chunks
-            are split into windows. Default 2048. The hypothesis is never cut: a long one only shrinks the windows.
+            are split into windows. Default 2048.
         :param window_overlap_tokens: Overlap between the pieces of a chunk longer than a window. Default 64.
         :param language: Language of the sentence splitter rules (ISO 639-1). Default `en`.
         :param local_files_only: Never contact the Hub (local folders or the Hub cache only). Default `False`.
@@ -133,13 +122,8 @@ class HHEMGrounder:
         self._load_error: str | None = None
         self._lock = threading.Lock()
 
-    # --- loading ------------------------------------------------------------------------------------------------
-
     def warm_up(self) -> None:
-        """
-        Load the model once. A failure is not raised: it is kept in `load_error` and every run then skips grounding
-        with that reason (so a pipeline without the weights still answers).
-        """
+        """Load the model once; a failure is kept in `load_error` (not raised) and every run skips grounding."""
         with self._lock:
             if self._network is not None or self._load_error is not None:
                 return
@@ -166,8 +150,6 @@ class HHEMGrounder:
         """Whether the model is loaded (loads it if `warm_up` was not called yet)."""
         self.warm_up()
         return self._network is not None
-
-    # --- scoring ------------------------------------------------------------------------------------------------
 
     def score_pairs(self, pairs: list[tuple[str, str]]) -> list[float]:
         """
@@ -211,33 +193,15 @@ class HHEMGrounder:
                 break
         return pieces
 
-    def premises(self, doc: Any, hypothesis: str) -> list[str]:
-        """
-        The premises a citation's claim is scored against: its chunk whole when it fits `max_input_tokens` with the
-        prompt and the claim, else the chunk's overlapping pieces (the best piece counts), so a fact at the end of a
-        long chunk is never cut off.
-
-        :param doc: The cited chunk.
-        :param hypothesis: The claim (never cut).
-        :returns: The premise texts.
-        """
+    def _premises(self, doc: Any, hypothesis: str) -> list[str]:
+        """The cited chunk whole when it fits `max_input_tokens` with the prompt and the claim, else its windows."""
         overhead = self._count(self._prompt.format(text1="", text2="")) + 2
         budget = max(32, self.max_input_tokens - overhead - self._count(hypothesis))
         content = doc.content or ""
         return [content] if self._count(content) <= budget else self._pieces(content, budget)
 
-    def ground(self, state: LoopState) -> LoopState | str:
-        """
-        Ground the answer of an ended run: each citation's claim is scored against its chunk, and the grounding is
-        derived from the citations (`haystack_agentic.grounding.citations.settle`). A run whose answer has no
-        citations yet (an answerer outside the package) is cited first (`cite`: each sentence to the chunk sentence
-        sharing most of its words).
-
-        :param state: The run's state (answer and chunks present).
-        :returns: The state with `citations` judged (`check="hhem"`) and `grounding`, or a reason (str) when there
-            is nothing to ground.
-        :raises HHEMUnavailableError: If the model is not available.
-        """
+    def _ground(self, state: LoopState) -> LoopState | str:
+        """The state with its citations scored and `grounding` settled, or why there is nothing to ground."""
         started = time.perf_counter()
         if not claim_sentences(state.outcome.answer or "", self.language):
             return "the answer has no sentence to check"
@@ -256,7 +220,7 @@ class HHEMGrounder:
             if doc is None or not (doc.content or "").strip():
                 continue
             hypothesis = citation["claim"]
-            premises = self.premises(doc, hypothesis)
+            premises = self._premises(doc, hypothesis)
             windows = windows or len(premises) > 1
             pairs.extend((premise, hypothesis) for premise in premises)
             owners.extend([index] * len(premises))
@@ -277,17 +241,14 @@ class HHEMGrounder:
         )
         return state.with_outcome(**settled)
 
-    # --- component ----------------------------------------------------------------------------------------------
-
     @component.output_types(state=LoopState)
     def run(self, state: LoopState) -> dict[str, LoopState]:
         """
         Ground the run's answer.
 
         :param state: The ended run (from `finish`).
-        :returns: `{"state": LoopState}` with `grounding` filled, or `None` with
-            `metadata["grounding_skipped"]` saying why (error run, no answer, no chunks, model not available, or a
-            failure while grounding). Never raises for a grounding problem; the answer is never changed.
+        :returns: `{"state": LoopState}` with `grounding` filled, or `None` with `metadata["grounding_skipped"]`
+            saying why (error run, no answer, no chunks, model not available, a failure while grounding).
         """
         reason = skip_reason(state)
         if reason is not None:
@@ -296,7 +257,7 @@ class HHEMGrounder:
         if self._load_error is not None:
             return {"state": skipped(state, f"{self._load_error}; to ground answers, {HOW_TO_GET}")}
         try:
-            grounding = self.ground(state)
+            grounding = self._ground(state)
         except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
             logger.warning("Grounding failed: {error}", error=repr(exc))
             return {"state": skipped(state, f"the grounder failed: {type(exc).__name__}: {exc}")}
@@ -306,32 +267,5 @@ class HHEMGrounder:
 
     @component.output_types(state=LoopState)
     async def run_async(self, state: LoopState) -> dict[str, LoopState]:
-        """
-        Async twin of `run` (the model runs in a worker thread, so the event loop is not blocked).
-
-        :param state: The ended run.
-        :returns: The same as `run`.
-        """
+        """Async twin of `run`: the model runs in a worker thread."""
         return await asyncio.to_thread(self.run, state)
-
-    def to_dict(self) -> dict[str, Any]:
-        """:returns: The serialised component (all init parameters are plain data)."""
-        return default_to_dict(
-            self,
-            model=self.model,
-            revision=self.revision,
-            foundation=self.foundation,
-            trust_remote_code=self.trust_remote_code,
-            threshold=self.threshold,
-            batch_size=self.batch_size,
-            device=self.device,
-            max_input_tokens=self.max_input_tokens,
-            window_overlap_tokens=self.window_overlap_tokens,
-            language=self.language,
-            local_files_only=self.local_files_only,
-        )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "HHEMGrounder":
-        """:returns: The component from `to_dict()` output."""
-        return default_from_dict(cls, data)

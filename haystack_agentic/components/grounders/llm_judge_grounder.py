@@ -1,7 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`LLMJudgeGrounder`: sentence-level grounding of the loop's answer by any chat generator, for users without HHEM.
-"""
+"""`LLMJudgeGrounder`: sentence-level grounding of the loop's answer by any chat generator, for users without HHEM."""
 
 import json
 import re
@@ -58,8 +56,7 @@ def _json_candidates(text: str) -> list[str]:
 
 def parse_claims(text: str) -> list[dict[str, Any]] | None:
     """
-    Parse the judge's reply leniently: a JSON object with `claims`, or a bare list, possibly in a code fence or
-    surrounded by prose.
+    Parse the judge's reply leniently: a JSON object with `claims`, or a bare list, in a code fence or prose.
 
     :param text: The reply.
     :returns: The claim dicts, or `None` when no JSON with claims is found.
@@ -83,11 +80,6 @@ def _verdict(claim: dict[str, Any]) -> bool:
     return str(value).strip().lower() in _TRUE_WORDS
 
 
-def plain_claim(sentence: str) -> str:
-    """A sentence of the answer as its citations name their claim (no markers, no Markdown)."""
-    return plain(strip_markers(sentence))
-
-
 def _as_int(value: Any) -> int | None:
     try:
         return int(value)
@@ -100,13 +92,10 @@ class LLMJudgeGrounder:
     """
     Grounds the loop's answer sentence by sentence with a chat generator as judge; same result as `HHEMGrounder`.
 
-    The answer is split into sentences (with offsets), and one call shows the judge the cited chunks first and asks,
-    for each numbered sentence, for its claim, a verdict and the indices of the supporting chunks. The reply is
-    parsed leniently (code fences, prose around the JSON, a bare list); chunk indices out of range are dropped and
-    counted; a sentence the judge skipped counts as unsupported. A citation scores the judge's verdict on its
-    sentence (1.0 supported, 0.0 not, or the judge's own `score` in [0, 1]) when the judge names its chunk among the
-    supporting ones or names none, else 0.0; `check="llm_judge"`. The grounding is derived from the citations
-    (`haystack_agentic.grounding.citations.settle`). The call is counted in `usage` under the role `grounding`.
+    One call shows the judge the chunks (cited ones first) and the numbered sentences, and asks for each sentence's
+    verdict and supporting chunk indices (parsed leniently; a skipped sentence is unsupported). A citation scores
+    its sentence's verdict (1.0, 0.0, or the judge's `score` in [0, 1]) when the judge names its chunk or none,
+    else 0.0 (`check="llm_judge"`). Usage is counted under the role `grounding`.
 
     ### Usage example
     ```python
@@ -217,7 +206,7 @@ class LLMJudgeGrounder:
             verdicts[number] = (score, ids)
         # A citation holds when the judge finds its sentence supported by its chunk (or names no chunk at all);
         # a sentence the judge skipped is unsupported.
-        by_claim = {plain_claim(s.text): number for number, s in enumerate(sentences, start=1)}
+        by_claim = {plain(strip_markers(s.text)): number for number, s in enumerate(sentences, start=1)}
         scores: list[float | None] = []
         for citation in state.outcome.citations:
             score, ids = verdicts.get(by_claim.get(citation["claim"], 0), (0.0, []))
@@ -236,7 +225,7 @@ class LLMJudgeGrounder:
 
         :param state: The ended run.
         :returns: `{"state": LoopState}` with `grounding` filled, or `None` and `metadata["grounding_skipped"]`
-            (error run, no answer, no chunks, the judge failing or replying without parseable claims).
+            saying why (error run, no answer, no chunks, the judge failing or replying without claims).
         """
         prepared = self._prepare(state)
         if isinstance(prepared, str):
@@ -251,12 +240,7 @@ class LLMJudgeGrounder:
 
     @component.output_types(state=LoopState)
     async def run_async(self, state: LoopState) -> dict[str, LoopState]:
-        """
-        Async twin of `run`.
-
-        :param state: The ended run.
-        :returns: The same as `run`.
-        """
+        """Async twin of `run`."""
         prepared = self._prepare(state)
         if isinstance(prepared, str):
             return {"state": skipped(state, prepared)}

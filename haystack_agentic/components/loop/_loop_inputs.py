@@ -1,10 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-What a loop run may start from, checked before it starts: the question, or a conversation that ends with one.
-
-`LoopController`'s helpers, kept in their own module so that each module stays short; the public names are
-re-exported by `haystack_agentic.components.loop.loop_controller`.
-"""
+"""The checks of what a loop run may start from: a question, or a conversation that ends with one."""
 
 import re
 import unicodedata
@@ -22,28 +17,23 @@ DEFAULT_MAX_QUESTION_CHARS = 4000
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-
 class InvalidLoopInput(ValueError):
     """A question or filters a run cannot start with; the message says what to send instead."""
 
 
-#: The type of the `query` input: a string with at least one non-blank character. Servers that build request
-#: models from socket types (hayhooks) refuse a blank question with a 422 before the pipeline runs.
+#: The type of the `query` input: a string with a non-blank character (hayhooks refuses a blank one with a 422).
 Question = Annotated[str, StringConstraints(pattern=r"\S")]
 
 
 def validate_question(query: Any, max_chars: int | None = None) -> str:
     """
-    Check a question before a run starts, and clean it.
-
-    Control characters (terminal escape codes, NUL, ...) are replaced by spaces; tabs and newlines stay. Text in
-    any script is accepted as it is (Unicode NFC normalised).
+    Check a question before a run starts, and clean it (NFC, control characters but tab and newline to spaces).
 
     :param query: The question.
     :param max_chars: Longest question accepted, in characters, or `None` for no limit.
     :returns: The cleaned question, stripped.
     :raises InvalidLoopInput: (a `ValueError`) If it is missing, not a string, blank, holds a lone UTF-16
-        surrogate, or is longer than `max_chars` (the message says what to pass).
+        surrogate, or is longer than `max_chars`.
     """
     if query is None:
         raise InvalidLoopInput(
@@ -83,8 +73,7 @@ def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[
     :returns: The question (the last user message's text, cleaned as `validate_question` does) and the
         conversation as a tuple.
     :raises InvalidLoopInput: (a `ValueError`) If it is not a non-empty list of `ChatMessage`, holds a tool message
-        or an assistant message with tool calls, has no user message, does not end with the user's question, or
-        the question is not valid (`validate_question`). The message says which message and what to change.
+        or tool calls, does not end with the user's question, or the question is not valid (`validate_question`).
     """
     if not isinstance(messages, (list, tuple)):
         raise InvalidLoopInput(f"`messages` must be a list of ChatMessage, got {type(messages).__name__}.")

@@ -3,7 +3,7 @@
 from dataclasses import replace
 from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict, logging
+from haystack import Document, component, logging
 from haystack.dataclasses import ChatMessage, StreamingCallbackT
 from haystack.errors import FilterError
 from haystack.utils.filters import LOGICAL_OPERATORS, document_matches_filter
@@ -40,26 +40,20 @@ def _filters_type_error(filters: Any) -> str:
 
 def validate_filters(filters: Any) -> dict[str, Any] | None:
     """
-    Check Haystack metadata filters before a run: their shape, operators and values.
+    Check Haystack metadata filters before a run, so a malformed one fails here rather than in a retriever mid-loop.
 
-    Every node of the filter tree is checked, not only the ones a document would reach: groups need a logical
-    `operator` (`AND`, `OR`, `NOT`) and a list of `conditions`; each condition (a dict with `field`) is checked by
-    Haystack's own matching (`haystack.utils.filters.document_matches_filter`, which rejects an unknown comparison
-    operator, a missing `value`, a non-list for `in`/`not in`) against an empty document. So a malformed filter
-    fails here with a message that says where, rather than inside a retriever mid-loop. (A filter that is well
-    formed but does not fit the stored metadata's types, e.g. `>` on a string field, can only fail at search time.)
+    Every node is checked: a group needs a logical `operator` and a list of `conditions`; a condition is checked by
+    Haystack's `document_matches_filter` against an empty document (unknown operator, missing `value`, ...).
 
     :param filters: The filters, or `None`.
     :returns: The filters (`None` for none or empty).
     :raises InvalidLoopInput: (a `ValueError`) If they are not a dict or not valid Haystack filters; the message
         names the offending node (e.g. `filters.conditions[1]`) and what is wrong with it.
     """
-    if not filters:
-        if filters is not None and not isinstance(filters, dict):
-            raise InvalidLoopInput(_filters_type_error(filters))
-        return None
-    if not isinstance(filters, dict):
+    if filters is not None and not isinstance(filters, dict):
         raise InvalidLoopInput(_filters_type_error(filters))
+    if not filters:
+        return None
     problem = _filter_problem(filters)
     if problem is not None:
         raise InvalidLoopInput(f"Not a valid Haystack filter: {problem}. See {_FILTERS_DOCS}")
@@ -70,7 +64,7 @@ _FILTERS_DOCS = "https://docs.haystack.deepset.ai/docs/metadata-filtering"
 
 
 def _filter_problem(filters: dict[str, Any]) -> str | None:
-    """The first problem found in a filter tree (walked without recursion: any depth is fine), or `None`."""
+    """The first problem found in a filter tree (walked without recursion), or `None`."""
     empty = Document(content="")
     pending: list[tuple[str, Any]] = [("filters", filters)]
     while pending:
@@ -105,14 +99,11 @@ class LoopController:
     """
     Keeps the books of the agentic loop: starts a run, merges retrieved chunks, counts iterations, stops at the limit.
 
-    It is the entry of the loop's cycle. The first visit builds a `LoopState` from the `query`, or from `messages`
-    (a conversation whose last message is the user's question; the earlier turns, system messages included, reach
-    the controller LLM and the answerer), and optional `filters`, which then scope every search of the run. Every later visit receives the state back from the
-    router (through a `BranchJoiner`) and, on a search turn, the retriever's `documents`: it merges them into the
-    state's chunks (dedup by id keeping the highest score, sorted by score, capped at `chunk_cap`), records which
-    chunks the search returned, gives the search result back to the controller LLM as a tool result (tools mode),
-    and counts the iteration. It sends the state on to the router (`state`), or to the fallback (`exhausted`) once
-    `max_iterations` router turns have been taken.
+    The first visit builds a `LoopState` from the `query` (or a `messages` conversation) and optional `filters`.
+    Every later visit gets the state back and, on a search turn, the retriever's `documents`: it merges them into the
+    chunks (dedup by id keeping the highest score, capped at `chunk_cap`), gives the search result back to the
+    controller LLM as a tool result, and counts the turn. The state goes on to the router (`state`), or to the
+    fallback (`exhausted`) after `max_iterations` turns.
 
     ### Usage example
     ```python
@@ -138,41 +129,36 @@ class LoopController:
         """
         Create a LoopController.
 
-        :param max_iterations: Most router turns per run (>= 1). Default 10.
-        :param chunk_cap: Most chunks a run keeps (>= 1); the lowest-scored are evicted first. Default 30.
-        :param chunk_preview_chars: Most characters of each chunk put into a search tool result for the
-            controller LLM (characters, not tokens). Default 1500.
-        :param max_question_chars: Longest question accepted, in characters (after control characters are
-            removed and whitespace trimmed). Default 4000.
-        :param max_search_failures: Consecutive failed searches (store errors reported by a `SafeRetriever`) after
-            which the run ends with `terminated_by="error"`. Default 3.
+        :param max_iterations: Most router turns per run. Default 10.
+        :param chunk_cap: Most chunks a run keeps; the lowest-scored are evicted first. Default 30.
+        :param chunk_preview_chars: Most characters of each chunk in a search tool result. Default 1500.
+        :param max_question_chars: Longest question accepted, in characters (after cleaning). Default 4000.
+        :param max_search_failures: Failed searches in a row (reported by a `SafeRetriever`) after which the run
+            ends with `terminated_by="error"`. Default 3.
         :param document_store: The store whose collections (`meta.collection`) a run's `collections` input names.
-            `None` (default): the retriever's store, which `build_loop_pipeline` and `load_loop_pipeline` hand over
-            (`use_collection_store`); without either, a run with `collections` fails with an error saying so.
-        :param max_searches_per_turn: Most searches one router turn runs (parallel tool calls); the searches of a
-            turn run one after another through the retriever, and the turn counts once. Further searches go back
-            to the model as tool errors. Default 4.
+            `None` (default): the retriever's store, handed over by the loop builders (`use_collection_store`).
+        :param max_searches_per_turn: Most searches one router turn runs (parallel tool calls); further ones go
+            back to the model as tool errors. Default 4.
         :raises ValueError: If a limit is below 1.
         """
-        if max_iterations < 1:
-            raise ValueError(f"max_iterations must be at least 1, got {max_iterations}")
-        if chunk_cap < 1:
-            raise ValueError(f"chunk_cap must be at least 1, got {chunk_cap}")
-        if chunk_preview_chars < 1:
-            raise ValueError(f"chunk_preview_chars must be at least 1, got {chunk_preview_chars}")
+        limits = {
+            "max_iterations": max_iterations,
+            "chunk_cap": chunk_cap,
+            "chunk_preview_chars": chunk_preview_chars,
+            "max_question_chars": max_question_chars,
+            "max_search_failures": max_search_failures,
+            "max_searches_per_turn": max_searches_per_turn,
+        }
+        for name, value in limits.items():
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
         self.max_iterations = max_iterations
         self.chunk_cap = chunk_cap
         self.chunk_preview_chars = chunk_preview_chars
-        if max_question_chars < 1:
-            raise ValueError(f"max_question_chars must be at least 1, got {max_question_chars}")
         self.max_question_chars = max_question_chars
-        if max_search_failures < 1:
-            raise ValueError(f"max_search_failures must be at least 1, got {max_search_failures}")
         self.max_search_failures = max_search_failures
         self.document_store = document_store
         self._collections = CollectionLookup(document_store)
-        if max_searches_per_turn < 1:
-            raise ValueError(f"max_searches_per_turn must be at least 1, got {max_searches_per_turn}")
         self.max_searches_per_turn = max_searches_per_turn
 
     @component.output_types(state=LoopState, exhausted=LoopState, failed=LoopState)
@@ -192,31 +178,25 @@ class LoopController:
         """
         Start a run, or record the turn that just happened and decide whether the loop goes on.
 
-        :param query: The user's question; starts a run when neither `state` nor `revised` is given.
-        :param filters: Haystack metadata filters applied to every search of the run (first visit only).
+        :param query: The user's question; starts a run when no state is given.
+        :param filters: Haystack metadata filters for every search of the run (first visit only).
         :param collections: The run's collection scope (first visit only): `"all"`, a collection name, or a list of
-            names; ANDed with `filters` for every search. `None` (default): no scope. Names are checked against the
-            store's collections (`meta.collection` of its chunks, read at run time); `"all"` adds no filter and
-            offers every collection to the model.
-        :param state: The state coming back around the loop from the router (`router.loop`).
+            names, checked against the store's `meta.collection` values and ANDed with `filters`. `None`: no scope.
+        :param state: The state coming back from the router (`router.loop`).
         :param documents: The retriever's documents for the pending search, if this turn searched.
-        :param search_error: Why the pending search failed (from `SafeRetriever.error`), or `None`. A failed search
-            is recorded in the tool step (`result`) and given to the controller LLM as a tool error; the loop goes on.
+        :param search_error: Why the pending search failed (`SafeRetriever.error`), or `None`; given to the
+            controller LLM as a tool error, and the loop goes on.
         :param revised: The state coming back from the answerer after a reflect or draft turn (`answerer.state`).
-            A second socket rather than a joiner in front of `state`: one component less to schedule per turn.
-        :param refused: The state coming back from the evidence check (`evidence.retry`): an answer it did not
-            accept while the iteration budget leaves room to search again.
-        :param messages: Instead of `query`: the conversation so far (`ChatMessage`s: system, user, assistant), its
-            last message the user's question (see `validate_conversation`). Kept in `LoopState.conversation`.
-        :param streaming_callback: Called with a `documents` step event when a search's chunks are recorded
-            (`haystack_agentic.llm.streaming`); a sync callback here, sync or async in `run_async`.
-        :returns: `{"state": LoopState}` to take another router turn, or `{"exhausted": LoopState}` when
-            `max_iterations` turns have been taken, or a component asked the loop to stop (`state.stop_reason`,
-            e.g. a controller LLM that keeps replying with nothing), or `{"failed": LoopState}` (ended with
+        :param refused: The state coming back from the evidence check (`evidence.retry`).
+        :param messages: Instead of `query`: the conversation (system, user, assistant `ChatMessage`s) ending with
+            the user's question (see `validate_conversation`).
+        :param streaming_callback: Called with a `documents` step event when a search's chunks are recorded; sync
+            here, sync or async in `run_async`.
+        :returns: `{"state": LoopState}` for another router turn, `{"exhausted": LoopState}` after `max_iterations`
+            turns or when a component set `state.stop_reason`, or `{"failed": LoopState}` (ended with
             `terminated_by="error"`) after `max_search_failures` failed searches in a row.
-        :raises ValueError: On the first visit, if `query` is missing, not a string or blank, if both `query` and
-            `messages` are given, if `messages` is not a valid conversation (`validate_conversation`), or if
-            `collections` names a collection the store does not hold (the message lists those it does).
+        :raises ValueError: On the first visit, for a missing, non-string or blank `query`, both `query` and
+            `messages`, an invalid conversation, or a collection the store does not hold.
         """
         callback, arrived = pick_callback(None, streaming_callback, is_async=False), state or revised or refused
         outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages, collections)
@@ -258,12 +238,7 @@ class LoopController:
         messages: list[ChatMessage] | None = None,
         streaming_callback: StreamingCallbackT | None = None,
     ) -> dict[str, LoopState]:
-        """
-        Async twin of `run` (the bookkeeping does no I/O): lets `Pipeline.run_async` call it on the event loop
-        instead of handing it to a worker thread every turn. The `streaming_callback` may be sync or async.
-
-        :returns: The same as `run`.
-        """
+        """Async twin of `run` (no I/O, so `Pipeline.run_async` runs it on the event loop)."""
         callback, arrived = pick_callback(None, streaming_callback, is_async=True), state or revised or refused
         outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages, collections)
         await emit_async(callback, step_chunks(arrived, next(iter(outputs.values()))) if arrived is not None else [])
@@ -271,10 +246,9 @@ class LoopController:
 
     def use_collection_store(self, document_store: Any) -> None:
         """
-        Read collection names from this store when no `document_store` was given (the loop builders call it with the
-        retriever's store). Not serialised: it is the pipeline's own store.
+        Read collection names from this store (not serialised) when no `document_store` was given.
 
-        :param document_store: A Haystack document store, or `None`.
+        :param document_store: A Haystack document store (the loop builders pass the retriever's), or `None`.
         """
         if self.document_store is None:
             self._collections = CollectionLookup(document_store)
@@ -283,15 +257,14 @@ class LoopController:
         self, query: Any = None, filters: Any = None, collections: Any = None, messages: Any = None
     ) -> tuple[str, tuple[ChatMessage, ...], dict[str, Any] | None, dict[str, str] | None]:
         """
-        Check a run's inputs as `run` does on its first visit, without starting a run (e.g. before loading models).
+        Check a run's inputs as `run` does on its first visit, without starting a run.
 
         :param query: The question, or `None` with `messages`.
         :param filters: Haystack metadata filters, or `None`.
         :param collections: The collection scope, or `None`.
         :param messages: The conversation, or `None` with `query`.
         :returns: `(question, conversation, filters with the scope's filter added, scope)`.
-        :raises InvalidLoopInput: As `run` does: an empty or over-long question, both or neither of `query` and
-            `messages`, filters that are not a dict, or a collection the store does not hold.
+        :raises InvalidLoopInput: On the inputs `run` refuses.
         """
         conversation: tuple[ChatMessage, ...] = ()
         if messages is not None:
@@ -342,7 +315,8 @@ class LoopController:
             state = state.evolve(tool_history=tuple(history))
             if pending.tool_call is not None:
                 if search_error:
-                    text = self.format_search_error(pending.query, search_error)
+                    text = f'The search for "{pending.query}" failed: {search_error}. '
+                    text += "Try again, or answer from what you have."
                     message = ChatMessage.from_tool(tool_result=text, origin=pending.tool_call, error=True)
                 else:
                     text = self.format_search_result(pending.query, found, shown)
@@ -357,59 +331,17 @@ class LoopController:
             return state
         return state.evolve(iteration=state.iteration + 1)
 
-    @staticmethod
-    def format_search_error(query: str, error: str) -> str:
-        """
-        Render a failed search for the controller LLM.
-
-        :param query: The query that was searched.
-        :param error: What went wrong (one line).
-        :returns: The tool error text.
-        """
-        return f'The search for "{query}" failed: {error}. Try again, or answer from what you have.'
-
     def format_search_result(self, query: str, documents: list[Document], shown: Any = ()) -> str:
         """
-        Render a search result for the controller LLM: numbered chunks with their ids (a hash id by its first
-        12 characters, which `read_chunk` accepts) and titles, or "no results". A chunk in `shown` (given in an earlier
-        result) is referenced, `[already shown]`, not sent again: the model reads it with `read_chunk(id)`.
-
-        The message also carries a digest (`haystack_agentic.llm.result_digests`) that the router sends in its place
-        once a newer reply follows.
+        Render a search result for the controller LLM: numbered chunks with their short ids and titles; a chunk in
+        `shown` is marked `[already shown]` instead of sent again.
 
         :param query: The query that was searched.
         :param documents: The chunks it returned, best first.
-        :param shown: Ids of the chunks shown in earlier results (a collection of str). Default: none.
+        :param shown: Ids of the chunks shown in earlier results. Default: none.
         :returns: The tool result text.
         """
         if not documents:
             return f'No results for "{query}". Try other words, or answer from what you have.'
         heading = f'{len(documents)} result(s) for "{query}":'
         return numbered_chunks(heading, documents, self.chunk_preview_chars, shown)
-
-    def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
-        return default_to_dict(
-            self,
-            max_iterations=self.max_iterations,
-            chunk_cap=self.chunk_cap,
-            chunk_preview_chars=self.chunk_preview_chars,
-            max_question_chars=self.max_question_chars,
-            max_search_failures=self.max_search_failures,
-            document_store=self.document_store.to_dict() if self.document_store is not None else None,
-            max_searches_per_turn=self.max_searches_per_turn,
-        )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LoopController":
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
-        return default_from_dict(cls, data)

@@ -15,9 +15,8 @@ class LoopStateJoiner(BranchJoiner):
     """
     Haystack's `BranchJoiner` with a `run_async`: where the loop's ending branches meet (`finish`).
 
-    `BranchJoiner` has only `run`, so `Pipeline.run_async` hands it to a worker thread on every run; under a busy
-    event loop (a server with many concurrent runs) such a hop waits for the GIL. This joiner does the same work on
-    the event loop. Same sockets (`value` in, `value` out), same serialisation (`type_`).
+    `BranchJoiner` has only `run`, so `Pipeline.run_async` hands it to a worker thread; this joiner does the same
+    work on the event loop. Same sockets and serialisation.
 
     ### Usage example
     ```python
@@ -38,11 +37,5 @@ class LoopStateJoiner(BranchJoiner):
         BranchJoiner.__init__(self, type_)  # `@component` rebuilds the class: no zero-argument super()
 
     async def run_async(self, **kwargs: Any) -> dict[str, Any]:
-        """
-        Async twin of `run` (no I/O): pass on the one value received.
-
-        :param kwargs: `value`: a list with exactly one value of type `type_`.
-        :returns: `{"value": the value}`.
-        :raises ValueError: If not exactly one value was received.
-        """
+        """Async twin of `run` (no I/O): pass on the one value received."""
         return self.run(**kwargs)

@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 
-from typing import Any
-
-from haystack import Document, component, default_from_dict, default_to_dict, logging
+from haystack import Document, component, logging
 
 logger = logging.getLogger(__name__)
 
@@ -16,8 +14,8 @@ class ChunkMetadataCleaner:
     """
     Drops metadata keys that a document store cannot hold, and gives each chunk a new id from what is left.
 
-    Put it between a splitter and an embedder/writer. The ids are Haystack's content hash of the cleaned chunk,
-    so indexing the same files again gives the same ids (and overwrites instead of duplicating).
+    Put it between a splitter and an embedder/writer. The ids are Haystack's content hash of the cleaned chunk, so
+    indexing the same files again overwrites instead of duplicating.
 
     ### Usage example
     ```python
@@ -52,21 +50,3 @@ class ChunkMetadataCleaner:
             meta = {k: v for k, v in (doc.meta or {}).items() if k not in self.keys}
             cleaned.append(Document(content=doc.content, meta=meta))
         return {"documents": cleaned}
-
-    def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
-        return default_to_dict(self, keys=self.keys)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ChunkMetadataCleaner":
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
-        return default_from_dict(cls, data)

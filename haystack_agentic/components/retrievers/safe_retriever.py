@@ -31,11 +31,9 @@ class SafeRetriever:
     """
     Wraps any Haystack retriever so that a failing search becomes a tool error for the loop instead of a crash.
 
-    It has the wrapped retriever's input sockets (`query`, `query_text`, `query_embedding`, `filters`, `top_k`...)
-    and two outputs: `documents` (`[]` when the search failed) and `error` (`None`, or one line saying what went
-    wrong). `build_loop_pipeline` connects `error` to `LoopController.search_error`, which records it in the tool
-    history and tells the controller LLM, so the loop continues. `warm_up` checks that the store answers
-    (`count_documents`), so an unreachable server fails at start with `DocumentStoreUnavailableError`.
+    It has the wrapped retriever's input sockets and two outputs: `documents` (`[]` when the search failed) and
+    `error` (`None`, or one line saying what went wrong), which `build_loop_pipeline` connects to
+    `LoopController.search_error`. `warm_up` checks that the store answers, so an unreachable server fails at start.
 
     ### Usage example
     ```python
@@ -52,37 +50,29 @@ class SafeRetriever:
         """
         Create a SafeRetriever.
 
-        :param retriever: A Haystack retriever component (any input sockets, a `documents` output), or its
-            serialised dict (`{"type": ..., "init_parameters": ...}`, what `from_dict` passes): that one is built
-            on first use (`warm_up`, a run, or reading `retriever` / `document_store`), so loading a pipeline YAML
-            opens no store (Milvus Lite would create its database file on the spot).
+        :param retriever: A Haystack retriever component (a `documents` output), or its serialised dict: that one
+            is built on first use, so loading a pipeline YAML opens no store.
         :param check_store_on_warm_up: Call the store's `count_documents()` in `warm_up` and raise a clear error
             if it fails. Default `True`.
-        :param timeout: Seconds one search may take (`None`: no limit); a slower search is reported as failed
-            (`TimeoutError`), like any store error.
-        :raises ValueError: If `retriever` is not a Haystack component with a `documents` output (a serialised one:
-            if its type does not import; the rest is checked when it is built).
+        :param timeout: Seconds one search may take (`None`: no limit); a slower search is reported as failed.
+        :raises ValueError: If `retriever` is not a Haystack component with a `documents` output.
         """
         self._lock = threading.Lock()
         self._spec: dict[str, Any] | None = None
         if isinstance(retriever, dict):
             self._spec, self._retriever = copy.deepcopy(retriever), None
-            for name, (annotation, default) in _class_inputs(import_class_by_name(retriever["type"])).items():
-                if default is inspect.Parameter.empty:
-                    component.set_input_type(self, name, annotation)
-                else:
-                    component.set_input_type(self, name, annotation, default=default)
+            inputs = _class_inputs(import_class_by_name(retriever["type"]))
         else:
             self._retriever = _checked(retriever)
-            inputs = retriever.__haystack_input__
-            for name in _run_parameters(retriever):
-                socket = inputs.get(name)
-                if socket is None:
-                    continue
-                if socket.is_mandatory:
-                    component.set_input_type(self, name, socket.type)
-                else:
-                    component.set_input_type(self, name, socket.type, default=socket.default_value)
+            sockets = retriever.__haystack_input__
+            named = [sockets.get(name) for name in _run_parameters(retriever)]
+            empty = inspect.Parameter.empty
+            inputs = {s.name: (s.type, empty if s.is_mandatory else s.default_value) for s in named if s is not None}
+        for name, (annotation, default) in inputs.items():
+            if default is inspect.Parameter.empty:
+                component.set_input_type(self, name, annotation)
+            else:
+                component.set_input_type(self, name, annotation, default=default)
         self.check_store_on_warm_up = check_store_on_warm_up
         self.timeout = timeout
         self._warmed_up = False
@@ -114,8 +104,7 @@ class SafeRetriever:
         """
         Warm up the wrapped retriever and check that its document store answers.
 
-        :raises DocumentStoreUnavailableError: If the store cannot be reached (the message names the store and
-            its address).
+        :raises DocumentStoreUnavailableError: If the store cannot be reached.
         """
         if self._warmed_up:
             return
@@ -143,37 +132,28 @@ class SafeRetriever:
         try:
             documents = run_with_timeout(self.retriever, kwargs, self.timeout, "the retriever")["documents"]
         except Exception as exc:  # noqa: BLE001 - a store error must never crash the loop
-            logger.warning("Search failed in {retriever}: {error}", retriever=self._retriever_name, error=exc)
-            return _traced(kwargs, [], valid_text(f"{type(exc).__name__}: {exc}"))
+            return self._failed(kwargs, valid_text(f"{type(exc).__name__}: {exc}"))
         return _traced(kwargs, list(documents or []), None)
 
     @component.output_types(documents=list[Document], error=str | None)
     async def run_async(self, **kwargs: Any) -> dict[str, Any]:
-        """
-        Async twin of `run`: awaits the wrapped retriever's `run_async` when it has one.
-
-        :param kwargs: The wrapped retriever's inputs.
-        :returns: The same as `run`.
-        """
+        """Async twin of `run`: awaits the wrapped retriever's `run_async` when it has one."""
         if not hasattr(self.retriever, "run_async"):
             return self.run(**kwargs)
         try:
             documents = (await asyncio.wait_for(self.retriever.run_async(**kwargs), timeout=self.timeout))["documents"]
         except asyncio.TimeoutError:
-            message = f"TimeoutError: the retriever did not answer within {self.timeout} s"
-            logger.warning("Search failed in {retriever}: {error}", retriever=self._retriever_name, error=message)
-            return _traced(kwargs, [], message)
+            return self._failed(kwargs, f"TimeoutError: the retriever did not answer within {self.timeout} s")
         except Exception as exc:  # noqa: BLE001
-            logger.warning("Search failed in {retriever}: {error}", retriever=self._retriever_name, error=exc)
-            return _traced(kwargs, [], valid_text(f"{type(exc).__name__}: {exc}"))
+            return self._failed(kwargs, valid_text(f"{type(exc).__name__}: {exc}"))
         return _traced(kwargs, list(documents or []), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary (the wrapped retriever nested with its own type).
+    def _failed(self, inputs: dict[str, Any], error: str) -> dict[str, Any]:
+        logger.warning("Search failed in {retriever}: {error}", retriever=self._retriever_name, error=error)
+        return _traced(inputs, [], error)
 
-        :returns: Dictionary with serialized data.
-        """
+    def to_dict(self) -> dict[str, Any]:
+        """Serialize the component to a dictionary (the wrapped retriever nested with its own type)."""
         built = self._retriever is not None
         return {
             "type": f"{type(self).__module__}.{type(self).__name__}",
@@ -186,12 +166,7 @@ class SafeRetriever:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SafeRetriever":
-        """
-        Deserialize the component from a dictionary; the wrapped retriever (and its store) is built on first use.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
+        """Deserialize the component from a dictionary; the wrapped retriever is built on first use."""
         return cls(**dict(data.get("init_parameters", {})))
 
 
@@ -203,12 +178,7 @@ def _traced(inputs: dict[str, Any], documents: list[Document], error: str | None
 
 
 def describe_store_address(store: Any) -> str:
-    """
-    Where a document store lives, for error messages: a URL, a Milvus URI or `memory`.
-
-    :param store: A document store.
-    :returns: A short description.
-    """
+    """Where a document store lives, for error messages: its URL or Milvus URI, if it has one."""
     for attr in ("url", "_url"):
         if getattr(store, attr, None):
             return str(getattr(store, attr))
@@ -220,13 +190,11 @@ def describe_store_address(store: Any) -> str:
 
 def retriever_document_store(retriever: Any) -> Any:
     """
-    A retriever's document store: its public `document_store` attribute (Haystack's and Milvus' retrievers), else
-    one rebuilt from the store's entry in the retriever's `to_dict` (Weaviate's retrievers keep theirs private; the
-    copy talks to the same server, or shares an in-memory store's `index`).
+    A retriever's document store: its `document_store` attribute, else one rebuilt from its `to_dict` (Weaviate's
+    retrievers keep theirs private; the copy talks to the same server).
 
     :param retriever: A retriever component.
-    :returns: The store, or `None` when the retriever names none (or its store cannot be rebuilt, e.g. a token
-        `Secret` that does not serialize).
+    :returns: The store, or `None` when the retriever names none or it cannot be rebuilt.
     """
     store = getattr(retriever, "document_store", None)
     if store is not None or not callable(getattr(retriever, "to_dict", None)):
@@ -241,8 +209,8 @@ def store_from_dict(data: dict[str, Any]) -> Any:
     """
     A document store from its serialised dict (its class's `from_dict`, else Haystack's `default_from_dict`).
 
-    :param data: `{"type": ..., "init_parameters": ...}` (not changed: some `from_dict` methods change their input).
-    :returns: The store (a Milvus store connects here).
+    :param data: `{"type": ..., "init_parameters": ...}` (not changed).
+    :returns: The store.
     :raises DeserializationError: If the type does not import or the parameters do not fit.
     """
     data = copy.deepcopy(data)
@@ -263,7 +231,7 @@ def _checked(retriever: Any) -> Any:
 
 
 def _class_inputs(retriever_cls: type) -> dict[str, tuple[Any, Any]]:
-    """The inputs of a component class's `run` (name -> (type, default)), as Haystack reads them from an instance."""
+    """The inputs of a component class's `run`: name -> (type, default)."""
     run = getattr(retriever_cls, "run", None)
     if not callable(run):
         raise ValueError(f"SafeRetriever wraps a Haystack retriever component, got the class {retriever_cls.__name__}.")
@@ -277,6 +245,6 @@ def _class_inputs(retriever_cls: type) -> dict[str, tuple[Any, Any]]:
 
 
 def _run_parameters(retriever: Any) -> list[str]:
-    """The named parameters of a component's `run` (its inputs; `**kwargs` inputs are not discoverable publicly)."""
+    """The named parameters of a component's `run`."""
     parameters = inspect.signature(retriever.run).parameters.values()
     return [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]

@@ -82,14 +82,10 @@ DEFAULT_CONTEXT_BUDGET_TOKENS = 16000
 
 
 class _CallPreparation:
-    """
-    The call-preparing methods of `AgenticRouter`, kept in their own module so that each module stays short.
-
-    A mixin: the methods use the router's `mode`, `chat_generator`, prompts, budget and tool attributes.
-    """
+    """`AgenticRouter`'s call preparation (a mixin using its mode, generator, prompts, budget and tools)."""
 
     def _call_options(self, state: LoopState) -> CallOptions:
-        """The role's call options, with the decision's `response_format` when json mode asks for structured output."""
+        """The role's call options, with the decision's `response_format` in json mode with structured output."""
         options = role_options(self)
         if (
             self.mode == "json"
@@ -103,7 +99,7 @@ class _CallPreparation:
 
     @staticmethod
     def _without_response_format(call: LLMCall, options: CallOptions) -> bool:
-        """Whether the call sent `response_format` and the server refused it (then it is sent once more without)."""
+        """Whether the call sent `response_format` and the server refused it."""
         sent = "response_format" in (options.get("generation_kwargs") or {})
         if sent and call.error is not None and refuses_response_format(call.error):
             logger.warning(
@@ -154,8 +150,7 @@ class _CallPreparation:
                 max_iterations=state.limits.max_iterations,
                 user_tools=list(self._user_tools),
             )
-            # The conversation when the run started from one (system messages included; the oldest turns left out
-            # beyond half the budget), else the question.
+            # The run's starting conversation (its oldest turns left out beyond half the budget), else the question.
             earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
             conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
             state = state.with_messages(ChatMessage.from_system(system), *conversation)
@@ -172,17 +167,14 @@ class _CallPreparation:
 
 
 def _refused(state: LoopState) -> LoopState:
-    """The state noting that the server refused `response_format`: the run's later decisions are sent without it."""
+    """The state noting that the server refused `response_format` (the run's later decisions go without it)."""
     return state.evolve(metadata={**(state.metadata or {}), STRUCTURED_OUTPUT_REFUSED: True})
 
 
 def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:
     """
-    Count the router's turn in `iteration` when it leaves the loop for good.
-
-    The controller counts a turn when the state comes back around the loop. A turn that ends the run (an answer,
-    a give-up, an error) never comes back, so the router counts it here; reflect and draft turns come back
-    through the answerer and are counted by the controller.
+    Count the router's turn in `iteration` when it leaves the loop for good (an answer, a give-up, an error): the
+    controller counts only the turns that come back around the loop.
 
     :param routed: The router's output dict.
     :param turn: The 1-based turn just taken.

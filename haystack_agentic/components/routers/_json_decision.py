@@ -13,10 +13,8 @@ _JSON_ACTIONS = ("search", "reflect", "generate")
 
 def parse_json_decision(text: str) -> dict[str, Any] | None:
     """
-    Find the routing decision in a json-mode reply, leniently.
-
-    Accepts a bare JSON object, one inside a Markdown code fence, or one with prose around it (the first
-    object that parses and has an `action` key wins).
+    Find the routing decision in a json-mode reply: the first JSON object with an `action` key, in a code fence or
+    among prose.
 
     :param text: The model's reply.
     :returns: The decision as a dict, or `None` when no JSON object with an `action` is found.
@@ -37,21 +35,19 @@ def parse_json_decision(text: str) -> dict[str, Any] | None:
     return None
 
 
-#: Most characters of the decision's `query` and `reasoning` strings under the JSON schema: a decision needs a few
-#: words, and a small model that rambles would otherwise run into `max_tokens` and leave the object unclosed.
+#: Most characters of the decision's `query` and `reasoning` under the JSON schema: a small model that rambles would
+#: otherwise run into `max_tokens` and leave the object unclosed.
 _QUERY_MAX_CHARS = 120
 _REASONING_MAX_CHARS = 160
 
-#: The `metadata` key of `LoopState` recording that the server refused `response_format` (the rest of the run is sent
-#: without it).
+#: The `LoopState.metadata` key recording that the server refused `response_format`.
 STRUCTURED_OUTPUT_REFUSED = "structured_output_refused"
 
 
 def decision_response_format(collections: Any = None) -> dict[str, Any]:
     """
-    The `response_format` asking for a decision in the OpenAI structured-outputs form, which llama.cpp's server turns
-    into a grammar (so even a tiny model emits a valid object): `action` is one of the allowed actions; `collection`
-    (only when the run is scoped to collections) one of their names.
+    The `response_format` asking for a decision in the OpenAI structured-outputs form (llama.cpp's server makes it a
+    grammar): `action` one of the allowed actions, `collection` (for a scoped run) one of its collections.
 
     :param collections: The run's collections (name -> description), or `None`.
     :returns: `{"type": "json_schema", "json_schema": {"name": ..., "schema": ...}}`.

@@ -41,11 +41,7 @@ _EMPTY_REPLY_NUDGE = (
 
 
 class _ReplyRouting:
-    """
-    The reply-routing methods of `AgenticRouter`, kept in their own module so that each module stays short.
-
-    A mixin: the methods use the router's `strict`, `default_top_k`, `max_top_k` and `_user_tools` attributes.
-    """
+    """`AgenticRouter`'s reply routing (a mixin using its `strict`, `default_top_k`, `max_top_k`, `_user_tools`)."""
 
     def _route_json(self, state: LoopState, call: LLMCall, turn: int) -> dict[str, Any]:
         decision = parse_json_decision(call.text)
@@ -72,16 +68,11 @@ class _ReplyRouting:
                 step = ToolStep(turn, "invalid", query=query, arguments=decision, reasoning=reasoning, result=str(exc))
                 return {"loop": state.with_step(step)}
             if _searched_in(state, query, collection):
-                step = ToolStep(
-                    iteration=turn,
-                    action="invalid",
-                    query=query,
-                    arguments=decision,
-                    reasoning=reasoning,
-                    result=f'already searched for "{query}"',
-                )
+                again = f'already searched for "{query}"'
+                step = ToolStep(turn, "invalid", query=query, arguments=decision, reasoning=reasoning, result=again)
                 return {"loop": state.with_step(step)}
-            return self._search(state, turn, query, self.default_top_k, None, decision, reasoning, collection)
+            pending, step = _planned_search(state, turn, query, self.default_top_k, collection, decision, reasoning)
+            return _sent(state.with_step(step), [pending])
         if action == "reflect" and not state.draft:
             # Nothing to reflect on yet: the answerer writes a first draft instead.
             pending = "draft"
@@ -135,11 +126,13 @@ class _ReplyRouting:
                     if len(searches) >= state.limits.max_searches_per_turn:
                         limit = state.limits.max_searches_per_turn
                         raise _InvalidArguments(f"at most {limit} searches run per turn; search again next turn")
-                    covered = (collection,) if collection else tuple(state.collections or ())
+                    pending, step = _planned_search(
+                        state, turn, query, top_k, collection, arguments, tool_call=tool_call
+                    )
                     folded = query.casefold()
                     if _searched_in(state, query, collection) or any(
-                        pending.query.casefold() == folded and step.collections == covered
-                        for pending, step, _ in searches
+                        earlier.query.casefold() == folded and earlier_step.collections == step.collections
+                        for earlier, earlier_step, _ in searches
                     ):
                         message = (
                             f'You already searched for "{query}"; its chunks are above. '
@@ -150,13 +143,6 @@ class _ReplyRouting:
                             ToolStep(turn, "invalid", query=query, tool_name=name, arguments=arguments, result=message)
                         )
                         continue
-                    # The run's filters already hold its collection scope; a chosen collection narrows it to that one.
-                    filters = and_filters(state.filters, collection_filter([collection] if collection else []))
-                    pending = PendingSearch(query=query, top_k=top_k, filters=filters, tool_call=tool_call)
-                    step = ToolStep(
-                        iteration=turn, action="search", query=query, tool_name=name, arguments=arguments,
-                        collections=covered,
-                    )  # fmt: skip
                     held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
                     searches.append((pending, step, held))
                     state = state.with_step(step).with_messages(held)
@@ -175,12 +161,7 @@ class _ReplyRouting:
                 state = state.with_step(
                     ToolStep(turn, "invalid", tool_name=name, arguments=_safe_arguments(tool_call), result=message)
                 )
-        if searches:
-            first, *rest = [pending for pending, _, _ in searches]
-            tried = (*state.queries_tried, *(pending.query for pending in (first, *rest)))
-            state = state.evolve(pending=first, queued=tuple(rest), queries_tried=tried)
-            return {"query": first.query, "filters": first.filters, "top_k": first.top_k, "loop": state}
-        return {"loop": state}
+        return _sent(state, [pending for pending, _, _ in searches]) if searches else {"loop": state}
 
     @staticmethod
     def _dispatch_queued(state: LoopState) -> dict[str, Any]:
@@ -220,34 +201,6 @@ class _ReplyRouting:
         except ValueError as exc:
             raise _InvalidArguments(f"'top_k' {exc}") from exc
 
-    def _search(
-        self,
-        state: LoopState,
-        turn: int,
-        query: str,
-        top_k: int,
-        tool_call: ToolCall | None,
-        arguments: dict[str, Any],
-        reasoning: str | None,
-        collection: str | None = None,
-    ) -> dict[str, Any]:
-        # The run's filters already hold its collection scope; a chosen collection narrows it to that one.
-        filters = and_filters(state.filters, collection_filter([collection] if collection else []))
-        step = ToolStep(
-            iteration=turn,
-            action="search",
-            query=query,
-            tool_name=tool_call.tool_name if tool_call else None,
-            arguments=arguments,
-            reasoning=reasoning,
-            collections=(collection,) if collection else tuple(state.collections or ()),
-        )
-        state = state.with_step(step).evolve(
-            pending=PendingSearch(query=query, top_k=top_k, filters=filters, tool_call=tool_call),
-            queries_tried=(*state.queries_tried, query),
-        )
-        return {"query": query, "filters": filters, "top_k": top_k, "loop": state}
-
     def _invoke_user_tool(
         self, state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]
     ) -> LoopState:
@@ -266,11 +219,40 @@ class _ReplyRouting:
 READ_CHUNK_MAX_CHARS = 8000
 
 
+def _planned_search(
+    state: LoopState,
+    turn: int,
+    query: str,
+    top_k: int,
+    collection: str | None,
+    arguments: dict[str, Any],
+    reasoning: str | None = None,
+    tool_call: ToolCall | None = None,
+) -> tuple[PendingSearch, ToolStep]:
+    """A search and its step; a chosen collection narrows the run's filters (which hold its scope) to that one."""
+    filters = and_filters(state.filters, collection_filter([collection] if collection else []))
+    step = ToolStep(
+        iteration=turn,
+        action="search",
+        query=query,
+        tool_name=tool_call.tool_name if tool_call else None,
+        arguments=arguments,
+        reasoning=reasoning,
+        collections=(collection,) if collection else tuple(state.collections or ()),
+    )
+    return PendingSearch(query=query, top_k=top_k, filters=filters, tool_call=tool_call), step
+
+
+def _sent(state: LoopState, searches: list[PendingSearch]) -> dict[str, Any]:
+    """Send the first search to the retriever; the others wait in `queued`."""
+    first, *rest = searches
+    tried = (*state.queries_tried, *(search.query for search in searches))
+    state = state.evolve(pending=first, queued=tuple(rest), queries_tried=tried)
+    return {"query": first.query, "filters": first.filters, "top_k": first.top_k, "loop": state}
+
+
 def _read_chunk(state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]) -> LoopState:
-    """
-    Answer a `read_chunk(id)` call with the chunk's full text, from the run's chunks (`LoopState.chunks`); an id the
-    run does not hold raises `_InvalidArguments` (a tool error saying why). Its digest names the chunk only.
-    """
+    """Answer a `read_chunk(id)` call with the chunk's full text (`_InvalidArguments` for an id the run lacks)."""
     doc, problem = find_chunk(state.chunks, _required_text(arguments, "id"))
     if doc is None:
         raise _InvalidArguments(problem)
@@ -295,9 +277,8 @@ def _without(state: LoopState, searches: list[tuple[PendingSearch, ToolStep, Cha
 
 def _with_call_text(reply: ChatMessage) -> ChatMessage:
     """
-    The reply with a short text naming its tool calls, for a reply that has calls and no text. Sent back in the
-    conversation, an assistant message with tool calls and no content makes some chat templates of local
-    OpenAI-compatible servers fail (HTTP 500); a text is accepted by all.
+    The reply with a short text naming its tool calls: some local servers' chat templates fail (HTTP 500) on an
+    assistant message with tool calls and no content.
     """
     names = ", ".join(dict.fromkeys(call.tool_name for call in reply.tool_calls))
     return ChatMessage.from_assistant(
@@ -310,10 +291,7 @@ def _with_call_text(reply: ChatMessage) -> ChatMessage:
 
 
 def _searched_in(state: LoopState, query: str, collection: str | None) -> bool:
-    """
-    Whether this query (ignoring case) was searched before over the same collections: the same words in another
-    collection are a new search.
-    """
+    """Whether this query (ignoring case) was searched before over the same collections."""
     if collection is None and not state.collections:
         return state.already_searched(query)
     covered = (collection,) if collection else tuple(state.collections or ())

@@ -19,19 +19,11 @@ _BUILTIN_TOOL_NAMES = (SEARCH_TOOL_NAME, ANSWER_TOOL_NAME, GIVE_UP_TOOL_NAME, RE
 
 
 def _not_invoked(**kwargs: Any) -> str:
-    # The router handles the built-in tools itself; this function only gives each Tool a callable.
     raise RuntimeError("Built-in loop tools are handled by AgenticRouter, not invoked directly.")
 
 
-#: The `search` tool's description.
-SEARCH_DESCRIPTION = "Search the document collection. Returns numbered chunks with their ids."
-
-
 def _search_tool(max_top_k: int, collections: Mapping[str, str] | None = None) -> Tool:
-    """
-    The `search` tool; with a run's collections (name -> description), an optional `collection` argument whose enum
-    is those names, each described in the tool's description.
-    """
+    """The `search` tool; with a run's collections (name -> description), an optional `collection` argument."""
     properties: dict[str, Any] = {
         "query": {"type": "string", "description": "What to look for: one entity or fact."},
         "top_k": {
@@ -41,7 +33,7 @@ def _search_tool(max_top_k: int, collections: Mapping[str, str] | None = None) -
             "maximum": max_top_k,
         },
     }
-    description = SEARCH_DESCRIPTION
+    description = "Search the document collection. Returns numbered chunks with their ids."
     if collections:
         properties["collection"] = {
             "type": "string",
@@ -59,10 +51,7 @@ def _search_tool(max_top_k: int, collections: Mapping[str, str] | None = None) -
 
 
 def _chosen_collection(collections: Mapping[str, str] | None, value: Any) -> str | None:
-    """
-    The collection a search asked for: `None` (the whole scope) when absent; raises `_InvalidArguments` for one
-    outside the run's scope, naming the ones in it.
-    """
+    """The collection a search asked for (`None`: the whole scope); `_InvalidArguments` for one outside it."""
     if value is None:
         return None
     if not collections:
@@ -122,12 +111,7 @@ class _InvalidArguments(ValueError):
 
 
 def _parse_arguments(tool_call: ToolCall) -> dict[str, Any]:
-    """
-    Return the tool call's arguments as a dict, or raise `_InvalidArguments` saying what is wrong.
-
-    Non-finite numbers (`1e999` parses to `inf`; `NaN`) become the strings `"inf"`, `"nan"`: JSON has no such values,
-    and the arguments are recorded in the run's trace, which must stay JSON-serialisable.
-    """
+    """The tool call's arguments as a dict (non-finite numbers as strings, for the JSON trace), else raise."""
     arguments, problem = decode_arguments(tool_call.arguments)
     if problem:
         raise _InvalidArguments(f"arguments are not valid JSON ({problem})")
@@ -136,14 +120,10 @@ def _parse_arguments(tool_call: ToolCall) -> dict[str, Any]:
     return finite(arguments)
 
 
-#: The reason recorded when a model gives up without saying why.
-DEFAULT_GIVE_UP_REASON = "no reason given."
-
-
 def _give_up(state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]) -> LoopState:
-    """End the run with `gave_up`: the model's `reason` when it gave one, else `DEFAULT_GIVE_UP_REASON`."""
+    """End the run with `gave_up`, with the model's `reason` when it gave one."""
     reason = arguments.get("reason")
-    reason = reason.strip() if isinstance(reason, str) and reason.strip() else DEFAULT_GIVE_UP_REASON
+    reason = reason.strip() if isinstance(reason, str) and reason.strip() else "no reason given."
     step = ToolStep(iteration=turn, action="give_up", tool_name=tool_call.tool_name, arguments=finite(arguments))
     return state.with_step(step).finish("gave_up", answer=f"I could not find an answer: {reason}")
 

@@ -2,7 +2,7 @@
 
 from typing import Any, Literal
 
-from haystack import component, default_from_dict, default_to_dict, logging
+from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import StreamingCallbackT
 from haystack.tools import (
@@ -12,9 +12,7 @@ from haystack.tools import (
     serialize_tools_or_toolset,
 )
 
-# parse_json_decision and the tool names are re-exported: they are public names of this module.
-# The prompts, parse_json_decision, count_final_turn and the tool names are re-exported: they are public names of
-# this module.
+# The prompts, parse_json_decision and count_final_turn are public names of this module too.
 from haystack_agentic.components.routers._call_preparation import (  # noqa: F401
     DEFAULT_CONTEXT_BUDGET_TOKENS,
     DEFAULT_JSON_PROMPT,
@@ -23,19 +21,9 @@ from haystack_agentic.components.routers._call_preparation import (  # noqa: F40
     _refused,
     count_final_turn,
 )
-from haystack_agentic.components.routers._json_decision import (  # noqa: F401
-    STRUCTURED_OUTPUT_REFUSED,
-    decision_response_format,
-    parse_json_decision,
-)
+from haystack_agentic.components.routers._json_decision import parse_json_decision  # noqa: F401
 from haystack_agentic.components.routers._reply_routing import _ReplyRouting
-from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401
-    _BUILTIN_TOOL_NAMES,
-    ANSWER_TOOL_NAME,
-    GIVE_UP_TOOL_NAME,
-    SEARCH_TOOL_NAME,
-    _builtin_tools,
-)
+from haystack_agentic.components.routers._tool_arguments import _BUILTIN_TOOL_NAMES, _builtin_tools
 from haystack_agentic.llm.calls import (
     LLMCall,
     call_generator,
@@ -54,12 +42,7 @@ from haystack_agentic.llm.streaming import (
 )
 from haystack_agentic.llm.generator_checks import check_chat_generator
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
-from haystack_agentic.llm.serialization import (
-    callback_to_dict,
-    generator_from_dict_inplace,
-    generator_to_dict,
-    warm_up_generator,
-)
+from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.tracing import iteration_span, trace_turn
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
@@ -75,29 +58,18 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
     `loop` back to the controller), another turn without a search (`loop`), the answerer (`answer`), or the end
     (`finished`, for give-up and generator errors).
 
-    - `mode="tools"` uses native tool calling. The model sees `search(query, top_k?)`, `answer(text, sources?)`,
-      `give_up(reason)`, `read_chunk(id)` and any user `tools`. Results older than the latest reply are sent as
-      digests (`result_digests`); `read_chunk` gives a chunk's full text again. Every call of a reply runs and its
-      result goes back in call order (one tool message per call): searches one after another through the
-      pipeline's retriever with the run's filters (at most `LoopController(max_searches_per_turn)` per turn); user
-      tools inline, through Haystack's tool invocation (`inputs_from_state`, `outputs_to_state`, `outputs_to_string`
-      as in Haystack's `Agent`), their Documents joining the run's chunks (`haystack_agentic.llm.user_tools`). An
-      `answer` or `give_up` call ends the turn (its searches do not run); `answer`'s `sources` (chunk ids) become the
-      answer's citations (`haystack_agentic.grounding.citations`; unknown ids are dropped and recorded, never a tool
-      error). Unknown tools and bad arguments go back to
-      the model as tool errors and the run goes on. A reply with text and no tool call is an answer; an empty reply
-      is not (the model is told and the loop goes on).
-    - `mode="json"` is for models without tool calling: each turn the model replies
-      `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`, parsed leniently (code fences,
-      prose around it). Invalid output (no JSON object, unknown action) is recorded as an `invalid` step and
-      the loop goes on, or raises `ValueError` with the raw text when `strict=True`. On the last iteration it
-      routes to generate without calling the LLM.
+    - `mode="tools"`: native tool calling with `search(query, top_k?)`, `answer(text, sources?)`, `give_up(reason)`,
+      `read_chunk(id)` and any user `tools`. Every call of a reply runs and its result goes back in call order:
+      searches one after another through the pipeline's retriever, user tools inline with Haystack's tool
+      invocation (their Documents join the run's chunks). `answer` or `give_up` ends the turn; `answer`'s
+      `sources` become the answer's citations. Unknown tools and bad arguments go back to the model as tool
+      errors. A reply with text and no tool call is an answer; an empty reply is not.
+    - `mode="json"`: for models without tool calling, each turn the model replies
+      `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`, parsed leniently. An invalid reply
+      is recorded as an `invalid` step (or raises `ValueError` with `strict=True`).
 
-    A generator exception ends the run with `terminated_by="error"` and the error kept.
-
-    When the loop's `EvidenceChecker` refuses an answer (the chunks do not support one) and sends the run back, the
-    next turn tells the model why: the result of its `answer` tool call (tools mode) or a line in the prompt (json
-    mode), so it searches again or gives up instead of answering from the same chunks.
+    A generator exception ends the run with `terminated_by="error"`. When the `EvidenceChecker` refuses an answer,
+    the next turn tells the model why.
 
     ### Usage example
     ```python
@@ -133,45 +105,32 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
         """
         Create an AgenticRouter.
 
-        :param chat_generator: Any Haystack chat generator (the controller LLM). In `tools` mode it must support
-            tool calling.
+        :param chat_generator: Any Haystack chat generator (the controller LLM); with tool calling in `tools` mode.
         :param mode: `"tools"` (native tool calling) or `"json"` (the JSON routing protocol).
-        :param tools: Extra Haystack tools the model may call in `tools` mode; they run inline with Haystack's tool
-            invocation semantics and their result goes back to the model; Documents they return join the run's
-            chunks (within the run's filters, which a tool can read with `inputs_from_state={"filters": ...}`).
-            Names must differ from `search`, `answer`, `give_up`.
+        :param tools: Extra Haystack tools the model may call in `tools` mode (not named `search`, `answer`,
+            `give_up` or `read_chunk`); Documents they return join the run's chunks.
         :param system_prompt: Jinja template replacing `DEFAULT_TOOLS_SYSTEM_PROMPT` (tools mode).
         :param json_prompt: Jinja template replacing `DEFAULT_JSON_PROMPT` (json mode).
         :param temperature: Sampling temperature of the controller role (`None`: the generator's default).
         :param generation_kwargs: Extra generation kwargs for every controller call.
         :param default_top_k: Chunks per search when the model gives no `top_k`. Default 5.
         :param max_top_k: Upper bound on a model-chosen `top_k`. Default 20.
-        :param strict: In json mode, raise `ValueError` (with the raw reply) on output that is not a valid
-            decision, instead of recording it and going on.
+        :param strict: In json mode, raise `ValueError` on a reply that is not a valid decision. Default `False`.
         :param chunk_preview_chars: Most characters of each chunk in the json-mode prompt. Default 600.
         :param context_budget_tokens: Most prompt tokens of one controller call, counted with the model's tokenizer
-            when known (a local model's own; tiktoken for OpenAI model names), else a conservative estimate that
-            does not undercount CJK text (`haystack_agentic.llm.tokens`). Tools mode compacts older search results
-            into one-line digests, then cuts the latest one from its lowest-ranked end; json mode gives the chunks
-            half the budget, leaving out the lowest-ranked. Default 16000.
-        :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
-            exponential backoff from 0.5 s. Default 2.
-        :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
-        :param streaming_callback: Called with each `StreamingChunk` of the controller's calls (role `controller`:
-            its prose and tool-call deltas, never part of the answer's stream) and with a step event per recorded
-            step (`haystack_agentic.llm.streaming`). The `streaming_callback` run input wins over it.
-        :param result_digests: Tools mode: send every search result older than the latest reply as a digest (ids,
-            titles, first words; `haystack_agentic.llm.result_digests`), whatever the budget; the model reads a chunk
-            in full with `read_chunk(id)`. `False`: earlier results are sent whole until the budget compacts them.
+            when known, else a conservative estimate (`haystack_agentic.llm.tokens`); older results are compacted,
+            then the lowest-ranked chunks left out. Default 16000.
+        :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx). Default 2.
+        :param timeout: Seconds one LLM call may take (`None`: no limit).
+        :param streaming_callback: Called with each `StreamingChunk` of the controller's calls (role `controller`)
+            and a step event per recorded step; the `streaming_callback` run input wins over it.
+        :param result_digests: Tools mode: send search results older than the latest reply as digests (ids, titles,
+            first words; the model reads a chunk with `read_chunk(id)`). Default `True`.
+        :param structured_output: Json mode with an OpenAI-compatible generator: send the decision's JSON schema as
+            `response_format`; a server that refuses it gets the request again without it, for the rest of the run.
             Default `True`.
-        :param structured_output: Json mode with an OpenAI-compatible generator (`OpenAIChatGenerator` or a
-            subclass): send `response_format` with the decision's JSON schema (`action` one of the allowed actions),
-            which OpenAI and llama.cpp's server enforce (llama.cpp as a grammar). A server that refuses it (an HTTP
-            error naming `response_format`) gets the same request once more without it, and the rest of the run is
-            sent without it (noted in the state's `metadata`). Default `True`.
         :raises ValueError: On an unknown mode, a user tool named like a built-in tool, or bad top_k bounds.
-        :raises TypeError: If `chat_generator` is not a chat generator (a string, a prompt builder), or in tools mode
-            its `run` takes no `tools` (the message suggests `mode="json"`).
+        :raises TypeError: If `chat_generator` is not a chat generator, or in tools mode takes no `tools`.
         """
         if mode not in ("tools", "json"):
             raise ValueError(f"mode must be 'tools' or 'json', got {mode!r}")
@@ -224,9 +183,8 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
             parameter).
         :returns: Exactly one route:
             - search: `query` (str), `filters` (dict or None), `top_k` (int) for the retriever, and `loop`
-              (LoopState with the pending search) for the controller. A reply with several searches runs them all,
-              one after another: the first goes out now, the others wait in `state.queued`, and each later visit
-              with a queued search sends the next one on without an LLM call;
+              (LoopState with the pending search) for the controller; a reply's further searches wait in
+              `state.queued` and go out on the next visits without an LLM call;
             - another turn without a search: `loop`;
             - answer or reflect: `answer` (LoopState with `pending_action`);
             - the end: `finished` (LoopState with `terminated_by` set: `gave_up` or `error`).
@@ -262,13 +220,7 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
         query=str, filters=dict[str, Any] | None, top_k=int, loop=LoopState, answer=LoopState, finished=LoopState
     )
     async def run_async(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, Any]:
-        """
-        Async twin of `run`: awaits the chat generator's `run_async` when it has one.
-
-        :param state: The run's state from the controller.
-        :param streaming_callback: A sync or async callback for this turn's chunks and step events.
-        :returns: The same routes as `run`.
-        """
+        """Async twin of `run`: awaits the chat generator's `run_async`; the callback may be sync or async."""
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
         if state.queued:
             routed = self._dispatch_queued(state)
@@ -294,8 +246,6 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
         await emit_async(callback, step_chunks(state, routed_state(routed)))
         return routed
 
-    # --- routing the reply --------------------------------------------------------------------------------
-
     def _route(self, call: LLMCall) -> dict[str, Any]:
         state = call.state
         turn = state.iteration + 1
@@ -308,43 +258,18 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
             routed = self._route_tools(state, call, turn)
         return trace_turn("AgenticRouter", count_final_turn(routed, turn))
 
-    # --- serialisation ------------------------------------------------------------------------------------
-
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
-        return default_to_dict(
-            self,
-            chat_generator=generator_to_dict(self.chat_generator),
-            mode=self.mode,
-            tools=serialize_tools_or_toolset(self.tools),
-            system_prompt=self.system_prompt,
-            json_prompt=self.json_prompt,
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            streaming_callback=callback_to_dict(self.streaming_callback),
-            default_top_k=self.default_top_k,
-            max_top_k=self.max_top_k,
-            strict=self.strict,
-            chunk_preview_chars=self.chunk_preview_chars,
-            context_budget_tokens=self.context_budget_tokens,
-            result_digests=self.result_digests,
-            structured_output=self.structured_output,
-        )
+        """Serialize the component to a dictionary."""
+        data = role_to_dict(
+            self, "mode", "json_prompt", "default_top_k", "max_top_k", "strict", "chunk_preview_chars",
+            "result_digests", "structured_output",
+        )  # fmt: skip
+        data["init_parameters"]["tools"] = serialize_tools_or_toolset(self.tools)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AgenticRouter":
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
+        """Deserialize the component from a dictionary."""
         init_params = data.get("init_parameters", {})
         generator_from_dict_inplace(init_params)
         deserialize_tools_or_toolset_inplace(init_params, key="tools")

@@ -25,24 +25,18 @@ logger = logging.getLogger(__name__)
 #: How many filtered title indexes (distinct run filters) a router keeps.
 _MAX_SCOPES = 32
 
+
 @component
 class BridgeEntityRouter:
     """
     A deterministic router for the agentic loop, with the same sockets as `AgenticRouter`, for LLMs too weak to route.
 
-    Turn 1 searches the question. Each later turn searches the best *bridge entity*: the title of another
-    document that the best chunks mention but the question does not (see `BridgeEntityPolicy`), restricted to
-    that document by a `meta.title` filter ANDed with the run's filters, until
-    `max_follow_ups` follow-ups are done or no new bridge entity is found; then it routes to the answerer, which
-    writes the answer from the chunks; when no search found any chunk it gives up (`gave_up`) instead, so no
-    answer is written from no evidence. When the loop's `EvidenceChecker` refuses the answer and sends the run
-    back, a follow-up searches what the check found missing (a key entity no chunk mentions, else the question's
-    absent words) if follow-ups remain. It never calls an LLM, so the loop costs one answer call per question.
-
-    The title index is built from the `document_store`'s `meta["title"]` values on first use and rebuilt when
+    Turn 1 searches the question. Each later turn searches the best *bridge entity* (see `BridgeEntityPolicy`): the
+    title of another document that the best chunks mention but the question does not, filtered to that document,
+    until `max_follow_ups` are done or none is left; then it routes to the answerer (or gives up when nothing was
+    found). After the `EvidenceChecker` refuses an answer, a follow-up searches what it found missing. It never
+    calls an LLM. The title index is built from the store's `meta["title"]` values on first use and rebuilt when
     the store's document count changes.
-
-    Its recall against one search is measured by `benchmarks/bridge_recall.py` (figures in docs/benchmarks.md).
 
     ### Usage example
     ```python
@@ -76,25 +70,22 @@ class BridgeEntityRouter:
         """
         Create a BridgeEntityRouter.
 
-        :param document_store: The document store the retriever searches; its documents' `meta["title"]`
-            values are the entities the policy can follow. Or its serialised dict (what `from_dict` passes): that
-            store is made on first use, so loading a pipeline YAML opens no store.
+        :param document_store: The document store the retriever searches (its `meta["title"]` values are the
+            entities to follow), or its serialised dict: that store is made on first use.
         :param first_top_k: Chunks retrieved for the question itself. Default 4.
         :param follow_up_top_k: Chunks retrieved per bridge-entity search. Default 1.
         :param max_follow_ups: Bridge-entity searches after the first (so at most `1 + max_follow_ups`
             searches per question). Default 2.
         :param scan_top_chunks: How many of the best chunks are scanned for bridge entities. Default 2.
         :param title_filters: Haystack filters selecting which documents' titles are indexed (default: all).
-        :param mentions: When no page is left to follow, search the chunks that mention the best scanned name
-            together with the question's open words (see `mention_search`). Default True.
-        :param stop_when_covered: Answer as soon as the last follow-up's chunk says every
-            question word the other chunks do not (the chain looks complete), instead of spending the remaining
-            follow-ups. Default True.
-        :param scan_named_first: Scan the chunks of pages the question names before the
-            others, however low they rank (the next hop hangs off the question's own entity). Default True.
-        :param generic_share: With `mentions`, a page that shares no open question word and
-            whose mention's words are (mean IDF) in more than this share of the store's chunks ("United States") is
-            followed only after the mentions search. Default 0.05; `None` turns it off.
+        :param mentions: When no page is left to follow, search the chunks that mention the best scanned name with
+            the question's open words. Default True.
+        :param stop_when_covered: Answer as soon as the last follow-up's chunk holds every question word the other
+            chunks lack. Default True.
+        :param scan_named_first: Scan the chunks of pages the question names before the others. Default True.
+        :param generic_share: With `mentions`, a page sharing no open question word whose mention's words are in
+            more than this share of the chunks ("United States") is followed only after the mentions search.
+            Default 0.05; `None` turns it off.
         :raises ValueError: If a number is out of range (see `BridgeEntityPolicy`).
         """
         self._lock = threading.Lock()
@@ -145,10 +136,7 @@ class BridgeEntityRouter:
         return self._policy.max_chunks
 
     def warm_up(self) -> None:
-        """
-        Build the title index from the document store, once. (Haystack warms a pipeline up on every run; a run
-        checks the store's document count at its first bridge-entity search and rebuilds the index if it changed.)
-        """
+        """Build the title index from the document store, once (a run rebuilds it if the store changed)."""
         if self._indexed_count is None:
             self._current_policy()
 
@@ -177,11 +165,8 @@ class BridgeEntityRouter:
 
     def policy_for(self, filters: dict[str, Any] | None) -> BridgeEntityPolicy:
         """
-        The policy whose title index holds only the titles a run with these filters may see.
-
-        A run's filters (a tenant, a collection) scope its searches; they scope the bridge entities too, so that a
-        run's trace never reveals that a document outside its scope exists. Indexes of up to `_MAX_SCOPES` distinct
-        filters are kept (least recently used dropped) and rebuilt when the store's document count changes.
+        The policy whose title index holds only the titles a run with these filters may see (so a run's trace never
+        names a document outside its scope); the last `_MAX_SCOPES` indexes are kept.
 
         :param filters: The run's Haystack filters, or `None` for the whole store (within `title_filters`).
         :returns: The policy.
@@ -212,11 +197,9 @@ class BridgeEntityRouter:
         Take one turn: search the question, follow a bridge entity, or send the state to the answerer.
 
         :param state: The run's state from the controller.
-        :param streaming_callback: Called with a step event for the step this turn records (the same sockets and
-            events as `AgenticRouter`; this router makes no LLM call); a sync callback.
-        :returns: A search (`query`, `filters`, `top_k`, `loop`) or `{"answer": LoopState}` with
-            `pending_action="answer"` (no draft: the answerer writes the answer from the chunks), or
-            `{"finished": LoopState}` (gave up) when no search found any chunk.
+        :param streaming_callback: A sync callback, called with a step event for the step this turn records.
+        :returns: A search (`query`, `filters`, `top_k`, `loop`), `{"answer": LoopState}` with
+            `pending_action="answer"`, or `{"finished": LoopState}` (gave up) when no search found any chunk.
         :raises ValueError: If the callback is an async function (use `run_async`).
         """
         callback = pick_callback(None, streaming_callback, is_async=False)
@@ -232,8 +215,7 @@ class BridgeEntityRouter:
             return self._search(state, turn, state.question, self.first_top_k, "the question")
         follow_ups_done = len(searched) - 1
         if follow_ups_done < self.max_follow_ups and not state.is_last_iteration:
-            # The store's document count is checked once per run (its first follow-up), not every turn: on a
-            # server each check is a round trip (Milvus: a count(*) query).
+            # The store's document count (a round trip on a server) is checked once per run, at its first follow-up.
             if state.filters:  # the run's scope: only titles it may see
                 policy = self.policy_for(state.filters)
             elif follow_ups_done == 0 or self._indexed_count is None:
@@ -261,11 +243,7 @@ class BridgeEntityRouter:
         return count_final_turn({"answer": state.with_step(step).evolve(pending_action="answer")}, turn)
 
     def _search_missing_evidence(self, state: LoopState, turn: int) -> dict[str, Any] | None:
-        """
-        After the evidence check refused an answer (`EvidenceChecker`), search what it found missing, as a follow-up.
-
-        :returns: The search, or `None` when the last answer was not refused or that search was already made.
-        """
+        """The search for what the evidence check found missing, or `None` (no refusal, or already searched)."""
         query = missing_evidence_query(state)
         if not query or state.already_searched(query):
             return None
@@ -275,13 +253,7 @@ class BridgeEntityRouter:
         query=str, filters=dict[str, Any] | None, top_k=int, loop=LoopState, answer=LoopState, finished=LoopState
     )
     async def run_async(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, Any]:
-        """
-        Async twin of `run` (no I/O but the store's document count); the callback may be sync or async.
-
-        :param state: The run's state from the controller.
-        :param streaming_callback: Called with a step event for the step this turn records.
-        :returns: The same as `run`.
-        """
+        """Async twin of `run` (no I/O but the store's document count); the callback may be sync or async."""
         callback = pick_callback(None, streaming_callback, is_async=True)
         with iteration_span(state) as turn_state:
             routed = trace_turn("BridgeEntityRouter", self._turn(turn_state))
@@ -305,32 +277,16 @@ class BridgeEntityRouter:
         return {"query": query, "filters": filters, "top_k": top_k, "loop": state}
 
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
+        """Serialize the component to a dictionary."""
         unopened = self._document_store is None
         return default_to_dict(
             self,
             document_store=copy.deepcopy(self._store_spec) if unopened else self._document_store.to_dict(),
-            first_top_k=self.first_top_k,
-            follow_up_top_k=self.follow_up_top_k,
-            max_follow_ups=self.max_follow_ups,
-            scan_top_chunks=self.scan_top_chunks,
             title_filters=self.title_filters,
-            mentions=self.mentions,
-            stop_when_covered=self.stop_when_covered,
-            scan_named_first=self.scan_named_first,
-            generic_share=self.generic_share,
+            **self._policy_kwargs(),
         )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BridgeEntityRouter":
-        """
-        Deserialize the component from a dictionary; its document store is made on first use.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
+        """Deserialize the component from a dictionary; its document store is made on first use."""
         return cls(**dict(data.get("init_parameters") or {}))

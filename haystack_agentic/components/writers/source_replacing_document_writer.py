@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 
-from typing import Any
-
-from haystack import Document, component, default_from_dict, default_to_dict, logging
+from haystack import Document, component, logging
 from haystack.document_stores.types import DocumentStore, DuplicatePolicy
 
 from haystack_agentic.document_stores import document_counts
@@ -16,10 +14,9 @@ class SourceReplacingDocumentWriter:
     """
     Writes chunks into a document store so that each source file's chunks replace the ones it had before.
 
-    Chunks are upserted by id (`DuplicatePolicy.OVERWRITE`); then, for every source among them (`meta["file_path"]`
-    by default), the store's chunks of that source that were not written now are deleted. Re-indexing an edited file
-    therefore leaves no stale chunks, and other files' chunks are never touched. Writing comes first, so a failure
-    in between leaves stale chunks at worst, never missing ones. Works with any Haystack document store.
+    Chunks are upserted by id (`DuplicatePolicy.OVERWRITE`); then the store's other chunks of their sources
+    (`meta["file_path"]` by default) are deleted, so re-indexing an edited file leaves no stale chunks. Writing comes
+    first: a failure in between leaves stale chunks at worst, never missing ones.
 
     ### Usage example
     ```python
@@ -40,8 +37,7 @@ class SourceReplacingDocumentWriter:
         Create a SourceReplacingDocumentWriter.
 
         :param document_store: The store to write to.
-        :param source_field: The metadata key that names a chunk's source. Default `file_path` (Haystack converters
-            put the file's path there; `haystack-agentic index` puts the resolved absolute path).
+        :param source_field: The metadata key that names a chunk's source. Default `file_path`.
         """
         self.document_store = document_store
         self.source_field = source_field
@@ -49,8 +45,7 @@ class SourceReplacingDocumentWriter:
     @component.output_types(documents_written=int, documents_removed=int)
     def run(self, documents: list[Document], sources: list[str] | None = None) -> dict[str, int]:
         """
-        Upsert the chunks, then delete the earlier chunks of their sources (a Milvus Lite store's document count is
-        recorded after: `document_counts`).
+        Upsert the chunks, then delete the earlier chunks of their sources.
 
         :param documents: The chunks (chunks without a source are only upserted).
         :param sources: More sources to replace, e.g. files that gave no chunk this time (emptied): all their
@@ -64,22 +59,3 @@ class SourceReplacingDocumentWriter:
         removed = remove_stale_chunks(self.document_store, replaced, [d.id for d in documents], self.source_field)
         document_counts.record_document_count(self.document_store)
         return {"documents_written": written, "documents_removed": removed}
-
-    def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
-        return default_to_dict(self, document_store=self.document_store, source_field=self.source_field)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SourceReplacingDocumentWriter":
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        :raises DeserializationError: If the document store's type cannot be imported.
-        """
-        return default_from_dict(cls, data)
