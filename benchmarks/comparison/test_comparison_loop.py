@@ -30,7 +30,7 @@ from comparison_support import (
 from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, ROLE_META
 from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
-from haystack_agentic.pipelines.loop_loading import retriever_store
+from haystack_agentic.loop_loading import retriever_store
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs, max_runs_for
 from haystack_agentic.pipelines.snapshots import resume_from_snapshot
 from haystack_agentic.resources import pipeline_path

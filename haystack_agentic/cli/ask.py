@@ -116,7 +116,7 @@ def load_store_into(
     """
     from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: PLC0415
     from haystack_agentic.cli.index import index_path  # noqa: PLC0415
-    from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, retriever_store  # noqa: PLC0415
+    from haystack_agentic.loop_loading import fill_in_memory_store, retriever_store  # noqa: PLC0415
     from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415
     store = retriever_store(pipeline)
     if store is None:

@@ -208,7 +208,7 @@ def _ensure_store(store: str | None) -> None:
 def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
     """Open the stores to serve once, so that a fault is one line before the server starts."""
     from haystack_agentic.indexing.store_files import read_store_file
-    from haystack_agentic.pipelines.loop_loading import check_pipeline_stores
+    from haystack_agentic.loop_loading import check_pipeline_stores
 
     try:
         if store and Path(store).exists():
