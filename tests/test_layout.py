@@ -23,9 +23,12 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def import_graph(package_dir: Path = PACKAGE) -> dict[str, set[str]]:
+def import_graph(package_dir: Path = PACKAGE, exports: dict[str, str] | None = None) -> dict[str, set[str]]:
     """Every module of the package -> the package modules it imports (function-level imports included,
-    `if TYPE_CHECKING:` blocks excluded)."""
+    `if TYPE_CHECKING:` blocks excluded). `from <package> import Name` counts as importing `exports[Name]`, the
+    module a lazily exported name comes from (default: the package's `_EXPORTS`)."""
+    if exports is None:
+        exports = getattr(haystack_agentic, "_EXPORTS", {}) if package_dir == PACKAGE else {}
     modules = {_module_name(p, package_dir): p for p in package_dir.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
@@ -40,6 +43,8 @@ def import_graph(package_dir: Path = PACKAGE) -> dict[str, set[str]]:
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+                if node.module == package_dir.name:
+                    targets += [exports[alias.name] for alias in node.names if alias.name in exports]
             for target in targets:
                 if target in modules and target != name:
                     graph[name].add(target)
@@ -235,7 +240,10 @@ def test_the_layer_check_sees_a_function_level_import(tmp_path):
     )
     (package / "serving" / "app.py").write_text("import haystack_agentic.cli.output\n")
     (package / "pipelines" / "uses.py").write_text("from haystack_agentic.components.loop import rag\n")
-    assert layer_violations(import_graph(package)) == [
+    (package / "components" / "lazy.py").write_text("from haystack_agentic import build\n")  # a lazy export
+    exports = {"build": "haystack_agentic.pipelines.builder"}
+    assert layer_violations(import_graph(package, exports)) == [
+        ("haystack_agentic.components.lazy", "haystack_agentic.pipelines.builder"),
         ("haystack_agentic.components.loop.rag", "haystack_agentic.pipelines.builder"),
         ("haystack_agentic.serving.app", "haystack_agentic.cli.output"),
     ]
