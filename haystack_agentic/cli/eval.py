@@ -109,7 +109,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="auto",
         help="LLM for the llm-router configuration (auto: openai when OPENAI_API_KEY or OPENAI_BASE_URL is set).",
     )
-    p.add_argument("--model", help=f"Model for --llm openai (default: $HAYSTACK_AGENTIC_MODEL or {DEFAULT_OPENAI_MODEL}).")
+    p.add_argument(
+        "--model", help=f"Model for --llm openai (default: $HAYSTACK_AGENTIC_MODEL or {DEFAULT_OPENAI_MODEL})."
+    )
     p.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
     p.add_argument("--mode", choices=["tools", "json"], default="tools", help="AgenticRouter mode (default tools).")
     p.add_argument("--router-max-iterations", type=int, default=6, help="Most turns of the LLM router (default 6).")

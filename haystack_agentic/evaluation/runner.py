@@ -105,7 +105,10 @@ def _answerer(answer_generator: Any, budget: int, chunks_per_search: int | None 
 
 
 def one_shot_config(
-    store: InMemoryDocumentStore, budget: int = DEFAULT_BUDGET, answer_generator: Any = None, evidence_checker: Any = None
+    store: InMemoryDocumentStore,
+    budget: int = DEFAULT_BUDGET,
+    answer_generator: Any = None,
+    evidence_checker: Any = None,
 ) -> EvalConfig:
     """
     Retrieve once (`budget` chunks), then answer.
