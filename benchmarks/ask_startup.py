@@ -30,7 +30,7 @@ QUESTION = 'The director of the romantic comedy "Big Stone Gap" is based in what
 #: Stages of a run, as (label, function name in the profile: `file fragment`, `function`).
 STAGES = [
     ("imports of the CLI (haystack_agentic.cli.main)", ("<frozen importlib._bootstrap>", "_find_and_load")),
-    ("ask: build the pipeline (build_loop)", ("pipelines/loop_loading.py", "build_loop")),
+    ("ask: build the pipeline (build_loop)", ("pipelines/loop_builder.py", "build_loop")),
     ("ask: load the store into it", ("cli/ask.py", "load_store_into")),
     ("ask: load the grounding model", ("cli/ask.py", "warm_grounder")),
     ("Pipeline.warm_up (all components)", ("pipeline/base.py", "warm_up")),

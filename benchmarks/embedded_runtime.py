@@ -34,7 +34,7 @@ def child(runtime: str, questions: int) -> None:
     from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions  # noqa: PLC0415
     from haystack_agentic.evaluation.metrics import f1  # noqa: PLC0415
     from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
-    from haystack_agentic.pipelines.loop_loading import fill_in_memory_store  # noqa: PLC0415
+    from haystack_agentic.loop_loading import fill_in_memory_store  # noqa: PLC0415
     from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415
 
     import tempfile  # noqa: PLC0415

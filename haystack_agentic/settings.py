@@ -34,6 +34,12 @@ ENV_OPENAI_BASE_URL = "OPENAI_BASE_URL"
 
 #: The Weaviate server used when `WEAVIATE_URL` is not set.
 DEFAULT_WEAVIATE_URL = "http://localhost:8080"
+#: The model of the packaged OpenAI-compatible pipelines and of `eval`'s LLM router when no `--model` or
+#: `HAYSTACK_AGENTIC_MODEL` names one.
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+#: The address and port `haystack-agentic serve` binds when no `--host` / `--port` is given (MCP: the next port).
+DEFAULT_SERVE_HOST = "127.0.0.1"
+DEFAULT_SERVE_PORT = 1416
 
 
 def _env(name: str) -> str | None:

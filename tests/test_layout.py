@@ -23,9 +23,12 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def import_graph(package_dir: Path = PACKAGE) -> dict[str, set[str]]:
+def import_graph(package_dir: Path = PACKAGE, exports: dict[str, str] | None = None) -> dict[str, set[str]]:
     """Every module of the package -> the package modules it imports (function-level imports included,
-    `if TYPE_CHECKING:` blocks excluded)."""
+    `if TYPE_CHECKING:` blocks excluded). `from <package> import Name` counts as importing `exports[Name]`, the
+    module a lazily exported name comes from (default: the package's `_EXPORTS`)."""
+    if exports is None:
+        exports = getattr(haystack_agentic, "_EXPORTS", {}) if package_dir == PACKAGE else {}
     modules = {_module_name(p, package_dir): p for p in package_dir.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
@@ -40,6 +43,8 @@ def import_graph(package_dir: Path = PACKAGE) -> dict[str, set[str]]:
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+                if node.module == package_dir.name:
+                    targets += [exports[alias.name] for alias in node.names if alias.name in exports]
             for target in targets:
                 if target in modules and target != name:
                     graph[name].add(target)
@@ -192,3 +197,53 @@ def test_the_environment_check_sees_every_kind_of_write(tmp_path):
     )
     assert environment_writes(tmp_path) == [("m.py", "<module>", 2), ("m.py", "f", 4), ("m.py", "f", 5),
                                             ("m.py", "f", 6), ("m.py", "f", 7)]
+
+
+#: Layers that must not import the ones above them: package prefix -> prefixes it may not import.
+LAYERS = {
+    "haystack_agentic.components": ("haystack_agentic.pipelines", "haystack_agentic.cli", "haystack_agentic.serving"),
+    "haystack_agentic.serving": ("haystack_agentic.cli",),
+}
+
+
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """`(module, imported module)` for every import of a higher layer (`LAYERS`), function-level imports included."""
+    return sorted(
+        (module, target)
+        for module, targets in graph.items()
+        for layer, forbidden in LAYERS.items()
+        if _under(module, layer)
+        for target in targets
+        if any(_under(target, prefix) for prefix in forbidden)
+    )
+
+
+def test_components_import_no_pipelines_cli_or_serving_and_serving_no_cli():
+    violations = layer_violations(import_graph())
+    assert violations == [], f"imports of a higher layer (move what is shared to a lower module): {violations}"
+
+
+def test_the_layer_check_sees_a_function_level_import(tmp_path):
+    package = tmp_path / "haystack_agentic"
+    for folder in ("components/loop", "pipelines", "serving", "cli"):
+        (package / folder).mkdir(parents=True)
+    for init in ("", "components", "components/loop", "pipelines", "serving", "cli"):
+        (package / init / "__init__.py").write_text("")
+    (package / "pipelines" / "builder.py").write_text("def build(): ...\n")
+    (package / "cli" / "output.py").write_text("def lines(): ...\n")
+    (package / "components" / "loop" / "rag.py").write_text(
+        "def load():\n    from haystack_agentic.pipelines.builder import build\n"
+    )
+    (package / "serving" / "app.py").write_text("import haystack_agentic.cli.output\n")
+    (package / "pipelines" / "uses.py").write_text("from haystack_agentic.components.loop import rag\n")
+    (package / "components" / "lazy.py").write_text("from haystack_agentic import build\n")  # a lazy export
+    exports = {"build": "haystack_agentic.pipelines.builder"}
+    assert layer_violations(import_graph(package, exports)) == [
+        ("haystack_agentic.components.lazy", "haystack_agentic.pipelines.builder"),
+        ("haystack_agentic.components.loop.rag", "haystack_agentic.pipelines.builder"),
+        ("haystack_agentic.serving.app", "haystack_agentic.cli.output"),
+    ]

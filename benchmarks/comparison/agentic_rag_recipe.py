@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-LangGraph's agentic-RAG recipe, rebuilt for the comparison tests from the LangGraph docs tutorial "Build a custom RAG
+LangGraph's agentic-RAG recipe, rebuilt for the comparison checks from the LangGraph docs tutorial "Build a custom RAG
 agent with LangGraph" (langchain-ai/docs, `src/oss/langgraph/agentic-rag.mdx`), with a scripted chat model instead
 of an OpenAI one and the shipped HotpotQA paragraphs instead of blog posts.
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from haystack_agentic.settings import default_store_path, store_path_from_env
+from haystack_agentic.settings import ENV_OPENAI_BASE_URL, default_store_path, store_path_from_env
 from haystack_agentic.cli.common import (
     CLIError,
     add_backend_arguments,
@@ -88,7 +88,7 @@ def check_server(options: LoopOptions, err: Console) -> LoopOptions:
     """
     from haystack_agentic.llm.server_info import read_server_info  # noqa: PLC0415
 
-    base_url = options.base_url or os.environ.get("OPENAI_BASE_URL")
+    base_url = options.base_url or os.environ.get(ENV_OPENAI_BASE_URL)
     if options.resolved_llm() != "openai" or not base_url:
         return options
     info = read_server_info(base_url)
@@ -116,7 +116,7 @@ def load_store_into(
     """
     from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: PLC0415
     from haystack_agentic.cli.index import index_path  # noqa: PLC0415
-    from haystack_agentic.pipelines.loop_loading import fill_in_memory_store, retriever_store  # noqa: PLC0415
+    from haystack_agentic.loop_loading import fill_in_memory_store, retriever_store  # noqa: PLC0415
     from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415
     store = retriever_store(pipeline)
     if store is None:

@@ -7,19 +7,14 @@ answer's sentences.
 
 from __future__ import annotations
 
-import re
 import shutil
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-from haystack_agentic.cli.common import printable
+from haystack_agentic.presentation import document_titles, printable, source_lines, unsupported_note
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-
-def _titles(result: dict[str, Any]) -> dict[str, str]:
-    return {d["id"]: (d.get("meta") or {}).get("title") or d["id"][:12] for d in result.get("documents", [])}
 
 
 def print_trace(console: Console, question: str, result: dict[str, Any], seconds: float, describe: dict[str, str]):
@@ -34,7 +29,7 @@ def print_trace(console: Console, question: str, result: dict[str, Any], seconds
     """
     console.print(f"[bold]LLM:[/bold] {describe['llm']}   [bold]Policy:[/bold] {describe['policy']}")
     console.print(f"[bold]Question:[/bold] {printable(question)}", highlight=False)
-    titles = _titles(result)
+    titles = document_titles(result)
     for step in result["tool_history"]:
         line = f"  {step['iteration']:>2}. {step['action']:<8}"
         if step.get("query"):
@@ -69,53 +64,8 @@ def print_trace(console: Console, question: str, result: dict[str, Any], seconds
 
 #: Source lines are indented under their heading like the trace's steps.
 _SOURCE_INDENT = "  "
-#: A quote's line breaks and runs of spaces print as one space: one line per source.
-_WHITESPACE = re.compile(r"\s+")
 #: The narrowest a source line is cut to, however narrow the terminal says it is.
 _MIN_WIDTH = 20
-
-
-def source_lines(result: dict[str, Any], width: int | None = None) -> list[str]:
-    """
-    One line per citation of the result: `[n] Title: "quoted sentence"`, `[n] (unsupported) ...` when the check
-    found the quote does not support its claim.
-
-    :param result: The loop's result dict; a missing or empty `citations` gives no lines.
-    :param width: Cut each line to this many terminal cells, with an ellipsis where cut; `None` keeps them whole.
-    :returns: The lines, in the order of `n`.
-    """
-    titles = _titles(result)
-    lines = []
-    for citation in result.get("citations") or []:
-        title = citation.get("title") or titles.get(citation["document_id"]) or citation["document_id"][:12]
-        flag = "(unsupported) " if citation.get("supported") is False else ""
-        quote = _WHITESPACE.sub(" ", citation.get("quote") or "").strip()
-        line = printable(f'[{citation["n"]}] {flag}{title}: "{quote}"')
-        if width is not None:
-            from rich.text import Text  # noqa: PLC0415 - cuts by terminal cells (wide characters count twice)
-
-            text = Text(line)
-            text.truncate(width, overflow="ellipsis")
-            line = text.plain
-        lines.append(line)
-    return lines
-
-
-def unsupported_note(result: dict[str, Any]) -> str | None:
-    """
-    The sentence saying which citations the check found unsupported, e.g. `The offline check found [2] unsupported:
-    its quoted sentence does not support the claim.`
-
-    :param result: The loop's result dict.
-    :returns: The sentence, or `None` when no citation is unsupported.
-    """
-    flagged = [c for c in result.get("citations") or [] if c.get("supported") is False]
-    if not flagged:
-        return None
-    checks = list(dict.fromkeys(c.get("check") or "citation" for c in flagged))
-    markers = ", ".join(f"[{c['n']}]" for c in flagged)
-    which = "its quoted sentence does not" if len(flagged) == 1 else "their quoted sentences do not"
-    return f"The {' and '.join(checks)} check found {markers} unsupported: {which} support the claim."
 
 
 def print_sources(console: Console, result: dict[str, Any]) -> None:

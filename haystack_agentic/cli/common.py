@@ -2,7 +2,6 @@
 """What every `haystack-agentic` command shares (imports nothing heavy, so `--help` stays fast)."""
 
 import argparse
-import re
 from typing import Any
 
 from haystack_agentic.settings import (
@@ -11,18 +10,11 @@ from haystack_agentic.settings import (
     default_milvus_uri,
     default_weaviate_url,
 )
+from haystack_agentic.presentation import printable  # noqa: F401 - re-exported for the commands
 
 
 class CLIError(Exception):
     """An error the CLI reports as one line (exit code 2), with what to change."""
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """Escape control characters (e.g. terminal escape codes in a question) before they reach the terminal."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def add_command(subparsers: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:

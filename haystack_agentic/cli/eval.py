@@ -38,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from haystack_agentic.cli.common import CLIError, add_command
 from haystack_agentic.resources import sample_corpus_path
-from haystack_agentic.settings import ENV_OPENAI_BASE_URL, model_from_env, openai_configured
+from haystack_agentic.settings import DEFAULT_OPENAI_MODEL, ENV_OPENAI_BASE_URL, model_from_env, openai_configured
 
 _EXAMPLES = """\
 examples:
@@ -109,7 +109,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="auto",
         help="LLM for the llm-router configuration (auto: openai when OPENAI_API_KEY or OPENAI_BASE_URL is set).",
     )
-    p.add_argument("--model", help="Model for --llm openai (default: $HAYSTACK_AGENTIC_MODEL or gpt-4o-mini).")
+    p.add_argument(
+        "--model", help=f"Model for --llm openai (default: $HAYSTACK_AGENTIC_MODEL or {DEFAULT_OPENAI_MODEL})."
+    )
     p.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
     p.add_argument("--mode", choices=["tools", "json"], default="tools", help="AgenticRouter mode (default tools).")
     p.add_argument("--router-max-iterations", type=int, default=6, help="Most turns of the LLM router (default 6).")
@@ -131,7 +133,6 @@ def _router_generator(args: argparse.Namespace) -> Any:
         return None
     from haystack.components.generators.chat import OpenAIChatGenerator
 
-    from haystack_agentic.pipelines.default_pipelines import DEFAULT_OPENAI_MODEL
     from haystack_agentic.llm.local_server_key import openai_api_key
     from haystack_agentic.pipelines.loop_builder import LoopOptions
 

@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from haystack_agentic.settings import default_store_path, store_path_from_env
+from haystack_agentic.settings import DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, default_store_path, store_path_from_env
 
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
@@ -39,8 +39,7 @@ from haystack_agentic.cli.common import add_command, add_llm_limit_arguments
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 1416
+DEFAULT_HOST, DEFAULT_PORT = DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT
 #: Haystack's telemetry switch (`serve` sets it to False unless it is set).
 TELEMETRY_ENV = "HAYSTACK_TELEMETRY_ENABLED"
 #: Names of hayhooks' own MCP tools, which a pipeline (an MCP tool too) cannot take.
@@ -208,7 +207,7 @@ def _ensure_store(store: str | None) -> None:
 def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
     """Open the stores to serve once, so that a fault is one line before the server starts."""
     from haystack_agentic.indexing.store_files import read_store_file
-    from haystack_agentic.pipelines.loop_loading import check_pipeline_stores
+    from haystack_agentic.loop_loading import check_pipeline_stores
 
     try:
         if store and Path(store).exists():

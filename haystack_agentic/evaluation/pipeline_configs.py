@@ -67,7 +67,7 @@ def pipeline_config(
     from haystack_agentic.evaluation.runner import EvalConfig
     from haystack_agentic.indexing.indexer import write_documents
     from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
-    from haystack_agentic.pipelines.loop_loading import read_loop_yaml, retriever_store, store_addresses
+    from haystack_agentic.loop_loading import read_loop_yaml, retriever_store, store_addresses
 
     path = LoopOptions(pipeline=spec).pipeline_path()
     out = Path(out_dir)

@@ -54,6 +54,11 @@ from haystack_agentic.dataclasses.loop_state import ROLES
 
 logger = logging.getLogger(__name__)
 
+#: Chunks a configuration may keep (`haystack-agentic eval --budget`).
+DEFAULT_BUDGET = 6
+#: Most turns of the LLM router configuration (`haystack-agentic eval --router-max-iterations`).
+DEFAULT_ROUTER_MAX_ITERATIONS = 6
+
 
 @dataclass
 class EvalConfig:
@@ -100,7 +105,10 @@ def _answerer(answer_generator: Any, budget: int, chunks_per_search: int | None 
 
 
 def one_shot_config(
-    store: InMemoryDocumentStore, budget: int = 6, answer_generator: Any = None, evidence_checker: Any = None
+    store: InMemoryDocumentStore,
+    budget: int = DEFAULT_BUDGET,
+    answer_generator: Any = None,
+    evidence_checker: Any = None,
 ) -> EvalConfig:
     """
     Retrieve once (`budget` chunks), then answer.
@@ -125,7 +133,7 @@ def one_shot_config(
 
 def bridge_entity_config(
     store: InMemoryDocumentStore,
-    budget: int = 6,
+    budget: int = DEFAULT_BUDGET,
     answer_generator: Any = None,
     max_follow_ups: int = 2,
     evidence_checker: Any = None,
@@ -161,9 +169,9 @@ def bridge_entity_config(
 def llm_router_config(
     store: InMemoryDocumentStore,
     chat_generator: Any,
-    budget: int = 6,
+    budget: int = DEFAULT_BUDGET,
     mode: str = "tools",
-    max_iterations: int = 6,
+    max_iterations: int = DEFAULT_ROUTER_MAX_ITERATIONS,
     name: str = "llm-router",
     evidence_checker: Any = None,
 ) -> EvalConfig:
@@ -196,11 +204,11 @@ def llm_router_config(
 
 def standard_configs(
     store: InMemoryDocumentStore,
-    budget: int = 6,
+    budget: int = DEFAULT_BUDGET,
     answer_generator: Any = None,
     router_generator: Any = None,
     router_mode: str = "tools",
-    router_max_iterations: int = 6,
+    router_max_iterations: int = DEFAULT_ROUTER_MAX_ITERATIONS,
 ) -> list[EvalConfig]:
     """
     The configurations compared by `haystack-agentic eval`, at one chunk budget.

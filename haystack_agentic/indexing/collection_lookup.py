@@ -50,7 +50,7 @@ class CollectionLookup:
                 "This run names collections, but the LoopController has no document store to read them from: pass "
                 "`document_store=` to LoopController, or build the loop with `build_loop_pipeline` / "
                 "`load_loop_pipeline`, which give it the retriever's store (for a pipeline from `Pipeline.loads`: "
-                "`haystack_agentic.pipelines.loop_pipeline.link_collection_store(pipeline)`)."
+                "`haystack_agentic.loop_loading.link_collection_store(pipeline)`)."
             )
         count = store.count_documents()
         now = time.monotonic()

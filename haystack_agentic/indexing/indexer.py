@@ -311,7 +311,7 @@ def load_indexing_pipeline(path: Path | str, store_uri: str | None = None) -> Pi
     :raises ValueError: If the file cannot be read or is not an indexing pipeline.
     :raises StoreError: If its store cannot be opened (one line).
     """
-    from haystack_agentic.pipelines.loop_loading import pipeline_from_dict, set_store_uri  # noqa: PLC0415
+    from haystack_agentic.loop_loading import pipeline_from_dict, set_store_uri  # noqa: PLC0415
     from haystack_agentic.resources import pipeline_path  # noqa: PLC0415
 
     if not Path(path).exists() and "/" not in str(path):

@@ -188,6 +188,27 @@ def for_thread(callback: Callable[[StreamingChunk], Awaitable[None]]) -> Callabl
     return on_chunk
 
 
+def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
+    """
+    A streaming callback as a plain function (Haystack deep-copies pipeline inputs; a function is copied as
+    itself, a bound method would copy its object), keeping it sync or async.
+
+    :param callback: The callback.
+    :returns: A function forwarding every chunk to it.
+    """
+    if inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(getattr(callback, "__call__", None)):
+
+        async def forward_async(chunk: StreamingChunk) -> None:
+            await callback(chunk)  # type: ignore[misc]
+
+        return forward_async
+
+    def forward(chunk: StreamingChunk) -> None:
+        callback(chunk)
+
+    return forward
+
+
 def step_chunks(before: LoopState, after: LoopState | None) -> Iterator[StreamingChunk]:
     """
     Step events for the steps `after` recorded beyond `before`'s, and for a search whose chunks came back.

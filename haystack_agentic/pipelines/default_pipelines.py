@@ -44,14 +44,12 @@ from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 from haystack_agentic.pipelines.packaged_yaml import packaged_yaml
 from haystack_agentic.resources import pipelines_dir
+from haystack_agentic.settings import DEFAULT_OPENAI_MODEL
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 
 #: The in-memory store index the packaged pipelines share (in-memory stores with one index share storage).
 INDEX_NAME = "haystack-agentic"
-
-#: Default model name for the OpenAI-compatible pipelines (override with `--model` / `HAYSTACK_AGENTIC_MODEL`).
-DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
 #: System message and answer prompt tuned for SmolLM2-135M (prompt wording compared on HotpotQA paragraphs: this
 #: one gave the shortest, most often correct answers; the model still tends to answer in a full sentence).

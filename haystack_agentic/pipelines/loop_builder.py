@@ -17,7 +17,6 @@ pipeline = build_loop(LoopOptions(llm="embedded", max_iterations=3))
 ```
 """
 
-import contextlib
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,17 +26,11 @@ from typing import Any
 from haystack import Pipeline, logging
 
 from haystack_agentic.llm.local_server_key import openai_api_key
-from haystack_agentic.pipelines.loop_loading import (
-    isolate_in_memory_stores,
-    pipeline_from_dict,
-    read_loop_yaml,
-    set_store_uri,
-)
+from haystack_agentic.loop_loading import loop_pipeline_from_dict, read_loop_yaml, set_store_uri
 from haystack_agentic.pipelines.loop_pipeline import max_runs_for
 from haystack_agentic.pipelines.packaged_yaml import class_defaults
 from haystack_agentic.resources import pipeline_path
 from haystack_agentic.settings import (
-    ENV_OPENAI_API_KEY,
     default_milvus_uri,
     default_weaviate_url,
     model_from_env,
@@ -46,8 +39,6 @@ from haystack_agentic.settings import (
 
 logger = logging.getLogger(__name__)
 
-#: `OpenAIChatGenerator`'s default `api_key`, serialised (what a YAML that names no key means).
-OPENAI_KEY_FROM_ENV = {"type": "env_var", "env_vars": [ENV_OPENAI_API_KEY], "strict": True}
 _JUDGE_GROUNDER = "haystack_agentic.components.grounders.llm_judge_grounder.LLMJudgeGrounder"
 _RETRIEVAL_ONLY = "haystack_agentic.evaluation.retrieval_only_answerer.RetrievalOnlyAnswerer"
 
@@ -218,7 +209,6 @@ def build_loop(options: LoopOptions | None = None, notify: Callable[[str], None]
     data = read_loop_yaml(path)
     components = data["components"]
     model = options.model or model_from_env()
-    _set_openai_generators(components, model, options.base_url)
     if model and options.resolved_llm() == "openai":
         data["metadata"] = {**(data.get("metadata") or {}), "llm": f"OpenAI-compatible ({model})"}
     _set_limits(data, options)
@@ -235,15 +225,7 @@ def build_loop(options: LoopOptions | None = None, notify: Callable[[str], None]
             components["fallback"]["init_parameters"]["enabled"] = False
     if options.grounding == "auto":
         _choose_grounder(components, options.resolved_llm() == "openai", notify)
-    isolate_in_memory_stores(components)
-    # hayhooks' `inputs`/`outputs` declarations are not part of Haystack's pipeline dict.
-    data.pop("inputs", None)
-    data.pop("outputs", None)
-    pipeline = pipeline_from_dict(data, path, must_exist=not options.new_store)
-    from haystack_agentic.document_stores.milvus_support import check_pipeline  # noqa: PLC0415
-
-    check_pipeline(pipeline)  # BM25/hybrid on a Milvus server older than 2.5: say so now
-    return pipeline
+    return loop_pipeline_from_dict(data, path, model=model, base_url=options.base_url, must_exist=not options.new_store)
 
 
 def load_loop_pipeline(
@@ -303,22 +285,6 @@ def _set_limits(data: dict[str, Any], options: LoopOptions) -> None:
         budget = params.get("context_budget_tokens", defaults.get("context_budget_tokens"))
         if options.context_tokens and isinstance(budget, int):
             params["context_budget_tokens"] = server.prompt_budget(budget)
-
-
-def _set_openai_generators(components: dict[str, Any], model: str | None, base_url: str | None) -> None:
-    """Model and base URL on every `OpenAIChatGenerator`; a local server's placeholder key where no key is set."""
-    for spec in components.values():
-        for value in spec["init_parameters"].values():
-            if isinstance(value, dict) and str(value.get("type", "")).endswith("OpenAIChatGenerator"):
-                generator = value["init_parameters"] = value.get("init_parameters") or {}
-                for key, override in (("model", model), ("api_base_url", base_url)):
-                    if override:
-                        generator[key] = override
-                if generator.get("api_key", OPENAI_KEY_FROM_ENV) == OPENAI_KEY_FROM_ENV:
-                    with contextlib.suppress(ValueError):  # no key, no base URL: the generator says so at warm-up
-                        secret = openai_api_key(generator.get("api_base_url"))
-                        if secret is not None:
-                            generator["api_key"] = secret
 
 
 def _choose_grounder(components: dict[str, Any], judge_allowed: bool, notify: Callable[[str], None]) -> None:

@@ -6,11 +6,10 @@ The YAML files under `pipelines/` are what users load (`Pipeline.loads` with the
 how they are made, and how Python users build the same graph around their own retriever and chat generators.
 """
 
-import inspect
 from typing import Any
 
 from haystack import Pipeline, logging
-from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
+from haystack.dataclasses import ChatMessage, StreamingCallbackT
 
 from haystack_agentic import ALLOWED_MODULES  # noqa: F401 - the packaged YAMLs' allow-list, re-exported here
 
@@ -20,7 +19,8 @@ from haystack_agentic.components.generators.fallback_synthesizer import Fallback
 from haystack_agentic.components.loop.loop_controller import DEFAULT_MAX_SEARCHES_PER_TURN, LoopController
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
 from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
-from haystack_agentic.components.retrievers.safe_retriever import retriever_document_store
+from haystack_agentic.llm.streaming import plain_function
+from haystack_agentic.loop_loading import link_collection_store
 
 logger = logging.getLogger(__name__)
 
@@ -211,43 +211,7 @@ def loop_inputs(
     return data
 
 
-def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
-    """
-    A streaming callback as a plain function (Haystack deep-copies pipeline inputs; a function is copied as
-    itself, a bound method would copy its object), keeping it sync or async.
-
-    :param callback: The callback.
-    :returns: A function forwarding every chunk to it.
-    """
-    if inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(getattr(callback, "__call__", None)):
-
-        async def forward_async(chunk: StreamingChunk) -> None:
-            await callback(chunk)  # type: ignore[misc]
-
-        return forward_async
-
-    def forward(chunk: StreamingChunk) -> None:
-        callback(chunk)
-
-    return forward
-
-
 def _has_socket(instance: Any, attribute: str, name: str) -> bool:
     """Whether a component has an input (`__haystack_input__`) or output (`__haystack_output__`) socket `name`."""
     sockets = getattr(instance, attribute, None)
     return sockets is not None and name in sockets
-
-
-def link_collection_store(pipeline: Pipeline) -> None:
-    """
-    Let the pipeline's `controller` read collection names from the `retriever`'s store (unless it has its own).
-
-    :param pipeline: A loop pipeline (one without a `controller` and a `retriever` is left alone).
-    """
-    try:
-        controller, retriever = pipeline.get_component("controller"), pipeline.get_component("retriever")
-    except ValueError:
-        return
-    store = retriever_document_store(retriever)
-    if hasattr(controller, "use_collection_store") and store is not None:
-        controller.use_collection_store(store)

@@ -20,7 +20,7 @@ from haystack_agentic.indexing.collections import normalise_scope
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
-from haystack_agentic.pipelines.loop_loading import fill_in_memory_store
+from haystack_agentic.loop_loading import fill_in_memory_store
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 from haystack_agentic.serving.chat_completions import (  # noqa: F401 - answer_text, progress_line: public here too
     BadRequest,

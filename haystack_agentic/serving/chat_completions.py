@@ -26,7 +26,7 @@ from fastapi import HTTPException
 from fastapi_openai_compat.chat_completions.models import ChatCompletion, Choice, Message
 from haystack.dataclasses import ChatMessage, StreamingChunk
 
-from haystack_agentic.cli.ask_output import source_lines, unsupported_note
+from haystack_agentic.presentation import source_lines, unsupported_note
 from haystack_agentic.components.loop.loop_controller import validate_conversation
 from haystack_agentic.llm.valid_text import strict_json
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META

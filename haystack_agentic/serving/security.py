@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from haystack import logging
 
+from haystack_agentic.settings import DEFAULT_SERVE_HOST
+
 logger = logging.getLogger(__name__)
 
 #: The API key clients must send as `Authorization: Bearer <key>` (unset: no authentication).
@@ -53,7 +55,7 @@ class ServeSecurity:
     allow_deploy: bool = False
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
-    bind_host: str = "127.0.0.1"
+    bind_host: str = DEFAULT_SERVE_HOST
 
     @classmethod
     def from_env(cls) -> "ServeSecurity":
@@ -64,7 +66,7 @@ class ServeSecurity:
             allow_deploy=os.environ.get(ENV_ALLOW_DEPLOY, "").strip().lower() in ("1", "true"),
             cors_origins=_split(os.environ.get(ENV_CORS_ORIGINS, "")),
             allowed_hosts=_split(os.environ.get(ENV_ALLOWED_HOSTS, "")),
-            bind_host=os.environ.get(ENV_BIND_HOST) or "127.0.0.1",
+            bind_host=os.environ.get(ENV_BIND_HOST) or DEFAULT_SERVE_HOST,
         )
 
     def accepted_hosts(self) -> frozenset[str]:

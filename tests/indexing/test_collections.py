@@ -339,7 +339,7 @@ def test_a_pipeline_from_pipeline_loads_scopes_runs_after_fill_in_memory_store(t
     from haystack import Pipeline
 
     from haystack_agentic import ALLOWED_MODULES
-    from haystack_agentic.pipelines.loop_loading import fill_in_memory_store
+    from haystack_agentic.loop_loading import fill_in_memory_store
     from haystack_agentic.resources import pipeline_path
 
     for name in ("manuals", "tickets"):

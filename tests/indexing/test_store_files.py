@@ -50,7 +50,7 @@ def test_an_unreadable_file_is_one_store_error_naming_it(tmp_path, content):
 def test_fill_in_memory_store_copies_the_documents_without_a_throwaway_store(saved, monkeypatch):
     from haystack import Pipeline
 
-    from haystack_agentic.pipelines.loop_loading import fill_in_memory_store
+    from haystack_agentic.loop_loading import fill_in_memory_store
 
     def no_store(*_args, **_kwargs):
         raise AssertionError("load_store_file builds a store whose BM25 statistics the copy never uses")

@@ -173,7 +173,7 @@ def test_two_loaded_pipelines_do_not_share_documents(tmp_path):
     from haystack import Document
 
     from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
-    from haystack_agentic.pipelines.loop_loading import retriever_store
+    from haystack_agentic.loop_loading import retriever_store
 
     path = pipeline_path("agentic_rag_embedded_ungrounded")
     first, second = load_loop_pipeline(path), load_loop_pipeline(path)

@@ -18,7 +18,7 @@ from conftest import DOCS, QUESTION, search
 from haystack_agentic import AgenticRouter
 from haystack_agentic.pipelines.default_pipelines import ROLE_MAX_TOKENS
 from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
-from haystack_agentic.pipelines.loop_loading import retriever_store
+from haystack_agentic.loop_loading import retriever_store
 from haystack_agentic.testing import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 

@@ -9,10 +9,10 @@ from haystack.core.super_component import SuperComponent
 
 from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
 from haystack_agentic.grounding.citations import strip_markers
-from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
-from haystack_agentic.pipelines.loop_loading import pipeline_from_dict
-from haystack_agentic.pipelines.loop_pipeline import plain_function
+from haystack_agentic.llm.streaming import plain_function
+from haystack_agentic.loop_loading import loop_pipeline_from_dict, pipeline_from_dict, read_loop_yaml
 from haystack_agentic.resources import pipeline_path
+from haystack_agentic.settings import model_from_env
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +73,10 @@ class AgenticRAG(SuperComponent):
 
         :param pipeline: The loop pipeline: a built `Pipeline` (`build_loop_pipeline`, or loaded), the name of a
             packaged pipeline (`"agentic_rag"`, `"agentic_rag_embedded"`, ... : the files under `pipelines/`), or
-            the path of a loop pipeline YAML (`.yml` / `.yaml`), loaded with the package's allow-list
-            (`load_loop_pipeline`: its in-memory stores get their own storage, so fill the one of
-            `agentic_rag.pipeline.get_component("retriever")`). Default: `"agentic_rag_embedded"`, the offline one.
+            the path of a loop pipeline YAML (`.yml` / `.yaml`), loaded as `load_loop_pipeline` loads it (the
+            package's allow-list, `$HAYSTACK_AGENTIC_MODEL` on its OpenAI generators; its in-memory stores get their
+            own storage, so fill the one of `agentic_rag.pipeline.get_component("retriever")`). Default:
+            `"agentic_rag_embedded"`, the offline one.
         :param raise_on_failure: `True` (default, as Haystack's `Agent`): a run that ends with
             `terminated_by="error"` (a chat generator or the store failed) raises `AgenticRAGError`, so the outer
             pipeline's error handling and failure snapshots see it. `False`: the run returns its result with
@@ -85,7 +86,8 @@ class AgenticRAG(SuperComponent):
             `controller` and `result` components.
         """
         if not isinstance(pipeline, Pipeline):
-            pipeline = load_loop_pipeline(_yaml_path(pipeline))
+            path = _yaml_path(pipeline)
+            pipeline = loop_pipeline_from_dict(read_loop_yaml(path), path, model=model_from_env())
         names = {name for name, _ in pipeline.walk()}
         if not {"controller", "result"} <= names:
             raise ValueError(

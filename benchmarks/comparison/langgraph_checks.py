@@ -3,11 +3,10 @@
 LangGraph's agentic-RAG recipe (the docs tutorial's graph, rebuilt in `agentic_rag_recipe.py`) on the comparison's
 rows, with scripted LangChain chat models and a retriever tool over real HotpotQA paragraphs.
 
-Each test shows one cell of the README table "Compared with Haystack's Agent and LangGraph"; its name says which.
-langgraph is in the `dev` extra: these tests import it and fail (never skip) when it is missing.
+Each check shows one cell of the README table "Compared with Haystack's Agent and LangGraph"; its name says which.
+`compare.py` runs them (an `AssertionError` means the cell no longer holds). langgraph is in the `compare` extra.
 """
 
-import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
@@ -20,21 +19,27 @@ from agentic_rag_recipe import (
     retrieve,
     retriever_tool,
 )
-from comparison_support import FOLLOW_UP, GOLD, HOP1_WORDS, HOP2_WORDS, QUESTION, UNSUPPORTED, hotpot_store
-
-
-@pytest.fixture(scope="module")
-def store():
-    return hotpot_store()
+from comparison_support import (
+    FOLLOW_UP,
+    GOLD,
+    HOP1_WORDS,
+    HOP2_WORDS,
+    QUESTION,
+    UNSUPPORTED,
+    Check,
+    raises,
+    shared_store,
+)
 
 
 class Recipe:
     """The compiled recipe with handles on its two scripted models."""
 
-    def __init__(self, store, responses, grades, **compile_kwargs):
+    def __init__(self, responses, grades, **compile_kwargs):
         self.response_model = ScriptedChatModel(script=responses)
         self.grader_model = ScriptedChatModel(script=grades)
-        self.graph = build_recipe(self.response_model, self.grader_model, retriever_tool(store), **compile_kwargs)
+        tool = retriever_tool(shared_store())
+        self.graph = build_recipe(self.response_model, self.grader_model, tool, **compile_kwargs)
 
     def invoke(self, question=QUESTION, **kwargs):
         return self.graph.invoke({"messages": [{"role": "user", "content": question}]}, **kwargs)
@@ -47,8 +52,8 @@ def user(text):
 # --- streaming ----------------------------------------------------------------------------------------------
 
 
-def test_langgraph_streams_every_models_tokens_tagged_by_node(store):
-    recipe = Recipe(store, [retrieve("Adriana Trigiani"), AIMessage(content=GOLD)], [grade("yes")])
+def langgraph_streams_every_models_tokens_tagged_by_node():
+    recipe = Recipe([retrieve("Adriana Trigiani"), AIMessage(content=GOLD)], [grade("yes")])
     events = list(recipe.graph.stream(user(QUESTION), stream_mode="messages"))
     by_node = {}
     for message, metadata in events:
@@ -66,9 +71,8 @@ def test_langgraph_streams_every_models_tokens_tagged_by_node(store):
 # --- history ------------------------------------------------------------------------------------------------
 
 
-def test_langgraph_keeps_history_per_thread_but_grades_and_answers_the_first_question(store):
+def langgraph_keeps_history_per_thread_but_grades_and_answers_the_first_question():
     recipe = Recipe(
-        store,
         [retrieve("Adriana Trigiani"), AIMessage(content=GOLD), retrieve("Adriana Trigiani education"),
          AIMessage(content="Boston University")],  # fmt: skip
         [grade("yes")],
@@ -92,8 +96,8 @@ def test_langgraph_keeps_history_per_thread_but_grades_and_answers_the_first_que
 # --- tools --------------------------------------------------------------------------------------------------
 
 
-def test_langgraph_runs_parallel_calls_but_grades_and_answers_from_the_last_tool_message_only(store):
-    recipe = Recipe(store, [retrieve("Big Stone Gap director", "Adriana Trigiani"), AIMessage(content=GOLD)],
+def langgraph_runs_parallel_calls_but_grades_and_answers_from_the_last_tool_message_only():
+    recipe = Recipe([retrieve("Big Stone Gap director", "Adriana Trigiani"), AIMessage(content=GOLD)],
                     [grade("yes")])  # fmt: skip
     out = recipe.invoke()
     results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
@@ -110,9 +114,9 @@ def test_langgraph_runs_parallel_calls_but_grades_and_answers_from_the_last_tool
 # --- exit reasons -------------------------------------------------------------------------------------------
 
 
-def test_langgraph_ends_on_a_direct_reply_or_after_generate_answer_and_says_neither(store):
-    direct = Recipe(store, [AIMessage(content="Hello! Ask me about Wikipedia.")], [grade("yes")]).invoke("hello")
-    answered = Recipe(store, [retrieve("Adriana Trigiani"), AIMessage(content=GOLD)], [grade("yes")]).invoke()
+def langgraph_ends_on_a_direct_reply_or_after_generate_answer_and_says_neither():
+    direct = Recipe([AIMessage(content="Hello! Ask me about Wikipedia.")], [grade("yes")]).invoke("hello")
+    answered = Recipe([retrieve("Adriana Trigiani"), AIMessage(content=GOLD)], [grade("yes")]).invoke()
     for out in (direct, answered):
         assert set(out) == {"messages"} and isinstance(out["messages"][-1], AIMessage)  # no exit-reason field
     assert not any(isinstance(m, ToolMessage) for m in direct["messages"])  # only the messages tell them apart
@@ -122,12 +126,12 @@ def test_langgraph_ends_on_a_direct_reply_or_after_generate_answer_and_says_neit
 # --- fallback at the cap ------------------------------------------------------------------------------------
 
 
-def test_langgraph_at_the_recursion_limit_raises_graph_recursion_error_without_an_answer(store):
+def langgraph_at_the_recursion_limit_raises_graph_recursion_error_without_an_answer():
     # every pass: retrieve -> graded "no" -> rewrite -> retrieve again (the response model alternates call/rewrite)
     loop = [retrieve("Big Stone Gap"), AIMessage(content="Who directed Big Stone Gap?")] * 20
-    recipe = Recipe(store, loop, [grade("no")], checkpointer=InMemorySaver())
+    recipe = Recipe(loop, [grade("no")], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "cap"}, "recursion_limit": 9}
-    with pytest.raises(GraphRecursionError):
+    with raises(GraphRecursionError):
         recipe.invoke(config=config)
     state = recipe.graph.get_state(config).values  # what a checkpointer kept: the loop's messages, no answer
     assert isinstance(state["messages"][-1], (HumanMessage, ToolMessage, AIMessage))
@@ -138,9 +142,9 @@ def test_langgraph_at_the_recursion_limit_raises_graph_recursion_error_without_a
 # --- budget -------------------------------------------------------------------------------------------------
 
 
-def test_langgraph_bounds_super_steps_not_prompt_tokens_the_messages_grow(store):
+def langgraph_bounds_super_steps_not_prompt_tokens_the_messages_grow():
     rewrites = [retrieve("Big Stone Gap"), AIMessage(content="Who directed Big Stone Gap?")] * 3
-    recipe = Recipe(store, rewrites + [retrieve("Adriana Trigiani"), AIMessage(content=GOLD)],
+    recipe = Recipe(rewrites + [retrieve("Adriana Trigiani"), AIMessage(content=GOLD)],
                     [grade("no")] * 3 + [grade("yes")])  # fmt: skip
     out = recipe.invoke(config={"recursion_limit": 50})
     assert out["messages"][-1].content == GOLD
@@ -153,8 +157,8 @@ def test_langgraph_bounds_super_steps_not_prompt_tokens_the_messages_grow(store)
 # --- grounding ----------------------------------------------------------------------------------------------
 
 
-def test_langgraph_grades_document_relevance_never_the_answer(store):
-    recipe = Recipe(store, [retrieve("Adriana Trigiani"), AIMessage(content=f"{GOLD}. {UNSUPPORTED}")],
+def langgraph_grades_document_relevance_never_the_answer():
+    recipe = Recipe([retrieve("Adriana Trigiani"), AIMessage(content=f"{GOLD}. {UNSUPPORTED}")],
                     [grade("yes")])  # fmt: skip
     out = recipe.invoke()
     assert out["messages"][-1].content.endswith(UNSUPPORTED)  # returned as written
@@ -165,8 +169,8 @@ def test_langgraph_grades_document_relevance_never_the_answer(store):
 # --- tracing ------------------------------------------------------------------------------------------------
 
 
-def test_langgraph_traces_graph_node_model_and_tool_runs_through_callbacks(store):
-    recipe = Recipe(store, [retrieve("Big Stone Gap"), AIMessage(content="Who directed Big Stone Gap?"),
+def langgraph_traces_graph_node_model_and_tool_runs_through_callbacks():
+    recipe = Recipe([retrieve("Big Stone Gap"), AIMessage(content="Who directed Big Stone Gap?"),
                             retrieve("Adriana Trigiani"), AIMessage(content=GOLD)], [grade("no"), grade("yes")])
     callbacks = RecordingCallbacks()
     recipe.invoke(config={"callbacks": [callbacks]})
@@ -183,8 +187,8 @@ def test_langgraph_traces_graph_node_model_and_tool_runs_through_callbacks(store
 # --- breakpoints --------------------------------------------------------------------------------------------
 
 
-def test_langgraph_interrupts_before_a_node_and_resumes_from_the_checkpoint(store):
-    recipe = Recipe(store, [retrieve("Adriana Trigiani"), AIMessage(content=GOLD)], [grade("yes")],
+def langgraph_interrupts_before_a_node_and_resumes_from_the_checkpoint():
+    recipe = Recipe([retrieve("Adriana Trigiani"), AIMessage(content=GOLD)], [grade("yes")],
                     checkpointer=InMemorySaver(), interrupt_before=["retrieve"])  # fmt: skip
     thread = {"configurable": {"thread_id": "pause"}}
     recipe.graph.invoke(user(QUESTION), thread)
@@ -194,3 +198,17 @@ def test_langgraph_interrupts_before_a_node_and_resumes_from_the_checkpoint(stor
     assert recipe.grader_model.calls == []  # nothing after the interrupt ran
     out = recipe.graph.invoke(None, thread)  # resume
     assert out["messages"][-1].content == GOLD
+
+
+#: (aspect, check) for `compare.py`, in the README table's order.
+CHECKS: list[Check] = [
+    ("Streaming", langgraph_streams_every_models_tokens_tagged_by_node),
+    ("History", langgraph_keeps_history_per_thread_but_grades_and_answers_the_first_question),
+    ("Tools", langgraph_runs_parallel_calls_but_grades_and_answers_from_the_last_tool_message_only),
+    ("Exit reasons", langgraph_ends_on_a_direct_reply_or_after_generate_answer_and_says_neither),
+    ("Fallback at the cap", langgraph_at_the_recursion_limit_raises_graph_recursion_error_without_an_answer),
+    ("Budget", langgraph_bounds_super_steps_not_prompt_tokens_the_messages_grow),
+    ("Grounding", langgraph_grades_document_relevance_never_the_answer),
+    ("Tracing", langgraph_traces_graph_node_model_and_tool_runs_through_callbacks),
+    ("Breakpoints", langgraph_interrupts_before_a_node_and_resumes_from_the_checkpoint),
+]

@@ -3,11 +3,11 @@
 Haystack's own `Agent` (haystack.components.agents.Agent, haystack-ai 3.x) on the comparison's rows, with a scripted
 chat generator and a `ComponentTool` over Haystack's BM25 retriever on real HotpotQA paragraphs.
 
-Each test shows one cell of the README table "Compared with Haystack's Agent and LangGraph"; its name says which.
+Each check shows one cell of the README table "Compared with Haystack's Agent and LangGraph"; its name says which.
+`compare.py` runs them (an `AssertionError` means the cell no longer holds).
 """
 
-import pytest
-from haystack import Pipeline, tracing
+from haystack import Pipeline
 from haystack.components.agents import Agent
 from haystack.core.errors import BreakpointException
 from haystack.dataclasses import ChatMessage, ChatRole
@@ -21,9 +21,11 @@ from comparison_support import (
     HOP2_WORDS,
     QUESTION,
     UNSUPPORTED,
-    RecordingTracer,
+    Check,
     bm25,
-    hotpot_store,
+    raises,
+    recording_tracer,
+    shared_store,
 )
 from haystack_agentic.testing import ScriptedChatGenerator
 
@@ -33,24 +35,18 @@ def search(*queries: str) -> dict:
     return {"tool_calls": [{"tool_name": "search", "arguments": {"query": q}} for q in queries]}
 
 
-@pytest.fixture(scope="module")
-def store():
-    return hotpot_store()
-
-
-@pytest.fixture
-def search_tool(store):
+def search_tool():
     """The retriever as a tool, the way Haystack's docs give an Agent a retriever."""
-    return ComponentTool(component=bm25(store), name="search", description="Search Wikipedia paragraphs.")
+    return ComponentTool(component=bm25(shared_store()), name="search", description="Search Wikipedia paragraphs.")
 
 
-def agent_with(script, search_tool, **kwargs):
+def agent_with(script, **kwargs):
     llm = ScriptedChatGenerator(script, per_call=True)  # turn = call count (earlier turns may be in the history)
-    return Agent(chat_generator=llm, tools=[search_tool], **kwargs), llm
+    return Agent(chat_generator=llm, tools=[search_tool()], **kwargs), llm
 
 
-def test_the_corpus_holds_both_hops(store):
-    retriever = bm25(store)
+def the_corpus_holds_both_hops():
+    retriever = bm25(shared_store())
     assert HOP1_WORDS in retriever.run(query="Big Stone Gap director")["documents"][0].content
     assert HOP2_WORDS in retriever.run(query="Adriana Trigiani")["documents"][0].content
 
@@ -58,8 +54,8 @@ def test_the_corpus_holds_both_hops(store):
 # --- streaming ----------------------------------------------------------------------------------------------
 
 
-def test_agent_streams_llm_tokens_tool_call_deltas_and_tool_results_on_one_callback(search_tool):
-    agent, _ = agent_with([search("Adriana Trigiani"), {"text": GOLD}], search_tool)
+def agent_streams_llm_tokens_tool_call_deltas_and_tool_results_on_one_callback():
+    agent, _ = agent_with([search("Adriana Trigiani"), {"text": GOLD}])
     chunks = []
     out = agent.run(messages=[ChatMessage.from_user(QUESTION)], streaming_callback=chunks.append)
     text = "".join(c.content for c in chunks)
@@ -76,14 +72,14 @@ def test_agent_streams_llm_tokens_tool_call_deltas_and_tool_results_on_one_callb
 # --- history ------------------------------------------------------------------------------------------------
 
 
-def test_agent_takes_the_conversation_as_messages_and_returns_it_extended(search_tool):
+def agent_takes_the_conversation_as_messages_and_returns_it_extended():
     history = [
         ChatMessage.from_system("Answer from the search results."),
         ChatMessage.from_user(QUESTION),
         ChatMessage.from_assistant(GOLD),
         ChatMessage.from_user(FOLLOW_UP),
     ]
-    agent, llm = agent_with([search("Adriana Trigiani education"), {"text": "Boston"}], search_tool)
+    agent, llm = agent_with([search("Adriana Trigiani education"), {"text": "Boston"}])
     out = agent.run(messages=history)
     first_prompt = llm.calls[0][0]
     assert [m.text for m in first_prompt] == [m.text for m in history]  # the whole conversation, system included
@@ -94,8 +90,8 @@ def test_agent_takes_the_conversation_as_messages_and_returns_it_extended(search
 # --- tools --------------------------------------------------------------------------------------------------
 
 
-def test_agent_runs_every_tool_call_of_a_turn_and_the_model_reads_documents_as_json(search_tool):
-    agent, llm = agent_with([search("Big Stone Gap director", "Adriana Trigiani"), {"text": GOLD}], search_tool)
+def agent_runs_every_tool_call_of_a_turn_and_the_model_reads_documents_as_json():
+    agent, llm = agent_with([search("Big Stone Gap director", "Adriana Trigiani"), {"text": GOLD}])
     out = agent.run(messages=[ChatMessage.from_user(QUESTION)])
     assert out["tool_call_counts"] == {"search": 2}
     results = [m.tool_call_result for m in out["messages"] if m.tool_call_result is not None]
@@ -106,9 +102,9 @@ def test_agent_runs_every_tool_call_of_a_turn_and_the_model_reads_documents_as_j
     assert set(out) == {"messages", "last_message", "step_count", "token_usage", "tool_call_counts", "exit_reason"}
 
 
-def test_agent_collects_tool_documents_only_through_a_declared_state_schema(store):
+def agent_collects_tool_documents_only_through_a_declared_state_schema():
     tool = ComponentTool(
-        component=bm25(store),
+        component=bm25(shared_store()),
         name="search",
         description="Search Wikipedia paragraphs.",
         outputs_to_state={"documents": {"source": "documents"}},
@@ -124,28 +120,28 @@ def test_agent_collects_tool_documents_only_through_a_declared_state_schema(stor
 # --- exit reasons -------------------------------------------------------------------------------------------
 
 
-def test_agent_exit_reasons_text_tool_and_max_agent_steps(search_tool):
-    agent, _ = agent_with([search("Adriana Trigiani"), {"text": GOLD}], search_tool)
+def agent_exit_reasons_text_tool_and_max_agent_steps():
+    agent, _ = agent_with([search("Adriana Trigiani"), {"text": GOLD}])
     assert agent.run(messages=[ChatMessage.from_user(QUESTION)])["exit_reason"] == "text"
 
-    agent, _ = agent_with([search("Adriana Trigiani")], search_tool, exit_conditions=["search"])
+    agent, _ = agent_with([search("Adriana Trigiani")], exit_conditions=["search"])
     assert agent.run(messages=[ChatMessage.from_user(QUESTION)])["exit_reason"] == "search"
 
-    agent, _ = agent_with([search("Big Stone Gap")], search_tool, max_agent_steps=2)
+    agent, _ = agent_with([search("Big Stone Gap")], max_agent_steps=2)
     assert agent.run(messages=[ChatMessage.from_user(QUESTION)])["exit_reason"] == "max_agent_steps"
 
 
-def test_agent_has_no_give_up_or_error_exit_a_generator_failure_raises(search_tool):
-    agent, _ = agent_with([search("Adriana Trigiani"), {"raise": "endpoint down"}], search_tool)
-    with pytest.raises(Exception, match="endpoint down"):
+def agent_has_no_give_up_or_error_exit_a_generator_failure_raises():
+    agent, _ = agent_with([search("Adriana Trigiani"), {"raise": "endpoint down"}])
+    with raises(Exception, match="endpoint down"):
         agent.run(messages=[ChatMessage.from_user(QUESTION)])
 
 
 # --- fallback at the cap ------------------------------------------------------------------------------------
 
 
-def test_agent_at_max_agent_steps_returns_the_messages_without_an_answer(search_tool):
-    agent, llm = agent_with([search("Big Stone Gap director")], search_tool, max_agent_steps=3)
+def agent_at_max_agent_steps_returns_the_messages_without_an_answer():
+    agent, llm = agent_with([search("Big Stone Gap director")], max_agent_steps=3)
     out = agent.run(messages=[ChatMessage.from_user(QUESTION)])
     assert out["exit_reason"] == "max_agent_steps" and out["step_count"] == 3
     assert len(llm.calls) == 3  # no extra call to answer from what was found
@@ -156,9 +152,9 @@ def test_agent_at_max_agent_steps_returns_the_messages_without_an_answer(search_
 # --- budget -------------------------------------------------------------------------------------------------
 
 
-def test_agent_bounds_steps_not_prompt_tokens_every_tool_result_stays_in_the_prompt(search_tool):
+def agent_bounds_steps_not_prompt_tokens_every_tool_result_stays_in_the_prompt():
     queries = ["Big Stone Gap", "Adriana Trigiani", "Greenwich Village", "Virginia", "New York", "film director"]
-    agent, llm = agent_with([search(q) for q in queries] + [{"text": GOLD}], search_tool)
+    agent, llm = agent_with([search(q) for q in queries] + [{"text": GOLD}])
     out = agent.run(messages=[ChatMessage.from_user(QUESTION)])
     last_prompt = llm.calls[-1][0]
     assert sum(1 for m in last_prompt if m.tool_call_result is not None) == len(queries)  # nothing compacted
@@ -171,8 +167,8 @@ def test_agent_bounds_steps_not_prompt_tokens_every_tool_result_stays_in_the_pro
 # --- grounding ----------------------------------------------------------------------------------------------
 
 
-def test_agent_returns_an_unsupported_answer_as_is_without_a_grounding_output(search_tool):
-    agent, _ = agent_with([search("Adriana Trigiani"), {"text": f"{GOLD}. {UNSUPPORTED}"}], search_tool)
+def agent_returns_an_unsupported_answer_as_is_without_a_grounding_output():
+    agent, _ = agent_with([search("Adriana Trigiani"), {"text": f"{GOLD}. {UNSUPPORTED}"}])
     out = agent.run(messages=[ChatMessage.from_user(QUESTION)])
     assert out["last_message"].text.endswith(UNSUPPORTED)
     assert "grounding" not in out
@@ -181,17 +177,10 @@ def test_agent_returns_an_unsupported_answer_as_is_without_a_grounding_output(se
 # --- tracing ------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def tracer():
-    recording = RecordingTracer()
-    tracing.enable_tracing(recording)
-    yield recording
-    tracing.disable_tracing()
-
-
-def test_agent_traces_run_step_llm_and_tool_spans(search_tool, tracer):
-    agent, _ = agent_with([search("Big Stone Gap director", "Adriana Trigiani"), {"text": GOLD}], search_tool)
-    agent.run(messages=[ChatMessage.from_user(QUESTION)])
+def agent_traces_run_step_llm_and_tool_spans():
+    with recording_tracer() as tracer:
+        agent, _ = agent_with([search("Big Stone Gap director", "Adriana Trigiani"), {"text": GOLD}])
+        agent.run(messages=[ChatMessage.from_user(QUESTION)])
     paths = [tuple(span.path()) for span in tracer.spans]
     run, step = "haystack.agent.run", "haystack.agent.step"
     llm, tool = "haystack.agent.step.llm", "haystack.agent.step.tool"
@@ -205,18 +194,35 @@ def test_agent_traces_run_step_llm_and_tool_spans(search_tool, tracer):
 # --- breakpoints --------------------------------------------------------------------------------------------
 
 
-def test_agent_has_no_step_breakpoint_a_pipeline_breakpoint_stops_before_it_and_resumes(search_tool):
+def agent_has_no_step_breakpoint_a_pipeline_breakpoint_stops_before_it_and_resumes():
     from haystack.dataclasses import breakpoints
 
     # haystack-ai 3.x: no breakpoint inside the Agent (no `break_point` input, no `AgentBreakpoint`)
     assert "break_point" not in Agent.run.__code__.co_varnames and not hasattr(breakpoints, "AgentBreakpoint")
-    agent, llm = agent_with([search("Adriana Trigiani"), {"text": GOLD}], search_tool)
+    agent, llm = agent_with([search("Adriana Trigiani"), {"text": GOLD}])
     pipeline = Pipeline()
     pipeline.add_component("agent", agent)
     data = {"agent": {"messages": [ChatMessage.from_user(QUESTION)]}}
-    with pytest.raises(BreakpointException) as stopped:
+    with raises(BreakpointException) as stopped:
         pipeline.run(data, break_point=Breakpoint(component_name="agent", visit_count=0))
     assert llm.calls == []  # stopped before the agent's first step, not between steps
     snapshot = stopped.value.pipeline_snapshot
     out = pipeline.run(data={}, pipeline_snapshot=snapshot)["agent"]
     assert out["last_message"].text == GOLD and out["exit_reason"] == "text"
+
+
+#: (aspect, check) for `compare.py`, in the README table's order.
+CHECKS: list[Check] = [
+    ("Corpus", the_corpus_holds_both_hops),
+    ("Streaming", agent_streams_llm_tokens_tool_call_deltas_and_tool_results_on_one_callback),
+    ("History", agent_takes_the_conversation_as_messages_and_returns_it_extended),
+    ("Tools", agent_runs_every_tool_call_of_a_turn_and_the_model_reads_documents_as_json),
+    ("Tools", agent_collects_tool_documents_only_through_a_declared_state_schema),
+    ("Exit reasons", agent_exit_reasons_text_tool_and_max_agent_steps),
+    ("Exit reasons", agent_has_no_give_up_or_error_exit_a_generator_failure_raises),
+    ("Fallback at the cap", agent_at_max_agent_steps_returns_the_messages_without_an_answer),
+    ("Budget", agent_bounds_steps_not_prompt_tokens_every_tool_result_stays_in_the_prompt),
+    ("Grounding", agent_returns_an_unsupported_answer_as_is_without_a_grounding_output),
+    ("Tracing", agent_traces_run_step_llm_and_tool_spans),
+    ("Breakpoints", agent_has_no_step_breakpoint_a_pipeline_breakpoint_stops_before_it_and_resumes),
+]

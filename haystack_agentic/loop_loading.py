@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 Reading a loop pipeline YAML and its stores: the checks, the allow-list, the store URIs, the in-memory stores'
-isolation and filling them from a saved store. `loop_builder.build_loop` builds a run's pipeline with these.
+isolation and filling them from a saved store. `pipelines.loop_builder.build_loop` and `AgenticRAG` build their
+pipelines with these; this module imports no `pipelines/`, `cli/` or `serving/` module, so components may use it.
 
 Every function raises `ValueError` with a message that says what to change; callers turn it into their own error
 (a CLI line, an HTTP status).
 """
 
+import contextlib
 import copy
 import uuid
 from pathlib import Path
@@ -17,6 +19,8 @@ from haystack import Pipeline
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
+from haystack_agentic import ALLOWED_MODULES
+from haystack_agentic.components.retrievers.safe_retriever import retriever_document_store
 from haystack_agentic.indexing.store_faults import (
     StoreError,
     check_document_count,
@@ -25,11 +29,13 @@ from haystack_agentic.indexing.store_faults import (
     watch_store,
 )
 from haystack_agentic.indexing.store_files import read_store_file
-from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES, link_collection_store
-from haystack_agentic.settings import DEFAULT_WEAVIATE_URL
+from haystack_agentic.llm.local_server_key import openai_api_key
+from haystack_agentic.settings import DEFAULT_WEAVIATE_URL, ENV_OPENAI_API_KEY
 
 #: Components every loop pipeline YAML has (see `build_loop_pipeline`).
 REQUIRED_COMPONENTS = ("controller", "retriever", "result")
+#: `OpenAIChatGenerator`'s default `api_key`, serialised (what a YAML that names no key means).
+OPENAI_KEY_FROM_ENV = {"type": "env_var", "env_vars": [ENV_OPENAI_API_KEY], "strict": True}
 
 def read_loop_yaml(path: Path) -> dict[str, Any]:
     """
@@ -92,6 +98,80 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool 
         raise
     except Exception as exc:  # noqa: BLE001 - report any loading problem with the file named
         raise ValueError(f"Cannot load the pipeline {path}: {exc}") from exc
+
+
+def loop_pipeline_from_dict(
+    data: dict[str, Any],
+    path: Path | str,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    must_exist: bool = True,
+) -> Pipeline:
+    """
+    Build a loop pipeline from its YAML dict (`read_loop_yaml`), the last step of every load.
+
+    Every `OpenAIChatGenerator` gets `model` and `base_url` when given (and a local server's placeholder key where
+    the YAML names no key, `set_openai_generators`), the in-memory stores their own storage
+    (`isolate_in_memory_stores`), hayhooks' `inputs`/`outputs` declarations are dropped, and the stores are opened
+    and checked (`pipeline_from_dict`, then BM25 on a Milvus server older than 2.5).
+
+    :param data: The pipeline dict (changed in place).
+    :param path: The file it came from, for messages.
+    :param model: Model name for every `OpenAIChatGenerator`, or `None` to keep the YAML's.
+    :param base_url: Base URL for every `OpenAIChatGenerator`, or `None` to keep the YAML's.
+    :param must_exist: Refuse a Milvus Lite database that does not exist yet (default: loading writes nothing).
+    :returns: The pipeline (not warmed up).
+    :raises StoreError: If a store cannot be opened, or a Milvus Lite database it names does not exist.
+    :raises ValueError: If it does not load, or needs BM25 from a Milvus server older than 2.5.
+    """
+    from haystack_agentic.document_stores.milvus_support import check_pipeline  # noqa: PLC0415 - Milvus on demand
+
+    set_openai_generators(data["components"], model, base_url)
+    isolate_in_memory_stores(data["components"])
+    data.pop("inputs", None)
+    data.pop("outputs", None)
+    pipeline = pipeline_from_dict(data, path, must_exist=must_exist)
+    check_pipeline(pipeline)
+    return pipeline
+
+
+def set_openai_generators(components: dict[str, Any], model: str | None, base_url: str | None) -> None:
+    """
+    Model and base URL on every `OpenAIChatGenerator` of a pipeline dict, and a local server's placeholder key
+    (`llm.local_server_key`) where the YAML names no key and `OPENAI_API_KEY` is unset but a base URL is set.
+
+    :param components: The pipeline dict's `components` (changed in place).
+    :param model: The model name, or `None` to keep each generator's.
+    :param base_url: The base URL, or `None` to keep each generator's.
+    """
+    for spec in components.values():
+        for value in spec["init_parameters"].values():
+            if isinstance(value, dict) and str(value.get("type", "")).endswith("OpenAIChatGenerator"):
+                generator = value["init_parameters"] = value.get("init_parameters") or {}
+                for key, override in (("model", model), ("api_base_url", base_url)):
+                    if override:
+                        generator[key] = override
+                if generator.get("api_key", OPENAI_KEY_FROM_ENV) == OPENAI_KEY_FROM_ENV:
+                    with contextlib.suppress(ValueError):  # no key, no base URL: the generator says so at warm-up
+                        secret = openai_api_key(generator.get("api_base_url"))
+                        if secret is not None:
+                            generator["api_key"] = secret
+
+
+def link_collection_store(pipeline: Pipeline) -> None:
+    """
+    Let the pipeline's `controller` read collection names from the `retriever`'s store (unless it has its own).
+
+    :param pipeline: A loop pipeline (one without a `controller` and a `retriever` is left alone).
+    """
+    try:
+        controller, retriever = pipeline.get_component("controller"), pipeline.get_component("retriever")
+    except ValueError:
+        return
+    store = retriever_document_store(retriever)
+    if hasattr(controller, "use_collection_store") and store is not None:
+        controller.use_collection_store(store)
 
 
 def store_addresses(node: Any) -> list[tuple[str, str]]:

@@ -4,15 +4,17 @@ Our loop on the comparison's rows: the packaged `pipelines/agentic_rag_ungrounde
 fallback, answerer, result) loaded with `load_loop_pipeline`, its OpenAI chat generators swapped for
 `ScriptedChatGenerator`s in the YAML data, its store filled with the same HotpotQA paragraphs as the other two.
 
-Each test shows one cell of the README table "Compared with Haystack's Agent and LangGraph"; its name says which.
+Each check shows one cell of the README table "Compared with Haystack's Agent and LangGraph"; its name says which.
+`compare.py` runs them (an `AssertionError` means the cell no longer holds).
 """
 
+import functools
 import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-from haystack import tracing
 from haystack.core.errors import BreakpointException
 from haystack.dataclasses import ChatMessage
 from haystack.dataclasses.breakpoints import Breakpoint
@@ -24,13 +26,17 @@ from comparison_support import (
     HOP2_WORDS,
     QUESTION,
     UNSUPPORTED,
-    RecordingTracer,
+    Check,
+    environment,
     hotpot_rows,
+    raises,
+    recording_tracer,
 )
 from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
+from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, ROLE_META
 from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
-from haystack_agentic.pipelines.loop_loading import retriever_store
+from haystack_agentic.loop_loading import retriever_store
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs, max_runs_for
 from haystack_agentic.pipelines.snapshots import resume_from_snapshot
 from haystack_agentic.resources import pipeline_path
@@ -56,55 +62,51 @@ def give_up(reason: str) -> dict[str, Any]:
     return {"tool_calls": [{"tool_name": "give_up", "arguments": {"reason": reason}}]}
 
 
-@pytest.fixture(scope="module")
+@functools.cache
 def documents():
     return hotpotqa_documents(hotpot_rows(), source="hotpotqa", title_in_content=True)
 
 
-@pytest.fixture
-def packaged(tmp_path, documents):
-    """Factory: the packaged ungrounded pipeline with scripted LLMs, its store holding the HotpotQA paragraphs."""
-
-    def factory(
-        script: list[dict[str, Any]],
-        *,
-        fallback_script: list[dict[str, Any]] | None = None,
-        answer_script: list[dict[str, Any]] | None = None,
-        grounder_script: list[dict[str, Any]] | None = None,
-        max_iterations: int | None = None,
-        per_call: bool = False,
-        router: dict[str, Any] | None = None,
-    ):
-        data = yaml.safe_load(pipeline_path("agentic_rag_ungrounded.yml").read_text(encoding="utf-8"))
-        components = data["components"]
-        components["router"]["init_parameters"]["chat_generator"] = scripted(script, per_call)
-        components["router"]["init_parameters"].update(router or {})
-        components["evidence"]["init_parameters"]["chat_generator"] = scripted(JUDGE_ACCEPTS, True)
-        components["fallback"]["init_parameters"]["chat_generator"] = scripted(
-            fallback_script or [{"text": "NO ANSWER"}], True
-        )
-        if answer_script is not None:
-            components["answerer"]["init_parameters"]["chat_generator"] = scripted(answer_script, True)
-        if max_iterations is not None:
-            components["controller"]["init_parameters"] = {"max_iterations": max_iterations}
-            data["max_runs_per_component"] = max_runs_for(max_iterations)
-        if grounder_script is not None:  # the grounded YAML's place for HHEM, with the LLM judge instead
-            components["grounder"] = {
-                "type": "haystack_agentic.components.grounders.llm_judge_grounder.LLMJudgeGrounder",
-                "init_parameters": {"chat_generator": scripted(grounder_script, True)},
-            }
-            data["connections"].remove({"sender": "finish.value", "receiver": "result.state"})
-            data["connections"] += [
-                {"sender": "finish.value", "receiver": "grounder.state"},
-                {"sender": "grounder.state", "receiver": "result.state"},
-            ]
-        path = tmp_path / "loop.yml"
+def packaged(
+    script: list[dict[str, Any]],
+    *,
+    fallback_script: list[dict[str, Any]] | None = None,
+    answer_script: list[dict[str, Any]] | None = None,
+    grounder_script: list[dict[str, Any]] | None = None,
+    max_iterations: int | None = None,
+    per_call: bool = False,
+    router: dict[str, Any] | None = None,
+):
+    """The packaged ungrounded pipeline with scripted LLMs, its store holding the HotpotQA paragraphs."""
+    data = yaml.safe_load(pipeline_path("agentic_rag_ungrounded.yml").read_text(encoding="utf-8"))
+    components = data["components"]
+    components["router"]["init_parameters"]["chat_generator"] = scripted(script, per_call)
+    components["router"]["init_parameters"].update(router or {})
+    components["evidence"]["init_parameters"]["chat_generator"] = scripted(JUDGE_ACCEPTS, True)
+    components["fallback"]["init_parameters"]["chat_generator"] = scripted(
+        fallback_script or [{"text": "NO ANSWER"}], True
+    )
+    if answer_script is not None:
+        components["answerer"]["init_parameters"]["chat_generator"] = scripted(answer_script, True)
+    if max_iterations is not None:
+        components["controller"]["init_parameters"] = {"max_iterations": max_iterations}
+        data["max_runs_per_component"] = max_runs_for(max_iterations)
+    if grounder_script is not None:  # the grounded YAML's place for HHEM, with the LLM judge instead
+        components["grounder"] = {
+            "type": "haystack_agentic.components.grounders.llm_judge_grounder.LLMJudgeGrounder",
+            "init_parameters": {"chat_generator": scripted(grounder_script, True)},
+        }
+        data["connections"].remove({"sender": "finish.value", "receiver": "result.state"})
+        data["connections"] += [
+            {"sender": "finish.value", "receiver": "grounder.state"},
+            {"sender": "grounder.state", "receiver": "result.state"},
+        ]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "loop.yml"
         path.write_text(yaml.safe_dump(data), encoding="utf-8")
         pipeline = load_loop_pipeline(path)
-        retriever_store(pipeline).write_documents(documents)
-        return pipeline
-
-    return factory
+    retriever_store(pipeline).write_documents(documents())
+    return pipeline
 
 
 def result_of(output: dict[str, Any]) -> dict[str, Any]:
@@ -125,14 +127,15 @@ def llm(pipeline, name: str = "router"):
 # --- streaming ----------------------------------------------------------------------------------------------
 
 
-def test_ours_streams_tokens_tagged_by_role_and_steps_as_events_without_text(packaged):
+def ours_streams_tokens_tagged_by_role_and_steps_as_events_without_text():
     long_answer = "The director, Adriana Trigiani, is based in Greenwich Village, New York City."
     pipeline = packaged([search("Big Stone Gap director"), search("Adriana Trigiani"), answer(GOLD)],
                         answer_script=[{"text": long_answer}])  # fmt: skip
     chunks = []
     result = run(pipeline, streaming_callback=chunks.append)
     streamed = "".join(c.content for c in chunks if c.meta.get(ANSWER_META)).strip()
-    assert streamed == result["answer"] == long_answer  # the answer's own chunks, apart from every other call's
+    assert streamed == result["answer"]  # the answer's own chunks, apart from every other call's (markers included)
+    assert strip_markers(result["answer"]) == long_answer
     assert {c.meta[ROLE_META] for c in chunks if c.tool_calls} == {"controller"}
     assert {c.meta[ROLE_META] for c in chunks if EVENT_META not in c.meta} == {"controller", "answer"}
     events = [c.meta[EVENT_META] for c in chunks if EVENT_META in c.meta]
@@ -143,7 +146,7 @@ def test_ours_streams_tokens_tagged_by_role_and_steps_as_events_without_text(pac
 # --- history ------------------------------------------------------------------------------------------------
 
 
-def test_ours_takes_the_conversation_and_the_controller_sees_all_of_it(packaged):
+def ours_takes_the_conversation_and_the_controller_sees_all_of_it():
     history = [
         ChatMessage.from_system("Answer from Wikipedia."),
         ChatMessage.from_user(QUESTION),
@@ -162,7 +165,7 @@ def test_ours_takes_the_conversation_and_the_controller_sees_all_of_it(packaged)
 # --- tools --------------------------------------------------------------------------------------------------
 
 
-def test_ours_runs_every_search_of_a_turn_merges_chunks_once_and_shows_readable_text(packaged):
+def ours_runs_every_search_of_a_turn_merges_chunks_once_and_shows_readable_text():
     pipeline = packaged([search("Big Stone Gap director", "Adriana Trigiani"), answer(GOLD)])
     result = run(pipeline)
     steps = [s for s in result["tool_history"] if s["action"] == "search"]
@@ -178,7 +181,7 @@ def test_ours_runs_every_search_of_a_turn_merges_chunks_once_and_shows_readable_
 # --- exit reasons -------------------------------------------------------------------------------------------
 
 
-def test_ours_terminates_answered_gave_up_max_iterations_or_error_with_a_result(packaged):
+def ours_terminates_answered_gave_up_max_iterations_or_error_with_a_result():
     answered = run(packaged([search("Adriana Trigiani"), answer(GOLD)]))
     gave_up = run(packaged([search("Arthur's Magazine"), give_up("The paragraphs do not say.")]))
     capped = run(packaged([search("Big Stone Gap")], max_iterations=2, fallback_script=[{"text": GOLD}]))
@@ -191,11 +194,11 @@ def test_ours_terminates_answered_gave_up_max_iterations_or_error_with_a_result(
 # --- fallback at the cap ------------------------------------------------------------------------------------
 
 
-def test_ours_answers_from_the_chunks_at_the_iteration_cap(packaged):
+def ours_answers_from_the_chunks_at_the_iteration_cap():
     pipeline = packaged([search("Big Stone Gap director"), search("Adriana Trigiani"), search("Greenwich")],
                         max_iterations=3, fallback_script=[{"text": GOLD}])  # fmt: skip
     result = run(pipeline)
-    assert result["terminated_by"] == "max_iterations" and result["answer"] == GOLD
+    assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == GOLD
     assert result["usage"]["fallback"]["calls"] == 1
     fallback_prompt = llm(pipeline, "fallback").calls[0][0][-1].text
     assert HOP1_WORDS in fallback_prompt and HOP2_WORDS in fallback_prompt  # from what the searches found
@@ -205,7 +208,7 @@ def test_ours_answers_from_the_chunks_at_the_iteration_cap(packaged):
 # --- budget -------------------------------------------------------------------------------------------------
 
 
-def test_ours_keeps_every_controller_prompt_within_its_token_budget(packaged):
+def ours_keeps_every_controller_prompt_within_its_token_budget():
     queries = ["Big Stone Gap", "Adriana Trigiani", "Greenwich Village", "Virginia", "New York", "film director"]
     script = [search(q) for q in queries] + [answer(GOLD)]
     budget = 600  # the default router sends older results as digests: its prompts peak at ~1,400 tokens here
@@ -227,7 +230,7 @@ def test_ours_keeps_every_controller_prompt_within_its_token_budget(packaged):
 # --- grounding ----------------------------------------------------------------------------------------------
 
 
-def test_ours_grounds_the_answer_sentence_by_sentence_and_flags_the_unsupported_one(packaged):
+def ours_grounds_the_answer_sentence_by_sentence_and_flags_the_unsupported_one():
     verdict = {"claims": [{"sentence": 1, "claim": "based in Greenwich Village", "supported": True, "chunks": [0]},
                           {"sentence": 2, "claim": "born on the Moon", "supported": False, "chunks": []}]}  # fmt: skip
     pipeline = packaged([search("Adriana Trigiani"), answer(f"{GOLD}. {UNSUPPORTED}")],
@@ -240,19 +243,12 @@ def test_ours_grounds_the_answer_sentence_by_sentence_and_flags_the_unsupported_
     assert result["answer"].endswith(UNSUPPORTED)  # flagged, not rewritten
 
 
-# --- tracing (today on main: being reworked under issue 11) ---------------------------------------------------
+# --- tracing ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def tracer():
-    recording = RecordingTracer()
-    tracing.enable_tracing(recording)
-    yield recording
-    tracing.disable_tracing()
-
-
-def test_ours_traces_run_iteration_llm_and_search_spans(packaged, tracer):
-    run(packaged([search("Big Stone Gap director", "Adriana Trigiani"), answer(GOLD)]))
+def ours_traces_run_iteration_llm_and_search_spans():
+    with recording_tracer() as tracer:
+        run(packaged([search("Big Stone Gap director", "Adriana Trigiani"), answer(GOLD)]))
     [loop_run] = [s for s in tracer.spans if s.name == "haystack_agentic.loop.run"]
     iterations = [s for s in tracer.spans if s.name == "haystack_agentic.loop.iteration"]
     assert [s.tags["haystack_agentic.iteration"] for s in iterations] == [1, 2]
@@ -264,28 +260,48 @@ def test_ours_traces_run_iteration_llm_and_search_spans(packaged, tracer):
     assert len(searches) == 2 and all(s.parent is iterations[0] for s in searches)  # both searches of turn 1
 
 
-# --- breakpoints (today on main: being reworked under issue 11) -----------------------------------------------
+# --- breakpoints ------------------------------------------------------------------------------------------
 
 
-def test_ours_stops_at_a_breakpoint_between_turns_and_resumes_with_the_allow_list(packaged, monkeypatch):
+def ours_stops_at_a_breakpoint_between_turns_and_resumes_with_the_allow_list():
     pipeline = packaged([search("Big Stone Gap director"), search("Adriana Trigiani"), answer(GOLD)])
-    with pytest.raises(BreakpointException) as stopped:
+    with raises(BreakpointException) as stopped:
         pipeline.run(loop_inputs(pipeline, QUESTION), break_point=Breakpoint(component_name="router", visit_count=1))
     assert len(llm(pipeline).calls) == 1  # stopped before the second turn
-    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*")
-    result = result_of(pipeline.run(data={}, pipeline_snapshot=stopped.value.pipeline_snapshot))
+    with environment("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*"):
+        result = result_of(pipeline.run(data={}, pipeline_snapshot=stopped.value.pipeline_snapshot))
     assert result["terminated_by"] == "answered" and result["iterations"] == 3
 
 
-def test_ours_resumes_from_a_snapshot_without_setting_the_allow_list(packaged, monkeypatch):
-    monkeypatch.delenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", raising=False)
+def ours_resumes_from_a_snapshot_without_setting_the_allow_list():
+    with environment("HAYSTACK_DESERIALIZATION_ALLOWLIST", None):
+        _resume_without_the_allow_list()
+
+
+def _resume_without_the_allow_list():
     pipeline = packaged([search("Big Stone Gap director"), answer(GOLD)])
-    with pytest.raises(BreakpointException) as stopped:
+    with raises(BreakpointException) as stopped:
         pipeline.run(loop_inputs(pipeline, QUESTION), break_point=Breakpoint(component_name="router", visit_count=1))
     # Haystack's own resume works too: `import haystack_agentic` trusts the package's classes
-    assert pipeline.run(data={}, pipeline_snapshot=stopped.value.pipeline_snapshot)["result"]["answer"] == GOLD
+    resumed = pipeline.run(data={}, pipeline_snapshot=stopped.value.pipeline_snapshot)["result"]
+    assert strip_markers(resumed["answer"]) == GOLD
     pipeline = packaged([search("Big Stone Gap director"), answer(GOLD)])
-    with pytest.raises(BreakpointException) as stopped:
+    with raises(BreakpointException) as stopped:
         pipeline.run(loop_inputs(pipeline, QUESTION), break_point=Breakpoint(component_name="router", visit_count=1))
     result = result_of(resume_from_snapshot(pipeline, stopped.value.pipeline_snapshot))
     assert result["terminated_by"] == "answered"
+
+
+#: (aspect, check) for `compare.py`, in the README table's order.
+CHECKS: list[Check] = [
+    ("Streaming", ours_streams_tokens_tagged_by_role_and_steps_as_events_without_text),
+    ("History", ours_takes_the_conversation_and_the_controller_sees_all_of_it),
+    ("Tools", ours_runs_every_search_of_a_turn_merges_chunks_once_and_shows_readable_text),
+    ("Exit reasons", ours_terminates_answered_gave_up_max_iterations_or_error_with_a_result),
+    ("Fallback at the cap", ours_answers_from_the_chunks_at_the_iteration_cap),
+    ("Budget", ours_keeps_every_controller_prompt_within_its_token_budget),
+    ("Grounding", ours_grounds_the_answer_sentence_by_sentence_and_flags_the_unsupported_one),
+    ("Tracing", ours_traces_run_iteration_llm_and_search_spans),
+    ("Breakpoints", ours_stops_at_a_breakpoint_between_turns_and_resumes_with_the_allow_list),
+    ("Breakpoints", ours_resumes_from_a_snapshot_without_setting_the_allow_list),
+]

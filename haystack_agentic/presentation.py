@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+A loop result as text for people, shared by `haystack-agentic ask` and the served chat answers: control characters
+escaped, one line per citation (`[n] Title: "quoted sentence"`) and the note on unsupported citations.
+"""
+
+import re
+from typing import Any
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Escape control characters (e.g. terminal escape codes in a question) before they reach the terminal."""
+    return _CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def document_titles(result: dict[str, Any]) -> dict[str, str]:
+    """
+    The title of each chunk of a result, for people.
+
+    :param result: The loop's result dict.
+    :returns: Chunk id -> its `meta.title`, else the id's first 12 characters.
+    """
+    return {d["id"]: (d.get("meta") or {}).get("title") or d["id"][:12] for d in result.get("documents", [])}
+
+
+#: A quote's line breaks and runs of spaces print as one space: one line per source.
+_WHITESPACE = re.compile(r"\s+")
+
+
+def source_lines(result: dict[str, Any], width: int | None = None) -> list[str]:
+    """
+    One line per citation of the result: `[n] Title: "quoted sentence"`, `[n] (unsupported) ...` when the check
+    found the quote does not support its claim.
+
+    :param result: The loop's result dict; a missing or empty `citations` gives no lines.
+    :param width: Cut each line to this many terminal cells, with an ellipsis where cut; `None` keeps them whole.
+    :returns: The lines, in the order of `n`.
+    """
+    titles = document_titles(result)
+    lines = []
+    for citation in result.get("citations") or []:
+        title = citation.get("title") or titles.get(citation["document_id"]) or citation["document_id"][:12]
+        flag = "(unsupported) " if citation.get("supported") is False else ""
+        quote = _WHITESPACE.sub(" ", citation.get("quote") or "").strip()
+        line = printable(f'[{citation["n"]}] {flag}{title}: "{quote}"')
+        if width is not None:
+            from rich.text import Text  # noqa: PLC0415 - cuts by terminal cells (wide characters count twice)
+
+            text = Text(line)
+            text.truncate(width, overflow="ellipsis")
+            line = text.plain
+        lines.append(line)
+    return lines
+
+
+def unsupported_note(result: dict[str, Any]) -> str | None:
+    """
+    The sentence saying which citations the check found unsupported, e.g. `The offline check found [2] unsupported:
+    its quoted sentence does not support the claim.`
+
+    :param result: The loop's result dict.
+    :returns: The sentence, or `None` when no citation is unsupported.
+    """
+    flagged = [c for c in result.get("citations") or [] if c.get("supported") is False]
+    if not flagged:
+        return None
+    checks = list(dict.fromkeys(c.get("check") or "citation" for c in flagged))
+    markers = ", ".join(f"[{c['n']}]" for c in flagged)
+    which = "its quoted sentence does not" if len(flagged) == 1 else "their quoted sentences do not"
+    return f"The {' and '.join(checks)} check found {markers} unsupported: {which} support the claim."
