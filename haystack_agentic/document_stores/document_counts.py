@@ -43,13 +43,15 @@ def record_path(uri: str | Path) -> Path | None:
     return path.with_name(path.name + RECORD_SUFFIX)
 
 
-def _lite_store(store: Any) -> tuple[Path, str] | None:
-    """The record file and collection of a Milvus Lite store, or `None` for any other store."""
+def _lite_store(store: Any, writable: bool = False) -> tuple[Path, str] | None:
+    """The record file and collection of a Milvus Lite store (`writable`: in an existing folder), else `None`."""
     if type(store).__name__ != "MilvusDocumentStore":
         return None
     uri = (getattr(store, "connection_args", None) or {}).get("uri")
     path = record_path(uri) if isinstance(uri, (str, Path)) else None
-    return None if path is None else (path, store.collection_name)
+    if path is None or (writable and not path.parent.is_dir()):
+        return None
+    return path, store.collection_name
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -80,8 +82,8 @@ def _write(path: Path, collection: str, entry: dict[str, Any]) -> None:
 
 def begin_write(store: Any) -> None:
     """Before writing to a store: mark its Milvus Lite collection's count unknown until `record_document_count`."""
-    found = _lite_store(store)
-    if found is None or not found[0].parent.is_dir():
+    found = _lite_store(store, writable=True)
+    if found is None:
         return
     path, collection = found
     previous = _read(path).get(collection) or {}
@@ -90,8 +92,8 @@ def begin_write(store: Any) -> None:
 
 def record_document_count(store: Any) -> None:
     """After writing to a store: record its Milvus Lite collection's document count and manifest version."""
-    found = _lite_store(store)
-    if found is None or not found[0].parent.is_dir():
+    found = _lite_store(store, writable=True)
+    if found is None:
         return
     path, collection = found
     version = _manifest_version(path.with_name(path.name.removesuffix(RECORD_SUFFIX)), collection)

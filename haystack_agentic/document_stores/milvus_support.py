@@ -46,24 +46,20 @@ def supports_bm25(version: tuple[int, ...] | None) -> bool:
     return version is None or version[:2] >= BM25_MIN_VERSION
 
 
-def bm25_error(uri: str, version: tuple[int, ...] | None, what: str) -> MilvusBM25UnsupportedError:
-    """The error (not raised) for `what` needing BM25 on the Milvus server at `uri`, older than 2.5."""
-    shown = ".".join(map(str, version)) if version else "unknown"
-    return MilvusBM25UnsupportedError(
-        f"{what} needs BM25 (Milvus' built-in BM25 function and a sparse index), which needs Milvus >= 2.5; the "
-        f"server at {uri} runs {shown}. Dense retrieval works on it: `haystack-agentic index PATH --backend milvus "
-        f"--uri {uri}` writes a dense-only collection there and `ask ... --backend milvus --uri {uri}` then uses "
-        "dense retrieval; or upgrade the server to Milvus 2.5 or later."
-    )
-
-
 def require_bm25(store: Any, what: str) -> None:
     """
     :raises MilvusBM25UnsupportedError: When the `MilvusDocumentStore`'s server is older than 2.5 (`what` needs BM25).
     """
     version = server_version(store.client)
-    if not supports_bm25(version):
-        raise bm25_error(str(store.connection_args.get("uri")), version, what)
+    if supports_bm25(version):
+        return
+    uri, shown = store.connection_args.get("uri"), ".".join(map(str, version)) if version else "unknown"
+    raise MilvusBM25UnsupportedError(
+        f"{what} needs BM25 (Milvus' built-in BM25 function and a sparse index), which needs Milvus >= 2.5; the "
+        f"server at {uri} runs {shown}. Dense retrieval works on it: `haystack-agentic index PATH --backend milvus "
+        f"--uri {uri}` writes a dense-only collection there and `ask ... --backend milvus --uri {uri}` then uses "
+        "dense retrieval; or upgrade the server to Milvus 2.5 or later."
+    )
 
 
 def collection_has_sparse_field(client: Any, collection: str) -> bool | None:

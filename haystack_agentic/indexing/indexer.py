@@ -133,6 +133,17 @@ def write_documents(
     return document_store.count_documents()
 
 
+def _ready_store(store: Any, embedder: Any, progress: ProgressCallback | None, replace: bool) -> Any:
+    """Load the embedder, mark the write begun, empty the store if `replace`, check the dimension: the store to use."""
+    dimension = load_embedder(embedder, progress)
+    document_counts.begin_write(store)
+    if replace:
+        store = clear_store(store)
+    if dimension is not None:
+        check_embedding_dimension(store, dimension)
+    return store
+
+
 NOTHING_CONVERTED = (
     "None of the files gave any chunk (each failed to convert or is empty), so --replace would only empty the store; "
     "nothing was changed. Fix those files or index others."
@@ -176,12 +187,7 @@ def index_files(
         documents = tag_documents(documents, collection, collection_description or (held and held.description))
     if replace and not documents:
         raise ValueError(NOTHING_CONVERTED)
-    dimension = load_embedder(embedder, progress)
-    document_counts.begin_write(store)
-    if replace:
-        store = clear_store(store)
-    if dimension is not None:
-        check_embedding_dimension(store, dimension)
+    store = _ready_store(store, embedder, progress, replace)
     _write_batches(documents, store, embedder, stages)
     # A file that gave no chunks (it failed to convert) keeps the chunks an earlier index took from it.
     converted = set(document_sources(documents))
@@ -308,12 +314,7 @@ def run_indexing_pipeline(
         embedder = pipeline.get_component("embedder")
     except ValueError:
         embedder = None
-    dimension = load_embedder(embedder, progress)
-    document_counts.begin_write(store)
-    if replace:
-        store = writer.document_store = clear_store(store)
-    if dimension is not None:
-        check_embedding_dimension(store, dimension)
+    store = writer.document_store = _ready_store(store, embedder, progress, replace)
     replacing = isinstance(writer, SourceReplacingDocumentWriter)
     stages, chunks, removed = _Stages(progress), 0, 0
     stages.start(INDEXING, len(files))

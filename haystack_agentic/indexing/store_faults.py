@@ -15,6 +15,7 @@ import contextlib
 import logging as std_logging
 import sys
 from collections.abc import Iterator
+from logging.handlers import BufferingHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -129,17 +130,6 @@ def manifest_damage(path: Path) -> str | None:
     return None
 
 
-class _Recorder(std_logging.Handler):
-    """Keeps the records Milvus Lite logs while a store is opened."""
-
-    def __init__(self) -> None:
-        super().__init__(level=std_logging.WARNING)
-        self.records: list[std_logging.LogRecord] = []
-
-    def emit(self, record: std_logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 #: Modules whose exceptions are store faults (others, e.g. a YAML mistake, pass through `watch_store` unchanged).
 _STORE_MODULES = ("pymilvus", "milvus_lite", "milvus_haystack", "weaviate", "grpc", "httpx", "httpcore",
                   "haystack_integrations.document_stores", "haystack.document_stores")
@@ -179,7 +169,8 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
     lite = milvus_lite_path(uri) if uri is not None else None
     if uri is not None and _QUIET:
         _quiet_pymilvus()
-    recorder = _Recorder()
+    recorder = BufferingHandler(capacity=sys.maxsize)  # keeps the warnings Milvus Lite logs meanwhile
+    recorder.setLevel(std_logging.WARNING)
     lite_logger = std_logging.getLogger("milvus_lite")
     watched = [std_logging.getLogger(name) for name in _DAMAGE_LOGGERS]
     saved_levels = [watched_logger.level for watched_logger in watched]
@@ -194,12 +185,12 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
     except Exception as exc:
         if not _is_store_fault(exc):
             raise
-        raise _describe(exc, where, uri, lite, recorder.records) from exc
+        raise _describe(exc, where, uri, lite, recorder.buffer) from exc
     finally:
         lite_logger.removeHandler(recorder)
         for watched_logger, level in zip(watched, saved_levels, strict=True):
             watched_logger.setLevel(level)
-    missing = [r.getMessage() for r in recorder.records if _lost_documents(r)]
+    missing = [r.getMessage() for r in recorder.buffer if _lost_documents(r)]
     if missing:
         detail = "; ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
         raise StoreError(f"The Milvus Lite database {uri} is damaged ({detail}): {_REBUILD}.")

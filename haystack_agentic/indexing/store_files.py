@@ -22,8 +22,11 @@ from haystack_agentic.indexing.store_faults import StoreError, one_line
 logger = logging.getLogger(__name__)
 
 
-def _rebuild_hint(path: Path) -> str:
-    return f"rebuild it with `haystack-agentic index PATH --store {path} --replace`, or move it aside"
+def _unreadable(path: Path, exc: Exception) -> StoreError:
+    return StoreError(
+        f"Cannot read the store {path} ({type(exc).__name__}: {one_line(exc)}): rebuild it with "
+        f"`haystack-agentic index PATH --store {path} --replace`, or move it aside."
+    )
 
 
 def read_store_file(path: Path | str) -> tuple[dict[str, Any], list[Document]]:
@@ -47,7 +50,7 @@ def read_store_file(path: Path | str) -> tuple[dict[str, Any], list[Document]]:
             raise ValueError("it is not a saved document store (no `documents` list)")
         documents = [Document.from_dict(d) for d in data.pop("documents")]
     except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
-        raise StoreError(f"Cannot read the store {path} ({type(exc).__name__}: {one_line(exc)}): {_rebuild_hint(path)}.") from exc
+        raise _unreadable(path, exc) from exc
     return data, documents
 
 
@@ -64,8 +67,7 @@ def load_store_file(path: Path | str) -> InMemoryDocumentStore:
         store = InMemoryDocumentStore.from_dict(data)
         store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
     except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
-        path = Path(path)
-        raise StoreError(f"Cannot read the store {path} ({type(exc).__name__}: {one_line(exc)}): {_rebuild_hint(path)}.") from exc
+        raise _unreadable(Path(path), exc) from exc
     return store
 
 
