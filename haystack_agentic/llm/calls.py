@@ -85,11 +85,11 @@ def sends_openai_requests(generator: Any) -> bool:
     return any(cls.__name__ == "OpenAIChatGenerator" for cls in type(generator).__mro__)
 
 
-def _offer_tool_choice(generator: Any, kwargs: dict[str, Any]) -> None:
-    """Send `tool_choice: "auto"` unless set: some OpenAI-compatible servers (llama.cpp) drop tools without it."""
+def _set_unless_given(generator: Any, kwargs: dict[str, Any], key: str, value: Any) -> None:
+    """Send `generation_kwargs[key] = value` unless the call or the generator's own `generation_kwargs` set `key`."""
     own = {**(getattr(generator, "generation_kwargs", None) or {}), **kwargs.get("generation_kwargs", {})}
-    if "tool_choice" not in own:
-        kwargs["generation_kwargs"] = {**kwargs.get("generation_kwargs", {}), "tool_choice": "auto"}
+    if key not in own:
+        kwargs["generation_kwargs"] = {**kwargs.get("generation_kwargs", {}), key: value}
 
 
 class CallOptions(TypedDict, total=False):
@@ -115,6 +115,9 @@ class CallOptions(TypedDict, total=False):
     backoff: float
     streaming_callback: Any
 
+
+#: Chat generators that talk to the OpenAI chat API and accept its `stream_options`.
+_OPENAI_GENERATORS = ("OpenAIChatGenerator", "AzureOpenAIChatGenerator")
 
 _ROLE_OPTIONS = ("temperature", "generation_kwargs", "max_retries", "timeout")
 
@@ -147,13 +150,11 @@ class _Attempts:
             callback = None
         if callback is not None:
             self.kwargs["streaming_callback"] = self._counting(callback)
-            if _asks_for_stream_usage(generator, self.kwargs):
-                # OpenAI reports a streamed reply's usage only when asked.
-                self.kwargs["generation_kwargs"] = {
-                    **self.kwargs.get("generation_kwargs", {}), "stream_options": {"include_usage": True}
-                }
+            if type(generator).__name__ in _OPENAI_GENERATORS:  # OpenAI reports a streamed usage only when asked
+                _set_unless_given(generator, self.kwargs, "stream_options", {"include_usage": True})
         if self.tools and sends_openai_requests(generator):
-            _offer_tool_choice(generator, self.kwargs)
+            # Some OpenAI-compatible servers (llama.cpp) drop the tools without it.
+            _set_unless_given(generator, self.kwargs, "tool_choice", "auto")
         max_retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
         if max_retries and generator_retries_itself(generator):
             # Its retries times ours would multiply the attempts (and hide them from `usage`).
@@ -205,17 +206,6 @@ class _Attempts:
         if call.error is not None:
             logger.warning("The {role} chat generator raised: {error}", role=self.role, error=repr(call.error))
         return call
-
-
-_OPENAI_GENERATORS = ("OpenAIChatGenerator", "AzureOpenAIChatGenerator")
-
-
-def _asks_for_stream_usage(generator: Any, kwargs: dict[str, Any]) -> bool:
-    """Whether to add `stream_options.include_usage`: an OpenAI generator, not set already."""
-    own = getattr(generator, "generation_kwargs", None) or {}
-    return type(generator).__name__ in _OPENAI_GENERATORS and "stream_options" not in {
-        **own, **kwargs.get("generation_kwargs", {})
-    }
 
 
 def call_generator(
