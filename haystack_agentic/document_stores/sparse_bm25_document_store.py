@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 
 import copy
+import functools
 import json
 import threading
 import unicodedata
 from collections import Counter
 from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,19 @@ logger = logging.getLogger(__name__)
 _BUILT: dict[str, tuple[tuple, SparseBM25Index | None]] = {}
 _VERSIONS: dict[str, int] = {}
 _LOCK = threading.Lock()
+
+
+def _rebuilding(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`InMemoryDocumentStore.<method>`, after which the BM25 matrix is rebuilt on next use."""
+
+    @functools.wraps(method)
+    def changing(self: "SparseBM25DocumentStore", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._changed()
+
+    return changing
 
 
 class SparseBM25DocumentStore(InMemoryDocumentStore):
@@ -104,33 +119,10 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         """BM25 tokens of a text, as Haystack makes them."""
         return self.tokenizer(unicodedata.normalize("NFC", text.lower()))
 
-    def write_documents(self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
-        """`InMemoryDocumentStore.write_documents`; the BM25 matrix is rebuilt on next use."""
-        try:
-            return super().write_documents(documents, policy)
-        finally:
-            self._changed()
-
-    def delete_documents(self, document_ids: list[str]) -> None:
-        """`InMemoryDocumentStore.delete_documents`; the BM25 matrix is rebuilt on next use."""
-        try:
-            super().delete_documents(document_ids)
-        finally:
-            self._changed()
-
-    def delete_all_documents(self) -> None:
-        """`InMemoryDocumentStore.delete_all_documents`."""
-        try:
-            super().delete_all_documents()
-        finally:
-            self._changed()
-
-    def update_by_filter(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
-        """`InMemoryDocumentStore.update_by_filter`; the BM25 matrix is rebuilt on next use."""
-        try:
-            return super().update_by_filter(filters, meta)
-        finally:
-            self._changed()
+    write_documents = _rebuilding(InMemoryDocumentStore.write_documents)
+    delete_documents = _rebuilding(InMemoryDocumentStore.delete_documents)
+    delete_all_documents = _rebuilding(InMemoryDocumentStore.delete_all_documents)
+    update_by_filter = _rebuilding(InMemoryDocumentStore.update_by_filter)
 
     def _bm25_index(self) -> SparseBM25Index | None:
         """The matrix of the current documents, built on first use after a change; `None` when no chunk has a token."""

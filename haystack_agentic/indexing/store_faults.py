@@ -226,7 +226,7 @@ _QUIET = False
 
 
 def quiet_store_logs() -> None:
-    """Keep pymilvus', Milvus Lite's and milvus-haystack's own error logs off the terminal (`watch_store` still sees them)."""
+    """Keep pymilvus', Milvus Lite's and milvus-haystack's error logs off the terminal (`watch_store` sees them)."""
     global _QUIET  # noqa: PLW0603 - a process-wide logging choice
     _QUIET = True
     for name in NOISY_LOGGERS:

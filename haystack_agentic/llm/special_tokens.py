@@ -35,7 +35,7 @@ _BY_TOKENIZER: "weakref.WeakKeyDictionary[Any, re.Pattern[str]]" = weakref.WeakK
 
 
 def tokenizer_pattern(tokenizer: Any) -> re.Pattern[str]:
-    """The texts to break for a `transformers` tokenizer: its added and special tokens (longest first), `CHAT_MARKUP`."""
+    """The texts to break for a `transformers` tokenizer: its added and special tokens and `CHAT_MARKUP`."""
     try:
         return _BY_TOKENIZER[tokenizer]
     except (KeyError, TypeError):
@@ -52,7 +52,7 @@ def tokenizer_pattern(tokenizer: Any) -> re.Pattern[str]:
 
 
 def pattern_for(generator: Any) -> re.Pattern[str]:
-    """The texts to break for `generator`: `tokenizer_pattern` of its tokenizer when it exposes one, else `CHAT_MARKUP`."""
+    """The texts to break for `generator`: `tokenizer_pattern` of its tokenizer, if exposed, else `CHAT_MARKUP`."""
     tokenizer = hf_tokenizer(generator)
     return _GENERIC if tokenizer is None else tokenizer_pattern(tokenizer)
 
