@@ -10,13 +10,13 @@ tokenizer's own special and added tokens when the generator exposes one, and `CH
 """
 
 import re
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from haystack import logging
 from haystack.dataclasses import ChatMessage
 
+from haystack_agentic.llm.identity_memo import IdentityMemo
 from haystack_agentic.llm.tokens import hf_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -31,24 +31,19 @@ CHAT_MARKUP = r"<\|[^\s<>|]{1,64}\|>|</?s>|\[/?INST\]|<</?SYS>>|<(?:start|end)_o
 
 _GENERIC = re.compile(CHAT_MARKUP)
 
-_BY_TOKENIZER: "weakref.WeakKeyDictionary[Any, re.Pattern[str]]" = weakref.WeakKeyDictionary()
+_BY_TOKENIZER: "IdentityMemo[re.Pattern[str]]" = IdentityMemo()
 
 
 def tokenizer_pattern(tokenizer: Any) -> re.Pattern[str]:
     """The texts to break for a `transformers` tokenizer: its added and special tokens and `CHAT_MARKUP`."""
-    try:
-        return _BY_TOKENIZER[tokenizer]
-    except (KeyError, TypeError):
-        pass
+    return _BY_TOKENIZER.get(tokenizer, _build_pattern)
+
+
+def _build_pattern(tokenizer: Any) -> re.Pattern[str]:
     added = getattr(tokenizer, "get_added_vocab", None)
     texts = set(added() if callable(added) else ()) | set(getattr(tokenizer, "all_special_tokens", None) or ())
     texts = sorted((t for t in texts if isinstance(t, str) and len(t) > 1), key=len, reverse=True)
-    pattern = re.compile("|".join([*(re.escape(t) for t in texts), CHAT_MARKUP]))
-    try:
-        _BY_TOKENIZER[tokenizer] = pattern
-    except TypeError:  # not weakly referenceable: built again next time
-        pass
-    return pattern
+    return re.compile("|".join([*(re.escape(t) for t in texts), CHAT_MARKUP]))
 
 
 def pattern_for(generator: Any) -> re.Pattern[str]:
