@@ -15,13 +15,6 @@ _REPO = _PACKAGE.parent
 SAMPLE_CORPUS = "hotpotqa_dev_sample.jsonl"
 
 
-def _first_existing(*candidates: Path) -> Path:
-    for candidate in candidates:
-        if candidate.exists():
-            return candidate
-    return candidates[-1]
-
-
 def pipelines_dir() -> Path:
     """The directory of the packaged YAML pipelines (in the package from a wheel, else the repository's)."""
     packaged = _PACKAGE / "pipelines"
@@ -47,4 +40,5 @@ def pipeline_path(name: str) -> Path:
 
 def sample_corpus_path() -> Path:
     """The path of the shipped HotpotQA sample corpus (360 questions, ~3,500 Wikipedia paragraphs)."""
-    return _first_existing(_PACKAGE / "data" / SAMPLE_CORPUS, _REPO / "examples" / "data" / SAMPLE_CORPUS)
+    packaged = _PACKAGE / "data" / SAMPLE_CORPUS
+    return packaged if packaged.exists() else _REPO / "examples" / "data" / SAMPLE_CORPUS

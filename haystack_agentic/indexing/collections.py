@@ -198,13 +198,13 @@ def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
         if not scope:
             raise ValueError(f"collections is an empty list: name at least one collection, or pass '{ALL}'.")
         if any(isinstance(item, str) and item.strip().casefold() == ALL for item in scope):
-            return ALL if len(scope) == 1 else _mixed_all(scope)
+            if len(scope) == 1:
+                return ALL
+            raise ValueError(
+                f"collections {list(scope)!r} mixes '{ALL}' with names: pass '{ALL}' alone, or only names."
+            )
         return tuple(dict.fromkeys(validate_collection_name(item) for item in scope))
     raise ValueError(f"collections must be '{ALL}', a collection name or a list of names, got {type(scope).__name__}.")
-
-
-def _mixed_all(scope: Sequence[Any]) -> str:
-    raise ValueError(f"collections {list(scope)!r} mixes '{ALL}' with names: pass '{ALL}' alone, or only names.")
 
 
 def resolve_scope(scope: Any, known: Mapping[str, CollectionInfo]) -> dict[str, str] | None:

@@ -77,21 +77,18 @@ class _Stages:
             self.callback(stage, self.done[stage], total)
 
 
-def embedding_size(embedder: Any) -> int:
-    """The dimension of a warmed-up document embedder's embeddings (it embeds one probe document)."""
-    probe = embedder.run(documents=[Document(content="dimension probe")])["documents"][0]
-    return len(probe.embedding)
-
-
 def load_embedder(embedder: Any, progress: ProgressCallback | None = None) -> int | None:
-    """Warm up a document embedder (stage `loading model`); its embedding dimension, or `None` without one."""
+    """
+    Warm up a document embedder (stage `loading model`); its embedding dimension (of one probe document), or `None`
+    without one.
+    """
     if embedder is None:
         return None
     stages = _Stages(progress)
     stages.start(LOADING_MODEL, None)
     if hasattr(embedder, "warm_up"):
         embedder.warm_up()
-    dimension = embedding_size(embedder)
+    dimension = len(embedder.run(documents=[Document(content="dimension probe")])["documents"][0].embedding)
     stages.advance(LOADING_MODEL, 1, 1)
     return dimension
 
