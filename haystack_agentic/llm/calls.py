@@ -279,7 +279,7 @@ def _tag_call(span: Any, state: LoopState, role: str, replies: list[ChatMessage]
 
 def describe_error(exc: BaseException) -> str:
     """
-    A one-line description of an exception for `LoopState.error`.
+    A one-line description of an exception for `LoopOutcome.error`.
 
     :returns: `"<ExceptionType>: <message>"`, then `" (fix: <what to do>)"` when `fix_for` knows one.
     """
