@@ -15,19 +15,8 @@ _REPO = _PACKAGE.parent
 SAMPLE_CORPUS = "hotpotqa_dev_sample.jsonl"
 
 
-def _first_existing(*candidates: Path) -> Path:
-    for candidate in candidates:
-        if candidate.exists():
-            return candidate
-    return candidates[-1]
-
-
 def pipelines_dir() -> Path:
-    """
-    The directory of the packaged YAML pipelines.
-
-    :returns: Its path (the package copy when installed from a wheel, else the repository's `pipelines/`).
-    """
+    """The directory of the packaged YAML pipelines (in the package from a wheel, else the repository's)."""
     packaged = _PACKAGE / "pipelines"
     # The package's own `pipelines/` is also the Python package that builds them: it holds YAML only in a wheel.
     if any(packaged.glob("*.yml")):
@@ -37,10 +26,8 @@ def pipelines_dir() -> Path:
 
 def pipeline_path(name: str) -> Path:
     """
-    The path of one packaged pipeline.
+    The path of one packaged pipeline, by file name (`agentic_rag.yml`) or stem (`agentic_rag`).
 
-    :param name: The file name (`agentic_rag.yml`) or its stem (`agentic_rag`).
-    :returns: The path.
     :raises FileNotFoundError: If there is no such pipeline; the message lists the ones there are.
     """
     directory = pipelines_dir()
@@ -52,9 +39,6 @@ def pipeline_path(name: str) -> Path:
 
 
 def sample_corpus_path() -> Path:
-    """
-    The shipped HotpotQA sample corpus (360 questions, ~3,500 Wikipedia paragraphs).
-
-    :returns: Its path.
-    """
-    return _first_existing(_PACKAGE / "data" / SAMPLE_CORPUS, _REPO / "examples" / "data" / SAMPLE_CORPUS)
+    """The path of the shipped HotpotQA sample corpus (360 questions, ~3,500 Wikipedia paragraphs)."""
+    packaged = _PACKAGE / "data" / SAMPLE_CORPUS
+    return packaged if packaged.exists() else _REPO / "examples" / "data" / SAMPLE_CORPUS

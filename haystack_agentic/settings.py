@@ -11,9 +11,8 @@ The environment variables haystack-agentic reads, and the default paths they ove
 | `WEAVIATE_URL` | The Weaviate server of `--backend weaviate` | `http://localhost:8080` |
 | `OPENAI_API_KEY`, `OPENAI_BASE_URL` | Choose the OpenAI-compatible LLM (`--llm auto`) | the embedded model |
 
-The user cache dir comes from `platformdirs`: `$XDG_CACHE_HOME/haystack-agentic` (else
-`~/.cache/haystack-agentic`) on Linux, `~/Library/Caches/haystack-agentic` on macOS, the local app data folder on
-Windows. Every function reads the environment when called, so a change made after import counts.
+The user cache dir comes from `platformdirs` (`~/.cache/haystack-agentic` on Linux). Every function reads the
+environment when called.
 """
 
 import os
@@ -21,7 +20,6 @@ from pathlib import Path
 
 from platformdirs import user_cache_path
 
-#: The application name of the cache folder.
 APP_NAME = "haystack-agentic"
 
 ENV_CACHE = "HAYSTACK_AGENTIC_CACHE"
@@ -43,74 +41,47 @@ DEFAULT_SERVE_PORT = 1416
 
 
 def _env(name: str) -> str | None:
-    """The variable's value, or `None` when it is unset or blank."""
+    """The variable's value, or `None` when unset or blank."""
     value = os.environ.get(name, "").strip()
     return value or None
 
 
-def cache_dir() -> Path:
-    """
-    The cache folder (it may not exist yet).
+def _env_path(name: str) -> Path | None:
+    value = _env(name)
+    return Path(value).expanduser() if value else None
 
-    :returns: `$HAYSTACK_AGENTIC_CACHE` (`~` expanded), else the user cache dir of `platformdirs`.
-    """
-    override = _env(ENV_CACHE)
-    return Path(override).expanduser() if override else user_cache_path(APP_NAME, appauthor=False)
+
+def cache_dir() -> Path:
+    """The cache folder (it may not exist yet): `$HAYSTACK_AGENTIC_CACHE`, else the user cache dir."""
+    return _env_path(ENV_CACHE) or user_cache_path(APP_NAME, appauthor=False)
 
 
 def default_store_path() -> Path:
-    """
-    Where `index` saves and `ask` / `serve` load the in-memory document store by default.
-
-    :returns: `$HAYSTACK_AGENTIC_STORE`, else `<cache_dir()>/store.json`.
-    """
-    override = _env(ENV_STORE)
-    return Path(override).expanduser() if override else cache_dir() / "store.json"
+    """The in-memory store `index` saves and `ask` / `serve` load: `$HAYSTACK_AGENTIC_STORE`, else in the cache."""
+    return _env_path(ENV_STORE) or cache_dir() / "store.json"
 
 
 def store_path_from_env() -> Path | None:
-    """
-    The store file the user named in the environment, if any (an explicit choice, unlike the default).
-
-    :returns: `$HAYSTACK_AGENTIC_STORE`, or `None`.
-    """
-    override = _env(ENV_STORE)
-    return Path(override).expanduser() if override else None
+    """The store file the user named in the environment (`$HAYSTACK_AGENTIC_STORE`), or `None`."""
+    return _env_path(ENV_STORE)
 
 
 def default_milvus_uri() -> Path:
-    """
-    The Milvus Lite file `--backend milvus` uses by default.
-
-    :returns: `$HAYSTACK_AGENTIC_MILVUS_URI`, else `milvus.db` next to the default store file.
-    """
-    override = _env(ENV_MILVUS_URI)
-    return Path(override).expanduser() if override else default_store_path().parent / "milvus.db"
+    """The default Milvus Lite file: `$HAYSTACK_AGENTIC_MILVUS_URI`, else `milvus.db` next to the default store."""
+    return _env_path(ENV_MILVUS_URI) or default_store_path().parent / "milvus.db"
 
 
 def default_weaviate_url() -> str:
-    """
-    The Weaviate server `--backend weaviate` uses by default.
-
-    :returns: `$WEAVIATE_URL`, else `http://localhost:8080`.
-    """
+    """The default Weaviate server: `$WEAVIATE_URL`, else `DEFAULT_WEAVIATE_URL`."""
     return _env(ENV_WEAVIATE_URL) or DEFAULT_WEAVIATE_URL
 
 
 def model_from_env() -> str | None:
-    """
-    The OpenAI-compatible model the user named in the environment.
-
-    :returns: `$HAYSTACK_AGENTIC_MODEL`, or `None`.
-    """
+    """The OpenAI-compatible model named in `$HAYSTACK_AGENTIC_MODEL`, or `None`."""
     return _env(ENV_MODEL)
 
 
 def openai_configured() -> bool:
-    """
-    Whether an OpenAI-compatible LLM is configured in the environment.
-
-    :returns: `True` when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set.
-    """
+    """Whether `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set."""
     return bool(_env(ENV_OPENAI_API_KEY) or _env(ENV_OPENAI_BASE_URL))
 

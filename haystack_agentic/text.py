@@ -3,9 +3,6 @@
 The word-level pieces the deterministic text rules share: folding, word lists, a light stem, the words that join
 the capitalised words of a name, and a title's trailing "(qualifier)".
 
-The bridge-entity policy (`policies/`), the evidence features (`evidence/features.py`) and the short-answer rules
-(`components/generators/_short_answer.py`, `_comparison_answer.py`) import them from here. Pure Python.
-
 Usage example:
 ```python
 from haystack_agentic.text import content_words, fold, stem, strip_qualifier
@@ -67,14 +64,8 @@ _MIN_STEM = 4
 
 def fold(text: str) -> str:
     """
-    Fold text for matching: HTML entities decoded, Unicode compatibility form, accents removed, lower case.
-
-    Only the accents of Latin, Greek and Cyrillic letters go (the Combining Diacritical Marks block, U+0300-U+036F:
-    "é" -> "e"); other scripts' combining marks are part of their letters and stay (Japanese voicing marks:
-    "ど" stays "ど", not "と"; Devanagari vowel signs).
-
-    :param text: Any text (HTML entities such as `&amp;`, found in HotpotQA titles, are decoded).
-    :returns: The folded text (NFC).
+    Fold text for matching (NFC): HTML entities decoded, compatibility form, lower case, and the accents of Latin,
+    Greek and Cyrillic letters removed (U+0300-U+036F); other scripts' combining marks stay ("ど" stays "ど").
     """
     if text.isascii() and "&" not in text:
         return text.lower()  # NFKD and entity decoding change nothing here: the common case, fast
@@ -95,19 +86,13 @@ def content_words(text: str) -> list[str]:
 
 @lru_cache(maxsize=4096)
 def _content_words(text: str) -> tuple[str, ...]:
-    # Chunks come back turn after turn (and question after question): their words are computed once.
     return tuple(w for w in WORD_RE.findall(fold(text)) if w not in NON_CONTENT_WORDS)
 
 
 def stem(word: str) -> str:
     """
-    A light stem: one suffix off, so "started" and "starting" match "start", "words" matches "word".
-
-    Only the suffix goes ("magazines" -> "magazin", which does not match "magazine").
-
-    :param word: A folded token.
-    :returns: The word without its first matching final "ing", "ed", "es" or "s" when at least 4 characters
-        remain.
+    A light stem of a folded token: its first matching `_STEM_SUFFIXES` off when at least 4 characters remain
+    ("started" -> "start"; "magazines" -> "magazin").
     """
     for suffix in _STEM_SUFFIXES:
         if len(word) >= len(suffix) + _MIN_STEM and word.endswith(suffix):

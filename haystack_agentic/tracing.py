@@ -10,19 +10,10 @@ haystack_agentic.loop.run                     (the controller's first visit)
    └─ haystack_agentic.search                 (each search of the turn: query, chunks returned / new / kept)
 ```
 
-The loop is a `Pipeline` with a cycle, so an iteration is several component visits, each in a span the
-pipeline opens under its own run span. A span cannot stay open from one visit to the next (tracers keep the
-active span in a stack or a contextvar that each visit's span resets), so every span here is opened and closed
-inside one visit, and the links travel with the run's data: `LoopState.trace` (a `TraceLinks`) holds the run's
-and the current iteration's span, and spans opened in later visits name them as `parent_span`. Haystack's
-tracers that honour `parent_span` (Langfuse's, any that records parents) draw the tree above; the pipeline's own
-`haystack.component.run` spans stay where Haystack puts them. Nothing is kept in component attributes, so
-concurrent runs never share a parent. With no tracer enabled every helper returns at once.
-
-LLM calls (`haystack_agentic/llm/calls.py`) use `chat_generator_span`: operation `haystack.component.run`, the
-real generator's class in `haystack.component.type`, and, only when content tracing is on,
-`haystack.component.input` (`{"messages": ...}`) and `haystack.component.output` (`{"replies": ...}`) set with
-`set_content_tag`: what Langfuse's tracer turns into a generation with prompt, reply, model and usage.
+The loop is a `Pipeline` with a cycle, and a span cannot stay open from one component visit to the next, so every
+span here is opened and closed inside one visit and the links travel with the run's data: `LoopState.trace` (a
+`TraceLinks`) holds the run's and the current iteration's span, which later spans name as `parent_span` (tracers
+that honour it, such as Langfuse's, draw the tree above). With no tracer enabled every helper returns at once.
 """
 
 import contextlib
@@ -46,30 +37,20 @@ RUN_SPAN = "haystack_agentic.loop.run"
 ITERATION_SPAN = "haystack_agentic.loop.iteration"
 SEARCH_SPAN = "haystack_agentic.search"
 
-#: Roles whose LLM calls belong to the iteration that asked for them; the others (fallback, grounding, evidence)
-#: hang under the run span.
+#: Roles whose LLM calls hang under their iteration; the others' hang under the run span.
 _ITERATION_ROLES = ("controller", "answer")
 
 
 @dataclass(frozen=True)
 class TraceLinks:
-    """
-    The spans a run's later spans name as their parent (`LoopState.trace`; never serialised, never compared).
-
-    :param run: The run's `haystack_agentic.loop.run` span.
-    :param iteration: The current iteration's span, once the first router turn has been taken.
-    """
+    """The run's span and the current iteration's, which later spans name as parent (never serialised)."""
 
     run: Any = None
     iteration: Any = None
 
 
 def tag_current_span(**tags: Any) -> None:
-    """
-    Set tags on the active span (the running component's, or an iteration span), prefixed with `haystack_agentic.`.
-
-    :param tags: Tag names and values (`None` values are skipped).
-    """
+    """Set tags (`None` values skipped) on the active span, prefixed with `haystack_agentic.`."""
     span = tracing.tracer.current_span()
     if span is None:
         return
@@ -80,11 +61,8 @@ def tag_current_span(**tags: Any) -> None:
 
 def start_run(state: LoopState) -> LoopState:
     """
-    Open (and close) the run's `haystack_agentic.loop.run` span; later spans link to it through `state.trace`.
+    Open (and close) the run's `haystack_agentic.loop.run` span (tags `max_iterations`, `chunk_cap`, the question).
 
-    Tags: `max_iterations`, `chunk_cap`; content tag `haystack_agentic.loop.input` (`{"question": ...}`).
-
-    :param state: The new run's state.
     :returns: The state carrying the span in `trace`, or `state` itself when no tracer is enabled.
     """
     if not tracing.is_tracing_enabled():
@@ -98,13 +76,9 @@ def start_run(state: LoopState) -> LoopState:
 @contextlib.contextmanager
 def iteration_span(state: LoopState) -> Iterator[LoopState]:
     """
-    A `haystack_agentic.loop.iteration` span around one router turn, child of the run span.
+    A `haystack_agentic.loop.iteration` span around one router turn, child of the run span and active inside.
 
-    Inside the block it is the active span: the turn's LLM call and user tool calls nest under it, and
-    `trace_turn` tags it. The state yielded carries it in `trace.iteration` for the turn's searches.
-
-    :param state: The state the router received.
-    :yields: The state to take the turn with.
+    :yields: The state to take the turn with, carrying the span in `trace.iteration`.
     """
     if not tracing.is_tracing_enabled():
         yield state
@@ -117,15 +91,10 @@ def iteration_span(state: LoopState) -> Iterator[LoopState]:
 
 def trace_search(state: LoopState, query: str, found: Sequence[Document], error: str | None) -> None:
     """
-    Record one search of a turn as a `haystack_agentic.search` span under its iteration.
-
-    Tags: `iteration`, `query`, `chunks_returned`, `chunks_new` (not in the run's chunks before), `search_error`;
-    content tag `haystack_agentic.search.output` (the returned chunk ids). The retriever's own work is timed by
-    its component span; this span marks the search in the run's tree.
+    Record one search as a `haystack_agentic.search` span under its iteration (tags `iteration`, `query`,
+    `chunks_returned`, `chunks_new`, `search_error`; the returned chunk ids as content).
 
     :param state: The state before the search's documents were merged.
-    :param query: The query searched.
-    :param found: The documents the retriever returned.
     :param error: Why the search failed, or `None`.
     """
     if not tracing.is_tracing_enabled():
@@ -145,13 +114,7 @@ def trace_search(state: LoopState, query: str, found: Sequence[Document], error:
 
 
 def llm_parent(state: LoopState, role: str) -> Any:
-    """
-    The span an LLM call of `role` hangs under: its iteration (controller, answer), else the run.
-
-    :param state: The run's state.
-    :param role: The LLM role.
-    :returns: A span, or `None` (then the tracer's active span).
-    """
+    """The span an LLM call of `role` hangs under: its iteration (controller, answer), else the run, or `None`."""
     links = state.trace
     if links is None:
         return None
@@ -162,15 +125,9 @@ def chat_generator_span(generator: Any, state: LoopState, role: str, attempt: in
     """
     A span for one LLM call, shaped like the one Haystack's pipeline opens for a chat generator component.
 
-    Operation `haystack.component.run`; tags `haystack.component.name` (`<role>.chat_generator`),
-    `haystack.component.type` (the generator's class, e.g. `OpenAIChatGenerator`),
-    `haystack.component.fully_qualified_type`, and `haystack_agentic.role` / `iteration` / `attempt`.
-    `tag_chat_call` adds the content and the usage.
+    Operation `haystack.component.run`, `haystack.component.name` `<role>.chat_generator`, the generator's class
+    as its type, and `haystack_agentic.role` / `iteration` / `attempt` (1-based).
 
-    :param generator: The chat generator.
-    :param state: The run's state (for the parent span and the iteration).
-    :param role: The LLM role.
-    :param attempt: 1-based attempt number.
     :returns: The span's context manager.
     """
     cls = type(generator)
@@ -189,15 +146,8 @@ def tag_chat_call(
     span: Any, generator: Any, kwargs: dict[str, Any], replies: list[ChatMessage], usage: dict[str, Any]
 ) -> None:
     """
-    Tag an LLM call's span: model, tokens (also as OpenTelemetry GenAI attributes), and with content tracing on the
-    generator's input (`messages`, `generation_kwargs`) and output (`replies`), as Haystack's pipeline tags a chat
-    generator component.
-
-    :param span: The call's span.
-    :param generator: The chat generator.
-    :param kwargs: The keyword arguments the generator was called with.
-    :param replies: Its replies.
-    :param usage: This call's `prompt_tokens` / `completion_tokens`.
+    Tag an LLM call's span: model, this call's `usage` tokens (also as OpenTelemetry GenAI attributes), and with
+    content tracing on the generator's input (`messages`, `generation_kwargs` of `kwargs`) and `replies`.
     """
     meta = (replies[0].meta or {}) if replies else {}
     model = meta.get("model") or getattr(generator, "model", None)
@@ -216,14 +166,7 @@ def tag_chat_call(
 
 
 def trace_turn(component: str, routed: dict[str, Any]) -> dict[str, Any]:
-    """
-    Tag the active span (the iteration's) and log one router turn (structured: iteration, action, query, chunks),
-    then return `routed`.
-
-    :param component: The router's class name.
-    :param routed: The router's output dict.
-    :returns: `routed`, unchanged.
-    """
+    """Tag the active (iteration) span with one router turn and log it; returns the router's output unchanged."""
     state = next((v for v in routed.values() if isinstance(v, LoopState)), None)
     if state is None or not state.tool_history:
         return routed

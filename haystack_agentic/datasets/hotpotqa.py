@@ -2,10 +2,9 @@
 """
 Load HotpotQA-style multi-hop QA files (HotpotQA, MuSiQue) as questions and Haystack Documents.
 
-Both files share one JSONL schema: `{"id", "question", "answer", "supporting_facts", "context", ...}`
-where `context` is `[[title, [sentence, ...]], ...]`. The paragraphs of all questions together
-form a small Wikipedia corpus for multi-hop retrieval; `hotpotqa_documents` turns them into
-deduplicated `Document`s with stable ids, so re-indexing the same file gives the same ids.
+One JSONL schema: `{"id", "question", "answer", "supporting_facts", "context", ...}`, `context` being
+`[[title, [sentence, ...]], ...]`. The paragraphs of all questions form a small Wikipedia corpus;
+`hotpotqa_documents` turns them into deduplicated `Document`s with stable ids.
 
 Usage example:
 ```python
@@ -23,7 +22,7 @@ import hashlib
 import json
 from os import PathLike
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from haystack import Document, logging
 
@@ -31,22 +30,15 @@ logger = logging.getLogger(__name__)
 
 REQUIRED_FIELDS = ("id", "question", "answer", "supporting_facts", "context")
 
-DedupeMode = Literal["title", "title_text"]
-
 
 def load_hotpotqa_questions(path: str | PathLike) -> list[dict[str, Any]]:
     """
-    Read a HotpotQA-style JSONL file (one question per line).
+    Read a HotpotQA-style JSONL file (UTF-8, one question per line, blank lines skipped).
 
-    Blank lines are skipped. Each row must be a JSON object with the fields
-    `id`, `question`, `answer`, `supporting_facts` and `context`; `context` must be a list of
-    `[title, [sentence, ...]]` pairs.
-
-    :param path: Path of the JSONL file (UTF-8).
     :returns: The rows, in file order, as dicts (unchanged).
     :raises FileNotFoundError: If the file does not exist.
-    :raises ValueError: If a line is not valid JSON, not an object, lacks a required field, or has
-        a malformed `context`; the message names the file and the 1-based line number.
+    :raises ValueError: If a line is not a JSON object with the `REQUIRED_FIELDS` and a `context` of
+        `[title, [sentence, ...]]` pairs; the message names the file and the 1-based line number.
     """
     path = Path(path)
     rows: list[dict[str, Any]] = []
@@ -74,7 +66,7 @@ def load_hotpotqa_questions(path: str | PathLike) -> list[dict[str, Any]]:
 
 
 def _context_problem(context: Any) -> str | None:
-    """Return why `context` is not a list of `[title, [sentence, ...]]` pairs, or None if it is."""
+    """Why `context` is not a list of `[title, [sentence, ...]]` pairs, or None."""
     if not isinstance(context, list):
         return f"expected a list, got {type(context).__name__}"
     for i, item in enumerate(context):
@@ -90,67 +82,47 @@ def _context_problem(context: Any) -> str | None:
 
 def hotpotqa_document_id(title: str, text: str | None = None, source: str = "hotpotqa") -> str:
     """
-    The stable id of a corpus paragraph: a SHA-256 hex digest of `(source, title)`, or of
-    `(source, title, text)` when `text` is given (MuSiQue, where one title can have several
-    paragraphs).
-
-    :param title: The Wikipedia title of the paragraph.
-    :param text: The paragraph text, or None to identify the paragraph by title alone.
-    :param source: The corpus name that namespaces the id (default `"hotpotqa"`).
-    :returns: A 64-character hexadecimal id, the same on every run and machine.
+    The stable id of a corpus paragraph: a SHA-256 hex digest of `(source, title)`, or of `(source, title, text)`
+    when `text` is given (MuSiQue, where one title can have several paragraphs).
     """
     parts = [source, title] if text is None else [source, title, text]
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def _is_musique(row: dict[str, Any]) -> bool:
+    return "supporting_paragraph_idx" in row
+
+
 def hotpotqa_documents(
-    path_or_rows: str | PathLike | list[dict[str, Any]],
-    dedupe: DedupeMode | None = None,
-    source: str | None = None,
-    title_in_content: bool = False,
+    path_or_rows: str | PathLike | list[dict[str, Any]], source: str | None = None, title_in_content: bool = False
 ) -> list[Document]:
     """
     One Haystack `Document` per distinct paragraph of all questions' `context`.
 
-    `content` is the paragraph's sentences joined with `""` (sentences carry their own leading
-    spaces), `meta` is `{"title": title, "source": source}`. With `title_in_content=True` the
-    content starts with the title and a newline, so that keyword retrievers (which index
-    `content` only) can match the title.
-
-    Deduplication:
-    - `"title"` (HotpotQA): one Document per title; if one title comes with different texts,
-      the longest text is kept and the conflict is logged. Id = hash of `(source, title)`.
-    - `"title_text"` (MuSiQue, where a title can carry several different paragraphs): one
-      Document per `(title, text)`. Id = hash of `(source, title, text)`.
+    `content` is the paragraph's sentences joined with `""`, `meta` is `{"title": title, "source": source}`.
+    HotpotQA rows give one Document per title (the longest text is kept when a title comes with several; id from
+    `(source, title)`); MuSiQue rows (with `supporting_paragraph_idx`) one per `(title, text)`.
 
     :param path_or_rows: A JSONL path (read with `load_hotpotqa_questions`) or already loaded rows.
-    :param dedupe: `"title"`, `"title_text"`, or None (default) to choose from the data: rows
-        with `supporting_paragraph_idx` (MuSiQue) use `"title_text"`, others `"title"`.
-    :param source: The `meta["source"]` value and id namespace; None (default) means `"musique"`
-        for MuSiQue-shaped rows and `"hotpotqa"` otherwise.
-    :param title_in_content: Prefix `content` with `"<title>\n"` (default False). Ids do not
-        change (they never depend on this flag).
+    :param source: The `meta["source"]` value and id namespace; None: `"musique"` for MuSiQue rows, else `"hotpotqa"`.
+    :param title_in_content: Prefix `content` with `"<title>\n"`, so keyword retrievers match the title (ids do not
+        change).
     :returns: The Documents, in first-seen order.
-    :raises ValueError: If the file is malformed (see `load_hotpotqa_questions`) or `dedupe` is
-        not one of the modes above.
+    :raises ValueError: If the file is malformed (see `load_hotpotqa_questions`).
     """
     rows = (
         load_hotpotqa_questions(path_or_rows) if isinstance(path_or_rows, (str, PathLike)) else list(path_or_rows)
     )
-    is_musique = bool(rows) and "supporting_paragraph_idx" in rows[0]
-    if dedupe is None:
-        dedupe = "title_text" if is_musique else "title"
-    if dedupe not in ("title", "title_text"):
-        raise ValueError(f"dedupe must be 'title' or 'title_text', got {dedupe!r}.")
+    by_text = bool(rows) and _is_musique(rows[0])
     if source is None:
-        source = "musique" if is_musique else "hotpotqa"
+        source = "musique" if by_text else "hotpotqa"
 
     # key -> (title, text), insertion-ordered
     paragraphs: dict[Any, tuple[str, str]] = {}
     for row in rows:
         for title, sentences in row["context"]:
             text = "".join(sentences)
-            key: Any = title if dedupe == "title" else (title, text)
+            key: Any = (title, text) if by_text else title
             seen = paragraphs.get(key)
             if seen is None:
                 paragraphs[key] = (title, text)
@@ -167,7 +139,7 @@ def hotpotqa_documents(
 
     return [
         Document(
-            id=hotpotqa_document_id(title, text if dedupe == "title_text" else None, source=source),
+            id=hotpotqa_document_id(title, text if by_text else None, source=source),
             content=f"{title}\n{text}" if title_in_content else text,
             meta={"title": title, "source": source},
         )
@@ -176,37 +148,19 @@ def hotpotqa_documents(
 
 
 def gold_titles(row: dict[str, Any]) -> list[str]:
-    """
-    The titles of a question's gold (supporting) paragraphs, in first-mention order.
-
-    :param row: A HotpotQA or MuSiQue row.
-    :returns: Distinct titles from `supporting_facts`.
-    """
+    """The distinct titles of a question's supporting facts, in first-mention order."""
     return list(dict.fromkeys(title for title, _ in row["supporting_facts"]))
 
 
-def gold_document_ids(row: dict[str, Any], dedupe: DedupeMode | None = None, source: str | None = None) -> list[str]:
+def gold_document_ids(row: dict[str, Any]) -> list[str]:
     """
-    The ids (as produced by `hotpotqa_documents`) of a question's gold paragraphs.
-
-    For MuSiQue rows the gold paragraphs are `context[i]` for `i` in `supporting_paragraph_idx`;
-    for HotpotQA rows they are the titles in `supporting_facts`.
-
-    :param row: A HotpotQA or MuSiQue row.
-    :param dedupe: As in `hotpotqa_documents`; None chooses from the row's shape.
-    :param source: As in `hotpotqa_documents`; None chooses from the row's shape.
-    :returns: The distinct gold document ids.
-    :raises ValueError: If `dedupe="title_text"` and the row has no `supporting_paragraph_idx`.
+    The distinct ids (as `hotpotqa_documents` makes them) of a question's gold paragraphs: for MuSiQue rows
+    `context[i]` for `i` in `supporting_paragraph_idx`, for HotpotQA rows the titles in `supporting_facts`.
     """
-    is_musique = "supporting_paragraph_idx" in row
-    dedupe = dedupe or ("title_text" if is_musique else "title")
-    source = source or ("musique" if is_musique else "hotpotqa")
-    if dedupe == "title":
-        return [hotpotqa_document_id(t, source=source) for t in gold_titles(row)]
-    if not is_musique:
-        raise ValueError("dedupe='title_text' needs rows with 'supporting_paragraph_idx' (MuSiQue).")
+    if not _is_musique(row):
+        return [hotpotqa_document_id(t, source="hotpotqa") for t in gold_titles(row)]
     ids = []
     for i in row["supporting_paragraph_idx"]:
         title, sentences = row["context"][i]
-        ids.append(hotpotqa_document_id(title, "".join(sentences), source=source))
+        ids.append(hotpotqa_document_id(title, "".join(sentences), source="musique"))
     return list(dict.fromkeys(ids))

@@ -2,35 +2,25 @@
 """
 What each Milvus Lite collection held after this package last wrote it, kept beside the database, checked on open.
 
-Milvus Lite can lose documents without an error: when a collection's `manifest.json` does not load it opens the
-previous manifest (`manifest.json.prev`), deletes the newer data files as orphans on open, and the next save writes
-the older state back as a valid manifest; data files can go missing. After that the database opens cleanly with
-fewer documents, and nothing in it says so. So after every write it makes, the package records each collection's
-document count and manifest version (Milvus Lite adds 1 at every save of the manifest) in a small JSON file next to
-the database folder, `<database>.counts.json` (for `store.db`: `store.db.counts.json`):
+Milvus Lite can lose documents without an error (it opens the previous manifest when `manifest.json` does not load;
+data files can go missing), and then opens cleanly with fewer documents. So after every write the package records
+each collection's document count and manifest version in `<database>.counts.json`:
 
 ```json
 {"format": 1, "collections": {"haystack_agentic": {"documents": 1106, "manifest_version": 12, "writing": false}}}
 ```
 
-Two checks, each a `StoreError` (one line, `store_faults`) before a run or a write:
-- before Milvus Lite opens the database (`manifest_rollback`, in `store_faults.check_milvus_lite_uri`): a
-  manifest older than recorded (a rollback), or a recorded collection that is gone. Opening it would already delete
-  the data files the older manifest does not list.
-- after it is opened (`count_shortfall`, in `store_faults.check_document_count`): fewer documents than recorded
-  (e.g. a data file gone from disk and manifest).
-
-`writing` is `true` between the start of a write and its recorded end: a write that was cut short (killed) leaves
-counts that are not known, and nothing is compared until the next write ends. More documents or a newer manifest
-than recorded (another program wrote) are not damage. Milvus servers (`http://...`) keep no record.
+`manifest_rollback` (before Milvus Lite opens the database) and `count_shortfall` (after) compare with it.
+`writing` is `true` while a write is under way: a write cut short leaves counts that are not compared until the next
+write ends. More documents or a newer manifest than recorded are not damage. Milvus servers keep no record.
 """
+
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from haystack import logging
-
 
 logger = logging.getLogger(__name__)
 
@@ -45,12 +35,7 @@ MANIFEST = "manifest.json"
 
 
 def record_path(uri: str | Path) -> Path | None:
-    """
-    The record file of a Milvus Lite database.
-
-    :param uri: A Milvus `connection_args.uri`.
-    :returns: `<uri>.counts.json`, or `None` for a Milvus server URI.
-    """
+    """The record file of a Milvus `connection_args.uri`: `<uri>.counts.json`, or `None` for a server."""
     text = str(uri)
     if "://" in text or not text.endswith(".db"):  # a server; a Milvus Lite path ends in .db (pymilvus' rule)
         return None
@@ -58,17 +43,19 @@ def record_path(uri: str | Path) -> Path | None:
     return path.with_name(path.name + RECORD_SUFFIX)
 
 
-def _lite_store(store: Any) -> tuple[Path, str] | None:
-    """The record file and collection of a Milvus Lite store, or `None` for any other store."""
+def _lite_store(store: Any, writable: bool = False) -> tuple[Path, str] | None:
+    """The record file and collection of a Milvus Lite store (`writable`: in an existing folder), else `None`."""
     if type(store).__name__ != "MilvusDocumentStore":
         return None
     uri = (getattr(store, "connection_args", None) or {}).get("uri")
     path = record_path(uri) if isinstance(uri, (str, Path)) else None
-    return None if path is None else (path, store.collection_name)
+    if path is None or (writable and not path.parent.is_dir()):
+        return None
+    return path, store.collection_name
 
 
 def _read(path: Path) -> dict[str, Any]:
-    """The record's collections (`{}` when there is no record, or it does not read: then nothing is compared)."""
+    """The record's collections (`{}` when there is none, or it does not read)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -94,13 +81,9 @@ def _write(path: Path, collection: str, entry: dict[str, Any]) -> None:
 
 
 def begin_write(store: Any) -> None:
-    """
-    Before writing to a store: mark its collection's count as unknown until `record_document_count`.
-
-    :param store: The store about to be written (any store; only Milvus Lite stores are recorded).
-    """
-    found = _lite_store(store)
-    if found is None or not found[0].parent.is_dir():
+    """Before writing to a store: mark its Milvus Lite collection's count unknown until `record_document_count`."""
+    found = _lite_store(store, writable=True)
+    if found is None:
         return
     path, collection = found
     previous = _read(path).get(collection) or {}
@@ -108,13 +91,9 @@ def begin_write(store: Any) -> None:
 
 
 def record_document_count(store: Any) -> None:
-    """
-    After writing to a store: record its collection's document count and manifest version.
-
-    :param store: The store written to (any store; only Milvus Lite stores are recorded).
-    """
-    found = _lite_store(store)
-    if found is None or not found[0].parent.is_dir():
+    """After writing to a store: record its Milvus Lite collection's document count and manifest version."""
+    found = _lite_store(store, writable=True)
+    if found is None:
         return
     path, collection = found
     version = _manifest_version(path.with_name(path.name.removesuffix(RECORD_SUFFIX)), collection)
@@ -138,10 +117,8 @@ def _recorded(path: Path) -> dict[str, dict[str, Any]]:
 
 def manifest_rollback(database: Path) -> str | None:
     """
-    Before Milvus Lite opens a database: a collection's manifest older than recorded, or a recorded collection gone.
-
-    :param database: The Milvus Lite database folder.
-    :returns: A short description of the first such collection, or `None`.
+    Before Milvus Lite opens a database folder: a description of the first collection whose manifest is older than
+    recorded or that is gone, or `None`.
     """
     record = record_path(database)
     for collection, entry in sorted(_recorded(record).items()):
@@ -160,12 +137,7 @@ def manifest_rollback(database: Path) -> str | None:
 
 
 def count_shortfall(store: Any) -> str | None:
-    """
-    After opening a store: whether its Milvus Lite collection holds fewer documents than last recorded.
-
-    :param store: An opened store (any store; only Milvus Lite stores with a record are compared).
-    :returns: A short description (both counts, the record file), or `None` when nothing is missing.
-    """
+    """After opening a store: a description if its Milvus Lite collection holds fewer documents than recorded."""
     found = _lite_store(store)
     if found is None:
         return None

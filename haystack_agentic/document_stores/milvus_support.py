@@ -1,11 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-What a Milvus server supports, checked before a run rather than discovered halfway through one.
-
-Milvus' built-in BM25 function (a sparse field filled from the text) and sparse-vector indexes arrived in Milvus
-2.5. Dense vector search works on older servers too (tested: the `milvus` 2.3.5 wheel's standalone server).
-milvus-haystack reports an older server's refusal as "create index on 104 field is not supported", which says
-nothing about versions; `require_bm25` says what is wrong and what to do instead.
+What a Milvus server supports, checked before a run: the built-in BM25 function and sparse indexes need Milvus 2.5
+(milvus-haystack reports an older server's refusal as "create index on 104 field is not supported").
 """
 
 import re
@@ -29,12 +25,7 @@ class MilvusBM25UnsupportedError(ValueError):
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:
-    """
-    The numeric part of a Milvus version string.
-
-    :param text: E.g. `v2.3.5-lite` or `2.5.4`.
-    :returns: E.g. `(2, 3, 5)`, or `None` when there is no version in it.
-    """
+    """The numeric part of a Milvus version string (`v2.3.5-lite` -> `(2, 3, 5)`), or `None`."""
     match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
     if match is None:
         return None
@@ -42,12 +33,7 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
 
 
 def server_version(client: Any) -> tuple[int, ...] | None:
-    """
-    The version of the Milvus server behind a `pymilvus.MilvusClient` (or a milvus-haystack store's `client`).
-
-    :param client: The client.
-    :returns: The version, or `None` when it cannot be told.
-    """
+    """The version of the Milvus server behind a `pymilvus.MilvusClient`, or `None` when it cannot be told."""
     try:
         return parse_version(client.get_server_version())
     except Exception as exc:  # noqa: BLE001 - an unknown version is not an error by itself
@@ -56,26 +42,19 @@ def server_version(client: Any) -> tuple[int, ...] | None:
 
 
 def supports_bm25(version: tuple[int, ...] | None) -> bool:
-    """
-    Whether a Milvus server of this version has the built-in BM25 function (unknown versions are given the benefit).
-
-    :param version: From `server_version`.
-    :returns: `True` for >= 2.5 or unknown.
-    """
+    """Whether a Milvus server of this version (`None`: unknown, given the benefit) has the built-in BM25 function."""
     return version is None or version[:2] >= BM25_MIN_VERSION
 
 
-def bm25_error(uri: str, version: tuple[int, ...] | None, what: str) -> MilvusBM25UnsupportedError:
+def require_bm25(store: Any, what: str) -> None:
     """
-    The error for BM25 or hybrid retrieval on a Milvus server older than 2.5.
-
-    :param uri: The server's URI.
-    :param version: Its version.
-    :param what: What needs BM25 (e.g. "The pipeline's MilvusHybridRetriever").
-    :returns: The exception (not raised).
+    :raises MilvusBM25UnsupportedError: When the `MilvusDocumentStore`'s server is older than 2.5 (`what` needs BM25).
     """
-    shown = ".".join(map(str, version)) if version else "unknown"
-    return MilvusBM25UnsupportedError(
+    version = server_version(store.client)
+    if supports_bm25(version):
+        return
+    uri, shown = store.connection_args.get("uri"), ".".join(map(str, version)) if version else "unknown"
+    raise MilvusBM25UnsupportedError(
         f"{what} needs BM25 (Milvus' built-in BM25 function and a sparse index), which needs Milvus >= 2.5; the "
         f"server at {uri} runs {shown}. Dense retrieval works on it: `haystack-agentic index PATH --backend milvus "
         f"--uri {uri}` writes a dense-only collection there and `ask ... --backend milvus --uri {uri}` then uses "
@@ -83,27 +62,8 @@ def bm25_error(uri: str, version: tuple[int, ...] | None, what: str) -> MilvusBM
     )
 
 
-def require_bm25(store: Any, what: str) -> None:
-    """
-    Raise `MilvusBM25UnsupportedError` when `store`'s server is older than 2.5.
-
-    :param store: A milvus-haystack `MilvusDocumentStore`.
-    :param what: What needs BM25, for the message.
-    :raises MilvusBM25UnsupportedError: On a server older than 2.5.
-    """
-    version = server_version(store.client)
-    if not supports_bm25(version):
-        raise bm25_error(str(store.connection_args.get("uri")), version, what)
-
-
 def collection_has_sparse_field(client: Any, collection: str) -> bool | None:
-    """
-    Whether a Milvus collection has a sparse-vector field (BM25), or `None` when it does not exist.
-
-    :param client: A `pymilvus.MilvusClient`.
-    :param collection: The collection name.
-    :returns: `True`/`False`, or `None` for a missing collection.
-    """
+    """Whether a Milvus collection has a sparse-vector field (BM25), or `None` when it does not exist."""
     if not client.has_collection(collection):
         return None
     fields = client.describe_collection(collection).get("fields", [])
@@ -112,10 +72,9 @@ def collection_has_sparse_field(client: Any, collection: str) -> bool | None:
 
 def check_pipeline(pipeline: Any) -> None:
     """
-    Before a run: a Milvus BM25 or hybrid retriever on a server older than 2.5 is an error that says so.
+    Before a run: check a loop pipeline's `retriever` (through a `SafeRetriever`).
 
-    :param pipeline: A loop pipeline (its `retriever` component is checked; a `SafeRetriever` is looked through).
-    :raises MilvusBM25UnsupportedError: When the retriever needs BM25 and the server is older than 2.5.
+    :raises MilvusBM25UnsupportedError: When it is a Milvus BM25 or hybrid retriever and the server is older than 2.5.
     """
     try:
         retriever = pipeline.get_component("retriever")
@@ -130,13 +89,8 @@ def check_pipeline(pipeline: Any) -> None:
 
 def flush(store: Any) -> None:
     """
-    After writing to a Milvus store: seal its growing segments, so searches use the indexes, and record its
-    document count (a Milvus Lite database: `document_counts`, checked before the next run or write).
-
-    Data written without a flush stays in growing segments, which Milvus searches by brute force (seconds per
-    search at 10k chunks, docs/benchmarks.md). Any other store is left alone.
-
-    :param store: The document store written to.
+    After writing to a Milvus store: seal its growing segments (searched by brute force otherwise), so searches use
+    the indexes, and record its document count (`document_counts`). Any other store is left alone.
     """
     client = getattr(store, "client", None)
     if type(store).__name__ != "MilvusDocumentStore" or client is None:
@@ -151,14 +105,7 @@ def reopened_if_stale(store: Any) -> Any:
     A fresh instance of a `MilvusDocumentStore` that was created before its collection existed, else `store`.
 
     milvus-haystack checks whether the collection exists once, when the store is made: an instance made before
-    another instance (e.g. the retriever's, or an indexing pipeline's) created the collection keeps counting 0
-    documents and filtering none. A pipeline loaded from YAML gives every component its own instance, so the
-    bridge router's store could stay blind to what the retriever's store wrote. Any other store is returned as it is.
-
-    :param store: A document store.
-    :returns: `store`, or a new instance from `store.to_dict()` when the collection now holds rows the instance does
-        not count (a stale instance counts 0 without asking; milvus-haystack keeps that flag private, so the
-        collection's own row count, from the client, decides).
+    another one created the collection keeps counting 0 documents. The collection's row count decides.
     """
     if type(store).__name__ != "MilvusDocumentStore":
         return store

@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 
 import copy
+import functools
 import json
 import threading
 import unicodedata
 from collections import Counter
 from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,34 +25,38 @@ from haystack_agentic.document_stores.sparse_bm25_index import SparseBM25Index, 
 
 logger = logging.getLogger(__name__)
 
-# Built matrices of shared stores, by `index` (stores with one `index` share storage, so they share the matrix too),
-# with a fingerprint of the BM25 statistics they were built from; and a change counter per `index`. Stores with
-# `shared=False` keep both on the instance.
+# Built matrices (with the fingerprint they were built from) and change counters of shared stores, by `index`;
+# stores with `shared=False` keep both on the instance.
 _BUILT: dict[str, tuple[tuple, SparseBM25Index | None]] = {}
 _VERSIONS: dict[str, int] = {}
 _LOCK = threading.Lock()
+
+
+def _rebuilding(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`InMemoryDocumentStore.<method>`, after which the BM25 matrix is rebuilt on next use."""
+
+    @functools.wraps(method)
+    def changing(self: "SparseBM25DocumentStore", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._changed()
+
+    return changing
 
 
 class SparseBM25DocumentStore(InMemoryDocumentStore):
     """
     Haystack's `InMemoryDocumentStore` with BM25 retrieval over a sparse matrix: the same results, much faster.
 
-    `InMemoryDocumentStore.bm25_retrieval` scores every document in Python on every query (about 0.5 s at 100k
-    chunks). This store builds a `scipy.sparse` matrix of Haystack's own per-term BM25 scores (on the first query
-    after a change, once), so a query sums a few columns. The statistics are computed from the public `storage`
-    with the store's own `tokenizer` (lower-cased, NFC), as Haystack computes them: the store's private statistics
-    are not read, at the cost of tokenizing the chunks once more per rebuild (docs/decisions.md). Results
-    equal `InMemoryDocumentStore`'s: same scores, same ranking and tie order, same filter semantics (Haystack's
-    `document_matches_filter` decides every candidate), same `scale_score` and `return_embedding` behaviour. Writes
-    through a plain `InMemoryDocumentStore` sharing the `index` are seen when they change the number of documents
-    (an overwrite of the same ids through it is not; write through this class).
-    Everything else (writing, filtering, `save_to_disk`/`load_from_disk` JSON, embedding retrieval) is
-    `InMemoryDocumentStore`'s, and Haystack's `InMemoryBM25Retriever` uses it unchanged.
+    On the first query after a change it builds a `scipy.sparse` matrix of Haystack's own per-term BM25 scores
+    (from the public `storage` and the store's `tokenizer`), so a query sums a few columns instead of scoring every
+    document in Python. Scores, ranking, ties, filters, `scale_score` and `return_embedding` equal
+    `InMemoryDocumentStore`'s; everything else is its, and `InMemoryBM25Retriever` uses the store unchanged. Writes
+    through a plain `InMemoryDocumentStore` sharing the `index` are seen when they change the document count.
 
-    Filtered queries: candidates are checked against the filters in score order, stopping at `top_k` matches; a
-    `meta.<field> == <value>` condition (alone or in an `AND`) first narrows them through a value index (rebuilt
-    after writes, deletes and `update_by_filter`; metadata changed in place on a stored `Document` object is not
-    seen by it, as such changes bypass every store).
+    Filtered queries check candidates in score order until `top_k` match; a `meta.<field> == <value>` condition
+    (alone or in an `AND`) first narrows them through a value index.
 
     ### Usage example
     ```python
@@ -65,12 +71,7 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     """
 
     def save_to_disk(self, path: str) -> None:
-        """
-        Write the documents to a JSON file exactly as `InMemoryDocumentStore.save_to_disk` does (its `type` too), so
-        Haystack's `InMemoryDocumentStore.load_from_disk` and this class both load it.
-
-        :param path: The JSON file.
-        """
+        """Write the documents to a JSON file as `InMemoryDocumentStore.save_to_disk` does (its `type` too)."""
         data: dict[str, Any] = {
             **self.to_dict(),
             "type": generate_qualified_class_name(InMemoryDocumentStore),
@@ -82,11 +83,8 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     @classmethod
     def load_from_disk(cls, path: str) -> "SparseBM25DocumentStore":
         """
-        Load a store saved by `save_to_disk`, of this class or of Haystack's `InMemoryDocumentStore` (the files
-        `haystack-agentic index` writes): the JSON format is the same.
+        Load a store saved by `save_to_disk` of this class or of `InMemoryDocumentStore`.
 
-        :param path: The JSON file.
-        :returns: The store, holding the saved documents.
         :raises FileNotFoundError: If the file does not exist.
         :raises DocumentStoreError: If it cannot be read.
         """
@@ -102,12 +100,9 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
         return store
 
-    # --- keep the matrix in step with the documents ------------------------------------------------------------
-
     @property
     def shared(self) -> bool:
-        """Whether the store shares its documents with other stores of the same `index` (the `shared` init
-        parameter, read from `to_dict`)."""
+        """Whether the store shares its documents with other stores of the same `index` (read from `to_dict`)."""
         flag = self.__dict__.get("_shared_flag")
         if flag is None:
             flag = self.__dict__["_shared_flag"] = bool(self.to_dict()["init_parameters"].get("shared", True))
@@ -121,59 +116,17 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
             self._local_version = getattr(self, "_local_version", 0) + 1
 
     def _tokens(self, text: str) -> list[str]:
-        """BM25 tokens of a text, as Haystack makes them: lower-cased, NFC, the `bm25_tokenization_regex` matches."""
+        """BM25 tokens of a text, as Haystack makes them."""
         return self.tokenizer(unicodedata.normalize("NFC", text.lower()))
 
-    def write_documents(self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
-        """
-        Write documents (see `InMemoryDocumentStore.write_documents`); the BM25 matrix is rebuilt on next use.
-
-        :param documents: The documents.
-        :param policy: What to do with an id that exists already.
-        :returns: The number of documents written.
-        """
-        try:
-            return super().write_documents(documents, policy)
-        finally:
-            self._changed()
-
-    def delete_documents(self, document_ids: list[str]) -> None:
-        """
-        Delete documents by id (see `InMemoryDocumentStore.delete_documents`).
-
-        :param document_ids: The ids.
-        """
-        try:
-            super().delete_documents(document_ids)
-        finally:
-            self._changed()
-
-    def delete_all_documents(self) -> None:
-        """Delete every document (see `InMemoryDocumentStore.delete_all_documents`)."""
-        try:
-            super().delete_all_documents()
-        finally:
-            self._changed()
-
-    def update_by_filter(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
-        """
-        Update the metadata of matching documents (see `InMemoryDocumentStore.update_by_filter`).
-
-        :param filters: Which documents.
-        :param meta: The metadata to merge in.
-        :returns: The number of documents updated.
-        """
-        try:
-            return super().update_by_filter(filters, meta)
-        finally:
-            self._changed()
+    write_documents = _rebuilding(InMemoryDocumentStore.write_documents)
+    delete_documents = _rebuilding(InMemoryDocumentStore.delete_documents)
+    delete_all_documents = _rebuilding(InMemoryDocumentStore.delete_all_documents)
+    update_by_filter = _rebuilding(InMemoryDocumentStore.update_by_filter)
 
     def _bm25_index(self) -> SparseBM25Index | None:
-        """The matrix for the current documents, built on first use after a change; `None` when no chunk has a
-        BM25 token."""
+        """The matrix of the current documents, built on first use after a change; `None` when no chunk has a token."""
         storage = self.storage
-        # Writes through this class bump the version; the document count catches most writes through a plain
-        # InMemoryDocumentStore sharing the same storage.
         version = _VERSIONS.get(self.index, 0) if self.shared else getattr(self, "_local_version", 0)
         fingerprint = (version, len(storage), self.bm25_algorithm, tuple(sorted(self.bm25_parameters.items())))
         with _LOCK:
@@ -205,19 +158,13 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
             logger.debug("Built the sparse BM25 matrix of {count} documents", count=len(ids))
             return index
 
-    # --- retrieval ---------------------------------------------------------------------------------------------
-
     def bm25_retrieval(
         self, query: str, filters: dict[str, Any] | None = None, top_k: int = 10, scale_score: bool = False
     ) -> list[Document]:
         """
-        The `top_k` documents with the highest BM25 scores for `query`, among those matching `filters`.
+        `InMemoryDocumentStore.bm25_retrieval`: the `top_k` documents with the highest BM25 scores for `query`,
+        among those matching `filters`, copies with `score` set, best first.
 
-        :param query: The query string.
-        :param filters: Haystack metadata filters, or `None`.
-        :param top_k: How many documents to return at most. Default 10.
-        :param scale_score: Map scores to (0, 1) as `InMemoryDocumentStore` does. Default `False`.
-        :returns: Copies of the documents with `score` set, best first.
         :raises ValueError: On an empty query or filters without an `operator`.
         """
         if not query:

@@ -2,16 +2,9 @@
 """
 Haystack's in-memory BM25 scores, computed with a sparse matrix instead of a Python loop over every document.
 
-`InMemoryDocumentStore` keeps, per document, the term frequencies of its BM25 tokens and the corpus' document
-frequencies and average length; at query time it scores every (filtered) document in Python, which takes about
-half a second at 100k chunks. `SparseBM25Index` turns the same statistics into a `scipy.sparse` CSC matrix of
-per-term scores (documents x vocabulary) once, so a query is the sum of a few columns: a few milliseconds.
-
-The per-term score is Haystack's, term for term and in the same float64 arithmetic (BM25L, BM25Plus, BM25Okapi
-with their `k1`, `b`, `delta`/`epsilon` parameters): the scores, and so the rankings and the ties, equal those of
-`InMemoryDocumentStore.bm25_retrieval`. That is why this is not the `bm25s` library: its BM25L and BM25+ give
-query terms a document lacks a non-zero score (Kamphuis et al.'s variant), Haystack's score only the terms a
-document has, so the rankings differ.
+`SparseBM25Index` turns `InMemoryDocumentStore`'s statistics into a `scipy.sparse` CSC matrix of per-term scores
+(documents x vocabulary) once, so a query is the sum of a few columns. The per-term score is Haystack's, term for
+term in the same float64 arithmetic (BM25L, BM25Plus, BM25Okapi), so scores, rankings and ties are equal.
 """
 
 import math
@@ -32,10 +25,8 @@ _DEFAULTS = {
 
 class SparseBM25Index:
     """
-    Per-term BM25 scores of a fixed set of documents as a CSC matrix, and top-k selection over its query sums.
-
-    Rows are the documents in the order given (the store's insertion order, which is also Haystack's tie order).
-    Build a new index when the documents change.
+    Per-term BM25 scores of a fixed set of documents as a CSC matrix (rows in the order given, Haystack's tie
+    order), and top-k selection over its query sums.
     """
 
     def __init__(
@@ -49,16 +40,12 @@ class SparseBM25Index:
         parameters: Mapping[str, float] | None = None,
     ) -> None:
         """
-        Build the matrix.
-
-        :param doc_ids: Document ids, one per row.
-        :param term_frequencies: Per document, token -> count (Haystack's `BM25DocumentStats.freq_token`).
+        :param term_frequencies: Per document, token -> count.
         :param doc_lengths: Per document, its number of tokens.
-        :param document_frequencies: Token -> number of documents holding it (the store's `_freq_vocab_for_idf`).
-        :param average_length: Average document length in tokens (the store's `_avg_doc_len`), > 0.
-        :param algorithm: `BM25L` (Haystack's default), `BM25Plus` or `BM25Okapi`.
-        :param parameters: Haystack's `bm25_parameters` (`k1`, `b`, `delta` or `epsilon`); missing ones default
-            as in Haystack.
+        :param document_frequencies: Token -> number of documents holding it.
+        :param average_length: Average document length in tokens, > 0.
+        :param algorithm: `BM25L`, `BM25Plus` or `BM25Okapi`.
+        :param parameters: Haystack's `bm25_parameters`; missing ones default as in Haystack.
         :raises ValueError: On an unknown algorithm or an average length of 0.
         """
         if algorithm not in _DEFAULTS:
@@ -118,14 +105,7 @@ class SparseBM25Index:
         return len(self.doc_ids)
 
     def scores(self, tokens: Sequence[str]) -> np.ndarray:
-        """
-        The BM25 score of every document for a tokenised query.
-
-        Each distinct token counts once, in query order (as in Haystack); unknown tokens add nothing.
-
-        :param tokens: The query's BM25 tokens (the store's tokenizer).
-        :returns: float64 scores, one per row.
-        """
+        """The BM25 score (float64) of every row for a tokenised query; each distinct token counts once."""
         total = np.zeros(len(self.doc_ids), dtype=np.float64)
         matrix = self.matrix
         for token in dict.fromkeys(tokens):
@@ -139,13 +119,9 @@ class SparseBM25Index:
     @staticmethod
     def ranked(scores: np.ndarray, candidates: np.ndarray | None, limit: int, positive_only: bool) -> np.ndarray:
         """
-        Row numbers of the best `limit` candidates, best first, ties in row order (Haystack's stable sort).
+        Row numbers of the best `limit` `candidates` (`None`: all rows), best first, ties in row order.
 
-        :param scores: One score per row.
-        :param candidates: Rows to rank (`None`: all rows).
-        :param limit: How many to return at most.
         :param positive_only: Leave out scores <= 0 (BM25L and BM25Plus score 0 exactly when no term matches).
-        :returns: Row numbers.
         """
         rows = np.arange(len(scores)) if candidates is None else np.asarray(candidates, dtype=np.int64)
         values = scores[rows]
@@ -165,14 +141,8 @@ class SparseBM25Index:
 
 def equality_preselection(filters: Mapping[str, Any] | None) -> tuple[str, Any] | None:
     """
-    A `meta.<field> == <value>` condition that every document matching `filters` must satisfy, if there is one.
-
-    Only plain values whose equality Haystack decides with Python's `==` qualify: numbers, booleans and strings
-    that cannot be ISO dates (Haystack compares those as dates). Used to look candidates up in a value index before
-    Haystack's own filter check runs on them, so the result is the same as filtering every document.
-
-    :param filters: Haystack filters.
-    :returns: `(field, value)` (field without the `meta.` prefix), or `None`.
+    A `meta.<field> == <value>` condition every document matching `filters` must satisfy, as `(field, value)`, or
+    `None`. Only values Haystack compares with `==` qualify: numbers, booleans, strings that are not ISO dates.
     """
     if not filters:
         return None

@@ -2,16 +2,10 @@
 """
 Collections: named, described subsets of one document store, and a run's scope over them.
 
-A chunk belongs to the collection named in its `meta["collection"]`; the collection's description is kept on every
-one of its chunks, in `meta["collection_description"]`. Chunk metadata is the one place that every backend stores
-durably (the in-memory store file, a Milvus Lite file or server, Weaviate), that a remote server holds without a
-file next to it, and that moves with the chunks when a store is copied; a sidecar file would exist for local stores
-only and could drift from them. The cost is one short string per chunk, and re-describing a collection rewrites the
-description on its chunks (`describe_collection`).
-
-The known collections are read from the store at run time (`list_collections`): the store is the only truth that
-every writer (the CLI, a YAML indexing pipeline, another process) keeps up to date. Every search of a run is scoped
-with an ordinary Haystack filter (`collection_filter`), so the same scope works on every backend.
+A chunk belongs to the collection named in its `meta["collection"]`; the description is kept on every one of its
+chunks (`meta["collection_description"]`): chunk metadata is the one place every backend stores durably and that
+moves with the chunks. The known collections are read from the store at run time (`list_collections`), and a run's
+searches are scoped with an ordinary Haystack filter (`collection_filter`), so it works on every backend.
 """
 
 import re
@@ -49,31 +43,21 @@ class UnknownCollectionError(ValueError):
 
 @dataclass(frozen=True)
 class CollectionInfo:
-    """
-    One collection of a store.
-
-    :param name: Its name (`meta.collection`).
-    :param description: Its description (`""` when none was given).
-    :param documents: How many chunks it holds.
-    """
+    """One collection of a store: its name, description (`""` when none) and number of chunks."""
 
     name: str
     description: str
     documents: int
 
     def to_dict(self) -> dict[str, Any]:
-        """
-        :returns: `{"name", "description", "documents"}`.
-        """
+        """:returns: `{"name", "description", "documents"}`."""
         return {"name": self.name, "description": self.description, "documents": self.documents}
 
 
 def validate_collection_name(name: Any) -> str:
     """
-    Check a collection name.
+    Check a collection name; it is returned stripped.
 
-    :param name: The name.
-    :returns: The name, stripped.
     :raises ValueError: If it is not a string, is blank, longer than `MAX_NAME_CHARS`, holds control characters, or
         is `all` (which means every collection).
     """
@@ -88,12 +72,7 @@ def validate_collection_name(name: Any) -> str:
 
 
 def collection_filter(names: Sequence[str]) -> dict[str, Any] | None:
-    """
-    The Haystack filter that keeps only chunks of these collections.
-
-    :param names: Collection names (none: no filter).
-    :returns: `meta.collection == name` for one name, `meta.collection in names` for several, `None` for none.
-    """
+    """The Haystack filter that keeps only chunks of these collections (`None` for no names)."""
     names = list(dict.fromkeys(names))
     if not names:
         return None
@@ -105,11 +84,8 @@ def collection_filter(names: Sequence[str]) -> dict[str, Any] | None:
 
 def and_filters(*filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """
-    Combine Haystack metadata filters with AND: every one keeps applying (Haystack's `apply_filter_policy` MERGE
-    drops one of two filters whose logical operators differ, e.g. a user's `OR` and a collection scope).
-
-    :param filters: Filters, any of them `None`.
-    :returns: `None` when all are `None`, the one filter when only one is set, else an `AND` of them.
+    Combine Haystack metadata filters (any of them `None`) with AND (Haystack's `apply_filter_policy` MERGE drops one
+    of two filters whose logical operators differ).
     """
     present = [dict(f) for f in filters if f]
     if not present:
@@ -121,15 +97,9 @@ def and_filters(*filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 def tag_documents(documents: Iterable[Document], name: str, description: str | None = None) -> list[Document]:
     """
-    Put chunks into a collection: new Documents with `meta.collection` (and the description) set.
+    Copies of the chunks with `meta.collection` (and the description, if any) set. The id is computed again with
+    the collection (not the description) in the metadata: one file in two collections gives two sets of chunks.
 
-    The id is computed again with the collection in the metadata (not the description), so the same file indexed
-    into two collections gives two sets of chunks, and changing a description keeps the ids.
-
-    :param documents: The chunks (never changed).
-    :param name: The collection (checked with `validate_collection_name`).
-    :param description: Its description, or `None` to leave it out.
-    :returns: The tagged chunks.
     :raises ValueError: On a bad name.
     """
     name = validate_collection_name(name)
@@ -167,14 +137,10 @@ def _collection_rows(store: Any) -> Iterable[Mapping[str, Any]]:
 
 def list_collections(store: Any) -> dict[str, CollectionInfo]:
     """
-    The collections a document store holds, read from its chunks' metadata.
+    The collections any Haystack document store holds, read from its chunks' metadata (the most common description
+    wins).
 
-    Works on any Haystack document store: the in-memory store is read directly, Milvus with a query of the two
-    metadata fields, any other store through `filter_documents()` (every document: slow on a large store). When a
-    collection's chunks disagree on the description (an older index), the most common one wins.
-
-    :param store: A Haystack document store.
-    :returns: Name -> `CollectionInfo`, sorted by name (empty when no chunk has a collection).
+    :returns: Name -> `CollectionInfo`, sorted by name.
     """
     counts: dict[str, int] = {}
     descriptions: dict[str, dict[str, int]] = {}
@@ -196,14 +162,7 @@ def list_collections(store: Any) -> dict[str, CollectionInfo]:
 
 
 def describe_collection(store: Any, name: str, description: str) -> int:
-    """
-    Set the description of a collection on every one of its chunks.
-
-    :param store: A Haystack document store.
-    :param name: The collection.
-    :param description: Its new description.
-    :returns: How many chunks were changed.
-    """
+    """Set the description of a collection on every one of its chunks; returns how many were changed."""
     if isinstance(store, InMemoryDocumentStore):
         changed = 0
         for doc in list(store.storage.values()):
@@ -224,9 +183,8 @@ def describe_collection(store: Any, name: str, description: str) -> int:
 
 def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
     """
-    Check the shape of a run's `collections` input.
+    Check the shape of a run's `collections` input: `None` (no scope), `"all"`, one name, or a list of names.
 
-    :param scope: `None` (no scope: the store as it is), `"all"`, one name, or a list of names.
     :returns: `None`, `"all"`, or the names as a tuple (duplicates dropped, order kept).
     :raises ValueError: If it is another type, an empty list, or holds a bad name.
     """
@@ -240,23 +198,20 @@ def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
         if not scope:
             raise ValueError(f"collections is an empty list: name at least one collection, or pass '{ALL}'.")
         if any(isinstance(item, str) and item.strip().casefold() == ALL for item in scope):
-            return ALL if len(scope) == 1 else _mixed_all(scope)
+            if len(scope) == 1:
+                return ALL
+            raise ValueError(
+                f"collections {list(scope)!r} mixes '{ALL}' with names: pass '{ALL}' alone, or only names."
+            )
         return tuple(dict.fromkeys(validate_collection_name(item) for item in scope))
     raise ValueError(f"collections must be '{ALL}', a collection name or a list of names, got {type(scope).__name__}.")
 
 
-def _mixed_all(scope: Sequence[Any]) -> str:
-    raise ValueError(f"collections {list(scope)!r} mixes '{ALL}' with names: pass '{ALL}' alone, or only names.")
-
-
 def resolve_scope(scope: Any, known: Mapping[str, CollectionInfo]) -> dict[str, str] | None:
     """
-    The collections a run may search, with their descriptions.
+    The collections a run's `collections` input may search, among `known` (`list_collections`).
 
-    :param scope: The run's `collections` input (see `normalise_scope`).
-    :param known: The store's collections (`list_collections`).
-    :returns: `None` for no scope; otherwise name -> description of every collection in scope (`"all"`: every
-        known collection; possibly empty when the store has none).
+    :returns: `None` for no scope; otherwise name -> description of every collection in scope.
     :raises UnknownCollectionError: If a name is not one of `known`; the message lists the known ones.
     :raises ValueError: If the input has a bad shape.
     """
@@ -275,13 +230,7 @@ def resolve_scope(scope: Any, known: Mapping[str, CollectionInfo]) -> dict[str, 
 
 
 def scope_filter(scope: Any, collections: Mapping[str, str] | None) -> dict[str, Any] | None:
-    """
-    The filter a resolved scope adds to every search of the run.
-
-    :param scope: The run's `collections` input.
-    :param collections: `resolve_scope`'s result.
-    :returns: `None` for no scope or `"all"` (the whole store is searched), else the collection filter.
-    """
+    """The filter `resolve_scope`'s result adds to every search (`None` for no scope or `"all"`)."""
     if collections is None or normalise_scope(scope) == ALL:
         return None
     return collection_filter(list(collections))

@@ -1,16 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The document stores the packaged pipelines and `haystack-agentic index` use, built one way everywhere.
-
-- Milvus (`milvus-haystack`): `uri` a local file is Milvus Lite (embedded, persistent); `http://host:19530` is a
-  Milvus server; the same YAML works for both. Collections get a dense vector field and a BM25 sparse field
-  (Milvus' built-in BM25 function over the text), so dense, BM25 and hybrid retrieval all work on one collection.
-- Weaviate (`weaviate-haystack`): a server only (`url`).
-- In-memory (Haystack): BM25 and embedding retrieval, saved to / loaded from a JSON file by the CLI.
-
-`check_embedding_dimension` compares an embedder's dimension with an existing collection's before anything is
-written, so a mismatch fails with both numbers instead of a store error halfway through. `open_document_store`
-opens the store `haystack-agentic index --backend` writes to, with store faults as one line (`store_faults`).
+The document stores the packaged pipelines and `haystack-agentic index` use, built one way everywhere: Milvus (a
+local file is Milvus Lite, `http://host:19530` a server; dense and BM25 fields in one collection), Weaviate (a
+server), and Haystack's in-memory store.
 """
 
 from typing import Any
@@ -40,12 +32,11 @@ def milvus_document_store(uri: str, collection_name: str = MILVUS_COLLECTION, bm
     A `MilvusDocumentStore` with dense + BM25 fields (Milvus Lite for a file `uri`, a server for `http://...`).
 
     :param uri: A local file (Milvus Lite, e.g. `./milvus.db`) or a server URI (`http://localhost:19530`).
-    :param collection_name: The collection. Default `haystack_agentic`.
-    :param bm25: Give the collection Milvus' built-in BM25 function and sparse field (needs Milvus >= 2.5). With
-        `False`: a dense-only collection, for older servers (dense retrieval only).
+    :param bm25: Give the collection Milvus' built-in BM25 function and sparse field (needs Milvus >= 2.5); `False`:
+        dense-only, for older servers.
     :param kwargs: Other `MilvusDocumentStore` parameters (e.g. `drop_old=True`).
     :returns: The store (Milvus connects here: a bad URI fails now).
-    :raises ImportError: If `milvus-haystack` is not installed (`pip install haystack-agentic[milvus]`).
+    :raises ImportError: If `milvus-haystack` is not installed.
     """
     from milvus_haystack import MilvusDocumentStore  # noqa: PLC0415 - optional dependency
     from milvus_haystack.function import BM25BuiltInFunction  # noqa: PLC0415
@@ -65,10 +56,7 @@ def weaviate_document_store(url: str = DEFAULT_WEAVIATE_URL, collection_name: st
     """
     A `WeaviateDocumentStore` for a Weaviate server (it connects on first use, not here).
 
-    :param url: The server URL. Default `settings.DEFAULT_WEAVIATE_URL` (`http://localhost:8080`).
-    :param collection_name: The collection (Weaviate capitalises the first letter). Default `HaystackAgentic`.
-    :returns: The store.
-    :raises ImportError: If `weaviate-haystack` is not installed (`pip install haystack-agentic[weaviate]`).
+    :raises ImportError: If `weaviate-haystack` is not installed.
     """
     from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore  # noqa: PLC0415
 
@@ -94,12 +82,9 @@ def open_document_store(backend: str, address: str, collection: str | None = Non
     """
     Open a Milvus or Weaviate store and check that it answers (a count), with faults as one line.
 
-    :param backend: `milvus` (a Milvus Lite `.db` folder or a server URI) or `weaviate` (a server URL).
-    :param address: The URI / URL.
+    :param backend: `milvus` (a Milvus Lite `.db` folder or a server URI) or `weaviate` (a server URL at `address`).
     :param collection: The collection (default `haystack_agentic` / `HaystackAgentic`).
-    :returns: The store.
-    :raises StoreError: If it cannot be opened: the path is not a Milvus Lite database, the database is damaged (or
-        holds fewer documents than the package last recorded: `document_counts`) or in use, the server cannot be reached (one line, naming `address`).
+    :raises StoreError: If it cannot be opened (not a Milvus Lite database, damaged, in use, unreachable).
     :raises ImportError: If the integration is not installed.
     """
     if backend == "milvus":
@@ -110,17 +95,12 @@ def open_document_store(backend: str, address: str, collection: str | None = Non
         else:
             store = weaviate_document_store(address, collection or WEAVIATE_COLLECTION)
         store.count_documents()
-        check_document_count(store)  # a Milvus Lite collection with fewer documents than last recorded is damage
+        check_document_count(store)
     return store
 
 
 def embedding_dimension(store: Any) -> int | None:
-    """
-    The embedding dimension of an existing store's documents or collection.
-
-    :param store: A Milvus, Weaviate or in-memory document store (others: looked up on one document).
-    :returns: The dimension, or `None` when the store has no collection / no embedded document yet.
-    """
+    """The embedding dimension of a store's collection or documents, or `None` when it has none yet."""
     client = getattr(store, "client", None)
     if type(store).__name__ == "MilvusDocumentStore":
         if not client.has_collection(store.collection_name):
@@ -146,8 +126,6 @@ def check_embedding_dimension(store: Any, dimension: int) -> None:
     """
     Refuse to write embeddings of `dimension` into a store whose collection has another dimension.
 
-    :param store: The document store.
-    :param dimension: The embedder's dimension.
     :raises EmbeddingDimensionError: Naming both dimensions and what to change.
     """
     existing = embedding_dimension(store)

@@ -2,18 +2,13 @@
 """
 Indexing files into a document store without losing anything: what `haystack-agentic index` runs.
 
-- Adds to what the store holds: chunks are upserted by id, on every backend.
-- A re-indexed file replaces its own earlier chunks (`source_sync`): an edited file leaves no stale chunks; a file
-  emptied since leaves none at all. Other files' chunks are never touched.
-- `replace=True` empties the store first (`--replace`), after the files are converted and the model is loaded, so a
-  bad file or a missing model never costs the old store.
-- In-memory store files are read, changed and written back under a lock, atomically (`store_files`).
-- The embedder's dimension is checked against the store's before anything is written.
+Chunks are upserted by id; a re-indexed file replaces its own earlier chunks (`source_sync`); `replace=True`
+empties the store only after the files are converted and the model is loaded; in-memory store files are changed
+under a lock, atomically (`store_files`); the embedder's dimension is checked before anything is written.
 
 Progress goes to an optional callback `progress(stage, done, total)`, called when a stage starts (`done=0`), as it
-advances and when it ends (`done == total`); `total` is `None` while unknown (loading the model). Stages, in order:
-`converting` (files), `loading model`, `embedding` (chunks), `writing` (chunks); a YAML pipeline reports `indexing`
-(files) instead.
+advances and when it ends (`done == total`); `total` is `None` while unknown. Stages, in order: `converting`
+(files), `loading model`, `embedding` (chunks), `writing` (chunks); a YAML pipeline reports `indexing` (files).
 """
 
 from collections.abc import Callable, Iterable
@@ -48,7 +43,6 @@ EMBEDDING = "embedding"
 WRITING = "writing"
 INDEXING = "indexing"
 
-#: `progress(stage, done, total)`; see the module docstring.
 ProgressCallback = Callable[[str, int, "int | None"], None]
 
 #: Documents embedded and written per batch.
@@ -57,14 +51,7 @@ BATCH_SIZE = 64
 
 @dataclass(frozen=True)
 class IndexResult:
-    """
-    What an indexing run did.
-
-    :param files: Files converted.
-    :param chunks: Chunks written (upserted).
-    :param removed: Stale chunks deleted (earlier chunks of the re-indexed files).
-    :param in_store: Documents in the store afterwards.
-    """
+    """What an indexing run did: files converted, chunks written, stale chunks removed, documents in the store."""
 
     files: int
     chunks: int
@@ -90,24 +77,10 @@ class _Stages:
             self.callback(stage, self.done[stage], total)
 
 
-def embedding_size(embedder: Any) -> int:
-    """
-    The dimension of a document embedder's embeddings (embeds one probe document).
-
-    :param embedder: A warmed-up Haystack document embedder.
-    :returns: The dimension.
-    """
-    probe = embedder.run(documents=[Document(content="dimension probe")])["documents"][0]
-    return len(probe.embedding)
-
-
 def load_embedder(embedder: Any, progress: ProgressCallback | None = None) -> int | None:
     """
-    Warm up a document embedder (stage `loading model`) and measure its dimension.
-
-    :param embedder: A Haystack document embedder, or `None`.
-    :param progress: The progress callback.
-    :returns: The embedding dimension, or `None` without an embedder.
+    Warm up a document embedder (stage `loading model`); its embedding dimension (of one probe document), or `None`
+    without one.
     """
     if embedder is None:
         return None
@@ -115,46 +88,35 @@ def load_embedder(embedder: Any, progress: ProgressCallback | None = None) -> in
     stages.start(LOADING_MODEL, None)
     if hasattr(embedder, "warm_up"):
         embedder.warm_up()
-    dimension = embedding_size(embedder)
+    dimension = len(embedder.run(documents=[Document(content="dimension probe")])["documents"][0].embedding)
     stages.advance(LOADING_MODEL, 1, 1)
     return dimension
 
 
-def _write_batches(
-    documents: list[Document], store: Any, embedder: Any, batch_size: int, stages: _Stages,
-    on_batch: Callable[[int], None] | None = None,
-) -> None:
+def _write_batches(documents: list[Document], store: Any, embedder: Any, stages: _Stages) -> None:
     total = len(documents)
     if embedder is not None:
         stages.start(EMBEDDING, total)
     stages.start(WRITING, total)
-    for start in range(0, total, batch_size):
-        batch = documents[start : start + batch_size]
+    for start in range(0, total, BATCH_SIZE):
+        batch = documents[start : start + BATCH_SIZE]
         if embedder is not None:
             batch = embedder.run(documents=batch)["documents"]
             stages.advance(EMBEDDING, len(batch), total)
         store.write_documents(batch, policy=DuplicatePolicy.OVERWRITE)
         stages.advance(WRITING, len(batch), total)
-        if on_batch is not None:
-            on_batch(len(batch))
 
 
 def write_documents(
     documents: list[Document],
     document_store: Any,
     embedder: Any = None,
-    batch_size: int = BATCH_SIZE,
-    on_batch: Callable[[int], None] | None = None,
     progress: ProgressCallback | None = None,
 ) -> int:
     """
-    Embed (optionally) and write Documents in batches, upserting by id.
+    Embed (optionally) and write Documents in batches of `BATCH_SIZE`, upserting by id.
 
-    :param documents: The Documents.
-    :param document_store: Any Haystack document store.
     :param embedder: A Haystack document embedder (warmed up here), or `None` to write without embeddings.
-    :param batch_size: Documents per batch. Default 64.
-    :param on_batch: Called with each batch's size after it is written.
     :param progress: The progress callback (stages `loading model`, `embedding`, `writing`).
     :returns: The number of documents in the store afterwards.
     :raises EmbeddingDimensionError: Before any write, if the embedder's dimension differs from the store's.
@@ -163,12 +125,22 @@ def write_documents(
     if dimension is not None:
         check_embedding_dimension(document_store, dimension)
     document_counts.begin_write(document_store)
-    _write_batches(documents, document_store, embedder, batch_size, _Stages(progress), on_batch)
-    milvus_support.flush(document_store)  # Milvus: searches use the indexes, not a brute-force growing segment
+    _write_batches(documents, document_store, embedder, _Stages(progress))
+    milvus_support.flush(document_store)
     return document_store.count_documents()
 
 
-#: Why `replace` refuses a run whose files gave no chunk.
+def _ready_store(store: Any, embedder: Any, progress: ProgressCallback | None, replace: bool) -> Any:
+    """Load the embedder, mark the write begun, empty the store if `replace`, check the dimension: the store to use."""
+    dimension = load_embedder(embedder, progress)
+    document_counts.begin_write(store)
+    if replace:
+        store = clear_store(store)
+    if dimension is not None:
+        check_embedding_dimension(store, dimension)
+    return store
+
+
 NOTHING_CONVERTED = (
     "None of the files gave any chunk (each failed to convert or is empty), so --replace would only empty the store; "
     "nothing was changed. Fix those files or index others."
@@ -183,26 +155,21 @@ def index_files(
     emptied: Iterable[Path] = (),
     replace: bool = False,
     progress: ProgressCallback | None = None,
-    batch_size: int = BATCH_SIZE,
     collection: str | None = None,
     collection_description: str | None = None,
 ) -> IndexResult:
     """
-    Convert files to chunks and write them into a store: added to what it holds, each file replacing its own
-    earlier chunks.
+    Convert files to chunks and write them into any Haystack document store: added to what it holds, each file
+    replacing its own earlier chunks.
 
     :param files: Supported files (see `indexing_pipeline.collect_files`; skip unreadable ones first).
-    :param store: Any Haystack document store.
     :param embedder: A Haystack document embedder, or `None` to write without embeddings.
     :param emptied: Files that are empty now: their earlier chunks are deleted.
     :param replace: Empty the store before writing (after converting and loading the model).
-    :param progress: The progress callback.
-    :param batch_size: Chunks per embedding/writing batch. Default 64.
-    :param collection: Put the chunks into this collection (`meta.collection`); a file re-indexed into it replaces
-        only its chunks in that collection (the same file may be in several collections). `None`: no collection.
+    :param collection: Put the chunks into this collection; a file re-indexed into it replaces only its chunks in
+        that collection. `None`: no collection.
     :param collection_description: The collection's description, set on its new chunks and on those it already
-        holds (`None`: new chunks get none; the collection keeps the one it has).
-    :returns: What was done.
+        holds (`None`: the collection keeps the one it has).
     :raises ValueError: If a JSONL file is malformed or the collection name is bad, or `replace` is set and no file
         gave any chunk (which would only empty the store); nothing is written.
     :raises EmbeddingDimensionError: If the embedder's dimension differs from the store's (nothing is written).
@@ -217,13 +184,8 @@ def index_files(
         documents = tag_documents(documents, collection, collection_description or (held and held.description))
     if replace and not documents:
         raise ValueError(NOTHING_CONVERTED)
-    dimension = load_embedder(embedder, progress)
-    document_counts.begin_write(store)
-    if replace:
-        store = clear_store(store)
-    if dimension is not None:
-        check_embedding_dimension(store, dimension)
-    _write_batches(documents, store, embedder, batch_size, stages)
+    store = _ready_store(store, embedder, progress, replace)
+    _write_batches(documents, store, embedder, stages)
     # A file that gave no chunks (it failed to convert) keeps the chunks an earlier index took from it.
     converted = set(document_sources(documents))
     sources = [key for key in map(source_key, files) if key in converted] + [source_key(f) for f in emptied]
@@ -236,11 +198,8 @@ def index_files(
 
 def check_store_embeddings(store: InMemoryDocumentStore, embed: bool, where: Path | str) -> None:
     """
-    Refuse to mix chunks with and without embeddings in one store (a dense pipeline would miss the latter).
+    Refuse to mix chunks with and without embeddings (`embed`: the new ones get them) in one store.
 
-    :param store: The store indexing is about to add to.
-    :param embed: Whether the new chunks get embeddings.
-    :param where: The store's name in the message.
     :raises StoreError: If the store's documents have embeddings and the new ones would not, or the reverse.
     """
     if store.count_documents() == 0:
@@ -270,19 +229,10 @@ def index_files_into_file(
     collection_description: str | None = None,
 ) -> IndexResult:
     """
-    `index_files` for an in-memory store saved as a JSON file: read it (unless `replace` or new), index, save it
-    atomically, all under a lock on the file.
+    `index_files` for an in-memory store saved as a JSON file (created with its folder when missing): read it
+    (unless `replace` or new), index, save it atomically, all under a lock on the file.
 
-    :param files: Supported files.
-    :param store_path: The store file (created with its folder when missing).
-    :param embedder: A Haystack document embedder, or `None`.
-    :param emptied: Files that are empty now (their earlier chunks are deleted).
-    :param replace: Start from an empty store (the old file is replaced only when the new one is saved).
-    :param progress: The progress callback.
-    :param collection: The collection to index into (see `index_files`), or `None`.
-    :param collection_description: Its description (see `index_files`), or `None`.
-    :returns: What was done.
-    :raises StoreError: If the existing file cannot be read, mixes embeddings (see `check_store_embeddings`), or the
+    :raises StoreError: If the existing file cannot be read, mixes embeddings (`check_store_embeddings`), or the
         new one cannot be written (the old file is then unchanged).
     :raises ValueError: As `index_files`.
     """
@@ -298,18 +248,14 @@ def index_files_into_file(
     return result
 
 
-# --- YAML indexing pipelines --------------------------------------------------------------------------------------
-
-
 def load_indexing_pipeline(path: Path | str, store_uri: str | None = None) -> Pipeline:
     """
-    Load a YAML indexing pipeline (one with a component named `writer`), with the allow-list.
+    Load a YAML indexing pipeline (one with a component named `writer`), with the allow-list; its store is opened.
 
     :param path: The YAML file, or the name of a packaged one (`indexing_milvus`) when no such file exists.
     :param store_uri: Set as the URI of its Milvus / Weaviate store.
-    :returns: The pipeline; its store is opened (a damaged or unreachable store fails here).
     :raises ValueError: If the file cannot be read or is not an indexing pipeline.
-    :raises StoreError: If its store cannot be opened (one line).
+    :raises StoreError: If its store cannot be opened.
     """
     from haystack_agentic.loop_loading import pipeline_from_dict, set_store_uri  # noqa: PLC0415
     from haystack_agentic.resources import pipeline_path  # noqa: PLC0415
@@ -341,18 +287,14 @@ def run_indexing_pipeline(
     """
     Run a YAML indexing pipeline over files, a few at a time (stage `indexing`, in files), dimension checked first.
 
-    With a `SourceReplacingDocumentWriter` (the packaged pipelines) each file replaces its earlier chunks; another
-    writer only writes what it is given.
+    With a `SourceReplacingDocumentWriter` (the packaged pipelines) each file replaces its earlier chunks.
 
     :param pipeline: The indexing pipeline (components `router`, optional `embedder`, `writer`).
-    :param files: The files (.txt, .md, .html, .pdf; HotpotQA JSONL goes through `index_files` instead).
+    :param files: The files (.txt, .md, .html, .pdf; JSONL goes through `index_files` instead).
     :param emptied: Files that are empty now (their earlier chunks are deleted, with our writer).
     :param replace: Empty the writer's store first (after the model is loaded).
-    :param progress: The progress callback.
-    :returns: What was done (`chunks`/`removed` as the writer reports them).
     :raises ValueError: If a file is JSONL or unsupported, or the pipeline has no `writer`.
-    :raises EmbeddingDimensionError: Before anything is written, if the embedder's dimension differs from the
-        store's existing collection.
+    :raises EmbeddingDimensionError: Before anything is written, if the dimensions differ.
     """
     unsupported = [str(f) for f in files if f.suffix.lower() not in MIME_TYPES]
     if unsupported:
@@ -369,19 +311,13 @@ def run_indexing_pipeline(
         embedder = pipeline.get_component("embedder")
     except ValueError:
         embedder = None
-    dimension = load_embedder(embedder, progress)
-    document_counts.begin_write(store)
-    if replace:
-        store = writer.document_store = clear_store(store)
-    if dimension is not None:
-        check_embedding_dimension(store, dimension)
+    store = writer.document_store = _ready_store(store, embedder, progress, replace)
     replacing = isinstance(writer, SourceReplacingDocumentWriter)
     stages, chunks, removed = _Stages(progress), 0, 0
     stages.start(INDEXING, len(files))
     for start in range(0, len(files), FILES_PER_RUN):
         batch = files[start : start + FILES_PER_RUN]
-        # The writer replaces the chunks of the files that gave chunks; a file that gave none this time (it failed
-        # to convert, or has no text any more) keeps its earlier chunks: `--replace` rebuilds.
+        # A file that gave no chunk this time keeps its earlier chunks: `--replace` rebuilds.
         out = pipeline.run({"router": {"sources": file_sources(batch)}}).get("writer")
         chunks += (out or {}).get("documents_written", 0) or 0
         removed += (out or {}).get("documents_removed", 0)

@@ -2,17 +2,10 @@
 """
 Files to chunks: the converters of `haystack-agentic index`, and the same as a YAML-able indexing pipeline.
 
-- `.jsonl` in the HotpotQA/MuSiQue format: one Document per paragraph (`haystack_agentic.datasets.hotpotqa`, stable ids).
-- `.txt`, `.md`, `.html`/`.htm`, `.pdf`: Haystack converters (`TextFileToDocument`, `MarkdownToDocument`,
-  `HTMLToDocument`, `PyPDFToDocument`), `DocumentCleaner`, then `DocumentSplitter` (words, 200 with 20 overlap).
-  Haystack's Document ids hash content and meta (file path, split index), so the same files give the same ids.
-
-Every chunk's `meta["file_path"]` is its source: the resolved absolute path of its file (of the JSONL file for a
-paragraph), see `haystack_agentic.indexing.source_sync`.
-
-`build_indexing_pipeline` is the YAML-able Haystack pipeline (`FileTypeRouter` -> converters -> cleaner -> splitter
--> embedder -> `SourceReplacingDocumentWriter`), for users who run indexing as a pipeline. Embedding and writing
-for the CLI are in `haystack_agentic.indexing.indexer`.
+`.jsonl` in the HotpotQA/MuSiQue format gives one Document per paragraph (`datasets.hotpotqa`); `.txt`, `.md`,
+`.html`, `.pdf` go through Haystack's converters, `DocumentCleaner` and `DocumentSplitter`. Every chunk's
+`meta["file_path"]` is its source (`source_sync`); Haystack's ids hash content and meta, so the same files give
+the same ids.
 """
 
 import dataclasses
@@ -61,8 +54,6 @@ def collect_files(path: Path) -> list[Path]:
     """
     The supported files under `path` (itself, if a file), sorted.
 
-    :param path: A file or folder.
-    :returns: The files.
     :raises FileNotFoundError: If `path` does not exist.
     """
     path = Path(path)
@@ -104,12 +95,9 @@ def _add_converters(pipeline: Pipeline) -> None:
 
 def convert_files(files: list[Path], on_files: Callable[[int], None] | None = None) -> list[Document]:
     """
-    Turn files into chunk Documents (JSONL: HotpotQA paragraphs; others: converted, cleaned and split), each with
-    its source in `meta["file_path"]`.
+    Turn supported files into chunk Documents with stable ids, each with its source in `meta["file_path"]`.
 
-    :param files: Supported files.
     :param on_files: Called with a number of files each time that many are converted (progress).
-    :returns: The Documents, with stable ids (empty files give none).
     :raises ValueError: If a JSONL file is not in the HotpotQA format (the message names the file and line).
     """
     documents: list[Document] = []
@@ -137,7 +125,7 @@ def convert_files(files: list[Path], on_files: Callable[[int], None] | None = No
     return list(unique.values())
 
 
-#: The reason `unreadable_files` gives for an empty file (its earlier chunks are removed on re-index).
+#: The reason `unreadable_files` gives for an empty file.
 EMPTY = "empty"
 
 #: Suffixes of text formats that must decode as UTF-8 (the converters would otherwise skip them noisily).
@@ -146,11 +134,8 @@ _TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
 
 def unreadable_files(files: list[Path]) -> dict[Path, str]:
     """
-    The files that cannot give any text, with why: empty, a text format that is not UTF-8 (e.g. a binary
-    file named .txt, or Latin-1 text), or a PDF that pypdf cannot read (`pdf_problem`).
-
-    :param files: Candidate files.
-    :returns: `{file: reason}` for the files to skip; the others are fine to convert.
+    `{file: reason}` for the files that cannot give any text: unreadable, empty, a text format that is not UTF-8,
+    or a PDF that pypdf cannot read (`pdf_problem`).
     """
     problems: dict[Path, str] = {}
     for file in files:
@@ -173,18 +158,14 @@ def unreadable_files(files: list[Path]) -> dict[Path, str]:
     return problems
 
 
-#: Longest part of a PDF parser's error message kept in a skipped file's reason (one short line, never the bytes).
+#: Longest part of a PDF parser's error message kept in a skipped file's reason.
 _PDF_REASON_CHARS = 120
 
 
 def pdf_problem(data: bytes) -> str | None:
     """
-    Why a PDF cannot be indexed, or `None` when pypdf opens it and reads its pages. Checked before conversion so
-    that a damaged PDF is a skipped file with a one-line reason, instead of Haystack's converter warning that
-    prints the file's raw bytes (and pypdf's own log lines).
-
-    :param data: The file's bytes.
-    :returns: The reason ("not a readable PDF (...)"), or `None`.
+    Why a PDF's bytes cannot be indexed ("not a readable PDF (...)"), or `None` when pypdf reads its pages: a
+    one-line reason instead of the converter's warning that prints the raw bytes.
     """
     import io  # noqa: PLC0415
     import logging as std_logging  # noqa: PLC0415
@@ -214,12 +195,8 @@ def pdf_problem(data: bytes) -> str | None:
 
 def file_sources(files: list[Path]) -> list[Any]:
     """
-    ByteStreams for converter pipelines, with the MIME type from the suffix (FileTypeRouter does not know .md
-    everywhere) and `file_path` (the resolved path: the chunks' source) and `title` (the file name without suffix)
-    in the meta.
-
-    :param files: Files with a supported suffix (see `MIME_TYPES`).
-    :returns: The ByteStreams.
+    ByteStreams of files with a supported suffix, with the MIME type from the suffix (FileTypeRouter does not know
+    .md everywhere), and `file_path` (the source) and `title` (the file name without suffix) in the meta.
     """
     from haystack.dataclasses import ByteStream  # noqa: PLC0415
 
@@ -235,11 +212,9 @@ def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeli
     """
     The indexing pipeline for files: router -> converters -> cleaner -> splitter -> chunk_meta -> [embedder] -> writer.
 
-    Run it with `{"router": {"sources": [paths]}}` (absolute paths: a chunk's source is the path it was given as).
-    The writer upserts by id and replaces each file's earlier chunks (`SourceReplacingDocumentWriter`); add
-    `"writer": {"sources": [paths]}` to also clear files that gave no chunk.
+    Run it with `{"router": {"sources": [absolute paths]}}`; the writer replaces each file's earlier chunks (add
+    `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
 
-    :param document_store: Where the writer writes.
     :param embedder: A Haystack document embedder, or `None`.
     :returns: The pipeline (serialisable to YAML with `dumps()`).
     """

@@ -2,14 +2,9 @@
 """
 Sources of chunks, and keeping a store's chunks in step with them, on any Haystack document store.
 
-Every chunk `haystack-agentic` indexes carries its source in `meta["file_path"]` (Haystack's own key for it): the
-resolved absolute path of the file it came from. For a HotpotQA/MuSiQue JSONL file the source of every paragraph is
-the JSONL file. Re-indexing a source writes its new chunks (upsert by id), then deletes the chunks of that source whose
-ids it no longer produces, so an edited file leaves no stale chunks and a crash in between leaves at worst stale
-chunks, never missing ones. Only the store's generic API is used (`filter_documents`, `write_documents`,
-`delete_documents`), so it works the same on the in-memory store, Milvus (Lite or server) and Weaviate.
-
-`clear_store` empties a store for `--replace`.
+Every chunk carries its source in `meta["file_path"]`: the resolved path of its file (for a JSONL corpus, the JSONL
+file). Re-indexing a source writes its new chunks (upsert by id), then deletes that source's chunks whose ids it no
+longer produces: a crash in between leaves at worst stale chunks, never missing ones.
 """
 
 from collections.abc import Iterable
@@ -29,23 +24,12 @@ SOURCES_PER_QUERY = 32
 
 
 def source_key(path: Path | str) -> str:
-    """
-    The source key of a file: its resolved absolute path, the same however the path is spelled.
-
-    :param path: The file.
-    :returns: The key.
-    """
+    """The source key of a file: its resolved absolute path."""
     return str(Path(path).resolve())
 
 
 def document_sources(documents: Iterable[Document], field: str = SOURCE_FIELD) -> list[str]:
-    """
-    The distinct sources of chunks, in first-seen order (chunks without one are left out).
-
-    :param documents: The chunks.
-    :param field: The metadata key holding the source. Default `file_path`.
-    :returns: The sources.
-    """
+    """The distinct sources (`meta[field]`) of chunks, in first-seen order."""
     seen: dict[str, None] = {}
     for document in documents:
         value = (document.meta or {}).get(field)
@@ -60,14 +44,9 @@ def remove_stale_chunks(
     """
     Delete the chunks of `sources` whose ids are not in `keep_ids` (what an earlier index of those files left).
 
-    A source indexed into a collection (`meta.collection`) is a different source in each: with `collection` given
-    (a name, or `None` for chunks in no collection) only that collection's chunks of `sources` are candidates;
-    left out, every chunk of `sources` is.
+    With `collection` given (a name, or `None` for chunks in no collection) only that collection's chunks of
+    `sources` are candidates; left out, every chunk of `sources` is.
 
-    :param store: Any Haystack document store.
-    :param sources: Source keys whose chunks were just written.
-    :param keep_ids: The ids written for them this time.
-    :param field: The metadata key holding the source. Default `file_path`.
     :returns: The number of chunks deleted.
     """
     wanted = list(dict.fromkeys(sources))
@@ -102,10 +81,7 @@ def clear_store(store: Any) -> Any:
     Delete every document of a store (`index --replace`); a Milvus collection is dropped, so it is created again with
     the new embeddings' dimension.
 
-    :param store: Any Haystack document store.
-    :returns: The store to write to next: `store`, or for Milvus a new instance of it (milvus-haystack has no public
-        way to empty a collection and keeps whether it exists private, so the collection is dropped with the client's
-        public `drop_collection` and the store made again from its `to_dict`; it creates the collection on write).
+    :returns: The store to write to next: `store`, or for Milvus a new instance made from its `to_dict`.
     :raises RuntimeError: If the store keeps documents after deleting them all.
     """
     if type(store).__name__ == "MilvusDocumentStore":

@@ -1,28 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Document-store faults as one line: which store, what is wrong, what to do.
+Document-store faults as one line (`StoreError`): which store, what is wrong, what to do, instead of a library
+traceback, a pymilvus RPC log or Haystack's dump of a component's configuration.
 
-A damaged or unusable store otherwise surfaces as a library traceback, a pymilvus RPC log with its own traceback, or
-Haystack's dump of a component's whole configuration. Everything here raises `StoreError` (a `ValueError`) instead,
-with the path or address in the message:
-
-- `check_milvus_lite_uri` refuses, before Milvus Lite opens it, a local path that cannot be a Milvus Lite database
-  (a file instead of Milvus Lite's folder, a name without `.db`, a missing parent folder), and a database whose
-  collection manifest is missing or does not parse (`manifest_damage`: Milvus Lite would silently open the previous
-  manifest, without the documents written since), or is older than the package recorded after its last write
-  (`document_counts.manifest_rollback`: such a rollback already happened).
-- `watch_store` wraps the code that opens a store: it turns exceptions into `StoreError`, and it records Milvus Lite's
-  log so that the faults Milvus Lite only logs (data files its manifest lists but that are missing: it would open the
-  collection with those documents silently gone) or hides behind "Open local milvus failed" (the database is in use
-  by another process, the path is a file) are named.
-- `quiet_store_logs` keeps pymilvus' and Milvus Lite's own error logs off the terminal (the CLI calls it unless
-  `--debug`); the facts they carry are in the `StoreError`.
+- `check_milvus_lite_uri` refuses, before Milvus Lite opens it, a path that cannot be a Milvus Lite database and a
+  database whose collection manifest is missing, does not parse (`manifest_damage`: Milvus Lite would silently open
+  the previous one) or is older than recorded (`document_counts.manifest_rollback`).
+- `watch_store` wraps opening a store: exceptions become `StoreError`, and the faults Milvus Lite only logs (data
+  files missing) or hides behind "Open local milvus failed" (in use by another process, a file) are named.
+- `quiet_store_logs` keeps pymilvus' and Milvus Lite's own error logs off the terminal (the CLI, unless `--debug`).
 """
 
 import contextlib
 import logging as std_logging
 import sys
 from collections.abc import Iterator
+from logging.handlers import BufferingHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -30,6 +23,7 @@ from urllib.parse import urlparse
 from haystack import logging
 
 from haystack_agentic.document_stores import document_counts
+from haystack_agentic.llm.retries import exception_chain
 
 logger = logging.getLogger(__name__)
 
@@ -47,24 +41,14 @@ class StoreError(ValueError):
 
 
 def one_line(exc: BaseException) -> str:
-    """
-    An exception as `Type: message` on one line (pymilvus wraps its messages in `<MilvusException: (...)>`).
-
-    :param exc: The exception.
-    :returns: The text, without newlines, at most 600 characters.
-    """
+    """An exception's message on one line, at most 600 characters (pymilvus' `message` when it has one)."""
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     text = " ".join(str(message).split())
     return text if len(text) <= 600 else text[:597] + "..."
 
 
 def milvus_lite_path(uri: str | Path) -> Path | None:
-    """
-    The local path of a Milvus Lite URI.
-
-    :param uri: A Milvus `connection_args.uri`.
-    :returns: The path, or `None` when `uri` names a server (`http://...`, `tcp://...`, ...).
-    """
+    """The local path of a Milvus `connection_args.uri`, or `None` when it names a server."""
     text = str(uri)
     return None if urlparse(text).scheme.lower() in MILVUS_SERVER_SCHEMES else Path(text)
 
@@ -75,9 +59,8 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
 
     :param uri: A Milvus `connection_args.uri`; server URIs pass unchecked.
     :param must_exist: Also refuse a path with no database yet (a query run must not create an empty one).
-    :raises StoreError: If the path is a file, lacks the `.db` suffix, sits in a missing folder, or (with
-        `must_exist`) does not exist; or the database is damaged (a manifest that does not read, or is older than
-        recorded).
+    :raises StoreError: If the path is a file, lacks `.db`, sits in a missing folder, or (with `must_exist`) does not
+        exist; or the database is damaged.
     """
     path = milvus_lite_path(uri)
     if path is None:
@@ -109,11 +92,9 @@ PREVIOUS_MANIFEST = "manifest.json.prev"
 
 def check_document_count(store: Any) -> None:
     """
-    After opening a store, before a run or a write: refuse a Milvus Lite collection that holds fewer documents than
-    the package recorded after its last write (`document_counts`).
+    After opening a store: refuse a Milvus Lite collection holding fewer documents than recorded (`document_counts`).
 
-    :param store: An opened store (any store; only Milvus Lite stores with a record are checked).
-    :raises StoreError: One line: the database, both counts, the record file and what to do.
+    :raises StoreError: Naming the database, both counts, the record file and what to do.
     """
     shortfall = document_counts.count_shortfall(store)
     if shortfall:
@@ -126,15 +107,8 @@ def check_document_count(store: Any) -> None:
 
 def manifest_damage(path: Path) -> str | None:
     """
-    What is wrong with the manifests of a Milvus Lite database, read before Milvus Lite opens it.
-
-    A collection's `manifest.json` lists its data files. When it is missing or does not parse, Milvus Lite only
-    logs a warning and opens the collection from `manifest.json.prev`, the manifest before the last save: the
-    documents written since are gone (after a first index, `.prev` lists no data file, so the collection reads as
-    empty), and the next write makes the loss permanent. That is damage, reported before anything reads or writes.
-
-    :param path: The database folder.
-    :returns: A short description of the first damaged manifest, or `None` when every collection's manifest reads.
+    What is wrong with the manifests of the Milvus Lite database folder `path`, or `None`. A `manifest.json` that
+    is missing or does not parse is damage: Milvus Lite would open `manifest.json.prev` and lose what was written since.
     """
     import json  # noqa: PLC0415
 
@@ -156,44 +130,24 @@ def manifest_damage(path: Path) -> str | None:
     return None
 
 
-class _Recorder(std_logging.Handler):
-    """Keeps the records Milvus Lite logs while a store is opened."""
-
-    def __init__(self) -> None:
-        super().__init__(level=std_logging.WARNING)
-        self.records: list[std_logging.LogRecord] = []
-
-    def emit(self, record: std_logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 #: Modules whose exceptions are store faults (others, e.g. a YAML mistake, pass through `watch_store` unchanged).
 _STORE_MODULES = ("pymilvus", "milvus_lite", "milvus_haystack", "weaviate", "grpc", "httpx", "httpcore",
                   "haystack_integrations.document_stores", "haystack.document_stores")
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """`exc` and its causes, outermost first."""
-    chain: list[BaseException] = []
-    while exc is not None and exc not in chain:
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    return chain
-
-
 def _is_store_fault(exc: BaseException) -> bool:
     return any(
-        isinstance(e, (OSError, TimeoutError)) or type(e).__module__.startswith(_STORE_MODULES) for e in _chain(exc)
+        isinstance(e, (OSError, TimeoutError)) or type(e).__module__.startswith(_STORE_MODULES)
+        for e in exception_chain(exc)
     )
 
 
-#: Milvus Lite loggers whose warnings mean lost documents: data files the manifest lists are missing (recovery), or
-#: the manifest did not load and the previous one was used (manifest), which `manifest_damage` also checks first.
+#: Milvus Lite loggers whose warnings mean lost documents: missing data files, or a manifest that did not load.
 _DAMAGE_LOGGERS = ("milvus_lite.engine.recovery", "milvus_lite.storage.manifest")
 
 
 def _lost_documents(record: std_logging.LogRecord) -> bool:
-    """Whether a Milvus Lite log record says documents are gone (not, e.g., that a backup copy could not be made)."""
+    """Whether a Milvus Lite log record says documents are gone."""
     if record.name.startswith("milvus_lite.engine.recovery"):
         return True
     message = record.getMessage()
@@ -208,15 +162,15 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
     Open a document store inside this block: its faults come out as one-line `StoreError`s.
 
     :param where: How to name the store in messages (e.g. `the milvus store at ./docs.db`).
-    :param uri: The Milvus URI, if it is a Milvus store (a Milvus Lite path gets Milvus Lite's own diagnosis).
-    :raises StoreError: On an exception of a store library (or an `OSError`) in the block, and after the block when
-        Milvus Lite logged that files of the database are missing or that it fell back to the previous manifest.
-        Other exceptions pass through unchanged.
+    :param uri: The Milvus URI, if it is a Milvus store.
+    :raises StoreError: On an exception of a store library (or an `OSError`) in the block, and after it when Milvus
+        Lite logged lost documents. Other exceptions pass through unchanged.
     """
     lite = milvus_lite_path(uri) if uri is not None else None
     if uri is not None and _QUIET:
         _quiet_pymilvus()
-    recorder = _Recorder()
+    recorder = BufferingHandler(capacity=sys.maxsize)  # keeps the warnings Milvus Lite logs meanwhile
+    recorder.setLevel(std_logging.WARNING)
     lite_logger = std_logging.getLogger("milvus_lite")
     watched = [std_logging.getLogger(name) for name in _DAMAGE_LOGGERS]
     saved_levels = [watched_logger.level for watched_logger in watched]
@@ -231,12 +185,12 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
     except Exception as exc:
         if not _is_store_fault(exc):
             raise
-        raise _describe(exc, where, uri, lite, recorder.records) from exc
+        raise _describe(exc, where, uri, lite, recorder.buffer) from exc
     finally:
         lite_logger.removeHandler(recorder)
         for watched_logger, level in zip(watched, saved_levels, strict=True):
             watched_logger.setLevel(level)
-    missing = [r.getMessage() for r in recorder.records if _lost_documents(r)]
+    missing = [r.getMessage() for r in recorder.buffer if _lost_documents(r)]
     if missing:
         detail = "; ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
         raise StoreError(f"The Milvus Lite database {uri} is damaged ({detail}): {_REBUILD}.")
@@ -246,10 +200,10 @@ def _describe(
     exc: Exception, where: str, uri: Any, lite: Path | None, records: list[std_logging.LogRecord]
 ) -> StoreError:
     """The one-line `StoreError` for a store exception (Haystack's wrappers are skipped: they dump configuration)."""
-    root = _chain(exc)[-1]
+    root = exception_chain(exc)[-1]
     logged = next((r.exc_info[1] for r in records if r.exc_info and r.exc_info[1] is not None), None)
     if lite is not None:
-        causes = _chain(logged) if logged is not None else _chain(exc)
+        causes = exception_chain(logged if logged is not None else exc)
         if any(type(e).__name__ == "DataDirLockedError" for e in causes):
             return StoreError(
                 f"The Milvus Lite database {uri} is in use by another process (e.g. a running `haystack-agentic "
@@ -272,11 +226,7 @@ _QUIET = False
 
 
 def quiet_store_logs() -> None:
-    """
-    Keep pymilvus', Milvus Lite's and milvus-haystack's own error logs (tracebacks, RPC dumps) off the terminal.
-
-    `watch_store` still sees Milvus Lite's records. The CLI calls this unless `--debug`.
-    """
+    """Keep pymilvus', Milvus Lite's and milvus-haystack's error logs off the terminal (`watch_store` sees them)."""
     global _QUIET  # noqa: PLW0603 - a process-wide logging choice
     _QUIET = True
     for name in NOISY_LOGGERS:

@@ -1,16 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-In-memory document stores saved as JSON files (`haystack-agentic index --store FILE`), read and written safely.
-
-- `load_store_file` reads a file `InMemoryDocumentStore.save_to_disk` wrote into an instance-local store (not
-  Haystack's process-global storage for the file's index name, so two loads never see each other's documents). A
-  file that is not a store is a one-line `StoreError`. `read_store_file` reads the same file's settings and
-  documents without building a store (no BM25 statistics), for callers that copy them elsewhere or only check it.
-- `save_store_file` writes atomically: a temporary file in the same folder, flushed to disk, then renamed over the
-  store. A crash or a full disk mid-save leaves the previous store as it was; the temporary file is removed on an
-  exception (a killed process can leave one `.<name>.*.tmp` behind, which is never read).
-- `store_file_lock` serialises read-modify-write cycles of a store file across processes (POSIX `flock` on its
-  folder; a no-op where `fcntl` does not exist), so two `index` runs never lose each other's documents.
+In-memory document stores saved as JSON files (`haystack-agentic index --store FILE`), read and written safely:
+loaded into instance-local stores, saved atomically (a temporary file renamed over the store), and changed under
+a lock (`store_file_lock`) so two `index` runs never lose each other's documents.
 """
 
 import contextlib
@@ -30,17 +22,16 @@ from haystack_agentic.indexing.store_faults import StoreError, one_line
 logger = logging.getLogger(__name__)
 
 
-def _rebuild_hint(path: Path) -> str:
-    return f"rebuild it with `haystack-agentic index PATH --store {path} --replace`, or move it aside"
+def _unreadable(path: Path, exc: Exception) -> StoreError:
+    return StoreError(
+        f"Cannot read the store {path} ({type(exc).__name__}: {one_line(exc)}): rebuild it with "
+        f"`haystack-agentic index PATH --store {path} --replace`, or move it aside."
+    )
 
 
 def read_store_file(path: Path | str) -> tuple[dict[str, Any], list[Document]]:
     """
-    Read a saved in-memory store's settings and documents without building a store from them.
-
-    Building an `InMemoryDocumentStore` computes BM25 statistics for every document (about 0.16 s of CPU for the
-    3,572 shipped paragraphs); a caller that copies the documents into another store (`fill_in_memory_store`) or
-    only checks the file (`serve`) does not need them.
+    Read a saved in-memory store's settings and documents without building a store (and its BM25 statistics).
 
     :param path: The JSON file (`InMemoryDocumentStore.save_to_disk` format).
     :returns: `(settings, documents)`: the file's store dict without its `documents`, and the documents.
@@ -59,17 +50,15 @@ def read_store_file(path: Path | str) -> tuple[dict[str, Any], list[Document]]:
             raise ValueError("it is not a saved document store (no `documents` list)")
         documents = [Document.from_dict(d) for d in data.pop("documents")]
     except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
-        raise StoreError(f"Cannot read the store {path} ({type(exc).__name__}: {one_line(exc)}): {_rebuild_hint(path)}.") from exc
+        raise _unreadable(path, exc) from exc
     return data, documents
 
 
 def load_store_file(path: Path | str) -> InMemoryDocumentStore:
     """
-    Read a saved in-memory store into a new, instance-local `InMemoryDocumentStore`.
+    Read a saved in-memory store into a new, instance-local `InMemoryDocumentStore` with the file's settings.
 
-    :param path: The JSON file (`InMemoryDocumentStore.save_to_disk` format).
-    :returns: The store, with the file's settings (BM25 algorithm, similarity function, ...) and documents.
-    :raises StoreError: If the file does not exist, cannot be read, or is not a saved store (one line, with the path).
+    :raises StoreError: As `read_store_file`.
     """
     data, documents = read_store_file(path)
     try:
@@ -78,19 +67,15 @@ def load_store_file(path: Path | str) -> InMemoryDocumentStore:
         store = InMemoryDocumentStore.from_dict(data)
         store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
     except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
-        path = Path(path)
-        raise StoreError(f"Cannot read the store {path} ({type(exc).__name__}: {one_line(exc)}): {_rebuild_hint(path)}.") from exc
+        raise _unreadable(Path(path), exc) from exc
     return store
 
 
 def save_store_file(store: InMemoryDocumentStore, path: Path | str) -> int:
     """
-    Save an in-memory store to a JSON file atomically, creating its folder.
+    Save an in-memory store to a JSON file atomically, creating its folder; the file keeps the permissions of the
+    one it replaces.
 
-    The file keeps the permissions of the one it replaces (a new file gets the umask's).
-
-    :param store: The store.
-    :param path: The file.
     :returns: The number of documents saved.
     :raises StoreError: If the folder or file cannot be written (the previous file is unchanged).
     """
@@ -125,7 +110,7 @@ def _unwritable(path: Path, exc: OSError, note: str = "") -> StoreError:
 
 
 def _fsync_folder(folder: Path) -> None:
-    """Make the rename durable (POSIX); a no-op where folders cannot be opened."""
+    """Make the rename durable (POSIX)."""
     with contextlib.suppress(OSError, AttributeError):
         fd = os.open(folder, os.O_RDONLY)
         try:
@@ -137,10 +122,9 @@ def _fsync_folder(folder: Path) -> None:
 @contextlib.contextmanager
 def store_file_lock(path: Path | str) -> Iterator[None]:
     """
-    Hold an exclusive lock while reading, changing and saving a store file: an advisory `flock` on the file's folder
-    (no lock file is left behind; other stores in the same folder wait too). A no-op where `fcntl` does not exist.
+    Hold an exclusive lock while reading, changing and saving a store file: an advisory `flock` on its folder
+    (created here). A no-op where `fcntl` does not exist.
 
-    :param path: The store file (its folder is created).
     :raises StoreError: If the folder cannot be created or opened.
     """
     path = Path(path)

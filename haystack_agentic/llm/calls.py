@@ -1,8 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-One chat generator call with retries (one `RetryPolicy`), usage accounting and a tracing span, the same on the
-sync and async paths.
-"""
+"""One chat generator call with retries, usage accounting and a tracing span, sync and async."""
 
 import asyncio
 import contextlib
@@ -16,6 +13,7 @@ from haystack.dataclasses import ChatMessage
 from haystack.token_counters import ApproximateTokenCounter
 
 from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.llm.generator_checks import run_takes
 from haystack_agentic.llm.retries import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_RETRIES,
@@ -32,7 +30,6 @@ from haystack_agentic.tracing import chat_generator_span, tag_chat_call
 
 logger = logging.getLogger(__name__)
 
-#: Stands in for a span when no tracer is enabled: the attempt records no tags.
 _NO_SPAN = contextlib.nullcontext(None)
 
 #: Estimates the prompt tokens of a call for `usage` when the replies do not report them (an average, not a bound).
@@ -77,8 +74,7 @@ def _account(
     state: LoopState, role: str, messages: Sequence[ChatMessage], replies: list[ChatMessage], tools: Any,
     failed: bool = False,
 ) -> LoopState:
-    # A failed attempt counts as a call, but no tokens are estimated for it: none may have reached a server. Replies
-    # that report their usage need no estimate (rendering the whole conversation to count it costs ~0.1 ms).
+    # A failed attempt counts as a call without tokens: none may have reached a server.
     reported = any(((r.meta or {}).get("usage") or {}).get("prompt_tokens") is not None for r in replies)
     estimate = 0 if failed or reported else _USAGE_COUNTER.count(list(messages), tools=tools or None)
     return state.with_usage(role, replies, prompt_tokens_estimate=estimate)
@@ -89,14 +85,11 @@ def sends_openai_requests(generator: Any) -> bool:
     return any(cls.__name__ == "OpenAIChatGenerator" for cls in type(generator).__mro__)
 
 
-def _offer_tool_choice(generator: Any, kwargs: dict[str, Any]) -> None:
-    """
-    Send `tool_choice: "auto"` with the tools unless the role or the generator sets its own: OpenAI's default when
-    tools are given, but some local OpenAI-compatible servers (llama.cpp) drop the tools without it.
-    """
+def _set_unless_given(generator: Any, kwargs: dict[str, Any], key: str, value: Any) -> None:
+    """Send `generation_kwargs[key] = value` unless the call or the generator's own `generation_kwargs` set `key`."""
     own = {**(getattr(generator, "generation_kwargs", None) or {}), **kwargs.get("generation_kwargs", {})}
-    if "tool_choice" not in own:
-        kwargs["generation_kwargs"] = {**kwargs.get("generation_kwargs", {}), "tool_choice": "auto"}
+    if key not in own:
+        kwargs["generation_kwargs"] = {**kwargs.get("generation_kwargs", {}), key: value}
 
 
 class CallOptions(TypedDict, total=False):
@@ -108,13 +101,10 @@ class CallOptions(TypedDict, total=False):
     - `tools`: tools offered to the model, if any. An `OpenAIChatGenerator` (or subclass) is also sent
       `tool_choice: "auto"` with them, unless the role's or the generator's `generation_kwargs` set `tool_choice`.
     - `max_retries` (int >= 0): retries of a transient failure. Default `DEFAULT_MAX_RETRIES` (2).
-    - `timeout` (float | None): seconds one attempt may take (`None`: no limit); a timeout is transient. Prefer the
-      generator's own timeout when it has one (it cancels the request; this one can only stop waiting, see
-      `run_with_timeout`).
+    - `timeout` (float | None): seconds one attempt may take (`None`: no limit); a timeout is transient.
     - `backoff` (float): seconds before the first retry; doubles each retry. Default `DEFAULT_BACKOFF` (0.5).
-    - `streaming_callback`: passed to the generator's `streaming_callback` (a sync callback for `call_generator`,
-      an async one for `call_generator_async`; see `haystack_agentic.llm.streaming`). An attempt that streamed
-      something is not retried: what it streamed cannot be taken back.
+    - `streaming_callback`: passed to the generator (sync for `call_generator`, async for `call_generator_async`).
+      An attempt that streamed something is not retried.
     """
 
     temperature: float | None
@@ -126,23 +116,19 @@ class CallOptions(TypedDict, total=False):
     streaming_callback: Any
 
 
-#: The options an LLM role component stores under the same names (see `role_options`).
+#: Chat generators that talk to the OpenAI chat API and accept its `stream_options`.
+_OPENAI_GENERATORS = ("OpenAIChatGenerator", "AzureOpenAIChatGenerator")
+
 _ROLE_OPTIONS = ("temperature", "generation_kwargs", "max_retries", "timeout")
 
 
 def role_options(role_component: Any) -> CallOptions:
-    """
-    The call options an LLM role component holds as attributes (`temperature`, `generation_kwargs`,
-    `max_retries`, `timeout`: those it has).
-
-    :param role_component: The component (router, answerer, fallback, grounder).
-    :returns: The options, for `call_generator(..., **role_options(self))`.
-    """
+    """The `CallOptions` an LLM role component holds as attributes, for `call_generator(..., **role_options(self))`."""
     return cast(CallOptions, {n: getattr(role_component, n) for n in _ROLE_OPTIONS if hasattr(role_component, n)})
 
 
 class _Attempts:
-    """The attempts of one call: the state they are counted in, their number, and the retry policy."""
+    """The attempts of one call: the state they are counted in, their number, the retry policy."""
 
     def __init__(
         self, generator: Any, state: LoopState, role: str, messages: Sequence[ChatMessage], options: CallOptions
@@ -155,26 +141,23 @@ class _Attempts:
         self.generator = generator
         self.tools = options.get("tools")
         self.timeout = options.get("timeout")
-        # Chat-template tokens in documents, the question or earlier turns reach the model as text (special_tokens).
         sent = neutral_messages(messages, pattern_for(generator))
         self.kwargs = _call_kwargs(sent, options.get("temperature"), options.get("generation_kwargs"), self.tools)
         self.streamed = False
         callback = options.get("streaming_callback")
-        if callback is not None and not _takes_streaming_callback(generator):
+        if callback is not None and not run_takes(generator, "streaming_callback"):
             logger.debug("The {role} chat generator takes no streaming_callback; its call is not streamed.", role=role)
             callback = None
         if callback is not None:
             self.kwargs["streaming_callback"] = self._counting(callback)
-            if _asks_for_stream_usage(generator, self.kwargs):
-                # OpenAI reports a streamed reply's usage only when asked: without it `usage` would be estimated.
-                self.kwargs["generation_kwargs"] = {
-                    **self.kwargs.get("generation_kwargs", {}), "stream_options": {"include_usage": True}
-                }
+            if type(generator).__name__ in _OPENAI_GENERATORS:  # OpenAI reports a streamed usage only when asked
+                _set_unless_given(generator, self.kwargs, "stream_options", {"include_usage": True})
         if self.tools and sends_openai_requests(generator):
-            _offer_tool_choice(generator, self.kwargs)
+            # Some OpenAI-compatible servers (llama.cpp) drop the tools without it.
+            _set_unless_given(generator, self.kwargs, "tool_choice", "auto")
         max_retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
         if max_retries and generator_retries_itself(generator):
-            # Its own retries times ours would multiply the attempts (and hide them from `usage`): defer to it.
+            # Its retries times ours would multiply the attempts (and hide them from `usage`).
             logger.debug("The {role} chat generator retries by itself; the loop does not retry it.", role=role)
             max_retries = 0
         self.policy = RetryPolicy(
@@ -185,7 +168,7 @@ class _Attempts:
         )
 
     def _counting(self, callback: Any) -> Any:
-        """The callback, noting that the attempt streamed something (sync or async, like `callback`)."""
+        """The callback, noting that the attempt streamed something."""
         if inspect.iscoroutinefunction(callback):
 
             async def on_chunk_async(chunk: Any) -> None:
@@ -201,20 +184,13 @@ class _Attempts:
         return on_chunk
 
     def span(self) -> Any:
-        """
-        A tracing span for the next attempt, shaped like a Haystack chat generator component's
-        (`haystack_agentic.tracing.chat_generator_span`); a no-op unless a tracer is enabled.
-        """
+        """A span for the next attempt (`chat_generator_span`); a no-op unless a tracer is enabled."""
         if not tracing.is_tracing_enabled():
             return _NO_SPAN
         return chat_generator_span(self.generator, self.state, self.role, self.number + 1)
 
     def record(self, span: Any, replies: list[ChatMessage], error: BaseException | None) -> LLMCall:
-        """
-        Count one attempt in `usage` (no tokens for a failed one: none may have reached a server), tag its span.
-        The replies are made valid Unicode here (`valid_reply`: a lone surrogate becomes U+FFFD), once for every
-        role, so no query, answer or tool argument the loop passes on can break a tokenizer, a store or JSON.
-        """
+        """Count one attempt in `usage`, tag its span; the replies are made valid Unicode (`valid_reply`) here."""
         self.number += 1
         replies = [valid_reply(reply) for reply in replies]
         before = self.state.usage.get(self.role, {})
@@ -227,31 +203,9 @@ class _Attempts:
         return LLMCall(replies=replies, error=error, state=self.state)
 
     def finish(self, call: LLMCall) -> LLMCall:
-        """The call's outcome, after the last attempt."""
         if call.error is not None:
             logger.warning("The {role} chat generator raised: {error}", role=self.role, error=repr(call.error))
         return call
-
-
-#: Chat generators that talk to the OpenAI chat API and accept its `stream_options`.
-_OPENAI_GENERATORS = ("OpenAIChatGenerator", "AzureOpenAIChatGenerator")
-
-
-def _asks_for_stream_usage(generator: Any, kwargs: dict[str, Any]) -> bool:
-    """Whether to add `stream_options.include_usage` to a streamed call (an OpenAI generator, not set already)."""
-    own = getattr(generator, "generation_kwargs", None) or {}
-    return type(generator).__name__ in _OPENAI_GENERATORS and "stream_options" not in {
-        **own, **kwargs.get("generation_kwargs", {})
-    }
-
-
-def _takes_streaming_callback(generator: Any) -> bool:
-    """Whether the generator's `run` accepts a `streaming_callback` (every Haystack chat generator's does)."""
-    try:
-        parameters = inspect.signature(generator.run).parameters
-    except (TypeError, ValueError, AttributeError):
-        return False
-    return "streaming_callback" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 def call_generator(
@@ -260,18 +214,15 @@ def call_generator(
     """
     Call a chat generator and count the call for `role`. Exceptions are caught and returned, not raised.
 
-    Transient failures (`is_transient`: timeouts, connection errors, HTTP 429/5xx) are retried up to
-    `max_retries` times with exponential backoff (`backoff`, `2 * backoff`, ... seconds; `RetryPolicy`); other
-    exceptions are returned at once. A generator that retries by itself (`generator_retries_itself`, e.g. an
-    `OpenAIChatGenerator` whose `max_retries` is not 0) gets one attempt: its own retries are not multiplied by
-    ours. Every attempt counts as a call in `usage`; tokens are counted only for attempts that returned (reported
-    by the replies, else estimated).
+    Transient failures (`is_transient`) are retried with exponential backoff (`RetryPolicy`); other exceptions are
+    returned at once. A generator that retries by itself (`generator_retries_itself`) gets one attempt. Every
+    attempt counts as a call in `usage`; tokens only for attempts that returned (reported, else estimated).
 
     :param generator: Any Haystack chat generator.
     :param state: The run's state (for usage accounting).
     :param role: `controller`, `answer`, `fallback` or `grounding`.
     :param messages: The prompt messages.
-    :param options: `CallOptions`: temperature, generation_kwargs, tools, max_retries, timeout, backoff.
+    :param options: `CallOptions`.
     :returns: The `LLMCall` (with the last exception when every attempt failed).
     :raises TypeError: On an option that `CallOptions` does not name.
     """
@@ -292,23 +243,17 @@ def call_generator(
 async def call_generator_async(
     generator: Any, state: LoopState, role: str, messages: Sequence[ChatMessage], **options: Unpack[CallOptions]
 ) -> LLMCall:
-    """
-    Async twin of `call_generator`: awaits the generator's `run_async` when it has one, else runs `run` in a thread;
-    the same retry policy (sleeping with `asyncio.sleep`), the timeout by `asyncio.wait_for`.
-
-    :returns: The `LLMCall`.
-    """
+    """Async twin of `call_generator`: awaits `run_async` when the generator has one, else runs `run` in a thread."""
     attempts = _Attempts(generator, state, role, messages, options)
     timeout = attempts.timeout
     kwargs = attempts.kwargs
     if "streaming_callback" in kwargs and not callable(getattr(generator, "run_async", None)):
-        # Its sync `run` goes to a worker thread: give it a sync callback that runs the async one on this loop.
+        # Its sync `run` goes to a worker thread: a sync callback that runs the async one on this loop.
         kwargs = {**kwargs, "streaming_callback": for_thread(kwargs["streaming_callback"])}
 
     async def attempt() -> LLMCall:
         with attempts.span() as span:
             try:
-                # run_async when the generator has one, else its sync run in a worker thread (context copied)
                 run_async = getattr(generator, "run_async", None)
                 call = run_async(**kwargs) if callable(run_async) else asyncio.to_thread(generator.run, **kwargs)
                 result = await asyncio.wait_for(call, timeout)
@@ -334,11 +279,9 @@ def _tag_call(span: Any, state: LoopState, role: str, replies: list[ChatMessage]
 
 def describe_error(exc: BaseException) -> str:
     """
-    A one-line description of an exception for `LoopOutcome.error`, with what to do about it when that is known
-    (`haystack_agentic.llm.retries.fix_for`: a server option, a bigger context, `--mode json`).
+    A one-line description of an exception for `LoopOutcome.error`.
 
-    :param exc: The exception.
-    :returns: `"<ExceptionType>: <message>"`, then `" (fix: <what to do>)"` when a fix is known.
+    :returns: `"<ExceptionType>: <message>"`, then `" (fix: <what to do>)"` when `fix_for` knows one.
     """
     fix = fix_for(exc)
     return valid_text(f"{type(exc).__name__}: {exc}" + (f" (fix: {fix})" if fix else ""))

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 Refusing, at init, what cannot drive an LLM role: an object that is not a chat generator, or (tools mode) a chat
-generator that cannot take tools. Haystack's `Agent` refuses them at init too; without this they failed mid-run.
+generator that cannot take tools, as Haystack's `Agent` does.
 """
 
 import inspect
@@ -22,11 +22,16 @@ def _takes(parameters: dict[str, inspect.Parameter], name: str) -> bool:
     return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
+def run_takes(generator: Any, name: str) -> bool:
+    """Whether the generator's `run` accepts the keyword argument `name` (by name or `**kwargs`)."""
+    parameters = _run_parameters(generator)
+    return parameters is not None and _takes(parameters, name)
+
+
 def check_chat_generator(generator: Any, owner: str, *, needs_tools: bool = False) -> None:
     """
-    Refuse what is not a Haystack chat generator: its `run` must take `messages` (a `list[ChatMessage]`) and return
-    `{"replies": [...]}`. A `run` that takes only `**kwargs` is accepted (a wrapper); one with other named parameters
-    and no `messages` (a `PromptBuilder`, a `ChatPromptBuilder`) is not.
+    Refuse what is not a Haystack chat generator: its `run` must take `messages`. A `run` that takes only
+    `**kwargs` is accepted (a wrapper); one with other named parameters and no `messages` (a `PromptBuilder`) is not.
 
     :param generator: The object given as a chat generator.
     :param owner: Who got it, for the message (e.g. `"AgenticRouter(chat_generator=...)"`).

@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The `api_key` of an `OpenAIChatGenerator` talking to a local OpenAI-compatible server (Ollama, vLLM, llama.cpp), which
-ignores the key, when `OPENAI_API_KEY` is not set: the OpenAI client refuses to start without one. It is passed to
-the generator (`openai_api_key` says when); nothing is written to the environment.
+The `api_key` of an `OpenAIChatGenerator` talking to a local OpenAI-compatible server (which ignores the key) when
+`OPENAI_API_KEY` is not set: the OpenAI client refuses to start without one. Nothing is written to the environment.
 """
 
 import os
@@ -19,9 +18,8 @@ LOCAL_SERVER_API_KEY = "not-needed-for-a-local-server"
 
 class LocalServerKey(Secret):
     """
-    `OPENAI_API_KEY` when it is set, else `LOCAL_SERVER_API_KEY`. Serialised as
-    `Secret.from_env_var("OPENAI_API_KEY")` (the generator's default): a saved pipeline names the variable, never the
-    placeholder, and `load_loop_pipeline` gives it this key again.
+    `OPENAI_API_KEY` when it is set, else `LOCAL_SERVER_API_KEY`. Serialised as `Secret.from_env_var("OPENAI_API_KEY")`:
+    a saved pipeline names the variable, never the placeholder.
     """
 
     def resolve_value(self) -> str:
@@ -46,8 +44,8 @@ def openai_api_key(base_url: str | None = None) -> Secret | None:
     The API key to pass an `OpenAIChatGenerator` explicitly, if any.
 
     :param base_url: The base URL given (`--base-url`), if any; `OPENAI_BASE_URL` is read too.
-    :returns: `None` when `OPENAI_API_KEY` is set (the generator's default `Secret` reads it); else, with a base URL,
-        a `LocalServerKey`.
+    :returns: `None` when `OPENAI_API_KEY` is set (the generator's default reads it); else, with a base URL, a
+        `LocalServerKey`.
     :raises ValueError: When neither `OPENAI_API_KEY` nor a base URL is set.
     """
     if os.environ.get(ENV_OPENAI_API_KEY, "").strip():

@@ -19,31 +19,17 @@ _CUT = " [...]"
 
 
 def render(template: str, **variables: Any) -> str:
-    """
-    Render a Jinja prompt template in Haystack's sandboxed environment.
-
-    :param template: The template text.
-    :param variables: The template's variables.
-    :returns: The rendered text, stripped.
-    """
+    """Render a Jinja prompt template in Haystack's sandboxed environment; the text is stripped."""
     return _compiled(template).render(**variables).strip()
 
 
 @functools.lru_cache(maxsize=256)
 def _compiled(template: str) -> Any:
-    # Compiling a template costs ~1 ms; prompts are a handful of fixed strings, so each is compiled once.
     return _ENV.from_string(template)
 
 
 def with_system_prompt(template: str | None, question: str, messages: list[ChatMessage]) -> list[ChatMessage]:
-    """
-    Put a rendered system message before `messages` when a template is given.
-
-    :param template: A Jinja template (variable `question`) or `None`.
-    :param question: The run's question.
-    :param messages: The prompt messages.
-    :returns: The messages, with the system message first when there is one.
-    """
+    """`messages` after a system message rendered from `template` (variable `question`), when one is given."""
     if not template:
         return messages
     return [ChatMessage.from_system(render(template, question=question)), *messages]
@@ -57,13 +43,8 @@ def fit_turns(
     turns: Sequence[ChatMessage], budget_tokens: int, counter: TokenCounter | None = None
 ) -> list[ChatMessage]:
     """
-    The turns of a conversation that fit a token budget: the oldest user and assistant messages are left out first;
-    system messages always stay.
-
-    :param turns: The messages, oldest first.
-    :param budget_tokens: Most tokens they may take (counted by `counter`, default the conservative estimate).
-    :param counter: How tokens are counted.
-    :returns: The messages kept, in order.
+    The turns (oldest first) that fit `budget_tokens`: the oldest user and assistant messages are left out first;
+    system messages always stay. `counter` defaults to the conservative estimate.
     """
     counter = counter or CONSERVATIVE
     kept = list(turns)
@@ -82,15 +63,8 @@ def with_earlier_turns(
     counter: TokenCounter | None = None,
 ) -> list[ChatMessage]:
     """
-    Put the earlier turns of a conversation before a prompt: every message but the last (the user's question,
-    which the prompt itself holds), system messages included, the oldest left out beyond `budget_tokens`
-    (`fit_turns`).
-
-    :param conversation: The run's conversation (`LoopState.conversation`; empty when the run started from `query`).
-    :param messages: The prompt messages.
-    :param budget_tokens: Most tokens of the earlier turns. Default `DEFAULT_HISTORY_BUDGET_TOKENS` (4000).
-    :param counter: How tokens are counted (default: the conservative estimate).
-    :returns: The earlier turns, then `messages`.
+    The earlier turns of `conversation` (all but its last message, the question the prompt holds), fitted to
+    `budget_tokens` by `fit_turns`, then `messages`.
     """
     return [*fit_turns(conversation[:-1], budget_tokens, counter), *messages]
 
@@ -101,15 +75,9 @@ def format_chunks(
     """
     Render chunks as a numbered list for a prompt: `[n] (title) content`, each cut to `max_chars` characters.
 
-    With `budget_tokens`, chunks are added best first while the text stays within the budget, counted by `counter`
-    (the model's tokenizer when known, see `token_counter_for`; else a conservative estimate that does not
-    undercount CJK text); the lowest-ranked chunks are left out first, and a first chunk larger than the whole
-    budget is cut to fit.
+    With `budget_tokens`, chunks (best first) are added while the text fits, counted by `counter` (default
+    `CONSERVATIVE`); a first chunk larger than the whole budget is cut to fit.
 
-    :param chunks: Documents, best first.
-    :param max_chars: Most characters of each chunk's content.
-    :param budget_tokens: Most tokens of the whole text, or `None` for no limit.
-    :param counter: How tokens are counted (default: `CONSERVATIVE`).
     :returns: The text ('' when there are no chunks).
     """
     counter = counter or CONSERVATIVE

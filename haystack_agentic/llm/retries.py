@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The one retry policy of every LLM role, on the sync and async paths alike: which failures are transient, how
-often and how long to wait, built on `tenacity` (a Haystack dependency).
-
-A call's attempts never raise into the policy: each returns an outcome (replies or the exception) that the caller
-has already counted in `usage`, and the policy decides from that outcome whether to try again. So every attempt is
-accounted for, and the last outcome is returned when the retries run out.
+The one retry policy of every LLM role, sync and async, on `tenacity`: which failures are transient, how often and
+how long to wait. Attempts never raise into the policy: each returns an outcome already counted in `usage`, and the
+last outcome is returned when the retries run out.
 """
 
 import re
@@ -20,8 +17,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: Exception class names (any library) that mark a transient failure worth retrying: timeouts, dropped
-#: connections, rate limits and server errors (OpenAI's and httpx's names among them).
+#: Exception class names (OpenAI's, httpx's) of transient failures: timeouts, dropped connections, rate limits.
 _TRANSIENT_NAMES = {
     "APITimeoutError",
     "APIConnectionError",
@@ -35,18 +31,15 @@ _TRANSIENT_NAMES = {
 #: HTTP statuses that mark a transient failure (RFC 9110: timeout, conflict, too many requests, server errors).
 _TRANSIENT_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 
-#: Retries after the first attempt of a transient failure (default of every LLM role).
+#: Retries after the first attempt of a transient failure.
 DEFAULT_MAX_RETRIES = 2
 #: First backoff in seconds; it doubles after each retry.
 DEFAULT_BACKOFF = 0.5
 
-
-#: A server option named in an error's text (`--jinja`, `-c`, `--ctx-size`): the server must be started differently, so
-#: retrying the same request cannot help.
+#: A server option named in an error's text (`--jinja`, `-c`): the server must be restarted, retrying cannot help.
 _SERVER_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z-]+|-c\b)|\bflag\b")
 
-#: What to do about a permanent failure, by a pattern of its text (first match wins). The fixes name this package's
-#: flags and llama.cpp's server options.
+#: What to do about a permanent failure, by a pattern of its text (first match wins).
 _FIXES = (
     (
         re.compile(r"--jinja|jinja", re.IGNORECASE),
@@ -66,8 +59,8 @@ _STATUS_FIXES = {
 }
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """The exception and its causes (Haystack may wrap the client's error), without cycles."""
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes, outermost first, without cycles."""
     seen: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and all(current is not e for e in seen):
@@ -77,13 +70,8 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def status_code(exc: BaseException) -> int | None:
-    """
-    The HTTP status of a failed request (an OpenAI client or httpx error, or one they caused), if any.
-
-    :param exc: The exception.
-    :returns: The status, or `None`.
-    """
-    for current in _chain(exc):
+    """The HTTP status of a failed request (an OpenAI client or httpx error, or one they caused), or `None`."""
+    for current in exception_chain(exc):
         code = getattr(current, "status_code", None)
         if isinstance(code, int):
             return code
@@ -92,12 +80,8 @@ def status_code(exc: BaseException) -> int | None:
 
 def is_transient(exc: BaseException) -> bool:
     """
-    Whether an exception from a chat generator is worth retrying: timeouts, dropped connections, HTTP 408, 409, 429
-    and 5xx. A 5xx whose text names a server option (`500 tools param requires --jinja flag`) is not: the server
-    must be restarted with it. 400, 401, 404 and other client errors are not either.
-
-    :param exc: The exception.
-    :returns: `True` for a transient failure.
+    Whether a chat generator's exception is worth retrying: timeouts, dropped connections, HTTP 408, 409, 429 and
+    5xx, unless its text names a server option (`500 tools param requires --jinja flag`).
     """
     if _SERVER_OPTION.search(str(exc)):
         return False
@@ -106,18 +90,12 @@ def is_transient(exc: BaseException) -> bool:
         return code in _TRANSIENT_STATUSES
     return any(
         isinstance(current, (TimeoutError, ConnectionError)) or type(current).__name__ in _TRANSIENT_NAMES
-        for current in _chain(exc)
+        for current in exception_chain(exc)
     )
 
 
 def fix_for(exc: BaseException) -> str | None:
-    """
-    What the user can do about a permanent failure (a server option, a bigger context, JSON routing, the key or
-    URL), or `None` when there is nothing specific to say.
-
-    :param exc: The exception.
-    :returns: The fix, as an imperative clause, or `None`.
-    """
+    """What the user can do about a permanent failure, as an imperative clause, or `None`."""
     text = str(exc)
     for pattern, fix in _FIXES:
         if pattern.search(text):
@@ -126,27 +104,13 @@ def fix_for(exc: BaseException) -> str | None:
 
 
 def refuses_response_format(exc: BaseException) -> bool:
-    """
-    Whether a server refused a request because of its `response_format` (HTTP 400, or 422/500 from some local
-    servers, whose text names `response_format` or `json_schema`): it can be sent again without.
-
-    :param exc: The exception.
-    :returns: `True` when retrying without `response_format` may succeed.
-    """
+    """Whether a server refused a request for its `response_format` (HTTP 400/422/500 naming it): resend without."""
     code = status_code(exc)
     return code in (400, 422, 500) and re.search(r"response_format|json_schema", str(exc)) is not None
 
 
 def generator_retries_itself(generator: Any) -> bool:
-    """
-    Whether a chat generator retries failed requests on its own, so the loop's retries would multiply its attempts.
-
-    A generator that has a `max_retries` attribute other than 0 does (Haystack's `OpenAIChatGenerator`: `None`
-    means the client's default of 5 retries).
-
-    :param generator: The chat generator.
-    :returns: `True` when it retries itself.
-    """
+    """Whether a chat generator retries on its own: a `max_retries` attribute other than 0 (`OpenAIChatGenerator`)."""
     return hasattr(generator, "max_retries") and getattr(generator, "max_retries") != 0
 
 
@@ -157,7 +121,7 @@ class RetryPolicy:
 
     :param max_retries: Retries after the first attempt (>= 0).
     :param backoff: Seconds before the first retry (>= 0); doubles each retry.
-    :param is_failure: Tells from an attempt's outcome whether it failed transiently (and so is worth another go).
+    :param is_failure: Whether an attempt's outcome failed transiently.
     :param describe: Names the outcome's failure in the log line before a retry.
     """
 
@@ -192,13 +156,9 @@ class RetryPolicy:
 
     def run(self, attempt: Callable[[], T]) -> T:
         """
-        Run `attempt` until its outcome is not a transient failure or the retries are used up.
+        Run `attempt` (which returns its outcome, not raises) until it is not a transient failure or the retries are
+        used up; the first attempt runs without tenacity, which then replays it.
 
-        The first attempt runs directly (most calls succeed at once: tenacity's machinery, ~0.1 ms a call, is only
-        set up for a failure worth retrying), and the retries then run under tenacity as if it had made that first
-        attempt itself (same waits, log lines and attempt count).
-
-        :param attempt: One attempt; it must return its outcome, not raise (an exception it raises propagates).
         :returns: The last attempt's outcome.
         """
         first = attempt()
@@ -216,12 +176,7 @@ class RetryPolicy:
         return Retrying(**self._settings())(again)
 
     async def run_async(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """
-        Async twin of `run`: awaits each attempt and sleeps with `asyncio.sleep`.
-
-        :param attempt: One attempt (a coroutine function returning its outcome).
-        :returns: The last attempt's outcome.
-        """
+        """Async twin of `run`: awaits each attempt and sleeps with `asyncio.sleep`."""
         first = await attempt()
         if self.max_retries == 0 or not self.is_failure(first):
             return first

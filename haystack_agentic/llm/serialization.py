@@ -10,36 +10,21 @@ from haystack.utils import deserialize_callable, deserialize_chatgenerator_inpla
 
 
 def generator_to_dict(generator: Any) -> dict[str, Any] | None:
-    """
-    Serialize an optional chat generator the way Haystack's Agent does.
-
-    :param generator: The generator or `None`.
-    :returns: Its dict, or `None`.
-    """
+    """Serialize an optional chat generator the way Haystack's Agent does (`None` stays `None`)."""
     return None if generator is None else component_to_dict(obj=generator, name="chat_generator")
 
 
 def generator_from_dict_inplace(init_params: dict[str, Any], key: str = "chat_generator") -> None:
-    """
-    Deserialize an optional chat generator in `init_params[key]` in place (left alone when absent or `None`).
-
-    :param init_params: The component's init parameters.
-    :param key: The key holding the generator.
-    """
+    """Deserialize an optional chat generator in `init_params[key]`, and a `streaming_callback`, in place."""
     if init_params.get(key) is not None:
         deserialize_chatgenerator_inplace(init_params, key=key)
     callback_from_dict_inplace(init_params)
 
 
 def warm_up_generator(generator: Any) -> None:
-    """
-    Warm up a chat generator if it has a `warm_up` method.
-
-    :param generator: The generator or `None`.
-    """
+    """Warm up an optional chat generator if it has a `warm_up` method."""
     if generator is not None and hasattr(generator, "warm_up"):
         generator.warm_up()
-
 
 
 #: The init parameters every LLM role component (answerer, fallback) holds besides its `chat_generator`.
@@ -47,13 +32,7 @@ ROLE_PARAMETERS = ("temperature", "generation_kwargs", "max_retries", "timeout",
 
 
 def role_to_dict(role_component: Any, *parameters: str) -> dict[str, Any]:
-    """
-    Serialise an LLM role component: its chat generator, the `ROLE_PARAMETERS` and its own `parameters`.
-
-    :param role_component: The component; each parameter is read from the attribute of the same name.
-    :param parameters: The component's other init parameters.
-    :returns: The `default_to_dict` dictionary.
-    """
+    """Serialise an LLM role component: its chat generator, the `ROLE_PARAMETERS` and its other `parameters`."""
     values = {name: getattr(role_component, name) for name in (*ROLE_PARAMETERS, *parameters)}
     if hasattr(role_component, "streaming_callback"):
         values["streaming_callback"] = callback_to_dict(role_component.streaming_callback)
@@ -61,21 +40,11 @@ def role_to_dict(role_component: Any, *parameters: str) -> dict[str, Any]:
 
 
 def callback_to_dict(callback: Any) -> str | None:
-    """
-    Serialize an optional streaming callback as Haystack's chat generators do (its import path).
-
-    :param callback: The callback or `None`.
-    :returns: `"module.function"`, or `None`.
-    """
+    """An optional streaming callback's import path (`"module.function"`), as Haystack's chat generators save it."""
     return serialize_callable(callback) if callback is not None else None
 
 
 def callback_from_dict_inplace(init_params: dict[str, Any], key: str = "streaming_callback") -> None:
-    """
-    Deserialize an optional streaming callback in `init_params[key]` in place (left alone when absent or `None`).
-
-    :param init_params: The component's init parameters.
-    :param key: The key holding the callback's import path.
-    """
+    """Deserialize an optional streaming callback in `init_params[key]` in place."""
     if init_params.get(key):
         init_params[key] = deserialize_callable(init_params[key])

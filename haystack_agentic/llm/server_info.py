@@ -1,9 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-What an OpenAI-compatible server says about itself, where it says it: llama.cpp's `/props` reports whether the
-model's chat template supports tools (`chat_template_caps.supports_tools`) and the context size
-(`default_generation_settings.n_ctx`). Other servers (OpenAI, vLLM, Ollama) have no such endpoint: then nothing is
-known and nothing changes.
+What an OpenAI-compatible server says about itself: llama.cpp's `/props` reports whether the model's chat template
+supports tools and the context size. Other servers have no such endpoint: then nothing is known and nothing changes.
 """
 
 import json
@@ -20,8 +18,8 @@ logger = logging.getLogger(__name__)
 #: Seconds to wait for `/props`: a local server answers in milliseconds; a remote one without it must not delay a run.
 PROPS_TIMEOUT = 2.0
 
-#: Tokens of the context left for the reply and the chat template's own tokens when the prompt budget is fitted to a
-#: server's context (the largest per-role `max_tokens` of the packaged pipelines, plus a margin).
+#: Tokens of the context left for the reply and the chat template when the prompt budget is fitted to a server's
+#: context (the largest per-role `max_tokens` of the packaged pipelines, plus a margin).
 REPLY_RESERVE_TOKENS = 512
 #: The smallest prompt budget the router accepts (`AgenticRouter(context_budget_tokens)`).
 MIN_PROMPT_BUDGET = 256
@@ -30,25 +28,19 @@ MIN_PROMPT_BUDGET = 256
 @dataclass(frozen=True)
 class ServerInfo:
     """
-    What a llama.cpp-style server reported.
+    What a llama.cpp-style server reported (`None`: not reported).
 
-    :param supports_tools: Whether the model's chat template handles tools (`None`: not reported).
-    :param n_ctx: Context size of one slot in tokens (`None`: not reported).
-    :param has_chat_template: Whether the model came with a chat template (`None`: not reported). Without one
-        llama.cpp falls back to ChatML.
+    :param supports_tools: Whether the model's chat template handles tools.
+    :param n_ctx: Context size of one slot in tokens.
     """
 
     supports_tools: bool | None = None
     n_ctx: int | None = None
-    has_chat_template: bool | None = None
 
     def prompt_budget(self, budget: int) -> int:
         """
-        The prompt budget fitted to the server's context: `budget`, or less when the context leaves less room after
-        the reply (`REPLY_RESERVE_TOKENS`).
-
-        :param budget: The configured budget in tokens.
-        :returns: The budget to use (at least `MIN_PROMPT_BUDGET`).
+        `budget` (tokens), or less when the server's context leaves less room after `REPLY_RESERVE_TOKENS`; at least
+        `MIN_PROMPT_BUDGET`.
         """
         if not self.n_ctx:
             return budget
@@ -56,52 +48,36 @@ class ServerInfo:
 
 
 def props_url(base_url: str) -> str:
-    """
-    The `/props` address of an OpenAI-compatible base URL (`http://host:8080/v1` -> `http://host:8080/props`).
-
-    :param base_url: The base URL the chat generator uses.
-    :returns: The URL.
-    """
+    """The `/props` address of an OpenAI-compatible base URL (`http://host:8080/v1` -> `http://host:8080/props`)."""
     parts = urlsplit(base_url.rstrip("/"))
     path = parts.path[: -len("/v1")] if parts.path.endswith("/v1") else parts.path
     return urlunsplit((parts.scheme, parts.netloc, f"{path}/props", "", ""))
 
 
 def parse_props(props: Any) -> ServerInfo:
-    """
-    Read a `/props` reply (llama.cpp's fields; unknown or missing ones give `None`).
-
-    :param props: The decoded JSON.
-    :returns: The `ServerInfo`.
-    """
+    """A decoded `/props` reply as a `ServerInfo` (unknown or missing fields give `None`)."""
     if not isinstance(props, dict):
         return ServerInfo()
     caps = props.get("chat_template_caps")
     supports = caps.get("supports_tools") if isinstance(caps, dict) else None
     settings = props.get("default_generation_settings")
     n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-    template = props.get("chat_template")
     return ServerInfo(
         supports_tools=supports if isinstance(supports, bool) else None,
         n_ctx=n_ctx if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0 else None,
-        has_chat_template=bool(template.strip()) if isinstance(template, str) else None,
     )
 
 
-def read_server_info(base_url: str, timeout: float = PROPS_TIMEOUT) -> ServerInfo:
+def read_server_info(base_url: str) -> ServerInfo:
     """
-    Ask the server at `base_url` what it reports (`/props`), quietly: a server without the endpoint, unreachable,
-    slow or answering something else gives an empty `ServerInfo` (the run then fails or succeeds on its own terms).
-
-    :param base_url: The OpenAI-compatible base URL.
-    :param timeout: Seconds to wait. Default `PROPS_TIMEOUT` (2 s).
-    :returns: The `ServerInfo` (all `None` when nothing is known).
+    Ask the server at `base_url` what it reports (`/props`, `PROPS_TIMEOUT`), quietly: a server without the
+    endpoint, unreachable, slow or answering something else gives an empty `ServerInfo`.
     """
     url = props_url(base_url)
     if urlsplit(url).scheme not in ("http", "https"):
         return ServerInfo()
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - http(s) only, checked above
+        with urllib.request.urlopen(url, timeout=PROPS_TIMEOUT) as response:  # noqa: S310 - http(s) only, checked above
             return parse_props(json.loads(response.read(1_000_000)))
     except (OSError, ValueError, urllib.error.URLError) as exc:
         logger.debug("No server info at {url}: {error}", url=url, error=repr(exc))

@@ -2,18 +2,10 @@
 """
 Counting prompt tokens, and fitting a tool-calling conversation into a token budget.
 
-Three counters, one interface (`count(messages, tools)` like Haystack's `TokenCounter`, plus `count_text`):
-
-- `HuggingFaceTokenCounter`: the model's own tokenizer, for local models (`EmbeddedChatGenerator`, Haystack's
-  `TransformersChatGenerator` / `HuggingFaceLocalChatGenerator` once warmed up);
-- `TiktokenTokenCounter`: OpenAI's encoder for OpenAI model names, when `tiktoken` is installed and can load the
-  encoding (it downloads it on first use and caches it: offline, that fails and the estimate is used);
-- `ConservativeTokenCounter`: an estimate for any other model, built so that it does not undercount: every
-  character of three or more UTF-8 bytes (CJK, kana, hangul, Thai, Devanagari, emoji) counts as many tokens as it
-  has bytes, the most a byte-level BPE or byte-fallback tokenizer can spend on it.
-
-`token_counter_for(generator)` picks one. Messages are rendered as plain text the way Haystack's own counters render
-them (`render_message`, on public API), plus a few tokens per message for the chat template's role markers.
+Three counters with one interface (`count(messages, tools)` like Haystack's `TokenCounter`, plus `count_text`): the
+model's own Hugging Face tokenizer, `tiktoken` for OpenAI model names, and `ConservativeTokenCounter`, an estimate
+that does not undercount. `token_counter_for(generator)` picks one. Messages are rendered as plain text
+(`render_message`), plus a few tokens per message for the chat template's role markers.
 """
 
 import json
@@ -36,13 +28,12 @@ logger = logging.getLogger(__name__)
 
 #: Tokens a chat template adds around each message (role markers, separators): ChatML spends 4-5.
 MESSAGE_OVERHEAD_TOKENS = 5
-#: Flat token charges for content without text, Haystack's `ApproximateTokenCounter` defaults (85: OpenAI's
-#: low-detail image cost).
+#: Flat token charges for content without text (Haystack's `ApproximateTokenCounter` defaults).
 TOKENS_PER_IMAGE = 85
 TOKENS_PER_FILE = 1000
 #: Tool lists whose schema token count a counter keeps (a router's tools are the same list every turn).
 _TOOL_COUNTS_KEPT = 64
-#: Seconds `tiktoken` may take to load an encoding (it downloads the file the first time) before we give up on it.
+#: Seconds `tiktoken` may take to load an encoding (it downloads it the first time) before the estimate is used.
 TIKTOKEN_LOAD_TIMEOUT = 10.0
 
 _ASCII_LETTERS = re.compile(r"[A-Za-z]+")
@@ -54,13 +45,10 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 class TokenCounter:
     """
-    Counts the tokens of text and of chat prompts; subclasses say how one text is counted (`_count_text`).
-
-    Counts of texts are cached (the 1024 most recent), and so is each message's count while the message lives
-    (`ChatMessage`s are not changed in place), so counting a growing conversation again is cheap.
+    Counts the tokens of text and of chat prompts; subclasses say how one text is counted (`_count_text`). Counts
+    of texts (the 1024 most recent) and of each live message are cached.
     """
 
-    #: Names the counter in logs and docs.
     name = "token counter"
 
     def __init__(self) -> None:
@@ -72,26 +60,14 @@ class TokenCounter:
         raise NotImplementedError
 
     def count_text(self, text: str) -> int:
-        """
-        Tokens of a text.
-
-        :param text: The text.
-        :returns: Its token count (0 for '').
-        """
+        """Tokens of a text (0 for '')."""
         if not text:
             return 0
         text = valid_text(text)  # lone surrogates: not encodable as UTF-8, tokenizers raise on them
         return self._cached_count(text)
 
     def count(self, messages: Sequence[ChatMessage], tools: Any = None) -> int:
-        """
-        Tokens of a prompt: the messages (each rendered as Haystack's counters do, plus `MESSAGE_OVERHEAD_TOKENS`),
-        the tool schemas, and Haystack's flat estimate for images and files.
-
-        :param messages: The messages.
-        :param tools: The tools sent with them, if any.
-        :returns: The token count.
-        """
+        """Tokens of a prompt: the messages (plus `MESSAGE_OVERHEAD_TOKENS` each), the tool schemas, images, files."""
         total = sum(self._message_counts.get(m, self._count_message) for m in messages)
         if tools:
             total += self._count_tools(tools)
@@ -119,9 +95,6 @@ def render_message(message: ChatMessage) -> str:
     """
     One message as the plain text a counter measures: `[role] text`, one `[role -> tool_call] name({json})` line per
     tool call, `[tool:name] result` for a tool result, and `<image>` / `<file: name>` stand-ins.
-
-    :param message: The message.
-    :returns: The text.
     """
     role = message.role.value
     if message.tool_call_results:
@@ -139,20 +112,14 @@ def render_message(message: ChatMessage) -> str:
 
 
 def render_tools(tools: Any) -> str:
-    """
-    Tool schemas as one JSON block (what a provider sends beside the messages).
-
-    :param tools: A list of `Tool`s and `Toolset`s, a `Toolset`, or `None`.
-    :returns: The JSON text ('' for no tools).
-    """
+    """Tool schemas (a list of `Tool`s and `Toolset`s, or a `Toolset`) as one JSON text ('' for no tools)."""
     if not tools:
         return ""
     return json.dumps([tool.tool_spec for tool in flatten_tools_or_toolsets(tools)], default=str, sort_keys=True)
 
 
 def non_text_tokens(message: ChatMessage) -> int:
-    """Flat charges for a message's images and files, including those inside tool results (`TOKENS_PER_IMAGE`,
-    `TOKENS_PER_FILE`)."""
+    """Flat charges for a message's images and files, those inside tool results included."""
     parts = [*message.images, *message.files]
     for result in message.tool_call_results:
         if not isinstance(result.result, str):
@@ -180,12 +147,9 @@ class ConservativeTokenCounter(TokenCounter):
     """
     A tokenizer-free estimate that does not undercount, for models whose tokenizer is unknown.
 
-    Per piece of text: a run of ASCII letters counts one token per 4 letters (rounded up); an ASCII digit or
-    punctuation mark, 1; whitespace other than a single space before a letter, 1; a character of 2 UTF-8 bytes
-    (accented Latin, Greek, Cyrillic, Arabic, Hebrew, Armenian), 1.5; a character of 3 or 4 bytes (CJK, kana,
-    hangul, Thai, Devanagari, emoji), its byte count. Measured against SmolLM2's tokenizer (the packaged model) and
-    OpenAI's cl100k_base: English Wikipedia paragraphs 1.33x / 1.43x the real count (on the worst single paragraph,
-    full of Latin species names, 6% short), Chinese 1.6x / 2.4x (on no text short).
+    A run of ASCII letters counts one token per 4 letters (rounded up); an ASCII digit or punctuation mark, 1;
+    whitespace other than a single space before a letter, 1; a character of 2 UTF-8 bytes, 1.5; a character of 3
+    or 4 bytes (CJK, kana, hangul, Thai, Devanagari, emoji), its byte count, the most a byte-level tokenizer spends.
     """
 
     name = "conservative estimate"
@@ -203,11 +167,7 @@ class ConservativeTokenCounter(TokenCounter):
 
 
 class HuggingFaceTokenCounter(TokenCounter):
-    """
-    Counts with a Hugging Face tokenizer (the model's own: exact for its text, without special tokens).
-
-    :param tokenizer: A `transformers` tokenizer (anything with `encode(text, add_special_tokens=False)`).
-    """
+    """Counts with a Hugging Face tokenizer (anything with `encode(text, add_special_tokens=False)`)."""
 
     name = "model tokenizer"
 
@@ -220,11 +180,7 @@ class HuggingFaceTokenCounter(TokenCounter):
 
 
 class TiktokenTokenCounter(TokenCounter):
-    """
-    Counts with a `tiktoken` encoding (OpenAI's models).
-
-    :param encoding: A loaded `tiktoken.Encoding`.
-    """
+    """Counts with a loaded `tiktoken.Encoding` (OpenAI's models)."""
 
     name = "tiktoken"
 
@@ -255,8 +211,7 @@ def hf_tokenizer(generator: Any) -> Any:
 
 @lru_cache(maxsize=256)
 def _encoding_name_for_model(tiktoken: Any, model: str) -> str | None:
-    """tiktoken's encoding name for a model, or `None` for a name it does not know (looked up once per name: an
-    unknown name, e.g. a local model's, scans all of tiktoken's prefixes and raises, on every turn otherwise)."""
+    """tiktoken's encoding name for a model, or `None` (cached: an unknown name scans all prefixes and raises)."""
     try:
         return tiktoken.encoding_name_for_model(model)
     except KeyError:
@@ -264,7 +219,7 @@ def _encoding_name_for_model(tiktoken: Any, model: str) -> str | None:
 
 
 def _tiktoken_counter(model: str) -> TiktokenTokenCounter | None:
-    """A tiktoken counter for an OpenAI model name, or `None` (tiktoken missing, unknown model, encoding unloadable)."""
+    """A tiktoken counter for an OpenAI model name, or `None`."""
     try:
         import tiktoken  # noqa: PLC0415 - optional
     except ImportError:
@@ -279,8 +234,7 @@ def _tiktoken_counter(model: str) -> TiktokenTokenCounter | None:
 
 
 def _load_tiktoken(tiktoken: Any, encoding_name: str) -> TiktokenTokenCounter | None:
-    # tiktoken downloads an encoding's file the first time (no timeout of its own), then caches it. Load it in a
-    # daemon thread with a deadline, once per process: offline, counting falls back to the estimate at once.
+    # tiktoken downloads an encoding the first time, with no timeout of its own: a daemon thread with a deadline.
     loaded: dict[str, Any] = {}
 
     def load() -> None:
@@ -305,11 +259,10 @@ def _load_tiktoken(tiktoken: Any, encoding_name: str) -> TiktokenTokenCounter | 
 
 def token_counter_for(generator: Any) -> TokenCounter:
     """
-    The best token counter known for a chat generator's model.
+    The best token counter known for a chat generator's model (`None`: `CONSERVATIVE`).
 
-    :param generator: A chat generator, or `None`.
     :returns: The model's Hugging Face tokenizer when the generator exposes one (after `warm_up`); `tiktoken` for an
-        OpenAI model name (`generator.model`) when it is installed and can load the encoding; else `CONSERVATIVE`.
+        OpenAI model name (`generator.model`) when it can load the encoding; else `CONSERVATIVE`.
     """
     if generator is None:
         return CONSERVATIVE
@@ -331,26 +284,8 @@ def token_counter_for(generator: Any) -> TokenCounter:
     return CONSERVATIVE
 
 
-def estimate_tokens(messages: Sequence[ChatMessage], tools: Any = None, counter: TokenCounter | None = None) -> int:
-    """
-    Prompt tokens of messages (and tool schemas).
-
-    :param messages: The messages.
-    :param tools: Tools sent with them, if any.
-    :param counter: The counter (default: `CONSERVATIVE`).
-    :returns: The count, in tokens.
-    """
-    return (counter or CONSERVATIVE).count(messages, tools)
-
-
 def longest_prefix_within(text: str, fits: Callable[[str], bool]) -> str:
-    """
-    The longest prefix of `text` (cut at a character) for which `fits` holds, by binary search.
-
-    :param text: The text.
-    :param fits: Whether a candidate prefix fits; it must be monotonic (a shorter prefix fits if a longer one does).
-    :returns: The prefix ('' when none fits).
-    """
+    """The longest prefix of `text` for which `fits` (monotonic) holds, by binary search ('' when none fits)."""
     low, high = 0, len(text)
     while low < high:
         middle = (low + high + 1) // 2
@@ -367,15 +302,12 @@ def compact_messages(
     """
     Fit a tool-calling conversation into a token budget by compacting older tool results.
 
-    Tool results are replaced, oldest first, by a one-line digest (their first line, which names the query and
-    the number of results, plus the chunk ids they listed) until the conversation fits; the latest tool result
-    is kept whole as long as possible, then cut from its end (its chunks are in rank order, so the lowest ranks
-    go first). System, user and assistant messages are never changed. The input is not modified.
+    Tool results are replaced, oldest first, by a one-line digest (their first line and the chunk ids they listed)
+    until the conversation fits; then the latest tool result is cut from its end (its lowest-ranked chunks go
+    first). Other messages are never changed; the input is not modified.
 
-    :param messages: The conversation.
-    :param budget_tokens: Most prompt tokens.
-    :param tools: The tools sent with the conversation (their schemas count too).
-    :param counter: How tokens are counted (default: `CONSERVATIVE`; see `token_counter_for`).
+    :param budget_tokens: Most prompt tokens, tool schemas included.
+    :param counter: How tokens are counted (default: `CONSERVATIVE`).
     :returns: The messages to send.
     """
     counter = counter or CONSERVATIVE

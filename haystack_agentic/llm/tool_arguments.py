@@ -1,10 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Reading the arguments of a model's tool call: JSON text or a dict, with the values models get wrong.
-
-A model may send arguments as text that is not JSON, as `null`, or with numbers JSON cannot hold (`1e999`, which
-`json.loads` turns into `inf`; `NaN`). These helpers decode them without raising anything but `ValueError`, and
-keep what the run records JSON-serialisable.
+Reading a model's tool call arguments: text that is not JSON, `null`, numbers JSON cannot hold (`1e999`, `NaN`),
+decoded without raising anything but `ValueError`.
 """
 
 import json
@@ -16,11 +13,9 @@ from haystack_agentic.llm.valid_text import valid_value
 
 def decode_arguments(arguments: Any) -> tuple[Any, str | None]:
     """
-    Decode a tool call's arguments.
+    Decode `ToolCall.arguments` (a dict, JSON text, `None`, anything).
 
-    :param arguments: `ToolCall.arguments`: a dict, JSON text, `None` or anything a generator produced.
-    :returns: `(value, None)` with JSON text decoded (blank text and `None` give `{}`), or `(None, why)` when the
-        text is not JSON (`why` is the decoder's message).
+    :returns: `(value, None)` (blank text and `None` give `{}`), or `(None, the decoder's message)` when not JSON.
     """
     if isinstance(arguments, str):
         try:
@@ -31,10 +26,7 @@ def decode_arguments(arguments: Any) -> tuple[Any, str | None]:
 
 
 def finite(value: Any) -> Any:
-    """
-    `value` with every non-finite float (`inf`, `-inf`, `nan`), at any depth of dicts and lists, replaced by its
-    name as a string (`"inf"`), so that it encodes as strict JSON.
-    """
+    """`value` with every non-finite float, at any depth of dicts and lists, replaced by its name (`"inf"`)."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
@@ -48,13 +40,8 @@ def whole_number(value: Any, minimum: int, maximum: int) -> int:
     """
     A count a model asked for: a whole number of at least `minimum`, capped at `maximum`.
 
-    :param value: An int, a float with no fractional part (`7.0`, `1e300`) or a string of digits (`"7"`).
-    :param minimum: The smallest value accepted.
-    :param maximum: Larger values are capped to it.
-    :returns: The number, at most `maximum`.
-    :raises ValueError: For bools, non-finite or fractional floats (`inf`, `nan`, `2.5`), strings that are not
-        whole numbers (`"many"`, `"2.5"`, `"1e999"`), other types, and numbers below `minimum`; the message says
-        what is accepted and what was given.
+    :param value: An int, a float with no fractional part (`7.0`) or a string of digits (`"7"`).
+    :raises ValueError: For anything else (bools, `inf`, `2.5`, `"many"`) and numbers below `minimum`.
     """
     problem = f"must be an integer from {minimum} to {maximum}"
     if isinstance(value, str):

@@ -1,17 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-How the loop runs a user tool: with the tool's public `invoke`, applying its `inputs_from_state`, `outputs_to_state`
-and `outputs_to_string` as Haystack's `Agent` applies them, with two additions for retrieval:
+How the loop runs a user tool: its public `invoke`, with `inputs_from_state`, `outputs_to_state` and
+`outputs_to_string` applied as Haystack's `Agent` applies them (its tool-calling functions are private), plus:
 
-- Documents a tool returns (a `list[Document]`, or one inside a dict of outputs, as a `ComponentTool` around a
-  retriever returns `{"documents": [...]}`), and Documents it writes to the `documents` state key, are handed back
-  to join the run's chunks. Only those within the run's filters are kept: the filters scope every search.
-- A tool without its own `outputs_to_string` that returns Documents shows the model readable text (a numbered list
-  of chunks with id, title and a content preview, like a search result), not `Document(...)` reprs or JSON.
-
-Haystack 3 has no `ToolInvoker` component any more (DESIGN.md) and its tool-calling functions are private, so the
-few rules they apply are applied here on public API (docs/decisions.md says what that leaves out: a parameter typed
-`State` is injected for function tools only, and a tool call gets no span of its own).
+- Documents a tool returns (a list, or one inside a dict of outputs, as a `ComponentTool` around a retriever
+  returns) or writes to the `documents` state key join the run's chunks, if within the run's filters.
+- A tool without its own `outputs_to_string` that returns Documents shows the model a numbered list of chunks.
 """
 
 import dataclasses
@@ -66,21 +60,17 @@ def invoke_user_tool(
     arguments: dict[str, Any],
     tool_state: Mapping[str, Any],
     filters: Mapping[str, Any] | None = None,
-    preview_chars: int = TOOL_DOCUMENT_PREVIEW_CHARS,
 ) -> ToolOutcome:
     """
-    Run one user tool call (the tool's `invoke`, with its state mappings); a failure becomes a tool error for the model.
+    Run one user tool call; a failure becomes a tool error for the model.
 
-    :param tool: The tool.
-    :param tool_call: The model's call (its result message answers it).
     :param arguments: The call's arguments, already parsed to a dict.
     :param tool_state: The run's tool state (`LoopState.tool_state`); the run's filters are added under `filters`.
     :param filters: The run's Haystack metadata filters, or `None`.
-    :param preview_chars: Most characters of one Document in the readable text.
     :returns: The `ToolOutcome`. Never raises for a failing tool (nor for a failing `outputs_to_state` handler).
     """
     state = State(schema=_schema(tool, tool_state), data={**dict(tool_state), FILTERS_KEY: filters})
-    # One span per tool call, named and tagged as Haystack's Agent names its tool spans.
+    # Named and tagged as Haystack's Agent's tool spans.
     tags = {"haystack.tool.name": tool.name, "haystack.tool.description": tool.description}
     failed = False
     with tracing.tracer.trace("haystack.agent.step.tool", tags=tags) as span:
@@ -88,7 +78,7 @@ def invoke_user_tool(
         try:
             result = tool.invoke(**_arguments_with_state(tool, arguments, state))
             _merge_outputs_into_state(tool, result, state)
-            text = _result_text(tool, result, filters, preview_chars)
+            text = _result_text(tool, result, filters, TOOL_DOCUMENT_PREVIEW_CHARS)
             span.set_content_tag("haystack.agent.step.tool.output", result)
         except Exception as exc:  # noqa: BLE001 - a failing tool, or an outputs_to_state handler that raised
             span.set_tag("haystack.tool.error", True)
@@ -105,10 +95,7 @@ def invoke_user_tool(
 def documents_in(result: Any) -> list[Document] | None:
     """
     The Documents in a tool's result: the result itself when it is a list of Documents, else every list of
-    Documents among the values of a dict result (e.g. a retriever's `{"documents": [...]}`).
-
-    :param result: What the tool returned.
-    :returns: The Documents, or `None` when the result holds none.
+    Documents among a dict result's values; `None` when it holds none.
     """
     if _is_documents(result):
         return list(result)
@@ -119,13 +106,7 @@ def documents_in(result: Any) -> list[Document] | None:
 
 
 def within_filters(documents: list[Document], filters: Mapping[str, Any] | None) -> list[Document]:
-    """
-    The Documents that match the run's filters (all of them when there are none).
-
-    :param documents: The Documents.
-    :param filters: Haystack metadata filters, or `None`.
-    :returns: The matching Documents; a Document the filters cannot be applied to (e.g. a type mismatch) is left out.
-    """
+    """The Documents that match `filters` (all when `None`); one the filters cannot be applied to is left out."""
     if not filters:
         return list(documents)
     kept = []
@@ -139,14 +120,7 @@ def within_filters(documents: list[Document], filters: Mapping[str, Any] | None)
 
 
 def format_tool_documents(tool_name: str, documents: list[Document], preview_chars: int) -> str:
-    """
-    Render a tool's Documents for the model like a search result: numbered, with id, title and a content preview.
-
-    :param tool_name: The tool's name (in the header line).
-    :param documents: The Documents, in the tool's order.
-    :param preview_chars: Most characters of each Document's content.
-    :returns: The text.
-    """
+    """A tool's Documents as the model reads a search result: numbered, with id, title and a content preview."""
     if not documents:
         return f"No results from {tool_name}."
     return numbered_chunks(f"{len(documents)} result(s) from {tool_name}:", documents, preview_chars)
@@ -157,7 +131,7 @@ def _is_documents(value: Any) -> bool:
 
 
 def _schema(tool: Tool, tool_state: Mapping[str, Any]) -> dict[str, Any]:
-    """The Haystack `State` schema for one call: the keys the tool reads or writes, the run's state and filters."""
+    """The `State` schema for one call: the keys the tool reads or writes, the run's state and filters."""
     keys = {*tool_state, *(tool.outputs_to_state or {}), *(tool.inputs_from_state or {}), FILTERS_KEY}
     schema: dict[str, Any] = {key: {"type": object} for key in keys - {DOCUMENTS_KEY}}
     schema[DOCUMENTS_KEY] = {"type": list[Document]}
@@ -165,8 +139,8 @@ def _schema(tool: Tool, tool_state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _arguments_with_state(tool: Tool, arguments: dict[str, Any], state: State) -> dict[str, Any]:
-    """The model's arguments, plus each `inputs_from_state` value the model did not give, plus the `State` itself for
-    a function tool's parameter annotated `State` (as Haystack's `Agent` does)."""
+    """The model's arguments, plus the `inputs_from_state` values it did not give, plus the `State` for a function
+    tool's parameter annotated `State`."""
     final = dict(arguments)
     for state_key, parameter in (tool.inputs_from_state or {}).items():
         if parameter not in final and state.has(state_key):
@@ -197,7 +171,7 @@ def _merge_outputs_into_state(tool: Tool, result: Any, state: State) -> None:
 def _result_text(tool: Tool, result: Any, filters: Mapping[str, Any] | None, preview_chars: int) -> str:
     """
     The text the model sees: by the tool's `outputs_to_string` (one `source`/`handler`, or one entry per output
-    joined as JSON); without one, Documents as a numbered search result and anything else as JSON.
+    joined as JSON); without one, Documents as a numbered search result, anything else as JSON.
     """
     config = tool.outputs_to_string or {}
     if config and not any(key in config for key in ("source", "handler", "raw_result")):
@@ -208,7 +182,7 @@ def _result_text(tool: Tool, result: Any, filters: Mapping[str, Any] | None, pre
 
 
 def _output_text(config: Mapping[str, Any], result: Any, tool: Tool) -> str:
-    """One output as text: its `source` value, through its `handler` (on failure, plainly, as Haystack does)."""
+    """One output as text: its `source` value, through its `handler` (plainly when that fails)."""
     source = config.get("source")
     value = result.get(source) if source is not None and isinstance(result, dict) else result
     if (handler := config.get("handler")) is not None:
@@ -222,7 +196,7 @@ def _output_text(config: Mapping[str, Any], result: Any, tool: Tool) -> str:
 
 
 def _as_text(value: Any) -> str:
-    """A string as it is; anything else as JSON (Documents and other dataclasses by their fields), else `str()`."""
+    """A string as it is; anything else as JSON (dataclasses by their fields), else `str()`."""
     if isinstance(value, str):
         return value
     try:

@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Text an LLM or a store sends, made valid Unicode before the loop uses it: a lone UTF-16 surrogate (half an emoji,
-as a broken tokenizer decode or a JSON `"\\ud83d"` escape can produce) cannot be encoded as UTF-8, so a tokenizer,
-an embedder, a store client or a JSON encoder downstream would raise on it. Each becomes U+FFFD (the replacement
-character); a surrogate pair becomes the character it encodes. Used where text enters the loop: every LLM reply
-(`llm.calls`), every streamed chunk (`llm.streaming`), decoded JSON (decisions, tool arguments, verdicts), every
-retrieved document (`LoopController`), and the result (`LoopResultBuilder`, `strict_json`).
+Text an LLM or a store sends, made valid Unicode before the loop uses it: a lone UTF-16 surrogate (half an emoji)
+cannot be encoded as UTF-8, so a tokenizer, a store client or a JSON encoder downstream would raise on it. Each
+becomes U+FFFD; a surrogate pair becomes the character it encodes.
 """
 
 import dataclasses
@@ -21,24 +18,14 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def valid_text(text: str) -> str:
-    """
-    `text` with every lone UTF-16 surrogate replaced by U+FFFD (a surrogate pair joined into its character).
-
-    :param text: Any string.
-    :returns: `text` itself when it holds no surrogate, else the repaired copy.
-    """
+    """`text` (itself when nothing needed changing) with every lone surrogate replaced by U+FFFD."""
     if not LONE_SURROGATE.search(text):
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def valid_value(value: Any) -> Any:
-    """
-    `value` with `valid_text` applied to every string in it (dict keys too), through dicts, lists and tuples.
-
-    :param value: Any value (e.g. tool call arguments).
-    :returns: The repaired value: `value` itself when nothing needed changing.
-    """
+    """`value` (itself when nothing needed changing) with `valid_text` on every string in dicts, lists, tuples."""
     if isinstance(value, str):
         return valid_text(value)
     if isinstance(value, dict):
@@ -53,13 +40,7 @@ def valid_value(value: Any) -> Any:
 
 
 def valid_reply(message: ChatMessage) -> ChatMessage:
-    """
-    A chat generator's reply with `valid_text` applied to its text, reasoning, tool calls (names and arguments)
-    and meta.
-
-    :param message: The reply.
-    :returns: `message` itself when it holds no surrogate, else a repaired copy.
-    """
+    """A reply (itself when nothing needed changing) with `valid_value` applied to its serialised form."""
     try:
         data = message.to_dict()
         repaired = valid_value(data)
@@ -70,11 +51,8 @@ def valid_reply(message: ChatMessage) -> ChatMessage:
 
 def strict_json(value: Any) -> Any:
     """
-    `value` made safe for strict JSON (`json.dumps(allow_nan=False)`) and UTF-8: `valid_text` on every string (dict
-    keys too), `None` for every non-finite float, through dicts, lists and tuples (tuples become lists).
-
-    :param value: A result or any part of one.
-    :returns: The safe copy (strings and other values that need no change are kept as they are).
+    `value` made safe for strict JSON (`allow_nan=False`) and UTF-8: `valid_text` on every string, `None` for every
+    non-finite float, through dicts, lists and tuples (tuples become lists).
     """
     if isinstance(value, str):
         return valid_text(value)
@@ -89,13 +67,8 @@ def strict_json(value: Any) -> Any:
 
 def valid_document(doc: Document) -> Document:
     """
-    A retrieved document the loop can use whatever the store holds: `valid_text` on its id and content,
-    `valid_value` on its meta, and no score for a non-finite one (NaN, infinities: they would break the ranking
-    of the chunks and strict JSON). A store's text reaches tokenizers (the evidence check's MiniLM, a local model)
-    and the result, like an LLM's.
-
-    :param doc: The document (not changed).
-    :returns: `doc` itself when nothing needed changing, else a repaired copy.
+    A retrieved document (itself when nothing needed changing) with `valid_text` on its id and content,
+    `valid_value` on its meta, and no score for a non-finite one.
     """
     changes: dict[str, Any] = {}
     if isinstance(doc.id, str) and valid_text(doc.id) is not doc.id:

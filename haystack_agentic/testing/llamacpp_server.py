@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-A real llama.cpp server on 127.0.0.1 for tests and benchmarks: `xllamacpp`'s prebuilt llama.cpp with its
-OpenAI-compatible HTTP server, running a GGUF (by default the packaged SmolLM2-135M). Needs the `llamacpp` extra.
+A real llama.cpp server (`xllamacpp`, OpenAI-compatible) on 127.0.0.1 for tests and benchmarks, running a GGUF
+(by default the packaged SmolLM2-135M). Needs the `llamacpp` extra.
 
 ### Usage example
 ```python
@@ -37,21 +37,14 @@ class LlamaCppServer:
     """
     Start llama.cpp's server in this process (`xllamacpp.Server`) and stop it by its handle.
 
+    The model's own chat template is rendered with Jinja (llama-server's `--jinja`).
+
     :param model_path: The GGUF (default: the packaged SmolLM2-135M; `FileNotFoundError` when it is absent).
-    :param n_ctx: Context size in tokens. Default 4096.
-    :param threads: CPU threads for generation and prompt processing. Default 2.
-    :param use_jinja: Render the model's own chat template with Jinja (llama-server's `--jinja`). Default `True`.
-    :param chat_template: A chat template (Jinja text) replacing the model's (`--chat-template-file`), or `None`.
+    :param n_ctx: Context size in tokens.
+    :param threads: CPU threads for generation and prompt processing.
     """
 
-    def __init__(
-        self,
-        model_path: Path | str | None = None,
-        n_ctx: int = 4096,
-        threads: int = 2,
-        use_jinja: bool = True,
-        chat_template: str | None = None,
-    ) -> None:
+    def __init__(self, model_path: Path | str | None = None, n_ctx: int = 4096, threads: int = 2) -> None:
         if model_path is None:
             from haystack_agentic.components.generators._smollm2_gguf import _locate_default_gguf  # noqa: PLC0415
 
@@ -61,7 +54,7 @@ class LlamaCppServer:
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
             raise FileNotFoundError(f"No GGUF at {self.model_path}")
-        self.n_ctx, self.threads, self.use_jinja, self.chat_template = n_ctx, threads, use_jinja, chat_template
+        self.n_ctx, self.threads = n_ctx, threads
         self.port = 0
         self._server: Any = None
 
@@ -86,15 +79,13 @@ class LlamaCppServer:
         params.model.path = str(self.model_path)
         params.hostnames = ["127.0.0.1"]
         self.port = params.port = free_port()
-        params.use_jinja = self.use_jinja
+        params.use_jinja = True
         params.n_ctx = self.n_ctx
         params.n_parallel = 1
         params.cpuparams.n_threads = self.threads
         params.cpuparams_batch.n_threads = self.threads
         params.model_alias = {MODEL_ALIAS}
         params.endpoint_props = True
-        if self.chat_template is not None:
-            params.chat_template = self.chat_template
         self._server = xllamacpp.Server(params)
         deadline = time.monotonic() + START_DEADLINE
         while not self.healthy():

@@ -28,31 +28,26 @@ class ScriptedChatGenerator:
     """
     A chat generator that plays a written script instead of calling an LLM, for tests, examples and benchmarks.
 
-    The script is plain data (a list of dicts), so a pipeline using it serialises to YAML and loads again
-    (e.g. in a hayhooks server). Each reply reports `meta["usage"]` (tokens estimated at 4 characters each) and
-    `meta["model"]`, and every call is recorded in `calls` for assertions.
+    The script is plain data, so a pipeline using it serialises to YAML. Each reply reports `meta["usage"]` (4
+    characters a token) and `meta["model"]`; every call is recorded in `calls`.
 
     ### Turns
     Each turn is a dict:
     - `{"text": "..."}`: an assistant reply with text.
     - `{"tool_calls": [{"tool_name": "search", "arguments": {...}}]}`: a reply with tool calls. `arguments` may be
-      any JSON value, or a raw string to simulate malformed arguments (it is passed through unparsed).
-      An optional `"id"` per call is kept; otherwise ids `call_<turn>_<n>` are made up.
+      any JSON value, or a raw string (passed through unparsed). An optional `"id"` per call is kept; otherwise
+      ids `call_<turn>_<n>` are made up.
     - `{"text": ..., "tool_calls": ...}`: both.
     - `{"raise": "message"}`: the call raises `RuntimeError("message")`.
     - `{"empty": true}`: a reply with no text and no tool calls.
     - `"template": true` (with any of the above): the text and every string inside the tool call arguments are
       rendered as Jinja templates with `question` (the text of the first user message), `last_message` (the
-      text, or tool result, of the last message), `turn` (0-based) and `messages`. This lets one script give
-      each run an answer that depends on its own question.
+      text, or tool result, of the last message), `turn` (0-based) and `messages`.
 
     ### Which turn is played
-    - Default (`per_call=False`): the turn index is the number of assistant messages already in the `messages`
-      the call receives. A tool-calling conversation carries its own history, so the same generator instance
-      serves any number of concurrent runs deterministically, with no shared counter.
-    - `per_call=True`: the turn index is an instance counter (under a lock), advanced on every call. Use it for
-      roles that get a fresh prompt each call (the answer LLM, json-mode routing, the fallback), where the
-      conversation carries no turn count. Such an instance follows one script across all the runs it serves.
+    - Default (`per_call=False`): the number of assistant messages already in `messages`, so one instance serves
+      concurrent tool-calling runs deterministically.
+    - `per_call=True`: an instance counter advanced on every call, for roles that get a fresh prompt each call.
 
     When the script runs out, the last turn is repeated (`repeat_last=True`), or `IndexError` is raised.
 
@@ -81,17 +76,11 @@ class ScriptedChatGenerator:
         per_call: bool = False,
     ) -> None:
         """
-        Create a ScriptedChatGenerator.
-
-        :param script: The turns, in order (see the class docstring). `None`: an empty script, whose first call
-            raises `IndexError`.
-        :param latency: Seconds to sleep in every call (`time.sleep` in `run`, `asyncio.sleep` in `run_async`, so
-            concurrent async runs overlap). Default 0.
-        :param model: The model name reported in each reply's `meta["model"]`. Default `"scripted"`.
-        :param repeat_last: When the script runs out, repeat its last turn (`True`, the default) or raise
-            `IndexError` (`False`).
-        :param per_call: Pick turns with a call counter instead of by counting assistant messages in the
-            conversation. Default `False`.
+        :param script: The turns, in order. `None`: an empty script, whose first call raises `IndexError`.
+        :param latency: Seconds to sleep in every call (`asyncio.sleep` in `run_async`).
+        :param model: The model name reported in each reply's `meta["model"]`.
+        :param repeat_last: When the script runs out, repeat its last turn, or raise `IndexError`.
+        :param per_call: Pick turns with a call counter instead of by counting assistant messages.
         :raises ValueError: If a turn is not a dict, has unknown keys or no content, or `latency` is negative.
         """
         if latency < 0:
@@ -131,8 +120,6 @@ class ScriptedChatGenerator:
             self.calls.clear()
             self._counter = 0
 
-    # --- running ------------------------------------------------------------------------------------------
-
     @component.output_types(replies=list[ChatMessage])
     def run(
         self,
@@ -142,14 +129,9 @@ class ScriptedChatGenerator:
         streaming_callback: Any = None,
     ) -> dict[str, list[ChatMessage]]:
         """
-        Play the next scripted turn.
+        Play the next scripted turn (`generation_kwargs` and `tools` are only recorded).
 
-        :param messages: The conversation (for `per_call=False`, its assistant messages say which turn is played).
-        :param generation_kwargs: Recorded, otherwise ignored.
-        :param tools: Recorded, otherwise ignored.
-        :param streaming_callback: If given, called with the reply as a chat generator streams it
-            (`stream_chunks`): the text word by word, then each tool call as a `ToolCallDelta`, then a last chunk
-            with the `finish_reason` and the usage.
+        :param streaming_callback: If given, called with the reply's `stream_chunks`.
         :returns: `{"replies": [ChatMessage]}`: one assistant reply.
         :raises RuntimeError: On a `{"raise": ...}` turn.
         :raises IndexError: When the script has run out and `repeat_last` is `False` (or the script is empty).
@@ -171,11 +153,7 @@ class ScriptedChatGenerator:
         tools: Any = None,
         streaming_callback: Any = None,
     ) -> dict[str, list[ChatMessage]]:
-        """
-        Async twin of `run`: sleeps with `asyncio.sleep`, so concurrent runs overlap.
-
-        :returns: The same as `run`.
-        """
+        """Async twin of `run`: sleeps with `asyncio.sleep`, so concurrent runs overlap."""
         turn, index = self._next_turn(messages, generation_kwargs, tools)
         if self.latency:
             await asyncio.sleep(self.latency)
@@ -242,14 +220,8 @@ class ScriptedChatGenerator:
         }
         return ChatMessage.from_assistant(text=text if text else None, tool_calls=tool_calls or None, meta=meta)
 
-    # --- serialisation ------------------------------------------------------------------------------------
-
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary (plain data only).
-
-        :returns: Dictionary with serialized data.
-        """
+        """Serialize the component to a dictionary (plain data only)."""
         return default_to_dict(
             self,
             script=copy.deepcopy(self.script),
@@ -261,28 +233,18 @@ class ScriptedChatGenerator:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ScriptedChatGenerator":
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
+        """Deserialize the component from a dictionary."""
         return default_from_dict(cls, data)
 
 
-#: A word with the whitespace after it, or leading whitespace: the pieces a reply's text streams in.
+#: A word with the whitespace after it, or leading whitespace.
 _PIECES = re.compile(r"\s*\S+\s*|\s+")
 
 
 def stream_chunks(reply: ChatMessage, component_info: ComponentInfo | None = None) -> list[StreamingChunk]:
     """
-    The `StreamingChunk`s a streaming chat generator would send for a reply: its text in word-sized pieces (which
-    concatenate to the text), each tool call as one `ToolCallDelta` (name, id, arguments as JSON), then a last chunk
-    with `finish_reason` and the reply's `meta` (usage included).
-
-    :param reply: The assistant reply.
-    :param component_info: The generator's `ComponentInfo`, set on every chunk.
-    :returns: The chunks, in order.
+    The `StreamingChunk`s a streaming chat generator would send for a reply: its text in word-sized pieces, each
+    tool call as one `ToolCallDelta`, then a last chunk with `finish_reason` and the reply's `meta`.
     """
     chunks = [
         StreamingChunk(content=piece, index=0, start=number == 0, component_info=component_info)
@@ -318,7 +280,6 @@ def _arguments_chars(arguments: Any) -> int:
 
 @functools.lru_cache(maxsize=256)
 def _template(text: str) -> Any:
-    # A script's templates are a few fixed strings: compile each once (compiling costs ~1 ms a call).
     return _ENV.from_string(text)
 
 

@@ -2,12 +2,10 @@
 """
 Build a tiny, randomly initialised model with HHEM-2.1-Open's structure, for tests and benchmarks.
 
-The real weights cannot be downloaded everywhere. This writes, into a folder, the same two things the real model
-needs: a *foundation* (a T5 config and a fast tokenizer whose vocabulary has `<pad>`/`</s>`/`<unk>`) and an
-*HHEM checkpoint* (`config.json` naming the foundation and the prompt, and `model.safetensors` holding a
-`T5ForTokenClassification` state dict under the `t5.` prefix, as HHEMv2ForSequenceClassification saves it).
-`HHEMGrounder(model=<checkpoint>, foundation=<foundation>)` then loads it with the same code as the real model.
-Its scores are meaningless: it proves loading, shapes, batching and offsets, not accuracy.
+It writes what the real model needs: a *foundation* (a T5 config and a fast tokenizer) and an *HHEM checkpoint*
+(`config.json` naming the foundation and the prompt, `model.safetensors` with a `T5ForTokenClassification` state
+dict under `t5.`), which `HHEMGrounder(model=<checkpoint>, foundation=<foundation>)` loads as it loads the real
+model. Its scores are meaningless: it proves loading, shapes, batching and offsets.
 """
 
 import json
@@ -23,15 +21,8 @@ village director author based town virginia river population year born
 """
 
 
-def build_tiny_hhem(folder: Path | str, seed: int = 0, extra_text: str = "") -> tuple[Path, Path]:
-    """
-    Write a tiny HHEM-structured model into `folder`.
-
-    :param folder: Where to write (`foundation/` and `hhem/` are created inside).
-    :param seed: Torch seed for the random weights.
-    :param extra_text: More text whose words join the vocabulary.
-    :returns: `(checkpoint_dir, foundation_dir)`.
-    """
+def build_tiny_hhem(folder: Path | str) -> tuple[Path, Path]:
+    """Write a tiny HHEM-structured model into `folder/hhem` and `folder/foundation`; returns those two folders."""
     import torch  # noqa: PLC0415
     from safetensors.torch import save_file  # noqa: PLC0415
     from tokenizers import Tokenizer, models, pre_tokenizers, processors  # noqa: PLC0415
@@ -44,7 +35,7 @@ def build_tiny_hhem(folder: Path | str, seed: int = 0, extra_text: str = "") -> 
     foundation.mkdir(parents=True, exist_ok=True)
     checkpoint.mkdir(parents=True, exist_ok=True)
 
-    words = sorted(set(re.findall(r"\w+|[^\w\s]", (_BASE_TEXT + " " + extra_text).lower())))
+    words = sorted(set(re.findall(r"\w+|[^\w\s]", _BASE_TEXT.lower())))
     vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2}
     for word in words:
         vocab.setdefault(word, len(vocab))
@@ -69,7 +60,7 @@ def build_tiny_hhem(folder: Path | str, seed: int = 0, extra_text: str = "") -> 
         decoder_start_token_id=0,
     )
     config.save_pretrained(str(foundation))
-    torch.manual_seed(seed)
+    torch.manual_seed(0)
     network = T5ForTokenClassification(config)
     state = {f"t5.{key}": value.detach().clone().contiguous() for key, value in network.state_dict().items()}
     save_file(state, str(checkpoint / "model.safetensors"))

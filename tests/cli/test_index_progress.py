@@ -28,10 +28,13 @@ def stage_order(events):
     return order
 
 
-def test_stages_report_counts_from_zero_to_the_total(tmp_path):
+def test_stages_report_counts_from_zero_to_the_total(tmp_path, monkeypatch):
+    from haystack_agentic.indexing import indexer
+
+    monkeypatch.setattr(indexer, "BATCH_SIZE", 8)
     events = []
     files = make_files(tmp_path, 20)
-    result = index_files(files, InMemoryDocumentStore(), progress=lambda *e: events.append(e), batch_size=8)
+    result = index_files(files, InMemoryDocumentStore(), progress=lambda *e: events.append(e))
     assert result.files == 20 and result.chunks == 20 and result.in_store == 20
     assert stage_order(events) == [CONVERTING, WRITING]
     converting = [(done, total) for stage, done, total in events if stage == CONVERTING]

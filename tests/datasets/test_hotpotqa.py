@@ -119,10 +119,6 @@ class TestDocuments:
         assert gold_titles(ROWS[0]) == ["Big Stone Gap (film)", "Adriana Trigiani"]
         assert gold_document_ids(ROWS[0]) == [ids["Big Stone Gap (film)"], ids["Adriana Trigiani"]]
 
-    def test_bad_dedupe_mode(self):
-        with pytest.raises(ValueError, match="dedupe"):
-            hotpotqa_documents(ROWS, dedupe="nope")
-
 
 class TestMusique:
     ROWS = [

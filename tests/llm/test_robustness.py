@@ -203,9 +203,9 @@ def test_controller_prompt_stays_within_the_budget_however_many_searches(build_l
     loop = build_loop(script, max_iterations=14, chunk_cap=30, router_kwargs={"context_budget_tokens": budget})
     result = loop.run()
     assert result["terminated_by"] == "answered"
-    from haystack_agentic.llm.tokens import estimate_tokens
+    from haystack_agentic.llm.tokens import CONSERVATIVE
 
-    sizes = [estimate_tokens(messages, tools) for messages, _, tools in loop.llm.calls]
+    sizes = [CONSERVATIVE.count(messages, tools) for messages, _, tools in loop.llm.calls]
     assert max(sizes) <= budget
     last_prompt = loop.llm.calls[-1][0]
     results = [m.tool_call_result.result for m in last_prompt if m.tool_call_result]
