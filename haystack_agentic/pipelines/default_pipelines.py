@@ -36,6 +36,7 @@ from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
+from haystack_agentic.components.extractors.short_answer_extractor import ShortAnswerExtractor
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
@@ -119,13 +120,21 @@ def default_grounder() -> HHEMGrounder:
 EMBEDDED_CHUNK_CHARS = 700
 
 
-def embedded_answerer(chat_generator: Any, max_chunks: int, chunks_per_search: int | None = None) -> Answerer:
-    """The answerer of the embedded pipelines and `eval`'s offline configurations: SmolLM2's prompts, short chunks."""
-    return Answerer(
+def embedded_answer_stages(
+    chat_generator: Any, max_chunks: int, chunks_per_search: int | None = None
+) -> dict[str, Any]:
+    """
+    The answerer of the embedded pipelines and `eval`'s offline configurations (SmolLM2's prompts, short chunks)
+    and, since the 135M model answers in sentences, the `ShortAnswerExtractor` that keeps the span it adds.
+
+    :returns: `build_loop_pipeline`'s `answerer` and `extractor` arguments.
+    """
+    answerer = Answerer(
         chat_generator=chat_generator, system_prompt=EMBEDDED_SYSTEM_PROMPT, generate_prompt=EMBEDDED_GENERATE_PROMPT,
         max_chunks=max_chunks, chunk_chars=EMBEDDED_CHUNK_CHARS, chunks_per_search=chunks_per_search,
-        short_answer=True,  # the 135M model answers in sentences: keep the span it adds
+        stream_answer=False,  # the extractor streams the answer
     )  # fmt: skip
+    return {"answerer": answerer, "extractor": ShortAnswerExtractor(max_chunks, chunks_per_search)}
 
 
 def embedded_fallback(chat_generator: Any, max_chunks: int) -> FallbackSynthesizer:
@@ -157,7 +166,7 @@ def embedded_pipeline(
         query_embedder=query_embedder,
         # One turn more than the policy's searches and answer: room for one answer the evidence check refuses.
         controller=LoopController(max_iterations=router.max_follow_ups + 3, chunk_cap=router.max_chunks),
-        answerer=embedded_answerer(EmbeddedChatGenerator(), router.max_chunks, chunks_per_search=2),
+        **embedded_answer_stages(EmbeddedChatGenerator(), router.max_chunks, chunks_per_search=2),
         fallback=embedded_fallback(EmbeddedChatGenerator(), router.max_chunks),
         evidence_checker=EvidenceChecker(),
         grounder=default_grounder() if grounded else None,
