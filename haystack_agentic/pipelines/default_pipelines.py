@@ -10,7 +10,7 @@ match what this module builds.
   (`OPENAI_API_KEY`; `OPENAI_BASE_URL` for Ollama / vLLM / llama.cpp servers), in-memory BM25.
 - `agentic_rag_json.yml`: the same in `json` mode, for models without tool calling.
 - `agentic_rag_embedded.yml`: the offline default: `BridgeEntityRouter` (deterministic) with the packaged
-  SmolLM2-135M writing the answer; no API key, no server.
+  SmolLM2-135M writing the answer and a `ShortAnswerExtractor` keeping its short span; no API key, no server.
 - Each of them checks the evidence before the final answer (`EvidenceChecker`, component `evidence`): the offline
   check in the embedded pipelines, the LLM as judge in the OpenAI-compatible ones; a run whose chunks do not
   support an answer searches again while the budget allows, then ends `gave_up` saying so.
@@ -54,8 +54,8 @@ INDEX_NAME = "haystack-agentic"
 #: Default model name for the OpenAI-compatible pipelines (override with `--model` / `HAYSTACK_AGENTIC_MODEL`).
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
-#: System message and answer prompt tuned for SmolLM2-135M (prompt wording compared on HotpotQA paragraphs: this
-#: one gave the shortest, most often correct answers; the model still tends to answer in a full sentence).
+#: System message and answer prompt for SmolLM2-135M (it still tends to answer in a full sentence: the
+#: `ShortAnswerExtractor` after the answerer keeps the span).
 EMBEDDED_SYSTEM_PROMPT = (
     "You answer questions from documents. Give the shortest possible answer, a few words, no explanation."
 )
@@ -182,7 +182,6 @@ def embedded_pipeline(
 MILVUS_URI = "haystack_agentic_milvus.db"
 
 
-
 def _milvus_store_for_yaml(bm25: bool = True) -> Any:
     """A Milvus store whose YAML points at MILVUS_URI, built against a throw-away Milvus Lite file."""
     from haystack_agentic.indexing.document_stores import milvus_document_store  # noqa: PLC0415
@@ -284,7 +283,7 @@ def embedded_weaviate_pipeline() -> Pipeline:
 
 
 #: `max_tokens` of each LLM role in the packaged OpenAI pipelines, sized to what the role writes so that a CPU server
-#: (2-7 tokens/s for a 7B model on 2 cores) finishes within the 60 s timeout, and a rambling small model stops: the
+#: finishes within the 60 s timeout, and a rambling small model stops: the
 #: controller's tool calls with a short answer (tools mode) or one JSON decision (json mode: the schema caps `query`
 #: at 120 and `reasoning` at 160 characters, about 80 tokens), the answer and fallback roles a short answer, the
 #: evidence judge one JSON verdict. A cloud model with long answers: raise them in the YAML or with `--max-tokens`.
@@ -294,8 +293,8 @@ ROLE_MAX_TOKENS = {"controller": 256, "controller_json": 160, "answer": 256, "fa
 def openai_generator(role: str) -> OpenAIChatGenerator:
     """
     The packaged OpenAI-compatible chat generator of one LLM role: the client's own retries are off (`max_retries=0`)
-    because the loop retries transient failures itself (with backoff, see `haystack_agentic.llm.calls.call_generator`);
-    stacking both made an unreachable server take about 50 s to report. Its replies are bounded by the role's
+    because the loop retries transient failures itself (with backoff, see `haystack_agentic.llm.calls.call_generator`),
+    and stacked retries make an unreachable server slow to report. Its replies are bounded by the role's
     `max_tokens` (`ROLE_MAX_TOKENS`; change it in the YAML's `generation_kwargs`).
 
     :param role: `controller`, `controller_json` (the controller in json mode), `answer`, `fallback` or `evidence`.
