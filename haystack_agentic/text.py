@@ -4,7 +4,7 @@ The word-level pieces the deterministic text rules share: folding, word lists, a
 the capitalised words of a name, and a title's trailing "(qualifier)".
 
 The bridge-entity policy (`policies/`), the evidence features (`evidence/features.py`) and the short-answer rules
-(`components/generators/_short_answer.py`, `_comparison_answer.py`) import them from here. Pure Python.
+(`components/extractors/short_answer_extractor.py`, `_comparison_answer.py`) import them from here. Pure Python.
 
 Usage example:
 ```python
