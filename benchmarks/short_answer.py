@@ -11,8 +11,8 @@ Answer F1 of the offline default: SmolLM2-135M's full sentences against their sh
 Every question runs once through `eval`'s `bridge-entity` configuration (the offline default's policy and
 answerer, SmolLM2-135M, greedy; the store holds every paragraph of the file). The answerer's reply is recorded
 where it is written from the chunks, and the same runs are scored twice: the model's sentence as it is, and
-`short_answer(question, reply, chunks)`, the rule the packaged pipelines apply at that point (a pure function of
-those three, so this equals running the pipeline with it on). Runs that end otherwise (the evidence check gives up)
+`extract_short_answer(question, reply, chunks)`, the rule of the `ShortAnswerExtractor` the packaged pipelines run
+after the answerer (a pure function of those three, so this equals running the pipeline with it on). Runs that end otherwise (the evidence check gives up)
 keep their answer in both, F1 ~0. F1/EM are HotpotQA's (SQuAD normalisation). The table splits the questions into
 blocks of 100 (the rule was written looking at the first 200 questions of the shared HotpotQA sample; later blocks
 are held out) and by question type. Each run is one JSON line of `--out`; `--rescore` reads them back.
@@ -26,11 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import haystack_agentic.components.generators.answerer as answerer_module  # noqa: E402
-from haystack_agentic.components.generators._short_answer import (  # noqa: E402
+import haystack_agentic.components.extractors.short_answer_extractor as extractor_module  # noqa: E402
+from haystack_agentic.components.extractors.short_answer_extractor import (  # noqa: E402
     ShortAnswer,
     extract_short_answer,
-    short_answer,
 )
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator  # noqa: E402
 from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions  # noqa: E402
@@ -56,14 +55,14 @@ def record_runs(data: Path, start: int, limit: int | None, out: Path) -> list[di
         }
         return ShortAnswer(text)
 
-    answerer_module.extract_short_answer = recording  # the name the Answerer calls; restored below
+    extractor_module.extract_short_answer = recording  # the name the ShortAnswerExtractor calls; restored below
     try:
         config = bridge_entity_config(build_store(all_rows), 6, EmbeddedChatGenerator())
         started = time.process_time()
         report = run_eval(rows, [config])
         cpu = time.process_time() - started
     finally:
-        answerer_module.extract_short_answer = extract_short_answer
+        extractor_module.extract_short_answer = extract_short_answer
     runs = []
     with out.open("w", encoding="utf-8") as handle:
         for row, record in zip(rows, report["configs"]["bridge-entity"]["questions"]):
@@ -92,7 +91,7 @@ def score(runs: list[dict], start: int = 0) -> None:
     def answers(run: dict) -> tuple[str, str]:
         if run["reply"] is None:
             return run["answer"] or "", run["answer"] or ""
-        span = short_answer(run["question"], run["reply"], run["chunks"] or [], option_pages=run.get("option_pages"))
+        span = extract_short_answer(run["question"], run["reply"], run["chunks"] or [], run.get("option_pages")).text
         return run["reply"], span
 
     blocks = [(first, min(first + 100, len(runs))) for first in range(0, len(runs), 100)]

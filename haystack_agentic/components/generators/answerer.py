@@ -3,12 +3,11 @@
 import re
 from typing import Any
 
-from haystack import component, default_from_dict, logging
+from haystack import Document, component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 
-from haystack_agentic.components.generators._short_answer import extract_short_answer
-from haystack_agentic.grounding.citations import cite, draft_sources, strip_markers
+from haystack_agentic.grounding.citations import cite, draft_sources
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import format_chunks, render, with_earlier_turns, with_system_prompt
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
@@ -83,8 +82,8 @@ class Answerer:
     - `draft`: write a first draft from the chunks and go back into the loop (`state`).
     A give-up never reaches the Answerer, so it is never rewritten.
     Every final answer is cited (`haystack_agentic.grounding.citations.cite`): a kept draft by its `answer` call's
-    `sources`, a written answer by its `[n]` markers (the prompts number the chunks), a short answer by the chunk
-    sentence it was taken from; `state.outcome.citations` lists them and the answer carries the renumbered markers.
+    `sources`, a written answer by its `[n]` markers (the prompts number the chunks); `state.outcome.citations` lists them
+    and the answer carries the renumbered markers.
 
     ### Usage example
     ```python
@@ -111,7 +110,7 @@ class Answerer:
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float | None = None,
         streaming_callback: StreamingCallbackT | None = None,
-        short_answer: bool = False,
+        stream_answer: bool = True,
     ) -> None:
         """
         Create an Answerer.
@@ -128,23 +127,19 @@ class Answerer:
         :param chunk_chars: Most characters of each chunk in a prompt. Default 1200.
         :param chunks_per_search: `None` (default): the prompt gets the run's best `max_chunks` chunks by score.
             A number N: it gets only the best N chunks of each search, in search order (at most `max_chunks`), so
-            every hop's evidence is in the prompt even when its scores are low, and fewer distractors are. With the
-            packaged SmolLM2-135M on 40 HotpotQA questions, N=2 doubled the answers containing the gold answer
-            (17 against 9 with the best 6 by score).
+            every hop's evidence is in the prompt even when its scores are low, and fewer distractors are.
         :param context_budget_tokens: Most tokens of the chunks in a prompt, counted with the model's tokenizer when
             known, else a conservative estimate (`haystack_agentic.llm.tokens.token_counter_for`); the lowest-ranked
             chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
             exponential backoff from 0.5 s. Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
-        :param short_answer: Cut an answer written from the chunks down to its short answer span (the words it adds
-            to the question, as the chunks spell them; a number for "when"/"how many"; "yes"/"no"; the option of an
-            "A or B" question, by the years of the options' own pages for "born first"-style comparisons; read off
-            the chunks when the reply has no usable span), for small models that answer in full sentences. Default
-            False. Rules and figures: `_short_answer.py`, docs/benchmarks.md ("Short answers").
         :param streaming_callback: Called with each `StreamingChunk` of the answer LLM's calls, tagged with their
             role (`answer`: the final answer; `draft`, `reflect`: not the answer) and with step events
             (`haystack_agentic.llm.streaming`). The `streaming_callback` run input wins over it.
+        :param stream_answer: `True` (default): the final answer's tokens stream tagged as the answer, then what
+            the loop added to it (citation markers). `False`, for a pipeline whose next stage changes the answer and
+            streams it (`ShortAnswerExtractor`): they stream untagged, and nothing is tagged as the answer here.
         :raises ValueError: If `max_chunks`, `chunk_chars` or `chunks_per_search` is below 1.
         """
         if max_chunks < 1 or chunk_chars < 1 or (chunks_per_search is not None and chunks_per_search < 1):
@@ -163,7 +158,7 @@ class Answerer:
         self.chunk_chars = chunk_chars
         self.chunks_per_search = chunks_per_search
         self.streaming_callback = streaming_callback
-        self.short_answer = short_answer
+        self.stream_answer = stream_answer
 
     def warm_up(self) -> None:
         """Warm up the answer LLM."""
@@ -187,7 +182,7 @@ class Answerer:
         role, final = self._role(state)
         call = call_generator(
             self.chat_generator, state, "answer", prepared, **role_options(self),
-            streaming_callback=role_callback(callback, role, answer=final and not self.short_answer),
+            streaming_callback=role_callback(callback, role, answer=final and self.stream_answer),
         )  # fmt: skip
         outputs = self._complete(state, call.state, call.text, call.error)
         emit(callback, [*self._answer_chunks(final, call.text, outputs), *step_chunks(state, routed_state(outputs))])
@@ -211,22 +206,18 @@ class Answerer:
         role, final = self._role(state)
         call = await call_generator_async(
             self.chat_generator, state, "answer", prepared, **role_options(self),
-            streaming_callback=role_callback_async(callback, role, answer=final and not self.short_answer),
+            streaming_callback=role_callback_async(callback, role, answer=final and self.stream_answer),
         )  # fmt: skip
         outputs = self._complete(state, call.state, call.text, call.error)
         await emit_async(callback, [*self._answer_chunks(final, call.text, outputs), *step_chunks(state, routed_state(outputs))])
         return outputs
 
     def _answer_chunks(self, final: bool, text: str, outputs: dict[str, LoopState]) -> list[StreamingChunk]:
-        """
-        The final answer as one streamed chunk when the tokens streamed as the answer are not it: with
-        `short_answer` (the model's tokens stream untagged, the span is the answer) or a blank reply (the draft is
-        kept). So the answer-tagged text of a run equals its `answer`.
-        """
+        """What completes the streamed answer: the loop's markers, or the kept draft after a blank reply."""
         finished = outputs.get("finished")
-        if not final or finished is None or finished.outcome.answer is None:
+        if not final or not self.stream_answer or finished is None or finished.outcome.answer is None:
             return []
-        if not self.short_answer and (text or "").strip():
+        if (text or "").strip():
             return marker_chunks(text, finished.outcome.answer)
         return [tagged(StreamingChunk(content=finished.outcome.answer), "answer", answer=True)]
 
@@ -243,7 +234,7 @@ class Answerer:
     def _prepare(self, state: LoopState) -> dict[str, LoopState] | list[ChatMessage]:
         action = state.pending_action or "answer"
         chunks = format_chunks(
-            self.select_chunks(state),
+            prompt_chunks(state, self.max_chunks, self.chunks_per_search),
             self.chunk_chars,
             self.context_budget_tokens,
             token_counter_for(self.chat_generator),
@@ -270,26 +261,6 @@ class Answerer:
         )
         return with_system_prompt(self.system_prompt, state.question, prompt_messages)
 
-    def select_chunks(self, state: LoopState) -> list[Any]:
-        """
-        The chunks that go into the prompt (see `chunks_per_search`).
-
-        :param state: The run's state.
-        :returns: At most `max_chunks` Documents.
-        """
-        if self.chunks_per_search is None:
-            return list(state.chunks[: self.max_chunks])
-        by_id = {doc.id: doc for doc in state.chunks}
-        picked: dict[str, Any] = {}
-        for step in state.tool_history:
-            if step.action != "search":
-                continue
-            kept = [i for i in step.returned_chunk_ids if i in by_id][: self.chunks_per_search]
-            picked.update((i, by_id[i]) for i in kept if i not in picked)
-        if not picked:  # no search recorded (e.g. chunks came another way): best by score
-            return list(state.chunks[: self.max_chunks])
-        return list(picked.values())[: self.max_chunks]
-
     def _complete(
         self, before: LoopState, state: LoopState, text: str, error: BaseException | None
     ) -> dict[str, LoopState]:
@@ -305,7 +276,7 @@ class Answerer:
                 result=text or (describe_error(error) if error else None),
             )
             return {"state": state.with_step(step).evolve(draft=improved or draft, pending_action=None)}
-        shown = self.select_chunks(before)
+        shown = prompt_chunks(before, self.max_chunks, self.chunks_per_search)
         if action == "answer" and draft:
             if error is not None or not text:
                 reason = describe_error(error) if error else "blank reply"
@@ -320,19 +291,6 @@ class Answerer:
             return {"finished": state.finish("error", error="Answer LLM returned a blank answer.")}
         if action == "draft":
             return {"state": state.evolve(draft=text, pending_action=None)}
-        if self.short_answer:
-            reply = strip_markers(text) or text
-            short = extract_short_answer(
-                before.question,
-                reply,
-                [c.content or "" for c in shown],
-                # a date comparison's option pages: every chunk of the run (one may rank outside the prompt's)
-                option_pages=[c.content or "" for c in before.chunks],
-            )
-            if short.text != reply:
-                logger.debug("Short answer {short!r} from the reply {text!r}", short=short.text, text=text)
-            finished = state.finish("answered", answer=short.text)
-            return {"finished": cite(finished, short.text, shown=shown, located=short.location)}
         return {"finished": cite(state.finish("answered", answer=text), text, shown=shown)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -343,7 +301,7 @@ class Answerer:
         """
         return role_to_dict(
             self, "answer_prompt", "generate_prompt", "reflect_prompt", "max_chunks", "chunk_chars", "chunks_per_search",
-            "short_answer",
+            "stream_answer",
         )
 
     @classmethod
@@ -369,3 +327,27 @@ def _improved_answer(text: str) -> str | None:
         return None
     improved = match.group(1).strip()
     return improved or None
+
+
+def prompt_chunks(state: LoopState, max_chunks: int, chunks_per_search: int | None = None) -> list[Document]:
+    """
+    The chunks an answer prompt shows, best first: the run's best `max_chunks` by score, or with `chunks_per_search`
+    N the best N chunks of each search in search order (at most `max_chunks`).
+
+    :param state: The run's state.
+    :param max_chunks: Most chunks.
+    :param chunks_per_search: Chunks taken from each search, or `None` (the best by score).
+    :returns: At most `max_chunks` Documents.
+    """
+    if chunks_per_search is None:
+        return list(state.chunks[:max_chunks])
+    by_id = {doc.id: doc for doc in state.chunks}
+    picked: dict[str, Document] = {}
+    for step in state.tool_history:
+        if step.action != "search":
+            continue
+        kept = [i for i in step.returned_chunk_ids if i in by_id][:chunks_per_search]
+        picked.update((i, by_id[i]) for i in kept if i not in picked)
+    if not picked:  # no search recorded (e.g. chunks came another way): best by score
+        return list(state.chunks[:max_chunks])
+    return list(picked.values())[:max_chunks]

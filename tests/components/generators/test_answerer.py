@@ -8,7 +8,7 @@ from conftest import DOC_TEXT, QUESTION, actions, answer, calls, give_up, search
 from haystack import Document
 
 from haystack_agentic import Answerer, LoopState, ToolStep
-from haystack_agentic.components.generators.answerer import DEFAULT_ANSWER_PROMPT
+from haystack_agentic.components.generators.answerer import DEFAULT_ANSWER_PROMPT, prompt_chunks
 from haystack_agentic.testing import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 
@@ -262,31 +262,8 @@ def test_chunks_per_search_keeps_each_hops_best_chunks_in_search_order():
             ToolStep(2, "search", query="bridge", returned_chunk_ids=("z",)),
         )
     )
-    assert [d.id for d in Answerer(max_chunks=6, chunks_per_search=2).select_chunks(state)] == ["a", "b", "z"]
-    assert [d.id for d in Answerer(max_chunks=2, chunks_per_search=2).select_chunks(state)] == ["a", "b"]
-    assert [d.id for d in Answerer(max_chunks=3).select_chunks(state)] == ["a", "b", "c"]
+    assert [d.id for d in prompt_chunks(state, max_chunks=6, chunks_per_search=2)] == ["a", "b", "z"]
+    assert [d.id for d in prompt_chunks(state, max_chunks=2, chunks_per_search=2)] == ["a", "b"]
+    assert [d.id for d in prompt_chunks(state, max_chunks=3)] == ["a", "b", "c"]
     with pytest.raises(ValueError):
         Answerer(chunks_per_search=0)
-
-
-def test_short_answer_dates_a_comparison_with_an_option_page_outside_the_prompt():
-    """`chunks_per_search=2` keeps the first search's top 2 chunks for the prompt; the date comparison still reads
-    the option's own page that ranked 3rd (real pages of the shared HotpotQA sample, opening sentences)."""
-    question = "Who was born first, Vladimir Nabokov or Harper Lee?"
-    pages = [
-        ("stories", "The Stories of Vladimir Nabokov\nThe Stories of Vladimir Nabokov is a 1995 collection.", 9.0),
-        ("lee", "Harper Lee\nNelle Harper Lee (April 28, 1926February 19, 2016) was an American novelist.", 8.0),
-        ("nabokov", "Vladimir Nabokov\nVladimir Nabokov (22 April 1899 – 2 July 1977) was a novelist.", 7.0),
-    ]
-    docs = tuple(Document(id=i, content=text, meta={"title": text.split("\n")[0]}, score=s) for i, text, s in pages)
-    state = LoopState(question=question, chunks=docs, pending_action="generate").evolve(
-        tool_history=(ToolStep(1, "search", query=question, returned_chunk_ids=("stories", "lee", "nabokov")),)
-    )
-    llm = _llm({"text": "Harper Lee was born first."})
-    answerer = Answerer(chat_generator=llm, chunks_per_search=2, short_answer=True)
-    assert [d.id for d in answerer.select_chunks(state)] == ["stories", "lee"]
-    done = answerer.run(state=state)["finished"]
-    assert strip_markers(done.outcome.answer) == "Vladimir Nabokov"
-    # an option of the question is not read from a chunk: it is cited to a sentence that names it
-    assert [c["claim"] for c in done.outcome.citations] == ["Vladimir Nabokov"]
-    assert "Vladimir Nabokov" in done.outcome.citations[0]["quote"]

@@ -1,13 +1,28 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The short answer span of SmolLM2-135M replies: replies recorded from the offline default on the shared HotpotQA
-sample (`eval --configs bridge-entity`), with sentences of the chunks they were written from."""
+"""ShortAnswerExtractor: the span rules on SmolLM2-135M replies recorded from the offline default on the shared
+HotpotQA sample (`eval --configs bridge-entity`), with sentences of the chunks they were written from; the component
+alone, in a pipeline after the Answerer, and serialised."""
+
+import copy
 
 import pytest
+import yaml
+from haystack import Document, Pipeline
+from haystack.dataclasses import StreamingChunk
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from haystack_agentic.components.generators._comparison_answer import compare_by_year
-from haystack_agentic.components.generators._short_answer import short_answer
+from haystack_agentic import Answerer, LoopState, ShortAnswerExtractor, ToolStep
+from haystack_agentic.components.extractors._comparison_answer import compare_by_year
+from haystack_agentic.components.extractors.short_answer_extractor import extract_short_answer
+from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.llm.streaming import ANSWER_META, ROLE_META
+from haystack_agentic.testing import ScriptedChatGenerator
+
+
+def short_answer(question, reply, chunks=(), option_pages=None) -> str:
+    return extract_short_answer(question, reply, chunks, option_pages).text
+
 
 THAT_70S_SHOW = (
     "That '70s Show\nThat '70s Show is an American television period sitcom that originally aired on Fox from August "
@@ -208,3 +223,92 @@ def test_glued_dates_and_measures():
     )
     peaks = ["A\nA (1850 m) was first climbed in 1970.", "B\nB was first climbed in 1950."]
     assert compare_by_year("Which was climbed first, A or B?", ("A", "B"), peaks) == "B"
+
+
+NABOKOV_QUESTION = "Who was born first, Vladimir Nabokov or Harper Lee?"
+NABOKOV_PAGES = [  # real pages of the shared HotpotQA sample, opening sentences
+    ("stories", "The Stories of Vladimir Nabokov\nThe Stories of Vladimir Nabokov is a 1995 collection.", 9.0),
+    ("lee", "Harper Lee\nNelle Harper Lee (April 28, 1926February 19, 2016) was an American novelist.", 8.0),
+    ("nabokov", "Vladimir Nabokov\nVladimir Nabokov (22 April 1899 – 2 July 1977) was a novelist.", 7.0),
+]
+
+
+def _nabokov_state(**changes) -> LoopState:
+    docs = tuple(Document(id=i, content=text, meta={"title": text.split("\n")[0]}, score=s) for i, text, s in NABOKOV_PAGES)
+    step = ToolStep(1, "search", query=NABOKOV_QUESTION, returned_chunk_ids=("stories", "lee", "nabokov"))
+    return LoopState(question=NABOKOV_QUESTION, chunks=docs, pending_action="answer", tool_history=(step,), **changes)
+
+
+def _answer_then_extract(reply: str, **answerer_options) -> Pipeline:
+    pipeline = Pipeline()
+    llm = ScriptedChatGenerator([{"text": reply}], per_call=True)
+    pipeline.add_component("answerer", Answerer(chat_generator=llm, stream_answer=False, **answerer_options))
+    pipeline.add_component("extractor", ShortAnswerExtractor(chunks_per_search=answerer_options.get("chunks_per_search")))
+    pipeline.connect("answerer.finished", "extractor.state")
+    return pipeline
+
+
+def test_in_a_pipeline_a_date_comparison_reads_an_option_page_outside_the_prompt():
+    """`chunks_per_search=2` keeps the first search's top 2 chunks for the prompt; the date comparison still reads
+    the option's own page that ranked 3rd."""
+    pipeline = _answer_then_extract("Harper Lee was born first.", chunks_per_search=2)
+    done = pipeline.run({"answerer": {"state": _nabokov_state()}})["extractor"]["state"]
+    assert strip_markers(done.outcome.answer) == "Vladimir Nabokov"
+    # an option of the question is not read from a chunk: it is cited to a sentence that names it
+    assert [c["claim"] for c in done.outcome.citations] == ["Vladimir Nabokov"]
+    assert "Vladimir Nabokov" in done.outcome.citations[0]["quote"]
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+async def test_in_a_pipeline_the_answer_tagged_stream_is_the_final_answer(run_async):
+    pipeline = _answer_then_extract("The novelist Harper Lee was born in 1926.")
+    chunks: list[StreamingChunk] = []
+    data = {
+        "answerer": {"state": _nabokov_state(), "streaming_callback": chunks.append},
+        "extractor": {"streaming_callback": chunks.append},
+    }
+    outputs = await pipeline.run_async(data) if run_async else pipeline.run(data)
+    done = outputs["extractor"]["state"]
+    assert strip_markers(done.outcome.answer) == "Vladimir Nabokov"  # the pages' years settle it
+    assert "".join(c.content for c in chunks if c.meta.get(ANSWER_META)) == done.outcome.answer
+    assert "".join(c.content for c in chunks if not c.meta.get(ANSWER_META)) == "The novelist Harper Lee was born in 1926."
+    assert {c.meta[ROLE_META] for c in chunks} == {"answer"}
+
+
+def test_only_an_answer_written_from_the_chunks_is_cut():
+    extractor = ShortAnswerExtractor()
+    kept_draft = _nabokov_state(draft="Harper Lee was born in 1926.").finish("answered", answer="Harper Lee was born in 1926.")
+    error = _nabokov_state().finish("error", error="Answer LLM failed")
+    gave_up = _nabokov_state().finish("gave_up", answer="Not enough evidence.")
+    for state in (kept_draft, error, gave_up):
+        assert extractor.run(state=state)["state"] is state
+    chunks: list[StreamingChunk] = []
+    extractor.run(state=error, streaming_callback=chunks.append)
+    assert chunks == []  # no answer, nothing streamed
+
+
+def test_the_usage_example_cuts_and_cites():
+    chunk = Document(content="Adriana Trigiani is an author based in Greenwich Village, New York City.")
+    state = LoopState(question="Where is Adriana Trigiani based?", chunks=(chunk,)).finish(
+        "answered", answer="Adriana Trigiani is based in Greenwich Village, New York City."
+    )
+    done = ShortAnswerExtractor().run(state=state)["state"]
+    assert done.outcome.answer == "Greenwich Village, New York City [1]"
+    assert done.outcome.citations[0]["document_id"] == chunk.id
+
+
+def test_to_dict_from_dict_and_a_yaml_round_trip():
+    extractor = ShortAnswerExtractor(max_chunks=4, chunks_per_search=2)
+    data = extractor.to_dict()
+    assert data == {
+        "type": "haystack_agentic.components.extractors.short_answer_extractor.ShortAnswerExtractor",
+        "init_parameters": {"max_chunks": 4, "chunks_per_search": 2},
+    }
+    restored = ShortAnswerExtractor.from_dict(copy.deepcopy(data))
+    assert (restored.max_chunks, restored.chunks_per_search) == (4, 2)
+    pipeline = _answer_then_extract("Harper Lee.", chunks_per_search=2)
+    loaded = Pipeline.loads(pipeline.dumps())
+    assert loaded.to_dict() == pipeline.to_dict()
+    assert yaml.safe_load(pipeline.dumps())["connections"] == [{"sender": "answerer.finished", "receiver": "extractor.state"}]
+    with pytest.raises(ValueError, match="at least 1"):
+        ShortAnswerExtractor(chunks_per_search=0)

@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The embedded SmolLM2 streams the answer token by token through the Answerer, sync and async."""
+"""The embedded SmolLM2 streams the answer token by token through the Answerer (and ShortAnswerExtractor)."""
 
 import pytest
 from haystack import Document
 from haystack.dataclasses import StreamingChunk
 
-from haystack_agentic import Answerer, LoopState
+from haystack_agentic import Answerer, LoopState, ShortAnswerExtractor
 from haystack_agentic.components.generators.embedded_chat_generator import (
     EmbeddedChatGenerator,
     embedded_model_available,
@@ -59,19 +59,21 @@ async def test_the_embedded_model_streams_to_an_async_callback(answerer):
 
 @pytest.fixture(scope="module")
 def short_answerer() -> Answerer:
-    component = Answerer(chat_generator=EmbeddedChatGenerator(), short_answer=True)
+    component = Answerer(chat_generator=EmbeddedChatGenerator(), stream_answer=False)
     component.warm_up()
     return component
 
 
 def test_with_short_answers_the_streamed_answer_is_the_final_answer(short_answerer):
     chunks: list[StreamingChunk] = []
-    answer = short_answerer.run(state=STATE, streaming_callback=chunks.append)["finished"].outcome.answer
+    finished = short_answerer.run(state=STATE, streaming_callback=chunks.append)["finished"]
+    answer = ShortAnswerExtractor().run(state=finished, streaming_callback=chunks.append)["state"].outcome.answer
     assert answer and streamed_answer(chunks) == " ".join(answer.split())
     assert len([c for c in chunks if c.content and not c.meta.get(ANSWER_META)]) > 1  # the model's tokens still flow
 
 
 async def test_with_short_answers_the_async_streamed_answer_is_the_final_answer(short_answerer):
     chunks: list[StreamingChunk] = []
-    answer = (await short_answerer.run_async(state=STATE, streaming_callback=chunks.append))["finished"].outcome.answer
+    finished = (await short_answerer.run_async(state=STATE, streaming_callback=chunks.append))["finished"]
+    answer = (await ShortAnswerExtractor().run_async(state=finished, streaming_callback=chunks.append))["state"].outcome.answer
     assert answer and streamed_answer(chunks) == " ".join(answer.split())

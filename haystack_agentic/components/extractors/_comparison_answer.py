@@ -35,8 +35,7 @@ def _bare(name: str) -> str:
 
 
 def _own_chunk(option: str, chunk_texts: Sequence[str]) -> str | None:
-    """The chunk about `option`: its title line is the option (a qualifier such as "(1904 film)" ignored), or it opens
-    with the option; `None` when no chunk is the option's own (a page that merely names it does not count)."""
+    """The chunk whose title line is `option` (qualifier aside) or that opens with it; `None` if none is its own."""
     wanted = _bare(option)
     if not wanted:
         return None

@@ -1,30 +1,35 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Cut a small model's full-sentence answer down to the short answer span it contains.
+`ShortAnswerExtractor`, and the rules that cut a full-sentence answer down to the short answer span it contains.
 
-A 135M model asked for a short answer usually restates the question ("The director of Big Stone Gap is based in
+A small model asked for a short answer usually restates the question ("The director of Big Stone Gap is based in
 Greenwich Village, New York City."). The short answer is what the sentence adds to the question: a run of words
 the question does not contain, taken from the first sentence that has one (a run never crosses a sentence end;
 the later sentences are the model's padding). Runs are ranked by: a digit in it for a number question ("when",
 "what year", "how many"), a retrieved chunk containing it (the run, or its longest named part, in the chunk's
 spelling: "Sony PlayStation 4" -> "PlayStation 4"), a name or number in it, then length. Yes/no questions get
-"yes" or "no"; "A or B" questions get the option the sentence names, wherever the "or" sits.
+"yes" or "no"; "A or B" questions get the option the sentence names, wherever the "or" sits, or the option a date
+comparison's pages settle (`_comparison_answer.py`).
 
 The words small models wrap an answer in ("The short answer is:") never make a span, and a made-up next example
 ("\n\nQuestion: ...") is cut off. When the reply says nothing beyond the question ("The answer is:"), the span is
 read off the chunks instead: in the chunk sentence sharing the most question words, the capitalised name (or
 number) the question does not contain, nearest those words. Deterministic; when nothing qualifies, the answer is
-returned unchanged. `extract_short_answer` also reports where the span was taken from (the chunk and offsets),
-which the answer's citation quotes.
+returned unchanged.
 """
 
 import re
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from haystack import logging
+from haystack import component, logging
+from haystack.dataclasses import StreamingCallbackT, StreamingChunk
 
-from haystack_agentic.components.generators._comparison_answer import compare_by_year
+from haystack_agentic.components.extractors._comparison_answer import compare_by_year
+from haystack_agentic.components.generators.answerer import prompt_chunks
+from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.grounding.citations import cite, strip_markers
+from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, tagged
 from haystack_agentic.text import MONTHS, NAME_CONNECTORS, NON_CONTENT_WORDS, alternation, fold
 
 logger = logging.getLogger(__name__)
@@ -63,10 +68,7 @@ def _is_name_token(token: str) -> bool:
 
 
 def _name_run(text: str, from_end: bool, skip_first: bool = False) -> str:
-    """
-    The run of name tokens at the end of `text` (or, skipping lowercase words first, at its start), as `text`
-    writes it (so an option is always a piece of the question).
-    """
+    """The run of name tokens ending `text` (or, skipping lowercase words, starting it), as `text` writes it."""
     tokens = list(_NAME_TOKEN_RE.finditer(text))[1 if skip_first else 0 :]
     seq = list(reversed(tokens)) if from_end else tokens
     run: list[re.Match] = []
@@ -87,12 +89,7 @@ def _name_run(text: str, from_end: bool, skip_first: bool = False) -> str:
 
 
 def _options(question: str) -> tuple[str, str] | None:
-    """
-    The two options of an "A or B" question.
-
-    Named options are found around the " or " wherever it sits ("Does the band X or the band Y come from a larger
-    state?"); lowercase ones only at the end of the question ("..., a city or a town?").
-    """
+    """The two options of an "A or B" question: named ones around the " or " anywhere, lowercase ones at its end."""
     text = question.strip().rstrip("?").strip()
     if " or " in text:
         left, right = text.rsplit(" or ", 1)
@@ -132,11 +129,7 @@ def _clean_reply(text: str) -> str:
 
 
 def _runs(answer: str, question_words: set[str]) -> list[tuple[int, int, int]]:
-    """
-    Maximal word runs that the question does not contain (joiners allowed inside, no sentence end inside).
-
-    :returns: `(start, end, sentence)` character spans with the number of the sentence they are in.
-    """
+    """`(start, end, sentence number)` of each maximal run of words the question lacks (joiners inside)."""
     spans: list[tuple[int, int, int]] = []
     start = end = None
     pending = 0
@@ -182,11 +175,7 @@ def _stems(text: str) -> set[str]:
 def _from_chunks(
     question: str, chunk_texts: Sequence[str], wants_number: bool
 ) -> tuple[str, tuple[int, int, int]] | None:
-    """
-    A span read off the chunks when the model's reply has none: in the chunk sentence sharing the most of the
-    question's words, the number (for a number question) or capitalised name the question does not contain,
-    nearest to those shared words; with where it is: `(chunk index, start, end)` in that chunk's text.
-    """
+    """The name (or number) a chunk sentence sharing most question words adds, nearest them, and where it is."""
     q_stems = _stems(question)
     best: tuple[float, str, tuple[int, int, int]] | None = None
     for index, text in enumerate(chunk_texts):
@@ -236,25 +225,6 @@ class ShortAnswer(NamedTuple):
     location: tuple[int, int, int] | None = None
 
 
-def short_answer(
-    question: str,
-    answer: str,
-    chunk_texts: Sequence[str] = (),
-    option_pages: Sequence[str] | None = None,
-) -> str:
-    """
-    The short answer span of `answer` (see the module docstring).
-
-    :param question: The user's question.
-    :param answer: The model's answer.
-    :param chunk_texts: The contents of the chunks the answer was written from (`None` entries are skipped).
-    :param option_pages: Where the options' own pages are looked for in date comparisons: every chunk the run
-        retrieved, which may be more than the prompt's (default: `chunk_texts`).
-    :returns: The span (possibly the unchanged answer).
-    """
-    return extract_short_answer(question, answer, chunk_texts, option_pages).text
-
-
 def _located(piece: str, chunk_texts: Sequence[str]) -> ShortAnswer:
     """The span with the first chunk that contains it (folded), when folding keeps that chunk's offsets."""
     wanted = fold(piece)
@@ -273,13 +243,14 @@ def extract_short_answer(
     option_pages: Sequence[str] | None = None,
 ) -> ShortAnswer:
     """
-    `short_answer`, with where the span was taken from (for the answer's citation).
+    The short answer span of `answer` (see the module docstring), with where it was taken from.
 
     :param question: The user's question.
     :param answer: The model's answer.
     :param chunk_texts: The contents of the chunks the answer was written from (`None` entries are skipped).
-    :param option_pages: As in `short_answer`.
-    :returns: The span and its location in `chunk_texts` (see `ShortAnswer`).
+    :param option_pages: Where the options' own pages are looked for in date comparisons: every chunk the run
+        retrieved, which may be more than the prompt's (default: `chunk_texts`).
+    :returns: The span (possibly the unchanged answer) and its location in `chunk_texts` (see `ShortAnswer`).
     """
     text = _clean_reply(answer or "")
     if not text:
@@ -306,8 +277,7 @@ def extract_short_answer(
     folded_chunks = [fold(c) for c in chunk_texts]
 
     def in_chunks(span: tuple[int, int, int]) -> tuple[int, int, int]:
-        """The span, or its longest part (whole words, one named, at most `_MAX_PART_WORDS`) that a chunk contains,
-        or an empty span. Linear in the run's length (a part is at most `_MAX_PART_WORDS` words)."""
+        """The span, or its longest named part (at most `_MAX_PART_WORDS` words) a chunk contains, or an empty span."""
         words = list(_WORD_RE.finditer(text, span[0], span[1]))
         if not folded_chunks or not words:
             return span[0], span[0], span[2]
@@ -339,3 +309,102 @@ def extract_short_answer(
     if piece.count("(") > piece.count(")"):  # "Paris (France" -> "Paris"
         piece = piece[: piece.rindex("(")].rstrip(" ,;:")
     return _located(piece or text, chunk_texts)
+
+
+@component
+class ShortAnswerExtractor:
+    """
+    Cuts the loop's final answer down to the short answer span it contains, for models that answer in sentences.
+
+    It sits between the `Answerer` and the loop's end (`answerer.finished -> extractor.state`) and changes only an
+    answer the Answerer wrote from the chunks (`terminated_by="answered"`, no controller draft): the span is what the
+    answer adds to the question, as the chunks spell it; a number for "when"/"how many"; "yes"/"no"; the option of an
+    "A or B" question (by the years of the options' own pages for "born first"-style comparisons); read off the
+    chunks when the answer has no usable span (the rules: this module's docstring). The span is cited by the chunk
+    sentence it was taken from. Any other state passes through unchanged.
+    It streams the final answer as one chunk tagged as the answer; pair it with `Answerer(stream_answer=False)`, so
+    the model's sentence streams untagged and the answer-tagged text of a run is its `answer`.
+
+    ### Usage example
+    ```python
+    from haystack import Document
+    from haystack_agentic import LoopState, ShortAnswerExtractor
+
+    chunk = Document(content="Adriana Trigiani is an author based in Greenwich Village, New York City.")
+    state = LoopState(question="Where is Adriana Trigiani based?", chunks=(chunk,)).finish(
+        "answered", answer="Adriana Trigiani is based in Greenwich Village, New York City."
+    )
+    print(ShortAnswerExtractor().run(state=state)["state"].outcome.answer)  # Greenwich Village, New York City [1]
+    ```
+    """
+
+    def __init__(self, max_chunks: int = 6, chunks_per_search: int | None = None) -> None:
+        """
+        Create a ShortAnswerExtractor.
+
+        The two parameters pick the chunks the span is looked up in, as the `Answerer`'s parameters of the same
+        names pick the chunks of its prompt: set them to the Answerer's, so the span is looked up in the chunks the
+        answer was written from (date comparisons read every chunk of the run).
+
+        :param max_chunks: Most chunks (best first). Default 6.
+        :param chunks_per_search: `None` (default): the run's best `max_chunks` chunks by score. A number N: the
+            best N chunks of each search, in search order (at most `max_chunks`).
+        :raises ValueError: If `max_chunks` or `chunks_per_search` is below 1.
+        """
+        if max_chunks < 1 or (chunks_per_search is not None and chunks_per_search < 1):
+            raise ValueError("max_chunks and chunks_per_search must be at least 1")
+        self.max_chunks = max_chunks
+        self.chunks_per_search = chunks_per_search
+
+    @component.output_types(state=LoopState)
+    def run(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, LoopState]:
+        """
+        Cut the answer to its short answer span, and stream the final answer.
+
+        :param state: The ended run's state from the `Answerer` (`finished`).
+        :param streaming_callback: A sync callback: receives the final answer as one `StreamingChunk` tagged as the
+            answer (role `answer`), when the run has an answer.
+        :returns: `{"state": LoopState}`: the answer cut and cited, or the state unchanged.
+        :raises ValueError: If the callback is an async function (use `run_async`).
+        """
+        callback = pick_callback(None, streaming_callback, is_async=False)
+        out = self._extract(state)
+        emit(callback, _answer_chunk(out))
+        return {"state": out}
+
+    @component.output_types(state=LoopState)
+    async def run_async(
+        self, state: LoopState, streaming_callback: StreamingCallbackT | None = None
+    ) -> dict[str, LoopState]:
+        """
+        Async twin of `run` (an async callback is awaited).
+
+        :param state: The ended run's state from the `Answerer`.
+        :param streaming_callback: A sync or async callback.
+        :returns: The same as `run`.
+        """
+        callback = pick_callback(None, streaming_callback, is_async=True)
+        out = self._extract(state)
+        await emit_async(callback, _answer_chunk(out))
+        return {"state": out}
+
+    def _extract(self, state: LoopState) -> LoopState:
+        if state.outcome.terminated_by != "answered" or state.outcome.answer is None or state.draft:
+            return state
+        reply = strip_markers(state.outcome.answer) or state.outcome.answer
+        shown = prompt_chunks(state, self.max_chunks, self.chunks_per_search)
+        short = extract_short_answer(
+            state.question,
+            reply,
+            [c.content or "" for c in shown],
+            # a date comparison's option pages: every chunk of the run (one may rank outside the prompt's)
+            option_pages=[c.content or "" for c in state.chunks],
+        )
+        if short.text != reply:
+            logger.debug("Short answer {short!r} from the reply {text!r}", short=short.text, text=reply)
+        return cite(state, short.text, shown=shown, located=short.location)
+
+
+def _answer_chunk(state: LoopState) -> list[StreamingChunk]:
+    """The final answer as one answer-tagged chunk (none without an answer)."""
+    return [] if state.outcome.answer is None else [tagged(StreamingChunk(content=state.outcome.answer), "answer", answer=True)]
