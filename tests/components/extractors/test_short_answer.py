@@ -9,6 +9,7 @@ import pytest
 import yaml
 from haystack import Document, Pipeline
 from haystack.dataclasses import StreamingChunk
+from haystack.core.serialization import component_from_dict, component_to_dict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -299,12 +300,12 @@ def test_the_usage_example_cuts_and_cites():
 
 def test_to_dict_from_dict_and_a_yaml_round_trip():
     extractor = ShortAnswerExtractor(max_chunks=4, chunks_per_search=2)
-    data = extractor.to_dict()
+    data = component_to_dict(extractor, "extractor")
     assert data == {
         "type": "haystack_agentic.components.extractors.short_answer_extractor.ShortAnswerExtractor",
         "init_parameters": {"max_chunks": 4, "chunks_per_search": 2},
     }
-    restored = ShortAnswerExtractor.from_dict(copy.deepcopy(data))
+    restored = component_from_dict(ShortAnswerExtractor, copy.deepcopy(data), "extractor")
     assert (restored.max_chunks, restored.chunks_per_search) == (4, 2)
     pipeline = _answer_then_extract("Harper Lee.", chunks_per_search=2)
     loaded = Pipeline.loads(pipeline.dumps())
