@@ -6,6 +6,7 @@ their check flag the wrong answers?
     python benchmarks/citations.py --data /work/shared/data/hotpotqa_dev_sample.jsonl --limit 40 --out cite.jsonl
     python benchmarks/citations.py --rescore cite.jsonl      # the figures again from the recorded runs
     python benchmarks/citations.py --replay cite.jsonl       # the same, with the scripted router run again
+    python benchmarks/citations.py --recite cite.jsonl       # the offline citations chosen again by today's `cite`
 
 Two answer paths, on the same questions, the store holding every paragraph of the file (`eval`'s store):
 - **offline default**: `eval`'s `bridge-entity` configuration (the packaged embedded pipeline's policy and answerer,
@@ -19,6 +20,10 @@ Per path: the share of answered questions (an answer, not a give-up) whose citat
 sentence (a citation's quote overlaps a `supporting_facts` sentence of its chunk), among all answered and among the
 right ones (EM 1); and the share of the wrong answers (EM 0) that the citation check flags (no citation of the
 answer is supported).
+
+Each offline record keeps what its answerer passed to `cite` (the state, the text, the shown chunks, the location),
+so `--recite` measures a change to how citations are chosen without running the LLM again (its answers are the
+same: nothing before `cite` depends on it).
 """
 
 import argparse
@@ -31,12 +36,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
 
+from haystack_agentic.components.generators import answerer as answerer_module  # noqa: E402
+from haystack_agentic.components.generators import fallback_synthesizer as fallback_module  # noqa: E402
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator  # noqa: E402
 from haystack_agentic.components.loop.loop_controller import LoopController  # noqa: E402
 from haystack_agentic.components.routers.agentic_router import AgenticRouter  # noqa: E402
 from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers  # noqa: E402
 from haystack_agentic.evaluation.runner import bridge_entity_config, build_store  # noqa: E402
+from haystack_agentic.dataclasses.loop_state import LoopState  # noqa: E402
+from haystack_agentic.grounding import citations as citations_module  # noqa: E402
 from haystack_agentic.grounding.citations import offline_support, strip_markers  # noqa: E402
 from haystack_agentic.llm.result_digests import short_id  # noqa: E402
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline  # noqa: E402
@@ -85,6 +94,40 @@ def scored(row: dict, result: dict, contents: dict[str, str], seconds: float) ->
         "tool_history": result.get("tool_history") or [],
         "documents": [d["id"] for d in result.get("documents") or []],
     }
+
+
+class CiteRecorder:
+    """Stands in for the answerer's and the fallback's `cite`: keeps its last call's inputs (JSON), then calls the real one."""
+
+    def __init__(self) -> None:
+        self.last: dict | None = None
+
+    def __call__(self, state: LoopState, text: str, **kwargs) -> LoopState:
+        self.last = {
+            "state": state.to_dict(),
+            "text": text,
+            "shown": [doc.id for doc in kwargs.get("shown", ())],
+            "cited_ids": list(kwargs.get("cited_ids", ())),
+            "located": list(kwargs["located"]) if kwargs.get("located") is not None else None,
+        }
+        return citations_module.cite(state, text, **kwargs)
+
+
+def recited(record: dict, row: dict, contents: dict[str, str]) -> dict:
+    """A recorded offline run with its citations chosen again by today's `cite` from the recorded inputs."""
+    inputs = record.get("cite_inputs")
+    if inputs is None:  # no answer was cited (a give-up, an error): nothing to choose again
+        return record
+    state = LoopState.from_dict(inputs["state"])
+    by_id = {doc.id: doc for doc in state.chunks}
+    located = tuple(inputs["located"]) if inputs["located"] is not None else None
+    cited = citations_module.cite(
+        state, inputs["text"], shown=[by_id[i] for i in inputs["shown"]], cited_ids=inputs["cited_ids"],
+        located=located,
+    )  # fmt: skip
+    result = {**record, "answer": cited.answer, "citations": [dict(c) for c in cited.citations],
+              "documents": [{"id": chunk_id} for chunk_id in record["documents"]], "terminated_by": cited.terminated_by}  # fmt: skip
+    return {**scored(row, result, contents, record["seconds"]), "cite_inputs": inputs}
 
 
 def replay_script(record: dict) -> list[dict]:
@@ -143,12 +186,15 @@ def run(data: Path, start: int, limit: int, out: Path) -> dict[str, list[dict]]:
     contents = {d.meta["title"]: d.content for d in store.filter_documents()}
     offline = bridge_entity_config(store, 6, EmbeddedChatGenerator()).pipeline
     offline.warm_up()
+    recorder = CiteRecorder()
+    answerer_module.cite = fallback_module.cite = recorder
     records: dict[str, list[dict]] = {"offline default": [], "scripted LLM router": []}
     with out.open("w", encoding="utf-8") as f:
         for done, row in enumerate(rows, start=1):
             began = time.perf_counter()
+            recorder.last = None
             result = offline.run({"controller": {"query": row["question"]}})["result"]
-            record = scored(row, result, contents, time.perf_counter() - began)
+            record = {**scored(row, result, contents, time.perf_counter() - began), "cite_inputs": recorder.last}
             records["offline default"].append(record)
             records["scripted LLM router"].append(replayed(record, row, store, contents))
             f.write(json.dumps({name: runs[-1] for name, runs in records.items()}) + "\n")
@@ -157,14 +203,18 @@ def run(data: Path, start: int, limit: int, out: Path) -> dict[str, list[dict]]:
     return records
 
 
-def replay(data: Path, recorded: Path) -> dict[str, list[dict]]:
-    """The recorded offline runs (rechecked) and the scripted router run again on them."""
+def replay(data: Path, recorded: Path, recite: bool = False) -> dict[str, list[dict]]:
+    """The recorded offline runs (rechecked, or with `recite` cited again) and the scripted router run again."""
     all_rows = load_hotpotqa_questions(data)
     by_id = {row["id"]: row for row in all_rows}
     store = build_store(all_rows)
     contents = {d.meta["title"]: d.content for d in store.filter_documents()}
     lines = [json.loads(line) for line in recorded.read_text(encoding="utf-8").splitlines() if line.strip()]
-    offline = [rechecked(line["offline default"]) for line in lines]
+    offline = [
+        recited(line["offline default"], by_id[line["offline default"]["id"]], contents)
+        if recite else rechecked(line["offline default"])
+        for line in lines
+    ]  # fmt: skip
     return {
         "offline default": offline,
         "scripted LLM router": [replayed(record, by_id[record["id"]], store, contents) for record in offline],
@@ -188,8 +238,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("citations.jsonl"))
     parser.add_argument("--rescore", type=Path, help="print the figures of a recorded --out file")
     parser.add_argument("--replay", type=Path, help="a recorded --out file: rescore it, run the scripted router again")
+    parser.add_argument("--recite", type=Path, help="as --replay, the offline runs' citations chosen again")
     args = parser.parse_args()
-    if args.replay:
+    if args.recite:
+        records = replay(args.data, args.recite, recite=True)
+    elif args.replay:
         records = replay(args.data, args.replay)
     elif args.rescore:  # the offline verdicts again, with the check as it is now (quotes as recorded)
         lines = [json.loads(line) for line in args.rescore.read_text(encoding="utf-8").splitlines() if line.strip()]
