@@ -24,9 +24,11 @@ def answer_with(text, sources):
 
 
 def check_shape(result):
-    """Every citation follows the contract: its quote is its chunk's content[start:end], n counts from 1."""
+    """Every citation follows the contract: its quote is its chunk's content[start:end], one number per chunk."""
     by_id = {d["id"]: d for d in result["documents"]}
-    assert [c["n"] for c in result["citations"]] == list(range(1, len(result["citations"]) + 1))
+    numbers = {c["document_id"]: c["n"] for c in result["citations"]}
+    assert len(set(numbers.values())) == len(numbers) and all(c["n"] == numbers[c["document_id"]] >= 1
+                                                              for c in result["citations"])  # fmt: skip
     for citation in result["citations"]:
         assert list(citation) == KEYS
         assert by_id[citation["document_id"]]["content"][citation["start"] : citation["end"]] == citation["quote"]
@@ -67,35 +69,46 @@ def test_sources_that_are_not_ids_are_dropped_not_fatal(build_loop):
     assert one["metadata"][DROPPED_KEY][0]["cited"] == "42" and one["citations"]
 
 
-def test_json_mode_markers_map_to_the_numbered_chunks_and_out_of_range_ones_are_dropped(build_loop):
+def test_json_mode_markers_map_to_the_numbered_chunks_and_out_of_range_ones_cite_nothing(build_loop):
     loop = build_loop([decide("search", query="Adriana Trigiani"), decide("generate")], mode="json",
                       answer_script=[{"text": "Trigiani is based in Greenwich Village [1][7]."}])  # fmt: skip
     result = loop.run()
     check_shape(result)
     prompt = loop.answer_llm.calls[0][0][-1].text
     assert "[1] (Adriana Trigiani)" in prompt and "e.g. [1]" in prompt  # numbered chunks, markers asked for
-    assert result["answer"] == "Trigiani is based in Greenwich Village [1]."
-    assert result["citations"][0]["document_id"] == "trigiani" and result["citations"][0]["supported"] is True
+    # The text stays as written (it was streamed): [7] is left in it, cites nothing and is recorded.
+    assert result["answer"] == "Trigiani is based in Greenwich Village [1][7]."
+    [citation] = result["citations"]
+    assert (citation["n"], citation["document_id"], citation["supported"]) == (1, "trigiani", True)
     assert result["metadata"][DROPPED_KEY][0]["cited"] == "[7]"
 
 
-def test_the_answerers_rewrite_renumbers_markers_in_order_of_the_claims(build_loop):
+def test_the_answerers_rewrite_keeps_the_models_marker_numbers(build_loop):
     loop = build_loop([search("Big Stone Gap film"), search("Adriana Trigiani based"), answer_with("x", [])],
                       answer_script=[{"text": "Adriana Trigiani directed Big Stone Gap [2]. She is based in "
                                               "Greenwich Village [1]."}])  # fmt: skip
     result = loop.run()
     check_shape(result)
     shown = [d["id"] for d in result["documents"]][:2]  # the rewrite prompt numbers the run's best chunks
-    assert result["answer"] == "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village [2]."
-    assert [c["document_id"] for c in result["citations"]] == [shown[1], shown[0]]
+    assert result["answer"] == "Adriana Trigiani directed Big Stone Gap [2]. She is based in Greenwich Village [1]."
+    assert [(c["n"], c["document_id"]) for c in result["citations"]] == [(2, shown[1]), (1, shown[0])]
 
 
-def test_a_sentence_without_a_marker_is_cited_by_the_loop():
+def test_a_sentence_without_a_marker_is_cited_by_the_loop_after_the_text():
     state = LoopState(question=QUESTION, chunks=tuple(DOCS))
     out = cite(state, "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village.",
                shown=(DOCS[0],))  # fmt: skip
     assert out.answer == "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village. [2]"
-    assert [c["document_id"] for c in out.citations] == ["bsg", "trigiani"]
+    assert [(c["n"], c["document_id"]) for c in out.citations] == [(1, "bsg"), (2, "trigiani")]
+    # An earlier sentence the LLM left unmarked: the text is kept as written, the loop's marker goes at its end.
+    out = cite(state, "She is based in Greenwich Village. Adriana Trigiani directed Big Stone Gap [1].",
+               shown=(DOCS[0],))  # fmt: skip
+    assert out.answer == "She is based in Greenwich Village. Adriana Trigiani directed Big Stone Gap [1]. [2]"
+    assert [(c["n"], c["claim"]) for c in out.citations] == [
+        (2, "She is based in Greenwich Village."), (1, "Adriana Trigiani directed Big Stone Gap.")]
+    # Nothing marked: numbered 1, 2, ... in claim order, one number per chunk, all after the text.
+    out = cite(state, "She is based in Greenwich Village.\nTrigiani directed Big Stone Gap.\n", shown=DOCS)
+    assert out.answer == "She is based in Greenwich Village.\nTrigiani directed Big Stone Gap.\n[1][2]"
 
 
 def test_the_fallback_cites_its_markers(build_loop):

@@ -4,8 +4,8 @@ Citations: which sentence of which chunk each claim of the answer rests on, with
 
 Every answer path ends in `cite`: the answer text, what the LLM cited, and the chunks it was shown go in; the
 state comes out with `answer` carrying `[n]` markers and `citations` (the result's `citations`) listing, for each
-marker, the chunk, the supporting sentence (`quote == chunk.content[start:end]`), the claim and the search that
-found the chunk. What the LLM can cite, and how, depends on the path:
+cited chunk of each claim, the chunk, the supporting sentence (`quote == chunk.content[start:end]`), the claim and
+the search that found the chunk. What the LLM can cite, and how, depends on the path:
 
 - **Markers** (`shown`: the numbered chunks a prompt listed, `[1]` first: the answerer's and the fallback's
   prompts). `[n]`, `[n, m]` and `[n][m]` after a sentence cite `shown[n - 1]` for that sentence.
@@ -18,8 +18,16 @@ found the chunk. What the LLM can cite, and how, depends on the path:
 - A claim that is a name (a short answer, an option) and was not cited by the LLM is cited from the name's own page
   (a chunk titled with it) when that page has a sentence that supports it, rather than from a page that mentions it.
 
-What the LLM gets wrong is dropped and recorded, never fatal: a marker with no chunk of that number, a marker
-where the path shows no numbered chunks (tools mode: cite ids instead), an id the run does not hold. Each is one
+The answer is the LLM's text as written (a streamed answer was already shown to the user, so it is never changed
+inside): its markers keep the numbers the prompt gave the chunks, and the markers the loop adds (for the claims the
+LLM did not cite) are appended after the text's end, "Paris is in France. [1]". A chunk has one number in an
+answer: its prompt number when the text carries markers; otherwise (and for chunks the prompt did not list, after
+the prompt's numbers) the next number in claim order. Markers in a text whose path showed no numbered chunks (a
+tool call's argument, never streamed) point at nothing and are taken out.
+
+What the LLM gets wrong is dropped and recorded, never fatal: a marker with no chunk of that number (it stays in
+the text, as streamed, and cites nothing), a marker where the path shows no numbered chunks (tools mode: cite ids
+instead), an id the run does not hold. Each is one
 entry of `LoopState.metadata["citations_dropped"]` (`{"cited": "[7]" or the id, "reason": ...}`).
 
 Each citation is checked offline (`offline_support`): the claim's key entities (names, numbers, quoted strings)
@@ -100,28 +108,32 @@ def cite(
     :param state: The ended run's state (its chunks and tool history name the chunks and the searches).
     :param text: The answer as the LLM (or the short-answer rule) wrote it, markers included.
     :param shown: The numbered chunks the answer's prompt listed (`[1]` is `shown[0]`); `()` when the path shows
-        none (tools mode), then every marker is dropped.
+        none (tools mode), then every marker is dropped and taken out of the text.
     :param cited_ids: Chunk ids the LLM cited (the `answer` tool's `sources`), used when no marker is valid.
     :param located: `(index into shown, start, end)`: where in a shown chunk the answer was read from.
     :param language: Sentence splitter language (ISO 639-1). Default `en`.
-    :returns: The state with `answer` (markers renumbered 1..n in order), `citations` and, when the LLM cited
-        something that does not exist, `metadata["citations_dropped"]`.
+    :returns: The state with `answer` (`text` as written, plus the markers the loop adds at its end), `citations`
+        and, when the LLM cited something that does not exist, `metadata["citations_dropped"]`.
     """
     dropped: list[dict[str, str]] = []
+    if not shown:  # nothing was numbered (a tool call's text, never streamed): its markers point at nothing
+        dropped.extend(
+            {"cited": f"[{number}]", "reason": "no numbered chunks were shown here; cite ids"}
+            for _, numbers in _claims(text, language) for number in numbers
+        )  # fmt: skip
+        text = MARKER_RE.sub("", text or "")
     claims = _claims(text, language)
     # Where a claim nobody cited is looked up: the shown chunks first, then the run's others.
     pool = [*shown, *(doc for doc in state.chunks if all(doc.id != s.id for s in shown))]
     cited: list[list[tuple[Document, tuple[int, int] | None]]] = [[] for _ in claims]
     by_llm: set[int] = set()  # the claims the LLM cited something that exists for (a valid marker or id)
-    for index, (_, markers, _) in enumerate(claims):
+    for index, (_, markers) in enumerate(claims):
         for number in markers:
-            if not shown:
-                dropped.append({"cited": f"[{number}]", "reason": "no numbered chunks were shown here; cite ids"})
-            elif not 1 <= number <= len(shown):
-                dropped.append({"cited": f"[{number}]", "reason": f"no chunk [{number}] was shown (1-{len(shown)})"})
-            else:
+            if 1 <= number <= len(shown):
                 by_llm.add(index)
                 _add(cited[index], shown[number - 1], None)
+            else:
+                dropped.append({"cited": f"[{number}]", "reason": f"no chunk [{number}] was shown (1-{len(shown)})"})
     if located is not None and claims and 0 <= located[0] < len(shown):
         _add(cited[-1], shown[located[0]], (located[1], located[2]))
     elif not by_llm and cited_ids and claims:
@@ -133,7 +145,7 @@ def cite(
             best = max(range(len(claims)), key=lambda i: (_best_sentence(claims[i][0], doc, state.question)[0], i))
             _add(cited[best], doc, None)
             by_llm.add(best)
-    for index, (claim, _, _) in enumerate(claims):
+    for index, (claim, _) in enumerate(claims):
         if index in by_llm or not claim:
             continue  # what the LLM cited stands
         own = _own_page(claim, pool, state.question)
@@ -143,7 +155,7 @@ def cite(
             found = _best_in(claim, pool, state.question)
             if found is not None:
                 cited[index].append(found)
-    return _with_citations(state, text, claims, cited, dropped)
+    return _with_citations(state, text, claims, cited, dropped, shown)
 
 
 def _add(entries: list[tuple[Document, tuple[int, int] | None]], doc: Document, at: tuple[int, int] | None) -> None:
@@ -151,36 +163,44 @@ def _add(entries: list[tuple[Document, tuple[int, int] | None]], doc: Document, 
         entries.append((doc, at))
 
 
-def _claims(text: str, language: str) -> list[tuple[str, list[int], list[Sentence]]]:
-    """The answer's sentences as `(claim without markers, marker numbers, its sentences in the text)`; a sentence
-    of markers only (a marker the splitter put after the full stop) belongs to the sentence before it."""
-    claims: list[tuple[str, list[int], list[Sentence]]] = []
+def _claims(text: str, language: str) -> list[tuple[str, list[int]]]:
+    """The answer's sentences as `(claim without markers, its marker numbers)`; a markers-only sentence's markers
+    belong to the sentence before it."""
+    claims: list[tuple[str, list[int]]] = []
     for sentence in split_sentences(text or "", language):
         numbers = [int(n) for match in MARKER_RE.finditer(sentence.text) for n in re.split(r"\s*,\s*", match.group(1))]
         claim = plain(strip_markers(sentence.text))
         if not re.search(r"\w", claim):
             if claims:
                 claims[-1][1].extend(numbers)
-                claims[-1][2].append(sentence)
             continue
-        claims.append((claim, numbers, [sentence]))
+        claims.append((claim, numbers))
     return claims
 
 
 def _with_citations(
     state: LoopState,
     text: str,
-    claims: list[tuple[str, list[int], list[Sentence]]],
+    claims: list[tuple[str, list[int]]],
     cited: list[list[tuple[Document, tuple[int, int] | None]]],
     dropped: list[dict[str, str]],
+    shown: Sequence[Document],
 ) -> LoopState:
-    """Number the citations in claim order, render the marked answer, check each citation offline."""
+    """Number the citations, append the markers the loop added to the text, check each citation offline."""
     sources = chunk_sources(state)
+    written = [number for _, numbers in claims for number in numbers]
+    # The LLM's markers stand as written, so chunks keep the numbers the prompt gave them; without any, the
+    # citations are numbered 1, 2, ... in claim order. Either way one chunk has one number.
+    number_of = {doc.id: i + 1 for i, doc in enumerate(shown)} if written else {}
+    last = max([len(shown), *written]) if written else 0
     citations: list[dict[str, Any]] = []
-    pieces: list[tuple[int, int, str]] = []  # (start, end, replacement) in the text
-    for index, ((claim, written, spans), entries) in enumerate(zip(claims, cited, strict=True)):
-        numbers = []
+    added: list[int] = []  # the numbers the loop cites beyond the LLM's markers, in claim order
+    for (claim, marks), entries in zip(claims, cited, strict=True):
         for doc, at in entries:
+            if doc.id not in number_of:
+                last += 1
+                number_of[doc.id] = last
+            number = number_of[doc.id]
             # The sentence around where a short answer was read, unless that is the title line.
             around = _sentence_around(doc, *at) if at is not None else None
             start, end = around or _best_sentence(claim, doc, state.question)[1]
@@ -188,7 +208,7 @@ def _with_citations(
             supported = offline_support(claim, quote, state.question, (doc.meta or {}).get("title"))
             citations.append(
                 {
-                    "n": len(citations) + 1,
+                    "n": number,
                     "document_id": doc.id,
                     "title": (doc.meta or {}).get("title"),
                     "quote": quote,
@@ -200,37 +220,24 @@ def _with_citations(
                     "check": "offline",
                 }
             )
-            numbers.append(len(citations))
-        first = spans[0]
-        pieces.append((first.start, first.end, _marked(strip_markers(first.text), numbers, after=not written and index == len(claims) - 1)))
-        pieces.extend((extra.start, extra.end, "") for extra in spans[1:])
+            if number not in marks and number not in added:
+                added.append(number)
     metadata = dict(state.metadata)
     if dropped:
         logger.info("Dropped {count} citation(s) the LLM gave: {dropped}", count=len(dropped), dropped=dropped)
         metadata[DROPPED_KEY] = dropped
     else:
         metadata.pop(DROPPED_KEY, None)
-    answer = text
-    for start, end, replacement in sorted(pieces, reverse=True):
-        head = answer[:start] if replacement else answer[:start].rstrip(" \t")  # a markers-only piece goes
-        answer = head + replacement + answer[end:]
-    answer = answer.strip()
-    return state.evolve(answer=answer, citations=tuple(citations), metadata=metadata)
+    return state.evolve(answer=_appended(text, added), citations=tuple(citations), metadata=metadata)
 
 
-def _marked(claim: str, numbers: list[int], after: bool = False) -> str:
-    """
-    The claim with its markers before a final full stop ("Paris is in France [1]."); with `after` (markers the loop
-    adds to the answer's last sentence) after it ("Paris is in France. [1]"), so a streamed answer stays the start
-    of the marked one.
-    """
+def _appended(text: str, numbers: Sequence[int]) -> str:
+    """`text` without leading whitespace, then `[n]` markers after its own trailing whitespace (or one space)."""
+    body = (text or "").lstrip()
     if not numbers:
-        return claim
-    marks = "".join(f"[{n}]" for n in numbers)
-    if after:
-        return f"{claim.rstrip()} {marks}"
-    body, end = (claim[:-1], claim[-1]) if claim[-1:] in ".!?" else (claim, "")
-    return f"{body.rstrip()} {marks}{end}"
+        return body.rstrip()
+    kept = body.rstrip()
+    return kept + (body[len(kept) :] or " ") + "".join(f"[{n}]" for n in numbers)
 
 
 def _sentences(doc: Document) -> list[Sentence]:
