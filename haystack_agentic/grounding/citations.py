@@ -135,7 +135,8 @@ def cite(
             else:
                 dropped.append({"cited": f"[{number}]", "reason": f"no chunk [{number}] was shown (1-{len(shown)})"})
     if located is not None and claims and 0 <= located[0] < len(shown):
-        _add(cited[-1], shown[located[0]], (located[1], located[2]))
+        doc, span = _saying(claims[-1][0], (shown[located[0]], located[1], located[2]), pool, state.question)
+        _add(cited[-1], doc, span)
     elif not by_llm and cited_ids and claims:
         for chunk_id in cited_ids:
             doc, problem = find_chunk(state.chunks, chunk_id)
@@ -260,17 +261,47 @@ def _sentence_around(doc: Document, start: int, end: int) -> tuple[int, int] | N
     return None
 
 
-def _best_sentence(claim: str, doc: Document, question: str) -> tuple[float, tuple[int, int]]:
-    """The sentence of `doc` that supports `claim` best: `(score, (start, end))`; score 0 when none shares a word
-    (then its first sentence)."""
-    terms = _terms(claim, question)
+def _best_sentence(claim: str, doc: Document, question: str) -> tuple[tuple[float, float], tuple[int, int]]:
+    """The sentence of `doc` that supports `claim` best (ties: the one that says more of the question, then the
+    earlier): `((claim score, question score), (start, end))`; claim score 0 when none shares a word."""
+    terms, asked = _terms(claim, question), _terms(question, question)
     sentences = _sentences(doc)
-    best: tuple[float, tuple[int, int]] = (0.0, (sentences[0].start, sentences[0].end) if sentences else (0, 0))
+    best = ((0.0, 0.0), (sentences[0].start, sentences[0].end) if sentences else (0, 0))
     for sentence in sentences:
         score = _overlap(terms, sentence.text)
-        if score > best[0]:
-            best = (score, (sentence.start, sentence.end))
+        if score > 0 and (score, _about(asked, doc, sentence.text)) > best[0]:
+            best = ((score, _about(asked, doc, sentence.text)), (sentence.start, sentence.end))
     return best
+
+
+def _about(asked: tuple[list[tuple[str, ...]], set[str]], doc: Document, sentence: str) -> float:
+    """How much of the question a sentence says, its chunk's title counting as its subject."""
+    return _overlap(asked, f"{(doc.meta or {}).get('title') or ''}. {sentence}")
+
+
+def _saying(claim: str, located: tuple[Document, int, int], pool: Sequence[Document], question: str):
+    """
+    For a short answer read at `located`: among the sentences of `pool` that say it, the one that best supports
+    the whole claim (the check passes, then the most of the question said), `located`'s own on a tie.
+    """
+    name, asked = tokens(claim), _terms(question, question)
+    doc, start, end = located
+    best = (doc, _sentence_around(doc, start, end) or (start, end))
+    best_key = _support_key(claim, question, asked, doc, *best[1])
+    for other in pool:
+        for sentence in _sentences(other):
+            if not _phrase_in(name, tokens(sentence.text)):
+                continue
+            key = _support_key(claim, question, asked, other, sentence.start, sentence.end)
+            if key > best_key:
+                best, best_key = (other, (sentence.start, sentence.end)), key
+    return best
+
+
+def _support_key(claim: str, question: str, asked, doc: Document, start: int, end: int) -> tuple[bool, float]:
+    """(whether the offline check passes, how much of the question it says) for a sentence of `doc`."""
+    quote = (doc.content or "")[start:end]
+    return offline_support(claim, quote, question, (doc.meta or {}).get("title")), _about(asked, doc, quote)
 
 
 def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
@@ -283,17 +314,17 @@ def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Docu
             continue
         score, (start, end) = _best_sentence(claim, doc, question)
         title_text = (doc.meta or {}).get("title")
-        if score > 0 and offline_support(claim, (doc.content or "")[start:end], question, title_text):
+        if score[0] > 0 and offline_support(claim, (doc.content or "")[start:end], question, title_text):
             return doc, (start, end)
     return None
 
 
 def _best_in(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
-    """The chunk sentence that supports `claim` best among `pool` (ties: the earlier chunk), or `None`."""
-    best: tuple[float, Document, tuple[int, int]] | None = None
+    """The chunk sentence that supports `claim` best among `pool` (as `_best_sentence`; ties: the earlier chunk)."""
+    best: tuple[tuple[float, float], Document, tuple[int, int]] | None = None
     for doc in pool:
         score, span = _best_sentence(claim, doc, question)
-        if score > 0 and (best is None or score > best[0]):
+        if score[0] > 0 and (best is None or score > best[0]):
             best = (score, doc, span)
     return (best[1], best[2]) if best else None
 
