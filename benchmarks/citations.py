@@ -97,7 +97,7 @@ def scored(row: dict, result: dict, contents: dict[str, str], seconds: float) ->
 
 
 class CiteRecorder:
-    """Stands in for the answerer's and the fallback's `cite`: keeps its last call's inputs (JSON), then calls the real one."""
+    """Stands in for the answerer's and the fallback's `cite`: keeps its last call's inputs, calls the real one."""
 
     def __init__(self) -> None:
         self.last: dict | None = None
@@ -125,8 +125,10 @@ def recited(record: dict, row: dict, contents: dict[str, str]) -> dict:
         state, inputs["text"], shown=[by_id[i] for i in inputs["shown"]], cited_ids=inputs["cited_ids"],
         located=located,
     )  # fmt: skip
-    result = {**record, "answer": cited.answer, "citations": [dict(c) for c in cited.citations],
-              "documents": [{"id": chunk_id} for chunk_id in record["documents"]], "terminated_by": cited.terminated_by}  # fmt: skip
+    result = {
+        **record, "answer": cited.answer, "citations": [dict(c) for c in cited.citations],
+        "documents": [{"id": chunk_id} for chunk_id in record["documents"]], "terminated_by": cited.terminated_by,
+    }  # fmt: skip
     return {**scored(row, result, contents, record["seconds"]), "cite_inputs": inputs}
 
 

@@ -2,44 +2,35 @@
 """
 Citations: which sentence of which chunk each claim of the answer rests on, with `[n]` markers in the answer.
 
-Every answer path ends in `cite`: the answer text, what the LLM cited, and the chunks it was shown go in; the
-state comes out with `answer` carrying `[n]` markers and `citations` (the result's `citations`) listing, for each
-cited chunk of each claim, the chunk, the supporting sentence (`quote == chunk.content[start:end]`), the claim and
-the search that found the chunk. What the LLM can cite, and how, depends on the path:
+Every answer path ends in `cite`: the answer text, what the LLM cited and the chunks it was shown go in; the state
+comes out with `answer` carrying `[n]` markers and `citations` listing, per cited chunk of each claim, the chunk,
+the supporting sentence (`quote == chunk.content[start:end]`), the claim and the search that found the chunk.
 
-- **Markers** (`shown`: the numbered chunks a prompt listed, `[1]` first: the answerer's and the fallback's
-  prompts). `[n]`, `[n, m]` and `[n][m]` after a sentence cite `shown[n - 1]` for that sentence.
-- **Ids** (`cited_ids`: the `sources` argument of the controller's `answer` tool). Each id (the full id or a unique
-  prefix, as `read_chunk` takes them) cites its chunk for the claim that chunk supports best. Used only when the
-  text carries no valid marker.
-- **A location** (`located`: the chunk and offsets a short answer was read from): the sentence around it.
-- **Nothing cited**: each claim is cited to the sentence that supports it best among the shown chunks, then the
-  run's others (ties: the earlier), when one shares any of its key words.
-- A claim that is a name (a short answer, an option) and was not cited by the LLM is cited from the name's own page
-  (a chunk titled with it) when that page has a sentence that supports it, rather than from a page that mentions it.
+- **Markers** (`shown`: the numbered chunks of the answerer's and the fallback's prompts, `[1]` first): `[n]`,
+  `[n, m]` and `[n][m]` after a sentence cite `shown[n - 1]` for it.
+- **Ids** (`cited_ids`: the `answer` tool's `sources`, full ids or unique prefixes): each cites its chunk for the
+  claim it supports best; used only when the text has no valid marker.
+- **A location** (`located`: where a short answer was read): of the sentences saying the answer, the one that best
+  supports the whole claim (the check passes, then the most of the question said), the located one on a tie.
+- **Nothing cited**: the sentence of the shown chunks, then the run's others, that supports the claim best (ties:
+  the one saying more of the question, then the earlier); a name is cited from its own page (a chunk titled with
+  it) when that page supports it.
 
-The answer is the LLM's text as written (a streamed answer was already shown to the user, so it is never changed
-inside): its markers keep the numbers the prompt gave the chunks, and the markers the loop adds (for the claims the
-LLM did not cite) are appended after the text's end, "Paris is in France. [1]". A chunk has one number in an
-answer: its prompt number when the text carries markers; otherwise (and for chunks the prompt did not list, after
-the prompt's numbers) the next number in claim order. Markers in a text whose path showed no numbered chunks (a
-tool call's argument, never streamed) point at nothing and are taken out.
+The answer is the LLM's text as written (a streamed answer was already shown): its markers keep the prompt's chunk
+numbers, and the markers the loop adds are appended after the text ("Paris is in France. [1]"). A chunk has one
+number per answer: its prompt number when the text has markers, else (and for chunks the prompt did not list) the
+next one in claim order. What the LLM gets wrong is recorded in `LoopState.metadata["citations_dropped"]`
+(`{"cited": "[7]" or the id, "reason": ...}`), never fatal: a marker with no such chunk stays in the text and cites
+nothing; markers where no chunks were numbered (a tool call's text, never streamed) are taken out; unknown ids.
 
-What the LLM gets wrong is dropped and recorded, never fatal: a marker with no chunk of that number (it stays in
-the text, as streamed, and cites nothing), a marker where the path shows no numbered chunks (tools mode: cite ids
-instead), an id the run does not hold. Each is one
-entry of `LoopState.metadata["citations_dropped"]` (`{"cited": "[7]" or the id, "reason": ...}`).
+The offline check (`offline_support`): the claim's key entities (names, numbers, quoted strings) all occur in the
+cited sentence and at least `MIN_WORD_SHARE` of its content words (light stems); a claim that restates none of the
+question's words (a short answer) must also be about the question: the sentence or its chunk's title holds one of
+the question's words outside its names (the relation: "directed"), or one of its names when it has no other. A
+yes/no claim is checked as the question. A grounder (HHEM, LLM judge) re-judges each citation (`settle`) and the
+`grounding` result is derived from the citations, so the two never disagree.
 
-Each citation is checked offline (`offline_support`): the claim's key entities (names, numbers, quoted strings)
-must all occur in the cited sentence (as a phrase, or every word of a name) and at least `MIN_WORD_SHARE` of its content words (light stems); a claim
-that restates none of the question's content words (a short answer, "Greenwich Village") is an answer to the
-question, so the cited sentence (or its chunk's title) must also be about the question: hold one of its content
-words outside its names (the relation asked about: "directed", "based"), or one of its names when it has no other.
-A yes/no claim is checked as the question itself. A grounder (HHEM, LLM judge) then re-judges each citation
-(`settle`): its verdict replaces the offline one, and the `grounding` result is derived from the citations, so the
-two never disagree.
-
-Citation dict (the shared contract)::
+Citation dict::
 
     {"n": 1, "document_id": str, "title": str | None, "quote": str, "start": int, "end": int, "claim": str,
      "search": {"iteration": int, "query": str | None} | None, "supported": bool | None,
@@ -165,8 +156,7 @@ def _add(entries: list[tuple[Document, tuple[int, int] | None]], doc: Document, 
 
 
 def _claims(text: str, language: str) -> list[tuple[str, list[int]]]:
-    """The answer's sentences as `(claim without markers, its marker numbers)`; a markers-only sentence's markers
-    belong to the sentence before it."""
+    """The answer's `(claim without markers, marker numbers)`; a markers-only sentence's go to the one before."""
     claims: list[tuple[str, list[int]]] = []
     for sentence in split_sentences(text or "", language):
         numbers = [int(n) for match in MARKER_RE.finditer(sentence.text) for n in re.split(r"\s*,\s*", match.group(1))]
@@ -262,15 +252,15 @@ def _sentence_around(doc: Document, start: int, end: int) -> tuple[int, int] | N
 
 
 def _best_sentence(claim: str, doc: Document, question: str) -> tuple[tuple[float, float], tuple[int, int]]:
-    """The sentence of `doc` that supports `claim` best (ties: the one that says more of the question, then the
-    earlier): `((claim score, question score), (start, end))`; claim score 0 when none shares a word."""
+    """`((claim score, question score), (start, end))` of `doc`'s sentence best for `claim` (score 0: its first)."""
     terms, asked = _terms(claim, question), _terms(question, question)
     sentences = _sentences(doc)
     best = ((0.0, 0.0), (sentences[0].start, sentences[0].end) if sentences else (0, 0))
     for sentence in sentences:
         score = _overlap(terms, sentence.text)
-        if score > 0 and (score, _about(asked, doc, sentence.text)) > best[0]:
-            best = ((score, _about(asked, doc, sentence.text)), (sentence.start, sentence.end))
+        key = (score, _about(asked, doc, sentence.text)) if score > 0 else (0.0, 0.0)
+        if key > best[0]:
+            best = (key, (sentence.start, sentence.end))
     return best
 
 
@@ -280,10 +270,7 @@ def _about(asked: tuple[list[tuple[str, ...]], set[str]], doc: Document, sentenc
 
 
 def _saying(claim: str, located: tuple[Document, int, int], pool: Sequence[Document], question: str):
-    """
-    For a short answer read at `located`: among the sentences of `pool` that say it, the one that best supports
-    the whole claim (the check passes, then the most of the question said), `located`'s own on a tie.
-    """
+    """Among `pool`'s sentences saying a short answer, the one best supporting the claim; `located`'s on a tie."""
     name, asked = tokens(claim), _terms(question, question)
     doc, start, end = located
     best = (doc, _sentence_around(doc, start, end) or (start, end))
@@ -305,8 +292,7 @@ def _support_key(claim: str, question: str, asked, doc: Document, start: int, en
 
 
 def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
-    """For a claim that is a name (a short answer, an option), the chunk titled with it (a parenthetical aside)
-    whose best sentence supports it, and that sentence; `None` when no such chunk is in `pool`."""
+    """For a name, the chunk of `pool` titled with it and its best sentence, when that supports it; else `None`."""
     name = tuple(tokens(claim))
     for doc in pool:
         title = tuple(tokens(strip_qualifier(chunk_title(doc.content or "", doc.meta))))
@@ -347,8 +333,7 @@ def _overlap(terms: tuple[list[tuple[str, ...]], set[str]], sentence: str) -> fl
 
 
 def _phrase_in(phrase: Sequence[str], words: Sequence[str]) -> bool:
-    """Whether a name occurs in a sentence: as a phrase, or all its words in it ("Lev Ivanovich Yashin" names
-    "Lev Yashin")."""
+    """Whether a name is in the words: as a phrase, or all its words ("Lev Ivanovich Yashin" has "Lev Yashin")."""
     size = len(phrase)
     if any(tuple(words[i : i + size]) == tuple(phrase) for i in range(len(words) - size + 1)):
         return True
@@ -381,11 +366,7 @@ def offline_support(claim: str, quote: str, question: str, title: str | None = N
 
 
 def _about_question(question: str, context: list[str]) -> bool:
-    """
-    Whether a sentence (its tokens, with its chunk's title) is about the question: it has one of the question's
-    content words outside its names (the relation asked about: "directed", "based"), or, for a question of names
-    only, one of its names.
-    """
+    """Whether the context holds a question word outside its names (the relation), else one of its names."""
     names = [toks for _, toks in key_entities(question)]
     in_names = {stem(t) for toks in names for t in toks}
     relation = {stem(w) for w in question_terms(question)} - in_names

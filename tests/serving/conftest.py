@@ -60,7 +60,9 @@ STREAMED_ANSWER = "Adriana Trigiani is based in Greenwich Village, New York City
 MARKED_ANSWERS = {
     "marks-3": "Adriana Trigiani is based in Greenwich Village, New York City [3].",
     "marks-earlier": "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village, New York City.",
-    "loop-cites-earlier": "She is based in Greenwich Village, New York City. Adriana Trigiani directed Big Stone Gap [2].",
+    "loop-cites-earlier": (
+        "She is based in Greenwich Village, New York City. Adriana Trigiani directed Big Stone Gap [2]."
+    ),
 }
 
 #: The controller of the `history` pipeline: it searches for the entity named by the assistant in the conversation
