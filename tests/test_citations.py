@@ -136,6 +136,23 @@ def test_the_short_answer_reports_where_it_was_taken_from():
     assert extract_short_answer("Is Paris in France?", "Yes it is.", chunks).location is None
 
 
+def test_a_short_answer_found_in_several_chunks_is_cited_from_the_sentence_that_answers_the_question():
+    by_id = {d.id: d for d in DOCS}
+    shown = (by_id["greenwich"], by_id["trigiani"])
+    state = LoopState(question=QUESTION, chunks=shown)
+    at = DOC_TEXT["greenwich"].index("Greenwich Village")
+    # Read from the neighbourhood's page, which names it; the director's page says she is based there.
+    [citation] = cite(state, "Greenwich Village", shown=shown, located=(0, at, at + len("Greenwich Village"))).citations
+    assert citation["document_id"] == "trigiani"
+    assert citation["quote"] == "Trigiani is based in Greenwich Village, New York City."
+    assert citation["supported"] is True
+    # No other sentence says more of the question: the sentence it was read from stands.
+    only = (by_id["greenwich"],)
+    [kept] = cite(LoopState(question=QUESTION, chunks=only), "Greenwich Village", shown=only,
+                  located=(0, at, at + len("Greenwich Village"))).citations  # fmt: skip
+    assert kept["document_id"] == "greenwich"
+
+
 def test_the_embedded_answerer_cites_the_sentence_its_short_answer_came_from():
     docs = tuple(d for d in DOCS if d.id in ("bsg", "trigiani"))
     state = LoopState(question=QUESTION, chunks=docs, pending_action="answer",
