@@ -7,6 +7,7 @@ their check flag the wrong answers?
     python benchmarks/citations.py --rescore cite.jsonl      # the figures again from the recorded runs
     python benchmarks/citations.py --replay cite.jsonl       # the same, with the scripted router run again
     python benchmarks/citations.py --recite cite.jsonl       # the offline citations chosen again by today's `cite`
+    python benchmarks/citations.py --oracle                  # the choice rule alone, every question, no LLM
 
 Two answer paths, on the same questions, the store holding every paragraph of the file (`eval`'s store):
 - **offline default**: `eval`'s `bridge-entity` configuration (the packaged embedded pipeline's policy and answerer,
@@ -24,6 +25,11 @@ answer is supported).
 Each offline record keeps what its answerer passed to `cite` (the state, the text, the shown chunks, the location),
 so `--recite` measures a change to how citations are chosen without running the LLM again (its answers are the
 same: nothing before `cite` depends on it).
+
+`--oracle` measures how the cited sentence is chosen, on every question of the file and without an LLM: a right
+short answer (the gold answer) read from the first of the shown chunks that holds it (as the short-answer rule
+reads it), the shown chunks being BM25's top 6 for the question plus the gold paragraphs (both hops found); an
+option of the question ("A or B") has no location, as the rule gives none. Yes/no questions are left out.
 """
 
 import argparse
@@ -130,6 +136,33 @@ def recited(record: dict, row: dict, contents: dict[str, str]) -> dict:
         "documents": [{"id": chunk_id} for chunk_id in record["documents"]], "terminated_by": cited.terminated_by,
     }  # fmt: skip
     return {**scored(row, result, contents, record["seconds"]), "cite_inputs": inputs}
+
+
+def oracle(data: Path) -> dict[str, list[dict]]:
+    """Each question's gold answer cited by today's `cite` as the offline default would cite it (see above)."""
+    rows = load_hotpotqa_questions(data)
+    store = build_store(rows)
+    contents = {d.meta["title"]: d.content for d in store.filter_documents()}
+    by_title = {d.meta["title"]: d for d in store.filter_documents()}
+    retriever = InMemoryBM25Retriever(store, top_k=6)
+    records = []
+    for row in rows:
+        answer = row["answer"].strip()
+        if answer.lower() in ("yes", "no"):
+            continue
+        shown = list(retriever.run(query=row["question"])["documents"])
+        shown += [by_title[t] for t in dict.fromkeys(t for t, _ in row["supporting_facts"])
+                  if t in by_title and all(d.id != by_title[t].id for d in shown)]  # fmt: skip
+        located = None
+        if answer.lower() not in row["question"].lower():
+            found = [(i, (d.content or "").lower().find(answer.lower())) for i, d in enumerate(shown)]
+            located = next(((i, at, at + len(answer)) for i, at in found if at >= 0), None)
+        state = LoopState(question=row["question"], chunks=tuple(shown)).finish("answered", answer=answer)
+        cited = citations_module.cite(state, answer, shown=shown, located=located)
+        result = {"answer": cited.answer, "terminated_by": "answered", "citations": [dict(c) for c in cited.citations],
+                  "documents": [{"id": d.id} for d in shown], "tool_history": []}  # fmt: skip
+        records.append(scored(row, result, contents, 0.0))
+    return {"oracle (gold answer, no LLM)": records}
 
 
 def replay_script(record: dict) -> list[dict]:
@@ -241,8 +274,11 @@ def main() -> None:
     parser.add_argument("--rescore", type=Path, help="print the figures of a recorded --out file")
     parser.add_argument("--replay", type=Path, help="a recorded --out file: rescore it, run the scripted router again")
     parser.add_argument("--recite", type=Path, help="as --replay, the offline runs' citations chosen again")
+    parser.add_argument("--oracle", action="store_true", help="the choice rule alone on every question, no LLM")
     args = parser.parse_args()
-    if args.recite:
+    if args.oracle:
+        records = oracle(args.data)
+    elif args.recite:
         records = replay(args.data, args.recite, recite=True)
     elif args.replay:
         records = replay(args.data, args.replay)

@@ -13,8 +13,8 @@ the supporting sentence (`quote == chunk.content[start:end]`), the claim and the
 - **A location** (`located`: where a short answer was read): of the sentences saying the answer, the one that best
   supports the whole claim (the check passes, then the most of the question said), the located one on a tie.
 - **Nothing cited**: the sentence of the shown chunks, then the run's others, that supports the claim best (ties:
-  the one saying more of the question, then the earlier); a name is cited from its own page (a chunk titled with
-  it) when that page supports it.
+  the one saying more of the question, then the earlier); a name (an option of the question) is cited from its
+  own page (a chunk titled with it) when that page supports it.
 
 The answer is the LLM's text as written (a streamed answer was already shown): its markers keep the prompt's chunk
 numbers, and the markers the loop adds are appended after the text ("Paris is in France. [1]"). A chunk has one
@@ -117,7 +117,7 @@ def cite(
     # Where a claim nobody cited is looked up: the shown chunks first, then the run's others.
     pool = [*shown, *(doc for doc in state.chunks if all(doc.id != s.id for s in shown))]
     cited: list[list[tuple[Document, tuple[int, int] | None]]] = [[] for _ in claims]
-    by_llm: set[int] = set()  # the claims the LLM cited something that exists for (a valid marker or id)
+    by_llm: set[int] = set()  # the claims cited by the LLM (a valid marker or id) or by where they were read
     for index, (_, markers) in enumerate(claims):
         for number in markers:
             if 1 <= number <= len(shown):
@@ -128,6 +128,7 @@ def cite(
     if located is not None and claims and 0 <= located[0] < len(shown):
         doc, span = _saying(claims[-1][0], (shown[located[0]], located[1], located[2]), pool, state.question)
         _add(cited[-1], doc, span)
+        by_llm.add(len(claims) - 1)  # where the answer was read stands, as what the LLM cited does
     elif not by_llm and cited_ids and claims:
         for chunk_id in cited_ids:
             doc, problem = find_chunk(state.chunks, chunk_id)
