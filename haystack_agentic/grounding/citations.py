@@ -270,26 +270,20 @@ def _about(asked: tuple[list[tuple[str, ...]], set[str]], doc: Document, sentenc
     return _overlap(asked, f"{(doc.meta or {}).get('title') or ''}. {sentence}")
 
 
-def _saying(claim: str, located: tuple[Document, int, int], pool: Sequence[Document], question: str):
+def _saying(
+    claim: str, located: tuple[Document, int, int], pool: Sequence[Document], question: str
+) -> tuple[Document, tuple[int, int]]:
     """Among `pool`'s sentences saying a short answer, the one best supporting the claim; `located`'s on a tie."""
     name, asked = tokens(claim), _terms(question, question)
+
+    def key(doc: Document, span: tuple[int, int]) -> tuple[bool, float]:  # the check passes, then the question
+        quote = (doc.content or "")[span[0] : span[1]]
+        return offline_support(claim, quote, question, (doc.meta or {}).get("title")), _about(asked, doc, quote)
+
     doc, start, end = located
     best = (doc, _sentence_around(doc, start, end) or (start, end))
-    best_key = _support_key(claim, question, asked, doc, *best[1])
-    for other in pool:
-        for sentence in _sentences(other):
-            if not _phrase_in(name, tokens(sentence.text)):
-                continue
-            key = _support_key(claim, question, asked, other, sentence.start, sentence.end)
-            if key > best_key:
-                best, best_key = (other, (sentence.start, sentence.end)), key
-    return best
-
-
-def _support_key(claim: str, question: str, asked, doc: Document, start: int, end: int) -> tuple[bool, float]:
-    """(whether the offline check passes, how much of the question it says) for a sentence of `doc`."""
-    quote = (doc.content or "")[start:end]
-    return offline_support(claim, quote, question, (doc.meta or {}).get("title")), _about(asked, doc, quote)
+    candidates = [(d, (s.start, s.end)) for d in pool for s in _sentences(d) if _phrase_in(name, tokens(s.text))]
+    return max([best, *candidates], key=lambda found: key(*found))  # max keeps the first of equals: `best`
 
 
 def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
