@@ -6,6 +6,8 @@ their check flag the wrong answers?
     python benchmarks/citations.py --data /work/shared/data/hotpotqa_dev_sample.jsonl --limit 40 --out cite.jsonl
     python benchmarks/citations.py --rescore cite.jsonl      # the figures again from the recorded runs
     python benchmarks/citations.py --replay cite.jsonl       # the same, with the scripted router run again
+    python benchmarks/citations.py --recite cite.jsonl       # the offline citations chosen again by today's `cite`
+    python benchmarks/citations.py --oracle                  # the choice rule alone, every question, no LLM
 
 Two answer paths, on the same questions, the store holding every paragraph of the file (`eval`'s store):
 - **offline default**: `eval`'s `bridge-entity` configuration (the packaged embedded pipeline's policy and answerer,
@@ -19,6 +21,15 @@ Per path: the share of answered questions (an answer, not a give-up) whose citat
 sentence (a citation's quote overlaps a `supporting_facts` sentence of its chunk), among all answered and among the
 right ones (EM 1); and the share of the wrong answers (EM 0) that the citation check flags (no citation of the
 answer is supported).
+
+Each offline record keeps what its answerer passed to `cite` (the state, the text, the shown chunks, the location),
+so `--recite` measures a change to how citations are chosen without running the LLM again (its answers are the
+same: nothing before `cite` depends on it).
+
+`--oracle` measures how the cited sentence is chosen, on every question of the file and without an LLM: a right
+short answer (the gold answer) read from the first of the shown chunks that holds it (as the short-answer rule
+reads it), the shown chunks being BM25's top 6 for the question plus the gold paragraphs (both hops found); an
+option of the question ("A or B") has no location, as the rule gives none. Yes/no questions are left out.
 """
 
 import argparse
@@ -31,12 +42,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
 
+from haystack_agentic.components.extractors import short_answer_extractor as extractor_module  # noqa: E402
+from haystack_agentic.components.generators import answerer as answerer_module  # noqa: E402
+from haystack_agentic.components.generators import fallback_synthesizer as fallback_module  # noqa: E402
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator  # noqa: E402
 from haystack_agentic.components.loop.loop_controller import LoopController  # noqa: E402
 from haystack_agentic.components.routers.agentic_router import AgenticRouter  # noqa: E402
 from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers  # noqa: E402
 from haystack_agentic.evaluation.runner import bridge_entity_config, build_store  # noqa: E402
+from haystack_agentic.dataclasses.loop_state import LoopState  # noqa: E402
+from haystack_agentic.grounding import citations as citations_module  # noqa: E402
 from haystack_agentic.grounding.citations import offline_support, strip_markers  # noqa: E402
 from haystack_agentic.llm.result_digests import short_id  # noqa: E402
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline  # noqa: E402
@@ -85,6 +101,69 @@ def scored(row: dict, result: dict, contents: dict[str, str], seconds: float) ->
         "tool_history": result.get("tool_history") or [],
         "documents": [d["id"] for d in result.get("documents") or []],
     }
+
+
+class CiteRecorder:
+    """Stands in for the answerer's, the short-answer extractor's and the fallback's `cite`: keeps its last call's inputs, calls the real one."""
+
+    def __init__(self) -> None:
+        self.last: dict | None = None
+
+    def __call__(self, state: LoopState, text: str, **kwargs) -> LoopState:
+        self.last = {
+            "state": state.to_dict(),
+            "text": text,
+            "shown": [doc.id for doc in kwargs.get("shown", ())],
+            "cited_ids": list(kwargs.get("cited_ids", ())),
+            "located": list(kwargs["located"]) if kwargs.get("located") is not None else None,
+        }
+        return citations_module.cite(state, text, **kwargs)
+
+
+def recited(record: dict, row: dict, contents: dict[str, str]) -> dict:
+    """A recorded offline run with its citations chosen again by today's `cite` from the recorded inputs."""
+    inputs = record.get("cite_inputs")
+    if inputs is None:  # no answer was cited (a give-up, an error): nothing to choose again
+        return record
+    state = LoopState.from_dict(inputs["state"])
+    by_id = {doc.id: doc for doc in state.chunks}
+    located = tuple(inputs["located"]) if inputs["located"] is not None else None
+    cited = citations_module.cite(
+        state, inputs["text"], shown=[by_id[i] for i in inputs["shown"]], cited_ids=inputs["cited_ids"],
+        located=located,
+    )  # fmt: skip
+    result = {
+        **record, "answer": cited.outcome.answer, "citations": [dict(c) for c in cited.outcome.citations],
+        "documents": [{"id": chunk_id} for chunk_id in record["documents"]], "terminated_by": cited.outcome.terminated_by,
+    }  # fmt: skip
+    return {**scored(row, result, contents, record["seconds"]), "cite_inputs": inputs}
+
+
+def oracle(data: Path) -> dict[str, list[dict]]:
+    """Each question's gold answer cited by today's `cite` as the offline default would cite it (see above)."""
+    rows = load_hotpotqa_questions(data)
+    store = build_store(rows)
+    contents = {d.meta["title"]: d.content for d in store.filter_documents()}
+    by_title = {d.meta["title"]: d for d in store.filter_documents()}
+    retriever = InMemoryBM25Retriever(store, top_k=6)
+    records = []
+    for row in rows:
+        answer = row["answer"].strip()
+        if answer.lower() in ("yes", "no"):
+            continue
+        shown = list(retriever.run(query=row["question"])["documents"])
+        shown += [by_title[t] for t in dict.fromkeys(t for t, _ in row["supporting_facts"])
+                  if t in by_title and all(d.id != by_title[t].id for d in shown)]  # fmt: skip
+        located = None
+        if answer.lower() not in row["question"].lower():
+            found = [(i, (d.content or "").lower().find(answer.lower())) for i, d in enumerate(shown)]
+            located = next(((i, at, at + len(answer)) for i, at in found if at >= 0), None)
+        state = LoopState(question=row["question"], chunks=tuple(shown)).finish("answered", answer=answer)
+        cited = citations_module.cite(state, answer, shown=shown, located=located)
+        result = {"answer": cited.outcome.answer, "terminated_by": "answered", "citations": [dict(c) for c in cited.outcome.citations],
+                  "documents": [{"id": d.id} for d in shown], "tool_history": []}  # fmt: skip
+        records.append(scored(row, result, contents, 0.0))
+    return {"oracle (gold answer, no LLM)": records}
 
 
 def replay_script(record: dict) -> list[dict]:
@@ -143,12 +222,15 @@ def run(data: Path, start: int, limit: int, out: Path) -> dict[str, list[dict]]:
     contents = {d.meta["title"]: d.content for d in store.filter_documents()}
     offline = bridge_entity_config(store, 6, EmbeddedChatGenerator()).pipeline
     offline.warm_up()
+    recorder = CiteRecorder()
+    answerer_module.cite = fallback_module.cite = extractor_module.cite = recorder
     records: dict[str, list[dict]] = {"offline default": [], "scripted LLM router": []}
     with out.open("w", encoding="utf-8") as f:
         for done, row in enumerate(rows, start=1):
             began = time.perf_counter()
+            recorder.last = None
             result = offline.run({"controller": {"query": row["question"]}})["result"]
-            record = scored(row, result, contents, time.perf_counter() - began)
+            record = {**scored(row, result, contents, time.perf_counter() - began), "cite_inputs": recorder.last}
             records["offline default"].append(record)
             records["scripted LLM router"].append(replayed(record, row, store, contents))
             f.write(json.dumps({name: runs[-1] for name, runs in records.items()}) + "\n")
@@ -157,14 +239,18 @@ def run(data: Path, start: int, limit: int, out: Path) -> dict[str, list[dict]]:
     return records
 
 
-def replay(data: Path, recorded: Path) -> dict[str, list[dict]]:
-    """The recorded offline runs (rechecked) and the scripted router run again on them."""
+def replay(data: Path, recorded: Path, recite: bool = False) -> dict[str, list[dict]]:
+    """The recorded offline runs (rechecked, or with `recite` cited again) and the scripted router run again."""
     all_rows = load_hotpotqa_questions(data)
     by_id = {row["id"]: row for row in all_rows}
     store = build_store(all_rows)
     contents = {d.meta["title"]: d.content for d in store.filter_documents()}
     lines = [json.loads(line) for line in recorded.read_text(encoding="utf-8").splitlines() if line.strip()]
-    offline = [rechecked(line["offline default"]) for line in lines]
+    offline = [
+        recited(line["offline default"], by_id[line["offline default"]["id"]], contents)
+        if recite else rechecked(line["offline default"])
+        for line in lines
+    ]  # fmt: skip
     return {
         "offline default": offline,
         "scripted LLM router": [replayed(record, by_id[record["id"]], store, contents) for record in offline],
@@ -188,8 +274,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("citations.jsonl"))
     parser.add_argument("--rescore", type=Path, help="print the figures of a recorded --out file")
     parser.add_argument("--replay", type=Path, help="a recorded --out file: rescore it, run the scripted router again")
+    parser.add_argument("--recite", type=Path, help="as --replay, the offline runs' citations chosen again")
+    parser.add_argument("--oracle", action="store_true", help="the choice rule alone on every question, no LLM")
     args = parser.parse_args()
-    if args.replay:
+    if args.oracle:
+        records = oracle(args.data)
+    elif args.recite:
+        records = replay(args.data, args.recite, recite=True)
+    elif args.replay:
         records = replay(args.data, args.replay)
     elif args.rescore:  # the offline verdicts again, with the check as it is now (quotes as recorded)
         lines = [json.loads(line) for line in args.rescore.read_text(encoding="utf-8").splitlines() if line.strip()]

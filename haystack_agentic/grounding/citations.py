@@ -2,36 +2,35 @@
 """
 Citations: which sentence of which chunk each claim of the answer rests on, with `[n]` markers in the answer.
 
-Every answer path ends in `cite`: the answer text, what the LLM cited, and the chunks it was shown go in; the
-state comes out with `answer` carrying `[n]` markers and `citations` (the result's `citations`) listing, for each
-marker, the chunk, the supporting sentence (`quote == chunk.content[start:end]`), the claim and the search that
-found the chunk. What the LLM can cite, and how, depends on the path:
+Every answer path ends in `cite`: the answer text, what the LLM cited and the chunks it was shown go in; the state
+comes out with `answer` carrying `[n]` markers and `citations` listing, per cited chunk of each claim, the chunk,
+the supporting sentence (`quote == chunk.content[start:end]`), the claim and the search that found the chunk.
 
-- **Markers** (`shown`: the numbered chunks a prompt listed, `[1]` first: the answerer's and the fallback's
-  prompts). `[n]`, `[n, m]` and `[n][m]` after a sentence cite `shown[n - 1]` for that sentence.
-- **Ids** (`cited_ids`: the `sources` argument of the controller's `answer` tool). Each id (the full id or a unique
-  prefix, as `read_chunk` takes them) cites its chunk for the claim that chunk supports best. Used only when the
-  text carries no valid marker.
-- **A location** (`located`: the chunk and offsets a short answer was read from): the sentence around it.
-- **Nothing cited**: each claim is cited to the sentence that supports it best among the shown chunks, then the
-  run's others (ties: the earlier), when one shares any of its key words.
-- A claim that is a name (a short answer, an option) and was not cited by the LLM is cited from the name's own page
-  (a chunk titled with it) when that page has a sentence that supports it, rather than from a page that mentions it.
+- **Markers** (`shown`: the numbered chunks of the answerer's and the fallback's prompts, `[1]` first): `[n]`,
+  `[n, m]` and `[n][m]` after a sentence cite `shown[n - 1]` for it.
+- **Ids** (`cited_ids`: the `answer` tool's `sources`, full ids or unique prefixes): each cites its chunk for the
+  claim it supports best; used only when the text has no valid marker.
+- **A location** (`located`: where a short answer was read): of the sentences saying the answer, the one that best
+  supports the whole claim (the check passes, then the most of the question said), the located one on a tie.
+- **Nothing cited**: the sentence of the shown chunks, then the run's others, that supports the claim best (ties:
+  the one saying more of the question, then the earlier); a name (an option of the question) is cited from its
+  own page (a chunk titled with it) when that page supports it.
 
-What the LLM gets wrong is dropped and recorded, never fatal: a marker with no chunk of that number, a marker
-where the path shows no numbered chunks (tools mode: cite ids instead), an id the run does not hold. Each is one
-entry of `LoopState.metadata["citations_dropped"]` (`{"cited": "[7]" or the id, "reason": ...}`).
+The answer is the LLM's text as written (a streamed answer was already shown): its markers keep the prompt's chunk
+numbers, and the markers the loop adds are appended after the text ("Paris is in France. [1]"). A chunk has one
+number per answer: its prompt number when the text has markers, else (and for chunks the prompt did not list) the
+next one in claim order. What the LLM gets wrong is recorded in `LoopState.metadata["citations_dropped"]`
+(`{"cited": "[7]" or the id, "reason": ...}`), never fatal: a marker with no such chunk stays in the text and cites
+nothing; markers where no chunks were numbered (a tool call's text, never streamed) are taken out; unknown ids.
 
-Each citation is checked offline (`offline_support`): the claim's key entities (names, numbers, quoted strings)
-must all occur in the cited sentence (as a phrase, or every word of a name) and at least `MIN_WORD_SHARE` of its content words (light stems); a claim
-that restates none of the question's content words (a short answer, "Greenwich Village") is an answer to the
-question, so the cited sentence (or its chunk's title) must also be about the question: hold one of its content
-words outside its names (the relation asked about: "directed", "based"), or one of its names when it has no other.
-A yes/no claim is checked as the question itself. A grounder (HHEM, LLM judge) then re-judges each citation
-(`settle`): its verdict replaces the offline one, and the `grounding` result is derived from the citations, so the
-two never disagree.
+The offline check (`offline_support`): the claim's key entities (names, numbers, quoted strings) all occur in the
+cited sentence and at least `MIN_WORD_SHARE` of its content words (light stems); a claim that restates none of the
+question's words (a short answer) must also be about the question: the sentence or its chunk's title holds one of
+the question's words outside its names (the relation: "directed"), or one of its names when it has no other. A
+yes/no claim is checked as the question. A grounder (HHEM, LLM judge) re-judges each citation (`settle`) and the
+`grounding` result is derived from the citations, so the two never disagree.
 
-Citation dict (the shared contract)::
+Citation dict::
 
     {"n": 1, "document_id": str, "title": str | None, "quote": str, "start": int, "end": int, "claim": str,
      "search": {"iteration": int, "query": str | None} | None, "supported": bool | None,
@@ -100,30 +99,36 @@ def cite(
     :param state: The ended run's state (its chunks and tool history name the chunks and the searches).
     :param text: The answer as the LLM (or the short-answer rule) wrote it, markers included.
     :param shown: The numbered chunks the answer's prompt listed (`[1]` is `shown[0]`); `()` when the path shows
-        none (tools mode), then every marker is dropped.
+        none (tools mode), then every marker is dropped and taken out of the text.
     :param cited_ids: Chunk ids the LLM cited (the `answer` tool's `sources`), used when no marker is valid.
     :param located: `(index into shown, start, end)`: where in a shown chunk the answer was read from.
     :param language: Sentence splitter language (ISO 639-1). Default `en`.
-    :returns: The state with `answer` (markers renumbered 1..n in order), `citations` and, when the LLM cited
-        something that does not exist, `metadata["citations_dropped"]`.
+    :returns: The state with `answer` (`text` as written, plus the markers the loop adds at its end), `citations`
+        and, when the LLM cited something that does not exist, `metadata["citations_dropped"]`.
     """
     dropped: list[dict[str, str]] = []
+    if not shown:  # nothing was numbered (a tool call's text, never streamed): its markers point at nothing
+        dropped.extend(
+            {"cited": f"[{number}]", "reason": "no numbered chunks were shown here; cite ids"}
+            for _, numbers in _claims(text, language) for number in numbers
+        )  # fmt: skip
+        text = MARKER_RE.sub("", text or "")
     claims = _claims(text, language)
     # Where a claim nobody cited is looked up: the shown chunks first, then the run's others.
     pool = [*shown, *(doc for doc in state.chunks if all(doc.id != s.id for s in shown))]
     cited: list[list[tuple[Document, tuple[int, int] | None]]] = [[] for _ in claims]
-    by_llm: set[int] = set()  # the claims the LLM cited something that exists for (a valid marker or id)
-    for index, (_, markers, _) in enumerate(claims):
+    by_llm: set[int] = set()  # the claims cited by the LLM (a valid marker or id) or by where they were read
+    for index, (_, markers) in enumerate(claims):
         for number in markers:
-            if not shown:
-                dropped.append({"cited": f"[{number}]", "reason": "no numbered chunks were shown here; cite ids"})
-            elif not 1 <= number <= len(shown):
-                dropped.append({"cited": f"[{number}]", "reason": f"no chunk [{number}] was shown (1-{len(shown)})"})
-            else:
+            if 1 <= number <= len(shown):
                 by_llm.add(index)
                 _add(cited[index], shown[number - 1], None)
+            else:
+                dropped.append({"cited": f"[{number}]", "reason": f"no chunk [{number}] was shown (1-{len(shown)})"})
     if located is not None and claims and 0 <= located[0] < len(shown):
-        _add(cited[-1], shown[located[0]], (located[1], located[2]))
+        doc, span = _saying(claims[-1][0], (shown[located[0]], located[1], located[2]), pool, state.question)
+        _add(cited[-1], doc, span)
+        by_llm.add(len(claims) - 1)  # where the answer was read stands, as what the LLM cited does
     elif not by_llm and cited_ids and claims:
         for chunk_id in cited_ids:
             doc, problem = find_chunk(state.chunks, chunk_id)
@@ -133,7 +138,7 @@ def cite(
             best = max(range(len(claims)), key=lambda i: (_best_sentence(claims[i][0], doc, state.question)[0], i))
             _add(cited[best], doc, None)
             by_llm.add(best)
-    for index, (claim, _, _) in enumerate(claims):
+    for index, (claim, _) in enumerate(claims):
         if index in by_llm or not claim:
             continue  # what the LLM cited stands
         own = _own_page(claim, pool, state.question)
@@ -143,7 +148,7 @@ def cite(
             found = _best_in(claim, pool, state.question)
             if found is not None:
                 cited[index].append(found)
-    return _with_citations(state, text, claims, cited, dropped)
+    return _with_citations(state, text, claims, cited, dropped, shown)
 
 
 def _add(entries: list[tuple[Document, tuple[int, int] | None]], doc: Document, at: tuple[int, int] | None) -> None:
@@ -151,36 +156,43 @@ def _add(entries: list[tuple[Document, tuple[int, int] | None]], doc: Document, 
         entries.append((doc, at))
 
 
-def _claims(text: str, language: str) -> list[tuple[str, list[int], list[Sentence]]]:
-    """The answer's sentences as `(claim without markers, marker numbers, its sentences in the text)`; a sentence
-    of markers only (a marker the splitter put after the full stop) belongs to the sentence before it."""
-    claims: list[tuple[str, list[int], list[Sentence]]] = []
+def _claims(text: str, language: str) -> list[tuple[str, list[int]]]:
+    """The answer's `(claim without markers, marker numbers)`; a markers-only sentence's go to the one before."""
+    claims: list[tuple[str, list[int]]] = []
     for sentence in split_sentences(text or "", language):
         numbers = [int(n) for match in MARKER_RE.finditer(sentence.text) for n in re.split(r"\s*,\s*", match.group(1))]
         claim = plain(strip_markers(sentence.text))
         if not re.search(r"\w", claim):
             if claims:
                 claims[-1][1].extend(numbers)
-                claims[-1][2].append(sentence)
             continue
-        claims.append((claim, numbers, [sentence]))
+        claims.append((claim, numbers))
     return claims
 
 
 def _with_citations(
     state: LoopState,
     text: str,
-    claims: list[tuple[str, list[int], list[Sentence]]],
+    claims: list[tuple[str, list[int]]],
     cited: list[list[tuple[Document, tuple[int, int] | None]]],
     dropped: list[dict[str, str]],
+    shown: Sequence[Document],
 ) -> LoopState:
-    """Number the citations in claim order, render the marked answer, check each citation offline."""
+    """Number the citations, append the markers the loop added to the text, check each citation offline."""
     sources = chunk_sources(state)
+    written = [number for _, numbers in claims for number in numbers]
+    # The LLM's markers stand as written, so chunks keep the numbers the prompt gave them; without any, the
+    # citations are numbered 1, 2, ... in claim order. Either way one chunk has one number.
+    number_of = {doc.id: i + 1 for i, doc in enumerate(shown)} if written else {}
+    last = max([len(shown), *written]) if written else 0
     citations: list[dict[str, Any]] = []
-    pieces: list[tuple[int, int, str]] = []  # (start, end, replacement) in the text
-    for index, ((claim, written, spans), entries) in enumerate(zip(claims, cited, strict=True)):
-        numbers = []
+    added: list[int] = []  # the numbers the loop cites beyond the LLM's markers, in claim order
+    for (claim, marks), entries in zip(claims, cited, strict=True):
         for doc, at in entries:
+            if doc.id not in number_of:
+                last += 1
+                number_of[doc.id] = last
+            number = number_of[doc.id]
             # The sentence around where a short answer was read, unless that is the title line.
             around = _sentence_around(doc, *at) if at is not None else None
             start, end = around or _best_sentence(claim, doc, state.question)[1]
@@ -188,7 +200,7 @@ def _with_citations(
             supported = offline_support(claim, quote, state.question, (doc.meta or {}).get("title"))
             citations.append(
                 {
-                    "n": len(citations) + 1,
+                    "n": number,
                     "document_id": doc.id,
                     "title": (doc.meta or {}).get("title"),
                     "quote": quote,
@@ -200,37 +212,24 @@ def _with_citations(
                     "check": "offline",
                 }
             )
-            numbers.append(len(citations))
-        first = spans[0]
-        pieces.append((first.start, first.end, _marked(strip_markers(first.text), numbers, after=not written and index == len(claims) - 1)))
-        pieces.extend((extra.start, extra.end, "") for extra in spans[1:])
+            if number not in marks and number not in added:
+                added.append(number)
     metadata = dict(state.metadata)
     if dropped:
         logger.info("Dropped {count} citation(s) the LLM gave: {dropped}", count=len(dropped), dropped=dropped)
         metadata[DROPPED_KEY] = dropped
     else:
         metadata.pop(DROPPED_KEY, None)
-    answer = text
-    for start, end, replacement in sorted(pieces, reverse=True):
-        head = answer[:start] if replacement else answer[:start].rstrip(" \t")  # a markers-only piece goes
-        answer = head + replacement + answer[end:]
-    answer = answer.strip()
-    return state.with_outcome(answer=answer, citations=tuple(citations)).evolve(metadata=metadata)
+    return state.with_outcome(answer=_appended(text, added), citations=tuple(citations)).evolve(metadata=metadata)
 
 
-def _marked(claim: str, numbers: list[int], after: bool = False) -> str:
-    """
-    The claim with its markers before a final full stop ("Paris is in France [1]."); with `after` (markers the loop
-    adds to the answer's last sentence) after it ("Paris is in France. [1]"), so a streamed answer stays the start
-    of the marked one.
-    """
+def _appended(text: str, numbers: Sequence[int]) -> str:
+    """`text` without leading whitespace, then `[n]` markers after its own trailing whitespace (or one space)."""
+    body = (text or "").lstrip()
     if not numbers:
-        return claim
-    marks = "".join(f"[{n}]" for n in numbers)
-    if after:
-        return f"{claim.rstrip()} {marks}"
-    body, end = (claim[:-1], claim[-1]) if claim[-1:] in ".!?" else (claim, "")
-    return f"{body.rstrip()} {marks}{end}"
+        return body.rstrip()
+    kept = body.rstrip()
+    return kept + (body[len(kept) :] or " ") + "".join(f"[{n}]" for n in numbers)
 
 
 def _sentences(doc: Document) -> list[Sentence]:
@@ -253,22 +252,42 @@ def _sentence_around(doc: Document, start: int, end: int) -> tuple[int, int] | N
     return None
 
 
-def _best_sentence(claim: str, doc: Document, question: str) -> tuple[float, tuple[int, int]]:
-    """The sentence of `doc` that supports `claim` best: `(score, (start, end))`; score 0 when none shares a word
-    (then its first sentence)."""
-    terms = _terms(claim, question)
+def _best_sentence(claim: str, doc: Document, question: str) -> tuple[tuple[float, float], tuple[int, int]]:
+    """`((claim score, question score), (start, end))` of `doc`'s sentence best for `claim` (score 0: its first)."""
+    terms, asked = _terms(claim, question), _terms(question, question)
     sentences = _sentences(doc)
-    best: tuple[float, tuple[int, int]] = (0.0, (sentences[0].start, sentences[0].end) if sentences else (0, 0))
+    best = ((0.0, 0.0), (sentences[0].start, sentences[0].end) if sentences else (0, 0))
     for sentence in sentences:
         score = _overlap(terms, sentence.text)
-        if score > best[0]:
-            best = (score, (sentence.start, sentence.end))
+        key = (score, _about(asked, doc, sentence.text)) if score > 0 else (0.0, 0.0)
+        if key > best[0]:
+            best = (key, (sentence.start, sentence.end))
     return best
 
 
+def _about(asked: tuple[list[tuple[str, ...]], set[str]], doc: Document, sentence: str) -> float:
+    """How much of the question a sentence says, its chunk's title counting as its subject."""
+    return _overlap(asked, f"{(doc.meta or {}).get('title') or ''}. {sentence}")
+
+
+def _saying(
+    claim: str, located: tuple[Document, int, int], pool: Sequence[Document], question: str
+) -> tuple[Document, tuple[int, int]]:
+    """Among `pool`'s sentences saying a short answer, the one best supporting the claim; `located`'s on a tie."""
+    name, asked = tokens(claim), _terms(question, question)
+
+    def key(doc: Document, span: tuple[int, int]) -> tuple[bool, float]:  # the check passes, then the question
+        quote = (doc.content or "")[span[0] : span[1]]
+        return offline_support(claim, quote, question, (doc.meta or {}).get("title")), _about(asked, doc, quote)
+
+    doc, start, end = located
+    best = (doc, _sentence_around(doc, start, end) or (start, end))
+    candidates = [(d, (s.start, s.end)) for d in pool for s in _sentences(d) if _phrase_in(name, tokens(s.text))]
+    return max([best, *candidates], key=lambda found: key(*found))  # max keeps the first of equals: `best`
+
+
 def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
-    """For a claim that is a name (a short answer, an option), the chunk titled with it (a parenthetical aside)
-    whose best sentence supports it, and that sentence; `None` when no such chunk is in `pool`."""
+    """For a name, the chunk of `pool` titled with it and its best sentence, when that supports it; else `None`."""
     name = tuple(tokens(claim))
     for doc in pool:
         title = tuple(tokens(strip_qualifier(chunk_title(doc.content or "", doc.meta))))
@@ -276,17 +295,17 @@ def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Docu
             continue
         score, (start, end) = _best_sentence(claim, doc, question)
         title_text = (doc.meta or {}).get("title")
-        if score > 0 and offline_support(claim, (doc.content or "")[start:end], question, title_text):
+        if score[0] > 0 and offline_support(claim, (doc.content or "")[start:end], question, title_text):
             return doc, (start, end)
     return None
 
 
 def _best_in(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
-    """The chunk sentence that supports `claim` best among `pool` (ties: the earlier chunk), or `None`."""
-    best: tuple[float, Document, tuple[int, int]] | None = None
+    """The chunk sentence that supports `claim` best among `pool` (as `_best_sentence`; ties: the earlier chunk)."""
+    best: tuple[tuple[float, float], Document, tuple[int, int]] | None = None
     for doc in pool:
         score, span = _best_sentence(claim, doc, question)
-        if score > 0 and (best is None or score > best[0]):
+        if score[0] > 0 and (best is None or score > best[0]):
             best = (score, doc, span)
     return (best[1], best[2]) if best else None
 
@@ -309,8 +328,7 @@ def _overlap(terms: tuple[list[tuple[str, ...]], set[str]], sentence: str) -> fl
 
 
 def _phrase_in(phrase: Sequence[str], words: Sequence[str]) -> bool:
-    """Whether a name occurs in a sentence: as a phrase, or all its words in it ("Lev Ivanovich Yashin" names
-    "Lev Yashin")."""
+    """Whether a name is in the words: as a phrase, or all its words ("Lev Ivanovich Yashin" has "Lev Yashin")."""
     size = len(phrase)
     if any(tuple(words[i : i + size]) == tuple(phrase) for i in range(len(words) - size + 1)):
         return True
@@ -343,11 +361,7 @@ def offline_support(claim: str, quote: str, question: str, title: str | None = N
 
 
 def _about_question(question: str, context: list[str]) -> bool:
-    """
-    Whether a sentence (its tokens, with its chunk's title) is about the question: it has one of the question's
-    content words outside its names (the relation asked about: "directed", "based"), or, for a question of names
-    only, one of its names.
-    """
+    """Whether the context holds a question word outside its names (the relation), else one of its names."""
     names = [toks for _, toks in key_entities(question)]
     in_names = {stem(t) for toks in names for t in toks}
     relation = {stem(w) for w in question_terms(question)} - in_names

@@ -19,8 +19,6 @@ warning; it gets abbreviations wrong.
 
 import re
 from dataclasses import dataclass
-from typing import Any
-
 from haystack import logging
 
 logger = logging.getLogger(__name__)
@@ -46,10 +44,6 @@ class Sentence:
     text: str
     start: int
     end: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """:returns: `{"text", "start", "end"}`."""
-        return {"text": self.text, "start": self.start, "end": self.end}
 
 
 def _library_spans(text: str, language: str) -> list[tuple[int, int]] | None:

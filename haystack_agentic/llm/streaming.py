@@ -86,22 +86,19 @@ def tagged(chunk: StreamingChunk, role: str, answer: bool) -> StreamingChunk:
 
 def marker_chunks(streamed: str, answer: str, role: str = "answer") -> list[StreamingChunk]:
     """
-    What completes a streamed answer with the citation markers the loop added after it: when the final answer
-    extends the streamed text ("Greenwich Village" -> "Greenwich Village [1]"), one answer-tagged chunk with the rest
-    (" [1]"); otherwise nothing (markers the loop put inside the text, or renumbered, are only in the result).
+    What completes a streamed answer with the citation markers the loop appended to it ("Greenwich Village" ->
+    "Greenwich Village [1]"): one answer-tagged chunk with the rest (" [1]"), so the answer-tagged text is the
+    answer. The loop never changes a streamed text inside (`haystack_agentic.grounding.citations`).
 
     :param streamed: The text the call streamed as the answer.
     :param answer: The run's final answer.
     :param role: The role to tag the chunk with (`answer`, `fallback`).
-    :returns: The chunks to emit (at most one).
+    :returns: The chunks to emit: none when nothing streamed or nothing was appended.
     """
-    head = (streamed or "").strip()
-    if not head or answer == head or not answer.startswith(head):
+    head = (streamed or "").lstrip()
+    if not head.strip() or not answer.startswith(head) or answer == head:
         return []
-    rest = answer[len(head) :]
-    if streamed != streamed.rstrip():  # the model's trailing space or newline was already sent: no second one
-        rest = rest.lstrip()
-    return [tagged(StreamingChunk(content=rest), role, answer=True)]
+    return [tagged(StreamingChunk(content=answer[len(head) :]), role, answer=True)]
 
 
 class _NoAnswerHold:

@@ -316,10 +316,9 @@ class ChatReplyStream:
             else:
                 chunks.append(self._step(step.get("action", ""), step))
         final = encodable(answer_text(result))
-        if final.startswith(self.sent):
-            rest = final[len(self.sent) :]
-        else:  # a streamed answer call failed midway and the run answered otherwise: say so after what was sent
-            rest = "\n\n" + final
+        # The loop only appends to a streamed answer, so what was sent starts the reply; only a streamed call that
+        # broke off midway (the run then answered otherwise) leaves text that cannot be taken back.
+        rest = final[len(self.sent) :] if final.startswith(self.sent) else "\n\n" + final
         if rest:
             self.sent += rest
             chunks.append(self._delta(content=rest))

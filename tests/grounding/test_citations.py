@@ -24,9 +24,11 @@ def answer_with(text, sources):
 
 
 def check_shape(result):
-    """Every citation follows the contract: its quote is its chunk's content[start:end], n counts from 1."""
+    """Every citation follows the contract: its quote is its chunk's content[start:end], one number per chunk."""
     by_id = {d["id"]: d for d in result["documents"]}
-    assert [c["n"] for c in result["citations"]] == list(range(1, len(result["citations"]) + 1))
+    numbers = {c["document_id"]: c["n"] for c in result["citations"]}
+    assert len(set(numbers.values())) == len(numbers) and all(c["n"] == numbers[c["document_id"]] >= 1
+                                                              for c in result["citations"])  # fmt: skip
     for citation in result["citations"]:
         assert list(citation) == KEYS
         assert by_id[citation["document_id"]]["content"][citation["start"] : citation["end"]] == citation["quote"]
@@ -67,35 +69,46 @@ def test_sources_that_are_not_ids_are_dropped_not_fatal(build_loop):
     assert one["metadata"][DROPPED_KEY][0]["cited"] == "42" and one["citations"]
 
 
-def test_json_mode_markers_map_to_the_numbered_chunks_and_out_of_range_ones_are_dropped(build_loop):
+def test_json_mode_markers_map_to_the_numbered_chunks_and_out_of_range_ones_cite_nothing(build_loop):
     loop = build_loop([decide("search", query="Adriana Trigiani"), decide("generate")], mode="json",
                       answer_script=[{"text": "Trigiani is based in Greenwich Village [1][7]."}])  # fmt: skip
     result = loop.run()
     check_shape(result)
     prompt = loop.answer_llm.calls[0][0][-1].text
     assert "[1] (Adriana Trigiani)" in prompt and "e.g. [1]" in prompt  # numbered chunks, markers asked for
-    assert result["answer"] == "Trigiani is based in Greenwich Village [1]."
-    assert result["citations"][0]["document_id"] == "trigiani" and result["citations"][0]["supported"] is True
+    # The text stays as written (it was streamed): [7] is left in it, cites nothing and is recorded.
+    assert result["answer"] == "Trigiani is based in Greenwich Village [1][7]."
+    [citation] = result["citations"]
+    assert (citation["n"], citation["document_id"], citation["supported"]) == (1, "trigiani", True)
     assert result["metadata"][DROPPED_KEY][0]["cited"] == "[7]"
 
 
-def test_the_answerers_rewrite_renumbers_markers_in_order_of_the_claims(build_loop):
+def test_the_answerers_rewrite_keeps_the_models_marker_numbers(build_loop):
     loop = build_loop([search("Big Stone Gap film"), search("Adriana Trigiani based"), answer_with("x", [])],
                       answer_script=[{"text": "Adriana Trigiani directed Big Stone Gap [2]. She is based in "
                                               "Greenwich Village [1]."}])  # fmt: skip
     result = loop.run()
     check_shape(result)
     shown = [d["id"] for d in result["documents"]][:2]  # the rewrite prompt numbers the run's best chunks
-    assert result["answer"] == "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village [2]."
-    assert [c["document_id"] for c in result["citations"]] == [shown[1], shown[0]]
+    assert result["answer"] == "Adriana Trigiani directed Big Stone Gap [2]. She is based in Greenwich Village [1]."
+    assert [(c["n"], c["document_id"]) for c in result["citations"]] == [(2, shown[1]), (1, shown[0])]
 
 
-def test_a_sentence_without_a_marker_is_cited_by_the_loop():
+def test_a_sentence_without_a_marker_is_cited_by_the_loop_after_the_text():
     state = LoopState(question=QUESTION, chunks=tuple(DOCS))
     out = cite(state, "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village.",
                shown=(DOCS[0],))  # fmt: skip
     assert out.outcome.answer == "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village. [2]"
-    assert [c["document_id"] for c in out.outcome.citations] == ["bsg", "trigiani"]
+    assert [(c["n"], c["document_id"]) for c in out.outcome.citations] == [(1, "bsg"), (2, "trigiani")]
+    # An earlier sentence the LLM left unmarked: the text is kept as written, the loop's marker goes at its end.
+    out = cite(state, "She is based in Greenwich Village. Adriana Trigiani directed Big Stone Gap [1].",
+               shown=(DOCS[0],))  # fmt: skip
+    assert out.outcome.answer == "She is based in Greenwich Village. Adriana Trigiani directed Big Stone Gap [1]. [2]"
+    assert [(c["n"], c["claim"]) for c in out.outcome.citations] == [
+        (2, "She is based in Greenwich Village."), (1, "Adriana Trigiani directed Big Stone Gap.")]
+    # Nothing marked: numbered 1, 2, ... in claim order, one number per chunk, all after the text.
+    out = cite(state, "She is based in Greenwich Village.\nTrigiani directed Big Stone Gap.\n", shown=DOCS)
+    assert out.outcome.answer == "She is based in Greenwich Village.\nTrigiani directed Big Stone Gap.\n[1][2]"
 
 
 def test_the_fallback_cites_its_markers(build_loop):
@@ -121,6 +134,23 @@ def test_the_short_answer_reports_where_it_was_taken_from():
     read = extract_short_answer("Where is Adriana Trigiani based?", "The answer is:", chunks)  # read off a chunk
     assert read.location is not None and chunks[read.location[0]][read.location[1] : read.location[2]] == read.text
     assert extract_short_answer("Is Paris in France?", "Yes it is.", chunks).location is None
+
+
+def test_a_short_answer_found_in_several_chunks_is_cited_from_the_sentence_that_answers_the_question():
+    by_id = {d.id: d for d in DOCS}
+    shown = (by_id["greenwich"], by_id["trigiani"])
+    state = LoopState(question=QUESTION, chunks=shown)
+    at = DOC_TEXT["greenwich"].index("Greenwich Village")
+    # Read from the neighbourhood's page, which names it; the director's page says she is based there.
+    [citation] = cite(state, "Greenwich Village", shown=shown, located=(0, at, at + len("Greenwich Village"))).outcome.citations
+    assert citation["document_id"] == "trigiani"
+    assert citation["quote"] == "Trigiani is based in Greenwich Village, New York City."
+    assert citation["supported"] is True
+    # No other sentence says more of the question: the sentence it was read from stands.
+    only = (by_id["greenwich"],)
+    [kept] = cite(LoopState(question=QUESTION, chunks=only), "Greenwich Village", shown=only,
+                  located=(0, at, at + len("Greenwich Village"))).outcome.citations  # fmt: skip
+    assert kept["document_id"] == "greenwich"
 
 
 def test_the_embedded_answerer_cites_the_sentence_its_short_answer_came_from():

@@ -3,7 +3,8 @@
 A real hayhooks server for the serving tests: `python -m haystack_agentic.cli.serve` on 127.0.0.1 and a free port,
 serving the test-only scripted loop (`scripted`, LLM latency 0), a slow copy (`slow`, 1 s per LLM call), copies
 whose LLM misbehaves (`raising`, `garbage`), one whose pipeline itself crashes (`crashing`, one run per component),
-one with an answer LLM that streams its answer (`streaming`), the same whose result has citations (`cited`, made by
+one with an answer LLM that streams its answer (`streaming`), others whose answer LLM marks chunks
+(`MARKED_ANSWERS`), the same whose result has citations (`cited`, made by
 the test double `citing_result.CitingResultBuilder`, its second citation unsupported), one whose controller needs
 the chat history (`history`) and the same YAML as a plain hayhooks YAML pipeline (`plain`). Started once per
 session, polled until `/status`
@@ -52,6 +53,17 @@ def with_script(script: list) -> str:
 
 #: The answer LLM's reply in the `streaming` pipeline (written token by token).
 STREAMED_ANSWER = "Adriana Trigiani is based in Greenwich Village, New York City."
+
+#: Answer LLM replies that mark their chunks in different ways, one `streaming`-like pipeline each (the real citation
+#: step): the model marks chunk [3] only; an earlier sentence only (the loop cites the last one); the last sentence
+#: only (the loop cites an earlier one). `streaming` itself is the reply that marks nothing.
+MARKED_ANSWERS = {
+    "marks-3": "Adriana Trigiani is based in Greenwich Village, New York City [3].",
+    "marks-earlier": "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village, New York City.",
+    "loop-cites-earlier": (
+        "She is based in Greenwich Village, New York City. Adriana Trigiani directed Big Stone Gap [2]."
+    ),
+}
 
 #: The controller of the `history` pipeline: it searches for the entity named by the assistant in the conversation
 #: it receives (so it needs the earlier turns), then answers from the search result. One assistant message is in
@@ -195,13 +207,17 @@ def server(tmp_path_factory) -> Server:
     (directory / "plain.yml").write_text(SCRIPTED_YAML.read_text())
     (root / "streaming.yml").write_text(with_answer_llm(STREAMED_ANSWER))
     (root / "history.yml").write_text(with_script(HISTORY_SCRIPT))
+    marked = []
+    for name, text in MARKED_ANSWERS.items():
+        (root / f"{name}.yml").write_text(with_answer_llm(text))
+        marked += ["--pipeline", f"{name}={root / f'{name}.yml'}"]
     cited = with_citations(yaml.safe_load(with_answer_llm(STREAMED_ANSWER)), unsupported=[2])
     (root / "cited.yml").write_text(yaml.safe_dump(cited))
     args = [
         "--pipeline", f"scripted={SCRIPTED_YAML}", "--pipeline", f"slow={slow_yaml}",
         "--pipeline", f"crashing={root / 'crashing.yml'}", *bad_script_pipelines(root),
         "--pipeline", f"streaming={root / 'streaming.yml'}", "--pipeline", f"history={root / 'history.yml'}",
-        "--pipeline", f"cited={root / 'cited.yml'}",
+        "--pipeline", f"cited={root / 'cited.yml'}", *marked,
         "--pipelines-dir", str(directory), "--store", str(write_test_store(root / "store.json")),
     ]  # fmt: skip
     with serve_process(root, args, citing_env()) as running:
