@@ -148,7 +148,7 @@ def cite(
             found = _best_in(claim, pool, state.question)
             if found is not None:
                 cited[index].append(found)
-    return _with_citations(state, text, claims, cited, dropped, shown)
+    return _with_citations(state, text, claims, cited, dropped, shown, language)
 
 
 def _add(entries: list[tuple[Document, tuple[int, int] | None]], doc: Document, at: tuple[int, int] | None) -> None:
@@ -158,7 +158,12 @@ def _add(entries: list[tuple[Document, tuple[int, int] | None]], doc: Document, 
 
 def _claims(text: str, language: str) -> list[tuple[str, list[int]]]:
     """The answer's `(claim without markers, marker numbers)`; a markers-only sentence's go to the one before."""
-    claims: list[tuple[str, list[int]]] = []
+    return [(claim, numbers) for claim, numbers, _ in _claim_sentences(text, language)]
+
+
+def _claim_sentences(text: str, language: str) -> list[tuple[str, list[int], int]]:
+    """`_claims` with the offset in `text` one past each claim's sentence."""
+    claims: list[tuple[str, list[int], int]] = []
     for sentence in split_sentences(text or "", language):
         numbers = [int(n) for match in MARKER_RE.finditer(sentence.text) for n in re.split(r"\s*,\s*", match.group(1))]
         claim = plain(strip_markers(sentence.text))
@@ -166,7 +171,7 @@ def _claims(text: str, language: str) -> list[tuple[str, list[int]]]:
             if claims:
                 claims[-1][1].extend(numbers)
             continue
-        claims.append((claim, numbers))
+        claims.append((claim, numbers, sentence.end))
     return claims
 
 
@@ -177,6 +182,7 @@ def _with_citations(
     cited: list[list[tuple[Document, tuple[int, int] | None]]],
     dropped: list[dict[str, str]],
     shown: Sequence[Document],
+    language: str,
 ) -> LoopState:
     """Number the citations, append the markers the loop added to the text, check each citation offline."""
     sources = chunk_sources(state)
@@ -187,7 +193,8 @@ def _with_citations(
     last = max([len(shown), *written]) if written else 0
     citations: list[dict[str, Any]] = []
     added: list[int] = []  # the numbers the loop cites beyond the LLM's markers, in claim order
-    for (claim, marks), entries in zip(claims, cited, strict=True):
+    in_place: list[list[int]] = [[] for _ in claims]  # the same, per claim
+    for (claim, marks), entries, own in zip(claims, cited, in_place, strict=True):
         for doc, at in entries:
             if doc.id not in number_of:
                 last += 1
@@ -214,13 +221,29 @@ def _with_citations(
             )
             if number not in marks and number not in added:
                 added.append(number)
+                own.append(number)
     metadata = dict(state.metadata)
     if dropped:
         logger.info("Dropped {count} citation(s) the LLM gave: {dropped}", count=len(dropped), dropped=dropped)
         metadata[DROPPED_KEY] = dropped
     else:
         metadata.pop(DROPPED_KEY, None)
-    return state.with_outcome(answer=_appended(text, added), citations=tuple(citations)).evolve(metadata=metadata)
+    # A text the answer's prompt numbered chunks for may have streamed as written: the loop's markers go after it.
+    # Any other (a tool call's argument, a draft, an answer re-cited by a grounder) was never streamed, so each
+    # marker goes on the sentence it cites.
+    answer = _appended(text, added) if shown else _inserted(text, language, in_place)
+    return state.with_outcome(answer=answer, citations=tuple(citations)).evolve(metadata=metadata)
+
+
+def _inserted(text: str, language: str, numbers: Sequence[Sequence[int]]) -> str:
+    """`text` with each claim's `[n]` markers before its sentence's final `.`, `!` or `?` (after its last word)."""
+    answer = text or ""
+    ends = [end for _, _, end in _claim_sentences(answer, language)]
+    for end, marks in sorted(zip(ends, numbers, strict=False), reverse=True):
+        if marks:
+            stop = end - 1 if answer[end - 1 : end] in (".", "!", "?") else end
+            answer = answer[:stop].rstrip() + " " + "".join(f"[{n}]" for n in marks) + answer[stop:]
+    return answer.strip()
 
 
 def _appended(text: str, numbers: Sequence[int]) -> str:

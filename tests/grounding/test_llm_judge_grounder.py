@@ -30,21 +30,21 @@ def test_wrapped_json_and_out_of_range_indices():
     out = judge(reply).run(state)["state"]
     g = out.outcome.grounding
     assert g["method"] == "llm_judge"
-    # the answer had no citations: the grounder cited it first (each sentence to its best chunk sentence, the
-    # markers after the text)
-    assert out.outcome.answer == "Paris is the capital of France. London is in England. [1][2]"
+    # the answer had no citations and was never streamed: the grounder cited it first, each sentence to its best
+    # chunk sentence, the marker on the sentence it cites
+    assert out.outcome.answer == "Paris is the capital of France [1]. London is in England [2]."
     assert [(c["document_id"], c["supported"], c["check"]) for c in out.outcome.citations] == [
         ("paris", True, "llm_judge"), ("london", False, "llm_judge")]
-    assert [s["text"] for s in g["faithful_spans"]] == ["Paris is the capital of France."]
+    assert [s["text"] for s in g["faithful_spans"]] == ["Paris is the capital of France [1]."]
     assert g["faithful_spans"][0]["chunk_ids"] == ["paris"]  # index 7 dropped
     assert g["faithful_spans"][0]["citations"] == [1]
     assert g["faithful_spans"][0]["sources"][0] == {"chunk_id": "paris", "title": "Paris", "iteration": 1,
                                                     "query": "paris"}
-    assert [s["text"] for s in g["hallucinated_spans"]] == ["London is in England."]  # the marker after the last full stop is not part of the span
+    assert [s["text"] for s in g["hallucinated_spans"]] == ["London is in England [2]."]
     assert g["ignored_indices"] == 2  # chunk 7 and sentence 9
     span = g["faithful_spans"][0]
     assert out.outcome.answer[span["start"] : span["end"]] == span["text"]
-    first, second = len("Paris is the capital of France."), len("London is in England.")
+    first, second = len("Paris is the capital of France [1]."), len("London is in England [2].")
     assert g["score"] == pytest.approx(first / (first + second), abs=1e-3)
     assert out.usage["grounding"]["calls"] == 1
 
