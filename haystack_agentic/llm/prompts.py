@@ -70,11 +70,7 @@ def with_earlier_turns(
 
 
 def role_messages(
-    system_prompt: str | None,
-    question: str,
-    conversation: Sequence[ChatMessage],
-    prompt: str,
-    counter: TokenCounter | None = None,
+    system_prompt: str | None, question: str, conversation: Sequence[ChatMessage], prompt: str, counter: TokenCounter
 ) -> list[ChatMessage]:
     """
     An LLM role's messages: the system message (`with_system_prompt`), the conversation's earlier turns

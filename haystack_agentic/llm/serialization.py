@@ -22,12 +22,7 @@ def generator_from_dict_inplace(init_params: dict[str, Any], key: str = "chat_ge
 
 
 def role_from_dict(cls: type, data: dict[str, Any]) -> Any:
-    """
-    Deserialize a component of class `cls` holding an optional `chat_generator` and `streaming_callback`.
-
-    :param data: The `to_dict` output.
-    :returns: The component.
-    """
+    """The component of class `cls` from its `to_dict` output `data`, with its chat generator and callback."""
     generator_from_dict_inplace(data.get("init_parameters", {}))
     return default_from_dict(cls, data)
 
