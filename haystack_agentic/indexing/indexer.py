@@ -218,20 +218,14 @@ def check_store_embeddings(store: InMemoryDocumentStore, embed: bool, where: Pat
 
 
 def index_files_into_file(
-    files: list[Path],
-    store_path: Path,
-    *,
-    embedder: Any = None,
-    emptied: Iterable[Path] = (),
-    replace: bool = False,
-    progress: ProgressCallback | None = None,
-    collection: str | None = None,
-    collection_description: str | None = None,
+    files: list[Path], store_path: Path, *, embedder: Any = None, replace: bool = False, **options: Any
 ) -> IndexResult:
     """
     `index_files` for an in-memory store saved as a JSON file (created with its folder when missing): read it
     (unless `replace` or new), index, save it atomically, all under a lock on the file.
 
+    :param options: The other keyword arguments of `index_files` (`emptied`, `progress`, `collection`,
+        `collection_description`), passed on to it.
     :raises StoreError: If the existing file cannot be read, mixes embeddings (`check_store_embeddings`), or the
         new one cannot be written (the old file is then unchanged).
     :raises ValueError: As `index_files`.
@@ -240,10 +234,7 @@ def index_files_into_file(
         fresh = replace or not store_path.exists()
         store = InMemoryDocumentStore(shared=False) if fresh else load_store_file(store_path)
         check_store_embeddings(store, embedder is not None, store_path)
-        result = index_files(
-            files, store, embedder=embedder, emptied=emptied, replace=replace, progress=progress,
-            collection=collection, collection_description=collection_description,
-        )
+        result = index_files(files, store, embedder=embedder, replace=replace, **options)
         save_store_file(store, store_path)
     return result
 

@@ -69,6 +69,17 @@ def with_earlier_turns(
     return [*fit_turns(conversation[:-1], budget_tokens, counter), *messages]
 
 
+def role_messages(
+    system_prompt: str | None, question: str, conversation: Sequence[ChatMessage], prompt: str, counter: TokenCounter
+) -> list[ChatMessage]:
+    """
+    An LLM role's messages: the system message (`with_system_prompt`), the conversation's earlier turns
+    (`with_earlier_turns`, tokens counted with `counter`), then `prompt` as the user message.
+    """
+    messages = with_earlier_turns(conversation, [ChatMessage.from_user(prompt)], counter=counter)
+    return with_system_prompt(system_prompt, question, messages)
+
+
 def format_chunks(
     chunks: Sequence[Any], max_chars: int, budget_tokens: int | None = None, counter: TokenCounter | None = None
 ) -> str:

@@ -5,7 +5,7 @@
 
 from typing import Any
 
-from haystack.core.serialization import component_to_dict, default_to_dict
+from haystack.core.serialization import component_to_dict, default_from_dict, default_to_dict
 from haystack.utils import deserialize_callable, deserialize_chatgenerator_inplace, serialize_callable
 
 
@@ -19,6 +19,12 @@ def generator_from_dict_inplace(init_params: dict[str, Any], key: str = "chat_ge
     if init_params.get(key) is not None:
         deserialize_chatgenerator_inplace(init_params, key=key)
     callback_from_dict_inplace(init_params)
+
+
+def role_from_dict(cls: type, data: dict[str, Any]) -> Any:
+    """The component of class `cls` from its `to_dict` output `data`, with its chat generator and callback."""
+    generator_from_dict_inplace(data.get("init_parameters", {}))
+    return default_from_dict(cls, data)
 
 
 def warm_up_generator(generator: Any) -> None:

@@ -131,11 +131,8 @@ def build_loop_pipeline(
 
     link_collection_store(pipeline)
     pipeline.connect("controller.state", "router.state")
-    if check_evidence:
-        pipeline.connect("controller.exhausted", "evidence.exhausted")
-        pipeline.connect("evidence.fallback", "fallback.state")
-    else:
-        pipeline.connect("controller.exhausted", "fallback.state")
+    exhausting = ("evidence.exhausted", "evidence.fallback") if check_evidence else None
+    _connect_through(pipeline, "controller.exhausted", exhausting, "fallback.state")
     if query_embedder is not None:
         pipeline.connect("router.query", "query_embedder.text")
         pipeline.connect("query_embedder.embedding", "retriever.query_embedding")
@@ -149,28 +146,29 @@ def build_loop_pipeline(
     pipeline.connect("retriever.documents", "controller.documents")
     if _has_socket(retriever, "__haystack_output__", "error"):  # e.g. a SafeRetriever: failed searches
         pipeline.connect("retriever.error", "controller.search_error")
+    checking = ("evidence.state", "evidence.answer") if check_evidence else None
+    _connect_through(pipeline, "router.answer", checking, "answerer.state")
     if check_evidence:
-        pipeline.connect("router.answer", "evidence.state")
-        pipeline.connect("evidence.answer", "answerer.state")
         pipeline.connect("evidence.retry", "controller.refused")
         pipeline.connect("evidence.finished", "finish.value")
-    else:
-        pipeline.connect("router.answer", "answerer.state")
     pipeline.connect("answerer.state", "controller.revised")
     pipeline.connect("router.finished", "finish.value")
-    if extractor is not None:
-        pipeline.connect("answerer.finished", "extractor.state")
-        pipeline.connect("extractor.state", "finish.value")
-    else:
-        pipeline.connect("answerer.finished", "finish.value")
+    extracting = ("extractor.state", "extractor.state") if extractor is not None else None
+    _connect_through(pipeline, "answerer.finished", extracting, "finish.value")
     pipeline.connect("fallback.finished", "finish.value")
     pipeline.connect("controller.failed", "finish.value")
-    if grounder is not None:
-        pipeline.connect("finish.value", "grounder.state")
-        pipeline.connect("grounder.state", "result.state")
-    else:
-        pipeline.connect("finish.value", "result.state")
+    grounding = ("grounder.state", "grounder.state") if grounder is not None else None
+    _connect_through(pipeline, "finish.value", grounding, "result.state")
     return pipeline
+
+
+def _connect_through(pipeline: Pipeline, sender: str, stage: tuple[str, str] | None, receiver: str) -> None:
+    """Connect `sender` to `receiver`, or, given an optional stage's (input, output) sockets, through that stage."""
+    if stage is None:
+        pipeline.connect(sender, receiver)
+    else:
+        pipeline.connect(sender, stage[0])
+        pipeline.connect(stage[1], receiver)
 
 
 def loop_inputs(

@@ -4,6 +4,9 @@ hayhooks 2.1's runtime-deployment routes (`POST /deploy-yaml`, `POST /deploy_fil
 serves them: a deployment that fails because of what was sent answers 422 with the reason instead of 500.
 """
 
+from collections.abc import Awaitable
+from typing import Any
+
 from fastapi import APIRouter, HTTPException, Request
 from haystack import logging
 from hayhooks.server.exceptions import PipelineAlreadyExistsError, PipelineFilesError, PipelineRollbackError
@@ -35,6 +38,15 @@ def deployment_error(exc: Exception) -> HTTPException:
     return HTTPException(status_code=422, detail=f"The pipeline could not be deployed: {exc}")
 
 
+async def _deployed(deployment: Awaitable[dict[str, Any]]) -> DeployResponse:
+    """Await a hayhooks deployment: the response naming its endpoint, or raise the `deployment_error` it maps to."""
+    try:
+        result = await deployment
+    except Exception as exc:  # noqa: BLE001 - mapped to the HTTP status that says whose fault it was
+        raise deployment_error(exc) from exc
+    return DeployResponse(name=result["name"], success=True, endpoint=f"/{result['name']}/run")
+
+
 @router.post(
     "/deploy-yaml",
     tags=["config"],
@@ -44,8 +56,8 @@ def deployment_error(exc: Exception) -> HTTPException:
 )
 async def deploy_yaml(yaml_request: YamlDeployRequest, request: Request) -> DeployResponse:
     """Deploy a YAML pipeline (with declared `inputs`/`outputs`); 409 if it exists and `overwrite` is false."""
-    try:
-        result = await deploy_pipeline_yaml_async(
+    return await _deployed(
+        deploy_pipeline_yaml_async(
             app=served_app(request),
             pipeline_name=yaml_request.name,
             source_code=yaml_request.source_code,
@@ -56,9 +68,7 @@ async def deploy_yaml(yaml_request: YamlDeployRequest, request: Request) -> Depl
                 "save_file": yaml_request.save_file,
             },
         )
-    except Exception as exc:  # noqa: BLE001 - mapped to the HTTP status that says whose fault it was
-        raise deployment_error(exc) from exc
-    return DeployResponse(name=result["name"], success=True, endpoint=f"/{result['name']}/run")
+    )
 
 
 @router.post(
@@ -70,14 +80,12 @@ async def deploy_yaml(yaml_request: YamlDeployRequest, request: Request) -> Depl
 )
 async def deploy_files(pipeline_files_request: PipelineFilesRequest, request: Request) -> DeployResponse:
     """Deploy a pipeline wrapper's files (its code runs in the server); 409 if it exists and `overwrite` is false."""
-    try:
-        result = await deploy_pipeline_files_async(
+    return await _deployed(
+        deploy_pipeline_files_async(
             app=served_app(request),
             pipeline_name=pipeline_files_request.name,
             files=pipeline_files_request.files,
             save_files=pipeline_files_request.save_files,
             overwrite=pipeline_files_request.overwrite,
         )
-    except Exception as exc:  # noqa: BLE001 - mapped to the HTTP status that says whose fault it was
-        raise deployment_error(exc) from exc
-    return DeployResponse(name=result["name"], success=True, endpoint=f"/{result['name']}/run")
+    )

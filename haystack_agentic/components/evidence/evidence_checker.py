@@ -3,7 +3,7 @@
 import asyncio
 from typing import Any, Literal
 
-from haystack import Document, component, default_from_dict, default_to_dict, logging
+from haystack import Document, component, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
@@ -16,7 +16,7 @@ from haystack_agentic.evidence.similarity import QuestionChunkSimilarity
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import render
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
-from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
+from haystack_agentic.llm.serialization import generator_to_dict, role_from_dict, warm_up_generator
 
 logger = logging.getLogger(__name__)
 
@@ -337,9 +337,8 @@ class EvidenceChecker:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EvidenceChecker":
-        """Deserialize the component from a dictionary."""
-        generator_from_dict_inplace(data.get("init_parameters", {}))
-        return default_from_dict(cls, data)
+        """:returns: The component from `to_dict()` output (`role_from_dict`)."""
+        return role_from_dict(cls, data)
 
 
 def _names(items: list[str], limit: int = 3) -> str:

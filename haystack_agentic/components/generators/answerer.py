@@ -3,13 +3,13 @@
 import re
 from typing import Any
 
-from haystack import Document, component, default_from_dict, logging
+from haystack import Document, component, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 
 from haystack_agentic.grounding.citations import cite, draft_sources
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
-from haystack_agentic.llm.prompts import format_chunks, render, with_earlier_turns, with_system_prompt
+from haystack_agentic.llm.prompts import format_chunks, render, role_messages
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.streaming import (
     emit,
@@ -22,7 +22,7 @@ from haystack_agentic.llm.streaming import (
     marker_chunks,
     tagged,
 )
-from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
+from haystack_agentic.llm.serialization import role_from_dict, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
@@ -256,10 +256,8 @@ class Answerer:
         else:
             template, variables = self.generate_prompt or DEFAULT_GENERATE_PROMPT, {}
         prompt = render(template, question=state.question, chunks=chunks, **variables)
-        prompt_messages = with_earlier_turns(
-            state.conversation, [ChatMessage.from_user(prompt)], counter=token_counter_for(self.chat_generator)
-        )
-        return with_system_prompt(self.system_prompt, state.question, prompt_messages)
+        counter = token_counter_for(self.chat_generator)
+        return role_messages(self.system_prompt, state.question, state.conversation, prompt, counter)
 
     def _complete(
         self, before: LoopState, state: LoopState, text: str, error: BaseException | None
@@ -294,11 +292,7 @@ class Answerer:
         return {"finished": cite(state.finish("answered", answer=text), text, shown=shown)}
 
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
+        """:returns: The component as a dictionary, its chat generator serialised (`role_to_dict`)."""
         return role_to_dict(
             self, "answer_prompt", "generate_prompt", "reflect_prompt", "max_chunks", "chunk_chars", "chunks_per_search",
             "stream_answer",
@@ -306,14 +300,8 @@ class Answerer:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Answerer":
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
-        generator_from_dict_inplace(data.get("init_parameters", {}))
-        return default_from_dict(cls, data)
+        """:returns: The component from `to_dict()` output (`role_from_dict`)."""
+        return role_from_dict(cls, data)
 
 
 def _kept_draft(state: LoopState, draft: str) -> LoopState:

@@ -2,16 +2,16 @@
 
 from typing import Any
 
-from haystack import component, default_from_dict, logging
+from haystack import component, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, StreamingCallbackT
 
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
-from haystack_agentic.llm.prompts import format_chunks, render, with_earlier_turns, with_system_prompt
+from haystack_agentic.llm.prompts import format_chunks, render, role_messages
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.grounding.citations import cite, draft_sources
 from haystack_agentic.llm.streaming import emit, emit_async, marker_chunks, pick_callback, role_callback, role_callback_async
-from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
+from haystack_agentic.llm.serialization import role_from_dict, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
 from haystack_agentic.dataclasses.loop_state import LoopState
 
@@ -180,10 +180,8 @@ class FallbackSynthesizer:
             ),
             draft=state.draft,
         )
-        prompt_messages = with_earlier_turns(
-            state.conversation, [ChatMessage.from_user(prompt)], counter=token_counter_for(self.chat_generator)
-        )
-        return with_system_prompt(self.system_prompt, state.question, prompt_messages)
+        counter = token_counter_for(self.chat_generator)
+        return role_messages(self.system_prompt, state.question, state.conversation, prompt, counter)
 
     def _complete(self, before: LoopState, state: LoopState, text: str, error: BaseException | None) -> LoopState:
         if error is not None:
@@ -194,20 +192,10 @@ class FallbackSynthesizer:
         return cite(state.finish("max_iterations", answer=text), text, shown=before.chunks[: self.max_chunks])
 
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
+        """:returns: The component as a dictionary, its chat generator serialised (`role_to_dict`)."""
         return role_to_dict(self, "synthesis_prompt", "enabled", "max_chunks", "chunk_chars")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "FallbackSynthesizer":
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
-        generator_from_dict_inplace(data.get("init_parameters", {}))
-        return default_from_dict(cls, data)
+        """:returns: The component from `to_dict()` output (`role_from_dict`)."""
+        return role_from_dict(cls, data)

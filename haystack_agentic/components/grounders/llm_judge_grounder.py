@@ -173,7 +173,16 @@ class LLMJudgeGrounder:
         )
         return state, sentences, chunks, [ChatMessage.from_user(prompt)]
 
-    def _complete(self, state: LoopState, sentences: list[Any], chunks: list[Any], call: Any, seconds: float):
+    def _complete(self, prepared: tuple[LoopState, list[Any], list[Any], Any], call: Any, seconds: float):
+        """`_judge` the reply; skip grounding when the call (then `call` is its exception) or the judging raised."""
+        try:
+            if isinstance(call, Exception):
+                raise call
+            return self._judge(*prepared[:3], call, seconds)
+        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
+            return skipped(prepared[0], f"the grounder failed: {type(exc).__name__}: {exc}")
+
+    def _judge(self, state: LoopState, sentences: list[Any], chunks: list[Any], call: Any, seconds: float):
         state = call.state
         if call.error is not None:
             return skipped(state, f"the judge failed: {describe_error(call.error)}")
@@ -230,13 +239,12 @@ class LLMJudgeGrounder:
         prepared = self._prepare(state)
         if isinstance(prepared, str):
             return {"state": skipped(state, prepared)}
-        state, sentences, chunks, messages = prepared
         started = time.perf_counter()
         try:
-            call = call_generator(self.chat_generator, state, "grounding", messages, **role_options(self))
-            return {"state": self._complete(state, sentences, chunks, call, time.perf_counter() - started)}
-        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
-            return {"state": skipped(state, f"the grounder failed: {type(exc).__name__}: {exc}")}
+            call = call_generator(self.chat_generator, prepared[0], "grounding", prepared[3], **role_options(self))
+        except Exception as exc:  # noqa: BLE001 - `_complete` skips grounding with its reason
+            call = exc
+        return {"state": self._complete(prepared, call, time.perf_counter() - started)}
 
     @component.output_types(state=LoopState)
     async def run_async(self, state: LoopState) -> dict[str, LoopState]:
@@ -244,13 +252,14 @@ class LLMJudgeGrounder:
         prepared = self._prepare(state)
         if isinstance(prepared, str):
             return {"state": skipped(state, prepared)}
-        state, sentences, chunks, messages = prepared
         started = time.perf_counter()
         try:
-            call = await call_generator_async(self.chat_generator, state, "grounding", messages, **role_options(self))
-            return {"state": self._complete(state, sentences, chunks, call, time.perf_counter() - started)}
-        except Exception as exc:  # noqa: BLE001
-            return {"state": skipped(state, f"the grounder failed: {type(exc).__name__}: {exc}")}
+            call = await call_generator_async(
+                self.chat_generator, prepared[0], "grounding", prepared[3], **role_options(self)
+            )
+        except Exception as exc:  # noqa: BLE001 - `_complete` skips grounding with its reason
+            call = exc
+        return {"state": self._complete(prepared, call, time.perf_counter() - started)}
 
     def to_dict(self) -> dict[str, Any]:
         """:returns: The serialised component, with the chat generator serialised."""
