@@ -48,7 +48,12 @@ from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
 from haystack_agentic.evidence.features import chunk_title, key_entities, question_terms, tokens
 from haystack_agentic.text import stem, strip_qualifier
-from haystack_agentic.grounding.markers import MARKER_RE, strip_markers  # noqa: F401 - re-exported
+from haystack_agentic.grounding.markers import (  # noqa: F401 - MARKER_RE, strip_markers re-exported
+    MARKER_RE,
+    append_markers,
+    insert_markers,
+    strip_markers,
+)
 from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
 from haystack_agentic.llm.result_digests import find_chunk
 
@@ -231,28 +236,9 @@ def _with_citations(
     # A text the answer's prompt numbered chunks for may have streamed as written: the loop's markers go after it.
     # Any other (a tool call's argument, a draft, an answer re-cited by a grounder) was never streamed, so each
     # marker goes on the sentence it cites.
-    answer = _appended(text, added) if shown else _inserted(text, language, in_place)
+    ends = [end for _, _, end in _claim_sentences(text, language)]
+    answer = append_markers(text, added) if shown else insert_markers(text, ends, in_place)
     return state.with_outcome(answer=answer, citations=tuple(citations)).evolve(metadata=metadata)
-
-
-def _inserted(text: str, language: str, numbers: Sequence[Sequence[int]]) -> str:
-    """`text` with each claim's `[n]` markers before its sentence's final `.`, `!` or `?` (after its last word)."""
-    answer = text or ""
-    ends = [end for _, _, end in _claim_sentences(answer, language)]
-    for end, marks in sorted(zip(ends, numbers, strict=False), reverse=True):
-        if marks:
-            stop = end - 1 if answer[end - 1 : end] in (".", "!", "?") else end
-            answer = answer[:stop].rstrip() + " " + "".join(f"[{n}]" for n in marks) + answer[stop:]
-    return answer.strip()
-
-
-def _appended(text: str, numbers: Sequence[int]) -> str:
-    """`text` without leading whitespace, then `[n]` markers after its own trailing whitespace (or one space)."""
-    body = (text or "").lstrip()
-    if not numbers:
-        return body.rstrip()
-    kept = body.rstrip()
-    return kept + (body[len(kept) :] or " ") + "".join(f"[{n}]" for n in numbers)
 
 
 def _sentences(doc: Document) -> list[Sentence]:

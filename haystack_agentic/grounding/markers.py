@@ -2,6 +2,7 @@
 """The `[n]` citation markers of an answer: how they are written and how they are taken out."""
 
 import re
+from collections.abc import Sequence
 
 #: A marker: `[3]`, `[1, 2]` (`[1][2]` is two markers). Spaces before it belong to it.
 MARKER_RE = re.compile(r"[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
@@ -16,3 +17,25 @@ def strip_markers(text: str | None) -> str | None:
     :returns: The text without them, stripped (`None` for `None`).
     """
     return None if text is None else MARKER_RE.sub("", text).strip()
+
+
+def append_markers(text: str, numbers: Sequence[int]) -> str:
+    """`text` without leading whitespace, then `[n]` markers after its own trailing whitespace (or one space)."""
+    body = (text or "").lstrip()
+    if not numbers:
+        return body.rstrip()
+    kept = body.rstrip()
+    return kept + (body[len(kept) :] or " ") + "".join(f"[{n}]" for n in numbers)
+
+
+def insert_markers(text: str, ends: Sequence[int], numbers: Sequence[Sequence[int]]) -> str:
+    """
+    `text` with `numbers[i]`'s markers on the sentence that ends at offset `ends[i]`: before its final `.`, `!` or
+    `?`, after its last word ("Paris is in France [1]. It is big [2]").
+    """
+    answer = text or ""
+    for end, marks in sorted(zip(ends, numbers, strict=False), reverse=True):
+        if marks:
+            stop = end - 1 if answer[end - 1 : end] in (".", "!", "?") else end
+            answer = answer[:stop].rstrip() + " " + "".join(f"[{n}]" for n in marks) + answer[stop:]
+    return answer.strip()
