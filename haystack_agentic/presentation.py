@@ -7,12 +7,12 @@ escaped, one line per citation (`[n] Title: "quoted sentence"`) and the note on 
 import re
 from typing import Any
 
-_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from haystack_agentic.text import CONTROL_CHARACTERS_RE
 
 
 def printable(text: str) -> str:
     """Escape control characters (e.g. terminal escape codes in a question) before they reach the terminal."""
-    return _CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return CONTROL_CHARACTERS_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def document_titles(result: dict[str, Any]) -> dict[str, str]:

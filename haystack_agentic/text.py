@@ -22,6 +22,9 @@ from functools import lru_cache
 #: A word token (Unicode letters, digits and underscore).
 WORD_RE = re.compile(r"\w+", re.UNICODE)
 
+#: C0 and C1 control characters except tab and newline.
+CONTROL_CHARACTERS_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
 #: A title's trailing parenthetical disambiguator: "Big Stone Gap (film)", "Mercury (planet)".
 QUALIFIER_RE = re.compile(r"\s*\([^()]*\)\s*$")
 

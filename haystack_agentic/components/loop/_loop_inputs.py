@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The checks of what a loop run may start from: a question, or a conversation that ends with one."""
 
-import re
 import unicodedata
 from typing import Annotated, Any
 
@@ -9,12 +8,11 @@ from haystack.dataclasses import ChatMessage, ChatRole
 from pydantic import StringConstraints
 
 from haystack_agentic.llm.valid_text import LONE_SURROGATE
+from haystack_agentic.text import CONTROL_CHARACTERS_RE
 
 #: Longest question accepted by default, in characters.
 DEFAULT_MAX_QUESTION_CHARS = 4000
 
-# C0 and C1 control characters except tab and newline.
-_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class InvalidLoopInput(ValueError):
@@ -49,7 +47,7 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
             f"{surrogate.start()}), which is not Unicode text: send the question as valid UTF-8, without unpaired "
             "\\ud800-\\udfff escapes."
         )
-    cleaned = _CONTROL_CHARACTERS.sub(" ", unicodedata.normalize("NFC", query)).strip()
+    cleaned = CONTROL_CHARACTERS_RE.sub(" ", unicodedata.normalize("NFC", query)).strip()
     if not cleaned:
         raise InvalidLoopInput("The query is empty: pass a question with some text in it.")
     if max_chars is not None and len(cleaned) > max_chars:
