@@ -164,20 +164,27 @@ def serve_process(root: Path, args: list[str], env: dict | None = None, health: 
     Run `python -m haystack_agentic.cli.serve` with `args` (plus a free `--port` and `--mcp-port`) in `root`, wait
     until its HTTP `health` path and the MCP port's `/status` answer 200, yield it, then stop it by pid.
     """
-    port, mcp_port = free_port(), free_port()
     log = root / "server.log"
     env = env or server_env()
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", str(mcp_port),
-             *args],
-            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root,
-        )  # fmt: skip
-    try:
+    for attempt in range(3):  # a port free a moment ago can be taken before the server binds it: new ports then
+        port, mcp_port = free_port(), free_port()
+        with open(log, "w") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", str(mcp_port),
+                 *args],
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root,
+            )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_DEADLINE
-        wait_until_up(f"{url}{health}", process, deadline, log)
-        wait_until_up(f"http://127.0.0.1:{mcp_port}/status", process, deadline, log)
+        try:
+            wait_until_up(f"{url}{health}", process, deadline, log)
+            wait_until_up(f"http://127.0.0.1:{mcp_port}/status", process, deadline, log)
+            break
+        except RuntimeError:
+            stop(process)
+            if attempt == 2 or "address already in use" not in log.read_text():
+                raise
+    try:
         yield Server(url=url, mcp_url=f"http://127.0.0.1:{mcp_port}/mcp", port=port, directory=root, env=env,
                      process=process, log=log)  # fmt: skip
     finally:
