@@ -238,7 +238,7 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
     notices: list[str] = []  # said once the store and the question are known to be fine
     try:
         pipeline = loop_builder.build_loop(options, notify=notices.append)
-    except ValueError as exc:
+    except (ValueError, FileNotFoundError) as exc:  # FileNotFoundError: no packaged pipeline of that name
         raise CLIError(str(exc)) from exc
     explicit_store = bool(args.store or store_path_from_env())
     store_path = Path(args.store) if args.store else default_store_path()

@@ -67,17 +67,23 @@ _SOURCE_INDENT = "  "
 #: The narrowest a source line is cut to, however narrow the terminal says it is.
 _MIN_WIDTH = 20
 
+#: Said of an answer that cites nothing: no chunk of the run says it, so nothing shows where it comes from.
+NO_SOURCE_NOTE = "No chunk of this run says this answer: it is unsupported, check it before relying on it."
+
 
 def print_sources(console: Console, result: dict[str, Any]) -> None:
     """
     Print the sources the answer's `[n]` markers point to, one line each cut to the terminal width, and say which
-    ones the check found unsupported. Nothing is printed for a result without citations.
+    ones the check found unsupported; an answer without citations gets `NO_SOURCE_NOTE`, a result without an
+    answer nothing.
 
     :param console: Where to print.
     :param result: The loop's result dict.
     """
     lines = source_lines(result, max(shutil.get_terminal_size().columns - len(_SOURCE_INDENT), _MIN_WIDTH))
     if not lines:
+        if result.get("answer") and result.get("terminated_by") in ("answered", "max_iterations"):
+            console.print(f"[bold]Sources:[/bold] none. {NO_SOURCE_NOTE}", style="yellow", highlight=False)
         return
     console.print("[bold]Sources:[/bold]")
     for line in lines:

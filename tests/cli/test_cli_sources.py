@@ -77,8 +77,16 @@ def test_a_source_line_is_cut_to_the_terminal_width_with_an_ellipsis(monkeypatch
 
 
 @pytest.mark.parametrize("citations", [None, []])
-def test_no_citations_print_no_sources(citations):
-    text = printed(result_with(citations))
+def test_an_answer_without_citations_is_said_to_have_no_source(citations):
+    lines = printed(result_with(citations)).splitlines()
+    answer = lines.index("Answer: Adriana Trigiani [1] is based in Greenwich Village [2].")
+    assert lines[answer + 1] == (
+        "Sources: none. No chunk of this run says this answer: it is unsupported, check it before relying on it."
+    )
+
+
+def test_a_run_without_an_answer_prints_no_sources():
+    text = printed({**result_with([]), "answer": "I could not find the answer.", "terminated_by": "gave_up"})
     assert "Sources" not in text and "unsupported" not in text
 
 
@@ -124,7 +132,8 @@ def test_chat_prints_the_sources_of_an_answer_that_has_citations_and_json_lines_
     assert cmd_chat(args, Console(file=out, width=200, soft_wrap=True), questions) == 0
     first, second = out.getvalue().split("Question: And since when?")
     assert f'Sources:\n  [1] Adriana Trigiani: "{QUOTE_1}"\n  [2] (unsupported) Big Stone Gap' in first
-    assert "Sources" not in second  # the follow-up answered without searching: no chunks, no citations, no list
+    # the follow-up answered without searching: no chunks, no citations, said so
+    assert "Sources: none. No chunk of this run says this answer" in second
     args = build_parser().parse_args(["chat", "--json", *cited_loop])
     assert cmd_chat(args, Console(file=io.StringIO()), io.StringIO(f"{QUESTION}\n")) == 0
     result = json.loads(capsys.readouterr().out)
