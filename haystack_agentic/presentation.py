@@ -55,6 +55,17 @@ def source_lines(result: dict[str, Any], width: int | None = None) -> list[str]:
     return lines
 
 
+#: Said of an answer that cites nothing: no chunk of the run says it, so nothing shows where it comes from.
+NO_SOURCE_NOTE = "No chunk of this run says this answer: it is unsupported, check it before relying on it."
+
+
+def uncited(result: dict[str, Any]) -> bool:
+    """Whether the result has an answer (answered, or the fallback's at the iteration limit) with no citation."""
+    return bool(result.get("answer")) and result.get("terminated_by") in ("answered", "max_iterations") and not (
+        result.get("citations")
+    )
+
+
 def unsupported_note(result: dict[str, Any]) -> str | None:
     """
     The sentence saying which citations the check found unsupported, e.g. `The offline check found [2] unsupported:

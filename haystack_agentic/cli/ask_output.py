@@ -11,7 +11,14 @@ import shutil
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-from haystack_agentic.presentation import document_titles, printable, source_lines, unsupported_note
+from haystack_agentic.presentation import (
+    NO_SOURCE_NOTE,
+    document_titles,
+    printable,
+    source_lines,
+    uncited,
+    unsupported_note,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -67,9 +74,6 @@ _SOURCE_INDENT = "  "
 #: The narrowest a source line is cut to, however narrow the terminal says it is.
 _MIN_WIDTH = 20
 
-#: Said of an answer that cites nothing: no chunk of the run says it, so nothing shows where it comes from.
-NO_SOURCE_NOTE = "No chunk of this run says this answer: it is unsupported, check it before relying on it."
-
 
 def print_sources(console: Console, result: dict[str, Any]) -> None:
     """
@@ -82,7 +86,7 @@ def print_sources(console: Console, result: dict[str, Any]) -> None:
     """
     lines = source_lines(result, max(shutil.get_terminal_size().columns - len(_SOURCE_INDENT), _MIN_WIDTH))
     if not lines:
-        if result.get("answer") and result.get("terminated_by") in ("answered", "max_iterations"):
+        if uncited(result):
             console.print(f"[bold]Sources:[/bold] none. {NO_SOURCE_NOTE}", style="yellow", highlight=False)
         return
     console.print("[bold]Sources:[/bold]")

@@ -26,7 +26,7 @@ from fastapi import HTTPException
 from fastapi_openai_compat.chat_completions.models import ChatCompletion, Choice, Message
 from haystack.dataclasses import ChatMessage, StreamingChunk
 
-from haystack_agentic.presentation import source_lines, unsupported_note
+from haystack_agentic.presentation import NO_SOURCE_NOTE, source_lines, uncited, unsupported_note
 from haystack_agentic.components.loop.loop_controller import validate_conversation
 from haystack_agentic.llm.valid_text import strict_json
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META
@@ -34,6 +34,7 @@ from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META
 
 #: What the block of sources a reply ends with starts with (after the answer), see `sources_text`.
 SOURCES_HEADING = "\n\nSources:\n"
+_NO_SOURCES = f"\n\nSources: none. {NO_SOURCE_NOTE}"  # the block of an answer that cites nothing
 
 #: Served values made safe for strict JSON: lone surrogates become U+FFFD, non-finite floats `None`
 #: (`haystack_agentic.llm.valid_text.strict_json`, the rule of the loop's result). The serving layer applies it to
@@ -88,6 +89,8 @@ def without_sources(reply: str) -> str:
     :param reply: The text of an assistant message.
     :returns: The text before its last `Sources:` block, or `reply` unchanged when it has none.
     """
+    if reply.endswith(_NO_SOURCES):
+        return reply[: -len(_NO_SOURCES)]
     head, heading, _ = reply.rpartition(SOURCES_HEADING)
     return head if heading else reply
 
@@ -179,11 +182,12 @@ def sources_text(result: dict[str, Any]) -> str:
     sentence"`, whole), and which ones the check found unsupported.
 
     :param result: The loop's result dict.
-    :returns: The block, or `""` when `citations` is missing or empty.
+    :returns: The block; for an answer without citations `Sources: none.` and `NO_SOURCE_NOTE`; `""` for a result
+        without an answer.
     """
     lines = source_lines(result)
     if not lines:
-        return ""
+        return _NO_SOURCES if uncited(result) else ""
     note = unsupported_note(result)
     return SOURCES_HEADING + "\n".join([*lines, *([note] if note else [])])
 

@@ -35,6 +35,13 @@ def test_a_reply_s_sources_are_left_out_of_the_conversation_a_client_sends_back(
     conversation = conversation_from_request(messages)
     assert [m.text for m in conversation] == ["Where?", "NYC [1]", "Sources:\n\nSources:\nsince when?"]
     assert answer_text({"answer": "NYC", "citations": []}) == answer_text({"answer": "NYC"}) == "NYC"
+    uncited = answer_text({"answer": "NYC", "terminated_by": "answered", "citations": []})
+    assert uncited == (
+        "NYC\n\nSources: none. No chunk of this run says this answer: it is unsupported, check it before relying on it."
+    )
+    messages = [{"role": "user", "content": "Where?"}, {"role": "assistant", "content": uncited},
+                {"role": "user", "content": "Since when?"}]  # fmt: skip
+    assert [m.text for m in conversation_from_request(messages)] == ["Where?", "NYC", "Since when?"]
 
 
 def _args(*argv):
