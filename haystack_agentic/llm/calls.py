@@ -38,13 +38,8 @@ _USAGE_COUNTER = ApproximateTokenCounter()
 
 @dataclass(frozen=True)
 class LLMCall:
-    """
-    The outcome of one chat generator call: replies, or the exception it raised.
-
-    :param replies: The generator's replies (empty when it raised).
-    :param error: The exception, or `None`.
-    :param state: The state with this call counted in `usage` for the role.
-    """
+    """The outcome of one chat generator call: its `replies` (empty when it raised), the `error` it raised or
+    `None`, and the `state` with this call counted in `usage` for the role."""
 
     replies: list[ChatMessage]
     error: BaseException | None
@@ -54,30 +49,6 @@ class LLMCall:
     def text(self) -> str:
         """The first reply's text, stripped ('' when there is none)."""
         return ((self.replies[0].text or "") if self.replies else "").strip()
-
-
-def _call_kwargs(
-    messages: Sequence[ChatMessage], temperature: float | None, generation_kwargs: dict[str, Any] | None, tools: Any
-) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"messages": list(messages)}
-    gen_kwargs = dict(generation_kwargs or {})
-    if temperature is not None:
-        gen_kwargs["temperature"] = temperature
-    if gen_kwargs:
-        kwargs["generation_kwargs"] = gen_kwargs
-    if tools:
-        kwargs["tools"] = tools
-    return kwargs
-
-
-def _account(
-    state: LoopState, role: str, messages: Sequence[ChatMessage], replies: list[ChatMessage], tools: Any,
-    failed: bool = False,
-) -> LoopState:
-    # A failed attempt counts as a call without tokens: none may have reached a server.
-    reported = any(((r.meta or {}).get("usage") or {}).get("prompt_tokens") is not None for r in replies)
-    estimate = 0 if failed or reported else _USAGE_COUNTER.count(list(messages), tools=tools or None)
-    return state.with_usage(role, replies, prompt_tokens_estimate=estimate)
 
 
 def sends_openai_requests(generator: Any) -> bool:
@@ -93,26 +64,23 @@ def _set_unless_given(generator: Any, kwargs: dict[str, Any], key: str, value: A
 
 
 class CallOptions(TypedDict, total=False):
-    """
-    The options of one chat generator call (all optional).
+    """The options of one chat generator call, all optional."""
 
-    - `temperature` (float | None): sampling temperature, sent as `generation_kwargs["temperature"]` when set.
-    - `generation_kwargs` (dict | None): extra generation kwargs for this call.
-    - `tools`: tools offered to the model, if any. An `OpenAIChatGenerator` (or subclass) is also sent
-      `tool_choice: "auto"` with them, unless the role's or the generator's `generation_kwargs` set `tool_choice`.
-    - `max_retries` (int >= 0): retries of a transient failure. Default `DEFAULT_MAX_RETRIES` (2).
-    - `timeout` (float | None): seconds one attempt may take (`None`: no limit); a timeout is transient.
-    - `backoff` (float): seconds before the first retry; doubles each retry. Default `DEFAULT_BACKOFF` (0.5).
-    - `streaming_callback`: passed to the generator (sync for `call_generator`, async for `call_generator_async`).
-      An attempt that streamed something is not retried.
-    """
-
+    #: Sampling temperature, sent as `generation_kwargs["temperature"]` when set.
     temperature: float | None
+    #: Extra generation kwargs for this call.
     generation_kwargs: dict[str, Any] | None
+    #: Tools offered to the model; an `OpenAIChatGenerator` also gets `tool_choice: "auto"` unless the role's or
+    #: the generator's `generation_kwargs` set it (some OpenAI-compatible servers, llama.cpp, drop tools without).
     tools: Any
+    #: Retries of a transient failure (>= 0). Default `DEFAULT_MAX_RETRIES` (2).
     max_retries: int
+    #: Seconds one attempt may take (`None`: no limit); a timeout is transient.
     timeout: float | None
+    #: Seconds before the first retry, doubling each retry. Default `DEFAULT_BACKOFF` (0.5).
     backoff: float
+    #: Passed to the generator (sync for `call_generator`, async for `call_generator_async`); an attempt that
+    #: streamed something is not retried.
     streaming_callback: Any
 
 
@@ -128,7 +96,7 @@ def role_options(role_component: Any) -> CallOptions:
 
 
 class _Attempts:
-    """The attempts of one call: the state they are counted in, their number, the retry policy."""
+    """The attempts of one call: the kwargs sent, the state they are counted in, their number, the retry policy."""
 
     def __init__(
         self, generator: Any, state: LoopState, role: str, messages: Sequence[ChatMessage], options: CallOptions
@@ -137,23 +105,24 @@ class _Attempts:
         if unknown:
             known = list(CallOptions.__annotations__)
             raise TypeError(f"Unknown LLM call option(s) {unknown}; the options are {known}")
-        self.state, self.role, self.messages, self.number = state, role, messages, 0
-        self.generator = generator
-        self.tools = options.get("tools")
-        self.timeout = options.get("timeout")
-        sent = neutral_messages(messages, pattern_for(generator))
-        self.kwargs = _call_kwargs(sent, options.get("temperature"), options.get("generation_kwargs"), self.tools)
-        self.streamed = False
+        self.generator, self.state, self.role, self.messages, self.number = generator, state, role, messages, 0
+        self.tools, self.timeout, self.streamed = options.get("tools"), options.get("timeout"), False
+        self.kwargs: dict[str, Any] = {"messages": neutral_messages(messages, pattern_for(generator))}
+        generation_kwargs = dict(options.get("generation_kwargs") or {})
+        if options.get("temperature") is not None:
+            generation_kwargs["temperature"] = options["temperature"]
+        if generation_kwargs:
+            self.kwargs["generation_kwargs"] = generation_kwargs
+        if self.tools:
+            self.kwargs["tools"] = self.tools
         callback = options.get("streaming_callback")
         if callback is not None and not run_takes(generator, "streaming_callback"):
             logger.debug("The {role} chat generator takes no streaming_callback; its call is not streamed.", role=role)
-            callback = None
-        if callback is not None:
+        elif callback is not None:
             self.kwargs["streaming_callback"] = self._counting(callback)
             if type(generator).__name__ in _OPENAI_GENERATORS:  # OpenAI reports a streamed usage only when asked
                 _set_unless_given(generator, self.kwargs, "stream_options", {"include_usage": True})
         if self.tools and sends_openai_requests(generator):
-            # Some OpenAI-compatible servers (llama.cpp) drop the tools without it.
             _set_unless_given(generator, self.kwargs, "tool_choice", "auto")
         max_retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
         if max_retries and generator_retries_itself(generator):
@@ -190,16 +159,23 @@ class _Attempts:
         return chat_generator_span(self.generator, self.state, self.role, self.number + 1)
 
     def record(self, span: Any, replies: list[ChatMessage], error: BaseException | None) -> LLMCall:
-        """Count one attempt in `usage`, tag its span; the replies are made valid Unicode (`valid_reply`) here."""
+        """Count one attempt in `usage` (prompt tokens as reported, else estimated; none for a failed attempt, which
+        may not have reached a server), tag its span; the replies are made valid Unicode here."""
         self.number += 1
         replies = [valid_reply(reply) for reply in replies]
         before = self.state.usage.get(self.role, {})
-        self.state = _account(self.state, self.role, self.messages, replies, self.tools, failed=error is not None)
+        reported = any(((r.meta or {}).get("usage") or {}).get("prompt_tokens") is not None for r in replies)
+        estimate = 0 if error or reported else _USAGE_COUNTER.count(list(self.messages), tools=self.tools or None)
+        self.state = self.state.with_usage(self.role, replies, prompt_tokens_estimate=estimate)
         if span is not None:
-            after = self.state.usage.get(self.role, {})
-            call_usage = {k: after.get(k, 0) - before.get(k, 0) for k in ("prompt_tokens", "completion_tokens")}
+            usage = self.state.usage.get(self.role, {})
+            call_usage = {k: usage.get(k, 0) - before.get(k, 0) for k in ("prompt_tokens", "completion_tokens")}
             tag_chat_call(span, self.generator, self.kwargs, replies, call_usage)
-            _tag_call(span, self.state, self.role, replies, error)
+            span.set_tag("haystack_agentic.prompt_tokens_total", usage.get("prompt_tokens", 0))
+            span.set_tag("haystack_agentic.completion_tokens_total", usage.get("completion_tokens", 0))
+            span.set_tag("haystack_agentic.tool_calls", sum(len(r.tool_calls) for r in replies))
+            if error is not None:
+                span.set_tag("haystack_agentic.error", describe_error(error))
         return LLMCall(replies=replies, error=error, state=self.state)
 
     def finish(self, call: LLMCall) -> LLMCall:
@@ -212,16 +188,12 @@ def call_generator(
     generator: Any, state: LoopState, role: str, messages: Sequence[ChatMessage], **options: Unpack[CallOptions]
 ) -> LLMCall:
     """
-    Call a chat generator and count the call for `role`. Exceptions are caught and returned, not raised.
+    Call a chat generator and count each attempt in `usage` for `role`; exceptions are returned, not raised.
 
-    Transient failures (`is_transient`) are retried with exponential backoff (`RetryPolicy`); other exceptions are
-    returned at once. A generator that retries by itself (`generator_retries_itself`) gets one attempt. Every
-    attempt counts as a call in `usage`; tokens only for attempts that returned (reported, else estimated).
+    Transient failures (`is_transient`) are retried with exponential backoff (`RetryPolicy`), unless the generator
+    retries by itself (`generator_retries_itself`); other exceptions are returned at once.
 
-    :param generator: Any Haystack chat generator.
-    :param state: The run's state (for usage accounting).
     :param role: `controller`, `answer`, `fallback` or `grounding`.
-    :param messages: The prompt messages.
     :param options: `CallOptions`.
     :returns: The `LLMCall` (with the last exception when every attempt failed).
     :raises TypeError: On an option that `CallOptions` does not name.
@@ -266,15 +238,6 @@ async def call_generator_async(
             return attempts.record(span, replies, error)
 
     return attempts.finish(await attempts.policy.run_async(attempt))
-
-
-def _tag_call(span: Any, state: LoopState, role: str, replies: list[ChatMessage], error: BaseException | None) -> None:
-    usage = state.usage.get(role, {})
-    span.set_tag("haystack_agentic.prompt_tokens_total", usage.get("prompt_tokens", 0))
-    span.set_tag("haystack_agentic.completion_tokens_total", usage.get("completion_tokens", 0))
-    span.set_tag("haystack_agentic.tool_calls", sum(len(r.tool_calls) for r in replies))
-    if error is not None:
-        span.set_tag("haystack_agentic.error", describe_error(error))
 
 
 def describe_error(exc: BaseException) -> str:

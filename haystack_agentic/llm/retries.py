@@ -1,9 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-The one retry policy of every LLM role, sync and async, on `tenacity`: which failures are transient, how often and
-how long to wait. Attempts never raise into the policy: each returns an outcome already counted in `usage`, and the
-last outcome is returned when the retries run out.
-"""
+"""The retry policy of every LLM call, sync and async, on `tenacity`, and which failures are transient."""
 
 import re
 from collections.abc import Awaitable, Callable
@@ -155,38 +151,22 @@ class RetryPolicy:
         )
 
     def run(self, attempt: Callable[[], T]) -> T:
-        """
-        Run `attempt` (which returns its outcome, not raises) until it is not a transient failure or the retries are
-        used up; the first attempt runs without tenacity, which then replays it.
-
-        :returns: The last attempt's outcome.
-        """
+        """Run `attempt` (returns its outcome, never raises) until it is no transient failure or retries run out;
+        tenacity is set up only after a first failure, replaying that outcome. Returns the last outcome."""
         first = attempt()
         if self.max_retries == 0 or not self.is_failure(first):
             return first
-        replayed = False
-
-        def again() -> T:
-            nonlocal replayed
-            if not replayed:  # tenacity's first attempt: the one already made
-                replayed = True
-                return first
-            return attempt()
-
-        return Retrying(**self._settings())(again)
+        replay = [first]
+        return Retrying(**self._settings())(lambda: replay.pop() if replay else attempt())
 
     async def run_async(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """Async twin of `run`: awaits each attempt and sleeps with `asyncio.sleep`."""
         first = await attempt()
         if self.max_retries == 0 or not self.is_failure(first):
             return first
-        replayed = False
+        replay = [first]
 
         async def again() -> T:
-            nonlocal replayed
-            if not replayed:  # tenacity's first attempt: the one already made
-                replayed = True
-                return first
-            return await attempt()
+            return replay.pop() if replay else await attempt()
 
         return await AsyncRetrying(**self._settings())(again)

@@ -1,22 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Token streaming of the loop's LLM calls, and step events, on one Haystack `streaming_callback`.
-
-Every chunk a loop component passes on carries, in `chunk.meta`:
-- `ROLE_META`: the role of the call that wrote it: `controller`, `answer`, `draft`, `reflect` or `fallback`;
-- `ANSWER_META`: `True` when its text is part of the run's final answer (the answerer's `answer` call and the
-  fallback), so `"".join(c.content for c in chunks if c.meta.get(ANSWER_META)).strip()` is the answer whenever
-  that call succeeds;
-- or, for a step event, `EVENT_META` (`search`: a search was issued; `documents`: its chunks came back; else the
-  step's action: `answer`, `give_up`, `reflect`, `invalid`, ...) and `STEP_META` (the `ToolStep.to_dict()`). A
-  step event has no text (`content == ""`): it never pollutes the answer.
-
-How the callback reaches the components: each LLM role component (`AgenticRouter`, `Answerer`,
-`FallbackSynthesizer`) takes a `streaming_callback` init parameter (serialised like Haystack's chat generators'),
-and a `streaming_callback` run input that wins over it, as Haystack's chat generators do; `LoopController` takes
-the run input (it reports the `documents` events). `loop_inputs` (pipelines/loop_pipeline.py) passes one callback
-to every component of a loop pipeline that has the socket. The run input stays for every turn of the run: Haystack
-keeps a pipeline input of a component in a cycle until the run ends.
+Token streaming of the loop's LLM calls, and step events, on one Haystack `streaming_callback`: each chunk's `meta`
+holds its call's `ROLE_META` and `ANSWER_META`, or, for a step event (no text), `EVENT_META` and `STEP_META`.
 """
 
 import asyncio
@@ -50,16 +35,11 @@ def pick_callback(
     init_callback: StreamingCallbackT | None, runtime_callback: StreamingCallbackT | None, is_async: bool
 ) -> StreamingCallbackT | None:
     """
-    The callback of a run: the run input wins over the init parameter (Haystack's rule).
+    The callback of a run: the run input wins over the init parameter (Haystack's rule). Unlike Haystack's
+    `select_streaming_callback`, a sync callback on the async path gets no warning (the loop calls it inline).
 
-    :param init_callback: The component's `streaming_callback` init parameter.
-    :param runtime_callback: The `streaming_callback` run input.
-    :param is_async: Whether the component runs on `run_async` (a sync or async callback is fine there).
-    :returns: The callback, or `None`.
-    :raises ValueError: On the sync path, if the callback is a coroutine function (it could not be awaited).
+    :raises ValueError: On the sync path (`is_async=False`), if the callback is a coroutine function.
     """
-    # Unlike Haystack's `select_streaming_callback`, no warning for a sync callback on the async path: the loop's
-    # wrappers call it inline, once per chunk, as a collector or a queue's `put_nowait` expects.
     if not is_async:
         for callback in (runtime_callback, init_callback):
             if callback is not None and _is_async(callback):
@@ -75,25 +55,15 @@ def _is_async(callback: Callable[..., Any]) -> bool:
 
 
 def tagged(chunk: StreamingChunk, role: str, answer: bool) -> StreamingChunk:
-    """
-    The chunk with the role's tags added to its `meta` (a new chunk: the generator's is not changed), and its text
-    made valid Unicode (`valid_text`: a lone surrogate becomes U+FFFD, as in the reply), so that a terminal or an
-    encoder the run's callback writes to never gets one.
-    """
+    """A new chunk with the role's tags in its `meta` and its text made valid Unicode (`valid_text`)."""
     content = valid_text(chunk.content) if isinstance(chunk.content, str) else chunk.content
     return replace(chunk, content=content, meta={**(chunk.meta or {}), ROLE_META: role, ANSWER_META: answer})
 
 
 def marker_chunks(streamed: str, answer: str, role: str = "answer") -> list[StreamingChunk]:
     """
-    What completes a streamed answer with the citation markers the loop appended to it ("Greenwich Village" ->
-    "Greenwich Village [1]"): one answer-tagged chunk with the rest (" [1]"), so the answer-tagged text is the
-    answer. The loop never changes a streamed text inside (`haystack_agentic.grounding.citations`).
-
-    :param streamed: The text the call streamed as the answer.
-    :param answer: The run's final answer.
-    :param role: The role to tag the chunk with (`answer`, `fallback`).
-    :returns: The chunks to emit: none when nothing streamed or nothing was appended.
+    The answer-tagged chunk that completes a streamed answer with the citation markers the loop appended
+    ("Greenwich Village" -> " [1]"); none when nothing streamed or nothing was appended.
     """
     head = (streamed or "").lstrip()
     if not head.strip() or not answer.startswith(head) or answer == head:
@@ -112,130 +82,82 @@ class _NoAnswerHold:
         """The chunks to pass on now (held ones first, once the text can no longer be the sentinel)."""
         if self.released or (not chunk.content and not self.held):
             return [chunk]
-        return self._hold(chunk)
-
-    def _hold(self, chunk: StreamingChunk) -> list[StreamingChunk]:
         self.held.append(chunk)
-        text = "".join(c.content for c in self.held).strip().rstrip(".").upper()
-        if NO_ANSWER.startswith(text):
+        if NO_ANSWER.startswith("".join(c.content for c in self.held).strip().rstrip(".").upper()):
             return []
         self.released = True
         held, self.held = self.held, []
         return held
 
 
+def _tagger(role: str, answer: bool, hold_no_answer: bool) -> Callable[[StreamingChunk], list[StreamingChunk]]:
+    hold = _NoAnswerHold() if hold_no_answer else None
+    return lambda chunk: [tagged(piece, role, answer) for piece in (hold.accept(chunk) if hold else [chunk])]
+
+
 def role_callback(
     callback: StreamingCallbackT | None, role: str, *, answer: bool, hold_no_answer: bool = False
 ) -> Callable[[StreamingChunk], None] | None:
     """
-    A sync callback for a chat generator that tags each chunk with `role` and passes it on.
-
-    :param callback: The run's (sync) callback, or `None`.
-    :param role: The role of the call.
-    :param answer: Whether the call's text is the final answer.
-    :param hold_no_answer: Hold text back while it could be the fallback's `NO ANSWER` (dropped if it is).
-    :returns: The callback for the generator, or `None` when there is none.
+    A sync callback for a chat generator that tags each chunk (`tagged`) and passes it on (`None` without a
+    callback); `hold_no_answer` holds text back while it could be the fallback's `NO ANSWER` (dropped if it is).
     """
     if callback is None:
         return None
-    hold = _NoAnswerHold() if hold_no_answer else None
-
-    def on_chunk(chunk: StreamingChunk) -> None:
-        for piece in hold.accept(chunk) if hold is not None else [chunk]:
-            callback(tagged(piece, role, answer))
-
-    return on_chunk
+    pieces = _tagger(role, answer, hold_no_answer)
+    return lambda chunk: emit(callback, pieces(chunk))
 
 
 def role_callback_async(
     callback: StreamingCallbackT | None, role: str, *, answer: bool, hold_no_answer: bool = False
 ) -> Callable[[StreamingChunk], Awaitable[None]] | None:
-    """
-    Async twin of `role_callback`: an async callback for a chat generator's `run_async`; the run's callback may be
-    sync or async.
-
-    :returns: The async callback, or `None`.
-    """
+    """Async twin of `role_callback`, for a chat generator's `run_async`; the run's callback may be sync or async."""
     if callback is None:
         return None
-    hold = _NoAnswerHold() if hold_no_answer else None
+    pieces = _tagger(role, answer, hold_no_answer)
 
     async def on_chunk(chunk: StreamingChunk) -> None:
-        for piece in hold.accept(chunk) if hold is not None else [chunk]:
-            outcome = callback(tagged(piece, role, answer))
-            if inspect.isawaitable(outcome):
-                await outcome
+        await emit_async(callback, pieces(chunk))
 
     return on_chunk
 
 
 def for_thread(callback: Callable[[StreamingChunk], Awaitable[None]]) -> Callable[[StreamingChunk], None]:
-    """
-    A sync callback that runs an async one on the current event loop, for a generator whose sync `run` is called
-    in a worker thread (one without `run_async`). Call it from the event loop's thread, before handing over.
-
-    :param callback: The async callback.
-    :returns: A sync callback that waits for each chunk's callback to finish.
-    """
+    """A sync callback that runs the async one on the current event loop and waits, for a generator's sync `run` in
+    a worker thread. Call it from the event loop's thread."""
     loop = asyncio.get_running_loop()
-
-    def on_chunk(chunk: StreamingChunk) -> None:
-        asyncio.run_coroutine_threadsafe(callback(chunk), loop).result()
-
-    return on_chunk
+    return lambda chunk: asyncio.run_coroutine_threadsafe(callback(chunk), loop).result()
 
 
 def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
-    """
-    A streaming callback as a plain function (Haystack deep-copies pipeline inputs; a function is copied as
-    itself, a bound method would copy its object), keeping it sync or async.
-
-    :param callback: The callback.
-    :returns: A function forwarding every chunk to it.
-    """
-    if inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(getattr(callback, "__call__", None)):
+    """The callback as a plain function, sync or async like it (Haystack deep-copies pipeline inputs: a function is
+    copied as itself, a bound method would copy its object)."""
+    if _is_async(callback):
 
         async def forward_async(chunk: StreamingChunk) -> None:
             await callback(chunk)  # type: ignore[misc]
 
         return forward_async
-
-    def forward(chunk: StreamingChunk) -> None:
-        callback(chunk)
-
-    return forward
+    return lambda chunk: callback(chunk)
 
 
 def step_chunks(before: LoopState, after: LoopState | None) -> Iterator[StreamingChunk]:
     """
-    Step events for the steps `after` recorded beyond `before`'s, and for a search whose chunks came back.
-
-    Lazy: nothing is built unless a callback consumes them (`emit`, `emit_async`).
-
-    :param before: The state the component received.
-    :param after: The state it sends on (or `None`).
-    :returns: The events (chunks without text), in order.
+    Step events (chunks without text, lazily built) for the steps `after` recorded beyond `before`'s, after a
+    `documents` event for a search whose chunks came back.
     """
     if after is None:
         return
     known = len(before.tool_history)
-    history = after.tool_history
     if before.pending is not None and after.pending is None:
-        searched = next((s for s in reversed(history[:known]) if s.action == "search"), None)
+        searched = next((s for s in reversed(after.tool_history[:known]) if s.action == "search"), None)
         if searched is not None:
-            yield step_chunk(searched, "documents")
-    for step in history[known:]:
-        yield step_chunk(step, step.action)
+            yield _event(searched, "documents")
+    for step in after.tool_history[known:]:
+        yield _event(step, step.action)
 
 
-def step_chunk(step: ToolStep, event: str) -> StreamingChunk:
-    """
-    A step event: a chunk without text whose `meta` names the event and holds the step.
-
-    :param step: The step.
-    :param event: `search`, `documents`, or the step's action.
-    :returns: The chunk.
-    """
+def _event(step: ToolStep, event: str) -> StreamingChunk:
     return StreamingChunk(content="", meta={EVENT_META: event, STEP_META: step.to_dict()})
 
 
