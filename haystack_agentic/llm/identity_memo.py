@@ -1,8 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`IdentityMemo`: values computed from an object that is never changed in place (a `ChatMessage`, which is not
-hashable), looked up by identity and dropped when the object goes away (a weak reference), so none is kept alive.
-"""
+"""Values computed from objects never changed in place (a `ChatMessage` is not hashable), kept while each lives."""
 
 import weakref
 from collections.abc import Callable
@@ -13,17 +10,15 @@ V = TypeVar("V")
 
 class IdentityMemo(Generic[V]):
     """
-    `get(obj, compute)`: `compute(obj)` the first time for `obj`, the stored value afterwards, while `obj` lives.
-
-    Objects that cannot be weakly referenced are computed every time. A value must not refer to its object (the
-    memo would keep the object alive). Thread-safe (a race computes a value twice).
+    `get(obj, compute)`: `compute(obj)` the first time, the stored value while `obj` lives (by identity and a weak
+    reference; objects that cannot be weakly referenced are computed every time). A value must not refer to its
+    object (the memo would keep the object alive). Thread-safe (a race computes a value twice).
     """
 
     def __init__(self) -> None:
         self._values: dict[int, tuple[weakref.ref, V]] = {}
 
     def get(self, obj: Any, compute: Callable[[Any], V]) -> V:
-        """The value computed from `obj` (by identity); `compute(obj)` when it is not stored yet."""
         key = id(obj)
         entry = self._values.get(key)
         if entry is not None and entry[0]() is obj:

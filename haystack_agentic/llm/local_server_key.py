@@ -1,8 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-The `api_key` of an `OpenAIChatGenerator` talking to a local OpenAI-compatible server (which ignores the key) when
-`OPENAI_API_KEY` is not set: the OpenAI client refuses to start without one. Nothing is written to the environment.
-"""
+"""The `api_key` for a local OpenAI-compatible server (which ignores it) when `OPENAI_API_KEY` is not set."""
 
 import os
 from typing import Any
@@ -17,18 +14,13 @@ LOCAL_SERVER_API_KEY = "not-needed-for-a-local-server"
 
 
 class LocalServerKey(Secret):
-    """
-    `OPENAI_API_KEY` when it is set, else `LOCAL_SERVER_API_KEY`. Serialised as `Secret.from_env_var("OPENAI_API_KEY")`:
-    a saved pipeline names the variable, never the placeholder.
-    """
+    """`OPENAI_API_KEY` when it is set, else `LOCAL_SERVER_API_KEY`; serialised as the environment variable's secret."""
 
     def resolve_value(self) -> str:
-        """:returns: `$OPENAI_API_KEY`, else `LOCAL_SERVER_API_KEY`."""
         return os.environ.get(ENV_OPENAI_API_KEY) or LOCAL_SERVER_API_KEY
 
     @property
     def type(self) -> SecretType:
-        """Serialised as an environment-variable secret."""
         return SecretType.ENV_VAR
 
     def _to_dict(self) -> dict[str, Any]:
@@ -41,11 +33,9 @@ class LocalServerKey(Secret):
 
 def openai_api_key(base_url: str | None = None) -> Secret | None:
     """
-    The API key to pass an `OpenAIChatGenerator` explicitly, if any.
+    The API key to pass an `OpenAIChatGenerator`: `None` when `OPENAI_API_KEY` is set (its default reads it), else,
+    with a base URL (`base_url` or `OPENAI_BASE_URL`), a `LocalServerKey`.
 
-    :param base_url: The base URL given (`--base-url`), if any; `OPENAI_BASE_URL` is read too.
-    :returns: `None` when `OPENAI_API_KEY` is set (the generator's default reads it); else, with a base URL, a
-        `LocalServerKey`.
     :raises ValueError: When neither `OPENAI_API_KEY` nor a base URL is set.
     """
     if os.environ.get(ENV_OPENAI_API_KEY, "").strip():

@@ -1,10 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-What the controller LLM is sent of earlier tool results (tools mode): short digests, and chunks referenced by id.
-
-A search result is recorded in full as the tool message's text, with a digest (one line per chunk: short id,
-title, first words) in its `meta[DIGEST_META_KEY]`; the router sends every tool result older than the latest reply
-as its digest (`digest_older_results`). The model reads a chunk in full again with `read_chunk(id)`.
+Earlier tool results sent to the controller LLM (tools mode) as digests, one line per chunk, held in each tool
+message's `meta[DIGEST_META_KEY]` (`digest_older_results`); the model reads a chunk again with `read_chunk(id)`.
 """
 
 import re
@@ -33,15 +30,13 @@ def short_id(doc_id: str) -> str:
 
 
 def numbered_chunks(heading: str, documents: Sequence[Document], preview_chars: int, shown: Iterable[str] = ()) -> str:
-    """
-    Chunks as the model reads them in a tool result: `heading`, then per chunk `[n] id=<short id> title=...` and its
-    text cut at `preview_chars`; a chunk whose id is in `shown` is only referenced, `[already shown]`.
-    """
+    """A tool result's chunks: `heading`, then per chunk `[n] id=<short id> title=...` and its text cut at
+    `preview_chars` (`[already shown]` instead for an id in `shown`)."""
     shown = set(shown)
     lines = [heading]
     for number, doc in enumerate(documents, start=1):
         title = (doc.meta or {}).get("title")
-        content = _preview(doc, preview_chars)
+        content = preview(doc, preview_chars)
         header = f"[{number}] id={short_id(doc.id)}" + (f" title={title}" if title else "")
         lines.append(f"{header} [already shown]" if doc.id in shown else f"{header}\n{content}")
     return "\n\n".join(lines)
@@ -77,10 +72,7 @@ def with_digest(message: ChatMessage, digest: str) -> ChatMessage:
 
 
 def digest_older_results(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """
-    The conversation to send: every tool result with a digest before the latest assistant message is replaced by
-    its digest (same tool call id). The input is not modified.
-    """
+    """The messages with every tool result that has a digest, before the latest assistant message, as its digest."""
     last_reply = max((i for i, m in enumerate(messages) if m.role == ChatRole.ASSISTANT), default=-1)
     sent = list(messages)
     for index in range(last_reply):
@@ -106,11 +98,7 @@ def shown_chunk_ids(tool_history: Iterable[Any]) -> set[str]:
 
 
 def find_chunk(chunks: Sequence[Document], chunk_id: str) -> tuple[Document | None, str | None]:
-    """
-    The chunk a `read_chunk` call names, by its id or a unique prefix of it.
-
-    :returns: `(chunk, None)`, or `(None, why not)`.
-    """
+    """The chunk a `read_chunk` call names, by its id or a unique prefix: `(chunk, None)`, or `(None, why not)`."""
     wanted = chunk_id.strip().removeprefix("id=")
     exact = [doc for doc in chunks if doc.id == wanted]
     matches = exact or [doc for doc in chunks if wanted and doc.id.startswith(wanted)]
@@ -127,9 +115,10 @@ def find_chunk(chunks: Sequence[Document], chunk_id: str) -> tuple[Document | No
 def read_chunk_text(doc: Document, max_chars: int) -> str:
     """The text a `read_chunk` call returns: the chunk's id, title and text (cut at `max_chars`)."""
     title = (doc.meta or {}).get("title")
-    return f"id={short_id(doc.id)}" + (f" title={title}" if title else "") + f"\n{_preview(doc, max_chars)}"
+    return f"id={short_id(doc.id)}" + (f" title={title}" if title else "") + f"\n{preview(doc, max_chars)}"
 
 
-def _preview(doc: Document, max_chars: int) -> str:
+def preview(doc: Document, max_chars: int) -> str:
+    """The chunk's text, stripped, cut at `max_chars` with " [...]"."""
     content = (doc.content or "").strip()
     return content[:max_chars].rstrip() + " [...]" if len(content) > max_chars else content

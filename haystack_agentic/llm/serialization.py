@@ -1,7 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-(De)serialisation and warm-up of an optional chat generator held by a component, the way Haystack's Agent does it.
-"""
+"""(De)serialisation and warm-up of a chat generator held by a component, the way Haystack's Agent does it."""
 
 from typing import Any
 
@@ -14,11 +12,12 @@ def generator_to_dict(generator: Any) -> dict[str, Any] | None:
     return None if generator is None else component_to_dict(obj=generator, name="chat_generator")
 
 
-def generator_from_dict_inplace(init_params: dict[str, Any], key: str = "chat_generator") -> None:
-    """Deserialize an optional chat generator in `init_params[key]`, and a `streaming_callback`, in place."""
-    if init_params.get(key) is not None:
-        deserialize_chatgenerator_inplace(init_params, key=key)
-    callback_from_dict_inplace(init_params)
+def generator_from_dict_inplace(init_params: dict[str, Any]) -> None:
+    """Deserialize an optional `chat_generator` and `streaming_callback` in `init_params`, in place."""
+    if init_params.get("chat_generator") is not None:
+        deserialize_chatgenerator_inplace(init_params, key="chat_generator")
+    if init_params.get("streaming_callback"):
+        init_params["streaming_callback"] = deserialize_callable(init_params["streaming_callback"])
 
 
 def role_from_dict(cls: type, data: dict[str, Any]) -> Any:
@@ -41,16 +40,7 @@ def role_to_dict(role_component: Any, *parameters: str) -> dict[str, Any]:
     """Serialise an LLM role component: its chat generator, the `ROLE_PARAMETERS` and its other `parameters`."""
     values = {name: getattr(role_component, name) for name in (*ROLE_PARAMETERS, *parameters)}
     if hasattr(role_component, "streaming_callback"):
-        values["streaming_callback"] = callback_to_dict(role_component.streaming_callback)
+        callback = role_component.streaming_callback
+        values["streaming_callback"] = serialize_callable(callback) if callback is not None else None
     return default_to_dict(role_component, chat_generator=generator_to_dict(role_component.chat_generator), **values)
 
-
-def callback_to_dict(callback: Any) -> str | None:
-    """An optional streaming callback's import path (`"module.function"`), as Haystack's chat generators save it."""
-    return serialize_callable(callback) if callback is not None else None
-
-
-def callback_from_dict_inplace(init_params: dict[str, Any], key: str = "streaming_callback") -> None:
-    """Deserialize an optional streaming callback in `init_params[key]` in place."""
-    if init_params.get(key):
-        init_params[key] = deserialize_callable(init_params[key])

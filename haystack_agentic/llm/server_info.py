@@ -1,8 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-What an OpenAI-compatible server says about itself: llama.cpp's `/props` reports whether the model's chat template
-supports tools and the context size. Other servers have no such endpoint: then nothing is known and nothing changes.
-"""
+"""What an OpenAI-compatible server says about itself: llama.cpp's `/props` (tool support, context size)."""
 
 import json
 import urllib.error
@@ -27,21 +24,14 @@ MIN_PROMPT_BUDGET = 256
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """
-    What a llama.cpp-style server reported (`None`: not reported).
-
-    :param supports_tools: Whether the model's chat template handles tools.
-    :param n_ctx: Context size of one slot in tokens.
-    """
+    """What a llama.cpp-style server reported (`None`: not reported): whether the model's chat template handles
+    tools, and the context size of one slot in tokens."""
 
     supports_tools: bool | None = None
     n_ctx: int | None = None
 
     def prompt_budget(self, budget: int) -> int:
-        """
-        `budget` (tokens), or less when the server's context leaves less room after `REPLY_RESERVE_TOKENS`; at least
-        `MIN_PROMPT_BUDGET`.
-        """
+        """`budget` (tokens), less when the context leaves less after `REPLY_RESERVE_TOKENS`; >= `MIN_PROMPT_BUDGET`."""
         if not self.n_ctx:
             return budget
         return max(MIN_PROMPT_BUDGET, min(budget, self.n_ctx - REPLY_RESERVE_TOKENS))
@@ -69,10 +59,7 @@ def parse_props(props: Any) -> ServerInfo:
 
 
 def read_server_info(base_url: str) -> ServerInfo:
-    """
-    Ask the server at `base_url` what it reports (`/props`, `PROPS_TIMEOUT`), quietly: a server without the
-    endpoint, unreachable, slow or answering something else gives an empty `ServerInfo`.
-    """
+    """What the server at `base_url` reports (`/props`); an empty `ServerInfo` for any server that does not answer it."""
     url = props_url(base_url)
     if urlsplit(url).scheme not in ("http", "https"):
         return ServerInfo()

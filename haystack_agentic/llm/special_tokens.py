@@ -1,12 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Chat-template tokens inside prompt text, made plain text before any chat generator sees them.
-
-A local model's tokenizer (transformers applying a chat template, a llama.cpp server) turns the text `<|im_end|>`
-found in a document or a question into the real special token, so a document could end the user's turn and open a
-`system` one. `neutral_messages` breaks each such text with `TOKEN_BREAK` (a zero-width space) after its first
-character. `call_generator` applies it to every LLM call's messages, on the copy sent: `pattern_for` breaks the
-tokenizer's own special and added tokens when the generator exposes one, and `CHAT_MARKUP` for any generator.
+Chat-template tokens in prompt text (`<|im_end|>` in a document would end the user's turn for a local model's
+tokenizer) broken with a zero-width space, on the copy of every LLM call's messages sent (`call_generator`).
 """
 
 import re
@@ -67,16 +62,8 @@ def neutral_messages(messages: Sequence[ChatMessage], pattern: re.Pattern[str] =
             continue
         data = message.to_dict()
         for part in data.get("content") or []:
-            for holder, key in _texts(part):
-                holder[key] = neutral_text(holder[key], pattern)
+            for holder, key in ((part, "text"), (part.get("tool_call_result"), "result")):
+                if isinstance(holder, dict) and isinstance(holder.get(key), str):
+                    holder[key] = neutral_text(holder[key], pattern)
         neutral.append(ChatMessage.from_dict(data))
     return neutral
-
-
-def _texts(part: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
-    """Where a serialised content part holds model-readable text."""
-    found = [(part, "text")] if isinstance(part.get("text"), str) else []
-    result = part.get("tool_call_result")
-    if isinstance(result, dict) and isinstance(result.get("result"), str):
-        found.append((result, "result"))
-    return found

@@ -1,18 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Counting prompt tokens, and fitting a tool-calling conversation into a token budget.
-
-Three counters with one interface (`count(messages, tools)` like Haystack's `TokenCounter`, plus `count_text`): the
-model's own Hugging Face tokenizer, `tiktoken` for OpenAI model names, and `ConservativeTokenCounter`, an estimate
-that does not undercount. `token_counter_for(generator)` picks one. Messages are rendered as plain text
-(`render_message`), plus a few tokens per message for the chat template's role markers.
+Counting prompt tokens (the model's Hugging Face tokenizer, `tiktoken`, or a conservative estimate:
+`token_counter_for`), and fitting a tool-calling conversation into a token budget (`compact_messages`).
 """
 
 import json
 import math
 import re
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -44,10 +39,8 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
 class TokenCounter:
-    """
-    Counts the tokens of text and of chat prompts; subclasses say how one text is counted (`_count_text`). Counts
-    of texts (the 1024 most recent) and of each live message are cached.
-    """
+    """Counts the tokens of texts and chat prompts (like Haystack's `TokenCounter`, plus `count_text`); subclasses
+    count one text (`_count_text`). Counts of texts (the 1024 most recent) and of each live message are cached."""
 
     name = "token counter"
 
@@ -92,10 +85,8 @@ class TokenCounter:
 
 
 def render_message(message: ChatMessage) -> str:
-    """
-    One message as the plain text a counter measures: `[role] text`, one `[role -> tool_call] name({json})` line per
-    tool call, `[tool:name] result` for a tool result, and `<image>` / `<file: name>` stand-ins.
-    """
+    """One message as plain text: `[role] text`, `[role -> tool_call] name({json})` per tool call, `[tool:name] result`
+    per tool result, `<image>` / `<file: name>` stand-ins."""
     role = message.role.value
     if message.tool_call_results:
         return "\n".join(
@@ -195,7 +186,7 @@ class TiktokenTokenCounter(TokenCounter):
 #: The counter for models whose tokenizer is unknown.
 CONSERVATIVE = ConservativeTokenCounter()
 
-_BY_TOKENIZER: "weakref.WeakKeyDictionary[Any, HuggingFaceTokenCounter]" = weakref.WeakKeyDictionary()
+_BY_TOKENIZER: "IdentityMemo[HuggingFaceTokenCounter]" = IdentityMemo()
 _TIKTOKEN: dict[str, TiktokenTokenCounter | None] = {}
 _LOCK = threading.Lock()
 
@@ -258,30 +249,15 @@ def _load_tiktoken(tiktoken: Any, encoding_name: str) -> TiktokenTokenCounter | 
 
 
 def token_counter_for(generator: Any) -> TokenCounter:
-    """
-    The best token counter known for a chat generator's model (`None`: `CONSERVATIVE`).
-
-    :returns: The model's Hugging Face tokenizer when the generator exposes one (after `warm_up`); `tiktoken` for an
-        OpenAI model name (`generator.model`) when it can load the encoding; else `CONSERVATIVE`.
-    """
+    """The best token counter for a chat generator's model: its Hugging Face tokenizer when exposed (after
+    `warm_up`), else `tiktoken` for an OpenAI model name (`generator.model`) when it loads, else `CONSERVATIVE`."""
     if generator is None:
         return CONSERVATIVE
     tokenizer = hf_tokenizer(generator)
     if tokenizer is not None:
-        with _LOCK:
-            try:
-                counter = _BY_TOKENIZER.get(tokenizer)
-                if counter is None:
-                    counter = _BY_TOKENIZER[tokenizer] = HuggingFaceTokenCounter(tokenizer)
-            except TypeError:  # not weak-referenceable
-                counter = HuggingFaceTokenCounter(tokenizer)
-        return counter
+        return _BY_TOKENIZER.get(tokenizer, HuggingFaceTokenCounter)
     model = getattr(generator, "model", None)
-    if isinstance(model, str) and model:
-        counter = _tiktoken_counter(model)
-        if counter is not None:
-            return counter
-    return CONSERVATIVE
+    return (isinstance(model, str) and model and _tiktoken_counter(model)) or CONSERVATIVE
 
 
 def longest_prefix_within(text: str, fits: Callable[[str], bool]) -> str:
@@ -300,15 +276,9 @@ def compact_messages(
     messages: Sequence[ChatMessage], budget_tokens: int, tools: Any = None, counter: TokenCounter | None = None
 ) -> list[ChatMessage]:
     """
-    Fit a tool-calling conversation into a token budget by compacting older tool results.
-
-    Tool results are replaced, oldest first, by a one-line digest (their first line and the chunk ids they listed)
-    until the conversation fits; then the latest tool result is cut from its end (its lowest-ranked chunks go
-    first). Other messages are never changed; the input is not modified.
-
-    :param budget_tokens: Most prompt tokens, tool schemas included.
-    :param counter: How tokens are counted (default: `CONSERVATIVE`).
-    :returns: The messages to send.
+    The messages fitted into `budget_tokens` (tool schemas included; counted by `counter`, default `CONSERVATIVE`):
+    tool results are replaced, oldest first, by a one-line digest (first line, chunk ids) until they fit; then the
+    latest is cut from its end (its lowest-ranked chunks go first). Other messages are never changed.
     """
     counter = counter or CONSERVATIVE
     result = list(messages)

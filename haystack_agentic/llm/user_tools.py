@@ -1,11 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-How the loop runs a user tool: its public `invoke`, with `inputs_from_state`, `outputs_to_state` and
-`outputs_to_string` applied as Haystack's `Agent` applies them (its tool-calling functions are private), plus:
-
-- Documents a tool returns (a list, or one inside a dict of outputs, as a `ComponentTool` around a retriever
-  returns) or writes to the `documents` state key join the run's chunks, if within the run's filters.
-- A tool without its own `outputs_to_string` that returns Documents shows the model a numbered list of chunks.
+A user tool run by its public `invoke`, with `inputs_from_state`, `outputs_to_state` and `outputs_to_string` applied
+as Haystack's `Agent` does (its functions for it are private); Documents it returns join the run's chunks.
 """
 
 import dataclasses
@@ -37,15 +33,8 @@ FILTERS_KEY = "filters"
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """
-    What one user tool call produced.
-
-    :param message: The tool message for the model (its `origin` is the model's tool call).
-    :param documents: Documents to merge into the run's chunks (within the run's filters), in the tool's order.
-    :param tool_state: The tool state after the call (`LoopState.tool_state`).
-    :param text: The text the model sees (the tool result or the error).
-    :param error: Whether the call failed.
-    """
+    """What one user tool call produced: the tool `message` for the model, the `documents` to merge into the run's
+    chunks (within its filters), the `tool_state` after the call, the `text` the model sees, whether it failed."""
 
     message: ChatMessage
     documents: tuple[Document, ...] = ()
@@ -62,12 +51,11 @@ def invoke_user_tool(
     filters: Mapping[str, Any] | None = None,
 ) -> ToolOutcome:
     """
-    Run one user tool call; a failure becomes a tool error for the model.
+    Run one user tool call with the model's parsed `arguments`, the run's `tool_state` (`LoopState.tool_state`) and
+    its `filters` (in the state under `filters`). Never raises: a failing tool or handler is a tool error.
 
-    :param arguments: The call's arguments, already parsed to a dict.
-    :param tool_state: The run's tool state (`LoopState.tool_state`); the run's filters are added under `filters`.
-    :param filters: The run's Haystack metadata filters, or `None`.
-    :returns: The `ToolOutcome`. Never raises for a failing tool (nor for a failing `outputs_to_state` handler).
+    Documents the tool returns (a list, or lists among a dict's values, as a `ComponentTool` around a retriever
+    returns) or writes to the `documents` state key are the outcome's `documents`, if within the filters.
     """
     state = State(schema=_schema(tool, tool_state), data={**dict(tool_state), FILTERS_KEY: filters})
     # Named and tagged as Haystack's Agent's tool spans.
@@ -78,7 +66,7 @@ def invoke_user_tool(
         try:
             result = tool.invoke(**_arguments_with_state(tool, arguments, state))
             _merge_outputs_into_state(tool, result, state)
-            text = _result_text(tool, result, filters, TOOL_DOCUMENT_PREVIEW_CHARS)
+            text = _result_text(tool, result, filters)
             span.set_content_tag("haystack.agent.step.tool.output", result)
         except Exception as exc:  # noqa: BLE001 - a failing tool, or an outputs_to_state handler that raised
             span.set_tag("haystack.tool.error", True)
@@ -93,10 +81,7 @@ def invoke_user_tool(
 
 
 def documents_in(result: Any) -> list[Document] | None:
-    """
-    The Documents in a tool's result: the result itself when it is a list of Documents, else every list of
-    Documents among a dict result's values; `None` when it holds none.
-    """
+    """The Documents in a tool's result (a list of them, or those lists among a dict's values), `None` for none."""
     if _is_documents(result):
         return list(result)
     if isinstance(result, Mapping):
@@ -119,13 +104,6 @@ def within_filters(documents: list[Document], filters: Mapping[str, Any] | None)
     return kept
 
 
-def format_tool_documents(tool_name: str, documents: list[Document], preview_chars: int) -> str:
-    """A tool's Documents as the model reads a search result: numbered, with id, title and a content preview."""
-    if not documents:
-        return f"No results from {tool_name}."
-    return numbered_chunks(f"{len(documents)} result(s) from {tool_name}:", documents, preview_chars)
-
-
 def _is_documents(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, Document) for v in value)
 
@@ -139,8 +117,7 @@ def _schema(tool: Tool, tool_state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _arguments_with_state(tool: Tool, arguments: dict[str, Any], state: State) -> dict[str, Any]:
-    """The model's arguments, plus the `inputs_from_state` values it did not give, plus the `State` for a function
-    tool's parameter annotated `State`."""
+    """The model's arguments, the `inputs_from_state` values it did not give, the `State` for a parameter typed so."""
     final = dict(arguments)
     for state_key, parameter in (tool.inputs_from_state or {}).items():
         if parameter not in final and state.has(state_key):
@@ -168,16 +145,16 @@ def _merge_outputs_into_state(tool: Tool, result: Any, state: State) -> None:
         state.set(state_key, result.get(source) if source else result, handler_override=config.get("handler"))
 
 
-def _result_text(tool: Tool, result: Any, filters: Mapping[str, Any] | None, preview_chars: int) -> str:
-    """
-    The text the model sees: by the tool's `outputs_to_string` (one `source`/`handler`, or one entry per output
-    joined as JSON); without one, Documents as a numbered search result, anything else as JSON.
-    """
+def _result_text(tool: Tool, result: Any, filters: Mapping[str, Any] | None) -> str:
+    """The text the model sees: by the tool's `outputs_to_string` (one `source`/`handler`, or one per output, joined as
+    JSON); without one, Documents as a numbered search result, anything else as JSON."""
     config = tool.outputs_to_string or {}
     if config and not any(key in config for key in ("source", "handler", "raw_result")):
         return _as_text({key: _output_text({**sub, "raw_result": False}, result, tool) for key, sub in config.items()})
     if not config and (documents := documents_in(result)) is not None:
-        return format_tool_documents(tool.name, within_filters(documents, filters), preview_chars)
+        kept = within_filters(documents, filters)
+        heading = f"{len(kept)} result(s) from {tool.name}:"
+        return numbered_chunks(heading, kept, TOOL_DOCUMENT_PREVIEW_CHARS) if kept else f"No results from {tool.name}."
     return _output_text(config, result, tool)
 
 

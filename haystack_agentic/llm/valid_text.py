@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Text an LLM or a store sends, made valid Unicode before the loop uses it: a lone UTF-16 surrogate (half an emoji)
-cannot be encoded as UTF-8, so a tokenizer, a store client or a JSON encoder downstream would raise on it. Each
-becomes U+FFFD; a surrogate pair becomes the character it encodes.
+Text an LLM or a store sends, made valid Unicode: a lone UTF-16 surrogate (half an emoji), which UTF-8 encoders
+downstream would raise on, becomes U+FFFD; a surrogate pair becomes the character it encodes.
 """
 
 import dataclasses
@@ -50,10 +49,8 @@ def valid_reply(message: ChatMessage) -> ChatMessage:
 
 
 def strict_json(value: Any) -> Any:
-    """
-    `value` made safe for strict JSON (`allow_nan=False`) and UTF-8: `valid_text` on every string, `None` for every
-    non-finite float, through dicts, lists and tuples (tuples become lists).
-    """
+    """`value` safe for strict JSON and UTF-8: `valid_text` on every string, `None` for a non-finite float, through
+    dicts, lists and tuples (tuples become lists)."""
     if isinstance(value, str):
         return valid_text(value)
     if isinstance(value, float):
@@ -66,10 +63,8 @@ def strict_json(value: Any) -> Any:
 
 
 def valid_document(doc: Document) -> Document:
-    """
-    A retrieved document (itself when nothing needed changing) with `valid_text` on its id and content,
-    `valid_value` on its meta, and no score for a non-finite one.
-    """
+    """A document (itself when nothing needed changing) with valid text in its id, content and meta, and no score
+    for a non-finite one."""
     changes: dict[str, Any] = {}
     if isinstance(doc.id, str) and valid_text(doc.id) is not doc.id:
         changes["id"] = valid_text(doc.id)

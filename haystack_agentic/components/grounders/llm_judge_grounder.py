@@ -278,5 +278,5 @@ class LLMJudgeGrounder:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LLMJudgeGrounder":
         """:returns: The component from `to_dict()` output."""
-        generator_from_dict_inplace(data["init_parameters"], "chat_generator")
+        generator_from_dict_inplace(data["init_parameters"])
         return default_from_dict(cls, data)

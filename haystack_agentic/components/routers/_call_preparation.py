@@ -12,7 +12,7 @@ from haystack_agentic.components.routers._tool_arguments import _builtin_tools
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
 from haystack_agentic.llm.calls import CallOptions, LLMCall, role_options, sends_openai_requests
-from haystack_agentic.llm.prompts import fit_turns, format_chunks, render, with_earlier_turns
+from haystack_agentic.llm.prompts import fit_turns, format_chunks, render
 from haystack_agentic.llm.result_digests import digest_older_results
 from haystack_agentic.llm.retries import refuses_response_format
 from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
@@ -137,11 +137,9 @@ class _CallPreparation:
                 refusal=refusal_note(state),
                 collections=state.collections,
             )
-            history_budget = self.context_budget_tokens // 4  # the chunks take half; the rest is prompt and reply
-            prompt_messages = [ChatMessage.from_user(prompt)]
-            return state, with_earlier_turns(
-                state.conversation, prompt_messages, history_budget, self._token_counter()
-            ), None
+            # A quarter of the budget for the conversation's earlier turns (the chunks take half).
+            earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 4, self._token_counter())
+            return state, [*earlier, ChatMessage.from_user(prompt)], None
         state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
         if not state.messages:
             system = render(
