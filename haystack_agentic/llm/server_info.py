@@ -59,7 +59,7 @@ def parse_props(props: Any) -> ServerInfo:
 
 
 def read_server_info(base_url: str) -> ServerInfo:
-    """What the server at `base_url` reports (`/props`); an empty `ServerInfo` for any server that does not answer it."""
+    """What the server at `base_url` reports (`/props`); an empty `ServerInfo` for a server that does not answer."""
     url = props_url(base_url)
     if urlsplit(url).scheme not in ("http", "https"):
         return ServerInfo()

@@ -7,19 +7,20 @@ from typing import Any
 from haystack import logging
 from haystack.dataclasses import ChatMessage, ToolCall
 
-from haystack_agentic.components.routers._json_decision import _JSON_ACTIONS, parse_json_decision
 from haystack_agentic.components.routers._tool_arguments import (
     _BUILTIN_TOOL_NAMES,
+    _JSON_ACTIONS,
     ANSWER_TOOL_NAME,
     GIVE_UP_TOOL_NAME,
     READ_TOOL_NAME,
     SEARCH_TOOL_NAME,
     _chosen_collection,
-    _InvalidArguments,
     _give_up,
+    _InvalidArguments,
     _parse_arguments,
     _required_text,
     _safe_arguments,
+    parse_json_decision,
 )
 from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
 from haystack_agentic.dataclasses.pending_search import SEARCH_PLACEHOLDER
@@ -41,7 +42,7 @@ _EMPTY_REPLY_NUDGE = (
 
 
 class _ReplyRouting:
-    """`AgenticRouter`'s reply routing (a mixin using its `strict`, `default_top_k`, `max_top_k`, `_user_tools`)."""
+    """`AgenticRouter`'s reply routing (a mixin using its `default_top_k`, `max_top_k`, `_user_tools`)."""
 
     def _route_json(self, state: LoopState, call: LLMCall, turn: int) -> dict[str, Any]:
         decision = parse_json_decision(call.text)
@@ -50,8 +51,6 @@ class _ReplyRouting:
         reasoning = reasoning if isinstance(reasoning, str) else None
         if action not in _JSON_ACTIONS:
             problem = "no JSON object with an 'action'" if decision is None else f"unknown action {action!r}"
-            if self.strict:
-                raise ValueError(f"AgenticRouter (json mode, strict) got {problem} in the reply: {call.text!r}")
             logger.warning("Invalid json-mode decision ({problem}); going on to the next turn", problem=problem)
             step = ToolStep(iteration=turn, action="invalid", arguments=decision or {}, result=problem)
             return {"loop": state.with_step(step)}
@@ -59,17 +58,17 @@ class _ReplyRouting:
             query = decision.get("query") if isinstance(decision.get("query"), str) else ""
             query = query.strip() or (state.question if state.question not in state.queries_tried else "")
             query = query or (reasoning or "").strip()
-            if not query:
-                step = ToolStep(iteration=turn, action="invalid", arguments=decision, result="search without query")
-                return {"loop": state.with_step(step)}
             try:
+                if not query:
+                    raise _InvalidArguments("search without query")
                 collection = _chosen_collection(state.collections, decision.get("collection"))
+                if _searched_in(state, query, collection):
+                    raise _InvalidArguments(f'already searched for "{query}"')
             except _InvalidArguments as exc:
-                step = ToolStep(turn, "invalid", query=query, arguments=decision, reasoning=reasoning, result=str(exc))
-                return {"loop": state.with_step(step)}
-            if _searched_in(state, query, collection):
-                again = f'already searched for "{query}"'
-                step = ToolStep(turn, "invalid", query=query, arguments=decision, reasoning=reasoning, result=again)
+                step = ToolStep(
+                    turn, "invalid", query=query or None, arguments=decision, reasoning=reasoning if query else None,
+                    result=str(exc),
+                )
                 return {"loop": state.with_step(step)}
             pending, step = _planned_search(state, turn, query, self.default_top_k, collection, decision, reasoning)
             return _sent(state.with_step(step), [pending])

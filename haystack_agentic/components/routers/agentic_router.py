@@ -4,7 +4,7 @@ from typing import Any, Literal
 
 from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
-from haystack.dataclasses import StreamingCallbackT
+from haystack.dataclasses import ChatMessage, StreamingCallbackT
 from haystack.tools import (
     ToolsType,
     deserialize_tools_or_toolset_inplace,
@@ -12,25 +12,30 @@ from haystack.tools import (
     serialize_tools_or_toolset,
 )
 
-# The prompts, parse_json_decision and count_final_turn are public names of this module too.
-from haystack_agentic.components.routers._call_preparation import (  # noqa: F401
-    DEFAULT_CONTEXT_BUDGET_TOKENS,
-    DEFAULT_JSON_PROMPT,
-    DEFAULT_TOOLS_SYSTEM_PROMPT,
-    _CallPreparation,
-    _refused,
-    count_final_turn,
-)
-from haystack_agentic.components.routers._json_decision import parse_json_decision  # noqa: F401
 from haystack_agentic.components.routers._reply_routing import _ReplyRouting
-from haystack_agentic.components.routers._tool_arguments import _BUILTIN_TOOL_NAMES, _builtin_tools
+from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401 - parse_json_decision: public here too
+    _BUILTIN_TOOL_NAMES,
+    STRUCTURED_OUTPUT_REFUSED,
+    _builtin_tools,
+    decision_response_format,
+    parse_json_decision,
+)
+from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
+from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
 from haystack_agentic.llm.calls import (
+    CallOptions,
     LLMCall,
     call_generator,
     call_generator_async,
     describe_error,
     role_options,
+    sends_openai_requests,
 )
+from haystack_agentic.llm.generator_checks import check_chat_generator
+from haystack_agentic.llm.prompts import fit_turns, format_chunks, render
+from haystack_agentic.llm.result_digests import digest_older_results
+from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES, refuses_response_format
+from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.streaming import (
     emit,
     emit_async,
@@ -40,17 +45,76 @@ from haystack_agentic.llm.streaming import (
     routed_state,
     step_chunks,
 )
-from haystack_agentic.llm.generator_checks import check_chat_generator
-from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
-from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
+from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
 from haystack_agentic.tracing import iteration_span, trace_turn
-from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
 logger = logging.getLogger(__name__)
 
+#: System prompt of the controller LLM in `tools` mode. Variables: `question`, `max_iterations`, `user_tools`.
+DEFAULT_TOOLS_SYSTEM_PROMPT = """\
+You answer questions from a document collection that you can only see by searching it.
+Tools:
+- search(query, top_k): find chunks about one thing. For a question with several hops, search the first fact,
+  read the result, then search the entity it leads to (the bridge) for the next fact.
+- answer(text, sources): give the final answer when the chunks found support it. Be short and specific. In
+  sources, list the ids (id=...) of the chunks the answer rests on.
+- give_up(reason?): say why, when the collection does not hold the answer after a few different searches.
+- read_chunk(id): the full text of a chunk found earlier (older results are shortened to ids and titles).
+{% if user_tools %}
+Other tools: {{ user_tools | join(", ") }}.
+{% endif %}
+Use only facts from search results. You have at most {{ max_iterations }} turns; searches for independent facts can
+go in one turn (several search calls), a search that needs an earlier result waits for it.
+"""
+
+#: Prompt of the controller LLM in `json` mode, sent fresh each turn. Variables: `question`, `chunks`,
+#: `history`, `draft`, `iteration`, `max_iterations`, `refusal` (why the evidence check refused the last answer),
+#: `collections` (name -> description of the collections in the run's scope, or None).
+DEFAULT_JSON_PROMPT = """\
+You decide the next step of a search for the answer to a question.
+Question: {{ question }}
+Turn {{ iteration }} of {{ max_iterations }}.
+{% if history %}
+Steps so far:
+{% for step in history %}
+- {{ step.action }}{% if step.query %}: "{{ step.query }}" ({{ step.returned_chunk_ids | length }} chunks){% endif %}\
+{% if step.action == "invalid" and step.result %} ({{ step.result }}){% endif %}
+{% endfor %}
+{% endif %}
+{% if chunks %}
+Chunks found:
+{{ chunks }}
+{% else %}
+No chunks found yet.
+{% endif %}
+{% if draft %}
+Current draft answer: {{ draft }}
+{% endif %}
+{% if refusal %}
+{{ refusal }}
+{% endif %}
+{% if collections %}
+Collections you may search (add "collection": "<name>" to a search to search only that one; leave it out to search all):
+{% for name, description in collections.items() %}
+- {{ name }}{% if description %}: {{ description }}{% endif %}
+{% endfor %}
+{% endif %}
+Reply with one JSON object and nothing else, with these keys:
+- "action": "search" to look something up, "reflect" to check the draft, or "generate" when the chunks answer the
+  question;
+- "query": for a search, a few words naming the one fact or entity to look up next, taken from the question or the
+  chunks (not a sentence about searching); otherwise "";
+- "reasoning": one short sentence on why.
+"""
+
+#: Default most prompt tokens of one controller call.
+DEFAULT_CONTEXT_BUDGET_TOKENS = 16000
+#: Most characters of each chunk in the json-mode prompt.
+JSON_CHUNK_PREVIEW_CHARS = 600
+
 
 @component
-class AgenticRouter(_CallPreparation, _ReplyRouting):
+class AgenticRouter(_ReplyRouting):
     """
     Decides each turn of the agentic loop with one LLM call: search again, reflect, answer, or give up.
 
@@ -66,7 +130,7 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
       errors. A reply with text and no tool call is an answer; an empty reply is not.
     - `mode="json"`: for models without tool calling, each turn the model replies
       `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`, parsed leniently. An invalid reply
-      is recorded as an `invalid` step (or raises `ValueError` with `strict=True`).
+      is recorded as an `invalid` step.
 
     A generator exception ends the run with `terminated_by="error"`. When the `EvidenceChecker` refuses an answer,
     the next turn tells the model why.
@@ -88,13 +152,10 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
         mode: Literal["tools", "json"] = "tools",
         tools: ToolsType | None = None,
         system_prompt: str | None = None,
-        json_prompt: str | None = None,
         temperature: float | None = None,
         generation_kwargs: dict[str, Any] | None = None,
         default_top_k: int = 5,
         max_top_k: int = 20,
-        strict: bool = False,
-        chunk_preview_chars: int = 600,
         context_budget_tokens: int = DEFAULT_CONTEXT_BUDGET_TOKENS,
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float | None = None,
@@ -110,16 +171,13 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
         :param tools: Extra Haystack tools the model may call in `tools` mode (not named `search`, `answer`,
             `give_up` or `read_chunk`); Documents they return join the run's chunks.
         :param system_prompt: Jinja template replacing `DEFAULT_TOOLS_SYSTEM_PROMPT` (tools mode).
-        :param json_prompt: Jinja template replacing `DEFAULT_JSON_PROMPT` (json mode).
         :param temperature: Sampling temperature of the controller role (`None`: the generator's default).
         :param generation_kwargs: Extra generation kwargs for every controller call.
         :param default_top_k: Chunks per search when the model gives no `top_k`. Default 5.
         :param max_top_k: Upper bound on a model-chosen `top_k`. Default 20.
-        :param strict: In json mode, raise `ValueError` on a reply that is not a valid decision. Default `False`.
-        :param chunk_preview_chars: Most characters of each chunk in the json-mode prompt. Default 600.
-        :param context_budget_tokens: Most prompt tokens of one controller call, counted with the model's tokenizer
-            when known, else a conservative estimate (`haystack_agentic.llm.tokens`); older results are compacted,
-            then the lowest-ranked chunks left out. Default 16000.
+        :param context_budget_tokens: Most prompt tokens of one controller call (>= 256), counted with the model's
+            tokenizer when known, else a conservative estimate; older results are compacted, then the lowest-ranked
+            chunks left out. Default 16000.
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx). Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit).
         :param streaming_callback: Called with each `StreamingChunk` of the controller's calls (role `controller`)
@@ -127,9 +185,8 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
         :param result_digests: Tools mode: send search results older than the latest reply as digests (ids, titles,
             first words; the model reads a chunk with `read_chunk(id)`). Default `True`.
         :param structured_output: Json mode with an OpenAI-compatible generator: send the decision's JSON schema as
-            `response_format`; a server that refuses it gets the request again without it, for the rest of the run.
-            Default `True`.
-        :raises ValueError: On an unknown mode, a user tool named like a built-in tool, or bad top_k bounds.
+            `response_format` (dropped for the rest of the run when the server refuses it). Default `True`.
+        :raises ValueError: On an unknown mode, a user tool named like a built-in tool, bad top_k bounds or budget.
         :raises TypeError: If `chat_generator` is not a chat generator, or in tools mode takes no `tools`.
         """
         if mode not in ("tools", "json"):
@@ -137,6 +194,8 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
         check_chat_generator(chat_generator, "AgenticRouter(chat_generator=...)", needs_tools=mode == "tools")
         if not 1 <= default_top_k <= max_top_k:
             raise ValueError(f"need 1 <= default_top_k <= max_top_k, got {default_top_k} and {max_top_k}")
+        if context_budget_tokens < 256:
+            raise ValueError(f"context_budget_tokens must be at least 256, got {context_budget_tokens}")
         user_tools = flatten_tools_or_toolsets(tools) if tools else []
         clashes = [t.name for t in user_tools if t.name in _BUILTIN_TOOL_NAMES]
         if clashes:
@@ -145,21 +204,16 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
         self.mode = mode
         self.tools = tools
         self.system_prompt = system_prompt
-        self.json_prompt = json_prompt
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
+        self.default_top_k = default_top_k
+        self.max_top_k = max_top_k
+        self.context_budget_tokens = context_budget_tokens
         self.max_retries = max_retries
         self.timeout = timeout
         self.streaming_callback = streaming_callback
         self.result_digests = result_digests
         self.structured_output = structured_output
-        self.default_top_k = default_top_k
-        self.max_top_k = max_top_k
-        self.strict = strict
-        self.chunk_preview_chars = chunk_preview_chars
-        if context_budget_tokens < 256:
-            raise ValueError(f"context_budget_tokens must be at least 256, got {context_budget_tokens}")
-        self.context_budget_tokens = context_budget_tokens
         self._user_tools = {t.name: t for t in user_tools}
         self._all_tools = [*_builtin_tools(max_top_k), *user_tools]
 
@@ -179,8 +233,7 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
         Take one turn of the loop.
 
         :param state: The run's state from the controller.
-        :param streaming_callback: A sync callback for this turn's chunks and step events (wins over the init
-            parameter).
+        :param streaming_callback: A sync callback for this turn's chunks and step events (wins over the init one).
         :returns: Exactly one route:
             - search: `query` (str), `filters` (dict or None), `top_k` (int) for the retriever, and `loop`
               (LoopState with the pending search) for the controller; a reply's further searches wait in
@@ -188,31 +241,17 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
             - another turn without a search: `loop`;
             - answer or reflect: `answer` (LoopState with `pending_action`);
             - the end: `finished` (LoopState with `terminated_by` set: `gave_up` or `error`).
-        :raises ValueError: In json mode with `strict=True`, when the reply is not a valid decision; if the callback
-            is an async function (use `run_async`).
+        :raises ValueError: If the callback is an async function (use `run_async`).
         """
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
         if state.queued:
             routed = self._dispatch_queued(state)
-            emit(callback, step_chunks(state, routed_state(routed)))
-            return routed
-        with iteration_span(state) as turn_state:  # the turn's span: its LLM call and user tools nest under it
-            prepared = self._prepare(turn_state)
-            if isinstance(prepared, dict):
-                emit(callback, step_chunks(state, routed_state(prepared)))
-                return prepared
-            started, messages, tools = prepared
-            stream = role_callback(callback, "controller", answer=False)
-            options = self._call_options(started)
-            call = call_generator(
-                self.chat_generator, started, "controller", messages, tools=tools, **options, streaming_callback=stream
-            )
-            if self._without_response_format(call, options):
-                call = call_generator(
-                    self.chat_generator, _refused(call.state), "controller", messages, tools=tools,
-                    **role_options(self), streaming_callback=stream,
-                )  # fmt: skip
-            routed = self._route(call)
+        else:
+            with iteration_span(state) as turn_state:  # the turn's span: its LLM call and user tools nest under it
+                prepared = self._prepare(turn_state)
+                if not isinstance(prepared, dict):
+                    prepared = self._route(self._call(*prepared, role_callback(callback, "controller", answer=False)))
+                routed = prepared
         emit(callback, step_chunks(state, routed_state(routed)))
         return routed
 
@@ -224,27 +263,110 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
         if state.queued:
             routed = self._dispatch_queued(state)
-            await emit_async(callback, step_chunks(state, routed_state(routed)))
-            return routed
-        with iteration_span(state) as turn_state:  # the turn's span: its LLM call and user tools nest under it
-            prepared = self._prepare(turn_state)
-            if isinstance(prepared, dict):
-                await emit_async(callback, step_chunks(state, routed_state(prepared)))
-                return prepared
-            started, messages, tools = prepared
-            stream = role_callback_async(callback, "controller", answer=False)
-            options = self._call_options(started)
-            call = await call_generator_async(
-                self.chat_generator, started, "controller", messages, tools=tools, **options, streaming_callback=stream
-            )
-            if self._without_response_format(call, options):
-                call = await call_generator_async(
-                    self.chat_generator, _refused(call.state), "controller", messages, tools=tools,
-                    **role_options(self), streaming_callback=stream,
-                )  # fmt: skip
-            routed = self._route(call)
+        else:
+            with iteration_span(state) as turn_state:
+                prepared = self._prepare(turn_state)
+                if not isinstance(prepared, dict):
+                    stream = role_callback_async(callback, "controller", answer=False)
+                    prepared = self._route(await self._call_async(*prepared, stream))
+                routed = prepared
         await emit_async(callback, step_chunks(state, routed_state(routed)))
         return routed
+
+    def _call(self, state: LoopState, messages: list[ChatMessage], tools: Any, stream: Any) -> LLMCall:
+        """The controller call; once more without `response_format` when the server refuses it."""
+        options = self._call_options(state)
+        call = call_generator(
+            self.chat_generator, state, "controller", messages, tools=tools, **options, streaming_callback=stream
+        )
+        if self._refuses_response_format(call, options):
+            call = call_generator(
+                self.chat_generator, _refused(call.state), "controller", messages, tools=tools, **role_options(self),
+                streaming_callback=stream,
+            )  # fmt: skip
+        return call
+
+    async def _call_async(self, state: LoopState, messages: list[ChatMessage], tools: Any, stream: Any) -> LLMCall:
+        options = self._call_options(state)
+        call = await call_generator_async(
+            self.chat_generator, state, "controller", messages, tools=tools, **options, streaming_callback=stream
+        )
+        if self._refuses_response_format(call, options):
+            call = await call_generator_async(
+                self.chat_generator, _refused(call.state), "controller", messages, tools=tools, **role_options(self),
+                streaming_callback=stream,
+            )  # fmt: skip
+        return call
+
+    def _call_options(self, state: LoopState) -> CallOptions:
+        """The role's call options, with the decision's `response_format` in json mode with structured output."""
+        options = role_options(self)
+        if (
+            self.mode == "json"
+            and self.structured_output
+            and sends_openai_requests(self.chat_generator)
+            and not (state.metadata or {}).get(STRUCTURED_OUTPUT_REFUSED)
+        ):
+            response_format = decision_response_format(state.collections)
+            options["generation_kwargs"] = {**(self.generation_kwargs or {}), "response_format": response_format}
+        return options
+
+    @staticmethod
+    def _refuses_response_format(call: LLMCall, options: CallOptions) -> bool:
+        """Whether the call sent `response_format` and the server refused it."""
+        sent = "response_format" in (options.get("generation_kwargs") or {})
+        if sent and call.error is not None and refuses_response_format(call.error):
+            logger.warning(
+                "The server refused response_format ({error}); this run's decisions are sent without it.",
+                error=repr(call.error),
+            )
+            return True
+        return False
+
+    def _token_counter(self) -> TokenCounter:
+        return token_counter_for(self.chat_generator)
+
+    def _prepare(self, state: LoopState) -> dict[str, Any] | tuple[LoopState, list[ChatMessage], Any]:
+        """Return an early route, or (state, messages, tools) for the LLM call."""
+        if self.mode == "json":
+            turn = state.iteration + 1
+            if state.is_last_iteration:
+                step = ToolStep(iteration=turn, action="generate", result="last iteration: generate without a call")
+                routed = {"answer": state.with_step(step).evolve(pending_action="answer")}
+                return trace_turn("AgenticRouter", count_final_turn(routed, turn))
+            prompt = render(
+                DEFAULT_JSON_PROMPT,
+                question=state.question,
+                # Half the budget for the chunks, a quarter for earlier turns; the rest is the prompt and the reply.
+                chunks=format_chunks(
+                    state.chunks, JSON_CHUNK_PREVIEW_CHARS, self.context_budget_tokens // 2, self._token_counter()
+                ),
+                history=state.tool_history,
+                draft=state.draft,
+                iteration=turn,
+                max_iterations=state.limits.max_iterations,
+                refusal=refusal_note(state),
+                collections=state.collections,
+            )
+            earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 4, self._token_counter())
+            return state, [*earlier, ChatMessage.from_user(prompt)], None
+        state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
+        if not state.messages:
+            system = render(
+                self.system_prompt or DEFAULT_TOOLS_SYSTEM_PROMPT,
+                question=state.question,
+                max_iterations=state.limits.max_iterations,
+                user_tools=list(self._user_tools),
+            )
+            # The run's starting conversation (its oldest turns left out beyond half the budget), else the question.
+            earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
+            conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
+            state = state.with_messages(ChatMessage.from_system(system), *conversation)
+        tools = self._all_tools
+        if state.collections:  # `search` gets a `collection` argument
+            tools = [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
+        sent = digest_older_results(state.messages) if self.result_digests else state.messages
+        return state, compact_messages(sent, self.context_budget_tokens, tools, self._token_counter()), tools
 
     def _route(self, call: LLMCall) -> dict[str, Any]:
         state = call.state
@@ -260,10 +382,7 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary."""
-        data = role_to_dict(
-            self, "mode", "json_prompt", "default_top_k", "max_top_k", "strict", "chunk_preview_chars",
-            "result_digests", "structured_output",
-        )  # fmt: skip
+        data = role_to_dict(self, "mode", "default_top_k", "max_top_k", "result_digests", "structured_output")
         data["init_parameters"]["tools"] = serialize_tools_or_toolset(self.tools)
         return data
 
@@ -274,3 +393,20 @@ class AgenticRouter(_CallPreparation, _ReplyRouting):
         generator_from_dict_inplace(init_params)
         deserialize_tools_or_toolset_inplace(init_params, key="tools")
         return default_from_dict(cls, data)
+
+
+def _refused(state: LoopState) -> LoopState:
+    """The state noting that the server refused `response_format` (the run's later decisions go without it)."""
+    return state.evolve(metadata={**(state.metadata or {}), STRUCTURED_OUTPUT_REFUSED: True})
+
+
+def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:
+    """
+    Count the router's 1-based `turn` in the leaving state's `iteration` when it leaves the loop for good (an
+    answer, a give-up, an error): the controller counts only the turns that come back around the loop.
+    """
+    for socket in ("answer", "finished"):
+        state = routed.get(socket)
+        if state is not None and (socket == "finished" or state.pending_action == "answer"):
+            routed[socket] = state.evolve(iteration=max(state.iteration, turn))
+    return routed
