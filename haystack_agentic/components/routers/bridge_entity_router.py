@@ -31,12 +31,11 @@ class BridgeEntityRouter:
     """
     A deterministic router for the agentic loop, with the same sockets as `AgenticRouter`, for LLMs too weak to route.
 
-    Turn 1 searches the question. Each later turn searches the best *bridge entity* (see `BridgeEntityPolicy`): the
-    title of another document that the best chunks mention but the question does not, filtered to that document,
-    until `max_follow_ups` are done or none is left; then it routes to the answerer (or gives up when nothing was
-    found). After the `EvidenceChecker` refuses an answer, a follow-up searches what it found missing. It never
-    calls an LLM. The title index is built from the store's `meta["title"]` values on first use and rebuilt when
-    the store's document count changes.
+    Turn 1 searches the question; each later turn the best *bridge entity* (`BridgeEntityPolicy`: the title of
+    another document that the best chunks mention but the question does not), filtered to that document, until
+    `max_follow_ups` are done or none is left; then it routes to the answerer (or gives up when nothing was found).
+    After the `EvidenceChecker` refuses an answer, a follow-up searches what it found missing. The title index is
+    built from the store's `meta["title"]` values on first use, and rebuilt when its document count changes.
 
     ### Usage example
     ```python
@@ -60,12 +59,7 @@ class BridgeEntityRouter:
         first_top_k: int = 4,
         follow_up_top_k: int = 1,
         max_follow_ups: int = 2,
-        scan_top_chunks: int = 2,
         title_filters: dict[str, Any] | None = None,
-        mentions: bool = True,
-        stop_when_covered: bool = True,
-        scan_named_first: bool = True,
-        generic_share: float | None = 0.05,
     ) -> None:
         """
         Create a BridgeEntityRouter.
@@ -74,18 +68,9 @@ class BridgeEntityRouter:
             entities to follow), or its serialised dict: that store is made on first use.
         :param first_top_k: Chunks retrieved for the question itself. Default 4.
         :param follow_up_top_k: Chunks retrieved per bridge-entity search. Default 1.
-        :param max_follow_ups: Bridge-entity searches after the first (so at most `1 + max_follow_ups`
-            searches per question). Default 2.
-        :param scan_top_chunks: How many of the best chunks are scanned for bridge entities. Default 2.
+        :param max_follow_ups: Bridge-entity searches after the first (at most `1 + max_follow_ups` per question).
+            Default 2.
         :param title_filters: Haystack filters selecting which documents' titles are indexed (default: all).
-        :param mentions: When no page is left to follow, search the chunks that mention the best scanned name with
-            the question's open words. Default True.
-        :param stop_when_covered: Answer as soon as the last follow-up's chunk holds every question word the other
-            chunks lack. Default True.
-        :param scan_named_first: Scan the chunks of pages the question names before the others. Default True.
-        :param generic_share: With `mentions`, a page sharing no open question word whose mention's words are in
-            more than this share of the chunks ("United States") is followed only after the mentions search.
-            Default 0.05; `None` turns it off.
         :raises ValueError: If a number is out of range (see `BridgeEntityPolicy`).
         """
         self._lock = threading.Lock()
@@ -94,12 +79,7 @@ class BridgeEntityRouter:
         self.first_top_k = first_top_k
         self.follow_up_top_k = follow_up_top_k
         self.max_follow_ups = max_follow_ups
-        self.scan_top_chunks = scan_top_chunks
         self.title_filters = title_filters
-        self.mentions = mentions
-        self.stop_when_covered = stop_when_covered
-        self.scan_named_first = scan_named_first
-        self.generic_share = generic_share
         self._policy = BridgeEntityPolicy([], **self._policy_kwargs())  # validates the parameters
         self._indexed_count: int | None = None
         # Title indexes of runs with filters (tenants, collections), by filters; rebuilt when the store changes.
@@ -119,16 +99,7 @@ class BridgeEntityRouter:
         self._document_store, self._store_spec = store, None
 
     def _policy_kwargs(self) -> dict[str, Any]:
-        return {
-            "first_top_k": self.first_top_k,
-            "follow_up_top_k": self.follow_up_top_k,
-            "max_follow_ups": self.max_follow_ups,
-            "scan_top_chunks": self.scan_top_chunks,
-            "mentions": self.mentions,
-            "stop_when_covered": self.stop_when_covered,
-            "scan_named_first": self.scan_named_first,
-            "generic_share": self.generic_share,
-        }
+        return {name: getattr(self, name) for name in ("first_top_k", "follow_up_top_k", "max_follow_ups")}
 
     @property
     def max_chunks(self) -> int:
@@ -164,13 +135,8 @@ class BridgeEntityRouter:
             return self._policy
 
     def policy_for(self, filters: dict[str, Any] | None) -> BridgeEntityPolicy:
-        """
-        The policy whose title index holds only the titles a run with these filters may see (so a run's trace never
-        names a document outside its scope); the last `_MAX_SCOPES` indexes are kept.
-
-        :param filters: The run's Haystack filters, or `None` for the whole store (within `title_filters`).
-        :returns: The policy.
-        """
+        """The policy whose title index holds only the titles a run with these `filters` may see (`None`: the whole
+        store within `title_filters`), so a run's trace never names a document outside its scope."""
         policy = self._current_policy()
         if not filters:
             return policy
@@ -198,8 +164,8 @@ class BridgeEntityRouter:
 
         :param state: The run's state from the controller.
         :param streaming_callback: A sync callback, called with a step event for the step this turn records.
-        :returns: A search (`query`, `filters`, `top_k`, `loop`), `{"answer": LoopState}` with
-            `pending_action="answer"`, or `{"finished": LoopState}` (gave up) when no search found any chunk.
+        :returns: A search (`query`, `filters`, `top_k`, `loop`), `answer` (LoopState, `pending_action="answer"`),
+            or `finished` (LoopState, gave up) when no search found any chunk.
         :raises ValueError: If the callback is an async function (use `run_async`).
         """
         callback = pick_callback(None, streaming_callback, is_async=False)
@@ -223,9 +189,9 @@ class BridgeEntityRouter:
             else:
                 policy = self._policy
             # The evidence check's refusal names what is missing: that search comes before the policy's own.
-            searched_again = self._search_missing_evidence(state, turn)
-            if searched_again is not None:
-                return searched_again
+            missing = missing_evidence_query(state)
+            if missing and not state.already_searched(missing):
+                return self._search(state, turn, missing, self.follow_up_top_k, "missing evidence")
             searches = [step for step in state.tool_history if step.action == "search"]
             latest = searches[-1].returned_chunk_ids if len(searches) > 1 else ()
             proposals = policy.next_searches(state.question, list(state.chunks), searched, latest)
@@ -241,13 +207,6 @@ class BridgeEntityRouter:
         reason = "no new bridge entity" if follow_ups_done < self.max_follow_ups else "follow-up budget used"
         step = ToolStep(iteration=turn, action="answer", result=f"answer from chunks ({reason})")
         return count_final_turn({"answer": state.with_step(step).evolve(pending_action="answer")}, turn)
-
-    def _search_missing_evidence(self, state: LoopState, turn: int) -> dict[str, Any] | None:
-        """The search for what the evidence check found missing, or `None` (no refusal, or already searched)."""
-        query = missing_evidence_query(state)
-        if not query or state.already_searched(query):
-            return None
-        return self._search(state, turn, query, self.follow_up_top_k, "missing evidence")
 
     @component.output_types(
         query=str, filters=dict[str, Any] | None, top_k=int, loop=LoopState, answer=LoopState, finished=LoopState

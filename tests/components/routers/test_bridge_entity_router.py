@@ -118,22 +118,10 @@ def test_yaml_round_trip_keeps_the_shared_store(store):
     assert again.to_dict() == loaded.to_dict()
 
 
-def test_the_named_first_scan_is_the_default_and_survives_serialisation(store):
+def test_the_policy_scans_named_pages_first_and_follows_generic_pages_last(store):
     router = BridgeEntityRouter(document_store=store)
     assert router.warm_up() is None and router._current_policy().scan_named_first
-    data = router.to_dict()
-    assert data["init_parameters"]["scan_named_first"] is True
-    data["init_parameters"]["scan_named_first"] = False
-    assert not BridgeEntityRouter.from_dict(data)._current_policy().scan_named_first
-
-
-def test_generic_pages_last_is_the_default_and_survives_serialisation(store):
-    router = BridgeEntityRouter(document_store=store)
     assert router._current_policy().generic_share == 0.05
-    data = router.to_dict()
-    assert data["init_parameters"]["generic_share"] == 0.05
-    data["init_parameters"]["generic_share"] = None
-    assert BridgeEntityRouter.from_dict(data)._current_policy().generic_share is None
 
 
 def test_bad_parameters_raise(store):
