@@ -103,64 +103,61 @@ class _ReplyRouting:
             name = tool_call.tool_name
             if name == GIVE_UP_TOOL_NAME and not isinstance(decode_arguments(tool_call.arguments)[0], dict):
                 # Giving up needs no reason: arguments the model could not write do not keep it looping.
-                state = _without(state, searches)
-                return {"finished": _give_up(state, turn, tool_call, _safe_arguments(tool_call))}
+                return {"finished": _give_up(_without(state, searches), turn, tool_call, _safe_arguments(tool_call))}
             try:
                 arguments = _parse_arguments(tool_call)
-                if name == ANSWER_TOOL_NAME:
-                    ended = _without(state, searches)  # an answer ends the turn: its searches do not run
-                    if isinstance(arguments.get("text"), str) and not arguments["text"].strip():
-                        # A blank answer is an empty reply: it counts towards the nudge-once limit.
-                        problem = "'text' is required and must be a non-empty string (blank answer)"
-                        return self._empty_reply(ended, turn, f"Error in answer: {problem}.", tool_call)
-                    answer = _required_text(arguments, "text")
-                    step = ToolStep(iteration=turn, action="answer", tool_name=name, arguments=arguments)
-                    return {"answer": ended.with_step(step).evolve(draft=answer, pending_action="answer")}
-                if name == GIVE_UP_TOOL_NAME:
-                    return {"finished": _give_up(_without(state, searches), turn, tool_call, arguments)}
+                if name in (ANSWER_TOOL_NAME, GIVE_UP_TOOL_NAME):  # the turn ends: its searches do not run
+                    return self._end_turn(_without(state, searches), turn, tool_call, arguments)
                 if name == SEARCH_TOOL_NAME:
-                    query = _required_text(arguments, "query")
-                    top_k = self._top_k(arguments.get("top_k"))
-                    collection = _chosen_collection(state.collections, arguments.get("collection"))
-                    if len(searches) >= state.limits.max_searches_per_turn:
-                        limit = state.limits.max_searches_per_turn
-                        raise _InvalidArguments(f"at most {limit} searches run per turn; search again next turn")
-                    pending, step = _planned_search(
-                        state, turn, query, top_k, collection, arguments, tool_call=tool_call
-                    )
-                    folded = query.casefold()
-                    if _searched_in(state, query, collection) or any(
-                        earlier.query.casefold() == folded and earlier_step.collections == step.collections
-                        for earlier, earlier_step, _ in searches
-                    ):
-                        message = (
-                            f'You already searched for "{query}"; its chunks are above. '
-                            "Search for something else, or answer."
-                        )
-                        state = state.with_messages(ChatMessage.from_tool(message, origin=tool_call))
-                        state = state.with_step(
-                            ToolStep(turn, "invalid", query=query, tool_name=name, arguments=arguments, result=message)
-                        )
-                        continue
-                    held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
-                    searches.append((pending, step, held))
-                    state = state.with_step(step).with_messages(held)
-                    continue
-                if name == READ_TOOL_NAME:
+                    state = self._plan_search(state, turn, tool_call, arguments, searches)
+                elif name == READ_TOOL_NAME:
                     state = _read_chunk(state, turn, tool_call, arguments)
-                    continue
-                if name in self._user_tools:
+                elif name in self._user_tools:
                     state = self._invoke_user_tool(state, turn, tool_call, arguments)
-                    continue
-                known = ", ".join([*_BUILTIN_TOOL_NAMES, *self._user_tools])
-                raise _InvalidArguments(f"unknown tool '{name}'; the tools are: {known}")
+                else:
+                    known = ", ".join([*_BUILTIN_TOOL_NAMES, *self._user_tools])
+                    raise _InvalidArguments(f"unknown tool '{name}'; the tools are: {known}")
             except _InvalidArguments as exc:
                 message = f"Error in {name}: {exc}."
+                step = ToolStep(turn, "invalid", tool_name=name, arguments=_safe_arguments(tool_call), result=message)
                 state = state.with_messages(ChatMessage.from_tool(message, origin=tool_call, error=True))
-                state = state.with_step(
-                    ToolStep(turn, "invalid", tool_name=name, arguments=_safe_arguments(tool_call), result=message)
-                )
+                state = state.with_step(step)
         return _sent(state, [pending for pending, _, _ in searches]) if searches else {"loop": state}
+
+    def _end_turn(self, state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
+        """An `answer` or `give_up` call (`_InvalidArguments` for an answer without text)."""
+        if tool_call.tool_name == GIVE_UP_TOOL_NAME:
+            return {"finished": _give_up(state, turn, tool_call, arguments)}
+        if isinstance(arguments.get("text"), str) and not arguments["text"].strip():
+            # A blank answer is an empty reply: it counts towards the nudge-once limit.
+            problem = "'text' is required and must be a non-empty string (blank answer)"
+            return self._empty_reply(state, turn, f"Error in answer: {problem}.", tool_call)
+        answer = _required_text(arguments, "text")
+        step = ToolStep(iteration=turn, action="answer", tool_name=ANSWER_TOOL_NAME, arguments=arguments)
+        return {"answer": state.with_step(step).evolve(draft=answer, pending_action="answer")}
+
+    def _plan_search(
+        self, state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any], searches: list[Any]
+    ) -> LoopState:
+        """Add a search to `searches` (run after the reply), with a placeholder for its result; a repeated one is
+        answered at once."""
+        query = _required_text(arguments, "query")
+        top_k = self._top_k(arguments.get("top_k"))
+        collection = _chosen_collection(state.collections, arguments.get("collection"))
+        limit = state.limits.max_searches_per_turn
+        if len(searches) >= limit:
+            raise _InvalidArguments(f"at most {limit} searches run per turn; search again next turn")
+        pending, step = _planned_search(state, turn, query, top_k, collection, arguments, tool_call=tool_call)
+        if _searched_in(state, query, collection) or any(
+            earlier.query.casefold() == query.casefold() and earlier_step.collections == step.collections
+            for earlier, earlier_step, _ in searches
+        ):
+            again = f'You already searched for "{query}"; its chunks are above. Search for something else, or answer.'
+            step = ToolStep(turn, "invalid", query=query, tool_name=SEARCH_TOOL_NAME, arguments=arguments, result=again)
+            return state.with_messages(ChatMessage.from_tool(again, origin=tool_call)).with_step(step)
+        held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
+        searches.append((pending, step, held))
+        return state.with_step(step).with_messages(held)
 
     @staticmethod
     def _dispatch_queued(state: LoopState) -> dict[str, Any]:

@@ -25,9 +25,14 @@ def _not_invoked(**kwargs: Any) -> str:
     raise RuntimeError("Built-in loop tools are handled by AgenticRouter, not invoked directly.")
 
 
-def _search_tool(max_top_k: int, collections: Mapping[str, str] | None = None) -> Tool:
-    """The `search` tool; with a run's collections (name -> description), an optional `collection` argument."""
-    properties: dict[str, Any] = {
+def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> Tool:
+    parameters = {"type": "object", "properties": properties, **({"required": required} if required else {})}
+    return Tool(name=name, description=description, parameters=parameters, function=_not_invoked)
+
+
+def _builtin_tools(max_top_k: int, collections: Mapping[str, str] | None = None) -> list[Tool]:
+    """The loop's own tools; with a run's collections (name -> description), `search` takes a `collection`."""
+    search = {
         "query": {"type": "string", "description": "What to look for: one entity or fact."},
         "top_k": {
             "type": "integer",
@@ -38,19 +43,36 @@ def _search_tool(max_top_k: int, collections: Mapping[str, str] | None = None) -
     }
     description = "Search the document collection. Returns numbered chunks with their ids."
     if collections:
-        properties["collection"] = {
+        search["collection"] = {
             "type": "string",
             "enum": list(collections),
             "description": "Search only this collection; leave it out to search all of them.",
         }
         listed = "\n".join(f"- {name}: {text}" if text else f"- {name}" for name, text in collections.items())
         description += f" Collections you may search (argument `collection`; default: all of them):\n{listed}"
-    return Tool(
-        name=SEARCH_TOOL_NAME,
-        description=description,
-        parameters={"type": "object", "properties": properties, "required": ["query"]},
-        function=_not_invoked,
-    )
+    sources_ids = "The ids (id=...) of the chunks the answer rests on."
+    sources = {"type": "array", "items": {"type": "string"}, "description": sources_ids}
+    return [
+        _tool(SEARCH_TOOL_NAME, description, search, ["query"]),
+        _tool(
+            ANSWER_TOOL_NAME,
+            "Give the final answer to the question, based on the chunks found.",
+            {"text": {"type": "string", "description": "The answer."}, "sources": sources},
+            ["text"],
+        ),
+        _tool(
+            GIVE_UP_TOOL_NAME,
+            "Stop without an answer, saying why the collection cannot answer the question.",
+            {"reason": {"type": "string", "description": "Why no answer can be given (optional)"}},
+            [],
+        ),
+        _tool(
+            READ_TOOL_NAME,
+            "Show the full text of a chunk found earlier (earlier results are shown as digests).",
+            {"id": {"type": "string", "description": "The chunk's id as listed (id=...)."}},
+            ["id"],
+        ),
+    ]
 
 
 def _chosen_collection(collections: Mapping[str, str] | None, value: Any) -> str | None:
@@ -65,48 +87,6 @@ def _chosen_collection(collections: Mapping[str, str] | None, value: Any) -> str
             "(or leave it out to search all of them)"
         )
     return value
-
-
-def _builtin_tools(max_top_k: int, collections: Mapping[str, str] | None = None) -> list[Tool]:
-    return [
-        _search_tool(max_top_k, collections),
-        Tool(
-            name=ANSWER_TOOL_NAME,
-            description="Give the final answer to the question, based on the chunks found.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "text": {"type": "string", "description": "The answer."},
-                    "sources": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": "The ids (id=...) of the chunks the answer rests on.",
-                    },
-                },
-                "required": ["text"],
-            },
-            function=_not_invoked,
-        ),
-        Tool(
-            name=GIVE_UP_TOOL_NAME,
-            description="Stop without an answer, saying why the collection cannot answer the question.",
-            parameters={
-                "type": "object",
-                "properties": {"reason": {"type": "string", "description": "Why no answer can be given (optional)"}},
-            },
-            function=_not_invoked,
-        ),
-        Tool(
-            name=READ_TOOL_NAME,
-            description="Show the full text of a chunk found earlier (earlier results are shown as digests).",
-            parameters={
-                "type": "object",
-                "properties": {"id": {"type": "string", "description": "The chunk's id as listed (id=...)."}},
-                "required": ["id"],
-            },
-            function=_not_invoked,
-        ),
-    ]
 
 
 class _InvalidArguments(ValueError):

@@ -116,24 +116,15 @@ JSON_CHUNK_PREVIEW_CHARS = 600
 @component
 class AgenticRouter(_ReplyRouting):
     """
-    Decides each turn of the agentic loop with one LLM call: search again, reflect, answer, or give up.
+    Decides each turn of the agentic loop with one LLM call: search again, reflect, answer, or give up, and routes
+    the `LoopState` to a search, another turn, the answerer, or the end (give-up, generator error).
 
-    It routes the `LoopState` to exactly one path: a search (`query`, `filters`, `top_k` to the retriever and
-    `loop` back to the controller), another turn without a search (`loop`), the answerer (`answer`), or the end
-    (`finished`, for give-up and generator errors).
-
-    - `mode="tools"`: native tool calling with `search(query, top_k?)`, `answer(text, sources?)`, `give_up(reason)`,
-      `read_chunk(id)` and any user `tools`. Every call of a reply runs and its result goes back in call order:
-      searches one after another through the pipeline's retriever, user tools inline with Haystack's tool
-      invocation (their Documents join the run's chunks). `answer` or `give_up` ends the turn; `answer`'s
-      `sources` become the answer's citations. Unknown tools and bad arguments go back to the model as tool
-      errors. A reply with text and no tool call is an answer; an empty reply is not.
-    - `mode="json"`: for models without tool calling, each turn the model replies
-      `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`, parsed leniently. An invalid reply
-      is recorded as an `invalid` step.
-
-    A generator exception ends the run with `terminated_by="error"`. When the `EvidenceChecker` refuses an answer,
-    the next turn tells the model why.
+    `mode="tools"`: native tool calling with `search(query, top_k?)`, `answer(text, sources?)`, `give_up(reason)`,
+    `read_chunk(id)` and any user `tools`; every call of a reply runs, in call order (searches through the
+    pipeline's retriever, user tools inline); `answer` or `give_up` ends the turn; unknown tools and bad arguments
+    go back to the model as tool errors; a reply with text and no tool call is an answer. `mode="json"`, for models
+    without tool calling: the model replies `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`,
+    parsed leniently; an invalid reply is an `invalid` step.
 
     ### Usage example
     ```python
