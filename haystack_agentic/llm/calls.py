@@ -241,11 +241,7 @@ async def call_generator_async(
 
 
 def describe_error(exc: BaseException) -> str:
-    """
-    A one-line description of an exception for `LoopOutcome.error`.
-
-    :returns: `"<ExceptionType>: <message>"`, then `" (fix: <what to do>)"` when `fix_for` knows one.
-    """
+    """An exception on one line for `LoopOutcome.error`: `"<Type>: <message>"`, then `" (fix: ...)"` from `fix_for`."""
     fix = fix_for(exc)
     return valid_text(f"{type(exc).__name__}: {exc}" + (f" (fix: {fix})" if fix else ""))
 

@@ -36,17 +36,13 @@ DEFAULT_BACKOFF = 0.5
 _SERVER_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z-]+|-c\b)|\bflag\b")
 
 #: What to do about a permanent failure, by a pattern of its text (first match wins).
-_FIXES = (
-    (
-        re.compile(r"--jinja|jinja", re.IGNORECASE),
-        "start the server with --jinja (llama.cpp), or route without tools: --mode json",
+_FIXES = {
+    r"--jinja|jinja": "start the server with --jinja (llama.cpp), or route without tools: --mode json",
+    r"context (size|length|window)|n_ctx|too many tokens|maximum context": (
+        "start the server with a bigger context (llama.cpp: -c 8192), or lower the router's context_budget_tokens"
     ),
-    (
-        re.compile(r"context (size|length|window)|n_ctx|too many tokens|maximum context", re.IGNORECASE),
-        "start the server with a bigger context (llama.cpp: -c 8192), or lower the router's context_budget_tokens",
-    ),
-    (re.compile(r"\btools?\b.*not supported|does not support tools", re.IGNORECASE), "route without tools: --mode json"),
-)
+    r"\btools?\b.*not supported|does not support tools": "route without tools: --mode json",
+}
 #: What to do about a permanent HTTP status, when the text names no fix.
 _STATUS_FIXES = {
     401: "check the API key (OPENAI_API_KEY)",
@@ -75,10 +71,8 @@ def status_code(exc: BaseException) -> int | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """
-    Whether a chat generator's exception is worth retrying: timeouts, dropped connections, HTTP 408, 409, 429 and
-    5xx, unless its text names a server option (`500 tools param requires --jinja flag`).
-    """
+    """Whether a chat generator's exception is worth retrying: timeouts, dropped connections, HTTP 408, 409, 429 and
+    5xx, unless its text names a server option (`500 tools param requires --jinja flag`)."""
     if _SERVER_OPTION.search(str(exc)):
         return False
     code = status_code(exc)
@@ -92,11 +86,8 @@ def is_transient(exc: BaseException) -> bool:
 
 def fix_for(exc: BaseException) -> str | None:
     """What the user can do about a permanent failure, as an imperative clause, or `None`."""
-    text = str(exc)
-    for pattern, fix in _FIXES:
-        if pattern.search(text):
-            return fix
-    return _STATUS_FIXES.get(status_code(exc) or 0)
+    fixes = [fix for pattern, fix in _FIXES.items() if re.search(pattern, str(exc), re.IGNORECASE)]
+    return fixes[0] if fixes else _STATUS_FIXES.get(status_code(exc) or 0)
 
 
 def refuses_response_format(exc: BaseException) -> bool:
@@ -112,14 +103,8 @@ def generator_retries_itself(generator: Any) -> bool:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """
-    Retry transient failures with exponential backoff: `backoff`, `2 * backoff`, ... seconds between attempts.
-
-    :param max_retries: Retries after the first attempt (>= 0).
-    :param backoff: Seconds before the first retry (>= 0); doubles each retry.
-    :param is_failure: Whether an attempt's outcome failed transiently.
-    :param describe: Names the outcome's failure in the log line before a retry.
-    """
+    """Retry transient failures (`is_failure(outcome)`) up to `max_retries` times, `backoff` seconds before the first
+    retry, doubling each retry; `describe(outcome)` names the failure in the log line before a retry."""
 
     max_retries: int
     backoff: float
