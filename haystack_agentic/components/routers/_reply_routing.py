@@ -171,14 +171,8 @@ class _ReplyRouting:
     def _empty_reply(state: LoopState, turn: int, what: str, tool_call: ToolCall | None) -> dict[str, Any]:
         """An empty reply or a blank answer is never an answer: nudge the model once, then go to the fallback."""
         state = state.evolve(empty_replies=state.empty_replies + 1)
-        step = ToolStep(
-            iteration=turn,
-            action="invalid",
-            tool_name=tool_call.tool_name if tool_call else None,
-            arguments=_safe_arguments(tool_call) if tool_call else {},
-            result=what,
-        )
-        state = state.with_step(step)
+        name, arguments = (tool_call.tool_name, _safe_arguments(tool_call)) if tool_call else (None, {})
+        state = state.with_step(ToolStep(turn, "invalid", tool_name=name, arguments=arguments, result=what))
         if tool_call is not None:
             state = state.with_messages(ChatMessage.from_tool(what, origin=tool_call, error=True))
         if state.empty_replies > 1:
@@ -216,26 +210,15 @@ READ_CHUNK_MAX_CHARS = 8000
 
 
 def _planned_search(
-    state: LoopState,
-    turn: int,
-    query: str,
-    top_k: int,
-    collection: str | None,
-    arguments: dict[str, Any],
-    reasoning: str | None = None,
-    tool_call: ToolCall | None = None,
-) -> tuple[PendingSearch, ToolStep]:
+    state: LoopState, turn: int, query: str, top_k: int, collection: str | None, arguments: dict[str, Any],
+    reasoning: str | None = None, tool_call: ToolCall | None = None,
+) -> tuple[PendingSearch, ToolStep]:  # fmt: skip
     """A search and its step; a chosen collection narrows the run's filters (which hold its scope) to that one."""
     filters = and_filters(state.filters, collection_filter([collection] if collection else []))
     step = ToolStep(
-        iteration=turn,
-        action="search",
-        query=query,
-        tool_name=tool_call.tool_name if tool_call else None,
-        arguments=arguments,
-        reasoning=reasoning,
-        collections=(collection,) if collection else tuple(state.collections or ()),
-    )
+        turn, "search", query=query, tool_name=tool_call.tool_name if tool_call else None, arguments=arguments,
+        reasoning=reasoning, collections=(collection,) if collection else tuple(state.collections or ()),
+    )  # fmt: skip
     return PendingSearch(query=query, top_k=top_k, filters=filters, tool_call=tool_call), step
 
 
@@ -272,18 +255,13 @@ def _without(state: LoopState, searches: list[tuple[PendingSearch, ToolStep, Cha
 
 
 def _with_call_text(reply: ChatMessage) -> ChatMessage:
-    """
-    The reply with a short text naming its tool calls: some local servers' chat templates fail (HTTP 500) on an
-    assistant message with tool calls and no content.
-    """
+    """The reply with a text naming its tool calls: some local servers' chat templates fail (HTTP 500) on an
+    assistant message with tool calls and no content."""
     names = ", ".join(dict.fromkeys(call.tool_name for call in reply.tool_calls))
     return ChatMessage.from_assistant(
-        text=f"Calling {names}.",
-        meta=reply.meta,
-        name=reply.name,
-        tool_calls=reply.tool_calls,
+        text=f"Calling {names}.", meta=reply.meta, name=reply.name, tool_calls=reply.tool_calls,
         reasoning=reply.reasoning,
-    )
+    )  # fmt: skip
 
 
 def _searched_in(state: LoopState, query: str, collection: str | None) -> bool:
