@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Refusing, at init, what cannot drive an LLM role: an object that is not a chat generator, or (tools mode) a chat
-generator that cannot take tools, as Haystack's `Agent` does.
-"""
+"""Refusing, at init, what cannot drive an LLM role: not a chat generator, or (tools mode) one that takes no tools,
+as Haystack's `Agent` does."""
 
 import inspect
 from typing import Any

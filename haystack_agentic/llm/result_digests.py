@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Earlier tool results sent to the controller LLM (tools mode) as digests, one line per chunk, held in each tool
-message's `meta[DIGEST_META_KEY]` (`digest_older_results`); the model reads a chunk again with `read_chunk(id)`.
-"""
+"""Earlier tool results sent to the controller LLM (tools mode) as digests, one line per chunk (held in each tool
+message's `meta[DIGEST_META_KEY]`); the model reads a chunk again with `read_chunk(id)`."""
 
 import re
 from collections.abc import Iterable, Sequence

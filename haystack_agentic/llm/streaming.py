@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Token streaming of the loop's LLM calls, and step events, on one Haystack `streaming_callback`: each chunk's `meta`
-holds its call's `ROLE_META` and `ANSWER_META`, or, for a step event (no text), `EVENT_META` and `STEP_META`.
-"""
+"""Token streaming of the LLM calls and step events on one `streaming_callback`: a chunk's `meta` holds its call's
+`ROLE_META` and `ANSWER_META`, or, for a step event (no text), `EVENT_META` and `STEP_META`."""
 
 import asyncio
 import inspect

@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Counting prompt tokens (the model's Hugging Face tokenizer, `tiktoken`, or a conservative estimate:
-`token_counter_for`), and fitting a tool-calling conversation into a token budget (`compact_messages`).
-"""
+"""Counting prompt tokens (the model's Hugging Face tokenizer, `tiktoken`, or a conservative estimate:
+`token_counter_for`), and fitting a tool-calling conversation into a token budget (`compact_messages`)."""
 
 import json
 import math

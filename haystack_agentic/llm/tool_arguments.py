@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Reading a model's tool call arguments: text that is not JSON, `null`, numbers JSON cannot hold (`1e999`, `NaN`),
-decoded without raising anything but `ValueError`.
-"""
+"""Reading a model's tool call arguments (text that is not JSON, `null`, numbers JSON cannot hold: `1e999`, `NaN`)
+without raising anything but `ValueError`."""
 
 import json
 import math
@@ -12,11 +10,8 @@ from haystack_agentic.llm.valid_text import valid_value
 
 
 def decode_arguments(arguments: Any) -> tuple[Any, str | None]:
-    """
-    Decode `ToolCall.arguments` (a dict, JSON text, `None`, anything).
-
-    :returns: `(value, None)` (blank text and `None` give `{}`), or `(None, the decoder's message)` when not JSON.
-    """
+    """`ToolCall.arguments` (a dict, JSON text, `None`, anything) decoded: `(value, None)` (blank text and `None` give
+    `{}`), or `(None, the decoder's message)` when not JSON."""
     if isinstance(arguments, str):
         try:
             arguments = valid_value(json.loads(arguments)) if arguments.strip() else {}  # "\ud800" escapes

@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-A user tool run by its public `invoke`, with `inputs_from_state`, `outputs_to_state` and `outputs_to_string` applied
-as Haystack's `Agent` does (its functions for it are private); Documents it returns join the run's chunks.
-"""
+"""A user tool run by its public `invoke`, with `inputs_from_state`, `outputs_to_state` and `outputs_to_string` as
+Haystack's `Agent` applies them (its functions for it are private); Documents it returns join the run's chunks."""
 
 import dataclasses
 import inspect

@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Text an LLM or a store sends, made valid Unicode: a lone UTF-16 surrogate (half an emoji), which UTF-8 encoders
-downstream would raise on, becomes U+FFFD; a surrogate pair becomes the character it encodes.
-"""
+"""Text an LLM or a store sends, made valid Unicode: a lone UTF-16 surrogate (which UTF-8 encoders downstream
+would raise on) becomes U+FFFD; a surrogate pair becomes the character it encodes."""
 
 import dataclasses
 import math

@@ -159,24 +159,23 @@ class AgenticRouter(_ReplyRouting):
 
         :param chat_generator: Any Haystack chat generator (the controller LLM); with tool calling in `tools` mode.
         :param mode: `"tools"` (native tool calling) or `"json"` (the JSON routing protocol).
-        :param tools: Extra Haystack tools the model may call in `tools` mode (not named `search`, `answer`,
-            `give_up` or `read_chunk`); Documents they return join the run's chunks.
+        :param tools: Extra Haystack tools for `tools` mode (not named like the loop's own); their Documents join the
+            run's chunks.
         :param system_prompt: Jinja template replacing `DEFAULT_TOOLS_SYSTEM_PROMPT` (tools mode).
         :param temperature: Sampling temperature of the controller role (`None`: the generator's default).
         :param generation_kwargs: Extra generation kwargs for every controller call.
         :param default_top_k: Chunks per search when the model gives no `top_k`. Default 5.
         :param max_top_k: Upper bound on a model-chosen `top_k`. Default 20.
-        :param context_budget_tokens: Most prompt tokens of one controller call (>= 256), counted with the model's
-            tokenizer when known, else a conservative estimate; older results are compacted, then the lowest-ranked
-            chunks left out. Default 16000.
+        :param context_budget_tokens: Most prompt tokens of one call (>= 256; the model's tokenizer, else a
+            conservative estimate): older results are compacted, then the lowest-ranked chunks left out. Default 16000.
         :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx). Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit).
-        :param streaming_callback: Called with each `StreamingChunk` of the controller's calls (role `controller`)
-            and a step event per recorded step; the `streaming_callback` run input wins over it.
-        :param result_digests: Tools mode: send search results older than the latest reply as digests (ids, titles,
-            first words; the model reads a chunk with `read_chunk(id)`). Default `True`.
-        :param structured_output: Json mode with an OpenAI-compatible generator: send the decision's JSON schema as
-            `response_format` (dropped for the rest of the run when the server refuses it). Default `True`.
+        :param streaming_callback: Gets the controller's chunks (role `controller`) and step events; the run input
+            wins over it.
+        :param result_digests: Tools mode: send search results older than the latest reply as digests (the model
+            reads a chunk with `read_chunk(id)`). Default `True`.
+        :param structured_output: Json mode, OpenAI-compatible generator: send the decision's JSON schema as
+            `response_format` (dropped for the run when the server refuses it). Default `True`.
         :raises ValueError: On an unknown mode, a user tool named like a built-in tool, bad top_k bounds or budget.
         :raises TypeError: If `chat_generator` is not a chat generator, or in tools mode takes no `tools`.
         """
