@@ -28,14 +28,8 @@ def run_takes(generator: Any, name: str) -> bool:
 
 def check_chat_generator(generator: Any, owner: str, *, needs_tools: bool = False) -> None:
     """
-    Refuse what is not a Haystack chat generator: its `run` must take `messages`. A `run` that takes only
-    `**kwargs` is accepted (a wrapper); one with other named parameters and no `messages` (a `PromptBuilder`) is not.
-
-    :param generator: The object given as a chat generator.
-    :param owner: Who got it, for the message (e.g. `"AgenticRouter(chat_generator=...)"`).
-    :param needs_tools: Also require a `tools` parameter (or `**kwargs`) in its `run` (tools mode).
-    :raises TypeError: If it is not a chat generator, or takes no `tools` when `needs_tools`; the message says what
-        to pass instead.
+    Refuse what is not a Haystack chat generator (its `run` takes `messages`, or only `**kwargs`: a wrapper), or with
+    `needs_tools` one whose `run` takes no `tools`, with a `TypeError` naming `owner` and what to pass instead.
     """
     if isinstance(generator, str):
         raise TypeError(

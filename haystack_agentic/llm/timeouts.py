@@ -7,12 +7,8 @@ from typing import Any
 
 def run_with_timeout(instance: Any, kwargs: dict[str, Any], timeout: float | None, what: str) -> dict[str, Any]:
     """
-    Call `instance.run(**kwargs)`, giving up after `timeout` seconds (`None`: a plain call). A thread cannot be
-    killed: on timeout the call is abandoned and its result ignored.
-
-    :param what: Names the component in the error ("the chat generator", "the retriever").
-    :returns: The component's output.
-    :raises TimeoutError: When the call takes longer than `timeout`.
+    `instance.run(**kwargs)`, given up after `timeout` seconds (`None`: a plain call): the call is abandoned (a thread
+    cannot be killed) and `TimeoutError` raised, naming the component as `what` ("the chat generator").
     """
     if timeout is None:
         return instance.run(**kwargs)

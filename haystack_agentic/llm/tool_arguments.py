@@ -32,12 +32,8 @@ def finite(value: Any) -> Any:
 
 
 def whole_number(value: Any, minimum: int, maximum: int) -> int:
-    """
-    A count a model asked for: a whole number of at least `minimum`, capped at `maximum`.
-
-    :param value: An int, a float with no fractional part (`7.0`) or a string of digits (`"7"`).
-    :raises ValueError: For anything else (bools, `inf`, `2.5`, `"many"`) and numbers below `minimum`.
-    """
+    """A count a model asked for (an int, a whole float `7.0`, a string of digits `"7"`), at least `minimum`, capped at
+    `maximum`; `ValueError` for anything else (bools, `inf`, `2.5`, `"many"`) and numbers below `minimum`."""
     problem = f"must be an integer from {minimum} to {maximum}"
     if isinstance(value, str):
         text = value.strip()

@@ -127,13 +127,8 @@ _JSON_ACTIONS = ("search", "reflect", "generate")
 
 
 def parse_json_decision(text: str) -> dict[str, Any] | None:
-    """
-    Find the routing decision in a json-mode reply: the first JSON object with an `action` key, in a code fence or
-    among prose.
-
-    :param text: The model's reply.
-    :returns: The decision as a dict, or `None` when no JSON object with an `action` is found.
-    """
+    """The routing decision in a json-mode reply: the first JSON object with an `action` key, in a code fence or
+    among prose; `None` when there is none."""
     if not text:
         return None
     candidates = [m.group(1) for m in re.finditer(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL)]
@@ -160,13 +155,8 @@ STRUCTURED_OUTPUT_REFUSED = "structured_output_refused"
 
 
 def decision_response_format(collections: Any = None) -> dict[str, Any]:
-    """
-    The `response_format` asking for a decision in the OpenAI structured-outputs form (llama.cpp's server makes it a
-    grammar): `action` one of the allowed actions, `collection` (for a scoped run) one of its collections.
-
-    :param collections: The run's collections (name -> description), or `None`.
-    :returns: `{"type": "json_schema", "json_schema": {"name": ..., "schema": ...}}`.
-    """
+    """The `response_format` asking for a decision in the OpenAI structured-outputs form (llama.cpp's server makes it
+    a grammar): `action` one of the allowed actions, `collection` (in a scoped run) one of the run's `collections`."""
     properties: dict[str, Any] = {
         "action": {"type": "string", "enum": list(_JSON_ACTIONS)},
         "query": {"type": "string", "maxLength": _QUERY_MAX_CHARS},
