@@ -237,13 +237,8 @@ class BridgeEntityRouter:
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary."""
-        unopened = self._document_store is None
-        return default_to_dict(
-            self,
-            document_store=copy.deepcopy(self._store_spec) if unopened else self._document_store.to_dict(),
-            title_filters=self.title_filters,
-            **self._policy_kwargs(),
-        )
+        store = copy.deepcopy(self._store_spec) if self._document_store is None else self._document_store.to_dict()
+        return default_to_dict(self, document_store=store, title_filters=self.title_filters, **self._policy_kwargs())
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BridgeEntityRouter":
