@@ -72,11 +72,8 @@ class _ReplyRouting:
                 return {"loop": state.with_step(step)}
             pending, step = _planned_search(state, turn, query, self.default_top_k, collection, decision, reasoning)
             return _sent(state.with_step(step), [pending])
-        if action == "reflect" and not state.draft:
-            # Nothing to reflect on yet: the answerer writes a first draft instead.
-            pending = "draft"
-        else:
-            pending = "reflect" if action == "reflect" else "answer"
+        # Reflecting with no draft yet: the answerer writes a first draft instead.
+        pending = ("reflect" if state.draft else "draft") if action == "reflect" else "answer"
         step = ToolStep(iteration=turn, action=action, arguments=decision, reasoning=reasoning)
         return {"answer": state.with_step(step).evolve(pending_action=pending)}
 
