@@ -223,7 +223,7 @@ def set_serving_environment(host: str, port: int, directory: Path, security: "Se
     Write what hayhooks (on first import) and ours (`ServeSecurity.to_env`) read into `os.environ`, which the worker
     and MCP processes inherit: the one place the package writes the environment.
     """
-    from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
+    from haystack_agentic import ALLOWED_MODULES
 
     os.environ["HAYHOOKS_HOST"] = host
     os.environ["HAYHOOKS_PORT"] = str(port)
