@@ -4,13 +4,7 @@
 import argparse
 from typing import Any
 
-from haystack_agentic.settings import (
-    ENV_MILVUS_URI,
-    ENV_MODEL,
-    default_milvus_uri,
-    default_weaviate_url,
-)
-from haystack_agentic.presentation import printable  # noqa: F401 - re-exported for the commands
+from haystack_agentic.settings import ENV_MILVUS_URI, ENV_MODEL, default_milvus_uri, default_weaviate_url
 
 
 class CLIError(Exception):
@@ -20,22 +14,18 @@ class CLIError(Exception):
 def add_command(subparsers: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
     """Add a sub-command whose `--help` shows its description and examples as written (line breaks kept)."""
     return subparsers.add_parser(
-        name,
-        help=summary,
-        description=description,
-        epilog=examples,
+        name, help=summary, description=description, epilog=examples,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    )  # fmt: skip
 
 
 def open_backend_store(
     backend: str, uri: str | None, collection: str | None, must_exist: bool = False
 ) -> tuple[Any, str]:
     """
-    `(store, address)`: the `milvus` / `weaviate` store at `uri` (default: the cache's milvus.db, or the Weaviate URL
-    from `settings`), collection `collection` (default: the packaged pipelines').
+    `(store, address)`: the `milvus` / `weaviate` store at `uri` (default: from `settings`), collection `collection`
+    (default: the packaged pipelines'); `must_exist` refuses a Milvus Lite path with no database yet.
 
-    :param must_exist: Refuse a Milvus Lite path with no database yet (reading must not create one).
     :raises CLIError: If the integration is missing or the store cannot be opened.
     """
     from haystack_agentic.indexing.document_stores import open_document_store  # noqa: PLC0415
@@ -54,9 +44,7 @@ def open_backend_store(
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--backend",
-        choices=["memory", "milvus", "weaviate"],
-        default="memory",
+        "--backend", choices=["memory", "milvus", "weaviate"], default="memory",
         help="Document store: memory (JSON file, BM25), milvus (Milvus Lite file or server, hybrid), weaviate (server).",
     )
     parser.add_argument(

@@ -130,7 +130,8 @@ def _dense(store: Any, retriever_class: Any) -> Pipeline:
     """The offline default over `store` with a MiniLM query embedder (dense or hybrid retrieval)."""
     from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
 
-    return servable(embedded_pipeline(store=store, retriever_class=retriever_class, query_embedder=MiniLMTextEmbedder()))
+    pipeline = embedded_pipeline(store=store, retriever_class=retriever_class, query_embedder=MiniLMTextEmbedder())
+    return servable(pipeline)
 
 
 def _milvus_store_for_yaml(bm25: bool = True) -> Any:

@@ -93,7 +93,7 @@ class LoopOptions:
             raise ValueError(f"--max-tokens must be at least 1, got {self.max_tokens}")
 
     def resolved_llm(self) -> str:
-        """`openai` or `embedded`, the LLM that drives the run (`ValueError`: `mode`/`base_url` for the embedded one)."""
+        """`openai` or `embedded`: the LLM of the run (`ValueError`: `mode` / `base_url` for the embedded one)."""
         llm = self.llm
         if llm == "auto":
             llm = "openai" if self.base_url or openai_configured() else "embedded"
@@ -234,7 +234,8 @@ def _set_limits(data: dict[str, Any], options: LoopOptions) -> None:
         if str(spec.get("type", "")).endswith("LoopController") and options.max_iterations:
             params["max_iterations"] = options.max_iterations
             searches = params.get("max_searches_per_turn")
-            data["max_runs_per_component"] = max_runs_for(options.max_iterations, *([int(searches)] if searches else []))
+            bound = max_runs_for(options.max_iterations, *([int(searches)] if searches else []))
+            data["max_runs_per_component"] = bound
         if not isinstance(params.get("chat_generator"), dict):  # not an LLM role
             continue
         defaults = class_defaults(str(spec.get("type", ""))) or {}
