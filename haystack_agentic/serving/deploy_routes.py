@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-hayhooks 2.1's runtime-deployment routes (`POST /deploy-yaml`, `POST /deploy_files`) as `serve --allow-deploy`
-serves them: a deployment that fails because of what was sent answers 422 with the reason instead of 500.
-"""
+"""hayhooks 2.1's runtime-deployment routes (`POST /deploy-yaml`, `POST /deploy_files`) as `serve --allow-deploy`
+serves them: a deployment that fails because of what was sent answers 422 with the reason instead of 500."""
 
 from collections.abc import Awaitable
 from typing import Any

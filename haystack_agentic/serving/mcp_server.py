@@ -39,10 +39,8 @@ def create_mcp_app(security: ServeSecurity | None = None) -> Any:
 
 
 def hide_deploy_tools(server: Any) -> None:
-    """
-    Remove the deploy tools from hayhooks' low-level MCP `server`: `tools/list` leaves them out, `tools/call` answers
-    "Unknown tool". A failed call's text also loses hayhooks' "General unhandled error" prefix.
-    """
+    """Hide the deploy tools of hayhooks' MCP `server` (not listed; a call answers "Unknown tool"); a failed call's
+    text also loses hayhooks' "General unhandled error" prefix."""
     from mcp import types
 
     list_tools = server.request_handlers[types.ListToolsRequest]
@@ -89,10 +87,7 @@ def add_structured_results(server: Any) -> None:
 
 
 def structured_result(content: list[Any]) -> dict[str, Any] | None:
-    """
-    `{"answer": str | None, "terminated_by": str, "citations": [...]}` of a loop tool's result content, or `None`
-    when the content is not one JSON text holding a loop result.
-    """
+    """`{"answer", "terminated_by", "citations"}` of a loop tool's result content (one JSON text), else `None`."""
     texts = [block.text for block in content if getattr(block, "type", None) == "text"]
     if len(texts) != 1:
         return None
@@ -111,10 +106,8 @@ def structured_result(content: list[Any]) -> dict[str, Any] | None:
 
 
 class TextBodyGuard:
-    """
-    ASGI middleware: a POST whose body is not JSON text, or nests too deeply, gets a 400 JSON-RPC parse error (the
-    MCP SDK answers it with a 500). The body is read once and handed on unchanged.
-    """
+    """ASGI middleware: a POST whose body is not JSON text, or nests too deeply, gets a 400 JSON-RPC parse error (the
+    MCP SDK answers it with a 500). The body is read once and handed on unchanged."""
 
     def __init__(self, app: Any) -> None:
         self.app = app

@@ -1,9 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Running what `haystack-agentic serve` serves: the HTTP app and the MCP app in one process (two uvicorn servers on one
+"""Running what `haystack-agentic serve` serves: the HTTP and MCP apps in one process (two uvicorn servers on one
 event loop, uvloop when installed) or, with several HTTP workers, uvicorn workers plus one MCP process. The caller
-sets `HAYHOOKS_*` and `ServeSecurity.to_env` in the environment first: worker processes inherit them.
-"""
+sets `HAYHOOKS_*` and `ServeSecurity.to_env` in the environment first: worker processes inherit them."""
 
 import asyncio
 import contextlib
@@ -20,15 +18,8 @@ APP_FACTORY = "haystack_agentic.serving.app:create_app"
 
 
 def run_servers(host: str, port: int, mcp_port: int, workers: int, directory: Path) -> None:
-    """
-    Serve until interrupted (SIGINT / SIGTERM).
-
-    :param host: Address to bind.
-    :param port: HTTP port.
-    :param mcp_port: MCP port, or 0 for no MCP server.
-    :param workers: HTTP worker processes (1: everything in this process).
-    :param directory: hayhooks' pipelines directory (for the MCP process).
-    """
+    """Serve until SIGINT / SIGTERM: HTTP on `port` with `workers` processes (1: all in this process), MCP on
+    `mcp_port` (0: none) for hayhooks' pipelines `directory`."""
     if workers > 1:
         import uvicorn
 
