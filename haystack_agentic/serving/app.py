@@ -51,9 +51,12 @@ def create_app(security: ServeSecurity | None = None) -> FastAPI:
     app = create_hayhooks_app()
     app.router.lifespan_context = freeze_after_startup(app.router.lifespan_context)
     app.add_api_route(HEALTH_PATH, _health, methods=["GET"], tags=["status"], summary="Liveness (no key needed)")
-    add_error_handlers(app)
+    # Error responses always encodable JSON (`json_safe`): a request holding `NaN` or a lone surrogate gets its 422,
+    # not a 500; hayhooks' 501 (no chat) becomes a 400, a served YAML refusing its question a 422, a deployment that
+    # fails because of what was sent a 422 (`deployment_error`).
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     if security.allow_deploy:
-        app.add_middleware(DeployRoutes, served_app=app)
         closed, prefixes = CLOSED_PATHS, CLOSED_PREFIXES
     else:
         closed, prefixes = CLOSED_PATHS | DEPLOY_PATHS, (*CLOSED_PREFIXES, UNDEPLOY_PREFIX)
@@ -80,32 +83,6 @@ def _hide_from_openapi(app: FastAPI, paths: frozenset[str], prefixes: tuple[str,
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-
-
-def add_error_handlers(app: FastAPI) -> None:
-    """Error responses always encodable (`json_safe`): a 422 for a request holding `NaN` or a lone surrogate, not a
-    500; hayhooks' 501 (no chat) a 400 naming the endpoint to use; a served YAML that refuses its question a 422."""
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-
-
-class DeployRoutes:
-    """ASGI middleware (`serve --allow-deploy`): the deploy paths go to `deploy_routes`, deploying into `served_app`."""
-
-    def __init__(self, app: Any, served_app: FastAPI) -> None:
-        from haystack_agentic.serving.deploy_routes import router
-
-        self.app = app
-        self.deploy_app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-        self.deploy_app.state.served_app = served_app
-        self.deploy_app.include_router(router)
-        add_error_handlers(self.deploy_app)
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope.get("path") in DEPLOY_PATHS:
-            await self.deploy_app(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
 
 
 def skip_unread_trace_buffer() -> bool:
@@ -159,10 +136,30 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     return JSONResponse(status_code=422, content={"detail": json_safe(exc.errors())})
 
 
+def deployment_error(exc: Exception) -> StarletteHTTPException:
+    """The HTTP error for a failed deployment: 409 name taken, 500 failed rollback or disk error, else 422."""
+    from hayhooks.server.exceptions import PipelineAlreadyExistsError, PipelineFilesError, PipelineRollbackError
+
+    if isinstance(exc, StarletteHTTPException):
+        return exc
+    if isinstance(exc, PipelineAlreadyExistsError):
+        return StarletteHTTPException(409, f"{exc} (send `overwrite: true` to replace it)")
+    cause = exc.__cause__
+    if isinstance(exc, PipelineRollbackError) or (
+        isinstance(exc, PipelineFilesError) and isinstance(cause, OSError) and not isinstance(cause, ValueError)
+    ):
+        logger.error("Deployment failed on the server's side: {error}", error=exc)
+        return StarletteHTTPException(500, str(exc))
+    return StarletteHTTPException(422, f"The pipeline could not be deployed: {exc}")
+
+
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     status, detail = exc.status_code, exc.detail
     refused = invalid_input(exc.__cause__) if status == 500 else None
-    if refused is not None:  # a YAML pipeline served by hayhooks refused the question or filters
+    if request.url.path in DEPLOY_PATHS and isinstance(exc.__cause__, Exception):  # hayhooks' deploy routes
+        mapped = deployment_error(exc.__cause__)
+        status, detail = mapped.status_code, mapped.detail
+    elif refused is not None:  # a YAML pipeline served by hayhooks refused the question or filters
         status, detail = 422, str(refused)
     elif status == 501:  # hayhooks: the named pipeline has no chat / responses interface
         status = 400
