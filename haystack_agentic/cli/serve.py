@@ -39,9 +39,6 @@ from haystack_agentic.cli.common import add_command, add_llm_limit_arguments
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
-DEFAULT_HOST, DEFAULT_PORT = DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT
-#: Haystack's telemetry switch (`serve` sets it to False unless it is set).
-TELEMETRY_ENV = "HAYSTACK_TELEMETRY_ENABLED"
 #: Names of hayhooks' own MCP tools, which a pipeline (an MCP tool too) cannot take.
 RESERVED_NAMES = frozenset({"deploy_pipeline", "undeploy_pipeline", "get_pipeline_status", "get_all_pipeline_statuses"})
 
@@ -78,8 +75,10 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the `serve` sub-command."""
     summary = "Serve the loop with hayhooks: REST, OpenAI-compatible chat, MCP."
     serve = add_command(subparsers, "serve", summary, __doc__, _EXAMPLES)
-    serve.add_argument("--host", default=DEFAULT_HOST, help=f"Address to bind (default {DEFAULT_HOST}).")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT}).")
+    serve.add_argument("--host", default=DEFAULT_SERVE_HOST, help=f"Address to bind (default {DEFAULT_SERVE_HOST}).")
+    serve.add_argument(
+        "--port", type=int, default=DEFAULT_SERVE_PORT, help=f"HTTP port (default {DEFAULT_SERVE_PORT})."
+    )
     serve.add_argument("--mcp-port", type=int, help="MCP port (default: --port + 1; 0 disables MCP).")
     serve.add_argument(
         "--workers", type=int, default=1,
@@ -170,13 +169,10 @@ def write_serving_dir(
     """Write `<directory>/<name>/pipeline_wrapper.py` per pipeline, with `overrides` and `store`; returns the files."""
     written = []
     for name, path in pipelines.items():
-        folder = directory / name
-        folder.mkdir(parents=True, exist_ok=True)
-        wrapper = folder / "pipeline_wrapper.py"
-        wrapper.write_text(
-            _WRAPPER_TEMPLATE.format(name=name, yaml=str(path), overrides=overrides, store=store), encoding="utf-8"
-        )
-        written.append(wrapper)
+        (directory / name).mkdir(parents=True, exist_ok=True)
+        written.append(directory / name / "pipeline_wrapper.py")
+        text = _WRAPPER_TEMPLATE.format(name=name, yaml=str(path), overrides=overrides, store=store)
+        written[-1].write_text(text, encoding="utf-8")
     return written
 
 
@@ -220,7 +216,7 @@ def set_serving_environment(host: str, port: int, directory: Path, security: "Se
     # ("dictionary changed size during iteration") and leaves a worker without that pipeline: one at a time.
     os.environ.setdefault("HAYHOOKS_STARTUP_DEPLOY_STRATEGY", "sequential")
     # The servers do not phone home unless the user set HAYSTACK_TELEMETRY_ENABLED=True (read at haystack's import).
-    os.environ.setdefault(TELEMETRY_ENV, "False")
+    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
     # YAML pipelines deployed to the workers load with Haystack's allow-list: ours added to the user's.
     patterns = [p for p in os.environ.get("HAYSTACK_DESERIALIZATION_ALLOWLIST", "").split(",") if p.strip()]
     os.environ["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join(

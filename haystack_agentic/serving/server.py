@@ -5,7 +5,6 @@ sets `HAYHOOKS_*` and `ServeSecurity.to_env` in the environment first: worker pr
 
 import asyncio
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -23,7 +22,9 @@ def run_servers(host: str, port: int, mcp_port: int, workers: int, directory: Pa
     if workers > 1:
         import uvicorn
 
-        mcp = start_mcp_process(host, mcp_port, directory) if mcp_port else None
+        command = [sys.executable, "-m", "haystack_agentic.serving.mcp_server", "--host", host, "--port", str(mcp_port),
+                   "--pipelines-dir", str(directory)]  # fmt: skip
+        mcp = subprocess.Popen(command) if mcp_port else None
         try:
             uvicorn.run(APP_FACTORY, host=host, port=port, workers=workers, factory=True, log_config=None)
         finally:
@@ -45,13 +46,6 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     except ImportError:
         return None
     return uvloop.new_event_loop
-
-
-def start_mcp_process(host: str, port: int, directory: Path) -> subprocess.Popen:
-    """Start the MCP server as its own process for the serving directory (used with several HTTP workers)."""
-    command = [sys.executable, "-m", "haystack_agentic.serving.mcp_server", "--host", host, "--port", str(port),
-               "--pipelines-dir", str(directory)]  # fmt: skip
-    return subprocess.Popen(command, env=os.environ.copy())
 
 
 def _uvicorn_server(app: Any, host: str, port: int) -> Any:
