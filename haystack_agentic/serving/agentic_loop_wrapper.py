@@ -98,8 +98,8 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :param collections: Optional collection scope: `"all"`, a collection name or a list of names (unknown: 422).
         :returns: `{"result": {answer, terminated_by, iterations, ...}}` (hayhooks wraps it in `{"result": ...}`).
         """
-        data = self._inputs(check_question(query, self._max_question_chars()), filters, collections)
-        return {"result": await self._run(data)}
+        question = check_question(query, self._max_question_chars())
+        return {"result": await self._run(self._inputs({"query": question}, filters, collections))}
 
     async def run_chat_completion_async(
         self, model: str, messages: list[dict], body: dict
@@ -116,9 +116,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :raises BadRequest: For a conversation `conversation_from_request` refuses, or an unknown collection.
         """
         conversation = conversation_from_request(messages, self._max_question_chars())
-        data = self._inputs(conversation[-1].text or "", None, body.get("collections"))
-        del data["controller"]["query"]
-        data["controller"]["messages"] = conversation
+        data = self._inputs({"messages": conversation}, None, body.get("collections"))
         if not body.get("stream"):
             return completion(model, await self._run(data))
         options = body.get("stream_options")
@@ -172,14 +170,14 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     def _max_question_chars(self) -> int | None:
         return getattr(self.pipeline.get_component("controller"), "max_question_chars", None)
 
-    def _inputs(self, query: str, filters: Any, collections: Any = None) -> dict[str, Any]:
+    def _inputs(self, inputs: dict[str, Any], filters: Any, collections: Any) -> dict[str, Any]:
+        """The pipeline data: the controller's `inputs` (question or conversation) with the checked scope."""
         if filters is not None and not isinstance(filters, dict):
             raise BadRequest("`filters` must be an object of Haystack metadata filters.")
         try:
             filters = validate_filters(filters)
         except ValueError as exc:
             raise BadRequest(f"`filters`: {exc}") from exc
-        inputs: dict[str, Any] = {"query": query}
         if filters:
             inputs["filters"] = filters
         if collections is not None:

@@ -31,26 +31,20 @@ class BadRequest(HTTPException):
         super().__init__(status_code=422, detail=message)
 
 
-def text_parts(parts: list[Any], which: str = "the last user message") -> list[str]:
-    """The `text` of each `{"type": "text"}` part of a message's content `parts` (`BadRequest`: not a string)."""
-    texts = []
-    for index, part in enumerate(parts):
-        if not isinstance(part, dict) or part.get("type") != "text":
-            continue
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise BadRequest(
-                f"Content part {index} of {which} is of type `text` but its `text` is "
-                f"{type(text).__name__ if text is not None else 'null'}: send the question as a string."
-            )
-        texts.append(text)
-    return texts
-
-
 def _message_text(message: dict[str, Any], which: str) -> str:
+    """A message's text: its content, or its `text` content parts joined (`BadRequest`: a part's text not a string)."""
     content = message.get("content")
     if isinstance(content, list):
-        content = " ".join(text_parts(content, which))
+        texts = []
+        for index, part in enumerate(content):
+            if isinstance(part, dict) and part.get("type") == "text":
+                if not isinstance(text := part.get("text"), str):
+                    raise BadRequest(
+                        f"Content part {index} of {which} is of type `text` but its `text` is "
+                        f"{type(text).__name__ if text is not None else 'null'}: send the question as a string."
+                    )
+                texts.append(text)
+        content = " ".join(texts)
     if isinstance(content, str) and message.get("role") == "assistant":
         content = without_sources(content)
     return content.strip() if isinstance(content, str) else ""
