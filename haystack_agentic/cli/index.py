@@ -82,9 +82,9 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     index.add_argument("--replace", action="store_true", help="Rebuild the store from these files only.")
     index.add_argument("--quiet", action="store_true", help="No progress display.")
     index.add_argument(
-        "--embed",
-        action="store_true",
-        help="With the in-memory backend: also store MiniLM embeddings (for the packaged agentic_rag_embedded_dense pipeline).",
+        "--embed", action="store_true",
+        help="With the in-memory backend: also store MiniLM embeddings (for the packaged agentic_rag_embedded_dense "
+        "pipeline).",
     )
     index.add_argument(
         "--pipeline",
@@ -144,14 +144,9 @@ class IndexProgress:
                 return Text(f"ETA {clock(remaining)}", style="cyan")
 
         self.progress = Progress(
-            SpinnerColumn(finished_text="[green]done"),
-            TextColumn("[bold]{task.description:<14}"),
-            BarColumn(),
-            TextColumn("{task.fields[count]}"),
-            EtaColumn(),
-            console=console,
-            disable=quiet or not console.is_terminal,
-        )
+            SpinnerColumn(finished_text="[green]done"), TextColumn("[bold]{task.description:<14}"), BarColumn(),
+            TextColumn("{task.fields[count]}"), EtaColumn(), console=console, disable=quiet or not console.is_terminal,
+        )  # fmt: skip
         self.tasks: dict[str, Any] = {}
 
     def __enter__(self) -> IndexProgress:
