@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from haystack import logging
+from starlette.requests import ClientDisconnect, Request
 
 from haystack_agentic.serving.security import BearerAuth, HostGuard, ServeSecurity, send_json
 
@@ -116,15 +117,10 @@ class TextBodyGuard:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        try:
+            body = await Request(scope, receive).body()
+        except ClientDisconnect:
+            return
         problem = _parse_problem(body)
         if problem is not None:
             error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": problem}}
