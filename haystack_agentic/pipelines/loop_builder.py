@@ -262,12 +262,9 @@ def _choose_grounder(components: dict[str, Any], judge_allowed: bool, notify: Ca
     if missing is None:
         return
     judge_llm = components.get("router", {}).get("init_parameters", {}).get("chat_generator")
+    then = "Running without grounding."
     if judge_allowed and isinstance(judge_llm, dict):
         judge = {"chat_generator": copy.deepcopy(judge_llm)}
         components["grounder"] = {"type": _JUDGE_GROUNDER, "init_parameters": judge}
-        notify(
-            f"Grounding: {missing}. To get it: {HOW_TO_GET}. "
-            "Grounding with the configured LLM as judge instead (LLMJudgeGrounder)."
-        )
-    else:
-        notify(f"Grounding: {missing}. To get it: {HOW_TO_GET}. Running without grounding.")
+        then = "Grounding with the configured LLM as judge instead (LLMJudgeGrounder)."
+    notify(f"Grounding: {missing}. To get it: {HOW_TO_GET}. {then}")
