@@ -206,17 +206,15 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             raise CLIError(f"{path} holds no questions.")
         datasets.append((path, rows))
     pooled = [row for _, rows in datasets for row in rows]  # --pool: every file's paragraphs, all questions
-    shared: dict[str, Any] = {}
+    store, pipeline_configs = None, []
     for path, all_rows in datasets:
         # --limit picks the questions asked, never the store: the first N questions' own paragraphs alone would be
         # a far easier store (each question's 10 paragraphs among few hundred) than the file's.
         rows = all_rows[: args.limit] if args.limit else all_rows
         corpus_rows = pooled if args.pool else all_rows
-        if not args.pool or "store" not in shared:
-            shared["store"] = build_store(corpus_rows)
-            shared["pipelines"] = _pipeline_configs(args, corpus_rows, out_dir)
-        store = shared["store"]
-        configs = list(shared["pipelines"])
+        if not args.pool or store is None:
+            store, pipeline_configs = build_store(corpus_rows), _pipeline_configs(args, corpus_rows, out_dir)
+        configs = list(pipeline_configs)
         if "one-shot" in wanted:
             configs.append(one_shot_config(store, args.budget, answer_llm))
         if "bridge-entity" in wanted:
@@ -238,7 +236,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         report["meta"] = {
             "data": str(path), "data_name": path.stem, "questions": len(rows), "documents": store.count_documents(),
             "budget": args.budget, "retriever": "InMemoryBM25Retriever (title line + paragraph)"
-            + "".join(f"; {c.name}: {c.description}" for c in shared["pipelines"]),
+            + "".join(f"; {c.name}: {c.description}" for c in pipeline_configs),
             "pooled": bool(args.pool), "answer_llm": None if args.no_answer else "SmolLM2-135M-Instruct (embedded)",
             "router_llm": getattr(router_llm, "model", None), "retrieval_only": bool(args.no_answer),
             "seconds": time.perf_counter() - started,
