@@ -69,8 +69,13 @@ def hide_model_progress_bars() -> None:
     transformers_logging.disable_progress_bar()
 
 
-def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add `--timeout` and `--max-tokens` (every LLM role's call limits) to a sub-command's parser."""
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the LLM options `ask`, `chat` and `serve` share: which LLM, its model and server, every role's limits."""
+    parser.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")
+    parser.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
+    parser.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
+    parser.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
+    parser.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     parser.add_argument(
         "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
     )
@@ -80,21 +85,15 @@ def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options `ask` and `chat` share: the LLM and its call limits, the pipeline, the store, the filters."""
-    parser.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")
-    parser.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
-    parser.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
-    parser.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
+    """Add the options `ask` and `chat` share: the LLM and its limits, the pipeline, the store, the filters."""
+    add_llm_arguments(parser)
     parser.add_argument("--pipeline", help="A pipeline YAML to run instead of the packaged one.")
     parser.add_argument("--store", help="Store file to load (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
     parser.add_argument("--filters", help="Haystack metadata filters as JSON, applied to every search.")
     parser.add_argument("--collection", action="append", help="Search only this collection (repeatable; all: every one).")
-    parser.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     parser.add_argument(
-        "--on-insufficient-evidence",
-        choices=["give_up", "answer_with_warning"],
+        "--on-insufficient-evidence", choices=["give_up", "answer_with_warning"],
         help="When the documents found do not support an answer: give up saying so (the packaged default), or "
         "answer with a warning.",
     )
     parser.add_argument("--quiet", action="store_true", help="No progress output.")
-    add_llm_limit_arguments(parser)

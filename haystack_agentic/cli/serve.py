@@ -35,7 +35,7 @@ from haystack_agentic.settings import DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, de
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
 
-from haystack_agentic.cli.common import add_command, add_llm_limit_arguments
+from haystack_agentic.cli.common import add_command, add_llm_arguments
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
@@ -90,13 +90,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     serve.add_argument("--pipelines-dir", help="Serving directory to write the wrappers into (default: a temp dir).")
     serve.add_argument("--name", default=DEFAULT_NAME, help=f"Name of the packaged pipeline (default {DEFAULT_NAME}).")
-    serve.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives it.")
-    serve.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
-    serve.add_argument("--model", help="Model for OpenAI-compatible generators (default: $HAYSTACK_AGENTIC_MODEL).")
-    serve.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
     serve.add_argument("--store", help="Saved in-memory store to load (default: $HAYSTACK_AGENTIC_STORE or cache).")
-    serve.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
-    add_llm_limit_arguments(serve)
+    add_llm_arguments(serve)
     serve.add_argument(
         "--api-key",
         help="Require `Authorization: Bearer KEY` on every request (REST, chat, MCP; not /health). "
