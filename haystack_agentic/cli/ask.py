@@ -13,12 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from haystack_agentic.cli.ask_output import print_trace
 from haystack_agentic.cli.common import (
-    CLIError,
-    add_backend_arguments,
-    add_command,
-    add_loop_arguments,
-    hide_model_progress_bars,
-)
+    CLIError, add_backend_arguments, add_command, add_loop_arguments, hide_model_progress_bars,
+)  # fmt: skip
 from haystack_agentic.presentation import printable
 from haystack_agentic.settings import ENV_OPENAI_BASE_URL, default_store_path, store_path_from_env
 

@@ -9,13 +9,8 @@ import textwrap
 from typing import TYPE_CHECKING, Any
 
 from haystack_agentic.presentation import (
-    NO_SOURCE_NOTE,
-    document_titles,
-    printable,
-    source_lines,
-    uncited,
-    unsupported_note,
-)
+    NO_SOURCE_NOTE, document_titles, printable, source_lines, uncited, unsupported_note,
+)  # fmt: skip
 
 if TYPE_CHECKING:
     from rich.console import Console

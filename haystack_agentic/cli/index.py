@@ -11,12 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from haystack_agentic.cli.collections import collection_options
 from haystack_agentic.cli.common import (
-    CLIError,
-    add_backend_arguments,
-    add_command,
-    hide_model_progress_bars,
-    open_backend_store,
-)
+    CLIError, add_backend_arguments, add_command, hide_model_progress_bars, open_backend_store,
+)  # fmt: skip
 from haystack_agentic.settings import default_store_path
 
 if TYPE_CHECKING:
