@@ -30,18 +30,19 @@ def create_mcp_app(security: ServeSecurity | None = None) -> Any:
 
     security = security or ServeSecurity.from_env()
     server = create_mcp_server()
-    if not security.allow_deploy:
-        hide_deploy_tools(server)
-    add_structured_results(server)
+    adapt_tools(server, security.allow_deploy)
     app = TextBodyGuard(create_starlette_app(server))
     if security.api_key:
         app = BearerAuth(app, api_key=security.api_key, open_paths={MCP_STATUS_PATH})
     return HostGuard(app, hosts=security.accepted_hosts())
 
 
-def hide_deploy_tools(server: Any) -> None:
-    """Hide the deploy tools of hayhooks' MCP `server` (not listed; a call answers "Unknown tool"); a failed call's
-    text also loses hayhooks' "General unhandled error" prefix."""
+def adapt_tools(server: Any, allow_deploy: bool) -> None:
+    """
+    hayhooks' MCP `server` with `structuredContent` in loop results (`structured_result`) and, unless `allow_deploy`,
+    without the deploy tools (not listed; a call answers "Unknown tool"; a failed call's text also loses hayhooks'
+    "General unhandled error" prefix).
+    """
     from mcp import types
 
     list_tools = server.request_handlers[types.ListToolsRequest]
@@ -54,37 +55,24 @@ def hide_deploy_tools(server: Any) -> None:
 
     async def call_allowed_tool(request: Any) -> Any:
         name = request.params.name
-        if name in DEPLOY_TOOLS:
+        if name in DEPLOY_TOOLS and not allow_deploy:
             logger.warning("Refused MCP call to {tool}: runtime deployment is off", tool=name)
-            message = f"Unknown tool: {name}"
-            content = [types.TextContent(type="text", text=message)]
+            content = [types.TextContent(type="text", text=f"Unknown tool: {name}")]
             return types.ServerResult(types.CallToolResult(content=content, isError=True))
         result = await call_tool(request)
-        if getattr(result.root, "isError", False):  # hayhooks frames every failure as an internal one
+        root = result.root
+        if getattr(root, "isError", False) and not allow_deploy:  # hayhooks frames every failure as an internal one
             prefix = f"General unhandled error in call_tool for tool '{name}': "
-            for item in result.root.content:
+            for item in root.content:
                 if isinstance(item, types.TextContent) and item.text.startswith(prefix):
                     item.text = item.text[len(prefix):]
-        return result
-
-    server.request_handlers[types.ListToolsRequest] = list_allowed_tools
-    server.request_handlers[types.CallToolRequest] = call_allowed_tool
-
-
-def add_structured_results(server: Any) -> None:
-    """Give loop tool results of hayhooks' low-level MCP `server` `structuredContent` (`structured_result`)."""
-    from mcp import types
-
-    call_tool = server.request_handlers[types.CallToolRequest]
-
-    async def call_tool_with_structure(request: Any) -> Any:
-        result = await call_tool(request)
-        root = result.root
         if isinstance(root, types.CallToolResult) and not root.isError and root.structuredContent is None:
             root.structuredContent = structured_result(root.content)
         return result
 
-    server.request_handlers[types.CallToolRequest] = call_tool_with_structure
+    if not allow_deploy:
+        server.request_handlers[types.ListToolsRequest] = list_allowed_tools
+    server.request_handlers[types.CallToolRequest] = call_allowed_tool
 
 
 def structured_result(content: list[Any]) -> dict[str, Any] | None:
