@@ -136,30 +136,28 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     return JSONResponse(status_code=422, content={"detail": json_safe(exc.errors())})
 
 
-def deployment_error(exc: Exception) -> StarletteHTTPException:
-    """The HTTP error for a failed deployment: 409 name taken, 500 failed rollback or disk error, else 422."""
+def deployment_error(exc: Exception) -> tuple[int, Any]:
+    """`(status, detail)` of a failed deployment: 409 name taken, 500 failed rollback or disk error, else 422."""
     from hayhooks.server.exceptions import PipelineAlreadyExistsError, PipelineFilesError, PipelineRollbackError
 
     if isinstance(exc, StarletteHTTPException):
-        return exc
+        return exc.status_code, exc.detail
     if isinstance(exc, PipelineAlreadyExistsError):
-        return StarletteHTTPException(409, f"{exc} (send `overwrite: true` to replace it)")
+        return 409, f"{exc} (send `overwrite: true` to replace it)"
     cause = exc.__cause__
     if isinstance(exc, PipelineRollbackError) or (
         isinstance(exc, PipelineFilesError) and isinstance(cause, OSError) and not isinstance(cause, ValueError)
     ):
         logger.error("Deployment failed on the server's side: {error}", error=exc)
-        return StarletteHTTPException(500, str(exc))
-    return StarletteHTTPException(422, f"The pipeline could not be deployed: {exc}")
+        return 500, str(exc)
+    return 422, f"The pipeline could not be deployed: {exc}"
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     status, detail = exc.status_code, exc.detail
-    refused = invalid_input(exc.__cause__) if status == 500 else None
     if request.url.path in DEPLOY_PATHS and isinstance(exc.__cause__, Exception):  # hayhooks' deploy routes
-        mapped = deployment_error(exc.__cause__)
-        status, detail = mapped.status_code, mapped.detail
-    elif refused is not None:  # a YAML pipeline served by hayhooks refused the question or filters
+        status, detail = deployment_error(exc.__cause__)
+    elif status == 500 and (refused := invalid_input(exc.__cause__)) is not None:  # a served YAML refused its input
         status, detail = 422, str(refused)
     elif status == 501:  # hayhooks: the named pipeline has no chat / responses interface
         status = 400
