@@ -148,22 +148,6 @@ def load_store_into(pipeline: Pipeline, store_path: Path, console: Console, quie
             )
 
 
-def loop_options(args: argparse.Namespace) -> LoopOptions:
-    """The `LoopOptions` of `ask` / `chat` arguments (`CLIError`: out of range, or not fitting the LLM)."""
-    from haystack_agentic.pipelines.loop_builder import LoopOptions  # noqa: PLC0415
-
-    try:
-        options = LoopOptions(
-            pipeline=args.pipeline, llm=args.llm, mode=args.mode, model=args.model, base_url=args.base_url,
-            backend=args.backend, store_uri=args.uri, max_iterations=args.max_iterations, timeout=args.timeout,
-            max_tokens=args.max_tokens, on_insufficient_evidence=args.on_insufficient_evidence,
-        )  # fmt: skip
-        options.resolved_llm()  # flags that do not fit the LLM fail now
-    except ValueError as exc:
-        raise CLIError(str(exc)) from exc
-    return options
-
-
 def warm_grounder(pipeline: Pipeline, err: Console) -> None:
     """Load the pipeline's grounding model before the run, with a status line on `err` (its warnings muted)."""
     import logging as std_logging  # noqa: PLC0415
@@ -204,7 +188,15 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
         filters = validate_filters(json.loads(args.filters) if args.filters else None)
     except ValueError as exc:
         raise CLIError(f"--filters is not a valid Haystack filter: {exc}") from exc
-    options = loop_options(args)
+    try:
+        options = loop_builder.LoopOptions(
+            pipeline=args.pipeline, llm=args.llm, mode=args.mode, model=args.model, base_url=args.base_url,
+            backend=args.backend, store_uri=args.uri, max_iterations=args.max_iterations, timeout=args.timeout,
+            max_tokens=args.max_tokens, on_insufficient_evidence=args.on_insufficient_evidence,
+        )  # fmt: skip
+        options.resolved_llm()  # flags that do not fit the LLM fail now
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
     if quiet:
         hide_model_progress_bars()
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)
