@@ -165,13 +165,9 @@ def completion(model: str, result: dict[str, Any]) -> ChatCompletion:
         role="assistant", content=strict_json(answer_text(result)), reasoning_content=strict_json(steps) or None
     )
     return ChatCompletion(
-        id=f"chatcmpl-{uuid.uuid4().hex}",
-        object="chat.completion",
-        created=int(time.time()),
-        model=model,
-        choices=[Choice(index=0, message=message, finish_reason="stop")],
-        usage=usage_of(result),
-    )
+        id=f"chatcmpl-{uuid.uuid4().hex}", object="chat.completion", created=int(time.time()), model=model,
+        choices=[Choice(index=0, message=message, finish_reason="stop")], usage=usage_of(result),
+    )  # fmt: skip
 
 
 def _step_key(step: dict[str, Any]) -> tuple[Any, ...]:
