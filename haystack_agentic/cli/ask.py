@@ -1,7 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`haystack-agentic ask`: answer a question with a packaged (or your own) loop pipeline and print the trace.
-"""
+"""`haystack-agentic ask`: answer a question with a packaged (or your own) loop pipeline and print the trace."""
 
 from __future__ import annotations
 
@@ -13,16 +11,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from haystack_agentic.settings import ENV_OPENAI_BASE_URL, default_store_path, store_path_from_env
-from haystack_agentic.cli.common import (
-    CLIError,
-    add_backend_arguments,
-    add_command,
-    add_loop_arguments,
-    hide_model_progress_bars,
-    printable,
-)
 from haystack_agentic.cli.ask_output import print_trace
+from haystack_agentic.cli.common import (
+    CLIError, add_backend_arguments, add_command, add_loop_arguments, hide_model_progress_bars,
+)  # fmt: skip
+from haystack_agentic.presentation import printable
+from haystack_agentic.settings import ENV_OPENAI_BASE_URL, default_store_path, store_path_from_env
 
 if TYPE_CHECKING:
     from haystack import Pipeline
@@ -81,8 +75,8 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def check_server(options: LoopOptions, err: Console) -> LoopOptions:
     """
-    The options with what the OpenAI-compatible server at `--base-url` reports (llama.cpp's `/props`): its context
-    size, and json routing when its chat template has no tools and no `--mode` was given (said on `err`).
+    The options with what the server at `--base-url` reports (llama.cpp's `/props`): its context size, and json
+    routing (said on `err`) when its chat template has no tools and no `--mode` was given.
 
     :raises CLIError: With `--mode tools` on a server whose template cannot call tools.
     """
@@ -105,48 +99,39 @@ def check_server(options: LoopOptions, err: Console) -> LoopOptions:
     return options
 
 
-def load_store_into(
-    pipeline: Pipeline, store_path: Path, console: Console, quiet: bool, auto_index: bool = True
-) -> int:
+def load_store_into(pipeline: Pipeline, store_path: Path, console: Console, quiet: bool, auto_index: bool = True):
     """
-    Fill the pipeline's empty in-memory store from a saved store file; with `auto_index` (the default store only), a
-    missing file is first made from the shipped sample. Returns the number of documents in the retriever's store.
+    Fill the pipeline's empty in-memory store from a store file (with `auto_index`, a missing one is first made from
+    the shipped sample), then check the retriever's store.
 
-    :raises CLIError: If the store cannot be read, or does not exist and `auto_index` is off.
+    :raises CLIError: If the store cannot be read or reached, is empty, lacks the embeddings a dense pipeline needs,
+        or does not exist and `auto_index` is off.
     """
     from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: PLC0415
     from haystack_agentic.cli.index import index_path  # noqa: PLC0415
+    from haystack_agentic.components.retrievers.safe_retriever import describe_store_address  # noqa: PLC0415
     from haystack_agentic.loop_loading import fill_in_memory_store, retriever_store  # noqa: PLC0415
     from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415
+
     store = retriever_store(pipeline)
-    if store is None:
-        return 0
-    if not isinstance(store, InMemoryDocumentStore):
-        return _check_store_has_documents(pipeline, store)
-    if store.count_documents() > 0:
-        return store.count_documents()
-    if not store_path.exists():
-        if not auto_index:
-            raise CLIError(
-                f"The store {store_path} does not exist: check the path, or create it with "
-                f"`haystack-agentic index PATH --store {store_path}`."
-            )
-        corpus = sample_corpus_path()
-        if not quiet:
-            console.print(f"[dim]No index at {store_path}; indexing the shipped sample {corpus.name} first.[/dim]")
-        index_path(corpus, store_path, console, quiet)
-    try:
-        fill_in_memory_store(pipeline, store_path)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from exc
-    return _check_store_has_documents(pipeline, store)
-
-
-def _check_store_has_documents(pipeline: Pipeline, store: Any) -> int:
-    """One-line errors for a store that cannot be reached, is empty, or lacks the embeddings a dense pipeline needs."""
-    from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: PLC0415
-    from haystack_agentic.components.retrievers.safe_retriever import describe_store_address  # noqa: PLC0415
-
+    in_memory = isinstance(store, InMemoryDocumentStore)
+    if store is None or in_memory and store.count_documents() > 0:
+        return
+    if in_memory:
+        if not store_path.exists():
+            if not auto_index:
+                raise CLIError(
+                    f"The store {store_path} does not exist: check the path, or create it with "
+                    f"`haystack-agentic index PATH --store {store_path}`."
+                )
+            corpus = sample_corpus_path()
+            if not quiet:
+                console.print(f"[dim]No index at {store_path}; indexing the shipped sample {corpus.name} first.[/dim]")
+            index_path(corpus, store_path, console, quiet)
+        try:
+            fill_in_memory_store(pipeline, store_path)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from exc
     where = f"{type(store).__name__} at {describe_store_address(store)}"
     try:
         count = store.count_documents()
@@ -154,39 +139,13 @@ def _check_store_has_documents(pipeline: Pipeline, store: Any) -> int:
         raise CLIError(f"Cannot reach the store {where}: {type(exc).__name__}: {exc}") from exc
     if count == 0:
         raise CLIError(f"The store {where} has no documents: index some first with `haystack-agentic index`.")
-    if "query_embedder" in pipeline.graph.nodes and isinstance(store, InMemoryDocumentStore):
+    if "query_embedder" in pipeline.graph.nodes and in_memory:
         sample = store.filter_documents()[:1]
         if sample and sample[0].embedding is None:
             raise CLIError(
                 f"The store {where} has no embeddings, which this dense pipeline needs: "
                 "re-index with `haystack-agentic index PATH --embed`."
             )
-    return count
-
-
-# --- asking ---------------------------------------------------------------------------------------------------
-
-
-def loop_options(args: argparse.Namespace) -> LoopOptions:
-    """
-    The `LoopOptions` of `ask` / `chat` arguments.
-
-    :raises CLIError: On an option out of range or one that does not fit the LLM.
-    """
-    from haystack_agentic.pipelines.loop_builder import LoopOptions  # noqa: PLC0415
-
-    try:
-        options = LoopOptions(
-            pipeline=args.pipeline, llm=args.llm, mode=args.mode, model=args.model, base_url=args.base_url,
-            backend=getattr(args, "backend", "memory"), store_uri=getattr(args, "uri", None),
-            max_iterations=args.max_iterations, timeout=getattr(args, "timeout", None),
-            max_tokens=getattr(args, "max_tokens", None),
-            on_insufficient_evidence=getattr(args, "on_insufficient_evidence", None),
-        )  # fmt: skip
-        options.resolved_llm()  # flags that do not fit the LLM fail now
-    except ValueError as exc:
-        raise CLIError(str(exc)) from exc
-    return options
 
 
 def warm_grounder(pipeline: Pipeline, err: Console) -> None:
@@ -218,8 +177,7 @@ class PreparedLoop:
 
 def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | None = None) -> PreparedLoop:
     """
-    Build the loop pipeline `ask` / `chat` runs, fill its store and check the inputs (`first_question`, if given,
-    before models load).
+    Build the loop pipeline `ask` / `chat` runs, fill its store, check `first_question` (before models load).
 
     :raises CLIError: On malformed filters, flags that do not fit the LLM, or a refused question.
     """
@@ -230,7 +188,15 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
         filters = validate_filters(json.loads(args.filters) if args.filters else None)
     except ValueError as exc:
         raise CLIError(f"--filters is not a valid Haystack filter: {exc}") from exc
-    options = loop_options(args)
+    try:
+        options = loop_builder.LoopOptions(
+            pipeline=args.pipeline, llm=args.llm, mode=args.mode, model=args.model, base_url=args.base_url,
+            backend=args.backend, store_uri=args.uri, max_iterations=args.max_iterations, timeout=args.timeout,
+            max_tokens=args.max_tokens, on_insufficient_evidence=args.on_insufficient_evidence,
+        )  # fmt: skip
+        options.resolved_llm()  # flags that do not fit the LLM fail now
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
     if quiet:
         hide_model_progress_bars()
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)
@@ -260,9 +226,9 @@ def run_question(
     loop: PreparedLoop, args: argparse.Namespace, question: str, messages: list[Any] | None = None
 ) -> tuple[dict[str, Any], float]:
     """
-    Run the prepared loop once on `question` (or `messages`, the question last), showing each iteration on stderr.
+    Run the prepared loop on `question` (or `messages`, the question last), each iteration shown on stderr; returns
+    `(result, seconds)`.
 
-    :returns: `(result, seconds)`: the loop's result dict and the run's wall time.
     :raises CLIError: When the loop refuses its input or fails outside a defined termination.
     """
     from haystack.core.errors import PipelineRuntimeError  # noqa: PLC0415

@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-What `haystack-agentic ask` prints: the trace of a run (each iteration's action, query and chunks), the answer
-with its `[n]` markers and the sources they point to, the evidence check's verdict and the grounding of the
-answer's sentences.
-"""
+"""What `haystack-agentic ask` prints: each iteration's action, query and chunks, the answer with its `[n]` markers and
+the sources they point to, the evidence check's verdict and the grounding of the answer's sentences."""
 
 from __future__ import annotations
 
@@ -12,28 +9,15 @@ import textwrap
 from typing import TYPE_CHECKING, Any
 
 from haystack_agentic.presentation import (
-    NO_SOURCE_NOTE,
-    document_titles,
-    printable,
-    source_lines,
-    uncited,
-    unsupported_note,
-)
+    NO_SOURCE_NOTE, document_titles, printable, source_lines, uncited, unsupported_note,
+)  # fmt: skip
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 
 def print_trace(console: Console, question: str, result: dict[str, Any], seconds: float, describe: dict[str, str]):
-    """
-    Print the answer with its trace: each iteration's action, query and chunks found, and the termination reason.
-
-    :param console: Where to print.
-    :param question: The question.
-    :param result: The loop's result dict.
-    :param seconds: Wall time of the run.
-    :param describe: `llm` and `policy` descriptions.
-    """
+    """Print a run's trace and answer (`result`: the loop's result dict, `describe`: its `llm` and `policy`)."""
     console.print(f"[bold]LLM:[/bold] {describe['llm']}   [bold]Policy:[/bold] {describe['policy']}")
     console.print(f"[bold]Question:[/bold] {printable(question)}", highlight=False)
     titles = document_titles(result)
@@ -46,7 +30,7 @@ def print_trace(console: Console, question: str, result: dict[str, Any], seconds
             names = ", ".join(titles.get(i, i[:12]) for i in found) or "no results"
             where = f" in {', '.join(step['collections'])}" if step.get("collections") else ""
             line += f"{where} -> {len(found)} chunk(s): {names}"
-        elif step.get("result") and step["action"] != "search":
+        elif step.get("result"):
             line += f"  ({textwrap.shorten(step['result'], 120, placeholder=' ...')})"
         console.print(printable(line), highlight=False, markup=False)
     answer = result.get("answer")
@@ -76,14 +60,8 @@ _MIN_WIDTH = 20
 
 
 def print_sources(console: Console, result: dict[str, Any]) -> None:
-    """
-    Print the sources the answer's `[n]` markers point to, one line each cut to the terminal width, and say which
-    ones the check found unsupported; an answer without citations gets `NO_SOURCE_NOTE`, a result without an
-    answer nothing.
-
-    :param console: Where to print.
-    :param result: The loop's result dict.
-    """
+    """The sources the answer's `[n]` markers point to, one line each cut to the terminal width, and which ones the
+    check found unsupported; an answer without citations gets `NO_SOURCE_NOTE`, a result without an answer nothing."""
     lines = source_lines(result, max(shutil.get_terminal_size().columns - len(_SOURCE_INDENT), _MIN_WIDTH))
     if not lines:
         if uncited(result):
@@ -98,12 +76,7 @@ def print_sources(console: Console, result: dict[str, Any]) -> None:
 
 
 def print_evidence(console: Console, result: dict[str, Any]) -> None:
-    """
-    Print the evidence check's verdict (score, threshold, method, reason) and any warning.
-
-    :param console: Where to print.
-    :param result: The loop's result dict.
-    """
+    """The evidence check's verdict (score, threshold, method, reason) and any warning."""
     evidence = result.get("evidence")
     if not evidence:
         return
@@ -121,12 +94,7 @@ def print_evidence(console: Console, result: dict[str, Any]) -> None:
 
 
 def print_grounding(console: Console, result: dict[str, Any]) -> None:
-    """
-    Print the answer's grounding sentence by sentence (supported or not, score, source chunk), or why it was skipped.
-
-    :param console: Where to print.
-    :param result: The loop's result dict.
-    """
+    """The answer's grounding sentence by sentence (supported or not, score, source chunk), or why it was skipped."""
     grounding = result.get("grounding")
     if not grounding:
         reason = (result.get("metadata") or {}).get("grounding_skipped")

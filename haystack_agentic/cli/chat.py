@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`haystack-agentic chat`: load the loop once and answer question after question, each follow-up with the
-conversation so far (the loop's `messages` result fed back as its next input).
-"""
+"""`haystack-agentic chat`: load the loop once and answer question after question, each follow-up with the
+conversation so far (the loop's `messages` result fed back as its next input)."""
 
 from __future__ import annotations
 
@@ -57,12 +55,8 @@ def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_chat(args: argparse.Namespace, console: Console, lines: TextIO | None = None) -> int:
-    """
-    Run `haystack-agentic chat`: prepare the loop once, then answer each line of `lines` (default: stdin); 0 at the
-    end of input.
-
-    :raises CLIError: If the options are bad (before any question is read).
-    """
+    """Run `haystack-agentic chat`: prepare the loop once, then answer each line of `lines` (default: stdin); 0 at the
+    end of input (`CLIError`: bad options, before any question is read)."""
     from haystack.dataclasses import ChatMessage  # noqa: PLC0415
 
     lines = sys.stdin if lines is None else lines

@@ -8,13 +8,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from haystack_agentic.cli.common import (
-    CLIError,
-    add_backend_arguments,
-    add_command,
-    open_backend_store,
-    printable,
-)
+from haystack_agentic.cli.common import CLIError, add_backend_arguments, add_command, open_backend_store
+from haystack_agentic.presentation import printable
 from haystack_agentic.settings import default_store_path
 
 if TYPE_CHECKING:
@@ -51,12 +46,12 @@ def collection_options(args: argparse.Namespace) -> dict[str, Any]:
 
     :raises CLIError: For a description without a name, a bad name, or `--collection` with `--pipeline`.
     """
-    name, description = getattr(args, "collection", None), getattr(args, "collection_description", None)
+    name, description = args.collection, args.collection_description
     if name is None:
         if description:
             raise CLIError("--collection-description needs --collection NAME: the collection it describes.")
         return {}
-    if getattr(args, "pipeline", None):
+    if args.pipeline:
         raise CLIError("--collection works with the built-in indexing, not with --pipeline: leave --pipeline out.")
     from haystack_agentic.indexing.collections import validate_collection_name  # noqa: PLC0415
 
@@ -68,15 +63,10 @@ def collection_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def open_store(args: argparse.Namespace) -> tuple[Any, str]:
-    """
-    `(store, where)`: the store the `--store` / `--backend` / `--uri` options name, opened for reading.
-
-    :raises CLIError: If it does not exist or cannot be opened.
-    """
-    backend = getattr(args, "backend", "memory")
-    if backend != "memory":
-        store, address = open_backend_store(backend, args.uri, getattr(args, "store_collection", None), must_exist=True)
-        return store, f"{backend} at {address}"
+    """`(store, where)`: the store `--store` / `--backend` / `--uri` name, opened for reading (`CLIError`: cannot)."""
+    if args.backend != "memory":
+        store, address = open_backend_store(args.backend, args.uri, args.store_collection, must_exist=True)
+        return store, f"{args.backend} at {address}"
     from haystack_agentic.indexing.store_files import load_store_file  # noqa: PLC0415
 
     path = Path(args.store) if args.store else default_store_path()

@@ -4,13 +4,7 @@
 import argparse
 from typing import Any
 
-from haystack_agentic.settings import (
-    ENV_MILVUS_URI,
-    ENV_MODEL,
-    default_milvus_uri,
-    default_weaviate_url,
-)
-from haystack_agentic.presentation import printable  # noqa: F401 - re-exported for the commands
+from haystack_agentic.settings import ENV_MILVUS_URI, ENV_MODEL, default_milvus_uri, default_weaviate_url
 
 
 class CLIError(Exception):
@@ -20,22 +14,18 @@ class CLIError(Exception):
 def add_command(subparsers: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
     """Add a sub-command whose `--help` shows its description and examples as written (line breaks kept)."""
     return subparsers.add_parser(
-        name,
-        help=summary,
-        description=description,
-        epilog=examples,
+        name, help=summary, description=description, epilog=examples,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    )  # fmt: skip
 
 
 def open_backend_store(
     backend: str, uri: str | None, collection: str | None, must_exist: bool = False
 ) -> tuple[Any, str]:
     """
-    `(store, address)`: the `milvus` / `weaviate` store at `uri` (default: the cache's milvus.db, or the Weaviate URL
-    from `settings`), collection `collection` (default: the packaged pipelines').
+    `(store, address)`: the `milvus` / `weaviate` store at `uri` (default: from `settings`), collection `collection`
+    (default: the packaged pipelines'); `must_exist` refuses a Milvus Lite path with no database yet.
 
-    :param must_exist: Refuse a Milvus Lite path with no database yet (reading must not create one).
     :raises CLIError: If the integration is missing or the store cannot be opened.
     """
     from haystack_agentic.indexing.document_stores import open_document_store  # noqa: PLC0415
@@ -54,9 +44,7 @@ def open_backend_store(
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--backend",
-        choices=["memory", "milvus", "weaviate"],
-        default="memory",
+        "--backend", choices=["memory", "milvus", "weaviate"], default="memory",
         help="Document store: memory (JSON file, BM25), milvus (Milvus Lite file or server, hybrid), weaviate (server).",
     )
     parser.add_argument(
@@ -81,8 +69,13 @@ def hide_model_progress_bars() -> None:
     transformers_logging.disable_progress_bar()
 
 
-def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add `--timeout` and `--max-tokens` (every LLM role's call limits) to a sub-command's parser."""
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the LLM options `ask`, `chat` and `serve` share: which LLM, its model and server, every role's limits."""
+    parser.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")
+    parser.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
+    parser.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
+    parser.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
+    parser.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     parser.add_argument(
         "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
     )
@@ -92,21 +85,15 @@ def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options `ask` and `chat` share: the LLM and its call limits, the pipeline, the store, the filters."""
-    parser.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")
-    parser.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
-    parser.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
-    parser.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
+    """Add the options `ask` and `chat` share: the LLM and its limits, the pipeline, the store, the filters."""
+    add_llm_arguments(parser)
     parser.add_argument("--pipeline", help="A pipeline YAML to run instead of the packaged one.")
     parser.add_argument("--store", help="Store file to load (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
     parser.add_argument("--filters", help="Haystack metadata filters as JSON, applied to every search.")
     parser.add_argument("--collection", action="append", help="Search only this collection (repeatable; all: every one).")
-    parser.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     parser.add_argument(
-        "--on-insufficient-evidence",
-        choices=["give_up", "answer_with_warning"],
+        "--on-insufficient-evidence", choices=["give_up", "answer_with_warning"],
         help="When the documents found do not support an answer: give up saying so (the packaged default), or "
         "answer with a warning.",
     )
     parser.add_argument("--quiet", action="store_true", help="No progress output.")
-    add_llm_limit_arguments(parser)

@@ -69,8 +69,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     summary = "Evaluate loop configurations on HotpotQA-format QA sets (quality, recall, cost, speed)."
     p = add_command(subparsers, "eval", summary, __doc__, _EXAMPLES)
     p.add_argument(
-        "--data",
-        action="append",
+        "--data", action="append",
         help="HotpotQA/MuSiQue-format JSONL (repeatable; default: the shipped HotpotQA sample).",
     )
     p.add_argument(
@@ -79,34 +78,28 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=6, help="Chunk budget of every configuration (default 6).")
     p.add_argument("--no-answer", action="store_true", help="Retrieval only: no answer LLM; recall and searches.")
     p.add_argument(
-        "--unanswerable",
-        action="store_true",
+        "--unanswerable", action="store_true",
         help="Measure the evidence check: each question also runs with its gold paragraphs removed (abstention rate, "
         "answer rate when the evidence was found, precision/recall of the check's score).",
     )
     p.add_argument(
         "--configs",
-        default=None,
         help=f"Comma-separated configurations (default: all of {', '.join(CONFIG_NAMES)}, or none with --pipeline; "
         "llm-router only when an LLM is configured).",
     )
     p.add_argument(
-        "--pipeline",
-        action="append",
+        "--pipeline", action="append",
         help="A loop pipeline to evaluate as a configuration: a packaged name (agentic_rag_embedded, "
         "agentic_rag_embedded_dense, agentic_rag_embedded_milvus, ...) or a YAML path (repeatable). Its own "
         "retriever store is filled with the QA set's paragraphs (MiniLM embeddings when it embeds queries; a "
         "fresh Milvus Lite file under --out for Milvus pipelines).",
     )
     p.add_argument(
-        "--pool",
-        action="store_true",
+        "--pool", action="store_true",
         help="One store pooling every --data file's paragraphs (each file still reported on its own questions).",
     )
     p.add_argument(
-        "--llm",
-        choices=["auto", "openai", "none"],
-        default="auto",
+        "--llm", choices=["auto", "openai", "none"], default="auto",
         help="LLM for the llm-router configuration (auto: openai when OPENAI_API_KEY or OPENAI_BASE_URL is set).",
     )
     p.add_argument(
@@ -177,19 +170,11 @@ def _pipeline_configs(args: argparse.Namespace, rows: list, out_dir: Path) -> li
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
-    """
-    Run `haystack-agentic eval`, tables on `console` (0).
-
-    :raises CLIError: On bad arguments, a missing dataset or a missing answer model.
-    """
+    """Run `haystack-agentic eval`, tables on `console` (0; `CLIError` on bad arguments or a missing dataset/model)."""
     from haystack_agentic.evaluation.report import render_table, write_json
     from haystack_agentic.evaluation.runner import (
-        bridge_entity_config,
-        build_store,
-        llm_router_config,
-        one_shot_config,
-        run_eval,
-    )
+        bridge_entity_config, build_store, llm_router_config, one_shot_config, run_eval,
+    )  # fmt: skip
     from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
 
     configs_arg = args.configs if args.configs is not None else ("" if args.pipeline else ",".join(CONFIG_NAMES))
@@ -221,17 +206,15 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             raise CLIError(f"{path} holds no questions.")
         datasets.append((path, rows))
     pooled = [row for _, rows in datasets for row in rows]  # --pool: every file's paragraphs, all questions
-    shared: dict[str, Any] = {}
+    store, pipeline_configs = None, []
     for path, all_rows in datasets:
         # --limit picks the questions asked, never the store: the first N questions' own paragraphs alone would be
         # a far easier store (each question's 10 paragraphs among few hundred) than the file's.
         rows = all_rows[: args.limit] if args.limit else all_rows
         corpus_rows = pooled if args.pool else all_rows
-        if not args.pool or "store" not in shared:
-            shared["store"] = build_store(corpus_rows)
-            shared["pipelines"] = _pipeline_configs(args, corpus_rows, out_dir)
-        store = shared["store"]
-        configs = list(shared["pipelines"])
+        if not args.pool or store is None:
+            store, pipeline_configs = build_store(corpus_rows), _pipeline_configs(args, corpus_rows, out_dir)
+        configs = list(pipeline_configs)
         if "one-shot" in wanted:
             configs.append(one_shot_config(store, args.budget, answer_llm))
         if "bridge-entity" in wanted:
@@ -243,16 +226,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             totals[path.stem] = summary
             continue
         started = time.perf_counter()
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            disable=args.quiet or args.json,
-            transient=True,
-        ) as progress:
+        with _progress(err, args) as progress:
             task = progress.add_task(path.stem, total=len(rows) * len(configs))
 
             def advance(name: str, done: int) -> None:
@@ -260,20 +234,14 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
 
             report = run_eval(rows, configs, with_answer=not args.no_answer, on_question=advance)
         report["meta"] = {
-            "data": str(path),
-            "data_name": path.stem,
-            "questions": len(rows),
-            "documents": store.count_documents(),
-            "budget": args.budget,
-            "retriever": "InMemoryBM25Retriever (title line + paragraph)"
-            + "".join(f"; {c.name}: {c.description}" for c in shared["pipelines"]),
-            "pooled": bool(args.pool),
-            "answer_llm": None if args.no_answer else "SmolLM2-135M-Instruct (embedded)",
-            "router_llm": getattr(router_llm, "model", None),
-            "retrieval_only": bool(args.no_answer),
+            "data": str(path), "data_name": path.stem, "questions": len(rows), "documents": store.count_documents(),
+            "budget": args.budget, "retriever": "InMemoryBM25Retriever (title line + paragraph)"
+            + "".join(f"; {c.name}: {c.description}" for c in pipeline_configs),
+            "pooled": bool(args.pool), "answer_llm": None if args.no_answer else "SmolLM2-135M-Instruct (embedded)",
+            "router_llm": getattr(router_llm, "model", None), "retrieval_only": bool(args.no_answer),
             "seconds": time.perf_counter() - started,
             "command": " ".join(["haystack-agentic", *sys.argv[1:]]) if len(sys.argv) > 1 else "haystack-agentic eval",
-        }
+        }  # fmt: skip
         json_path = write_json(report, out_dir / f"{path.stem}.json")
         written = [json_path]
         if not args.no_plot:
@@ -304,8 +272,7 @@ def _run_unanswerable(
     from haystack_agentic.evaluation.unanswerable import run_abstention_eval
 
     started = time.perf_counter()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, disable=args.quiet or args.json, transient=True) as progress:
+    with _progress(err, args) as progress:
         task = progress.add_task(path.stem, total=len(rows) * len(configs))
         report = run_abstention_eval(rows, store, configs, on_question=lambda name, done: progress.advance(task))
     report["meta"] = {"data": str(path), "questions": len(rows), "documents": store.count_documents(),
@@ -338,9 +305,16 @@ def _run_unanswerable(
     return summaries
 
 
+def _progress(err: Console, args: argparse.Namespace) -> Progress:
+    """The progress bar of a dataset's runs (questions x configurations) on stderr."""
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TimeRemainingColumn(), console=err, disable=args.quiet or args.json, transient=True,
+    )  # fmt: skip
+
+
 def _check_out_dir(out_dir: Path) -> None:
     """Refuse (`CLIError`) an `--out` that is a file or cannot be created or written, before the evaluation runs."""
-
     if out_dir.exists() and not out_dir.is_dir():
         raise CLIError(f"--out {out_dir} is a file: pass a folder (it is created when missing).")
     try:

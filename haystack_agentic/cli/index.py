@@ -11,18 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from haystack_agentic.cli.collections import collection_options
 from haystack_agentic.cli.common import (
-    CLIError,
-    add_backend_arguments,
-    add_command,
-    hide_model_progress_bars,
-    open_backend_store,
-)
+    CLIError, add_backend_arguments, add_command, hide_model_progress_bars, open_backend_store,
+)  # fmt: skip
 from haystack_agentic.settings import default_store_path
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-    from haystack_agentic.indexing.indexer import IndexResult
 
 _DESCRIPTION = """\
 Index documents into a document store: an in-memory store saved as a JSON
@@ -84,9 +78,9 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     index.add_argument("--replace", action="store_true", help="Rebuild the store from these files only.")
     index.add_argument("--quiet", action="store_true", help="No progress display.")
     index.add_argument(
-        "--embed",
-        action="store_true",
-        help="With the in-memory backend: also store MiniLM embeddings (for the packaged agentic_rag_embedded_dense pipeline).",
+        "--embed", action="store_true",
+        help="With the in-memory backend: also store MiniLM embeddings (for the packaged agentic_rag_embedded_dense "
+        "pipeline).",
     )
     index.add_argument(
         "--pipeline",
@@ -104,11 +98,7 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def readable_files(path: Path) -> tuple[list[Path], list[Path]]:
-    """
-    `(files to index, empty files)` under `path`; every other skipped file is reported on stderr with the reason.
-
-    :raises CLIError: If `path` does not exist.
-    """
+    """`(files to index, empty files)` under `path`, other skipped files reported on stderr (`CLIError`: no `path`)."""
     from rich.console import Console  # noqa: PLC0415
 
     from haystack_agentic.indexing.indexing_pipeline import EMPTY, collect_files, unreadable_files  # noqa: PLC0415
@@ -127,10 +117,8 @@ def readable_files(path: Path) -> tuple[list[Path], list[Path]]:
 
 
 class IndexProgress:
-    """
-    The indexer's `progress` callback as a context manager: one terminal line per stage with a bar, the count done
-    and the ETA (nothing when `quiet` or `console` is not a terminal).
-    """
+    """The indexer's `progress` callback as a context manager: a line per stage with a bar, the count done and the ETA
+    (nothing when `quiet` or `console` is not a terminal)."""
 
     UNITS = {"converting": "files", "indexing": "files", "embedding": "chunks", "writing": "chunks"}
 
@@ -152,14 +140,9 @@ class IndexProgress:
                 return Text(f"ETA {clock(remaining)}", style="cyan")
 
         self.progress = Progress(
-            SpinnerColumn(finished_text="[green]done"),
-            TextColumn("[bold]{task.description:<14}"),
-            BarColumn(),
-            TextColumn("{task.fields[count]}"),
-            EtaColumn(),
-            console=console,
-            disable=quiet or not console.is_terminal,
-        )
+            SpinnerColumn(finished_text="[green]done"), TextColumn("[bold]{task.description:<14}"), BarColumn(),
+            TextColumn("{task.fields[count]}"), EtaColumn(), console=console, disable=quiet or not console.is_terminal,
+        )  # fmt: skip
         self.tasks: dict[str, Any] = {}
 
     def __enter__(self) -> IndexProgress:
@@ -246,7 +229,7 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
     by_name = not args.path or (args.path == SAMPLE_NAME and not Path(args.path).exists())
     path = sample_corpus_path() if by_name else Path(args.path)
     store_path = Path(args.store) if args.store else default_store_path()
-    backend = getattr(args, "backend", "memory")
+    backend = args.backend
     start = time.perf_counter()
     files, emptied = readable_files(path)
     if not files and not emptied:
@@ -276,13 +259,10 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
             result = indexer.index_files(files, store, embedder=_embedder(), progress=progress, **options)
     if options.get("collection"):
         target += f", collection {options['collection']}"
-    console.print(_summary(result, path, target, time.perf_counter() - start), highlight=False)
-    return 0
-
-
-def _summary(result: IndexResult, path: Path, target: str, seconds: float) -> str:
     removed = f", {result.removed} stale removed" if result.removed else ""
-    return (
+    console.print(
         f"Indexed {result.chunks} documents from {result.files} file(s) in {path} into {target}{removed} "
-        f"({result.in_store} in the store) in {seconds:.1f} s"
+        f"({result.in_store} in the store) in {time.perf_counter() - start:.1f} s",
+        highlight=False,
     )
+    return 0

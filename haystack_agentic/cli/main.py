@@ -1,13 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`haystack-agentic`: the parser and dispatch of the commands (one module each). Only argument parsing is imported
-up front, so `--help` is fast: a command imports Haystack, models and servers when it runs.
-"""
+"""`haystack-agentic`: the parser and dispatch of the commands (one module each). Only argument parsing is imported
+up front, so `--help` is fast: a command imports Haystack, models and servers when it runs."""
 
 import argparse
 import json
 import sys
 import traceback
+from importlib import import_module
 
 from haystack_agentic.cli.ask import add_ask_parser
 from haystack_agentic.cli.chat import add_chat_parser
@@ -64,12 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """
-    Entry point of `haystack-agentic` (`argv` default: `sys.argv[1:]`).
-
-    :returns: The exit code: 0 on success, 1 when the loop ended in error (or on an unexpected error), 2 on bad
-        input or a store fault, 130 when interrupted (Ctrl-C).
-    """
+    """Entry point of `haystack-agentic` (`argv` default: `sys.argv[1:]`). Exit code: 0 success, 1 the loop ended in
+    error (or an unexpected error), 2 bad input or a store fault, 130 interrupted (Ctrl-C)."""
     args = build_parser().parse_args(argv)
     from rich.console import Console  # noqa: PLC0415
 
@@ -82,39 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     # Piped output has no terminal width; tables (eval) then get room instead of rich's 80-column fallback.
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     try:
-        if args.command == "index":
-            from haystack_agentic.cli.index import cmd_index  # noqa: PLC0415
-
-            return cmd_index(args, console)
-        if args.command == "collections":
-            from haystack_agentic.cli.collections import cmd_collections  # noqa: PLC0415
-
-            return cmd_collections(args, console)
-        if args.command == "install-model":
-            from haystack_agentic.cli.install_model import cmd_install_model  # noqa: PLC0415
-
-            return cmd_install_model(args, console)
-        if args.command == "serve":
-            return args.func(args)
-        if args.command == "eval":
-            from haystack_agentic.cli.eval import cmd_eval  # noqa: PLC0415
-
-            return cmd_eval(args, console)
-        if args.max_iterations is not None and args.max_iterations < 1:
-            raise CLIError("--max-iterations must be at least 1.")
-        if args.filters:
+        if args.command in ("ask", "chat") and args.filters:
             try:
                 if not isinstance(json.loads(args.filters), dict):
                     raise ValueError("not an object")
             except ValueError as exc:
                 raise CLIError(f"--filters must be a JSON object of Haystack filters ({exc}).") from exc
-        if args.command == "chat":
-            from haystack_agentic.cli.chat import cmd_chat  # noqa: PLC0415
-
-            return cmd_chat(args, console)
-        from haystack_agentic.cli.ask import cmd_ask  # noqa: PLC0415
-
-        return cmd_ask(args, console)
+        name = args.command.replace("-", "_")
+        return getattr(import_module(f"haystack_agentic.cli.{name}"), f"cmd_{name}")(args, console)
     except CLIError as exc:
         _print_error(str(exc), exc if debug else None)
         return 2

@@ -35,13 +35,10 @@ from haystack_agentic.settings import DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, de
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
 
-from haystack_agentic.cli.common import add_command, add_llm_limit_arguments
+from haystack_agentic.cli.common import add_command, add_llm_arguments
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
-DEFAULT_HOST, DEFAULT_PORT = DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT
-#: Haystack's telemetry switch (`serve` sets it to False unless it is set).
-TELEMETRY_ENV = "HAYSTACK_TELEMETRY_ENABLED"
 #: Names of hayhooks' own MCP tools, which a pipeline (an MCP tool too) cannot take.
 RESERVED_NAMES = frozenset({"deploy_pipeline", "undeploy_pipeline", "get_pipeline_status", "get_all_pipeline_statuses"})
 
@@ -75,54 +72,46 @@ class ServeError(Exception):
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the `serve` sub-command (its `func` default is `cmd_serve`)."""
+    """Add the `serve` sub-command."""
     summary = "Serve the loop with hayhooks: REST, OpenAI-compatible chat, MCP."
     serve = add_command(subparsers, "serve", summary, __doc__, _EXAMPLES)
-    serve.add_argument("--host", default=DEFAULT_HOST, help=f"Address to bind (default {DEFAULT_HOST}).")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT}).")
-    serve.add_argument("--mcp-port", type=int, help="MCP port (default: --port + 1; 0 disables MCP).")
-    serve.add_argument("--workers", type=int, default=1, help="HTTP worker processes (default 1). With more than one, MCP runs as one extra process beside them.")
+    serve.add_argument("--host", default=DEFAULT_SERVE_HOST, help=f"Address to bind (default {DEFAULT_SERVE_HOST}).")
     serve.add_argument(
-        "--pipeline",
-        action="append",
-        metavar="[NAME=]PATH",
+        "--port", type=int, default=DEFAULT_SERVE_PORT, help=f"HTTP port (default {DEFAULT_SERVE_PORT})."
+    )
+    serve.add_argument("--mcp-port", type=int, help="MCP port (default: --port + 1; 0 disables MCP).")
+    serve.add_argument(
+        "--workers", type=int, default=1,
+        help="HTTP worker processes (default 1). With more than one, MCP runs as one extra process beside them.",
+    )
+    serve.add_argument(
+        "--pipeline", action="append", metavar="[NAME=]PATH",
         help="A loop pipeline YAML to serve (repeatable; default: the packaged one chosen from the environment).",
     )
     serve.add_argument("--pipelines-dir", help="Serving directory to write the wrappers into (default: a temp dir).")
     serve.add_argument("--name", default=DEFAULT_NAME, help=f"Name of the packaged pipeline (default {DEFAULT_NAME}).")
-    serve.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives it.")
-    serve.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
-    serve.add_argument("--model", help="Model for OpenAI-compatible generators (default: $HAYSTACK_AGENTIC_MODEL).")
-    serve.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
     serve.add_argument("--store", help="Saved in-memory store to load (default: $HAYSTACK_AGENTIC_STORE or cache).")
-    serve.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
-    add_llm_limit_arguments(serve)
+    add_llm_arguments(serve)
     serve.add_argument(
         "--api-key",
         help="Require `Authorization: Bearer KEY` on every request (REST, chat, MCP; not /health). "
         "Default: $HAYSTACK_AGENTIC_API_KEY, else no authentication.",
     )
     serve.add_argument(
-        "--allow-deploy",
-        action="store_true",
+        "--allow-deploy", action="store_true",
         help="Keep hayhooks' runtime deployment (POST /deploy_files, /deploy-yaml, /undeploy/NAME and the MCP "
         "deploy_pipeline / undeploy_pipeline tools), which runs uploaded code. Needs an API key. Default: off.",
     )
     serve.add_argument(
-        "--cors-origin",
-        action="append",
-        metavar="ORIGIN",
+        "--cors-origin", action="append", metavar="ORIGIN",
         help="An origin (e.g. https://app.example.org) whose web pages may read responses (CORS); repeatable. "
         "Default: none (no CORS headers, preflights refused).",
     )
     serve.add_argument(
-        "--allowed-host",
-        action="append",
-        metavar="NAME",
+        "--allowed-host", action="append", metavar="NAME",
         help="A host name clients may use in the Host header, besides the bound address and localhost "
         "(e.g. the machine's DNS name when binding 0.0.0.0); repeatable. Other Host headers get a 400.",
     )
-    serve.set_defaults(func=cmd_serve)
     return serve
 
 
@@ -146,17 +135,12 @@ def _parse_pipeline_arg(value: str) -> tuple[str, Path]:
 
 
 def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str | None]:
-    """
-    What to serve, from the arguments and the environment: `({name: yaml path}, overrides, store file or None)`.
-
-    :raises ServeError: On bad arguments, or `--llm openai` without a key or base URL.
-    """
+    """`({name: yaml path}, overrides, store file or None)` to serve (`ServeError`: bad arguments, no key or URL)."""
     from haystack_agentic.pipelines.loop_builder import LoopOptions
 
     given = {
         "llm": None if args.llm == "auto" else args.llm, "model": args.model, "base_url": args.base_url,
-        "max_iterations": args.max_iterations, "timeout": getattr(args, "timeout", None),
-        "max_tokens": getattr(args, "max_tokens", None),
+        "max_iterations": args.max_iterations, "timeout": args.timeout, "max_tokens": args.max_tokens,
     }  # fmt: skip
     overrides: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
     try:
@@ -180,13 +164,10 @@ def write_serving_dir(
     """Write `<directory>/<name>/pipeline_wrapper.py` per pipeline, with `overrides` and `store`; returns the files."""
     written = []
     for name, path in pipelines.items():
-        folder = directory / name
-        folder.mkdir(parents=True, exist_ok=True)
-        wrapper = folder / "pipeline_wrapper.py"
-        wrapper.write_text(
-            _WRAPPER_TEMPLATE.format(name=name, yaml=str(path), overrides=overrides, store=store), encoding="utf-8"
-        )
-        written.append(wrapper)
+        (directory / name).mkdir(parents=True, exist_ok=True)
+        written.append(directory / name / "pipeline_wrapper.py")
+        text = _WRAPPER_TEMPLATE.format(name=name, yaml=str(path), overrides=overrides, store=store)
+        written[-1].write_text(text, encoding="utf-8")
     return written
 
 
@@ -219,11 +200,9 @@ def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
 
 
 def set_serving_environment(host: str, port: int, directory: Path, security: "ServeSecurity") -> None:
-    """
-    Write what hayhooks (on first import) and ours (`ServeSecurity.to_env`) read into `os.environ`, which the worker
-    and MCP processes inherit: the one place the package writes the environment.
-    """
-    from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
+    """Write what hayhooks (on first import) and `ServeSecurity.from_env` read into `os.environ`, which the worker and
+    MCP processes inherit: the one place the package writes the environment."""
+    from haystack_agentic import ALLOWED_MODULES
 
     os.environ["HAYHOOKS_HOST"] = host
     os.environ["HAYHOOKS_PORT"] = str(port)
@@ -232,7 +211,7 @@ def set_serving_environment(host: str, port: int, directory: Path, security: "Se
     # ("dictionary changed size during iteration") and leaves a worker without that pipeline: one at a time.
     os.environ.setdefault("HAYHOOKS_STARTUP_DEPLOY_STRATEGY", "sequential")
     # The servers do not phone home unless the user set HAYSTACK_TELEMETRY_ENABLED=True (read at haystack's import).
-    os.environ.setdefault(TELEMETRY_ENV, "False")
+    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
     # YAML pipelines deployed to the workers load with Haystack's allow-list: ours added to the user's.
     patterns = [p for p in os.environ.get("HAYSTACK_DESERIALIZATION_ALLOWLIST", "").split(",") if p.strip()]
     os.environ["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join(
@@ -241,7 +220,7 @@ def set_serving_environment(host: str, port: int, directory: Path, security: "Se
     security.to_env(os.environ)
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def cmd_serve(args: argparse.Namespace, console: Any = None) -> int:  # noqa: ARG001 - as every command
     """Run `haystack-agentic serve` until interrupted: 0 after a clean shutdown, 2 on bad arguments."""
     scratch = None
     try:
@@ -261,13 +240,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             scratch = tempfile.mkdtemp(prefix="haystack-agentic-serve-")
         directory = Path(args.pipelines_dir or scratch).resolve()
         write_serving_dir(directory, pipelines, overrides, store)
+        return _serve(args, pipelines, directory, security)
     except ServeError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
         return 2
-    try:
-        return _serve(args, pipelines, directory, security)
     finally:
         if scratch:  # the wrapper files written for this run
             shutil.rmtree(scratch, ignore_errors=True)
@@ -286,31 +262,18 @@ def _check_ports(args: argparse.Namespace) -> None:
 
 
 def _security(args: argparse.Namespace) -> "ServeSecurity":
-    """
-    What to expose, from the security options.
-
-    :raises ServeError: On a weak key, `--allow-deploy` without a key, or a malformed origin or host.
-    """
-    from haystack_agentic.serving.security import (
-        ENV_API_KEY,
-        ServeSecurity,
-        check_api_key,
-        check_host_name,
-        check_origin,
-    )
+    """What to expose (`ServeError`: a weak key, `--allow-deploy` without a key, a malformed origin or host)."""
+    from haystack_agentic.serving.security import ENV_API_KEY, ServeSecurity, check_api_key, check_host_name, check_origin
 
     key = args.api_key or os.environ.get(ENV_API_KEY) or None
-    if key is not None:
-        try:
-            check_api_key(key)
-        except ValueError as exc:
-            raise ServeError(str(exc)) from exc
     if args.allow_deploy and key is None:
         raise ServeError(
             "--allow-deploy lets clients upload and run Python code in the server: it needs an API key. "
             f"Pass --api-key KEY or set ${ENV_API_KEY} (e.g. `openssl rand -hex 24`)."
         )
     try:
+        if key is not None:
+            check_api_key(key)
         origins = tuple(check_origin(origin) for origin in args.cors_origin or ())
         hosts = tuple(check_host_name(host) for host in args.allowed_host or ())
     except ValueError as exc:
@@ -329,18 +292,16 @@ def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path
         print(
             f"warning: serving on {args.host} without an API key: anyone who can reach this address can run "
             "questions (and spend your LLM budget). Pass --api-key KEY or set $HAYSTACK_AGENTIC_API_KEY.",
-            file=sys.stderr,
-            flush=True,
-        )
+            file=sys.stderr, flush=True,
+        )  # fmt: skip
     print(
         f"Serving {', '.join(sorted(pipelines))} from {directory} on http://{args.host}:{args.port}"
         + (f" (MCP on http://{args.host}:{mcp_port}/mcp)" if mcp_port else "")
         + (f" with {args.workers} workers" if args.workers > 1 else "")
         + ("; API key required" if security.api_key else "")
         + ("; runtime deployment ON (deploy routes, MCP deploy tools)" if security.allow_deploy else ""),
-        file=sys.stderr,
-        flush=True,
-    )
+        file=sys.stderr, flush=True,
+    )  # fmt: skip
     from haystack_agentic.serving.server import run_servers
 
     run_servers(args.host, args.port, mcp_port, args.workers, directory)

@@ -1,20 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Building a loop pipeline for a run: `LoopOptions` in, a pipeline out.
-
-`build_loop` is the one place that turns options (LLM, router mode, backend and store, grounding, evidence policy,
-limits) into a loop pipeline: it picks the packaged YAML (or reads the user's), applies every option to the
-pipeline's dict, and only then builds it. `haystack-agentic ask`, `chat`, `eval --pipeline`, `serve` and the
-hayhooks wrapper all call it, so they load a pipeline the same way, fail with the same messages, and never add,
-remove or connect components of a built pipeline. Every function raises `ValueError` with a message that says
-what to change; callers turn it into their own error (a CLI line, an HTTP status).
-
-Usage example:
-```python
-from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
-
-pipeline = build_loop(LoopOptions(llm="embedded", max_iterations=3))
-```
+`build_loop`: the one place that turns `LoopOptions` into a loop pipeline (`ask`, `chat`, `eval --pipeline`, `serve`
+and the hayhooks wrapper all call it). Every option is applied to the YAML's dict before the pipeline is built;
+every function raises `ValueError` with a message that says what to change.
 """
 
 import copy
@@ -30,12 +18,7 @@ from haystack_agentic.loop_loading import loop_pipeline_from_dict, read_loop_yam
 from haystack_agentic.pipelines.loop_pipeline import max_runs_for
 from haystack_agentic.pipelines.packaged_yaml import class_defaults
 from haystack_agentic.resources import pipeline_path
-from haystack_agentic.settings import (
-    default_milvus_uri,
-    default_weaviate_url,
-    model_from_env,
-    openai_configured,
-)
+from haystack_agentic.settings import default_milvus_uri, default_weaviate_url, model_from_env, openai_configured
 
 logger = logging.getLogger(__name__)
 
@@ -46,29 +29,32 @@ _RETRIEVAL_ONLY = "haystack_agentic.evaluation.retrieval_only_answerer.Retrieval
 @dataclass(frozen=True)
 class LoopOptions:
     """
-    What a run's loop pipeline is built from (`build_loop`). `None` keeps what the pipeline YAML says.
+    What a run's loop pipeline is built from (`build_loop`); `None` keeps what the pipeline YAML says.
 
-    :param pipeline: A loop pipeline YAML path or a packaged pipeline's name; `None`: the packaged one for `llm`,
-        `mode` and `backend`.
+    ### Usage example
+    ```python
+    pipeline = build_loop(LoopOptions(llm="embedded", max_iterations=3))
+    ```
+
+    :param pipeline: A loop pipeline YAML path or a packaged pipeline's name (default: the packaged one for `llm`,
+        `mode` and `backend`).
     :param llm: `auto` (`openai` when `base_url`, `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set, else `embedded`),
         `openai` or `embedded`.
     :param mode: Router mode of the packaged OpenAI-compatible pipeline: `tools` (default) or `json`.
-    :param model: Model name set on every `OpenAIChatGenerator` (default: `$HAYSTACK_AGENTIC_MODEL`, else the YAML's).
-    :param base_url: Base URL set on every `OpenAIChatGenerator` (a local server, e.g. Ollama or llama.cpp).
+    :param model: Model of every `OpenAIChatGenerator` (default: `$HAYSTACK_AGENTIC_MODEL`, else the YAML's).
+    :param base_url: Base URL of every `OpenAIChatGenerator` (a local server, e.g. Ollama or llama.cpp).
     :param backend: `memory`, `milvus` or `weaviate`: the packaged embedded pipeline of that store.
-    :param store_uri: URI of every Milvus store (a Milvus Lite file or a server) and URL of every Weaviate store
-        (default for `backend` without `pipeline`: `settings.default_milvus_uri()` / `default_weaviate_url()`).
+    :param store_uri: URI of every Milvus store (Lite file or server) and URL of every Weaviate store (default for a
+        packaged `backend` pipeline: `settings.default_milvus_uri()` / `default_weaviate_url()`).
     :param max_iterations: The controller's `max_iterations`, with a matching `max_runs_per_component`.
     :param timeout: Seconds one LLM call of any role may take.
-    :param max_tokens: Most tokens one LLM reply of any role may have (its `generation_kwargs`).
+    :param max_tokens: Most tokens one LLM reply of any role may have.
     :param on_insufficient_evidence: `give_up` or `answer_with_warning`, set on the `evidence` component.
-    :param grounding: `auto`: when the YAML's `HHEMGrounder` has no local model, an `openai` run grounds with the
-        router's LLM as judge (`LLMJudgeGrounder`) and any other run skips grounding (the reason in the result);
-        `pipeline`: the YAML's grounder as written.
-    :param context_tokens: The LLM server's context size in tokens (llama.cpp's `/props`): every role's prompt
-        budget is lowered to fit it (`ServerInfo.prompt_budget`).
+    :param grounding: `auto`: an `HHEMGrounder` without its local model becomes the router's LLM as judge
+        (`LLMJudgeGrounder`) in an `openai` run and is skipped (with the reason) otherwise; `pipeline`: as written.
+    :param context_tokens: The LLM server's context size (llama.cpp's `/props`): every role's prompt budget fits it.
     :param retrieval_only: The answerer is a `RetrievalOnlyAnswerer` and the fallback is off (no answer LLM).
-    :param new_store: A Milvus Lite database the pipeline names may be created (a loop run otherwise writes nothing).
+    :param new_store: A Milvus Lite database the pipeline names may be created (a run otherwise writes nothing).
     :raises ValueError: If an option is out of range (the message names the command-line flag).
     """
 
@@ -107,12 +93,7 @@ class LoopOptions:
             raise ValueError(f"--max-tokens must be at least 1, got {self.max_tokens}")
 
     def resolved_llm(self) -> str:
-        """
-        The LLM that drives the run.
-
-        :returns: `openai` or `embedded`.
-        :raises ValueError: If `mode` or `base_url` is given for the packaged embedded pipeline.
-        """
+        """`openai` or `embedded`: the LLM of the run (`ValueError`: `mode` / `base_url` for the embedded one)."""
         llm = self.llm
         if llm == "auto":
             llm = "openai" if self.base_url or openai_configured() else "embedded"
@@ -136,12 +117,11 @@ class LoopOptions:
 
     def pipeline_path(self) -> Path:
         """
-        The loop pipeline YAML the run reads.
+        The loop pipeline YAML the run reads: `pipeline`, else the packaged one for the LLM and backend (for a Milvus
+        server, the dense one when its collection has no BM25 field or the server is older than 2.5).
 
-        :returns: `pipeline` (a path, or a packaged name), else the packaged pipeline for the LLM and backend: for a
-            Milvus server, the dense one when its collection has no BM25 field or the server is older than 2.5.
-        :raises ValueError: For a packaged OpenAI-compatible pipeline with neither `OPENAI_API_KEY` nor a base URL,
-            or a packaged backend pipeline with `llm` `openai`.
+        :raises ValueError: For a packaged OpenAI pipeline without `OPENAI_API_KEY` or base URL, or a packaged backend
+            pipeline with `llm` `openai`.
         :raises FileNotFoundError: For a name that is no packaged pipeline (the message lists them).
         """
         if self.pipeline:
@@ -163,13 +143,8 @@ class LoopOptions:
 
 
 def milvus_has_bm25(uri: str) -> bool:
-    """
-    Whether the Milvus at `uri` can serve the packaged hybrid (dense + BM25) pipeline.
-
-    :param uri: A Milvus Lite file (always `True`) or a Milvus server URI.
-    :returns: `False` when the packaged collection has no BM25 field, or has none yet and the server is older than
-        2.5; `True` otherwise, an unreachable server included (loading the pipeline reports it with the address).
-    """
+    """Whether the Milvus at `uri` can serve the hybrid pipeline: `False` when the packaged collection has no BM25
+    field, or none yet on a server older than 2.5; `True` for a Lite file or an unreachable server (loading says so)."""
     if "://" not in uri:
         return True
     from haystack_agentic.document_stores import milvus_support  # noqa: PLC0415
@@ -191,16 +166,13 @@ def milvus_has_bm25(uri: str) -> bool:
 
 def build_loop(options: LoopOptions | None = None, notify: Callable[[str], None] | None = None) -> Pipeline:
     """
-    Build the loop pipeline for a set of options: every decision is made on the pipeline's dict, before it is built.
+    Build the loop pipeline for `options` (default: the packaged one chosen from the environment).
 
-    :param options: The options (default: `LoopOptions()`, the packaged pipeline chosen from the environment).
-    :param notify: Called with a one-line notice for each decision the user should hear about (grounding without
-        its model); default: a logged warning.
-    :returns: The pipeline (not warmed up). Loading writes nothing unless `options.new_store`: a Milvus Lite
-        database the YAML names must exist already.
+    :param notify: Called with a one-line notice the user should hear (grounding without its model); default: a
+        logged warning.
+    :returns: The pipeline (not warmed up). Loading writes nothing unless `options.new_store`.
     :raises StoreError: If a Milvus Lite database it names does not exist, or a store cannot be opened.
-    :raises ValueError: If an option does not fit (no `evidence` component for `on_insufficient_evidence`, no key
-        for a packaged OpenAI pipeline), or the file cannot be read, is not a loop pipeline, or does not load.
+    :raises ValueError: If an option does not fit the pipeline, or the file cannot be read or is no loop pipeline.
     :raises FileNotFoundError: For a bare name that is no packaged pipeline (the message lists them).
     """
     options = options or LoopOptions()
@@ -239,12 +211,9 @@ def load_loop_pipeline(
     """
     Read a loop pipeline YAML with the allow-list, applying overrides: `build_loop` with the YAML's own grounder.
 
-    :param path: The YAML file, or the name of a packaged pipeline (`"agentic_rag_embedded"`, with or without `.yml`).
-    :param model: See `LoopOptions.model`.
-    :param api_base_url: See `LoopOptions.base_url`. An `OpenAIChatGenerator` that would read its key from an unset
-        `OPENAI_API_KEY` but has a base URL (a local server, which ignores the key) gets a `LocalServerKey` instead (`llm.local_server_key`).
-    :param max_iterations: See `LoopOptions.max_iterations`.
-    :param store_uri: See `LoopOptions.store_uri`.
+    :param path: The YAML file, or a packaged pipeline's name (`"agentic_rag_embedded"`, with or without `.yml`).
+    :param model, api_base_url, max_iterations, store_uri: See `LoopOptions` (`model`, `base_url`, ...). With a base
+        URL and no `OPENAI_API_KEY`, a generator gets a `LocalServerKey` (`llm.local_server_key`).
     :returns: The pipeline (not warmed up).
     :raises StoreError, ValueError, FileNotFoundError: As `build_loop`.
     """
@@ -255,29 +224,21 @@ def load_loop_pipeline(
     return build_loop(options)
 
 
-def _roles(components: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """`(init_parameters, class defaults)` of every LLM role: a component whose `chat_generator` is set."""
-    roles = []
-    for spec in components.values():
-        params = spec["init_parameters"]
-        if isinstance(params.get("chat_generator"), dict):
-            roles.append((params, class_defaults(str(spec.get("type", ""))) or {}))
-    return roles
-
-
 def _set_limits(data: dict[str, Any], options: LoopOptions) -> None:
     """The loop's and the LLM roles' limits: turns, seconds and tokens per call, prompt budget."""
     from haystack_agentic.llm.server_info import ServerInfo  # noqa: PLC0415
 
+    server = ServerInfo(n_ctx=options.context_tokens)
     for spec in data["components"].values():
+        params = spec["init_parameters"]
         if str(spec.get("type", "")).endswith("LoopController") and options.max_iterations:
-            params = spec["init_parameters"]
             params["max_iterations"] = options.max_iterations
             searches = params.get("max_searches_per_turn")
             bound = max_runs_for(options.max_iterations, *([int(searches)] if searches else []))
             data["max_runs_per_component"] = bound
-    server = ServerInfo(n_ctx=options.context_tokens)
-    for params, defaults in _roles(data["components"]):
+        if not isinstance(params.get("chat_generator"), dict):  # not an LLM role
+            continue
+        defaults = class_defaults(str(spec.get("type", ""))) or {}
         if options.timeout is not None and "timeout" in defaults:
             params["timeout"] = options.timeout
         if options.max_tokens is not None and "generation_kwargs" in defaults:
@@ -301,12 +262,9 @@ def _choose_grounder(components: dict[str, Any], judge_allowed: bool, notify: Ca
     if missing is None:
         return
     judge_llm = components.get("router", {}).get("init_parameters", {}).get("chat_generator")
+    then = "Running without grounding."
     if judge_allowed and isinstance(judge_llm, dict):
         judge = {"chat_generator": copy.deepcopy(judge_llm)}
         components["grounder"] = {"type": _JUDGE_GROUNDER, "init_parameters": judge}
-        notify(
-            f"Grounding: {missing}. To get it: {HOW_TO_GET}. "
-            "Grounding with the configured LLM as judge instead (LLMJudgeGrounder)."
-        )
-    else:
-        notify(f"Grounding: {missing}. To get it: {HOW_TO_GET}. Running without grounding.")
+        then = "Grounding with the configured LLM as judge instead (LLMJudgeGrounder)."
+    notify(f"Grounding: {missing}. To get it: {HOW_TO_GET}. {then}")

@@ -1,17 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Assemble the agentic loop as a Haystack `Pipeline` with a cycle, from its components.
-
-The YAML files under `pipelines/` are what users load (`Pipeline.loads` with the allow-list); this module is
-how they are made, and how Python users build the same graph around their own retriever and chat generators.
-"""
+"""Assemble the agentic loop as a Haystack `Pipeline` with a cycle: how the packaged YAMLs are made, and how Python
+users build the same graph around their own retriever and chat generators."""
 
 from typing import Any
 
-from haystack import Pipeline, logging
+from haystack import Pipeline
 from haystack.dataclasses import ChatMessage, StreamingCallbackT
-
-from haystack_agentic import ALLOWED_MODULES  # noqa: F401 - the packaged YAMLs' allow-list, re-exported here
 
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
@@ -22,18 +16,10 @@ from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
 from haystack_agentic.llm.streaming import plain_function
 from haystack_agentic.loop_loading import link_collection_store
 
-logger = logging.getLogger(__name__)
-
 
 def max_runs_for(max_iterations: int, max_searches_per_turn: int = DEFAULT_MAX_SEARCHES_PER_TURN) -> int:
-    """
-    The `max_runs_per_component` a loop pipeline needs: the controller runs once per search of a turn (once for a
-    turn without one), plus the run's start and the answerer's and the evidence check's returns.
-
-    :param max_iterations: The controller's `max_iterations`.
-    :param max_searches_per_turn: The controller's `max_searches_per_turn`.
-    :returns: A bound that a correct run never reaches.
-    """
+    """The `max_runs_per_component` a loop needs: the controller runs once per search of a turn (once for a turn
+    without one), plus the run's start and the answerer's and the evidence check's returns."""
     return (max_searches_per_turn + 1) * max_iterations + 4
 
 
@@ -54,43 +40,29 @@ def build_loop_pipeline(
     """
     Wire the agentic loop around a router and a retriever.
 
-    Graph: `controller.state -> router`; a search goes `router.query -> [query_embedder ->] retriever` with
-    `router.filters`/`router.top_k`, and `router.loop -> controller.state` with the retriever's documents
-    into `controller.documents`; `router.answer -> answerer`, whose reflect/draft result goes back to
-    `controller.revised` (two sockets instead of a `BranchJoiner`: one component less to run every turn);
-    `controller.exhausted -> fallback`; every end (`router.finished`, `answerer.finished`, `fallback.finished`,
-    `controller.failed`)
-    meets in `finish` (a `LoopStateJoiner`: a `BranchJoiner` with `run_async`), then the optional `grounder`, then
+    Graph: `controller.state -> router`; a search goes `router.query -> [query_embedder ->] retriever` (with
+    `router.filters`, `router.top_k`), its documents (and a `SafeRetriever`'s `error`) back into `controller`;
+    `router.answer -> [evidence ->] answerer [-> extractor]`, the answerer's reflect/draft result back to
+    `controller.revised`; `controller.exhausted -> [evidence ->] fallback`; the evidence check's `retry` goes back to
+    `controller.refused`. Every end meets in `finish` (a `LoopStateJoiner`), then the optional `grounder`, then
     `result` (`LoopResultBuilder`).
-    With the evidence check (the default), `evidence` sits on both answer paths: `router.answer -> evidence.state`
-    and `controller.exhausted -> evidence.exhausted`; it sends the run on to `answerer` / `fallback`, back into
-    the loop (`evidence.retry -> controller.refused`) to search again, or to `finish` (gave up).
 
-    :param router: An `AgenticRouter` or any component with the same sockets (input `state`; outputs `query`,
-        `filters`, `top_k`, `loop`, `answer`, `finished`).
-    :param retriever: A Haystack retriever with a `query` or `query_text` (text) and/or `query_embedding` input,
-        `filters`, `top_k`, and a `documents` output. With a `query_embedder` and a text input too (a hybrid
-        retriever), the query goes to both. An `error` output (a `SafeRetriever`) goes to
-        `controller.search_error`, so a failed search is a tool error, not a crash.
+    :param router: An `AgenticRouter` or a component with its sockets (input `state`; outputs `query`, `filters`,
+        `top_k`, `loop`, `answer`, `finished`).
+    :param retriever: A Haystack retriever taking `query` / `query_text` and/or `query_embedding`, `filters`,
+        `top_k`, returning `documents` (a hybrid one gets both the text and the embedding).
     :param controller: The `LoopController` (default: `LoopController()`).
-    :param answerer: The `Answerer` (default: in json mode one with the router's chat generator; otherwise one
-        without its own LLM, which keeps the controller's draft as the answer).
-    :param extractor: A stage between the answerer and `finish` (input `state`, output `state`) that changes the
-        answerer's final answer, e.g. a `ShortAnswerExtractor` (`answerer.finished -> extractor.state`), or `None`.
-    :param fallback: The `FallbackSynthesizer` (default: one with the router's chat generator and temperature;
-        disabled when the router has no chat generator).
+    :param answerer: The `Answerer` (default: in json mode one with the router's chat generator, else one without
+        an LLM, which keeps the controller's draft).
+    :param extractor: A stage (input and output `state`) after the answerer, e.g. `ShortAnswerExtractor`, or `None`.
+    :param fallback: The `FallbackSynthesizer` (default: one with the router's chat generator and temperature).
     :param query_embedder: A text embedder (input `text`, output `embedding`) for dense retrievers, or `None`.
-    :param grounder: A grounding stage (input `state`, output `state`), or `None`.
+    :param grounder: A grounding stage (input and output `state`), or `None`.
     :param metadata: Pipeline metadata (kept in YAML).
-    :param evidence_checker: The evidence check before the final answer: an `EvidenceChecker` or any component with
-        its sockets (inputs `state`, `exhausted`; outputs `answer`, `fallback`, `retry`, `finished`). `None`
-        (default): `EvidenceChecker()`, the offline check (pass one with a `chat_generator` for the LLM judge).
-    :param check_evidence: `False` builds the loop without an evidence check (answers are never held back).
-    :returns: The pipeline. Its inputs are `controller.query` / `controller.messages` (and optional
-        `controller.filters`, `controller.collections`); its outputs are the result's keys under `result`
-        (`pipeline.run(data)["result"]["answer"]`, see `LoopResultBuilder`). `pipeline.inputs()` also lists the
-        loop's internal sockets (`controller.documents`, `controller.state`, `finish.value`, ...: they are fed
-        inside the cycle, never by the caller); `AgenticRAG` wraps the pipeline with only the real inputs.
+    :param evidence_checker: The evidence check before the final answer (default: `EvidenceChecker()`, offline).
+    :param check_evidence: `False` builds the loop without an evidence check.
+    :returns: The pipeline: inputs `controller.query` / `controller.messages` (optional `controller.filters`,
+        `controller.collections`), outputs the result's keys under `result` (see `LoopResultBuilder`).
     :raises ValueError: If the retriever searches by embedding only and no `query_embedder` is given.
     """
     takes = {name for name in ("query", "query_text", "query_embedding") if _has_socket(retriever, "__haystack_input__", name)}
@@ -102,8 +74,7 @@ def build_loop_pipeline(
             "MiniLM store: `query_embedder=MiniLMTextEmbedder()`), or use a BM25 or hybrid retriever."
         )
     controller = controller or LoopController()
-    # Unset roles fall back to the controller's chat generator (DESIGN.md). In tools mode the controller's answer
-    # is final by default (no rewrite); json mode needs an answer LLM to write the answer from the chunks.
+    # Unset roles fall back to the controller's chat generator (DESIGN.md).
     controller_llm = getattr(router, "chat_generator", None)
     controller_temperature = getattr(router, "temperature", None)
     if answerer is None:
@@ -113,22 +84,17 @@ def build_loop_pipeline(
         fallback = FallbackSynthesizer(chat_generator=controller_llm, temperature=controller_temperature)
     max_runs = max_runs_for(controller.max_iterations, controller.max_searches_per_turn)
     pipeline = Pipeline(max_runs_per_component=max_runs, metadata=metadata or {})
-    pipeline.add_component("controller", controller)
-    pipeline.add_component("router", router)
-    if query_embedder is not None:
-        pipeline.add_component("query_embedder", query_embedder)
-    pipeline.add_component("retriever", retriever)
-    pipeline.add_component("answerer", answerer)
-    if extractor is not None:
-        pipeline.add_component("extractor", extractor)
-    pipeline.add_component("fallback", fallback)
-    if check_evidence:
-        pipeline.add_component("evidence", evidence_checker if evidence_checker is not None else EvidenceChecker())
-    pipeline.add_component("finish", LoopStateJoiner())
-    if grounder is not None:
-        pipeline.add_component("grounder", grounder)
-    pipeline.add_component("result", LoopResultBuilder())
-
+    if check_evidence and evidence_checker is None:
+        evidence_checker = EvidenceChecker()
+    stages = {
+        "controller": controller, "router": router, "query_embedder": query_embedder, "retriever": retriever,
+        "answerer": answerer, "extractor": extractor, "fallback": fallback,
+        "evidence": evidence_checker if check_evidence else None, "finish": LoopStateJoiner(), "grounder": grounder,
+        "result": LoopResultBuilder(),
+    }  # fmt: skip
+    for name, instance in stages.items():
+        if instance is not None:
+            pipeline.add_component(name, instance)
     link_collection_store(pipeline)
     pipeline.connect("controller.state", "router.state")
     exhausting = ("evidence.exhausted", "evidence.fallback") if check_evidence else None
@@ -180,8 +146,9 @@ def loop_inputs(
     streaming_callback: StreamingCallbackT | None = None,
 ) -> dict[str, Any]:
     """
-    The `data` for `pipeline.run` / `run_async` of a loop pipeline: the question or conversation for `controller`,
-    and the streaming callback for every component that takes one (the LLM roles and the controller).
+    The `data` for `pipeline.run` / `run_async` of a loop pipeline: the question (or the conversation `messages`,
+    ending with the question) and `filters` for `controller`, and `streaming_callback` (sync, or async for
+    `run_async`) for every component that takes one, as a plain function (Haystack deep-copies inputs).
 
     ### Usage example
     ```python
@@ -191,16 +158,6 @@ def loop_inputs(
     data = loop_inputs(pipeline, "Who directed Big Stone Gap?", streaming_callback=print_streaming_chunk)
     result = pipeline.run(data)["result"]
     ```
-
-    :param pipeline: A loop pipeline (a component named `controller`).
-    :param query: The question (or pass `messages`).
-    :param messages: The conversation so far, ending with the user's question (`ChatMessage`s).
-    :param filters: Haystack metadata filters for every search of the run.
-    :param streaming_callback: Called with every `StreamingChunk` of the run's LLM calls and with its step events
-        (`haystack_agentic.llm.streaming`): a sync function for `run`, sync or async for `run_async`. It is wrapped
-        in a plain function, so Haystack's deep copy of pipeline inputs never copies the object behind a bound
-        method.
-    :returns: The pipeline inputs.
     """
     controller: dict[str, Any] = {}
     if query is not None:
@@ -220,5 +177,4 @@ def loop_inputs(
 
 def _has_socket(instance: Any, attribute: str, name: str) -> bool:
     """Whether a component has an input (`__haystack_input__`) or output (`__haystack_output__`) socket `name`."""
-    sockets = getattr(instance, attribute, None)
-    return sockets is not None and name in sockets
+    return name in (getattr(instance, attribute, None) or ())

@@ -43,13 +43,9 @@ def _is_default(value: Any, default: Any) -> bool:
 
 def minimal(node: Any, top_level: bool = True) -> Any:
     """
-    A serialised pipeline part without the init parameters that equal their class's defaults, nested objects
-    included. A component left with no parameters loses its `init_parameters` key; a nested object keeps an empty
-    one (some integrations' `from_dict` read it unconditionally).
-
-    :param node: `Pipeline.to_dict()` or a part of it.
-    :param top_level: Whether `node` is a pipeline's `components` entry (internal).
-    :returns: The reduced copy.
+    A serialised pipeline (or part) without the init parameters equal to their class's defaults, nested objects
+    included. A component left with no parameters loses `init_parameters`; a nested object keeps an empty one (some
+    integrations' `from_dict` read it unconditionally). `top_level`: `node` is a pipeline or a `components` entry.
     """
     if isinstance(node, list):
         return [minimal(value, top_level=False) for value in node]
@@ -119,11 +115,8 @@ def _component_note(name: str, spec: dict[str, Any]) -> str:
 
 def packaged_yaml(pipeline: Pipeline, file_name: str) -> str:
     """
-    The YAML text of a packaged pipeline: header comment, components with comments, connections, settings.
+    The YAML text of a packaged pipeline (`file_name`, e.g. `agentic_rag_embedded.yml`, picks the header comment).
 
-    :param pipeline: The pipeline (a `HayhooksPipeline` also writes hayhooks' `inputs` and `outputs`).
-    :param file_name: The file's name, e.g. `agentic_rag_embedded.yml` (picks the header comment).
-    :returns: The text.
     :raises KeyError: If the file or one of its components has no comment in `yaml_notes`.
     """
     data = minimal(pipeline.to_dict())

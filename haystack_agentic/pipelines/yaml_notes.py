@@ -59,10 +59,8 @@ FILE_NOTES = {
     "indexing_weaviate.yml": _INDEXING.format(store="a Weaviate server", file="indexing_weaviate"),
 }
 
-#: Comments of components known by their name in the packaged pipelines (the two joiners of the loop).
+#: Comments of components known by their name in the packaged pipelines (the loop's joiner).
 NAME_NOTES = {
-    "entry": "loop re-entry: after a search or a reflect turn, the state goes back to the controller.\n"
-    "Nothing to change.",
     "finish": "where every way a run ends (answer, give-up, error, fallback) meets: one result per run.\n"
     "Nothing to change.",
 }
@@ -94,10 +92,6 @@ COMPONENT_NOTES = {
     "HHEMGrounder": "checks each sentence of the answer against the chunks (Vectara HHEM-2.1-Open). Local weights "
     "only here: without them grounding is skipped and the result says why.\n"
     "Change: threshold (0-1); local_files_only: false to let it download the model.",
-    "LoopStateJoiner": "a BranchJoiner that also runs on the event loop (no worker-thread hop under run_async).\n"
-    "Nothing to change.",
-    "SparseBM25DocumentStore": "the in-memory store with BM25 as a sparse matrix (fast at 100k chunks; same results "
-    "and filters as InMemoryDocumentStore, same saved file format).\nChange: bm25_parameters, bm25_algorithm.",
     "EvidenceChecker": "checks, before the final answer, that the chunks found support one (offline: key entities and "
     "content words covered, MiniLM similarity, calibrated weights; with chat_generator: an LLM judge). When they do "
     "not: search again while turns remain, else give up saying what was searched.\n"
@@ -121,6 +115,4 @@ COMPONENT_NOTES = {
     "SourceReplacingDocumentWriter": "writes the chunks to the store (upsert by id), then removes the chunks of "
     "the same source files that were not written again: an edited file leaves no stale chunks.\n"
     "Change: document_store (the backend, its uri or url, the collection), source_field.",
-    "DocumentWriter": "writes the chunks to the store, overwriting same ids.\n"
-    "Change: document_store (the backend, its uri or url, the collection).",
 }

@@ -1,17 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Serving the agentic loop with hayhooks (install the `serve` extra: `pip install "haystack-agentic[serve]"`).
-
-The names below load on first use (PEP 562): without the extra, `import haystack_agentic.serving` works and using
-a name raises one line naming the extra.
-"""
+"""Serving the agentic loop with hayhooks (the `serve` extra). The names below load on first use (PEP 562): without
+the extra, `import haystack_agentic.serving` works and using a name raises one line naming the extra."""
 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from haystack_agentic.extras import MissingExtraError, missing_extra_message
-
-_WRAPPER = "haystack_agentic.serving.agentic_loop_wrapper"
 
 __all__ = [
     "AgenticLoopWrapper",
@@ -24,20 +18,15 @@ __all__ = [
 
 if TYPE_CHECKING:
     from haystack_agentic.serving.agentic_loop_wrapper import (
-        AgenticLoopWrapper,
-        BadRequest,
-        answer_text,
-        check_question,
-        load_served_pipeline,
-        progress_line,
-    )
+        AgenticLoopWrapper, BadRequest, answer_text, check_question, load_served_pipeline, progress_line,
+    )  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module 'haystack_agentic.serving' has no attribute {name!r}")
     try:
-        module = import_module(_WRAPPER)
+        module = import_module("haystack_agentic.serving.agentic_loop_wrapper")
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] == "hayhooks":
             raise MissingExtraError(missing_extra_message("serve", "Serving")) from exc

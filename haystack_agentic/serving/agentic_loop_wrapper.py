@@ -1,14 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`AgenticLoopWrapper`: a hayhooks `PipelineWrapper` that serves a loop pipeline YAML over REST, the
-OpenAI-compatible chat API (with streamed progress) and MCP.
-"""
+"""`AgenticLoopWrapper`: a hayhooks `PipelineWrapper` that serves a loop pipeline YAML over REST, the
+OpenAI-compatible chat API (with streamed progress) and MCP."""
 
+import asyncio
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any, ClassVar
-
-import asyncio
 
 from fastapi_openai_compat.chat_completions.models import ChatCompletion
 from haystack import Pipeline, logging
@@ -36,11 +33,7 @@ logger = logging.getLogger(__name__)
 
 
 def check_question(query: Any, max_chars: int | None = None) -> str:
-    """
-    The request's question, cleaned and stripped, at most `max_chars` long (`None`: no limit).
-
-    :raises BadRequest: If it is missing, not a string, blank or too long.
-    """
+    """The request's question, cleaned and stripped, at most `max_chars` long (`BadRequest`: missing, blank, long)."""
     try:
         return validate_question(query, max_chars)
     except ValueError as exc:
@@ -51,13 +44,9 @@ def load_served_pipeline(
     path: Path | str, overrides: dict[str, Any] | None = None, store_path: Path | str | None = None
 ) -> Pipeline:
     """
-    Build a loop pipeline YAML for serving (`build_loop`), fill its store and warm it up.
+    The loop pipeline YAML `path` built for serving (`build_loop` with `overrides`, `LoopOptions` fields), its
+    in-memory store filled from `store_path` (default: `$HAYSTACK_AGENTIC_STORE`, if set), warmed up.
 
-    :param path: The pipeline YAML.
-    :param overrides: `LoopOptions` fields besides `pipeline` (e.g. `model`, `max_iterations`).
-    :param store_path: A saved `InMemoryDocumentStore` JSON to fill the retriever's empty in-memory store from
-        (default: `$HAYSTACK_AGENTIC_STORE`, if set).
-    :returns: The pipeline, warmed up.
     :raises ValueError: If an override is out of range, or the YAML or the store file cannot be loaded.
     """
     pipeline = build_loop(LoopOptions(pipeline=str(path), **(overrides or {})))
@@ -93,11 +82,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     store_file: ClassVar[str | None] = None
 
     def setup(self) -> None:
-        """
-        Load and warm up the pipeline (once per worker).
-
-        :raises ValueError: If `pipeline_file` is not set, or the pipeline or store cannot be loaded.
-        """
+        """Load and warm up the pipeline, once per worker (`ValueError`: no `pipeline_file`, or it does not load)."""
         if not self.pipeline_file:
             raise ValueError(f"{type(self).__name__}.pipeline_file is not set: name the loop pipeline YAML to serve.")
         self.pipeline = load_served_pipeline(self.pipeline_file, dict(self.overrides), self.store_file)
@@ -110,35 +95,28 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
         :param query: The question.
         :param filters: Optional Haystack metadata filters that scope every search.
-        :param collections: Optional collection scope: `"all"`, one collection name or a list of names (the store's
-            `meta.collection` values); an unknown name is a 422 listing the known ones.
-        :returns: The loop pipeline's outputs, `{"result": {answer, terminated_by, iterations, ...}}`; hayhooks wraps
-            it as `{"result": {"result": {...}}}`, the envelope a YAML deployed with `deploy-yaml` answers too.
+        :param collections: Optional collection scope: `"all"`, a collection name or a list of names (unknown: 422).
+        :returns: `{"result": {answer, terminated_by, iterations, ...}}` (hayhooks wraps it in `{"result": ...}`).
         """
-        data = self._inputs(check_question(query, self._max_question_chars()), filters, collections)
-        return {"result": await self._run(data)}
+        question = check_question(query, self._max_question_chars())
+        return {"result": await self._run(self._inputs({"query": question}, filters, collections))}
 
     async def run_chat_completion_async(
         self, model: str, messages: list[dict], body: dict
     ) -> ChatCompletion | AsyncGenerator[ChatCompletion, None]:
         """
-        OpenAI-compatible chat: the whole conversation goes to the loop (its last user message is the question); the
-        reply is the answer with its `[n]` markers and `Sources:` block, with the run's `usage`. With `stream: true`
-        the answer streams as `delta.content` and each loop step as `delta.reasoning_content` (see
-        `haystack_agentic.serving.chat_completions`).
+        OpenAI-compatible chat: the conversation goes to the loop (its last user message is the question); the reply
+        is the answer with its `[n]` markers and `Sources:` block, and `usage`; with `stream: true` the answer
+        streams as `delta.content`, each loop step as `delta.reasoning_content` (see `serving.chat_completions`).
 
         :param model: The deployed pipeline's name.
         :param messages: The chat messages (OpenAI format): system, user and assistant messages.
-        :param body: The whole request body (`stream`, `stream_options`, and optionally `collections`: the run's
-            collection scope, as for the REST endpoint).
+        :param body: The request body (`stream`, `stream_options`, optionally `collections` as for REST).
         :returns: The `ChatCompletion`, or an async generator of `chat.completion.chunk`s when streaming.
-        :raises BadRequest: If there is no user question, or a message has a tool role, an unknown role or tool
-            calls, or the conversation does not end with the user's question; for an unknown collection.
+        :raises BadRequest: For a conversation `conversation_from_request` refuses, or an unknown collection.
         """
         conversation = conversation_from_request(messages, self._max_question_chars())
-        data = self._inputs(conversation[-1].text or "", None, body.get("collections"))
-        del data["controller"]["query"]
-        data["controller"]["messages"] = conversation
+        data = self._inputs({"messages": conversation}, None, body.get("collections"))
         if not body.get("stream"):
             return completion(model, await self._run(data))
         options = body.get("stream_options")
@@ -148,11 +126,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         return self._stream(data, model, include_usage)
 
     async def _run(self, data: dict[str, Any]) -> dict[str, Any]:
-        """
-        The loop's result, or an error result (`terminated_by="error"`) if the pipeline itself failed.
-
-        :raises BadRequest: If the pipeline refused the question or filters (`InvalidLoopInput`).
-        """
+        """The loop's result, or an error result if the pipeline failed (`BadRequest`: it refused its input)."""
         try:
             return (await self.pipeline.run_async(data))["result"]
         except Exception as exc:  # noqa: BLE001 - the request was valid: report the failed run, not a server error
@@ -196,14 +170,14 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     def _max_question_chars(self) -> int | None:
         return getattr(self.pipeline.get_component("controller"), "max_question_chars", None)
 
-    def _inputs(self, query: str, filters: Any, collections: Any = None) -> dict[str, Any]:
+    def _inputs(self, inputs: dict[str, Any], filters: Any, collections: Any) -> dict[str, Any]:
+        """The pipeline data: the controller's `inputs` (question or conversation) with the checked scope."""
         if filters is not None and not isinstance(filters, dict):
             raise BadRequest("`filters` must be an object of Haystack metadata filters.")
         try:
             filters = validate_filters(filters)
         except ValueError as exc:
             raise BadRequest(f"`filters`: {exc}") from exc
-        inputs: dict[str, Any] = {"query": query}
         if filters:
             inputs["filters"] = filters
         if collections is not None:
@@ -224,9 +198,7 @@ def error_result(question: str, exc: BaseException) -> dict[str, Any]:
 def invalid_input(exc: BaseException | None) -> InvalidLoopInput | None:
     """The `InvalidLoopInput` in `exc`'s chain of causes (a pipeline wraps a component's error), or `None`."""
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, InvalidLoopInput):
-            return exc
+    while exc is not None and id(exc) not in seen and not isinstance(exc, InvalidLoopInput):
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
-    return None
+    return exc if isinstance(exc, InvalidLoopInput) else None

@@ -1,19 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The HTTP app `haystack-agentic serve` runs: hayhooks' app (`POST /<name>/run`, `/v1/chat/completions`, ...) made
-safe to expose, by ASGI middleware only (never by editing hayhooks' or FastAPI's internals).
-
-- Runtime deployment routes answer 404 unless allowed; when allowed, `deploy_routes` answers 4xx for what cannot
-  be deployed. `/draw/{name}` (needs an outside service) and `/v1/files`, `/files` (discard uploads) answer 404.
-- CORS headers only for the listed origins; a `Host` that is not the bound address, a loopback name or an
-  `--allowed-host` gets a 400. With an API key every route but `GET /health` needs `Authorization: Bearer <key>`.
-- Error responses are always encodable JSON (a request holding `NaN` or a lone surrogate gets its 422, not 500);
-  hayhooks' 501 for a pipeline without chat becomes a 400 naming the endpoint to use; a served YAML pipeline that
-  refuses its question answers 422.
-- With hayhooks' tracing off, its unread copy of every Haystack span is turned off too; after start-up the
-  long-lived objects are frozen out of the garbage collector's walks (`gc.freeze()`).
-
-`create_app()` reads its settings from the environment, so uvicorn can build it in every worker.
+The HTTP app `haystack-agentic serve` runs: hayhooks' app made safe to expose by ASGI middleware only (never by
+editing hayhooks' or FastAPI's internals): deploy routes closed unless allowed, `/draw` and file uploads closed,
+CORS only for listed origins, the `Host` check, the API key, always-encodable JSON errors (README, "Deploying it
+as a service"). `create_app()` reads its settings from the environment, so uvicorn can build it in every worker.
 """
 
 import gc
@@ -50,14 +40,9 @@ TRACE_BUFFER_ENV = "HAYHOOKS_TRACING_INCLUDE_HAYSTACK_SPANS"
 
 
 def create_app(security: ServeSecurity | None = None) -> FastAPI:
-    """
-    Build hayhooks' app for the pipelines in `HAYHOOKS_PIPELINES_DIR`, restricted by `security`.
-
-    :param security: What to expose (default: from the environment, see `ServeSecurity.from_env`).
-    :returns: The FastAPI app (pipelines deploy in its start-up).
-    """
+    """hayhooks' app for the pipelines in `HAYHOOKS_PIPELINES_DIR` (deployed at start-up), restricted by `security`
+    (default: `ServeSecurity.from_env()`)."""
     from hayhooks.server.app import create_app as create_hayhooks_app
-
     from hayhooks.settings import settings
 
     security = security or ServeSecurity.from_env()
@@ -66,9 +51,12 @@ def create_app(security: ServeSecurity | None = None) -> FastAPI:
     app = create_hayhooks_app()
     app.router.lifespan_context = freeze_after_startup(app.router.lifespan_context)
     app.add_api_route(HEALTH_PATH, _health, methods=["GET"], tags=["status"], summary="Liveness (no key needed)")
-    add_error_handlers(app)
+    # Error responses always encodable JSON (`json_safe`): a request holding `NaN` or a lone surrogate gets its 422,
+    # not a 500; hayhooks' 501 (no chat) becomes a 400, a served YAML refusing its question a 422, a deployment that
+    # fails because of what was sent a 422 (`deployment_error`).
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     if security.allow_deploy:
-        app.add_middleware(DeployRoutes, served_app=app)
         closed, prefixes = CLOSED_PATHS, CLOSED_PREFIXES
     else:
         closed, prefixes = CLOSED_PATHS | DEPLOY_PATHS, (*CLOSED_PREFIXES, UNDEPLOY_PREFIX)
@@ -76,10 +64,7 @@ def create_app(security: ServeSecurity | None = None) -> FastAPI:
     _hide_from_openapi(app, closed, prefixes)
     if security.api_key:
         app.add_middleware(
-            BearerAuth,
-            api_key=security.api_key,
-            open_paths={HEALTH_PATH},
-            open_prefixes=SELF_AUTHENTICATED_PREFIXES,
+            BearerAuth, api_key=security.api_key, open_paths={HEALTH_PATH}, open_prefixes=SELF_AUTHENTICATED_PREFIXES
         )
     app.add_middleware(HostGuard, hosts=security.accepted_hosts())
     return app
@@ -100,36 +85,9 @@ def _hide_from_openapi(app: FastAPI, paths: frozenset[str], prefixes: tuple[str,
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def add_error_handlers(app: FastAPI) -> None:
-    """Install the encodable error responses described in the module docstring on `app`."""
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-
-
-class DeployRoutes:
-    """ASGI middleware (`serve --allow-deploy`): the deploy paths go to `deploy_routes`, deploying into `served_app`."""
-
-    def __init__(self, app: Any, served_app: FastAPI) -> None:
-        from haystack_agentic.serving.deploy_routes import router
-
-        self.app = app
-        self.deploy_app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-        self.deploy_app.state.served_app = served_app
-        self.deploy_app.include_router(router)
-        add_error_handlers(self.deploy_app)
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope.get("path") in DEPLOY_PATHS:
-            await self.deploy_app(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-
 def skip_unread_trace_buffer() -> bool:
-    """
-    Stop hayhooks copying Haystack spans into its unread trace buffer when its tracing is off, unless
-    `TRACE_BUFFER_ENV` is set; call it before hayhooks builds its app. Returns whether the copy was turned off.
-    """
+    """Stop hayhooks copying Haystack spans into its unread trace buffer when its tracing is off (unless
+    `TRACE_BUFFER_ENV` is set), before it builds its app; returns whether the copy was turned off."""
     from hayhooks.settings import settings
 
     if settings.tracing_enabled or TRACE_BUFFER_ENV in os.environ:
@@ -158,11 +116,8 @@ async def _health() -> dict[str, str]:
 
 
 def json_safe(value: Any) -> Any:
-    """
-    `value` with what JSON cannot encode made encodable: non-finite floats become strings (`"nan"`), lone UTF-16
-    surrogates become escapes (`"\\\\ud800"`), strings over `MAX_ECHOED_CHARS` are cut (with a note), anything else
-    that is not plain data becomes its `str`.
-    """
+    """`value` made encodable: non-finite floats as strings (`"nan"`), lone surrogates escaped, strings cut at
+    `MAX_ECHOED_CHARS` (with a note), anything else that is not plain data as its `str`."""
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if value is None or isinstance(value, (bool, int)):
@@ -181,10 +136,28 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     return JSONResponse(status_code=422, content={"detail": json_safe(exc.errors())})
 
 
+def deployment_error(exc: Exception) -> tuple[int, Any]:
+    """`(status, detail)` of a failed deployment: 409 name taken, 500 failed rollback or disk error, else 422."""
+    from hayhooks.server.exceptions import PipelineAlreadyExistsError, PipelineFilesError, PipelineRollbackError
+
+    if isinstance(exc, StarletteHTTPException):
+        return exc.status_code, exc.detail
+    if isinstance(exc, PipelineAlreadyExistsError):
+        return 409, f"{exc} (send `overwrite: true` to replace it)"
+    cause = exc.__cause__
+    if isinstance(exc, PipelineRollbackError) or (
+        isinstance(exc, PipelineFilesError) and isinstance(cause, OSError) and not isinstance(cause, ValueError)
+    ):
+        logger.error("Deployment failed on the server's side: {error}", error=exc)
+        return 500, str(exc)
+    return 422, f"The pipeline could not be deployed: {exc}"
+
+
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     status, detail = exc.status_code, exc.detail
-    refused = invalid_input(exc.__cause__) if status == 500 else None
-    if refused is not None:  # a YAML pipeline served by hayhooks refused the question or filters
+    if request.url.path in DEPLOY_PATHS and isinstance(exc.__cause__, Exception):  # hayhooks' deploy routes
+        status, detail = deployment_error(exc.__cause__)
+    elif status == 500 and (refused := invalid_input(exc.__cause__)) is not None:  # a served YAML refused its input
         status, detail = 422, str(refused)
     elif status == 501:  # hayhooks: the named pipeline has no chat / responses interface
         status = 400

@@ -1,21 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The OpenAI-compatible chat replies of a served loop: the conversation a request sends, and the `ChatCompletion`s
-(whole, or streamed chunk by chunk) built from a run's streaming chunks and result.
-
-What a client sees (see README, "Serving"):
-- `message.content` / the concatenated `delta.content`: the answer with its `[n]` markers, then (when the result
-  has citations) a `Sources:` block, one line per citation (`[n] Title: "quoted sentence"`, flagged
-  `(unsupported)` when the check found it so), the same text streamed or not. Only the answer's own tokens (the
-  answerer's final call, the fallback) stream as content, with leading and trailing whitespace dropped as the
-  result's answer drops it; an answer that no call streamed (e.g. given in the controller's `answer` tool call)
-  arrives as one piece at the end, and the sources follow in one piece.
-- `delta.reasoning_content`: the side information, as reasoning models send it: one line per step (`1. search
-  "..."`, `   3 chunks found`, `2. answer`), the controller's prose and the reflect/draft calls' text.
-  Each step's delta also carries `agentic_step`: `{"event": ..., "step": ToolStep.to_dict()}`. Not streamed, the
-  message's `reasoning_content` holds the step lines.
-- `usage`: prompt and completion tokens of the run, summed over its LLM roles; streamed, it comes in a last chunk
-  with no choices when the request asks for it (`stream_options: {"include_usage": true}`), as OpenAI does.
+The OpenAI-compatible chat replies of a served loop (README, "Deploying it as a service"): the conversation a
+request sends, and the `ChatCompletion`s, whole or streamed: the answer and its `Sources:` block as content, the
+loop's steps as `reasoning_content` (with `agentic_step` when streamed), the run's `usage`.
 """
 
 import time
@@ -36,11 +23,6 @@ from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META
 SOURCES_HEADING = "\n\nSources:\n"
 _NO_SOURCES = f"\n\nSources: none. {NO_SOURCE_NOTE}"  # the block of an answer that cites nothing
 
-#: Served values made safe for strict JSON: lone surrogates become U+FFFD, non-finite floats `None`
-#: (`haystack_agentic.llm.valid_text.strict_json`, the rule of the loop's result). The serving layer applies it to
-#: everything it sends: the result (strict JSON already), reply fields and streamed chunks.
-encodable = strict_json
-
 
 class BadRequest(HTTPException):
     """A request the loop cannot run: answered with HTTP 422 and a message saying what to change."""
@@ -49,46 +31,28 @@ class BadRequest(HTTPException):
         super().__init__(status_code=422, detail=message)
 
 
-def text_parts(parts: list[Any], which: str = "the last user message") -> list[str]:
-    """
-    The `text` of each `{"type": "text", "text": ...}` part of a message's content.
-
-    :param parts: The content parts.
-    :param which: Names the message in the error.
-    :returns: The texts, in order.
-    :raises BadRequest: If a text part's `text` is not a string.
-    """
-    texts = []
-    for index, part in enumerate(parts):
-        if not isinstance(part, dict) or part.get("type") != "text":
-            continue
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise BadRequest(
-                f"Content part {index} of {which} is of type `text` but its `text` is "
-                f"{type(text).__name__ if text is not None else 'null'}: send the question as a string."
-            )
-        texts.append(text)
-    return texts
-
-
 def _message_text(message: dict[str, Any], which: str) -> str:
+    """A message's text: its content, or its `text` content parts joined (`BadRequest`: a part's text not a string)."""
     content = message.get("content")
     if isinstance(content, list):
-        content = " ".join(text_parts(content, which))
+        texts = []
+        for index, part in enumerate(content):
+            if isinstance(part, dict) and part.get("type") == "text":
+                if not isinstance(text := part.get("text"), str):
+                    raise BadRequest(
+                        f"Content part {index} of {which} is of type `text` but its `text` is "
+                        f"{type(text).__name__ if text is not None else 'null'}: send the question as a string."
+                    )
+                texts.append(text)
+        content = " ".join(texts)
     if isinstance(content, str) and message.get("role") == "assistant":
         content = without_sources(content)
     return content.strip() if isinstance(content, str) else ""
 
 
 def without_sources(reply: str) -> str:
-    """
-    An earlier reply as the loop sees it in a conversation: without the Sources block a reply ends with (clients
-    send the whole reply back), so its quotes do not pass for what the user or the answer said.
-
-    :param reply: The text of an assistant message.
-    :returns: The text before its last `Sources:` block, or `reply` unchanged when it has none.
-    """
+    """An earlier reply without the Sources block it ends with (clients send the whole reply back), so its quotes do
+    not pass for what the user or the answer said."""
     if reply.endswith(_NO_SOURCES):
         return reply[: -len(_NO_SOURCES)]
     head, heading, _ = reply.rpartition(SOURCES_HEADING)
@@ -101,15 +65,10 @@ _ROLES = {"system": ChatMessage.from_system, "developer": ChatMessage.from_syste
 
 def conversation_from_request(messages: Any, max_chars: int | None = None) -> list[ChatMessage]:
     """
-    The conversation of an OpenAI-style chat request, for `LoopController`'s `messages` input.
+    The conversation of an OpenAI-style chat request's `messages`, for `LoopController`'s `messages` input: system
+    and `developer` messages as system messages, user and assistant ones by their text (content parts joined; an
+    assistant's without its Sources block), earlier ones without text left out; the question at most `max_chars`.
 
-    System (and `developer`) messages become system messages; user and assistant messages keep their text (text
-    content parts joined by spaces; an assistant message without the Sources block a reply ends with); earlier
-    messages without text are left out.
-
-    :param messages: The request's `messages` (dicts with `role` and `content`, a string or a list of parts).
-    :param max_chars: Longest question accepted (the controller's `max_question_chars`), or `None`.
-    :returns: The conversation, its last message the user's question.
     :raises BadRequest: If the list is empty, a message is not an object, has a tool role, an unknown role or tool
         calls, there is no user message or it has no text, or the conversation does not end with it.
     """
@@ -146,12 +105,7 @@ def conversation_from_request(messages: Any, max_chars: int | None = None) -> li
 
 
 def usage_of(result: dict[str, Any]) -> dict[str, int]:
-    """
-    The OpenAI `usage` of a run: its prompt and completion tokens, summed over the LLM roles.
-
-    :param result: The loop's result dict (its `usage`: per role, and `total`).
-    :returns: `{"prompt_tokens", "completion_tokens", "total_tokens"}`.
-    """
+    """The OpenAI `usage` of a run: its prompt and completion tokens (the result's `total`, else summed per role)."""
     per_role = dict(result.get("usage") or {})
     total = per_role.pop("total", None)
     roles = [total] if total else list(per_role.values())
@@ -161,13 +115,7 @@ def usage_of(result: dict[str, Any]) -> dict[str, int]:
 
 
 def answer_text(result: dict[str, Any]) -> str:
-    """
-    The reply text of a chat completion for a loop result.
-
-    :param result: The loop's result dict.
-    :returns: The answer, followed by its sources when it has citations (see `sources_text`); when there is no
-        answer, a sentence saying how the run ended (and its error).
-    """
+    """The reply text for a loop result: the answer and its `sources_text`, or a sentence saying how the run ended."""
     if result.get("answer"):
         return str(result["answer"]) + sources_text(result)
     reason = f"No answer (terminated by {result.get('terminated_by')})."
@@ -178,12 +126,9 @@ def answer_text(result: dict[str, Any]) -> str:
 
 def sources_text(result: dict[str, Any]) -> str:
     """
-    The block a chat reply ends with: a blank line, `Sources:`, one line per citation (`[n] Title: "quoted
-    sentence"`, whole), and which ones the check found unsupported.
-
-    :param result: The loop's result dict.
-    :returns: The block; for an answer without citations `Sources: none.` and `NO_SOURCE_NOTE`; `""` for a result
-        without an answer.
+    The block a reply ends with: a blank line, `Sources:`, one line per citation (`[n] Title: "quoted sentence"`)
+    and which ones the check found unsupported; `Sources: none.` and `NO_SOURCE_NOTE` for an answer citing nothing,
+    `""` without an answer.
     """
     lines = source_lines(result)
     if not lines:
@@ -193,12 +138,7 @@ def sources_text(result: dict[str, Any]) -> str:
 
 
 def progress_line(step: dict[str, Any]) -> str:
-    """
-    One line of streamed progress for a step of the loop.
-
-    :param step: A `ToolStep.to_dict()`.
-    :returns: E.g. `1. search "Big Stone Gap director"` (with a trailing newline).
-    """
+    """The progress line of a `ToolStep.to_dict()`, e.g. `1. search "Big Stone Gap director"` and a newline."""
     line = f"{step['iteration']}. {step['action']}"
     if step.get("query"):
         line += f' "{step["query"]}"'
@@ -219,24 +159,15 @@ def event_line(event: str, step: dict[str, Any]) -> str:
 
 
 def completion(model: str, result: dict[str, Any]) -> ChatCompletion:
-    """
-    The non-streamed reply to a chat request: the answer as the message (with one line per step as its
-    `reasoning_content`), the run's `usage`.
-
-    :param model: The pipeline's name.
-    :param result: The loop's result dict.
-    :returns: The `ChatCompletion`.
-    """
+    """The non-streamed reply of pipeline `model`: the answer, one line per step as `reasoning_content`, `usage`."""
     steps = "".join(progress_line(step) for step in result.get("tool_history") or [])
-    message = Message(role="assistant", content=encodable(answer_text(result)), reasoning_content=encodable(steps) or None)
-    return ChatCompletion(
-        id=f"chatcmpl-{uuid.uuid4().hex}",
-        object="chat.completion",
-        created=int(time.time()),
-        model=model,
-        choices=[Choice(index=0, message=message, finish_reason="stop")],
-        usage=usage_of(result),
+    message = Message(
+        role="assistant", content=strict_json(answer_text(result)), reasoning_content=strict_json(steps) or None
     )
+    return ChatCompletion(
+        id=f"chatcmpl-{uuid.uuid4().hex}", object="chat.completion", created=int(time.time()), model=model,
+        choices=[Choice(index=0, message=message, finish_reason="stop")], usage=usage_of(result),
+    )  # fmt: skip
 
 
 def _step_key(step: dict[str, Any]) -> tuple[Any, ...]:
@@ -245,12 +176,9 @@ def _step_key(step: dict[str, Any]) -> tuple[Any, ...]:
 
 class ChatReplyStream:
     """
-    Turns a run's streaming chunks into `chat.completion.chunk`s, then ends the reply from the run's result.
-
-    The content sent is the answer's streamed text without its leading and trailing whitespace; `finish` sends what
-    the result's answer has beyond it (all of it when nothing streamed as content).
-
-    :param model: The pipeline's name.
+    Turns a run's streaming chunks into `chat.completion.chunk`s of pipeline `model`, then ends the reply from the
+    result. The content sent is the answer's streamed text without its leading and trailing whitespace; `finish`
+    sends what the result's answer has beyond it (all of it when nothing streamed as content).
     """
 
     def __init__(self, model: str) -> None:
@@ -268,7 +196,7 @@ class ChatReplyStream:
         )  # fmt: skip
 
     def _delta(self, finish_reason: str | None = None, **fields: Any) -> ChatCompletion:
-        fields = {name: encodable(value) for name, value in fields.items()}
+        fields = {name: strict_json(value) for name, value in fields.items()}
         return self._chunk([Choice(index=0, delta=Message(role="assistant", **fields), finish_reason=finish_reason)])
 
     def _step(self, event: str, step: dict[str, Any]) -> ChatCompletion:
@@ -277,19 +205,14 @@ class ChatReplyStream:
         return self._delta(reasoning_content=event_line(event, step), agentic_step={"event": event, "step": step})
 
     def on_chunk(self, chunk: StreamingChunk) -> list[ChatCompletion]:
-        """
-        The reply chunks for one of the run's streaming chunks.
-
-        :param chunk: A chunk from the loop's `streaming_callback`.
-        :returns: Zero or one `ChatCompletion` chunk.
-        """
+        """The reply chunks (zero or one) for a chunk from the loop's `streaming_callback`."""
         meta = chunk.meta or {}
         if EVENT_META in meta:
             return [self._step(meta[EVENT_META], meta[STEP_META])]
         reasoning = getattr(chunk.reasoning, "reasoning_text", None)
         if reasoning:
             return [self._delta(reasoning_content=reasoning)]
-        content = encodable(chunk.content)
+        content = strict_json(chunk.content)
         if not content:
             return []
         if not meta.get(ANSWER_META):
@@ -303,13 +226,7 @@ class ChatReplyStream:
         return [self._delta(content=kept)]
 
     def finish(self, result: dict[str, Any], include_usage: bool) -> list[ChatCompletion]:
-        """
-        The last chunks of the reply: the rest of the answer, the `stop`, and the usage if asked for.
-
-        :param result: The loop's result dict.
-        :param include_usage: Send a last chunk with the run's `usage` and no choices.
-        :returns: The chunks.
-        """
+        """The last chunks: the rest of the answer, the `stop`, and (`include_usage`) one with `usage` and no choices."""
         # Steps that no component streamed (e.g. the evidence check's) come from the result, before the answer's end.
         shown = list(self._steps_shown)
         chunks = []
@@ -319,7 +236,7 @@ class ChatReplyStream:
                 shown.remove(key)
             else:
                 chunks.append(self._step(step.get("action", ""), step))
-        final = encodable(answer_text(result))
+        final = strict_json(answer_text(result))
         # The loop only appends to a streamed answer, so what was sent starts the reply; only a streamed call that
         # broke off midway (the run then answered otherwise) leaves text that cannot be taken back.
         rest = final[len(self.sent) :] if final.startswith(self.sent) else "\n\n" + final

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from haystack import logging
+from starlette.requests import ClientDisconnect, Request
 
 from haystack_agentic.serving.security import BearerAuth, HostGuard, ServeSecurity, send_json
 
@@ -29,19 +30,18 @@ def create_mcp_app(security: ServeSecurity | None = None) -> Any:
 
     security = security or ServeSecurity.from_env()
     server = create_mcp_server()
-    if not security.allow_deploy:
-        hide_deploy_tools(server)
-    add_structured_results(server)
+    adapt_tools(server, security.allow_deploy)
     app = TextBodyGuard(create_starlette_app(server))
     if security.api_key:
         app = BearerAuth(app, api_key=security.api_key, open_paths={MCP_STATUS_PATH})
     return HostGuard(app, hosts=security.accepted_hosts())
 
 
-def hide_deploy_tools(server: Any) -> None:
+def adapt_tools(server: Any, allow_deploy: bool) -> None:
     """
-    Remove the deploy tools from hayhooks' low-level MCP `server`: `tools/list` leaves them out, `tools/call` answers
-    "Unknown tool". A failed call's text also loses hayhooks' "General unhandled error" prefix.
+    hayhooks' MCP `server` with `structuredContent` in loop results (`structured_result`) and, unless `allow_deploy`,
+    without the deploy tools (not listed; a call answers "Unknown tool"; a failed call's text also loses hayhooks'
+    "General unhandled error" prefix).
     """
     from mcp import types
 
@@ -55,44 +55,28 @@ def hide_deploy_tools(server: Any) -> None:
 
     async def call_allowed_tool(request: Any) -> Any:
         name = request.params.name
-        if name in DEPLOY_TOOLS:
+        if name in DEPLOY_TOOLS and not allow_deploy:
             logger.warning("Refused MCP call to {tool}: runtime deployment is off", tool=name)
-            message = f"Unknown tool: {name}"
-            content = [types.TextContent(type="text", text=message)]
+            content = [types.TextContent(type="text", text=f"Unknown tool: {name}")]
             return types.ServerResult(types.CallToolResult(content=content, isError=True))
         result = await call_tool(request)
-        if getattr(result.root, "isError", False):  # hayhooks frames every failure as an internal one
+        root = result.root
+        if getattr(root, "isError", False) and not allow_deploy:  # hayhooks frames every failure as an internal one
             prefix = f"General unhandled error in call_tool for tool '{name}': "
-            for item in result.root.content:
+            for item in root.content:
                 if isinstance(item, types.TextContent) and item.text.startswith(prefix):
                     item.text = item.text[len(prefix):]
-        return result
-
-    server.request_handlers[types.ListToolsRequest] = list_allowed_tools
-    server.request_handlers[types.CallToolRequest] = call_allowed_tool
-
-
-def add_structured_results(server: Any) -> None:
-    """Give loop tool results of hayhooks' low-level MCP `server` `structuredContent` (`structured_result`)."""
-    from mcp import types
-
-    call_tool = server.request_handlers[types.CallToolRequest]
-
-    async def call_tool_with_structure(request: Any) -> Any:
-        result = await call_tool(request)
-        root = result.root
         if isinstance(root, types.CallToolResult) and not root.isError and root.structuredContent is None:
             root.structuredContent = structured_result(root.content)
         return result
 
-    server.request_handlers[types.CallToolRequest] = call_tool_with_structure
+    if not allow_deploy:
+        server.request_handlers[types.ListToolsRequest] = list_allowed_tools
+    server.request_handlers[types.CallToolRequest] = call_allowed_tool
 
 
 def structured_result(content: list[Any]) -> dict[str, Any] | None:
-    """
-    `{"answer": str | None, "terminated_by": str, "citations": [...]}` of a loop tool's result content, or `None`
-    when the content is not one JSON text holding a loop result.
-    """
+    """`{"answer", "terminated_by", "citations"}` of a loop tool's result content (one JSON text), else `None`."""
     texts = [block.text for block in content if getattr(block, "type", None) == "text"]
     if len(texts) != 1:
         return None
@@ -111,10 +95,8 @@ def structured_result(content: list[Any]) -> dict[str, Any] | None:
 
 
 class TextBodyGuard:
-    """
-    ASGI middleware: a POST whose body is not JSON text, or nests too deeply, gets a 400 JSON-RPC parse error (the
-    MCP SDK answers it with a 500). The body is read once and handed on unchanged.
-    """
+    """ASGI middleware: a POST whose body is not JSON text, or nests too deeply, gets a 400 JSON-RPC parse error (the
+    MCP SDK answers it with a 500). The body is read once and handed on unchanged."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -123,15 +105,10 @@ class TextBodyGuard:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        try:
+            body = await Request(scope, receive).body()
+        except ClientDisconnect:
+            return
         problem = _parse_problem(body)
         if problem is not None:
             error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": problem}}

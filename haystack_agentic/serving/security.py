@@ -1,9 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Access control for what `haystack-agentic serve` exposes (HTTP and MCP apps alike): an optional API key, a `Host`
-check against DNS rebinding, and whether runtime deployment is allowed. The settings travel through the environment
-(`ENV_*` below), so every process `serve` starts applies the same rules.
-"""
+"""Access control for what `haystack-agentic serve` exposes (HTTP and MCP apps alike): an optional API key, a `Host`
+check against DNS rebinding, whether runtime deployment is allowed. The settings travel through the environment
+(`ENV_*`), so every process `serve` starts applies the same rules."""
 
 import hmac
 import ipaddress
@@ -42,14 +40,8 @@ _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-l
 
 @dataclass(frozen=True)
 class ServeSecurity:
-    """
-    What the server exposes and who may use it.
-
-    :param api_key: The key every request (but the health checks) must carry, or `None` for no authentication.
-    :param allow_deploy: Whether hayhooks' runtime deployment (upload and run pipeline code) stays enabled.
-    :param cors_origins: Origins allowed to read responses cross-origin.
-    :param allowed_hosts: Host names accepted in `Host` besides `bind_host` and loopback names.
-    """
+    """What the server exposes and who may use it: the API key (`None`: no authentication), whether hayhooks' runtime
+    deployment stays enabled, CORS origins, host names accepted in `Host` besides `bind_host` and loopback names."""
 
     api_key: str | None = None
     allow_deploy: bool = False
@@ -60,9 +52,8 @@ class ServeSecurity:
     @classmethod
     def from_env(cls) -> "ServeSecurity":
         """The settings from the `ENV_*` environment variables."""
-        key = os.environ.get(ENV_API_KEY) or None
         return cls(
-            api_key=key,
+            api_key=os.environ.get(ENV_API_KEY) or None,
             allow_deploy=os.environ.get(ENV_ALLOW_DEPLOY, "").strip().lower() in ("1", "true"),
             cors_origins=_split(os.environ.get(ENV_CORS_ORIGINS, "")),
             allowed_hosts=_split(os.environ.get(ENV_ALLOWED_HOSTS, "")),
@@ -91,11 +82,7 @@ def _split(value: str) -> tuple[str, ...]:
 
 
 def check_origin(origin: str) -> str:
-    """
-    An origin given to `serve --cors-origin` (e.g. `https://app.example.org`), without a trailing slash.
-
-    :raises ValueError: If it is `*`, has no `http`/`https` scheme, or has a path.
-    """
+    """A `serve --cors-origin` origin without a trailing slash (`ValueError`: `*`, not http(s), or with a path)."""
     origin = origin.strip().rstrip("/")
     scheme, sep, rest = origin.partition("://")
     if origin == "*" or not sep or scheme not in ("http", "https") or not rest or "/" in rest or "," in rest:
@@ -107,11 +94,7 @@ def check_origin(origin: str) -> str:
 
 
 def check_host_name(name: str) -> str:
-    """
-    A host name or address given to `serve --allowed-host` (e.g. `rag.internal`), in lower case.
-
-    :raises ValueError: If it is empty, `*`, or holds a scheme, path, port or space.
-    """
+    """A `serve --allowed-host` name in lower case (`ValueError`: empty, `*`, or with a scheme, path, port, space)."""
     cleaned = name.strip().lower()
     if not cleaned or cleaned == "*" or any(char in cleaned for char in "/:, ") and not cleaned.startswith("["):
         raise ValueError(f"--allowed-host {name!r} must be a host name or address without scheme, port or path.")
@@ -127,17 +110,8 @@ def host_name(header: bytes) -> str:
 
 
 class HostGuard:
-    """
-    ASGI middleware: an HTTP or WebSocket request whose `Host` header does not name one of `hosts` gets a 400.
-
-    A page on another site can make its host name resolve to 127.0.0.1 (DNS rebinding); its requests still carry
-    that foreign name in `Host`.
-
-    ### Usage example
-    ```python
-    app = HostGuard(app, hosts={"127.0.0.1", "localhost"})
-    ```
-    """
+    """ASGI middleware: an HTTP or WebSocket request whose `Host` does not name one of `hosts` gets a 400 (a page on
+    another site can make its host name resolve to 127.0.0.1, DNS rebinding, but not change `Host`)."""
 
     def __init__(self, app, hosts: Iterable[str]) -> None:
         self.app = app
@@ -187,11 +161,7 @@ class ClosedPaths:
 
 
 def check_api_key(key: str) -> str:
-    """
-    An API key given to `serve`, unchanged.
-
-    :raises ValueError: If it is shorter than 16 characters or not printable ASCII without spaces.
-    """
+    """An API key given to `serve`, unchanged (`ValueError`: under 16 characters, or not printable ASCII)."""
     if len(key) < 16:
         raise ValueError("The API key must be at least 16 characters long (e.g. `openssl rand -hex 24`).")
     if not all(33 <= ord(char) <= 126 for char in key):
@@ -211,21 +181,10 @@ def is_loopback(host: str) -> bool:
 
 
 class BearerAuth:
-    """
-    ASGI middleware: HTTP and WebSocket requests must carry `Authorization: Bearer <api_key>`, else 401.
+    """ASGI middleware: HTTP and WebSocket requests must carry `Authorization: Bearer <api_key>` (compared in constant
+    time), else 401; CORS preflights, `open_paths` and paths under `open_prefixes` pass without it."""
 
-    The key is compared in constant time. `OPTIONS` requests (CORS preflights), `open_paths` (health checks) and
-    paths under `open_prefixes` (routes with their own authentication) pass without a key.
-
-    ### Usage example
-    ```python
-    app = BearerAuth(app, api_key="a-long-random-key", open_paths={"/health"})
-    ```
-    """
-
-    def __init__(
-        self, app, api_key: str, open_paths: Iterable[str] = (), open_prefixes: Iterable[str] = ()
-    ) -> None:
+    def __init__(self, app, api_key: str, open_paths: Iterable[str] = (), open_prefixes: Iterable[str] = ()) -> None:
         self.app = app
         self._expected = api_key.encode("ascii")
         self._open_paths = frozenset(open_paths)
@@ -245,7 +204,7 @@ class BearerAuth:
         if scope["type"] == "http" and scope.get("method") == "OPTIONS":
             return True
         path = scope.get("path", "")
-        return path in self._open_paths or any(path.startswith(prefix) for prefix in self._open_prefixes)
+        return path in self._open_paths or path.startswith(self._open_prefixes)
 
     def _authorized(self, scope) -> bool:
         values = [value for name, value in scope.get("headers", []) if name.lower() == b"authorization"]

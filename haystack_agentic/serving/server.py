@@ -1,13 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Running what `haystack-agentic serve` serves: the HTTP app and the MCP app in one process (two uvicorn servers on one
+"""Running what `haystack-agentic serve` serves: the HTTP and MCP apps in one process (two uvicorn servers on one
 event loop, uvloop when installed) or, with several HTTP workers, uvicorn workers plus one MCP process. The caller
-sets `HAYHOOKS_*` and `ServeSecurity.to_env` in the environment first: worker processes inherit them.
-"""
+sets `HAYHOOKS_*` and `ServeSecurity.to_env` in the environment first: worker processes inherit them."""
 
 import asyncio
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -20,19 +17,14 @@ APP_FACTORY = "haystack_agentic.serving.app:create_app"
 
 
 def run_servers(host: str, port: int, mcp_port: int, workers: int, directory: Path) -> None:
-    """
-    Serve until interrupted (SIGINT / SIGTERM).
-
-    :param host: Address to bind.
-    :param port: HTTP port.
-    :param mcp_port: MCP port, or 0 for no MCP server.
-    :param workers: HTTP worker processes (1: everything in this process).
-    :param directory: hayhooks' pipelines directory (for the MCP process).
-    """
+    """Serve until SIGINT / SIGTERM: HTTP on `port` with `workers` processes (1: all in this process), MCP on
+    `mcp_port` (0: none) for hayhooks' pipelines `directory`."""
     if workers > 1:
         import uvicorn
 
-        mcp = start_mcp_process(host, mcp_port, directory) if mcp_port else None
+        command = [sys.executable, "-m", "haystack_agentic.serving.mcp_server", "--host", host, "--port", str(mcp_port),
+                   "--pipelines-dir", str(directory)]  # fmt: skip
+        mcp = subprocess.Popen(command) if mcp_port else None
         try:
             uvicorn.run(APP_FACTORY, host=host, port=port, workers=workers, factory=True, log_config=None)
         finally:
@@ -54,13 +46,6 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     except ImportError:
         return None
     return uvloop.new_event_loop
-
-
-def start_mcp_process(host: str, port: int, directory: Path) -> subprocess.Popen:
-    """Start the MCP server as its own process for the serving directory (used with several HTTP workers)."""
-    command = [sys.executable, "-m", "haystack_agentic.serving.mcp_server", "--host", host, "--port", str(port),
-               "--pipelines-dir", str(directory)]  # fmt: skip
-    return subprocess.Popen(command, env=os.environ.copy())
 
 
 def _uvicorn_server(app: Any, host: str, port: int) -> Any:

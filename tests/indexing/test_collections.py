@@ -26,7 +26,7 @@ from haystack_agentic.indexing.collections import (
     resolve_scope,
     tag_documents,
 )
-from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
+from haystack_agentic import ALLOWED_MODULES
 from haystack_agentic.testing import ScriptedChatGenerator
 
 QUESTION = "Where is the director of the film Big Stone Gap based?"

@@ -316,7 +316,7 @@ def test_pipeline_loads_of_the_milvus_yaml_writes_nothing_and_a_run_opens_the_st
     from haystack import Pipeline
     from milvus_lite import server_manager_instance
 
-    from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
+    from haystack_agentic import ALLOWED_MODULES
     from haystack_agentic.resources import pipeline_path
 
     monkeypatch.chdir(tmp_path)

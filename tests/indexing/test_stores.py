@@ -19,7 +19,7 @@ from haystack_agentic.indexing.document_stores import (
 )
 from haystack_agentic.indexing.indexer import write_documents
 from haystack_agentic.indexing.indexing_pipeline import build_indexing_pipeline, collect_files, convert_files
-from haystack_agentic.pipelines.loop_pipeline import ALLOWED_MODULES
+from haystack_agentic import ALLOWED_MODULES
 from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
 from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder
 from haystack_agentic.components.retrievers.safe_retriever import DocumentStoreUnavailableError, SafeRetriever

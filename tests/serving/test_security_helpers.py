@@ -110,10 +110,10 @@ def test_the_mcp_filter_hides_and_refuses_the_deploy_tools():
     from hayhooks.server.utils.mcp_utils import create_mcp_server
     from mcp import types
 
-    from haystack_agentic.serving.mcp_server import DEPLOY_TOOLS, hide_deploy_tools
+    from haystack_agentic.serving.mcp_server import DEPLOY_TOOLS, adapt_tools
 
     server = create_mcp_server()
-    hide_deploy_tools(server)
+    adapt_tools(server, allow_deploy=False)
     listed = asyncio.run(server.request_handlers[types.ListToolsRequest](types.ListToolsRequest(method="tools/list")))
     names = {tool.name for tool in listed.root.tools}
     assert "get_all_pipeline_statuses" in names and not DEPLOY_TOOLS & names
