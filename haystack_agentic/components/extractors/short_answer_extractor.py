@@ -1,26 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`ShortAnswerExtractor`, and the rules that cut a full-sentence answer down to the short answer span it contains.
-
-A small model asked for a short answer usually restates the question ("The director of Big Stone Gap is based in
-Greenwich Village, New York City."). The short answer is what the sentence adds to the question: a run of words
-the question does not contain, taken from the first sentence that has one (a run never crosses a sentence end;
-the later sentences are the model's padding). Runs are ranked by: a digit in it for a number question ("when",
-"what year", "how many"), a retrieved chunk containing it (the run, or its longest named part, in the chunk's
-spelling: "Sony PlayStation 4" -> "PlayStation 4"), a name or number in it, then length. Yes/no questions get
-"yes" or "no"; "A or B" questions get the option the sentence names, wherever the "or" sits, or the option a date
-comparison's pages settle (`_comparison_answer.py`).
-
-The words small models wrap an answer in ("The short answer is:") never make a span, and a made-up next example
-("\n\nQuestion: ...") is cut off. When the reply says nothing beyond the question ("The answer is:"), the span is
-read off the chunks instead: in the chunk sentence sharing the most question words, the capitalised name (or
-number) the question does not contain, nearest those words. Deterministic; when nothing qualifies, the answer is
-returned unchanged.
-"""
+"""`ShortAnswerExtractor`, and the rules that cut a full-sentence answer down to the short answer span it contains."""
 
 import re
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from haystack import component, logging
 from haystack.dataclasses import StreamingCallbackT, StreamingChunk
@@ -63,10 +46,6 @@ _SENTENCE_END_RE = re.compile(r"[!?;]|\n|(?<=\w{3})\.\s")
 _NAME_TOKEN_RE = re.compile(r"[\"“'‘][^\"”’]+[\"”'’]|\d[\d,.]*\d|[\w'’.-]+", re.UNICODE)
 
 
-def _is_name_token(token: str) -> bool:
-    return token[0] in "\"“'‘" or token[0].isupper() or token[0].isdigit()
-
-
 def _name_run(text: str, from_end: bool, skip_first: bool = False) -> str:
     """The run of name tokens ending `text` (or, skipping lowercase words, starting it), as `text` writes it."""
     tokens = list(_NAME_TOKEN_RE.finditer(text))[1 if skip_first else 0 :]
@@ -74,7 +53,7 @@ def _name_run(text: str, from_end: bool, skip_first: bool = False) -> str:
     run: list[re.Match] = []
     for token in seq:
         word = token.group(0)
-        if _is_name_token(word):
+        if word[0] in "\"“'‘" or word[0].isupper() or word[0].isdigit():
             run.append(token)
         elif run and fold(word) in NAME_CONNECTORS:
             run.append(token)
@@ -204,22 +183,11 @@ def _from_chunks(
 
 def _texts(chunk_texts: Sequence[str] | str | None) -> list[str]:
     """Chunk contents as a list of strings (one string is one chunk; `None` entries are dropped)."""
-    if chunk_texts is None:
-        return []
-    if isinstance(chunk_texts, str):
-        return [chunk_texts]
-    return [c for c in chunk_texts if isinstance(c, str)]
+    return [chunk_texts] if isinstance(chunk_texts, str) else [c for c in chunk_texts or () if isinstance(c, str)]
 
 
 class ShortAnswer(NamedTuple):
-    """
-    A short answer and where it was taken from.
-
-    :param text: The span (possibly the unchanged answer).
-    :param location: `(chunk index, start, end)`: the span is `chunk_texts[index][start:end]` (case aside), the
-        chunk it was read from or found in (the first that has it); `None` when no chunk has it as written (a
-        yes/no, an option of the question, a span the chunks do not contain).
-    """
+    """A short answer; `location` is `(chunk index, start, end)` of the first chunk holding it (case aside), or `None`."""
 
     text: str
     location: tuple[int, int, int] | None = None
@@ -243,14 +211,16 @@ def extract_short_answer(
     option_pages: Sequence[str] | None = None,
 ) -> ShortAnswer:
     """
-    The short answer span of `answer` (see the module docstring), with where it was taken from.
+    The short answer span of `answer`: the run of words it adds to the question, from its first sentence that has
+    one, ranked by a digit (number questions), a chunk containing it (in the chunk's spelling), a name, then length;
+    "yes"/"no" for yes/no questions; the option of an "A or B" question (by year for date comparisons); read off the
+    chunks when the reply adds nothing. Deterministic; when nothing qualifies, the answer is returned unchanged.
 
     :param question: The user's question.
     :param answer: The model's answer.
     :param chunk_texts: The contents of the chunks the answer was written from (`None` entries are skipped).
-    :param option_pages: Where the options' own pages are looked for in date comparisons: every chunk the run
-        retrieved, which may be more than the prompt's (default: `chunk_texts`).
-    :returns: The span (possibly the unchanged answer) and its location in `chunk_texts` (see `ShortAnswer`).
+    :param option_pages: Where a date comparison's option pages are looked for (default: `chunk_texts`).
+    :returns: The span and its location in `chunk_texts` (see `ShortAnswer`).
     """
     text = _clean_reply(answer or "")
     if not text:
@@ -314,16 +284,12 @@ def extract_short_answer(
 @component
 class ShortAnswerExtractor:
     """
-    Cuts the loop's final answer down to the short answer span it contains, for models that answer in sentences.
+    Cuts the loop's final answer down to the short answer span it contains (`extract_short_answer`), cited by the
+    chunk sentence it was taken from, for models that answer in sentences.
 
     It sits between the `Answerer` and the loop's end (`answerer.finished -> extractor.state`) and changes only an
-    answer the Answerer wrote from the chunks (`terminated_by="answered"`, no controller draft): the span is what the
-    answer adds to the question, as the chunks spell it; a number for "when"/"how many"; "yes"/"no"; the option of an
-    "A or B" question (by the years of the options' own pages for "born first"-style comparisons); read off the
-    chunks when the answer has no usable span (the rules: this module's docstring). The span is cited by the chunk
-    sentence it was taken from. Any other state passes through unchanged.
-    It streams the final answer as one chunk tagged as the answer; pair it with `Answerer(stream_answer=False)`, so
-    the model's sentence streams untagged and the answer-tagged text of a run is its `answer`.
+    answer written from the chunks (`terminated_by="answered"`, no controller draft); any other state passes through.
+    It streams the final answer as one answer-tagged chunk: pair it with `Answerer(stream_answer=False)`.
 
     ### Usage example
     ```python
@@ -340,15 +306,11 @@ class ShortAnswerExtractor:
 
     def __init__(self, max_chunks: int = 6, chunks_per_search: int | None = None) -> None:
         """
-        Create a ShortAnswerExtractor.
-
-        The two parameters pick the chunks the span is looked up in, as the `Answerer`'s parameters of the same
-        names pick the chunks of its prompt: set them to the Answerer's, so the span is looked up in the chunks the
-        answer was written from (date comparisons read every chunk of the run).
+        Create a ShortAnswerExtractor; set both parameters to the `Answerer`'s, so the span is looked up in the
+        chunks the answer was written from (date comparisons read every chunk of the run).
 
         :param max_chunks: Most chunks (best first). Default 6.
-        :param chunks_per_search: `None` (default): the run's best `max_chunks` chunks by score. A number N: the
-            best N chunks of each search, in search order (at most `max_chunks`).
+        :param chunks_per_search: `None` (default): the best `max_chunks` by score; N: the best N of each search.
         :raises ValueError: If `max_chunks` or `chunks_per_search` is below 1.
         """
         if max_chunks < 1 or (chunks_per_search is not None and chunks_per_search < 1):
@@ -362,30 +324,21 @@ class ShortAnswerExtractor:
         Cut the answer to its short answer span, and stream the final answer.
 
         :param state: The ended run's state from the `Answerer` (`finished`).
-        :param streaming_callback: A sync callback: receives the final answer as one `StreamingChunk` tagged as the
-            answer (role `answer`), when the run has an answer.
+        :param streaming_callback: A sync callback; receives the final answer as one answer-tagged `StreamingChunk`.
         :returns: `{"state": LoopState}`: the answer cut and cited, or the state unchanged.
         :raises ValueError: If the callback is an async function (use `run_async`).
         """
-        callback = pick_callback(None, streaming_callback, is_async=False)
         out = self._extract(state)
-        emit(callback, _answer_chunk(out))
+        emit(pick_callback(None, streaming_callback, is_async=False), _answer_chunk(out))
         return {"state": out}
 
     @component.output_types(state=LoopState)
     async def run_async(
         self, state: LoopState, streaming_callback: StreamingCallbackT | None = None
     ) -> dict[str, LoopState]:
-        """
-        Async twin of `run` (an async callback is awaited).
-
-        :param state: The ended run's state from the `Answerer`.
-        :param streaming_callback: A sync or async callback.
-        :returns: The same as `run`.
-        """
-        callback = pick_callback(None, streaming_callback, is_async=True)
+        """Async twin of `run` (a sync or async callback)."""
         out = self._extract(state)
-        await emit_async(callback, _answer_chunk(out))
+        await emit_async(pick_callback(None, streaming_callback, is_async=True), _answer_chunk(out))
         return {"state": out}
 
     def _extract(self, state: LoopState) -> LoopState:
@@ -393,13 +346,9 @@ class ShortAnswerExtractor:
             return state
         reply = strip_markers(state.outcome.answer) or state.outcome.answer
         shown = prompt_chunks(state, self.max_chunks, self.chunks_per_search)
-        short = extract_short_answer(
-            state.question,
-            reply,
-            [c.content or "" for c in shown],
-            # a date comparison's option pages: every chunk of the run (one may rank outside the prompt's)
-            option_pages=[c.content or "" for c in state.chunks],
-        )
+        # A date comparison's option pages: every chunk of the run (one may rank outside the prompt's).
+        pages = [c.content or "" for c in state.chunks]
+        short = extract_short_answer(state.question, reply, [c.content or "" for c in shown], option_pages=pages)
         if short.text != reply:
             logger.debug("Short answer {short!r} from the reply {text!r}", short=short.text, text=reply)
         return cite(state, short.text, shown=shown, located=short.location)
@@ -407,4 +356,5 @@ class ShortAnswerExtractor:
 
 def _answer_chunk(state: LoopState) -> list[StreamingChunk]:
     """The final answer as one answer-tagged chunk (none without an answer)."""
-    return [] if state.outcome.answer is None else [tagged(StreamingChunk(content=state.outcome.answer), "answer", answer=True)]
+    answer = state.outcome.answer
+    return [] if answer is None else [tagged(StreamingChunk(content=answer), "answer", answer=True)]
