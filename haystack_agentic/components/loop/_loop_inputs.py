@@ -14,7 +14,6 @@ from haystack_agentic.text import CONTROL_CHARACTERS_RE
 DEFAULT_MAX_QUESTION_CHARS = 4000
 
 
-
 class InvalidLoopInput(ValueError):
     """A question or filters a run cannot start with; the message says what to send instead."""
 
@@ -64,14 +63,13 @@ _CONVERSATION_ROLES = (ChatRole.SYSTEM, ChatRole.USER, ChatRole.ASSISTANT)
 
 def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[str, tuple[ChatMessage, ...]]:
     """
-    Check a conversation before a run starts from it: its last message is the user's question.
+    Check a conversation (system, user and assistant `ChatMessage`s) before a run starts from it.
 
-    :param messages: The conversation: a list of `ChatMessage` (system, user and assistant messages, in order).
+    :param messages: The conversation, ending with the user's question.
     :param max_chars: Longest question accepted, in characters, or `None` for no limit.
-    :returns: The question (the last user message's text, cleaned as `validate_question` does) and the
-        conversation as a tuple.
+    :returns: The question (cleaned as `validate_question` does) and the conversation as a tuple.
     :raises InvalidLoopInput: (a `ValueError`) If it is not a non-empty list of `ChatMessage`, holds a tool message
-        or tool calls, does not end with the user's question, or the question is not valid (`validate_question`).
+        or tool calls, does not end with the user's question, or the question is not valid.
     """
     if not isinstance(messages, (list, tuple)):
         raise InvalidLoopInput(f"`messages` must be a list of ChatMessage, got {type(messages).__name__}.")
@@ -101,8 +99,8 @@ def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[
             f"The conversation must end with the user's question; a {after} message comes after the last user "
             "message: drop it, or ask the question last."
         )
-    question = validate_question(messages[-1].text, max_chars)
     last = messages[-1]
+    question = validate_question(last.text, max_chars)
     if last.text != question:  # control characters removed, whitespace trimmed: the LLMs see the clean question
         last = ChatMessage.from_user(question, meta=last.meta, name=last.name)
     return question, (*messages[:-1], last)

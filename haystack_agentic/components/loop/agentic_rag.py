@@ -72,15 +72,12 @@ class AgenticRAG(SuperComponent):
         Wrap a loop pipeline.
 
         :param pipeline: The loop pipeline: a built `Pipeline` (`build_loop_pipeline`, or loaded), the name of a
-            packaged pipeline (`"agentic_rag"`, `"agentic_rag_embedded"`, ... : the files under `pipelines/`), or
-            the path of a loop pipeline YAML (`.yml` / `.yaml`), loaded as `load_loop_pipeline` loads it (the
-            package's allow-list, `$HAYSTACK_AGENTIC_MODEL` on its OpenAI generators; its in-memory stores get their
-            own storage, so fill the one of `agentic_rag.pipeline.get_component("retriever")`). Default:
-            `"agentic_rag_embedded"`, the offline one.
-        :param raise_on_failure: `True` (default, as Haystack's `Agent`): a run that ends with
-            `terminated_by="error"` (a chat generator or the store failed) raises `AgenticRAGError`, so the outer
-            pipeline's error handling and failure snapshots see it. `False`: the run returns its result with
-            `terminated_by="error"` and the error text, as the raw loop pipeline does.
+            packaged pipeline (the files under `pipelines/`), or the path of a loop pipeline YAML, loaded as
+            `load_loop_pipeline` loads it (its in-memory stores get their own storage: fill the one of
+            `agentic_rag.pipeline.get_component("retriever")`). Default: `"agentic_rag_embedded"`, the offline one.
+        :param raise_on_failure: `True` (default, as Haystack's `Agent`): a run that ends `terminated_by="error"`
+            raises `AgenticRAGError`, so the outer pipeline's error handling sees it. `False`: the result is
+            returned with `terminated_by="error"` and the error text.
         :raises FileNotFoundError: For an unknown packaged pipeline name (the message lists the known ones).
         :raises ValueError: If the YAML cannot be read or is not a loop pipeline, or the pipeline has no
             `controller` and `result` components.
@@ -99,21 +96,14 @@ class AgenticRAG(SuperComponent):
         streaming = [f"{name}.streaming_callback" for name, socket in inputs.items() if "streaming_callback" in socket]
         if streaming:
             input_mapping["streaming_callback"] = streaming
-        SuperComponent.__init__(  # explicit: `@component` rebuilds the class, so `super()` would not find it
-            self,
-            pipeline=pipeline,
-            input_mapping=input_mapping,
-            output_mapping={f"result.{key}": key for key in RESULT_TYPES},
-        )
+        output_mapping = {f"result.{key}": key for key in RESULT_TYPES}
+        # Explicit: `@component` rebuilds the class, so `super()` would not find it.
+        SuperComponent.__init__(self, pipeline=pipeline, input_mapping=input_mapping, output_mapping=output_mapping)
         self.raise_on_failure = raise_on_failure
         component.set_output_types(
-            self,
-            answer=str | None,
-            answers=list[GeneratedAnswer],
-            documents=list[Document],
-            messages=list[ChatMessage],
-            result=dict[str, Any],
-        )
+            self, answer=str | None, answers=list[GeneratedAnswer], documents=list[Document],
+            messages=list[ChatMessage], result=dict[str, Any],
+        )  # fmt: skip
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """
@@ -145,11 +135,7 @@ class AgenticRAG(SuperComponent):
         return self._checked(_outputs(SuperComponent.run(self, **_run_inputs(kwargs)), _question(kwargs)))
 
     async def run_async(self, **kwargs: Any) -> dict[str, Any]:
-        """
-        Async twin of `run` (`Pipeline.run_async`): the same inputs and outputs.
-
-        :returns: The same as `run`.
-        """
+        """Async twin of `run` (`Pipeline.run_async`): the same inputs and outputs."""
         return self._checked(_outputs(await SuperComponent.run_async(self, **_run_inputs(kwargs)), _question(kwargs)))
 
     def _checked(self, outputs: dict[str, Any]) -> dict[str, Any]:
@@ -160,11 +146,7 @@ class AgenticRAG(SuperComponent):
         return outputs
 
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component, with the loop pipeline's whole dict under `pipeline`.
-
-        :returns: Dictionary with serialized data.
-        """
+        """:returns: The component as a dictionary, the loop pipeline's whole dict under `pipeline`."""
         data = self.pipeline.to_dict()
         for key in ("inputs", "outputs"):  # hayhooks' declarations (a packaged pipeline) are not Haystack's
             data.pop(key, None)
@@ -172,27 +154,17 @@ class AgenticRAG(SuperComponent):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AgenticRAG":
-        """
-        Deserialize the component: the loop pipeline is loaded with the package's allow-list (`ALLOWED_MODULES`,
-        added to whatever the outer `Pipeline.loads` allows).
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
-        pipeline = data.get("init_parameters", {}).get("pipeline")
+        """:returns: The component from `to_dict()` output, its loop pipeline loaded with `ALLOWED_MODULES` too."""
+        params = data.get("init_parameters", {})
+        pipeline = params.get("pipeline")
         if isinstance(pipeline, dict):
             pipeline = pipeline_from_dict(pipeline, "inside AgenticRAG")
-        raise_on_failure = data.get("init_parameters", {}).get("raise_on_failure", True)
-        return cls(pipeline=pipeline if pipeline is not None else DEFAULT_PIPELINE, raise_on_failure=raise_on_failure)
+        pipeline = DEFAULT_PIPELINE if pipeline is None else pipeline
+        return cls(pipeline=pipeline, raise_on_failure=params.get("raise_on_failure", True))
 
 
 class AgenticRAGError(RuntimeError):
-    """
-    A run of `AgenticRAG` ended with `terminated_by="error"` (a chat generator or the store failed).
-
-    :param message: What failed (the result's `error`).
-    :param result: The run's full result dict (`terminated_by`, `error`, `tool_history`, `usage`, ...).
-    """
+    """A run of `AgenticRAG` ended with `terminated_by="error"`; `result` is the run's full result dict."""
 
     def __init__(self, message: str, result: dict[str, Any]) -> None:
         super().__init__(message)
@@ -213,9 +185,7 @@ def _given(value: Any) -> bool:
 
 
 def _run_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """
-    The run's inputs, checked, with the streaming callback wrapped as a plain function (Haystack deep-copies inputs).
-    """
+    """The run's inputs, checked, the streaming callback wrapped as a plain function (Haystack deep-copies inputs)."""
     if not _given(kwargs.get("query")) and not _given(kwargs.get("messages")):
         raise ValueError("AgenticRAG needs a question: pass `query` (a string) or `messages` (a list of ChatMessage).")
     callback = kwargs.get("streaming_callback")

@@ -33,6 +33,10 @@ DEFAULT_MAX_SEARCHES_PER_TURN = 4
 #: Most characters of one chunk shown to the controller LLM in a search tool result.
 DEFAULT_CHUNK_PREVIEW_CHARS = 1500
 
+#: The init parameters that must be at least 1.
+_AT_LEAST_ONE = ("max_iterations", "chunk_cap", "chunk_preview_chars", "max_question_chars", "max_search_failures",
+                 "max_searches_per_turn")  # fmt: skip
+
 
 def _filters_type_error(filters: Any) -> str:
     return f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}."
@@ -40,10 +44,9 @@ def _filters_type_error(filters: Any) -> str:
 
 def validate_filters(filters: Any) -> dict[str, Any] | None:
     """
-    Check Haystack metadata filters before a run, so a malformed one fails here rather than in a retriever mid-loop.
-
-    Every node is checked: a group needs a logical `operator` and a list of `conditions`; a condition is checked by
-    Haystack's `document_matches_filter` against an empty document (unknown operator, missing `value`, ...).
+    Check Haystack metadata filters before a run, so a malformed one fails here rather than in a retriever mid-loop:
+    a group needs a logical `operator` and a list of `conditions`; a condition must pass Haystack's
+    `document_matches_filter` on an empty document (unknown operator, missing `value`, ...).
 
     :param filters: The filters, or `None`.
     :returns: The filters (`None` for none or empty).
@@ -141,25 +144,17 @@ class LoopController:
             back to the model as tool errors. Default 4.
         :raises ValueError: If a limit is below 1.
         """
-        limits = {
-            "max_iterations": max_iterations,
-            "chunk_cap": chunk_cap,
-            "chunk_preview_chars": chunk_preview_chars,
-            "max_question_chars": max_question_chars,
-            "max_search_failures": max_search_failures,
-            "max_searches_per_turn": max_searches_per_turn,
-        }
-        for name, value in limits.items():
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1, got {value}")
         self.max_iterations = max_iterations
         self.chunk_cap = chunk_cap
         self.chunk_preview_chars = chunk_preview_chars
         self.max_question_chars = max_question_chars
         self.max_search_failures = max_search_failures
         self.document_store = document_store
-        self._collections = CollectionLookup(document_store)
         self.max_searches_per_turn = max_searches_per_turn
+        for name in _AT_LEAST_ONE:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        self._collections = CollectionLookup(document_store)
 
     @component.output_types(state=LoopState, exhausted=LoopState, failed=LoopState)
     def run(
