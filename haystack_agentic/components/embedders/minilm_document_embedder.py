@@ -32,8 +32,7 @@ class MiniLMDocumentEmbedder(PackagedMiniLM):
 
     _embedder_class = "SentenceTransformersDocumentEmbedder"
 
-    def _embedder_kwargs(self) -> dict[str, Any]:
-        return {"meta_fields_to_embed": ["title"]}
+    _embedder_kwargs = {"meta_fields_to_embed": ["title"]}
 
     @component.output_types(documents=list[Document])
     def run(self, documents: list[Document]) -> dict[str, Any]:

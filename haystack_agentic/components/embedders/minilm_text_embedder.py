@@ -43,7 +43,7 @@ class MiniLMTextEmbedder(PackagedMiniLM):
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
         """
-        Embed many texts in batches of `batch_size` (one model call per batch).
+        Embed many texts, in batches of `batch_size` (one model call per batch).
 
         :param texts: The texts.
         :returns: One embedding per text, in order.
@@ -51,10 +51,5 @@ class MiniLMTextEmbedder(PackagedMiniLM):
         :raises RuntimeError: If the packaged model is not installed.
         """
         backend = self.embedder().embedding_backend
-        vectors = backend.embed(
-            texts,
-            batch_size=self.batch_size,
-            show_progress_bar=False,
-            normalize_embeddings=self.normalize_embeddings,
-        )
+        vectors = backend.embed(texts, batch_size=self.batch_size, show_progress_bar=False, normalize_embeddings=True)
         return [list(map(float, vector)) for vector in vectors]
