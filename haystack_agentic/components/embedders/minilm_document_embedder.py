@@ -12,11 +12,8 @@ logger = logging.getLogger(__name__)
 @component
 class MiniLMDocumentEmbedder(PackagedMiniLM):
     """
-    Embeds Documents (content, plus `meta.title` when present) with the all-MiniLM-L6-v2 shipped in a PyPI package:
-    offline, 384 dimensions, normalised.
-
-    It runs a `SentenceTransformersDocumentEmbedder` (the `embeddings` extra, imported on `warm_up`); any other model
-    name or folder works too.
+    Embeds Documents (content, plus `meta.title` when present) with the all-MiniLM-L6-v2 shipped in a PyPI package
+    (offline, 384 dimensions, normalised; any other model works too), by a `SentenceTransformersDocumentEmbedder`.
 
     ### Usage example
     ```python

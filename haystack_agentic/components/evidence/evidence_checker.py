@@ -51,16 +51,8 @@ _COVERAGE_FEATURES = ("entity_coverage", "entity_min", "subject_min", "word_cove
 @component
 class EvidenceChecker:
     """
-    Checks, before the loop's final answer, that the chunks found support answering the question.
-
-    It sits between the router's `answer` socket and the answerer, and between the controller's `exhausted` socket
-    and the fallback. Sufficient: the state goes on (`answer` / `fallback`). Insufficient: back to search again
-    (`retry`, at most `search_again` times, while the iteration budget allows and the chunks changed since the last
-    refusal), else the run ends `gave_up` saying what was searched, or is answered with a warning. The verdict is in
-    `state.evidence`. The check is an LLM judge when a `chat_generator` is given (usage role `evidence`), else (or
-    when the judge fails) an offline score of the question's entities and words covered by the chunks and the
-    MiniLM similarity of the closest one (`haystack_agentic.evidence.scoring`). A json-mode `reflect` or `draft`
-    request passes through unchecked.
+    Checks, before the loop's final answer, that the chunks found support answering the question: with an LLM judge
+    when a `chat_generator` is given, else (or when it fails) offline (`haystack_agentic.evidence.scoring`).
 
     ### Usage example
     ```python

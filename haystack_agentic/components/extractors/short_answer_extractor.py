@@ -287,10 +287,6 @@ class ShortAnswerExtractor:
     Cuts the loop's final answer down to the short answer span it contains (`extract_short_answer`), cited by the
     chunk sentence it was taken from, for models that answer in sentences.
 
-    It sits between the `Answerer` and the loop's end (`answerer.finished -> extractor.state`) and changes only an
-    answer written from the chunks (`terminated_by="answered"`, no controller draft); any other state passes through.
-    It streams the final answer as one answer-tagged chunk: pair it with `Answerer(stream_answer=False)`.
-
     ### Usage example
     ```python
     from haystack import Document
@@ -325,7 +321,8 @@ class ShortAnswerExtractor:
 
         :param state: The ended run's state from the `Answerer` (`finished`).
         :param streaming_callback: A sync callback; receives the final answer as one answer-tagged `StreamingChunk`.
-        :returns: `{"state": LoopState}`: the answer cut and cited, or the state unchanged.
+        :returns: `{"state": LoopState}`: the answer cut and cited, or the state unchanged unless it ended
+            `answered` without a controller draft.
         :raises ValueError: If the callback is an async function (use `run_async`).
         """
         out = self._extract(state)

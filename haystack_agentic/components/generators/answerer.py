@@ -69,14 +69,8 @@ _IMPROVED = re.compile(r"improved answer\s*:\s*(.*)", flags=re.IGNORECASE | re.D
 @component
 class Answerer:
     """
-    Writes the final answer of the agentic loop, and does the `reflect` step (critique + improve) in json mode.
-
-    The router's `LoopState.pending_action` says what to do: `answer` with a `draft` (tools mode) rewrites the
-    draft with `answer_prompt` (no generator, a failure or a blank reply keeps the draft); `answer` without one
-    writes the answer from the chunks with `generate_prompt` (a failure or blank answer ends the run `error`);
-    `reflect` improves the draft with `reflect_prompt` and `draft` writes a first one, both going back into the loop
-    (`state`). A final answer ends the run `answered` (`finished`), cited (`haystack_agentic.grounding.citations`):
-    a kept draft by its `answer` call's `sources`, a written answer by its `[n]` markers.
+    Writes the final answer of the agentic loop (cited by its `[n]` markers, or by the draft's `sources`), and the
+    json mode's `reflect` (critique + improve) and `draft` steps.
 
     ### Usage example
     ```python
@@ -159,8 +153,9 @@ class Answerer:
 
         :param state: The run's state from the router.
         :param streaming_callback: A sync callback for this run's chunks (wins over the init parameter).
-        :returns: `{"finished": LoopState}` with the final answer (`answered`, or `error`), or
-            `{"state": LoopState}` after a reflect/draft step, to go on with the loop.
+        :returns: `{"finished": LoopState}` with the final answer (`answered`; `error` when an answer written from
+            the chunks fails or is blank, while a failed draft rewrite keeps the draft), or `{"state": LoopState}`
+            after a reflect/draft step, to go on with the loop.
         :raises ValueError: If the callback is an async function (use `run_async`).
         """
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)

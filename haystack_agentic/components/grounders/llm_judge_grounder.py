@@ -90,12 +90,8 @@ def _as_int(value: Any) -> int | None:
 @component
 class LLMJudgeGrounder:
     """
-    Grounds the loop's answer sentence by sentence with a chat generator as judge; same result as `HHEMGrounder`.
-
-    One call shows the judge the chunks (cited ones first) and the numbered sentences, and asks for each sentence's
-    verdict and supporting chunk indices (parsed leniently; a skipped sentence is unsupported). A citation scores
-    its sentence's verdict (1.0, 0.0, or the judge's `score` in [0, 1]) when the judge names its chunk or none,
-    else 0.0 (`check="llm_judge"`). Usage is counted under the role `grounding`.
+    Grounds the loop's answer sentence by sentence with a chat generator as judge (usage role `grounding`), with the
+    same result as `HHEMGrounder`.
 
     ### Usage example
     ```python

@@ -26,22 +26,16 @@ LOOP_INPUTS = ("query", "messages", "filters", "collections")
 @component
 class AgenticRAG(SuperComponent):
     """
-    The agentic loop as one component to add to an existing pipeline: a question (or a conversation) in, the answer
-    (with `[n]` citation markers), its documents, Haystack `GeneratedAnswer`s and the full result out.
-
-    A Haystack `SuperComponent` around a loop pipeline (`build_loop_pipeline`, or a packaged / your own YAML): the
-    loop's graph stays visible and editable (`agentic_rag.pipeline`, and nested under `pipeline:` in YAML), and only
-    the real inputs show (`query`, `messages`, `filters`, `collections`, `streaming_callback`), not the sockets the
-    cycle feeds itself (`controller.documents`, `finish.value`, ...).
+    The agentic loop as one component (a `SuperComponent` around a loop pipeline, whose graph stays editable in
+    `agentic_rag.pipeline`): a question or conversation in, the cited answer, its documents and the result out.
 
     ### Usage example
     ```python
-    from haystack import Document, Pipeline
-    from haystack.components.builders import PromptBuilder
+    from haystack import Document
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-    from haystack_agentic import ALLOWED_MODULES, AgenticRAG, AgenticRouter, build_loop_pipeline
+    from haystack_agentic import AgenticRAG, AgenticRouter, build_loop_pipeline
     from haystack_agentic.testing import ScriptedChatGenerator
 
     store = InMemoryDocumentStore()
@@ -51,19 +45,9 @@ class AgenticRAG(SuperComponent):
         {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "Adriana Trigiani"}}]},
     ])
     loop = build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store), check_evidence=False)
-
-    pipeline = Pipeline()
-    pipeline.add_component("rag", AgenticRAG(pipeline=loop))  # or AgenticRAG("agentic_rag"), AgenticRAG("my.yml")
-    pipeline.add_component("report", PromptBuilder("{{ answer }} ({% for d in documents %}{{ d.id }}{% endfor %})",
-                                                   required_variables=["answer", "documents"]))
-    pipeline.connect("rag.answer", "report.answer")
-    pipeline.connect("rag.documents", "report.documents")
-    out = pipeline.run({"rag": {"query": "Who directed Big Stone Gap?"}}, include_outputs_from={"rag"})
-    print(out["report"]["prompt"])  # Adriana Trigiani [1] (bsg)
-    print(out["rag"]["answers"][0].data, out["rag"]["result"]["citations"][0]["quote"])  # Adriana Trigiani Big Stone ...
-    print(out["rag"]["result"]["terminated_by"])  # answered
-
-    Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)  # the same pipeline, from YAML
+    rag = AgenticRAG(pipeline=loop)  # or AgenticRAG("agentic_rag"), AgenticRAG("my.yml"); add it to any Pipeline
+    out = rag.run(query="Who directed Big Stone Gap?")
+    print(out["answer"], [d.id for d in out["documents"]])  # Adriana Trigiani [1] ['bsg']
     ```
     """
 
@@ -110,24 +94,17 @@ class AgenticRAG(SuperComponent):
         Run the loop.
 
         :param query: The question (str), or pass `messages`.
-        :param messages: The conversation so far, ending with the user's question (`list[ChatMessage]`; system
-            messages included).
+        :param messages: The conversation so far (`list[ChatMessage]`), ending with the user's question.
         :param filters: Haystack metadata filters that scope every search of the run (dict), or `None`.
         :param collections: The run's collection scope (`"all"`, a name or a list of names), or `None`.
         :param streaming_callback: Called with each `StreamingChunk` of the run's LLM calls and its step events
             (sync for `run`; sync or async for `run_async`), or `None`.
-        :returns: `answer` (str, or `None` when the run gave up or failed), `documents` (the run's chunks as
-            Haystack `Document`s, best first, without embeddings) and `result` (the loop's full JSON-serialisable
-            result: `answer`, `terminated_by`, `iterations`, `tool_history`, `documents` as dicts, `grounding`,
-            `usage`, `error`, `citations`, ...).
-            `answers` is what Haystack's `AnswerBuilder` outputs, so the component can stand in for a RAG
-            pipeline's end and feed Haystack's evaluators: one `GeneratedAnswer` when the run has an answer (`[]`
-            otherwise) with `data` the answer without its `[n]` markers, `query` the question, `documents` the
-            cited chunks (`Document`s, in citation order, each once) and `meta` holding `answer` (with the markers),
-            `terminated_by`, `evidence`, `grounding` and `citations` (the result's). It is not in `result`, which
-            stays strict JSON.
-            `messages` is the conversation (`list[ChatMessage]`: the given one, or the query as a user message) with
-            the final answer appended as an assistant message, ready to pass as `messages` next turn.
+        :returns: `answer` (str, or `None` when the run gave up or failed); `documents` (the run's chunks as
+            `Document`s, best first, without embeddings); `result` (the loop's JSON-serialisable result);
+            `answers` (what Haystack's `AnswerBuilder` outputs, for its evaluators: one `GeneratedAnswer`, `[]`
+            without an answer, with `data` the answer without its `[n]` markers, the cited chunks as `documents`,
+            and `answer`, `terminated_by`, `evidence`, `grounding`, `citations` in `meta`); `messages` (the
+            conversation with the answer appended, ready to pass as `messages` next turn).
         :raises ValueError: If neither `query` nor `messages` is given.
         :raises PipelineRuntimeError: If the question or filters are refused (`InvalidLoopInput` as its cause).
         :raises AgenticRAGError: If the run ended with `terminated_by="error"` and `raise_on_failure` is set.

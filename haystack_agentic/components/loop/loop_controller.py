@@ -100,13 +100,8 @@ def _filter_problem(filters: dict[str, Any]) -> str | None:
 @component
 class LoopController:
     """
-    Keeps the books of the agentic loop: starts a run, merges retrieved chunks, counts iterations, stops at the limit.
-
-    The first visit builds a `LoopState` from the `query` (or a `messages` conversation) and optional `filters`.
-    Every later visit gets the state back and, on a search turn, the retriever's `documents`: it merges them into the
-    chunks (dedup by id keeping the highest score, capped at `chunk_cap`), gives the search result back to the
-    controller LLM as a tool result, and counts the turn. The state goes on to the router (`state`), or to the
-    fallback (`exhausted`) after `max_iterations` turns.
+    Keeps the books of the agentic loop: starts a run, merges retrieved chunks (dedup by id, capped at `chunk_cap`),
+    gives each search result back to the controller LLM, counts iterations, stops at the limit.
 
     ### Usage example
     ```python

@@ -30,11 +30,8 @@ class DocumentStoreUnavailableError(RuntimeError):
 @component
 class SafeRetriever:
     """
-    Wraps any Haystack retriever so that a failing search becomes a tool error for the loop instead of a crash.
-
-    It has the wrapped retriever's input sockets and two outputs: `documents` (`[]` when the search failed) and
-    `error` (`None`, or one line saying what went wrong; `build_loop_pipeline` connects it to
-    `LoopController.search_error`). `warm_up` checks that the store answers, so an unreachable server fails at start.
+    Wraps any Haystack retriever so that a failing search becomes a tool error for the loop instead of a crash, and
+    an unreachable store fails at `warm_up`.
 
     ### Usage example
     ```python
