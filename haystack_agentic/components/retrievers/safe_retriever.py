@@ -57,14 +57,11 @@ class SafeRetriever:
         self._spec: dict[str, Any] | None = None
         if isinstance(retriever, dict):
             self._spec, self._retriever = copy.deepcopy(retriever), None
-            inputs = _class_inputs(import_class_by_name(retriever["type"]))
+            retriever_class = import_class_by_name(retriever["type"])
         else:
             self._retriever = _checked(retriever)
-            sockets = retriever.__haystack_input__
-            named = [sockets.get(name) for name in _run_parameters(retriever)]
-            empty = inspect.Parameter.empty
-            inputs = {s.name: (s.type, empty if s.is_mandatory else s.default_value) for s in named if s is not None}
-        for name, (annotation, default) in inputs.items():
+            retriever_class = type(retriever)
+        for name, (annotation, default) in _class_inputs(retriever_class).items():
             given = {} if default is inspect.Parameter.empty else {"default": default}
             component.set_input_type(self, name, annotation, **given)
         self.timeout = timeout
@@ -216,8 +213,3 @@ def _class_inputs(retriever_cls: type) -> dict[str, tuple[Any, Any]]:
     named = [p for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     return {p.name: (hints.get(p.name, Any), p.default) for p in named}
 
-
-def _run_parameters(retriever: Any) -> list[str]:
-    """The named parameters of a component's `run`."""
-    parameters = inspect.signature(retriever.run).parameters.values()
-    return [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
