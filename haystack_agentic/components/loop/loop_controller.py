@@ -170,23 +170,19 @@ class LoopController:
 
         :param query: The user's question; starts a run when no state is given.
         :param filters: Haystack metadata filters for every search of the run (first visit only).
-        :param collections: The run's collection scope (first visit only): `"all"`, a collection name, or a list of
-            names, checked against the store's `meta.collection` values and ANDed with `filters`. `None`: no scope.
         :param state: The state coming back from the router (`router.loop`).
+        :param collections: The run's collection scope (first visit only): `"all"`, a collection name or a list of
+            names (the store's `meta.collection` values), ANDed with `filters`. `None`: no scope.
         :param documents: The retriever's documents for the pending search, if this turn searched.
-        :param search_error: Why the pending search failed (`SafeRetriever.error`), or `None`; given to the
-            controller LLM as a tool error, and the loop goes on.
-        :param revised: The state coming back from the answerer after a reflect or draft turn (`answerer.state`).
-        :param refused: The state coming back from the evidence check (`evidence.retry`).
-        :param messages: Instead of `query`: the conversation (system, user, assistant `ChatMessage`s) ending with
-            the user's question (see `validate_conversation`).
-        :param streaming_callback: Called with a `documents` step event when a search's chunks are recorded; sync
-            here, sync or async in `run_async`.
+        :param search_error: Why the pending search failed (`SafeRetriever.error`): a tool error for the LLM.
+        :param revised: The state back from the answerer after a reflect or draft turn (`answerer.state`).
+        :param refused: The state back from the evidence check (`evidence.retry`).
+        :param messages: Instead of `query`: the conversation, ending with the user's question.
+        :param streaming_callback: Receives a `documents` step event when a search's chunks are recorded.
         :returns: `{"state": LoopState}` for another router turn, `{"exhausted": LoopState}` after `max_iterations`
-            turns or when a component set `state.stop_reason`, or `{"failed": LoopState}` (ended with
-            `terminated_by="error"`) after `max_search_failures` failed searches in a row.
-        :raises ValueError: On the first visit, for a missing, non-string or blank `query`, both `query` and
-            `messages`, an invalid conversation, or a collection the store does not hold.
+            turns or a `state.stop_reason`, or `{"failed": LoopState}` (ended `error`) after `max_search_failures`
+            failed searches in a row.
+        :raises ValueError: On the first visit, for the inputs `validate_inputs` refuses.
         """
         callback, arrived = pick_callback(None, streaming_callback, is_async=False), state or revised or refused
         outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages, collections)
@@ -235,11 +231,7 @@ class LoopController:
         return outputs
 
     def use_collection_store(self, document_store: Any) -> None:
-        """
-        Read collection names from this store (not serialised) when no `document_store` was given.
-
-        :param document_store: A Haystack document store (the loop builders pass the retriever's), or `None`.
-        """
+        """Read collection names from `document_store` (the retriever's; not serialised) when none was given."""
         if self.document_store is None:
             self._collections = CollectionLookup(document_store)
 
@@ -322,15 +314,8 @@ class LoopController:
         return state.evolve(iteration=state.iteration + 1)
 
     def format_search_result(self, query: str, documents: list[Document], shown: Any = ()) -> str:
-        """
-        Render a search result for the controller LLM: numbered chunks with their short ids and titles; a chunk in
-        `shown` is marked `[already shown]` instead of sent again.
-
-        :param query: The query that was searched.
-        :param documents: The chunks it returned, best first.
-        :param shown: Ids of the chunks shown in earlier results. Default: none.
-        :returns: The tool result text.
-        """
+        """The tool result text of a search for the LLM: numbered chunks (best first) with short ids and titles; one
+        whose id is in `shown` (earlier results) is marked `[already shown]` instead of sent again."""
         if not documents:
             return f'No results for "{query}". Try other words, or answer from what you have.'
         heading = f'{len(documents)} result(s) for "{query}":'
