@@ -128,11 +128,8 @@ class EvidenceChecker:
                 self._similarity.warm_up()
             except Exception as exc:  # noqa: BLE001 - any load failure: fall back to the lexical check
                 self.load_error = f"{type(exc).__name__}: {exc}"
-                logger.warning(
-                    "EvidenceChecker cannot load the embedding model {model} ({error}); using the lexical check.",
-                    model=self.embedding_model,
-                    error=self.load_error,
-                )
+                message = "EvidenceChecker cannot load the embedding model {model} ({error}); using the lexical check."
+                logger.warning(message, model=self.embedding_model, error=self.load_error)
         warm_up_generator(self.chat_generator)
 
     @property

@@ -97,13 +97,13 @@ class HHEMGrounder:
         self._tokenizer: Any = None
         self._prompt = HHEM_PROMPT
         self._device: str | None = None
-        self._load_error: str | None = None
+        self.load_error: str | None = None  # why the model could not be loaded (after `warm_up`)
         self._lock = threading.Lock()
 
     def warm_up(self) -> None:
         """Load the model once; a failure is kept in `load_error` (not raised) and every run skips grounding."""
         with self._lock:
-            if self._network is not None or self._load_error is not None:
+            if self._network is not None or self.load_error is not None:
                 return
             try:
                 self._device = pick_device(self.device)
@@ -114,13 +114,8 @@ class HHEMGrounder:
                     loaded = load_hhem_native(*args)
                 self._network, self._tokenizer, self._prompt = loaded
             except Exception as exc:  # noqa: BLE001 - missing files, no Hub access, wrong checkpoint: all skip
-                self._load_error = f"HHEM model {self.model!r} is not available ({type(exc).__name__}: {exc})"
-                logger.warning("{error}. To ground answers: {how}", error=self._load_error, how=HOW_TO_GET)
-
-    @property
-    def load_error(self) -> str | None:
-        """Why the model could not be loaded (after `warm_up`), or `None`."""
-        return self._load_error
+                self.load_error = f"HHEM model {self.model!r} is not available ({type(exc).__name__}: {exc})"
+                logger.warning("{error}. To ground answers: {how}", error=self.load_error, how=HOW_TO_GET)
 
     @property
     def is_available(self) -> bool:
@@ -137,7 +132,7 @@ class HHEMGrounder:
         :raises HHEMUnavailableError: If the model is not available.
         """
         if not self.is_available:
-            raise HHEMUnavailableError(self._load_error or "HHEM model not loaded")
+            raise HHEMUnavailableError(self.load_error or "HHEM model not loaded")
         import torch  # noqa: PLC0415
 
         texts = [self._prompt.format(text1=premise, text2=hypothesis) for premise, hypothesis in pairs]
@@ -222,8 +217,8 @@ class HHEMGrounder:
         if reason is not None:
             return {"state": skipped(state, reason)}
         self.warm_up()
-        if self._load_error is not None:
-            return {"state": skipped(state, f"{self._load_error}; to ground answers, {HOW_TO_GET}")}
+        if self.load_error is not None:
+            return {"state": skipped(state, f"{self.load_error}; to ground answers, {HOW_TO_GET}")}
         try:
             grounding = self._ground(state)
         except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer

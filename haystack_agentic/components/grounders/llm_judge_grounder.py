@@ -80,6 +80,10 @@ def _verdict(claim: dict[str, Any]) -> bool:
     return str(value).strip().lower() in _TRUE_WORDS
 
 
+def _failed(state: LoopState, exc: Exception) -> LoopState:
+    return skipped(state, f"the grounder failed: {type(exc).__name__}: {exc}")
+
+
 def _as_int(value: Any) -> int | None:
     try:
         return int(value)
@@ -163,15 +167,6 @@ class LLMJudgeGrounder:
         prompt = render(DEFAULT_JUDGE_PROMPT, question=state.question, chunks=texts, sentences=claims)
         return state, sentences, chunks, [ChatMessage.from_user(prompt)]
 
-    def _complete(self, prepared: tuple[LoopState, list[Any], list[Any], Any], call: Any, seconds: float):
-        """`_judge` the reply; skip grounding when the call (then `call` is its exception) or the judging raised."""
-        try:
-            if isinstance(call, Exception):
-                raise call
-            return self._judge(*prepared[:3], call, seconds)
-        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
-            return skipped(prepared[0], f"the grounder failed: {type(exc).__name__}: {exc}")
-
     def _judge(self, state: LoopState, sentences: list[Any], chunks: list[Any], call: Any, seconds: float):
         state = call.state
         if call.error is not None:
@@ -232,9 +227,9 @@ class LLMJudgeGrounder:
         started = time.perf_counter()
         try:
             call = call_generator(self.chat_generator, prepared[0], "grounding", prepared[3], **role_options(self))
-        except Exception as exc:  # noqa: BLE001 - `_complete` skips grounding with its reason
-            call = exc
-        return {"state": self._complete(prepared, call, time.perf_counter() - started)}
+            return {"state": self._judge(*prepared[:3], call, time.perf_counter() - started)}
+        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
+            return {"state": _failed(prepared[0], exc)}
 
     @component.output_types(state=LoopState)
     async def run_async(self, state: LoopState) -> dict[str, LoopState]:
@@ -247,9 +242,9 @@ class LLMJudgeGrounder:
             call = await call_generator_async(
                 self.chat_generator, prepared[0], "grounding", prepared[3], **role_options(self)
             )
-        except Exception as exc:  # noqa: BLE001 - `_complete` skips grounding with its reason
-            call = exc
-        return {"state": self._complete(prepared, call, time.perf_counter() - started)}
+            return {"state": self._judge(*prepared[:3], call, time.perf_counter() - started)}
+        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
+            return {"state": _failed(prepared[0], exc)}
 
     def to_dict(self) -> dict[str, Any]:
         """:returns: The serialised component, with the chat generator serialised."""

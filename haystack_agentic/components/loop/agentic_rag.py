@@ -200,11 +200,6 @@ def _generated_answers(result: dict[str, Any], question: str, documents: list[Do
     citations = result.get("citations") or []
     by_id = {doc.id: doc for doc in documents}
     cited = [by_id[i] for i in dict.fromkeys(c["document_id"] for c in citations) if i in by_id]
-    meta = {
-        "answer": result["answer"],
-        "terminated_by": result["terminated_by"],
-        "evidence": result["evidence"],
-        "grounding": result["grounding"],
-        "citations": citations,
-    }
+    meta = {key: result[key] for key in ("answer", "terminated_by", "evidence", "grounding")}
+    meta["citations"] = citations
     return [GeneratedAnswer(data=strip_markers(result["answer"]), query=question, documents=cited, meta=meta)]

@@ -63,15 +63,12 @@ class LoopResultBuilder:
         # Strict JSON whatever the LLMs, tools and stores put in the state (a lone surrogate in an exception message,
         # a NaN score): the result is what `--json`, hayhooks and MCP send.
         result = strict_json(state.to_result())
+        total = result["usage"]["total"]
         tag_current_span(
-            terminated_by=result["terminated_by"],
-            iterations=result["iterations"],
-            chunks=len(result["documents"]),
-            llm_calls=result["usage"]["total"]["calls"],
-            prompt_tokens=result["usage"]["total"]["prompt_tokens"],
-            completion_tokens=result["usage"]["total"]["completion_tokens"],
-            answered=result["answer"] is not None,
-        )
+            terminated_by=result["terminated_by"], iterations=result["iterations"], chunks=len(result["documents"]),
+            llm_calls=total["calls"], prompt_tokens=total["prompt_tokens"],
+            completion_tokens=total["completion_tokens"], answered=result["answer"] is not None,
+        )  # fmt: skip
         return result
 
     @component.output_types(**RESULT_TYPES)
