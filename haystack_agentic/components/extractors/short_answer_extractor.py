@@ -70,18 +70,17 @@ def _name_run(text: str, from_end: bool, skip_first: bool = False) -> str:
 def _options(question: str) -> tuple[str, str] | None:
     """The two options of an "A or B" question: named ones around the " or " anywhere, lowercase ones at its end."""
     text = question.strip().rstrip("?").strip()
+    sides: list[tuple[str, str, bool]] = []
     if " or " in text:
         left, right = text.rsplit(" or ", 1)
         # Without a clause break the left part starts the question: its first word is capitalised as a sentence start.
         opening = not _CLAUSE_BREAK_RE.search(left)
-        first = _name_run(_CLAUSE_BREAK_RE.split(left)[-1], from_end=True, skip_first=opening)
-        second = _name_run(_CLAUSE_BREAK_RE.split(right)[0], from_end=False)
-        if first and second:
-            return first, second
-    between = _BETWEEN_RE.search(text)
-    if between:  # "Between A and B, which ...", "Of the players A and B, which ..."
-        first = _name_run(between.group(1), from_end=True)
-        second = _name_run(between.group(2), from_end=False)
+        sides.append((_CLAUSE_BREAK_RE.split(left)[-1], _CLAUSE_BREAK_RE.split(right)[0], opening))
+    between = _BETWEEN_RE.search(text)  # "Between A and B, which ...", "Of the players A and B, which ..."
+    if between:
+        sides.append((between.group(1), between.group(2), False))
+    for left, right, opening in sides:
+        first, second = _name_run(left, from_end=True, skip_first=opening), _name_run(right, from_end=False)
         if first and second:
             return first, second
     match = _OPTIONS_RE.search(question.strip())
@@ -246,14 +245,14 @@ def extract_short_answer(
     runs = [run for run in runs if run[2] == first_sentence]  # later sentences are the model's padding
     folded_chunks = [fold(c) for c in chunk_texts]
 
-    def in_chunks(span: tuple[int, int, int]) -> tuple[int, int, int]:
-        """The span, or its longest named part (at most `_MAX_PART_WORDS` words) a chunk contains, or an empty span."""
+    def in_chunks(span: tuple[int, int, int]) -> tuple[int, int] | None:
+        """The span, or its longest named part (at most `_MAX_PART_WORDS` words), that a chunk contains."""
         words = list(_WORD_RE.finditer(text, span[0], span[1]))
         if not folded_chunks or not words:
-            return span[0], span[0], span[2]
+            return None
         whole_text = fold(text[words[0].start() : words[-1].end()])
         if any(whole_text in c for c in folded_chunks):
-            return words[0].start(), words[-1].end(), span[2]
+            return words[0].start(), words[-1].end()
         for size in range(min(len(words) - 1, _MAX_PART_WORDS), 0, -1):
             for i in range(len(words) - size + 1):
                 part = words[i : i + size]
@@ -261,18 +260,17 @@ def extract_short_answer(
                 named = any(w.group(0)[0].isupper() or w.group(0)[0].isdigit() for w in part)
                 edges = {fold(part[0].group(0)), fold(part[-1].group(0))}
                 if named and not edges & _SPAN_FUNCTION_WORDS and any(raw in c for c in folded_chunks):
-                    return part[0].start(), part[-1].end(), span[2]
-        return span[0], span[0], span[2]
+                    return part[0].start(), part[-1].end()
+        return None
 
-    def ranked(span: tuple[int, int, int]) -> tuple[tuple[bool, bool, bool, int, int], tuple[int, int, int]]:
+    def ranked(span: tuple[int, int, int]) -> tuple[tuple[bool, bool, bool, int, int], tuple[int, int]]:
         """The run's rank and the span it stands for (its part in a chunk, if a chunk has one)."""
         found = in_chunks(span)
-        located = found[1] > found[0]
-        best = found if located else span
+        best = found or span[:2]
         words = _WORD_RE.findall(text[best[0] : best[1]])
         typed = any(any(ch.isdigit() for ch in w) for w in words) if wants_number else True
         named = any(w[0].isupper() or w[0].isdigit() for w in words)
-        return (typed, located, named, best[1] - best[0], -best[0]), best
+        return (typed, found is not None, named, best[1] - best[0], -best[0]), best
 
     _, best = max((ranked(run) for run in runs), key=lambda pair: pair[0])
     piece = text[best[0] : best[1]].strip(" ,;:.\"“”'‘’()")

@@ -71,16 +71,10 @@ class EmbeddedChatGenerator:
 
     from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator, embedded_model_available
 
-    if embedded_model_available():
-        generator = EmbeddedChatGenerator()
-        messages = [
-            ChatMessage.from_system("Answer the question using the context. Reply with a short answer only."),
-            ChatMessage.from_user(
-                "Context:\\nAdriana Trigiani is an Italian American best-selling author based in Greenwich Village, "
-                "New York City.\\n\\nQuestion: Where is Adriana Trigiani based?"
-            ),
-        ]
-        reply = generator.run(messages)["replies"][0]
+    if embedded_model_available():  # after `haystack-agentic install-model`
+        context = "Adriana Trigiani is an Italian American author based in Greenwich Village, New York City."
+        question = f"Context: {context}\\nQuestion: Where is Adriana Trigiani based? Reply with a short answer."
+        reply = EmbeddedChatGenerator().run([ChatMessage.from_user(question)])["replies"][0]
         print(reply.text, reply.meta["usage"])
     ```
     """
