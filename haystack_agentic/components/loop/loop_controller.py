@@ -398,9 +398,8 @@ class LoopController:
             state = state.evolve(pending=None, search_failures=failures)
         elif documents:
             logger.warning("LoopController received documents without a pending search; they are ignored.")
-        if state.queued:  # more searches of the same turn to run: the turn is not over
-            return state
-        return state.evolve(iteration=state.iteration + 1)
+        # More searches of the same turn to run: the turn is not over.
+        return state if state.queued else state.evolve(iteration=state.iteration + 1)
 
     def format_search_result(self, query: str, documents: list[Document], shown: Any = ()) -> str:
         """The tool result text of a search for the LLM: numbered chunks (best first) with short ids and titles; one
