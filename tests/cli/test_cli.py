@@ -309,9 +309,10 @@ def test_the_shipped_sample_and_packaged_indexing_pipelines_go_by_name(tmp_path,
     assert "no_such_pipeline" in error and "indexing_milvus" in error  # the packaged names are listed
 
 
-def test_a_missing_embedded_model_names_the_commands_a_wheel_user_runs(tmp_path):
-    from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
+def test_a_missing_embedded_model_names_the_commands_a_wheel_user_runs(tmp_path, monkeypatch):
+    from haystack_agentic.components.generators import embedded_chat_generator as module
 
+    monkeypatch.setattr(module, "_locate_default_gguf", lambda: None)
     with pytest.raises(RuntimeError) as info:
-        EmbeddedChatGenerator(model_file=str(tmp_path / "missing.gguf")).warm_up()
+        module.EmbeddedChatGenerator(cache_dir=str(tmp_path)).warm_up()
     assert "haystack-agentic install-model" in str(info.value) and "make install" not in str(info.value)

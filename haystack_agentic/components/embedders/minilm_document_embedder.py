@@ -12,11 +12,8 @@ logger = logging.getLogger(__name__)
 @component
 class MiniLMDocumentEmbedder(PackagedMiniLM):
     """
-    Embeds Documents (content, plus `meta.title` when present) with the all-MiniLM-L6-v2 shipped in a PyPI package:
-    offline, 384 dimensions, normalised.
-
-    It runs a `SentenceTransformersDocumentEmbedder` (the `embeddings` extra, imported on `warm_up`); any other model
-    name or folder works too.
+    Embeds Documents (content, plus `meta.title` when present) with the all-MiniLM-L6-v2 shipped in a PyPI package
+    (offline, 384 dimensions, normalised; any other model works too), by a `SentenceTransformersDocumentEmbedder`.
 
     ### Usage example
     ```python
@@ -32,8 +29,7 @@ class MiniLMDocumentEmbedder(PackagedMiniLM):
 
     _embedder_class = "SentenceTransformersDocumentEmbedder"
 
-    def _embedder_kwargs(self) -> dict[str, Any]:
-        return {"meta_fields_to_embed": ["title"]}
+    _embedder_kwargs = {"meta_fields_to_embed": ["title"]}
 
     @component.output_types(documents=list[Document])
     def run(self, documents: list[Document]) -> dict[str, Any]:

@@ -12,10 +12,8 @@ logger = logging.getLogger(__name__)
 @component
 class MiniLMTextEmbedder(PackagedMiniLM):
     """
-    Embeds a query with the all-MiniLM-L6-v2 shipped in a PyPI package: offline, 384 dimensions, normalised.
-
-    It runs a `SentenceTransformersTextEmbedder` (the `embeddings` extra, imported on `warm_up`); any other model
-    name or folder works too.
+    Embeds a query with the all-MiniLM-L6-v2 shipped in a PyPI package (offline, 384 dimensions, normalised; any
+    other model works too), by a `SentenceTransformersTextEmbedder` (the `embeddings` extra, imported on `warm_up`).
 
     ### Usage example
     ```python
@@ -43,7 +41,7 @@ class MiniLMTextEmbedder(PackagedMiniLM):
 
     def embed_texts(self, texts: list[str]) -> list[list[float]]:
         """
-        Embed many texts in batches of `batch_size` (one model call per batch).
+        Embed many texts, in batches of `batch_size` (one model call per batch).
 
         :param texts: The texts.
         :returns: One embedding per text, in order.
@@ -51,10 +49,5 @@ class MiniLMTextEmbedder(PackagedMiniLM):
         :raises RuntimeError: If the packaged model is not installed.
         """
         backend = self.embedder().embedding_backend
-        vectors = backend.embed(
-            texts,
-            batch_size=self.batch_size,
-            show_progress_bar=False,
-            normalize_embeddings=self.normalize_embeddings,
-        )
+        vectors = backend.embed(texts, batch_size=self.batch_size, show_progress_bar=False, normalize_embeddings=True)
         return [list(map(float, vector)) for vector in vectors]

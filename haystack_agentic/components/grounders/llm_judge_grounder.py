@@ -80,6 +80,10 @@ def _verdict(claim: dict[str, Any]) -> bool:
     return str(value).strip().lower() in _TRUE_WORDS
 
 
+def _failed(state: LoopState, exc: Exception) -> LoopState:
+    return skipped(state, f"the grounder failed: {type(exc).__name__}: {exc}")
+
+
 def _as_int(value: Any) -> int | None:
     try:
         return int(value)
@@ -90,12 +94,8 @@ def _as_int(value: Any) -> int | None:
 @component
 class LLMJudgeGrounder:
     """
-    Grounds the loop's answer sentence by sentence with a chat generator as judge; same result as `HHEMGrounder`.
-
-    One call shows the judge the chunks (cited ones first) and the numbered sentences, and asks for each sentence's
-    verdict and supporting chunk indices (parsed leniently; a skipped sentence is unsupported). A citation scores
-    its sentence's verdict (1.0, 0.0, or the judge's `score` in [0, 1]) when the judge names its chunk or none,
-    else 0.0 (`check="llm_judge"`). Usage is counted under the role `grounding`.
+    Grounds the loop's answer sentence by sentence with a chat generator as judge (usage role `grounding`), with the
+    same result as `HHEMGrounder`.
 
     ### Usage example
     ```python
@@ -111,7 +111,6 @@ class LLMJudgeGrounder:
         chat_generator: ChatGenerator,
         temperature: float | None = 0.0,
         generation_kwargs: dict[str, Any] | None = None,
-        judge_prompt: str | None = None,
         threshold: float = 0.5,
         max_chunks: int = 10,
         chunk_chars: int = 2000,
@@ -123,7 +122,6 @@ class LLMJudgeGrounder:
         :param chat_generator: Any Haystack chat generator.
         :param temperature: Sampling temperature of the judge. Default 0.0.
         :param generation_kwargs: Extra generation kwargs.
-        :param judge_prompt: Jinja template replacing `DEFAULT_JUDGE_PROMPT`.
         :param threshold: Supported at score >= this. Default 0.5.
         :param max_chunks: Most chunks (best first) shown to the judge. Default 10.
         :param chunk_chars: Most characters of each chunk shown. Default 2000.
@@ -137,7 +135,6 @@ class LLMJudgeGrounder:
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
-        self.judge_prompt = judge_prompt
         self.threshold = threshold
         self.max_chunks = max_chunks
         self.chunk_chars = chunk_chars
@@ -165,22 +162,10 @@ class LLMJudgeGrounder:
         ids = [*dict.fromkeys(i for i in cited if i in by_id)]
         ids += [i for i in by_id if i not in ids]
         chunks = [by_id[i] for i in ids][: max(self.max_chunks, len(set(cited)))]
-        prompt = render(
-            self.judge_prompt or DEFAULT_JUDGE_PROMPT,
-            question=state.question,
-            chunks=[doc.content[: self.chunk_chars] for doc in chunks],
-            sentences=[strip_markers(s.text) for s in sentences],
-        )
+        texts = [doc.content[: self.chunk_chars] for doc in chunks]
+        claims = [strip_markers(s.text) for s in sentences]
+        prompt = render(DEFAULT_JUDGE_PROMPT, question=state.question, chunks=texts, sentences=claims)
         return state, sentences, chunks, [ChatMessage.from_user(prompt)]
-
-    def _complete(self, prepared: tuple[LoopState, list[Any], list[Any], Any], call: Any, seconds: float):
-        """`_judge` the reply; skip grounding when the call (then `call` is its exception) or the judging raised."""
-        try:
-            if isinstance(call, Exception):
-                raise call
-            return self._judge(*prepared[:3], call, seconds)
-        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
-            return skipped(prepared[0], f"the grounder failed: {type(exc).__name__}: {exc}")
 
     def _judge(self, state: LoopState, sentences: list[Any], chunks: list[Any], call: Any, seconds: float):
         state = call.state
@@ -242,9 +227,9 @@ class LLMJudgeGrounder:
         started = time.perf_counter()
         try:
             call = call_generator(self.chat_generator, prepared[0], "grounding", prepared[3], **role_options(self))
-        except Exception as exc:  # noqa: BLE001 - `_complete` skips grounding with its reason
-            call = exc
-        return {"state": self._complete(prepared, call, time.perf_counter() - started)}
+            return {"state": self._judge(*prepared[:3], call, time.perf_counter() - started)}
+        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
+            return {"state": _failed(prepared[0], exc)}
 
     @component.output_types(state=LoopState)
     async def run_async(self, state: LoopState) -> dict[str, LoopState]:
@@ -257,23 +242,15 @@ class LLMJudgeGrounder:
             call = await call_generator_async(
                 self.chat_generator, prepared[0], "grounding", prepared[3], **role_options(self)
             )
-        except Exception as exc:  # noqa: BLE001 - `_complete` skips grounding with its reason
-            call = exc
-        return {"state": self._complete(prepared, call, time.perf_counter() - started)}
+            return {"state": self._judge(*prepared[:3], call, time.perf_counter() - started)}
+        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
+            return {"state": _failed(prepared[0], exc)}
 
     def to_dict(self) -> dict[str, Any]:
         """:returns: The serialised component, with the chat generator serialised."""
-        return default_to_dict(
-            self,
-            chat_generator=generator_to_dict(self.chat_generator),
-            temperature=self.temperature,
-            generation_kwargs=self.generation_kwargs,
-            judge_prompt=self.judge_prompt,
-            threshold=self.threshold,
-            max_chunks=self.max_chunks,
-            chunk_chars=self.chunk_chars,
-            language=self.language,
-        )
+        names = ("temperature", "generation_kwargs", "threshold", "max_chunks", "chunk_chars", "language")
+        generator = generator_to_dict(self.chat_generator)
+        return default_to_dict(self, chat_generator=generator, **{name: getattr(self, name) for name in names})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LLMJudgeGrounder":

@@ -26,22 +26,16 @@ LOOP_INPUTS = ("query", "messages", "filters", "collections")
 @component
 class AgenticRAG(SuperComponent):
     """
-    The agentic loop as one component to add to an existing pipeline: a question (or a conversation) in, the answer
-    (with `[n]` citation markers), its documents, Haystack `GeneratedAnswer`s and the full result out.
-
-    A Haystack `SuperComponent` around a loop pipeline (`build_loop_pipeline`, or a packaged / your own YAML): the
-    loop's graph stays visible and editable (`agentic_rag.pipeline`, and nested under `pipeline:` in YAML), and only
-    the real inputs show (`query`, `messages`, `filters`, `collections`, `streaming_callback`), not the sockets the
-    cycle feeds itself (`controller.documents`, `finish.value`, ...).
+    The agentic loop as one component (a `SuperComponent` around a loop pipeline, whose graph stays editable in
+    `agentic_rag.pipeline`): a question or conversation in, the cited answer, its documents and the result out.
 
     ### Usage example
     ```python
-    from haystack import Document, Pipeline
-    from haystack.components.builders import PromptBuilder
+    from haystack import Document
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-    from haystack_agentic import ALLOWED_MODULES, AgenticRAG, AgenticRouter, build_loop_pipeline
+    from haystack_agentic import AgenticRAG, AgenticRouter, build_loop_pipeline
     from haystack_agentic.testing import ScriptedChatGenerator
 
     store = InMemoryDocumentStore()
@@ -51,19 +45,9 @@ class AgenticRAG(SuperComponent):
         {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "Adriana Trigiani"}}]},
     ])
     loop = build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store), check_evidence=False)
-
-    pipeline = Pipeline()
-    pipeline.add_component("rag", AgenticRAG(pipeline=loop))  # or AgenticRAG("agentic_rag"), AgenticRAG("my.yml")
-    pipeline.add_component("report", PromptBuilder("{{ answer }} ({% for d in documents %}{{ d.id }}{% endfor %})",
-                                                   required_variables=["answer", "documents"]))
-    pipeline.connect("rag.answer", "report.answer")
-    pipeline.connect("rag.documents", "report.documents")
-    out = pipeline.run({"rag": {"query": "Who directed Big Stone Gap?"}}, include_outputs_from={"rag"})
-    print(out["report"]["prompt"])  # Adriana Trigiani [1] (bsg)
-    print(out["rag"]["answers"][0].data, out["rag"]["result"]["citations"][0]["quote"])  # Adriana Trigiani Big Stone ...
-    print(out["rag"]["result"]["terminated_by"])  # answered
-
-    Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)  # the same pipeline, from YAML
+    rag = AgenticRAG(pipeline=loop)  # or AgenticRAG("agentic_rag"), AgenticRAG("my.yml"); add it to any Pipeline
+    out = rag.run(query="Who directed Big Stone Gap?")
+    print(out["answer"], [d.id for d in out["documents"]])  # Adriana Trigiani [1] ['bsg']
     ```
     """
 
@@ -72,15 +56,12 @@ class AgenticRAG(SuperComponent):
         Wrap a loop pipeline.
 
         :param pipeline: The loop pipeline: a built `Pipeline` (`build_loop_pipeline`, or loaded), the name of a
-            packaged pipeline (`"agentic_rag"`, `"agentic_rag_embedded"`, ... : the files under `pipelines/`), or
-            the path of a loop pipeline YAML (`.yml` / `.yaml`), loaded as `load_loop_pipeline` loads it (the
-            package's allow-list, `$HAYSTACK_AGENTIC_MODEL` on its OpenAI generators; its in-memory stores get their
-            own storage, so fill the one of `agentic_rag.pipeline.get_component("retriever")`). Default:
-            `"agentic_rag_embedded"`, the offline one.
-        :param raise_on_failure: `True` (default, as Haystack's `Agent`): a run that ends with
-            `terminated_by="error"` (a chat generator or the store failed) raises `AgenticRAGError`, so the outer
-            pipeline's error handling and failure snapshots see it. `False`: the run returns its result with
-            `terminated_by="error"` and the error text, as the raw loop pipeline does.
+            packaged pipeline (the files under `pipelines/`), or the path of a loop pipeline YAML, loaded as
+            `load_loop_pipeline` loads it (its in-memory stores get their own storage: fill the one of
+            `agentic_rag.pipeline.get_component("retriever")`). Default: `"agentic_rag_embedded"`, the offline one.
+        :param raise_on_failure: `True` (default, as Haystack's `Agent`): a run that ends `terminated_by="error"`
+            raises `AgenticRAGError`, so the outer pipeline's error handling sees it. `False`: the result is
+            returned with `terminated_by="error"` and the error text.
         :raises FileNotFoundError: For an unknown packaged pipeline name (the message lists the known ones).
         :raises ValueError: If the YAML cannot be read or is not a loop pipeline, or the pipeline has no
             `controller` and `result` components.
@@ -99,45 +80,31 @@ class AgenticRAG(SuperComponent):
         streaming = [f"{name}.streaming_callback" for name, socket in inputs.items() if "streaming_callback" in socket]
         if streaming:
             input_mapping["streaming_callback"] = streaming
-        SuperComponent.__init__(  # explicit: `@component` rebuilds the class, so `super()` would not find it
-            self,
-            pipeline=pipeline,
-            input_mapping=input_mapping,
-            output_mapping={f"result.{key}": key for key in RESULT_TYPES},
-        )
+        output_mapping = {f"result.{key}": key for key in RESULT_TYPES}
+        # Explicit: `@component` rebuilds the class, so `super()` would not find it.
+        SuperComponent.__init__(self, pipeline=pipeline, input_mapping=input_mapping, output_mapping=output_mapping)
         self.raise_on_failure = raise_on_failure
         component.set_output_types(
-            self,
-            answer=str | None,
-            answers=list[GeneratedAnswer],
-            documents=list[Document],
-            messages=list[ChatMessage],
-            result=dict[str, Any],
-        )
+            self, answer=str | None, answers=list[GeneratedAnswer], documents=list[Document],
+            messages=list[ChatMessage], result=dict[str, Any],
+        )  # fmt: skip
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """
         Run the loop.
 
         :param query: The question (str), or pass `messages`.
-        :param messages: The conversation so far, ending with the user's question (`list[ChatMessage]`; system
-            messages included).
+        :param messages: The conversation so far (`list[ChatMessage]`), ending with the user's question.
         :param filters: Haystack metadata filters that scope every search of the run (dict), or `None`.
         :param collections: The run's collection scope (`"all"`, a name or a list of names), or `None`.
         :param streaming_callback: Called with each `StreamingChunk` of the run's LLM calls and its step events
             (sync for `run`; sync or async for `run_async`), or `None`.
-        :returns: `answer` (str, or `None` when the run gave up or failed), `documents` (the run's chunks as
-            Haystack `Document`s, best first, without embeddings) and `result` (the loop's full JSON-serialisable
-            result: `answer`, `terminated_by`, `iterations`, `tool_history`, `documents` as dicts, `grounding`,
-            `usage`, `error`, `citations`, ...).
-            `answers` is what Haystack's `AnswerBuilder` outputs, so the component can stand in for a RAG
-            pipeline's end and feed Haystack's evaluators: one `GeneratedAnswer` when the run has an answer (`[]`
-            otherwise) with `data` the answer without its `[n]` markers, `query` the question, `documents` the
-            cited chunks (`Document`s, in citation order, each once) and `meta` holding `answer` (with the markers),
-            `terminated_by`, `evidence`, `grounding` and `citations` (the result's). It is not in `result`, which
-            stays strict JSON.
-            `messages` is the conversation (`list[ChatMessage]`: the given one, or the query as a user message) with
-            the final answer appended as an assistant message, ready to pass as `messages` next turn.
+        :returns: `answer` (str, or `None` when the run gave up or failed); `documents` (the run's chunks as
+            `Document`s, best first, without embeddings); `result` (the loop's JSON-serialisable result);
+            `answers` (what Haystack's `AnswerBuilder` outputs, for its evaluators: one `GeneratedAnswer`, `[]`
+            without an answer, with `data` the answer without its `[n]` markers, the cited chunks as `documents`,
+            and `answer`, `terminated_by`, `evidence`, `grounding`, `citations` in `meta`); `messages` (the
+            conversation with the answer appended, ready to pass as `messages` next turn).
         :raises ValueError: If neither `query` nor `messages` is given.
         :raises PipelineRuntimeError: If the question or filters are refused (`InvalidLoopInput` as its cause).
         :raises AgenticRAGError: If the run ended with `terminated_by="error"` and `raise_on_failure` is set.
@@ -145,11 +112,7 @@ class AgenticRAG(SuperComponent):
         return self._checked(_outputs(SuperComponent.run(self, **_run_inputs(kwargs)), _question(kwargs)))
 
     async def run_async(self, **kwargs: Any) -> dict[str, Any]:
-        """
-        Async twin of `run` (`Pipeline.run_async`): the same inputs and outputs.
-
-        :returns: The same as `run`.
-        """
+        """Async twin of `run` (`Pipeline.run_async`): the same inputs and outputs."""
         return self._checked(_outputs(await SuperComponent.run_async(self, **_run_inputs(kwargs)), _question(kwargs)))
 
     def _checked(self, outputs: dict[str, Any]) -> dict[str, Any]:
@@ -160,11 +123,7 @@ class AgenticRAG(SuperComponent):
         return outputs
 
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component, with the loop pipeline's whole dict under `pipeline`.
-
-        :returns: Dictionary with serialized data.
-        """
+        """:returns: The component as a dictionary, the loop pipeline's whole dict under `pipeline`."""
         data = self.pipeline.to_dict()
         for key in ("inputs", "outputs"):  # hayhooks' declarations (a packaged pipeline) are not Haystack's
             data.pop(key, None)
@@ -172,27 +131,17 @@ class AgenticRAG(SuperComponent):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AgenticRAG":
-        """
-        Deserialize the component: the loop pipeline is loaded with the package's allow-list (`ALLOWED_MODULES`,
-        added to whatever the outer `Pipeline.loads` allows).
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
-        pipeline = data.get("init_parameters", {}).get("pipeline")
+        """:returns: The component from `to_dict()` output, its loop pipeline loaded with `ALLOWED_MODULES` too."""
+        params = data.get("init_parameters", {})
+        pipeline = params.get("pipeline")
         if isinstance(pipeline, dict):
             pipeline = pipeline_from_dict(pipeline, "inside AgenticRAG")
-        raise_on_failure = data.get("init_parameters", {}).get("raise_on_failure", True)
-        return cls(pipeline=pipeline if pipeline is not None else DEFAULT_PIPELINE, raise_on_failure=raise_on_failure)
+        pipeline = DEFAULT_PIPELINE if pipeline is None else pipeline
+        return cls(pipeline=pipeline, raise_on_failure=params.get("raise_on_failure", True))
 
 
 class AgenticRAGError(RuntimeError):
-    """
-    A run of `AgenticRAG` ended with `terminated_by="error"` (a chat generator or the store failed).
-
-    :param message: What failed (the result's `error`).
-    :param result: The run's full result dict (`terminated_by`, `error`, `tool_history`, `usage`, ...).
-    """
+    """A run of `AgenticRAG` ended with `terminated_by="error"`; `result` is the run's full result dict."""
 
     def __init__(self, message: str, result: dict[str, Any]) -> None:
         super().__init__(message)
@@ -213,9 +162,7 @@ def _given(value: Any) -> bool:
 
 
 def _run_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """
-    The run's inputs, checked, with the streaming callback wrapped as a plain function (Haystack deep-copies inputs).
-    """
+    """The run's inputs, checked, the streaming callback wrapped as a plain function (Haystack deep-copies inputs)."""
     if not _given(kwargs.get("query")) and not _given(kwargs.get("messages")):
         raise ValueError("AgenticRAG needs a question: pass `query` (a string) or `messages` (a list of ChatMessage).")
     callback = kwargs.get("streaming_callback")
@@ -253,11 +200,6 @@ def _generated_answers(result: dict[str, Any], question: str, documents: list[Do
     citations = result.get("citations") or []
     by_id = {doc.id: doc for doc in documents}
     cited = [by_id[i] for i in dict.fromkeys(c["document_id"] for c in citations) if i in by_id]
-    meta = {
-        "answer": result["answer"],
-        "terminated_by": result["terminated_by"],
-        "evidence": result["evidence"],
-        "grounding": result["grounding"],
-        "citations": citations,
-    }
+    meta = {key: result[key] for key in ("answer", "terminated_by", "evidence", "grounding")}
+    meta["citations"] = citations
     return [GeneratedAnswer(data=strip_markers(result["answer"]), query=question, documents=cited, meta=meta)]

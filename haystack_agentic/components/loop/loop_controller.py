@@ -1,21 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 
+import unicodedata
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any
 
 from haystack import Document, component, logging
-from haystack.dataclasses import ChatMessage, StreamingCallbackT
+from haystack.dataclasses import ChatMessage, ChatRole, StreamingCallbackT
 from haystack.errors import FilterError
 from haystack.utils.filters import LOGICAL_OPERATORS, document_matches_filter
+from pydantic import StringConstraints
 
-# The input checks are public names of this module too.
-from haystack_agentic.components.loop._loop_inputs import (  # noqa: F401
-    DEFAULT_MAX_QUESTION_CHARS,
-    InvalidLoopInput,
-    Question,
-    validate_conversation,
-    validate_question,
-)
 from haystack_agentic.dataclasses.loop_state import LoopLimits, LoopState
 from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step_chunks
 from haystack_agentic.indexing.collections import and_filters, resolve_scope, scope_filter
@@ -23,7 +17,8 @@ from haystack_agentic.indexing.collection_lookup import CollectionLookup
 from haystack_agentic.dataclasses.pending_search import pending_search_step, result_in_place
 from haystack_agentic.llm.result_digests import numbered_chunks, search_digest, shown_chunk_ids, with_digest
 from haystack_agentic.tracing import start_run, trace_search
-from haystack_agentic.llm.valid_text import valid_document
+from haystack_agentic.llm.valid_text import LONE_SURROGATE, valid_document
+from haystack_agentic.text import CONTROL_CHARACTERS_RE
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +28,105 @@ DEFAULT_MAX_SEARCHES_PER_TURN = 4
 #: Most characters of one chunk shown to the controller LLM in a search tool result.
 DEFAULT_CHUNK_PREVIEW_CHARS = 1500
 
+#: The init parameters that must be at least 1.
+_AT_LEAST_ONE = ("max_iterations", "chunk_cap", "chunk_preview_chars", "max_question_chars", "max_search_failures",
+                 "max_searches_per_turn")  # fmt: skip
+
+#: Longest question accepted by default, in characters.
+DEFAULT_MAX_QUESTION_CHARS = 4000
+
+
+class InvalidLoopInput(ValueError):
+    """A question or filters a run cannot start with; the message says what to send instead."""
+
+
+#: The type of the `query` input: a string with a non-blank character (hayhooks refuses a blank one with a 422).
+Question = Annotated[str, StringConstraints(pattern=r"\S")]
+
+
+def validate_question(query: Any, max_chars: int | None = None) -> str:
+    """
+    Check a question before a run starts, and clean it (NFC, control characters but tab and newline to spaces).
+
+    :param query: The question.
+    :param max_chars: Longest question accepted, in characters, or `None` for no limit.
+    :returns: The cleaned question, stripped.
+    :raises InvalidLoopInput: (a `ValueError`) If it is missing, not a string, blank, holds a lone UTF-16
+        surrogate, or is longer than `max_chars`.
+    """
+    if query is None:
+        raise InvalidLoopInput(
+            "LoopController needs a `query` to start a run: pass the question as a string (or a conversation as "
+            "`messages`)."
+        )
+    if not isinstance(query, str):
+        raise InvalidLoopInput(f"The query must be a string, got {type(query).__name__}.")
+    surrogate = LONE_SURROGATE.search(query)
+    if surrogate:
+        raise InvalidLoopInput(
+            f"The query holds a lone UTF-16 surrogate (U+{ord(surrogate.group()):04X} at character "
+            f"{surrogate.start()}), which is not Unicode text: send the question as valid UTF-8, without unpaired "
+            "\\ud800-\\udfff escapes."
+        )
+    cleaned = CONTROL_CHARACTERS_RE.sub(" ", unicodedata.normalize("NFC", query)).strip()
+    if not cleaned:
+        raise InvalidLoopInput("The query is empty: pass a question with some text in it.")
+    if max_chars is not None and len(cleaned) > max_chars:
+        raise InvalidLoopInput(
+            f"The query is {len(cleaned)} characters long; the limit is {max_chars} "
+            "(LoopController max_question_chars): shorten the question."
+        )
+    return cleaned
+
+
+#: The roles a conversation given to the loop may hold: the loop runs its own tools, so no tool messages.
+_CONVERSATION_ROLES = (ChatRole.SYSTEM, ChatRole.USER, ChatRole.ASSISTANT)
+
+
+def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[str, tuple[ChatMessage, ...]]:
+    """
+    Check a conversation (system, user and assistant `ChatMessage`s) before a run starts from it.
+
+    :param messages: The conversation, ending with the user's question.
+    :param max_chars: Longest question accepted, in characters, or `None` for no limit.
+    :returns: The question (cleaned as `validate_question` does) and the conversation as a tuple.
+    :raises InvalidLoopInput: (a `ValueError`) If it is not a non-empty list of `ChatMessage`, holds a tool message
+        or tool calls, does not end with the user's question, or the question is not valid.
+    """
+    if not isinstance(messages, (list, tuple)):
+        raise InvalidLoopInput(f"`messages` must be a list of ChatMessage, got {type(messages).__name__}.")
+    if not messages:
+        raise InvalidLoopInput("`messages` is empty: pass the conversation, ending with the user's question.")
+    for index, message in enumerate(messages):
+        if not isinstance(message, ChatMessage):
+            raise InvalidLoopInput(
+                f"messages[{index}] is a {type(message).__name__}, not a ChatMessage: build it with "
+                "ChatMessage.from_user / from_assistant / from_system."
+            )
+        if message.role not in _CONVERSATION_ROLES:
+            raise InvalidLoopInput(
+                f"messages[{index}] has role '{message.role.value}': a conversation for the loop holds system, "
+                "user and assistant messages only (the loop runs its own tools)."
+            )
+        if message.tool_calls:
+            raise InvalidLoopInput(
+                f"messages[{index}] is an assistant message with tool calls: send earlier answers as text only."
+            )
+    users = [i for i, m in enumerate(messages) if m.role == ChatRole.USER]
+    if not users:
+        raise InvalidLoopInput("`messages` has no user message: end the conversation with the user's question.")
+    if users[-1] != len(messages) - 1:
+        after = messages[users[-1] + 1].role.value
+        raise InvalidLoopInput(
+            f"The conversation must end with the user's question; a {after} message comes after the last user "
+            "message: drop it, or ask the question last."
+        )
+    last = messages[-1]
+    question = validate_question(last.text, max_chars)
+    if last.text != question:  # control characters removed, whitespace trimmed: the LLMs see the clean question
+        last = ChatMessage.from_user(question, meta=last.meta, name=last.name)
+    return question, (*messages[:-1], last)
+
 
 def _filters_type_error(filters: Any) -> str:
     return f"filters must be a dict of Haystack metadata filters, got {type(filters).__name__}."
@@ -40,10 +134,8 @@ def _filters_type_error(filters: Any) -> str:
 
 def validate_filters(filters: Any) -> dict[str, Any] | None:
     """
-    Check Haystack metadata filters before a run, so a malformed one fails here rather than in a retriever mid-loop.
-
-    Every node is checked: a group needs a logical `operator` and a list of `conditions`; a condition is checked by
-    Haystack's `document_matches_filter` against an empty document (unknown operator, missing `value`, ...).
+    Check Haystack metadata filters before a run, so a malformed one fails here rather than in a retriever mid-loop:
+    a group needs a logical `operator` and a list of `conditions`; a condition must pass `document_matches_filter`.
 
     :param filters: The filters, or `None`.
     :returns: The filters (`None` for none or empty).
@@ -97,13 +189,8 @@ def _filter_problem(filters: dict[str, Any]) -> str | None:
 @component
 class LoopController:
     """
-    Keeps the books of the agentic loop: starts a run, merges retrieved chunks, counts iterations, stops at the limit.
-
-    The first visit builds a `LoopState` from the `query` (or a `messages` conversation) and optional `filters`.
-    Every later visit gets the state back and, on a search turn, the retriever's `documents`: it merges them into the
-    chunks (dedup by id keeping the highest score, capped at `chunk_cap`), gives the search result back to the
-    controller LLM as a tool result, and counts the turn. The state goes on to the router (`state`), or to the
-    fallback (`exhausted`) after `max_iterations` turns.
+    Keeps the books of the agentic loop: starts a run, merges retrieved chunks (dedup by id, capped at `chunk_cap`),
+    gives each search result back to the controller LLM, counts iterations, stops at the limit.
 
     ### Usage example
     ```python
@@ -141,25 +228,17 @@ class LoopController:
             back to the model as tool errors. Default 4.
         :raises ValueError: If a limit is below 1.
         """
-        limits = {
-            "max_iterations": max_iterations,
-            "chunk_cap": chunk_cap,
-            "chunk_preview_chars": chunk_preview_chars,
-            "max_question_chars": max_question_chars,
-            "max_search_failures": max_search_failures,
-            "max_searches_per_turn": max_searches_per_turn,
-        }
-        for name, value in limits.items():
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1, got {value}")
         self.max_iterations = max_iterations
         self.chunk_cap = chunk_cap
         self.chunk_preview_chars = chunk_preview_chars
         self.max_question_chars = max_question_chars
         self.max_search_failures = max_search_failures
         self.document_store = document_store
-        self._collections = CollectionLookup(document_store)
         self.max_searches_per_turn = max_searches_per_turn
+        for name in _AT_LEAST_ONE:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        self._collections = CollectionLookup(document_store)
 
     @component.output_types(state=LoopState, exhausted=LoopState, failed=LoopState)
     def run(
@@ -180,23 +259,19 @@ class LoopController:
 
         :param query: The user's question; starts a run when no state is given.
         :param filters: Haystack metadata filters for every search of the run (first visit only).
-        :param collections: The run's collection scope (first visit only): `"all"`, a collection name, or a list of
-            names, checked against the store's `meta.collection` values and ANDed with `filters`. `None`: no scope.
         :param state: The state coming back from the router (`router.loop`).
+        :param collections: The run's collection scope (first visit only): `"all"`, a collection name or a list of
+            names (the store's `meta.collection` values), ANDed with `filters`. `None`: no scope.
         :param documents: The retriever's documents for the pending search, if this turn searched.
-        :param search_error: Why the pending search failed (`SafeRetriever.error`), or `None`; given to the
-            controller LLM as a tool error, and the loop goes on.
-        :param revised: The state coming back from the answerer after a reflect or draft turn (`answerer.state`).
-        :param refused: The state coming back from the evidence check (`evidence.retry`).
-        :param messages: Instead of `query`: the conversation (system, user, assistant `ChatMessage`s) ending with
-            the user's question (see `validate_conversation`).
-        :param streaming_callback: Called with a `documents` step event when a search's chunks are recorded; sync
-            here, sync or async in `run_async`.
+        :param search_error: Why the pending search failed (`SafeRetriever.error`): a tool error for the LLM.
+        :param revised: The state back from the answerer after a reflect or draft turn (`answerer.state`).
+        :param refused: The state back from the evidence check (`evidence.retry`).
+        :param messages: Instead of `query`: the conversation, ending with the user's question.
+        :param streaming_callback: Receives a `documents` step event when a search's chunks are recorded.
         :returns: `{"state": LoopState}` for another router turn, `{"exhausted": LoopState}` after `max_iterations`
-            turns or when a component set `state.stop_reason`, or `{"failed": LoopState}` (ended with
-            `terminated_by="error"`) after `max_search_failures` failed searches in a row.
-        :raises ValueError: On the first visit, for a missing, non-string or blank `query`, both `query` and
-            `messages`, an invalid conversation, or a collection the store does not hold.
+            turns or a `state.stop_reason`, or `{"failed": LoopState}` (ended `error`) after `max_search_failures`
+            failed searches in a row.
+        :raises ValueError: On the first visit, for the inputs `validate_inputs` refuses.
         """
         callback, arrived = pick_callback(None, streaming_callback, is_async=False), state or revised or refused
         outputs = self._visit(query, filters, state, documents, search_error, revised, refused, messages, collections)
@@ -245,11 +320,7 @@ class LoopController:
         return outputs
 
     def use_collection_store(self, document_store: Any) -> None:
-        """
-        Read collection names from this store (not serialised) when no `document_store` was given.
-
-        :param document_store: A Haystack document store (the loop builders pass the retriever's), or `None`.
-        """
+        """Read collection names from `document_store` (the retriever's; not serialised) when none was given."""
         if self.document_store is None:
             self._collections = CollectionLookup(document_store)
 
@@ -327,20 +398,12 @@ class LoopController:
             state = state.evolve(pending=None, search_failures=failures)
         elif documents:
             logger.warning("LoopController received documents without a pending search; they are ignored.")
-        if state.queued:  # more searches of the same turn to run: the turn is not over
-            return state
-        return state.evolve(iteration=state.iteration + 1)
+        # More searches of the same turn to run: the turn is not over.
+        return state if state.queued else state.evolve(iteration=state.iteration + 1)
 
     def format_search_result(self, query: str, documents: list[Document], shown: Any = ()) -> str:
-        """
-        Render a search result for the controller LLM: numbered chunks with their short ids and titles; a chunk in
-        `shown` is marked `[already shown]` instead of sent again.
-
-        :param query: The query that was searched.
-        :param documents: The chunks it returned, best first.
-        :param shown: Ids of the chunks shown in earlier results. Default: none.
-        :returns: The tool result text.
-        """
+        """The tool result text of a search for the LLM: numbered chunks (best first) with short ids and titles; one
+        whose id is in `shown` (earlier results) is marked `[already shown]` instead of sent again."""
         if not documents:
             return f'No results for "{query}". Try other words, or answer from what you have.'
         heading = f'{len(documents)} result(s) for "{query}":'

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from haystack import component, default_from_dict, default_to_dict, logging
+from haystack import component, logging
 
 from haystack_agentic.tracing import tag_current_span
 from haystack_agentic.dataclasses.loop_state import LoopState
@@ -31,13 +31,10 @@ RESULT_TYPES: dict[str, Any] = {
 @component
 class LoopResultBuilder:
     """
-    Turns the final `LoopState` of the agentic loop into its JSON-serialisable result dict.
+    Turns the final `LoopState` of the agentic loop into its JSON-serialisable result dict, one socket per key.
 
-    It is the last stage of the loop pipeline (after the grounder, when there is one), so every path of the loop
-    ends in the same outputs, ready for `Pipeline.run`, hayhooks or `--json`. Each key of the result is its own
-    output socket, so the component's outputs *are* the result: `pipeline.run(data)["result"]["answer"]` in Python,
-    `response["result"]["result"]["answer"]` from a YAML pipeline served by plain hayhooks (its `{"result": ...}`
-    envelope, then this component's name).
+    The last stage of the loop pipeline, so every path ends in the same outputs: `run(data)["result"]["answer"]` in
+    Python, `response["result"]["result"]["answer"]` from a YAML pipeline served by plain hayhooks.
 
     ### Usage example
     ```python
@@ -54,11 +51,11 @@ class LoopResultBuilder:
         Build the result.
 
         :param state: The ended run's state.
-        :returns: The result dict (strict JSON: lone surrogates are U+FFFD, non-finite floats `None`): `answer` (str or None), `terminated_by`, `iterations`,
-            `tool_history`, `documents` (dicts, see `LoopState.to_result`), `grounding`, `usage`, `error`,
-            `metadata`, `evidence`, `tool_state` and `messages` (the conversation with the final answer appended,
-            as `ChatMessage.to_dict()` dicts) and `citations` (the answer's `[n]` markers: one dict each, see
-            `haystack_agentic.grounding.citations`; `[]` without an answer); one output socket each.
+        :returns: The result dict, one output socket per key (strict JSON: lone surrogates are U+FFFD, non-finite
+            floats `None`): `answer` (str or None), `terminated_by`, `iterations`, `tool_history`, `documents`
+            (dicts, see `LoopState.to_result`), `grounding`, `usage`, `error`, `metadata`, `evidence`, `tool_state`,
+            `messages` (the conversation with the answer appended, as `ChatMessage.to_dict()` dicts) and `citations`
+            (one dict per `[n]` marker, see `haystack_agentic.grounding.citations`).
         """
         if state.outcome.terminated_by is None:
             logger.warning("LoopResultBuilder got a state that never ended; reporting it as an error.")
@@ -66,41 +63,15 @@ class LoopResultBuilder:
         # Strict JSON whatever the LLMs, tools and stores put in the state (a lone surrogate in an exception message,
         # a NaN score): the result is what `--json`, hayhooks and MCP send.
         result = strict_json(state.to_result())
+        total = result["usage"]["total"]
         tag_current_span(
-            terminated_by=result["terminated_by"],
-            iterations=result["iterations"],
-            chunks=len(result["documents"]),
-            llm_calls=result["usage"]["total"]["calls"],
-            prompt_tokens=result["usage"]["total"]["prompt_tokens"],
-            completion_tokens=result["usage"]["total"]["completion_tokens"],
-            answered=result["answer"] is not None,
-        )
+            terminated_by=result["terminated_by"], iterations=result["iterations"], chunks=len(result["documents"]),
+            llm_calls=total["calls"], prompt_tokens=total["prompt_tokens"],
+            completion_tokens=total["completion_tokens"], answered=result["answer"] is not None,
+        )  # fmt: skip
         return result
 
     @component.output_types(**RESULT_TYPES)
     async def run_async(self, state: LoopState) -> dict[str, Any]:
-        """
-        Async twin of `run` (no I/O): runs on the event loop instead of a worker thread.
-
-        :param state: The ended run's state.
-        :returns: The same as `run`.
-        """
+        """Async twin of `run` (no I/O): runs on the event loop instead of a worker thread."""
         return self.run(state=state)
-
-    def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the component to a dictionary.
-
-        :returns: Dictionary with serialized data.
-        """
-        return default_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LoopResultBuilder":
-        """
-        Deserialize the component from a dictionary.
-
-        :param data: Dictionary to deserialize from.
-        :returns: The component.
-        """
-        return default_from_dict(cls, data)

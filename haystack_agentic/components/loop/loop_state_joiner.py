@@ -13,10 +13,8 @@ logger = logging.getLogger(__name__)
 @component
 class LoopStateJoiner(BranchJoiner):
     """
-    Haystack's `BranchJoiner` with a `run_async`: where the loop's ending branches meet (`finish`).
-
-    `BranchJoiner` has only `run`, so `Pipeline.run_async` hands it to a worker thread; this joiner does the same
-    work on the event loop. Same sockets and serialisation.
+    Haystack's `BranchJoiner` with a `run_async`, so `Pipeline.run_async` runs it on the event loop instead of a
+    worker thread: where the loop's ending branches meet (`finish`). Same sockets and serialisation.
 
     ### Usage example
     ```python
@@ -29,11 +27,7 @@ class LoopStateJoiner(BranchJoiner):
     """
 
     def __init__(self, type_: type = LoopState) -> None:
-        """
-        Create a LoopStateJoiner.
-
-        :param type_: The type of the joined value. Default `LoopState`.
-        """
+        """:param type_: The type of the joined value. Default `LoopState`."""
         BranchJoiner.__init__(self, type_)  # `@component` rebuilds the class: no zero-argument super()
 
     async def run_async(self, **kwargs: Any) -> dict[str, Any]:

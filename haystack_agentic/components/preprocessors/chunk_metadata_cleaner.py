@@ -12,10 +12,8 @@ DEFAULT_KEYS = ("_split_overlap",)
 @component
 class ChunkMetadataCleaner:
     """
-    Drops metadata keys that a document store cannot hold, and gives each chunk a new id from what is left.
-
-    Put it between a splitter and an embedder/writer. The ids are Haystack's content hash of the cleaned chunk, so
-    indexing the same files again overwrites instead of duplicating.
+    Drops metadata keys that a document store cannot hold, and gives each chunk a new id (Haystack's content hash
+    of the cleaned chunk, so indexing again overwrites): put it between a splitter and an embedder/writer.
 
     ### Usage example
     ```python
@@ -28,11 +26,7 @@ class ChunkMetadataCleaner:
     """
 
     def __init__(self, keys: list[str] | None = None) -> None:
-        """
-        Create a ChunkMetadataCleaner.
-
-        :param keys: Metadata keys to drop (default: `["_split_overlap"]`).
-        """
+        """:param keys: Metadata keys to drop (default: `["_split_overlap"]`)."""
         self.keys = list(keys) if keys is not None else list(DEFAULT_KEYS)
 
     @component.output_types(documents=list[Document])

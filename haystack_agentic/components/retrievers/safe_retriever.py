@@ -12,6 +12,7 @@ from haystack.core.serialization import (
     component_from_dict,
     component_to_dict,
     default_from_dict,
+    default_to_dict,
     import_class_by_name,
 )
 
@@ -29,11 +30,8 @@ class DocumentStoreUnavailableError(RuntimeError):
 @component
 class SafeRetriever:
     """
-    Wraps any Haystack retriever so that a failing search becomes a tool error for the loop instead of a crash.
-
-    It has the wrapped retriever's input sockets and two outputs: `documents` (`[]` when the search failed) and
-    `error` (`None`, or one line saying what went wrong), which `build_loop_pipeline` connects to
-    `LoopController.search_error`. `warm_up` checks that the store answers, so an unreachable server fails at start.
+    Wraps any Haystack retriever so that a failing search becomes a tool error for the loop instead of a crash, and
+    an unreachable store fails at `warm_up`.
 
     ### Usage example
     ```python
@@ -46,14 +44,12 @@ class SafeRetriever:
     ```
     """
 
-    def __init__(self, retriever: Any, check_store_on_warm_up: bool = True, timeout: float | None = None) -> None:
+    def __init__(self, retriever: Any, timeout: float | None = None) -> None:
         """
         Create a SafeRetriever.
 
         :param retriever: A Haystack retriever component (a `documents` output), or its serialised dict: that one
             is built on first use, so loading a pipeline YAML opens no store.
-        :param check_store_on_warm_up: Call the store's `count_documents()` in `warm_up` and raise a clear error
-            if it fails. Default `True`.
         :param timeout: Seconds one search may take (`None`: no limit); a slower search is reported as failed.
         :raises ValueError: If `retriever` is not a Haystack component with a `documents` output.
         """
@@ -61,19 +57,13 @@ class SafeRetriever:
         self._spec: dict[str, Any] | None = None
         if isinstance(retriever, dict):
             self._spec, self._retriever = copy.deepcopy(retriever), None
-            inputs = _class_inputs(import_class_by_name(retriever["type"]))
+            retriever_class = import_class_by_name(retriever["type"])
         else:
             self._retriever = _checked(retriever)
-            sockets = retriever.__haystack_input__
-            named = [sockets.get(name) for name in _run_parameters(retriever)]
-            empty = inspect.Parameter.empty
-            inputs = {s.name: (s.type, empty if s.is_mandatory else s.default_value) for s in named if s is not None}
-        for name, (annotation, default) in inputs.items():
-            if default is inspect.Parameter.empty:
-                component.set_input_type(self, name, annotation)
-            else:
-                component.set_input_type(self, name, annotation, default=default)
-        self.check_store_on_warm_up = check_store_on_warm_up
+            retriever_class = type(retriever)
+        for name, (annotation, default) in _class_inputs(retriever_class).items():
+            given = {} if default is inspect.Parameter.empty else {"default": default}
+            component.set_input_type(self, name, annotation, **given)
         self.timeout = timeout
         self._warmed_up = False
 
@@ -102,7 +92,7 @@ class SafeRetriever:
 
     def warm_up(self) -> None:
         """
-        Warm up the wrapped retriever and check that its document store answers.
+        Warm up the wrapped retriever and check that its document store answers (`count_documents()`).
 
         :raises DocumentStoreUnavailableError: If the store cannot be reached.
         """
@@ -111,7 +101,7 @@ class SafeRetriever:
         if hasattr(self.retriever, "warm_up"):
             self.retriever.warm_up()
         store = self.document_store
-        if self.check_store_on_warm_up and store is not None:
+        if store is not None:
             try:
                 store.count_documents()
             except Exception as exc:  # noqa: BLE001 - any failure here means the store is not usable
@@ -155,14 +145,8 @@ class SafeRetriever:
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary (the wrapped retriever nested with its own type)."""
         built = self._retriever is not None
-        return {
-            "type": f"{type(self).__module__}.{type(self).__name__}",
-            "init_parameters": {
-                "retriever": component_to_dict(self._retriever, "retriever") if built else copy.deepcopy(self._spec),
-                "check_store_on_warm_up": self.check_store_on_warm_up,
-                "timeout": self.timeout,
-            },
-        }
+        retriever = component_to_dict(self._retriever, "retriever") if built else copy.deepcopy(self._spec)
+        return default_to_dict(self, retriever=retriever, timeout=self.timeout)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SafeRetriever":
@@ -189,13 +173,8 @@ def describe_store_address(store: Any) -> str:
 
 
 def retriever_document_store(retriever: Any) -> Any:
-    """
-    A retriever's document store: its `document_store` attribute, else one rebuilt from its `to_dict` (Weaviate's
-    retrievers keep theirs private; the copy talks to the same server).
-
-    :param retriever: A retriever component.
-    :returns: The store, or `None` when the retriever names none or it cannot be rebuilt.
-    """
+    """A retriever's document store (`None` if it names none): its `document_store` attribute, else one rebuilt from
+    its `to_dict` (Weaviate's retrievers keep theirs private; the copy talks to the same server)."""
     store = getattr(retriever, "document_store", None)
     if store is not None or not callable(getattr(retriever, "to_dict", None)):
         return store
@@ -206,13 +185,7 @@ def retriever_document_store(retriever: Any) -> Any:
 
 
 def store_from_dict(data: dict[str, Any]) -> Any:
-    """
-    A document store from its serialised dict (its class's `from_dict`, else Haystack's `default_from_dict`).
-
-    :param data: `{"type": ..., "init_parameters": ...}` (not changed).
-    :returns: The store.
-    :raises DeserializationError: If the type does not import or the parameters do not fit.
-    """
+    """A document store from its serialised dict (not changed): its class's `from_dict`, else `default_from_dict`."""
     data = copy.deepcopy(data)
     store_class = import_class_by_name(data["type"])
     return store_class.from_dict(data) if hasattr(store_class, "from_dict") else default_from_dict(store_class, data)
@@ -237,14 +210,6 @@ def _class_inputs(retriever_cls: type) -> dict[str, tuple[Any, Any]]:
         raise ValueError(f"SafeRetriever wraps a Haystack retriever component, got the class {retriever_cls.__name__}.")
     hints = typing.get_type_hints(run)
     parameters = list(inspect.signature(run).parameters.values())[1:]  # after `self`
-    return {
-        p.name: (hints.get(p.name, Any), p.default)
-        for p in parameters
-        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    }
+    named = [p for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return {p.name: (hints.get(p.name, Any), p.default) for p in named}
 
-
-def _run_parameters(retriever: Any) -> list[str]:
-    """The named parameters of a component's `run`."""
-    parameters = inspect.signature(retriever.run).parameters.values()
-    return [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]

@@ -40,17 +40,11 @@ def _warmed(generator: EmbeddedChatGenerator) -> _FakeTransformersGenerator:
 
 
 def test_to_dict_from_dict_round_trip_without_loading():
-    generator = EmbeddedChatGenerator(
-        cache_dir="/tmp/somewhere", generation_kwargs={"max_new_tokens": 32}, model_file="/models/x.gguf"
-    )
+    generator = EmbeddedChatGenerator(cache_dir="/tmp/somewhere", generation_kwargs={"max_new_tokens": 32})
     data = generator.to_dict()
     assert data == {
         "type": "haystack_agentic.components.generators.embedded_chat_generator.EmbeddedChatGenerator",
-        "init_parameters": {
-            "cache_dir": "/tmp/somewhere",
-            "generation_kwargs": {"max_new_tokens": 32},
-            "model_file": "/models/x.gguf",
-        },
+        "init_parameters": {"cache_dir": "/tmp/somewhere", "generation_kwargs": {"max_new_tokens": 32}},
     }
     restored = EmbeddedChatGenerator.from_dict(data)
     assert restored.to_dict() == data
@@ -59,11 +53,12 @@ def test_to_dict_from_dict_round_trip_without_loading():
 
 def test_defaults_serialize_as_none():
     data = EmbeddedChatGenerator().to_dict()
-    assert data["init_parameters"] == {"cache_dir": None, "generation_kwargs": None, "model_file": None}
+    assert data["init_parameters"] == {"cache_dir": None, "generation_kwargs": None}
 
 
-def test_missing_model_file_gives_clear_error(tmp_path):
-    generator = EmbeddedChatGenerator(cache_dir=str(tmp_path), model_file=str(tmp_path / "missing.gguf"))
+def test_missing_model_gives_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(module, "_locate_default_gguf", lambda: None)
+    generator = EmbeddedChatGenerator(cache_dir=str(tmp_path))
     with pytest.raises(RuntimeError, match=r"haystack-agentic install-model") as error:
         generator.warm_up()
     assert 'pip install "haystack-agentic[local]"' in str(error.value)  # torch, transformers, gguf, accelerate
@@ -80,15 +75,10 @@ def test_missing_distribution_gives_clear_error(tmp_path, monkeypatch):
 
 
 def test_cache_dir_layout(tmp_path, monkeypatch):
-    gguf = tmp_path / "Other.Q4.gguf"
-    gguf.write_bytes(b"x" * 10)
     default = EmbeddedChatGenerator(cache_dir=str(tmp_path / "cache"))
-    assert default._model_dir(gguf) == tmp_path / "cache" / "smollm2-135m-instruct"
-    custom = EmbeddedChatGenerator(cache_dir=str(tmp_path / "cache"), model_file=str(gguf))
-    assert custom._model_dir(gguf).parent == tmp_path / "cache"
-    assert custom._model_dir(gguf).name.startswith("other.q4-")
+    assert default._model_dir() == tmp_path / "cache" / "smollm2-135m-instruct"
     monkeypatch.setenv("HAYSTACK_AGENTIC_CACHE", str(tmp_path / "env"))
-    assert EmbeddedChatGenerator()._model_dir(gguf) == tmp_path / "env" / "smollm2-135m-instruct"
+    assert EmbeddedChatGenerator()._model_dir() == tmp_path / "env" / "smollm2-135m-instruct"
 
 
 @pytest.mark.parametrize(

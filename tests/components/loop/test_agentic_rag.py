@@ -144,7 +144,8 @@ def test_the_usage_example_in_the_docstring_runs():
     code = textwrap.dedent(re.search(r"```python\n(.*?)```", AgenticRAG.__doc__, re.S).group(1))
     namespace: dict = {}
     exec(code, namespace)  # noqa: S102 - our own docstring
-    assert namespace["out"]["report"]["prompt"] == "Adriana Trigiani [1] (bsg)"
+    assert namespace["out"]["answer"] == "Adriana Trigiani [1]"
+    assert [doc.id for doc in namespace["out"]["documents"]] == ["bsg"]
 
 
 def _readme_block(heading: str) -> str:
