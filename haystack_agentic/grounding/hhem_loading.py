@@ -40,18 +40,15 @@ def pick_device(device: str | None) -> str:
     return "cpu"
 
 
-def _checkpoint(
-    model: str, revision: str | None, foundation: str | None, local_files_only: bool
-) -> tuple[Path, dict[str, Any], str]:
+def _checkpoint(model: str, revision: str | None, foundation: str | None, local: bool) -> tuple[Path, dict, str]:
     """The checkpoint's folder (a local one, the Hub cache or a download), its `config.json` and its foundation."""
     folder = Path(model).expanduser()
     if not folder.is_dir():
         from huggingface_hub import snapshot_download  # noqa: PLC0415
 
         patterns = ["*.json", "*.safetensors", "*.bin"]
-        folder = Path(
-            snapshot_download(repo_id=model, revision=revision, allow_patterns=patterns, local_files_only=local_files_only)
-        )
+        found = snapshot_download(repo_id=model, revision=revision, allow_patterns=patterns, local_files_only=local)
+        folder = Path(found)
     config_path = folder / "config.json"
     config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
     return folder, config, foundation or config.get("foundation") or HHEM_FOUNDATION
