@@ -40,15 +40,10 @@ def with_refusal_feedback(state: LoopState) -> LoopState:
     if note is None:
         return state
     assistant = [i for i, message in enumerate(state.messages) if message.role == ChatRole.ASSISTANT]
-    last_assistant = assistant[-1] if assistant else None
-    if last_assistant is None:
-        return state.with_messages(ChatMessage.from_user(note))
-    answered = {
-        message.tool_call_result.origin.id
-        for message in state.messages[last_assistant + 1 :]
-        if message.tool_call_result is not None
-    }
-    pending = [call for call in state.messages[last_assistant].tool_calls if call.id not in answered]
+    last = assistant[-1] if assistant else len(state.messages)
+    results = [m.tool_call_result for m in state.messages[last + 1 :] if m.tool_call_result is not None]
+    calls = state.messages[last].tool_calls if assistant else []
+    pending = [call for call in calls if call.id not in {r.origin.id for r in results}]
     if not pending:
         return state.with_messages(ChatMessage.from_user(note))
     return state.with_messages(
