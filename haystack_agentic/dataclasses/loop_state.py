@@ -160,8 +160,7 @@ class LoopState:
     outcome: LoopOutcome = LoopOutcome()
     trace: Any = field(default=None, compare=False, repr=False)
 
-    # Haystack deep-copies every component input at every pipeline step. The state is immutable (and chunks
-    # are never mutated in place), so sharing is safe and makes the copy free.
+    # Haystack deep-copies every component input at every step: an immutable state is shared instead, for free.
     def __deepcopy__(self, memo: dict[int, Any]) -> "LoopState":
         return self
 
@@ -236,9 +235,13 @@ class LoopState:
         """
         The run's result, JSON-serialisable (for hayhooks and `--json`): `answer`, `terminated_by`, `iterations`,
         `tool_history`, `documents` (`Document.to_dict()`, embeddings dropped), `grounding`, `usage` (per role and
-        `total`), `error`, `metadata`, `evidence`, `tool_state`, `messages` (`final_conversation()`) and `citations`
+        `total`), `error`, `metadata`, `evidence`, `tool_state`, `messages` (the conversation to feed back next turn:
+        the one the run started from, or the question, and the answer without its `[n]` markers) and `citations`
         (`[]` without an answer).
         """
+        conversation, answer = self.conversation or (ChatMessage.from_user(self.question),), self.outcome.answer
+        if answer is not None:  # its markers number this run's citations, which the next run does not have
+            conversation = (*conversation, ChatMessage.from_assistant(strip_markers(answer) or answer))
         keys = ("calls", "prompt_tokens", "completion_tokens")
         total = {key: sum(int(counts.get(key, 0)) for counts in self.usage.values()) for key in keys}
         outcome = self.outcome
@@ -248,26 +251,15 @@ class LoopState:
             "iterations": self.iteration,
             "tool_history": [step.to_dict() for step in self.tool_history],
             "documents": [_document_result(doc) for doc in self.chunks],
-            "grounding": _jsonable(outcome.grounding) if outcome.grounding is not None else None,
+            "grounding": _jsonable(outcome.grounding),
             "usage": {**{role: dict(counts) for role, counts in self.usage.items()}, "total": total},
             "error": outcome.error,
             "metadata": _jsonable(self.metadata),
-            "evidence": _jsonable(self.evidence) if self.evidence is not None else None,
+            "evidence": _jsonable(self.evidence),
             "tool_state": _jsonable(self.tool_state),
-            "messages": [message.to_dict() for message in self.final_conversation()],
-            "citations": [_jsonable(c) for c in outcome.citations] if outcome.answer is not None else [],
+            "messages": [message.to_dict() for message in conversation],
+            "citations": _jsonable(outcome.citations) if answer is not None else [],
         }
-
-    def final_conversation(self) -> tuple[ChatMessage, ...]:
-        """
-        The conversation to feed back next turn: the one the run started from (or the question as a user message)
-        and the final answer, if any, as an assistant message without its `[n]` markers.
-        """
-        conversation, answer = self.conversation or (ChatMessage.from_user(self.question),), self.outcome.answer
-        if answer is None:
-            return conversation
-        # Without the citation markers: they number this run's citations, which the next run does not have.
-        return (*conversation, ChatMessage.from_assistant(strip_markers(answer) or answer))
 
     def to_dict(self) -> dict[str, Any]:
         """The whole state as a JSON-compatible dict (checkpoints, debugging); `from_dict` restores an equal state."""
@@ -315,7 +307,7 @@ def _document_result(doc: Document) -> dict[str, Any]:
     return {
         "id": doc.id,
         "content": doc.content,
-        "blob": _jsonable(doc.blob.to_dict()) if doc.blob is not None else None,
+        "blob": _jsonable(doc.blob),
         "meta": _jsonable(doc.meta),
         "score": _jsonable(doc.score),
     }
