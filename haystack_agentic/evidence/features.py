@@ -11,14 +11,7 @@ The lexical features of `EvidenceChecker`: whether the question's key entities a
 - Content words (stopwords and question words removed) are matched by light stem, in all chunks, in one chunk,
   and in two *linked* chunks (the second's title named in the first, as a bridge question's two hops are).
 
-`scoring.py` turns these (and the MiniLM similarity) into a score. Usage example:
-```python
-from haystack_agentic.evidence.features import lexical_coverage
-
-cov = lexical_coverage("Which magazine was started first Arthur's Magazine or First for Women?",
-                       ["Movieline was an American film magazine.", "First for Women is a women's magazine."])
-print(cov.missing_entities)  # ["Arthur's Magazine"]
-```
+`scoring.py` turns these (and the MiniLM similarity) into a score.
 """
 
 import re
