@@ -210,7 +210,7 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
         entity_scores.append(SCATTERED_ENTITY_CREDIT * share)
     words = question_terms(question)
     chunk_stems = [{stem(t) for t in s} for s in chunk_sets]
-    union = set().union(*chunk_stems) if chunk_stems else set()
+    union = set().union(*chunk_stems)
     stems = [stem(w) for w in words]
     best = max((_share(stems, s) for s in chunk_stems), default=0.0) if words else 1.0
     best_pair = best
@@ -219,16 +219,9 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
             for j, titles_ in enumerate(title_phrases):
                 if i != j and any(title in text for title in titles_):
                     best_pair = max(best_pair, _share(stems, chunk_stems[i] | chunk_stems[j]))
-    return LexicalCoverage(
-        entities=[text for text, _ in entities],
-        entity_scores=entity_scores,
-        entity_subjects=entity_subjects,
-        words=words,
-        words_found=[w for w, st in zip(words, stems) if st in union],
-        best_chunk_word_share=best,
-        entity_titles=entity_titles,
-        best_pair_word_share=best_pair,
-    )
+    found = [w for w, st in zip(words, stems) if st in union]
+    names = [text for text, _ in entities]
+    return LexicalCoverage(names, entity_scores, entity_subjects, words, found, best, entity_titles, best_pair)
 
 
 def _phrase(title: str) -> str:

@@ -41,37 +41,13 @@ class Mention:
 
 class BridgeEntityPolicy:
     """
-    Decides what to search next in a multi-hop question, without an LLM.
+    Decides what to search next in a multi-hop question, without an LLM (`BridgeEntityRouter` runs it in the loop).
 
     Search the question (`first_top_k` chunks), then up to `max_follow_ups` times the best next entity
     (`follow_up_top_k` chunks, filtered to its page by `meta.title`). Titles are matched through a token n-gram
     index of the store's `meta["title"]` values (case, accents, punctuation and a trailing "(qualifier)" ignored;
     a mention starts with a capital or a digit). Keep `max_chunks` within the loop's chunk cap: BM25 scores of
     different queries are not comparable, and evicting the lowest score would drop the follow-up chunks.
-
-    Usage example:
-    ```python
-    from haystack import Document
-    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
-    from haystack.document_stores.in_memory import InMemoryDocumentStore
-    from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy
-
-    store = InMemoryDocumentStore()
-    store.write_documents([
-        Document(content="Big Stone Gap is a 2014 American romantic comedy film directed by Adriana Trigiani.",
-                 meta={"title": "Big Stone Gap (film)"}),
-        Document(content="Adriana Trigiani is an Italian American author based in Greenwich Village, New York City.",
-                 meta={"title": "Adriana Trigiani"}),
-    ])
-    retriever = InMemoryBM25Retriever(store)
-    policy = BridgeEntityPolicy.from_documents(store.filter_documents(), first_top_k=1, max_follow_ups=1)
-    chunks, queries = policy.collect(
-        'The director of the romantic comedy "Big Stone Gap" is based in what New York city?',
-        retrieve=lambda query, top_k, filters: retriever.run(query=query, top_k=top_k, filters=filters)["documents"],
-    )
-    print(queries)  # [the question, 'Adriana Trigiani']
-    print([c.meta["title"] for c in chunks])  # ['Big Stone Gap (film)', 'Adriana Trigiani']
-    ```
     """
 
     def __init__(

@@ -1,17 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Score the bridge entities a chunk mentions, so the policy follows the one the question needs.
-
-Following every title mention wastes follow-ups on generic titles ("United States", "High School"). A candidate
-title is scored instead by what the store itself says about it:
-
-- **lookahead**: how much of what the question asks, and the mentioning chunk does not yet say, the candidate's
-  own page says (IDF-weighted share of those question words found in the page's opening words);
-- **specificity**: how rare the mention's words are in the store (mean IDF of its tokens, over the store's
-  chunks): a mention of "State" says little, "Adriana Trigiani" a lot;
-- **proximity**: the chunk's rank and where in it the mention sits (a Wikipedia lead names its key links early).
-
-Every number is kept in a `Candidate`, so a trace can say why a follow-up was chosen.
+Score the bridge entities a chunk mentions by what the store says about them: **lookahead** (the IDF share of the
+question's words the chunk does not say that the candidate's page opens with), **specificity** (mean IDF of the
+mention's words: "State" says little, "Adriana Trigiani" a lot) and **proximity** (chunk rank, place in the chunk).
 """
 
 import math
