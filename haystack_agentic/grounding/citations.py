@@ -113,14 +113,10 @@ def cite(
             by_llm.add(best)
     for index, (claim, _, _) in enumerate(claims):
         if index in by_llm or not claim:
-            continue  # what the LLM cited stands
-        own = _own_page(claim, pool, state.question)
-        if own is not None:  # a name is cited from its own page when that page supports the claim
-            cited[index] = [own]
-        elif not cited[index]:
-            found = _best_in(claim, pool, state.question)
-            if found is not None:
-                cited[index].append(found)
+            continue  # what the LLM cited stands; a name is cited from its own page when that page supports it
+        found = _own_page(claim, pool, state.question) or _best_in(claim, pool, state.question)
+        if found is not None:
+            cited[index] = [found]
     return _with_citations(state, text, claims, cited, dropped, shown)
 
 
@@ -273,11 +269,8 @@ def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Docu
 
 def _best_in(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
     """The chunk sentence that supports `claim` best among `pool` (as `_best_sentence`; ties: the earlier chunk)."""
-    best: tuple[tuple[float, float], Document, tuple[int, int]] | None = None
-    for doc in pool:
-        score, span = _best_sentence(claim, doc, question)
-        if score[0] > 0 and (best is None or score > best[0]):
-            best = (score, doc, span)
+    scored = [(score, doc, span) for doc in pool for score, span in [_best_sentence(claim, doc, question)]]
+    best = max([found for found in scored if found[0][0] > 0], key=lambda found: found[0], default=None)
     return (best[1], best[2]) if best else None
 
 
