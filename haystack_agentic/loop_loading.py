@@ -66,11 +66,9 @@ def read_loop_yaml(path: Path) -> dict[str, Any]:
 
 def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool = False) -> Pipeline:
     """
-    Build a pipeline from its dict with the allow-list, opening its document stores with one-line faults (a Milvus
-    Lite path that cannot be a database is refused before Milvus Lite opens it; a damaged one is a `StoreError`).
+    Build a pipeline from its dict (from the file `path`) with the allow-list, its document stores opened and checked
+    (`must_exist`: refuse a Milvus Lite database that does not exist yet, so loading writes nothing).
 
-    :param path: The file it came from, for messages.
-    :param must_exist: Refuse a Milvus Lite database that does not exist yet (loading writes nothing).
     :raises StoreError: If a document store of it cannot be opened (one line, with the store's path or address).
     :raises ValueError: If it does not load for another reason.
     """
@@ -108,13 +106,9 @@ def loop_pipeline_from_dict(
 
     Every `OpenAIChatGenerator` gets `model` and `base_url` when given, and a local server's placeholder key
     (`llm.local_server_key`) where the YAML names no key; the in-memory stores get their own storage
-    (`isolate_in_memory_stores`); hayhooks' `inputs`/`outputs` are dropped; the stores are opened and checked.
+    (`isolate_in_memory_stores`); hayhooks' `inputs`/`outputs` are dropped; the stores are opened and checked
+    (`pipeline_from_dict`). Returns the pipeline, not warmed up.
 
-    :param path: The file it came from, for messages.
-    :param model: Model name for every `OpenAIChatGenerator`, or `None` to keep the YAML's.
-    :param base_url: Base URL for every `OpenAIChatGenerator`, or `None` to keep the YAML's.
-    :param must_exist: Refuse a Milvus Lite database that does not exist yet (default: loading writes nothing).
-    :returns: The pipeline (not warmed up).
     :raises StoreError: If a store cannot be opened, or a Milvus Lite database it names does not exist.
     :raises ValueError: If it does not load, or needs BM25 from a Milvus server older than 2.5.
     """

@@ -343,20 +343,11 @@ def settle(
     **extra: Any,
 ) -> dict[str, Any]:
     """
-    Apply a grounder's verdicts to the citations and derive the `grounding` result from them (one record).
+    Apply a grounder's `verdicts` (a score in [0, 1] per citation, `None` keeps the offline verdict; supported at
+    `>= threshold`; `method` becomes their `check`) and derive the `grounding` dict (`assembly`) from them: each
+    answer sentence is a span with its citations' best score, supported when one of them is.
 
-    Each answer sentence is one span: its score is the best score of its citations (0.0 without any), it is
-    supported when one of its citations is, and its `chunk_ids` / `sources` are the supported citations' chunks.
-
-    :param state: The ended run, with `citations`.
-    :param verdicts: One score in [0, 1] per citation (same order), or `None` where the offline verdict stays.
-    :param threshold: A citation is supported at `score >= threshold`.
-    :param method: `hhem` or `llm_judge` (the citations' new `check`).
-    :param model: What scored them.
-    :param language: Sentence splitter language.
-    :param extra: Method-specific figures for the grounding dict.
-    :returns: `{"citations": the updated citation dicts (tuple), "grounding": the grounding dict}` (see
-        `haystack_agentic.grounding.assembly`).
+    :returns: `{"citations": the updated citation dicts (tuple), "grounding": the grounding dict}`.
     """
     citations, scores = [], []
     for citation, score in zip(state.outcome.citations, verdicts, strict=True):

@@ -58,13 +58,8 @@ def hhem_missing(
     model: str | None, revision: str | None = None, foundation: str | None = None, local_files_only: bool = False
 ) -> str | None:
     """
-    Why an HHEM checkpoint cannot load, found without loading it (its folder and the foundation's `config.json`).
-
-    :param model: Hub id or local folder of the checkpoint (`None`: `HHEM_MODEL`).
-    :param revision: Hub revision of the checkpoint.
-    :param foundation: Hub id or local folder of the foundation (`None`: the checkpoint's `foundation`).
-    :param local_files_only: Never contact the Hub.
-    :returns: `None` when the files are there; else the reason, as `HHEMGrounder.load_error` words it.
+    Why an HHEM checkpoint (Hub id or folder; `None`: `HHEM_MODEL`) cannot load, found without loading it (its folder
+    and the foundation's `config.json`): the reason as `HHEMGrounder.load_error` words it, or `None`.
     """
     model = model or HHEM_MODEL
     try:
@@ -85,36 +80,26 @@ def hhem_missing(
 
 
 def _read_weights(folder: Path) -> dict[str, Any]:
-    weights: dict[str, Any] = {}
     safetensors_files = sorted(folder.glob("*.safetensors"))
     if safetensors_files:
         from safetensors.torch import load_file  # noqa: PLC0415
 
-        for file in safetensors_files:
-            weights.update(load_file(str(file)))
-        return weights
+        return {key: value for file in safetensors_files for key, value in load_file(str(file)).items()}
     bins = sorted(folder.glob("pytorch_model*.bin"))
     if not bins:
         raise HHEMUnavailableError(f"{folder} has no *.safetensors or pytorch_model*.bin weights")
     import torch  # noqa: PLC0415
 
-    for file in bins:
-        weights.update(torch.load(str(file), map_location="cpu", weights_only=True))
-    return weights
+    return {k: v for file in bins for k, v in torch.load(str(file), map_location="cpu", weights_only=True).items()}
 
 
 def load_hhem_native(
     model: str, revision: str | None, foundation: str | None, local_files_only: bool, device: str
 ) -> tuple[Any, Any, str]:
     """
-    Load an HHEM-2.1-Open checkpoint into transformers' own `T5ForTokenClassification` (no remote code).
+    Load an HHEM-2.1-Open checkpoint (Hub id or folder) into transformers' own `T5ForTokenClassification` (no remote
+    code), with its foundation's config and tokenizer (`None`: the one its `config.json` names).
 
-    :param model: Hub id or local folder of the checkpoint (`config.json` + weights).
-    :param revision: Hub revision (commit, tag or branch) of the checkpoint.
-    :param foundation: Hub id or local folder of the foundation (config + tokenizer); `None`: the checkpoint's
-        `config.json` `foundation` (`google/flan-t5-base` for HHEM-2.1-Open).
-    :param local_files_only: Never contact the Hub (use local folders or the Hub cache only).
-    :param device: Torch device.
     :returns: `(model, tokenizer, prompt)`.
     :raises HHEMUnavailableError: If the files are missing or the weights do not fit.
     """
