@@ -81,7 +81,7 @@ def key_entities(question: str) -> list[tuple[str, tuple[str, ...]]]:
             continue
         found[toks] = text
     # An entity inside a longer one ("Big Stone" in "Big Stone Gap") adds nothing.
-    return [(text, toks) for toks, text in found.items() if not any(o != toks and _contains(o, toks) for o in found)]
+    return [(text, toks) for toks, text in found.items() if not any(o != toks and contains_phrase(o, toks) for o in found)]
 
 
 def truecase(question: str, texts: Sequence[str]) -> str:
@@ -118,9 +118,10 @@ def question_terms(question: str) -> list[str]:
     return list(words.values())
 
 
-def _contains(haystack: Sequence[str], needle: Sequence[str]) -> bool:
-    n = len(needle)
-    return any(tuple(haystack[i : i + n]) == tuple(needle) for i in range(len(haystack) - n + 1))
+def contains_phrase(words: Sequence[str], phrase: Sequence[str]) -> bool:
+    """Whether `phrase` occurs in `words` as consecutive tokens."""
+    n = len(phrase)
+    return any(tuple(words[i : i + n]) == tuple(phrase) for i in range(len(words) - n + 1))
 
 
 @dataclass(frozen=True)

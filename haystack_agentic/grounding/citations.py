@@ -18,7 +18,7 @@ from typing import Any
 from haystack import Document, logging
 
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.evidence.features import chunk_title, key_entities, question_terms, tokens
+from haystack_agentic.evidence.features import chunk_title, contains_phrase, key_entities, question_terms, tokens
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
 from haystack_agentic.grounding.markers import MARKER_RE, append_markers, insert_markers, strip_markers  # noqa: F401
 from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
@@ -293,10 +293,7 @@ def _overlap(terms: tuple[list[tuple[str, ...]], set[str]], sentence: str) -> fl
 
 def _phrase_in(phrase: Sequence[str], words: Sequence[str]) -> bool:
     """Whether a name is in the words: as a phrase, or all its words ("Lev Ivanovich Yashin" has "Lev Yashin")."""
-    size = len(phrase)
-    if any(tuple(words[i : i + size]) == tuple(phrase) for i in range(len(words) - size + 1)):
-        return True
-    return size > 1 and set(phrase) <= set(words)
+    return contains_phrase(words, phrase) or (len(phrase) > 1 and set(phrase) <= set(words))
 
 
 def offline_support(claim: str, quote: str, question: str, title: str | None = None) -> bool:

@@ -228,9 +228,7 @@ def _message_chars(message: ChatMessage) -> int:
 
 
 def _arguments_chars(arguments: Any) -> int:
-    if isinstance(arguments, str):
-        return len(arguments)
-    return len(json.dumps(arguments, default=str))
+    return len(arguments if isinstance(arguments, str) else json.dumps(arguments, default=str))
 
 
 @functools.lru_cache(maxsize=256)
