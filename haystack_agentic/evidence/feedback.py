@@ -32,10 +32,7 @@ def refusal_note(state: LoopState) -> str | None:
 
 
 def with_refusal_feedback(state: LoopState) -> LoopState:
-    """
-    The state with the refusal given back to the controller LLM (tools mode): as the result of its unanswered
-    `answer` tool calls, or as a user message when it answered in plain text; unchanged when nothing was refused.
-    """
+    """The state with the refusal given to the controller LLM: its open `answer` calls' result, else a user message."""
     note = refusal_note(state)
     if note is None:
         return state
@@ -55,10 +52,7 @@ def with_refusal_feedback(state: LoopState) -> LoopState:
 
 
 def missing_evidence_query(state: LoopState) -> str | None:
-    """
-    A search for what the evidence check found missing: the missing entities, else the question's entities with its
-    missing words; `None` when nothing was refused or nothing is known to be missing.
-    """
+    """A search for what the refused answer lacked: the missing entities, else the entities with the missing words."""
     if not answer_refused(state):
         return None
     evidence = state.evidence or {}

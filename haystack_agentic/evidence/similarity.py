@@ -32,12 +32,7 @@ def chunk_head(doc: Document, max_chars: int = 300) -> str:
 
 
 class QuestionChunkSimilarity:
-    """
-    Cosine similarity of a question to its closest chunk, with a sentence-transformers model.
-
-    :param model: `PACKAGED_MINILM` (default), a local folder or a sentence-transformers model name.
-    :param chunk_chars: Most characters of a chunk's head embedded (`chunk_head`).
-    """
+    """Cosine similarity of a question to its closest chunk's head (`chunk_chars` of it) with `model` (MiniLM)."""
 
     def __init__(self, model: str, chunk_chars: int = 300) -> None:
         self.model = model
