@@ -97,14 +97,6 @@ def trace_search(state: LoopState, query: str, found: Sequence[Document], error:
         span.set_content_tag(PREFIX + "search.output", {"chunk_ids": [doc.id for doc in found]})
 
 
-def llm_parent(state: LoopState, role: str) -> Any:
-    """The span an LLM call of `role` hangs under: its iteration (controller, answer), else the run, or `None`."""
-    links = state.trace
-    if links is None:
-        return None
-    return (links.iteration or links.run) if role in _ITERATION_ROLES else links.run
-
-
 def chat_generator_span(generator: Any, state: LoopState, role: str, attempt: int) -> Any:
     """The span (context manager) of one LLM call, shaped like Haystack's for a chat generator component."""
     cls = type(generator)
@@ -116,7 +108,9 @@ def chat_generator_span(generator: Any, state: LoopState, role: str, attempt: in
         PREFIX + "iteration": state.iteration + 1,
         PREFIX + "attempt": attempt,
     }
-    return tracing.tracer.trace("haystack.component.run", tags=tags, parent_span=llm_parent(state, role))
+    links = state.trace or TraceLinks()
+    parent = (links.iteration or links.run) if role in _ITERATION_ROLES else links.run
+    return tracing.tracer.trace("haystack.component.run", tags=tags, parent_span=parent)
 
 
 def tag_chat_call(
