@@ -69,12 +69,8 @@ def entity_names(pages: PageIndex, question: str, chunks: Sequence[Document], sc
                     continue  # mostly the question's or the chunk's own subject, or a page already retrieved
                 specificity = pages.specificity(new)
                 position = (sentence.start() + match.start()) / max(len(text), 1)
-                score = (
-                    PROXIMITY_WEIGHT * proximity
-                    + SPECIFICITY_WEIGHT * specificity
-                    - RANK_WEIGHT * rank
-                    - POSITION_WEIGHT * position
-                )
+                score = (PROXIMITY_WEIGHT * proximity + SPECIFICITY_WEIGHT * specificity
+                         - RANK_WEIGHT * rank - POSITION_WEIGHT * position)
                 key = " ".join(words)
                 if key not in out or score > out[key].score:
                     out[key] = MentionEntity(name, rank, title, specificity, position, score)
