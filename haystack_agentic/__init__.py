@@ -1,14 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-haystack-agentic: Haystack components for agentic RAG loops.
-
-The public names below are imported on first use (PEP 562), as Haystack does for its own packages: importing
-`haystack_agentic` (or its CLI) stays cheap, and `from haystack_agentic import AgenticRouter` works as usual.
-
-Layout: `components/<kind>/` holds the `@component` classes (loop, routers, generators, extractors, grounders,
-retrievers, embedders, preprocessors); `dataclasses/` the loop state; `pipelines/` builds and loads the loop pipeline;
-`llm/`, `grounding/`, `policies/`, `indexing/`, `datasets/` are their support code; `cli/`, `serving/`,
-`evaluation/` and `testing/` are the command line, hayhooks serving, the eval harness and test doubles.
+haystack-agentic: Haystack components for agentic RAG loops. The public names below are imported on first use
+(PEP 562), as Haystack does for its own packages, so importing `haystack_agentic` (or its CLI) stays cheap.
 """
 
 import sys
@@ -18,10 +11,9 @@ from importlib.machinery import ModuleSpec, PathFinder
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-#: Modules the packaged YAML pipelines need besides Haystack's defaults (`haystack`, `haystack_integrations`, ...)
-#: and this package: the exact Milvus modules of the `*_milvus*` pipelines. Importing `haystack_agentic` trusts
-#: them and `haystack_agentic` itself process-wide (Haystack's public `allow_deserialization_module`), so
-#: `Pipeline.loads` of a packaged YAML needs no `allowed_modules`; passing `allowed_modules=ALLOWED_MODULES` works too.
+#: Modules the packaged YAML pipelines need besides Haystack's defaults: this package and the Milvus modules of the
+#: `*_milvus*` pipelines. Importing `haystack_agentic` trusts them process-wide (Haystack's public
+#: `allow_deserialization_module`), so `Pipeline.loads` of a packaged YAML needs no `allowed_modules`.
 ALLOWED_MODULES = [
     "haystack_agentic",
     "milvus_haystack.document_store",
@@ -40,10 +32,7 @@ def _trust(serialization: ModuleType) -> None:
 
 
 class _TrustOnHaystackImport(MetaPathFinder):
-    """
-    Registers `ALLOWED_MODULES` the moment Haystack's serialization module is imported, so `import haystack_agentic`
-    itself does not import Haystack (a CLI `--help` stays fast) and any later `Pipeline.loads` trusts the package.
-    """
+    """Trusts `ALLOWED_MODULES` once Haystack's serialization module is imported (this package need not import it)."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
         if name != _SERIALIZATION:

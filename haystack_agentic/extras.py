@@ -1,8 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-The optional dependencies (pyproject extras), imported by the component that needs them through `require`, and the
-one-line error a missing one gives.
-"""
+"""The optional dependencies (pyproject extras), imported through `require`, and the error a missing one gives."""
 
 from importlib import import_module
 from types import ModuleType
@@ -18,11 +15,7 @@ def missing_extra_message(extra: str, purpose: str) -> str:
 
 
 def require(module: str, extra: str, purpose: str) -> ModuleType:
-    """
-    Import an optional module that the pyproject `extra` installs, for `purpose` (shown in the message).
-
-    :raises MissingExtraError: If the module (or one it imports) is not installed.
-    """
+    """Import an optional `module` of the pyproject `extra` for `purpose`; `MissingExtraError` when it is missing."""
     try:
         return import_module(module)
     except ModuleNotFoundError as exc:

@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 Reading a loop pipeline YAML and its stores: the checks, the allow-list, the store URIs, the in-memory stores'
-isolation and filling them from a saved store. `pipelines.loop_builder.build_loop` and `AgenticRAG` build their
-pipelines with these; this module imports no `pipelines/`, `cli/` or `serving/` module, so components may use it.
-
-Every function raises `ValueError` with a message that says what to change; callers turn it into their own error
-(a CLI line, an HTTP status).
+isolation and filling them from a saved store. It imports no `pipelines/`, `cli/` or `serving/` module, so
+components may use it. Every function raises `ValueError` with a message that says what to change.
 """
 
 import contextlib
@@ -36,21 +33,25 @@ from haystack_agentic.settings import DEFAULT_WEAVIATE_URL, ENV_OPENAI_API_KEY
 REQUIRED_COMPONENTS = ("controller", "retriever", "result")
 #: `OpenAIChatGenerator`'s default `api_key`, serialised (what a YAML that names no key means).
 OPENAI_KEY_FROM_ENV = {"type": "env_var", "env_vars": [ENV_OPENAI_API_KEY], "strict": True}
+#: Type names (suffixes) of the served document stores, and of the in-memory stores whose storage `index` shares.
+REMOTE_STORE_TYPES = ("MilvusDocumentStore", "WeaviateDocumentStore")
+IN_MEMORY_STORE_TYPES = ("InMemoryDocumentStore", "SparseBM25DocumentStore")
+
+
+def _read_yaml(path: Path | str) -> Any:
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
+
 
 def read_loop_yaml(path: Path) -> dict[str, Any]:
     """
-    Read a loop pipeline YAML into its dict, checking it has the loop's components.
+    Read a loop pipeline YAML into its dict (every component with an `init_parameters` dict).
 
-    :param path: The YAML file.
-    :returns: The pipeline dict (its `components` a dict holding every name in `REQUIRED_COMPONENTS`, each with an
-        `init_parameters` dict).
-    :raises ValueError: If the file cannot be read or parsed, or is not a loop pipeline (the message says which
-        components are missing).
+    :raises ValueError: If the file cannot be read or parsed, or lacks a component of `REQUIRED_COMPONENTS`.
     """
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
+    data = _read_yaml(path)
     components = data.get("components") if isinstance(data, dict) else None
     missing = [n for n in REQUIRED_COMPONENTS if not isinstance(components, dict) or n not in components]
     if missing:
@@ -65,17 +66,9 @@ def read_loop_yaml(path: Path) -> dict[str, Any]:
 
 def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool = False) -> Pipeline:
     """
-    Build a pipeline from its dict with the allow-list, opening its document stores with one-line faults.
+    Build a pipeline from its dict (from the file `path`) with the allow-list, its document stores opened and checked
+    (`must_exist`: refuse a Milvus Lite database that does not exist yet, so loading writes nothing).
 
-    A Milvus Lite path that cannot be a database is refused before Milvus Lite opens it, and a damaged database
-    (corrupt files, missing data files, fewer documents than the package last recorded, in use by another process)
-    is a `StoreError` naming it.
-
-    :param data: The pipeline dict (from YAML).
-    :param path: The file it came from, for messages.
-    :param must_exist: Refuse a Milvus Lite database that does not exist yet instead of letting Milvus Lite create
-        it (a loop pipeline: loading it must write nothing).
-    :returns: The pipeline.
     :raises StoreError: If a document store of it cannot be opened (one line, with the store's path or address).
     :raises ValueError: If it does not load for another reason.
     """
@@ -109,43 +102,19 @@ def loop_pipeline_from_dict(
     must_exist: bool = True,
 ) -> Pipeline:
     """
-    Build a loop pipeline from its YAML dict (`read_loop_yaml`), the last step of every load.
+    Build a loop pipeline from its YAML dict (`read_loop_yaml`, changed in place), the last step of every load.
 
-    Every `OpenAIChatGenerator` gets `model` and `base_url` when given (and a local server's placeholder key where
-    the YAML names no key, `set_openai_generators`), the in-memory stores their own storage
-    (`isolate_in_memory_stores`), hayhooks' `inputs`/`outputs` declarations are dropped, and the stores are opened
-    and checked (`pipeline_from_dict`, then BM25 on a Milvus server older than 2.5).
+    Every `OpenAIChatGenerator` gets `model` and `base_url` when given, and a local server's placeholder key
+    (`llm.local_server_key`) where the YAML names no key; the in-memory stores get their own storage
+    (`isolate_in_memory_stores`); hayhooks' `inputs`/`outputs` are dropped; the stores are opened and checked
+    (`pipeline_from_dict`). Returns the pipeline, not warmed up.
 
-    :param data: The pipeline dict (changed in place).
-    :param path: The file it came from, for messages.
-    :param model: Model name for every `OpenAIChatGenerator`, or `None` to keep the YAML's.
-    :param base_url: Base URL for every `OpenAIChatGenerator`, or `None` to keep the YAML's.
-    :param must_exist: Refuse a Milvus Lite database that does not exist yet (default: loading writes nothing).
-    :returns: The pipeline (not warmed up).
     :raises StoreError: If a store cannot be opened, or a Milvus Lite database it names does not exist.
     :raises ValueError: If it does not load, or needs BM25 from a Milvus server older than 2.5.
     """
     from haystack_agentic.document_stores.milvus_support import check_pipeline  # noqa: PLC0415 - Milvus on demand
 
-    set_openai_generators(data["components"], model, base_url)
-    isolate_in_memory_stores(data["components"])
-    data.pop("inputs", None)
-    data.pop("outputs", None)
-    pipeline = pipeline_from_dict(data, path, must_exist=must_exist)
-    check_pipeline(pipeline)
-    return pipeline
-
-
-def set_openai_generators(components: dict[str, Any], model: str | None, base_url: str | None) -> None:
-    """
-    Model and base URL on every `OpenAIChatGenerator` of a pipeline dict, and a local server's placeholder key
-    (`llm.local_server_key`) where the YAML names no key and `OPENAI_API_KEY` is unset but a base URL is set.
-
-    :param components: The pipeline dict's `components` (changed in place).
-    :param model: The model name, or `None` to keep each generator's.
-    :param base_url: The base URL, or `None` to keep each generator's.
-    """
-    for spec in components.values():
+    for spec in data["components"].values():
         for value in spec["init_parameters"].values():
             if isinstance(value, dict) and str(value.get("type", "")).endswith("OpenAIChatGenerator"):
                 generator = value["init_parameters"] = value.get("init_parameters") or {}
@@ -157,14 +126,16 @@ def set_openai_generators(components: dict[str, Any], model: str | None, base_ur
                         secret = openai_api_key(generator.get("api_base_url"))
                         if secret is not None:
                             generator["api_key"] = secret
+    isolate_in_memory_stores(data["components"])
+    data.pop("inputs", None)
+    data.pop("outputs", None)
+    pipeline = pipeline_from_dict(data, path, must_exist=must_exist)
+    check_pipeline(pipeline)
+    return pipeline
 
 
 def link_collection_store(pipeline: Pipeline) -> None:
-    """
-    Let the pipeline's `controller` read collection names from the `retriever`'s store (unless it has its own).
-
-    :param pipeline: A loop pipeline (one without a `controller` and a `retriever` is left alone).
-    """
+    """Let the pipeline's `controller` read collection names from the `retriever`'s store (if both are there)."""
     try:
         controller, retriever = pipeline.get_component("controller"), pipeline.get_component("retriever")
     except ValueError:
@@ -174,17 +145,24 @@ def link_collection_store(pipeline: Pipeline) -> None:
         controller.use_collection_store(store)
 
 
-def store_addresses(node: Any) -> list[tuple[str, str]]:
-    """
-    The Milvus URIs and Weaviate URLs of the document stores in a pipeline dict.
+def _specs(node: Any, types: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The serialised objects in a pipeline dict (walked recursively) whose type ends with one of `types`."""
+    if isinstance(node, list):
+        return [spec for child in node for spec in _specs(child, types)]
+    if not isinstance(node, dict):
+        return []
+    if isinstance(node.get("init_parameters"), dict) and str(node.get("type", "")).endswith(types):
+        return [node]
+    return [spec for child in node.values() for spec in _specs(child, types)]
 
-    :param node: Part of a pipeline dict (walked recursively).
-    :returns: `[("milvus" | "weaviate", address), ...]`, without repeats, in order.
-    """
+
+def store_addresses(node: Any) -> list[tuple[str, str]]:
+    """The Milvus URIs and Weaviate URLs of the document stores in a pipeline dict: `[("milvus" | "weaviate", address)]`
+    without repeats, in order."""
     found: list[tuple[str, str]] = []
-    for spec in _store_specs(node):
-        params, kind = spec["init_parameters"], str(spec["type"])
-        if kind.endswith("MilvusDocumentStore"):
+    for spec in _specs(node, REMOTE_STORE_TYPES):
+        params = spec["init_parameters"]
+        if str(spec["type"]).endswith("MilvusDocumentStore"):
             address = ("milvus", str((params.get("connection_args") or {}).get("uri", "http://localhost:19530")))
         else:
             address = ("weaviate", str(params.get("url") or DEFAULT_WEAVIATE_URL))
@@ -193,32 +171,15 @@ def store_addresses(node: Any) -> list[tuple[str, str]]:
     return found
 
 
-def _store_specs(node: Any) -> list[dict[str, Any]]:
-    """The serialised Milvus and Weaviate document stores in a pipeline dict."""
-    if isinstance(node, list):
-        return [spec for child in node for spec in _store_specs(child)]
-    if not isinstance(node, dict):
-        return []
-    kind = str(node.get("type", ""))
-    if isinstance(node.get("init_parameters"), dict) and kind.endswith(("MilvusDocumentStore", "WeaviateDocumentStore")):
-        return [node]
-    return [spec for child in node.values() for spec in _store_specs(child)]
-
-
 def check_pipeline_stores(path: Path | str) -> None:
     """
     Open the Milvus stores a pipeline YAML names, then close them: before serving it, a missing, damaged or busy
     database is one line now rather than a traceback in the server's log later.
 
-    :param path: The pipeline YAML.
     :raises StoreError: If a Milvus Lite database does not exist or a Milvus store cannot be opened.
     :raises ValueError: If the YAML cannot be read.
     """
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
-    for spec in _store_specs(data):
+    for spec in _specs(_read_yaml(path), REMOTE_STORE_TYPES):
         if not str(spec["type"]).endswith("MilvusDocumentStore"):
             continue  # Weaviate connects on first use; `SafeRetriever.warm_up` reports an unreachable server
         from milvus_haystack import MilvusDocumentStore  # noqa: PLC0415 - only with a Milvus store
@@ -237,13 +198,8 @@ def check_pipeline_stores(path: Path | str) -> None:
 
 
 def set_store_uri(node: Any, uri: str) -> None:
-    """
-    Point every Milvus (`connection_args.uri`) and Weaviate (`url`) document store in a pipeline dict at `uri`.
-
-    :param node: Part of a pipeline dict (walked recursively, changed in place).
-    :param uri: The new URI / URL.
-    """
-    for spec in _store_specs(node):
+    """Point every Milvus (`connection_args.uri`) and Weaviate (`url`) store in a pipeline dict at `uri`, in place."""
+    for spec in _specs(node, REMOTE_STORE_TYPES):
         params = spec["init_parameters"]
         if str(spec["type"]).endswith("MilvusDocumentStore"):
             params["connection_args"] = {**(params.get("connection_args") or {}), "uri": uri}
@@ -251,55 +207,28 @@ def set_store_uri(node: Any, uri: str) -> None:
             params["url"] = uri
 
 
-#: Type names (suffixes) of the in-memory stores whose storage is shared by `index`.
-IN_MEMORY_STORE_TYPES = ("InMemoryDocumentStore", "SparseBM25DocumentStore")
-
-
-def isolate_in_memory_stores(node: Any, names: dict[str, str] | None = None) -> dict[str, str]:
+def isolate_in_memory_stores(node: Any) -> None:
     """
-    Give the in-memory stores of one loaded pipeline their own storage.
-
-    Haystack's `InMemoryDocumentStore` instances with the same `index` share storage process-wide. That is what
-    lets a pipeline's router and retriever (deserialised separately) see the same documents, but it would also let
-    two pipelines loaded in one process (a server, a test session) see each other's documents. Each `index` in
-    the dict is renamed to `<index>-<random suffix>`, the same new name for every store of this pipeline.
-
-    :param node: Part of a pipeline dict (walked recursively, changed in place).
-    :param names: Old index name -> new one, shared across the walk (created when `None`).
-    :returns: The mapping used.
+    Give the in-memory stores of one pipeline dict their own storage: Haystack's in-memory stores with the same
+    `index` share storage process-wide (so a pipeline's router and retriever see the same documents, but two
+    pipelines of one process would too). Each `index` becomes `<index>-<random suffix>`, the same for the pipeline.
     """
-    names = {} if names is None else names
-    if isinstance(node, dict):
-        params = node.get("init_parameters")
-        if isinstance(params, dict) and str(node.get("type", "")).endswith(IN_MEMORY_STORE_TYPES):
-            index = params.get("index") or "default"
-            names.setdefault(index, f"{index}-{uuid.uuid4().hex[:12]}")
-            params["index"] = names[index]
-        for value in node.values():
-            isolate_in_memory_stores(value, names)
-    elif isinstance(node, list):
-        for value in node:
-            isolate_in_memory_stores(value, names)
-    return names
+    names: dict[str, str] = {}
+    for spec in _specs(node, IN_MEMORY_STORE_TYPES):
+        index = spec["init_parameters"].get("index") or "default"
+        spec["init_parameters"]["index"] = names.setdefault(index, f"{index}-{uuid.uuid4().hex[:12]}")
 
 
 def retriever_store(pipeline: Pipeline) -> Any:
-    """
-    The document store of the pipeline's `retriever` component.
-
-    :param pipeline: A loop pipeline.
-    :returns: The store, or `None` when the retriever has none.
-    """
+    """The document store of the pipeline's `retriever` component, or `None` when it has none."""
     return getattr(pipeline.get_component("retriever"), "document_store", None)
 
 
 def fill_in_memory_store(pipeline: Pipeline, store_path: Path | str) -> int:
     """
-    Copy a saved in-memory store (from `haystack-agentic index`) into the retriever's in-memory store, if empty, and
-    let the controller read the run's collections from it (`link_collection_store`).
+    Copy a saved in-memory store (`haystack-agentic index`) into the retriever's in-memory store, if empty, and let
+    the controller read the run's collections from it.
 
-    :param pipeline: The loop pipeline.
-    :param store_path: The saved store (JSON from `InMemoryDocumentStore.save_to_disk`).
     :returns: The number of documents in the retriever's store (0 when it is not an in-memory store).
     :raises StoreError: If the file cannot be read as a store (a `ValueError`; one line, with the path).
     """

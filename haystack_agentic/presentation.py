@@ -16,12 +16,7 @@ def printable(text: str) -> str:
 
 
 def document_titles(result: dict[str, Any]) -> dict[str, str]:
-    """
-    The title of each chunk of a result, for people.
-
-    :param result: The loop's result dict.
-    :returns: Chunk id -> its `meta.title`, else the id's first 12 characters.
-    """
+    """Chunk id -> its `meta.title` (else the id's first 12 characters), for each chunk of a loop result."""
     return {d["id"]: (d.get("meta") or {}).get("title") or d["id"][:12] for d in result.get("documents", [])}
 
 
@@ -31,12 +26,9 @@ _WHITESPACE = re.compile(r"\s+")
 
 def source_lines(result: dict[str, Any], width: int | None = None) -> list[str]:
     """
-    One line per citation of the result: `[n] Title: "quoted sentence"`, `[n] (unsupported) ...` when the check
-    found the quote does not support its claim.
-
-    :param result: The loop's result dict; a missing or empty `citations` gives no lines.
-    :param width: Cut each line to this many terminal cells, with an ellipsis where cut; `None` keeps them whole.
-    :returns: The lines, in the order of `n`.
+    One line per citation of a loop result, in the order of `n`: `[n] Title: "quoted sentence"`, with
+    `(unsupported) ` after `[n]` when the check found the quote does not support its claim; each cut to `width`
+    terminal cells with an ellipsis (`None`: whole).
     """
     titles = document_titles(result)
     lines = []
@@ -67,13 +59,7 @@ def uncited(result: dict[str, Any]) -> bool:
 
 
 def unsupported_note(result: dict[str, Any]) -> str | None:
-    """
-    The sentence saying which citations the check found unsupported, e.g. `The offline check found [2] unsupported:
-    its quoted sentence does not support the claim.`
-
-    :param result: The loop's result dict.
-    :returns: The sentence, or `None` when no citation is unsupported.
-    """
+    """The sentence naming the citations the check found unsupported ("The offline check found [2] ..."), or `None`."""
     flagged = [c for c in result.get("citations") or [] if c.get("supported") is False]
     if not flagged:
         return None

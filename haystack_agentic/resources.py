@@ -25,11 +25,7 @@ def pipelines_dir() -> Path:
 
 
 def pipeline_path(name: str) -> Path:
-    """
-    The path of one packaged pipeline, by file name (`agentic_rag.yml`) or stem (`agentic_rag`).
-
-    :raises FileNotFoundError: If there is no such pipeline; the message lists the ones there are.
-    """
+    """A packaged pipeline's path by file name or stem; `FileNotFoundError` (listing them) when there is none."""
     directory = pipelines_dir()
     path = directory / (name if name.endswith((".yml", ".yaml")) else f"{name}.yml")
     if not path.exists():

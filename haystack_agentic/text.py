@@ -2,15 +2,6 @@
 """
 The word-level pieces the deterministic text rules share: folding, word lists, a light stem, the words that join
 the capitalised words of a name, and a title's trailing "(qualifier)".
-
-Usage example:
-```python
-from haystack_agentic.text import content_words, fold, stem, strip_qualifier
-
-print(fold("César CUI &amp; Co"))  # "cesar cui & co"
-print(content_words("Who directed the film Big Stone Gap?"))  # ["directed", "film", "big", "stone", "gap"]
-print(stem("started"), strip_qualifier("Big Stone Gap (film)"))  # "start" "Big Stone Gap"
-```
 """
 
 import html
@@ -66,10 +57,7 @@ _MIN_STEM = 4
 
 
 def fold(text: str) -> str:
-    """
-    Fold text for matching (NFC): HTML entities decoded, compatibility form, lower case, and the accents of Latin,
-    Greek and Cyrillic letters removed (U+0300-U+036F); other scripts' combining marks stay ("ど" stays "ど").
-    """
+    """Fold text for matching (NFC): HTML entities decoded, NFKD, lower case, Latin/Greek/Cyrillic accents removed."""
     if text.isascii() and "&" not in text:
         return text.lower()  # NFKD and entity decoding change nothing here: the common case, fast
     text = unicodedata.normalize("NFKD", html.unescape(text))
@@ -93,10 +81,7 @@ def _content_words(text: str) -> tuple[str, ...]:
 
 
 def stem(word: str) -> str:
-    """
-    A light stem of a folded token: its first matching `_STEM_SUFFIXES` off when at least 4 characters remain
-    ("started" -> "start"; "magazines" -> "magazin").
-    """
+    """A light stem: the first matching `_STEM_SUFFIXES` off if `_MIN_STEM` characters remain ("started" -> "start")."""
     for suffix in _STEM_SUFFIXES:
         if len(word) >= len(suffix) + _MIN_STEM and word.endswith(suffix):
             return word[: -len(suffix)]

@@ -10,10 +10,8 @@ haystack_agentic.loop.run                     (the controller's first visit)
    └─ haystack_agentic.search                 (each search of the turn: query, chunks returned / new / kept)
 ```
 
-The loop is a `Pipeline` with a cycle, and a span cannot stay open from one component visit to the next, so every
-span here is opened and closed inside one visit and the links travel with the run's data: `LoopState.trace` (a
-`TraceLinks`) holds the run's and the current iteration's span, which later spans name as `parent_span` (tracers
-that honour it, such as Langfuse's, draw the tree above). With no tracer enabled every helper returns at once.
+A span cannot stay open across the loop's component visits, so each is closed within one and `LoopState.trace` (a
+`TraceLinks`) carries the run's and the iteration's span, which later spans name as `parent_span`.
 """
 
 import contextlib
@@ -60,11 +58,7 @@ def tag_current_span(**tags: Any) -> None:
 
 
 def start_run(state: LoopState) -> LoopState:
-    """
-    Open (and close) the run's `haystack_agentic.loop.run` span (tags `max_iterations`, `chunk_cap`, the question).
-
-    :returns: The state carrying the span in `trace`, or `state` itself when no tracer is enabled.
-    """
+    """Open (and close) the run's span; returns the state carrying it in `trace` (itself when no tracer is on)."""
     if not tracing.is_tracing_enabled():
         return state
     tags = {PREFIX + "max_iterations": state.limits.max_iterations, PREFIX + "chunk_cap": state.limits.chunk_cap}
@@ -75,11 +69,7 @@ def start_run(state: LoopState) -> LoopState:
 
 @contextlib.contextmanager
 def iteration_span(state: LoopState) -> Iterator[LoopState]:
-    """
-    A `haystack_agentic.loop.iteration` span around one router turn, child of the run span and active inside.
-
-    :yields: The state to take the turn with, carrying the span in `trace.iteration`.
-    """
+    """An iteration span around one router turn; yields the state carrying it in `trace.iteration`."""
     if not tracing.is_tracing_enabled():
         yield state
         return
@@ -90,13 +80,7 @@ def iteration_span(state: LoopState) -> Iterator[LoopState]:
 
 
 def trace_search(state: LoopState, query: str, found: Sequence[Document], error: str | None) -> None:
-    """
-    Record one search as a `haystack_agentic.search` span under its iteration (tags `iteration`, `query`,
-    `chunks_returned`, `chunks_new`, `search_error`; the returned chunk ids as content).
-
-    :param state: The state before the search's documents were merged.
-    :param error: Why the search failed, or `None`.
-    """
+    """Record one search (`state`: before its documents were merged; `error`: why it failed) as a search span."""
     if not tracing.is_tracing_enabled():
         return
     links = state.trace or TraceLinks()
@@ -113,23 +97,8 @@ def trace_search(state: LoopState, query: str, found: Sequence[Document], error:
         span.set_content_tag(PREFIX + "search.output", {"chunk_ids": [doc.id for doc in found]})
 
 
-def llm_parent(state: LoopState, role: str) -> Any:
-    """The span an LLM call of `role` hangs under: its iteration (controller, answer), else the run, or `None`."""
-    links = state.trace
-    if links is None:
-        return None
-    return (links.iteration or links.run) if role in _ITERATION_ROLES else links.run
-
-
 def chat_generator_span(generator: Any, state: LoopState, role: str, attempt: int) -> Any:
-    """
-    A span for one LLM call, shaped like the one Haystack's pipeline opens for a chat generator component.
-
-    Operation `haystack.component.run`, `haystack.component.name` `<role>.chat_generator`, the generator's class
-    as its type, and `haystack_agentic.role` / `iteration` / `attempt` (1-based).
-
-    :returns: The span's context manager.
-    """
+    """The span (context manager) of one LLM call, shaped like Haystack's for a chat generator component."""
     cls = type(generator)
     tags = {
         "haystack.component.name": f"{role}.chat_generator",
@@ -139,16 +108,15 @@ def chat_generator_span(generator: Any, state: LoopState, role: str, attempt: in
         PREFIX + "iteration": state.iteration + 1,
         PREFIX + "attempt": attempt,
     }
-    return tracing.tracer.trace("haystack.component.run", tags=tags, parent_span=llm_parent(state, role))
+    links = state.trace or TraceLinks()
+    parent = (links.iteration or links.run) if role in _ITERATION_ROLES else links.run
+    return tracing.tracer.trace("haystack.component.run", tags=tags, parent_span=parent)
 
 
 def tag_chat_call(
     span: Any, generator: Any, kwargs: dict[str, Any], replies: list[ChatMessage], usage: dict[str, Any]
 ) -> None:
-    """
-    Tag an LLM call's span: model, this call's `usage` tokens (also as OpenTelemetry GenAI attributes), and with
-    content tracing on the generator's input (`messages`, `generation_kwargs` of `kwargs`) and `replies`.
-    """
+    """Tag an LLM call's span: model, `usage` tokens (ours and GenAI's), with content tracing its input and replies."""
     meta = (replies[0].meta or {}) if replies else {}
     model = meta.get("model") or getattr(generator, "model", None)
     if model:
@@ -173,19 +141,13 @@ def trace_turn(component: str, routed: dict[str, Any]) -> dict[str, Any]:
     step = state.tool_history[-1]
     turn = [s for s in state.tool_history if s.iteration == step.iteration]
     queries = [s.query for s in turn if s.query]
+    common = {"iteration": step.iteration, "chunks": len(state.chunks), "terminated_by": state.outcome.terminated_by}
     tag_current_span(
-        iteration=step.iteration, action=",".join(dict.fromkeys(s.action for s in turn)),
-        query="; ".join(queries) or None, chunks=len(state.chunks),
-        terminated_by=state.outcome.terminated_by, collections=",".join(step.collections) or None,
+        action=",".join(dict.fromkeys(s.action for s in turn)), query="; ".join(queries) or None,
+        collections=",".join(step.collections) or None, **common,
     )  # fmt: skip
     logger.info(
-        "{component} turn {iteration}: {action}",
-        component=component,
-        iteration=step.iteration,
-        action=step.action,
-        query=step.query,
-        chunks=len(state.chunks),
-        terminated_by=state.outcome.terminated_by,
-        collections=list(step.collections),
-    )
+        "{component} turn {iteration}: {action}", component=component, action=step.action, query=step.query,
+        collections=list(step.collections), **common,
+    )  # fmt: skip
     return routed

@@ -1,11 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The value that travels around the agentic loop: `LoopState`, with its `ToolStep` records, its budget (`LoopLimits`)
-and how it ended (`LoopOutcome`), and the chunk merge rules.
-
-A `LoopState` is immutable. Components never change one in place; they build the next state with `evolve()`.
-That is what lets one pipeline instance serve concurrent runs: no component keeps run state in its attributes,
-and Haystack's per-step deep copy of inputs costs nothing (`__deepcopy__` returns the same object).
+The immutable value that travels around the agentic loop (`LoopState`, with `ToolStep`, `LoopLimits`, `LoopOutcome`)
+and the chunk merge rule. Components build the next state with `evolve()`, so one pipeline serves concurrent runs.
 """
 
 from collections.abc import Iterable, Mapping
@@ -32,16 +28,15 @@ class ToolStep:
     One recorded step of the loop: what the router decided at an iteration and what came of it.
 
     :param iteration: 1-based iteration (router turn) at which the step was taken.
-    :param action: `search`, `reflect`, `answer`, `give_up`, `tool` (a user tool, or `read_chunk`), `invalid` (an unknown tool,
-        bad arguments or an empty reply that went back to the model as an error) or `error`.
+    :param action: `search`, `reflect`, `answer`, `give_up`, `tool` (a user tool, or `read_chunk`), `invalid` (an
+        unknown tool, bad arguments or an empty reply, sent back to the model as an error) or `error`.
     :param query: The search query, for `search` steps.
     :param tool_name: The tool the model called, when it called one.
     :param arguments: The tool call's arguments (or the parsed JSON decision in json mode).
     :param returned_chunk_ids: Ids of the chunks the search returned, best first (filled in by the controller).
     :param result: Text that went back to the model (tool result or error), or a short outcome note.
     :param reasoning: The model's stated reasoning (json mode) or accompanying text.
-    :param collections: For `search` steps in a run scoped to collections: the collections the search covered (the
-        one the model chose, else every collection in the run's scope); empty otherwise.
+    :param collections: The collections a `search` of a collection-scoped run covered; empty otherwise.
     """
 
     iteration: int
@@ -55,27 +50,22 @@ class ToolStep:
     collections: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """Serialize to a JSON-compatible dict: every field of the step, tuples as lists."""
+        """Every field of the step, JSON-compatible (tuples as lists)."""
         return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ToolStep":
-        """Build a step from `to_dict()` output (a dict); returns the step."""
-        values = dict(data)
-        values["returned_chunk_ids"] = tuple(values.get("returned_chunk_ids") or ())
-        values["arguments"] = dict(values.get("arguments") or {})
-        values["collections"] = tuple(values.get("collections") or ())
+        """Build a step from `to_dict()` output."""
+        values = {**data, "arguments": dict(data.get("arguments") or {})}
+        for name in ("returned_chunk_ids", "collections"):
+            values[name] = tuple(data.get(name) or ())
         return cls(**values)
 
 
 @dataclass(frozen=True)
 class LoopLimits:
     """
-    The budget of one run, set by `LoopController` from its init parameters when the run starts.
-
-    It travels with the run because components other than the controller act on it: the router tells the model
-    how many turns it has (and answers on the last one), caps the searches of a turn and merges user tools'
-    documents; the evidence check searches again only while a turn for the answer is left.
+    The budget of one run, set by `LoopController` when the run starts (the router and the evidence check read it).
 
     :param max_iterations: Most router turns of the run.
     :param chunk_cap: Most chunks kept in `LoopState.chunks`.
@@ -96,8 +86,7 @@ class LoopOutcome:
     :param answer: The final answer (`None` if there is none), with its `[n]` citation markers.
     :param error: The error that ended the run (or a failure that was survived, e.g. of the fallback).
     :param citations: The answer's citations, one dict per `[n]` marker, in order (see
-        `haystack_agentic.grounding.citations`: `n`, `document_id`, `title`, `quote`, `start`, `end`, `claim`,
-        `search`, `supported`, `check`); empty until an answer path sets them, and for runs without an answer.
+        `haystack_agentic.grounding.citations`); empty until an answer path sets them.
     :param grounding: Grounding of the answer (filled in by a grounder stage), or `None`.
     :raises ValueError: If `terminated_by` is neither `None` nor one of `TERMINATIONS`.
     """
@@ -120,13 +109,10 @@ class LoopState:
 
     :param question: The user's question.
     :param limits: The run's budget (`LoopLimits`), set by the controller when the run starts.
-    :param filters: Metadata filters that scope every search of the run, or `None` (a run scoped to collections has
-        the collection filter ANDed in here, so every search, the bridge policy's included, keeps to the scope).
-    :param collections: The collections the run may search, name -> description (`None`: the run has no collection
-        scope). The router offers them to the model (the `search` tool's `collection` argument).
-    :param conversation: The conversation the run started from (`LoopController`'s `messages` input: system, user
-        and assistant messages, the last one the user's question); empty when it started from a `query`. The
-        controller and the answer roles see it.
+    :param filters: Metadata filters that scope every search of the run (the collection filter ANDed in), or `None`.
+    :param collections: The collections the run may search, name -> description (`None`: no collection scope).
+    :param conversation: The conversation the run started from (`LoopController`'s `messages`, the last one the
+        user's question); empty when it started from a `query`.
     :param iteration: Router turns completed so far (0 before the first turn).
     :param chunks: Accumulated chunks, deduplicated by id, sorted by score (highest first), at most
         `limits.chunk_cap`.
@@ -143,14 +129,11 @@ class LoopState:
     :param search_failures: Consecutive searches that failed (store errors); a successful search resets it.
     :param stop_reason: Set when a component ends the loop early; the controller then sends the state to the
         fallback as if `max_iterations` were reached.
-    :param evidence: The last verdict of the evidence check (`EvidenceChecker`): whether the chunks support an
-        answer, its score and reason, and what the check did (answer, search again, give up, warn); `None` before
-        any check.
-    :param tool_state: Values user tools wrote with `outputs_to_state` (read back with `inputs_from_state`), JSON-
-        compatible values recommended; the `documents` key is never kept (Documents join `chunks`).
+    :param evidence: The evidence check's last verdict (`sufficient`, `score`, `reason`, `action`...), or `None`.
+    :param tool_state: Values user tools wrote with `outputs_to_state` (the `documents` key joins `chunks` instead).
     :param outcome: How the run ended, its answer, citations and grounding (`LoopOutcome`).
-    :param trace: The run's tracing links (`haystack_agentic.tracing.TraceLinks`: the spans later spans hang
-        under), or `None` when no tracer is enabled; not compared, not serialised.
+    :param trace: The run's tracing links (`haystack_agentic.tracing.TraceLinks`), or `None`; not compared or
+        serialised.
     """
 
     question: str
@@ -177,8 +160,7 @@ class LoopState:
     outcome: LoopOutcome = LoopOutcome()
     trace: Any = field(default=None, compare=False, repr=False)
 
-    # Haystack deep-copies every component input at every pipeline step. The state is immutable (and chunks
-    # are never mutated in place), so sharing is safe and makes the copy free.
+    # Haystack deep-copies every component input at every step: an immutable state is shared instead, for free.
     def __deepcopy__(self, memo: dict[int, Any]) -> "LoopState":
         return self
 
@@ -186,20 +168,12 @@ class LoopState:
         return self
 
     def evolve(self, **changes: Any) -> "LoopState":
-        """
-        Return a new state with the given fields replaced (a copy of the instance dict: no `__init__` re-run).
-
-        :param changes: Field names and their new values.
-        :returns: The new state; this one is unchanged.
-        :raises TypeError: If a name is not a field of `LoopState`.
-        """
+        """A new state with the given fields replaced (no `__init__` re-run); `TypeError` for an unknown field."""
         unknown = changes.keys() - _STATE_FIELDS
         if unknown:
             raise TypeError(f"LoopState has no field(s) {sorted(unknown)}")
         new = object.__new__(LoopState)
-        values = new.__dict__
-        values.update(self.__dict__)
-        values.update(changes)
+        new.__dict__.update(self.__dict__, **changes)
         return new
 
     @property
@@ -222,16 +196,8 @@ class LoopState:
 
     def with_usage(self, role: str, replies: Iterable[ChatMessage], prompt_tokens_estimate: int = 0) -> "LoopState":
         """
-        Count one LLM call of `role` and the tokens its replies report.
-
-        Tokens come from the replies' `meta["usage"]` (`prompt_tokens`, `completion_tokens`), as Haystack's chat
-        generators report them. When a generator reports none, `prompt_tokens_estimate` is counted instead (and
-        completion tokens are estimated at 4 characters per token, Haystack's `ApproximateTokenCounter` ratio).
-
-        :param role: One of `ROLES`.
-        :param replies: The replies of the call (may be empty, e.g. when the call raised).
-        :param prompt_tokens_estimate: Estimated prompt tokens, used when no reply reports usage.
-        :returns: The new state.
+        Count one LLM call of `role` (one of `ROLES`) and the tokens its replies report in `meta["usage"]`; when none
+        does, `prompt_tokens_estimate` and 4 characters a completion token (Haystack's `ApproximateTokenCounter`).
         """
         prompt, completion, reported = 0, 0, False
         for reply in replies:
@@ -245,12 +211,8 @@ class LoopState:
         if not reported:
             prompt = prompt_tokens_estimate
         current = self.usage.get(role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
-        updated = {
-            "calls": current["calls"] + 1,
-            "prompt_tokens": current["prompt_tokens"] + prompt,
-            "completion_tokens": current["completion_tokens"] + completion,
-        }
-        return self.evolve(usage={**self.usage, role: updated})
+        added = {"calls": 1, "prompt_tokens": prompt, "completion_tokens": completion}
+        return self.evolve(usage={**self.usage, role: {key: current[key] + added[key] for key in added}})
 
     def merge_chunks(self, documents: Iterable[Document]) -> "LoopState":
         """Merge `documents` into `chunks` by `merge_chunks`, capped at `limits.chunk_cap`; returns the new state."""
@@ -259,45 +221,29 @@ class LoopState:
     def finish(
         self, terminated_by: str, answer: str | None = None, error: str | None = None, **changes: Any
     ) -> "LoopState":
-        """
-        End the run: a new `outcome`, and no search or action left pending.
-
-        :param terminated_by: One of `TERMINATIONS`.
-        :param answer: The final answer (`None` when there is none).
-        :param error: The error, for `terminated_by="error"` (or a survived failure).
-        :param changes: Other fields to replace.
-        :returns: The ended state.
-        :raises ValueError: If `terminated_by` is not one of `TERMINATIONS`.
-        """
+        """End the run: a new `outcome` (`ValueError` unless `terminated_by` is in `TERMINATIONS`), nothing pending."""
         if terminated_by is None:
             raise ValueError(f"terminated_by must be one of {TERMINATIONS}, got None")
         outcome = LoopOutcome(terminated_by=terminated_by, answer=answer, error=error)
         return self.evolve(outcome=outcome, pending=None, queued=(), pending_action=None, **changes)
 
     def with_outcome(self, **changes: Any) -> "LoopState":
-        """
-        Replace `LoopOutcome` fields of `outcome` (e.g. the cited `answer` and its `citations`, or the `grounding`);
-        returns the new state. Raises `TypeError` for a name that is not a field of `LoopOutcome`.
-        """
+        """Replace fields of `outcome` (`TypeError` for a name that is not a field of `LoopOutcome`)."""
         return self.evolve(outcome=replace(self.outcome, **changes))
 
     def to_result(self) -> dict[str, Any]:
         """
-        The run's result, JSON-serialisable (for hayhooks and `--json`).
-
-        :returns: A dict with `answer` (str or None), `terminated_by` (str), `iterations` (int),
-            `tool_history` (list of `ToolStep.to_dict()`), `documents` (list of `Document.to_dict()`, best first,
-            embeddings dropped), `grounding` (dict or None), `usage` (per role: calls, prompt_tokens,
-            completion_tokens; plus `total`), `error` (str or None), `metadata` (dict) and `evidence` (the evidence
-            check's last verdict: `sufficient`, `score`, `threshold`, `reason`, `action`...; or None) and
-            `tool_state` (what user tools wrote with `outputs_to_state`), `messages` (`final_conversation()` as
-            `ChatMessage.to_dict()` dicts) and `citations` (list of citation dicts, ordered by `n`; `[]` without an
-            answer).
+        The run's result, JSON-serialisable (for hayhooks and `--json`): `answer`, `terminated_by`, `iterations`,
+        `tool_history`, `documents` (`Document.to_dict()`, embeddings dropped), `grounding`, `usage` (per role and
+        `total`), `error`, `metadata`, `evidence`, `tool_state`, `messages` (the conversation to feed back next turn:
+        the one the run started from, or the question, and the answer without its `[n]` markers) and `citations`
+        (`[]` without an answer).
         """
-        total = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
-        for counts in self.usage.values():
-            for key in total:
-                total[key] += int(counts.get(key, 0))
+        conversation, answer = self.conversation or (ChatMessage.from_user(self.question),), self.outcome.answer
+        if answer is not None:  # its markers number this run's citations, which the next run does not have
+            conversation = (*conversation, ChatMessage.from_assistant(strip_markers(answer) or answer))
+        keys = ("calls", "prompt_tokens", "completion_tokens")
+        total = {key: sum(int(counts.get(key, 0)) for counts in self.usage.values()) for key in keys}
         outcome = self.outcome
         return {
             "answer": outcome.answer,
@@ -305,82 +251,55 @@ class LoopState:
             "iterations": self.iteration,
             "tool_history": [step.to_dict() for step in self.tool_history],
             "documents": [_document_result(doc) for doc in self.chunks],
-            "grounding": _jsonable(outcome.grounding) if outcome.grounding is not None else None,
+            "grounding": _jsonable(outcome.grounding),
             "usage": {**{role: dict(counts) for role, counts in self.usage.items()}, "total": total},
             "error": outcome.error,
             "metadata": _jsonable(self.metadata),
-            "evidence": _jsonable(self.evidence) if self.evidence is not None else None,
+            "evidence": _jsonable(self.evidence),
             "tool_state": _jsonable(self.tool_state),
-            "messages": [message.to_dict() for message in self.final_conversation()],
-            "citations": [_jsonable(c) for c in outcome.citations] if outcome.answer is not None else [],
+            "messages": [message.to_dict() for message in conversation],
+            "citations": _jsonable(outcome.citations) if answer is not None else [],
         }
 
-    def final_conversation(self) -> tuple[ChatMessage, ...]:
-        """
-        The conversation to feed back next turn: the one the run started from (or the question as a user message),
-        with the final answer appended as an assistant message when there is one (a give-up reason included;
-        without its `[n]` markers).
-
-        :returns: The messages, oldest first.
-        """
-        conversation, answer = self.conversation or (ChatMessage.from_user(self.question),), self.outcome.answer
-        if answer is None:
-            return conversation
-        # Without the citation markers: they number this run's citations, which the next run does not have.
-        return (*conversation, ChatMessage.from_assistant(strip_markers(answer) or answer))
-
     def to_dict(self) -> dict[str, Any]:
-        """
-        Serialize the whole state (for checkpoints and debugging).
-
-        :returns: A JSON-compatible dict; `from_dict` restores an equal state.
-        """
+        """The whole state as a JSON-compatible dict (checkpoints, debugging); `from_dict` restores an equal state."""
         data: dict[str, Any] = {}
         for f in fields(self):
-            if f.name == "trace":  # tracing spans: live objects of this process, never serialised
-                continue
             value = getattr(self, f.name)
             if f.name == "chunks":
                 value = [doc.to_dict(flatten=False) for doc in value]
-            elif f.name in ("messages", "conversation"):
-                value = [message.to_dict() for message in value]
-            elif f.name == "tool_history":
-                value = [step.to_dict() for step in value]
-            elif f.name == "pending" and value is not None:
-                value = value.to_dict()
-            elif f.name == "queued":
-                value = [search.to_dict() for search in value]
             elif f.name in ("limits", "outcome"):
                 value = asdict(value)
-            data[f.name] = _jsonable(value)
+            if f.name != "trace":  # tracing spans: live objects of this process, never serialised
+                data[f.name] = _jsonable(value)  # messages, steps and searches by their own `to_dict`
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LoopState":
-        """
-        Restore a state from `to_dict()` output.
-
-        :param data: The dict.
-        :returns: The state.
-        """
+        """Restore a state from `to_dict()` output."""
         values = dict(data)
-        values["chunks"] = tuple(Document.from_dict(d) for d in values.get("chunks") or ())
-        values["messages"] = tuple(ChatMessage.from_dict(m) for m in values.get("messages") or ())
-        values["conversation"] = tuple(ChatMessage.from_dict(m) for m in values.get("conversation") or ())
-        values["tool_history"] = tuple(ToolStep.from_dict(s) for s in values.get("tool_history") or ())
-        values["queries_tried"] = tuple(values.get("queries_tried") or ())
+        for name, parse in _PARSERS.items():
+            values[name] = tuple(parse(item) for item in values.get(name) or ())
         values["limits"] = LoopLimits(**values.get("limits") or {})
         outcome = dict(values.get("outcome") or {})
         outcome["citations"] = tuple(dict(c) for c in outcome.get("citations") or ())
         values["outcome"] = LoopOutcome(**outcome)
         if values.get("pending") is not None:
             values["pending"] = PendingSearch.from_dict(values["pending"])
-        values["queued"] = tuple(PendingSearch.from_dict(s) for s in values.get("queued") or ())
         return cls(**values)
 
 
 #: The names of `LoopState`'s fields (what `evolve` accepts).
 _STATE_FIELDS = frozenset(f.name for f in fields(LoopState))
+#: How `from_dict` restores each tuple field's items.
+_PARSERS = {
+    "chunks": Document.from_dict,
+    "messages": ChatMessage.from_dict,
+    "conversation": ChatMessage.from_dict,
+    "tool_history": ToolStep.from_dict,
+    "queries_tried": str,
+    "queued": PendingSearch.from_dict,
+}
 
 
 def _document_result(doc: Document) -> dict[str, Any]:
@@ -388,7 +307,7 @@ def _document_result(doc: Document) -> dict[str, Any]:
     return {
         "id": doc.id,
         "content": doc.content,
-        "blob": _jsonable(doc.blob.to_dict()) if doc.blob is not None else None,
+        "blob": _jsonable(doc.blob),
         "meta": _jsonable(doc.meta),
         "score": _jsonable(doc.score),
     }
@@ -401,31 +320,16 @@ def _score_key(doc: Document) -> float:
 
 def merge_chunks(existing: Iterable[Document], new: Iterable[Document], chunk_cap: int) -> tuple[Document, ...]:
     """
-    Merge chunks: deduplicate by id keeping the highest score, sort by score, keep at most `chunk_cap`.
-
-    A missing score (`None`) ranks below every real score; `0.0` is a real score. Among equal scores the
-    chunk seen first stays first (stable), so earlier hops keep their place. The lowest-scored chunks are
-    evicted first when the cap is exceeded. Documents are never mutated.
-
-    :param existing: Chunks already held, in order.
-    :param new: Newly retrieved chunks.
-    :param chunk_cap: The most chunks to keep (>= 1).
-    :returns: The merged chunks, best first.
-    :raises ValueError: If `chunk_cap` is below 1.
+    Merge chunks: deduplicate by id keeping the highest score, sort by score (a missing one lowest; ties: the first
+    seen first), keep the best `chunk_cap` (`ValueError` below 1). Documents are never mutated.
     """
     if chunk_cap < 1:
         raise ValueError(f"chunk_cap must be at least 1, got {chunk_cap}")
-    best: dict[str, Document] = {}
-    order: dict[str, int] = {}
+    best: dict[str, Document] = {}  # in order of first sight
     for doc in (*existing, *new):
-        held = best.get(doc.id)
-        if held is None:
-            order[doc.id] = len(order)
+        if doc.id not in best or _score_key(doc) > _score_key(best[doc.id]):
             best[doc.id] = doc
-        elif _score_key(doc) > _score_key(held):
-            best[doc.id] = doc
-    ranked = sorted(best.values(), key=lambda d: (-_score_key(d), order[d.id]))
-    return tuple(ranked[:chunk_cap])
+    return tuple(sorted(best.values(), key=lambda d: -_score_key(d))[:chunk_cap])  # sorted is stable
 
 
 def _jsonable(value: Any) -> Any:

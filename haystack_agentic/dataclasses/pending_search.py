@@ -39,23 +39,12 @@ class PendingSearch:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "PendingSearch":
         """Build a search from `to_dict()` output."""
-        tool_call = data.get("tool_call")
-        return cls(
-            query=data["query"],
-            top_k=data["top_k"],
-            filters=data.get("filters"),
-            tool_call=ToolCall.from_dict(tool_call) if tool_call else None,
-        )
+        call = data.get("tool_call")
+        return cls(data["query"], data["top_k"], data.get("filters"), ToolCall.from_dict(call) if call else None)
 
 
 def result_in_place(messages: tuple[ChatMessage, ...], result: ChatMessage) -> tuple[ChatMessage, ...]:
-    """
-    Put a search's tool result where the router held its place (so results stay in call order), else at the end.
-
-    :param messages: The controller conversation.
-    :param result: The tool message with the search result (its `origin` is the search's tool call).
-    :returns: The conversation with the result in place.
-    """
+    """The conversation with a search's tool result where the router held its place (call order), else at the end."""
     origin = result.tool_call_result.origin
     for index in range(len(messages) - 1, -1, -1):
         held = messages[index].tool_call_result
@@ -66,14 +55,8 @@ def result_in_place(messages: tuple[ChatMessage, ...], result: ChatMessage) -> t
 
 def pending_search_step(history: list[Any], turn: int, queued: int, query: str) -> int | None:
     """
-    The index of the `ToolStep` of the search whose documents just came back: the turn's search step that `queued`
-    more follow (searches run in call order), else the last search of that query not filled in yet.
-
-    :param history: The tool history (`ToolStep`s).
-    :param turn: The 1-based turn the search belongs to (`state.iteration + 1`).
-    :param queued: How many searches of the turn are still queued.
-    :param query: The search's query.
-    :returns: The index, or `None` when no step matches.
+    The index in `history` of the search step whose documents just came back: the search of 1-based `turn` that
+    `queued` more follow (searches run in call order), else the last unfilled search of `query`; `None` without one.
     """
     searches = [i for i, step in enumerate(history) if step.action == "search" and step.iteration == turn]
     position = len(searches) - queued - 1

@@ -11,19 +11,12 @@ The lexical features of `EvidenceChecker`: whether the question's key entities a
 - Content words (stopwords and question words removed) are matched by light stem, in all chunks, in one chunk,
   and in two *linked* chunks (the second's title named in the first, as a bridge question's two hops are).
 
-`scoring.py` turns these (and the MiniLM similarity) into a score. Usage example:
-```python
-from haystack_agentic.evidence.features import lexical_coverage
-
-cov = lexical_coverage("Which magazine was started first Arthur's Magazine or First for Women?",
-                       ["Movieline was an American film magazine.", "First for Women is a women's magazine."])
-print(cov.missing_entities)  # ["Arthur's Magazine"]
-```
+`scoring.py` turns these (and the MiniLM similarity) into a score.
 """
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from haystack_agentic.text import (
@@ -88,12 +81,8 @@ def key_entities(question: str) -> list[tuple[str, tuple[str, ...]]]:
             continue
         found[toks] = text
     # An entity inside a longer one ("Big Stone" in "Big Stone Gap") adds nothing.
-    kept = [
-        (text, toks)
-        for toks, text in found.items()
-        if not any(other != toks and _contains(other, toks) for other in found)
-    ]
-    return kept
+    return [(text, toks) for toks, text in found.items()
+            if not any(other != toks and contains_phrase(other, toks) for other in found)]
 
 
 def truecase(question: str, texts: Sequence[str]) -> str:
@@ -130,9 +119,10 @@ def question_terms(question: str) -> list[str]:
     return list(words.values())
 
 
-def _contains(haystack: Sequence[str], needle: Sequence[str]) -> bool:
-    n = len(needle)
-    return any(tuple(haystack[i : i + n]) == tuple(needle) for i in range(len(haystack) - n + 1))
+def contains_phrase(words: Sequence[str], phrase: Sequence[str]) -> bool:
+    """Whether `phrase` occurs in `words` as consecutive tokens."""
+    n = len(phrase)
+    return any(tuple(words[i : i + n]) == tuple(phrase) for i in range(len(words) - n + 1))
 
 
 @dataclass(frozen=True)
@@ -142,17 +132,17 @@ class LexicalCoverage:
 
     Per entity: `entity_scores` (1.0 found as a phrase), `entity_subjects`, `entity_titles` (own passage; `None`
     for a number). `best_chunk_word_share` / `best_pair_word_share`: the largest share of `words` in one chunk /
-    in one chunk or two linked chunks.
+    in one chunk or two linked chunks. The properties are 1.0 when there is nothing to count.
     """
 
-    entities: list[str] = field(default_factory=list)
-    entity_scores: list[float] = field(default_factory=list)
-    entity_subjects: list[bool] = field(default_factory=list)
-    words: list[str] = field(default_factory=list)
-    words_found: list[str] = field(default_factory=list)
-    best_chunk_word_share: float = 0.0
-    entity_titles: list[bool | None] = field(default_factory=list)
-    best_pair_word_share: float = 0.0
+    entities: list[str]
+    entity_scores: list[float]
+    entity_subjects: list[bool]
+    words: list[str]
+    words_found: list[str]
+    best_chunk_word_share: float
+    entity_titles: list[bool | None]
+    best_pair_word_share: float
 
     @property
     def entity_coverage(self) -> float:
@@ -160,49 +150,39 @@ class LexicalCoverage:
 
     @property
     def entity_min(self) -> float:
-        return min(self.entity_scores) if self.entity_scores else 1.0
+        return min(self.entity_scores, default=1.0)
 
     @property
-    def subject_min(self) -> float:
-        """1.0 when every key entity is the subject of some chunk (or there is none), else 0.0."""
+    def subject_min(self) -> float:  # every key entity is the subject of some chunk
         return 1.0 if all(self.entity_subjects) else 0.0
 
     @property
-    def title_share(self) -> float:
-        """Share of the (non-numeric) key entities that have their own passage (1.0 when there is none)."""
+    def title_share(self) -> float:  # of the non-numeric key entities, those with a passage of their own
         counted = [t for t in self.entity_titles if t is not None]
         return sum(counted) / len(counted) if counted else 1.0
 
     @property
-    def entities_without_passage(self) -> list[str]:
-        """Entities found somewhere but with no passage of their own (what a search for them may bring)."""
+    def entities_without_passage(self) -> list[str]:  # found somewhere, but with no passage of their own
         return [e for e, t in zip(self.entities, self.entity_titles) if t is False]
 
     @property
-    def word_coverage(self) -> float:
-        """Share of content words found in some chunk (1.0 when the question has none)."""
+    def word_coverage(self) -> float:  # content words found in some chunk
         return len(self.words_found) / len(self.words) if self.words else 1.0
 
     @property
-    def missing_entities(self) -> list[str]:
-        """Entities not found as a phrase in any chunk."""
+    def missing_entities(self) -> list[str]:  # not found as a phrase in any chunk
         return [e for e, s in zip(self.entities, self.entity_scores) if s < 1.0]
 
     @property
     def missing_words(self) -> list[str]:
-        """Content words found in no chunk."""
-        found = set(self.words_found)
-        return [w for w in self.words if w not in found]
+        return [w for w in self.words if w not in set(self.words_found)]
 
 
 def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] | None = None) -> LexicalCoverage:
     """
-    Measure how much of the question's key entities and content words the chunk texts contain.
+    How much of the question's key entities and content words the chunk texts contain.
 
-    :param question: The question.
-    :param texts: The chunks' texts.
     :param titles: The chunks' titles (`chunk_title`), one per text; `None`: their first lines only.
-    :returns: The coverage.
     :raises ValueError: If `titles` is given with a length other than `texts`'.
     """
     if titles is not None and len(titles) != len(texts):
@@ -218,15 +198,12 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
     heads = [" " + " ".join(tokens(t[:HEAD_CHARS])) + " " for t in texts]
     chunk_sets = [set(toks) for toks in chunk_tokens]
     entities = key_entities(truecase(question, texts))
-    entity_scores = []
-    entity_subjects = []
-    entity_titles: list[bool | None] = []
+    entity_scores, entity_subjects, entity_titles = [], [], []
     for _, toks in entities:
         phrase = " " + " ".join(toks) + " "
         entity_subjects.append(any(phrase in head for head in heads))
-        numeric = all(t.isdigit() for t in toks)
         own = any(phrase in title or title in phrase for titles_ in title_phrases for title in titles_)
-        entity_titles.append(None if numeric else own)
+        entity_titles.append(None if all(t.isdigit() for t in toks) else own)
         if any(phrase in text for text in joined):
             entity_scores.append(1.0)
             continue
@@ -235,7 +212,7 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
         entity_scores.append(SCATTERED_ENTITY_CREDIT * share)
     words = question_terms(question)
     chunk_stems = [{stem(t) for t in s} for s in chunk_sets]
-    union = set().union(*chunk_stems) if chunk_stems else set()
+    union = set().union(*chunk_stems)
     stems = [stem(w) for w in words]
     best = max((_share(stems, s) for s in chunk_stems), default=0.0) if words else 1.0
     best_pair = best
@@ -244,16 +221,9 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
             for j, titles_ in enumerate(title_phrases):
                 if i != j and any(title in text for title in titles_):
                     best_pair = max(best_pair, _share(stems, chunk_stems[i] | chunk_stems[j]))
-    return LexicalCoverage(
-        entities=[text for text, _ in entities],
-        entity_scores=entity_scores,
-        entity_subjects=entity_subjects,
-        words=words,
-        words_found=[w for w, st in zip(words, stems) if st in union],
-        best_chunk_word_share=best,
-        entity_titles=entity_titles,
-        best_pair_word_share=best_pair,
-    )
+    found = [w for w, st in zip(words, stems) if st in union]
+    names = [text for text, _ in entities]
+    return LexicalCoverage(names, entity_scores, entity_subjects, words, found, best, entity_titles, best_pair)
 
 
 def _phrase(title: str) -> str:

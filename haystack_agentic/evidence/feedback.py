@@ -32,23 +32,15 @@ def refusal_note(state: LoopState) -> str | None:
 
 
 def with_refusal_feedback(state: LoopState) -> LoopState:
-    """
-    The state with the refusal given back to the controller LLM (tools mode): as the result of its unanswered
-    `answer` tool calls, or as a user message when it answered in plain text; unchanged when nothing was refused.
-    """
+    """The state with the refusal given to the controller LLM: its open `answer` calls' result, else a user message."""
     note = refusal_note(state)
     if note is None:
         return state
     assistant = [i for i, message in enumerate(state.messages) if message.role == ChatRole.ASSISTANT]
-    last_assistant = assistant[-1] if assistant else None
-    if last_assistant is None:
-        return state.with_messages(ChatMessage.from_user(note))
-    answered = {
-        message.tool_call_result.origin.id
-        for message in state.messages[last_assistant + 1 :]
-        if message.tool_call_result is not None
-    }
-    pending = [call for call in state.messages[last_assistant].tool_calls if call.id not in answered]
+    last = assistant[-1] if assistant else len(state.messages)
+    results = [m.tool_call_result for m in state.messages[last + 1 :] if m.tool_call_result is not None]
+    calls = state.messages[last].tool_calls if assistant else []
+    pending = [call for call in calls if call.id not in {r.origin.id for r in results}]
     if not pending:
         return state.with_messages(ChatMessage.from_user(note))
     return state.with_messages(
@@ -60,10 +52,7 @@ def with_refusal_feedback(state: LoopState) -> LoopState:
 
 
 def missing_evidence_query(state: LoopState) -> str | None:
-    """
-    A search for what the evidence check found missing: the missing entities, else the question's entities with its
-    missing words; `None` when nothing was refused or nothing is known to be missing.
-    """
+    """A search for what the refused answer lacked: the missing entities, else the entities with the missing words."""
     if not answer_refused(state):
         return None
     evidence = state.evidence or {}

@@ -1,9 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The offline evidence score: a logistic model over the check's features.
-
-Weights and thresholds come from `benchmarks/evidence_check.py calibrate` on the first half of the HotpotQA sample
-(method in docs/benchmarks.md).
+The offline evidence score: a logistic model over the check's features, its weights and thresholds from
+`benchmarks/evidence_check.py calibrate` on the first half of the HotpotQA sample (docs/benchmarks.md).
 """
 
 import math
@@ -29,11 +27,7 @@ class EvidenceModel:
     threshold: float
 
     def score(self, features: Mapping[str, float]) -> float:
-        """
-        The model's probability in [0, 1] that the chunks support an answer.
-
-        :raises KeyError: If a feature the model needs is missing from `features`.
-        """
+        """The probability in [0, 1] that the chunks support an answer (`KeyError` for a missing feature)."""
         z = self.bias + sum(weight * float(features[name]) for name, weight in self.weights.items())
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 

@@ -10,11 +10,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from haystack import Document, logging
+from haystack import Document
 
 from haystack_agentic.evidence.features import chunk_title
-
-logger = logging.getLogger(__name__)
 
 #: Chunk embeddings kept per `QuestionChunkSimilarity` (each is 384 floats).
 CACHE_SIZE = 4096
@@ -34,12 +32,7 @@ def chunk_head(doc: Document, max_chars: int = 300) -> str:
 
 
 class QuestionChunkSimilarity:
-    """
-    Cosine similarity of a question to its closest chunk, with a sentence-transformers model.
-
-    :param model: `PACKAGED_MINILM` (default), a local folder or a sentence-transformers model name.
-    :param chunk_chars: Most characters of a chunk's head embedded (`chunk_head`).
-    """
+    """Cosine similarity of a question to its closest chunk's head (`chunk_chars` of it) with `model` (MiniLM)."""
 
     def __init__(self, model: str, chunk_chars: int = 300) -> None:
         self.model = model
@@ -49,12 +42,7 @@ class QuestionChunkSimilarity:
         self._lock = threading.Lock()
 
     def warm_up(self) -> None:
-        """
-        Load the model.
-
-        :raises RuntimeError: If the packaged model is not installed.
-        :raises ImportError: If sentence-transformers-haystack is not installed.
-        """
+        """Load the model (`RuntimeError` without the packaged model, `ImportError` without sentence-transformers)."""
         if self._embedder is not None:
             return
         from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
@@ -63,21 +51,15 @@ class QuestionChunkSimilarity:
         embedder.warm_up()
         self._embedder = embedder
 
-    def _embed(self, texts: list[str]) -> Any:
-        import numpy as np  # noqa: PLC0415 - comes with sentence-transformers
-
-        return np.asarray(self._embedder.embed_texts(texts), dtype="float32")
-
     def best(self, question: str, chunks: Sequence[Document]) -> tuple[float, int | None]:
         """
-        The chunk closest to the question.
+        The chunk closest to the question: `(cosine similarity, its index)`, `(0.0, None)` without chunks with text.
 
-        :returns: `(cosine similarity in [-1, 1], index of the chunk)`, or `(0.0, None)` without chunks with text.
         :raises RuntimeError: If the model is not loaded (`warm_up`).
         """
         if self._embedder is None:
             raise RuntimeError("QuestionChunkSimilarity needs warm_up() before use.")
-        import numpy as np  # noqa: PLC0415
+        import numpy as np  # noqa: PLC0415 - comes with sentence-transformers
 
         indexed = [(i, chunk_head(doc, self.chunk_chars)) for i, doc in enumerate(chunks)]
         indexed = [(i, text) for i, text in indexed if text.strip()]
@@ -87,7 +69,7 @@ class QuestionChunkSimilarity:
         with self._lock:
             cached = {key: self._cache[key] for key in keys if key in self._cache}
         todo = [(key, text) for key, (_, text) in zip(keys, indexed) if key not in cached]
-        vectors = self._embed([question] + [text for _, text in todo])
+        vectors = np.asarray(self._embedder.embed_texts([question] + [text for _, text in todo]), dtype="float32")
         query, fresh = vectors[0], vectors[1:]
         with self._lock:
             for (key, _), vector in zip(todo, fresh):

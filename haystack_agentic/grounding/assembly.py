@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-What every grounder shares: when to skip, how a failure is recorded, and the result shape.
+What every grounder shares: when to skip, how a skip is recorded, and the result shape.
 
-Result (`LoopOutcome.grounding`, `result["grounding"]`)::
+Result (`LoopOutcome.grounding`, `result["grounding"]`), derived from the citations by `citations.settle`::
 
     {"method": "hhem" | "llm_judge", "model": str, "threshold": float,
      "score": float,                      # length-weighted mean of the sentence scores, in [0, 1]
@@ -16,32 +16,19 @@ Result (`LoopOutcome.grounding`, `result["grounding"]`)::
             "sources": [{"chunk_id", "title", "iteration", "query"}],  # which search first found each chunk
             "citations": [n, ...]}        # the numbers of its citations (`result["citations"]`)
 
-The spans are derived from the citations (`haystack_agentic.grounding.citations.settle`): the grounders judge
-each citation, so the grounding and the citations are one record.
-
-When a grounder does not ground, `grounding` stays `None` and `metadata["grounding_skipped"]` says why
-(an error run, no answer, no chunks, the model not available, or the grounder's own failure).
+When a grounder does not ground, `grounding` stays `None` and `metadata["grounding_skipped"]` says why.
 """
 
 from typing import Any
 
-from haystack import logging
-
 from haystack_agentic.dataclasses.loop_state import LoopState
-
-logger = logging.getLogger(__name__)
 
 #: The `LoopState.metadata` key (and `result["metadata"]` key) holding why grounding was skipped.
 SKIPPED_KEY = "grounding_skipped"
 
 
 def skip_reason(state: LoopState) -> str | None:
-    """
-    Why this run cannot be grounded, or `None` when it can.
-
-    :param state: The ended run.
-    :returns: A reason for an error run, a run that gave up, a missing/blank answer, or no chunks.
-    """
+    """Why this ended run cannot be grounded (an error, a give-up, no answer, no chunks), or `None` when it can."""
     outcome = state.outcome
     if outcome.terminated_by == "error":
         return "the run ended in error"
@@ -55,23 +42,12 @@ def skip_reason(state: LoopState) -> str | None:
 
 
 def skipped(state: LoopState, reason: str) -> LoopState:
-    """
-    The state with grounding skipped: `grounding` `None`, the reason in `metadata["grounding_skipped"]`.
-
-    :param state: The run's state.
-    :param reason: Why.
-    :returns: The new state (the answer and everything else unchanged).
-    """
+    """The state with grounding skipped: `grounding` `None`, `reason` in `metadata["grounding_skipped"]`."""
     return state.with_outcome(grounding=None).evolve(metadata={**state.metadata, SKIPPED_KEY: reason})
 
 
 def chunk_sources(state: LoopState) -> dict[str, dict[str, Any]]:
-    """
-    For each chunk id, the search that first returned it (from `tool_history`).
-
-    :param state: The run's state.
-    :returns: `{chunk_id: {"iteration": int, "query": str | None}}`.
-    """
+    """For each chunk id, the search that first returned it: `{chunk_id: {"iteration": int, "query": str | None}}`."""
     first: dict[str, dict[str, Any]] = {}
     for step in state.tool_history:
         for chunk_id in step.returned_chunk_ids:
@@ -80,16 +56,7 @@ def chunk_sources(state: LoopState) -> dict[str, dict[str, Any]]:
 
 
 def assemble(spans: list[dict[str, Any]], threshold: float, method: str, model: str, **extra: Any) -> dict[str, Any]:
-    """
-    The grounding dict from scored spans.
-
-    :param spans: Spans in answer order (`citations.settle`).
-    :param threshold: The support threshold.
-    :param method: `hhem` or `llm_judge`.
-    :param model: What scored them.
-    :param extra: Method-specific figures to include.
-    :returns: The grounding dict (see the module docstring).
-    """
+    """The grounding dict (module docstring) from scored spans in answer order, with `extra` figures."""
     weights = [max(1, span["end"] - span["start"]) for span in spans]
     total = sum(weights)
     score = sum(w * span["score"] for w, span in zip(weights, spans, strict=True)) / total if total else 0.0

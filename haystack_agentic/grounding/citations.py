@@ -2,35 +2,8 @@
 """
 Citations: which sentence of which chunk each claim of the answer rests on, with `[n]` markers in the answer.
 
-Every answer path ends in `cite`: the answer text, what the LLM cited and the chunks it was shown go in; the state
-comes out with `answer` carrying `[n]` markers and `citations` listing, per cited chunk of each claim, the chunk,
-the supporting sentence (`quote == chunk.content[start:end]`), the claim and the search that found the chunk.
-
-- **Markers** (`shown`: the numbered chunks of the answerer's and the fallback's prompts, `[1]` first): `[n]`,
-  `[n, m]` and `[n][m]` after a sentence cite `shown[n - 1]` for it.
-- **Ids** (`cited_ids`: the `answer` tool's `sources`, full ids or unique prefixes): each cites its chunk for the
-  claim it supports best; used only when the text has no valid marker.
-- **A location** (`located`: where a short answer was read): of the sentences saying the answer, the one that best
-  supports the whole claim (the check passes, then the most of the question said), the located one on a tie.
-- **Nothing cited**: the sentence of the shown chunks, then the run's others, that supports the claim best (ties:
-  the one saying more of the question, then the earlier); a name (an option of the question) is cited from its
-  own page (a chunk titled with it) when that page supports it.
-
-The answer is the LLM's text as written (a streamed answer was already shown): its markers keep the prompt's chunk
-numbers, and the markers the loop adds are appended after the text ("Paris is in France. [1]"). A chunk has one
-number per answer: its prompt number when the text has markers, else (and for chunks the prompt did not list) the
-next one in claim order. What the LLM gets wrong is recorded in `LoopState.metadata["citations_dropped"]`
-(`{"cited": "[7]" or the id, "reason": ...}`), never fatal: a marker with no such chunk stays in the text and cites
-nothing; markers where no chunks were numbered (a tool call's text, never streamed) are taken out; unknown ids.
-
-The offline check (`offline_support`): the claim's key entities (names, numbers, quoted strings) all occur in the
-cited sentence and at least `MIN_WORD_SHARE` of its content words (light stems); a claim that restates none of the
-question's words (a short answer) must also be about the question: the sentence or its chunk's title holds one of
-the question's words outside its names (the relation: "directed"), or one of its names when it has no other. A
-yes/no claim is checked as the question. A grounder (HHEM, LLM judge) re-judges each citation (`settle`) and the
-`grounding` result is derived from the citations, so the two never disagree.
-
-Citation dict::
+The rules (markers, ids, a located short answer, nothing cited; the offline check) are in docs/decisions.md
+("Citations"). Citation dict::
 
     {"n": 1, "document_id": str, "title": str | None, "quote": str, "start": int, "end": int, "claim": str,
      "search": {"iteration": int, "query": str | None} | None, "supported": bool | None,
@@ -39,23 +12,18 @@ Citation dict::
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from haystack import Document, logging
 
 from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.evidence.features import chunk_title, contains_phrase, key_entities, question_terms, tokens
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
-from haystack_agentic.evidence.features import chunk_title, key_entities, question_terms, tokens
-from haystack_agentic.text import stem, strip_qualifier
-from haystack_agentic.grounding.markers import (  # noqa: F401 - MARKER_RE, strip_markers re-exported
-    MARKER_RE,
-    append_markers,
-    insert_markers,
-    strip_markers,
-)
+from haystack_agentic.grounding.markers import MARKER_RE, append_markers, insert_markers, strip_markers  # noqa: F401
 from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
 from haystack_agentic.llm.result_digests import find_chunk
+from haystack_agentic.text import stem, strip_qualifier
 
 logger = logging.getLogger(__name__)
 
@@ -69,15 +37,15 @@ MIN_WORD_SHARE = 0.5
 #: Yes/no answers carry no claim of their own: the question is what they assert.
 _YES_NO = frozenset({"yes", "no"})
 
+_NO_SEARCH = {"iteration": None, "query": None}
+
+Cited = list[tuple[Document, tuple[int, int] | None]]
+
 
 def draft_sources(state: LoopState) -> list[str]:
     """
-    The chunk ids the controller's last `answer` tool call cited (its `sources` argument), as strings: a single
-    value counts as a list of one, and whatever is not an id (a number, an object) is kept as text, so `cite`
-    drops and records it.
-
-    :param state: The run's state.
-    :returns: The ids as the model wrote them, or `[]`.
+    The `sources` of the controller's last `answer` tool call, as non-empty strings (a single value counts as a list
+    of one; a non-id is kept as text so `cite` drops and records it); `[]` without any.
     """
     for step in reversed(state.tool_history):
         if step.action == "answer":
@@ -99,7 +67,7 @@ def cite(
     language: str = "en",
 ) -> LoopState:
     """
-    Set the answer with its `[n]` markers and its checked citations (see the module docstring).
+    Set the answer with its `[n]` markers and its checked citations (see docs/decisions.md, "Citations").
 
     :param state: The ended run's state (its chunks and tool history name the chunks and the searches).
     :param text: The answer as the LLM (or the short-answer rule) wrote it, markers included.
@@ -115,15 +83,15 @@ def cite(
     if not shown:  # nothing was numbered (a tool call's text, never streamed): its markers point at nothing
         dropped.extend(
             {"cited": f"[{number}]", "reason": "no numbered chunks were shown here; cite ids"}
-            for _, numbers in _claims(text, language) for number in numbers
+            for _, numbers, _ in _claims(text, language) for number in numbers
         )  # fmt: skip
         text = MARKER_RE.sub("", text or "")
     claims = _claims(text, language)
     # Where a claim nobody cited is looked up: the shown chunks first, then the run's others.
     pool = [*shown, *(doc for doc in state.chunks if all(doc.id != s.id for s in shown))]
-    cited: list[list[tuple[Document, tuple[int, int] | None]]] = [[] for _ in claims]
+    cited: list[Cited] = [[] for _ in claims]
     by_llm: set[int] = set()  # the claims cited by the LLM (a valid marker or id) or by where they were read
-    for index, (_, markers) in enumerate(claims):
+    for index, (_, markers, _) in enumerate(claims):
         for number in markers:
             if 1 <= number <= len(shown):
                 by_llm.add(index)
@@ -143,31 +111,22 @@ def cite(
             best = max(range(len(claims)), key=lambda i: (_best_sentence(claims[i][0], doc, state.question)[0], i))
             _add(cited[best], doc, None)
             by_llm.add(best)
-    for index, (claim, _) in enumerate(claims):
+    for index, (claim, _, _) in enumerate(claims):
         if index in by_llm or not claim:
-            continue  # what the LLM cited stands
-        own = _own_page(claim, pool, state.question)
-        if own is not None:  # a name is cited from its own page when that page supports the claim
-            cited[index] = [own]
-        elif not cited[index]:
-            found = _best_in(claim, pool, state.question)
-            if found is not None:
-                cited[index].append(found)
-    return _with_citations(state, text, claims, cited, dropped, shown, language)
+            continue  # what the LLM cited stands; a name is cited from its own page when that page supports it
+        found = _own_page(claim, pool, state.question) or _best_in(claim, pool, state.question)
+        if found is not None:
+            cited[index] = [found]
+    return _with_citations(state, text, claims, cited, dropped, shown)
 
 
-def _add(entries: list[tuple[Document, tuple[int, int] | None]], doc: Document, at: tuple[int, int] | None) -> None:
+def _add(entries: Cited, doc: Document, at: tuple[int, int] | None) -> None:
     if all(existing.id != doc.id for existing, _ in entries):
         entries.append((doc, at))
 
 
-def _claims(text: str, language: str) -> list[tuple[str, list[int]]]:
-    """The answer's `(claim without markers, marker numbers)`; a markers-only sentence's go to the one before."""
-    return [(claim, numbers) for claim, numbers, _ in _claim_sentences(text, language)]
-
-
-def _claim_sentences(text: str, language: str) -> list[tuple[str, list[int], int]]:
-    """`_claims` with the offset in `text` one past each claim's sentence."""
+def _claims(text: str, language: str) -> list[tuple[str, list[int], int]]:
+    """The answer's `(claim without markers, marker numbers, end offset)`; a markers-only sentence's go before."""
     claims: list[tuple[str, list[int], int]] = []
     for sentence in split_sentences(text or "", language):
         numbers = [int(n) for match in MARKER_RE.finditer(sentence.text) for n in re.split(r"\s*,\s*", match.group(1))]
@@ -183,15 +142,14 @@ def _claim_sentences(text: str, language: str) -> list[tuple[str, list[int], int
 def _with_citations(
     state: LoopState,
     text: str,
-    claims: list[tuple[str, list[int]]],
-    cited: list[list[tuple[Document, tuple[int, int] | None]]],
+    claims: list[tuple[str, list[int], int]],
+    cited: list[Cited],
     dropped: list[dict[str, str]],
     shown: Sequence[Document],
-    language: str,
 ) -> LoopState:
     """Number the citations, append the markers the loop added to the text, check each citation offline."""
     sources = chunk_sources(state)
-    written = [number for _, numbers in claims for number in numbers]
+    written = [number for _, numbers, _ in claims for number in numbers]
     # The LLM's markers stand as written, so chunks keep the numbers the prompt gave them; without any, the
     # citations are numbered 1, 2, ... in claim order. Either way one chunk has one number.
     number_of = {doc.id: i + 1 for i, doc in enumerate(shown)} if written else {}
@@ -199,7 +157,7 @@ def _with_citations(
     citations: list[dict[str, Any]] = []
     added: list[int] = []  # the numbers the loop cites beyond the LLM's markers, in claim order
     in_place: list[list[int]] = [[] for _ in claims]  # the same, per claim
-    for (claim, marks), entries, own in zip(claims, cited, in_place, strict=True):
+    for (claim, marks, _), entries, own in zip(claims, cited, in_place, strict=True):
         for doc, at in entries:
             if doc.id not in number_of:
                 last += 1
@@ -209,18 +167,18 @@ def _with_citations(
             around = _sentence_around(doc, *at) if at is not None else None
             start, end = around or _best_sentence(claim, doc, state.question)[1]
             quote = (doc.content or "")[start:end]
-            supported = offline_support(claim, quote, state.question, (doc.meta or {}).get("title"))
+            title = (doc.meta or {}).get("title")
             citations.append(
                 {
                     "n": number,
                     "document_id": doc.id,
-                    "title": (doc.meta or {}).get("title"),
+                    "title": title,
                     "quote": quote,
                     "start": start,
                     "end": end,
                     "claim": claim,
                     "search": sources.get(doc.id),
-                    "supported": supported,
+                    "supported": offline_support(claim, quote, state.question, title),
                     "check": "offline",
                 }
             )
@@ -234,9 +192,9 @@ def _with_citations(
     else:
         metadata.pop(DROPPED_KEY, None)
     # A text the answer's prompt numbered chunks for may have streamed as written: the loop's markers go after it.
-    # Any other (a tool call's argument, a draft, an answer re-cited by a grounder) was never streamed, so each
-    # marker goes on the sentence it cites.
-    ends = [end for _, _, end in _claim_sentences(text, language)]
+    # Any other (a tool call's argument, a draft, an answer re-cited by a grounder) never streamed: each marker goes
+    # on the sentence it cites.
+    ends = [end for _, _, end in claims]
     answer = append_markers(text, added) if shown else insert_markers(text, ends, in_place)
     return state.with_outcome(answer=answer, citations=tuple(citations)).evolve(metadata=metadata)
 
@@ -303,19 +261,16 @@ def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Docu
         if not title or title != name:
             continue
         score, (start, end) = _best_sentence(claim, doc, question)
-        title_text = (doc.meta or {}).get("title")
-        if score[0] > 0 and offline_support(claim, (doc.content or "")[start:end], question, title_text):
+        quote, title_text = (doc.content or "")[start:end], (doc.meta or {}).get("title")
+        if score[0] > 0 and offline_support(claim, quote, question, title_text):
             return doc, (start, end)
     return None
 
 
 def _best_in(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
     """The chunk sentence that supports `claim` best among `pool` (as `_best_sentence`; ties: the earlier chunk)."""
-    best: tuple[tuple[float, float], Document, tuple[int, int]] | None = None
-    for doc in pool:
-        score, span = _best_sentence(claim, doc, question)
-        if score[0] > 0 and (best is None or score > best[0]):
-            best = (score, doc, span)
+    scored = [(score, doc, span) for doc in pool for score, span in [_best_sentence(claim, doc, question)]]
+    best = max([found for found in scored if found[0][0] > 0], key=lambda found: found[0], default=None)
     return (best[1], best[2]) if best else None
 
 
@@ -338,21 +293,14 @@ def _overlap(terms: tuple[list[tuple[str, ...]], set[str]], sentence: str) -> fl
 
 def _phrase_in(phrase: Sequence[str], words: Sequence[str]) -> bool:
     """Whether a name is in the words: as a phrase, or all its words ("Lev Ivanovich Yashin" has "Lev Yashin")."""
-    size = len(phrase)
-    if any(tuple(words[i : i + size]) == tuple(phrase) for i in range(len(words) - size + 1)):
-        return True
-    return size > 1 and set(phrase) <= set(words)
+    return contains_phrase(words, phrase) or (len(phrase) > 1 and set(phrase) <= set(words))
 
 
 def offline_support(claim: str, quote: str, question: str, title: str | None = None) -> bool:
     """
-    The offline check of one citation (see the module docstring).
-
-    :param claim: The answer sentence, without markers.
-    :param quote: The cited sentence.
-    :param question: The run's question.
-    :param title: The cited chunk's title (counts as the sentence's subject for the question test).
-    :returns: Whether the quote supports the claim.
+    The offline check of one citation (docs/decisions.md, "Citations"): whether `quote` (the cited sentence)
+    supports `claim` (an answer sentence without markers) for `question`; `title` (the cited chunk's) counts as the
+    sentence's subject.
     """
     entities, words = _terms(claim, question)
     if not entities and not words:
@@ -364,30 +312,21 @@ def offline_support(claim: str, quote: str, question: str, title: str | None = N
     if words and len(words & stems) / len(words) < MIN_WORD_SHARE:
         return False
     if not {stem(w) for w in question_terms(question)} & words:  # a bare answer: the quote must be about the question
-        if not _about_question(question, quote_tokens + tokens(title or "")):
-            return False
+        return _about_question(question, quote_tokens + tokens(title or ""))
     return True
 
 
 def _about_question(question: str, context: list[str]) -> bool:
     """Whether the context holds a question word outside its names (the relation), else one of its names."""
     names = [toks for _, toks in key_entities(question)]
-    in_names = {stem(t) for toks in names for t in toks}
-    relation = {stem(w) for w in question_terms(question)} - in_names
+    relation = {stem(w) for w in question_terms(question)} - {stem(t) for toks in names for t in toks}
     if relation:
         return bool(relation & {stem(t) for t in context})
     return any(_phrase_in(name, context) for name in names)
 
 
 def claim_sentences(answer: str, language: str = "en") -> list[Sentence]:
-    """
-    The answer's sentences as grounding spans see them (offsets into the marked answer), markers-only sentences
-    left out.
-
-    :param answer: The answer, with markers.
-    :param language: Sentence splitter language.
-    :returns: The sentences.
-    """
+    """The answer's sentences (offsets into the marked answer), markers-only sentences left out."""
     return [s for s in split_sentences(answer or "", language) if re.search(r"\w", strip_markers(s.text))]
 
 
@@ -401,21 +340,11 @@ def settle(
     **extra: Any,
 ) -> dict[str, Any]:
     """
-    Apply a grounder's verdicts to the citations and derive the `grounding` result from them (one record).
+    Apply a grounder's `verdicts` (a score in [0, 1] per citation, `None` keeps the offline verdict; supported at
+    `>= threshold`; `method` becomes their `check`) and derive the `grounding` dict (`assembly`) from them: each
+    answer sentence is a span with its citations' best score, supported when one of them is.
 
-    Each answer sentence is one span: its score is the best score of its citations (0.0 without any), it is
-    supported when one of its citations is, and its `chunk_ids` / `sources` are the supported citations' chunks.
-
-    :param state: The ended run, with `citations`.
-    :param verdicts: One score in [0, 1] per citation (same order), or `None` for a citation the grounder could
-        not judge (its offline verdict stays).
-    :param threshold: A citation is supported at `score >= threshold`.
-    :param method: `hhem` or `llm_judge` (the citations' new `check`).
-    :param model: What scored them.
-    :param language: Sentence splitter language.
-    :param extra: Method-specific figures for the grounding dict.
-    :returns: `{"citations": tuple of updated citation dicts, "grounding": the grounding dict}` (see
-        `haystack_agentic.grounding.assembly`; spans also list their citation numbers under `citations`).
+    :returns: `{"citations": the updated citation dicts (tuple), "grounding": the grounding dict}`.
     """
     citations, scores = [], []
     for citation, score in zip(state.outcome.citations, verdicts, strict=True):
@@ -437,14 +366,9 @@ def settle(
                 "score": round(max((scores[i] for i in mine), default=0.0), 4),
                 "supported": bool(supporting),
                 "chunk_ids": list(dict.fromkeys(c["document_id"] for c in supporting)),
-                "sources": [
-                    {"chunk_id": c["document_id"], "title": c["title"], **(c["search"] or _NO_SEARCH)}
-                    for c in supporting
-                ],
+                "sources": [{"chunk_id": c["document_id"], "title": c["title"], **(c["search"] or _NO_SEARCH)}
+                            for c in supporting],
                 "citations": [citations[i]["n"] for i in mine],
             }
         )
     return {"citations": tuple(citations), "grounding": assemble(spans, threshold, method, model, **extra)}
-
-
-_NO_SEARCH = {"iteration": None, "query": None}

@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Loading Vectara's HHEM-2.1-Open for `HHEMGrounder`: natively into transformers' own `T5ForTokenClassification`
-(weights and JSON only, no code from the model repository), or, opted in, through the repository's remote code.
-See `haystack_agentic.components.grounders.hhem_grounder` for why.
+Loading Vectara's HHEM-2.1-Open for `HHEMGrounder`: natively into transformers' `T5ForTokenClassification` (weights
+and JSON only), or, opted in, through the repository's remote code (see `components/grounders/hhem_grounder.py`).
 """
 
 import json
@@ -29,12 +28,7 @@ class HHEMUnavailableError(RuntimeError):
 
 
 def pick_device(device: str | None) -> str:
-    """
-    The torch device to run on.
-
-    :param device: `None` / `"auto"` (CUDA, then Apple MPS, then CPU) or a torch device string (`"cpu"`, `"cuda:1"`).
-    :returns: The device string.
-    """
+    """The torch device: `device` itself, or for `None` / `"auto"` CUDA, then Apple MPS, then CPU."""
     if device and device != "auto":
         return device
     import torch  # noqa: PLC0415
@@ -46,41 +40,30 @@ def pick_device(device: str | None) -> str:
     return "cpu"
 
 
-def _checkpoint_dir(model: str, revision: str | None, local_files_only: bool) -> Path:
-    path = Path(model).expanduser()
-    if path.is_dir():
-        return path
-    from huggingface_hub import snapshot_download  # noqa: PLC0415
+def _checkpoint(model: str, revision: str | None, foundation: str | None, local: bool) -> tuple[Path, dict, str]:
+    """The checkpoint's folder (a local one, the Hub cache or a download), its `config.json` and its foundation."""
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        from huggingface_hub import snapshot_download  # noqa: PLC0415
 
-    return Path(
-        snapshot_download(
-            repo_id=model,
-            revision=revision,
-            allow_patterns=["*.json", "*.safetensors", "*.bin"],
-            local_files_only=local_files_only,
-        )
-    )
+        patterns = ["*.json", "*.safetensors", "*.bin"]
+        found = snapshot_download(repo_id=model, revision=revision, allow_patterns=patterns, local_files_only=local)
+        folder = Path(found)
+    config_path = folder / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
+    return folder, config, foundation or config.get("foundation") or HHEM_FOUNDATION
 
 
 def hhem_missing(
     model: str | None, revision: str | None = None, foundation: str | None = None, local_files_only: bool = False
 ) -> str | None:
     """
-    Why an HHEM checkpoint cannot load, found without loading it: the checkpoint folder (a local folder or the Hub
-    cache, or a download when Hub access is allowed) and the foundation's `config.json`.
-
-    :param model: Hub id or local folder of the checkpoint (`None`: `HHEM_MODEL`).
-    :param revision: Hub revision of the checkpoint.
-    :param foundation: Hub id or local folder of the foundation (`None`: the checkpoint's `foundation`).
-    :param local_files_only: Never contact the Hub.
-    :returns: `None` when the files are there; else the reason, as `HHEMGrounder.load_error` words it.
+    Why an HHEM checkpoint (Hub id or folder; `None`: `HHEM_MODEL`) cannot load, found without loading it (its folder
+    and the foundation's `config.json`): the reason as `HHEMGrounder.load_error` words it, or `None`.
     """
     model = model or HHEM_MODEL
     try:
-        folder = _checkpoint_dir(model, revision, local_files_only)
-        config_path = folder / "config.json"
-        hhem_config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
-        foundation = foundation or hhem_config.get("foundation") or HHEM_FOUNDATION
+        _, _, foundation = _checkpoint(model, revision, foundation, local_files_only)
         if Path(foundation).expanduser().is_dir():
             found = (Path(foundation).expanduser() / "config.json").exists()
         elif local_files_only:
@@ -101,43 +84,28 @@ def _read_weights(folder: Path) -> dict[str, Any]:
     if safetensors_files:
         from safetensors.torch import load_file  # noqa: PLC0415
 
-        weights: dict[str, Any] = {}
-        for file in safetensors_files:
-            weights.update(load_file(str(file)))
-        return weights
+        return {key: value for file in safetensors_files for key, value in load_file(str(file)).items()}
     bins = sorted(folder.glob("pytorch_model*.bin"))
     if not bins:
         raise HHEMUnavailableError(f"{folder} has no *.safetensors or pytorch_model*.bin weights")
     import torch  # noqa: PLC0415
 
-    weights = {}
-    for file in bins:
-        weights.update(torch.load(str(file), map_location="cpu", weights_only=True))
-    return weights
+    return {k: v for file in bins for k, v in torch.load(str(file), map_location="cpu", weights_only=True).items()}
 
 
 def load_hhem_native(
     model: str, revision: str | None, foundation: str | None, local_files_only: bool, device: str
 ) -> tuple[Any, Any, str]:
     """
-    Load an HHEM-2.1-Open checkpoint into transformers' own `T5ForTokenClassification` (no remote code).
+    Load an HHEM-2.1-Open checkpoint (Hub id or folder) into transformers' own `T5ForTokenClassification` (no remote
+    code), with its foundation's config and tokenizer (`None`: the one its `config.json` names).
 
-    :param model: Hub id or local folder of the checkpoint (`config.json` + weights).
-    :param revision: Hub revision (commit, tag or branch) of the checkpoint.
-    :param foundation: Hub id or local folder of the foundation (config + tokenizer); `None`: the checkpoint's
-        `config.json` `foundation` (`google/flan-t5-base` for HHEM-2.1-Open).
-    :param local_files_only: Never contact the Hub (use local folders or the Hub cache only).
-    :param device: Torch device.
     :returns: `(model, tokenizer, prompt)`.
     :raises HHEMUnavailableError: If the files are missing or the weights do not fit.
     """
     from transformers import AutoConfig, AutoTokenizer, T5ForTokenClassification  # noqa: PLC0415
 
-    folder = _checkpoint_dir(model, revision, local_files_only)
-    config_path = folder / "config.json"
-    hhem_config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
-    foundation = foundation or hhem_config.get("foundation") or HHEM_FOUNDATION
-    prompt = hhem_config.get("prompt") or HHEM_PROMPT
+    folder, hhem_config, foundation = _checkpoint(model, revision, foundation, local_files_only)
     t5_config = AutoConfig.from_pretrained(foundation, local_files_only=local_files_only)
     t5_config.num_labels = 2
     network = T5ForTokenClassification(t5_config)
@@ -151,17 +119,13 @@ def load_hhem_native(
         )
     tokenizer = AutoTokenizer.from_pretrained(foundation, local_files_only=local_files_only)
     network.to(device).eval()
-    return network, tokenizer, prompt
+    return network, tokenizer, hhem_config.get("prompt") or HHEM_PROMPT
 
 
 def load_hhem_remote_code(model: str, revision: str | None, local_files_only: bool, device: str) -> tuple[Any, Any, str]:
     """
-    Load HHEM through the checkpoint repository's own modeling code (`trust_remote_code=True`).
+    Load HHEM through the checkpoint repository's own modeling code (`trust_remote_code=True`; pin `revision`).
 
-    :param model: Hub id or local folder.
-    :param revision: Hub revision; pin it, since the code it runs comes from that revision.
-    :param local_files_only: Never contact the Hub.
-    :param device: Torch device.
     :returns: `(model, tokenizer, prompt)` where `model` is the wrapped `T5ForTokenClassification`.
     :raises HHEMUnavailableError: If the loaded class does not expose HHEM's `t5` and tokenizer.
     """

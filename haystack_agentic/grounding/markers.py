@@ -9,13 +9,7 @@ MARKER_RE = re.compile(r"[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 
 
 def strip_markers(text: str | None) -> str | None:
-    """
-    The text without its `[n]` markers (the answer as evaluators compare it, and as a conversation carries it on:
-    "Adriana Trigiani [1]" -> "Adriana Trigiani").
-
-    :param text: Text with markers, or `None`.
-    :returns: The text without them, stripped (`None` for `None`).
-    """
+    """The text without its `[n]` markers, stripped ("Adriana Trigiani [1]" -> "Adriana Trigiani"); `None` stays."""
     return None if text is None else MARKER_RE.sub("", text).strip()
 
 
@@ -29,10 +23,7 @@ def append_markers(text: str, numbers: Sequence[int]) -> str:
 
 
 def insert_markers(text: str, ends: Sequence[int], numbers: Sequence[Sequence[int]]) -> str:
-    """
-    `text` with `numbers[i]`'s markers on the sentence that ends at offset `ends[i]`: before its final `.`, `!` or
-    `?`, after its last word ("Paris is in France [1]. It is big [2]").
-    """
+    """`text` with `numbers[i]`'s markers before the final `.!?` of the sentence ending at `ends[i]` ("big [2].")."""
     answer = text or ""
     for end, marks in sorted(zip(ends, numbers, strict=False), reverse=True):
         if marks:

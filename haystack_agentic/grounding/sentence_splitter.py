@@ -1,20 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Split an answer into sentences with character offsets, for sentence-level grounding.
+Split an answer into sentences with character offsets (`text[start:end] == sentence.text`), for grounding.
 
-The boundaries come from `pysbd` (rule-based Sentence Boundary Disambiguation, pure Python, no model or download,
-installed with the `grounding` extra): it knows abbreviations ("Dr.", "e.g."), decimals and money ("$3.50"),
-numbered lists, quotes and parentheses, and CJK sentence ends ("。"). This module adds what grounding needs on
-top of it:
-
-- offsets that always index back into the original text (`text[start:end] == sentence.text`), from pysbd's own
-  character spans (`char_span=True`); text pysbd leaves out of every span becomes a span of its own;
-- Markdown awareness: a line break before a list item, heading or quote always ends a sentence, and the markers
-  themselves (`#`, `-`, `*`, `1.`, `>`) are outside the span;
-- no empty spans: whitespace and pure punctuation / Markdown rules (`---`, fences) are dropped.
-
-Without `pysbd` a plain fallback (sentence-final punctuation followed by a space or line break) is used, with a
-warning; it gets abbreviations wrong.
+Boundaries come from `pysbd` (rule-based, the `grounding` extra; abbreviations, decimals, lists, CJK ends); a line
+break before a Markdown block always ends a sentence, block markers and empty spans are dropped. Without `pysbd` a
+plain punctuation splitter is used, with a warning.
 """
 
 import re
@@ -33,13 +23,7 @@ _FALLBACK_END = re.compile(r"(?<=[.!?。！？])[\"'”’)\]]*(?:\s+|(?=\S)(?<=
 
 @dataclass(frozen=True)
 class Sentence:
-    """
-    One sentence of a text.
-
-    :param text: The sentence, exactly `original[start:end]` (Markdown block markers and outer whitespace excluded).
-    :param start: Character offset of its first character in the original text.
-    :param end: Character offset one past its last character.
-    """
+    """One sentence: `text == original[start:end]` (block markers and outer whitespace excluded)."""
 
     text: str
     start: int
@@ -86,10 +70,7 @@ def _fill_gaps(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]
 
 def _split_blocks(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """Split one span at line breaks that start a Markdown block (list item, heading, quote, blank line)."""
-    cuts = [start]
-    for match in _BLOCK_START.finditer(text, start, end):
-        cuts.append(match.start() + 1)
-    cuts.append(end)
+    cuts = [start, *(match.start() + 1 for match in _BLOCK_START.finditer(text, start, end)), end]
     return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if a < b]
 
 
@@ -113,36 +94,19 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int] | None:
 
 
 def split_sentences(text: str, language: str = "en") -> list[Sentence]:
-    """
-    Split a text into sentences with character offsets.
-
-    :param text: The text (an answer; Markdown allowed).
-    :param language: ISO 639-1 code of the pysbd rules to use (default `en`; its rules also end sentences at
-        CJK "。！？").
-    :returns: The sentences in order; `text[s.start:s.end] == s.text` for each. Empty for a blank text.
-    """
+    """The sentences of a text (Markdown allowed), in order, by the pysbd rules of `language` (ISO 639-1)."""
     if not text or not text.strip():
         return []
     spans = _library_spans(text, language)
     spans = _fill_gaps(text, _fallback_spans(text) if spans is None else spans)
-    sentences = []
-    for start, end in spans:
-        for block_start, block_end in _split_blocks(text, start, end):
-            trimmed = _trim(text, block_start, block_end)
-            if trimmed is not None:
-                sentences.append(Sentence(text=text[trimmed[0] : trimmed[1]], start=trimmed[0], end=trimmed[1]))
-    return sentences
+    trimmed = [_trim(text, *block) for start, end in spans for block in _split_blocks(text, start, end)]
+    return [Sentence(text=text[a:b], start=a, end=b) for a, b in filter(None, trimmed)]
 
 
 _EMPHASIS = re.compile(r"(\*\*|__|`+|~~)")
 
 
 def plain(sentence: str) -> str:
-    """
-    The sentence as a claim to check: Markdown emphasis, code ticks and link targets removed.
-
-    :param sentence: A sentence from `split_sentences`.
-    :returns: The plain text.
-    """
+    """The sentence as a claim to check: Markdown emphasis, code ticks and link targets removed."""
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", sentence)
     return _EMPHASIS.sub("", text).strip()

@@ -1,17 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-A deterministic multi-hop search policy: follow the bridge entities that retrieved chunks mention.
-
-Without an LLM to route, an agentic loop can still do multi-hop retrieval: search the question,
-then search the entities that the best retrieved chunks mention but the question does not (the
-*bridge entities*, recognised as the titles of other documents in the store), then answer.
+A deterministic multi-hop search policy: search the question, then the *bridge entities* (titles of other documents
+in the store) that the best chunks mention but the question does not, then answer.
 """
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from haystack import Document, logging
+from haystack import Document
 
 from haystack_agentic.dataclasses.loop_state import merge_chunks
 from haystack_agentic.policies.entity_scoring import (
@@ -19,8 +16,6 @@ from haystack_agentic.policies.entity_scoring import (
 )
 from haystack_agentic.policies.mention_search import covers_open_words, mentions_search
 from haystack_agentic.text import STOPWORDS, WORD_RE, content_words, fold, folded_words, strip_qualifier
-
-logger = logging.getLogger(__name__)
 
 #: Longest title alias indexed, in tokens: longer titles are lists and descriptions, not names a chunk repeats.
 MAX_ALIAS_TOKENS = 12
@@ -30,21 +25,9 @@ MENTION_CACHE_SIZE = 4096
 
 
 def title_aliases(title: str) -> set[tuple[str, ...]]:
-    """
-    The folded token tuples a title can be mentioned as, with and without its "(qualifier)"; stopword-only ones dropped.
-
-    `"Big Stone Gap (film)"` gives `("big", "stone", "gap", "film")` and `("big", "stone", "gap")`.
-    """
-    forms = {title}
-    bare = strip_qualifier(title)
-    if bare:
-        forms.add(bare)
-    aliases = set()
-    for form in forms:
-        toks = tuple(folded_words(form))
-        if toks and not all(t in STOPWORDS for t in toks):
-            aliases.add(toks)
-    return aliases
+    """The folded token tuples of a title with and without its "(qualifier)", stopword-only ones dropped."""
+    forms = {tuple(folded_words(form)) for form in (title, strip_qualifier(title)) if form}
+    return {toks for toks in forms if toks and not all(t in STOPWORDS for t in toks)}
 
 
 @dataclass(frozen=True)
@@ -58,37 +41,13 @@ class Mention:
 
 class BridgeEntityPolicy:
     """
-    Decides what to search next in a multi-hop question, without an LLM.
+    Decides what to search next in a multi-hop question, without an LLM (`BridgeEntityRouter` runs it in the loop).
 
     Search the question (`first_top_k` chunks), then up to `max_follow_ups` times the best next entity
     (`follow_up_top_k` chunks, filtered to its page by `meta.title`). Titles are matched through a token n-gram
     index of the store's `meta["title"]` values (case, accents, punctuation and a trailing "(qualifier)" ignored;
     a mention starts with a capital or a digit). Keep `max_chunks` within the loop's chunk cap: BM25 scores of
     different queries are not comparable, and evicting the lowest score would drop the follow-up chunks.
-
-    Usage example:
-    ```python
-    from haystack import Document
-    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
-    from haystack.document_stores.in_memory import InMemoryDocumentStore
-    from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy
-
-    store = InMemoryDocumentStore()
-    store.write_documents([
-        Document(content="Big Stone Gap is a 2014 American romantic comedy film directed by Adriana Trigiani.",
-                 meta={"title": "Big Stone Gap (film)"}),
-        Document(content="Adriana Trigiani is an Italian American author based in Greenwich Village, New York City.",
-                 meta={"title": "Adriana Trigiani"}),
-    ])
-    retriever = InMemoryBM25Retriever(store)
-    policy = BridgeEntityPolicy.from_documents(store.filter_documents(), first_top_k=1, max_follow_ups=1)
-    chunks, queries = policy.collect(
-        'The director of the romantic comedy "Big Stone Gap" is based in what New York city?',
-        retrieve=lambda query, top_k, filters: retriever.run(query=query, top_k=top_k, filters=filters)["documents"],
-    )
-    print(queries)  # [the question, 'Adriana Trigiani']
-    print([c.meta["title"] for c in chunks])  # ['Big Stone Gap (film)', 'Adriana Trigiani']
-    ```
     """
 
     def __init__(
@@ -105,23 +64,11 @@ class BridgeEntityPolicy:
         generic_share: float | None = 0.05,
     ) -> None:
         """
-        Build the title index (defaults are `BridgeEntityRouter`'s).
+        Build the title index; the parameters are `BridgeEntityRouter`'s (see there), plus:
 
         :param titles: The titles of the documents in the store (duplicates are fine).
-        :param first_top_k: Chunks to retrieve for the question itself (default 4).
-        :param follow_up_top_k: Chunks to retrieve per bridge-entity search (default 1).
-        :param max_follow_ups: Bridge-entity searches after the first search (default 2).
-        :param scan_top_chunks: How many of the best chunks are scanned for mentions (default 2).
         :param pages: The store's statistics the candidates are scored with (`from_documents` builds it); without
             it every page looks the same.
-        :param mentions: When no page is left to follow, propose a search for the chunks that mention the best
-            scanned name with the question's open words, excluding retrieved pages (default True).
-        :param stop_when_covered: Stop following when the last follow-up's chunks say every question word the
-            other chunks do not: the chain looks complete (default True).
-        :param scan_named_first: Scan the chunks of pages the question names before the others (the next hop
-            hangs off the question's own entity, even when its page ranks low); default True.
-        :param generic_share: With `mentions`, pages that share no open question word and whose mention's words are
-            (mean IDF) in more than this share of the chunks go after the mentions search (default 0.05; None: off).
         :raises ValueError: If a top-k, `max_follow_ups` or `scan_top_chunks` is out of range.
         """
         if first_top_k < 1 or follow_up_top_k < 1:
@@ -150,8 +97,8 @@ class BridgeEntityPolicy:
                 self._index.setdefault(alias, []).append(title)
         # Longest alias starting with each token: most tokens start none, so most positions cost one lookup.
         self._max_len_from: dict[str, int] = {}
-        for alias in self._index:
-            self._max_len_from[alias[0]] = max(self._max_len_from.get(alias[0], 0), len(alias))
+        for alias in sorted(self._index, key=len):
+            self._max_len_from[alias[0]] = len(alias)
         self._mention_cache: dict[str, list[Mention]] = {}
 
     @classmethod
@@ -203,9 +150,6 @@ class BridgeEntityPolicy:
         self._mention_cache[text] = mentions
         return list(mentions)
 
-    def _in_question(self, title: str, q_joined: str) -> bool:
-        return any(f" {' '.join(alias)} " in q_joined for alias in self._aliases.get(title, ()))
-
     def scored_candidates(
         self, question: str, chunks: Sequence[Document], searched: Iterable[str] = ()
     ) -> list[Candidate]:
@@ -228,8 +172,8 @@ class BridgeEntityPolicy:
                         continue
                     if fold(self._query_for(title)).strip() in searched_norm:
                         continue
-                    if self._in_question(title, q_joined):
-                        continue
+                    if any(f" {' '.join(alias)} " in q_joined for alias in self._aliases.get(title, ())):
+                        continue  # the question names it
                     candidate = score_candidate(
                         self.pages, title, words, q_words, said, chunk.meta.get("title") or "", rank,
                         mention.start / max(len(text), 1),
@@ -250,7 +194,6 @@ class BridgeEntityPolicy:
         chunks' bridge titles (`scored_candidates`) but generic pages, a mentions search when no page is left,
         then the generic pages.
 
-        :param question: The user's question.
         :param chunks: The chunks retrieved so far, best first.
         :param searched: The queries already made (the question included), compared case- and accent-insensitively.
         :param latest: Ids of the chunks the last follow-up returned.
@@ -258,14 +201,15 @@ class BridgeEntityPolicy:
             carries a `meta.title ==` filter (AND it with any user filters); `why` explains the choice for the trace.
         """
         newest = [c for c in chunks if c.id in set(latest)]
-        if self.scan_named_first:
-            chunks = named_first(chunks, {t for m in self.find_mentions(question) for t in m.titles})
+        if self.scan_named_first:  # the chunks of pages the question names first, each group in the given order
+            named = {t for m in self.find_mentions(question) for t in m.titles}
+            chunks = sorted(chunks, key=lambda c: c.meta.get("title") not in named)
         searches = self._scored_searches(question, chunks, searched)
         if self.stop_when_covered and newest and covers_open_words(question, chunks, newest):
             return [s for s in searches if s["why"].startswith("the question names")]
         return searches
 
-    def _page_search(self, title: str, question: str, why: str) -> dict[str, Any]:
+    def _page_search(self, title: str, why: str) -> dict[str, Any]:
         filters = {"field": "meta.title", "operator": "==", "value": title}
         return {"query": self._query_for(title), "filters": filters, "top_k": self.follow_up_top_k, "why": why}
 
@@ -276,19 +220,19 @@ class BridgeEntityPolicy:
         for mention in self.find_mentions(question):
             for title in mention.titles:
                 if title not in retrieved and fold(self._query_for(title)).strip() not in searched_norm:
-                    out.append(self._page_search(title, question, f"the question names {title!r}"))
+                    out.append(self._page_search(title, f"the question names {title!r}"))
         pages = self.scored_candidates(question, chunks, searched)
         strong = pages
         if self._generic_below is not None:  # generic pages ("United States") wait behind the mentions search
             strong = [c for c in strong if not is_generic(c, self._generic_below)]
-        out += [self._page_search(c.title, question, "page " + c.explain()) for c in strong]
+        out += [self._page_search(c.title, "page " + c.explain()) for c in strong]
         if self.mentions and not out:  # only when no page is left to follow (and so only computed then)
             search = mentions_search(self.pages, question, chunks, searched, self.scan_top_chunks, self.follow_up_top_k)
             if search is not None:
                 below = self._generic_below
                 later = [c.title for c in pages if below is not None and is_generic(c, below)][:3]
                 out.append({**search, "why": search["why"] + (f"; before generic pages {later}" if later else "")})
-        out += [self._page_search(c.title, question, "page " + c.explain()) for c in pages if c not in strong]
+        out += [self._page_search(c.title, "page " + c.explain()) for c in pages if c not in strong]
         return out
 
     def collect(
@@ -298,12 +242,10 @@ class BridgeEntityPolicy:
         chunk_cap: int | None = None,
     ) -> tuple[list[Document], list[str]]:
         """
-        Run the whole policy as the loop would: the question, then the first of `next_searches` per follow-up, chunks
-        merged as in `LoopState`.
+        Run the policy as the loop would: the question, then the first of `next_searches` per follow-up.
 
-        :param question: The user's question.
         :param retrieve: `retrieve(query, top_k, filters) -> list[Document]`, best first.
-        :param chunk_cap: The most chunks kept; None (default) means `max_chunks`.
+        :param chunk_cap: The most chunks kept; `None`: `max_chunks`.
         :returns: `(chunks, queries)`: the final chunks, best first, and the queries made in order.
         """
         cap = self.max_chunks if chunk_cap is None else chunk_cap
@@ -321,8 +263,4 @@ class BridgeEntityPolicy:
             chunks = merge_chunks(chunks, found, cap)
         return list(chunks), queries
 
-
-def named_first(chunks: Sequence[Document], named: set[str]) -> list[Document]:
-    """The chunks whose title is in `named` first, then the others, each group in the given order."""
-    return sorted(chunks, key=lambda c: c.meta.get("title") not in named)
 

@@ -1,17 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Score the bridge entities a chunk mentions, so the policy follows the one the question needs.
-
-Following every title mention wastes follow-ups on generic titles ("United States", "High School"). A candidate
-title is scored instead by what the store itself says about it:
-
-- **lookahead**: how much of what the question asks, and the mentioning chunk does not yet say, the candidate's
-  own page says (IDF-weighted share of those question words found in the page's opening words);
-- **specificity**: how rare the mention's words are in the store (mean IDF of its tokens, over the store's
-  chunks): a mention of "State" says little, "Adriana Trigiani" a lot;
-- **proximity**: the chunk's rank and where in it the mention sits (a Wikipedia lead names its key links early).
-
-Every number is kept in a `Candidate`, so a trace can say why a follow-up was chosen.
+Score the bridge entities a chunk mentions by what the store says about them: **lookahead** (the IDF share of the
+question's words the chunk does not say that the candidate's page opens with), **specificity** (mean IDF of the
+mention's words: "State" says little, "Adriana Trigiani" a lot) and **proximity** (chunk rank, place in the chunk).
 """
 
 import math
@@ -19,11 +10,7 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from haystack import logging
-
 from haystack_agentic.text import NON_CONTENT_WORDS, content_words
-
-logger = logging.getLogger(__name__)
 
 #: How many distinct opening words of each page are kept for the lookahead (memory: 4 bytes each).
 PAGE_WORDS = 48
@@ -70,11 +57,7 @@ class Candidate:
 
 
 class PageIndex:
-    """
-    Store statistics for scoring: word document frequencies and each title's first `PAGE_WORDS` distinct words.
-
-    Built once from the store's documents as `(title, content)` pairs; chunks of one title are merged.
-    """
+    """Store statistics from `(title, content)` pairs: word document frequencies, each title's first `PAGE_WORDS`."""
 
     def __init__(self, pages: Iterable[tuple[str, str]]) -> None:
         self._vocab: dict[str, int] = {}
@@ -106,12 +89,6 @@ class PageIndex:
         i = self._vocab.get(word)
         return self._max_idf if i is None else self._idf[i]
 
-    def word_ids(self, words: Iterable[str]) -> dict[int, str]:
-        return {self._vocab[w]: w for w in words if w in self._vocab}
-
-    def page(self, title: str) -> array:
-        return self._pages.get(title, array("I"))
-
     def specificity(self, mention_words: Iterable[str]) -> float:
         """Mean IDF of a mention's content words (0 when it has none)."""
         words = [w for w in mention_words if w not in NON_CONTENT_WORDS]
@@ -121,10 +98,8 @@ class PageIndex:
 def generic_specificity(share: float, documents: int) -> float:
     """
     The specificity below which a mention is generic: its words are (mean IDF) in more than `share` of the store's
-    `documents` chunks and in at least `GENERIC_MIN_CHUNKS` of them ("United States"; `share=0.05` gives 3.04).
-
-    :returns: The threshold (0 for an empty store: nothing is generic).
-    :raises ValueError: If `share` is not in (0, 1).
+    `documents` chunks and in at least `GENERIC_MIN_CHUNKS` of them (0 for an empty store); `ValueError` unless
+    `0 < share < 1`.
     """
     if not 0 < share < 1:
         raise ValueError(f"generic_share must be in (0, 1), got {share!r}.")
@@ -134,13 +109,6 @@ def generic_specificity(share: float, documents: int) -> float:
 def is_generic(candidate: Candidate, threshold: float) -> bool:
     """Whether a candidate's page says no open question word and its mention is below `generic_specificity`."""
     return candidate.lookahead <= 0 and candidate.specificity < threshold
-
-
-def open_question_words(question_words: list[str], chunk_text: str | set[str], title: str) -> list[str]:
-    """The question's content words that neither the chunk (text or word set) nor the title contain."""
-    said = chunk_text if isinstance(chunk_text, set) else set(content_words(chunk_text))
-    named = set(content_words(title))
-    return list(dict.fromkeys(w for w in question_words if w not in said and w not in named))
 
 
 def score_candidate(
@@ -154,17 +122,14 @@ def score_candidate(
     position: float,
 ) -> Candidate:
     """Score one title mention (see the module docstring); `chunk_text` may be its `content_words` set."""
-    open_words = open_question_words(question_words, chunk_text, title)
-    ids = index.word_ids(open_words)
-    page = index.page(title)
-    shared = [ids[i] for i in page if i in ids]
+    said = chunk_text if isinstance(chunk_text, set) else set(content_words(chunk_text))
+    said = said | set(content_words(title))  # the open words: what neither the chunk nor the title says
+    open_words = list(dict.fromkeys(w for w in question_words if w not in said))
+    ids = {index._vocab[w]: w for w in open_words if w in index._vocab}
+    shared = [ids[i] for i in index._pages.get(title, ()) if i in ids]
     total = sum(index.idf(w) for w in open_words)
     lookahead = sum(index.idf(w) for w in shared) / total if total else 0.0
     specificity = index.specificity(mention_words)
-    score = (
-        LOOKAHEAD_WEIGHT * lookahead
-        + SPECIFICITY_WEIGHT * specificity
-        - RANK_WEIGHT * chunk_rank
-        - POSITION_WEIGHT * position
-    )
+    score = (LOOKAHEAD_WEIGHT * lookahead + SPECIFICITY_WEIGHT * specificity
+             - RANK_WEIGHT * chunk_rank - POSITION_WEIGHT * position)
     return Candidate(title, score, chunk_rank, chunk_title, lookahead, tuple(shared), specificity, position)

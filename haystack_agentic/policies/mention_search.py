@@ -1,15 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Reverse-link follow-ups: search the chunks that *mention* a bridge entity, not only the entity's own page.
-
-In many multi-hop questions the next hop is not the page of the entity the first chunk names, but another page
-that mentions it ("Mountrail County" is named by the township's page; the county seat is on "Mountrail County
-Courthouse"), or the link runs the other way (the "Flavivirus" page mentions yellow fever). A *mentions* search
-asks BM25 for the entity together with the question's words that no retrieved chunk explains yet, and excludes the
-pages already retrieved (a `meta.title not in [...]` filter), so its one chunk is a new page.
-
-The entity is the most specific name in the best scanned chunk that the question does not contain: a title
-mention or a capitalised phrase, scored by specificity (IDF over the store) and how early it appears.
+Reverse-link follow-ups: search the chunks that *mention* a bridge entity ("Mountrail County" -> "Mountrail County
+Courthouse"), with the question's words no chunk says yet, excluding the pages already retrieved. The entity is the
+best name in the scanned chunks the question does not contain, by proximity, specificity and position.
 """
 
 import re
@@ -17,12 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from haystack import Document, logging
+from haystack import Document
 
 from haystack_agentic.policies.entity_scoring import PageIndex
 from haystack_agentic.text import NAME_CONNECTORS, alternation, content_words
-
-logger = logging.getLogger(__name__)
 
 # A run of capitalised words, optionally joined by lower-case name connectors ("Bank of America").
 _NAME_RE = re.compile(
@@ -78,12 +69,8 @@ def entity_names(pages: PageIndex, question: str, chunks: Sequence[Document], sc
                     continue  # mostly the question's or the chunk's own subject, or a page already retrieved
                 specificity = pages.specificity(new)
                 position = (sentence.start() + match.start()) / max(len(text), 1)
-                score = (
-                    PROXIMITY_WEIGHT * proximity
-                    + SPECIFICITY_WEIGHT * specificity
-                    - RANK_WEIGHT * rank
-                    - POSITION_WEIGHT * position
-                )
+                score = (PROXIMITY_WEIGHT * proximity + SPECIFICITY_WEIGHT * specificity
+                         - RANK_WEIGHT * rank - POSITION_WEIGHT * position)
                 key = " ".join(words)
                 if key not in out or score > out[key].score:
                     out[key] = MentionEntity(name, rank, title, specificity, position, score)

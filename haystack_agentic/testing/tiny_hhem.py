@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Build a tiny, randomly initialised model with HHEM-2.1-Open's structure, for tests and benchmarks.
-
-It writes what the real model needs: a *foundation* (a T5 config and a fast tokenizer) and an *HHEM checkpoint*
-(`config.json` naming the foundation and the prompt, `model.safetensors` with a `T5ForTokenClassification` state
-dict under `t5.`), which `HHEMGrounder(model=<checkpoint>, foundation=<foundation>)` loads as it loads the real
-model. Its scores are meaningless: it proves loading, shapes, batching and offsets.
+A tiny, randomly initialised model with HHEM-2.1-Open's structure (a foundation: T5 config and tokenizer; a
+checkpoint: `config.json` and `t5.`-prefixed weights), which `HHEMGrounder` loads as the real one: for tests of
+loading, shapes, batching and offsets (its scores are meaningless).
 """
 
 import json
@@ -46,29 +43,15 @@ def build_tiny_hhem(folder: Path | str) -> tuple[Path, Path]:
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
     tokenizer.save_pretrained(str(foundation))
 
-    config = T5Config(
-        vocab_size=len(vocab),
-        d_model=32,
-        d_kv=8,
-        d_ff=64,
-        num_layers=2,
-        num_heads=4,
-        relative_attention_num_buckets=8,
-        num_labels=2,
-        pad_token_id=0,
-        eos_token_id=1,
-        decoder_start_token_id=0,
-    )
+    sizes = {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_heads": 4, "relative_attention_num_buckets": 8}
+    ids = {"pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0}
+    config = T5Config(vocab_size=len(vocab), num_labels=2, **sizes, **ids)
     config.save_pretrained(str(foundation))
     torch.manual_seed(0)
     network = T5ForTokenClassification(config)
     state = {f"t5.{key}": value.detach().clone().contiguous() for key, value in network.state_dict().items()}
     save_file(state, str(checkpoint / "model.safetensors"))
-    hhem_config = {
-        "architectures": ["HHEMv2ForSequenceClassification"],
-        "model_type": "HHEMv2",
-        "foundation": str(foundation),
-        "prompt": HHEM_PROMPT,
-    }
+    hhem_config = {"architectures": ["HHEMv2ForSequenceClassification"], "model_type": "HHEMv2"}
+    hhem_config.update(foundation=str(foundation), prompt=HHEM_PROMPT)
     (checkpoint / "config.json").write_text(json.dumps(hhem_config, indent=2), encoding="utf-8")
     return checkpoint, foundation
