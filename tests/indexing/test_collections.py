@@ -358,11 +358,11 @@ def test_served_inputs_carry_the_scope():
     from haystack_agentic.serving.agentic_loop_wrapper import AgenticLoopWrapper, BadRequest
 
     wrapper = AgenticLoopWrapper()
-    assert wrapper._inputs("q", None, ["docs", "docs"]) == {"controller": {"query": "q", "collections": ("docs",)}}
-    assert wrapper._inputs("q", None, "all")["controller"]["collections"] == "all"
-    assert "collections" not in wrapper._inputs("q", None)["controller"]
+    assert wrapper._inputs({"query": "q"}, None, ["docs", "docs"]) == {"controller": {"query": "q", "collections": ("docs",)}}
+    assert wrapper._inputs({"query": "q"}, None, "all")["controller"]["collections"] == "all"
+    assert "collections" not in wrapper._inputs({"query": "q"}, None, None)["controller"]
     with pytest.raises(BadRequest, match="collections"):
-        wrapper._inputs("q", None, [])
+        wrapper._inputs({"query": "q"}, None, [])
 
 
 @pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
