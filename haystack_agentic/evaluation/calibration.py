@@ -1,17 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Calibrating and measuring the evidence check: a logistic regression fitted with numpy, the threshold rule, and the
-precision/recall curve of a score.
-
-Usage example:
-```python
-from haystack_agentic.evaluation.calibration import choose_threshold, fit_logistic, precision_recall_curve
-
-model = fit_logistic([[0.9, 0.7], [0.2, 0.1], [0.8, 0.6], [0.3, 0.4]], [1, 0, 1, 0], ["word_coverage", "similarity"])
-scores = [model.score({"word_coverage": x, "similarity": y}) for x, y in [[0.9, 0.7], [0.8, 0.6]]]
-print(choose_threshold(scores, 0.95), precision_recall_curve(scores, [0.1, 0.2])[0])
-```
-"""
+"""Calibrating and measuring the evidence check: a logistic regression fitted with numpy, the threshold rule, and
+the precision/recall curve of a score (positives: answerable examples; negatives: unanswerable ones)."""
 
 import math
 from collections.abc import Sequence
@@ -29,10 +18,9 @@ def fit_logistic(
     name: str = "offline",
 ) -> EvidenceModel:
     """
-    Fit an L2-regularised logistic regression by Newton's method (the intercept is not penalised).
+    Fit an L2-regularised logistic regression by Newton's method (the intercept is not penalised) to `rows` (one
+    feature vector per example, columns named by `feature_names`) and `labels` (1: the chunks support an answer).
 
-    :param rows: One feature vector per example, columns named by `feature_names`.
-    :param labels: 1 (the chunks support an answer) or 0, per example.
     :returns: The model, with threshold 0.5 (set it with `choose_threshold`).
     :raises ValueError: On empty data, a length mismatch, or labels of one class only.
     """
@@ -65,8 +53,7 @@ def fit_logistic(
 
 def choose_threshold(positive_scores: Sequence[float], target_answer_rate: float) -> float:
     """
-    The highest threshold (rounded down to 4 decimals) that still accepts `target_answer_rate` in (0, 1] of the
-    positives' scores.
+    The highest threshold (rounded down to 4 decimals) accepting `target_answer_rate` in (0, 1] of the positives.
 
     :raises ValueError: Without scores, or with a rate outside (0, 1].
     """
@@ -81,22 +68,19 @@ def precision_recall_curve(
     positive_scores: Sequence[float], negative_scores: Sequence[float]
 ) -> list[dict[str, float]]:
     """
-    Precision and recall of "sufficient" (score >= t) at every distinct score t of answerable (positive) and
-    unanswerable (negative) examples: `[{"threshold", "precision", "recall", "abstention"}]` by rising threshold.
+    Precision and recall of "sufficient" (score >= t) at every distinct score t:
+    `[{"threshold", "precision", "recall", "abstention"}]` by rising threshold.
     """
-    thresholds = sorted(set(positive_scores) | set(negative_scores))
     points = []
-    for t in thresholds:
+    for t in sorted(set(positive_scores) | set(negative_scores)):
         tp = sum(s >= t for s in positive_scores)
         fp = sum(s >= t for s in negative_scores)
-        points.append(
-            {
-                "threshold": round(float(t), 4),
-                "precision": tp / (tp + fp) if tp + fp else 1.0,
-                "recall": tp / len(positive_scores) if positive_scores else 0.0,
-                "abstention": 1.0 - fp / len(negative_scores) if negative_scores else 1.0,
-            }
-        )
+        points.append({
+            "threshold": round(float(t), 4),
+            "precision": tp / (tp + fp) if tp + fp else 1.0,
+            "recall": tp / len(positive_scores) if positive_scores else 0.0,
+            "abstention": 1.0 - fp / len(negative_scores) if negative_scores else 1.0,
+        })  # fmt: skip
     return points
 
 

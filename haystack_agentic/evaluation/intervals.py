@@ -1,23 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-95% confidence intervals for evaluation figures over n questions, computed by `scipy.stats`: the Wilson score
-interval of a proportion (it stays inside [0, 1] at 0 % and 100 %) and the percentile bootstrap of a mean.
-
-Usage example:
-```python
-from haystack_agentic.evaluation.intervals import bootstrap_mean_interval, wilson_interval
-
-print(wilson_interval(52, 60))                          # about (0.758, 0.931)
-print(bootstrap_mean_interval([0.0, 0.5, 1.0, 1.0]))    # (low, high) around the mean 0.625
-```
-"""
+"""95% confidence intervals of evaluation figures (`scipy.stats`): the Wilson score interval of a proportion (it
+stays inside [0, 1] at 0 % and 100 %) and the percentile bootstrap of a mean."""
 
 from collections.abc import Sequence
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """
-    The Wilson score interval `(low, high)` of `successes` out of `n` trials, at coverage `confidence` in (0, 1).
+    The Wilson score interval `(low, high)` of `successes` out of `n` trials, at coverage `confidence`.
 
     :raises ValueError: If `n < 1` or `successes` is outside [0, n].
     """
@@ -33,8 +23,7 @@ def bootstrap_mean_interval(
     values: Sequence[float], resamples: int = 2000, confidence: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
     """
-    The percentile-bootstrap interval `(low, high)` of the mean of `values` (questions resampled with replacement,
-    seeded: the same values give the same interval).
+    The percentile-bootstrap interval `(low, high)` of the mean of `values` (resampled with replacement, seeded).
 
     :raises ValueError: If `values` is empty, `resamples < 1` or `confidence` is outside (0, 1).
     """

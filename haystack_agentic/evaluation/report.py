@@ -1,20 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Present an evaluation report: terminal tables (rich) that fit the console, and a JSON file.
-
-The summary's groups of columns share one table when it fits the console; otherwise each group (or column) gets a
-table of its own that repeats the configuration name. Text wraps at spaces, so numbers are never cut. Columns with no
-value for any configuration are left out and named in a note.
-
-Usage example:
-```python
-from rich.console import Console
-from haystack_agentic.evaluation.report import render_table, write_json
-
-render_table(report, Console(width=100))  # report from `run_eval`
-write_json(report, "eval-results/eval.json")
-```
-"""
+"""Present an evaluation report: rich tables that fit the console without cutting a number (groups of columns
+share a table when they fit; empty columns are left out and named in a note), and a JSON file."""
 
 import json
 from dataclasses import dataclass
@@ -31,7 +17,7 @@ _MISSING = "-"
 
 @dataclass
 class Column:
-    """One table column: its header and its formatted cells, `justify` `"right"` (numbers) or `"left"`."""
+    """One table column: its header, its formatted cells, `justify` `"right"` (numbers) or `"left"`."""
 
     header: str
     cells: list[str]
@@ -60,7 +46,6 @@ def summary_columns(report: dict[str, Any]) -> tuple[Column, list[tuple[str, lis
     def roles(s: dict[str, Any]) -> str:
         return "+".join(_num(s["llm_calls_per_role_mean"][r]) for r in ("controller", "answer", "fallback"))
 
-    names = Column("config", list(report["configs"]), "left")
     quality = [
         col("EM", lambda s: _pct(s["em"])),
         col("F1", lambda s: _pct(s["f1"])),
@@ -73,10 +58,12 @@ def summary_columns(report: dict[str, Any]) -> tuple[Column, list[tuple[str, lis
         col("iterations", lambda s: _num(s["iterations_mean"])),
         col("LLM calls /q", lambda s: _num(s["llm_calls_mean"])),
         col("calls ctl+ans+fb", roles),
-        col("tokens /q prompt+compl", lambda s: f"{_num(s['prompt_tokens_mean'], 0)}+{_num(s['completion_tokens_mean'], 0)}"),
+        col("tokens /q prompt+compl", lambda s: f"{_num(s['prompt_tokens_mean'], 0)}+"
+            f"{_num(s['completion_tokens_mean'], 0)}"),
         col("latency s median (p90)", lambda s: f"{_num(s['latency_median_s'], 3)} ({_num(s['latency_p90_s'], 3)})"),
     ]
     ended = [col("ended (runs)", lambda s: ", ".join(f"{k} {v}" for k, v in sorted(s["terminated_by"].items())), "left")]
+    names = Column("config", list(report["configs"]), "left")
     return names, [("answers and evidence", quality), ("endings", ended), ("cost", cost)]
 
 

@@ -30,12 +30,8 @@ from haystack import logging
 from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.datasets.hotpotqa import gold_document_ids
-from haystack_agentic.evaluation.calibration import (
-    average_precision,
-    curve_summary,
-    precision_recall_curve,
-    roc_auc,
-)
+from haystack_agentic.evaluation.calibration import average_precision, curve_summary, precision_recall_curve, roc_auc
+from haystack_agentic.evaluation.runner import run_question
 
 logger = logging.getLogger(__name__)
 
@@ -55,21 +51,20 @@ def without_documents(store: Any, ids: Sequence[str]) -> Iterator[int]:
             store.write_documents(removed, policy=DuplicatePolicy.OVERWRITE)
 
 
-class CheckTimer:
-    """Records the wall time (s) of each of an `EvidenceChecker`'s `check` calls in `seconds`."""
+def time_checks(checker: Any) -> list[float]:
+    """Record the wall time (s) of each of an `EvidenceChecker`'s `check` calls in the list returned."""
+    seconds: list[float] = []
+    original = checker.check
 
-    def __init__(self, checker: Any) -> None:
-        self.seconds: list[float] = []
-        original = checker.check
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            seconds.append(time.perf_counter() - start)
 
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.seconds.append(time.perf_counter() - start)
-
-        checker.check = timed  # an instance attribute shadows the method
+    checker.check = timed  # an instance attribute shadows the method
+    return seconds
 
 
 def _record(row: dict[str, Any], condition: str, result: dict[str, Any], latency: float) -> dict[str, Any]:
@@ -99,6 +94,14 @@ def _record(row: dict[str, Any], condition: str, result: dict[str, Any], latency
     }
 
 
+def _rate(group: Sequence[dict[str, Any]], abstained: bool) -> float | None:
+    return sum(r["abstained"] == abstained for r in group) / len(group) if group else None
+
+
+def _ms(seconds: Sequence[float], average: Callable[[Sequence[float]], float]) -> float | None:
+    return 1000 * average(seconds) if seconds else None
+
+
 def summarise_abstention(
     records: Sequence[dict[str, Any]], threshold: float | None, check_seconds: Sequence[float] = ()
 ) -> dict[str, Any]:
@@ -109,25 +112,21 @@ def summarise_abstention(
     positives = [r["evidence_score"] for r in found]
     negatives = [r["evidence_score"] for r in unanswerable]
     curve = precision_recall_curve(positives, negatives)
-
-    def rate(group: Sequence[dict[str, Any]], abstained: bool) -> float | None:
-        return sum(r["abstained"] == abstained for r in group) / len(group) if group else None
-
     return {
         "normal": len(normal),
         "unanswerable": len(unanswerable),
         "evidence_found": len(found),
-        "abstention_rate": rate(unanswerable, True),
-        "answer_rate_evidence_found": rate(found, False),
-        "answer_rate_normal": rate(normal, False),
+        "abstention_rate": _rate(unanswerable, True),
+        "answer_rate_evidence_found": _rate(found, False),
+        "answer_rate_normal": _rate(normal, False),
         "threshold": threshold,
         "auc": roc_auc(positives, negatives),
         "average_precision": average_precision(positives, negatives),
         "pr_curve": curve_summary(curve),
         "pr_curve_full": curve,
         "checks": len(check_seconds),
-        "ms_per_check_mean": 1000 * statistics.fmean(check_seconds) if check_seconds else None,
-        "ms_per_check_median": 1000 * statistics.median(check_seconds) if check_seconds else None,
+        "ms_per_check_mean": _ms(check_seconds, statistics.fmean),
+        "ms_per_check_median": _ms(check_seconds, statistics.median),
         "searched_again_mean": statistics.fmean(r["searched_again"] for r in records) if records else None,
     }
 
@@ -142,28 +141,21 @@ def run_abstention_eval(
     Run every configuration over every question, normal then unanswerable, and summarise.
 
     :param rows: HotpotQA/MuSiQue rows whose paragraphs are all in `store`.
-    :param store: The pooled document store every configuration searches.
-    :param configs: `EvalConfig`s (their pipelines search `store`).
+    :param store: The pooled document store every configuration (an `EvalConfig`) searches.
     :param on_question: Called after each question with `(config name, questions done)`.
     :returns: `{"configs": {name: {"description", "summary", "questions": [records]}}}`.
     """
     report: dict[str, Any] = {"configs": {}}
     for config in configs:
         config.pipeline.warm_up()
-        checker = _evidence_checker(config.pipeline)
-        timer = CheckTimer(checker) if checker is not None and hasattr(checker, "check") else None
+        checker = config.pipeline.get_component("evidence") if "evidence" in config.pipeline.graph.nodes else None
+        seconds = time_checks(checker) if hasattr(checker, "check") else []
         records = []
         for done, row in enumerate(rows, start=1):
             for condition in CONDITIONS:
-                removed = gold_document_ids(row) if condition == "unanswerable" else []
-                with without_documents(store, removed):
-                    start = time.perf_counter()
-                    try:
-                        result = config.pipeline.run({"controller": {"query": row["question"]}})["result"]
-                    except Exception as exc:  # noqa: BLE001 - one failing question must not end the evaluation
-                        logger.warning("{config} failed on {id}: {error}", config=config.name, id=row["id"], error=exc)
-                        result = {"terminated_by": "exception", "error": f"{type(exc).__name__}: {exc}"}
-                    records.append(_record(row, condition, result, time.perf_counter() - start))
+                with without_documents(store, gold_document_ids(row) if condition == "unanswerable" else []):
+                    result, latency = run_question(config, row, {"query": row["question"]})
+                records.append(_record(row, condition, result, latency))
             if on_question is not None:
                 on_question(config.name, done)
         threshold = None
@@ -171,14 +163,7 @@ def run_abstention_eval(
             threshold = checker.threshold if checker.threshold is not None else checker.model.threshold
         report["configs"][config.name] = {
             "description": config.description,
-            "summary": summarise_abstention(records, threshold, timer.seconds if timer else ()),
+            "summary": summarise_abstention(records, threshold, seconds),
             "questions": records,
         }
     return report
-
-
-def _evidence_checker(pipeline: Any) -> Any:
-    try:
-        return pipeline.get_component("evidence")
-    except ValueError:
-        return None
