@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 
+import contextlib
 import copy
 import functools
 import json
@@ -26,7 +27,7 @@ from haystack_agentic.document_stores.sparse_bm25_index import SparseBM25Index, 
 logger = logging.getLogger(__name__)
 
 # Built matrices (with the fingerprint they were built from) and change counters of shared stores, by `index`;
-# stores with `shared=False` keep both on the instance.
+# stores with `shared=False` keep dicts of their own (`_caches`).
 _BUILT: dict[str, tuple[tuple, SparseBM25Index | None]] = {}
 _VERSIONS: dict[str, int] = {}
 _LOCK = threading.Lock()
@@ -49,14 +50,11 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     """
     Haystack's `InMemoryDocumentStore` with BM25 retrieval over a sparse matrix: the same results, much faster.
 
-    On the first query after a change it builds a `scipy.sparse` matrix of Haystack's own per-term BM25 scores
-    (from the public `storage` and the store's `tokenizer`), so a query sums a few columns instead of scoring every
-    document in Python. Scores, ranking, ties, filters, `scale_score` and `return_embedding` equal
-    `InMemoryDocumentStore`'s; everything else is its, and `InMemoryBM25Retriever` uses the store unchanged. Writes
-    through a plain `InMemoryDocumentStore` sharing the `index` are seen when they change the document count.
-
-    Filtered queries check candidates in score order until `top_k` match; a `meta.<field> == <value>` condition
-    (alone or in an `AND`) first narrows them through a value index.
+    On the first query after a change it builds a `scipy.sparse` matrix of Haystack's per-term BM25 scores, so a
+    query sums a few columns instead of scoring every document in Python; scores, ranking, ties, filters,
+    `scale_score` and `return_embedding` equal `InMemoryDocumentStore`'s. Writes through a plain store sharing the
+    `index` are seen when they change the document count. A `meta.<field> == <value>` filter condition narrows the
+    candidates through a value index.
 
     ### Usage example
     ```python
@@ -71,7 +69,7 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     """
 
     def save_to_disk(self, path: str) -> None:
-        """Write the documents to a JSON file as `InMemoryDocumentStore.save_to_disk` does (its `type` too)."""
+        """Write the store as `InMemoryDocumentStore.save_to_disk` does (its `type` too: either class loads it)."""
         data: dict[str, Any] = {
             **self.to_dict(),
             "type": generate_qualified_class_name(InMemoryDocumentStore),
@@ -83,7 +81,7 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     @classmethod
     def load_from_disk(cls, path: str) -> "SparseBM25DocumentStore":
         """
-        Load a store saved by `save_to_disk` of this class or of `InMemoryDocumentStore`.
+        Load a store saved by this class or `InMemoryDocumentStore`.
 
         :raises FileNotFoundError: If the file does not exist.
         :raises DocumentStoreError: If it cannot be read.
@@ -100,20 +98,21 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
         return store
 
-    @property
+    @functools.cached_property
     def shared(self) -> bool:
         """Whether the store shares its documents with other stores of the same `index` (read from `to_dict`)."""
-        flag = self.__dict__.get("_shared_flag")
-        if flag is None:
-            flag = self.__dict__["_shared_flag"] = bool(self.to_dict()["init_parameters"].get("shared", True))
-        return flag
+        return bool(self.to_dict()["init_parameters"].get("shared", True))
+
+    def _caches(self) -> tuple[dict[str, Any], dict[str, int]]:
+        """The built matrices and change counters, by `index`: shared, or this store's own."""
+        if self.shared:
+            return _BUILT, _VERSIONS
+        return self.__dict__.setdefault("_local_built", {}), self.__dict__.setdefault("_local_versions", {})
 
     def _changed(self) -> None:
-        if self.shared:
-            with _LOCK:
-                _VERSIONS[self.index] = _VERSIONS.get(self.index, 0) + 1
-        else:
-            self._local_version = getattr(self, "_local_version", 0) + 1
+        versions = self._caches()[1]
+        with _LOCK:
+            versions[self.index] = versions.get(self.index, 0) + 1
 
     def _tokens(self, text: str) -> list[str]:
         """BM25 tokens of a text, as Haystack makes them."""
@@ -127,10 +126,11 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     def _bm25_index(self) -> SparseBM25Index | None:
         """The matrix of the current documents, built on first use after a change; `None` when no chunk has a token."""
         storage = self.storage
-        version = _VERSIONS.get(self.index, 0) if self.shared else getattr(self, "_local_version", 0)
-        fingerprint = (version, len(storage), self.bm25_algorithm, tuple(sorted(self.bm25_parameters.items())))
+        built_by_index, versions = self._caches()
+        fingerprint = (versions.get(self.index, 0), len(storage), self.bm25_algorithm,
+                       tuple(sorted(self.bm25_parameters.items())))  # fmt: skip
         with _LOCK:
-            built = _BUILT.get(self.index) if self.shared else getattr(self, "_local_built", None)
+            built = built_by_index.get(self.index)
             if built is not None and built[0] == fingerprint:
                 return built[1]
             ids, frequencies, lengths = [], [], []
@@ -151,10 +151,7 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
                     ids, frequencies, lengths, vocabulary, average,
                     algorithm=self.bm25_algorithm, parameters=self.bm25_parameters,
                 )  # fmt: skip
-            if self.shared:
-                _BUILT[self.index] = (fingerprint, index)
-            else:
-                self._local_built = (fingerprint, index)
+            built_by_index[self.index] = (fingerprint, index)
             logger.debug("Built the sparse BM25 matrix of {count} documents", count=len(ids))
             return index
 
@@ -162,8 +159,7 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         self, query: str, filters: dict[str, Any] | None = None, top_k: int = 10, scale_score: bool = False
     ) -> list[Document]:
         """
-        `InMemoryDocumentStore.bm25_retrieval`: the `top_k` documents with the highest BM25 scores for `query`,
-        among those matching `filters`, copies with `score` set, best first.
+        `InMemoryDocumentStore.bm25_retrieval`: copies of the `top_k` best documents matching `filters`, `score` set.
 
         :raises ValueError: On an empty query or filters without an `operator`.
         """
@@ -183,13 +179,10 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
             rows = self._filtered_rows(index, scores, filters, top_k, positive_only)
         else:
             rows = index.ranked(scores, None, top_k, positive_only)
-        storage = self.storage
         results = []
         for row in rows:
-            doc = storage[index.doc_ids[row]]
-            score = float(scores[row])
-            if scale_score:
-                score = expit(score / BM25_SCALING_FACTOR)
+            doc = self.storage[index.doc_ids[row]]
+            score = expit(scores[row] / BM25_SCALING_FACTOR) if scale_score else float(scores[row])
             changes: dict[str, Any] = {"score": score, "meta": copy.deepcopy(doc.meta)}
             if not self.return_embedding:
                 changes["embedding"] = None
@@ -230,19 +223,11 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
             window *= 8
 
     def _value_rows(self, index: SparseBM25Index, field: str, value: Any) -> np.ndarray:
-        """Rows whose `meta[field] == value` (a value index per field, built with the matrix)."""
-        values = getattr(index, "_value_index", None)
-        if values is None:
-            values = index._value_index = {}  # type: ignore[attr-defined]
-        by_value = values.get(field)
+        """Rows whose `meta[field] == value` (a value index per field, kept with the matrix)."""
+        by_value = index.value_index.get(field)
         if by_value is None:
-            by_value = {}
-            storage = self.storage
+            by_value = index.value_index[field] = {}
             for row, doc_id in enumerate(index.doc_ids):
-                key = storage[doc_id].meta.get(field)
-                try:
-                    by_value.setdefault(key, []).append(row)
-                except TypeError:  # unhashable (a list or dict): never == a plain value
-                    continue
-            values[field] = by_value
+                with contextlib.suppress(TypeError):  # unhashable (a list or dict): never == a plain value
+                    by_value.setdefault(self.storage[doc_id].meta.get(field), []).append(row)
         return np.asarray(by_value.get(value, ()), dtype=np.int64)

@@ -1,19 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Haystack's in-memory BM25 scores, computed with a sparse matrix instead of a Python loop over every document.
-
-`SparseBM25Index` turns `InMemoryDocumentStore`'s statistics into a `scipy.sparse` CSC matrix of per-term scores
-(documents x vocabulary) once, so a query is the sum of a few columns. The per-term score is Haystack's, term for
-term in the same float64 arithmetic (BM25L, BM25Plus, BM25Okapi), so scores, rankings and ties are equal.
-"""
+"""Haystack's in-memory BM25 scores as a `scipy.sparse` matrix of per-term scores (documents x vocabulary), built
+once, so a query sums a few columns; term for term Haystack's float64 arithmetic, so scores and ties are equal."""
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import Any
 
 import numpy as np
 from scipy import sparse
+
+#: A string Haystack may compare as a date (its `_looks_like_iso_date`): a YYYY-MM-DD prefix.
+_DATE = re.compile(r"\d{4}-\d\d-\d\d(?:\Z|[Tt ])", re.ASCII)
 
 #: Haystack's default BM25 parameters per algorithm (`InMemoryDocumentStore._score_*`).
 _DEFAULTS = {
@@ -24,10 +23,7 @@ _DEFAULTS = {
 
 
 class SparseBM25Index:
-    """
-    Per-term BM25 scores of a fixed set of documents as a CSC matrix (rows in the order given, Haystack's tie
-    order), and top-k selection over its query sums.
-    """
+    """Per-term BM25 scores of fixed documents as a CSC matrix (rows in Haystack's tie order), and top-k selection."""
 
     def __init__(
         self,
@@ -40,12 +36,9 @@ class SparseBM25Index:
         parameters: Mapping[str, float] | None = None,
     ) -> None:
         """
-        :param term_frequencies: Per document, token -> count.
-        :param doc_lengths: Per document, its number of tokens.
+        :param term_frequencies: Per document, token -> count; `doc_lengths`: per document, its number of tokens.
         :param document_frequencies: Token -> number of documents holding it.
-        :param average_length: Average document length in tokens, > 0.
-        :param algorithm: `BM25L`, `BM25Plus` or `BM25Okapi`.
-        :param parameters: Haystack's `bm25_parameters`; missing ones default as in Haystack.
+        :param algorithm: `BM25L`, `BM25Plus` or `BM25Okapi`, with Haystack's `bm25_parameters` (defaults as its).
         :raises ValueError: On an unknown algorithm or an average length of 0.
         """
         if algorithm not in _DEFAULTS:
@@ -54,6 +47,7 @@ class SparseBM25Index:
             raise ValueError("SparseBM25Index needs documents with tokens (average length > 0).")
         self.doc_ids = list(doc_ids)
         self.algorithm = algorithm
+        self.value_index: dict[str, dict[Any, list[int]]] = {}  # field -> value -> rows (`SparseBM25DocumentStore`)
         params = {**_DEFAULTS[algorithm], **(parameters or {})}
         self.vocabulary = {token: column for column, token in enumerate(document_frequencies)}
         self.idf = self._idf(document_frequencies, len(self.doc_ids), algorithm, params)
@@ -156,23 +150,8 @@ def equality_preselection(filters: Mapping[str, Any] | None) -> tuple[str, Any] 
     if filters.get("operator") != "==" or not isinstance(field, str) or not field.startswith("meta."):
         return None
     name = field[len("meta.") :]
-    if not name or "." in name or isinstance(value, (list, dict)) or value is None:
+    if not name or "." in name or not isinstance(value, (str, int, float, bool)):
         return None
-    if isinstance(value, str) and _looks_like_date(value):
-        return None
-    if not isinstance(value, (str, int, float, bool)):
+    if isinstance(value, str) and _DATE.match(value):
         return None
     return name, value
-
-
-def _looks_like_date(value: str) -> bool:
-    # Haystack's own test for a string it may compare as a date (`_looks_like_iso_date`): a YYYY-MM-DD prefix.
-    return (
-        len(value) >= 10
-        and value[:4].isdigit()
-        and value[4] == "-"
-        and value[5:7].isdigit()
-        and value[7] == "-"
-        and value[8:10].isdigit()
-        and (len(value) == 10 or value[10] in {"T", "t", " "})
-    )
