@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`CollectionLookup`: the collections of one document store, read at run time (`list_collections` scans the chunks'
-metadata, seconds on a large Milvus Lite store) and kept while the store's document count is unchanged, for at most
-`TTL_SECONDS` (a re-described collection keeps its count).
-"""
+"""`CollectionLookup`: a store's collections (`list_collections`: seconds on a large Milvus Lite store), cached while
+its document count is unchanged, for at most `TTL_SECONDS` (a re-described collection keeps its count)."""
 
 import threading
 import time
@@ -28,10 +25,7 @@ class CollectionLookup:
         self._cached: tuple[int, float, dict[str, CollectionInfo]] | None = None
 
     def known(self) -> dict[str, CollectionInfo]:
-        """
-        :returns: Name -> `CollectionInfo` of the store's collections (see `list_collections`).
-        :raises ValueError: If there is no store to read them from.
-        """
+        """Name -> `CollectionInfo` of the store's collections. :raises ValueError: Without a store."""
         store = self.document_store
         if store is None:
             raise ValueError(

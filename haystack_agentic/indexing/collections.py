@@ -1,16 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Collections: named, described subsets of one document store, and a run's scope over them.
-
-A chunk belongs to the collection named in its `meta["collection"]`; the description is kept on every one of its
-chunks (`meta["collection_description"]`): chunk metadata is the one place every backend stores durably and that
-moves with the chunks. The known collections are read from the store at run time (`list_collections`), and a run's
-searches are scoped with an ordinary Haystack filter (`collection_filter`), so it works on every backend.
+Collections: named, described subsets of one document store (`meta["collection"]`, the description on each of its
+chunks: the one place every backend stores durably), read at run time, and a run's scope over them as a filter.
 """
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from haystack import Document, logging
@@ -19,10 +15,8 @@ from haystack.document_stores.types import DuplicatePolicy
 
 logger = logging.getLogger(__name__)
 
-#: The metadata key naming a chunk's collection (filter field `meta.collection`).
+#: The metadata keys of a chunk's collection (filter field `meta.collection`) and of its description.
 COLLECTION_FIELD = "collection"
-
-#: The metadata key holding the collection's description, on each of its chunks.
 DESCRIPTION_FIELD = "collection_description"
 
 #: The scope that means every collection of the store (no collection filter: chunks without one are searched too).
@@ -51,15 +45,14 @@ class CollectionInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """:returns: `{"name", "description", "documents"}`."""
-        return {"name": self.name, "description": self.description, "documents": self.documents}
+        return asdict(self)
 
 
 def validate_collection_name(name: Any) -> str:
     """
     Check a collection name; it is returned stripped.
 
-    :raises ValueError: If it is not a string, is blank, longer than `MAX_NAME_CHARS`, holds control characters, or
-        is `all` (which means every collection).
+    :raises ValueError: If it is not a string, blank, longer than `MAX_NAME_CHARS`, holds control characters, or `all`.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"A collection name must be a non-empty string, got {name!r}.")
@@ -88,10 +81,8 @@ def and_filters(*filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
     of two filters whose logical operators differ).
     """
     present = [dict(f) for f in filters if f]
-    if not present:
-        return None
-    if len(present) == 1:
-        return present[0]
+    if len(present) < 2:
+        return present[0] if present else None
     return {"operator": "AND", "conditions": present}
 
 
@@ -105,12 +96,9 @@ def tag_documents(documents: Iterable[Document], name: str, description: str | N
     name = validate_collection_name(name)
     tagged = []
     for doc in documents:
-        meta = {**(doc.meta or {}), COLLECTION_FIELD: name}
-        meta.pop(DESCRIPTION_FIELD, None)
-        new = replace(doc, id="", meta=meta)
-        if description:
-            new = replace(new, meta={**meta, DESCRIPTION_FIELD: description})
-        tagged.append(new)
+        meta = {key: value for key, value in (doc.meta or {}).items() if key != DESCRIPTION_FIELD}
+        new = replace(doc, id="", meta={**meta, COLLECTION_FIELD: name})
+        tagged.append(replace(new, meta={**new.meta, DESCRIPTION_FIELD: description}) if description else new)
     return tagged
 
 

@@ -1,11 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Files to chunks: the converters of `haystack-agentic index`, and the same as a YAML-able indexing pipeline.
-
-`.jsonl` in the HotpotQA/MuSiQue format gives one Document per paragraph (`datasets.hotpotqa`); `.txt`, `.md`,
-`.html`, `.pdf` go through Haystack's converters, `DocumentCleaner` and `DocumentSplitter`. Every chunk's
-`meta["file_path"]` is its source (`source_sync`); Haystack's ids hash content and meta, so the same files give
-the same ids.
+Files to chunks: the converters of `haystack-agentic index` (HotpotQA/MuSiQue `.jsonl`: one Document per paragraph;
+`.txt`, `.md`, `.html`, `.pdf`: Haystack's converters, cleaner and splitter), and the same as a YAML-able pipeline.
 """
 
 import dataclasses
@@ -42,20 +38,14 @@ MIME_TYPES = {
 }
 SUPPORTED_SUFFIXES = (".jsonl", *MIME_TYPES)
 
-#: Splitting defaults (words).
+#: Splitting defaults (words), and files converted per pipeline run (progress is reported after each).
 SPLIT_LENGTH = 200
 SPLIT_OVERLAP = 20
-
-#: Files converted per pipeline run (progress is reported after each).
 FILES_PER_RUN = 16
 
 
 def collect_files(path: Path) -> list[Path]:
-    """
-    The supported files under `path` (itself, if a file), sorted.
-
-    :raises FileNotFoundError: If `path` does not exist.
-    """
+    """The supported files under `path` (itself, if a file), sorted. :raises FileNotFoundError: If it does not exist."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(path)
@@ -63,22 +53,19 @@ def collect_files(path: Path) -> list[Path]:
     return [f for f in files if f.suffix.lower() in SUPPORTED_SUFFIXES]
 
 
-def _converters() -> dict[str, Any]:
+def _add_converters(pipeline: Pipeline) -> None:
+    """Add router -> converters -> joiner -> cleaner -> splitter -> chunk_meta to `pipeline` (input `router.sources`)."""
+    pipeline.add_component("router", FileTypeRouter(mime_types=sorted(set(MIME_TYPES.values()))))
+    pipeline.add_component("joiner", DocumentJoiner())
     # store_full_path: `file_path` keeps the path the source names (the resolved one, from `file_sources`).
-    return {
+    converters = {
         "text/plain": TextFileToDocument(store_full_path=True),
         "text/markdown": MarkdownToDocument(progress_bar=False, store_full_path=True),
         "text/html": HTMLToDocument(store_full_path=True),
         # A list, not pypdf's default tuple, so the pipeline's YAML stays loadable with `yaml.safe_load`.
         "application/pdf": PyPDFToDocument(plain_mode_orientations=[0, 90, 180, 270], store_full_path=True),
     }
-
-
-def _add_converters(pipeline: Pipeline) -> None:
-    """Add router -> converters -> joiner -> cleaner -> splitter -> chunk_meta to `pipeline` (input `router.sources`)."""
-    pipeline.add_component("router", FileTypeRouter(mime_types=sorted(set(MIME_TYPES.values()))))
-    pipeline.add_component("joiner", DocumentJoiner())
-    for mime, converter in _converters().items():
+    for mime, converter in converters.items():
         name = "converter_" + mime.split("/")[1]
         pipeline.add_component(name, converter)
         pipeline.connect(f"router.{mime}", f"{name}.sources")
@@ -88,9 +75,8 @@ def _add_converters(pipeline: Pipeline) -> None:
         "splitter", DocumentSplitter(split_by="word", split_length=SPLIT_LENGTH, split_overlap=SPLIT_OVERLAP)
     )
     pipeline.add_component("chunk_meta", ChunkMetadataCleaner())
-    pipeline.connect("joiner.documents", "cleaner.documents")
-    pipeline.connect("cleaner.documents", "splitter.documents")
-    pipeline.connect("splitter.documents", "chunk_meta.documents")
+    for sender, receiver in (("joiner", "cleaner"), ("cleaner", "splitter"), ("splitter", "chunk_meta")):
+        pipeline.connect(f"{sender}.documents", f"{receiver}.documents")
 
 
 def convert_files(files: list[Path], on_files: Callable[[int], None] | None = None) -> list[Document]:
@@ -128,9 +114,6 @@ def convert_files(files: list[Path], on_files: Callable[[int], None] | None = No
 #: The reason `unreadable_files` gives for an empty file.
 EMPTY = "empty"
 
-#: Suffixes of text formats that must decode as UTF-8 (the converters would otherwise skip them noisily).
-_TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
-
 
 def unreadable_files(files: list[Path]) -> dict[Path, str]:
     """
@@ -146,7 +129,7 @@ def unreadable_files(files: list[Path]) -> dict[Path, str]:
             continue
         if not data.strip():
             problems[file] = EMPTY
-        elif file.suffix.lower() in _TEXT_SUFFIXES:
+        elif file.suffix.lower() in MIME_TYPES and file.suffix.lower() != ".pdf":  # the converters need UTF-8
             try:
                 data.decode("utf-8")
             except UnicodeDecodeError:
@@ -163,10 +146,7 @@ _PDF_REASON_CHARS = 120
 
 
 def pdf_problem(data: bytes) -> str | None:
-    """
-    Why a PDF's bytes cannot be indexed ("not a readable PDF (...)"), or `None` when pypdf reads its pages: a
-    one-line reason instead of the converter's warning that prints the raw bytes.
-    """
+    """Why a PDF's bytes cannot be indexed (one line, not the converter's warning with raw bytes), or `None`."""
     import io  # noqa: PLC0415
     import logging as std_logging  # noqa: PLC0415
     import warnings  # noqa: PLC0415
@@ -195,17 +175,16 @@ def pdf_problem(data: bytes) -> str | None:
 
 def file_sources(files: list[Path]) -> list[Any]:
     """
-    ByteStreams of files with a supported suffix, with the MIME type from the suffix (FileTypeRouter does not know
-    .md everywhere), and `file_path` (the source) and `title` (the file name without suffix) in the meta.
+    ByteStreams of files, with the MIME type from the suffix (FileTypeRouter does not know .md everywhere), and
+    `file_path` (the source) and `title` (the file name without suffix) in the meta.
     """
     from haystack.dataclasses import ByteStream  # noqa: PLC0415
 
-    sources = []
-    for file in files:
-        stream = ByteStream.from_file_path(file, mime_type=MIME_TYPES[file.suffix.lower()])
-        stream.meta.update({SOURCE_FIELD: source_key(file), "title": file.stem})
-        sources.append(stream)
-    return sources
+    return [
+        ByteStream.from_file_path(file, mime_type=MIME_TYPES[file.suffix.lower()],
+                                  meta={SOURCE_FIELD: source_key(file), "title": file.stem})
+        for file in files
+    ]  # fmt: skip
 
 
 def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeline:

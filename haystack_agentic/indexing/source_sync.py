@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Sources of chunks, and keeping a store's chunks in step with them, on any Haystack document store.
-
-Every chunk carries its source in `meta["file_path"]`: the resolved path of its file (for a JSONL corpus, the JSONL
-file). Re-indexing a source writes its new chunks (upsert by id), then deletes that source's chunks whose ids it no
-longer produces: a crash in between leaves at worst stale chunks, never missing ones.
+Sources of chunks (`meta["file_path"]`: the resolved path of its file, or of its JSONL corpus), and keeping a store's
+chunks in step with them on any store: a re-indexed source's new chunks are written first, then its chunks whose
+ids it no longer produces are deleted (a crash in between leaves stale chunks, never missing ones).
 """
 
 from collections.abc import Iterable
@@ -50,9 +48,9 @@ def remove_stale_chunks(
     :returns: The number of chunks deleted.
     """
     wanted = list(dict.fromkeys(sources))
-    wanted_set, keep = set(wanted), set(keep_ids)
     if not wanted:
         return 0
+    wanted_set, keep = set(wanted), set(keep_ids)
     if isinstance(store, InMemoryDocumentStore):  # one pass over the storage instead of a filter per batch
         found: Iterable[Document] = store.storage.values()
     else:
@@ -78,10 +76,9 @@ def remove_stale_chunks(
 
 def clear_store(store: Any) -> Any:
     """
-    Delete every document of a store (`index --replace`); a Milvus collection is dropped, so it is created again with
-    the new embeddings' dimension.
+    Delete every document of a store (`index --replace`): the store to write to next. A Milvus collection is dropped
+    (so it is made again with the new embeddings' dimension) and a new instance returned.
 
-    :returns: The store to write to next: `store`, or for Milvus a new instance made from its `to_dict`.
     :raises RuntimeError: If the store keeps documents after deleting them all.
     """
     if type(store).__name__ == "MilvusDocumentStore":
