@@ -1,14 +1,55 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Plot an evaluation report (matplotlib, the `eval` extra): evidence recall and answer F1 with 95% intervals against
-LLM calls per question (searches per question when no configuration made an LLM call)."""
+"""
+Plot an evaluation report (matplotlib, the `eval` extra): evidence recall (Wilson score interval: it stays inside
+[0, 1]) and answer F1 (percentile bootstrap of the mean), 95% intervals by `scipy.stats`, against LLM calls per
+question (searches per question when no configuration made an LLM call).
+"""
 
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from haystack_agentic.evaluation.intervals import bootstrap_mean_interval, wilson_interval
+
+#: Coverage of the intervals, and bootstrap resamples (seeded: the same values give the same interval).
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+
+
+def wilson_interval(successes: int, n: int) -> tuple[float, float]:
+    """
+    The Wilson score interval `(low, high)` of `successes` out of `n` trials.
+
+    :raises ValueError: If `n < 1` or `successes` is outside [0, n].
+    """
+    from scipy.stats import binomtest  # noqa: PLC0415 - scipy.stats takes a second to import
+
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n >= 1, got successes={successes}, n={n}")
+    interval = binomtest(successes, n).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
+    return float(interval.low), float(interval.high)
+
+
+def bootstrap_mean_interval(values: Sequence[float]) -> tuple[float, float]:
+    """The percentile-bootstrap interval `(low, high)` of the mean of `values`. :raises ValueError: If it is empty."""
+    import numpy as np  # noqa: PLC0415
+    from scipy.stats import bootstrap  # noqa: PLC0415
+
+    if not values:
+        raise ValueError("bootstrap_mean_interval needs at least one value")
+    data = np.asarray(values, dtype=float)
+    low, high = float(data.min()), float(data.max())
+    if len(data) == 1 or low == high:  # scipy needs two observations; every resample's mean is that value
+        return low, high
+    interval = bootstrap(
+        (data,), np.mean, n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
+        rng=np.random.default_rng(0),
+    ).confidence_interval  # fmt: skip
+    # a resampled mean never leaves the data's range (summing floats can, by a rounding error)
+    return max(float(interval.low), low), min(float(interval.high), high)
+
 
 _MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")
 
@@ -122,7 +163,7 @@ def plot_report(report: dict[str, Any], path: str | PathLike) -> Path:
         fig.suptitle("\n".join([first, *textwrap.wrap(details, 70 * len(panels))]))
     means = ("answer F1 and " if len(panels) > 1 else "") + x_label.split(" (")[0]
     note = ("Bars: 95% confidence intervals. Evidence recall: Wilson score interval; "
-            f"{means}: percentile bootstrap, 2,000 resamples of the questions.")  # fmt: skip
+            f"{means}: percentile bootstrap, {RESAMPLES:,} resamples of the questions.")  # fmt: skip
     legend = fig.legend(
         handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False,
         title="\n".join(textwrap.wrap(note, 85 * len(panels))), title_fontsize="small",

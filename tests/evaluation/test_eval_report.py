@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
-from haystack_agentic.evaluation.intervals import bootstrap_mean_interval, wilson_interval
+from haystack_agentic.evaluation.plot import bootstrap_mean_interval, wilson_interval
 from haystack_agentic.evaluation.plot import plot_points, plot_report
 from haystack_agentic.evaluation.report import left_out_note, render_table
 from haystack_agentic.evaluation.runner import build_store, run_eval, standard_configs
