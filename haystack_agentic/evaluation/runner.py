@@ -1,22 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Run loop configurations over a HotpotQA-format QA set and record, per question, what each run cost and found.
-
-Every configuration is a full loop pipeline over the same store and chunk budget: `one-shot` (one search of
-`budget` chunks, then answer), `bridge-entity` (the question, then up to two bridge entities of 1 chunk each) and
-`llm-router` (`AgenticRouter` driven by a chat generator). `answer_generator=None` means retrieval-only: a
-`RetrievalOnlyAnswerer` ends the run without an LLM call.
-
-Usage example:
-```python
-from haystack_agentic.evaluation.runner import build_store, run_eval, standard_configs
-from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
-
-rows = load_hotpotqa_questions("examples/data/hotpotqa_dev_sample.jsonl")[:20]
-store = build_store(rows)
-report = run_eval(rows, standard_configs(store, budget=6))  # retrieval-only: no LLM
-print(report["configs"]["bridge-entity"]["summary"]["all_gold_recall"])
-```
+Run loop configurations over a HotpotQA-format QA set and record, per question, what each run cost and found: full
+loop pipelines over one store and chunk budget (`one-shot`, `bridge-entity`, `llm-router`); without an answer LLM a
+`RetrievalOnlyAnswerer` ends each run (retrieval-only).
 """
 
 import statistics
@@ -75,6 +61,7 @@ def eval_documents(rows: Sequence[dict[str, Any]]) -> list[Document]:
         for doc in hotpotqa_documents(group, title_in_content=True):
             if collection is not None:
                 doc = replace(doc, meta={**doc.meta, COLLECTION_FIELD: collection})
+            documents.pop(doc.id, None)  # a paragraph of two collections: the last one, as written last
             documents[doc.id] = doc
     return list(documents.values())
 
@@ -191,33 +178,22 @@ def score_result(row: dict[str, Any], result: dict[str, Any], latency: float, wi
     usage = result.get("usage") or {}
     grounding = result.get("grounding")
     return {
-        "id": row["id"],
-        "question": row["question"],
-        "type": row.get("type"),
-        "gold_answer": row["answer"],
-        "answer": answer,
-        "em": em,
-        "f1": f1,
-        "gold_found": recall["found"],
-        "gold_total": recall["total"],
-        "gold_recall": recall["recall"],
+        "id": row["id"], "question": row["question"], "type": row.get("type"), "gold_answer": row["answer"],
+        "answer": answer, "em": em, "f1": f1,
+        "gold_found": recall["found"], "gold_total": recall["total"], "gold_recall": recall["recall"],
         "all_gold_found": recall["all_found"],
-        "searches": len(searches),
-        "queries": [step["query"] for step in searches],
+        "searches": len(searches), "queries": [step["query"] for step in searches],
         "iterations": result.get("iterations", 0),
         "llm_calls": {role: _usage(usage, role, "calls") for role in ROLES},
         "tokens": {role: {part: _usage(usage, role, f"{part}_tokens") for part in _PARTS} for role in ROLES},
         "llm_calls_total": _usage(usage, "total", "calls"),
         "prompt_tokens_total": _usage(usage, "total", "prompt_tokens"),
         "completion_tokens_total": _usage(usage, "total", "completion_tokens"),
-        "latency_s": latency,
-        "terminated_by": result.get("terminated_by"),
+        "latency_s": latency, "terminated_by": result.get("terminated_by"),
         "grounding_score": grounding.get("score") if isinstance(grounding, dict) else None,
-        "error": result.get("error"),
-        "citations": result.get("citations") or [],
-        "collection": row.get("collection"),
+        "error": result.get("error"), "citations": result.get("citations") or [], "collection": row.get("collection"),
         "chunk_collections": dict(Counter(str((d.get("meta") or {}).get(COLLECTION_FIELD)) for d in documents)),
-    }
+    }  # fmt: skip
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -250,18 +226,12 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return _mean_of(records, lambda r: r[key])
 
     return {
-        "questions": n,
-        "em": mean("em"),
-        "f1": mean("f1"),
-        "all_gold_recall": _mean_of(records, lambda r: float(r["all_gold_found"])),
-        "gold_recall": mean("gold_recall"),
-        "searches_mean": mean("searches"),
-        "searches_max": max((r["searches"] for r in records), default=0),
-        "iterations_mean": mean("iterations"),
-        "llm_calls_mean": mean("llm_calls_total"),
+        "questions": n, "em": mean("em"), "f1": mean("f1"),
+        "all_gold_recall": _mean_of(records, lambda r: float(r["all_gold_found"])), "gold_recall": mean("gold_recall"),
+        "searches_mean": mean("searches"), "searches_max": max((r["searches"] for r in records), default=0),
+        "iterations_mean": mean("iterations"), "llm_calls_mean": mean("llm_calls_total"),
         "llm_calls_per_role_mean": {role: _mean_of(records, lambda r: r["llm_calls"][role]) for role in ROLES},
-        "prompt_tokens_mean": mean("prompt_tokens_total"),
-        "completion_tokens_mean": mean("completion_tokens_total"),
+        "prompt_tokens_mean": mean("prompt_tokens_total"), "completion_tokens_mean": mean("completion_tokens_total"),
         "tokens_per_role_mean": {
             role: {part: _mean_of(records, lambda r: r["tokens"][role][part]) for part in _PARTS}
             for role in ROLES
@@ -273,7 +243,7 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "grounding_mean": mean("grounding_score"),
         "by_type": {kind: _group([r for r in records if str(r["type"]) == kind]) for kind in kinds},
         "by_collection": by_collection(records),
-    }
+    }  # fmt: skip
 
 
 def by_collection(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -331,8 +301,7 @@ def run_eval(
             records.append(score_result(row, result, seconds, with_answer))
             if on_question is not None:
                 on_question(config.name, done)
-        summary = summarise(records)
         report["configs"][config.name] = {
-            "description": config.description, "warm_up_s": warm_up, "summary": summary, "questions": records
-        }
+            "description": config.description, "warm_up_s": warm_up, "summary": summarise(records), "questions": records
+        }  # fmt: skip
     return report

@@ -1,23 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Does the loop say "not in the documents" when it should? An evaluation on an *unanswerable* split.
-
-Every question runs twice over the same pooled store: once as it is (normal), and once with its own gold
-paragraphs removed (unanswerable). Per configuration it reports the abstention rate on unanswerable questions, the
-answer rate on normal ones, the precision/recall curve of the evidence score (positives: normal runs with every
-gold paragraph found; negatives: unanswerable runs) and the evidence check's cost.
-
-Usage example:
-```python
-from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
-from haystack_agentic.evaluation.runner import bridge_entity_config, build_store
-from haystack_agentic.evaluation.unanswerable import run_abstention_eval
-
-rows = load_hotpotqa_questions("examples/data/hotpotqa_dev_sample.jsonl")[:20]
-store = build_store(rows)
-report = run_abstention_eval(rows, store, [bridge_entity_config(store)])
-print(report["configs"]["bridge-entity"]["summary"]["abstention_rate"])
-```
+Does the loop say "not in the documents" when it should? Every question runs as it is (normal) and with its gold
+paragraphs removed from the pooled store (unanswerable): abstention and answer rates, the precision/recall of the
+evidence score (positives: normal runs with every gold paragraph found) and the evidence check's cost.
 """
 
 import statistics
@@ -72,26 +57,17 @@ def _record(row: dict[str, Any], condition: str, result: dict[str, Any], latency
     found = {d["id"] for d in result.get("documents") or []}
     evidence = result.get("evidence") or {}
     return {
-        "id": row["id"],
-        "question": row["question"],
-        "type": row.get("type"),
-        "condition": condition,
-        "terminated_by": result.get("terminated_by"),
-        "abstained": result.get("terminated_by") == "gave_up",
+        "id": row["id"], "question": row["question"], "type": row.get("type"), "condition": condition,
+        "terminated_by": result.get("terminated_by"), "abstained": result.get("terminated_by") == "gave_up",
         "answer": result.get("answer"),
-        "gold_found": sum(g in found for g in gold),
-        "gold_total": len(gold),
+        "gold_found": sum(g in found for g in gold), "gold_total": len(gold),
         "all_gold_found": bool(gold) and all(g in found for g in gold),
-        "evidence_score": float(evidence.get("score", 0.0)),
-        "evidence_sufficient": evidence.get("sufficient"),
-        "evidence_action": evidence.get("action"),
-        "evidence_reason": evidence.get("reason"),
-        "evidence_features": evidence.get("features"),
-        "searched_again": int(evidence.get("searched_again", 0)),
+        "evidence_score": float(evidence.get("score", 0.0)), "evidence_sufficient": evidence.get("sufficient"),
+        "evidence_action": evidence.get("action"), "evidence_reason": evidence.get("reason"),
+        "evidence_features": evidence.get("features"), "searched_again": int(evidence.get("searched_again", 0)),
         "searches": sum(s["action"] == "search" for s in result.get("tool_history") or []),
-        "latency_s": latency,
-        "error": result.get("error"),
-    }
+        "latency_s": latency, "error": result.get("error"),
+    }  # fmt: skip
 
 
 def _rate(group: Sequence[dict[str, Any]], abstained: bool) -> float | None:
@@ -113,22 +89,15 @@ def summarise_abstention(
     negatives = [r["evidence_score"] for r in unanswerable]
     curve = precision_recall_curve(positives, negatives)
     return {
-        "normal": len(normal),
-        "unanswerable": len(unanswerable),
-        "evidence_found": len(found),
-        "abstention_rate": _rate(unanswerable, True),
-        "answer_rate_evidence_found": _rate(found, False),
-        "answer_rate_normal": _rate(normal, False),
-        "threshold": threshold,
-        "auc": roc_auc(positives, negatives),
-        "average_precision": average_precision(positives, negatives),
-        "pr_curve": curve_summary(curve),
-        "pr_curve_full": curve,
-        "checks": len(check_seconds),
+        "normal": len(normal), "unanswerable": len(unanswerable), "evidence_found": len(found),
+        "abstention_rate": _rate(unanswerable, True), "answer_rate_evidence_found": _rate(found, False),
+        "answer_rate_normal": _rate(normal, False), "threshold": threshold,
+        "auc": roc_auc(positives, negatives), "average_precision": average_precision(positives, negatives),
+        "pr_curve": curve_summary(curve), "pr_curve_full": curve, "checks": len(check_seconds),
         "ms_per_check_mean": _ms(check_seconds, statistics.fmean),
         "ms_per_check_median": _ms(check_seconds, statistics.median),
         "searched_again_mean": statistics.fmean(r["searched_again"] for r in records) if records else None,
-    }
+    }  # fmt: skip
 
 
 def run_abstention_eval(
