@@ -9,17 +9,18 @@ from typing import Any
 from haystack_agentic.evidence.scoring import EvidenceModel
 
 
+#: The L2 penalty of `fit_logistic` (not on the intercept), its most Newton steps, and `curve_summary`'s recall step.
+L2 = 1.0
+NEWTON_STEPS = 50
+RECALL_STEP = 0.05
+
+
 def fit_logistic(
-    rows: Sequence[Sequence[float]],
-    labels: Sequence[int],
-    feature_names: Sequence[str],
-    l2: float = 1.0,
-    iterations: int = 50,
-    name: str = "offline",
+    rows: Sequence[Sequence[float]], labels: Sequence[int], feature_names: Sequence[str], name: str = "offline"
 ) -> EvidenceModel:
     """
-    Fit an L2-regularised logistic regression by Newton's method (the intercept is not penalised) to `rows` (one
-    feature vector per example, columns named by `feature_names`) and `labels` (1: the chunks support an answer).
+    Fit an L2-regularised logistic regression by Newton's method to `rows` (one feature vector per example, columns
+    named by `feature_names`) and `labels` (1: the chunks support an answer).
 
     :returns: The model, with threshold 0.5 (set it with `choose_threshold`).
     :raises ValueError: On empty data, a length mismatch, or labels of one class only.
@@ -34,8 +35,8 @@ def fit_logistic(
         raise ValueError("fit_logistic needs examples of both classes")
     design = np.hstack([x, np.ones((len(x), 1))])
     weights = np.zeros(design.shape[1])
-    penalty = l2 * np.diag([*([1.0] * x.shape[1]), 0.0])
-    for _ in range(iterations):
+    penalty = L2 * np.diag([*([1.0] * x.shape[1]), 0.0])
+    for _ in range(NEWTON_STEPS):
         p = 1.0 / (1.0 + np.exp(-np.clip(design @ weights, -60, 60)))
         gradient = design.T @ (p - y) + penalty @ weights
         hessian = design.T @ (design * (p * (1 - p))[:, None]) + penalty
@@ -43,12 +44,8 @@ def fit_logistic(
         weights -= step
         if float(np.abs(step).max()) < 1e-9:
             break
-    return EvidenceModel(
-        name=name,
-        weights={n: round(float(w), 4) for n, w in zip(feature_names, weights[:-1])},
-        bias=round(float(weights[-1]), 4),
-        threshold=0.5,
-    )
+    weights_by_name = {n: round(float(w), 4) for n, w in zip(feature_names, weights[:-1])}
+    return EvidenceModel(name=name, weights=weights_by_name, bias=round(float(weights[-1]), 4), threshold=0.5)
 
 
 def choose_threshold(positive_scores: Sequence[float], target_answer_rate: float) -> float:
@@ -64,9 +61,7 @@ def choose_threshold(positive_scores: Sequence[float], target_answer_rate: float
     return math.floor(ordered[min(rejected, len(ordered) - 1)] * 10_000) / 10_000
 
 
-def precision_recall_curve(
-    positive_scores: Sequence[float], negative_scores: Sequence[float]
-) -> list[dict[str, float]]:
+def precision_recall_curve(positive_scores: Sequence[float], negative_scores: Sequence[float]) -> list[dict[str, float]]:
     """
     Precision and recall of "sufficient" (score >= t) at every distinct score t:
     `[{"threshold", "precision", "recall", "abstention"}]` by rising threshold.
@@ -105,11 +100,11 @@ def roc_auc(positive_scores: Sequence[float], negative_scores: Sequence[float]) 
     return wins / (len(positive_scores) * len(negative_scores))
 
 
-def curve_summary(points: list[dict[str, Any]], every: float = 0.05) -> list[dict[str, Any]]:
-    """A few points of a `precision_recall_curve` for a table: the first reaching each recall step (`every`)."""
+def curve_summary(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A few points of a `precision_recall_curve` for a table: the first reaching each `RECALL_STEP`."""
     shown, seen = [], set()
     for point in sorted(points, key=lambda p: -p["threshold"]):
-        step = math.floor(point["recall"] / every + 1e-9)
+        step = math.floor(point["recall"] / RECALL_STEP + 1e-9)
         if step not in seen:
             seen.add(step)
             shown.append(point)
