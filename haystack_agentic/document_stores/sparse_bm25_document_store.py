@@ -48,39 +48,29 @@ class SparseBM25Index:
     """Per-term BM25 scores of fixed documents as a CSC matrix (rows in Haystack's tie order), and top-k selection."""
 
     def __init__(
-        self,
-        doc_ids: Sequence[str],
-        term_frequencies: Sequence[Mapping[str, int]],
-        doc_lengths: Sequence[int],
-        document_frequencies: Mapping[str, int],
-        average_length: float,
-        algorithm: str = "BM25L",
-        parameters: Mapping[str, float] | None = None,
-    ) -> None:
+        self, doc_ids: Sequence[str], term_frequencies: Sequence[Mapping[str, int]], doc_lengths: Sequence[int],
+        algorithm: str, parameters: Mapping[str, float],
+    ) -> None:  # fmt: skip
         """
-        :param term_frequencies: Per document, token -> count; `doc_lengths`: per document, its number of tokens.
-        :param document_frequencies: Token -> number of documents holding it.
+        :param term_frequencies: Per document, token -> count; `doc_lengths`: per document, its tokens (some > 0).
         :param algorithm: `BM25L`, `BM25Plus` or `BM25Okapi`, with Haystack's `bm25_parameters` (defaults as its).
-        :raises ValueError: On an unknown algorithm or an average length of 0.
         """
-        if algorithm not in _DEFAULTS:
-            raise ValueError(f"BM25 algorithm '{algorithm}' is not supported.")
-        if average_length <= 0:
-            raise ValueError("SparseBM25Index needs documents with tokens (average length > 0).")
         self.doc_ids = list(doc_ids)
-        self.algorithm = algorithm
         self.value_index: dict[str, dict[Any, list[int]]] = {}  # field -> value -> rows (`SparseBM25DocumentStore`)
-        params = {**_DEFAULTS[algorithm], **(parameters or {})}
+        params = {**_DEFAULTS[algorithm], **parameters}
+        document_frequencies: Counter = Counter()
+        for tf in term_frequencies:
+            document_frequencies.update(tf.keys())
         self.vocabulary = {token: column for column, token in enumerate(document_frequencies)}
         self.idf = self._idf(document_frequencies, len(self.doc_ids), algorithm, params)
-
         counts = np.fromiter((len(tf) for tf in term_frequencies), dtype=np.int64, count=len(self.doc_ids))
         total = int(counts.sum())
         lookup = self.vocabulary.__getitem__
         cols = np.fromiter(chain.from_iterable(map(lookup, tf) for tf in term_frequencies), np.int32, total)
         freq = np.fromiter(chain.from_iterable(tf.values() for tf in term_frequencies), np.float64, total)
         length = np.repeat(np.asarray(doc_lengths, dtype=np.float64), counts)
-        values = self._term_scores(freq, length, float(average_length), self.idf[cols], algorithm, params)
+        average = sum(doc_lengths) / len(doc_lengths)
+        values = self._term_scores(freq, length, average, self.idf[cols], algorithm, params)
         indptr = np.zeros(len(self.doc_ids) + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
         shape = (len(self.doc_ids), len(self.vocabulary))
@@ -116,9 +106,6 @@ class SparseBM25Index:
             return idf * (freq * (1.0 + k) / (freq + damp) + delta)
         norm = freq + k * (1 - b + b * length / avg)
         return idf * (freq * (1.0 + k) / norm)
-
-    def __len__(self) -> int:
-        return len(self.doc_ids)
 
     def scores(self, tokens: Sequence[str]) -> np.ndarray:
         """The BM25 score (float64) of every row for a tokenised query; each distinct token counts once."""
@@ -287,23 +274,16 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
             if built is not None and built[0] == fingerprint:
                 return built[1]
             ids, frequencies, lengths = [], [], []
-            vocabulary: Counter = Counter()
             for doc_id, doc in storage.items():
                 if doc.content is None:  # BM25 only searches chunks with content; only they count
                     continue
                 tokens = self._tokens(doc.content)
-                counts = Counter(tokens)
                 ids.append(doc_id)
-                frequencies.append(counts)
+                frequencies.append(Counter(tokens))
                 lengths.append(len(tokens))
-                vocabulary.update(counts.keys())
-            average = sum(lengths) / len(lengths) if lengths else 0.0
             index = None
-            if average > 0:
-                index = SparseBM25Index(
-                    ids, frequencies, lengths, vocabulary, average,
-                    algorithm=self.bm25_algorithm, parameters=self.bm25_parameters,
-                )  # fmt: skip
+            if any(lengths):
+                index = SparseBM25Index(ids, frequencies, lengths, self.bm25_algorithm, self.bm25_parameters)
             built_by_index[self.index] = (fingerprint, index)
             logger.debug("Built the sparse BM25 matrix of {count} documents", count=len(ids))
             return index
