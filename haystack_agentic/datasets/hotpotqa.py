@@ -79,7 +79,7 @@ def hotpotqa_documents(
     sentences joined, `meta` `{"title", "source"}`. HotpotQA rows give one per title (the longest text is kept);
     MuSiQue rows (with `supporting_paragraph_idx`) one per `(title, text)`.
 
-    :param path_or_rows: A JSONL path (read with `load_hotpotqa_questions`) or already loaded rows.
+    :param path_or_rows: A JSONL path (`load_hotpotqa_questions`) or loaded rows.
     :param source: `meta["source"]` and id namespace; `None`: `"musique"` for MuSiQue rows, else `"hotpotqa"`.
     :param title_in_content: Prefix `content` with `"<title>\n"` so keyword retrievers match the title (same ids).
     :raises ValueError: If the file is malformed (see `load_hotpotqa_questions`).

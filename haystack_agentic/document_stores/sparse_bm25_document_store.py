@@ -51,10 +51,7 @@ class SparseBM25Index:
         self, doc_ids: Sequence[str], term_frequencies: Sequence[Mapping[str, int]], doc_lengths: Sequence[int],
         algorithm: str, parameters: Mapping[str, float],
     ) -> None:  # fmt: skip
-        """
-        :param term_frequencies: Per document, token -> count; `doc_lengths`: per document, its tokens (some > 0).
-        :param algorithm: `BM25L`, `BM25Plus` or `BM25Okapi`, with Haystack's `bm25_parameters` (defaults as its).
-        """
+        """Per document: token -> count, and its number of tokens (some > 0); Haystack's algorithm and parameters."""
         self.doc_ids = list(doc_ids)
         self.value_index: dict[str, dict[Any, list[int]]] = {}  # field -> value -> rows (`SparseBM25DocumentStore`)
         params = {**_DEFAULTS[algorithm], **parameters}
@@ -188,13 +185,9 @@ def _rebuilding(method: Callable[..., Any]) -> Callable[..., Any]:
 
 class SparseBM25DocumentStore(InMemoryDocumentStore):
     """
-    Haystack's `InMemoryDocumentStore` with BM25 retrieval over a sparse matrix: the same results, much faster.
-
-    On the first query after a change it builds a `scipy.sparse` matrix of Haystack's per-term BM25 scores, so a
-    query sums a few columns instead of scoring every document in Python; scores, ranking, ties, filters,
-    `scale_score` and `return_embedding` equal `InMemoryDocumentStore`'s. Writes through a plain store sharing the
-    `index` are seen when they change the document count. A `meta.<field> == <value>` filter condition narrows the
-    candidates through a value index.
+    Haystack's `InMemoryDocumentStore` with BM25 retrieval over a sparse matrix (built on the first query after a
+    change): the same scores, ranking, ties and filters, much faster. Writes through a plain store sharing the `index`
+    are seen when they change the document count.
 
     ### Usage example
     ```python
@@ -223,8 +216,7 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         """
         Load a store saved by this class or `InMemoryDocumentStore`.
 
-        :raises FileNotFoundError: If the file does not exist.
-        :raises DocumentStoreError: If it cannot be read.
+        :raises FileNotFoundError: If the file does not exist. :raises DocumentStoreError: If it cannot be read.
         """
         if not Path(path).exists():
             raise FileNotFoundError(f"File {path} not found.")

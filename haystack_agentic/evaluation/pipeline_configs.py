@@ -1,19 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`eval --pipeline X`: a loop pipeline YAML (a packaged name or a path) loaded as `ask` loads it (`build_loop`), its
-own retriever store filled with the QA set's paragraphs (MiniLM embeddings when it embeds queries).
-
-Usage example:
-```python
-from haystack_agentic.evaluation.pipeline_configs import pipeline_config
-from haystack_agentic.evaluation.runner import run_eval
-from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
-
-rows = load_hotpotqa_questions("examples/data/hotpotqa_dev_sample.jsonl")[:10]
-config = pipeline_config("agentic_rag_embedded_dense", rows, "eval-out", with_answer=False)
-print(run_eval(rows, [config], with_answer=False)["configs"][config.name]["summary"]["all_gold_recall"])
-```
-"""
+"""`eval --pipeline X`: a loop pipeline YAML (a packaged name or a path) loaded as `ask` loads it, its own retriever
+store filled with the QA set's paragraphs (MiniLM embeddings when it embeds queries)."""
 
 import uuid
 from collections.abc import Sequence
@@ -34,8 +21,7 @@ def pipeline_config(
     spec: str, rows: Sequence[dict[str, Any]], out_dir: str | Path, with_answer: bool = True
 ) -> EvalConfig:
     """
-    An `EvalConfig` running the pipeline YAML `spec` (a path or a packaged name, named after its stem) over the
-    paragraphs of every row of `rows`.
+    An `EvalConfig` (named after the YAML's stem) running the pipeline YAML `spec` over the paragraphs of all `rows`.
 
     :param out_dir: Where a Milvus Lite database for the run goes (a fresh file per call).
     :param with_answer: `False`: the answerer is replaced by a `RetrievalOnlyAnswerer` and the fallback disabled.

@@ -144,17 +144,6 @@ def llm_router_config(
     return EvalConfig("llm-router", f"AgenticRouter ({mode} mode), up to {max_iterations} turns", pipeline)
 
 
-def standard_configs(
-    store: Any, budget: int = DEFAULT_BUDGET, answer_generator: Any = None, router_generator: Any = None,
-    router_mode: str = "tools", router_max_iterations: int = DEFAULT_ROUTER_MAX_ITERATIONS,
-) -> list[EvalConfig]:  # fmt: skip
-    """The configurations `eval` compares, cheapest first (`llm-router` only with a `router_generator`)."""
-    configs = [one_shot_config(store, budget, answer_generator), bridge_entity_config(store, budget, answer_generator)]
-    if router_generator is not None:
-        configs.append(llm_router_config(store, router_generator, budget, router_mode, router_max_iterations))
-    return configs
-
-
 _PARTS = ("prompt", "completion")
 
 
