@@ -7,6 +7,7 @@ chunks: the one place every backend stores durably), read at run time, and a run
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -113,9 +114,7 @@ def _collection_rows(store: Any) -> Iterable[Mapping[str, Any]]:
             return []
         rows: list[Mapping[str, Any]] = []
         fields = [COLLECTION_FIELD, DESCRIPTION_FIELD]
-        iterator = store.client.query_iterator(
-            store.collection_name, batch_size=_MILVUS_BATCH, filter="", output_fields=fields
-        )
+        iterator = store.client.query_iterator(store.collection_name, _MILVUS_BATCH, filter="", output_fields=fields)
         try:
             while batch := iterator.next():
                 rows.extend(batch)
@@ -128,27 +127,20 @@ def _collection_rows(store: Any) -> Iterable[Mapping[str, Any]]:
 def list_collections(store: Any) -> dict[str, CollectionInfo]:
     """
     The collections any Haystack document store holds, read from its chunks' metadata (the most common description
-    wins).
-
-    :returns: Name -> `CollectionInfo`, sorted by name.
+    wins): name -> `CollectionInfo`, sorted by name.
     """
-    counts: dict[str, int] = {}
-    descriptions: dict[str, dict[str, int]] = {}
+    counts: Counter[str] = Counter()
+    descriptions: dict[str, Counter[str]] = {}
     for meta in _collection_rows(store):
         name = meta.get(COLLECTION_FIELD)
         if not isinstance(name, str) or not name:
             continue
-        counts[name] = counts.get(name, 0) + 1
+        counts[name] += 1
         description = meta.get(DESCRIPTION_FIELD)
         if isinstance(description, str) and description:
-            seen = descriptions.setdefault(name, {})
-            seen[description] = seen.get(description, 0) + 1
-    result = {}
-    for name in sorted(counts):
-        seen = descriptions.get(name) or {}
-        description = max(seen, key=seen.__getitem__) if seen else ""
-        result[name] = CollectionInfo(name=name, description=description, documents=counts[name])
-    return result
+            descriptions.setdefault(name, Counter())[description] += 1
+    common = {name: seen.most_common(1)[0][0] for name, seen in descriptions.items()}
+    return {name: CollectionInfo(name, common.get(name, ""), counts[name]) for name in sorted(counts)}
 
 
 def describe_collection(store: Any, name: str, description: str) -> int:

@@ -54,7 +54,7 @@ def collect_files(path: Path) -> list[Path]:
 
 
 def _add_converters(pipeline: Pipeline) -> None:
-    """Add router -> converters -> joiner -> cleaner -> splitter -> chunk_meta to `pipeline` (input `router.sources`)."""
+    """Add router -> converters -> joiner -> cleaner -> splitter -> chunk_meta (input `router.sources`)."""
     pipeline.add_component("router", FileTypeRouter(mime_types=sorted(set(MIME_TYPES.values()))))
     pipeline.add_component("joiner", DocumentJoiner())
     # store_full_path: `file_path` keeps the path the source names (the resolved one, from `file_sources`).
@@ -81,9 +81,9 @@ def _add_converters(pipeline: Pipeline) -> None:
 
 def convert_files(files: list[Path], on_files: Callable[[int], None] | None = None) -> list[Document]:
     """
-    Turn supported files into chunk Documents with stable ids, each with its source in `meta["file_path"]`.
+    Supported files as chunk Documents with stable ids, each with its source in `meta["file_path"]`; `on_files(n)`
+    is called as `n` more files are converted.
 
-    :param on_files: Called with a number of files each time that many are converted (progress).
     :raises ValueError: If a JSONL file is not in the HotpotQA format (the message names the file and line).
     """
     documents: list[Document] = []
@@ -127,17 +127,16 @@ def unreadable_files(files: list[Path]) -> dict[Path, str]:
         except OSError as exc:
             problems[file] = f"cannot be read ({exc.strerror or exc})"
             continue
+        suffix = file.suffix.lower()
         if not data.strip():
             problems[file] = EMPTY
-        elif file.suffix.lower() in MIME_TYPES and file.suffix.lower() != ".pdf":  # the converters need UTF-8
+        elif suffix == ".pdf" and (problem := pdf_problem(data)):
+            problems[file] = problem
+        elif suffix in MIME_TYPES and suffix != ".pdf":  # the converters need UTF-8
             try:
                 data.decode("utf-8")
             except UnicodeDecodeError:
                 problems[file] = "not UTF-8 text (convert it to UTF-8 first)"
-        elif file.suffix.lower() == ".pdf":
-            problem = pdf_problem(data)
-            if problem:
-                problems[file] = problem
     return problems
 
 
@@ -165,8 +164,7 @@ def pdf_problem(data: bytes) -> str | None:
             for page in reader.pages:
                 page.extract_text()
     except Exception as exc:  # noqa: BLE001 - pypdf raises many kinds on damaged files
-        detail = " ".join(str(exc).split())[:_PDF_REASON_CHARS]
-        detail = detail.encode("ascii", "backslashreplace").decode("ascii")
+        detail = " ".join(str(exc).split())[:_PDF_REASON_CHARS].encode("ascii", "backslashreplace").decode("ascii")
         return f"not a readable PDF ({type(exc).__name__}{': ' + detail if detail else ''})"
     finally:
         pypdf_logger.setLevel(level)
@@ -189,21 +187,17 @@ def file_sources(files: list[Path]) -> list[Any]:
 
 def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeline:
     """
-    The indexing pipeline for files: router -> converters -> cleaner -> splitter -> chunk_meta -> [embedder] -> writer.
-
-    Run it with `{"router": {"sources": [absolute paths]}}`; the writer replaces each file's earlier chunks (add
-    `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
-
-    :param embedder: A Haystack document embedder, or `None`.
-    :returns: The pipeline (serialisable to YAML with `dumps()`).
+    The indexing pipeline for files (router -> converters -> cleaner -> splitter -> chunk_meta -> [embedder] -> writer,
+    YAML with `dumps()`), run with `{"router": {"sources": [absolute paths]}}`; the writer replaces each file's
+    earlier chunks (add `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
     """
     pipeline = Pipeline(metadata={"purpose": "haystack-agentic indexing"})
     _add_converters(pipeline)
     pipeline.add_component("writer", SourceReplacingDocumentWriter(document_store=document_store))
+    last = "chunk_meta"
     if embedder is not None:
         pipeline.add_component("embedder", embedder)
         pipeline.connect("chunk_meta.documents", "embedder.documents")
-        pipeline.connect("embedder.documents", "writer.documents")
-    else:
-        pipeline.connect("chunk_meta.documents", "writer.documents")
+        last = "embedder"
+    pipeline.connect(f"{last}.documents", "writer.documents")
     return pipeline

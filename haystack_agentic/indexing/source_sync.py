@@ -40,12 +40,8 @@ def remove_stale_chunks(
     store: Any, sources: Iterable[str], keep_ids: Iterable[str], field: str = SOURCE_FIELD, *, collection: Any = ...
 ) -> int:
     """
-    Delete the chunks of `sources` whose ids are not in `keep_ids` (what an earlier index of those files left).
-
-    With `collection` given (a name, or `None` for chunks in no collection) only that collection's chunks of
-    `sources` are candidates; left out, every chunk of `sources` is.
-
-    :returns: The number of chunks deleted.
+    Delete the chunks of `sources` whose ids are not in `keep_ids` (what an earlier index of those files left); with
+    `collection` given (a name, or `None`: chunks in none), only that collection's. Returns how many were deleted.
     """
     wanted = list(dict.fromkeys(sources))
     if not wanted:
@@ -59,18 +55,14 @@ def remove_stale_chunks(
             batch = wanted[start : start + SOURCES_PER_QUERY]
             found.extend(store.filter_documents({"field": f"meta.{field}", "operator": "in", "value": batch}))
     # checked again here: a store's `in` may match more than equal values (e.g. tokenised text in Weaviate)
-    stale = list(
-        dict.fromkeys(
-            d.id
-            for d in found
-            if (d.meta or {}).get(field) in wanted_set
-            and d.id not in keep
-            and (collection is ... or (d.meta or {}).get("collection") == collection)
-        )
-    )
+    stale = list(dict.fromkeys(
+        d.id for d in found
+        if (d.meta or {}).get(field) in wanted_set and d.id not in keep
+        and (collection is ... or (d.meta or {}).get("collection") == collection)
+    ))  # fmt: skip
     if stale:
         store.delete_documents(stale)
-        logger.info("Removed {count} stale chunk(s) of {sources} re-indexed source(s)", count=len(stale), sources=len(wanted))
+        logger.info("Removed {count} stale chunk(s) of {n} re-indexed source(s)", count=len(stale), n=len(wanted))
     return len(stale)
 
 
