@@ -32,13 +32,9 @@ def record_path(uri: str | Path) -> Path | None:
 
 def _lite_store(store: Any, writable: bool = False) -> tuple[Path, str] | None:
     """The record file and collection of a Milvus Lite store (`writable`: in an existing folder), else `None`."""
-    if type(store).__name__ != "MilvusDocumentStore":
-        return None
     uri = (getattr(store, "connection_args", None) or {}).get("uri")
-    path = record_path(uri) if isinstance(uri, (str, Path)) else None
-    if path is None or (writable and not path.parent.is_dir()):
-        return None
-    return path, store.collection_name
+    path = record_path(uri) if type(store).__name__ == "MilvusDocumentStore" and isinstance(uri, (str, Path)) else None
+    return None if path is None or (writable and not path.parent.is_dir()) else (path, store.collection_name)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -124,11 +120,8 @@ def count_shortfall(store: Any) -> str | None:
     if found is None:
         return None
     path, collection = found
-    entry = _recorded(path).get(collection)
-    if entry is None or not isinstance(entry.get("documents"), int):
-        return None
-    recorded, held = entry["documents"], store.count_documents()
-    if held >= recorded:
+    recorded = (_recorded(path).get(collection) or {}).get("documents")
+    if not isinstance(recorded, int) or (held := store.count_documents()) >= recorded:
         return None
     return (f"its collection {collection} holds {held} documents, {recorded} when haystack-agentic last wrote it, "
             f"as {path.name} records: Milvus Lite rolled back to an older manifest or lost data files")  # fmt: skip
