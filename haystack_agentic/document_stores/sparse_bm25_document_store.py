@@ -47,12 +47,11 @@ _DEFAULTS = {
 class SparseBM25Index:
     """Per-term BM25 scores of fixed documents as a CSC matrix (rows in Haystack's tie order), and top-k selection."""
 
-    def __init__(
-        self, doc_ids: Sequence[str], term_frequencies: Sequence[Mapping[str, int]], doc_lengths: Sequence[int],
-        algorithm: str, parameters: Mapping[str, float],
-    ) -> None:  # fmt: skip
-        """Per document: token -> count, and its number of tokens (some > 0); Haystack's algorithm and parameters."""
-        self.doc_ids = list(doc_ids)
+    def __init__(self, tokens: Mapping[str, list[str]], algorithm: str, parameters: Mapping[str, float]) -> None:
+        """Document id -> its BM25 tokens (some non-empty), Haystack's algorithm and its `bm25_parameters`."""
+        self.doc_ids = list(tokens)
+        term_frequencies = [Counter(doc_tokens) for doc_tokens in tokens.values()]
+        doc_lengths = [len(doc_tokens) for doc_tokens in tokens.values()]
         self.value_index: dict[str, dict[Any, list[int]]] = {}  # field -> value -> rows (`SparseBM25DocumentStore`)
         params = {**_DEFAULTS[algorithm], **parameters}
         document_frequencies: Counter = Counter()
@@ -265,19 +264,13 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
             built = built_by_index.get(self.index)
             if built is not None and built[0] == fingerprint:
                 return built[1]
-            ids, frequencies, lengths = [], [], []
-            for doc_id, doc in storage.items():
-                if doc.content is None:  # BM25 only searches chunks with content; only they count
-                    continue
-                tokens = self._tokens(doc.content)
-                ids.append(doc_id)
-                frequencies.append(Counter(tokens))
-                lengths.append(len(tokens))
+            # BM25 only searches chunks with content; only they count
+            tokens = {doc_id: self._tokens(doc.content) for doc_id, doc in storage.items() if doc.content is not None}
             index = None
-            if any(lengths):
-                index = SparseBM25Index(ids, frequencies, lengths, self.bm25_algorithm, self.bm25_parameters)
+            if any(tokens.values()):
+                index = SparseBM25Index(tokens, self.bm25_algorithm, self.bm25_parameters)
             built_by_index[self.index] = (fingerprint, index)
-            logger.debug("Built the sparse BM25 matrix of {count} documents", count=len(ids))
+            logger.debug("Built the sparse BM25 matrix of {count} documents", count=len(tokens))
             return index
 
     def bm25_retrieval(
