@@ -1,13 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Indexing files into a document store without losing anything: what `haystack-agentic index` runs.
-
-Chunks are upserted by id; a re-indexed file replaces its own earlier chunks (`source_sync`); `replace=True`
-empties the store only after the files are converted and the model is loaded; store files are changed under a
-lock, atomically (`store_files`); the embedder's dimension is checked before anything is written. Progress goes to
+Indexing files into a document store without losing anything (what `haystack-agentic index` runs); progress goes to
 an optional `progress(stage, done, total)` (`total` `None` while unknown), called as a stage starts (`done=0`) and
-advances; stages: `converting` (files), `loading model`, `embedding`, `writing` (chunks), or `indexing` (files) for a
-YAML pipeline.
+advances: `converting` (files), `loading model`, `embedding`, `writing` (chunks), or `indexing` (files, YAML).
 """
 
 from collections import Counter
@@ -33,12 +28,9 @@ from haystack_agentic.indexing.store_files import load_store_file, save_store_fi
 
 logger = logging.getLogger(__name__)
 
-CONVERTING = "converting"
-LOADING_MODEL = "loading model"
-EMBEDDING = "embedding"
-WRITING = "writing"
-INDEXING = "indexing"
-
+#: Progress stages.
+CONVERTING, LOADING_MODEL, EMBEDDING = "converting", "loading model", "embedding"
+WRITING, INDEXING = "writing", "indexing"
 ProgressCallback = Callable[[str, int, "int | None"], None]
 
 #: Documents embedded and written per batch.
