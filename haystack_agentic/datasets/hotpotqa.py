@@ -17,7 +17,7 @@ REQUIRED_FIELDS = ("id", "question", "answer", "supporting_facts", "context")
 
 def load_hotpotqa_questions(path: str | PathLike) -> list[dict[str, Any]]:
     """
-    Read a HotpotQA-style JSONL file (UTF-8, one question per line, blank lines skipped): the rows, in file order.
+    The rows of a HotpotQA-style JSONL file (UTF-8, one question per line, blank lines skipped), in file order.
 
     :raises FileNotFoundError: If the file does not exist.
     :raises ValueError: If a line is not a JSON object with the `REQUIRED_FIELDS` and a `context` of

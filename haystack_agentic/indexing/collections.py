@@ -165,10 +165,8 @@ def describe_collection(store: Any, name: str, description: str) -> int:
 
 def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
     """
-    Check the shape of a run's `collections` input: `None` (no scope), `"all"`, one name, or a list of names.
-
-    :returns: `None`, `"all"`, or the names as a tuple (duplicates dropped, order kept).
-    :raises ValueError: If it is another type, an empty list, or holds a bad name.
+    Check a run's `collections` input (`None`: no scope, `"all"`, a name or a list of names): `None`, `"all"`, or the
+    names as a tuple (duplicates dropped, order kept). :raises ValueError: On another type, `[]` or a bad name.
     """
     if scope is None:
         return None
@@ -191,11 +189,8 @@ def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
 
 def resolve_scope(scope: Any, known: Mapping[str, CollectionInfo]) -> dict[str, str] | None:
     """
-    The collections a run's `collections` input may search, among `known` (`list_collections`).
-
-    :returns: `None` for no scope; otherwise name -> description of every collection in scope.
-    :raises UnknownCollectionError: If a name is not one of `known`; the message lists the known ones.
-    :raises ValueError: If the input has a bad shape.
+    The collections a run's `collections` input may search among `known`: `None` for no scope, else name ->
+    description of each. :raises UnknownCollectionError: Naming the known ones. :raises ValueError: On a bad shape.
     """
     scope = normalise_scope(scope)
     if scope is None:
