@@ -1,22 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Load HotpotQA-style multi-hop QA files (HotpotQA, MuSiQue) as questions and Haystack Documents.
-
-One JSONL schema: `{"id", "question", "answer", "supporting_facts", "context", ...}`, `context` being
-`[[title, [sentence, ...]], ...]`. The paragraphs of all questions form a small Wikipedia corpus;
-`hotpotqa_documents` turns them into deduplicated `Document`s with stable ids.
-
-Usage example:
-```python
-from haystack.document_stores.in_memory import InMemoryDocumentStore
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
-
-rows = load_hotpotqa_questions("examples/data/hotpotqa_dev_sample.jsonl")
-store = InMemoryDocumentStore()
-store.write_documents(hotpotqa_documents(rows))
-print(rows[0]["question"], store.count_documents())
-```
-"""
+"""Load HotpotQA-style multi-hop QA files (HotpotQA, MuSiQue: JSONL rows `{"id", "question", "answer",
+"supporting_facts", "context": [[title, [sentence, ...]], ...]}`) as questions and deduplicated Haystack Documents."""
 
 import hashlib
 import json
@@ -33,9 +17,8 @@ REQUIRED_FIELDS = ("id", "question", "answer", "supporting_facts", "context")
 
 def load_hotpotqa_questions(path: str | PathLike) -> list[dict[str, Any]]:
     """
-    Read a HotpotQA-style JSONL file (UTF-8, one question per line, blank lines skipped).
+    The rows of a HotpotQA-style JSONL file (UTF-8, one question per line, blank lines skipped), in file order.
 
-    :returns: The rows, in file order, as dicts (unchanged).
     :raises FileNotFoundError: If the file does not exist.
     :raises ValueError: If a line is not a JSON object with the `REQUIRED_FIELDS` and a `context` of
         `[title, [sentence, ...]]` pairs; the message names the file and the 1-based line number.
@@ -52,12 +35,10 @@ def load_hotpotqa_questions(path: str | PathLike) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}:{line_no}: invalid JSON ({e.msg} at column {e.colno}).") from e
             if not isinstance(row, dict):
                 raise ValueError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}.")
-            missing = [field for field in REQUIRED_FIELDS if field not in row]
+            missing = ", ".join(field for field in REQUIRED_FIELDS if field not in row)
             if missing:
-                raise ValueError(
-                    f"{path}:{line_no}: missing field(s) {', '.join(missing)}; "
-                    f"a HotpotQA row needs {', '.join(REQUIRED_FIELDS)}."
-                )
+                needed = ", ".join(REQUIRED_FIELDS)
+                raise ValueError(f"{path}:{line_no}: missing field(s) {missing}; a HotpotQA row needs {needed}.")
             problem = _context_problem(row["context"])
             if problem:
                 raise ValueError(f"{path}:{line_no}: malformed 'context': {problem}.")
@@ -81,10 +62,7 @@ def _context_problem(context: Any) -> str | None:
 
 
 def hotpotqa_document_id(title: str, text: str | None = None, source: str = "hotpotqa") -> str:
-    """
-    The stable id of a corpus paragraph: a SHA-256 hex digest of `(source, title)`, or of `(source, title, text)`
-    when `text` is given (MuSiQue, where one title can have several paragraphs).
-    """
+    """The stable id of a paragraph: SHA-256 of `(source, title)`, or with `text` (MuSiQue: a title has several)."""
     parts = [source, title] if text is None else [source, title, text]
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
 
@@ -97,28 +75,19 @@ def hotpotqa_documents(
     path_or_rows: str | PathLike | list[dict[str, Any]], source: str | None = None, title_in_content: bool = False
 ) -> list[Document]:
     """
-    One Haystack `Document` per distinct paragraph of all questions' `context`.
+    One `Document` per distinct paragraph of all questions' `context`, in first-seen order: `content` is its
+    sentences joined, `meta` `{"title", "source"}`. HotpotQA rows give one per title (the longest text is kept);
+    MuSiQue rows (with `supporting_paragraph_idx`) one per `(title, text)`.
 
-    `content` is the paragraph's sentences joined with `""`, `meta` is `{"title": title, "source": source}`.
-    HotpotQA rows give one Document per title (the longest text is kept when a title comes with several; id from
-    `(source, title)`); MuSiQue rows (with `supporting_paragraph_idx`) one per `(title, text)`.
-
-    :param path_or_rows: A JSONL path (read with `load_hotpotqa_questions`) or already loaded rows.
-    :param source: The `meta["source"]` value and id namespace; None: `"musique"` for MuSiQue rows, else `"hotpotqa"`.
-    :param title_in_content: Prefix `content` with `"<title>\n"`, so keyword retrievers match the title (ids do not
-        change).
-    :returns: The Documents, in first-seen order.
+    :param path_or_rows: A JSONL path (`load_hotpotqa_questions`) or loaded rows.
+    :param source: `meta["source"]` and id namespace; `None`: `"musique"` for MuSiQue rows, else `"hotpotqa"`.
+    :param title_in_content: Prefix `content` with `"<title>\n"` so keyword retrievers match the title (same ids).
     :raises ValueError: If the file is malformed (see `load_hotpotqa_questions`).
     """
-    rows = (
-        load_hotpotqa_questions(path_or_rows) if isinstance(path_or_rows, (str, PathLike)) else list(path_or_rows)
-    )
+    rows = load_hotpotqa_questions(path_or_rows) if isinstance(path_or_rows, (str, PathLike)) else list(path_or_rows)
     by_text = bool(rows) and _is_musique(rows[0])
-    if source is None:
-        source = "musique" if by_text else "hotpotqa"
-
-    # key -> (title, text), insertion-ordered
-    paragraphs: dict[Any, tuple[str, str]] = {}
+    source = ("musique" if by_text else "hotpotqa") if source is None else source
+    paragraphs: dict[Any, tuple[str, str]] = {}  # key -> (title, text), insertion-ordered
     for row in rows:
         for title, sentences in row["context"]:
             text = "".join(sentences)
@@ -127,15 +96,12 @@ def hotpotqa_documents(
             if seen is None:
                 paragraphs[key] = (title, text)
             elif seen[1] != text:
-                keep = text if len(text) > len(seen[1]) else seen[1]
                 logger.info(
                     "Title {title} comes with different paragraph texts ({len_a} and {len_b} chars); "
                     "keeping the longest.",
-                    title=title,
-                    len_a=len(seen[1]),
-                    len_b=len(text),
-                )
-                paragraphs[key] = (title, keep)
+                    title=title, len_a=len(seen[1]), len_b=len(text),
+                )  # fmt: skip
+                paragraphs[key] = (title, text if len(text) > len(seen[1]) else seen[1])
 
     return [
         Document(
@@ -154,13 +120,10 @@ def gold_titles(row: dict[str, Any]) -> list[str]:
 
 def gold_document_ids(row: dict[str, Any]) -> list[str]:
     """
-    The distinct ids (as `hotpotqa_documents` makes them) of a question's gold paragraphs: for MuSiQue rows
-    `context[i]` for `i` in `supporting_paragraph_idx`, for HotpotQA rows the titles in `supporting_facts`.
+    The distinct `hotpotqa_documents` ids of a question's gold paragraphs: MuSiQue's `context[i]` for `i` in
+    `supporting_paragraph_idx`, HotpotQA's titles in `supporting_facts`.
     """
     if not _is_musique(row):
         return [hotpotqa_document_id(t, source="hotpotqa") for t in gold_titles(row)]
-    ids = []
-    for i in row["supporting_paragraph_idx"]:
-        title, sentences = row["context"][i]
-        ids.append(hotpotqa_document_id(title, "".join(sentences), source="musique"))
-    return list(dict.fromkeys(ids))
+    paragraphs = (row["context"][i] for i in row["supporting_paragraph_idx"])
+    return list(dict.fromkeys(hotpotqa_document_id(t, "".join(s), source="musique") for t, s in paragraphs))

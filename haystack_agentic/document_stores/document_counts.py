@@ -1,18 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-What each Milvus Lite collection held after this package last wrote it, kept beside the database, checked on open.
-
-Milvus Lite can lose documents without an error (it opens the previous manifest when `manifest.json` does not load;
-data files can go missing), and then opens cleanly with fewer documents. So after every write the package records
-each collection's document count and manifest version in `<database>.counts.json`:
-
-```json
-{"format": 1, "collections": {"haystack_agentic": {"documents": 1106, "manifest_version": 12, "writing": false}}}
-```
-
-`manifest_rollback` (before Milvus Lite opens the database) and `count_shortfall` (after) compare with it.
-`writing` is `true` while a write is under way: a write cut short leaves counts that are not compared until the next
-write ends. More documents or a newer manifest than recorded are not damage. Milvus servers keep no record.
+What each Milvus Lite collection held when this package last wrote it (`<database>.counts.json`: document count,
+manifest version, `writing` while a write is under way), checked on open: Milvus Lite can lose documents silently.
 """
 
 import json
@@ -24,10 +13,8 @@ from haystack import logging
 
 logger = logging.getLogger(__name__)
 
-#: What is appended to the database folder's name to name its record file.
+#: Appended to the database folder's name to name its record file, and the record's format version.
 RECORD_SUFFIX = ".counts.json"
-
-#: The record file's format version.
 RECORD_FORMAT = 1
 
 #: The file in each Milvus Lite collection folder that lists its data files (with its `version`).
@@ -45,13 +32,9 @@ def record_path(uri: str | Path) -> Path | None:
 
 def _lite_store(store: Any, writable: bool = False) -> tuple[Path, str] | None:
     """The record file and collection of a Milvus Lite store (`writable`: in an existing folder), else `None`."""
-    if type(store).__name__ != "MilvusDocumentStore":
-        return None
     uri = (getattr(store, "connection_args", None) or {}).get("uri")
-    path = record_path(uri) if isinstance(uri, (str, Path)) else None
-    if path is None or (writable and not path.parent.is_dir()):
-        return None
-    return path, store.collection_name
+    path = record_path(uri) if type(store).__name__ == "MilvusDocumentStore" and isinstance(uri, (str, Path)) else None
+    return None if path is None or (writable and not path.parent.is_dir()) else (path, store.collection_name)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -83,21 +66,19 @@ def _write(path: Path, collection: str, entry: dict[str, Any]) -> None:
 def begin_write(store: Any) -> None:
     """Before writing to a store: mark its Milvus Lite collection's count unknown until `record_document_count`."""
     found = _lite_store(store, writable=True)
-    if found is None:
-        return
-    path, collection = found
-    previous = _read(path).get(collection) or {}
-    _write(path, collection, {"documents": previous.get("documents"), "writing": True})
+    if found is not None:
+        path, collection = found
+        previous = _read(path).get(collection) or {}
+        _write(path, collection, {"documents": previous.get("documents"), "writing": True})
 
 
 def record_document_count(store: Any) -> None:
     """After writing to a store: record its Milvus Lite collection's document count and manifest version."""
     found = _lite_store(store, writable=True)
-    if found is None:
-        return
-    path, collection = found
-    version = _manifest_version(path.with_name(path.name.removesuffix(RECORD_SUFFIX)), collection)
-    _write(path, collection, {"documents": store.count_documents(), "manifest_version": version, "writing": False})
+    if found is not None:
+        path, collection = found
+        version = _manifest_version(path.with_name(path.name.removesuffix(RECORD_SUFFIX)), collection)
+        _write(path, collection, {"documents": store.count_documents(), "manifest_version": version, "writing": False})
 
 
 def _manifest_version(database: Path, collection: str) -> int | None:
@@ -116,10 +97,7 @@ def _recorded(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def manifest_rollback(database: Path) -> str | None:
-    """
-    Before Milvus Lite opens a database folder: a description of the first collection whose manifest is older than
-    recorded or that is gone, or `None`.
-    """
+    """Before Milvus Lite opens a database folder: what is wrong with the first collection gone or rolled back."""
     record = record_path(database)
     for collection, entry in sorted(_recorded(record).items()):
         recorded = entry.get("manifest_version")
@@ -142,11 +120,8 @@ def count_shortfall(store: Any) -> str | None:
     if found is None:
         return None
     path, collection = found
-    entry = _recorded(path).get(collection)
-    if entry is None or not isinstance(entry.get("documents"), int):
-        return None
-    recorded, held = entry["documents"], store.count_documents()
-    if held >= recorded:
+    recorded = (_recorded(path).get(collection) or {}).get("documents")
+    if not isinstance(recorded, int) or (held := store.count_documents()) >= recorded:
         return None
     return (f"its collection {collection} holds {held} documents, {recorded} when haystack-agentic last wrote it, "
             f"as {path.name} records: Milvus Lite rolled back to an older manifest or lost data files")  # fmt: skip

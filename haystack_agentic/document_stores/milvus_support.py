@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-What a Milvus server supports, checked before a run: the built-in BM25 function and sparse indexes need Milvus 2.5
-(milvus-haystack reports an older server's refusal as "create index on 104 field is not supported").
-"""
+"""What a Milvus server supports, checked before a run (the built-in BM25 function and sparse indexes need Milvus
+2.5), and upkeep after writes to a Milvus store."""
 
 import re
 from typing import Any
@@ -24,21 +22,14 @@ class MilvusBM25UnsupportedError(ValueError):
     """The Milvus server is older than 2.5, and the pipeline or collection needs BM25."""
 
 
-def parse_version(text: str | None) -> tuple[int, ...] | None:
-    """The numeric part of a Milvus version string (`v2.3.5-lite` -> `(2, 3, 5)`), or `None`."""
-    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
-    if match is None:
-        return None
-    return tuple(int(part) for part in match.groups() if part is not None)
-
-
 def server_version(client: Any) -> tuple[int, ...] | None:
-    """The version of the Milvus server behind a `pymilvus.MilvusClient`, or `None` when it cannot be told."""
+    """The version of the Milvus server behind a `pymilvus.MilvusClient` (`v2.3.5-lite`: `(2, 3, 5)`), or `None`."""
     try:
-        return parse_version(client.get_server_version())
+        match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", client.get_server_version() or "")
     except Exception as exc:  # noqa: BLE001 - an unknown version is not an error by itself
         logger.debug("Could not read the Milvus server version: {error}", error=exc)
         return None
+    return None if match is None else tuple(int(part) for part in match.groups() if part is not None)
 
 
 def supports_bm25(version: tuple[int, ...] | None) -> bool:
@@ -47,13 +38,11 @@ def supports_bm25(version: tuple[int, ...] | None) -> bool:
 
 
 def require_bm25(store: Any, what: str) -> None:
-    """
-    :raises MilvusBM25UnsupportedError: When the `MilvusDocumentStore`'s server is older than 2.5 (`what` needs BM25).
-    """
+    """:raises MilvusBM25UnsupportedError: If the store's Milvus server is older than 2.5 (`what` needs BM25)."""
     version = server_version(store.client)
     if supports_bm25(version):
         return
-    uri, shown = store.connection_args.get("uri"), ".".join(map(str, version)) if version else "unknown"
+    uri, shown = store.connection_args.get("uri"), ".".join(map(str, version))
     raise MilvusBM25UnsupportedError(
         f"{what} needs BM25 (Milvus' built-in BM25 function and a sparse index), which needs Milvus >= 2.5; the "
         f"server at {uri} runs {shown}. Dense retrieval works on it: `haystack-agentic index PATH --backend milvus "
@@ -76,10 +65,9 @@ def check_pipeline(pipeline: Any) -> None:
 
     :raises MilvusBM25UnsupportedError: When it is a Milvus BM25 or hybrid retriever and the server is older than 2.5.
     """
-    try:
-        retriever = pipeline.get_component("retriever")
-    except ValueError:
+    if "retriever" not in pipeline.graph.nodes:
         return
+    retriever = pipeline.get_component("retriever")
     inner = getattr(retriever, "retriever", retriever)
     name = type(inner).__name__
     store = getattr(inner, "document_store", None)
@@ -89,8 +77,8 @@ def check_pipeline(pipeline: Any) -> None:
 
 def flush(store: Any) -> None:
     """
-    After writing to a Milvus store: seal its growing segments (searched by brute force otherwise), so searches use
-    the indexes, and record its document count (`document_counts`). Any other store is left alone.
+    After writing to a Milvus store: seal its growing segments (searched by brute force otherwise) and record its
+    document count (`document_counts`). Any other store is left alone.
     """
     client = getattr(store, "client", None)
     if type(store).__name__ != "MilvusDocumentStore" or client is None:
@@ -102,10 +90,8 @@ def flush(store: Any) -> None:
 
 def reopened_if_stale(store: Any) -> Any:
     """
-    A fresh instance of a `MilvusDocumentStore` that was created before its collection existed, else `store`.
-
-    milvus-haystack checks whether the collection exists once, when the store is made: an instance made before
-    another one created the collection keeps counting 0 documents. The collection's row count decides.
+    A fresh instance of a `MilvusDocumentStore` made before its collection existed (milvus-haystack checks once, so
+    it keeps counting 0 documents; the collection's row count decides), else `store`.
     """
     if type(store).__name__ != "MilvusDocumentStore":
         return store

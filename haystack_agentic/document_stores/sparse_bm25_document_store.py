@@ -1,13 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
+"""
+`SparseBM25DocumentStore`: Haystack's in-memory BM25 with its per-term scores in a `scipy.sparse` matrix (documents x
+vocabulary, `SparseBM25Index`), built once, so a query sums a few columns; term for term Haystack's float64
+arithmetic, so scores and ties are equal.
+"""
 
+import contextlib
 import copy
 import functools
 import json
+import math
+import re
 import threading
 import unicodedata
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from collections.abc import Callable
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +29,141 @@ from haystack.document_stores.in_memory.document_store import BM25_SCALING_FACTO
 from haystack.document_stores.types import DuplicatePolicy
 from haystack.utils import expit
 from haystack.utils.filters import document_matches_filter
-
-from haystack_agentic.document_stores.sparse_bm25_index import SparseBM25Index, equality_preselection
+from scipy import sparse
 
 logger = logging.getLogger(__name__)
 
+#: A string Haystack may compare as a date (its `_looks_like_iso_date`): a YYYY-MM-DD prefix.
+_DATE = re.compile(r"\d{4}-\d\d-\d\d(?:\Z|[Tt ])", re.ASCII)
+
+#: Haystack's default BM25 parameters per algorithm (`InMemoryDocumentStore._score_*`).
+_DEFAULTS = {
+    "BM25L": {"k1": 1.5, "b": 0.75, "delta": 0.5},
+    "BM25Plus": {"k1": 1.5, "b": 0.75, "delta": 1.0},
+    "BM25Okapi": {"k1": 1.5, "b": 0.75, "epsilon": 0.25},
+}
+
+
+class SparseBM25Index:
+    """Per-term BM25 scores of fixed documents as a CSC matrix (rows in Haystack's tie order), and top-k selection."""
+
+    def __init__(self, tokens: Mapping[str, list[str]], algorithm: str, parameters: Mapping[str, float]) -> None:
+        """Document id -> its BM25 tokens (some non-empty), Haystack's algorithm and its `bm25_parameters`."""
+        self.doc_ids = list(tokens)
+        term_frequencies = [Counter(doc_tokens) for doc_tokens in tokens.values()]
+        doc_lengths = [len(doc_tokens) for doc_tokens in tokens.values()]
+        self.value_index: dict[str, dict[Any, list[int]]] = {}  # field -> value -> rows (`SparseBM25DocumentStore`)
+        params = {**_DEFAULTS[algorithm], **parameters}
+        document_frequencies: Counter = Counter()
+        for tf in term_frequencies:
+            document_frequencies.update(tf.keys())
+        self.vocabulary = {token: column for column, token in enumerate(document_frequencies)}
+        self.idf = self._idf(document_frequencies, len(self.doc_ids), algorithm, params)
+        counts = np.fromiter((len(tf) for tf in term_frequencies), dtype=np.int64, count=len(self.doc_ids))
+        total = int(counts.sum())
+        lookup = self.vocabulary.__getitem__
+        cols = np.fromiter(chain.from_iterable(map(lookup, tf) for tf in term_frequencies), np.int32, total)
+        freq = np.fromiter(chain.from_iterable(tf.values() for tf in term_frequencies), np.float64, total)
+        length = np.repeat(np.asarray(doc_lengths, dtype=np.float64), counts)
+        average = sum(doc_lengths) / len(doc_lengths)
+        values = self._term_scores(freq, length, average, self.idf[cols], algorithm, params)
+        indptr = np.zeros(len(self.doc_ids) + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        shape = (len(self.doc_ids), len(self.vocabulary))
+        # Built row by row (CSR, no sort needed), then turned into columns: a query reads whole columns.
+        self.matrix = sparse.csr_matrix((values, cols, indptr), shape=shape).tocsc()
+        self.matrix.sort_indices()
+
+    @staticmethod
+    def _idf(frequencies: Mapping[str, int], n_docs: int, algorithm: str, params: Mapping[str, float]) -> np.ndarray:
+        # math.log, in Haystack's expression order, so the values are bit-identical to the store's.
+        if algorithm == "BM25L":
+            values = [math.log((n_docs + 1.0) / (n + 0.5)) for n in frequencies.values()]
+        elif algorithm == "BM25Plus":
+            values = [math.log(1 + (n_docs - n + 0.5) / (n + 0.5)) for n in frequencies.values()]
+        else:  # BM25Okapi: negative idfs are replaced by epsilon times the average idf
+            values = [math.log((n_docs - n + 0.5) / (n + 0.5)) for n in frequencies.values()]
+            eps = params["epsilon"] * sum(values) / len(values) if values else 0.0
+            values = [eps if v < 0 else v for v in values]
+        return np.asarray(values, dtype=np.float64)
+
+    @staticmethod
+    def _term_scores(
+        freq: np.ndarray, length: np.ndarray, avg: float, idf: np.ndarray, algorithm: str, params: Mapping[str, float]
+    ) -> np.ndarray:
+        k, b = params["k1"], params["b"]
+        if algorithm == "BM25L":
+            delta = params["delta"]
+            ctd = freq / (1 - b + b * length / avg)
+            return idf * ((1.0 + k) * (ctd + delta) / (k + ctd + delta))
+        if algorithm == "BM25Plus":
+            delta = params["delta"]
+            damp = k * (1 - b + b * length / avg)
+            return idf * (freq * (1.0 + k) / (freq + damp) + delta)
+        norm = freq + k * (1 - b + b * length / avg)
+        return idf * (freq * (1.0 + k) / norm)
+
+    def scores(self, tokens: Sequence[str]) -> np.ndarray:
+        """The BM25 score (float64) of every row for a tokenised query; each distinct token counts once."""
+        total = np.zeros(len(self.doc_ids), dtype=np.float64)
+        matrix = self.matrix
+        for token in dict.fromkeys(tokens):
+            column = self.vocabulary.get(token)
+            if column is None:
+                continue
+            start, end = matrix.indptr[column], matrix.indptr[column + 1]
+            total[matrix.indices[start:end]] += matrix.data[start:end]
+        return total
+
+    @staticmethod
+    def ranked(scores: np.ndarray, candidates: np.ndarray | None, limit: int, positive_only: bool) -> np.ndarray:
+        """
+        Row numbers of the best `limit` `candidates` (`None`: all rows), best first, ties in row order.
+
+        :param positive_only: Leave out scores <= 0 (BM25L and BM25Plus score 0 exactly when no term matches).
+        """
+        rows = np.arange(len(scores)) if candidates is None else np.asarray(candidates, dtype=np.int64)
+        values = scores[rows]
+        if positive_only:
+            keep = values > 0.0
+            rows, values = rows[keep], values[keep]
+        if limit <= 0 or len(rows) == 0:
+            return rows[:0]
+        if len(rows) > limit:
+            # Everything scoring at least the limit-th best score, ties at the boundary included, then order.
+            threshold = np.partition(values, len(values) - limit)[len(values) - limit]
+            keep = values >= threshold
+            rows, values = rows[keep], values[keep]
+        order = np.lexsort((rows, -values))
+        return rows[order][:limit]
+
+
+def equality_preselection(filters: Mapping[str, Any] | None) -> tuple[str, Any] | None:
+    """
+    A `meta.<field> == <value>` condition every document matching `filters` must satisfy, as `(field, value)`, or
+    `None`. Only values Haystack compares with `==` qualify: numbers, booleans, strings that are not ISO dates.
+    """
+    if not filters:
+        return None
+    if filters.get("operator") == "AND" and isinstance(filters.get("conditions"), list):
+        for condition in filters["conditions"]:
+            found = equality_preselection(condition)
+            if found is not None:
+                return found
+        return None
+    field, value = filters.get("field"), filters.get("value")
+    if filters.get("operator") != "==" or not isinstance(field, str) or not field.startswith("meta."):
+        return None
+    name = field[len("meta.") :]
+    if not name or "." in name or not isinstance(value, (str, int, float, bool)):
+        return None
+    if isinstance(value, str) and _DATE.match(value):
+        return None
+    return name, value
+
+
 # Built matrices (with the fingerprint they were built from) and change counters of shared stores, by `index`;
-# stores with `shared=False` keep both on the instance.
+# stores with `shared=False` keep dicts of their own (`_caches`).
 _BUILT: dict[str, tuple[tuple, SparseBM25Index | None]] = {}
 _VERSIONS: dict[str, int] = {}
 _LOCK = threading.Lock()
@@ -47,16 +184,9 @@ def _rebuilding(method: Callable[..., Any]) -> Callable[..., Any]:
 
 class SparseBM25DocumentStore(InMemoryDocumentStore):
     """
-    Haystack's `InMemoryDocumentStore` with BM25 retrieval over a sparse matrix: the same results, much faster.
-
-    On the first query after a change it builds a `scipy.sparse` matrix of Haystack's own per-term BM25 scores
-    (from the public `storage` and the store's `tokenizer`), so a query sums a few columns instead of scoring every
-    document in Python. Scores, ranking, ties, filters, `scale_score` and `return_embedding` equal
-    `InMemoryDocumentStore`'s; everything else is its, and `InMemoryBM25Retriever` uses the store unchanged. Writes
-    through a plain `InMemoryDocumentStore` sharing the `index` are seen when they change the document count.
-
-    Filtered queries check candidates in score order until `top_k` match; a `meta.<field> == <value>` condition
-    (alone or in an `AND`) first narrows them through a value index.
+    Haystack's `InMemoryDocumentStore` with BM25 retrieval over a sparse matrix (built on the first query after a
+    change): the same scores, ranking, ties and filters, much faster. Writes through a plain store sharing the `index`
+    are seen when they change the document count.
 
     ### Usage example
     ```python
@@ -71,7 +201,7 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     """
 
     def save_to_disk(self, path: str) -> None:
-        """Write the documents to a JSON file as `InMemoryDocumentStore.save_to_disk` does (its `type` too)."""
+        """Write the store as `InMemoryDocumentStore.save_to_disk` does (its `type` too: either class loads it)."""
         data: dict[str, Any] = {
             **self.to_dict(),
             "type": generate_qualified_class_name(InMemoryDocumentStore),
@@ -83,10 +213,9 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     @classmethod
     def load_from_disk(cls, path: str) -> "SparseBM25DocumentStore":
         """
-        Load a store saved by `save_to_disk` of this class or of `InMemoryDocumentStore`.
+        Load a store saved by this class or `InMemoryDocumentStore`.
 
-        :raises FileNotFoundError: If the file does not exist.
-        :raises DocumentStoreError: If it cannot be read.
+        :raises FileNotFoundError: If the file does not exist. :raises DocumentStoreError: If it cannot be read.
         """
         if not Path(path).exists():
             raise FileNotFoundError(f"File {path} not found.")
@@ -100,20 +229,21 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
         return store
 
-    @property
+    @functools.cached_property
     def shared(self) -> bool:
         """Whether the store shares its documents with other stores of the same `index` (read from `to_dict`)."""
-        flag = self.__dict__.get("_shared_flag")
-        if flag is None:
-            flag = self.__dict__["_shared_flag"] = bool(self.to_dict()["init_parameters"].get("shared", True))
-        return flag
+        return bool(self.to_dict()["init_parameters"].get("shared", True))
+
+    def _caches(self) -> tuple[dict[str, Any], dict[str, int]]:
+        """The built matrices and change counters, by `index`: shared, or this store's own."""
+        if self.shared:
+            return _BUILT, _VERSIONS
+        return self.__dict__.setdefault("_local_built", {}), self.__dict__.setdefault("_local_versions", {})
 
     def _changed(self) -> None:
-        if self.shared:
-            with _LOCK:
-                _VERSIONS[self.index] = _VERSIONS.get(self.index, 0) + 1
-        else:
-            self._local_version = getattr(self, "_local_version", 0) + 1
+        versions = self._caches()[1]
+        with _LOCK:
+            versions[self.index] = versions.get(self.index, 0) + 1
 
     def _tokens(self, text: str) -> list[str]:
         """BM25 tokens of a text, as Haystack makes them."""
@@ -127,43 +257,27 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     def _bm25_index(self) -> SparseBM25Index | None:
         """The matrix of the current documents, built on first use after a change; `None` when no chunk has a token."""
         storage = self.storage
-        version = _VERSIONS.get(self.index, 0) if self.shared else getattr(self, "_local_version", 0)
-        fingerprint = (version, len(storage), self.bm25_algorithm, tuple(sorted(self.bm25_parameters.items())))
+        built_by_index, versions = self._caches()
+        fingerprint = (versions.get(self.index, 0), len(storage), self.bm25_algorithm,
+                       tuple(sorted(self.bm25_parameters.items())))  # fmt: skip
         with _LOCK:
-            built = _BUILT.get(self.index) if self.shared else getattr(self, "_local_built", None)
+            built = built_by_index.get(self.index)
             if built is not None and built[0] == fingerprint:
                 return built[1]
-            ids, frequencies, lengths = [], [], []
-            vocabulary: Counter = Counter()
-            for doc_id, doc in storage.items():
-                if doc.content is None:  # BM25 only searches chunks with content; only they count
-                    continue
-                tokens = self._tokens(doc.content)
-                counts = Counter(tokens)
-                ids.append(doc_id)
-                frequencies.append(counts)
-                lengths.append(len(tokens))
-                vocabulary.update(counts.keys())
-            average = sum(lengths) / len(lengths) if lengths else 0.0
+            # BM25 only searches chunks with content; only they count
+            tokens = {doc_id: self._tokens(doc.content) for doc_id, doc in storage.items() if doc.content is not None}
             index = None
-            if average > 0:
-                index = SparseBM25Index(
-                    ids, frequencies, lengths, vocabulary, average,
-                    algorithm=self.bm25_algorithm, parameters=self.bm25_parameters,
-                )  # fmt: skip
-            if self.shared:
-                _BUILT[self.index] = (fingerprint, index)
-            else:
-                self._local_built = (fingerprint, index)
-            logger.debug("Built the sparse BM25 matrix of {count} documents", count=len(ids))
+            if any(tokens.values()):
+                index = SparseBM25Index(tokens, self.bm25_algorithm, self.bm25_parameters)
+            built_by_index[self.index] = (fingerprint, index)
+            logger.debug("Built the sparse BM25 matrix of {count} documents", count=len(tokens))
             return index
 
     def bm25_retrieval(
         self, query: str, filters: dict[str, Any] | None = None, top_k: int = 10, scale_score: bool = False
     ) -> list[Document]:
         """
-        `InMemoryDocumentStore.bm25_retrieval`: the `top_k` documents with the highest BM25 scores for `query`,
-        among those matching `filters`, copies with `score` set, best first.
+        `InMemoryDocumentStore.bm25_retrieval`: copies of the `top_k` best documents matching `filters`, `score` set.
 
         :raises ValueError: On an empty query or filters without an `operator`.
         """
@@ -183,13 +297,10 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
             rows = self._filtered_rows(index, scores, filters, top_k, positive_only)
         else:
             rows = index.ranked(scores, None, top_k, positive_only)
-        storage = self.storage
         results = []
         for row in rows:
-            doc = storage[index.doc_ids[row]]
-            score = float(scores[row])
-            if scale_score:
-                score = expit(score / BM25_SCALING_FACTOR)
+            doc = self.storage[index.doc_ids[row]]
+            score = expit(scores[row] / BM25_SCALING_FACTOR) if scale_score else float(scores[row])
             changes: dict[str, Any] = {"score": score, "meta": copy.deepcopy(doc.meta)}
             if not self.return_embedding:
                 changes["embedding"] = None
@@ -230,19 +341,11 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
             window *= 8
 
     def _value_rows(self, index: SparseBM25Index, field: str, value: Any) -> np.ndarray:
-        """Rows whose `meta[field] == value` (a value index per field, built with the matrix)."""
-        values = getattr(index, "_value_index", None)
-        if values is None:
-            values = index._value_index = {}  # type: ignore[attr-defined]
-        by_value = values.get(field)
+        """Rows whose `meta[field] == value` (a value index per field, kept with the matrix)."""
+        by_value = index.value_index.get(field)
         if by_value is None:
-            by_value = {}
-            storage = self.storage
+            by_value = index.value_index[field] = {}
             for row, doc_id in enumerate(index.doc_ids):
-                key = storage[doc_id].meta.get(field)
-                try:
-                    by_value.setdefault(key, []).append(row)
-                except TypeError:  # unhashable (a list or dict): never == a plain value
-                    continue
-            values[field] = by_value
+                with contextlib.suppress(TypeError):  # unhashable (a list or dict): never == a plain value
+                    by_value.setdefault(self.storage[doc_id].meta.get(field), []).append(row)
         return np.asarray(by_value.get(value, ()), dtype=np.int64)

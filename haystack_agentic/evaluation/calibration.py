@@ -1,17 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Calibrating and measuring the evidence check: a logistic regression fitted with numpy, the threshold rule, and the
-precision/recall curve of a score.
-
-Usage example:
-```python
-from haystack_agentic.evaluation.calibration import choose_threshold, fit_logistic, precision_recall_curve
-
-model = fit_logistic([[0.9, 0.7], [0.2, 0.1], [0.8, 0.6], [0.3, 0.4]], [1, 0, 1, 0], ["word_coverage", "similarity"])
-scores = [model.score({"word_coverage": x, "similarity": y}) for x, y in [[0.9, 0.7], [0.8, 0.6]]]
-print(choose_threshold(scores, 0.95), precision_recall_curve(scores, [0.1, 0.2])[0])
-```
-"""
+"""Calibrating and measuring the evidence check: a logistic regression fitted with numpy, the threshold rule, and
+the precision/recall curve of a score (positives: answerable examples; negatives: unanswerable ones)."""
 
 import math
 from collections.abc import Sequence
@@ -20,19 +9,19 @@ from typing import Any
 from haystack_agentic.evidence.scoring import EvidenceModel
 
 
+#: The L2 penalty of `fit_logistic` (not on the intercept), its most Newton steps, and `curve_summary`'s recall step.
+L2 = 1.0
+NEWTON_STEPS = 50
+RECALL_STEP = 0.05
+
+
 def fit_logistic(
-    rows: Sequence[Sequence[float]],
-    labels: Sequence[int],
-    feature_names: Sequence[str],
-    l2: float = 1.0,
-    iterations: int = 50,
-    name: str = "offline",
+    rows: Sequence[Sequence[float]], labels: Sequence[int], feature_names: Sequence[str], name: str = "offline"
 ) -> EvidenceModel:
     """
-    Fit an L2-regularised logistic regression by Newton's method (the intercept is not penalised).
+    Fit an L2-regularised logistic regression by Newton's method to `rows` (one feature vector per example, columns
+    named by `feature_names`) and `labels` (1: the chunks support an answer).
 
-    :param rows: One feature vector per example, columns named by `feature_names`.
-    :param labels: 1 (the chunks support an answer) or 0, per example.
     :returns: The model, with threshold 0.5 (set it with `choose_threshold`).
     :raises ValueError: On empty data, a length mismatch, or labels of one class only.
     """
@@ -46,8 +35,8 @@ def fit_logistic(
         raise ValueError("fit_logistic needs examples of both classes")
     design = np.hstack([x, np.ones((len(x), 1))])
     weights = np.zeros(design.shape[1])
-    penalty = l2 * np.diag([*([1.0] * x.shape[1]), 0.0])
-    for _ in range(iterations):
+    penalty = L2 * np.diag([*([1.0] * x.shape[1]), 0.0])
+    for _ in range(NEWTON_STEPS):
         p = 1.0 / (1.0 + np.exp(-np.clip(design @ weights, -60, 60)))
         gradient = design.T @ (p - y) + penalty @ weights
         hessian = design.T @ (design * (p * (1 - p))[:, None]) + penalty
@@ -55,18 +44,13 @@ def fit_logistic(
         weights -= step
         if float(np.abs(step).max()) < 1e-9:
             break
-    return EvidenceModel(
-        name=name,
-        weights={n: round(float(w), 4) for n, w in zip(feature_names, weights[:-1])},
-        bias=round(float(weights[-1]), 4),
-        threshold=0.5,
-    )
+    weights_by_name = {n: round(float(w), 4) for n, w in zip(feature_names, weights[:-1])}
+    return EvidenceModel(name=name, weights=weights_by_name, bias=round(float(weights[-1]), 4), threshold=0.5)
 
 
 def choose_threshold(positive_scores: Sequence[float], target_answer_rate: float) -> float:
     """
-    The highest threshold (rounded down to 4 decimals) that still accepts `target_answer_rate` in (0, 1] of the
-    positives' scores.
+    The highest threshold (rounded down to 4 decimals) accepting `target_answer_rate` in (0, 1] of the positives.
 
     :raises ValueError: Without scores, or with a rate outside (0, 1].
     """
@@ -77,26 +61,21 @@ def choose_threshold(positive_scores: Sequence[float], target_answer_rate: float
     return math.floor(ordered[min(rejected, len(ordered) - 1)] * 10_000) / 10_000
 
 
-def precision_recall_curve(
-    positive_scores: Sequence[float], negative_scores: Sequence[float]
-) -> list[dict[str, float]]:
+def precision_recall_curve(positive_scores: Sequence[float], negative_scores: Sequence[float]) -> list[dict[str, float]]:
     """
-    Precision and recall of "sufficient" (score >= t) at every distinct score t of answerable (positive) and
-    unanswerable (negative) examples: `[{"threshold", "precision", "recall", "abstention"}]` by rising threshold.
+    Precision and recall of "sufficient" (score >= t) at every distinct score t:
+    `[{"threshold", "precision", "recall", "abstention"}]` by rising threshold.
     """
-    thresholds = sorted(set(positive_scores) | set(negative_scores))
     points = []
-    for t in thresholds:
+    for t in sorted(set(positive_scores) | set(negative_scores)):
         tp = sum(s >= t for s in positive_scores)
         fp = sum(s >= t for s in negative_scores)
-        points.append(
-            {
-                "threshold": round(float(t), 4),
-                "precision": tp / (tp + fp) if tp + fp else 1.0,
-                "recall": tp / len(positive_scores) if positive_scores else 0.0,
-                "abstention": 1.0 - fp / len(negative_scores) if negative_scores else 1.0,
-            }
-        )
+        points.append({
+            "threshold": round(float(t), 4),
+            "precision": tp / (tp + fp) if tp + fp else 1.0,
+            "recall": tp / len(positive_scores) if positive_scores else 0.0,
+            "abstention": 1.0 - fp / len(negative_scores) if negative_scores else 1.0,
+        })  # fmt: skip
     return points
 
 
@@ -121,11 +100,11 @@ def roc_auc(positive_scores: Sequence[float], negative_scores: Sequence[float]) 
     return wins / (len(positive_scores) * len(negative_scores))
 
 
-def curve_summary(points: list[dict[str, Any]], every: float = 0.05) -> list[dict[str, Any]]:
-    """A few points of a `precision_recall_curve` for a table: the first reaching each recall step (`every`)."""
+def curve_summary(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A few points of a `precision_recall_curve` for a table: the first reaching each `RECALL_STEP`."""
     shown, seen = [], set()
     for point in sorted(points, key=lambda p: -p["threshold"]):
-        step = math.floor(point["recall"] / every + 1e-9)
+        step = math.floor(point["recall"] / RECALL_STEP + 1e-9)
         if step not in seen:
             seen.add(step)
             shown.append(point)

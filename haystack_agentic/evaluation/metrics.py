@@ -1,16 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Answer and retrieval metrics for multi-hop QA: exact match and F1 by the official `hotpot_evaluate_v1.py` rules,
-the best score over MuSiQue's answer aliases, and supporting-paragraph recall.
-
-Usage example:
-```python
-from haystack_agentic.evaluation.metrics import exact_match, f1
-
-print(exact_match("The Eiffel Tower!", "eiffel tower"))  # 1.0
-print(f1("in Greenwich Village", "Greenwich Village, New York City"))  # 0.5
-```
-"""
+"""Answer and retrieval metrics for multi-hop QA: exact match and F1 by the official `hotpot_evaluate_v1.py` rules,
+the best score over MuSiQue's answer aliases, and supporting-paragraph recall."""
 
 import re
 import string
@@ -37,10 +27,7 @@ def exact_match(prediction: str | None, gold: str) -> float:
 
 
 def f1(prediction: str | None, gold: str) -> float:
-    """
-    Token-overlap F1 in [0, 1] of the normalised answers (`hotpot_evaluate_v1.f1_score`); a `yes`/`no`/`noanswer`
-    on either side that differs from the other side scores 0.
-    """
+    """Token-overlap F1 in [0, 1] (`hotpot_evaluate_v1.f1_score`); a differing `yes`/`no`/`noanswer` scores 0."""
     pred, truth = normalize_answer(prediction), normalize_answer(gold)
     if (pred in _SPECIAL or truth in _SPECIAL) and pred != truth:
         return 0.0
@@ -48,17 +35,12 @@ def f1(prediction: str | None, gold: str) -> float:
     same = sum((Counter(pred_tokens) & Counter(truth_tokens)).values())
     if same == 0:
         return 0.0
-    precision = same / len(pred_tokens)
-    recall = same / len(truth_tokens)
+    precision, recall = same / len(pred_tokens), same / len(truth_tokens)
     return 2 * precision * recall / (precision + recall)
 
 
 def best_answer_scores(prediction: str | None, golds: Iterable[str]) -> tuple[float, float]:
-    """
-    `(exact_match, f1)`, each the maximum over the gold answer and its aliases.
-
-    :raises ValueError: If `golds` is empty.
-    """
+    """`(exact_match, f1)`, each the maximum over the gold answers. :raises ValueError: If `golds` is empty."""
     golds = [g for g in golds if g is not None]
     if not golds:
         raise ValueError("best_answer_scores needs at least one gold answer.")
@@ -71,18 +53,9 @@ def gold_answers(row: dict[str, Any]) -> list[str]:
 
 
 def supporting_recall(chunk_ids: Iterable[str], gold_ids: Iterable[str]) -> dict[str, Any]:
-    """
-    Supporting-paragraph recall of the chunks a run ended with.
-
-    :returns: `{"found": int, "total": int, "recall": float, "all_found": bool}`; with no gold paragraphs, recall is
-        1.0 and `all_found` is `True`.
-    """
+    """Supporting-paragraph recall of a run's chunks: `{"found", "total", "recall", "all_found"}` (1.0 without gold)."""
     found_set = set(chunk_ids)
     gold = list(dict.fromkeys(gold_ids))
     found = sum(g in found_set for g in gold)
-    return {
-        "found": found,
-        "total": len(gold),
-        "recall": found / len(gold) if gold else 1.0,
-        "all_found": found == len(gold),
-    }
+    recall = found / len(gold) if gold else 1.0
+    return {"found": found, "total": len(gold), "recall": recall, "all_found": found == len(gold)}

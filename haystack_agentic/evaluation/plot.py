@@ -1,34 +1,57 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Plot an evaluation report: evidence recall (Wilson interval) and answer F1 (bootstrap interval) against LLM calls per
-question, or searches per question when no configuration made an LLM call; one point per configuration
-(matplotlib, Agg backend; the `eval` extra). The F1 panel is drawn only when answers were scored.
-
-Usage example:
-```python
-from haystack_agentic.evaluation.plot import plot_report
-
-plot_report(report, "eval-results/eval.png")  # report from `run_eval`
-```
+Plot an evaluation report (matplotlib, the `eval` extra): evidence recall (Wilson score interval: it stays inside
+[0, 1]) and answer F1 (percentile bootstrap of the mean), 95% intervals by `scipy.stats`, against LLM calls per
+question (searches per question when no configuration made an LLM call).
 """
 
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from haystack_agentic.evaluation.intervals import bootstrap_mean_interval, wilson_interval
+
+#: Coverage of the intervals, and bootstrap resamples (seeded: the same values give the same interval).
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+
+
+def wilson_interval(successes: int, n: int) -> tuple[float, float]:
+    """
+    The Wilson score interval `(low, high)` of `successes` out of `n` trials.
+
+    :raises ValueError: If `n < 1` or `successes` is outside [0, n].
+    """
+    from scipy.stats import binomtest  # noqa: PLC0415 - scipy.stats takes a second to import
+
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n >= 1, got successes={successes}, n={n}")
+    interval = binomtest(successes, n).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
+    return float(interval.low), float(interval.high)
+
+
+def bootstrap_mean_interval(values: Sequence[float]) -> tuple[float, float]:
+    """The percentile-bootstrap interval `(low, high)` of the mean of `values`. :raises ValueError: If it is empty."""
+    import numpy as np  # noqa: PLC0415
+    from scipy.stats import bootstrap  # noqa: PLC0415
+
+    if not values:
+        raise ValueError("bootstrap_mean_interval needs at least one value")
+    data = np.asarray(values, dtype=float)
+    low, high = float(data.min()), float(data.max())
+    if len(data) == 1 or low == high:  # scipy needs two observations; every resample's mean is that value
+        return low, high
+    interval = bootstrap(
+        (data,), np.mean, n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
+        rng=np.random.default_rng(0),
+    ).confidence_interval  # fmt: skip
+    # a resampled mean never leaves the data's range (summing floats can, by a rounding error)
+    return max(float(interval.low), low), min(float(interval.high), high)
+
 
 _MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")
-
-
-def ci_note(with_f1: bool, x_label: str) -> str:
-    means = ("answer F1 and " if with_f1 else "") + x_label.split(" (")[0]
-    return (
-        f"Bars: 95% confidence intervals. Evidence recall: Wilson score interval; "
-        f"{means}: percentile bootstrap, 2,000 resamples of the questions."
-    )
 
 
 @dataclass
@@ -49,7 +72,7 @@ class PlotPoint:
 
 
 def plot_points(report: dict[str, Any]) -> tuple[list[PlotPoint], str]:
-    """The plot's points (one per configuration with questions) and the x axis label, from a `run_eval` report."""
+    """The plot's points (one per configuration with questions) and x axis label, from a `run_eval` report."""
     records = {name: entry["questions"] for name, entry in report["configs"].items() if entry["questions"]}
     any_calls = any(r["llm_calls_total"] for rows in records.values() for r in rows)
     x_key, x_label = ("llm_calls_total", "LLM calls per question") if any_calls else (
@@ -71,7 +94,7 @@ def plot_points(report: dict[str, Any]) -> tuple[list[PlotPoint], str]:
 
 
 def _dodges(xs: list[float], span: float, step: float = 7.0) -> list[float]:
-    """Horizontal offsets (points) spreading out configurations whose x values are within 2% of the axis span."""
+    """Horizontal offsets (points) spreading out configurations whose x values are within 2% of the span."""
     offsets = [0.0] * len(xs)
     groups: list[list[int]] = []
     for i in sorted(range(len(xs)), key=lambda i: xs[i]):
@@ -85,24 +108,11 @@ def _dodges(xs: list[float], span: float, step: float = 7.0) -> list[float]:
     return offsets
 
 
-def _title(meta: dict[str, Any], width: int) -> str:
-    if not meta:
-        return ""
-    first = f"{meta.get('data_name', '')}: {meta.get('questions', '?')} questions, {meta.get('budget', '?')} chunks"
-    details = [meta.get("retriever")]
-    if meta.get("answer_llm"):
-        details.append(f"answers: {meta['answer_llm']}")
-    second = "; ".join(d for d in details if d)
-    return "\n".join([first, *textwrap.wrap(second, width)])
-
-
 def plot_report(report: dict[str, Any], path: str | PathLike) -> Path:
     """
-    Write a PNG: evidence recall and (when answers were scored) answer F1 against LLM calls per question.
+    Write a PNG (its folder created) of a `run_eval` report (its optional `meta` gives the title); the F1 panel only
+    when answers were scored. Returns `path`.
 
-    :param report: A report from `run_eval` (with optional `meta` for the title).
-    :param path: The PNG file (its folder is created).
-    :returns: The path written.
     :raises ImportError: If matplotlib is not installed (`pip install "haystack-agentic[eval]"`).
     :raises ValueError: If no configuration has any question.
     """
@@ -135,38 +145,29 @@ def plot_report(report: dict[str, Any], path: str | PathLike) -> Path:
                 continue
             low, high = getattr(point, f"{key}_low"), getattr(point, f"{key}_high")
             handle = ax.errorbar(
-                point.x,
-                100 * value,
-                xerr=[[point.x - point.x_low], [point.x_high - point.x]],
-                yerr=[[100 * (value - low)], [100 * (high - value)]],
-                fmt=_MARKERS[i % len(_MARKERS)],
-                color=colours[i % len(colours)],
-                markersize=8,
-                capsize=4,
+                point.x, 100 * value, xerr=[[point.x - point.x_low], [point.x_high - point.x]],
+                yerr=[[100 * (value - low)], [100 * (high - value)]], fmt=_MARKERS[i % len(_MARKERS)],
+                color=colours[i % len(colours)], markersize=8, capsize=4, label=f"{point.name} (n={point.n})",
                 transform=offset_copy(ax.transData, fig=fig, x=offsets[i], units="points"),
-                label=f"{point.name} (n={point.n})",
-            )
+            )  # fmt: skip
             if key == "recall":
                 handles.append(handle)
-        ax.set_title(title)
-        ax.set_xlabel(x_label)
-        ax.set_ylabel(y_label)
-        ax.set_ylim(-3, 103)
+        ax.set(title=title, xlabel=x_label, ylabel=y_label, ylim=(-3, 103), xlim=(-0.06 * x_max, x_max))
         ax.set_yticks(range(0, 101, 20))
-        ax.set_xlim(-0.06 * x_max, x_max)
         ax.grid(alpha=0.3)
     meta = report.get("meta") or {}
-    title = _title(meta, width=70 * len(panels))
-    if title:
-        fig.suptitle(title)
+    if meta:
+        answers = meta.get("answer_llm") and f"answers: {meta['answer_llm']}"
+        details = "; ".join(filter(None, [meta.get("retriever"), answers]))
+        first = f"{meta.get('data_name', '')}: {meta.get('questions', '?')} questions, {meta.get('budget', '?')} chunks"
+        fig.suptitle("\n".join([first, *textwrap.wrap(details, 70 * len(panels))]))
+    means = ("answer F1 and " if len(panels) > 1 else "") + x_label.split(" (")[0]
+    note = ("Bars: 95% confidence intervals. Evidence recall: Wilson score interval; "
+            f"{means}: percentile bootstrap, {RESAMPLES:,} resamples of the questions.")  # fmt: skip
     legend = fig.legend(
-        handles=handles,
-        loc="outside lower center",
-        ncol=min(len(handles), 4),
-        frameon=False,
-        title="\n".join(textwrap.wrap(ci_note(len(panels) > 1, x_label), 85 * len(panels))),
-        title_fontsize="small",
-    )
+        handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False,
+        title="\n".join(textwrap.wrap(note, 85 * len(panels))), title_fontsize="small",
+    )  # fmt: skip
     legend.get_title().set_color("dimgray")
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -1,20 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Present an evaluation report: terminal tables (rich) that fit the console, and a JSON file.
-
-The summary's groups of columns share one table when it fits the console; otherwise each group (or column) gets a
-table of its own that repeats the configuration name. Text wraps at spaces, so numbers are never cut. Columns with no
-value for any configuration are left out and named in a note.
-
-Usage example:
-```python
-from rich.console import Console
-from haystack_agentic.evaluation.report import render_table, write_json
-
-render_table(report, Console(width=100))  # report from `run_eval`
-write_json(report, "eval-results/eval.json")
-```
-"""
+"""Present an evaluation report: rich tables that fit the console without cutting a number (groups of columns
+share a table when they fit; empty columns are left out and named in a note), and a JSON file."""
 
 import json
 from dataclasses import dataclass
@@ -31,7 +17,7 @@ _MISSING = "-"
 
 @dataclass
 class Column:
-    """One table column: its header and its formatted cells, `justify` `"right"` (numbers) or `"left"`."""
+    """One table column: its header, its formatted cells, `justify` `"right"` (numbers) or `"left"`."""
 
     header: str
     cells: list[str]
@@ -60,23 +46,23 @@ def summary_columns(report: dict[str, Any]) -> tuple[Column, list[tuple[str, lis
     def roles(s: dict[str, Any]) -> str:
         return "+".join(_num(s["llm_calls_per_role_mean"][r]) for r in ("controller", "answer", "fallback"))
 
-    names = Column("config", list(report["configs"]), "left")
     quality = [
-        col("EM", lambda s: _pct(s["em"])),
-        col("F1", lambda s: _pct(s["f1"])),
+        col("EM", lambda s: _pct(s["em"])), col("F1", lambda s: _pct(s["f1"])),
         col("both gold found", lambda s: _pct(s["all_gold_recall"])),
-        col("gold recall", lambda s: _pct(s["gold_recall"])),
-        col("grounding", lambda s: _num(s["grounding_mean"])),
-    ]
+        col("gold recall", lambda s: _pct(s["gold_recall"])), col("grounding", lambda s: _num(s["grounding_mean"])),
+    ]  # fmt: skip
     cost = [
         col("searches (max)", lambda s: f"{_num(s['searches_mean'])} ({s['searches_max']})"),
         col("iterations", lambda s: _num(s["iterations_mean"])),
         col("LLM calls /q", lambda s: _num(s["llm_calls_mean"])),
         col("calls ctl+ans+fb", roles),
-        col("tokens /q prompt+compl", lambda s: f"{_num(s['prompt_tokens_mean'], 0)}+{_num(s['completion_tokens_mean'], 0)}"),
+        col("tokens /q prompt+compl", lambda s: f"{_num(s['prompt_tokens_mean'], 0)}+"
+            f"{_num(s['completion_tokens_mean'], 0)}"),
         col("latency s median (p90)", lambda s: f"{_num(s['latency_median_s'], 3)} ({_num(s['latency_p90_s'], 3)})"),
     ]
-    ended = [col("ended (runs)", lambda s: ", ".join(f"{k} {v}" for k, v in sorted(s["terminated_by"].items())), "left")]
+    ended = [col("ended (runs)", lambda s: ", ".join(f"{k} {v}" for k, v in sorted(s["terminated_by"].items())),
+                 "left")]  # fmt: skip
+    names = Column("config", list(report["configs"]), "left")
     return names, [("answers and evidence", quality), ("endings", ended), ("cost", cost)]
 
 
@@ -124,9 +110,8 @@ def _table(title: str | None, columns: list[Column], width: int) -> Table:
 
 def fit_tables(keys: list[Column], groups: list[tuple[str, list[Column]]], width: int) -> list[Table]:
     """
-    Lay `[(group title, columns)]` out in as few tables as fit `width`, each starting with the `keys` columns; a group
-    too wide even wrapped is split column by column; empty columns are left out. Several tables are titled with
-    the groups they hold.
+    Lay `[(group title, columns)]` out in as few tables as fit `width`, each starting with the `keys` columns and
+    titled with its groups when there are several; a group too wide even wrapped is split; empty columns left out.
     """
     packs: list[tuple[list[str], list[Column]]] = []
     for name, columns in groups:
@@ -171,14 +156,11 @@ def per_question_tables(report: dict[str, Any], console: Console) -> list[Table]
 
     keys = [Column("config", [name for name, _ in rows], "left"), col("id", lambda r: str(r["id"]), "left")]
     numbers = [
-        col("EM", lambda r: _num(r["em"], 0)),
-        col("F1", lambda r: _num(r["f1"])),
-        col("gold", lambda r: f"{r['gold_found']}/{r['gold_total']}"),
-        col("searches", lambda r: str(r["searches"])),
-        col("LLM calls", lambda r: str(r["llm_calls_total"])),
-        col("s", lambda r: _num(r["latency_s"], 2)),
+        col("EM", lambda r: _num(r["em"], 0)), col("F1", lambda r: _num(r["f1"])),
+        col("gold", lambda r: f"{r['gold_found']}/{r['gold_total']}"), col("searches", lambda r: str(r["searches"])),
+        col("LLM calls", lambda r: str(r["llm_calls_total"])), col("s", lambda r: _num(r["latency_s"], 2)),
         col("ended", lambda r: str(r["terminated_by"]), "left"),
-    ]
+    ]  # fmt: skip
     answer = [col("answer", lambda r: r["answer"] if r["answer"] is not None else _MISSING, "left")]
     return fit_tables(keys, [("scores", numbers), ("answers", answer)], console.width)
 
@@ -186,10 +168,8 @@ def per_question_tables(report: dict[str, Any], console: Console) -> list[Table]
 def render_table(report: dict[str, Any], console: Console, per_question: bool = False) -> None:
     """Print a `run_eval` report's summary (and, with `per_question`, every question's record) to fit `console`."""
     meta = report.get("meta") or {}
-    title = "Evaluation"
-    if meta:
-        title += f": {meta.get('data_name', '')} ({meta.get('questions', '?')} questions, {meta.get('budget', '?')} chunks)"
-    console.print(f"[bold]{title}[/bold]", highlight=False)
+    title = f": {meta.get('data_name', '')} ({meta.get('questions', '?')} questions, {meta.get('budget', '?')} chunks)"
+    console.print(f"[bold]Evaluation{title if meta else ''}[/bold]", highlight=False)
     names, groups = summary_columns(report)
     for table in fit_tables([names], groups, console.width):
         console.print(table)

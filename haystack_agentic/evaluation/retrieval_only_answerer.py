@@ -10,10 +10,8 @@ logger = logging.getLogger(__name__)
 @component
 class RetrievalOnlyAnswerer:
     """
-    Ends the loop without writing an answer, for retrieval-only evaluation (`haystack-agentic eval --no-answer`).
-
-    It has the `Answerer`'s sockets and stands in for it: the run ends `answered` with the controller's draft if
-    there is one, else with no answer. It never calls an LLM.
+    Stands in for the `Answerer` (same sockets) in retrieval-only evaluation (`haystack-agentic eval --no-answer`):
+    the run ends `answered` with the controller's draft, if any, without an LLM call.
 
     ### Usage example
     ```python

@@ -1,23 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Does the loop say "not in the documents" when it should? An evaluation on an *unanswerable* split.
-
-Every question runs twice over the same pooled store: once as it is (normal), and once with its own gold
-paragraphs removed (unanswerable). Per configuration it reports the abstention rate on unanswerable questions, the
-answer rate on normal ones, the precision/recall curve of the evidence score (positives: normal runs with every
-gold paragraph found; negatives: unanswerable runs) and the evidence check's cost.
-
-Usage example:
-```python
-from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
-from haystack_agentic.evaluation.runner import bridge_entity_config, build_store
-from haystack_agentic.evaluation.unanswerable import run_abstention_eval
-
-rows = load_hotpotqa_questions("examples/data/hotpotqa_dev_sample.jsonl")[:20]
-store = build_store(rows)
-report = run_abstention_eval(rows, store, [bridge_entity_config(store)])
-print(report["configs"]["bridge-entity"]["summary"]["abstention_rate"])
-```
+Does the loop say "not in the documents" when it should? Every question runs as it is (normal) and with its gold
+paragraphs removed from the pooled store (unanswerable): abstention and answer rates, the precision/recall of the
+evidence score (positives: normal runs with every gold paragraph found) and the evidence check's cost.
 """
 
 import statistics
@@ -30,12 +15,8 @@ from haystack import logging
 from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.datasets.hotpotqa import gold_document_ids
-from haystack_agentic.evaluation.calibration import (
-    average_precision,
-    curve_summary,
-    precision_recall_curve,
-    roc_auc,
-)
+from haystack_agentic.evaluation.calibration import average_precision, curve_summary, precision_recall_curve, roc_auc
+from haystack_agentic.evaluation.runner import run_question
 
 logger = logging.getLogger(__name__)
 
@@ -55,21 +36,20 @@ def without_documents(store: Any, ids: Sequence[str]) -> Iterator[int]:
             store.write_documents(removed, policy=DuplicatePolicy.OVERWRITE)
 
 
-class CheckTimer:
-    """Records the wall time (s) of each of an `EvidenceChecker`'s `check` calls in `seconds`."""
+def time_checks(checker: Any) -> list[float]:
+    """Record the wall time (s) of each of an `EvidenceChecker`'s `check` calls in the list returned."""
+    seconds: list[float] = []
+    original = checker.check
 
-    def __init__(self, checker: Any) -> None:
-        self.seconds: list[float] = []
-        original = checker.check
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            seconds.append(time.perf_counter() - start)
 
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.seconds.append(time.perf_counter() - start)
-
-        checker.check = timed  # an instance attribute shadows the method
+    checker.check = timed  # an instance attribute shadows the method
+    return seconds
 
 
 def _record(row: dict[str, Any], condition: str, result: dict[str, Any], latency: float) -> dict[str, Any]:
@@ -77,26 +57,25 @@ def _record(row: dict[str, Any], condition: str, result: dict[str, Any], latency
     found = {d["id"] for d in result.get("documents") or []}
     evidence = result.get("evidence") or {}
     return {
-        "id": row["id"],
-        "question": row["question"],
-        "type": row.get("type"),
-        "condition": condition,
-        "terminated_by": result.get("terminated_by"),
-        "abstained": result.get("terminated_by") == "gave_up",
+        "id": row["id"], "question": row["question"], "type": row.get("type"), "condition": condition,
+        "terminated_by": result.get("terminated_by"), "abstained": result.get("terminated_by") == "gave_up",
         "answer": result.get("answer"),
-        "gold_found": sum(g in found for g in gold),
-        "gold_total": len(gold),
+        "gold_found": sum(g in found for g in gold), "gold_total": len(gold),
         "all_gold_found": bool(gold) and all(g in found for g in gold),
-        "evidence_score": float(evidence.get("score", 0.0)),
-        "evidence_sufficient": evidence.get("sufficient"),
-        "evidence_action": evidence.get("action"),
-        "evidence_reason": evidence.get("reason"),
-        "evidence_features": evidence.get("features"),
-        "searched_again": int(evidence.get("searched_again", 0)),
+        "evidence_score": float(evidence.get("score", 0.0)), "evidence_sufficient": evidence.get("sufficient"),
+        "evidence_action": evidence.get("action"), "evidence_reason": evidence.get("reason"),
+        "evidence_features": evidence.get("features"), "searched_again": int(evidence.get("searched_again", 0)),
         "searches": sum(s["action"] == "search" for s in result.get("tool_history") or []),
-        "latency_s": latency,
-        "error": result.get("error"),
-    }
+        "latency_s": latency, "error": result.get("error"),
+    }  # fmt: skip
+
+
+def _rate(group: Sequence[dict[str, Any]], abstained: bool) -> float | None:
+    return sum(r["abstained"] == abstained for r in group) / len(group) if group else None
+
+
+def _ms(seconds: Sequence[float], average: Callable[[Sequence[float]], float]) -> float | None:
+    return 1000 * average(seconds) if seconds else None
 
 
 def summarise_abstention(
@@ -109,27 +88,16 @@ def summarise_abstention(
     positives = [r["evidence_score"] for r in found]
     negatives = [r["evidence_score"] for r in unanswerable]
     curve = precision_recall_curve(positives, negatives)
-
-    def rate(group: Sequence[dict[str, Any]], abstained: bool) -> float | None:
-        return sum(r["abstained"] == abstained for r in group) / len(group) if group else None
-
     return {
-        "normal": len(normal),
-        "unanswerable": len(unanswerable),
-        "evidence_found": len(found),
-        "abstention_rate": rate(unanswerable, True),
-        "answer_rate_evidence_found": rate(found, False),
-        "answer_rate_normal": rate(normal, False),
-        "threshold": threshold,
-        "auc": roc_auc(positives, negatives),
-        "average_precision": average_precision(positives, negatives),
-        "pr_curve": curve_summary(curve),
-        "pr_curve_full": curve,
-        "checks": len(check_seconds),
-        "ms_per_check_mean": 1000 * statistics.fmean(check_seconds) if check_seconds else None,
-        "ms_per_check_median": 1000 * statistics.median(check_seconds) if check_seconds else None,
+        "normal": len(normal), "unanswerable": len(unanswerable), "evidence_found": len(found),
+        "abstention_rate": _rate(unanswerable, True), "answer_rate_evidence_found": _rate(found, False),
+        "answer_rate_normal": _rate(normal, False), "threshold": threshold,
+        "auc": roc_auc(positives, negatives), "average_precision": average_precision(positives, negatives),
+        "pr_curve": curve_summary(curve), "pr_curve_full": curve, "checks": len(check_seconds),
+        "ms_per_check_mean": _ms(check_seconds, statistics.fmean),
+        "ms_per_check_median": _ms(check_seconds, statistics.median),
         "searched_again_mean": statistics.fmean(r["searched_again"] for r in records) if records else None,
-    }
+    }  # fmt: skip
 
 
 def run_abstention_eval(
@@ -142,28 +110,21 @@ def run_abstention_eval(
     Run every configuration over every question, normal then unanswerable, and summarise.
 
     :param rows: HotpotQA/MuSiQue rows whose paragraphs are all in `store`.
-    :param store: The pooled document store every configuration searches.
-    :param configs: `EvalConfig`s (their pipelines search `store`).
+    :param store: The pooled document store every configuration (an `EvalConfig`) searches.
     :param on_question: Called after each question with `(config name, questions done)`.
     :returns: `{"configs": {name: {"description", "summary", "questions": [records]}}}`.
     """
     report: dict[str, Any] = {"configs": {}}
     for config in configs:
         config.pipeline.warm_up()
-        checker = _evidence_checker(config.pipeline)
-        timer = CheckTimer(checker) if checker is not None and hasattr(checker, "check") else None
+        checker = config.pipeline.get_component("evidence") if "evidence" in config.pipeline.graph.nodes else None
+        seconds = time_checks(checker) if hasattr(checker, "check") else []
         records = []
         for done, row in enumerate(rows, start=1):
             for condition in CONDITIONS:
-                removed = gold_document_ids(row) if condition == "unanswerable" else []
-                with without_documents(store, removed):
-                    start = time.perf_counter()
-                    try:
-                        result = config.pipeline.run({"controller": {"query": row["question"]}})["result"]
-                    except Exception as exc:  # noqa: BLE001 - one failing question must not end the evaluation
-                        logger.warning("{config} failed on {id}: {error}", config=config.name, id=row["id"], error=exc)
-                        result = {"terminated_by": "exception", "error": f"{type(exc).__name__}: {exc}"}
-                    records.append(_record(row, condition, result, time.perf_counter() - start))
+                with without_documents(store, gold_document_ids(row) if condition == "unanswerable" else []):
+                    result, latency = run_question(config, row, {"query": row["question"]})
+                records.append(_record(row, condition, result, latency))
             if on_question is not None:
                 on_question(config.name, done)
         threshold = None
@@ -171,14 +132,7 @@ def run_abstention_eval(
             threshold = checker.threshold if checker.threshold is not None else checker.model.threshold
         report["configs"][config.name] = {
             "description": config.description,
-            "summary": summarise_abstention(records, threshold, timer.seconds if timer else ()),
+            "summary": summarise_abstention(records, threshold, seconds),
             "questions": records,
         }
     return report
-
-
-def _evidence_checker(pipeline: Any) -> Any:
-    try:
-        return pipeline.get_component("evidence")
-    except ValueError:
-        return None

@@ -1,16 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Collections: named, described subsets of one document store, and a run's scope over them.
-
-A chunk belongs to the collection named in its `meta["collection"]`; the description is kept on every one of its
-chunks (`meta["collection_description"]`): chunk metadata is the one place every backend stores durably and that
-moves with the chunks. The known collections are read from the store at run time (`list_collections`), and a run's
-searches are scoped with an ordinary Haystack filter (`collection_filter`), so it works on every backend.
+Collections: named, described subsets of one document store (`meta["collection"]`, the description on each of its
+chunks: the one place every backend stores durably), read at run time, and a run's scope over them as a filter.
 """
 
 import re
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from haystack import Document, logging
@@ -19,10 +18,8 @@ from haystack.document_stores.types import DuplicatePolicy
 
 logger = logging.getLogger(__name__)
 
-#: The metadata key naming a chunk's collection (filter field `meta.collection`).
+#: The metadata keys of a chunk's collection (filter field `meta.collection`) and of its description.
 COLLECTION_FIELD = "collection"
-
-#: The metadata key holding the collection's description, on each of its chunks.
 DESCRIPTION_FIELD = "collection_description"
 
 #: The scope that means every collection of the store (no collection filter: chunks without one are searched too).
@@ -51,15 +48,14 @@ class CollectionInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """:returns: `{"name", "description", "documents"}`."""
-        return {"name": self.name, "description": self.description, "documents": self.documents}
+        return asdict(self)
 
 
 def validate_collection_name(name: Any) -> str:
     """
     Check a collection name; it is returned stripped.
 
-    :raises ValueError: If it is not a string, is blank, longer than `MAX_NAME_CHARS`, holds control characters, or
-        is `all` (which means every collection).
+    :raises ValueError: If it is not a string, blank, longer than `MAX_NAME_CHARS`, holds control characters, or `all`.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"A collection name must be a non-empty string, got {name!r}.")
@@ -88,10 +84,8 @@ def and_filters(*filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
     of two filters whose logical operators differ).
     """
     present = [dict(f) for f in filters if f]
-    if not present:
-        return None
-    if len(present) == 1:
-        return present[0]
+    if len(present) < 2:
+        return present[0] if present else None
     return {"operator": "AND", "conditions": present}
 
 
@@ -105,12 +99,9 @@ def tag_documents(documents: Iterable[Document], name: str, description: str | N
     name = validate_collection_name(name)
     tagged = []
     for doc in documents:
-        meta = {**(doc.meta or {}), COLLECTION_FIELD: name}
-        meta.pop(DESCRIPTION_FIELD, None)
-        new = replace(doc, id="", meta=meta)
-        if description:
-            new = replace(new, meta={**meta, DESCRIPTION_FIELD: description})
-        tagged.append(new)
+        meta = {key: value for key, value in (doc.meta or {}).items() if key != DESCRIPTION_FIELD}
+        new = replace(doc, id="", meta={**meta, COLLECTION_FIELD: name})
+        tagged.append(replace(new, meta={**new.meta, DESCRIPTION_FIELD: description}) if description else new)
     return tagged
 
 
@@ -123,9 +114,7 @@ def _collection_rows(store: Any) -> Iterable[Mapping[str, Any]]:
             return []
         rows: list[Mapping[str, Any]] = []
         fields = [COLLECTION_FIELD, DESCRIPTION_FIELD]
-        iterator = store.client.query_iterator(
-            store.collection_name, batch_size=_MILVUS_BATCH, filter="", output_fields=fields
-        )
+        iterator = store.client.query_iterator(store.collection_name, _MILVUS_BATCH, filter="", output_fields=fields)
         try:
             while batch := iterator.next():
                 rows.extend(batch)
@@ -138,27 +127,20 @@ def _collection_rows(store: Any) -> Iterable[Mapping[str, Any]]:
 def list_collections(store: Any) -> dict[str, CollectionInfo]:
     """
     The collections any Haystack document store holds, read from its chunks' metadata (the most common description
-    wins).
-
-    :returns: Name -> `CollectionInfo`, sorted by name.
+    wins): name -> `CollectionInfo`, sorted by name.
     """
-    counts: dict[str, int] = {}
-    descriptions: dict[str, dict[str, int]] = {}
+    counts: Counter[str] = Counter()
+    descriptions: dict[str, Counter[str]] = {}
     for meta in _collection_rows(store):
         name = meta.get(COLLECTION_FIELD)
         if not isinstance(name, str) or not name:
             continue
-        counts[name] = counts.get(name, 0) + 1
+        counts[name] += 1
         description = meta.get(DESCRIPTION_FIELD)
         if isinstance(description, str) and description:
-            seen = descriptions.setdefault(name, {})
-            seen[description] = seen.get(description, 0) + 1
-    result = {}
-    for name in sorted(counts):
-        seen = descriptions.get(name) or {}
-        description = max(seen, key=seen.__getitem__) if seen else ""
-        result[name] = CollectionInfo(name=name, description=description, documents=counts[name])
-    return result
+            descriptions.setdefault(name, Counter())[description] += 1
+    common = {name: seen.most_common(1)[0][0] for name, seen in descriptions.items()}
+    return {name: CollectionInfo(name, common.get(name, ""), counts[name]) for name in sorted(counts)}
 
 
 def describe_collection(store: Any, name: str, description: str) -> int:
@@ -183,10 +165,8 @@ def describe_collection(store: Any, name: str, description: str) -> int:
 
 def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
     """
-    Check the shape of a run's `collections` input: `None` (no scope), `"all"`, one name, or a list of names.
-
-    :returns: `None`, `"all"`, or the names as a tuple (duplicates dropped, order kept).
-    :raises ValueError: If it is another type, an empty list, or holds a bad name.
+    Check a run's `collections` input (`None`: no scope, `"all"`, a name or a list of names): `None`, `"all"`, or the
+    names as a tuple (duplicates dropped, order kept). :raises ValueError: On another type, `[]` or a bad name.
     """
     if scope is None:
         return None
@@ -209,11 +189,8 @@ def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
 
 def resolve_scope(scope: Any, known: Mapping[str, CollectionInfo]) -> dict[str, str] | None:
     """
-    The collections a run's `collections` input may search, among `known` (`list_collections`).
-
-    :returns: `None` for no scope; otherwise name -> description of every collection in scope.
-    :raises UnknownCollectionError: If a name is not one of `known`; the message lists the known ones.
-    :raises ValueError: If the input has a bad shape.
+    The collections a run's `collections` input may search among `known`: `None` for no scope, else name ->
+    description of each. :raises UnknownCollectionError: Naming the known ones. :raises ValueError: On a bad shape.
     """
     scope = normalise_scope(scope)
     if scope is None:
@@ -234,3 +211,41 @@ def scope_filter(scope: Any, collections: Mapping[str, str] | None) -> dict[str,
     if collections is None or normalise_scope(scope) == ALL:
         return None
     return collection_filter(list(collections))
+
+
+#: Most seconds a list of collections is reused.
+TTL_SECONDS = 300.0
+
+
+class CollectionLookup:
+    """
+    The known collections of a store (or `None`: then `known()` raises), cached while its document count is
+    unchanged (`list_collections` takes seconds on a large Milvus Lite store), for at most `TTL_SECONDS`. Thread-safe.
+    """
+
+    def __init__(self, document_store: Any) -> None:
+        self.document_store = document_store
+        self._lock = threading.Lock()
+        self._cached: tuple[int, float, dict[str, CollectionInfo]] | None = None
+
+    def known(self) -> dict[str, CollectionInfo]:
+        """Name -> `CollectionInfo` of the store's collections. :raises ValueError: Without a store."""
+        store = self.document_store
+        if store is None:
+            raise ValueError(
+                "This run names collections, but the LoopController has no document store to read them from: pass "
+                "`document_store=` to LoopController, or build the loop with `build_loop_pipeline` / "
+                "`load_loop_pipeline`, which give it the retriever's store (for a pipeline from `Pipeline.loads`: "
+                "`haystack_agentic.loop_loading.link_collection_store(pipeline)`)."
+            )
+        count = store.count_documents()
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cached
+            if cached is not None and cached[0] == count and now - cached[1] < TTL_SECONDS:
+                return cached[2]
+        known = list_collections(store)
+        with self._lock:
+            self._cached = (count, now, known)
+        logger.debug("Read {count} collection(s) from the store", count=len(known))
+        return known

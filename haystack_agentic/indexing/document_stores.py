@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-The document stores the packaged pipelines and `haystack-agentic index` use, built one way everywhere: Milvus (a
-local file is Milvus Lite, `http://host:19530` a server; dense and BM25 fields in one collection), Weaviate (a
-server), and Haystack's in-memory store.
-"""
+"""The document stores of the packaged pipelines and `haystack-agentic index`, built one way everywhere: Milvus (Lite
+for a local `.db` path, else a server; dense and BM25 fields in one collection), Weaviate, Haystack's in-memory."""
 
 from typing import Any
 
@@ -15,11 +12,9 @@ from haystack_agentic.settings import DEFAULT_WEAVIATE_URL
 
 logger = logging.getLogger(__name__)
 
-#: Default collection names.
+#: Default collection names, and the Milvus BM25 function's (fixed, so the YAML is the same on every build).
 MILVUS_COLLECTION = "haystack_agentic"
 WEAVIATE_COLLECTION = "HaystackAgentic"
-
-#: The name of the BM25 function in Milvus collections (fixed, so the YAML is the same on every build).
 MILVUS_BM25_FUNCTION = "haystack_agentic_bm25"
 
 
@@ -29,35 +24,25 @@ class EmbeddingDimensionError(ValueError):
 
 def milvus_document_store(uri: str, collection_name: str = MILVUS_COLLECTION, bm25: bool = True, **kwargs: Any) -> Any:
     """
-    A `MilvusDocumentStore` with dense + BM25 fields (Milvus Lite for a file `uri`, a server for `http://...`).
+    A `MilvusDocumentStore` (it connects here: a bad URI fails now).
 
     :param uri: A local file (Milvus Lite, e.g. `./milvus.db`) or a server URI (`http://localhost:19530`).
     :param bm25: Give the collection Milvus' built-in BM25 function and sparse field (needs Milvus >= 2.5); `False`:
         dense-only, for older servers.
     :param kwargs: Other `MilvusDocumentStore` parameters (e.g. `drop_old=True`).
-    :returns: The store (Milvus connects here: a bad URI fails now).
     :raises ImportError: If `milvus-haystack` is not installed.
     """
     from milvus_haystack import MilvusDocumentStore  # noqa: PLC0415 - optional dependency
     from milvus_haystack.function import BM25BuiltInFunction  # noqa: PLC0415
 
-    if not bm25:
-        return MilvusDocumentStore(connection_args={"uri": str(uri)}, collection_name=collection_name, **kwargs)
-    return MilvusDocumentStore(
-        connection_args={"uri": str(uri)},
-        collection_name=collection_name,
-        sparse_vector_field="sparse",
-        builtin_function=[BM25BuiltInFunction(function_name=MILVUS_BM25_FUNCTION)],
-        **kwargs,
-    )
+    if bm25:
+        bm25_function = BM25BuiltInFunction(function_name=MILVUS_BM25_FUNCTION)
+        kwargs = {"sparse_vector_field": "sparse", "builtin_function": [bm25_function], **kwargs}
+    return MilvusDocumentStore(connection_args={"uri": str(uri)}, collection_name=collection_name, **kwargs)
 
 
 def weaviate_document_store(url: str = DEFAULT_WEAVIATE_URL, collection_name: str = WEAVIATE_COLLECTION) -> Any:
-    """
-    A `WeaviateDocumentStore` for a Weaviate server (it connects on first use, not here).
-
-    :raises ImportError: If `weaviate-haystack` is not installed.
-    """
+    """A `WeaviateDocumentStore` (it connects on first use). :raises ImportError: Without `weaviate-haystack`."""
     from haystack_integrations.document_stores.weaviate import WeaviateDocumentStore  # noqa: PLC0415
 
     settings = {
@@ -80,10 +65,9 @@ def weaviate_document_store(url: str = DEFAULT_WEAVIATE_URL, collection_name: st
 
 def open_document_store(backend: str, address: str, collection: str | None = None) -> Any:
     """
-    Open a Milvus or Weaviate store and check that it answers (a count), with faults as one line.
+    Open a `milvus` or `weaviate` store at `address` and check that it answers (a count), with faults as one line.
 
-    :param backend: `milvus` (a Milvus Lite `.db` folder or a server URI) or `weaviate` (a server URL at `address`).
-    :param collection: The collection (default `haystack_agentic` / `HaystackAgentic`).
+    :param collection: The collection (default `MILVUS_COLLECTION` / `WEAVIATE_COLLECTION`).
     :raises StoreError: If it cannot be opened (not a Milvus Lite database, damaged, in use, unreachable).
     :raises ImportError: If the integration is not installed.
     """
@@ -123,11 +107,7 @@ def embedding_dimension(store: Any) -> int | None:
 
 
 def check_embedding_dimension(store: Any, dimension: int) -> None:
-    """
-    Refuse to write embeddings of `dimension` into a store whose collection has another dimension.
-
-    :raises EmbeddingDimensionError: Naming both dimensions and what to change.
-    """
+    """:raises EmbeddingDimensionError: If the store's collection holds embeddings of another dimension."""
     existing = embedding_dimension(store)
     if existing is not None and existing != dimension:
         raise EmbeddingDimensionError(

@@ -1,16 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Indexing files into a document store without losing anything: what `haystack-agentic index` runs.
-
-Chunks are upserted by id; a re-indexed file replaces its own earlier chunks (`source_sync`); `replace=True`
-empties the store only after the files are converted and the model is loaded; in-memory store files are changed
-under a lock, atomically (`store_files`); the embedder's dimension is checked before anything is written.
-
-Progress goes to an optional callback `progress(stage, done, total)`, called when a stage starts (`done=0`), as it
-advances and when it ends (`done == total`); `total` is `None` while unknown. Stages, in order: `converting`
-(files), `loading model`, `embedding` (chunks), `writing` (chunks); a YAML pipeline reports `indexing` (files).
+Indexing files into a document store without losing anything (what `haystack-agentic index` runs); progress goes to
+an optional `progress(stage, done, total)` (`total` `None` while unknown), called as a stage starts (`done=0`) and
+advances: `converting` (files), `loading model`, `embedding`, `writing` (chunks), or `indexing` (files, YAML).
 """
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +18,8 @@ from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.document_stores import document_counts, milvus_support
 from haystack_agentic.components.writers.source_replacing_document_writer import SourceReplacingDocumentWriter
-from haystack_agentic.indexing.collections import (
-    describe_collection,
-    list_collections,
-    tag_documents,
-    validate_collection_name,
-)
+from haystack_agentic.indexing.collections import describe_collection, list_collections, tag_documents
+from haystack_agentic.indexing.collections import validate_collection_name
 from haystack_agentic.indexing.document_stores import check_embedding_dimension, embedding_dimension
 from haystack_agentic.indexing.indexing_pipeline import FILES_PER_RUN, MIME_TYPES, convert_files, file_sources
 from haystack_agentic.indexing.source_sync import clear_store, document_sources, remove_stale_chunks, source_key
@@ -37,12 +28,9 @@ from haystack_agentic.indexing.store_files import load_store_file, save_store_fi
 
 logger = logging.getLogger(__name__)
 
-CONVERTING = "converting"
-LOADING_MODEL = "loading model"
-EMBEDDING = "embedding"
-WRITING = "writing"
-INDEXING = "indexing"
-
+#: Progress stages.
+CONVERTING, LOADING_MODEL, EMBEDDING = "converting", "loading model", "embedding"
+WRITING, INDEXING = "writing", "indexing"
 ProgressCallback = Callable[[str, int, "int | None"], None]
 
 #: Documents embedded and written per batch.
@@ -59,59 +47,52 @@ class IndexResult:
     in_store: int
 
 
-class _Stages:
-    """Reports cumulative progress per stage to an optional callback."""
+def _stages(callback: ProgressCallback | None) -> Callable[[str, int, "int | None"], None]:
+    """`advance(stage, n, total)`: report `n` more done of `stage` to `callback` (`n=0`: the stage starts)."""
+    done: Counter[str] = Counter()
 
-    def __init__(self, callback: ProgressCallback | None) -> None:
-        self.callback = callback
-        self.done: dict[str, int] = {}
+    def advance(stage: str, n: int, total: int | None) -> None:
+        done[stage] += n
+        if callback is not None:
+            callback(stage, done[stage], total)
 
-    def start(self, stage: str, total: int | None) -> None:
-        self.done[stage] = 0
-        if self.callback is not None:
-            self.callback(stage, 0, total)
-
-    def advance(self, stage: str, n: int, total: int | None) -> None:
-        self.done[stage] = self.done.get(stage, 0) + n
-        if self.callback is not None:
-            self.callback(stage, self.done[stage], total)
+    return advance
 
 
-def load_embedder(embedder: Any, progress: ProgressCallback | None = None) -> int | None:
-    """
-    Warm up a document embedder (stage `loading model`); its embedding dimension (of one probe document), or `None`
-    without one.
-    """
-    if embedder is None:
-        return None
-    stages = _Stages(progress)
-    stages.start(LOADING_MODEL, None)
-    if hasattr(embedder, "warm_up"):
-        embedder.warm_up()
-    dimension = len(embedder.run(documents=[Document(content="dimension probe")])["documents"][0].embedding)
-    stages.advance(LOADING_MODEL, 1, 1)
-    return dimension
-
-
-def _write_batches(documents: list[Document], store: Any, embedder: Any, stages: _Stages) -> None:
+def _write_batches(documents: list[Document], store: Any, embedder: Any, advance: Callable[..., None]) -> None:
     total = len(documents)
     if embedder is not None:
-        stages.start(EMBEDDING, total)
-    stages.start(WRITING, total)
+        advance(EMBEDDING, 0, total)
+    advance(WRITING, 0, total)
     for start in range(0, total, BATCH_SIZE):
         batch = documents[start : start + BATCH_SIZE]
         if embedder is not None:
             batch = embedder.run(documents=batch)["documents"]
-            stages.advance(EMBEDDING, len(batch), total)
+            advance(EMBEDDING, len(batch), total)
         store.write_documents(batch, policy=DuplicatePolicy.OVERWRITE)
-        stages.advance(WRITING, len(batch), total)
+        advance(WRITING, len(batch), total)
+
+
+def _ready_store(store: Any, embedder: Any, progress: ProgressCallback | None, replace: bool) -> Any:
+    """
+    Warm up the embedder (stage `loading model`) and check its dimension against the store (one probe document),
+    mark the write begun, and empty the store if `replace`: the store to write to.
+    """
+    if embedder is not None:
+        advance = _stages(progress)
+        advance(LOADING_MODEL, 0, None)
+        if hasattr(embedder, "warm_up"):
+            embedder.warm_up()
+        dimension = len(embedder.run(documents=[Document(content="dimension probe")])["documents"][0].embedding)
+        advance(LOADING_MODEL, 1, 1)
+        if not replace:  # an emptied store holds no other dimension
+            check_embedding_dimension(store, dimension)
+    document_counts.begin_write(store)
+    return clear_store(store) if replace else store
 
 
 def write_documents(
-    documents: list[Document],
-    document_store: Any,
-    embedder: Any = None,
-    progress: ProgressCallback | None = None,
+    documents: list[Document], document_store: Any, embedder: Any = None, progress: ProgressCallback | None = None
 ) -> int:
     """
     Embed (optionally) and write Documents in batches of `BATCH_SIZE`, upserting by id.
@@ -121,24 +102,10 @@ def write_documents(
     :returns: The number of documents in the store afterwards.
     :raises EmbeddingDimensionError: Before any write, if the embedder's dimension differs from the store's.
     """
-    dimension = load_embedder(embedder, progress)
-    if dimension is not None:
-        check_embedding_dimension(document_store, dimension)
-    document_counts.begin_write(document_store)
-    _write_batches(documents, document_store, embedder, _Stages(progress))
-    milvus_support.flush(document_store)
-    return document_store.count_documents()
-
-
-def _ready_store(store: Any, embedder: Any, progress: ProgressCallback | None, replace: bool) -> Any:
-    """Load the embedder, mark the write begun, empty the store if `replace`, check the dimension: the store to use."""
-    dimension = load_embedder(embedder, progress)
-    document_counts.begin_write(store)
-    if replace:
-        store = clear_store(store)
-    if dimension is not None:
-        check_embedding_dimension(store, dimension)
-    return store
+    store = _ready_store(document_store, embedder, progress, replace=False)
+    _write_batches(documents, store, embedder, _stages(progress))
+    milvus_support.flush(store)
+    return store.count_documents()
 
 
 NOTHING_CONVERTED = (
@@ -148,35 +115,26 @@ NOTHING_CONVERTED = (
 
 
 def index_files(
-    files: list[Path],
-    store: Any,
-    *,
-    embedder: Any = None,
-    emptied: Iterable[Path] = (),
-    replace: bool = False,
-    progress: ProgressCallback | None = None,
-    collection: str | None = None,
-    collection_description: str | None = None,
-) -> IndexResult:
+    files: list[Path], store: Any, *, embedder: Any = None, emptied: Iterable[Path] = (), replace: bool = False,
+    progress: ProgressCallback | None = None, collection: str | None = None, collection_description: str | None = None,
+) -> IndexResult:  # fmt: skip
     """
-    Convert files to chunks and write them into any Haystack document store: added to what it holds, each file
-    replacing its own earlier chunks.
+    Convert files to chunks and write them into any Haystack document store, each file replacing its own earlier
+    chunks.
 
-    :param files: Supported files (see `indexing_pipeline.collect_files`; skip unreadable ones first).
+    :param files: Supported files (`indexing_pipeline.collect_files`; skip unreadable ones first).
     :param embedder: A Haystack document embedder, or `None` to write without embeddings.
     :param emptied: Files that are empty now: their earlier chunks are deleted.
     :param replace: Empty the store before writing (after converting and loading the model).
-    :param collection: Put the chunks into this collection; a file re-indexed into it replaces only its chunks in
-        that collection. `None`: no collection.
-    :param collection_description: The collection's description, set on its new chunks and on those it already
-        holds (`None`: the collection keeps the one it has).
+    :param collection: Put the chunks into this collection (a re-indexed file replaces only its chunks there).
+    :param collection_description: Set on the collection's new and held chunks (`None`: it keeps the one it has).
     :raises ValueError: If a JSONL file is malformed or the collection name is bad, or `replace` is set and no file
         gave any chunk (which would only empty the store); nothing is written.
     :raises EmbeddingDimensionError: If the embedder's dimension differs from the store's (nothing is written).
     """
-    stages = _Stages(progress)
-    stages.start(CONVERTING, len(files))
-    documents = convert_files(files, on_files=lambda n: stages.advance(CONVERTING, n, len(files)))
+    advance = _stages(progress)
+    advance(CONVERTING, 0, len(files))
+    documents = convert_files(files, on_files=lambda n: advance(CONVERTING, n, len(files)))
     if collection is not None:
         collection = validate_collection_name(collection)
         held = None if collection_description else list_collections(store).get(collection)
@@ -185,7 +143,7 @@ def index_files(
     if replace and not documents:
         raise ValueError(NOTHING_CONVERTED)
     store = _ready_store(store, embedder, progress, replace)
-    _write_batches(documents, store, embedder, stages)
+    _write_batches(documents, store, embedder, advance)
     # A file that gave no chunks (it failed to convert) keeps the chunks an earlier index took from it.
     converted = set(document_sources(documents))
     sources = [key for key in map(source_key, files) if key in converted] + [source_key(f) for f in emptied]
@@ -196,44 +154,32 @@ def index_files(
     return IndexResult(files=len(files), chunks=len(documents), removed=removed, in_store=store.count_documents())
 
 
-def check_store_embeddings(store: InMemoryDocumentStore, embed: bool, where: Path | str) -> None:
-    """
-    Refuse to mix chunks with and without embeddings (`embed`: the new ones get them) in one store.
-
-    :raises StoreError: If the store's documents have embeddings and the new ones would not, or the reverse.
-    """
-    if store.count_documents() == 0:
-        return
-    has_embeddings = embedding_dimension(store) is not None
-    if has_embeddings and not embed:
-        raise StoreError(
-            f"The store {where} holds embeddings (it was indexed with --embed): index into it with --embed too, "
-            "or rebuild it without embeddings with --replace."
-        )
-    if embed and not has_embeddings:
-        raise StoreError(
-            f"The store {where} has no embeddings: index into it without --embed, or rebuild it with "
-            "--embed --replace (every file you want in it)."
-        )
+#: Why chunks with and without embeddings cannot share a store file, by whether the file's chunks have embeddings.
+_MIXED_EMBEDDINGS = {
+    True: "The store {} holds embeddings (it was indexed with --embed): index into it with --embed too, or rebuild it "
+    "without embeddings with --replace.",
+    False: "The store {} has no embeddings: index into it without --embed, or rebuild it with --embed --replace "
+    "(every file you want in it).",
+}
 
 
 def index_files_into_file(
     files: list[Path], store_path: Path, *, embedder: Any = None, replace: bool = False, **options: Any
 ) -> IndexResult:
     """
-    `index_files` for an in-memory store saved as a JSON file (created with its folder when missing): read it
-    (unless `replace` or new), index, save it atomically, all under a lock on the file.
+    `index_files` (`options`: its other keyword arguments) for an in-memory store saved as a JSON file (created with
+    its folder when missing): read it (unless `replace` or new), index, save it atomically, under a lock on the file.
 
-    :param options: The other keyword arguments of `index_files` (`emptied`, `progress`, `collection`,
-        `collection_description`), passed on to it.
-    :raises StoreError: If the existing file cannot be read, mixes embeddings (`check_store_embeddings`), or the
-        new one cannot be written (the old file is then unchanged).
+    :raises StoreError: If the existing file cannot be read, its chunks' embeddings (or their absence) differ from
+        the new ones', or the new file cannot be written (the old file is then unchanged).
     :raises ValueError: As `index_files`.
     """
     with store_file_lock(store_path):
         fresh = replace or not store_path.exists()
         store = InMemoryDocumentStore(shared=False) if fresh else load_store_file(store_path)
-        check_store_embeddings(store, embedder is not None, store_path)
+        has_embeddings = embedding_dimension(store) is not None
+        if store.count_documents() and has_embeddings != (embedder is not None):
+            raise StoreError(_MIXED_EMBEDDINGS[has_embeddings].format(store_path))
         result = index_files(files, store, embedder=embedder, replace=replace, **options)
         save_store_file(store, store_path)
     return result
@@ -241,7 +187,7 @@ def index_files_into_file(
 
 def load_indexing_pipeline(path: Path | str, store_uri: str | None = None) -> Pipeline:
     """
-    Load a YAML indexing pipeline (one with a component named `writer`), with the allow-list; its store is opened.
+    Load a YAML indexing pipeline (with a component named `writer`) with the allow-list; its store is opened.
 
     :param path: The YAML file, or the name of a packaged one (`indexing_milvus`) when no such file exists.
     :param store_uri: Set as the URI of its Milvus / Weaviate store.
@@ -268,23 +214,15 @@ def load_indexing_pipeline(path: Path | str, store_uri: str | None = None) -> Pi
 
 
 def run_indexing_pipeline(
-    pipeline: Pipeline,
-    files: list[Path],
-    *,
-    emptied: Iterable[Path] = (),
-    replace: bool = False,
+    pipeline: Pipeline, files: list[Path], *, emptied: Iterable[Path] = (), replace: bool = False,
     progress: ProgressCallback | None = None,
-) -> IndexResult:
+) -> IndexResult:  # fmt: skip
     """
-    Run a YAML indexing pipeline over files, a few at a time (stage `indexing`, in files), dimension checked first.
+    Run a YAML indexing pipeline (components `router`, optional `embedder`, `writer`) over files, a few at a time
+    (stage `indexing`), dimension checked first; with a `SourceReplacingDocumentWriter` (the packaged pipelines) each
+    file replaces its earlier chunks, and `emptied` files lose theirs. `replace` empties the store first.
 
-    With a `SourceReplacingDocumentWriter` (the packaged pipelines) each file replaces its earlier chunks.
-
-    :param pipeline: The indexing pipeline (components `router`, optional `embedder`, `writer`).
-    :param files: The files (.txt, .md, .html, .pdf; JSONL goes through `index_files` instead).
-    :param emptied: Files that are empty now (their earlier chunks are deleted, with our writer).
-    :param replace: Empty the writer's store first (after the model is loaded).
-    :raises ValueError: If a file is JSONL or unsupported, or the pipeline has no `writer`.
+    :raises ValueError: If a file is not .txt, .md, .html or .pdf, or the pipeline has no `writer`.
     :raises EmbeddingDimensionError: Before anything is written, if the dimensions differ.
     """
     unsupported = [str(f) for f in files if f.suffix.lower() not in MIME_TYPES]
@@ -297,23 +235,18 @@ def run_indexing_pipeline(
         writer = pipeline.get_component("writer")
     except ValueError as exc:
         raise ValueError("The indexing pipeline has no component named `writer`.") from exc
-    store = writer.document_store
-    try:
-        embedder = pipeline.get_component("embedder")
-    except ValueError:
-        embedder = None
-    store = writer.document_store = _ready_store(store, embedder, progress, replace)
-    replacing = isinstance(writer, SourceReplacingDocumentWriter)
-    stages, chunks, removed = _Stages(progress), 0, 0
-    stages.start(INDEXING, len(files))
+    embedder = pipeline.get_component("embedder") if "embedder" in pipeline.graph.nodes else None
+    store = writer.document_store = _ready_store(writer.document_store, embedder, progress, replace)
+    advance, chunks, removed = _stages(progress), 0, 0
+    advance(INDEXING, 0, len(files))
     for start in range(0, len(files), FILES_PER_RUN):
         batch = files[start : start + FILES_PER_RUN]
         # A file that gave no chunk this time keeps its earlier chunks: `--replace` rebuilds.
-        out = pipeline.run({"router": {"sources": file_sources(batch)}}).get("writer")
-        chunks += (out or {}).get("documents_written", 0) or 0
-        removed += (out or {}).get("documents_removed", 0)
-        stages.advance(INDEXING, len(batch), len(files))
-    if replacing:
+        out = pipeline.run({"router": {"sources": file_sources(batch)}}).get("writer") or {}
+        chunks += out.get("documents_written", 0) or 0
+        removed += out.get("documents_removed", 0)
+        advance(INDEXING, len(batch), len(files))
+    if isinstance(writer, SourceReplacingDocumentWriter):
         removed += remove_stale_chunks(store, [source_key(f) for f in emptied], [], writer.source_field)
     milvus_support.flush(store)
     return IndexResult(files=len(files), chunks=chunks, removed=removed, in_store=store.count_documents())

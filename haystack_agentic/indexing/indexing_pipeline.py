@@ -1,11 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Files to chunks: the converters of `haystack-agentic index`, and the same as a YAML-able indexing pipeline.
-
-`.jsonl` in the HotpotQA/MuSiQue format gives one Document per paragraph (`datasets.hotpotqa`); `.txt`, `.md`,
-`.html`, `.pdf` go through Haystack's converters, `DocumentCleaner` and `DocumentSplitter`. Every chunk's
-`meta["file_path"]` is its source (`source_sync`); Haystack's ids hash content and meta, so the same files give
-the same ids.
+Files to chunks: the converters of `haystack-agentic index` (HotpotQA/MuSiQue `.jsonl`: one Document per paragraph;
+`.txt`, `.md`, `.html`, `.pdf`: Haystack's converters, cleaner and splitter), and the same as a YAML-able pipeline.
 """
 
 import dataclasses
@@ -42,20 +38,14 @@ MIME_TYPES = {
 }
 SUPPORTED_SUFFIXES = (".jsonl", *MIME_TYPES)
 
-#: Splitting defaults (words).
+#: Splitting defaults (words), and files converted per pipeline run (progress is reported after each).
 SPLIT_LENGTH = 200
 SPLIT_OVERLAP = 20
-
-#: Files converted per pipeline run (progress is reported after each).
 FILES_PER_RUN = 16
 
 
 def collect_files(path: Path) -> list[Path]:
-    """
-    The supported files under `path` (itself, if a file), sorted.
-
-    :raises FileNotFoundError: If `path` does not exist.
-    """
+    """The supported files under `path` (itself, if a file), sorted. :raises FileNotFoundError: If it does not exist."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(path)
@@ -63,22 +53,19 @@ def collect_files(path: Path) -> list[Path]:
     return [f for f in files if f.suffix.lower() in SUPPORTED_SUFFIXES]
 
 
-def _converters() -> dict[str, Any]:
+def _add_converters(pipeline: Pipeline) -> None:
+    """Add router -> converters -> joiner -> cleaner -> splitter -> chunk_meta (input `router.sources`)."""
+    pipeline.add_component("router", FileTypeRouter(mime_types=sorted(set(MIME_TYPES.values()))))
+    pipeline.add_component("joiner", DocumentJoiner())
     # store_full_path: `file_path` keeps the path the source names (the resolved one, from `file_sources`).
-    return {
+    converters = {
         "text/plain": TextFileToDocument(store_full_path=True),
         "text/markdown": MarkdownToDocument(progress_bar=False, store_full_path=True),
         "text/html": HTMLToDocument(store_full_path=True),
         # A list, not pypdf's default tuple, so the pipeline's YAML stays loadable with `yaml.safe_load`.
         "application/pdf": PyPDFToDocument(plain_mode_orientations=[0, 90, 180, 270], store_full_path=True),
     }
-
-
-def _add_converters(pipeline: Pipeline) -> None:
-    """Add router -> converters -> joiner -> cleaner -> splitter -> chunk_meta to `pipeline` (input `router.sources`)."""
-    pipeline.add_component("router", FileTypeRouter(mime_types=sorted(set(MIME_TYPES.values()))))
-    pipeline.add_component("joiner", DocumentJoiner())
-    for mime, converter in _converters().items():
+    for mime, converter in converters.items():
         name = "converter_" + mime.split("/")[1]
         pipeline.add_component(name, converter)
         pipeline.connect(f"router.{mime}", f"{name}.sources")
@@ -88,16 +75,15 @@ def _add_converters(pipeline: Pipeline) -> None:
         "splitter", DocumentSplitter(split_by="word", split_length=SPLIT_LENGTH, split_overlap=SPLIT_OVERLAP)
     )
     pipeline.add_component("chunk_meta", ChunkMetadataCleaner())
-    pipeline.connect("joiner.documents", "cleaner.documents")
-    pipeline.connect("cleaner.documents", "splitter.documents")
-    pipeline.connect("splitter.documents", "chunk_meta.documents")
+    for sender, receiver in (("joiner", "cleaner"), ("cleaner", "splitter"), ("splitter", "chunk_meta")):
+        pipeline.connect(f"{sender}.documents", f"{receiver}.documents")
 
 
 def convert_files(files: list[Path], on_files: Callable[[int], None] | None = None) -> list[Document]:
     """
-    Turn supported files into chunk Documents with stable ids, each with its source in `meta["file_path"]`.
+    Supported files as chunk Documents with stable ids, each with its source in `meta["file_path"]`; `on_files(n)`
+    is called as `n` more files are converted.
 
-    :param on_files: Called with a number of files each time that many are converted (progress).
     :raises ValueError: If a JSONL file is not in the HotpotQA format (the message names the file and line).
     """
     documents: list[Document] = []
@@ -128,9 +114,6 @@ def convert_files(files: list[Path], on_files: Callable[[int], None] | None = No
 #: The reason `unreadable_files` gives for an empty file.
 EMPTY = "empty"
 
-#: Suffixes of text formats that must decode as UTF-8 (the converters would otherwise skip them noisily).
-_TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
-
 
 def unreadable_files(files: list[Path]) -> dict[Path, str]:
     """
@@ -144,17 +127,16 @@ def unreadable_files(files: list[Path]) -> dict[Path, str]:
         except OSError as exc:
             problems[file] = f"cannot be read ({exc.strerror or exc})"
             continue
+        suffix = file.suffix.lower()
         if not data.strip():
             problems[file] = EMPTY
-        elif file.suffix.lower() in _TEXT_SUFFIXES:
+        elif suffix == ".pdf" and (problem := pdf_problem(data)):
+            problems[file] = problem
+        elif suffix in MIME_TYPES and suffix != ".pdf":  # the converters need UTF-8
             try:
                 data.decode("utf-8")
             except UnicodeDecodeError:
                 problems[file] = "not UTF-8 text (convert it to UTF-8 first)"
-        elif file.suffix.lower() == ".pdf":
-            problem = pdf_problem(data)
-            if problem:
-                problems[file] = problem
     return problems
 
 
@@ -163,10 +145,7 @@ _PDF_REASON_CHARS = 120
 
 
 def pdf_problem(data: bytes) -> str | None:
-    """
-    Why a PDF's bytes cannot be indexed ("not a readable PDF (...)"), or `None` when pypdf reads its pages: a
-    one-line reason instead of the converter's warning that prints the raw bytes.
-    """
+    """Why a PDF's bytes cannot be indexed (one line, not the converter's warning with raw bytes), or `None`."""
     import io  # noqa: PLC0415
     import logging as std_logging  # noqa: PLC0415
     import warnings  # noqa: PLC0415
@@ -185,8 +164,7 @@ def pdf_problem(data: bytes) -> str | None:
             for page in reader.pages:
                 page.extract_text()
     except Exception as exc:  # noqa: BLE001 - pypdf raises many kinds on damaged files
-        detail = " ".join(str(exc).split())[:_PDF_REASON_CHARS]
-        detail = detail.encode("ascii", "backslashreplace").decode("ascii")
+        detail = " ".join(str(exc).split())[:_PDF_REASON_CHARS].encode("ascii", "backslashreplace").decode("ascii")
         return f"not a readable PDF ({type(exc).__name__}{': ' + detail if detail else ''})"
     finally:
         pypdf_logger.setLevel(level)
@@ -195,36 +173,31 @@ def pdf_problem(data: bytes) -> str | None:
 
 def file_sources(files: list[Path]) -> list[Any]:
     """
-    ByteStreams of files with a supported suffix, with the MIME type from the suffix (FileTypeRouter does not know
-    .md everywhere), and `file_path` (the source) and `title` (the file name without suffix) in the meta.
+    ByteStreams of files, with the MIME type from the suffix (FileTypeRouter does not know .md everywhere), and
+    `file_path` (the source) and `title` (the file name without suffix) in the meta.
     """
     from haystack.dataclasses import ByteStream  # noqa: PLC0415
 
-    sources = []
-    for file in files:
-        stream = ByteStream.from_file_path(file, mime_type=MIME_TYPES[file.suffix.lower()])
-        stream.meta.update({SOURCE_FIELD: source_key(file), "title": file.stem})
-        sources.append(stream)
-    return sources
+    return [
+        ByteStream.from_file_path(file, mime_type=MIME_TYPES[file.suffix.lower()],
+                                  meta={SOURCE_FIELD: source_key(file), "title": file.stem})
+        for file in files
+    ]  # fmt: skip
 
 
 def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeline:
     """
-    The indexing pipeline for files: router -> converters -> cleaner -> splitter -> chunk_meta -> [embedder] -> writer.
-
-    Run it with `{"router": {"sources": [absolute paths]}}`; the writer replaces each file's earlier chunks (add
-    `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
-
-    :param embedder: A Haystack document embedder, or `None`.
-    :returns: The pipeline (serialisable to YAML with `dumps()`).
+    The indexing pipeline for files (router -> converters -> cleaner -> splitter -> chunk_meta -> [embedder] -> writer,
+    YAML with `dumps()`), run with `{"router": {"sources": [absolute paths]}}`; the writer replaces each file's
+    earlier chunks (add `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
     """
     pipeline = Pipeline(metadata={"purpose": "haystack-agentic indexing"})
     _add_converters(pipeline)
     pipeline.add_component("writer", SourceReplacingDocumentWriter(document_store=document_store))
+    last = "chunk_meta"
     if embedder is not None:
         pipeline.add_component("embedder", embedder)
         pipeline.connect("chunk_meta.documents", "embedder.documents")
-        pipeline.connect("embedder.documents", "writer.documents")
-    else:
-        pipeline.connect("chunk_meta.documents", "writer.documents")
+        last = "embedder"
+    pipeline.connect(f"{last}.documents", "writer.documents")
     return pipeline

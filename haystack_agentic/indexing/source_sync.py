@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Sources of chunks, and keeping a store's chunks in step with them, on any Haystack document store.
-
-Every chunk carries its source in `meta["file_path"]`: the resolved path of its file (for a JSONL corpus, the JSONL
-file). Re-indexing a source writes its new chunks (upsert by id), then deletes that source's chunks whose ids it no
-longer produces: a crash in between leaves at worst stale chunks, never missing ones.
+Sources of chunks (`meta["file_path"]`: the resolved path of its file, or of its JSONL corpus), and keeping a store's
+chunks in step with them on any store: a re-indexed source's new chunks are written first, then its chunks whose
+ids it no longer produces are deleted (a crash in between leaves stale chunks, never missing ones).
 """
 
 from collections.abc import Iterable
@@ -42,17 +40,13 @@ def remove_stale_chunks(
     store: Any, sources: Iterable[str], keep_ids: Iterable[str], field: str = SOURCE_FIELD, *, collection: Any = ...
 ) -> int:
     """
-    Delete the chunks of `sources` whose ids are not in `keep_ids` (what an earlier index of those files left).
-
-    With `collection` given (a name, or `None` for chunks in no collection) only that collection's chunks of
-    `sources` are candidates; left out, every chunk of `sources` is.
-
-    :returns: The number of chunks deleted.
+    Delete the chunks of `sources` whose ids are not in `keep_ids` (what an earlier index of those files left); with
+    `collection` given (a name, or `None`: chunks in none), only that collection's. Returns how many were deleted.
     """
     wanted = list(dict.fromkeys(sources))
-    wanted_set, keep = set(wanted), set(keep_ids)
     if not wanted:
         return 0
+    wanted_set, keep = set(wanted), set(keep_ids)
     if isinstance(store, InMemoryDocumentStore):  # one pass over the storage instead of a filter per batch
         found: Iterable[Document] = store.storage.values()
     else:
@@ -61,27 +55,22 @@ def remove_stale_chunks(
             batch = wanted[start : start + SOURCES_PER_QUERY]
             found.extend(store.filter_documents({"field": f"meta.{field}", "operator": "in", "value": batch}))
     # checked again here: a store's `in` may match more than equal values (e.g. tokenised text in Weaviate)
-    stale = list(
-        dict.fromkeys(
-            d.id
-            for d in found
-            if (d.meta or {}).get(field) in wanted_set
-            and d.id not in keep
-            and (collection is ... or (d.meta or {}).get("collection") == collection)
-        )
-    )
+    stale = list(dict.fromkeys(
+        d.id for d in found
+        if (d.meta or {}).get(field) in wanted_set and d.id not in keep
+        and (collection is ... or (d.meta or {}).get("collection") == collection)
+    ))  # fmt: skip
     if stale:
         store.delete_documents(stale)
-        logger.info("Removed {count} stale chunk(s) of {sources} re-indexed source(s)", count=len(stale), sources=len(wanted))
+        logger.info("Removed {count} stale chunk(s) of {n} re-indexed source(s)", count=len(stale), n=len(wanted))
     return len(stale)
 
 
 def clear_store(store: Any) -> Any:
     """
-    Delete every document of a store (`index --replace`); a Milvus collection is dropped, so it is created again with
-    the new embeddings' dimension.
+    Delete every document of a store (`index --replace`): the store to write to next. A Milvus collection is dropped
+    (so it is made again with the new embeddings' dimension) and a new instance returned.
 
-    :returns: The store to write to next: `store`, or for Milvus a new instance made from its `to_dict`.
     :raises RuntimeError: If the store keeps documents after deleting them all.
     """
     if type(store).__name__ == "MilvusDocumentStore":

@@ -1,14 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Document-store faults as one line (`StoreError`): which store, what is wrong, what to do, instead of a library
-traceback, a pymilvus RPC log or Haystack's dump of a component's configuration.
-
-- `check_milvus_lite_uri` refuses, before Milvus Lite opens it, a path that cannot be a Milvus Lite database and a
-  database whose collection manifest is missing, does not parse (`manifest_damage`: Milvus Lite would silently open
-  the previous one) or is older than recorded (`document_counts.manifest_rollback`).
-- `watch_store` wraps opening a store: exceptions become `StoreError`, and the faults Milvus Lite only logs (data
-  files missing) or hides behind "Open local milvus failed" (in use by another process, a file) are named.
-- `quiet_store_logs` keeps pymilvus' and Milvus Lite's own error logs off the terminal (the CLI, unless `--debug`).
+Document-store faults as one line (`StoreError`: which store, what is wrong, what to do) instead of a traceback, a
+pymilvus RPC log or Haystack's dump of a configuration; Milvus Lite damage it would only log is found and named.
 """
 
 import contextlib
@@ -55,9 +48,9 @@ def milvus_lite_path(uri: str | Path) -> Path | None:
 
 def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
     """
-    Refuse a Milvus Lite path that cannot hold a database, before Milvus Lite opens (or creates) it.
+    Before Milvus Lite opens (or creates) it: refuse a path that cannot hold a database, or a damaged one (a
+    manifest missing, unreadable or older than recorded). Server URIs pass unchecked.
 
-    :param uri: A Milvus `connection_args.uri`; server URIs pass unchecked.
     :param must_exist: Also refuse a path with no database yet (a query run must not create an empty one).
     :raises StoreError: If the path is a file, lacks `.db`, sits in a missing folder, or (with `must_exist`) does not
         exist; or the database is damaged.
@@ -85,17 +78,12 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
             raise StoreError(f"The Milvus Lite database {uri} is damaged ({damage}): {_REBUILD}.")
 
 
-#: The file in each Milvus Lite collection folder that lists its data files, and the copy of the one before it.
-MANIFEST = document_counts.MANIFEST
+#: The copy of the previous `manifest.json` in each Milvus Lite collection folder.
 PREVIOUS_MANIFEST = "manifest.json.prev"
 
 
 def check_document_count(store: Any) -> None:
-    """
-    After opening a store: refuse a Milvus Lite collection holding fewer documents than recorded (`document_counts`).
-
-    :raises StoreError: Naming the database, both counts, the record file and what to do.
-    """
+    """:raises StoreError: After opening, if a Milvus Lite collection holds fewer documents than recorded."""
     shortfall = document_counts.count_shortfall(store)
     if shortfall:
         uri = store.connection_args["uri"]
@@ -107,14 +95,14 @@ def check_document_count(store: Any) -> None:
 
 def manifest_damage(path: Path) -> str | None:
     """
-    What is wrong with the manifests of the Milvus Lite database folder `path`, or `None`. A `manifest.json` that
-    is missing or does not parse is damage: Milvus Lite would open `manifest.json.prev` and lose what was written since.
+    What is wrong with the manifests of the Milvus Lite database folder `path`, or `None`: one missing or unreadable
+    is damage (Milvus Lite would open `manifest.json.prev` and lose what was written since).
     """
     import json  # noqa: PLC0415
 
     for collection in sorted((path / "collections").glob("*/")):
-        manifest, previous = collection / MANIFEST, collection / PREVIOUS_MANIFEST
-        where = f"collections/{collection.name}/{MANIFEST}"
+        manifest, previous = collection / document_counts.MANIFEST, collection / PREVIOUS_MANIFEST
+        where = f"collections/{collection.name}/{document_counts.MANIFEST}"
         if not manifest.exists():
             if previous.exists():
                 return f"{where} is missing: Milvus Lite would open the older {PREVIOUS_MANIFEST} and lose documents"
@@ -122,9 +110,8 @@ def manifest_damage(path: Path) -> str | None:
         try:
             data = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            reason = one_line(exc)
-            return (f"{where} does not read ({reason}): Milvus Lite would open the older {PREVIOUS_MANIFEST} and "
-                    "lose documents")  # fmt: skip
+            return (f"{where} does not read ({one_line(exc)}): Milvus Lite would open the older {PREVIOUS_MANIFEST} "
+                    "and lose documents")  # fmt: skip
         if not isinstance(data, dict) or not isinstance(data.get("partitions"), dict):
             return f"{where} lists no partitions"
     return None
@@ -148,11 +135,10 @@ _DAMAGE_LOGGERS = ("milvus_lite.engine.recovery", "milvus_lite.storage.manifest"
 
 def _lost_documents(record: std_logging.LogRecord) -> bool:
     """Whether a Milvus Lite log record says documents are gone."""
-    if record.name.startswith("milvus_lite.engine.recovery"):
-        return True
+    recovery, manifest = _DAMAGE_LOGGERS
     message = record.getMessage()
-    return record.name.startswith("milvus_lite.storage.manifest") and (
-        "falling back" in message or "loaded manifest from" in message
+    return record.name.startswith(recovery) or (
+        record.name.startswith(manifest) and ("falling back" in message or "loaded manifest from" in message)
     )
 
 
@@ -172,8 +158,7 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
     recorder = BufferingHandler(capacity=sys.maxsize)  # keeps the warnings Milvus Lite logs meanwhile
     recorder.setLevel(std_logging.WARNING)
     lite_logger = std_logging.getLogger("milvus_lite")
-    watched = [std_logging.getLogger(name) for name in _DAMAGE_LOGGERS]
-    saved_levels = [watched_logger.level for watched_logger in watched]
+    watched = {std_logging.getLogger(name): std_logging.getLogger(name).level for name in _DAMAGE_LOGGERS}
     for watched_logger in watched:
         if not watched_logger.isEnabledFor(std_logging.WARNING):
             watched_logger.setLevel(std_logging.WARNING)
@@ -188,7 +173,7 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
         raise _describe(exc, where, uri, lite, recorder.buffer) from exc
     finally:
         lite_logger.removeHandler(recorder)
-        for watched_logger, level in zip(watched, saved_levels, strict=True):
+        for watched_logger, level in watched.items():
             watched_logger.setLevel(level)
     missing = [r.getMessage() for r in recorder.buffer if _lost_documents(r)]
     if missing:

@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-In-memory document stores saved as JSON files (`haystack-agentic index --store FILE`), read and written safely:
-loaded into instance-local stores, saved atomically (a temporary file renamed over the store), and changed under
-a lock (`store_file_lock`) so two `index` runs never lose each other's documents.
-"""
+"""In-memory document stores saved as JSON files (`index --store FILE`): loaded into instance-local stores, saved
+atomically, and changed under a lock (`store_file_lock`) so two `index` runs never lose each other's documents."""
 
 import contextlib
 import json
@@ -31,9 +28,8 @@ def _unreadable(path: Path, exc: Exception) -> StoreError:
 
 def read_store_file(path: Path | str) -> tuple[dict[str, Any], list[Document]]:
     """
-    Read a saved in-memory store's settings and documents without building a store (and its BM25 statistics).
+    Read a saved store (`InMemoryDocumentStore.save_to_disk` format) without building one (and its BM25 statistics).
 
-    :param path: The JSON file (`InMemoryDocumentStore.save_to_disk` format).
     :returns: `(settings, documents)`: the file's store dict without its `documents`, and the documents.
     :raises StoreError: If the file does not exist, cannot be read, or is not a saved store (one line, with the path).
     """
@@ -55,11 +51,7 @@ def read_store_file(path: Path | str) -> tuple[dict[str, Any], list[Document]]:
 
 
 def load_store_file(path: Path | str) -> InMemoryDocumentStore:
-    """
-    Read a saved in-memory store into a new, instance-local `InMemoryDocumentStore` with the file's settings.
-
-    :raises StoreError: As `read_store_file`.
-    """
+    """A new, instance-local `InMemoryDocumentStore` with a saved store's settings and documents (`read_store_file`)."""
     data, documents = read_store_file(path)
     try:
         data.setdefault("type", "haystack.document_stores.in_memory.document_store.InMemoryDocumentStore")
@@ -73,10 +65,9 @@ def load_store_file(path: Path | str) -> InMemoryDocumentStore:
 
 def save_store_file(store: InMemoryDocumentStore, path: Path | str) -> int:
     """
-    Save an in-memory store to a JSON file atomically, creating its folder; the file keeps the permissions of the
-    one it replaces.
+    Save an in-memory store to a JSON file atomically (its folder created, the replaced file's permissions kept):
+    the number of documents saved.
 
-    :returns: The number of documents saved.
     :raises StoreError: If the folder or file cannot be written (the previous file is unchanged).
     """
     path = Path(path)
@@ -122,10 +113,8 @@ def _fsync_folder(folder: Path) -> None:
 @contextlib.contextmanager
 def store_file_lock(path: Path | str) -> Iterator[None]:
     """
-    Hold an exclusive lock while reading, changing and saving a store file: an advisory `flock` on its folder
-    (created here). A no-op where `fcntl` does not exist.
-
-    :raises StoreError: If the folder cannot be created or opened.
+    An exclusive advisory `flock` on a store file's folder (created here) while it is read, changed and saved; a
+    no-op without `fcntl`. :raises StoreError: If the folder cannot be created or opened.
     """
     path = Path(path)
     try:

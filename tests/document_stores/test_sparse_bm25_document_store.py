@@ -12,7 +12,7 @@ from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
-from haystack_agentic.document_stores.sparse_bm25_index import equality_preselection
+from haystack_agentic.document_stores.sparse_bm25_document_store import equality_preselection
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 

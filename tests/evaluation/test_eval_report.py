@@ -10,10 +10,12 @@ import pytest
 from rich.console import Console
 
 from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
-from haystack_agentic.evaluation.intervals import bootstrap_mean_interval, wilson_interval
+from haystack_agentic.evaluation.plot import bootstrap_mean_interval, wilson_interval
 from haystack_agentic.evaluation.plot import plot_points, plot_report
 from haystack_agentic.evaluation.report import left_out_note, render_table
-from haystack_agentic.evaluation.runner import build_store, run_eval, standard_configs
+from haystack_agentic.evaluation.runner import (
+    bridge_entity_config, build_store, llm_router_config, one_shot_config, run_eval,
+)
 from haystack_agentic.resources import sample_corpus_path
 from haystack_agentic.testing import ScriptedChatGenerator
 
@@ -31,11 +33,9 @@ def answered(rows):
         {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "yes"}}]},
     ]
     store = build_store(rows)
-    configs = standard_configs(
-        store,
-        answer_generator=ScriptedChatGenerator([{"text": "yes"}], per_call=True),
-        router_generator=ScriptedChatGenerator(script),
-    )
+    answer_llm = ScriptedChatGenerator([{"text": "yes"}], per_call=True)
+    configs = [one_shot_config(store, 6, answer_llm), bridge_entity_config(store, 6, answer_llm),
+               llm_router_config(store, ScriptedChatGenerator(script), 6)]
     report = run_eval(rows, configs)
     report["meta"] = {"data_name": "sample", "questions": len(rows), "budget": 6, "retrieval_only": False}
     wide = report["configs"]["llm-router"]["summary"]
@@ -54,7 +54,8 @@ def answered(rows):
 
 @pytest.fixture(scope="module")
 def retrieval_only(rows):
-    report = run_eval(rows, standard_configs(build_store(rows)), with_answer=False)
+    store = build_store(rows)
+    report = run_eval(rows, [one_shot_config(store), bridge_entity_config(store)], with_answer=False)
     report["meta"] = {"data_name": "sample", "questions": len(rows), "budget": 6, "retrieval_only": True}
     return report
 

@@ -11,7 +11,9 @@ from haystack_agentic.grounding.markers import strip_markers
 from haystack_agentic.evaluation.plot import plot_report
 from haystack_agentic.evaluation.report import render_table, write_json
 from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
-from haystack_agentic.evaluation.runner import build_store, run_eval, standard_configs
+from haystack_agentic.evaluation.runner import (
+    bridge_entity_config, build_store, llm_router_config, one_shot_config, run_eval,
+)
 from haystack_agentic.datasets.hotpotqa import gold_document_ids, load_hotpotqa_questions
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.resources import sample_corpus_path
@@ -33,12 +35,9 @@ def router_script():
 @pytest.mark.slow  # runs for many seconds
 def test_short_eval_with_scripted_llms(rows, tmp_path):
     store = build_store(rows)
-    configs = standard_configs(
-        store,
-        budget=6,
-        answer_generator=ScriptedChatGenerator([{"text": "yes"}], per_call=True),
-        router_generator=ScriptedChatGenerator(router_script()),
-    )
+    answer_llm = ScriptedChatGenerator([{"text": "yes"}], per_call=True)
+    configs = [one_shot_config(store, 6, answer_llm), bridge_entity_config(store, 6, answer_llm),
+               llm_router_config(store, ScriptedChatGenerator(router_script()), 6)]
     seen = []
     report = run_eval(rows, configs, on_question=lambda name, done: seen.append((name, done)))
     assert list(report["configs"]) == ["one-shot", "bridge-entity", "llm-router"]

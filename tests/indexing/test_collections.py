@@ -368,14 +368,14 @@ def test_served_inputs_carry_the_scope():
 @pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
 def test_eval_reports_per_collection():
     from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
-    from haystack_agentic.evaluation.runner import build_store, run_eval, standard_configs
+    from haystack_agentic.evaluation.runner import bridge_entity_config, build_store, run_eval
     from haystack_agentic.resources import sample_corpus_path
 
     rows = load_hotpotqa_questions(sample_corpus_path())[:6]
     rows = [{**row, "collection": "first" if i < 3 else "second"} for i, row in enumerate(rows)]
     store = build_store(rows)
     assert {n: k.documents for n, k in list_collections(store).items()} == {"first": 30, "second": 30}
-    configs = [c for c in standard_configs(store, budget=6) if c.name == "bridge-entity"]
+    configs = [bridge_entity_config(store, budget=6)]
     summary = run_eval(rows, configs, with_answer=False)["configs"]["bridge-entity"]["summary"]
     assert set(summary["by_collection"]) == {"first", "second"}
     for name, totals in summary["by_collection"].items():

@@ -12,8 +12,7 @@ from pydantic import StringConstraints
 
 from haystack_agentic.dataclasses.loop_state import LoopLimits, LoopState
 from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step_chunks
-from haystack_agentic.indexing.collections import and_filters, resolve_scope, scope_filter
-from haystack_agentic.indexing.collection_lookup import CollectionLookup
+from haystack_agentic.indexing.collections import CollectionLookup, and_filters, resolve_scope, scope_filter
 from haystack_agentic.dataclasses.pending_search import pending_search_step, result_in_place
 from haystack_agentic.llm.result_digests import numbered_chunks, search_digest, shown_chunk_ids, with_digest
 from haystack_agentic.tracing import start_run, trace_search
