@@ -42,7 +42,7 @@ _EMPTY_REPLY_NUDGE = (
 
 
 class _ReplyRouting:
-    """`AgenticRouter`'s reply routing (a mixin using its `default_top_k`, `max_top_k`, `_user_tools`)."""
+    """`AgenticRouter`'s reply routing (a mixin using its `strict`, `default_top_k`, `max_top_k`, `_user_tools`)."""
 
     def _route_json(self, state: LoopState, call: LLMCall, turn: int) -> dict[str, Any]:
         decision = parse_json_decision(call.text)
@@ -51,6 +51,8 @@ class _ReplyRouting:
         reasoning = reasoning if isinstance(reasoning, str) else None
         if action not in _JSON_ACTIONS:
             problem = "no JSON object with an 'action'" if decision is None else f"unknown action {action!r}"
+            if self.strict:
+                raise ValueError(f"AgenticRouter (json mode, strict) got {problem} in the reply: {call.text!r}")
             logger.warning("Invalid json-mode decision ({problem}); going on to the next turn", problem=problem)
             step = ToolStep(iteration=turn, action="invalid", arguments=decision or {}, result=problem)
             return {"loop": state.with_step(step)}

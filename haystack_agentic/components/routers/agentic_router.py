@@ -153,6 +153,7 @@ class AgenticRouter(_ReplyRouting):
         streaming_callback: StreamingCallbackT | None = None,
         result_digests: bool = True,
         structured_output: bool = True,
+        strict: bool = False,
     ) -> None:
         """
         Create an AgenticRouter.
@@ -176,6 +177,8 @@ class AgenticRouter(_ReplyRouting):
             reads a chunk with `read_chunk(id)`). Default `True`.
         :param structured_output: Json mode, OpenAI-compatible generator: send the decision's JSON schema as
             `response_format` (dropped for the run when the server refuses it). Default `True`.
+        :param strict: Json mode: raise `ValueError` (with the raw reply) on a reply that is not a valid decision,
+            instead of recording an `invalid` step and going on. Default `False`.
         :raises ValueError: On an unknown mode, a user tool named like a built-in tool, bad top_k bounds or budget.
         :raises TypeError: If `chat_generator` is not a chat generator, or in tools mode takes no `tools`.
         """
@@ -204,6 +207,7 @@ class AgenticRouter(_ReplyRouting):
         self.streaming_callback = streaming_callback
         self.result_digests = result_digests
         self.structured_output = structured_output
+        self.strict = strict
         self._user_tools = {t.name: t for t in user_tools}
         self._all_tools = [*_builtin_tools(max_top_k), *user_tools]
 
@@ -231,7 +235,8 @@ class AgenticRouter(_ReplyRouting):
             - another turn without a search: `loop`;
             - answer or reflect: `answer` (LoopState with `pending_action`);
             - the end: `finished` (LoopState with `terminated_by` set: `gave_up` or `error`).
-        :raises ValueError: If the callback is an async function (use `run_async`).
+        :raises ValueError: If the callback is an async function (use `run_async`); in json mode with `strict=True`,
+            if the reply is not a valid decision.
         """
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
         if state.queued:
@@ -372,7 +377,7 @@ class AgenticRouter(_ReplyRouting):
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary."""
-        data = role_to_dict(self, "mode", "default_top_k", "max_top_k", "result_digests", "structured_output")
+        data = role_to_dict(self, "mode", "default_top_k", "max_top_k", "result_digests", "structured_output", "strict")
         data["init_parameters"]["tools"] = serialize_tools_or_toolset(self.tools)
         return data
 

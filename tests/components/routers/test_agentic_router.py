@@ -411,6 +411,7 @@ def test_router_serialisation_round_trip(allow_deserialization):
         generation_kwargs={"max_tokens": 10},
         default_top_k=3,
         max_top_k=7,
+        strict=True,
     )
     data = router.to_dict()
     assert data["init_parameters"]["chat_generator"]["type"].endswith("ScriptedChatGenerator")
@@ -485,6 +486,16 @@ def test_json_mode_invalid_decision_is_recorded_and_the_loop_goes_on(build_loop,
     assert result["iterations"] == 3
     assert calls(result, "controller") == 3
 
+
+
+def test_json_mode_strict_raises_with_the_raw_text():
+    raw = '{"action": "dance"}'
+    router = AgenticRouter(chat_generator=ScriptedChatGenerator([{"text": raw}]), mode="json", strict=True)
+    with pytest.raises(ValueError, match=r"unknown action 'dance'.*\{\"action\": \"dance\"\}"):
+        router.run(state=_start())
+    prose = AgenticRouter(chat_generator=ScriptedChatGenerator([{"text": "hmm"}]), mode="json", strict=True)
+    with pytest.raises(ValueError, match="no JSON object.*'hmm'"):
+        prose.run(state=_start())
 
 def test_json_mode_search_without_query_uses_the_question_once(build_loop):
     retriever = ScriptedRetriever({})
