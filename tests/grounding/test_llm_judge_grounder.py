@@ -49,6 +49,14 @@ def test_wrapped_json_and_out_of_range_indices():
     assert out.usage["grounding"]["calls"] == 1
 
 
+def test_a_custom_judge_prompt_is_rendered_and_round_trips():
+    generator = ScriptedChatGenerator(script=[{"text": json.dumps(VERDICTS)}], per_call=True)
+    grounder = LLMJudgeGrounder(chat_generator=generator, judge_prompt="Q={{ question }} S={{ sentences | length }}")
+    grounder.run(ended_state())
+    assert generator.calls[0][0][-1].text.startswith("Q=") and " S=2" in generator.calls[0][0][-1].text
+    assert LLMJudgeGrounder.from_dict(grounder.to_dict()).judge_prompt == grounder.judge_prompt
+
+
 def test_bare_list_and_missing_sentence_is_unsupported():
     reply = json.dumps([{"sentence": "1", "supported": "supported", "chunks": ["1"]}])
     out = judge(reply).run(ended_state())["state"]

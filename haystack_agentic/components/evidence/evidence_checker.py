@@ -42,7 +42,7 @@ POLICIES = ("give_up", "answer_with_warning")
 
 #: Init parameters serialised as they are (`chat_generator` is serialised apart).
 _PLAIN_PARAMETERS = ("on_insufficient_evidence", "threshold", "embedding_model", "temperature", "generation_kwargs",
-                     "search_again", "max_chunks", "chunk_chars", "max_retries", "timeout")  # fmt: skip
+                     "judge_prompt", "search_again", "max_chunks", "chunk_chars", "max_retries", "timeout")  # fmt: skip
 #: The offline features read off the lexical coverage (`haystack_agentic.evidence.features`), in order.
 _COVERAGE_FEATURES = ("entity_coverage", "entity_min", "subject_min", "word_coverage", "best_chunk_word_share",
                       "title_share", "best_pair_word_share")  # fmt: skip
@@ -75,6 +75,7 @@ class EvidenceChecker:
         chat_generator: ChatGenerator | None = None,
         temperature: float | None = 0.0,
         generation_kwargs: dict[str, Any] | None = None,
+        judge_prompt: str | None = None,
         search_again: int = 2,
         max_chunks: int = 10,
         chunk_chars: int = 1200,
@@ -92,6 +93,7 @@ class EvidenceChecker:
         :param chat_generator: An LLM judge (any Haystack chat generator). `None` (default): offline check only.
         :param temperature: The judge's sampling temperature. Default 0.0.
         :param generation_kwargs: Extra generation kwargs for the judge.
+        :param judge_prompt: Jinja template replacing `DEFAULT_EVIDENCE_PROMPT` (variables `question`, `chunks`).
         :param search_again: Most times per run a failed check sends the run back to search (0: never). Default 2.
         :param max_chunks: Most chunks (best first) given to the similarity feature and the judge. Default 10.
         :param chunk_chars: Most characters of each chunk shown to the judge. Default 1200.
@@ -113,6 +115,7 @@ class EvidenceChecker:
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
+        self.judge_prompt = judge_prompt
         self.search_again = search_again
         self.max_chunks = max_chunks
         self.chunk_chars = chunk_chars
@@ -186,7 +189,7 @@ class EvidenceChecker:
 
     def _judge_messages(self, state: LoopState) -> list[ChatMessage]:
         chunks = [(doc.content or "")[: self.chunk_chars] for doc in state.chunks[: self.max_chunks]]
-        prompt = render(DEFAULT_EVIDENCE_PROMPT, question=state.question, chunks=chunks)
+        prompt = render(self.judge_prompt or DEFAULT_EVIDENCE_PROMPT, question=state.question, chunks=chunks)
         return [ChatMessage.from_user(prompt)]
 
     @staticmethod

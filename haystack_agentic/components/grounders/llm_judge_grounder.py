@@ -111,6 +111,7 @@ class LLMJudgeGrounder:
         chat_generator: ChatGenerator,
         temperature: float | None = 0.0,
         generation_kwargs: dict[str, Any] | None = None,
+        judge_prompt: str | None = None,
         threshold: float = 0.5,
         max_chunks: int = 10,
         chunk_chars: int = 2000,
@@ -122,6 +123,8 @@ class LLMJudgeGrounder:
         :param chat_generator: Any Haystack chat generator.
         :param temperature: Sampling temperature of the judge. Default 0.0.
         :param generation_kwargs: Extra generation kwargs.
+        :param judge_prompt: Jinja template replacing `DEFAULT_JUDGE_PROMPT` (variables `question`, `chunks`,
+            `sentences`).
         :param threshold: Supported at score >= this. Default 0.5.
         :param max_chunks: Most chunks (best first) shown to the judge. Default 10.
         :param chunk_chars: Most characters of each chunk shown. Default 2000.
@@ -135,6 +138,7 @@ class LLMJudgeGrounder:
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
+        self.judge_prompt = judge_prompt
         self.threshold = threshold
         self.max_chunks = max_chunks
         self.chunk_chars = chunk_chars
@@ -164,7 +168,7 @@ class LLMJudgeGrounder:
         chunks = [by_id[i] for i in ids][: max(self.max_chunks, len(set(cited)))]
         texts = [doc.content[: self.chunk_chars] for doc in chunks]
         claims = [strip_markers(s.text) for s in sentences]
-        prompt = render(DEFAULT_JUDGE_PROMPT, question=state.question, chunks=texts, sentences=claims)
+        prompt = render(self.judge_prompt or DEFAULT_JUDGE_PROMPT, question=state.question, chunks=texts, sentences=claims)
         return state, sentences, chunks, [ChatMessage.from_user(prompt)]
 
     def _judge(self, state: LoopState, sentences: list[Any], chunks: list[Any], call: Any, seconds: float):
@@ -248,7 +252,9 @@ class LLMJudgeGrounder:
 
     def to_dict(self) -> dict[str, Any]:
         """:returns: The serialised component, with the chat generator serialised."""
-        names = ("temperature", "generation_kwargs", "threshold", "max_chunks", "chunk_chars", "language")
+        names = (
+            "temperature", "generation_kwargs", "judge_prompt", "threshold", "max_chunks", "chunk_chars", "language"
+        )
         generator = generator_to_dict(self.chat_generator)
         return default_to_dict(self, chat_generator=generator, **{name: getattr(self, name) for name in names})
 

@@ -143,6 +143,7 @@ class AgenticRouter(_ReplyRouting):
         mode: Literal["tools", "json"] = "tools",
         tools: ToolsType | None = None,
         system_prompt: str | None = None,
+        json_prompt: str | None = None,
         temperature: float | None = None,
         generation_kwargs: dict[str, Any] | None = None,
         default_top_k: int = 5,
@@ -163,6 +164,7 @@ class AgenticRouter(_ReplyRouting):
         :param tools: Extra Haystack tools for `tools` mode (not named like the loop's own); their Documents join the
             run's chunks.
         :param system_prompt: Jinja template replacing `DEFAULT_TOOLS_SYSTEM_PROMPT` (tools mode).
+        :param json_prompt: Jinja template replacing `DEFAULT_JSON_PROMPT` (json mode).
         :param temperature: Sampling temperature of the controller role (`None`: the generator's default).
         :param generation_kwargs: Extra generation kwargs for every controller call.
         :param default_top_k: Chunks per search when the model gives no `top_k`. Default 5.
@@ -197,6 +199,7 @@ class AgenticRouter(_ReplyRouting):
         self.mode = mode
         self.tools = tools
         self.system_prompt = system_prompt
+        self.json_prompt = json_prompt
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs
         self.default_top_k = default_top_k
@@ -330,7 +333,7 @@ class AgenticRouter(_ReplyRouting):
                 routed = {"answer": state.with_step(step).evolve(pending_action="answer")}
                 return trace_turn("AgenticRouter", count_final_turn(routed, turn))
             prompt = render(
-                DEFAULT_JSON_PROMPT,
+                self.json_prompt or DEFAULT_JSON_PROMPT,
                 question=state.question,
                 # Half the budget for the chunks, a quarter for earlier turns; the rest is the prompt and the reply.
                 chunks=format_chunks(
@@ -377,7 +380,9 @@ class AgenticRouter(_ReplyRouting):
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary."""
-        data = role_to_dict(self, "mode", "default_top_k", "max_top_k", "result_digests", "structured_output", "strict")
+        data = role_to_dict(
+            self, "mode", "json_prompt", "default_top_k", "max_top_k", "result_digests", "structured_output", "strict"
+        )
         data["init_parameters"]["tools"] = serialize_tools_or_toolset(self.tools)
         return data
 

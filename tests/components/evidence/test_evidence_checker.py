@@ -427,6 +427,15 @@ def test_the_judge_overrules_the_offline_score_both_ways(build_loop):
     assert result["terminated_by"] == "gave_up" and "where she is based" in strip_markers(result["answer"])
 
 
+def test_a_custom_judge_prompt_is_rendered_and_round_trips(build_loop):
+    judge = ScriptedChatGenerator([{"text": '{"sufficient": true}'}], per_call=True)
+    prompt = "Q={{ question }} N={{ chunks | length }}"
+    checker = EvidenceChecker(embedding_model=None, chat_generator=judge, judge_prompt=prompt, search_again=0)
+    build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], evidence_checker=checker).run("Who?")
+    assert judge.calls[0][0][-1].text.startswith("Q=Who? N=")
+    assert EvidenceChecker.from_dict(checker.to_dict()).judge_prompt == prompt
+
+
 def test_a_judge_that_fails_falls_back_to_the_offline_check(build_loop):
     judge = ScriptedChatGenerator([{"text": "no idea"}], per_call=True)
     checker = EvidenceChecker(embedding_model=None, chat_generator=judge, search_again=0)

@@ -566,6 +566,16 @@ def test_json_mode_reflect_critiques_and_improves_the_draft(build_loop):
     assert result["iterations"] == 4
 
 
+def test_custom_json_prompt_is_rendered(build_loop):
+    prompt = "JSON {{ question }} turn {{ iteration }}/{{ max_iterations }} chunks={{ chunks }}"
+    loop = build_loop(
+        [decide("generate")], mode="json", max_iterations=3, answer_script=[{"text": "a"}],
+        router_kwargs={"json_prompt": prompt},
+    )
+    loop.run()
+    assert loop.llm.calls[0][0][0].text == f"JSON {QUESTION} turn 1/3 chunks="
+
+
 def test_json_mode_generator_error(build_loop):
     result = build_loop([{"raise": "down"}], mode="json", answer_script=[{"text": "a"}]).run()
     assert (result["terminated_by"], result["error"], strip_markers(result["answer"])) == ("error", "RuntimeError: down", None)
