@@ -28,7 +28,7 @@ UNCHECKABLE_REASON = "the question names nothing to look for in the documents (n
 DEFAULT_GIVE_UP_TEMPLATE = """\
 I could not find the answer in the documents. \
 {% if queries %}I searched for {% for q in queries %}"{{ q }}"{% if not loop.last %}{% if loop.revindex == 2 %} and {% else %}, {% endif %}{% endif %}{% endfor %}, \
-but {% else %}{% endif %}the passages found do not contain the answer: {{ reason }} \
+but the passages found do not contain the answer{% else %}The evidence is not enough{% endif %}: {{ reason }} \
 (evidence score {{ "%.2f" | format(score) }}, needed {{ "%.2f" | format(threshold) }})."""
 
 #: The warning attached to an answer given without sufficient evidence. Variables: `reason`, `score`, `threshold`.
