@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from haystack import Pipeline, logging
 
@@ -91,6 +92,8 @@ class LoopOptions:
             raise ValueError(f"--timeout must be a positive number of seconds, got {self.timeout}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"--max-tokens must be at least 1, got {self.max_tokens}")
+        if self.base_url is not None and not urlsplit(self.base_url).netloc.strip():
+            raise ValueError(f"--base-url must be an http(s) URL such as http://127.0.0.1:8080/v1, got {self.base_url!r}")
 
     def resolved_llm(self) -> str:
         """`openai` or `embedded`: the LLM of the run (`ValueError`: `mode` / `base_url` for the embedded one)."""

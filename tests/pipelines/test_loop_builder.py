@@ -42,11 +42,17 @@ def test_retrieval_only_has_no_answer_llm():
         ({"timeout": 0}, "--timeout must be a positive number"),
         ({"max_tokens": 0}, "--max-tokens must be at least 1"),
         ({"llm": "gpt"}, "llm must be one of"),
+        ({"base_url": "notaurl"}, "--base-url must be an http"),
+        ({"base_url": "localhost:8080"}, "--base-url must be an http"),
     ],
 )
 def test_out_of_range_options_are_refused_when_made(options, says):
     with pytest.raises(ValueError, match=says):
         LoopOptions(**options)
+
+
+def test_a_base_url_with_a_host_is_accepted():
+    assert LoopOptions(base_url="http://127.0.0.1:8080/v1").base_url == "http://127.0.0.1:8080/v1"
 
 
 def test_options_that_do_not_fit_the_pipeline_are_refused_before_it_is_built(monkeypatch):
