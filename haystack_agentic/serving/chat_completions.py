@@ -188,6 +188,7 @@ class ChatReplyStream:
         self.sent = ""
         self._held_space = ""
         self._steps_shown: list[dict[str, Any]] = []
+        self._mid_line = False  # the last reasoning_content sent (an LLM's text) did not end its line
 
     def _chunk(self, choices: list[Choice], usage: dict[str, int] | None = None) -> ChatCompletion:
         return ChatCompletion(
@@ -202,7 +203,13 @@ class ChatReplyStream:
     def _step(self, event: str, step: dict[str, Any]) -> ChatCompletion:
         if event != "documents":
             self._steps_shown.append(_step_key(step))
-        return self._delta(reasoning_content=event_line(event, step), agentic_step={"event": event, "step": step})
+        line = ("\n" if self._mid_line else "") + event_line(event, step)
+        self._mid_line = False
+        return self._delta(reasoning_content=line, agentic_step={"event": event, "step": step})
+
+    def _reasoning(self, text: str) -> ChatCompletion:
+        self._mid_line = not text.endswith("\n")
+        return self._delta(reasoning_content=text)
 
     def on_chunk(self, chunk: StreamingChunk) -> list[ChatCompletion]:
         """The reply chunks (zero or one) for a chunk from the loop's `streaming_callback`."""
@@ -211,12 +218,12 @@ class ChatReplyStream:
             return [self._step(meta[EVENT_META], meta[STEP_META])]
         reasoning = getattr(chunk.reasoning, "reasoning_text", None)
         if reasoning:
-            return [self._delta(reasoning_content=reasoning)]
+            return [self._reasoning(reasoning)]
         content = strict_json(chunk.content)
         if not content:
             return []
         if not meta.get(ANSWER_META):
-            return [self._delta(reasoning_content=content)]
+            return [self._reasoning(content)]
         text = self._held_space + (content if self.sent else content.lstrip())
         kept = text.rstrip()
         self._held_space = text[len(kept) :]

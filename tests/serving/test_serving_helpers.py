@@ -97,6 +97,22 @@ def test_a_reply_stream_sends_the_answer_trimmed_and_every_step_once():
     assert end[-1].choices == [] and end[-1].usage == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 
 
+def test_a_step_line_after_the_controllers_prose_starts_a_new_line():
+    from haystack.dataclasses import StreamingChunk  # noqa: PLC0415
+
+    from haystack_agentic.llm.streaming import EVENT_META, STEP_META  # noqa: PLC0415
+    from haystack_agentic.serving.chat_completions import ChatReplyStream  # noqa: PLC0415
+
+    search = {"iteration": 1, "action": "search", "query": "q", "returned_chunk_ids": ["a"]}
+    reply = ChatReplyStream("m")
+    out = reply.on_chunk(StreamingChunk(content="Let me look."))
+    out += reply.on_chunk(StreamingChunk(content="", meta={EVENT_META: "search", STEP_META: search}))
+    out += reply.on_chunk(StreamingChunk(content="", meta={EVENT_META: "documents", STEP_META: search}))
+    assert "".join(c.choices[0].delta.reasoning_content for c in out) == (
+        'Let me look.\n1. search "q"\n   1 chunk found\n'
+    )
+
+
 def test_the_one_process_server_runs_on_uvloop_when_installed(monkeypatch):
     import sys
 
