@@ -7,6 +7,7 @@ escaped, one line per citation (`[n] Title: "quoted sentence"`) and the note on 
 import re
 from typing import Any
 
+from haystack_agentic.grounding.markers import UNCITED_KEY
 from haystack_agentic.text import CONTROL_CHARACTERS_RE
 
 
@@ -59,11 +60,19 @@ def uncited(result: dict[str, Any]) -> bool:
 
 
 def unsupported_note(result: dict[str, Any]) -> str | None:
-    """The sentence naming the citations the check found unsupported ("The offline check found [2] ..."), or `None`."""
+    """
+    What the reader should check, or `None`: the citations the check found unsupported ("The offline check found [2]
+    unsupported: ..."), then the answer's sentences no chunk backs (`metadata["uncited_claims"]`: no citation to flag).
+    """
+    notes = []
     flagged = [c for c in result.get("citations") or [] if c.get("supported") is False]
-    if not flagged:
-        return None
-    checks = list(dict.fromkeys(c.get("check") or "citation" for c in flagged))
-    markers = ", ".join(f"[{c['n']}]" for c in flagged)
-    which = "its quoted sentence does not" if len(flagged) == 1 else "their quoted sentences do not"
-    return f"The {' and '.join(checks)} check found {markers} unsupported: {which} support the claim."
+    if flagged:
+        checks = list(dict.fromkeys(c.get("check") or "citation" for c in flagged))
+        markers = ", ".join(f"[{c['n']}]" for c in flagged)
+        which = "its quoted sentence does not" if len(flagged) == 1 else "their quoted sentences do not"
+        notes.append(f"The {' and '.join(checks)} check found {markers} unsupported: {which} support the claim.")
+    unbacked = (result.get("metadata") or {}).get(UNCITED_KEY) or []
+    if unbacked:
+        quoted = ", ".join(f'"{printable(_WHITESPACE.sub(" ", claim))}"' for claim in unbacked)
+        notes.append(f"No chunk backs {quoted}: unsupported, check it before relying on it.")
+    return " ".join(notes) or None

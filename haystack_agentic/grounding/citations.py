@@ -20,7 +20,9 @@ from haystack import Document, logging
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.evidence.features import chunk_title, contains_phrase, key_entities, question_terms, tokens
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
-from haystack_agentic.grounding.markers import MARKER_RE, append_markers, insert_markers, strip_markers  # noqa: F401
+from haystack_agentic.grounding.markers import (  # noqa: F401
+    MARKER_RE, UNCITED_KEY, append_markers, insert_markers, strip_markers,
+)  # fmt: skip
 from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
 from haystack_agentic.llm.result_digests import find_chunk
 from haystack_agentic.text import stem, strip_qualifier
@@ -191,6 +193,12 @@ def _with_citations(
         metadata[DROPPED_KEY] = dropped
     else:
         metadata.pop(DROPPED_KEY, None)
+    # A sentence no chunk backs has no citation to flag: the result names it instead.
+    unbacked = [claim for (claim, _, _), entries in zip(claims, cited, strict=True) if not entries]
+    if unbacked:
+        metadata[UNCITED_KEY] = unbacked
+    else:
+        metadata.pop(UNCITED_KEY, None)
     # A text the answer's prompt numbered chunks for may have streamed as written: the loop's markers go after it.
     # Any other (a tool call's argument, a draft, an answer re-cited by a grounder) never streamed: each marker goes
     # on the sentence it cites.

@@ -4,6 +4,9 @@
 import re
 from collections.abc import Sequence
 
+#: `metadata` key of the answer's sentences that no chunk of the run backs (no citation found): a list of str.
+UNCITED_KEY = "uncited_claims"
+
 #: A marker: `[3]`, `[1, 2]` (`[1][2]` is two markers). Spaces before it belong to it.
 MARKER_RE = re.compile(r"[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 

@@ -10,7 +10,8 @@ from haystack.dataclasses import GeneratedAnswer
 
 from haystack_agentic import AgenticRAG, Answerer, LLMJudgeGrounder, LoopState, ToolStep
 from haystack_agentic.components.extractors.short_answer_extractor import ShortAnswerExtractor, extract_short_answer
-from haystack_agentic.grounding.citations import DROPPED_KEY, cite, offline_support, strip_markers
+from haystack_agentic.grounding.citations import DROPPED_KEY, UNCITED_KEY, cite, offline_support, strip_markers
+from haystack_agentic.presentation import unsupported_note
 from haystack_agentic.testing import ScriptedChatGenerator
 
 from conftest import DOC_TEXT, DOCS, QUESTION, decide, search, tool_turn
@@ -109,6 +110,18 @@ def test_a_sentence_without_a_marker_is_cited_by_the_loop_after_the_text():
     # Nothing marked: numbered 1, 2, ... in claim order, one number per chunk, all after the text.
     out = cite(state, "She is based in Greenwich Village.\nTrigiani directed Big Stone Gap.\n", shown=DOCS)
     assert out.outcome.answer == "She is based in Greenwich Village.\nTrigiani directed Big Stone Gap.\n[1][2]"
+
+
+def test_a_sentence_no_chunk_backs_is_named_in_the_result_and_in_the_note():
+    state = LoopState(question=QUESTION, chunks=tuple(DOCS))
+    out = cite(state, "She is based in Greenwich Village, New York City. She likes kiwis.", shown=DOCS)
+    result = out.to_result()
+    assert [c["claim"] for c in result["citations"]] == ["She is based in Greenwich Village, New York City."]
+    assert result["metadata"][UNCITED_KEY] == ["She likes kiwis."]
+    assert unsupported_note(result).endswith('No chunk backs "She likes kiwis.": unsupported, check it before relying on it.')
+    # Every sentence backed: no such key, no note.
+    out = cite(out, "She is based in Greenwich Village, New York City.", shown=DOCS)
+    assert UNCITED_KEY not in out.metadata and unsupported_note(out.to_result()) is None
 
 
 def test_the_fallback_cites_its_markers(build_loop):
