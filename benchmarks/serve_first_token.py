@@ -174,7 +174,10 @@ def main() -> None:
         print(f"ideal: first token {ideal_first:.3f} s, whole answer {ideal_total:.3f} s; overhead (median): "
               f"{1000 * (statistics.median(first) - ideal_first):.1f} ms to the first token, "
               f"{1000 * (statistics.median(total) - ideal_total):.1f} ms to the end")
-        print(f"answers {'as scripted' if all(r['answer'] == ANSWER for r in runs) else 'DIFFER from the script'}")
+        # The served chat adds what follows the answer (its sources, or a note naming an uncited sentence).
+        scripted = all(r["answer"].startswith(ANSWER) for r in runs)
+        print(f"answers {'as scripted' if scripted else 'DIFFER from the script'}; after the answer: "
+              f"{runs[0]['answer'][len(ANSWER):][:160]!r}")
     else:
         print(f"sample answer: {runs[0]['answer'][:120]!r}")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at end")
