@@ -29,8 +29,12 @@ def pipeline_path(name: str) -> Path:
     directory = pipelines_dir()
     path = directory / (name if name.endswith((".yml", ".yaml")) else f"{name}.yml")
     if not path.exists():
-        known = ", ".join(sorted(p.stem for p in directory.glob("*.yml")))
-        raise FileNotFoundError(f"No packaged pipeline '{name}' in {directory}. Known pipelines: {known}.")
+        stems = sorted(p.stem for p in directory.glob("*.yml"))
+        loops = ", ".join(s for s in stems if not s.startswith("indexing_"))
+        indexing = ", ".join(s for s in stems if s.startswith("indexing_"))
+        raise FileNotFoundError(
+            f"No packaged pipeline '{name}' in {directory}. Known pipelines: {loops} (indexing: {indexing})."
+        )
     return path
 
 
