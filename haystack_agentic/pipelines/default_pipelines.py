@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-The packaged pipelines, built in Python; `python -m haystack_agentic.pipelines.default_pipelines [DIR]` (`make
-pipelines`) writes them as the YAML files under `pipelines/` (see `packaged_yaml`; each file's header says what it
-is for). The loop pipelines also declare the `inputs`/`outputs` hayhooks needs to serve a YAML; Haystack ignores them.
-"""
+"""The packaged pipelines, built in Python; `python -m haystack_agentic.pipelines.default_pipelines [DIR]` (`make
+pipelines`) writes them as the YAML files under `pipelines/`."""
 
 import sys
 import tempfile

@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-`build_loop`: the one place that turns `LoopOptions` into a loop pipeline (`ask`, `chat`, `eval --pipeline`, `serve`
-and the hayhooks wrapper all call it). Every option is applied to the YAML's dict before the pipeline is built;
-every function raises `ValueError` with a message that says what to change.
-"""
+"""`build_loop`: the one place that turns `LoopOptions` into a loop pipeline (every option is applied to the YAML's
+dict before the pipeline is built)."""
 
 import copy
 from collections.abc import Callable

@@ -18,8 +18,7 @@ from haystack_agentic.loop_loading import link_collection_store
 
 
 def max_runs_for(max_iterations: int, max_searches_per_turn: int = DEFAULT_MAX_SEARCHES_PER_TURN) -> int:
-    """The `max_runs_per_component` a loop needs: the controller runs once per search of a turn (once for a turn
-    without one), plus the run's start and the answerer's and the evidence check's returns."""
+    """The `max_runs_per_component` a loop needs: (searches + 1) controller runs per turn, plus start and returns."""
     return (max_searches_per_turn + 1) * max_iterations + 4
 
 

@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Resuming a loop pipeline from a Haystack pipeline snapshot (README "Breakpoints and snapshots"). The snapshot's
-`LoopState` deserialises because importing `haystack_agentic` trusts `ALLOWED_MODULES` process-wide.
-"""
+"""Resuming a loop pipeline from a Haystack pipeline snapshot (`LoopState` deserialises because importing
+`haystack_agentic` trusts `ALLOWED_MODULES` process-wide)."""
 
 import asyncio
 from pathlib import Path

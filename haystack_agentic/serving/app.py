@@ -1,10 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-The HTTP app `haystack-agentic serve` runs: hayhooks' app made safe to expose by ASGI middleware only (never by
-editing hayhooks' or FastAPI's internals): deploy routes closed unless allowed, `/draw` and file uploads closed,
-CORS only for listed origins, the `Host` check, the API key, always-encodable JSON errors (README, "Deploying it
-as a service"). `create_app()` reads its settings from the environment, so uvicorn can build it in every worker.
-"""
+"""The HTTP app `haystack-agentic serve` runs: hayhooks' app behind ASGI middleware (closed routes, CORS, `Host`
+check, API key, encodable JSON errors). `create_app()` reads its settings from the environment."""
 
 import gc
 import math
@@ -86,8 +82,7 @@ def _hide_from_openapi(app: FastAPI, paths: frozenset[str], prefixes: tuple[str,
 
 
 def skip_unread_trace_buffer() -> bool:
-    """Stop hayhooks copying Haystack spans into its unread trace buffer when its tracing is off (unless
-    `TRACE_BUFFER_ENV` is set), before it builds its app; returns whether the copy was turned off."""
+    """Stop hayhooks buffering Haystack spans nobody reads (unless `TRACE_BUFFER_ENV`); returns whether it did."""
     from hayhooks.settings import settings
 
     if settings.tracing_enabled or TRACE_BUFFER_ENV in os.environ:

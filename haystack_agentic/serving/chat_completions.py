@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-The OpenAI-compatible chat replies of a served loop (README, "Deploying it as a service"): the conversation a
-request sends, and the `ChatCompletion`s, whole or streamed: the answer and its `Sources:` block as content, the
-loop's steps as `reasoning_content` (with `agentic_step` when streamed), the run's `usage`.
-"""
+"""The OpenAI-compatible chat replies of a served loop: the request's conversation, and the `ChatCompletion`s,
+whole or streamed (answer and `Sources:` as content, steps as `reasoning_content`, `usage`)."""
 
 import time
 import uuid
@@ -51,8 +48,7 @@ def _message_text(message: dict[str, Any], which: str) -> str:
 
 
 def without_sources(reply: str) -> str:
-    """An earlier reply without the Sources block it ends with (clients send the whole reply back), so its quotes do
-    not pass for what the user or the answer said."""
+    """An earlier reply (clients send the whole reply back) without the Sources block it ends with."""
     if reply.endswith(_NO_SOURCES):
         return reply[: -len(_NO_SOURCES)]
     head, heading, _ = reply.rpartition(SOURCES_HEADING)

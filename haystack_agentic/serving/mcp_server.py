@@ -1,10 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-The MCP server `haystack-agentic serve` runs beside the HTTP app: hayhooks' MCP server (each served pipeline is a
-tool; `/mcp`, `/sse`) with the HTTP app's API key and `Host` checks, the deploy tools hidden unless allowed, a 400
-for a body that is not text or nests too deeply, and structured content (answer, citations) in loop results.
-With several HTTP workers, `serve` runs it as its own process (`main`).
-"""
+"""The MCP server `haystack-agentic serve` runs beside the HTTP app: hayhooks' MCP server (a tool per pipeline)
+with the HTTP app's key and `Host` checks, deploy tools hidden unless allowed, structured content in loop results."""
 
 import argparse
 import json
@@ -95,8 +91,7 @@ def structured_result(content: list[Any]) -> dict[str, Any] | None:
 
 
 class TextBodyGuard:
-    """ASGI middleware: a POST whose body is not JSON text, or nests too deeply, gets a 400 JSON-RPC parse error (the
-    MCP SDK answers it with a 500). The body is read once and handed on unchanged."""
+    """ASGI middleware: a POST body that is not JSON text or nests too deeply gets a 400 parse error, not a 500."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
