@@ -99,11 +99,8 @@ def embedded_fallback(chat_generator: Any, max_chunks: int) -> FallbackSynthesiz
 def embedded_pipeline(
     grounded: bool = True, store: Any = None, retriever_class: Any = None, query_embedder: Any = None
 ) -> Pipeline:
-    """
-    The offline default: deterministic bridge-entity routing, SmolLM2-135M answers, 6 chunks; by default over
-    in-memory BM25 (a `SparseBM25DocumentStore`), else over `store` with `retriever_class` and `query_embedder`.
-    HHEM grounding (`grounded`) uses local weights only: without them a run skips it, saying why.
-    """
+    """The offline default: bridge-entity routing, SmolLM2-135M answers, 6 chunks, over in-memory BM25 (a
+    `SparseBM25DocumentStore`) or `store` with `retriever_class` and `query_embedder`; local-only HHEM (`grounded`)."""
     store = store if store is not None else SparseBM25DocumentStore(index=INDEX_NAME)
     router = BridgeEntityRouter(document_store=store, first_top_k=4, follow_up_top_k=1, max_follow_ups=2)
     return build_loop_pipeline(
@@ -143,11 +140,7 @@ def _milvus_store_for_yaml(bm25: bool = True) -> Any:
 
 
 def openai_generator(role: str) -> OpenAIChatGenerator:
-    """
-    The packaged OpenAI-compatible chat generator of an LLM role (a key of `ROLE_MAX_TOKENS`). Its own retries are off
-    (`max_retries=0`): the loop retries transient failures with backoff (`llm.calls`), and stacked retries make an
-    unreachable server slow to report.
-    """
+    """The packaged chat generator of an LLM role (a key of `ROLE_MAX_TOKENS`); no own retries: `llm.calls` retries."""
     return OpenAIChatGenerator(
         model=DEFAULT_OPENAI_MODEL, max_retries=0, timeout=60.0, generation_kwargs={"max_tokens": ROLE_MAX_TOKENS[role]}
     )

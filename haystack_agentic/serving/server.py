@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Running what `haystack-agentic serve` serves: the HTTP and MCP apps in one process (two uvicorn servers on one
-event loop, uvloop when installed) or, with several HTTP workers, uvicorn workers plus one MCP process. The caller
-sets `HAYHOOKS_*` and `ServeSecurity.to_env` in the environment first: worker processes inherit them."""
+"""Running the HTTP and MCP apps of `haystack-agentic serve`: in one process (two uvicorn servers, one event loop) or,
+with several HTTP workers, uvicorn workers plus one MCP process; they read the environment the caller set."""
 
 import asyncio
 import contextlib
