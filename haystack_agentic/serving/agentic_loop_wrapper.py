@@ -172,10 +172,8 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
     def _inputs(self, inputs: dict[str, Any], filters: Any, collections: Any) -> dict[str, Any]:
         """The pipeline data: the controller's `inputs` (question or conversation) with the checked scope."""
-        if filters is not None and not isinstance(filters, dict):
-            raise BadRequest("`filters` must be an object of Haystack metadata filters.")
         try:
-            filters = validate_filters(filters)
+            filters = validate_filters(filters)  # also refuses a filters value that is not an object
         except ValueError as exc:
             raise BadRequest(f"`filters`: {exc}") from exc
         if filters:

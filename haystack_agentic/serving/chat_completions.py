@@ -171,11 +171,8 @@ def _step_key(step: dict[str, Any]) -> tuple[Any, ...]:
 
 
 class ChatReplyStream:
-    """
-    Turns a run's streaming chunks into `chat.completion.chunk`s of pipeline `model`, then ends the reply from the
-    result. The content sent is the answer's streamed text without its leading and trailing whitespace; `finish`
-    sends what the result's answer has beyond it (all of it when nothing streamed as content).
-    """
+    """Turns a run's streaming chunks into `chat.completion.chunk`s of pipeline `model` (the answer's text, stripped),
+    then `finish` sends what the result's answer has beyond what streamed."""
 
     def __init__(self, model: str) -> None:
         self.model = model

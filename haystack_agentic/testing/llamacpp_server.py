@@ -1,13 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-A real llama.cpp server (`xllamacpp`, OpenAI-compatible) on 127.0.0.1 for tests and benchmarks, running the packaged
-SmolLM2-135M GGUF (`with LlamaCppServer() as server: server.base_url`). Needs the `llamacpp` extra.
-"""
+"""A real llama.cpp server (`xllamacpp`, OpenAI-compatible) on 127.0.0.1 running the packaged SmolLM2-135M GGUF, for
+tests and benchmarks (`with LlamaCppServer() as server: server.base_url`). Needs the `llamacpp` extra."""
 
 import json
 import socket
 import time
-import urllib.error
 import urllib.request
 from typing import Any
 
@@ -25,11 +22,8 @@ def free_port() -> int:
 
 
 class LlamaCppServer:
-    """
-    Start llama.cpp's server in this process (`xllamacpp.Server`, the model's chat template rendered with Jinja) and
-    stop it by its handle. `n_ctx`: context size in tokens; `threads`: CPU threads. `FileNotFoundError` when the
-    packaged GGUF is not installed.
-    """
+    """llama.cpp's server in this process (`xllamacpp.Server`, Jinja chat template). `n_ctx`: context size in tokens;
+    `threads`: CPU threads. `FileNotFoundError` when the packaged GGUF is not installed."""
 
     def __init__(self, n_ctx: int = 4096, threads: int = 2) -> None:
         from haystack_agentic.components.generators._smollm2_gguf import _locate_default_gguf  # noqa: PLC0415
@@ -77,7 +71,7 @@ class LlamaCppServer:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1.0) as response:  # noqa: S310
                 return json.loads(response.read()).get("status") == "ok"
-        except (OSError, ValueError, urllib.error.URLError):
+        except (OSError, ValueError):  # URLError is an OSError
             return False
 
     def stop(self) -> None:

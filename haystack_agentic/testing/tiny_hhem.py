@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-A tiny, randomly initialised model with HHEM-2.1-Open's structure (a foundation: T5 config and tokenizer; a
-checkpoint: `config.json` and `t5.`-prefixed weights), which `HHEMGrounder` loads as the real one: for tests of
-loading, shapes, batching and offsets (its scores are meaningless).
-"""
+"""A tiny, randomly initialised model with HHEM-2.1-Open's structure (T5 foundation, `t5.`-prefixed checkpoint) that
+`HHEMGrounder` loads as the real one: for tests of loading, shapes, batching and offsets (scores are meaningless)."""
 
 import json
 import re
