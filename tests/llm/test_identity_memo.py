@@ -3,7 +3,7 @@ import gc
 
 from haystack.dataclasses import ChatMessage, ToolCall
 
-from haystack_agentic.llm.identity_memo import IdentityMemo
+from haystack_agentic.llm.tokens import IdentityMemo
 from haystack_agentic.llm.result_digests import _DIGESTED, DIGEST_META_KEY, digest_older_results
 from haystack_agentic.llm.tokens import CONSERVATIVE, ConservativeTokenCounter
 
