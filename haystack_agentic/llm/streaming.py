@@ -33,8 +33,7 @@ def pick_callback(
     init_callback: StreamingCallbackT | None, runtime_callback: StreamingCallbackT | None, is_async: bool
 ) -> StreamingCallbackT | None:
     """
-    The callback of a run: the run input wins over the init parameter (Haystack's rule). Unlike Haystack's
-    `select_streaming_callback`, a sync callback on the async path gets no warning (the loop calls it inline).
+    The callback of a run: the run input wins over the init parameter; a sync callback on the async path is allowed.
 
     :raises ValueError: On the sync path (`is_async=False`), if the callback is a coroutine function.
     """
