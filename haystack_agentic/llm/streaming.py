@@ -58,10 +58,7 @@ def tagged(chunk: StreamingChunk, role: str, answer: bool) -> StreamingChunk:
 
 
 def marker_chunks(streamed: str, answer: str, role: str = "answer") -> list[StreamingChunk]:
-    """
-    The answer-tagged chunk that completes a streamed answer with the citation markers the loop appended
-    ("Greenwich Village" -> " [1]"); none when nothing streamed or nothing was appended.
-    """
+    """The answer-tagged chunk with the citation markers appended to a streamed answer (none when nothing was)."""
     head = (streamed or "").lstrip()
     if not head.strip() or not answer.startswith(head) or answer == head:
         return []
