@@ -92,10 +92,8 @@ def _tagger(role: str, answer: bool, hold_no_answer: bool) -> Callable[[Streamin
 def role_callback(
     callback: StreamingCallbackT | None, role: str, *, answer: bool, hold_no_answer: bool = False
 ) -> Callable[[StreamingChunk], None] | None:
-    """
-    A sync callback for a chat generator that tags each chunk (`tagged`) and passes it on (`None` without a
-    callback); `hold_no_answer` holds text back while it could be the fallback's `NO ANSWER` (dropped if it is).
-    """
+    """A sync callback for a chat generator that tags each chunk (`tagged`) and passes it on (`None` without a
+    callback); `hold_no_answer` holds text back while it could be the fallback's `NO ANSWER` (dropped if it is)."""
     if callback is None:
         return None
     pieces = _tagger(role, answer, hold_no_answer)
@@ -136,10 +134,8 @@ def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
 
 
 def step_chunks(before: LoopState, after: LoopState | None) -> Iterator[StreamingChunk]:
-    """
-    Step events (chunks without text, lazily built) for the steps `after` recorded beyond `before`'s, after a
-    `documents` event for a search whose chunks came back.
-    """
+    """Step events (chunks without text) for the steps `after` recorded beyond `before`'s, after a `documents`
+    event for a search whose chunks came back."""
     if after is None:
         return
     known = len(before.tool_history)
