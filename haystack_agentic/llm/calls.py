@@ -243,4 +243,3 @@ def describe_error(exc: BaseException) -> str:
     """An exception on one line for `LoopOutcome.error`: `"<Type>: <message>"`, then `" (fix: ...)"` from `fix_for`."""
     fix = fix_for(exc)
     return valid_text(f"{type(exc).__name__}: {exc}" + (f" (fix: {fix})" if fix else ""))
-
