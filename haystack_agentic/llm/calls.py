@@ -159,8 +159,7 @@ class _Attempts:
         return chat_generator_span(self.generator, self.state, self.role, self.number + 1)
 
     def record(self, span: Any, replies: list[ChatMessage], error: BaseException | None) -> LLMCall:
-        """Count one attempt in `usage` (prompt tokens as reported, else estimated; none for a failed attempt, which
-        may not have reached a server), tag its span; the replies are made valid Unicode here."""
+        """Count one attempt in `usage` (a failed one has no estimated prompt tokens), tag its span, repair replies."""
         self.number += 1
         replies = [valid_reply(reply) for reply in replies]
         before = self.state.usage.get(self.role, {})
@@ -244,4 +243,3 @@ def describe_error(exc: BaseException) -> str:
     """An exception on one line for `LoopOutcome.error`: `"<Type>: <message>"`, then `" (fix: ...)"` from `fix_for`."""
     fix = fix_for(exc)
     return valid_text(f"{type(exc).__name__}: {exc}" + (f" (fix: {fix})" if fix else ""))
-

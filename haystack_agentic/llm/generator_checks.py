@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Refusing, at init, what cannot drive an LLM role: not a chat generator, or (tools mode) one that takes no tools,
-as Haystack's `Agent` does."""
+"""Refusing, at init, what cannot drive an LLM role (as Haystack's `Agent` does)."""
 
 import inspect
 from typing import Any
@@ -27,10 +26,7 @@ def run_takes(generator: Any, name: str) -> bool:
 
 
 def check_chat_generator(generator: Any, owner: str, *, needs_tools: bool = False) -> None:
-    """
-    Refuse what is not a Haystack chat generator (its `run` takes `messages`, or only `**kwargs`: a wrapper), or with
-    `needs_tools` one whose `run` takes no `tools`, with a `TypeError` naming `owner` and what to pass instead.
-    """
+    """`TypeError` naming `owner` for what is not a chat generator, or with `needs_tools` one that takes no `tools`."""
     if isinstance(generator, str):
         raise TypeError(
             f"{owner} got the string {generator!r}, not a chat generator. Pass a Haystack chat generator instance, "

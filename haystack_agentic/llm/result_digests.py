@@ -9,7 +9,7 @@ from typing import Any
 from haystack import Document
 from haystack.dataclasses import ChatMessage, ChatRole
 
-from haystack_agentic.llm.identity_memo import IdentityMemo
+from haystack_agentic.llm.tokens import IdentityMemo
 
 #: `meta` key of a tool message holding the digest the model is sent once a newer reply follows it.
 DIGEST_META_KEY = "digest"

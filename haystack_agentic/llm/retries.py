@@ -136,8 +136,7 @@ class RetryPolicy:
         )
 
     def run(self, attempt: Callable[[], T]) -> T:
-        """Run `attempt` (returns its outcome, never raises) until it is no transient failure or retries run out;
-        tenacity is set up only after a first failure, replaying that outcome. Returns the last outcome."""
+        """Run `attempt` (never raises) until its outcome is no transient failure or retries run out; the last one."""
         first = attempt()
         if self.max_retries == 0 or not self.is_failure(first):
             return first

@@ -9,8 +9,7 @@ from typing import Any
 from haystack import logging
 from haystack.dataclasses import ChatMessage
 
-from haystack_agentic.llm.identity_memo import IdentityMemo
-from haystack_agentic.llm.tokens import hf_tokenizer
+from haystack_agentic.llm.tokens import IdentityMemo, hf_tokenizer
 
 logger = logging.getLogger(__name__)
 

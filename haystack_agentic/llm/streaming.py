@@ -33,8 +33,7 @@ def pick_callback(
     init_callback: StreamingCallbackT | None, runtime_callback: StreamingCallbackT | None, is_async: bool
 ) -> StreamingCallbackT | None:
     """
-    The callback of a run: the run input wins over the init parameter (Haystack's rule). Unlike Haystack's
-    `select_streaming_callback`, a sync callback on the async path gets no warning (the loop calls it inline).
+    The callback of a run: the run input wins over the init parameter; a sync callback on the async path is allowed.
 
     :raises ValueError: On the sync path (`is_async=False`), if the callback is a coroutine function.
     """
@@ -59,10 +58,7 @@ def tagged(chunk: StreamingChunk, role: str, answer: bool) -> StreamingChunk:
 
 
 def marker_chunks(streamed: str, answer: str, role: str = "answer") -> list[StreamingChunk]:
-    """
-    The answer-tagged chunk that completes a streamed answer with the citation markers the loop appended
-    ("Greenwich Village" -> " [1]"); none when nothing streamed or nothing was appended.
-    """
+    """The answer-tagged chunk with the citation markers appended to a streamed answer (none when nothing was)."""
     head = (streamed or "").lstrip()
     if not head.strip() or not answer.startswith(head) or answer == head:
         return []
@@ -96,10 +92,8 @@ def _tagger(role: str, answer: bool, hold_no_answer: bool) -> Callable[[Streamin
 def role_callback(
     callback: StreamingCallbackT | None, role: str, *, answer: bool, hold_no_answer: bool = False
 ) -> Callable[[StreamingChunk], None] | None:
-    """
-    A sync callback for a chat generator that tags each chunk (`tagged`) and passes it on (`None` without a
-    callback); `hold_no_answer` holds text back while it could be the fallback's `NO ANSWER` (dropped if it is).
-    """
+    """A sync callback for a chat generator that tags each chunk (`tagged`) and passes it on (`None` without a
+    callback); `hold_no_answer` holds text back while it could be the fallback's `NO ANSWER` (dropped if it is)."""
     if callback is None:
         return None
     pieces = _tagger(role, answer, hold_no_answer)
@@ -140,10 +134,8 @@ def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
 
 
 def step_chunks(before: LoopState, after: LoopState | None) -> Iterator[StreamingChunk]:
-    """
-    Step events (chunks without text, lazily built) for the steps `after` recorded beyond `before`'s, after a
-    `documents` event for a search whose chunks came back.
-    """
+    """Step events (chunks without text) for the steps `after` recorded beyond `before`'s, after a `documents`
+    event for a search whose chunks came back."""
     if after is None:
         return
     known = len(before.tool_history)

@@ -6,10 +6,7 @@ from typing import Any
 
 
 def run_with_timeout(instance: Any, kwargs: dict[str, Any], timeout: float | None, what: str) -> dict[str, Any]:
-    """
-    `instance.run(**kwargs)`, given up after `timeout` seconds (`None`: a plain call): the call is abandoned (a thread
-    cannot be killed) and `TimeoutError` raised, naming the component as `what` ("the chat generator").
-    """
+    """`instance.run(**kwargs)`, abandoned after `timeout` s (`None`: no limit) with a `TimeoutError` naming `what`."""
     if timeout is None:
         return instance.run(**kwargs)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)

@@ -6,15 +6,15 @@ import json
 import math
 import re
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from haystack import logging
 from haystack.dataclasses import ChatMessage, FileContent, ImageContent, TextContent
 from haystack.tools import flatten_tools_or_toolsets
 
-from haystack_agentic.llm.identity_memo import IdentityMemo
 from haystack_agentic.llm.valid_text import valid_text
 
 logger = logging.getLogger(__name__)
@@ -34,6 +34,37 @@ _ASCII_OTHER = re.compile(r"[0-9!-/:-@\[-`{-~]")
 _WHITESPACE = re.compile(r"\s+")
 _SPACE_BEFORE_NON_LETTER = re.compile(r" (?=[^A-Za-z\s])")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+V = TypeVar("V")
+
+
+class IdentityMemo(Generic[V]):
+    """
+    `get(obj, compute)`: `compute(obj)` the first time, the stored value while `obj` lives (by identity and a weak
+    reference; objects that cannot be weakly referenced are computed every time). A value must not refer to its
+    object (the memo would keep the object alive). Thread-safe (a race computes a value twice).
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[int, tuple[weakref.ref, V]] = {}
+
+    def get(self, obj: Any, compute: Callable[[Any], V]) -> V:
+        key = id(obj)
+        entry = self._values.get(key)
+        if entry is not None and entry[0]() is obj:
+            return entry[1]
+        value = compute(obj)
+        try:
+            # The callback runs when `obj` is freed, before its id can be given to another object.
+            ref = weakref.ref(obj, lambda _, key=key, values=self._values: values.pop(key, None))
+        except TypeError:
+            return value
+        self._values[key] = (ref, value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
 class TokenCounter:

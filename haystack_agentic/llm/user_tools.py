@@ -144,8 +144,7 @@ def _merge_outputs_into_state(tool: Tool, result: Any, state: State) -> None:
 
 
 def _result_text(tool: Tool, result: Any, filters: Mapping[str, Any] | None) -> str:
-    """The text the model sees: by the tool's `outputs_to_string` (one `source`/`handler`, or one per output, joined as
-    JSON); without one, Documents as a numbered search result, anything else as JSON."""
+    """The text the model sees: by `outputs_to_string`; without it, Documents numbered, anything else as JSON."""
     config = tool.outputs_to_string or {}
     if config and not any(key in config for key in ("source", "handler", "raw_result")):
         return _as_text({key: _output_text({**sub, "raw_result": False}, result, tool) for key, sub in config.items()})

@@ -3,9 +3,8 @@ import gc
 
 from haystack.dataclasses import ChatMessage, ToolCall
 
-from haystack_agentic.llm.identity_memo import IdentityMemo
 from haystack_agentic.llm.result_digests import _DIGESTED, DIGEST_META_KEY, digest_older_results
-from haystack_agentic.llm.tokens import CONSERVATIVE, ConservativeTokenCounter
+from haystack_agentic.llm.tokens import CONSERVATIVE, ConservativeTokenCounter, IdentityMemo
 
 
 def test_a_value_is_computed_once_per_object_and_dropped_with_it():
