@@ -131,7 +131,7 @@ class LoopState:
     :param evidence: The evidence check's last verdict (`sufficient`, `score`, `reason`, `action`...), or `None`.
     :param tool_state: Values user tools wrote with `outputs_to_state` (the `documents` key joins `chunks` instead).
     :param outcome: How the run ended, its answer, citations and grounding (`LoopOutcome`).
-    :param trace: The run's tracing links (`haystack_agentic.tracing.TraceLinks`), or `None`; not compared or serialised.
+    :param trace: The run's tracing links (`haystack_agentic.tracing.TraceLinks`) or `None`; not compared or serialised.
     """
 
     question: str
