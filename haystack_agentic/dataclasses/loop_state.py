@@ -85,8 +85,7 @@ class LoopOutcome:
     :param terminated_by: `answered`, `gave_up`, `max_iterations` or `error` once the run has ended.
     :param answer: The final answer (`None` if there is none), with its `[n]` citation markers.
     :param error: The error that ended the run (or a failure that was survived, e.g. of the fallback).
-    :param citations: The answer's citations, one dict per `[n]` marker, in order (see
-        `haystack_agentic.grounding.citations`); empty until an answer path sets them.
+    :param citations: The answer's citations, one dict per `[n]` marker (`haystack_agentic.grounding.citations`).
     :param grounding: Grounding of the answer (filled in by a grounder stage), or `None`.
     :raises ValueError: If `terminated_by` is neither `None` nor one of `TERMINATIONS`.
     """
@@ -132,8 +131,7 @@ class LoopState:
     :param evidence: The evidence check's last verdict (`sufficient`, `score`, `reason`, `action`...), or `None`.
     :param tool_state: Values user tools wrote with `outputs_to_state` (the `documents` key joins `chunks` instead).
     :param outcome: How the run ended, its answer, citations and grounding (`LoopOutcome`).
-    :param trace: The run's tracing links (`haystack_agentic.tracing.TraceLinks`), or `None`; not compared or
-        serialised.
+    :param trace: The run's tracing links (`haystack_agentic.tracing.TraceLinks`) or `None`; not compared or serialised.
     """
 
     question: str

@@ -54,10 +54,7 @@ def result_in_place(messages: tuple[ChatMessage, ...], result: ChatMessage) -> t
 
 
 def pending_search_step(history: list[Any], turn: int, queued: int, query: str) -> int | None:
-    """
-    The index in `history` of the search step whose documents just came back: the search of 1-based `turn` that
-    `queued` more follow (searches run in call order), else the last unfilled search of `query`; `None` without one.
-    """
+    """The index in `history` of the search step of `turn` whose documents just came back, or `None`."""
     searches = [i for i, step in enumerate(history) if step.action == "search" and step.iteration == turn]
     position = len(searches) - queued - 1
     if 0 <= position < len(searches) and history[searches[position]].query == query:

@@ -309,11 +309,7 @@ def _phrase_in(phrase: Sequence[str], words: Sequence[str]) -> bool:
 
 
 def offline_support(claim: str, quote: str, question: str, title: str | None = None) -> bool:
-    """
-    The offline check of one citation (docs/decisions.md, "Citations"): whether `quote` (the cited sentence)
-    supports `claim` (an answer sentence without markers) for `question`; `title` (the cited chunk's) counts as the
-    sentence's subject.
-    """
+    """Whether `quote` (the cited sentence, `title` its subject) supports `claim` for `question` (the offline check)."""
     entities, words = _terms(claim, question)
     if not entities and not words:
         return False

@@ -1,8 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Loading Vectara's HHEM-2.1-Open for `HHEMGrounder`: natively into transformers' `T5ForTokenClassification` (weights
-and JSON only), or, opted in, through the repository's remote code (see `components/grounders/hhem_grounder.py`).
-"""
+"""Loading Vectara's HHEM-2.1-Open for `HHEMGrounder`, natively (`T5ForTokenClassification`) or by remote code."""
 
 import json
 from pathlib import Path
@@ -57,10 +54,7 @@ def _checkpoint(model: str, revision: str | None, foundation: str | None, local:
 def hhem_missing(
     model: str | None, revision: str | None = None, foundation: str | None = None, local_files_only: bool = False
 ) -> str | None:
-    """
-    Why an HHEM checkpoint (Hub id or folder; `None`: `HHEM_MODEL`) cannot load, found without loading it (its folder
-    and the foundation's `config.json`): the reason as `HHEMGrounder.load_error` words it, or `None`.
-    """
+    """Why an HHEM checkpoint (`None`: `HHEM_MODEL`) cannot load, checked without loading it; `None` if it can."""
     model = model or HHEM_MODEL
     try:
         _, _, foundation = _checkpoint(model, revision, foundation, local_files_only)

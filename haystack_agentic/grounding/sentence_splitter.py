@@ -1,11 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""
-Split an answer into sentences with character offsets (`text[start:end] == sentence.text`), for grounding.
-
-Boundaries come from `pysbd` (rule-based, the `grounding` extra; abbreviations, decimals, lists, CJK ends); a line
-break before a Markdown block always ends a sentence, block markers and empty spans are dropped. Without `pysbd` a
-plain punctuation splitter is used, with a warning.
-"""
+"""Split an answer into sentences with character offsets (pysbd, else a punctuation splitter), for grounding."""
 
 import re
 from dataclasses import dataclass

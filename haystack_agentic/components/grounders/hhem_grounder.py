@@ -1,7 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`HHEMGrounder`: sentence-level faithfulness of the loop's answer with Vectara's HHEM-2.1-Open (a flan-t5 encoder;
-its checkpoint's own modeling code breaks across transformers versions, so by default only its JSON and weights are
-read, into transformers' `T5ForTokenClassification`: `haystack_agentic.grounding.hhem_loading`)."""
+"""`HHEMGrounder`: sentence-level faithfulness of the loop's answer with Vectara's HHEM-2.1-Open."""
 
 import asyncio
 import threading

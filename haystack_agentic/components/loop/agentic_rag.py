@@ -59,9 +59,8 @@ class AgenticRAG(SuperComponent):
             packaged pipeline (the files under `pipelines/`), or the path of a loop pipeline YAML, loaded as
             `load_loop_pipeline` loads it (its in-memory stores get their own storage: fill the one of
             `agentic_rag.pipeline.get_component("retriever")`). Default: `"agentic_rag_embedded"`, the offline one.
-        :param raise_on_failure: `True` (default, as Haystack's `Agent`): a run that ends `terminated_by="error"`
-            raises `AgenticRAGError`, so the outer pipeline's error handling sees it. `False`: the result is
-            returned with `terminated_by="error"` and the error text.
+        :param raise_on_failure: `True` (default): a run that ends `terminated_by="error"` raises `AgenticRAGError`.
+            `False`: the result is returned with `terminated_by="error"` and the error text.
         :raises FileNotFoundError: For an unknown packaged pipeline name (the message lists the known ones).
         :raises ValueError: If the YAML cannot be read or is not a loop pipeline, or the pipeline has no
             `controller` and `result` components.

@@ -133,8 +133,7 @@ def _filters_type_error(filters: Any) -> str:
 
 def validate_filters(filters: Any) -> dict[str, Any] | None:
     """
-    Check Haystack metadata filters before a run, so a malformed one fails here rather than in a retriever mid-loop:
-    a group needs a logical `operator` and a list of `conditions`; a condition must pass `document_matches_filter`.
+    Check Haystack metadata filters before a run, so a malformed one fails here rather than in a retriever mid-loop.
 
     :param filters: The filters, or `None`.
     :returns: The filters (`None` for none or empty).

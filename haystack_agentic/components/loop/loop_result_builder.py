@@ -33,9 +33,6 @@ class LoopResultBuilder:
     """
     Turns the final `LoopState` of the agentic loop into its JSON-serialisable result dict, one socket per key.
 
-    The last stage of the loop pipeline, so every path ends in the same outputs: `run(data)["result"]["answer"]` in
-    Python, `response["result"]["result"]["answer"]` from a YAML pipeline served by plain hayhooks.
-
     ### Usage example
     ```python
     from haystack_agentic import LoopResultBuilder, LoopState

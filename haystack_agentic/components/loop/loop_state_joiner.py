@@ -13,8 +13,7 @@ logger = logging.getLogger(__name__)
 @component
 class LoopStateJoiner(BranchJoiner):
     """
-    Haystack's `BranchJoiner` with a `run_async`, so `Pipeline.run_async` runs it on the event loop instead of a
-    worker thread: where the loop's ending branches meet (`finish`). Same sockets and serialisation.
+    Haystack's `BranchJoiner` with a `run_async` (runs on the event loop): where the loop's ending branches meet.
 
     ### Usage example
     ```python
