@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Smoke test of `benchmarks/real_llm.py` at its smallest setting: one question, the offline default and one-shot RAG
+with the real Qwen2.5-Coder-0.5B GGUF behind an in-process llama.cpp server; then a resumed run from its records."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "real_llm.py"
+DATA = ROOT / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
+GGUF_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+
+def small_gguf() -> Path | None:
+    """The 0.5B GGUF: `$REAL_LLM_GGUF`, else the copy installed next to the packaged SmolLM2, else /work/models."""
+    candidates = [os.environ.get("REAL_LLM_GGUF"), Path(sys.prefix) / "share" / "haystack-agentic" / GGUF_NAME,
+                  Path("/work/models") / GGUF_NAME]  # fmt: skip
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=900, check=False
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_real_llm_prints_its_figures_and_resumes(tmp_path):
+    gguf = small_gguf()
+    if gguf is None:
+        pytest.skip(f"{GGUF_NAME} not found (set REAL_LLM_GGUF or run `haystack-agentic install-model`)")
+    pytest.importorskip("xllamacpp", reason="needs the llamacpp extra")
+    records = tmp_path / "records.jsonl"
+    args = ["--data", str(DATA), "--n", "1", "--gguf", str(gguf), "--systems", "offline,one-shot"]
+    args += ["--json", str(records)]
+
+    first = run_script(*args)
+
+    assert first.returncode == 0, first.stderr[-2000:]
+    table = [line for line in first.stdout.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| system | N | exact match | F1 | all gold paragraphs seen |")
+    rows = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in table[2:]}
+    assert set(rows) == {"offline", "one-shot"}
+    for cells in rows.values():
+        n, em, f1, seen = (cell.strip() for cell in cells[:4])
+        assert n == "1" and em in ("0/1", "1/1") and 0.0 <= float(f1) <= 1.0 and seen in ("0/1", "1/1")
+    assert "1 answered" in rows["one-shot"][4] and rows["one-shot"][5].strip() == "1, 1.0"
+    saved = [json.loads(line) for line in records.read_text(encoding="utf-8").splitlines()]
+    assert sorted(r["system"] for r in saved) == ["offline", "one-shot"]
+    assert all(r["model_sha256"] == "1d9614638d18" for r in saved)
+    assert next(r for r in saved if r["system"] == "one-shot")["answer"].strip()
+
+    again = run_script(*args)  # everything is in the records: no model is started, the same table is printed
+
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "2 records resumed" in again.stdout
+    assert [line for line in again.stdout.splitlines() if line.startswith("| ")] == table
+    assert len(records.read_text(encoding="utf-8").splitlines()) == 2
