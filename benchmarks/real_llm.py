@@ -231,27 +231,37 @@ def agent_system(pooled: InMemoryDocumentStore, base_url: str, max_tokens: int, 
             "answer": last.text if ended == "answered" else None, "terminated_by": ended,
             "llm_calls": sum(m.is_from("assistant") for m in messages), "queries": list(queries),
             "chunk_ids": list(seen), "recovered": None,
+            "steps": [{"role": str(m.role.value), "text": str(m.text)[:300], "tool_calls": len(m.tool_calls)}
+                      for m in messages[1:]],
         }  # fmt: skip
 
     return System("agent", run)
 
 
 def recovered_calls(result: dict[str, Any]) -> int | None:
-    """Tool calls the router recovered from reply text, when the result records them (else `None`)."""
-    usage = result.get("usage") or {}
-    counts = [usage.get("recovered_tool_calls")] + [
-        (counts or {}).get("recovered_tool_calls") for counts in usage.values() if isinstance(counts, dict)
-    ]
-    known = [int(c) for c in counts if isinstance(c, int)]
-    if known:
-        return max(known)
-    steps = result.get("tool_history") or []
-    flags = [step["recovered"] for step in steps if "recovered" in step]
-    return sum(bool(flag) for flag in flags) if flags else None
+    """Tool calls the router recovered from reply text (`metadata["recovered_tool_calls"]`), `None` when unrecorded."""
+    count = (result.get("metadata") or {}).get("recovered_tool_calls")
+    return int(count) if isinstance(count, int) else None
+
+
+def unreached_limits(pipeline: Pipeline, timeout: float | None) -> list[str]:
+    """The loop's chat generators whose `timeout` is not `timeout` (what `LoopOptions.timeout` did not reach)."""
+    if timeout is None:
+        return []
+    found = []
+    for name, component in pipeline.walk():
+        generator = getattr(component, "chat_generator", None)
+        seconds = getattr(generator, "timeout", None)
+        if seconds is not None and seconds != timeout:
+            found.append(f"{name} ({seconds:g} s)")
+    return found
 
 
 def loop_system(name: str, options: LoopOptions, documents: list, pooled: InMemoryDocumentStore) -> System:
     pipeline = build_loop(options)
+    unreached = unreached_limits(pipeline, options.timeout)
+    if unreached:
+        print(f"note: {name}: the timeout of {options.timeout:g} s did not reach {', '.join(unreached)}", flush=True)
     fill_loop_store(pipeline, documents, pooled)
     pipeline.warm_up()
 
@@ -265,6 +275,8 @@ def loop_system(name: str, options: LoopOptions, documents: list, pooled: InMemo
             "llm_calls": int((result.get("usage") or {}).get("total", {}).get("calls", 0)),
             "queries": [step.get("query") for step in steps if step.get("action") == "search"],
             "chunk_ids": chunk_ids, "recovered": recovered_calls(result), "error": result.get("error"),
+            "steps": [{key: str(step.get(key))[:300] for key in ("action", "query", "tool_name", "result")}
+                      for step in steps],
         }  # fmt: skip
 
     return System(name, run)
@@ -281,8 +293,9 @@ def score(row: dict[str, Any], partial: dict[str, Any], seconds: float) -> dict[
         "terminated_by": partial.get("terminated_by"), "llm_calls": partial.get("llm_calls"), "seconds": seconds,
         "queries": partial.get("queries") or [], "recovered": partial.get("recovered"),
     }  # fmt: skip
-    if partial.get("error"):
-        record["error"] = partial["error"]
+    for key in ("error", "steps"):
+        if partial.get(key):
+            record[key] = partial[key]
     return record
 
 
