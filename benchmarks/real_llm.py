@@ -58,7 +58,9 @@ from haystack_agentic.datasets.hotpotqa import (  # noqa: E402
     gold_document_ids, hotpotqa_documents, load_hotpotqa_questions,
 )
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
-from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers, supporting_recall  # noqa: E402
+from haystack_agentic.evaluation.metrics import (  # noqa: E402
+    best_answer_scores, gold_answers, normalize_answer, supporting_recall,
+)
 from haystack_agentic.grounding.markers import strip_markers  # noqa: E402
 from haystack_agentic.loop_loading import retriever_store  # noqa: E402
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs  # noqa: E402
@@ -70,6 +72,8 @@ TOP_K = 5
 MODEL_ALIAS = "real-llm"
 #: The Agent's most LLM turns (our loop's packaged `max_iterations` is of the same order).
 AGENT_MAX_STEPS = 6
+#: What the last column says for systems whose runs cannot record recovered tool calls.
+RECOVERY_NOT_RECORDED = {"one-shot": "- (no tools)", "offline": "- (no tools)", "agent": "none (Agent does not recover)"}
 #: Seconds the server may take to load the model and answer `/health`.
 START_DEADLINE = 120.0
 
@@ -308,11 +312,20 @@ def run_one(system: System, row: dict[str, Any]) -> dict[str, Any]:
     return score(row, partial, time.perf_counter() - start)
 
 
+def without_words(record: dict[str, Any]) -> bool:
+    """An `answered` run whose answer has no words of its own: nothing left after removing `[n]` markers,
+    punctuation and articles, or a tool call written as text (a JSON object, a fence or a `<tool...>` tag)."""
+    if record["terminated_by"] != "answered":
+        return False
+    text = (strip_markers(record.get("answer")) or "").strip()
+    return not normalize_answer(text) or text.startswith(("{", "```", "<tool"))
+
+
 def summary_rows(records: list[dict[str, Any]], systems: list[str]) -> list[str]:
     lines = [
-        "| system | N | exact match | F1 | all gold paragraphs seen | how runs ended | LLM calls / question "
-        "(median, mean) | seconds / question | tool calls recovered from text |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| system | N | exact match | F1 | all gold paragraphs seen | how runs ended | answered without words "
+        "| LLM calls / question (median, mean) | seconds / question | tool calls recovered from text |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in systems:
         group = [r for r in records if r["system"] == name]
@@ -327,12 +340,38 @@ def summary_rows(records: list[dict[str, Any]], systems: list[str]) -> list[str]
         calls_text = f"{statistics.median(calls):g}, {statistics.fmean(calls):.1f}" if calls else "n/a"
         seconds = statistics.fmean(r["seconds"] for r in group)
         recovered = [r["recovered"] for r in group if r.get("recovered") is not None]
-        recovered_text = str(sum(recovered)) if recovered else ("0 (no text calls possible)" if name in
-                                                                ("one-shot", "offline") else "n/a (not recorded)")
+        recovered_text = str(sum(recovered)) if recovered else RECOVERY_NOT_RECORDED.get(name, "n/a (not recorded)")
         lines.append(
-            f"| {name} | {n} | {em:.0f}/{n} | {f1:.3f} | {seen}/{n} | {ended} | {calls_text} | {seconds:.1f} | "
-            f"{recovered_text} |"
+            f"| {name} | {n} | {em:.0f}/{n} | {f1:.3f} | {seen}/{n} | {ended} | {sum(map(without_words, group))} | "
+            f"{calls_text} | {seconds:.1f} | {recovered_text} |"
         )
+    return lines
+
+
+def goal_lines(records: list[dict[str, Any]]) -> list[str]:
+    """Issue 38's goal, checked on these records (the best of `tools` and `json` by F1 against the others)."""
+    by_system: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_system.setdefault(record["system"], []).append(record)
+    f1 = {name: statistics.fmean(r["f1"] for r in group) for name, group in by_system.items()}
+    ours = [name for name in ("tools", "json") if name in f1]
+    if not ours:
+        return []
+    best = max(ours, key=f1.__getitem__)
+    group = by_system[best]
+    calls = [r["llm_calls"] for r in group if r["llm_calls"] is not None]
+    lines = [f"goal, best LLM-driven mode = {best} (F1 {f1[best]:.3f}):"]
+    for other, margin in (("one-shot", 0.10), ("agent", 0.10), ("offline", 0.0)):
+        if other in f1:
+            ok = f1[best] >= f1[other] + margin - 1e-9
+            lines.append(f"  F1 >= {other} ({f1[other]:.3f}) + {margin:.2f}: {'yes' if ok else 'no'}")
+    if "offline" in by_system:
+        seen = sum(bool(r["all_gold_seen"]) for r in group)
+        policy = sum(bool(r["all_gold_seen"]) for r in by_system["offline"])
+        lines.append(f"  all gold seen >= offline policy: {seen} vs {policy}: {'yes' if seen >= policy else 'no'}")
+    lines.append(f"  answered without words: {sum(map(without_words, group))} (goal 0)")
+    if calls:
+        lines.append(f"  median LLM calls {statistics.median(calls):g} (goal <= 5)")
     return lines
 
 
@@ -447,7 +486,7 @@ def main() -> None:
     print(f"\n{meta['data']}, model {meta['model']} (sha256 {meta['model_sha256']}...), top {TOP_K}, "
           f"{time.perf_counter() - wall:.0f} s this run; load average {load_start[0]:.2f} at start, "
           f"{load_end[0]:.2f} at end")  # fmt: skip
-    print("\n".join(summary_rows(shown, systems)))
+    print("\n".join(summary_rows(shown, systems) + goal_lines(shown)))
 
 
 if __name__ == "__main__":
