@@ -28,6 +28,7 @@ it holds (resume), and the figures cover the file's records for the selected que
 """
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -443,11 +444,11 @@ def main() -> None:
         if (name, row["id"]) not in done
     ]
     needs_server = any(name != "offline" for _, _, name in todo)
-    server = InProcessLlamaServer(args.gguf, args.ctx, args.threads)
     wall = time.perf_counter()
-    if needs_server:
-        server.__enter__()
-    try:
+    with contextlib.ExitStack() as stack:
+        server = InProcessLlamaServer(args.gguf, args.ctx, args.threads)
+        if needs_server:
+            stack.enter_context(server)
         built: dict[str, System] = {}
         for name in dict.fromkeys(name for _, _, name in todo):
             if name == "one-shot":
@@ -462,32 +463,29 @@ def main() -> None:
                 built[name] = loop_system(name, options, documents, pooled)
             else:
                 built[name] = loop_system(name, LoopOptions(llm="embedded", grounding="pipeline"), documents, pooled)
-        out = args.json.open("a", encoding="utf-8") if args.json else None
-        try:
-            for number, row, name in todo:
-                record = {"system": name, **meta, **run_one(built[name], row)}
-                records.append(record)
-                if out:
-                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    out.flush()
-                print(f"{number:3d}/{len(selected)} {name:<8} {record['terminated_by']:<14} "
-                      f"F1 {record['f1']:.2f} gold {record['gold_found']}/{record['gold_total']} "
-                      f"calls {record['llm_calls']} {record['seconds']:.1f}s  {str(record['answer'])[:60]!r}",
-                      flush=True)  # fmt: skip
-        finally:
+        out = stack.enter_context(args.json.open("a", encoding="utf-8")) if args.json else None
+        for number, row, name in todo:
+            record = {"system": name, **meta, **run_one(built[name], row)}
+            records.append(record)
             if out:
-                out.close()
-    finally:
-        if needs_server:
-            server.__exit__()
-    ids = {row["id"] for row in selected}
-    shown = [r for r in records if r["id"] in ids and r["system"] in systems]
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                out.flush()
+            print(f"{number:3d}/{len(selected)} {name:<8} {record['terminated_by']:<14} "
+                  f"F1 {record['f1']:.2f} gold {record['gold_found']}/{record['gold_total']} "
+                  f"calls {record['llm_calls']} {record['seconds']:.1f}s  {str(record['answer'])[:60]!r}",
+                  flush=True)  # fmt: skip
+    # The figures cover the questions every selected system has finished, so the rows compare the same questions.
+    finished: dict[str, set[str]] = {}
+    for record in records:
+        finished.setdefault(record["id"], set()).add(record["system"])
+    complete = [row["id"] for row in selected if set(systems) <= finished.get(row["id"], set())]
+    shown = [r for r in records if r["id"] in set(complete) and r["system"] in systems]
     load_end = os.getloadavg()
-    print(f"\n{meta['data']}, model {meta['model']} (sha256 {meta['model_sha256']}...), top {TOP_K}, "
+    print(f"\n{meta['data']}, model {meta['model']} (sha256 {meta['model_sha256']}...), top {TOP_K}: "
+          f"{len(complete)} of {len(selected)} questions finished by every system; "
           f"{time.perf_counter() - wall:.0f} s this run; load average {load_start[0]:.2f} at start, "
           f"{load_end[0]:.2f} at end")  # fmt: skip
     print("\n".join(summary_rows(shown, systems) + goal_lines(shown)))
-
 
 if __name__ == "__main__":
     main()
