@@ -1,16 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """Access control for what `haystack-agentic serve` exposes (HTTP and MCP apps alike): an optional API key, a `Host`
-check against DNS rebinding, whether runtime deployment is allowed. The settings travel through the environment
-(`ENV_*`), so every process `serve` starts applies the same rules."""
+check against DNS rebinding (Starlette's `TrustedHostMiddleware`), whether runtime deployment is allowed. The
+settings travel through the environment (`ENV_*`), so every process `serve` starts applies the same rules."""
 
 import hmac
 import ipaddress
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from haystack import logging
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from haystack_agentic.settings import DEFAULT_SERVE_HOST
 
@@ -61,9 +63,10 @@ class ServeSecurity:
         )
 
     def accepted_hosts(self) -> frozenset[str]:
-        """The host names a request's `Host` header may carry (lower case, no port)."""
+        """The hosts a request's `Host` header may name (lower case, no port; IPv6 addresses in brackets)."""
         names = {self.bind_host.strip("[]").lower(), *(host.lower() for host in self.allowed_hosts)}
-        return frozenset(names | _LOOPBACK_NAMES | {"127.0.0.1", "::1"})
+        names |= _LOOPBACK_NAMES | {"127.0.0.1", "::1"}
+        return frozenset(f"[{name}]" if _is_ipv6(name) else name for name in names)
 
     def to_env(self, env: dict[str, str]) -> None:
         """Write the settings into `env` (e.g. `os.environ`) for the processes `serve` starts."""
@@ -93,48 +96,33 @@ def check_origin(origin: str) -> str:
     return origin
 
 
+_PLAIN_HOST = re.compile(r"[a-z0-9_.-]+|\[[0-9a-f:.]+\]")
+
+
 def check_host_name(name: str) -> str:
-    """A `serve --allowed-host` name in lower case (`ValueError`: empty, `*`, or with a scheme, path, port, space)."""
+    """A `serve --allowed-host` name in lower case (`ValueError`: anything but a plain host name, an IPv4 address or
+    an IPv6 address in brackets: a scheme, port, path, `*`, space, user name...)."""
     cleaned = name.strip().lower()
-    if not cleaned or cleaned == "*" or any(char in cleaned for char in "/:, ") and not cleaned.startswith("["):
+    if not _PLAIN_HOST.fullmatch(cleaned) or (cleaned.startswith("[") and not _is_ipv6(cleaned[1:-1])):
         raise ValueError(f"--allowed-host {name!r} must be a host name or address without scheme, port or path.")
     return cleaned
 
 
-def host_name(header: bytes) -> str:
-    """The host of a `Host` header value without its port, in lower case (`[::1]:80` -> `::1`)."""
-    text = header.decode("latin-1").strip().lower()
-    if text.startswith("["):
-        return text[1:].partition("]")[0]
-    return text.rpartition(":")[0] if text.count(":") == 1 else text
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
-class HostGuard:
-    """ASGI middleware: an HTTP or WebSocket request whose `Host` does not name one of `hosts` gets a 400 (a page on
-    another site can make its host name resolve to 127.0.0.1, DNS rebinding, but not change `Host`)."""
-
-    def __init__(self, app, hosts: Iterable[str]) -> None:
-        self.app = app
-        self.hosts = frozenset(hosts)
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        values = [value for name, value in scope.get("headers", []) if name.lower() == b"host"]
-        if len(values) == 1 and host_name(values[0]) in self.hosts:
-            await self.app(scope, receive, send)
-            return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008, "reason": "Host not allowed"})
-            return
-        await send_json(send, 400, {"detail": HOST_MESSAGE})
-
-
-HOST_MESSAGE = (
-    "Host header not allowed: call the server by the address it is bound to or `localhost`, or start it with "
-    "`haystack-agentic serve --allowed-host NAME` for another name."
-)
+def host_check(app, hosts: Iterable[str]) -> TrustedHostMiddleware:
+    """
+    `app` behind Starlette's `TrustedHostMiddleware`: an HTTP or WebSocket request whose `Host` header is not a
+    plain `host[:port]` naming one of `hosts` (IPv6 addresses in brackets) gets a 400 "Invalid host header" (a page
+    on another site can make its host name resolve to 127.0.0.1, DNS rebinding, but not change `Host`).
+    """
+    return TrustedHostMiddleware(app, allowed_hosts=sorted(hosts), www_redirect=False)
 
 
 async def send_json(send, status: int, content: dict, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
