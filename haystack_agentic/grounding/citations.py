@@ -23,7 +23,13 @@ from haystack_agentic.grounding.assembly import assemble, chunk_sources
 from haystack_agentic.grounding.markers import (  # noqa: F401
     MARKER_RE, UNCITED_KEY, append_markers, insert_markers, strip_markers,
 )  # fmt: skip
-from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
+from haystack_agentic.grounding.sentence_splitter import (
+    SENTENCE_SPANS_KEY,
+    Sentence,
+    plain,
+    sentences_at,
+    split_sentences,
+)
 from haystack_agentic.llm.result_digests import find_chunk
 from haystack_agentic.text import stem, strip_qualifier
 
@@ -210,13 +216,35 @@ def _with_citations(
 def _sentences(doc: Document) -> list[Sentence]:
     """The chunk's sentences, its title line left out (a title is not evidence of a claim)."""
     title = set(tokens(chunk_title(doc.content or "", doc.meta)))
-    return [s for s in _split(doc.content or "") if not title or not set(tokens(s.text)) <= title]
+    return [s for s in _chunk_sentences(doc) if not title or not set(tokens(s.text)) <= title]
+
+
+def _chunk_sentences(doc: Document) -> tuple[Sentence, ...]:
+    """The chunk's sentences: at the spans its indexing stored in its meta, else split now."""
+    stored = (doc.meta or {}).get(SENTENCE_SPANS_KEY)
+    if stored is None:
+        return _split(doc.content or "")
+    valid = isinstance(stored, (list, tuple)) and all(isinstance(n, int) for n in stored)
+    return _at(doc.content or "", tuple(stored) if valid else None)
 
 
 @functools.lru_cache(maxsize=1024)
 def _split(content: str) -> tuple[Sentence, ...]:
-    # The same chunks are cited turn after turn and question after question; splitting costs ~10 ms a chunk.
+    # The same chunks are cited turn after turn and question after question; splitting costs 3-10 ms a chunk.
     return tuple(split_sentences(content))
+
+
+@functools.lru_cache(maxsize=1024)
+def _at(content: str, spans: tuple[int, ...] | None) -> tuple[Sentence, ...]:
+    # Cached so that spans which do not fit are reported once, not at every claim.
+    sentences = sentences_at(content, spans) if spans is not None else None
+    if sentences is None:
+        logger.warning(
+            "A chunk's stored '{key}' do not fit its text (index it again); it is split into sentences instead.",
+            key=SENTENCE_SPANS_KEY,
+        )
+        return _split(content)
+    return tuple(sentences)
 
 
 def _sentence_around(doc: Document, start: int, end: int) -> tuple[int, int] | None:
