@@ -245,3 +245,37 @@ def test_agentic_rag_without_an_answer_has_no_generated_answer(build_loop):
     out = AgenticRAG(pipeline=build_loop([tool_turn("give_up", {"reason": "nothing"})]).pipeline).run(query=QUESTION)
     assert [a.data for a in out["answers"]] == ["I could not find an answer: nothing"]
     assert out["answers"][0].documents == [] and out["result"]["citations"] == []
+
+
+def test_citations_read_the_sentence_spans_stored_with_a_chunk():
+    from haystack_agentic.components.preprocessors.sentence_span_annotator import SentenceSpanAnnotator
+    from haystack_agentic.grounding.sentence_splitter import SENTENCE_SPANS_KEY
+
+    text = "Big Stone Gap\nBig Stone Gap is a 2014 film. It was directed by Adriana Trigiani. It is set in Virginia."
+    plain_doc = Document(id="bsg", content=text, meta={"title": "Big Stone Gap"})
+    (annotated,) = SentenceSpanAnnotator().run(documents=[plain_doc])["documents"]
+    answer = "Big Stone Gap was directed by Adriana Trigiani."
+
+    def quotes(doc):
+        state = LoopState(question="Who directed Big Stone Gap?", chunks=(doc,))
+        return [c["quote"] for c in cite(state, answer, shown=(doc,)).outcome.citations]
+
+    assert quotes(annotated) == quotes(plain_doc) == ["It was directed by Adriana Trigiani."]
+    # The stored spans are what is cited: two sentences stored as one are quoted as one.
+    start, end = text.index("It was"), len(text)
+    joined = Document(id="bsg", content=text, meta={"title": "Big Stone Gap", SENTENCE_SPANS_KEY: [14, 43, start, end]})
+    assert quotes(joined) == [text[start:end]]
+
+
+def test_stored_spans_that_do_not_fit_the_chunk_are_ignored_with_a_warning(caplog):
+    from haystack_agentic.grounding.sentence_splitter import SENTENCE_SPANS_KEY
+
+    text = "Big Stone Gap\nBig Stone Gap is a 2014 film. It was directed by Adriana Trigiani."
+    answer = "Big Stone Gap was directed by Adriana Trigiani."
+    for bad in ([0, 500], [0, "13"], "0-13", {"a": 1}, [[0, 13]], [3, 13]):
+        doc = Document(id="bsg", content=text, meta={"title": "Big Stone Gap", SENTENCE_SPANS_KEY: bad})
+        state = LoopState(question="Who directed Big Stone Gap?", chunks=(doc,))
+        citations = cite(state, answer, shown=(doc,)).outcome.citations
+        assert [c["quote"] for c in citations] == ["It was directed by Adriana Trigiani."], bad
+    # Reported once per chunk text and spans (all malformed ones count as the same), not at every claim.
+    assert caplog.text.count("'sentence_spans' do not fit its text") == 3

@@ -300,6 +300,18 @@ def test_indexing_pipeline_round_trips_and_writes(tmp_path):
     for _ in range(2):
         pipeline.run({"router": {"sources": [tmp_path / "a.txt"]}})
     assert store.count_documents() == 1
+    assert store.filter_documents()[0].meta["sentence_spans"] == [0, 18]  # citations read them, not split again
+
+
+def test_written_chunks_carry_their_sentence_spans(tmp_path):
+    """`index` (files) and `write_documents` (Documents) store each chunk's sentence boundaries with it."""
+    (tmp_path / "a.txt").write_text("Alpha is a letter.\n\nIt comes first.")
+    store = InMemoryDocumentStore()
+    write_documents(convert_files(collect_files(tmp_path)) + [Document(content="Beta. Gamma.")], store)
+    written = {d.content: d.meta["sentence_spans"] for d in store.filter_documents()}
+    assert written["Beta. Gamma."] == [0, 5, 6, 12]
+    (text, spans), = [(c, s) for c, s in written.items() if c.startswith("Alpha")]
+    assert [text[a:b] for a, b in zip(spans[::2], spans[1::2])] == ["Alpha is a letter.", "It comes first."]
 
 
 @pytest.mark.integration
