@@ -1,5 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Split an answer into sentences with character offsets (pysbd, else a punctuation splitter), for grounding."""
+"""
+Split an answer or a chunk into sentences with character offsets (pysbd, else a punctuation splitter), for grounding;
+a chunk's offsets can be stored with it at index time (`sentence_spans`) and read back (`sentences_at`).
+"""
 
 import re
 from collections.abc import Sequence
@@ -15,8 +18,8 @@ _BLOCK_START = re.compile(r"\n(?=[ \t]*(?:#{1,6}[ \t]|[-*+•][ \t]|\(?\d{1,3}[.
 _WORD = re.compile(r"\w", flags=re.UNICODE)
 _FALLBACK_END = re.compile(r"(?<=[.!?。！？])[\"'”’)\]]*(?:\s+|(?=\S)(?<=[。！？]))")
 #: Document meta key of a chunk's sentence boundaries, written at index time (`SentenceSpanAnnotator`) so that
-#: citations do not split the chunk again: `split_sentences(content)`'s offsets, flat (`[start, end, start, ...]`,
-#: a flat list of integers being what every document store can hold).
+#: citations do not split the chunk again: `split_sentences(content)`'s offsets, flat (`[start, end, start, ...]`:
+#: a list of integers, which stores hold as an array field where they cannot hold nested lists).
 SENTENCE_SPANS_KEY = "sentence_spans"
 
 

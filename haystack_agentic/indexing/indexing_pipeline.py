@@ -189,8 +189,8 @@ def file_sources(files: list[Path]) -> list[Any]:
 def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeline:
     """
     The indexing pipeline for files (router -> converters -> cleaner -> splitter -> chunk_meta -> sentence_spans ->
-    [embedder] -> writer, YAML with `dumps()`), run with `{"router": {"sources": [absolute paths]}}`; the writer replaces each file's
-    earlier chunks (add `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
+    [embedder] -> writer, YAML with `dumps()`), run with `{"router": {"sources": [absolute paths]}}`; the writer
+    replaces each file's earlier chunks (add `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
     """
     pipeline = Pipeline(metadata={"purpose": "haystack-agentic indexing"})
     _add_converters(pipeline)

@@ -310,8 +310,8 @@ def test_written_chunks_carry_their_sentence_spans(tmp_path):
     write_documents(convert_files(collect_files(tmp_path)) + [Document(content="Beta. Gamma.")], store)
     written = {d.content: d.meta["sentence_spans"] for d in store.filter_documents()}
     assert written["Beta. Gamma."] == [0, 5, 6, 12]
-    (text, spans), = [(c, s) for c, s in written.items() if c.startswith("Alpha")]
-    assert [text[a:b] for a, b in zip(spans[::2], spans[1::2])] == ["Alpha is a letter.", "It comes first."]
+    [(text, spans)] = [(c, s) for c, s in written.items() if c.startswith("Alpha")]
+    assert [text[a:b] for a, b in zip(spans[::2], spans[1::2], strict=True)] == ["Alpha is a letter.", "It comes first."]
 
 
 @pytest.mark.integration

@@ -13,8 +13,8 @@ def test_each_chunk_gets_its_sentence_spans_and_keeps_its_id():
     assert [d.id for d in out] == [d.id for d in chunks]
     spans = out[0].meta[SENTENCE_SPANS_KEY]
     assert spans == [offset for s in split_sentences(TEXT) for offset in (s.start, s.end)]
-    assert [TEXT[a:b] for a, b in zip(spans[::2], spans[1::2])] == [
-        "Big Stone Gap", "Big Stone Gap is a 2014 film.", "It was directed by Adriana Trigiani."]  # fmt: skip
+    sentences = [TEXT[a:b] for a, b in zip(spans[::2], spans[1::2], strict=True)]
+    assert sentences == ["Big Stone Gap", "Big Stone Gap is a 2014 film.", "It was directed by Adriana Trigiani."]
     assert out[0].meta["title"] == "Big Stone Gap"
     assert SENTENCE_SPANS_KEY not in chunks[0].meta  # the input is not changed
 
