@@ -202,8 +202,6 @@ def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
 def set_serving_environment(host: str, port: int, directory: Path, security: "ServeSecurity") -> None:
     """Write what hayhooks (on first import) and `ServeSecurity.from_env` read into `os.environ`, which the worker and
     MCP processes inherit: the one place the package writes the environment."""
-    from haystack_agentic import ALLOWED_MODULES
-
     os.environ["HAYHOOKS_HOST"] = host
     os.environ["HAYHOOKS_PORT"] = str(port)
     os.environ["HAYHOOKS_PIPELINES_DIR"] = str(directory)
@@ -212,11 +210,6 @@ def set_serving_environment(host: str, port: int, directory: Path, security: "Se
     os.environ.setdefault("HAYHOOKS_STARTUP_DEPLOY_STRATEGY", "sequential")
     # The servers do not phone home unless the user set HAYSTACK_TELEMETRY_ENABLED=True (read at haystack's import).
     os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-    # YAML pipelines deployed to the workers load with Haystack's allow-list: ours added to the user's.
-    patterns = [p for p in os.environ.get("HAYSTACK_DESERIALIZATION_ALLOWLIST", "").split(",") if p.strip()]
-    os.environ["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join(
-        [*patterns, *(p for p in ALLOWED_MODULES if p not in patterns)]
-    )
     security.to_env(os.environ)
 
 
