@@ -58,6 +58,9 @@ TRUSTED_MODULES = (
     "haystack_agentic.document_stores.sparse_bm25_document_store",
     *ALLOWED_MODULES,
 )
+#: Parameters whose `type` the Milvus classes import themselves (`importlib`, outside Haystack's allow-list): the
+#: modules each may name.
+MILVUS_SELF_IMPORTS = {"builtin_function": ("milvus_haystack.function",), "reranker": ("pymilvus.client.abstract",)}
 #: A dotted name in a serialised type (`pkg.module.Class`, also inside `list[...]`).
 _DOTTED_NAME = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+")
 
@@ -104,7 +107,8 @@ def allowed_modules_for(pipeline: dict[str, Any] | str) -> list[str]:
     refused by Haystack unless the caller allows it.
 
     :param pipeline: The pipeline's dict (`Pipeline.to_dict()`, or a YAML parsed) or its YAML text.
-    :raises ValueError: If the YAML text cannot be parsed.
+    :raises ValueError: If the YAML text cannot be parsed, or a Milvus class's `builtin_function` or `reranker` names
+        a type outside `MILVUS_SELF_IMPORTS` (the Milvus classes import those themselves, unchecked by Haystack).
     """
     if isinstance(pipeline, str):
         try:
@@ -118,6 +122,7 @@ def allowed_modules_for(pipeline: dict[str, Any] | str) -> list[str]:
         if isinstance(node, list):
             pending.extend(reversed(node))
         elif isinstance(node, dict):
+            _check_milvus_self_imports(node)
             for key, value in node.items():
                 if key in ("type", "type_") and isinstance(value, str):
                     for name in _DOTTED_NAME.findall(value):
@@ -126,6 +131,22 @@ def allowed_modules_for(pipeline: dict[str, Any] | str) -> list[str]:
                             found.append(module)
             pending.extend(reversed(list(node.values())))
     return found
+
+
+def _check_milvus_self_imports(node: dict[str, Any]) -> None:
+    """Refuse a Milvus class's self-imported parameter (`MILVUS_SELF_IMPORTS`) naming a type of another module."""
+    params = node.get("init_parameters")
+    if not str(node.get("type", "")).startswith("milvus_haystack.") or not isinstance(params, dict):
+        return
+    for key, modules in MILVUS_SELF_IMPORTS.items():
+        value = params.get(key)
+        for item in value if isinstance(value, list) else [value] if value is not None else []:
+            named = str(item.get("type", "")) if isinstance(item, dict) else ""
+            if named.rsplit(".", 1)[0] not in modules:
+                raise ValueError(
+                    f"Refusing {node['type']}: its `{key}` names {named or item!r}, which the Milvus class would "
+                    f"import itself, outside Haystack's allow-list; it may name a type of {', '.join(modules)} only."
+                )
 
 
 def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool = False) -> Pipeline:
@@ -137,6 +158,7 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool 
     :raises StoreError: If a document store of it cannot be opened (one line, with the store's path or address).
     :raises ValueError: If it does not load for another reason.
     """
+    allowed = allowed_modules_for(data)
     stores = store_addresses(data.get("components") or {})
     for kind, address in stores:
         if kind == "milvus":
@@ -145,7 +167,7 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool 
     where = ", ".join(f"the {kind} store at {address}" for kind, address in stores) or f"the stores of {path}"
     try:
         with watch_store(where, milvus):
-            pipeline = Pipeline.from_dict(data, allowed_modules=allowed_modules_for(data))
+            pipeline = Pipeline.from_dict(data, allowed_modules=allowed)
             link_collection_store(pipeline)  # `collections` names are checked against the retriever's store
             for _, instance in pipeline.walk():  # open each store (loading leaves them closed) and check its count
                 store = getattr(instance, "document_store", None)
@@ -242,9 +264,11 @@ def check_pipeline_stores(path: Path | str) -> None:
     database is one line now rather than a traceback in the server's log later.
 
     :raises StoreError: If a Milvus Lite database does not exist or a Milvus store cannot be opened.
-    :raises ValueError: If the YAML cannot be read.
+    :raises ValueError: If the YAML cannot be read, or names a type the Milvus classes would import unchecked.
     """
-    for spec in _specs(_read_yaml(path), REMOTE_STORE_TYPES):
+    data = _read_yaml(path)
+    allowed_modules_for(data)  # refuses a Milvus store whose `builtin_function` would import another module
+    for spec in _specs(data, REMOTE_STORE_TYPES):
         if not str(spec["type"]).endswith("MilvusDocumentStore"):
             continue  # Weaviate connects on first use; `SafeRetriever.warm_up` reports an unreachable server
         from milvus_haystack import MilvusDocumentStore  # noqa: PLC0415 - only with a Milvus store

@@ -29,7 +29,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from citing_result import CITING_TYPE, with_citations  # tests/citing_result.py
 from haystack_agentic.grounding.markers import strip_markers
-from conftest import DOCS  # the unit tests' documents
+from conftest import DOCS, SCRIPTED_MODULE  # the unit tests' documents
 
 HERE = Path(__file__).resolve().parent
 SCRIPTED_YAML = HERE / "scripted_loop.yml"
@@ -134,6 +134,8 @@ class Server:
 def server_env() -> dict:
     env = dict(os.environ)
     env["HAYSTACK_TELEMETRY_ENABLED"] = "False"
+    # The scripted test LLM of the served YAMLs: the user's trust (`serve` and its loaders trust none of it).
+    env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = SCRIPTED_MODULE
     env["HAYHOOKS_TRACING_ENABLED"] = "false"
     env.pop("OPENAI_API_KEY", None)
     # The server imports this checkout's package (the virtualenv's editable install may point at another one).

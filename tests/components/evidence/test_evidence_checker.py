@@ -9,9 +9,8 @@ from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from conftest import QUESTION, actions, answer, calls, decide, give_up, search
+from conftest import QUESTION, actions, answer, calls, decide, give_up, load_yaml, search
 from haystack_agentic import (
-    ALLOWED_MODULES,
     Answerer,
     BridgeEntityRouter,
     EvidenceChecker,
@@ -461,7 +460,7 @@ def test_yaml_round_trip(store):
     checker = EvidenceChecker(on_insufficient_evidence="answer_with_warning", threshold=0.3, chat_generator=judge,
                               search_again=1)
     pipeline, _ = offline_loop(store, checker)
-    loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)
+    loaded = load_yaml(pipeline.dumps())
     again = loaded.get_component("evidence")
     assert isinstance(again, EvidenceChecker)
     assert again.to_dict() == checker.to_dict()
