@@ -35,7 +35,7 @@ from haystack_agentic.settings import DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, de
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
 
-from haystack_agentic.cli.common import add_command, add_llm_arguments
+from haystack_agentic.cli.common import add_command, add_llm_arguments, telemetry_off_unless_asked
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
@@ -208,8 +208,7 @@ def set_serving_environment(host: str, port: int, directory: Path, security: "Se
     # hayhooks' default parallel start-up imports the wrapper modules from several threads, which sometimes fails
     # ("dictionary changed size during iteration") and leaves a worker without that pipeline: one at a time.
     os.environ.setdefault("HAYHOOKS_STARTUP_DEPLOY_STRATEGY", "sequential")
-    # The servers do not phone home unless the user set HAYSTACK_TELEMETRY_ENABLED=True (read at haystack's import).
-    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+    telemetry_off_unless_asked()  # for the worker and MCP processes (this one's entry points call it earlier)
     security.to_env(os.environ)
 
 
@@ -303,6 +302,7 @@ def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path
 
 def main(argv: list[str] | None = None) -> int:
     """Run `serve` on its own: `python -m haystack_agentic.cli.serve [options]`."""
+    telemetry_off_unless_asked()  # before anything imports haystack
     parser = argparse.ArgumentParser(prog="haystack-agentic")
     add_serve_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
