@@ -252,6 +252,12 @@ def calls(result: dict[str, Any], role: str) -> int:
 
 
 @pytest.fixture
+def allow_scripted_llm(monkeypatch):
+    """Trust the scripted test LLM's module (the user's part: the package's loaders trust only its own components)."""
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", SCRIPTED_MODULE)
+
+
+@pytest.fixture
 def allow_deserialization(monkeypatch):
     """Let `from_dict` outside `Pipeline.loads` import our classes (and test modules' callables)."""
     monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*,test_*,conftest")

@@ -50,7 +50,7 @@ def test_wrapped_json_and_out_of_range_indices():
     assert out.usage["grounding"]["calls"] == 1
 
 
-def test_a_custom_judge_prompt_is_rendered_and_round_trips():
+def test_a_custom_judge_prompt_is_rendered_and_round_trips(allow_scripted_llm):
     generator = ScriptedChatGenerator(script=[{"text": json.dumps(VERDICTS)}], per_call=True)
     grounder = LLMJudgeGrounder(chat_generator=generator, judge_prompt="Q={{ question }} S={{ sentences | length }}")
     grounder.run(ended_state())
@@ -110,7 +110,9 @@ def test_serialisation_round_trip(monkeypatch):
     assert load_yaml(pipeline.dumps()).to_dict() == pipeline.to_dict()
 
 
-def test_the_builder_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm_is_configured(tmp_path, store):
+def test_the_builder_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm_is_configured(
+    tmp_path, store, allow_scripted_llm
+):
     """Without HHEM weights an `openai` run grounds with the controller LLM as judge; an embedded one runs without."""
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 

@@ -426,7 +426,7 @@ def test_the_judge_overrules_the_offline_score_both_ways(build_loop):
     assert result["terminated_by"] == "gave_up" and "where she is based" in strip_markers(result["answer"])
 
 
-def test_a_custom_judge_prompt_is_rendered_and_round_trips(build_loop):
+def test_a_custom_judge_prompt_is_rendered_and_round_trips(build_loop, allow_scripted_llm):
     judge = ScriptedChatGenerator([{"text": '{"sufficient": true}'}], per_call=True)
     prompt = "Q={{ question }} N={{ chunks | length }}"
     checker = EvidenceChecker(embedding_model=None, chat_generator=judge, judge_prompt=prompt, search_again=0)

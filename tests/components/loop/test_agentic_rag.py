@@ -116,7 +116,7 @@ def test_filters_scope_the_run(build_loop):
     assert out["documents"] and {d.meta["kind"] for d in out["documents"]} == {"place"}
 
 
-def test_built_from_a_yaml_file_and_from_a_packaged_name(build_loop, tmp_path):
+def test_built_from_a_yaml_file_and_from_a_packaged_name(build_loop, tmp_path, allow_scripted_llm):
     loop = build_loop(HOPS)
     expected = loop.run()
     path = tmp_path / "my_loop.yml"
