@@ -118,9 +118,13 @@ def allowed_modules_for(pipeline: dict[str, Any] | str) -> list[str]:
         except yaml.YAMLError as exc:
             raise ValueError(f"Cannot parse the pipeline YAML: {exc}") from exc
     found: list[str] = []
-    pending = [pipeline]
+    pending, seen = [pipeline], set()
     while pending:
         node = pending.pop()
+        if isinstance(node, (list, dict)):
+            if id(node) in seen:  # YAML aliases may repeat a node, or nest it in itself
+                continue
+            seen.add(id(node))
         if isinstance(node, list):
             pending.extend(reversed(node))
         elif isinstance(node, dict):

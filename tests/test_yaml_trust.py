@@ -201,6 +201,8 @@ def test_allowed_modules_for_names_exact_trusted_modules_only():
     assert allowed_modules_for({"type": "haystack_agentic.components.loop.loop_controller_x.C"}) == []
     with pytest.raises(ValueError, match="Cannot parse"):
         allowed_modules_for("a: [")
+    assert allowed_modules_for("a: &a [*a, {type: haystack_agentic.dataclasses.loop_state.LoopState}]") == [
+        "haystack_agentic.dataclasses.loop_state"]  # a list that holds itself
 
 
 @pytest.mark.parametrize("name", [n for n in PACKAGED if n.startswith("agentic_rag") and "milvus" not in n])
