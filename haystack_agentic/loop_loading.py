@@ -49,6 +49,7 @@ TRUSTED_MODULES = (
     "haystack_agentic.components.loop.loop_result_builder",
     "haystack_agentic.components.loop.loop_state_joiner",
     "haystack_agentic.components.preprocessors.chunk_metadata_cleaner",
+    "haystack_agentic.components.preprocessors.sentence_span_annotator",
     "haystack_agentic.components.retrievers.safe_retriever",
     "haystack_agentic.components.routers.agentic_router",
     "haystack_agentic.components.routers.bridge_entity_router",

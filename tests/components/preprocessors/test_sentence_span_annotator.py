@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
+from conftest import load_yaml
 from haystack import Document, Pipeline
 
 from haystack_agentic.components.preprocessors.sentence_span_annotator import SentenceSpanAnnotator
@@ -30,7 +31,7 @@ def test_stale_spans_are_replaced_and_chunks_without_text_pass_unchanged():
 def test_round_trips_in_a_pipeline():
     pipeline = Pipeline()
     pipeline.add_component("sentence_spans", SentenceSpanAnnotator())
-    loaded = Pipeline.loads(pipeline.dumps())
+    loaded = load_yaml(pipeline.dumps())
     assert isinstance(loaded.get_component("sentence_spans"), SentenceSpanAnnotator)
     out = loaded.run({"sentence_spans": {"documents": [Document(content="One. Two.")]}})
     assert out["sentence_spans"]["documents"][0].meta[SENTENCE_SPANS_KEY] == [0, 4, 5, 9]
