@@ -21,6 +21,8 @@ from jsonschema.exceptions import SchemaError
 from haystack_agentic.llm.tool_arguments import decode_arguments, finite
 from haystack_agentic.llm.valid_text import valid_value
 
+#: The `LoopState.metadata` key counting the tool calls recovered from reply text in a run.
+RECOVERED_TOOL_CALLS = "recovered_tool_calls"
 #: Longest reply read for calls: a call fits in a few hundred characters, and a reply is capped by `max_tokens`.
 MAX_REPLY_CHARS = 32_000
 #: Longest lead-in line before the calls ("I'll search for the director."); longer text before them is prose.

@@ -101,7 +101,8 @@ def test_a_reply_cut_by_the_token_limit_keeps_its_complete_calls(text, expected)
         # a tool definition copied back
         '{"type": "function", "function": {"name": "give_up", "description": "Stop.", "parameters": '
         '{"type": "object", "properties": {"reason": {"type": "string"}}}}}',
-        '<tools>\n{"name": "give_up", "description": "Stop.", "parameters": {"type": "object", "properties": {}}}\n</tools>',
+        '<tools>\n{"name": "give_up", "description": "Stop.", "parameters": {"type": "object", "properties": {}}}'
+        "\n</tools>",
         json.dumps([SEARCH, {"name": "unknown", "arguments": {}}]),  # one bad call spoils the reply
         json.dumps([]),
         "[1]",

@@ -27,7 +27,7 @@ from haystack_agentic.dataclasses.pending_search import SEARCH_PLACEHOLDER
 from haystack_agentic.indexing.collections import and_filters, collection_filter
 from haystack_agentic.llm.calls import LLMCall
 from haystack_agentic.llm.result_digests import find_chunk, read_chunk_text, short_id, with_digest
-from haystack_agentic.llm.text_tool_calls import recover_tool_calls
+from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS, recover_tool_calls
 from haystack_agentic.llm.tool_arguments import decode_arguments, whole_number
 from haystack_agentic.llm.user_tools import invoke_user_tool
 
@@ -35,9 +35,6 @@ logger = logging.getLogger(__name__)
 
 #: Text of a search's place-holding tool message (replaced by the search's result before the model sees it).
 _PLACEHOLDER_TEXT = "Search queued; its result replaces this message."
-
-#: The `LoopState.metadata` key counting the tool calls recovered from reply text (`llm.text_tool_calls`).
-RECOVERED_TOOL_CALLS = "recovered_tool_calls"
 
 _EMPTY_REPLY_NUDGE = (
     "Your reply was empty. Call one tool: search(query) to look something up, answer(text) to answer, "

@@ -13,7 +13,7 @@ from haystack.tools import (
     serialize_tools_or_toolset,
 )
 
-from haystack_agentic.components.routers._reply_routing import RECOVERED_TOOL_CALLS, _ReplyRouting
+from haystack_agentic.components.routers._reply_routing import _ReplyRouting
 from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401 - parse_json_decision: public here too
     _BUILTIN_TOOL_NAMES,
     STRUCTURED_OUTPUT_REFUSED,
@@ -47,6 +47,7 @@ from haystack_agentic.llm.streaming import (
     routed_state,
     step_chunks,
 )
+from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS
 from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
 from haystack_agentic.tracing import iteration_span, trace_turn
 
@@ -124,8 +125,11 @@ class AgenticRouter(_ReplyRouting):
     `mode="tools"`: native tool calling with `search(query, top_k?)`, `answer(text, sources?)`, `give_up(reason)`,
     `read_chunk(id)` and any user `tools`; every call of a reply runs, in call order (searches through the
     pipeline's retriever, user tools inline); `answer` or `give_up` ends the turn; unknown tools and bad arguments
-    go back to the model as tool errors; a reply with text and no tool call is an answer. `mode="json"`, for models
-    without tool calling: the model replies `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`,
+    go back to the model as tool errors; a reply with text and no tool call is an answer, unless the text is nothing
+    but calls to the offered tools with valid arguments (fenced JSON, `{"name": ..., "arguments": ...}`, `<tool_call>`
+    tags: `llm.text_tool_calls`), as small local models write them: those run as calls, are counted in
+    `metadata["recovered_tool_calls"]`, and are not streamed as text. `mode="json"`, for models without tool calling:
+    the model replies `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`,
     parsed leniently; an invalid reply is an `invalid` step.
 
     ### Usage example
@@ -374,7 +378,7 @@ class AgenticRouter(_ReplyRouting):
         return state, compact_messages(sent, self.context_budget_tokens, tools, self._token_counter()), tools
 
     def _offered_tools(self, state: LoopState) -> list[Tool]:
-        """The tools of a tools-mode call: the loop's own (`search` with a `collection` in a scoped run) and the user's."""
+        """The tools of a tools-mode call: the loop's own (`search` takes a `collection` in a scoped run), the user's."""
         if state.collections:
             return [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
         return self._all_tools

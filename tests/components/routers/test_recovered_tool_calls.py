@@ -13,9 +13,9 @@ from haystack import component
 from haystack.dataclasses import ChatMessage, ChatRole, StreamingChunk, ToolCall
 
 from haystack_agentic import AgenticRouter, LoopController
-from haystack_agentic.components.routers._reply_routing import RECOVERED_TOOL_CALLS
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.streaming import ROLE_META
+from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 
 RECORDED = Path(__file__).parents[2] / "data" / "text_tool_calls"
