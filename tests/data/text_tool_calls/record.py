@@ -2,11 +2,12 @@
 """Record real tools-mode controller replies (content + native tool calls) for the text-tool-call recovery tests.
 
 Run from the repository root:
-`PYTHONPATH=. python tests/data/text_tool_calls/record.py MODEL.gguf OUT.json [N_QUESTIONS [TURNS]]`.
-Starts llama.cpp in this process (xllamacpp, n_ctx 4096, Jinja template, 2 threads), and for the first N questions of
-the shared HotpotQA sample sends AgenticRouter's tools-mode prompt once or twice (TURNS, default 2): turn 1 (the
-question only) and turn 2 (after the search recovered from turn 1, else one for the question, that returned the
-question's gold paragraphs and distractors). max_tokens 256, temperature 0. Replies are written as they come.
+`PYTHONPATH=. python tests/data/text_tool_calls/record.py MODEL.gguf OUT.json [N_QUESTIONS [TURNS [FIRST]]]`.
+Starts llama.cpp in this process (xllamacpp, n_ctx 4096, Jinja template, 2 threads), and for N questions (from the
+FIRST, 0-based) of the shared HotpotQA sample sends AgenticRouter's tools-mode prompt once or twice (TURNS, default
+2): turn 1 (the question only) and turn 2 (after the search recovered from turn 1, else one for the question, that
+returned the question's gold paragraphs and distractors). max_tokens 256, temperature 0. Replies are written as they
+come.
 """
 
 import datetime
@@ -55,10 +56,11 @@ def main() -> None:
     model, out = Path(sys.argv[1]), Path(sys.argv[2])
     count = int(sys.argv[3]) if len(sys.argv) > 3 else 8
     turns = int(sys.argv[4]) if len(sys.argv) > 4 else 2
-    rows = [json.loads(line) for line in DATA.read_text().splitlines()[:count]]
+    first = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    rows = [json.loads(line) for line in DATA.read_text().splitlines()[first : first + count]]
     meta = {
         "model": model.name, "sha256_prefix": sha256_prefix(model), "recorded": datetime.date.today().isoformat(),
-        "max_tokens": 256, "temperature": 0.0, "n_ctx": 4096, "threads": 2, "data": DATA.name,
+        "max_tokens": 256, "temperature": 0.0, "n_ctx": 4096, "threads": 2, "data": DATA.name, "first": first,
     }
     server = LlamaCppServer(n_ctx=4096, threads=2)
     server.model_path = model
@@ -80,16 +82,16 @@ def main() -> None:
             state = controller.run(query=row["question"])["state"]
             _, messages, tools = router._prepare(state)
             started = time.monotonic()
-            first = generator.run(messages=messages, tools=tools)["replies"][0]
-            record(row, 1, first, time.monotonic() - started)
+            reply1 = generator.run(messages=messages, tools=tools)["replies"][0]
+            record(row, 1, reply1, time.monotonic() - started)
             if turns < 2:
                 continue
             # Turn 2 as the router sends it: the model's own text with the search recovered from it, else a search for
             # the question in the native form the router writes ("Calling search." and the call).
-            recovered = recover_tool_calls(first.text, tools, id_prefix="text-call-1")
+            recovered = recover_tool_calls(reply1.text, tools, id_prefix="text-call-1")
             recovered = [c for c in recovered if c.tool_name == "search"]
-            if recovered and not first.tool_calls:
-                call, assistant = recovered[0], ChatMessage.from_assistant(text=first.text, tool_calls=recovered[:1])
+            if recovered and not reply1.tool_calls:
+                call, assistant = recovered[0], ChatMessage.from_assistant(text=reply1.text, tool_calls=recovered[:1])
             else:
                 call = ToolCall(tool_name="search", arguments={"query": row["question"]}, id="call_1")
                 assistant = ChatMessage.from_assistant(text="Calling search.", tool_calls=[call])
