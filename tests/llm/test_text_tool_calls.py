@@ -257,3 +257,15 @@ def test_property_arbitrary_json_never_raises_and_only_names_offered_tools(value
     text = wrapper.replace("{}", json.dumps(value))
     for call in recover_tool_calls(text, TOOLS, truncated=truncated):
         assert call.tool_name in {t.name for t in TOOLS}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_call, min_size=1, max_size=3), _wrappers, st.sampled_from(["", "Searching now.\n", "Let me check: "]))
+def test_property_no_prefix_of_a_recovered_reply_is_streamed(calls, wrapper, lead_in):
+    text = lead_in + "\n".join(wrapper.replace("{}", json.dumps(call)) for call in calls)
+    if wrapper == "<tools>\n{}":
+        text = lead_in + "<tools>\n" + "\n".join(json.dumps(call) for call in calls)
+    assert _calls(text)
+    hold = CallTextHold()
+    for start in range(0, len(text), 3):  # streamed three characters at a time: nothing passes before the end
+        assert hold.accept([StreamingChunk(content=text[start : start + 3])]) == []

@@ -73,7 +73,7 @@ def main() -> None:
 
     with server:
         generator = OpenAIChatGenerator(
-            api_key=Secret.from_token("none"), model=MODEL_ALIAS, api_base_url=server.base_url, timeout=1200,
+            api_key=Secret.from_token("none"), model=MODEL_ALIAS, api_base_url=server.base_url, timeout=3600, max_retries=0,
             generation_kwargs={"max_tokens": 256, "temperature": 0.0},
         )
         router = AgenticRouter(chat_generator=generator, mode="tools")
