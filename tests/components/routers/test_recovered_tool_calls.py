@@ -160,7 +160,9 @@ async def test_text_calls_are_not_streamed_on_the_async_path(build_loop):
 
 #: What each recorded reply must route to, by (model file, question id, turn): the recovered calls as
 #: `[(tool, arguments)]`, or `"text"` when the reply is not calls (it stays a plain-text answer).
-EXPECTED: dict[tuple[str, str, int], Any] = {}
+EXPECTED: dict[tuple[str, str, int], Any] = {
+    ("qwen2.5-coder-0.5b.json", "5ade99235542997c77adee7f", 1): [("search", {"query": "Dow AgroSciences", "top_k": 1})],
+}
 
 
 def _recorded() -> list[tuple[str, dict[str, Any]]]:
