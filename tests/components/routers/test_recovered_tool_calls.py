@@ -162,6 +162,16 @@ async def test_text_calls_are_not_streamed_on_the_async_path(build_loop):
 #: `[(tool, arguments)]`, or `"text"` when the reply is not calls (it stays a plain-text answer).
 EXPECTED: dict[tuple[str, str, int], Any] = {
     ("qwen2.5-coder-0.5b.json", "5ade99235542997c77adee7f", 1): [("search", {"query": "Dow AgroSciences", "top_k": 1})],
+    # The tool definitions copied back, cut at max_tokens: not calls.
+    ("qwen2.5-coder-0.5b-q2-q6.json", "5ac401bb55429919431738f4", 1): "text",
+    ("qwen2.5-coder-0.5b-q2-q6.json", "5a8e3ea95542995a26add48d", 1): [
+        ("answer", {"text": "The director of the romantic comedy 'Big Stone Gap' is based in New York City."})
+    ],
+    ("qwen2.5-coder-0.5b-q2-q6.json", "5adbf44355429944faac23ce", 1): [
+        ("search", {"query": "8th Military Police Brigade Barracks", "top_k": 10})
+    ],
+    # A plain answer from memory, no search: prose stays an answer.
+    ("qwen2.5-coder-0.5b-q2-q6.json", "5ab56b3a554299637185c585", 1): "text",
 }
 
 
