@@ -63,7 +63,7 @@ def recover_tool_calls(
     :param truncated: The reply was cut by the token limit: a trailing incomplete call is dropped (the complete calls
         before it are kept) instead of making the reply prose.
     :param id_prefix: Prefix of the recovered calls' ids (`<prefix>-1`, `<prefix>-2`...), which pair tool results.
-    :returns: The calls in reply order (at most `MAX_CALLS`), or `[]`. Never raises.
+    :returns: The calls in reply order (at most `MAX_CALLS`; a repeated call once), or `[]`. Never raises.
     """
     if not text or not text.strip() or len(text) > MAX_REPLY_CHARS or not tools:
         return []
@@ -76,6 +76,8 @@ def recover_tool_calls(
         calls = [_call(value, offered) for value in values]
     except (_NotCalls, RecursionError):
         return []
+    # A model stuck in a loop repeats the same call until the token limit: the same call runs once.
+    calls = [call for n, call in enumerate(calls) if call not in calls[:n]]
     return [ToolCall(tool_name=name, arguments=args, id=f"{id_prefix}-{n}") for n, (name, args) in enumerate(calls, 1)]
 
 

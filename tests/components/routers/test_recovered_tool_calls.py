@@ -173,6 +173,10 @@ EXPECTED: dict[tuple[str, str, int], Any] = {
     # A plain answer from memory, no search: prose stays an answer.
     ("qwen2.5-coder-0.5b-q2-q6.json", "5ab56b3a554299637185c585", 1): "text",
     ("qwen2.5-coder-0.5b-q2-q6.json", "5a88a19a5542997e5c09a64b", 1): "text",  # tool definitions again, cut
+    # `<tools>` and the same search ten times, cut at max_tokens inside the eleventh: one search.
+    ("qwen2.5-coder-1.5b.json", "5a8e3ea95542995a26add48d", 1): [
+        ("search", {"query": "director of romantic comedy", "top_k": 1})
+    ],
 }
 
 
