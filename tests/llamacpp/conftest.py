@@ -20,7 +20,7 @@ def llamacpp() -> Iterator[LlamaCppServer]:
     """The running server (base URL `llamacpp.base_url`, model name `llamacpp.model_name`); stopped after the
     session."""
     if not SMOLLM2_GGUF.is_file():
-        pytest.skip(f"The packaged SmolLM2 GGUF is not installed at {SMOLLM2_GGUF} (run `haystack-agentic install-model`).")
+        pytest.skip(f"no SmolLM2 GGUF at {SMOLLM2_GGUF} (run `haystack-agentic install-model`)")
     with LlamaCppServer(SMOLLM2_GGUF, n_ctx=4096, threads=2) as server:
         yield server
 
