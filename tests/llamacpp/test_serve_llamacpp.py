@@ -52,3 +52,21 @@ def test_ask_says_in_one_line_it_uses_json_mode_when_the_template_has_no_tools(l
     assert done.returncode == 0 and len(notes) == 1 and "no tool support" in notes[0], done.stderr[-2000:]
     refused = subprocess.run([*base, "--mode", "tools"], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert refused.returncode == 2 and "--mode json" in refused.stderr
+
+
+def test_serve_gguf_runs_llama_cpp_once_in_its_own_process_and_answers(tmp_path):
+    import httpx  # noqa: PLC0415
+
+    from llamacpp.conftest import SMOLLM2_GGUF  # noqa: PLC0415
+
+    if not SMOLLM2_GGUF.is_file():
+        pytest.skip(f"no SmolLM2 GGUF at {SMOLLM2_GGUF} (run `haystack-agentic install-model`)")
+    store = write_test_store(tmp_path / "store.json")
+    with serve_process(tmp_path, ["--gguf", str(SMOLLM2_GGUF), "--store", str(store), *LIMITS]) as server:
+        reply = httpx.post(f"{server.url}/agentic_rag/run", json={"query": QUESTION}, timeout=600)
+        assert reply.status_code == 200, reply.text[:2000]
+        result = reply.json()["result"]
+        # not `error`: the pipeline chosen from /props (json mode: SmolLM2's template has no tools) ran on the server
+        assert result["terminated_by"] in ("answered", "gave_up", "max_iterations"), result
+        log = server.log.read_text()
+    assert log.count("Starting llama.cpp on") == 1, log[-3000:]  # once, in the serve process
