@@ -25,8 +25,9 @@ QUESTIONS = [
     'The director of the romantic comedy "Big Stone Gap" is based in what New York city?',
     "Who worked on the origins of Mickey Mouse and created Oswald the Lucky Rabbit?",
 ]
-#: Bounds for 2 cores: 4 turns, replies long enough for a whole tool call, a generous per-call timeout.
-LIMITS = ["--max-iterations", "4", "--max-tokens", "256", "--timeout", "300"]
+#: Bounds for 2 cores: 4 turns, replies long enough for a whole tool call (~40 tokens) and a short answer, a generous
+#: per-call timeout.
+LIMITS = ["--max-iterations", "4", "--max-tokens", "160", "--timeout", "600"]
 #: Seconds one `ask` may take, and the download of the model (~490 MB).
 ASK_DEADLINE = 900
 INSTALL_DEADLINE = 1800
