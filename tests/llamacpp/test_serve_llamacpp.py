@@ -65,7 +65,7 @@ def test_serve_gguf_runs_llama_cpp_once_in_its_own_process_and_answers(tmp_path)
     with serve_process(tmp_path, ["--gguf", str(SMOLLM2_GGUF), "--store", str(store), *LIMITS]) as server:
         reply = httpx.post(f"{server.url}/agentic_rag/run", json={"query": QUESTION}, timeout=600)
         assert reply.status_code == 200, reply.text[:2000]
-        result = reply.json()["result"]
+        result = reply.json()["result"]["result"]  # hayhooks wraps the wrapper's {"result": ...}
         # not `error`: the pipeline chosen from /props (json mode: SmolLM2's template has no tools) ran on the server
         assert result["terminated_by"] in ("answered", "gave_up", "max_iterations"), result
         log = server.log.read_text()
