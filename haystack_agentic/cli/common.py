@@ -3,6 +3,7 @@
 
 import argparse
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -104,6 +105,15 @@ def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
         "answer with a warning.",
     )
     parser.add_argument("--quiet", action="store_true", help="No progress output.")
+
+
+def telemetry_off_unless_asked() -> None:
+    """
+    Turn Haystack's telemetry off in this process and the processes it starts, unless the user set
+    `HAYSTACK_TELEMETRY_ENABLED` (`True` turns it on). Haystack reads the variable once, when it is first imported:
+    call this before anything imports `haystack`.
+    """
+    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 
 @contextlib.contextmanager
