@@ -24,7 +24,7 @@ from haystack.utils import Secret
 
 from haystack_agentic import AgenticRouter, LoopController
 from haystack_agentic.llm.text_tool_calls import recover_tool_calls
-from haystack_agentic.testing.llamacpp_server import MODEL_ALIAS, LlamaCppServer
+from haystack_agentic.llm.llamacpp_server import LlamaCppServer
 
 DATA = Path("/work/shared/data/hotpotqa_dev_sample.jsonl")
 
@@ -62,8 +62,7 @@ def main() -> None:
         "model": model.name, "sha256_prefix": sha256_prefix(model), "recorded": datetime.date.today().isoformat(),
         "max_tokens": 256, "temperature": 0.0, "n_ctx": 4096, "threads": 2, "data": DATA.name, "first": first,
     }
-    server = LlamaCppServer(n_ctx=4096, threads=2)
-    server.model_path = model
+    server = LlamaCppServer(model, n_ctx=4096, threads=2)
     records: list[dict] = []
 
     def record(row: dict, turn: int, reply: ChatMessage, seconds: float) -> None:
@@ -73,7 +72,8 @@ def main() -> None:
 
     with server:
         generator = OpenAIChatGenerator(
-            api_key=Secret.from_token("none"), model=MODEL_ALIAS, api_base_url=server.base_url, timeout=3600, max_retries=0,
+            api_key=Secret.from_token("none"), model=server.model_name, api_base_url=server.base_url, timeout=3600,
+            max_retries=0,
             generation_kwargs={"max_tokens": 256, "temperature": 0.0},
         )
         router = AgenticRouter(chat_generator=generator, mode="tools")
