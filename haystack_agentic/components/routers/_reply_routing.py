@@ -27,6 +27,7 @@ from haystack_agentic.dataclasses.pending_search import SEARCH_PLACEHOLDER
 from haystack_agentic.indexing.collections import and_filters, collection_filter
 from haystack_agentic.llm.calls import LLMCall
 from haystack_agentic.llm.result_digests import find_chunk, read_chunk_text, short_id, with_digest
+from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS, recover_tool_calls
 from haystack_agentic.llm.tool_arguments import decode_arguments, whole_number
 from haystack_agentic.llm.user_tools import invoke_user_tool
 
@@ -83,6 +84,16 @@ class _ReplyRouting:
         reply = call.replies[0] if call.replies else None
         tool_calls = list(reply.tool_calls) if reply is not None else []
         text = call.text
+        if reply is not None and not tool_calls and text:
+            # Calls the model wrote as text run as calls, in the conversation as the reply's tool calls.
+            finish_reason = (reply.meta or {}).get("finish_reason")
+            tool_calls = recover_tool_calls(
+                text, self._offered_tools(state), truncated=finish_reason == "length", id_prefix=f"text-call-{turn}"
+            )
+            if tool_calls:
+                recovered = (state.metadata or {}).get(RECOVERED_TOOL_CALLS, 0) + len(tool_calls)
+                state = state.evolve(metadata={**(state.metadata or {}), RECOVERED_TOOL_CALLS: recovered})
+                reply = ChatMessage.from_assistant(text=text, meta=reply.meta, name=reply.name, tool_calls=tool_calls)
         if reply is not None:
             state = state.with_messages(_with_call_text(reply) if tool_calls and not text else reply)
         if not tool_calls:

@@ -6,6 +6,7 @@ from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, StreamingCallbackT
 from haystack.tools import (
+    Tool,
     ToolsType,
     deserialize_tools_or_toolset_inplace,
     flatten_tools_or_toolsets,
@@ -37,6 +38,7 @@ from haystack_agentic.llm.result_digests import digest_older_results
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES, refuses_response_format
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.streaming import (
+    CallTextHold,
     emit,
     emit_async,
     pick_callback,
@@ -45,6 +47,7 @@ from haystack_agentic.llm.streaming import (
     routed_state,
     step_chunks,
 )
+from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS
 from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
 from haystack_agentic.tracing import iteration_span, trace_turn
 
@@ -122,8 +125,11 @@ class AgenticRouter(_ReplyRouting):
     `mode="tools"`: native tool calling with `search(query, top_k?)`, `answer(text, sources?)`, `give_up(reason)`,
     `read_chunk(id)` and any user `tools`; every call of a reply runs, in call order (searches through the
     pipeline's retriever, user tools inline); `answer` or `give_up` ends the turn; unknown tools and bad arguments
-    go back to the model as tool errors; a reply with text and no tool call is an answer. `mode="json"`, for models
-    without tool calling: the model replies `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`,
+    go back to the model as tool errors; a reply with text and no tool call is an answer, unless the text is nothing
+    but calls to the offered tools with valid arguments (fenced JSON, `{"name": ..., "arguments": ...}`, `<tool_call>`
+    tags: `llm.text_tool_calls`), as small local models write them: those run as calls, are counted in
+    `metadata["recovered_tool_calls"]`, and are not streamed as text. `mode="json"`, for models without tool calling:
+    the model replies `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`,
     parsed leniently; an invalid reply is an `invalid` step.
 
     ### Usage example
@@ -242,15 +248,17 @@ class AgenticRouter(_ReplyRouting):
             if the reply is not a valid decision.
         """
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
+        hold = self._call_text_hold(callback)
         if state.queued:
             routed = self._dispatch_queued(state)
         else:
             with iteration_span(state) as turn_state:  # the turn's span: its LLM call and user tools nest under it
                 prepared = self._prepare(turn_state)
                 if not isinstance(prepared, dict):
-                    prepared = self._route(self._call(*prepared, role_callback(callback, "controller", answer=False)))
+                    stream = role_callback(callback, "controller", answer=False, hold_calls=hold)
+                    prepared = self._route(self._call(*prepared, stream))
                 routed = prepared
-        emit(callback, step_chunks(state, routed_state(routed)))
+        emit(callback, [*_held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
         return routed
 
     @component.output_types(
@@ -259,17 +267,22 @@ class AgenticRouter(_ReplyRouting):
     async def run_async(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, Any]:
         """Async twin of `run`: awaits the chat generator's `run_async`; the callback may be sync or async."""
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
+        hold = self._call_text_hold(callback)
         if state.queued:
             routed = self._dispatch_queued(state)
         else:
             with iteration_span(state) as turn_state:
                 prepared = self._prepare(turn_state)
                 if not isinstance(prepared, dict):
-                    stream = role_callback_async(callback, "controller", answer=False)
+                    stream = role_callback_async(callback, "controller", answer=False, hold_calls=hold)
                     prepared = self._route(await self._call_async(*prepared, stream))
                 routed = prepared
-        await emit_async(callback, step_chunks(state, routed_state(routed)))
+        await emit_async(callback, [*_held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
         return routed
+
+    def _call_text_hold(self, callback: Any) -> CallTextHold | None:
+        """In tools mode, with a callback: a hold on the reply's text while it could be tool calls written as text."""
+        return CallTextHold() if self.mode == "tools" and callback is not None else None
 
     def _call(self, state: LoopState, messages: list[ChatMessage], tools: Any, stream: Any) -> LLMCall:
         """The controller call; once more without `response_format` when the server refuses it."""
@@ -360,11 +373,15 @@ class AgenticRouter(_ReplyRouting):
             earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
             conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
             state = state.with_messages(ChatMessage.from_system(system), *conversation)
-        tools = self._all_tools
-        if state.collections:  # `search` gets a `collection` argument
-            tools = [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
+        tools = self._offered_tools(state)
         sent = digest_older_results(state.messages) if self.result_digests else state.messages
         return state, compact_messages(sent, self.context_budget_tokens, tools, self._token_counter()), tools
+
+    def _offered_tools(self, state: LoopState) -> list[Tool]:
+        """The tools of a tools-mode call: the loop's own (`search` takes a `collection` in a scoped run), the user's."""
+        if state.collections:
+            return [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
+        return self._all_tools
 
     def _route(self, call: LLMCall) -> dict[str, Any]:
         state = call.state
@@ -398,6 +415,18 @@ class AgenticRouter(_ReplyRouting):
 def _refused(state: LoopState) -> LoopState:
     """The state noting that the server refused `response_format` (the run's later decisions go without it)."""
     return state.evolve(metadata={**(state.metadata or {}), STRUCTURED_OUTPUT_REFUSED: True})
+
+
+def _held_text(hold: CallTextHold | None, before: LoopState, routed: dict[str, Any]) -> list[Any]:
+    """The reply's held chunks to stream after the turn: none when its text was recovered as tool calls."""
+    if hold is None:
+        return []
+    after = routed_state(routed)
+    recovered = (after.metadata or {}).get(RECOVERED_TOOL_CALLS, 0) if after is not None else 0
+    if recovered > (before.metadata or {}).get(RECOVERED_TOOL_CALLS, 0):
+        hold.drop()
+        return []
+    return hold.release()
 
 
 def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:
