@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `[n]` citation markers of an answer: how they are written and how they are taken out."""
 
+import json
 import re
+import unicodedata
 from collections.abc import Sequence
 
 #: `metadata` key of the answer's sentences that no chunk of the run backs (no citation found): a list of str.
@@ -33,3 +35,30 @@ def insert_markers(text: str, ends: Sequence[int], numbers: Sequence[Sequence[in
             stop = end - 1 if answer[end - 1 : end] in (".", "!", "?") else end
             answer = answer[:stop].rstrip() + " " + "".join(f"[{n}]" for n in marks) + answer[stop:]
     return answer.strip()
+
+
+#: What a reply writes around a tool call it puts in its text: tags, code fences, the language tag of a fence.
+_CALL_WRAPPING_RE = re.compile(r"</?\s*(?:tool_call|tools|function_call)\s*>|```[a-zA-Z]*", re.IGNORECASE)
+
+
+def has_own_words(text: str | None) -> bool:
+    """
+    Whether an answer has words of its own: not empty, not only whitespace or invisible characters (format
+    characters such as U+200B), not only `[n]` markers, and not only a tool call written as text (a JSON object with
+    a `name`, in `<tool_call>`/`<tools>` tags or a code fence, or bare).
+
+    :param text: The answer, or `None`.
+    :returns: `True` when a letter or digit remains outside markers and tool-call text.
+    """
+    body = strip_markers(text) or ""
+    body = "".join(ch for ch in body if unicodedata.category(ch) not in ("Cf", "Cc", "Co", "Cn", "Zs", "Zl", "Zp"))
+    unwrapped = _CALL_WRAPPING_RE.sub("", body).strip()
+    if unwrapped.startswith(("{", "[")):
+        try:
+            value = json.loads(unwrapped)
+        except ValueError:
+            value = None
+        calls = value if isinstance(value, list) else [value]
+        if calls and all(isinstance(call, dict) and "name" in call for call in calls):
+            return False
+    return re.search(r"\w", unwrapped) is not None
