@@ -9,9 +9,8 @@ from haystack import Document, Pipeline, component
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from conftest import QUESTION, actions, answer, calls, decide, give_up, search
+from conftest import QUESTION, actions, answer, calls, decide, give_up, load_yaml, search
 from haystack_agentic import (
-    ALLOWED_MODULES,
     Answerer,
     BridgeEntityRouter,
     EvidenceChecker,
@@ -453,7 +452,7 @@ def test_a_judge_refusing_strong_offline_evidence_does_not_decide_alone(build_lo
     assert result["terminated_by"] == "answered" and "strong offline" in result["evidence"]["judge_overruled"]
 
 
-def test_a_custom_judge_prompt_is_rendered_and_round_trips(build_loop):
+def test_a_custom_judge_prompt_is_rendered_and_round_trips(build_loop, allow_scripted_llm):
     judge = ScriptedChatGenerator([{"text": '{"sufficient": true}'}], per_call=True)
     prompt = "Q={{ question }} N={{ chunks | length }}"
     checker = EvidenceChecker(embedding_model=None, chat_generator=judge, judge_prompt=prompt, search_again=0)
@@ -487,7 +486,7 @@ def test_yaml_round_trip(store):
     checker = EvidenceChecker(on_insufficient_evidence="answer_with_warning", threshold=0.3, chat_generator=judge,
                               search_again=1)
     pipeline, _ = offline_loop(store, checker)
-    loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)
+    loaded = load_yaml(pipeline.dumps())
     again = loaded.get_component("evidence")
     assert isinstance(again, EvidenceChecker)
     assert again.to_dict() == checker.to_dict()
