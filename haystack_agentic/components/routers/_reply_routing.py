@@ -176,7 +176,7 @@ class _ReplyRouting:
         state = state.with_step(step)
         if tool_call is not None:
             held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
-            call = ChatMessage.from_assistant("Searching for the question first.", tool_calls=[tool_call])
+            call = ChatMessage.from_assistant("Calling search.", tool_calls=[tool_call])  # as `_with_call_text` writes
             state = self._opening(state).with_messages(call, held)
         return _sent(state, [pending])
 

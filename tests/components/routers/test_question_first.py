@@ -42,7 +42,7 @@ def test_json_mode_generating_at_once_writes_the_answer_from_the_questions_chunk
     assert result["citations"] and result["citations"][0]["document_id"] in {d["id"] for d in result["documents"]}
 
 
-def test_the_option_turns_it_off_and_round_trips():
+def test_the_option_turns_it_off_and_round_trips(allow_deserialization):
     router = AgenticRouter(chat_generator=ScriptedChatGenerator([]), search_question_first=False)
     assert AgenticRouter.from_dict(router.to_dict()).search_question_first is False
     assert AgenticRouter(chat_generator=ScriptedChatGenerator([])).search_question_first is True
