@@ -80,7 +80,7 @@ def _without_calls(text: str) -> tuple[str, int]:
             index = start + 1
             continue
         found = value if isinstance(value, list) else [value]
-        if found and all(isinstance(v, dict) and "name" in v and ("arguments" in v or "parameters" in v) for v in found):
+        if found and all(isinstance(v, dict) and "name" in v and {"arguments", "parameters"} & set(v) for v in found):
             kept.append(text[index:start])
             calls += len(found)
         else:

@@ -106,8 +106,9 @@ def refused_turn_note(state: LoopState, mode: str = "json", say_why: bool = True
         listed = "\n".join(f"{number}. {name}" for number, name in enumerate(offered, 1))
         how = 'search(query="1")' if mode == "tools" else '"action": "search", "query": "1"'
         note += (
-            f"{chr(10) if note else ''}Searches the chunks found so far suggest:\n{listed}\nPick one by its number or its name ({how}), "
-            "search for something else that is new, or answer from the chunks."
+            f"{chr(10) if note else ''}Searches the chunks found so far suggest:\n{listed}\n"
+            f"Pick one by its number or its name ({how}), search for something else that is new, or answer from the "
+            "chunks."
         )
     else:
         note = f"{note} Search for something new, or answer from the chunks.".strip()

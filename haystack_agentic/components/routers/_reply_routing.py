@@ -63,7 +63,8 @@ class _ReplyRouting:
             return {"loop": state.with_step(step)}
         if action == "search":
             query = decision.get("query") if isinstance(decision.get("query"), str) else ""
-            query = picked_candidate(state, query.strip()) or (state.question if state.question not in state.queries_tried else "")
+            query = picked_candidate(state, query.strip())
+            query = query or (state.question if state.question not in state.queries_tried else "")
             query = query or (reasoning or "").strip()
             try:
                 if not query:

@@ -139,7 +139,7 @@ class AgenticRouter(_ReplyRouting):
 
     router = AgenticRouter(chat_generator=OpenAIChatGenerator(model="gpt-4o-mini"), mode="tools")
     state = LoopController().run(query="Who directed Big Stone Gap?")["state"]
-    out = router.run(state=state)  # e.g. {"query": "Big Stone Gap film director", "filters": None, "top_k": 5, "loop": ...}
+    out = router.run(state=state)  # turn 1 searches the question itself, no LLM call: {"query": "Who directed ...", ...}
     ```
     """
 
@@ -256,7 +256,8 @@ class AgenticRouter(_ReplyRouting):
             routed = self._dispatch_queued(state)
         else:
             with iteration_span(state) as turn_state:  # the turn's span: its LLM call and user tools nest under it
-                prepared = self._search_question(turn_state) if self._question_first(state) else self._prepare(turn_state)
+                first = self._question_first(state)  # the run's free first search: no LLM call
+                prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
                 if not isinstance(prepared, dict):
                     prepared = self._route(self._call(*prepared, role_callback(callback, "controller", answer=False)))
                 routed = prepared
@@ -273,7 +274,8 @@ class AgenticRouter(_ReplyRouting):
             routed = self._dispatch_queued(state)
         else:
             with iteration_span(state) as turn_state:
-                prepared = self._search_question(turn_state) if self._question_first(state) else self._prepare(turn_state)
+                first = self._question_first(state)  # the run's free first search: no LLM call
+                prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
                 if not isinstance(prepared, dict):
                     stream = role_callback_async(callback, "controller", answer=False)
                     prepared = self._route(await self._call_async(*prepared, stream))

@@ -425,8 +425,8 @@ def test_the_judge_accepts_where_the_offline_score_would_refuse(build_loop):
 def test_a_judge_whose_reason_contradicts_its_verdict_does_not_decide_alone(build_loop):
     # "sufficient" while its own reason says the documents do not state it: the offline check decides (it refuses).
     said = '{"sufficient": true, "missing": "", "reason": "The documents do not state when Arthur\'s Magazine started."}'
-    checker = EvidenceChecker(embedding_model=None, chat_generator=ScriptedChatGenerator([{"text": said}], per_call=True),
-                              search_again=0)  # fmt: skip
+    judge = ScriptedChatGenerator([{"text": said}], per_call=True)
+    checker = EvidenceChecker(embedding_model=None, chat_generator=judge, search_again=0)
     result = build_loop([search("New York City magazine"), answer("First for Women")], evidence_checker=checker).run(
         ARTHUR
     )
@@ -435,8 +435,10 @@ def test_a_judge_whose_reason_contradicts_its_verdict_does_not_decide_alone(buil
     assert result["terminated_by"] == "gave_up"
 
 
-STRONG_CHUNK = Document(id="t", content="Adriana Trigiani, the director of Big Stone Gap, is based in Greenwich Village.",
-                        meta={"title": "Adriana Trigiani"}, score=1.0)  # fmt: skip
+STRONG_CHUNK = Document(
+    id="t", content="Adriana Trigiani, the director of Big Stone Gap, is based in Greenwich Village.",
+    meta={"title": "Adriana Trigiani"}, score=1.0,
+)  # fmt: skip
 
 
 def test_a_judge_refusing_strong_offline_evidence_does_not_decide_alone(build_loop):
