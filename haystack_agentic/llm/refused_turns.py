@@ -151,7 +151,7 @@ def absorb_refusals(routed: dict[str, Any], turn: int) -> dict[str, Any]:
     answering = routed.get("answer")
     if answering is not None and answering.pending_action == "answer" and answering.tool_history:
         last = answering.tool_history[-1]
-        if last.action == "answer" and not has_own_words(answering.draft):
+        if last.action == "answer" and not (has_own_words(answering.draft) and not _call_text(answering)):
             why = f"the answer {(answering.draft or '')[:80]!r} has no words of its own: write the answer in words"
             step = ToolStep(turn, "invalid", tool_name=last.tool_name, arguments=last.arguments, result=why)
             state = answering.evolve(
@@ -167,6 +167,17 @@ def absorb_refusals(routed: dict[str, Any], turn: int) -> dict[str, Any]:
         logger.warning("AgenticRouter: {reason}", reason=reason)
         routed["loop"] = state.evolve(stop_reason=reason)
     return routed
+
+
+def _call_text(state: LoopState) -> bool:
+    """Whether the draft only repeats the text of an earlier assistant message that made tool calls ("Calling
+    search.", the text the loop gives its own calls): a small model copies it back as its answer."""
+    draft = (state.draft or "").strip().casefold()
+    return any(
+        message.tool_calls and (message.text or "").strip().casefold() == draft
+        for message in state.messages
+        if message.role == ChatRole.ASSISTANT
+    )
 
 
 def _close_open_calls(state: LoopState, why: str) -> LoopState:
