@@ -26,6 +26,7 @@ from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, To
 from haystack_agentic.dataclasses.pending_search import SEARCH_PLACEHOLDER
 from haystack_agentic.indexing.collections import and_filters, collection_filter
 from haystack_agentic.llm.calls import LLMCall
+from haystack_agentic.llm.refused_turns import picked_candidate
 from haystack_agentic.llm.result_digests import find_chunk, read_chunk_text, short_id, with_digest
 from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS, recover_tool_calls
 from haystack_agentic.llm.tool_arguments import decode_arguments, whole_number
@@ -35,6 +36,10 @@ logger = logging.getLogger(__name__)
 
 #: Text of a search's place-holding tool message (replaced by the search's result before the model sees it).
 _PLACEHOLDER_TEXT = "Search queued; its result replaces this message."
+
+#: Tool call id and step reasoning of the run's first search (the question, sent without an LLM call).
+QUESTION_SEARCH_ID = "search-question"
+QUESTION_SEARCH_REASON = "the question itself, searched first without an LLM call"
 
 _EMPTY_REPLY_NUDGE = (
     "Your reply was empty. Call one tool: search(query) to look something up, answer(text) to answer, "
@@ -59,7 +64,8 @@ class _ReplyRouting:
             return {"loop": state.with_step(step)}
         if action == "search":
             query = decision.get("query") if isinstance(decision.get("query"), str) else ""
-            query = query.strip() or (state.question if state.question not in state.queries_tried else "")
+            query = picked_candidate(state, query.strip())
+            query = query or (state.question if state.question not in state.queries_tried else "")
             query = query or (reasoning or "").strip()
             try:
                 if not query:
@@ -151,7 +157,7 @@ class _ReplyRouting:
     ) -> LoopState:
         """Add a search to `searches` (run after the reply), with a placeholder for its result; a repeated one is
         answered at once."""
-        query = _required_text(arguments, "query")
+        query = picked_candidate(state, _required_text(arguments, "query"))
         top_k = self._top_k(arguments.get("top_k"))
         collection = _chosen_collection(state.collections, arguments.get("collection"))
         limit = state.limits.max_searches_per_turn
@@ -168,6 +174,23 @@ class _ReplyRouting:
         held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
         searches.append((pending, step, held))
         return state.with_step(step).with_messages(held)
+
+    def _search_question(self, state: LoopState) -> dict[str, Any]:
+        """The run's first search, sent without an LLM call: the question itself (in tools mode as a `search` call of
+        the model's, so its result comes back to the model in the conversation)."""
+        turn, arguments = state.iteration + 1, {"query": state.question}
+        tool_call = None
+        if self.mode == "tools":
+            tool_call = ToolCall(tool_name=SEARCH_TOOL_NAME, arguments=arguments, id=QUESTION_SEARCH_ID)
+        pending, step = _planned_search(
+            state, turn, state.question, self.default_top_k, None, arguments, QUESTION_SEARCH_REASON, tool_call
+        )
+        state = state.with_step(step)
+        if tool_call is not None:
+            held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
+            call = ChatMessage.from_assistant("Calling search.", tool_calls=[tool_call])  # as `_with_call_text` writes
+            state = self._opening(state).with_messages(call, held)
+        return _sent(state, [pending])
 
     @staticmethod
     def _dispatch_queued(state: LoopState) -> dict[str, Any]:

@@ -23,6 +23,12 @@ from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401 
 )
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
+from haystack_agentic.llm.refused_turns import (
+    FORCED_AT_CAP,
+    absorb_refusals,
+    refused_turn_note,
+    with_candidates,
+)
 from haystack_agentic.llm.calls import (
     CallOptions,
     LLMCall,
@@ -139,7 +145,7 @@ class AgenticRouter(_ReplyRouting):
 
     router = AgenticRouter(chat_generator=OpenAIChatGenerator(model="gpt-4o-mini"), mode="tools")
     state = LoopController().run(query="Who directed Big Stone Gap?")["state"]
-    out = router.run(state=state)  # e.g. {"query": "Big Stone Gap film director", "filters": None, "top_k": 5, "loop": ...}
+    out = router.run(state=state)  # turn 1 searches the question itself, no LLM call: {"query": "Who directed ...", ...}
     ```
     """
 
@@ -161,6 +167,7 @@ class AgenticRouter(_ReplyRouting):
         result_digests: bool = True,
         structured_output: bool = True,
         strict: bool = False,
+        search_question_first: bool = True,
     ) -> None:
         """
         Create an AgenticRouter.
@@ -187,6 +194,8 @@ class AgenticRouter(_ReplyRouting):
             `response_format` (dropped for the run when the server refuses it). Default `True`.
         :param strict: Json mode: raise `ValueError` (with the raw reply) on a reply that is not a valid decision,
             instead of recording an `invalid` step and going on. Default `False`.
+        :param search_question_first: The run's first search is the user's question itself, sent without an LLM call
+            (the LLM decides from its result on); `False`: the LLM decides the first search too. Default `True`.
         :raises ValueError: On an unknown mode, a user tool named like a built-in tool, bad top_k bounds or budget.
         :raises TypeError: If `chat_generator` is not a chat generator, or in tools mode takes no `tools`.
         """
@@ -217,6 +226,7 @@ class AgenticRouter(_ReplyRouting):
         self.result_digests = result_digests
         self.structured_output = structured_output
         self.strict = strict
+        self.search_question_first = search_question_first
         self._user_tools = {t.name: t for t in user_tools}
         self._all_tools = [*_builtin_tools(max_top_k), *user_tools]
 
@@ -253,7 +263,8 @@ class AgenticRouter(_ReplyRouting):
             routed = self._dispatch_queued(state)
         else:
             with iteration_span(state) as turn_state:  # the turn's span: its LLM call and user tools nest under it
-                prepared = self._prepare(turn_state)
+                first = self._question_first(state)  # the run's free first search: no LLM call
+                prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
                 if not isinstance(prepared, dict):
                     stream = role_callback(callback, "controller", answer=False, hold_calls=hold)
                     prepared = self._route(self._call(*prepared, stream))
@@ -272,7 +283,8 @@ class AgenticRouter(_ReplyRouting):
             routed = self._dispatch_queued(state)
         else:
             with iteration_span(state) as turn_state:
-                prepared = self._prepare(turn_state)
+                first = self._question_first(state)  # the run's free first search: no LLM call
+                prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
                 if not isinstance(prepared, dict):
                     stream = role_callback_async(callback, "controller", answer=False, hold_calls=hold)
                     prepared = self._route(await self._call_async(*prepared, stream))
@@ -337,14 +349,35 @@ class AgenticRouter(_ReplyRouting):
     def _token_counter(self) -> TokenCounter:
         return token_counter_for(self.chat_generator)
 
+    def _question_first(self, state: LoopState) -> bool:
+        """Whether this turn is the run's free first search: the question, before any step or message."""
+        return self.search_question_first and not state.tool_history and not state.messages and state.pending is None
+
+    def _opening(self, state: LoopState) -> LoopState:
+        """Tools mode: the state with the system prompt and the run's conversation (else the question) first."""
+        if state.messages:
+            return state
+        system = render(
+            self.system_prompt or DEFAULT_TOOLS_SYSTEM_PROMPT,
+            question=state.question,
+            max_iterations=state.limits.max_iterations,
+            user_tools=list(self._user_tools),
+        )
+        # The run's starting conversation (its oldest turns left out beyond half the budget), else the question.
+        earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
+        conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
+        return state.with_messages(ChatMessage.from_system(system), *conversation)
+
     def _prepare(self, state: LoopState) -> dict[str, Any] | tuple[LoopState, list[ChatMessage], Any]:
         """Return an early route, or (state, messages, tools) for the LLM call."""
         if self.mode == "json":
             turn = state.iteration + 1
             if state.is_last_iteration:
                 step = ToolStep(iteration=turn, action="generate", result="last iteration: generate without a call")
-                routed = {"answer": state.with_step(step).evolve(pending_action="answer")}
+                forced = state.with_step(step).evolve(metadata={**(state.metadata or {}), FORCED_AT_CAP: True})
+                routed = {"answer": forced.evolve(pending_action="answer")}
                 return trace_turn("AgenticRouter", count_final_turn(routed, turn))
+            state = with_candidates(state, self.mode)
             prompt = render(
                 self.json_prompt or DEFAULT_JSON_PROMPT,
                 question=state.question,
@@ -356,23 +389,13 @@ class AgenticRouter(_ReplyRouting):
                 draft=state.draft,
                 iteration=turn,
                 max_iterations=state.limits.max_iterations,
-                refusal=refusal_note(state),
+                refusal=refusal_note(state) or refused_turn_note(state),
                 collections=state.collections,
             )
             earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 4, self._token_counter())
             return state, [*earlier, ChatMessage.from_user(prompt)], None
         state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
-        if not state.messages:
-            system = render(
-                self.system_prompt or DEFAULT_TOOLS_SYSTEM_PROMPT,
-                question=state.question,
-                max_iterations=state.limits.max_iterations,
-                user_tools=list(self._user_tools),
-            )
-            # The run's starting conversation (its oldest turns left out beyond half the budget), else the question.
-            earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
-            conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
-            state = state.with_messages(ChatMessage.from_system(system), *conversation)
+        state = with_candidates(self._opening(state), self.mode)  # a refused turn: why, and what to search next
         tools = self._offered_tools(state)
         sent = digest_older_results(state.messages) if self.result_digests else state.messages
         return state, compact_messages(sent, self.context_budget_tokens, tools, self._token_counter()), tools
@@ -393,12 +416,13 @@ class AgenticRouter(_ReplyRouting):
             routed = self._route_json(state, call, turn)
         else:
             routed = self._route_tools(state, call, turn)
-        return trace_turn("AgenticRouter", count_final_turn(routed, turn))
+        return trace_turn("AgenticRouter", count_final_turn(absorb_refusals(routed, turn), turn))
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary."""
         data = role_to_dict(
-            self, "mode", "json_prompt", "default_top_k", "max_top_k", "result_digests", "structured_output", "strict"
+            self, "mode", "json_prompt", "default_top_k", "max_top_k", "result_digests", "structured_output", "strict",
+            "search_question_first",
         )
         data["init_parameters"]["tools"] = serialize_tools_or_toolset(self.tools)
         return data
