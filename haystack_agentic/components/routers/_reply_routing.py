@@ -6,10 +6,12 @@ from typing import Any
 
 from haystack import logging
 from haystack.dataclasses import ChatMessage, ToolCall
+from haystack.tools import Tool
 
 from haystack_agentic.components.routers._tool_arguments import (
     _BUILTIN_TOOL_NAMES,
     _JSON_ACTIONS,
+    _builtin_tools,
     ANSWER_TOOL_NAME,
     GIVE_UP_TOOL_NAME,
     READ_TOOL_NAME,
@@ -49,6 +51,12 @@ _EMPTY_REPLY_NUDGE = (
 
 class _ReplyRouting:
     """`AgenticRouter`'s reply routing (a mixin using its `strict`, `default_top_k`, `max_top_k`, `_user_tools`)."""
+
+    def _offered_tools(self, state: LoopState) -> list[Tool]:
+        """The tools of a tools-mode call: the loop's own (`search` takes a `collection` in a scoped run), the user's."""
+        if state.collections:
+            return [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
+        return self._all_tools
 
     def _route_json(self, state: LoopState, call: LLMCall, turn: int) -> dict[str, Any]:
         decision = parse_json_decision(call.text)

@@ -6,7 +6,6 @@ from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, StreamingCallbackT
 from haystack.tools import (
-    Tool,
     ToolsType,
     deserialize_tools_or_toolset_inplace,
     flatten_tools_or_toolsets,
@@ -45,6 +44,7 @@ from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES, refuses_response_f
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.streaming import (
     CallTextHold,
+    held_text,
     emit,
     emit_async,
     pick_callback,
@@ -53,7 +53,6 @@ from haystack_agentic.llm.streaming import (
     routed_state,
     step_chunks,
 )
-from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS
 from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
 from haystack_agentic.tracing import iteration_span, trace_turn
 
@@ -269,7 +268,7 @@ class AgenticRouter(_ReplyRouting):
                     stream = role_callback(callback, "controller", answer=False, hold_calls=hold)
                     prepared = self._route(self._call(*prepared, stream))
                 routed = prepared
-        emit(callback, [*_held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
+        emit(callback, [*held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
         return routed
 
     @component.output_types(
@@ -289,7 +288,7 @@ class AgenticRouter(_ReplyRouting):
                     stream = role_callback_async(callback, "controller", answer=False, hold_calls=hold)
                     prepared = self._route(await self._call_async(*prepared, stream))
                 routed = prepared
-        await emit_async(callback, [*_held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
+        await emit_async(callback, [*held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
         return routed
 
     def _call_text_hold(self, callback: Any) -> CallTextHold | None:
@@ -400,12 +399,6 @@ class AgenticRouter(_ReplyRouting):
         sent = digest_older_results(state.messages) if self.result_digests else state.messages
         return state, compact_messages(sent, self.context_budget_tokens, tools, self._token_counter()), tools
 
-    def _offered_tools(self, state: LoopState) -> list[Tool]:
-        """The tools of a tools-mode call: the loop's own (`search` takes a `collection` in a scoped run), the user's."""
-        if state.collections:
-            return [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
-        return self._all_tools
-
     def _route(self, call: LLMCall) -> dict[str, Any]:
         state = call.state
         turn = state.iteration + 1
@@ -439,18 +432,6 @@ class AgenticRouter(_ReplyRouting):
 def _refused(state: LoopState) -> LoopState:
     """The state noting that the server refused `response_format` (the run's later decisions go without it)."""
     return state.evolve(metadata={**(state.metadata or {}), STRUCTURED_OUTPUT_REFUSED: True})
-
-
-def _held_text(hold: CallTextHold | None, before: LoopState, routed: dict[str, Any]) -> list[Any]:
-    """The reply's held chunks to stream after the turn: none when its text was recovered as tool calls."""
-    if hold is None:
-        return []
-    after = routed_state(routed)
-    recovered = (after.metadata or {}).get(RECOVERED_TOOL_CALLS, 0) if after is not None else 0
-    if recovered > (before.metadata or {}).get(RECOVERED_TOOL_CALLS, 0):
-        hold.drop()
-        return []
-    return hold.release()
 
 
 def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:
