@@ -42,8 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import corpus_store  # noqa: E402
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
+from haystack.document_stores.types import DuplicatePolicy  # noqa: E402
 
 from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline  # noqa: E402
+from haystack_agentic.components.preprocessors.sentence_span_annotator import SentenceSpanAnnotator  # noqa: E402
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever  # noqa: E402
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
 from haystack_agentic.grounding.markers import strip_markers  # noqa: E402
@@ -375,6 +377,8 @@ def main() -> None:
     parser.add_argument("--ceiling", action="store_true", help="Also a zero-latency level at 64 concurrent.")
     parser.add_argument("--ceiling-requests", type=int, default=256, help="Requests of the zero-latency level.")
     parser.add_argument("--workers", type=int, default=1, help="hayhooks worker processes (default 1).")
+    parser.add_argument("--split-at-serve", action="store_true",
+                        help="Store the chunks without their sentence spans (as a store not written by `index`).")
     parser.add_argument("--profile", metavar="DIR", help="Run the servers under cProfile (CPU clock) and write "
                         "DIR/ours.prof and DIR/agent.prof of the zero-latency level (implies --ceiling).")
     args = parser.parse_args()
@@ -384,6 +388,9 @@ def main() -> None:
         PROFILE_DIR.mkdir(parents=True, exist_ok=True)
         args.ceiling = True
     store, _, rows = corpus_store(questions=100_000)  # every paragraph of the shipped sample
+    if not args.split_at_serve:  # the chunks' sentence spans, as `haystack-agentic index` writes them
+        spans = SentenceSpanAnnotator().run(documents=store.filter_documents())["documents"]
+        store.write_documents(spans, policy=DuplicatePolicy.OVERWRITE)
     questions = [row["question"] for row in rows]
     ideal = LLM_CALLS_PER_QUESTION * args.latency
     print(f"machine: {os.cpu_count()} CPUs, load average {_load()} at start", flush=True)

@@ -7,10 +7,15 @@ It writes one hayhooks pipeline directory per served pipeline
 (`<name>/pipeline_wrapper.py`, an `AgenticLoopWrapper` pointing at the YAML)
 and runs the hayhooks app: `POST /<name>/run`, `/v1/chat/completions` (model
 `<name>`) and, on --mcp-port, an MCP server (`/mcp`, `/sse`) listing each
-pipeline as a tool. YAML files already in --pipelines-dir are deployed too.
+pipeline as a tool. YAML files already in --pipelines-dir are deployed too,
+by hayhooks: trust the modules they name in HAYSTACK_DESERIALIZATION_ALLOWLIST
+(`serve` trusts nothing for them).
 
 Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged
 pipeline chosen like `ask` does, served as `agentic_rag`.
+
+Limits: request bodies over --max-body-bytes (1 MiB) get a 413, chat requests
+of more than --max-messages (1,000) messages a 422.
 
 Safe by default: runtime deployment (routes and MCP tools that upload and run
 code) is off unless `--allow-deploy`, which needs an API key; `--api-key` /
@@ -35,7 +40,7 @@ from haystack_agentic.settings import DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, de
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
 
-from haystack_agentic.cli.common import add_command, add_llm_arguments
+from haystack_agentic.cli.common import CLIError, add_command, add_llm_arguments, local_gguf, telemetry_off_unless_asked
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
@@ -61,6 +66,8 @@ examples:
   # ask it
   curl -s 127.0.0.1:1416/agentic_rag/run -H 'Content-Type: application/json' \\
       -d '{"query": "Who directed Big Stone Gap?"}'
+  # a local GGUF model, run by llama.cpp in this process (the llamacpp extra)
+  haystack-agentic serve --gguf model.gguf
   # your store and your own loop YAML, served as `docs`; no MCP
   haystack-agentic serve --store my_store.json --pipeline docs=my_loop.yml \\
       --mcp-port 0
@@ -112,6 +119,16 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="A host name clients may use in the Host header, besides the bound address and localhost "
         "(e.g. the machine's DNS name when binding 0.0.0.0); repeatable. Other Host headers get a 400.",
     )
+    serve.add_argument(
+        "--max-body-bytes", type=int, metavar="N",
+        help="Largest request body accepted, in bytes; larger ones get a 413 "
+        "(default: $HAYSTACK_AGENTIC_MAX_BODY_BYTES, else 1048576, 1 MiB).",
+    )
+    serve.add_argument(
+        "--max-messages", type=int, metavar="N",
+        help="Most messages a chat request may hold; more get a 422 (default: $HAYSTACK_AGENTIC_MAX_MESSAGES, "
+        "else 1000).",
+    )
     return serve
 
 
@@ -141,6 +158,7 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
     given = {
         "llm": None if args.llm == "auto" else args.llm, "model": args.model, "base_url": args.base_url,
         "max_iterations": args.max_iterations, "timeout": args.timeout, "max_tokens": args.max_tokens,
+        "context_tokens": vars(args).get("context_tokens"),  # set by `--gguf` (`local_gguf`)
     }  # fmt: skip
     overrides: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
     try:
@@ -202,30 +220,33 @@ def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
 def set_serving_environment(host: str, port: int, directory: Path, security: "ServeSecurity") -> None:
     """Write what hayhooks (on first import) and `ServeSecurity.from_env` read into `os.environ`, which the worker and
     MCP processes inherit: the one place the package writes the environment."""
-    from haystack_agentic import ALLOWED_MODULES
-
     os.environ["HAYHOOKS_HOST"] = host
     os.environ["HAYHOOKS_PORT"] = str(port)
     os.environ["HAYHOOKS_PIPELINES_DIR"] = str(directory)
     # hayhooks' default parallel start-up imports the wrapper modules from several threads, which sometimes fails
     # ("dictionary changed size during iteration") and leaves a worker without that pipeline: one at a time.
     os.environ.setdefault("HAYHOOKS_STARTUP_DEPLOY_STRATEGY", "sequential")
-    # The servers do not phone home unless the user set HAYSTACK_TELEMETRY_ENABLED=True (read at haystack's import).
-    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-    # YAML pipelines deployed to the workers load with Haystack's allow-list: ours added to the user's.
-    patterns = [p for p in os.environ.get("HAYSTACK_DESERIALIZATION_ALLOWLIST", "").split(",") if p.strip()]
-    os.environ["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join(
-        [*patterns, *(p for p in ALLOWED_MODULES if p not in patterns)]
-    )
+    telemetry_off_unless_asked()  # for the worker and MCP processes (this one's entry points call it earlier)
     security.to_env(os.environ)
 
 
 def cmd_serve(args: argparse.Namespace, console: Any = None) -> int:  # noqa: ARG001 - as every command
-    """Run `haystack-agentic serve` until interrupted: 0 after a clean shutdown, 2 on bad arguments."""
-    scratch = None
+    """Run `haystack-agentic serve` until interrupted: 0 after a clean shutdown, 2 on bad arguments. With `--gguf`,
+    llama.cpp runs the file in this process (once, for every worker) until the server stops."""
     try:
         _check_ports(args)
         security = _security(args)
+        with local_gguf(args, lambda line: print(line, file=sys.stderr, flush=True)) as local_args:
+            return _prepare_and_serve(local_args, security)
+    except (ServeError, CLIError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _prepare_and_serve(args: argparse.Namespace, security: "ServeSecurity") -> int:
+    """Plan, check the stores, write the serving directory (a temporary one unless `--pipelines-dir`) and serve."""
+    scratch = None
+    try:
         pipelines, overrides, store = plan(args)
         explicit_store = bool(args.store or store_path_from_env())
         if store and explicit_store and not Path(store).exists():
@@ -241,9 +262,6 @@ def cmd_serve(args: argparse.Namespace, console: Any = None) -> int:  # noqa: AR
         directory = Path(args.pipelines_dir or scratch).resolve()
         write_serving_dir(directory, pipelines, overrides, store)
         return _serve(args, pipelines, directory, security)
-    except ServeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     finally:
         if scratch:  # the wrapper files written for this run
             shutil.rmtree(scratch, ignore_errors=True)
@@ -263,7 +281,14 @@ def _check_ports(args: argparse.Namespace) -> None:
 
 def _security(args: argparse.Namespace) -> "ServeSecurity":
     """What to expose (`ServeError`: a weak key, `--allow-deploy` without a key, a malformed origin or host)."""
-    from haystack_agentic.serving.security import ENV_API_KEY, ServeSecurity, check_api_key, check_host_name, check_origin
+    from haystack_agentic.serving.security import (
+        ENV_API_KEY,
+        ServeSecurity,
+        check_api_key,
+        check_host_name,
+        check_limit,
+        check_origin,
+    )
 
     key = args.api_key or os.environ.get(ENV_API_KEY) or None
     if args.allow_deploy and key is None:
@@ -276,10 +301,17 @@ def _security(args: argparse.Namespace) -> "ServeSecurity":
             check_api_key(key)
         origins = tuple(check_origin(origin) for origin in args.cors_origin or ())
         hosts = tuple(check_host_name(host) for host in args.allowed_host or ())
+        limits = ServeSecurity.from_env()  # the environment's limits (`ValueError`: not whole numbers >= 1)
+        max_body, max_messages = limits.max_body_bytes, limits.max_messages
+        if args.max_body_bytes is not None:
+            max_body = check_limit(args.max_body_bytes, "--max-body-bytes")
+        if args.max_messages is not None:
+            max_messages = check_limit(args.max_messages, "--max-messages")
     except ValueError as exc:
         raise ServeError(str(exc)) from exc
     return ServeSecurity(
-        api_key=key, allow_deploy=args.allow_deploy, cors_origins=origins, allowed_hosts=hosts, bind_host=args.host
+        api_key=key, allow_deploy=args.allow_deploy, cors_origins=origins, allowed_hosts=hosts, bind_host=args.host,
+        max_body_bytes=max_body, max_messages=max_messages,
     )
 
 
@@ -310,6 +342,7 @@ def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path
 
 def main(argv: list[str] | None = None) -> int:
     """Run `serve` on its own: `python -m haystack_agentic.cli.serve [options]`."""
+    telemetry_off_unless_asked()  # before anything imports haystack
     parser = argparse.ArgumentParser(prog="haystack-agentic")
     add_serve_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])

@@ -23,7 +23,13 @@ from haystack_agentic.grounding.assembly import assemble, chunk_sources
 from haystack_agentic.grounding.markers import (  # noqa: F401
     MARKER_RE, UNCITED_KEY, append_markers, insert_markers, strip_markers,
 )  # fmt: skip
-from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
+from haystack_agentic.grounding.sentence_splitter import (
+    SENTENCE_SPANS_KEY,
+    Sentence,
+    plain,
+    sentences_at,
+    split_sentences,
+)
 from haystack_agentic.llm.result_digests import find_chunk
 from haystack_agentic.text import stem, strip_qualifier
 
@@ -89,17 +95,21 @@ def cite(
         )  # fmt: skip
         text = MARKER_RE.sub("", text or "")
     claims = _claims(text, language)
+    beyond = [number for _, numbers, _ in claims for number in numbers if not 1 <= number <= len(shown)]
+    if beyond:  # a marker whose citation is dropped does not stay in the answer
+        dropped.extend(
+            {"cited": f"[{number}]", "reason": f"no chunk [{number}] was shown (1-{len(shown)})"} for number in beyond
+        )
+        text = _without_markers_beyond(text, len(shown))
+        claims = _claims(text, language)
     # Where a claim nobody cited is looked up: the shown chunks first, then the run's others.
     pool = [*shown, *(doc for doc in state.chunks if all(doc.id != s.id for s in shown))]
     cited: list[Cited] = [[] for _ in claims]
     by_llm: set[int] = set()  # the claims cited by the LLM (a valid marker or id) or by where they were read
     for index, (_, markers, _) in enumerate(claims):
         for number in markers:
-            if 1 <= number <= len(shown):
-                by_llm.add(index)
-                _add(cited[index], shown[number - 1], None)
-            else:
-                dropped.append({"cited": f"[{number}]", "reason": f"no chunk [{number}] was shown (1-{len(shown)})"})
+            by_llm.add(index)
+            _add(cited[index], shown[number - 1], None)
     if located is not None and claims and 0 <= located[0] < len(shown):
         doc, span = _saying(claims[-1][0], (shown[located[0]], located[1], located[2]), pool, state.question)
         _add(cited[-1], doc, span)
@@ -120,6 +130,18 @@ def cite(
         if found is not None:
             cited[index] = [found]
     return _with_citations(state, text, claims, cited, dropped, shown)
+
+
+def _without_markers_beyond(text: str, count: int) -> str:
+    """`text` without the marker numbers outside 1..`count` (a marker left with none goes, its spaces too)."""
+
+    def kept(match: re.Match[str]) -> str:
+        numbers = [n for n in re.split(r"\s*,\s*", match.group(1)) if 1 <= int(n) <= count]
+        if len(numbers) == len(re.split(r"\s*,\s*", match.group(1))):
+            return match.group(0)
+        return f" [{', '.join(numbers)}]" if numbers else ""
+
+    return MARKER_RE.sub(kept, text)
 
 
 def _add(entries: Cited, doc: Document, at: tuple[int, int] | None) -> None:
@@ -210,13 +232,35 @@ def _with_citations(
 def _sentences(doc: Document) -> list[Sentence]:
     """The chunk's sentences, its title line left out (a title is not evidence of a claim)."""
     title = set(tokens(chunk_title(doc.content or "", doc.meta)))
-    return [s for s in _split(doc.content or "") if not title or not set(tokens(s.text)) <= title]
+    return [s for s in _chunk_sentences(doc) if not title or not set(tokens(s.text)) <= title]
+
+
+def _chunk_sentences(doc: Document) -> tuple[Sentence, ...]:
+    """The chunk's sentences: at the spans its indexing stored in its meta, else split now."""
+    stored = (doc.meta or {}).get(SENTENCE_SPANS_KEY)
+    if stored is None:
+        return _split(doc.content or "")
+    valid = isinstance(stored, (list, tuple)) and all(isinstance(n, int) for n in stored)
+    return _at(doc.content or "", tuple(stored) if valid else None)
 
 
 @functools.lru_cache(maxsize=1024)
 def _split(content: str) -> tuple[Sentence, ...]:
-    # The same chunks are cited turn after turn and question after question; splitting costs ~10 ms a chunk.
+    # The same chunks are cited turn after turn and question after question; splitting costs 3-10 ms a chunk.
     return tuple(split_sentences(content))
+
+
+@functools.lru_cache(maxsize=1024)
+def _at(content: str, spans: tuple[int, ...] | None) -> tuple[Sentence, ...]:
+    # Cached so that spans which do not fit are reported once, not at every claim.
+    sentences = sentences_at(content, spans) if spans is not None else None
+    if sentences is None:
+        logger.warning(
+            "A chunk's stored '{key}' do not fit its text (index it again); it is split into sentences instead.",
+            key=SENTENCE_SPANS_KEY,
+        )
+        return _split(content)
+    return tuple(sentences)
 
 
 def _sentence_around(doc: Document, start: int, end: int) -> tuple[int, int] | None:

@@ -1,7 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Split an answer into sentences with character offsets (pysbd, else a punctuation splitter), for grounding."""
+"""
+Split an answer or a chunk into sentences with character offsets (pysbd, else a punctuation splitter), for grounding;
+a chunk's offsets can be stored with it at index time (`sentence_spans`) and read back (`sentences_at`).
+"""
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from haystack import logging
 
@@ -13,6 +17,10 @@ _MARKER = re.compile(r"[ \t]*(?:#{1,6}[ \t]+|[-*+•][ \t]+|\(?\d{1,3}[.)][ \t]+
 _BLOCK_START = re.compile(r"\n(?=[ \t]*(?:#{1,6}[ \t]|[-*+•][ \t]|\(?\d{1,3}[.)][ \t]|>|```|\|)|[ \t]*\n)")
 _WORD = re.compile(r"\w", flags=re.UNICODE)
 _FALLBACK_END = re.compile(r"(?<=[.!?。！？])[\"'”’)\]]*(?:\s+|(?=\S)(?<=[。！？]))")
+#: Document meta key of a chunk's sentence boundaries, written at index time (`SentenceSpanAnnotator`) so that
+#: citations do not split the chunk again: `split_sentences(content)`'s offsets, flat (`[start, end, start, ...]`:
+#: a list of integers, which stores hold as an array field where they cannot hold nested lists).
+SENTENCE_SPANS_KEY = "sentence_spans"
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,30 @@ def split_sentences(text: str, language: str = "en") -> list[Sentence]:
     spans = _fill_gaps(text, _fallback_spans(text) if spans is None else spans)
     trimmed = [_trim(text, *block) for start, end in spans for block in _split_blocks(text, start, end)]
     return [Sentence(text=text[a:b], start=a, end=b) for a, b in filter(None, trimmed)]
+
+
+def sentence_spans(text: str, language: str = "en") -> list[int]:
+    """`split_sentences(text, language)` as flat offsets `[start, end, start, end, ...]` (the stored form)."""
+    return [offset for sentence in split_sentences(text, language) for offset in (sentence.start, sentence.end)]
+
+
+def sentences_at(text: str, spans: Sequence[int]) -> list[Sentence] | None:
+    """
+    The sentences of `text` at stored flat `spans` (see `sentence_spans`), or `None` when they cannot be its
+    sentences: not integers, an odd count, out of order, overlapping, outside the text, starting or ending on
+    whitespace, or none for a text with words. Spans that fit a text but were written for another are not detected.
+    """
+    if len(spans) % 2 or not all(isinstance(n, int) and not isinstance(n, bool) for n in spans):
+        return None
+    if not spans:
+        return None if _WORD.search(text) else []
+    sentences, last_end = [], 0
+    for start, end in zip(spans[::2], spans[1::2], strict=True):
+        if not last_end <= start < end <= len(text) or text[start].isspace() or text[end - 1].isspace():
+            return None
+        sentences.append(Sentence(text=text[start:end], start=start, end=end))
+        last_end = end
+    return sentences
 
 
 _EMPHASIS = re.compile(r"(\*\*|__|`+|~~)")

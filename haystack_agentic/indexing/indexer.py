@@ -17,6 +17,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
 from haystack_agentic.document_stores import document_counts, milvus_support
+from haystack_agentic.components.preprocessors.sentence_span_annotator import SentenceSpanAnnotator
 from haystack_agentic.components.writers.source_replacing_document_writer import SourceReplacingDocumentWriter
 from haystack_agentic.indexing.collections import describe_collection, list_collections, tag_documents
 from haystack_agentic.indexing.collections import validate_collection_name
@@ -64,8 +65,9 @@ def _write_batches(documents: list[Document], store: Any, embedder: Any, advance
     if embedder is not None:
         advance(EMBEDDING, 0, total)
     advance(WRITING, 0, total)
+    annotator = SentenceSpanAnnotator()
     for start in range(0, total, BATCH_SIZE):
-        batch = documents[start : start + BATCH_SIZE]
+        batch = annotator.run(documents=documents[start : start + BATCH_SIZE])["documents"]
         if embedder is not None:
             batch = embedder.run(documents=batch)["documents"]
             advance(EMBEDDING, len(batch), total)
@@ -95,7 +97,8 @@ def write_documents(
     documents: list[Document], document_store: Any, embedder: Any = None, progress: ProgressCallback | None = None
 ) -> int:
     """
-    Embed (optionally) and write Documents in batches of `BATCH_SIZE`, upserting by id.
+    Give Documents their sentence spans (`SentenceSpanAnnotator`), embed them (optionally) and write them in batches
+    of `BATCH_SIZE`, upserting by id.
 
     :param embedder: A Haystack document embedder (warmed up here), or `None` to write without embeddings.
     :param progress: The progress callback (stages `loading model`, `embedding`, `writing`).

@@ -21,6 +21,7 @@ from haystack.components.preprocessors import DocumentCleaner, DocumentSplitter
 from haystack.components.routers import FileTypeRouter
 
 from haystack_agentic.components.preprocessors.chunk_metadata_cleaner import ChunkMetadataCleaner
+from haystack_agentic.components.preprocessors.sentence_span_annotator import SentenceSpanAnnotator
 from haystack_agentic.components.writers.source_replacing_document_writer import SourceReplacingDocumentWriter
 from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
 from haystack_agentic.indexing.source_sync import SOURCE_FIELD, source_key
@@ -187,17 +188,19 @@ def file_sources(files: list[Path]) -> list[Any]:
 
 def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeline:
     """
-    The indexing pipeline for files (router -> converters -> cleaner -> splitter -> chunk_meta -> [embedder] -> writer,
-    YAML with `dumps()`), run with `{"router": {"sources": [absolute paths]}}`; the writer replaces each file's
-    earlier chunks (add `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
+    The indexing pipeline for files (router -> converters -> cleaner -> splitter -> chunk_meta -> sentence_spans ->
+    [embedder] -> writer, YAML with `dumps()`), run with `{"router": {"sources": [absolute paths]}}`; the writer
+    replaces each file's earlier chunks (add `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
     """
     pipeline = Pipeline(metadata={"purpose": "haystack-agentic indexing"})
     _add_converters(pipeline)
+    pipeline.add_component("sentence_spans", SentenceSpanAnnotator())
+    pipeline.connect("chunk_meta.documents", "sentence_spans.documents")
     pipeline.add_component("writer", SourceReplacingDocumentWriter(document_store=document_store))
-    last = "chunk_meta"
+    last = "sentence_spans"
     if embedder is not None:
         pipeline.add_component("embedder", embedder)
-        pipeline.connect("chunk_meta.documents", "embedder.documents")
+        pipeline.connect("sentence_spans.documents", "embedder.documents")
         last = "embedder"
     pipeline.connect(f"{last}.documents", "writer.documents")
     return pipeline

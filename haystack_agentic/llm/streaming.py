@@ -12,6 +12,7 @@ from haystack import logging
 from haystack.dataclasses import StreamingCallbackT, StreamingChunk
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
+from haystack_agentic.llm.text_tool_calls import LEAD_IN_MAX_CHARS, RECOVERED_TOOL_CALLS, could_be_calls
 from haystack_agentic.llm.valid_text import valid_text
 
 logger = logging.getLogger(__name__)
@@ -84,24 +85,71 @@ class _NoAnswerHold:
         return held
 
 
+class CallTextHold:
+    """Holds a streamed reply's chunks while its text could still be tool calls written as text
+    (`llm.text_tool_calls.could_be_calls`): the owner drops them (`drop`) when the reply was calls, else passes them
+    on (`release`) once the reply is over."""
+
+    #: Characters of the reply's start that decide: the lead-in window and the longest opener.
+    _DECIDING_CHARS = 2 * LEAD_IN_MAX_CHARS
+
+    def __init__(self) -> None:
+        self.held: list[StreamingChunk] = []
+        self.text = ""
+        self.released = False
+
+    def accept(self, chunks: list[StreamingChunk]) -> list[StreamingChunk]:
+        """The chunks to pass on now: none while the reply could be calls, then the held ones and the rest."""
+        if self.released:
+            return chunks
+        self.held.extend(chunks)
+        if len(self.text) < self._DECIDING_CHARS:
+            self.text += "".join(c.content for c in chunks if isinstance(c.content, str))
+        return [] if could_be_calls(self.text) else self.release()
+
+    def release(self) -> list[StreamingChunk]:
+        """The held chunks (the reply was not calls); later chunks pass straight on."""
+        self.released = True
+        held, self.held = self.held, []
+        return held
+
+    def drop(self) -> None:
+        """Forget the held chunks: the reply was tool calls, not text."""
+        self.held = []
+        self.released = True
+
+
 def _tagger(role: str, answer: bool, hold_no_answer: bool) -> Callable[[StreamingChunk], list[StreamingChunk]]:
     hold = _NoAnswerHold() if hold_no_answer else None
     return lambda chunk: [tagged(piece, role, answer) for piece in (hold.accept(chunk) if hold else [chunk])]
 
 
 def role_callback(
-    callback: StreamingCallbackT | None, role: str, *, answer: bool, hold_no_answer: bool = False
+    callback: StreamingCallbackT | None,
+    role: str,
+    *,
+    answer: bool,
+    hold_no_answer: bool = False,
+    hold_calls: CallTextHold | None = None,
 ) -> Callable[[StreamingChunk], None] | None:
     """A sync callback for a chat generator that tags each chunk (`tagged`) and passes it on (`None` without a
-    callback); `hold_no_answer` holds text back while it could be the fallback's `NO ANSWER` (dropped if it is)."""
+    callback); `hold_no_answer` holds text back while it could be the fallback's `NO ANSWER` (dropped if it is);
+    `hold_calls` holds tagged chunks back while the reply could be tool calls written as text."""
     if callback is None:
         return None
     pieces = _tagger(role, answer, hold_no_answer)
+    if hold_calls is not None:
+        return lambda chunk: emit(callback, hold_calls.accept(pieces(chunk)))
     return lambda chunk: emit(callback, pieces(chunk))
 
 
 def role_callback_async(
-    callback: StreamingCallbackT | None, role: str, *, answer: bool, hold_no_answer: bool = False
+    callback: StreamingCallbackT | None,
+    role: str,
+    *,
+    answer: bool,
+    hold_no_answer: bool = False,
+    hold_calls: CallTextHold | None = None,
 ) -> Callable[[StreamingChunk], Awaitable[None]] | None:
     """Async twin of `role_callback`, for a chat generator's `run_async`; the run's callback may be sync or async."""
     if callback is None:
@@ -109,7 +157,8 @@ def role_callback_async(
     pieces = _tagger(role, answer, hold_no_answer)
 
     async def on_chunk(chunk: StreamingChunk) -> None:
-        await emit_async(callback, pieces(chunk))
+        tagged_chunks = pieces(chunk)
+        await emit_async(callback, hold_calls.accept(tagged_chunks) if hold_calls is not None else tagged_chunks)
 
     return on_chunk
 
@@ -170,3 +219,16 @@ async def emit_async(callback: StreamingCallbackT | None, chunks: Iterable[Strea
 def routed_state(outputs: dict[str, Any]) -> LoopState | None:
     """The `LoopState` a component's output dict sends on (the first one found)."""
     return next((value for value in outputs.values() if isinstance(value, LoopState)), None)
+
+
+def held_text(hold: CallTextHold | None, before: LoopState, routed: dict[str, Any]) -> list[StreamingChunk]:
+    """The reply's held chunks to stream after a router turn from `before` to `routed` (a router's outputs): none
+    when the turn recovered the reply's text as tool calls (`RECOVERED_TOOL_CALLS` grew), else all of them."""
+    if hold is None:
+        return []
+    after = routed_state(routed)
+    recovered = (after.metadata or {}).get(RECOVERED_TOOL_CALLS, 0) if after is not None else 0
+    if recovered > (before.metadata or {}).get(RECOVERED_TOOL_CALLS, 0):
+        hold.drop()
+        return []
+    return hold.release()

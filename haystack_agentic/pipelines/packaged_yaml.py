@@ -16,8 +16,8 @@ GENERATED_NOTE = (
     "Written by `make pipelines` (haystack_agentic/pipelines/default_pipelines.py): edit a copy, not this file. "
     "Only the parameters that differ from each component's defaults are listed; the class docstrings list the rest.\n"
     "Load it with `haystack_agentic.load_loop_pipeline(path)`, or with `Pipeline.loads(text, "
-    'allowed_modules=["haystack_agentic.*", ...])` listing the integrations outside haystack_integrations.* '
-    '(e.g. "milvus_haystack.*").'
+    "allowed_modules=haystack_agentic.allowed_modules_for(text))`: the exact modules it names (importing the package "
+    "trusts none)."
 )
 
 _OFFLINE = (
@@ -118,6 +118,8 @@ COMPONENT_NOTES = {
     "DocumentSplitter": "splits documents into chunks.\nChange: split_by, split_length, split_overlap.",
     "ChunkMetadataCleaner": "drops metadata a vector store cannot hold (the splitter's _split_overlap) and gives each "
     "chunk an id from its content, so that indexing again overwrites.\nChange: keys (the metadata keys to drop).",
+    "SentenceSpanAnnotator": "stores each chunk's sentence boundaries in its metadata (sentence_spans), so that "
+    "citations do not split the chunk again at every question.\nNothing to change.",
     "MiniLMDocumentEmbedder": "embeds each chunk with the packaged all-MiniLM-L6-v2 (384 dimensions, offline).\n"
     "Change: model, together with the query embedder of the loop pipelines that read this store.",
     "SourceReplacingDocumentWriter": "writes the chunks to the store (upsert by id), then removes the chunks of "

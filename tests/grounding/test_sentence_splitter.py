@@ -66,3 +66,42 @@ def test_threads_splitting_at_once_get_their_own_sentences():
         for _ in range(5):
             got = list(pool.map(lambda t: [s.text for s in split_sentences(t)], texts))
             assert got == expected
+
+
+@pytest.mark.parametrize(("text", "_"), CASES)
+def test_stored_spans_give_the_same_sentences(text, _):
+    from haystack_agentic.grounding.sentence_splitter import sentence_spans, sentences_at
+
+    spans = sentence_spans(text)
+    assert sentences_at(text, spans) == split_sentences(text)
+    assert sentences_at(text, tuple(spans)) == split_sentences(text)
+
+
+@pytest.mark.parametrize(
+    "spans",
+    [
+        [0, 19, 20],  # odd count
+        [0, 19.0, 20, 30],  # not an integer
+        [0, True, 20, 30],  # a bool is not an offset
+        ["0", "19"],
+        [0, 19, 10, 30],  # overlapping
+        [20, 30, 0, 19],  # out of order
+        [0, 19, 20, 31],  # past the end
+        [-1, 19],  # before the start
+        [5, 5],  # empty
+        [0, 20],  # ends on the space after the sentence
+        [],  # no sentence in a text with words
+    ],
+)
+def test_stored_spans_that_cannot_be_the_texts_sentences_are_refused(spans):
+    from haystack_agentic.grounding.sentence_splitter import sentences_at
+
+    assert sentences_at("Paris is in France. It is big.", spans) is None
+
+
+def test_no_stored_span_fits_a_text_without_words():
+    from haystack_agentic.grounding.sentence_splitter import sentence_spans, sentences_at
+
+    assert sentence_spans("  --- ") == []
+    assert sentences_at("  --- ", []) == []
+    assert sentence_spans("Paris is in France. It is big.") == [0, 19, 20, 30]

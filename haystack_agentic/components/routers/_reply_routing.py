@@ -6,10 +6,12 @@ from typing import Any
 
 from haystack import logging
 from haystack.dataclasses import ChatMessage, ToolCall
+from haystack.tools import Tool
 
 from haystack_agentic.components.routers._tool_arguments import (
     _BUILTIN_TOOL_NAMES,
     _JSON_ACTIONS,
+    _builtin_tools,
     ANSWER_TOOL_NAME,
     GIVE_UP_TOOL_NAME,
     READ_TOOL_NAME,
@@ -26,7 +28,9 @@ from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, To
 from haystack_agentic.dataclasses.pending_search import SEARCH_PLACEHOLDER
 from haystack_agentic.indexing.collections import and_filters, collection_filter
 from haystack_agentic.llm.calls import LLMCall
+from haystack_agentic.llm.refused_turns import picked_candidate
 from haystack_agentic.llm.result_digests import find_chunk, read_chunk_text, short_id, with_digest
+from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS, recover_tool_calls
 from haystack_agentic.llm.tool_arguments import decode_arguments, whole_number
 from haystack_agentic.llm.user_tools import invoke_user_tool
 
@@ -34,6 +38,10 @@ logger = logging.getLogger(__name__)
 
 #: Text of a search's place-holding tool message (replaced by the search's result before the model sees it).
 _PLACEHOLDER_TEXT = "Search queued; its result replaces this message."
+
+#: Tool call id and step reasoning of the run's first search (the question, sent without an LLM call).
+QUESTION_SEARCH_ID = "search-question"
+QUESTION_SEARCH_REASON = "the question itself, searched first without an LLM call"
 
 _EMPTY_REPLY_NUDGE = (
     "Your reply was empty. Call one tool: search(query) to look something up, answer(text) to answer, "
@@ -43,6 +51,12 @@ _EMPTY_REPLY_NUDGE = (
 
 class _ReplyRouting:
     """`AgenticRouter`'s reply routing (a mixin using its `strict`, `default_top_k`, `max_top_k`, `_user_tools`)."""
+
+    def _offered_tools(self, state: LoopState) -> list[Tool]:
+        """The tools of a tools-mode call: the loop's own (`search` takes a `collection` in a scoped run), the user's."""
+        if state.collections:
+            return [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
+        return self._all_tools
 
     def _route_json(self, state: LoopState, call: LLMCall, turn: int) -> dict[str, Any]:
         decision = parse_json_decision(call.text)
@@ -58,7 +72,8 @@ class _ReplyRouting:
             return {"loop": state.with_step(step)}
         if action == "search":
             query = decision.get("query") if isinstance(decision.get("query"), str) else ""
-            query = query.strip() or (state.question if state.question not in state.queries_tried else "")
+            query = picked_candidate(state, query.strip())
+            query = query or (state.question if state.question not in state.queries_tried else "")
             query = query or (reasoning or "").strip()
             try:
                 if not query:
@@ -83,6 +98,16 @@ class _ReplyRouting:
         reply = call.replies[0] if call.replies else None
         tool_calls = list(reply.tool_calls) if reply is not None else []
         text = call.text
+        if reply is not None and not tool_calls and text:
+            # Calls the model wrote as text run as calls, in the conversation as the reply's tool calls.
+            finish_reason = (reply.meta or {}).get("finish_reason")
+            tool_calls = recover_tool_calls(
+                text, self._offered_tools(state), truncated=finish_reason == "length", id_prefix=f"text-call-{turn}"
+            )
+            if tool_calls:
+                recovered = (state.metadata or {}).get(RECOVERED_TOOL_CALLS, 0) + len(tool_calls)
+                state = state.evolve(metadata={**(state.metadata or {}), RECOVERED_TOOL_CALLS: recovered})
+                reply = ChatMessage.from_assistant(text=text, meta=reply.meta, name=reply.name, tool_calls=tool_calls)
         if reply is not None:
             state = state.with_messages(_with_call_text(reply) if tool_calls and not text else reply)
         if not tool_calls:
@@ -140,7 +165,7 @@ class _ReplyRouting:
     ) -> LoopState:
         """Add a search to `searches` (run after the reply), with a placeholder for its result; a repeated one is
         answered at once."""
-        query = _required_text(arguments, "query")
+        query = picked_candidate(state, _required_text(arguments, "query"))
         top_k = self._top_k(arguments.get("top_k"))
         collection = _chosen_collection(state.collections, arguments.get("collection"))
         limit = state.limits.max_searches_per_turn
@@ -157,6 +182,23 @@ class _ReplyRouting:
         held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
         searches.append((pending, step, held))
         return state.with_step(step).with_messages(held)
+
+    def _search_question(self, state: LoopState) -> dict[str, Any]:
+        """The run's first search, sent without an LLM call: the question itself (in tools mode as a `search` call of
+        the model's, so its result comes back to the model in the conversation)."""
+        turn, arguments = state.iteration + 1, {"query": state.question}
+        tool_call = None
+        if self.mode == "tools":
+            tool_call = ToolCall(tool_name=SEARCH_TOOL_NAME, arguments=arguments, id=QUESTION_SEARCH_ID)
+        pending, step = _planned_search(
+            state, turn, state.question, self.default_top_k, None, arguments, QUESTION_SEARCH_REASON, tool_call
+        )
+        state = state.with_step(step)
+        if tool_call is not None:
+            held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
+            call = ChatMessage.from_assistant("Calling search.", tool_calls=[tool_call])  # as `_with_call_text` writes
+            state = self._opening(state).with_messages(call, held)
+        return _sent(state, [pending])
 
     @staticmethod
     def _dispatch_queued(state: LoopState) -> dict[str, Any]:

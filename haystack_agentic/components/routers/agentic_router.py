@@ -22,6 +22,12 @@ from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401 
 )
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
+from haystack_agentic.llm.refused_turns import (
+    FORCED_AT_CAP,
+    absorb_refusals,
+    refused_turn_note,
+    with_candidates,
+)
 from haystack_agentic.llm.calls import (
     CallOptions,
     LLMCall,
@@ -37,6 +43,8 @@ from haystack_agentic.llm.result_digests import digest_older_results
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES, refuses_response_format
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.streaming import (
+    CallTextHold,
+    held_text,
     emit,
     emit_async,
     pick_callback,
@@ -122,8 +130,11 @@ class AgenticRouter(_ReplyRouting):
     `mode="tools"`: native tool calling with `search(query, top_k?)`, `answer(text, sources?)`, `give_up(reason)`,
     `read_chunk(id)` and any user `tools`; every call of a reply runs, in call order (searches through the
     pipeline's retriever, user tools inline); `answer` or `give_up` ends the turn; unknown tools and bad arguments
-    go back to the model as tool errors; a reply with text and no tool call is an answer. `mode="json"`, for models
-    without tool calling: the model replies `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`,
+    go back to the model as tool errors; a reply with text and no tool call is an answer, unless the text is nothing
+    but calls to the offered tools with valid arguments (fenced JSON, `{"name": ..., "arguments": ...}`, `<tool_call>`
+    tags: `llm.text_tool_calls`), as small local models write them: those run as calls, are counted in
+    `metadata["recovered_tool_calls"]`, and are not streamed as text. `mode="json"`, for models without tool calling:
+    the model replies `{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`,
     parsed leniently; an invalid reply is an `invalid` step.
 
     ### Usage example
@@ -133,7 +144,7 @@ class AgenticRouter(_ReplyRouting):
 
     router = AgenticRouter(chat_generator=OpenAIChatGenerator(model="gpt-4o-mini"), mode="tools")
     state = LoopController().run(query="Who directed Big Stone Gap?")["state"]
-    out = router.run(state=state)  # e.g. {"query": "Big Stone Gap film director", "filters": None, "top_k": 5, "loop": ...}
+    out = router.run(state=state)  # turn 1 searches the question itself, no LLM call: {"query": "Who directed ...", ...}
     ```
     """
 
@@ -155,6 +166,7 @@ class AgenticRouter(_ReplyRouting):
         result_digests: bool = True,
         structured_output: bool = True,
         strict: bool = False,
+        search_question_first: bool = True,
     ) -> None:
         """
         Create an AgenticRouter.
@@ -181,6 +193,8 @@ class AgenticRouter(_ReplyRouting):
             `response_format` (dropped for the run when the server refuses it). Default `True`.
         :param strict: Json mode: raise `ValueError` (with the raw reply) on a reply that is not a valid decision,
             instead of recording an `invalid` step and going on. Default `False`.
+        :param search_question_first: The run's first search is the user's question itself, sent without an LLM call
+            (the LLM decides from its result on); `False`: the LLM decides the first search too. Default `True`.
         :raises ValueError: On an unknown mode, a user tool named like a built-in tool, bad top_k bounds or budget.
         :raises TypeError: If `chat_generator` is not a chat generator, or in tools mode takes no `tools`.
         """
@@ -211,6 +225,7 @@ class AgenticRouter(_ReplyRouting):
         self.result_digests = result_digests
         self.structured_output = structured_output
         self.strict = strict
+        self.search_question_first = search_question_first
         self._user_tools = {t.name: t for t in user_tools}
         self._all_tools = [*_builtin_tools(max_top_k), *user_tools]
 
@@ -242,15 +257,18 @@ class AgenticRouter(_ReplyRouting):
             if the reply is not a valid decision.
         """
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
+        hold = self._call_text_hold(callback)
         if state.queued:
             routed = self._dispatch_queued(state)
         else:
             with iteration_span(state) as turn_state:  # the turn's span: its LLM call and user tools nest under it
-                prepared = self._prepare(turn_state)
+                first = self._question_first(state)  # the run's free first search: no LLM call
+                prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
                 if not isinstance(prepared, dict):
-                    prepared = self._route(self._call(*prepared, role_callback(callback, "controller", answer=False)))
+                    stream = role_callback(callback, "controller", answer=False, hold_calls=hold)
+                    prepared = self._route(self._call(*prepared, stream))
                 routed = prepared
-        emit(callback, step_chunks(state, routed_state(routed)))
+        emit(callback, [*held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
         return routed
 
     @component.output_types(
@@ -259,17 +277,23 @@ class AgenticRouter(_ReplyRouting):
     async def run_async(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, Any]:
         """Async twin of `run`: awaits the chat generator's `run_async`; the callback may be sync or async."""
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
+        hold = self._call_text_hold(callback)
         if state.queued:
             routed = self._dispatch_queued(state)
         else:
             with iteration_span(state) as turn_state:
-                prepared = self._prepare(turn_state)
+                first = self._question_first(state)  # the run's free first search: no LLM call
+                prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
                 if not isinstance(prepared, dict):
-                    stream = role_callback_async(callback, "controller", answer=False)
+                    stream = role_callback_async(callback, "controller", answer=False, hold_calls=hold)
                     prepared = self._route(await self._call_async(*prepared, stream))
                 routed = prepared
-        await emit_async(callback, step_chunks(state, routed_state(routed)))
+        await emit_async(callback, [*held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
         return routed
+
+    def _call_text_hold(self, callback: Any) -> CallTextHold | None:
+        """In tools mode, with a callback: a hold on the reply's text while it could be tool calls written as text."""
+        return CallTextHold() if self.mode == "tools" and callback is not None else None
 
     def _call(self, state: LoopState, messages: list[ChatMessage], tools: Any, stream: Any) -> LLMCall:
         """The controller call; once more without `response_format` when the server refuses it."""
@@ -324,14 +348,35 @@ class AgenticRouter(_ReplyRouting):
     def _token_counter(self) -> TokenCounter:
         return token_counter_for(self.chat_generator)
 
+    def _question_first(self, state: LoopState) -> bool:
+        """Whether this turn is the run's free first search: the question, before any step or message."""
+        return self.search_question_first and not state.tool_history and not state.messages and state.pending is None
+
+    def _opening(self, state: LoopState) -> LoopState:
+        """Tools mode: the state with the system prompt and the run's conversation (else the question) first."""
+        if state.messages:
+            return state
+        system = render(
+            self.system_prompt or DEFAULT_TOOLS_SYSTEM_PROMPT,
+            question=state.question,
+            max_iterations=state.limits.max_iterations,
+            user_tools=list(self._user_tools),
+        )
+        # The run's starting conversation (its oldest turns left out beyond half the budget), else the question.
+        earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
+        conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
+        return state.with_messages(ChatMessage.from_system(system), *conversation)
+
     def _prepare(self, state: LoopState) -> dict[str, Any] | tuple[LoopState, list[ChatMessage], Any]:
         """Return an early route, or (state, messages, tools) for the LLM call."""
         if self.mode == "json":
             turn = state.iteration + 1
             if state.is_last_iteration:
                 step = ToolStep(iteration=turn, action="generate", result="last iteration: generate without a call")
-                routed = {"answer": state.with_step(step).evolve(pending_action="answer")}
+                forced = state.with_step(step).evolve(metadata={**(state.metadata or {}), FORCED_AT_CAP: True})
+                routed = {"answer": forced.evolve(pending_action="answer")}
                 return trace_turn("AgenticRouter", count_final_turn(routed, turn))
+            state = with_candidates(state, self.mode)
             prompt = render(
                 self.json_prompt or DEFAULT_JSON_PROMPT,
                 question=state.question,
@@ -343,26 +388,14 @@ class AgenticRouter(_ReplyRouting):
                 draft=state.draft,
                 iteration=turn,
                 max_iterations=state.limits.max_iterations,
-                refusal=refusal_note(state),
+                refusal=refusal_note(state) or refused_turn_note(state),
                 collections=state.collections,
             )
             earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 4, self._token_counter())
             return state, [*earlier, ChatMessage.from_user(prompt)], None
         state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
-        if not state.messages:
-            system = render(
-                self.system_prompt or DEFAULT_TOOLS_SYSTEM_PROMPT,
-                question=state.question,
-                max_iterations=state.limits.max_iterations,
-                user_tools=list(self._user_tools),
-            )
-            # The run's starting conversation (its oldest turns left out beyond half the budget), else the question.
-            earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
-            conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
-            state = state.with_messages(ChatMessage.from_system(system), *conversation)
-        tools = self._all_tools
-        if state.collections:  # `search` gets a `collection` argument
-            tools = [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
+        state = with_candidates(self._opening(state), self.mode)  # a refused turn: why, and what to search next
+        tools = self._offered_tools(state)
         sent = digest_older_results(state.messages) if self.result_digests else state.messages
         return state, compact_messages(sent, self.context_budget_tokens, tools, self._token_counter()), tools
 
@@ -376,12 +409,13 @@ class AgenticRouter(_ReplyRouting):
             routed = self._route_json(state, call, turn)
         else:
             routed = self._route_tools(state, call, turn)
-        return trace_turn("AgenticRouter", count_final_turn(routed, turn))
+        return trace_turn("AgenticRouter", count_final_turn(absorb_refusals(routed, turn), turn))
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary."""
         data = role_to_dict(
-            self, "mode", "json_prompt", "default_top_k", "max_top_k", "result_digests", "structured_output", "strict"
+            self, "mode", "json_prompt", "default_top_k", "max_top_k", "result_digests", "structured_output", "strict",
+            "search_question_first",
         )
         data["init_parameters"]["tools"] = serialize_tools_or_toolset(self.tools)
         return data
