@@ -13,8 +13,8 @@ file (title + text, in memory, Haystack's BM25) and the same model for every sys
 Grounding is left as the packaged YAML has it (`grounding="pipeline"`: HHEM, skipped without its local weights), so no
 system spends LLM calls on grounding.
 
-llama.cpp's server runs in this process (`xllamacpp`, 127.0.0.1, a free port, Jinja chat template, `--threads`
-threads) and stops at the end. Questions run one after the other, every selected system on a question before the next
+llama.cpp's server runs in this process (the library's `LlamaCppServer`: `xllamacpp`, 127.0.0.1, a free port, Jinja
+chat template, `--threads` threads) and stops at the end. Questions run one after the other, every selected system on a question before the next
 question, so the systems always have the same questions whenever the run is stopped. Per system it prints exact match,
 F1 (SQuAD/HotpotQA normalisation, best over MuSiQue's aliases), all gold paragraphs seen (the gold paragraphs of the
 supporting facts among the chunks retrieved during the run), how runs ended, LLM calls per question (median, mean),
@@ -32,11 +32,9 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import statistics
 import sys
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -63,20 +61,18 @@ from haystack_agentic.evaluation.metrics import (  # noqa: E402
     best_answer_scores, gold_answers, normalize_answer, supporting_recall,
 )
 from haystack_agentic.grounding.markers import strip_markers  # noqa: E402
+from haystack_agentic.llm.llamacpp_server import LlamaCppServer  # noqa: E402
+from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS  # noqa: E402
 from haystack_agentic.loop_loading import retriever_store  # noqa: E402
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs  # noqa: E402
 
 SYSTEMS = ("one-shot", "agent", "tools", "json", "offline")
 #: Chunks per search of the one-shot pipeline and the Agent's tool (the loop keeps its own defaults).
 TOP_K = 5
-#: The model name the server answers to.
-MODEL_ALIAS = "real-llm"
 #: The Agent's most LLM turns (our loop's packaged `max_iterations` is of the same order).
 AGENT_MAX_STEPS = 6
 #: What the last column says for systems whose runs cannot record recovered tool calls.
 RECOVERY_NOT_RECORDED = {"one-shot": "- (no tools)", "offline": "- (no tools)", "agent": "none (Agent does not recover)"}
-#: Seconds the server may take to load the model and answer `/health`.
-START_DEADLINE = 120.0
 
 ONE_SHOT_SYSTEM = "You answer questions from documents. Give the shortest possible answer, a few words, no explanation."
 ONE_SHOT_PROMPT = """\
@@ -93,55 +89,6 @@ AGENT_SYSTEM = (
 )
 
 
-class InProcessLlamaServer:
-    """llama.cpp's OpenAI-compatible server for one GGUF, in this process (`xllamacpp`), on 127.0.0.1."""
-
-    def __init__(self, model_path: Path, n_ctx: int, threads: int) -> None:
-        self.model_path, self.n_ctx, self.threads = model_path, n_ctx, threads
-        self.port = 0
-        self._server: Any = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def __enter__(self) -> "InProcessLlamaServer":
-        import xllamacpp  # noqa: PLC0415 - the `llamacpp` extra
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        params = xllamacpp.CommonParams()
-        params.model.path = str(self.model_path)
-        params.hostnames = ["127.0.0.1"]
-        self.port = params.port = port
-        params.use_jinja = True
-        params.n_ctx = self.n_ctx
-        params.n_parallel = 1
-        params.cpuparams.n_threads = self.threads
-        params.cpuparams_batch.n_threads = self.threads
-        params.model_alias = {MODEL_ALIAS}
-        params.endpoint_props = True
-        self._server = xllamacpp.Server(params)
-        deadline = time.monotonic() + START_DEADLINE
-        while not self._healthy():
-            if time.monotonic() > deadline:
-                self._server = None
-                raise TimeoutError(f"llama.cpp server on port {self.port} not healthy after {START_DEADLINE} s")
-            time.sleep(0.1)  # polling interval of the health check
-        return self
-
-    def _healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1.0) as response:  # noqa: S310
-                return json.loads(response.read()).get("status") == "ok"
-        except (OSError, ValueError):
-            return False
-
-    def __exit__(self, *exc: object) -> None:
-        self._server = None  # the server's loop stops when the handle is released
-
-
 def sha256_prefix(path: Path, chars: int = 12) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -150,10 +97,10 @@ def sha256_prefix(path: Path, chars: int = 12) -> str:
     return digest.hexdigest()[:chars]
 
 
-def chat_generator(base_url: str, max_tokens: int, timeout: float) -> OpenAIChatGenerator:
+def chat_generator(server: LlamaCppServer, max_tokens: int, timeout: float) -> OpenAIChatGenerator:
     return OpenAIChatGenerator(
-        model=MODEL_ALIAS, api_base_url=base_url, api_key=Secret.from_token("none"), max_retries=0, timeout=timeout,
-        generation_kwargs={"max_tokens": max_tokens, "temperature": 0.0},
+        model=server.model_name, api_base_url=server.base_url, api_key=Secret.from_token("none"), max_retries=0,
+        timeout=timeout, generation_kwargs={"max_tokens": max_tokens, "temperature": 0.0},
     )  # fmt: skip
 
 
@@ -179,12 +126,14 @@ class System:
         self.name, self.run = name, run
 
 
-def one_shot_system(pooled: InMemoryDocumentStore, base_url: str, max_tokens: int, timeout: float) -> System:
+def one_shot_system(
+    pooled: InMemoryDocumentStore, server: LlamaCppServer, max_tokens: int, timeout: float
+) -> System:
     pipeline = Pipeline()
     pipeline.add_component("retriever", InMemoryBM25Retriever(pooled, top_k=TOP_K))
     template = [ChatMessage.from_system(ONE_SHOT_SYSTEM), ChatMessage.from_user(ONE_SHOT_PROMPT)]
     pipeline.add_component("prompt_builder", ChatPromptBuilder(template=template, required_variables="*"))
-    pipeline.add_component("llm", chat_generator(base_url, max_tokens, timeout))
+    pipeline.add_component("llm", chat_generator(server, max_tokens, timeout))
     pipeline.connect("retriever.documents", "prompt_builder.documents")
     pipeline.connect("prompt_builder.prompt", "llm.messages")
 
@@ -202,7 +151,7 @@ def one_shot_system(pooled: InMemoryDocumentStore, base_url: str, max_tokens: in
     return System("one-shot", run)
 
 
-def agent_system(pooled: InMemoryDocumentStore, base_url: str, max_tokens: int, timeout: float) -> System:
+def agent_system(pooled: InMemoryDocumentStore, server: LlamaCppServer, max_tokens: int, timeout: float) -> System:
     retriever = InMemoryBM25Retriever(pooled, top_k=TOP_K)
     seen: list[str] = []
     queries: list[str] = []
@@ -220,7 +169,7 @@ def agent_system(pooled: InMemoryDocumentStore, base_url: str, max_tokens: int, 
         function=search,
     )  # fmt: skip
     agent = Agent(
-        chat_generator=chat_generator(base_url, max_tokens, timeout), tools=[tool], system_prompt=AGENT_SYSTEM,
+        chat_generator=chat_generator(server, max_tokens, timeout), tools=[tool], system_prompt=AGENT_SYSTEM,
         max_agent_steps=AGENT_MAX_STEPS,
     )  # fmt: skip
     agent.warm_up()
@@ -243,10 +192,9 @@ def agent_system(pooled: InMemoryDocumentStore, base_url: str, max_tokens: int, 
     return System("agent", run)
 
 
-def recovered_calls(result: dict[str, Any]) -> int | None:
-    """Tool calls the router recovered from reply text (`metadata["recovered_tool_calls"]`), `None` when unrecorded."""
-    count = (result.get("metadata") or {}).get("recovered_tool_calls")
-    return int(count) if isinstance(count, int) else None
+def recovered_calls(result: dict[str, Any]) -> int:
+    """Tool calls the router recovered from reply text (`metadata["recovered_tool_calls"]`, absent: none)."""
+    return int((result.get("metadata") or {}).get(RECOVERED_TOOL_CALLS, 0))
 
 
 def unreached_limits(pipeline: Pipeline, timeout: float | None) -> list[str]:
@@ -263,6 +211,7 @@ def unreached_limits(pipeline: Pipeline, timeout: float | None) -> list[str]:
 
 
 def loop_system(name: str, options: LoopOptions, documents: list, pooled: InMemoryDocumentStore) -> System:
+    count_recovered = options.llm == "openai"  # the embedded default's router calls no tools
     pipeline = build_loop(options)
     unreached = unreached_limits(pipeline, options.timeout)
     if unreached:
@@ -279,7 +228,8 @@ def loop_system(name: str, options: LoopOptions, documents: list, pooled: InMemo
             "answer": result.get("answer"), "terminated_by": result.get("terminated_by"),
             "llm_calls": int((result.get("usage") or {}).get("total", {}).get("calls", 0)),
             "queries": [step.get("query") for step in steps if step.get("action") == "search"],
-            "chunk_ids": chunk_ids, "recovered": recovered_calls(result), "error": result.get("error"),
+            "chunk_ids": chunk_ids, "recovered": recovered_calls(result) if count_recovered else None,
+            "error": result.get("error"),
             "steps": [{key: str(step.get(key))[:300] for key in ("action", "query", "tool_name", "result")}
                       for step in steps],
         }  # fmt: skip
@@ -417,11 +367,10 @@ def main() -> None:
         parser.error("--n must be at least 1")
     if args.max_tokens is not None and args.max_tokens < 1:
         parser.error("--max-tokens must be at least 1")
-    if not args.gguf.is_file():
-        parser.error(f"--gguf {args.gguf}: no such file")
-    with args.gguf.open("rb") as f:
-        if f.read(4) != b"GGUF":
-            parser.error(f"--gguf {args.gguf}: not a GGUF file (no GGUF magic)")
+    try:
+        server = LlamaCppServer(args.gguf, n_ctx=args.ctx, threads=args.threads)
+    except (OSError, ValueError) as exc:
+        parser.error(f"--gguf {args.gguf}: {exc}")
 
     rows = load_hotpotqa_questions(args.data)
     selected = rows[: args.n]
@@ -446,18 +395,17 @@ def main() -> None:
     needs_server = any(name != "offline" for _, _, name in todo)
     wall = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        server = InProcessLlamaServer(args.gguf, args.ctx, args.threads)
         if needs_server:
             stack.enter_context(server)
         built: dict[str, System] = {}
         for name in dict.fromkeys(name for _, _, name in todo):
             if name == "one-shot":
-                built[name] = one_shot_system(pooled, server.base_url, llm_tokens, args.timeout)
+                built[name] = one_shot_system(pooled, server, llm_tokens, args.timeout)
             elif name == "agent":
-                built[name] = agent_system(pooled, server.base_url, llm_tokens, args.timeout)
+                built[name] = agent_system(pooled, server, llm_tokens, args.timeout)
             elif name in ("tools", "json"):
                 options = LoopOptions(
-                    llm="openai", mode=name, model=MODEL_ALIAS, base_url=server.base_url, timeout=args.timeout,
+                    llm="openai", mode=name, model=server.model_name, base_url=server.base_url, timeout=args.timeout,
                     max_tokens=args.max_tokens, context_tokens=args.ctx, grounding="pipeline",
                 )  # fmt: skip
                 built[name] = loop_system(name, options, documents, pooled)

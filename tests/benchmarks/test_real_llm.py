@@ -10,16 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from haystack_agentic.llm.gguf_models import installed_model
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "real_llm.py"
 DATA = ROOT / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
+MODEL = "qwen2.5-coder-0.5b"
 GGUF_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 
 def small_gguf() -> Path | None:
-    """The 0.5B GGUF: `$REAL_LLM_GGUF`, else the copy installed next to the packaged SmolLM2, else /work/models."""
-    candidates = [os.environ.get("REAL_LLM_GGUF"), Path(sys.prefix) / "share" / "haystack-agentic" / GGUF_NAME,
-                  Path("/work/models") / GGUF_NAME]  # fmt: skip
+    """The 0.5B GGUF: `$REAL_LLM_GGUF`, else the one `install-model --model qwen2.5-coder-0.5b` installed, else the
+    copy in /work/models."""
+    candidates = [os.environ.get("REAL_LLM_GGUF"), installed_model(MODEL), Path("/work/models") / GGUF_NAME]
     return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
 
 
@@ -34,7 +37,7 @@ def run_script(*args: str) -> subprocess.CompletedProcess:
 def test_real_llm_prints_its_figures_and_resumes(tmp_path):
     gguf = small_gguf()
     if gguf is None:
-        pytest.skip(f"{GGUF_NAME} not found (set REAL_LLM_GGUF or run `haystack-agentic install-model`)")
+        pytest.skip(f"{GGUF_NAME} not found (set REAL_LLM_GGUF or run `haystack-agentic install-model --model {MODEL}`)")
     pytest.importorskip("xllamacpp", reason="needs the llamacpp extra")
     records = tmp_path / "records.jsonl"
     args = ["--data", str(DATA), "--n", "1", "--gguf", str(gguf), "--systems", "offline,one-shot"]
