@@ -89,12 +89,12 @@ def build_store(chunks: int):
 
 
 def server_scenario(chunks: int, concurrency: int, questions: list[str]) -> dict:
-    from serve_throughput import _free_port
+    from serve_throughput import free_port
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         build_store(chunks).save_to_disk(str(workdir / "store.json"))
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False", "HAYHOOKS_LOG_LEVEL": "WARNING"}
         log = open(workdir / "server.log", "w")  # noqa: SIM115 - closed with the process
         process = subprocess.Popen(

@@ -63,6 +63,8 @@ SERVER_ENV = {
     "HAYHOOKS_TRACING_INCLUDE_HAYSTACK_SPANS": "false",  # what `serve` turns off itself; the Agent gets it too
     "HAYHOOKS_LOG_LEVEL": "WARNING",
     "PYTHONPATH": PYTHONPATH,
+    # the scripted LLM in the served YAML: ours to trust (serve trusts no module the package does not ship)
+    "HAYSTACK_DESERIALIZATION_ALLOWLIST": ScriptedChatGenerator.__module__,
 }
 
 #: The `hayhooks` command (its console entry point; `python -m hayhooks` does nothing in hayhooks 2.1).
