@@ -217,7 +217,10 @@ def build_loop(store: InMemoryDocumentStore):
         if per_call is None:
             per_call = mode == "json"  # json mode sends a fresh one-message prompt each turn
         llm = ScriptedChatGenerator(script, per_call=per_call, latency=latency)
-        router = AgenticRouter(chat_generator=llm, mode=mode, **(router_kwargs or {}))
+        # The scripts below decide every search themselves: the free first search of the question is off unless
+        # a test asks for it (tests/components/routers/test_question_first.py covers it).
+        router_kwargs = {"search_question_first": False, **(router_kwargs or {})}
+        router = AgenticRouter(chat_generator=llm, mode=mode, **router_kwargs)
         answer_llm = ScriptedChatGenerator(answer_script, per_call=True) if answer_script is not None else None
         fallback_llm = ScriptedChatGenerator(fallback_script, per_call=True) if fallback_script is not None else None
         if answerer is None:

@@ -127,7 +127,7 @@ def test_a_run_is_one_tree_run_iterations_llm_search_tool(store, tracer, run_asy
     turn_one = {"tool_calls": [{"tool_name": "search", "arguments": {"query": "Adriana Trigiani"}},
                                {"tool_name": "film_year", "arguments": {"title": "Big Stone Gap"}}]}  # fmt: skip
     llm = ScriptedChatGenerator([turn_one, answer("Greenwich Village")])
-    router = AgenticRouter(chat_generator=llm, tools=[YEAR_TOOL])
+    router = AgenticRouter(chat_generator=llm, tools=[YEAR_TOOL], search_question_first=False)
     pipeline = build_loop_pipeline(router, InMemoryBM25Retriever(store), check_evidence=False)
     result = _run(pipeline, QUESTION, run_async)
     assert result["terminated_by"] == "answered"
@@ -193,7 +193,7 @@ def test_answer_and_fallback_calls_hang_under_their_iteration_and_the_run(build_
 def test_concurrent_runs_keep_their_spans_apart(store, tracer):
     templated = {**tool_turn("search", {"query": "{{ question }}"}), "template": True}
     llm = ScriptedChatGenerator([templated, answer("x")])
-    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store),
+    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm, search_question_first=False), InMemoryBM25Retriever(store),
                                    check_evidence=False)  # fmt: skip
     questions = [f"Adriana Trigiani {n}" for n in range(6)]
 
@@ -230,7 +230,7 @@ def test_every_search_of_a_turn_hangs_under_that_turn(store, tracer):
     turn = {"tool_calls": [{"tool_name": "search", "arguments": {"query": "Adriana Trigiani"}},
                            {"tool_name": "search", "arguments": {"query": "Greenwich Village"}}]}  # fmt: skip
     llm = ScriptedChatGenerator([turn, answer("x")])
-    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store),
+    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm, search_question_first=False), InMemoryBM25Retriever(store),
                                    check_evidence=False)  # fmt: skip
     _run(pipeline, QUESTION, run_async=False)
     first, second = tracer.named(ITERATION)

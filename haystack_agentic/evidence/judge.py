@@ -22,6 +22,18 @@ Do the documents together state the facts needed to answer the question (every h
 enough: the answer itself must follow from them. Reply with one JSON object and nothing else:
 {"sufficient": true or false, "missing": "<what the documents do not say, or empty>", "reason": "<one sentence>"}"""
 
+#: Phrases by which a reason says the documents do NOT give the answer (a "sufficient" verdict with one contradicts
+#: itself), and by which it says they do (an "insufficient" verdict with one and nothing missing contradicts itself).
+_SAYS_NOT_THERE = re.compile(
+    r"\b(?:do(?:es)?n[o']?t|did\s?n[o']?t|cannot|can't|never|neither|nor|no information|not (?:state|mention|say|"
+    r"contain|give|provide|specify|include|enough|sufficient)|insufficient|unclear|unknown|missing|lacks?)\b",
+    re.IGNORECASE,
+)
+_SAYS_THERE = re.compile(r"\b(?:states?|mentions?|says|contains?|gives?|provides?|shows?|answers?)\b", re.IGNORECASE)
+
+#: What a judge writes in `missing` when nothing is missing.
+_NOTHING = frozenset({"", "none", "nothing", "n/a", "na", "-", "null", "empty", "no"})
+
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", flags=re.DOTALL | re.IGNORECASE)
 _TRUE = {"true", "yes", "sufficient", "supported", "1"}
 _FALSE = {"false", "no", "insufficient", "unsupported", "0"}
@@ -58,3 +70,17 @@ def parse_verdict(text: str) -> dict[str, Any] | None:
                 "reason": str(value.get("reason") or "").strip(),
             }
     return None
+
+
+def contradicts_itself(verdict: dict[str, Any]) -> bool:
+    """
+    Whether a parsed verdict's words contradict its `sufficient` flag: "sufficient" while its reason or `missing`
+    says the documents do not give the answer, or "insufficient" with nothing missing and a reason that says they do.
+
+    :param verdict: `parse_verdict`'s dict.
+    """
+    reason = verdict.get("reason") or ""
+    missing = "" if (verdict.get("missing") or "").strip(" .").lower() in _NOTHING else verdict.get("missing")
+    if verdict.get("sufficient"):
+        return bool(missing) or bool(_SAYS_NOT_THERE.search(reason))
+    return not missing and bool(_SAYS_THERE.search(reason)) and not _SAYS_NOT_THERE.search(reason)

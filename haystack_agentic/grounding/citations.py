@@ -95,17 +95,21 @@ def cite(
         )  # fmt: skip
         text = MARKER_RE.sub("", text or "")
     claims = _claims(text, language)
+    beyond = [number for _, numbers, _ in claims for number in numbers if not 1 <= number <= len(shown)]
+    if beyond:  # a marker whose citation is dropped does not stay in the answer
+        dropped.extend(
+            {"cited": f"[{number}]", "reason": f"no chunk [{number}] was shown (1-{len(shown)})"} for number in beyond
+        )
+        text = _without_markers_beyond(text, len(shown))
+        claims = _claims(text, language)
     # Where a claim nobody cited is looked up: the shown chunks first, then the run's others.
     pool = [*shown, *(doc for doc in state.chunks if all(doc.id != s.id for s in shown))]
     cited: list[Cited] = [[] for _ in claims]
     by_llm: set[int] = set()  # the claims cited by the LLM (a valid marker or id) or by where they were read
     for index, (_, markers, _) in enumerate(claims):
         for number in markers:
-            if 1 <= number <= len(shown):
-                by_llm.add(index)
-                _add(cited[index], shown[number - 1], None)
-            else:
-                dropped.append({"cited": f"[{number}]", "reason": f"no chunk [{number}] was shown (1-{len(shown)})"})
+            by_llm.add(index)
+            _add(cited[index], shown[number - 1], None)
     if located is not None and claims and 0 <= located[0] < len(shown):
         doc, span = _saying(claims[-1][0], (shown[located[0]], located[1], located[2]), pool, state.question)
         _add(cited[-1], doc, span)
@@ -126,6 +130,18 @@ def cite(
         if found is not None:
             cited[index] = [found]
     return _with_citations(state, text, claims, cited, dropped, shown)
+
+
+def _without_markers_beyond(text: str, count: int) -> str:
+    """`text` without the marker numbers outside 1..`count` (a marker left with none goes, its spaces too)."""
+
+    def kept(match: re.Match[str]) -> str:
+        numbers = [n for n in re.split(r"\s*,\s*", match.group(1)) if 1 <= int(n) <= count]
+        if len(numbers) == len(re.split(r"\s*,\s*", match.group(1))):
+            return match.group(0)
+        return f" [{', '.join(numbers)}]" if numbers else ""
+
+    return MARKER_RE.sub(kept, text)
 
 
 def _add(entries: Cited, doc: Document, at: tuple[int, int] | None) -> None:

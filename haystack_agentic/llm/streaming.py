@@ -12,7 +12,7 @@ from haystack import logging
 from haystack.dataclasses import StreamingCallbackT, StreamingChunk
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
-from haystack_agentic.llm.text_tool_calls import LEAD_IN_MAX_CHARS, could_be_calls
+from haystack_agentic.llm.text_tool_calls import LEAD_IN_MAX_CHARS, RECOVERED_TOOL_CALLS, could_be_calls
 from haystack_agentic.llm.valid_text import valid_text
 
 logger = logging.getLogger(__name__)
@@ -219,3 +219,16 @@ async def emit_async(callback: StreamingCallbackT | None, chunks: Iterable[Strea
 def routed_state(outputs: dict[str, Any]) -> LoopState | None:
     """The `LoopState` a component's output dict sends on (the first one found)."""
     return next((value for value in outputs.values() if isinstance(value, LoopState)), None)
+
+
+def held_text(hold: CallTextHold | None, before: LoopState, routed: dict[str, Any]) -> list[StreamingChunk]:
+    """The reply's held chunks to stream after a router turn from `before` to `routed` (a router's outputs): none
+    when the turn recovered the reply's text as tool calls (`RECOVERED_TOOL_CALLS` grew), else all of them."""
+    if hold is None:
+        return []
+    after = routed_state(routed)
+    recovered = (after.metadata or {}).get(RECOVERED_TOOL_CALLS, 0) if after is not None else 0
+    if recovered > (before.metadata or {}).get(RECOVERED_TOOL_CALLS, 0):
+        hold.drop()
+        return []
+    return hold.release()

@@ -183,7 +183,6 @@ def build_loop(options: LoopOptions | None = None, notify: Callable[[str], None]
     model = options.model or model_from_env()
     if model and options.resolved_llm() == "openai":
         data["metadata"] = {**(data.get("metadata") or {}), "llm": f"OpenAI-compatible ({model})"}
-    _set_limits(data, options)
     store_uri = options.resolved_store_uri()
     if store_uri:
         set_store_uri(components, store_uri)
@@ -197,6 +196,7 @@ def build_loop(options: LoopOptions | None = None, notify: Callable[[str], None]
             components["fallback"]["init_parameters"]["enabled"] = False
     if options.grounding == "auto":
         _choose_grounder(components, options.resolved_llm() == "openai", notify)
+    _set_limits(data, options)  # after the grounder is chosen: a judge grounder's generator gets the limits too
     return loop_pipeline_from_dict(data, path, model=model, base_url=options.base_url, must_exist=not options.new_store)
 
 
@@ -243,9 +243,21 @@ def _set_limits(data: dict[str, Any], options: LoopOptions) -> None:
             params["timeout"] = options.timeout
         if options.max_tokens is not None and "generation_kwargs" in defaults:
             params["generation_kwargs"] = {**(params.get("generation_kwargs") or {}), "max_tokens": options.max_tokens}
+        _limit_generator(params["chat_generator"], options)
         budget = params.get("context_budget_tokens", defaults.get("context_budget_tokens"))
         if options.context_tokens and isinstance(budget, int):
             params["context_budget_tokens"] = server.prompt_budget(budget)
+
+
+def _limit_generator(generator: dict[str, Any], options: LoopOptions) -> None:
+    """A role's serialised chat generator with the run's seconds and tokens per call: its own `timeout` (an HTTP
+    client's, e.g. the packaged YAMLs' 60 s) would otherwise cut a call the role allows longer."""
+    params = generator.setdefault("init_parameters", {})
+    defaults = class_defaults(str(generator.get("type", ""))) or {}
+    if options.timeout is not None and ("timeout" in defaults or "timeout" in params):
+        params["timeout"] = options.timeout
+    if options.max_tokens is not None and ("generation_kwargs" in defaults or "generation_kwargs" in params):
+        params["generation_kwargs"] = {**(params.get("generation_kwargs") or {}), "max_tokens": options.max_tokens}
 
 
 def _choose_grounder(components: dict[str, Any], judge_allowed: bool, notify: Callable[[str], None]) -> None:

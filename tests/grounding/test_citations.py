@@ -70,29 +70,35 @@ def test_sources_that_are_not_ids_are_dropped_not_fatal(build_loop):
     assert one["metadata"][DROPPED_KEY][0]["cited"] == "42" and one["citations"]
 
 
-def test_json_mode_markers_map_to_the_numbered_chunks_and_out_of_range_ones_cite_nothing(build_loop):
+def test_json_mode_answer_is_asked_in_words_and_cited_from_the_chunks_not_the_models_numbers(build_loop):
     loop = build_loop([decide("search", query="Adriana Trigiani"), decide("generate")], mode="json",
-                      answer_script=[{"text": "Trigiani is based in Greenwich Village [1][7]."}])  # fmt: skip
+                      answer_script=[{"text": "Trigiani is based in Greenwich Village [3][7]."}])  # fmt: skip
     result = loop.run()
     check_shape(result)
     prompt = loop.answer_llm.calls[0][0][-1].text
-    assert "[1] (Adriana Trigiani)" in prompt and "e.g. [1]" in prompt  # numbered chunks, markers asked for
-    # The text stays as written (it was streamed): [7] is left in it, cites nothing and is recorded.
-    assert result["answer"] == "Trigiani is based in Greenwich Village [1][7]."
+    assert "[1] (Adriana Trigiani)" in prompt and "in words" in prompt and "e.g. [1]" not in prompt
+    # The model's numbers ([3] was never shown, [7] does not exist) are not kept: the loop cites the chunk saying it.
+    assert result["answer"] == "Trigiani is based in Greenwich Village. [1]"
     [citation] = result["citations"]
     assert (citation["n"], citation["document_id"], citation["supported"]) == (1, "trigiani", True)
-    assert result["metadata"][DROPPED_KEY][0]["cited"] == "[7]"
 
 
-def test_the_answerers_rewrite_keeps_the_models_marker_numbers(build_loop):
+def test_a_marker_whose_citation_is_dropped_does_not_stay_in_the_answer():
+    state = LoopState(question=QUESTION, chunks=tuple(DOCS))
+    out = cite(state, "Trigiani is based in Greenwich Village [1, 7][9].", shown=DOCS[1:2])
+    assert out.outcome.answer == "Trigiani is based in Greenwich Village [1]."
+    assert [d["cited"] for d in out.metadata[DROPPED_KEY]] == ["[7]", "[9]"]
+
+
+def test_the_answerers_rewrite_is_cited_sentence_by_sentence_from_the_chunks(build_loop):
     loop = build_loop([search("Big Stone Gap film"), search("Adriana Trigiani based"), answer_with("x", [])],
                       answer_script=[{"text": "Adriana Trigiani directed Big Stone Gap [2]. She is based in "
                                               "Greenwich Village [1]."}])  # fmt: skip
     result = loop.run()
     check_shape(result)
-    shown = [d["id"] for d in result["documents"]][:2]  # the rewrite prompt numbers the run's best chunks
-    assert result["answer"] == "Adriana Trigiani directed Big Stone Gap [2]. She is based in Greenwich Village [1]."
-    assert [(c["n"], c["document_id"]) for c in result["citations"]] == [(2, shown[1]), (1, shown[0])]
+    assert strip_markers(result["answer"]) == "Adriana Trigiani directed Big Stone Gap. She is based in Greenwich Village."
+    cited = {c["claim"]: c["document_id"] for c in result["citations"]}
+    assert cited == {"Adriana Trigiani directed Big Stone Gap.": "bsg", "She is based in Greenwich Village.": "trigiani"}
 
 
 def test_a_sentence_without_a_marker_is_cited_by_the_loop_after_the_text():

@@ -187,7 +187,7 @@ def test_unknown_collection_is_a_clear_error_listing_the_known_ones(sparse_store
 
 def tools_loop(store: Any, script: list[dict[str, Any]], mode: str = "tools") -> tuple[Pipeline, Any]:
     llm = ScriptedChatGenerator(script, per_call=mode == "json")
-    router = AgenticRouter(chat_generator=llm, mode=mode)
+    router = AgenticRouter(chat_generator=llm, mode=mode, search_question_first=False)  # the scripts decide every search
     answer_llm = ScriptedChatGenerator([{"text": "From the chunks."}]) if mode == "json" else None
     answerer = Answerer(chat_generator=answer_llm)
     pipeline = build_loop_pipeline(

@@ -24,7 +24,7 @@ def _doc(doc_id: str, score: float) -> Document:
 def _turns(script: list[dict], router_kwargs: dict | None = None) -> tuple[ScriptedChatGenerator, list]:
     """Drive controller and router by hand (searches answered from RESULTS); returns the LLM and each state."""
     llm = ScriptedChatGenerator(script)
-    router = AgenticRouter(chat_generator=llm, **(router_kwargs or {}))
+    router = AgenticRouter(chat_generator=llm, **{"search_question_first": False, **(router_kwargs or {})})
     controller = LoopController(max_iterations=10)
     state, states = controller.run(query=QUESTION)["state"], []
     for _ in script:
@@ -144,7 +144,7 @@ def test_short_ids_and_prefixes():
 
 
 def test_result_digests_serialises():
-    router = AgenticRouter(chat_generator=ScriptedChatGenerator([]), result_digests=False)
+    router = AgenticRouter(chat_generator=ScriptedChatGenerator([]), result_digests=False, search_question_first=False)
     assert router.to_dict()["init_parameters"]["result_digests"] is False
 
 

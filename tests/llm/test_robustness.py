@@ -113,7 +113,7 @@ def test_generator_that_keeps_failing_ends_the_run_with_error(store, monkeypatch
     slept = []
     monkeypatch.setattr(time, "sleep", slept.append)  # keep the test fast; record backoffs
     generator = FlakyGenerator([ConnectionError("down")] * 10)
-    router = AgenticRouter(chat_generator=generator, max_retries=2, timeout=None)
+    router = AgenticRouter(chat_generator=generator, max_retries=2, timeout=None, search_question_first=False)
     result = build_loop_pipeline(router, InMemoryBM25Retriever(store)).run({"controller": {"query": "q"}})
     result = result["result"]
     assert result["terminated_by"] == "error" and "ConnectionError: down" in result["error"]
@@ -271,7 +271,7 @@ def _safe_loop(store, script, failing, **controller_kwargs):
     llm = ScriptedChatGenerator(script)
     retriever = SafeRetriever(FlakyRetriever(store, failing, sleep=0.5), timeout=0.1)
     return build_loop_pipeline(  # store failures, not evidence, are under test here
-        AgenticRouter(chat_generator=llm), retriever, controller=LoopController(**controller_kwargs),
+        AgenticRouter(chat_generator=llm, search_question_first=False), retriever, controller=LoopController(**controller_kwargs),
         check_evidence=False,
     )
 

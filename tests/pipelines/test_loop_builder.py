@@ -34,6 +34,18 @@ def test_llm_limits_and_the_server_context_reach_every_llm_role():
     assert untouched.get_component("router").context_budget_tokens > 488
 
 
+@pytest.mark.parametrize("name", ["agentic_rag", "agentic_rag_json"])
+def test_timeout_and_max_tokens_reach_every_chat_generator_of_the_packaged_pipelines(name):
+    # The packaged YAMLs give each chat generator its own 60 s HTTP timeout: `ask --timeout 300` must replace it.
+    options = LoopOptions(pipeline=name, base_url="http://127.0.0.1:9/v1", timeout=300.0, max_tokens=77)
+    pipeline = build_loop(options)
+    generators = {n: c.chat_generator for n, c in pipeline.walk() if getattr(c, "chat_generator", None) is not None}
+    assert {"router", "fallback", "evidence", "grounder"} <= set(generators)  # json mode: the answerer too
+    for role, generator in generators.items():
+        assert generator.timeout == 300.0, role
+        assert generator.generation_kwargs["max_tokens"] == 77, role
+
+
 def test_retrieval_only_has_no_answer_llm():
     pipeline = build_loop(LoopOptions(pipeline=str(SCRIPTED_YAML), retrieval_only=True))
     assert type(pipeline.get_component("answerer")).__name__ == "RetrievalOnlyAnswerer"

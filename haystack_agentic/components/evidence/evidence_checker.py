@@ -10,7 +10,7 @@ from haystack.dataclasses import ChatMessage
 from haystack_agentic.components.embedders._packaged_minilm import PACKAGED_MINILM
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.features import chunk_title, lexical_coverage
-from haystack_agentic.evidence.judge import DEFAULT_EVIDENCE_PROMPT, parse_verdict
+from haystack_agentic.evidence.judge import DEFAULT_EVIDENCE_PROMPT, contradicts_itself, parse_verdict
 from haystack_agentic.evidence.scoring import LEXICAL_MODEL, MIN_SIMILARITY, OFFLINE_MODEL, EvidenceModel
 from haystack_agentic.evidence.similarity import QuestionChunkSimilarity
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
@@ -38,6 +38,10 @@ The documents found may not contain the answer: {{ reason }} \
 
 #: Values of `on_insufficient_evidence`.
 POLICIES = ("give_up", "answer_with_warning")
+
+#: Offline evidence score from which an LLM judge's refusal does not decide alone: well above the calibrated models'
+#: thresholds (about 0.35), where the offline check's sufficient verdicts were right on the benchmarks.
+STRONG_OFFLINE_SCORE = 0.8
 
 
 #: Init parameters serialised as they are (`chat_generator` is serialised apart).
@@ -200,6 +204,13 @@ class EvidenceChecker:
             why = describe_error(call.error) if call.error is not None else f"no verdict in {call.text[:120]!r}"
             logger.warning("The evidence judge failed ({why}); using the offline check.", why=why)
             return {**offline, "judge_error": why}
+        # The judge does not decide alone when its words contradict its verdict, or when it refuses what the offline
+        # check finds strongly supported: the offline verdict stands, with the judge's view noted.
+        if contradicts_itself(judged):
+            logger.info("The evidence judge contradicts itself ({verdict}); using the offline check.", verdict=judged)
+            return {**offline, "judge_overruled": f"verdict contradicts its reason: {judged['reason'][:160]}"}
+        if not judged["sufficient"] and offline["sufficient"] and offline["score"] >= STRONG_OFFLINE_SCORE:
+            return {**offline, "judge_overruled": f"refused strong offline evidence: {judged['reason'][:160]}"}
         reason = judged["reason"] or ("the documents support an answer" if judged["sufficient"] else "")
         if not judged["sufficient"] and judged["missing"]:
             reason = f"{reason.rstrip('.')}; missing: {judged['missing']}" if reason else f"missing: {judged['missing']}"

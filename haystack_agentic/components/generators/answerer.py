@@ -8,6 +8,8 @@ from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 
 from haystack_agentic.grounding.citations import cite, draft_sources
+from haystack_agentic.grounding.markers import has_own_words, strip_markers
+from haystack_agentic.llm.refused_turns import FORCED_AT_CAP
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import format_chunks, render, role_messages
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
@@ -28,11 +30,11 @@ from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
 logger = logging.getLogger(__name__)
 
-#: Rewrites the controller's draft into the final answer. Variables: `question`, `draft`, `chunks`.
+#: Rewrites the controller's draft into the final answer. Variables: `question`, `draft`, `chunks`. The answer is
+#: written in words; its `[n]` citations are added afterwards from the chunks that support it.
 DEFAULT_ANSWER_PROMPT = """\
 Rewrite the draft answer to the question so that it is correct, short and supported by the context.
-Keep only facts the context supports. Reply with the answer only, each sentence followed by the numbers of the
-context chunks it rests on, e.g. [1] or [1][3].
+Keep only facts the context supports. Reply with the answer only, in words (a name, place, date or short phrase).
 
 Context:
 {{ chunks }}
@@ -41,10 +43,11 @@ Question: {{ question }}
 Draft answer: {{ draft }}
 Answer:"""
 
-#: Writes the answer from the chunks. Variables: `question`, `chunks`.
+#: Writes the answer from the chunks. Variables: `question`, `chunks`. The answer is written in words; its `[n]`
+#: citations are added afterwards from the chunks that support it.
 DEFAULT_GENERATE_PROMPT = """\
-Answer the question using only the context. Reply with a short answer (a name, place, date or phrase),
-followed by the numbers of the context chunks it rests on, e.g. [1] or [1][3].
+Answer the question using only the context. Reply with the answer only, in words: a name, place, date or short
+phrase, not a sentence about the context.
 
 Context:
 {{ chunks }}
@@ -69,8 +72,8 @@ _IMPROVED = re.compile(r"improved answer\s*:\s*(.*)", flags=re.IGNORECASE | re.D
 @component
 class Answerer:
     """
-    Writes the final answer of the agentic loop (cited by its `[n]` markers, or by the draft's `sources`), and the
-    json mode's `reflect` (critique + improve) and `draft` steps.
+    Writes the final answer of the agentic loop in words (cited from the chunks that support it, or by the draft's
+    `sources`), and the json mode's `reflect` (critique + improve) and `draft` steps.
 
     ### Usage example
     ```python
@@ -234,6 +237,10 @@ class Answerer:
     ) -> dict[str, LoopState]:
         action = before.pending_action or "answer"
         draft = before.draft
+        # The answer in words: its markers go, the citations are found in the chunks (`cite`); no words is no answer.
+        text = strip_markers(text) or ""
+        text = text if has_own_words(text) else ""
+        ended = "max_iterations" if (before.metadata or {}).get(FORCED_AT_CAP) else "answered"
         if action == "reflect" and draft:
             improved = None if error else _improved_answer(text)
             if error is not None:
@@ -246,17 +253,18 @@ class Answerer:
             if error is not None or not text:
                 reason = describe_error(error) if error else "blank reply"
                 logger.warning("Answer LLM failed ({reason}); keeping the controller's draft", reason=reason)
-                return {"finished": _kept_draft(state, draft)}
-            finished = state.finish("answered", answer=text)
+                return {"finished": _kept_draft(state, draft, ended)}
+            finished = state.finish(ended, answer=text)
             return {"finished": cite(finished, text, shown=shown, cited_ids=draft_sources(before))}
         # Written from the chunks (json `generate`, a first `draft`, or a policy router's answer).
         if error is not None:
             return {"finished": state.finish("error", error=f"Answer LLM failed: {describe_error(error)}")}
         if not text:
-            return {"finished": state.finish("error", error="Answer LLM returned a blank answer.")}
+            error = "Answer LLM returned no answer in words (blank, or only citation markers or tool-call text)."
+            return {"finished": state.finish("error", error=error)}
         if action == "draft":
             return {"state": state.evolve(draft=text, pending_action=None)}
-        return {"finished": cite(state.finish("answered", answer=text), text, shown=shown)}
+        return {"finished": cite(state.finish(ended, answer=text), text, shown=shown)}
 
     def to_dict(self) -> dict[str, Any]:
         """:returns: The component as a dictionary, its chat generator serialised (`role_to_dict`)."""
@@ -271,9 +279,9 @@ class Answerer:
         return role_from_dict(cls, data)
 
 
-def _kept_draft(state: LoopState, draft: str) -> LoopState:
+def _kept_draft(state: LoopState, draft: str, ended: str = "answered") -> LoopState:
     """End the run with the controller's draft as the answer, cited by the chunk ids its `answer` call gave."""
-    return cite(state.finish("answered", answer=draft), draft, cited_ids=draft_sources(state))
+    return cite(state.finish(ended, answer=draft), draft, cited_ids=draft_sources(state))
 
 
 def _improved_answer(text: str) -> str | None:

@@ -10,6 +10,7 @@ from haystack_agentic.llm.calls import call_generator, call_generator_async, des
 from haystack_agentic.llm.prompts import format_chunks, render, role_messages
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.grounding.citations import cite, draft_sources
+from haystack_agentic.grounding.markers import has_own_words, strip_markers
 from haystack_agentic.llm.streaming import emit, emit_async, marker_chunks, pick_callback, role_callback, role_callback_async
 from haystack_agentic.llm.serialization import role_from_dict, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
@@ -21,8 +22,8 @@ logger = logging.getLogger(__name__)
 #: `draft`.
 DEFAULT_SYNTHESIS_PROMPT = """\
 The search for an answer ran out of turns. Answer the question from the context below if it supports an
-answer; otherwise reply exactly "NO ANSWER". Be short. After each sentence, give the numbers of the context chunks
-it rests on, e.g. [1] or [1][3].
+answer; otherwise reply exactly "NO ANSWER". Reply with the answer only, in words: a name, place, date or short
+phrase.
 
 Context:
 {{ chunks }}
@@ -40,7 +41,7 @@ _NO_ANSWER = "NO ANSWER"
 class FallbackSynthesizer:
     """
     Answers from the accumulated chunks, in one tool-less LLM call, when the agentic loop reaches `max_iterations`
-    without an answer; the `[n]` markers of its reply cite the numbered chunks.
+    without an answer; the answer is written in words and cited from the chunks that support it.
 
     ### Usage example
     ```python
@@ -166,9 +167,9 @@ class FallbackSynthesizer:
     def _complete(self, before: LoopState, state: LoopState, text: str, error: BaseException | None) -> LoopState:
         if error is not None:
             return state.finish("max_iterations", answer=None, error=f"Fallback failed: {describe_error(error)}")
-        if not text or text.strip().rstrip(".").upper() == _NO_ANSWER:
+        text = strip_markers(text) or ""  # the answer in words: its citations are found in the chunks (`cite`)
+        if not has_own_words(text) or text.rstrip(".").upper() == _NO_ANSWER:
             return state.finish("max_iterations", answer=None)
-        # The prompt numbered the run's best `max_chunks` chunks: its [n] markers cite them.
         return cite(state.finish("max_iterations", answer=text), text, shown=before.chunks[: self.max_chunks])
 
     def to_dict(self) -> dict[str, Any]:

@@ -2,14 +2,17 @@
 
 """How AgenticRouter routes the controller's reply: the json-mode decision and the tools-mode tool calls."""
 
+import json
 from typing import Any
 
 from haystack import logging
 from haystack.dataclasses import ChatMessage, ToolCall
+from haystack.tools import Tool
 
 from haystack_agentic.components.routers._tool_arguments import (
     _BUILTIN_TOOL_NAMES,
     _JSON_ACTIONS,
+    _builtin_tools,
     ANSWER_TOOL_NAME,
     GIVE_UP_TOOL_NAME,
     READ_TOOL_NAME,
@@ -26,6 +29,7 @@ from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, To
 from haystack_agentic.dataclasses.pending_search import SEARCH_PLACEHOLDER
 from haystack_agentic.indexing.collections import and_filters, collection_filter
 from haystack_agentic.llm.calls import LLMCall
+from haystack_agentic.llm.refused_turns import picked_candidate
 from haystack_agentic.llm.result_digests import find_chunk, read_chunk_text, short_id, with_digest
 from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS, recover_tool_calls
 from haystack_agentic.llm.tool_arguments import decode_arguments, whole_number
@@ -36,6 +40,10 @@ logger = logging.getLogger(__name__)
 #: Text of a search's place-holding tool message (replaced by the search's result before the model sees it).
 _PLACEHOLDER_TEXT = "Search queued; its result replaces this message."
 
+#: Tool call id and step reasoning of the run's first search (the question, sent without an LLM call).
+QUESTION_SEARCH_ID = "search-question"
+QUESTION_SEARCH_REASON = "the question itself, searched first without an LLM call"
+
 _EMPTY_REPLY_NUDGE = (
     "Your reply was empty. Call one tool: search(query) to look something up, answer(text) to answer, "
     "or give_up(reason)."
@@ -44,6 +52,12 @@ _EMPTY_REPLY_NUDGE = (
 
 class _ReplyRouting:
     """`AgenticRouter`'s reply routing (a mixin using its `strict`, `default_top_k`, `max_top_k`, `_user_tools`)."""
+
+    def _offered_tools(self, state: LoopState) -> list[Tool]:
+        """The tools of a tools-mode call: the loop's own (`search` takes a `collection` in a scoped run), the user's."""
+        if state.collections:
+            return [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
+        return self._all_tools
 
     def _route_json(self, state: LoopState, call: LLMCall, turn: int) -> dict[str, Any]:
         decision = parse_json_decision(call.text)
@@ -59,7 +73,8 @@ class _ReplyRouting:
             return {"loop": state.with_step(step)}
         if action == "search":
             query = decision.get("query") if isinstance(decision.get("query"), str) else ""
-            query = query.strip() or (state.question if state.question not in state.queries_tried else "")
+            query = picked_candidate(state, query.strip())
+            query = query or (state.question if state.question not in state.queries_tried else "")
             query = query or (reasoning or "").strip()
             try:
                 if not query:
@@ -151,7 +166,7 @@ class _ReplyRouting:
     ) -> LoopState:
         """Add a search to `searches` (run after the reply), with a placeholder for its result; a repeated one is
         answered at once."""
-        query = _required_text(arguments, "query")
+        query = picked_candidate(state, _required_text(arguments, "query"))
         top_k = self._top_k(arguments.get("top_k"))
         collection = _chosen_collection(state.collections, arguments.get("collection"))
         limit = state.limits.max_searches_per_turn
@@ -168,6 +183,23 @@ class _ReplyRouting:
         held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
         searches.append((pending, step, held))
         return state.with_step(step).with_messages(held)
+
+    def _search_question(self, state: LoopState) -> dict[str, Any]:
+        """The run's first search, sent without an LLM call: the question itself (in tools mode as a `search` call of
+        the model's, so its result comes back to the model in the conversation)."""
+        turn, arguments = state.iteration + 1, {"query": state.question}
+        tool_call = None
+        if self.mode == "tools":
+            tool_call = ToolCall(tool_name=SEARCH_TOOL_NAME, arguments=arguments, id=QUESTION_SEARCH_ID)
+        pending, step = _planned_search(
+            state, turn, state.question, self.default_top_k, None, arguments, QUESTION_SEARCH_REASON, tool_call
+        )
+        state = state.with_step(step)
+        if tool_call is not None:
+            held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
+            call = ChatMessage.from_assistant(call_text([tool_call]), tool_calls=[tool_call])
+            state = self._opening(state).with_messages(call, held)
+        return _sent(state, [pending])
 
     @staticmethod
     def _dispatch_queued(state: LoopState) -> dict[str, Any]:
@@ -265,13 +297,23 @@ def _without(state: LoopState, searches: list[tuple[PendingSearch, ToolStep, Cha
 
 
 def _with_call_text(reply: ChatMessage) -> ChatMessage:
-    """The reply with a text naming its tool calls: some local servers' chat templates fail (HTTP 500) on an
-    assistant message with tool calls and no content."""
-    names = ", ".join(dict.fromkeys(call.tool_name for call in reply.tool_calls))
+    """The reply with its tool calls also written as its text (`call_text`): some local servers' chat templates fail
+    (HTTP 500) on an assistant message with tool calls and no content."""
     return ChatMessage.from_assistant(
-        text=f"Calling {names}.", meta=reply.meta, name=reply.name, tool_calls=reply.tool_calls,
+        text=call_text(reply.tool_calls), meta=reply.meta, name=reply.name, tool_calls=reply.tool_calls,
         reasoning=reply.reasoning,
     )  # fmt: skip
+
+
+def call_text(tool_calls: list[ToolCall]) -> str:
+    """
+    The text of an assistant message with `tool_calls`: each call as one JSON object per line, `{"name": ...,
+    "arguments": {...}}`. A small model copies the text of earlier turns; copied, this is a call the router recovers
+    from text, where a description ("Calling search.") came back as the model's answer (Qwen2.5-Coder 0.5B, issue 38).
+    """
+    return "\n".join(
+        json.dumps({"name": call.tool_name, "arguments": call.arguments}, ensure_ascii=False) for call in tool_calls
+    )
 
 
 def _searched_in(state: LoopState, query: str, collection: str | None) -> bool:

@@ -6,7 +6,6 @@ from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, StreamingCallbackT
 from haystack.tools import (
-    Tool,
     ToolsType,
     deserialize_tools_or_toolset_inplace,
     flatten_tools_or_toolsets,
@@ -23,6 +22,12 @@ from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401 
 )
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
+from haystack_agentic.llm.refused_turns import (
+    FORCED_AT_CAP,
+    absorb_refusals,
+    refused_turn_note,
+    with_candidates,
+)
 from haystack_agentic.llm.calls import (
     CallOptions,
     LLMCall,
@@ -39,6 +44,7 @@ from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES, refuses_response_f
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.streaming import (
     CallTextHold,
+    held_text,
     emit,
     emit_async,
     pick_callback,
@@ -47,7 +53,6 @@ from haystack_agentic.llm.streaming import (
     routed_state,
     step_chunks,
 )
-from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS
 from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
 from haystack_agentic.tracing import iteration_span, trace_turn
 
@@ -139,7 +144,7 @@ class AgenticRouter(_ReplyRouting):
 
     router = AgenticRouter(chat_generator=OpenAIChatGenerator(model="gpt-4o-mini"), mode="tools")
     state = LoopController().run(query="Who directed Big Stone Gap?")["state"]
-    out = router.run(state=state)  # e.g. {"query": "Big Stone Gap film director", "filters": None, "top_k": 5, "loop": ...}
+    out = router.run(state=state)  # turn 1 searches the question itself, no LLM call: {"query": "Who directed ...", ...}
     ```
     """
 
@@ -161,6 +166,7 @@ class AgenticRouter(_ReplyRouting):
         result_digests: bool = True,
         structured_output: bool = True,
         strict: bool = False,
+        search_question_first: bool = True,
     ) -> None:
         """
         Create an AgenticRouter.
@@ -187,6 +193,8 @@ class AgenticRouter(_ReplyRouting):
             `response_format` (dropped for the run when the server refuses it). Default `True`.
         :param strict: Json mode: raise `ValueError` (with the raw reply) on a reply that is not a valid decision,
             instead of recording an `invalid` step and going on. Default `False`.
+        :param search_question_first: The run's first search is the user's question itself, sent without an LLM call
+            (the LLM decides from its result on); `False`: the LLM decides the first search too. Default `True`.
         :raises ValueError: On an unknown mode, a user tool named like a built-in tool, bad top_k bounds or budget.
         :raises TypeError: If `chat_generator` is not a chat generator, or in tools mode takes no `tools`.
         """
@@ -217,6 +225,7 @@ class AgenticRouter(_ReplyRouting):
         self.result_digests = result_digests
         self.structured_output = structured_output
         self.strict = strict
+        self.search_question_first = search_question_first
         self._user_tools = {t.name: t for t in user_tools}
         self._all_tools = [*_builtin_tools(max_top_k), *user_tools]
 
@@ -253,12 +262,13 @@ class AgenticRouter(_ReplyRouting):
             routed = self._dispatch_queued(state)
         else:
             with iteration_span(state) as turn_state:  # the turn's span: its LLM call and user tools nest under it
-                prepared = self._prepare(turn_state)
+                first = self._question_first(state)  # the run's free first search: no LLM call
+                prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
                 if not isinstance(prepared, dict):
                     stream = role_callback(callback, "controller", answer=False, hold_calls=hold)
                     prepared = self._route(self._call(*prepared, stream))
                 routed = prepared
-        emit(callback, [*_held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
+        emit(callback, [*held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
         return routed
 
     @component.output_types(
@@ -272,12 +282,13 @@ class AgenticRouter(_ReplyRouting):
             routed = self._dispatch_queued(state)
         else:
             with iteration_span(state) as turn_state:
-                prepared = self._prepare(turn_state)
+                first = self._question_first(state)  # the run's free first search: no LLM call
+                prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
                 if not isinstance(prepared, dict):
                     stream = role_callback_async(callback, "controller", answer=False, hold_calls=hold)
                     prepared = self._route(await self._call_async(*prepared, stream))
                 routed = prepared
-        await emit_async(callback, [*_held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
+        await emit_async(callback, [*held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
         return routed
 
     def _call_text_hold(self, callback: Any) -> CallTextHold | None:
@@ -337,14 +348,35 @@ class AgenticRouter(_ReplyRouting):
     def _token_counter(self) -> TokenCounter:
         return token_counter_for(self.chat_generator)
 
+    def _question_first(self, state: LoopState) -> bool:
+        """Whether this turn is the run's free first search: the question, before any step or message."""
+        return self.search_question_first and not state.tool_history and not state.messages and state.pending is None
+
+    def _opening(self, state: LoopState) -> LoopState:
+        """Tools mode: the state with the system prompt and the run's conversation (else the question) first."""
+        if state.messages:
+            return state
+        system = render(
+            self.system_prompt or DEFAULT_TOOLS_SYSTEM_PROMPT,
+            question=state.question,
+            max_iterations=state.limits.max_iterations,
+            user_tools=list(self._user_tools),
+        )
+        # The run's starting conversation (its oldest turns left out beyond half the budget), else the question.
+        earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
+        conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
+        return state.with_messages(ChatMessage.from_system(system), *conversation)
+
     def _prepare(self, state: LoopState) -> dict[str, Any] | tuple[LoopState, list[ChatMessage], Any]:
         """Return an early route, or (state, messages, tools) for the LLM call."""
         if self.mode == "json":
             turn = state.iteration + 1
             if state.is_last_iteration:
                 step = ToolStep(iteration=turn, action="generate", result="last iteration: generate without a call")
-                routed = {"answer": state.with_step(step).evolve(pending_action="answer")}
+                forced = state.with_step(step).evolve(metadata={**(state.metadata or {}), FORCED_AT_CAP: True})
+                routed = {"answer": forced.evolve(pending_action="answer")}
                 return trace_turn("AgenticRouter", count_final_turn(routed, turn))
+            state = with_candidates(state, self.mode)
             prompt = render(
                 self.json_prompt or DEFAULT_JSON_PROMPT,
                 question=state.question,
@@ -356,32 +388,16 @@ class AgenticRouter(_ReplyRouting):
                 draft=state.draft,
                 iteration=turn,
                 max_iterations=state.limits.max_iterations,
-                refusal=refusal_note(state),
+                refusal=refusal_note(state) or refused_turn_note(state),
                 collections=state.collections,
             )
             earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 4, self._token_counter())
             return state, [*earlier, ChatMessage.from_user(prompt)], None
         state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
-        if not state.messages:
-            system = render(
-                self.system_prompt or DEFAULT_TOOLS_SYSTEM_PROMPT,
-                question=state.question,
-                max_iterations=state.limits.max_iterations,
-                user_tools=list(self._user_tools),
-            )
-            # The run's starting conversation (its oldest turns left out beyond half the budget), else the question.
-            earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
-            conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
-            state = state.with_messages(ChatMessage.from_system(system), *conversation)
+        state = with_candidates(self._opening(state), self.mode)  # a refused turn: why, and what to search next
         tools = self._offered_tools(state)
         sent = digest_older_results(state.messages) if self.result_digests else state.messages
         return state, compact_messages(sent, self.context_budget_tokens, tools, self._token_counter()), tools
-
-    def _offered_tools(self, state: LoopState) -> list[Tool]:
-        """The tools of a tools-mode call: the loop's own (`search` takes a `collection` in a scoped run), the user's."""
-        if state.collections:
-            return [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
-        return self._all_tools
 
     def _route(self, call: LLMCall) -> dict[str, Any]:
         state = call.state
@@ -393,12 +409,13 @@ class AgenticRouter(_ReplyRouting):
             routed = self._route_json(state, call, turn)
         else:
             routed = self._route_tools(state, call, turn)
-        return trace_turn("AgenticRouter", count_final_turn(routed, turn))
+        return trace_turn("AgenticRouter", count_final_turn(absorb_refusals(routed, turn), turn))
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary."""
         data = role_to_dict(
-            self, "mode", "json_prompt", "default_top_k", "max_top_k", "result_digests", "structured_output", "strict"
+            self, "mode", "json_prompt", "default_top_k", "max_top_k", "result_digests", "structured_output", "strict",
+            "search_question_first",
         )
         data["init_parameters"]["tools"] = serialize_tools_or_toolset(self.tools)
         return data
@@ -415,18 +432,6 @@ class AgenticRouter(_ReplyRouting):
 def _refused(state: LoopState) -> LoopState:
     """The state noting that the server refused `response_format` (the run's later decisions go without it)."""
     return state.evolve(metadata={**(state.metadata or {}), STRUCTURED_OUTPUT_REFUSED: True})
-
-
-def _held_text(hold: CallTextHold | None, before: LoopState, routed: dict[str, Any]) -> list[Any]:
-    """The reply's held chunks to stream after the turn: none when its text was recovered as tool calls."""
-    if hold is None:
-        return []
-    after = routed_state(routed)
-    recovered = (after.metadata or {}).get(RECOVERED_TOOL_CALLS, 0) if after is not None else 0
-    if recovered > (before.metadata or {}).get(RECOVERED_TOOL_CALLS, 0):
-        hold.drop()
-        return []
-    return hold.release()
 
 
 def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:

@@ -5,7 +5,7 @@ import json
 import uuid
 
 import pytest
-from haystack import Document, Pipeline
+from haystack import Document, Pipeline, component
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
@@ -20,7 +20,7 @@ from haystack_agentic import (
     ToolStep,
     build_loop_pipeline,
 )
-from haystack_agentic.components.evidence.evidence_checker import DEFAULT_GIVE_UP_TEMPLATE
+from haystack_agentic.components.evidence.evidence_checker import DEFAULT_GIVE_UP_TEMPLATE, STRONG_OFFLINE_SCORE
 from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
 from haystack_agentic.evidence.features import chunk_title, key_entities, lexical_coverage, truecase
 from haystack_agentic.evidence.similarity import chunk_head
@@ -410,8 +410,8 @@ def test_judge_decides_and_its_call_is_counted(build_loop):
     assert "when Arthur's Magazine started" in evidence["reason"] and "when Arthur's Magazine started" in strip_markers(result["answer"])
 
 
-def test_the_judge_overrules_the_offline_score_both_ways(build_loop):
-    """The judge is the stronger check: it decides even where the offline score would have said the opposite."""
+def test_the_judge_accepts_where_the_offline_score_would_refuse(build_loop):
+    """The judge decides even where the offline score would have said the opposite."""
     accept = ScriptedChatGenerator([{"text": '{"sufficient": true, "reason": "the passage says it"}'}], per_call=True)
     checker = EvidenceChecker(embedding_model=None, chat_generator=accept, search_again=0)
     loop = build_loop([search("New York City magazine"), answer("First for Women")], evidence_checker=checker)
@@ -419,11 +419,39 @@ def test_the_judge_overrules_the_offline_score_both_ways(build_loop):
     evidence = result["evidence"]
     assert result["terminated_by"] == "answered" and evidence["method"] == "llm_judge" and evidence["sufficient"]
     assert evidence["offline_score"] < checker.model.threshold  # the offline check alone would have refused
+    # (A refusal decides too, unless the offline evidence is strong: see the two tests below and the one above.)
+
+
+def test_a_judge_whose_reason_contradicts_its_verdict_does_not_decide_alone(build_loop):
+    # "sufficient" while its own reason says the documents do not state it: the offline check decides (it refuses).
+    said = '{"sufficient": true, "missing": "", "reason": "The documents do not state when Arthur\'s Magazine started."}'
+    judge = ScriptedChatGenerator([{"text": said}], per_call=True)
+    checker = EvidenceChecker(embedding_model=None, chat_generator=judge, search_again=0)
+    result = build_loop([search("New York City magazine"), answer("First for Women")], evidence_checker=checker).run(
+        ARTHUR
+    )
+    evidence = result["evidence"]
+    assert evidence["method"] == "offline-lexical" and "contradicts" in evidence["judge_overruled"]
+    assert result["terminated_by"] == "gave_up"
+
+
+STRONG_CHUNK = Document(
+    id="t", content="Adriana Trigiani, the director of Big Stone Gap, is based in Greenwich Village.",
+    meta={"title": "Adriana Trigiani"}, score=1.0,
+)  # fmt: skip
+
+
+def test_a_judge_refusing_strong_offline_evidence_does_not_decide_alone(build_loop):
     refuse = ScriptedChatGenerator([{"text": '{"sufficient": false, "missing": "where she is based"}'}], per_call=True)
     checker = EvidenceChecker(embedding_model=None, chat_generator=refuse, search_again=0)
-    loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], evidence_checker=checker)
-    result = loop.run("Where is Adriana Trigiani, the director of Big Stone Gap, based?")
-    assert result["terminated_by"] == "gave_up" and "where she is based" in strip_markers(result["answer"])
+    question = "Where is Adriana Trigiani, the director of Big Stone Gap, based?"
+    offline = checker.check(question, [STRONG_CHUNK])
+    assert offline["sufficient"] and offline["score"] >= STRONG_OFFLINE_SCORE
+    retriever = ScriptedRetrieverOne([STRONG_CHUNK])
+    loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], evidence_checker=checker,
+                      retriever=retriever)  # fmt: skip
+    result = loop.run(question)
+    assert result["terminated_by"] == "answered" and "strong offline" in result["evidence"]["judge_overruled"]
 
 
 def test_a_custom_judge_prompt_is_rendered_and_round_trips(build_loop, allow_scripted_llm):
@@ -493,3 +521,15 @@ def test_a_heading_line_counts_as_a_title_besides_the_meta_title():
     text = "Big Stone Gap\nBig Stone Gap is a 2014 film directed by Adriana Trigiani."
     assert lexical_coverage(question, [text], titles=["film_notes"]).title_share == 1.0
     assert lexical_coverage(question, ["Notes\n" + text], titles=["film_notes"]).title_share == 0.0
+
+
+@component
+class ScriptedRetrieverOne:
+    """A retriever returning the same documents for every query."""
+
+    def __init__(self, documents: list[Document]) -> None:
+        self.documents = documents
+
+    @component.output_types(documents=list[Document])
+    def run(self, query: str, filters: dict | None = None, top_k: int | None = None) -> dict:
+        return {"documents": list(self.documents)}

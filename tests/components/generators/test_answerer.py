@@ -11,6 +11,7 @@ from haystack_agentic import Answerer, LoopState, ToolStep
 from haystack_agentic.components.generators.answerer import DEFAULT_ANSWER_PROMPT, prompt_chunks
 from haystack_agentic.testing import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.llm.refused_turns import FORCED_AT_CAP
 
 CHUNKS = (
     Document(id="trigiani", content=DOC_TEXT["trigiani"], meta={"title": "Adriana Trigiani"}, score=2.0),
@@ -122,8 +123,21 @@ def test_generate_failure_ends_with_an_error():
 def test_generate_blank_ends_with_an_error():
     done = Answerer(chat_generator=_llm({"text": ""})).run(state=_state(draft=None))["finished"]
     assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
-        "error", None, "Answer LLM returned a blank answer."
+        "error", None, "Answer LLM returned no answer in words (blank, or only citation markers or tool-call text)."
     )
+
+
+@pytest.mark.parametrize("reply", ["[5]", "[5][6]", " \u200b ", '<tool_call>{"name": "answer", "arguments": {}}</tool_call>'])
+def test_generate_without_words_of_its_own_is_no_answer(reply):
+    done = Answerer(chat_generator=_llm({"text": reply})).run(state=_state(draft=None))["finished"]
+    assert done.outcome.terminated_by == "error" and done.outcome.answer is None
+    assert "no answer in words" in done.outcome.error
+
+
+def test_an_answer_forced_at_the_turn_limit_says_so():
+    state = _state(draft=None).evolve(metadata={FORCED_AT_CAP: True})
+    done = Answerer(chat_generator=_llm({"text": "Greenwich Village"})).run(state=state)["finished"]
+    assert done.outcome.terminated_by == "max_iterations" and strip_markers(done.outcome.answer) == "Greenwich Village"
 
 
 def test_generate_without_an_answer_llm_is_an_error():

@@ -166,6 +166,7 @@ def test_the_same_search_twice_is_not_re_run(build_loop):
     tool_message = loop.llm.calls[2][0][-1]
     assert tool_message.role == ChatRole.TOOL
     assert "already searched" in tool_message.tool_call_result.result
+    assert "Pick one by its number" in tool_message.tool_call_result.result  # the candidate searches follow
     assert strip_markers(result["answer"]) == "Greenwich Village"
     assert result["iterations"] == 3
 
@@ -233,7 +234,8 @@ def test_bad_tool_calls_go_back_to_the_model_and_the_run_goes_on(build_loop, nam
     tool_message = loop.llm.calls[1][0][-1]
     assert tool_message.role == ChatRole.TOOL
     assert tool_message.tool_call_result.error is True
-    assert tool_message.tool_call_result.result == f"Error in {name}: {step['result'][len(f'Error in {name}: '):]}"
+    told = f"Error in {name}: {step['result'][len(f'Error in {name}: '):]}\nSearch for something new, or answer"
+    assert tool_message.tool_call_result.result.startswith(told)  # why, then what to do next
     assert problem in tool_message.tool_call_result.result
     assert tool_message.tool_call_result.origin.tool_name == name
 
@@ -254,7 +256,7 @@ def test_generator_returning_no_replies_counts_as_empty():
         def run(self, messages, **kwargs):
             return {"replies": []}
 
-    out = AgenticRouter(chat_generator=Silent()).run(state=_start())
+    out = AgenticRouter(chat_generator=Silent(), search_question_first=False).run(state=_start())
     state = out["loop"]
     assert set(out) == {"loop"}
     assert state.tool_history[-1].action == "invalid"
@@ -382,7 +384,7 @@ def test_controller_temperature_and_generation_kwargs_reach_the_generator(build_
 
 def test_router_run_returns_exactly_one_route():
     llm = ScriptedChatGenerator([search("Adriana Trigiani", top_k=2)])
-    out = AgenticRouter(chat_generator=llm).run(state=_start(filters={"field": "id", "operator": "!=", "value": "x"}))
+    out = AgenticRouter(chat_generator=llm, search_question_first=False).run(state=_start(filters={"field": "id", "operator": "!=", "value": "x"}))
     assert set(out) == {"query", "filters", "top_k", "loop"}
     assert (out["query"], out["top_k"]) == ("Adriana Trigiani", 2)
     assert out["filters"] == {"field": "id", "operator": "!=", "value": "x"}
@@ -490,10 +492,10 @@ def test_json_mode_invalid_decision_is_recorded_and_the_loop_goes_on(build_loop,
 
 def test_json_mode_strict_raises_with_the_raw_text():
     raw = '{"action": "dance"}'
-    router = AgenticRouter(chat_generator=ScriptedChatGenerator([{"text": raw}]), mode="json", strict=True)
+    router = AgenticRouter(chat_generator=ScriptedChatGenerator([{"text": raw}]), mode="json", strict=True, search_question_first=False)
     with pytest.raises(ValueError, match=r"unknown action 'dance'.*\{\"action\": \"dance\"\}"):
         router.run(state=_start())
-    prose = AgenticRouter(chat_generator=ScriptedChatGenerator([{"text": "hmm"}]), mode="json", strict=True)
+    prose = AgenticRouter(chat_generator=ScriptedChatGenerator([{"text": "hmm"}]), mode="json", strict=True, search_question_first=False)
     with pytest.raises(ValueError, match="no JSON object.*'hmm'"):
         prose.run(state=_start())
 
@@ -524,7 +526,7 @@ def test_json_mode_last_iteration_generates_without_an_llm_call(build_loop):
     assert actions(result) == ["search", "generate"]
     assert result["tool_history"][1]["result"] == "last iteration: generate without a call"
     assert strip_markers(result["answer"]) == "Greenwich Village"
-    assert result["terminated_by"] == "answered"
+    assert result["terminated_by"] == "max_iterations"  # forced at the cap, and it says so
     assert result["iterations"] == 2
 
 

@@ -62,10 +62,9 @@ def test_several_text_calls_in_one_reply_all_run(build_loop):
     [
         "She is based in Greenwich Village.",
         'She is based in Greenwich Village. (I did not need {"name": "search"}.)',
-        _text_call("delete_files", path="/"),  # not an offered tool
     ],
 )
-def test_prose_and_calls_that_do_not_validate_stay_answers(build_loop, text):
+def test_prose_stays_an_answer(build_loop, text):
     loop = build_loop([{"text": text}])
     result = loop.run()
     assert actions(result) == ["answer"]
@@ -73,10 +72,20 @@ def test_prose_and_calls_that_do_not_validate_stay_answers(build_loop, text):
     assert RECOVERED_TOOL_CALLS not in result["metadata"]
 
 
-def test_invalid_arguments_in_text_stay_an_answer(build_loop):
-    loop = build_loop([{"text": '{"name": "search", "arguments": {"query": "x", "top_k": "lots"}}'}])
+@pytest.mark.parametrize(
+    "text",
+    [
+        _text_call("delete_files", path="/"),  # not an offered tool
+        '{"name": "search", "arguments": {"query": "x", "top_k": "lots"}}',  # arguments that do not validate
+    ],
+)
+def test_calls_that_do_not_validate_neither_run_nor_answer(build_loop, text):
+    # Not run as a call, and only tool-call text: no words of its own, so never the answer (a refused turn).
+    loop = build_loop([{"text": text}] * 4)
     result = loop.run()
-    assert actions(result) == ["answer"]
+    assert actions(result)[0] == "invalid" and "answer" not in actions(result)
+    assert result["terminated_by"] != "answered"
+    assert RECOVERED_TOOL_CALLS not in result["metadata"]
 
 
 def test_a_user_tool_written_as_text_runs(build_loop):
@@ -116,7 +125,7 @@ class _ReplayGenerator:
 
 
 def _route(replies: list[dict[str, Any]], question: str = QUESTION) -> dict[str, Any]:
-    router = AgenticRouter(chat_generator=_ReplayGenerator(replies), mode="tools")
+    router = AgenticRouter(chat_generator=_ReplayGenerator(replies), mode="tools", search_question_first=False)
     return router.run(state=LoopController().run(query=question)["state"])
 
 
@@ -125,8 +134,8 @@ def test_a_reply_cut_by_the_token_limit_runs_its_complete_call():
     routed = _route([{"content": text, "finish_reason": "length"}])
     assert routed["query"] == "Adriana Trigiani"
     assert routed["loop"].metadata[RECOVERED_TOOL_CALLS] == 1
-    routed = _route([{"content": text, "finish_reason": "stop"}])  # not cut: the broken call makes it text
-    assert "answer" in routed
+    routed = _route([{"content": text, "finish_reason": "stop"}])  # not cut: the broken call makes it text,
+    assert "query" not in routed and "answer" not in routed  # with no words of its own: a refused turn
 
 
 # --- streaming ---------------------------------------------------------------------------------------------------

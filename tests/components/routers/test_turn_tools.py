@@ -96,7 +96,7 @@ def test_every_search_of_a_turn_runs_async(build_loop):
 def test_searches_beyond_the_per_turn_limit_go_back_as_errors():
     state = LoopController(max_searches_per_turn=2).run(query=QUESTION)["state"]
     turn = _calls(("search", {"query": "a"}), ("search", {"query": "b"}), ("search", {"query": "c"}))
-    out = AgenticRouter(chat_generator=ScriptedChatGenerator([turn])).run(state=state)
+    out = AgenticRouter(chat_generator=ScriptedChatGenerator([turn]), search_question_first=False).run(state=state)
     assert (out["query"], out["top_k"]) == ("a", 5)
     routed = out["loop"]
     assert routed.pending.query == "a" and [s.query for s in routed.queued] == ["b"]
@@ -129,7 +129,7 @@ def test_turns_of_many_searches_stay_within_max_runs_per_component(build_loop):
 def test_state_with_queued_searches_round_trips():
     state = LoopController().run(query=QUESTION)["state"]
     turn = _calls(("search", {"query": "a"}), ("search", {"query": "b"}))
-    routed = AgenticRouter(chat_generator=ScriptedChatGenerator([turn])).run(state=state)["loop"]
+    routed = AgenticRouter(chat_generator=ScriptedChatGenerator([turn]), search_question_first=False).run(state=state)["loop"]
     again = LoopState.from_dict(routed.to_dict())
     assert again.queued == routed.queued and again.pending == routed.pending
 
@@ -276,7 +276,7 @@ def test_each_search_of_a_turn_and_each_user_tool_call_has_its_own_span(store):
         turn = _calls(("search", {"query": "Adriana Trigiani"}), ("film_year", {"title": "Big Stone Gap"}),
                       ("search", {"query": "Greenwich Village"}))  # fmt: skip
         llm = ScriptedChatGenerator([turn, answer("x")])
-        router = AgenticRouter(chat_generator=llm, tools=[YEAR_TOOL])
+        router = AgenticRouter(chat_generator=llm, tools=[YEAR_TOOL], search_question_first=False)
         pipeline = build_loop_pipeline(router, SafeRetriever(InMemoryBM25Retriever(store)), check_evidence=False)
         pipeline.run({"controller": {"query": QUESTION}})
     finally:
@@ -300,7 +300,7 @@ def test_the_same_words_in_two_collections_in_one_turn_are_two_searches(tmp_path
                   ("search", {"query": "Big Stone Gap", "collection": "places"}))  # fmt: skip
     llm = ScriptedChatGenerator([turn, answer("x")])
     pipeline = build_loop_pipeline(
-        AgenticRouter(chat_generator=llm), SafeRetriever(InMemoryBM25Retriever(store)), check_evidence=False
+        AgenticRouter(chat_generator=llm, search_question_first=False), SafeRetriever(InMemoryBM25Retriever(store)), check_evidence=False
     )
     result = pipeline.run({"controller": {"query": QUESTION, "collections": ["films", "places"]}})["result"]
     steps = [s for s in result["tool_history"] if s["action"] == "search"]

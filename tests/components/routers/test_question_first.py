@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The loop is at least one-shot RAG: the question is searched first without an LLM call, a weak router cannot waste
+the budget (refusals come with numbered candidate searches, two in a row end the loop), and no result is `answered`
+with an answer that has no words of its own."""
+
+import pytest
+from conftest import QUESTION, answer, calls, decide, search
+from haystack.dataclasses import ChatRole
+
+from haystack_agentic import AgenticRouter
+from haystack_agentic.grounding.markers import strip_markers
+from haystack_agentic.llm.refused_turns import MAX_REFUSED_TURNS
+from haystack_agentic.testing import ScriptedChatGenerator
+
+FIRST = {"search_question_first": True}
+#: The free first search puts an assistant message (its `search` call) in the conversation: count calls, not those.
+TOOLS = {"router_kwargs": FIRST, "per_call": True}
+
+
+def searched(result):
+    return [step["query"] for step in result["tool_history"] if step["action"] == "search"]
+
+
+def test_the_free_searchs_text_copied_back_is_a_recovered_repeat_not_an_answer(build_loop):
+    # The 0.5B model copied the text of the free search's assistant message back as its answer; that text is the
+    # call itself as JSON, so a copy is recovered as the same search, refused as a repeat, never the answer.
+    copied = '{"name": "search", "arguments": {"query": "%s"}}' % QUESTION.replace('"', '\\"')
+    loop = build_loop([{"text": copied}] * 4, **TOOLS, fallback_script=[{"text": "Adriana Trigiani"}])
+    result = loop.run()
+    first_call = loop.llm.calls[0][0]
+    assistant = next(m for m in first_call if m.role == ChatRole.ASSISTANT)
+    assert assistant.text == copied and assistant.tool_calls[0].arguments == {"query": QUESTION}
+    assert searched(result) == [QUESTION] and "answer" not in [s["action"] for s in result["tool_history"]]
+    assert calls(result, "controller") == MAX_REFUSED_TURNS and result["terminated_by"] != "answered"
+
+
+def test_a_router_that_never_searches_still_answers_from_the_questions_chunks(build_loop):
+    loop = build_loop([answer("Adriana Trigiani")], **TOOLS)
+    result = loop.run()
+    assert searched(result) == [QUESTION] and result["documents"]  # one-shot RAG's retrieval, no LLM call spent
+    assert calls(result, "controller") == 1
+    first_call = loop.llm.calls[0][0]
+    assert first_call[-1].role == ChatRole.TOOL and "Big Stone Gap" in first_call[-1].tool_call_result.result
+    assert result["terminated_by"] == "answered" and strip_markers(result["answer"]) == "Adriana Trigiani"
+
+
+def test_json_mode_generating_at_once_writes_the_answer_from_the_questions_chunks(build_loop):
+    loop = build_loop([decide("generate")], mode="json", router_kwargs=FIRST,
+                      answer_script=[{"text": "Adriana Trigiani"}])  # fmt: skip
+    result = loop.run()
+    assert searched(result) == [QUESTION]
+    assert "Big Stone Gap is a 2014" in loop.answer_llm.calls[0][0][-1].text  # the question's chunk, in the prompt
+    assert "Big Stone Gap is a 2014" in loop.llm.calls[0][0][-1].text  # and in the router's first prompt
+    assert result["terminated_by"] == "answered" and strip_markers(result["answer"]) == "Adriana Trigiani"
+    assert result["citations"] and result["citations"][0]["document_id"] in {d["id"] for d in result["documents"]}
+
+
+def test_the_option_turns_it_off_and_round_trips(allow_deserialization):
+    router = AgenticRouter(chat_generator=ScriptedChatGenerator([]), search_question_first=False)
+    assert AgenticRouter.from_dict(router.to_dict()).search_question_first is False
+    assert AgenticRouter(chat_generator=ScriptedChatGenerator([])).search_question_first is True
+
+
+def test_a_router_repeating_itself_gets_candidates_then_the_loop_answers_from_the_chunks(build_loop):
+    loop = build_loop([search(QUESTION)] * 6, **TOOLS, max_iterations=8,
+                      fallback_script=[{"text": "Adriana Trigiani"}])  # fmt: skip
+    result = loop.run()
+    assert calls(result, "controller") == MAX_REFUSED_TURNS  # not the 7 turns left
+    assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == "Adriana Trigiani"
+    told = loop.llm.calls[1][0][-1].tool_call_result.result
+    assert "already searched" in told and "\n1. " in told and "\n2. " in told and 'search(query="1")' in told
+
+
+def offered(text):
+    """The numbered candidates of a refusal note."""
+    return [line.split(". ", 1)[1] for line in text.splitlines() if line[:1].isdigit() and ". " in line]
+
+
+@pytest.mark.parametrize("pick", ["1", "2", "#2", "name"])
+def test_a_candidate_is_picked_by_number_or_name_in_tools_mode(build_loop, pick):
+    probe = build_loop([search(QUESTION), answer("x")], **TOOLS)
+    probe.run()
+    candidates = offered(probe.llm.calls[1][0][-1].tool_call_result.result)
+    assert len(candidates) >= 2 and all(c.casefold() not in QUESTION.casefold() for c in candidates)
+    wanted = candidates[0] if pick in ("1", "name") else candidates[1]
+    loop = build_loop([search(QUESTION), search(wanted if pick == "name" else pick), answer("Greenwich Village")],
+                      **TOOLS)  # fmt: skip
+    result = loop.run()
+    assert searched(result) == [QUESTION, wanted]
+    assert result["terminated_by"] == "answered"
+
+
+def test_a_candidate_is_picked_by_number_in_json_mode(build_loop):
+    loop = build_loop([decide("search", query=QUESTION), decide("search", query="1"), decide("generate")],
+                      mode="json", router_kwargs=FIRST, answer_script=[{"text": "Greenwich Village"}])  # fmt: skip
+    result = loop.run()
+    prompt = loop.llm.calls[1][0][-1].text
+    assert "already searched" in prompt and '"query": "1"' in prompt
+    assert searched(result) == [QUESTION, offered(prompt)[0]]
+
+
+def test_json_invalid_replies_twice_end_the_loop_early(build_loop):
+    loop = build_loop([{"text": "I am not sure."}] * 5, mode="json", router_kwargs=FIRST, max_iterations=8,
+                      fallback_script=[{"text": "Adriana Trigiani"}])  # fmt: skip
+    result = loop.run()
+    assert calls(result, "controller") == MAX_REFUSED_TURNS
+    assert result["terminated_by"] == "max_iterations" and result["answer"]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [{"text": "[5]"}, {"text": "[5][6]"}, {"text": " \u200b "}, answer("[1]"),
+     # a call of a tool the loop does not offer is not recovered (a valid search would run): only tool-call text
+     {"text": '<tools>{"name": "lookup", "arguments": {"query": "x"}}</tools>'},
+    ],
+)  # fmt: skip
+def test_an_answer_without_words_of_its_own_is_never_answered(build_loop, reply):
+    loop = build_loop([reply] * 4, **TOOLS, fallback_script=[{"text": "[2]"}])
+    result = loop.run()
+    assert result["terminated_by"] != "answered"
+    assert result["answer"] is None  # the fallback's "[2]" has no words either
+    assert calls(result, "controller") <= MAX_REFUSED_TURNS
+
+
+def test_json_mode_with_one_turn_answers_from_the_chunks_at_the_cap(build_loop):
+    loop = build_loop([], mode="json", router_kwargs=FIRST, max_iterations=1,
+                      fallback_script=[{"text": "Adriana Trigiani"}])  # fmt: skip
+    result = loop.run()
+    assert searched(result) == [QUESTION]
+    assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == "Adriana Trigiani"
+
+
+def test_an_answer_forced_at_the_cap_says_so(build_loop):
+    loop = build_loop([decide("search", query="Adriana Trigiani")], mode="json", router_kwargs=FIRST,
+                      max_iterations=3, answer_script=[{"text": "Greenwich Village"}])  # fmt: skip
+    result = loop.run()
+    assert searched(result) == [QUESTION, "Adriana Trigiani"]
+    assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == "Greenwich Village"
