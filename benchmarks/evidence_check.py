@@ -196,7 +196,8 @@ def main() -> None:
     parser.add_argument("command", choices=["calibrate", "report", "speed", "casing"])
     parser.add_argument("--hotpotqa", type=Path, default=DEFAULT_HOTPOTQA)
     parser.add_argument("--musique", type=Path, default=DEFAULT_MUSIQUE)
-    parser.add_argument("--limit", type=int, help="report, casing: only the first N questions of each set; speed: N checks (default 60)")
+    parser.add_argument("--limit", type=int,
+                        help="report, casing: only the first N questions of each set; speed: N checks (default 60)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args()
     if args.command == "calibrate":
