@@ -7,8 +7,9 @@ from collections.abc import Sequence
 #: `metadata` key of the answer's sentences that no chunk of the run backs (no citation found): a list of str.
 UNCITED_KEY = "uncited_claims"
 
-#: A marker: `[3]`, `[1, 2]` (`[1][2]` is two markers). Spaces before it belong to it.
-MARKER_RE = re.compile(r"[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
+#: A marker: `[3]`, `[1, 2]` (`[1][2]` is two markers). Spaces before it belong to it (a match starts where a run of
+#: spaces does: a run not followed by a marker is scanned once, not once per space).
+MARKER_RE = re.compile(r"(?<![ \t])[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 
 
 def strip_markers(text: str | None) -> str | None:
