@@ -89,7 +89,7 @@ def decode_json(text: str) -> Any:
     :raises ValueError: For anything that does not decode: not JSON, nested past the interpreter's recursion limit,
         an integer of more digits than Python converts.
     """
-    return _decoded(json.loads, text)
+    return model_value(_decoded(json.loads, text))
 
 
 def json_objects(text: str) -> Iterator[dict[str, Any]]:
@@ -109,7 +109,7 @@ def json_objects(text: str) -> Iterator[dict[str, Any]]:
             except ValueError:
                 value = None
             if isinstance(value, dict):
-                yield value
+                yield model_value(value)
             start = candidate.find("{", start + 1)
 
 
@@ -117,31 +117,33 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", flags=re.DOTALL | re.IGNORECASE)
 
 
 def _decoded(decode: Any, *args: Any) -> Any:
+    """`decode(*args)`, its `RecursionError` as a `ValueError` (the others it raises are: `JSONDecodeError`, and
+    the one for an integer of more than 4,300 digits)."""
     try:
-        return model_value(decode(*args))
+        return decode(*args)
     except RecursionError as exc:
         raise ValueError("JSON nested deeper than Python decodes") from exc
-    except ValueError:  # JSONDecodeError, or an integer of more than 4,300 digits
-        raise
 
 
-def valid_usage(usage: Any) -> dict[str, int]:
+def valid_usage(usage: Any) -> dict[str, Any]:
     """
-    The token counts of a reply's `meta["usage"]` that are counts: whole numbers from 0 to `MAX_TOKEN_COUNT` (an
-    int, or a whole float), under keys ending in `_tokens`. Anything else (a string, `inf`, a list, a negative or huge
-    number, a bool, a `usage` that is not a dict) is left out, so the call counts as one that reported none.
+    A reply's `meta["usage"]` with only token counts that are counts: an entry under a key ending in `_tokens` is
+    kept when it is a whole number from 0 to `MAX_TOKEN_COUNT` (an int, or a whole float, made an int) and left out
+    otherwise (a string, `inf`, a list, a negative or huge number, a bool), so the call counts as one that did not
+    report it. Other entries (e.g. `completion_tokens_details`) are kept; a `usage` that is not a dict gives `{}`.
     """
     if not isinstance(usage, Mapping):
         return {}
-    counts = {}
+    kept = {}
     for key, value in usage.items():
-        if not (isinstance(key, str) and key.endswith("_tokens")) or isinstance(value, bool):
+        if not (isinstance(key, str) and key.endswith("_tokens")):
+            kept[key] = value
             continue
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
-        if isinstance(value, int) and 0 <= value <= MAX_TOKEN_COUNT:
-            counts[key] = value
-    return counts
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
+            kept[key] = value
+    return kept
 
 
 def valid_reply(message: ChatMessage) -> ChatMessage:
