@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from hostile_replies import ROLES, TERMINATIONS, hostile_results, run_hostile  # noqa: E402
+from hostile_replies import ENTRY_POINTS, ROLES, TERMINATIONS, hostile_results, run_hostile  # noqa: E402
 
 
 def run_role(role: str, runs: int) -> dict:
@@ -41,7 +41,7 @@ def run_role(role: str, runs: int) -> dict:
     @given(
         results=st.one_of(hostile_results("small"), hostile_results("big")),
         evidence=st.booleans(),
-        through=st.sampled_from(["pipeline", "agentic_rag"]),
+        through=st.sampled_from(ENTRY_POINTS),
     )
     def one(results, evidence, through):
         started = time.process_time()

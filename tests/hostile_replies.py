@@ -276,10 +276,18 @@ def hostile_pipeline(role: str, results: list[Any], evidence: bool) -> Any:
     )
 
 
+#: The entry points a run goes through: `Pipeline.run`, `Pipeline.run_async`, `AgenticRAG(raise_on_failure=False).run`.
+ENTRY_POINTS = ("pipeline", "async", "agentic_rag")
+
+
 def run_hostile(role: str, results: list[Any], evidence: bool, through: str = "pipeline") -> dict[str, Any]:
-    """One run with hostile replies in `role`: the result dict of the loop pipeline (`through="pipeline"`) or of
-    `AgenticRAG(raise_on_failure=False)` (`through="agentic_rag"`)."""
+    """One run with hostile replies in `role`: the result dict of the loop pipeline (`through="pipeline"`, or
+    `"async"` for `run_async`) or of `AgenticRAG(raise_on_failure=False)` (`through="agentic_rag"`)."""
     pipeline = hostile_pipeline(role, results, evidence)
+    if through == "async":
+        import asyncio  # noqa: PLC0415
+
+        return asyncio.run(pipeline.run_async({"controller": {"query": QUESTION}}))["result"]
     if through == "agentic_rag":
         from haystack_agentic import AgenticRAG  # noqa: PLC0415
 
