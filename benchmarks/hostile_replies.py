@@ -4,8 +4,8 @@ Issue 39: hostile chat generator replies in every LLM role, 10,000 runs per role
 test_hostile_replies.py runs a few hundred in CI). Each run draws the results of the role's generator
 (tests/hostile_replies.py: deep JSON, huge integers, NaN/inf, wrong types at every level, bad `meta.usage`, reply
 items of the wrong type, nameless tool calls, megabyte texts, regex worst cases, special tokens; the small or the
-issue's full sizes, half each), the evidence check on or off, and the entry point (the loop pipeline, or
-`AgenticRAG(raise_on_failure=False)`), and counts how the run ended, whether an exception left `run`, and the CPU
+issue's full sizes, half each), the evidence check on or off, and the entry point (the loop pipeline's `run` or
+`run_async`, or `AgenticRAG(raise_on_failure=False)`), and counts how the run ended, whether an exception left `run`, and the CPU
 seconds it took.
 
     python benchmarks/hostile_replies.py [--runs 10000] [--roles controller-tools,answer]
