@@ -42,8 +42,8 @@ def writing(record: Path) -> bool:
 def test_an_index_killed_mid_write_is_reported_by_the_next_index_and_ask(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
-    for n in range(12):  # ~40 chunks a file: several write batches
-        paragraphs = [" ".join(WORDS[(n * 7 + i * 3 + j) % len(WORDS)] for j in range(120)) + "." for i in range(40)]
+    for n in range(5):  # ~30 chunks a file: three write batches
+        paragraphs = [" ".join(WORDS[(n * 7 + i * 3 + j) % len(WORDS)] for j in range(120)) + "." for i in range(30)]
         (docs / f"f{n}.txt").write_text("\n\n".join(paragraphs), encoding="utf-8")
     uri = tmp_path / "s.db"
     record = tmp_path / "s.db.counts.json"
