@@ -12,6 +12,9 @@ pipeline as a tool. YAML files already in --pipelines-dir are deployed too.
 Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged
 pipeline chosen like `ask` does, served as `agentic_rag`.
 
+Limits: request bodies over --max-body-bytes (1 MiB) get a 413, chat requests
+of more than --max-messages (1,000) messages a 422.
+
 Safe by default: runtime deployment (routes and MCP tools that upload and run
 code) is off unless `--allow-deploy`, which needs an API key; `--api-key` /
 `$HAYSTACK_AGENTIC_API_KEY` makes every request but `GET /health` carry
@@ -111,6 +114,16 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--allowed-host", action="append", metavar="NAME",
         help="A host name clients may use in the Host header, besides the bound address and localhost "
         "(e.g. the machine's DNS name when binding 0.0.0.0); repeatable. Other Host headers get a 400.",
+    )
+    serve.add_argument(
+        "--max-body-bytes", type=int, metavar="N",
+        help="Largest request body accepted, in bytes; larger ones get a 413 "
+        "(default: $HAYSTACK_AGENTIC_MAX_BODY_BYTES, else 1048576, 1 MiB).",
+    )
+    serve.add_argument(
+        "--max-messages", type=int, metavar="N",
+        help="Most messages a chat request may hold; more get a 422 (default: $HAYSTACK_AGENTIC_MAX_MESSAGES, "
+        "else 1000).",
     )
     return serve
 
@@ -263,7 +276,14 @@ def _check_ports(args: argparse.Namespace) -> None:
 
 def _security(args: argparse.Namespace) -> "ServeSecurity":
     """What to expose (`ServeError`: a weak key, `--allow-deploy` without a key, a malformed origin or host)."""
-    from haystack_agentic.serving.security import ENV_API_KEY, ServeSecurity, check_api_key, check_host_name, check_origin
+    from haystack_agentic.serving.security import (
+        ENV_API_KEY,
+        ServeSecurity,
+        check_api_key,
+        check_host_name,
+        check_limit,
+        check_origin,
+    )
 
     key = args.api_key or os.environ.get(ENV_API_KEY) or None
     if args.allow_deploy and key is None:
@@ -276,10 +296,17 @@ def _security(args: argparse.Namespace) -> "ServeSecurity":
             check_api_key(key)
         origins = tuple(check_origin(origin) for origin in args.cors_origin or ())
         hosts = tuple(check_host_name(host) for host in args.allowed_host or ())
+        limits = ServeSecurity.from_env()  # the environment's limits (`ValueError`: not whole numbers >= 1)
+        max_body, max_messages = limits.max_body_bytes, limits.max_messages
+        if args.max_body_bytes is not None:
+            max_body = check_limit(args.max_body_bytes, "--max-body-bytes")
+        if args.max_messages is not None:
+            max_messages = check_limit(args.max_messages, "--max-messages")
     except ValueError as exc:
         raise ServeError(str(exc)) from exc
     return ServeSecurity(
-        api_key=key, allow_deploy=args.allow_deploy, cors_origins=origins, allowed_hosts=hosts, bind_host=args.host
+        api_key=key, allow_deploy=args.allow_deploy, cors_origins=origins, allowed_hosts=hosts, bind_host=args.host,
+        max_body_bytes=max_body, max_messages=max_messages,
     )
 
 

@@ -31,13 +31,16 @@ DEFAULT_HISTORY_BUDGET_TOKENS = 4000
 
 
 def fit_turns(turns: Sequence[ChatMessage], budget_tokens: int, counter: TokenCounter) -> list[ChatMessage]:
-    """The turns that fit `budget_tokens`: the oldest user and assistant messages go first; system messages stay."""
-    kept = list(turns)
-    while kept and counter.count(kept) > budget_tokens:
-        oldest = next((i for i, m in enumerate(kept) if m.role != ChatRole.SYSTEM), None)
-        if oldest is None:
-            break
-        del kept[oldest]
+    """The turns that fit `budget_tokens`: the oldest user and assistant messages go first; system messages stay.
+    Each message is counted once (linear in the number of turns)."""
+    sizes = [counter.count([message]) for message in turns]
+    excess = sum(sizes) - budget_tokens
+    kept = []
+    for message, size in zip(turns, sizes):
+        if excess > 0 and message.role != ChatRole.SYSTEM:
+            excess -= size
+        else:
+            kept.append(message)
     return kept
 
 

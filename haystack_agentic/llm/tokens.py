@@ -311,21 +311,26 @@ def compact_messages(
     """
     counter = counter or CONSERVATIVE
     result = list(messages)
-    if counter.count(result, tools) <= budget_tokens:
+    sizes = [counter.count([message]) for message in result]  # each message counted once, then kept up to date
+    total = counter.count([], tools) + sum(sizes)
+    if total <= budget_tokens:
         return result
     tool_indexes = [i for i, m in enumerate(result) if m.tool_call_result is not None]
     for i in tool_indexes[:-1]:
         result[i] = _with_tool_text(result[i], _digest(result[i].tool_call_result.result))
-        if counter.count(result, tools) <= budget_tokens:
+        size = counter.count([result[i]])
+        total += size - sizes[i]
+        sizes[i] = size
+        if total <= budget_tokens:
             return result
     if tool_indexes:
         last = tool_indexes[-1]
         original = result[last]
+        others = total - sizes[last]
         marker = " [... cut to fit the context budget]"
 
         def fits(prefix: str) -> bool:
-            result[last] = _with_tool_text(original, prefix.rstrip() + marker)
-            return counter.count(result, tools) <= budget_tokens
+            return others + counter.count([_with_tool_text(original, prefix.rstrip() + marker)]) <= budget_tokens
 
         kept = longest_prefix_within(original.tool_call_result.result, fits)
         result[last] = _with_tool_text(original, kept.rstrip() + marker)

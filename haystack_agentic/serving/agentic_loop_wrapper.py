@@ -3,7 +3,8 @@
 OpenAI-compatible chat API (with streamed progress) and MCP."""
 
 import asyncio
-from collections.abc import AsyncGenerator
+import threading
+from collections.abc import AsyncGenerator, Coroutine
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,6 +28,7 @@ from haystack_agentic.serving.chat_completions import (  # noqa: F401 - answer_t
     conversation_from_request,
     progress_line,
 )
+from haystack_agentic.serving.security import ServeSecurity
 from haystack_agentic.settings import store_path_from_env
 
 logger = logging.getLogger(__name__)
@@ -57,12 +59,32 @@ def load_served_pipeline(
     return pipeline
 
 
+class PipelineThread:
+    """
+    An event loop in a daemon thread, where a served pipeline runs: a request's CPU work (prompt fitting, Haystack's
+    copies of the inputs, parsing replies) then never holds the server's event loop, which keeps answering `/health`,
+    the other routes and MCP. One loop per pipeline, for its whole life: the async clients its components create
+    (e.g. `OpenAIChatGenerator`'s) stay on the loop that made them.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self.thread.start()
+
+    async def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Run `coroutine` on this thread's loop and return its result; cancelling the caller cancels it there."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self.loop))
+
+
 class AgenticLoopWrapper(BasePipelineWrapper):
     """
     Serves an agentic loop pipeline with hayhooks: `POST /<name>/run`, `/v1/chat/completions` and an MCP tool.
 
-    Every request runs on `Pipeline.run_async`; one pipeline instance serves concurrent requests. Subclass it in a
-    hayhooks pipeline directory (`<name>/pipeline_wrapper.py`), or let `haystack-agentic serve` write that file.
+    Every request runs on `Pipeline.run_async`, in the wrapper's `PipelineThread` (off the server's event loop); one
+    pipeline instance serves concurrent requests. A chat request may hold at most `$HAYSTACK_AGENTIC_MAX_MESSAGES`
+    messages (default 1,000). Subclass it in a hayhooks pipeline directory (`<name>/pipeline_wrapper.py`), or let
+    `haystack-agentic serve` write that file.
 
     ### Usage example
     ```python
@@ -82,10 +104,13 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     store_file: ClassVar[str | None] = None
 
     def setup(self) -> None:
-        """Load and warm up the pipeline, once per worker (`ValueError`: no `pipeline_file`, or it does not load)."""
+        """Load and warm up the pipeline, once per worker, and start its `PipelineThread` (`ValueError`: no
+        `pipeline_file`, it does not load, or `$HAYSTACK_AGENTIC_MAX_MESSAGES` is not a whole number >= 1)."""
         if not self.pipeline_file:
             raise ValueError(f"{type(self).__name__}.pipeline_file is not set: name the loop pipeline YAML to serve.")
+        self.max_messages = ServeSecurity.from_env().max_messages
         self.pipeline = load_served_pipeline(self.pipeline_file, dict(self.overrides), self.store_file)
+        self.pipeline_thread = PipelineThread(f"pipeline-{type(self).__module__}")
 
     async def run_api_async(
         self, query: str, filters: dict[str, Any] | None = None, collections: str | list[str] | None = None
@@ -113,9 +138,10 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         :param messages: The chat messages (OpenAI format): system, user and assistant messages.
         :param body: The request body (`stream`, `stream_options`, optionally `collections` as for REST).
         :returns: The `ChatCompletion`, or an async generator of `chat.completion.chunk`s when streaming.
-        :raises BadRequest: For a conversation `conversation_from_request` refuses, or an unknown collection.
+        :raises BadRequest: For a conversation `conversation_from_request` refuses (more than `max_messages` messages
+            included), or an unknown collection.
         """
-        conversation = conversation_from_request(messages, self._max_question_chars())
+        conversation = conversation_from_request(messages, self._max_question_chars(), self.max_messages)
         data = self._inputs({"messages": conversation}, None, body.get("collections"))
         if not body.get("stream"):
             return completion(model, await self._run(data))
@@ -128,7 +154,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     async def _run(self, data: dict[str, Any]) -> dict[str, Any]:
         """The loop's result, or an error result if the pipeline failed (`BadRequest`: it refused its input)."""
         try:
-            return (await self.pipeline.run_async(data))["result"]
+            return (await self.pipeline_thread.run(self.pipeline.run_async(data)))["result"]
         except Exception as exc:  # noqa: BLE001 - the request was valid: report the failed run, not a server error
             invalid = invalid_input(exc)
             if invalid is not None:
@@ -143,9 +169,10 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     ) -> AsyncGenerator[ChatCompletion, None]:
         chunks: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
+        server_loop = asyncio.get_running_loop()
 
-        async def on_chunk(chunk: StreamingChunk) -> None:
-            chunks.put_nowait(chunk)
+        async def on_chunk(chunk: StreamingChunk) -> None:  # called in the pipeline's thread
+            server_loop.call_soon_threadsafe(chunks.put_nowait, chunk)
 
         reply = ChatReplyStream(model)
         for name, sockets in loop_inputs(self.pipeline, streaming_callback=on_chunk).items():

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The HTTP app `haystack-agentic serve` runs: hayhooks' app behind ASGI middleware (closed routes, CORS, `Host`
-check, API key, encodable JSON errors). `create_app()` reads its settings from the environment."""
+check, API key, body size limit, encodable JSON errors). `create_app()` reads its settings from the environment."""
 
 import gc
 import math
@@ -16,7 +16,14 @@ from haystack import logging
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from haystack_agentic.serving.agentic_loop_wrapper import invalid_input
-from haystack_agentic.serving.security import HEALTH_PATH, BearerAuth, ClosedPaths, HostGuard, ServeSecurity
+from haystack_agentic.serving.security import (
+    HEALTH_PATH,
+    BearerAuth,
+    BodyLimit,
+    ClosedPaths,
+    ServeSecurity,
+    host_check,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +69,8 @@ def create_app(security: ServeSecurity | None = None) -> FastAPI:
         app.add_middleware(
             BearerAuth, api_key=security.api_key, open_paths={HEALTH_PATH}, open_prefixes=SELF_AUTHENTICATED_PREFIXES
         )
-    app.add_middleware(HostGuard, hosts=security.accepted_hosts())
+    app.add_middleware(BodyLimit, max_bytes=security.max_body_bytes)
+    app.add_middleware(host_check, hosts=security.accepted_hosts())
     return app
 
 

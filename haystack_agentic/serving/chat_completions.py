@@ -14,6 +14,7 @@ from haystack_agentic.presentation import NO_SOURCE_NOTE, source_lines, uncited,
 from haystack_agentic.components.loop.loop_controller import validate_conversation
 from haystack_agentic.llm.valid_text import strict_json
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META
+from haystack_agentic.serving.security import ENV_MAX_MESSAGES
 
 
 #: What the block of sources a reply ends with starts with (after the answer), see `sources_text`.
@@ -59,17 +60,26 @@ _ROLES = {"system": ChatMessage.from_system, "developer": ChatMessage.from_syste
           "user": ChatMessage.from_user, "assistant": ChatMessage.from_assistant}  # fmt: skip
 
 
-def conversation_from_request(messages: Any, max_chars: int | None = None) -> list[ChatMessage]:
+def conversation_from_request(
+    messages: Any, max_chars: int | None = None, max_messages: int | None = None
+) -> list[ChatMessage]:
     """
     The conversation of an OpenAI-style chat request's `messages`, for `LoopController`'s `messages` input: system
     and `developer` messages as system messages, user and assistant ones by their text (content parts joined; an
     assistant's without its Sources block), earlier ones without text left out; the question at most `max_chars`.
 
-    :raises BadRequest: If the list is empty, a message is not an object, has a tool role, an unknown role or tool
-        calls, there is no user message or it has no text, or the conversation does not end with it.
+    :raises BadRequest: If the list is empty or has more than `max_messages` messages, a message is not an object,
+        has a tool role, an unknown role or tool calls, there is no user message or it has no text, or the
+        conversation does not end with it.
     """
     if not isinstance(messages, list) or not messages:
         raise BadRequest("`messages` must be a non-empty list of chat messages.")
+    if max_messages is not None and len(messages) > max_messages:
+        raise BadRequest(
+            f"`messages` has {len(messages):,} messages, more than this server's limit of {max_messages:,}: send "
+            f"only the recent turns, or start the server with `haystack-agentic serve --max-messages N` "
+            f"(${ENV_MAX_MESSAGES})."
+        )
     conversation = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):

@@ -10,7 +10,7 @@ from typing import Any
 from haystack import logging
 from starlette.requests import ClientDisconnect, Request
 
-from haystack_agentic.serving.security import BearerAuth, HostGuard, ServeSecurity, send_json
+from haystack_agentic.serving.security import BearerAuth, BodyLimit, ServeSecurity, host_check, send_json
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def create_mcp_app(security: ServeSecurity | None = None) -> Any:
     app = TextBodyGuard(create_starlette_app(server))
     if security.api_key:
         app = BearerAuth(app, api_key=security.api_key, open_paths={MCP_STATUS_PATH})
-    return HostGuard(app, hosts=security.accepted_hosts())
+    return host_check(BodyLimit(app, security.max_body_bytes), security.accepted_hosts())
 
 
 def adapt_tools(server: Any, allow_deploy: bool) -> None:

@@ -1,16 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
 """Access control for what `haystack-agentic serve` exposes (HTTP and MCP apps alike): an optional API key, a `Host`
-check against DNS rebinding, whether runtime deployment is allowed. The settings travel through the environment
-(`ENV_*`), so every process `serve` starts applies the same rules."""
+check against DNS rebinding (Starlette's `TrustedHostMiddleware`), whether runtime deployment is allowed. The
+settings travel through the environment (`ENV_*`), so every process `serve` starts applies the same rules."""
 
 import hmac
 import ipaddress
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from haystack import logging
+from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from haystack_agentic.settings import DEFAULT_SERVE_HOST
 
@@ -26,6 +29,12 @@ ENV_CORS_ORIGINS = "HAYSTACK_AGENTIC_CORS_ORIGINS"
 ENV_ALLOWED_HOSTS = "HAYSTACK_AGENTIC_ALLOWED_HOSTS"
 #: The address `serve` binds (the `Host` header may name it).
 ENV_BIND_HOST = "HAYHOOKS_HOST"
+#: Largest request body accepted, in bytes (larger: 413), and most messages in a chat request (more: 422).
+ENV_MAX_BODY_BYTES = "HAYSTACK_AGENTIC_MAX_BODY_BYTES"
+ENV_MAX_MESSAGES = "HAYSTACK_AGENTIC_MAX_MESSAGES"
+#: Their defaults (docs/decisions.md): 1 MiB holds a long conversation; 1,000 messages are ~1 s of fitting.
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_MAX_MESSAGES = 1000
 
 #: The HTTP app's health check, answered without a key: `{"status": "ok"}` and nothing else.
 HEALTH_PATH = "/health"
@@ -41,29 +50,36 @@ _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-l
 @dataclass(frozen=True)
 class ServeSecurity:
     """What the server exposes and who may use it: the API key (`None`: no authentication), whether hayhooks' runtime
-    deployment stays enabled, CORS origins, host names accepted in `Host` besides `bind_host` and loopback names."""
+    deployment stays enabled, CORS origins, host names accepted in `Host` besides `bind_host` and loopback names, the
+    largest request body (bytes) and the most messages of a chat request."""
 
     api_key: str | None = None
     allow_deploy: bool = False
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     bind_host: str = DEFAULT_SERVE_HOST
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_messages: int = DEFAULT_MAX_MESSAGES
 
     @classmethod
     def from_env(cls) -> "ServeSecurity":
-        """The settings from the `ENV_*` environment variables."""
+        """The settings from the `ENV_*` environment variables (`ValueError`: a limit not a whole number >= 1)."""
+        environ = os.environ
         return cls(
             api_key=os.environ.get(ENV_API_KEY) or None,
             allow_deploy=os.environ.get(ENV_ALLOW_DEPLOY, "").strip().lower() in ("1", "true"),
             cors_origins=_split(os.environ.get(ENV_CORS_ORIGINS, "")),
             allowed_hosts=_split(os.environ.get(ENV_ALLOWED_HOSTS, "")),
             bind_host=os.environ.get(ENV_BIND_HOST) or DEFAULT_SERVE_HOST,
+            max_body_bytes=check_limit(environ.get(ENV_MAX_BODY_BYTES) or DEFAULT_MAX_BODY_BYTES, ENV_MAX_BODY_BYTES),
+            max_messages=check_limit(environ.get(ENV_MAX_MESSAGES) or DEFAULT_MAX_MESSAGES, ENV_MAX_MESSAGES),
         )
 
     def accepted_hosts(self) -> frozenset[str]:
-        """The host names a request's `Host` header may carry (lower case, no port)."""
+        """The hosts a request's `Host` header may name (lower case, no port; IPv6 addresses in brackets)."""
         names = {self.bind_host.strip("[]").lower(), *(host.lower() for host in self.allowed_hosts)}
-        return frozenset(names | _LOOPBACK_NAMES | {"127.0.0.1", "::1"})
+        names |= _LOOPBACK_NAMES | {"127.0.0.1", "::1"}
+        return frozenset(f"[{name}]" if _is_ipv6(name) else name for name in names)
 
     def to_env(self, env: dict[str, str]) -> None:
         """Write the settings into `env` (e.g. `os.environ`) for the processes `serve` starts."""
@@ -75,6 +91,16 @@ class ServeSecurity:
         env[ENV_CORS_ORIGINS] = ",".join(self.cors_origins)
         env[ENV_ALLOWED_HOSTS] = ",".join(self.allowed_hosts)
         env[ENV_BIND_HOST] = self.bind_host
+        env[ENV_MAX_BODY_BYTES] = str(self.max_body_bytes)
+        env[ENV_MAX_MESSAGES] = str(self.max_messages)
+
+
+def check_limit(value: str | int, name: str) -> int:
+    """A request limit as a whole number of at least 1 (`ValueError` naming `name`, its flag or variable)."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, got {str(value)[:40]!r}.")
+    return int(text)
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -93,48 +119,33 @@ def check_origin(origin: str) -> str:
     return origin
 
 
+_PLAIN_HOST = re.compile(r"[a-z0-9_.-]+|\[[0-9a-f:.]+\]")
+
+
 def check_host_name(name: str) -> str:
-    """A `serve --allowed-host` name in lower case (`ValueError`: empty, `*`, or with a scheme, path, port, space)."""
+    """A `serve --allowed-host` name in lower case (`ValueError`: anything but a plain host name, an IPv4 address or
+    an IPv6 address in brackets: a scheme, port, path, `*`, space, user name...)."""
     cleaned = name.strip().lower()
-    if not cleaned or cleaned == "*" or any(char in cleaned for char in "/:, ") and not cleaned.startswith("["):
+    if not _PLAIN_HOST.fullmatch(cleaned) or (cleaned.startswith("[") and not _is_ipv6(cleaned[1:-1])):
         raise ValueError(f"--allowed-host {name!r} must be a host name or address without scheme, port or path.")
     return cleaned
 
 
-def host_name(header: bytes) -> str:
-    """The host of a `Host` header value without its port, in lower case (`[::1]:80` -> `::1`)."""
-    text = header.decode("latin-1").strip().lower()
-    if text.startswith("["):
-        return text[1:].partition("]")[0]
-    return text.rpartition(":")[0] if text.count(":") == 1 else text
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
-class HostGuard:
-    """ASGI middleware: an HTTP or WebSocket request whose `Host` does not name one of `hosts` gets a 400 (a page on
-    another site can make its host name resolve to 127.0.0.1, DNS rebinding, but not change `Host`)."""
-
-    def __init__(self, app, hosts: Iterable[str]) -> None:
-        self.app = app
-        self.hosts = frozenset(hosts)
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        values = [value for name, value in scope.get("headers", []) if name.lower() == b"host"]
-        if len(values) == 1 and host_name(values[0]) in self.hosts:
-            await self.app(scope, receive, send)
-            return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008, "reason": "Host not allowed"})
-            return
-        await send_json(send, 400, {"detail": HOST_MESSAGE})
-
-
-HOST_MESSAGE = (
-    "Host header not allowed: call the server by the address it is bound to or `localhost`, or start it with "
-    "`haystack-agentic serve --allowed-host NAME` for another name."
-)
+def host_check(app, hosts: Iterable[str]) -> TrustedHostMiddleware:
+    """
+    `app` behind Starlette's `TrustedHostMiddleware`: an HTTP or WebSocket request whose `Host` header is not a
+    plain `host[:port]` naming one of `hosts` (IPv6 addresses in brackets) gets a 400 "Invalid host header" (a page
+    on another site can make its host name resolve to 127.0.0.1, DNS rebinding, but not change `Host`).
+    """
+    return TrustedHostMiddleware(app, allowed_hosts=sorted(hosts), www_redirect=False)
 
 
 async def send_json(send, status: int, content: dict, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
@@ -142,6 +153,63 @@ async def send_json(send, status: int, content: dict, headers: Iterable[tuple[by
     start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
     await send({"type": "http.response.start", "status": status, "headers": start})
     await send({"type": "http.response.body", "body": body})
+
+
+def body_limit_message(max_bytes: int) -> str:
+    """The 413 message: the limit and how to change it."""
+    return (
+        f"The request body is larger than this server's limit of {max_bytes:,} bytes: send less (e.g. only the recent "
+        "turns of a conversation), or start the server with `haystack-agentic serve --max-body-bytes N` "
+        f"(${ENV_MAX_BODY_BYTES})."
+    )
+
+
+class BodyTooLarge(HTTPException):
+    """A request body past the limit of `BodyLimit` (a 413; FastAPI passes it on to the app's error handler)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(status_code=413, detail=body_limit_message(max_bytes))
+
+
+class BodyLimit:
+    """ASGI middleware: an HTTP request whose body is larger than `max_bytes` gets a 413 naming the limit, refused by
+    its `Content-Length` before it is read, or when the bytes read go past the limit (a body sent in chunks)."""
+
+    def __init__(self, app, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        lengths = [value for name, value in scope.get("headers", []) if name.lower() == b"content-length"]
+        if any(value.strip().isdigit() and int(value) > self.max_bytes for value in lengths):
+            await send_json(send, 413, {"detail": body_limit_message(self.max_bytes)})
+            return
+        received = 0
+        started = False
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        async def watched_send(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, watched_send)
+        except BodyTooLarge as exc:  # an app that let it through (the MCP app): answer it here if nothing was sent
+            if started:
+                raise
+            await send_json(send, 413, {"detail": exc.detail})
 
 
 class ClosedPaths:

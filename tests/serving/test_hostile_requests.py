@@ -79,7 +79,8 @@ def test_a_listed_origin_gets_cors_headers(served):
     assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == ORIGIN
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:1416", "127.0.0.1.nip.io"])
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:1416", "127.0.0.1.nip.io", "127.0.0.1:1@evil.com",
+                                  "localhost:", "127.0.0.1:80:80"])
 def test_a_foreign_host_header_is_refused_on_http_and_mcp(served, host):
     reply = httpx.post(f"{served.url}/scripted/run", json={"query": QUESTION}, headers={"host": host}, timeout=30)
     assert reply.status_code in (400, 403) and "host" in reply.text.lower()

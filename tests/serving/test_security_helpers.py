@@ -90,10 +90,24 @@ def test_is_loopback(host, loopback):
 def test_security_settings_travel_through_the_environment():
     env: dict[str, str] = {}
     ServeSecurity(api_key=KEY, allow_deploy=True).to_env(env)
-    network = {"HAYSTACK_AGENTIC_CORS_ORIGINS": "", "HAYSTACK_AGENTIC_ALLOWED_HOSTS": "", "HAYHOOKS_HOST": "127.0.0.1"}
+    network = {"HAYSTACK_AGENTIC_CORS_ORIGINS": "", "HAYSTACK_AGENTIC_ALLOWED_HOSTS": "", "HAYHOOKS_HOST": "127.0.0.1",
+               "HAYSTACK_AGENTIC_MAX_BODY_BYTES": "1048576", "HAYSTACK_AGENTIC_MAX_MESSAGES": "1000"}  # fmt: skip
     assert env == {"HAYSTACK_AGENTIC_API_KEY": KEY, "HAYSTACK_AGENTIC_ALLOW_DEPLOY": "1", **network}
     ServeSecurity().to_env(env)
     assert env == {"HAYSTACK_AGENTIC_ALLOW_DEPLOY": "0", **network}
+
+
+def test_request_limits_travel_through_the_environment_and_refuse_bad_values(monkeypatch):
+    env: dict[str, str] = {}
+    ServeSecurity(max_body_bytes=2048, max_messages=7).to_env(env)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    limits = ServeSecurity.from_env()
+    assert (limits.max_body_bytes, limits.max_messages) == (2048, 7)
+    for value in ("0", "-1", "1.5", "lots", "1e6"):
+        monkeypatch.setenv("HAYSTACK_AGENTIC_MAX_MESSAGES", value)
+        with pytest.raises(ValueError, match="HAYSTACK_AGENTIC_MAX_MESSAGES must be a whole number"):
+            ServeSecurity.from_env()
 
 
 def test_json_safe_makes_any_error_body_encodable():
@@ -133,7 +147,8 @@ def fake_run(monkeypatch, tmp_path):
     # `serve` writes these into os.environ (for its worker processes): setting them first makes monkeypatch
     # restore (or remove) them afterwards, so no key leaks into later tests.
     names = ["HAYHOOKS_HOST", "HAYHOOKS_PORT", "HAYHOOKS_PIPELINES_DIR", "HAYHOOKS_STARTUP_DEPLOY_STRATEGY",
-             "HAYSTACK_DESERIALIZATION_ALLOWLIST", "HAYSTACK_AGENTIC_ALLOW_DEPLOY", "HAYSTACK_AGENTIC_API_KEY"]
+             "HAYSTACK_DESERIALIZATION_ALLOWLIST", "HAYSTACK_AGENTIC_ALLOW_DEPLOY", "HAYSTACK_AGENTIC_API_KEY",
+             "HAYSTACK_AGENTIC_MAX_BODY_BYTES", "HAYSTACK_AGENTIC_MAX_MESSAGES"]
     for name in names:
         monkeypatch.setenv(name, "placeholder")  # records the original value (or its absence) ...
         monkeypatch.delenv(name)  # ... and the test starts without it
@@ -178,3 +193,17 @@ def test_a_pipeline_cannot_take_the_name_of_an_mcp_core_tool(fake_run, capsys, n
 
     assert main(["--pipeline", f"{name}={SCRIPTED_YAML}", "--port", "1", "--mcp-port", "0"]) == 2
     assert "MCP tool" in capsys.readouterr().err
+
+
+def test_serve_passes_its_limits_to_the_servers_and_refuses_bad_ones(fake_run, capsys, monkeypatch):
+    import os
+
+    assert fake_run("--max-body-bytes", "2048", "--max-messages", "7") == 0
+    assert (os.environ["HAYSTACK_AGENTIC_MAX_BODY_BYTES"], os.environ["HAYSTACK_AGENTIC_MAX_MESSAGES"]) == ("2048", "7")
+    monkeypatch.setenv("HAYSTACK_AGENTIC_MAX_MESSAGES", "9")
+    assert fake_run() == 0 and os.environ["HAYSTACK_AGENTIC_MAX_MESSAGES"] == "9"  # the variable counts too
+    calls = len(fake_run.calls)
+    assert fake_run("--max-messages", "0") == 2 and "--max-messages must be a whole number" in capsys.readouterr().err
+    monkeypatch.setenv("HAYSTACK_AGENTIC_MAX_BODY_BYTES", "1MB")
+    assert fake_run() == 2 and "HAYSTACK_AGENTIC_MAX_BODY_BYTES must be" in capsys.readouterr().err
+    assert len(fake_run.calls) == calls
