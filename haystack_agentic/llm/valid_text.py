@@ -51,6 +51,11 @@ TOO_DEEP = f"<nested deeper than {MAX_MODEL_DEPTH} levels>"
 #: to print an integer of more than 4,300 digits (`json.dumps`, `str` raise `ValueError`) and no count or index is
 #: ever that large.
 MAX_MODEL_INT_BITS = 4_300
+#: Most characters kept of a text a model sent (a reply's text or reasoning, a string in its tool call arguments):
+#: about 25,000 tokens, more than any answer or argument a model writes; a longer text is cut there, so the work
+#: the loop does per reply (sentence splitting, citations, grounding: linear, but per sentence and chunk) stays
+#: within a few seconds of CPU (a 1 MB answer of short sentences took 7 s in the citations alone).
+MAX_MODEL_TEXT_CHARS = 100_000
 #: Largest token count a reply's `meta["usage"]` may report (larger ones are not reports).
 MAX_TOKEN_COUNT = 10**12
 #: The JSON objects `json_objects` tries to decode in one text, at most: a reply with more `{` than this before its
@@ -61,12 +66,12 @@ MAX_JSON_STARTS = 64
 def model_value(value: Any, depth: int = 0) -> Any:
     """
     A value a model sent (decoded JSON, tool call arguments, reply `meta`), itself when nothing needed changing, safe
-    for the rest of the loop: `valid_text` on every string, an integer over `MAX_MODEL_INT_BITS` bits as +-inf,
+    for the rest of the loop: `model_text` on every string, an integer over `MAX_MODEL_INT_BITS` bits as +-inf,
     nesting cut at `MAX_MODEL_DEPTH` (the deeper part becomes `TOO_DEEP`). Other values (floats, `None`, bools,
     objects) are kept.
     """
     if isinstance(value, str):
-        return valid_text(value)
+        return model_text(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return value if value.bit_length() <= MAX_MODEL_INT_BITS else (math.inf if value > 0 else -math.inf)
     if isinstance(value, (dict, list, tuple)) and depth >= MAX_MODEL_DEPTH:
@@ -80,6 +85,12 @@ def model_value(value: Any, depth: int = 0) -> Any:
         if any(new is not old for new, old in zip(repaired, value, strict=True)):
             return repaired if isinstance(value, list) else tuple(repaired)
     return value
+
+
+def model_text(text: str) -> str:
+    """A text a model sent (itself when nothing needed changing): `valid_text`, cut at `MAX_MODEL_TEXT_CHARS`."""
+    text = valid_text(text)
+    return text if len(text) <= MAX_MODEL_TEXT_CHARS else text[:MAX_MODEL_TEXT_CHARS]
 
 
 def decode_json(text: str) -> Any:
@@ -148,9 +159,9 @@ def valid_usage(usage: Any) -> dict[str, Any]:
 
 def valid_reply(message: ChatMessage) -> ChatMessage:
     """
-    A chat generator's reply in the shape the loop reads (itself when nothing needed changing): valid text
-    (`valid_text`); a text part that is not a `str` dropped; a tool call whose name is not a non-blank `str` named
-    `""` (an unknown tool: the router sends it back as a tool error), a non-`str` id as text, arguments made a
+    A chat generator's reply in the shape the loop reads (itself when nothing needed changing): valid text cut at
+    `MAX_MODEL_TEXT_CHARS` (`model_text`); a text part that is not a `str` dropped; a tool call whose name is not a
+    non-blank `str` named `""` (an unknown tool: the router sends it back as a tool error), a non-`str` id as text, arguments made a
     `model_value`; `meta` a dict whose `usage` holds only `valid_usage` counts; other parts kept.
     """
     parts, changed = [], False
@@ -172,7 +183,7 @@ def _valid_part(part: Any) -> Any:
     if isinstance(part, TextContent):
         if not isinstance(part.text, str):
             return None
-        text = valid_text(part.text)
+        text = model_text(part.text)
         return part if text is part.text else TextContent(text=text)
     if isinstance(part, ToolCall):
         name = valid_text(part.tool_name) if isinstance(part.tool_name, str) and part.tool_name.strip() else ""
@@ -183,7 +194,7 @@ def _valid_part(part: Any) -> Any:
             return part
         return ToolCall(tool_name=name, arguments=arguments, id=call_id, extra=extra)
     if isinstance(part, ReasoningContent) and isinstance(part.reasoning_text, str):
-        text, extra = valid_text(part.reasoning_text), model_value(part.extra)
+        text, extra = model_text(part.reasoning_text), model_value(part.extra)
         same = text is part.reasoning_text and extra is part.extra
         return part if same else ReasoningContent(reasoning_text=text, extra=extra)
     return part
@@ -207,7 +218,7 @@ def valid_replies(result: Any) -> list[ChatMessage]:
     valid = []
     for item in replies:
         if isinstance(item, str):
-            valid.append(ChatMessage.from_assistant(valid_text(item)))
+            valid.append(ChatMessage.from_assistant(model_text(item)))
         elif isinstance(item, ChatMessage):
             valid.append(valid_reply(item))
         else:
