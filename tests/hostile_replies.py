@@ -85,12 +85,11 @@ def _message(text: Any, calls: list[ToolCall], meta: Any) -> ChatMessage:
     return ChatMessage(_role=ChatRole.ASSISTANT, _content=content, _meta=meta)
 
 
-def hostile_results(size: str = "small") -> st.SearchStrategy:
-    """What a hostile generator's `run` returns, drawn: `{"replies": [...]}` with hostile items, replies that are not
-    a list, no replies at all, or an exception to raise. `size`: `"big"` or `"small"` (`SIZES`)."""
+def big_texts(size: str = "big") -> list[str]:
+    """Texts that are worst cases at `size` (`SIZES`): deep JSON (also inside a decision, a verdict, claims), huge
+    numbers, regex worst cases (runs of `[`, `{`, `(`, spaces, dots, markers, fences), megabyte texts."""
     DEEP, LONG, MEGA = SIZES[size]
-    #: Texts: deep JSON, huge numbers, regex worst cases, megabyte texts, special tokens.
-    _BIG_TEXTS = [
+    return [
         "[" * DEEP + "]" * DEEP,
         "[" * LONG,
         "{" * LONG,
@@ -119,6 +118,13 @@ def hostile_results(size: str = "small") -> st.SearchStrategy:
         "```" * (LONG // 3),
         "{\"action\": " * (LONG // 4),
     ]
+
+
+def hostile_results(size: str = "small") -> st.SearchStrategy:
+    """What a hostile generator's `run` returns, drawn: `{"replies": [...]}` with hostile items, replies that are not
+    a list, no replies at all, or an exception to raise. `size`: `"big"` or `"small"` (`SIZES`)."""
+    DEEP, LONG, MEGA = SIZES[size]
+    _BIG_TEXTS = big_texts(size)
     _SMALL_TEXTS = [
         "", " ", "\n", "\x00", "\ud83d", "NaN", "Infinity", "-Infinity", "1e999", "null", "[]", "{}", "[1]",
         '{"action": NaN}', '{"action": "search", "query": NaN, "top_k": Infinity}',

@@ -161,8 +161,8 @@ def valid_reply(message: ChatMessage) -> ChatMessage:
     """
     A chat generator's reply in the shape the loop reads (itself when nothing needed changing): valid text cut at
     `MAX_MODEL_TEXT_CHARS` (`model_text`); a text part that is not a `str` dropped; a tool call whose name is not a
-    non-blank `str` named `""` (an unknown tool: the router sends it back as a tool error), a non-`str` id as text, arguments made a
-    `model_value`; `meta` a dict whose `usage` holds only `valid_usage` counts; other parts kept.
+    non-blank `str` named `""` (an unknown tool: the router sends it back as a tool error), a non-`str` id as text,
+    arguments made a `model_value`; `meta` a dict whose `usage` holds only `valid_usage` counts; other parts kept.
     """
     parts, changed = [], False
     for part in message._content:  # noqa: SLF001 - the parts as sent, of any type (Haystack does not check them)
