@@ -82,7 +82,7 @@ def start_server(workdir: Path, args: argparse.Namespace, store) -> tuple[subpro
     port = free_port()
     env = {**os.environ, **SERVER_ENV}
     env["PYTHONPATH"] = os.pathsep.join([str(BENCHMARKS), SERVER_ENV["PYTHONPATH"]])  # `_paced_llm`
-    env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = "_paced_llm.*"  # `serve` adds its own modules to it
+    env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = "_paced_llm.*"  # the paced LLM: ours to trust (serve trusts none)
     command = [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", "0"]
     if args.embedded:
         env["HAYSTACK_AGENTIC_CACHE"] = str(Path(args.cache).resolve())

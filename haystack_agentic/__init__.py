@@ -4,57 +4,17 @@ haystack-agentic: Haystack components for agentic RAG loops. The public names be
 (PEP 562), as Haystack does for its own packages, so importing `haystack_agentic` (or its CLI) stays cheap.
 """
 
-import sys
 from importlib import import_module
-from importlib.abc import MetaPathFinder
-from importlib.machinery import ModuleSpec, PathFinder
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-#: Modules the packaged YAML pipelines need besides Haystack's defaults: this package and the Milvus modules of the
-#: `*_milvus*` pipelines. Importing `haystack_agentic` trusts them process-wide (Haystack's public
-#: `allow_deserialization_module`), so `Pipeline.loads` of a packaged YAML needs no `allowed_modules`.
+#: Third-party modules the packaged Milvus YAMLs name (exact module names). Importing `haystack_agentic` trusts
+#: nothing: the package's loaders pass these to Haystack only for a YAML that names them (`allowed_modules_for`).
 ALLOWED_MODULES = [
-    "haystack_agentic",
     "milvus_haystack.document_store",
     "milvus_haystack.function",
     "milvus_haystack.milvus_embedding_retriever",
     "pymilvus.client.abstract",
 ]
-
-#: Haystack's module with the public `allow_deserialization_module`.
-_SERIALIZATION = "haystack.core.serialization"
-
-
-def _trust(serialization: ModuleType) -> None:
-    for pattern in ALLOWED_MODULES:
-        serialization.allow_deserialization_module(pattern)
-
-
-class _TrustOnHaystackImport(MetaPathFinder):
-    """Trusts `ALLOWED_MODULES` once Haystack's serialization module is imported (this package need not import it)."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
-        if name != _SERIALIZATION:
-            return None
-        sys.meta_path.remove(self)
-        spec = PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_and_trust(module: ModuleType) -> None:
-            exec_module(module)
-            _trust(module)
-
-        spec.loader.exec_module = exec_and_trust  # type: ignore[method-assign]
-        return spec
-
-
-if _SERIALIZATION in sys.modules:
-    _trust(sys.modules[_SERIALIZATION])
-elif not any(isinstance(finder, _TrustOnHaystackImport) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _TrustOnHaystackImport())
 
 _EXPORTS = {
     "AgenticRAG": "haystack_agentic.components.loop.agentic_rag",
@@ -70,6 +30,7 @@ _EXPORTS = {
     "LoopController": "haystack_agentic.components.loop.loop_controller",
     "build_loop_pipeline": "haystack_agentic.pipelines.loop_pipeline",
     "LoopOptions": "haystack_agentic.pipelines.loop_builder",
+    "allowed_modules_for": "haystack_agentic.loop_loading",
     "build_loop": "haystack_agentic.pipelines.loop_builder",
     "load_loop_pipeline": "haystack_agentic.pipelines.loop_builder",
     "load_snapshot": "haystack_agentic.pipelines.snapshots",
@@ -103,6 +64,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from haystack_agentic.dataclasses.loop_state import (
         LoopLimits, LoopOutcome, LoopState, PendingSearch, ToolStep, merge_chunks,
     )
+    from haystack_agentic.loop_loading import allowed_modules_for
     from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop, load_loop_pipeline
     from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
     from haystack_agentic.pipelines.snapshots import load_snapshot, resume_from_snapshot, resume_from_snapshot_async

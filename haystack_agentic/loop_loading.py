@@ -7,6 +7,7 @@ components may use it. Every function raises `ValueError` with a message that sa
 
 import contextlib
 import copy
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,42 @@ from haystack_agentic.indexing.store_faults import (
 from haystack_agentic.indexing.store_files import read_store_file
 from haystack_agentic.llm.local_server_key import openai_api_key
 from haystack_agentic.settings import DEFAULT_WEAVIATE_URL, ENV_OPENAI_API_KEY
+
+#: The package's modules a pipeline YAML may name (exact module names): its components, its document store and its
+#: dataclasses, none with a function that runs commands, writes files or opens connections from its arguments (not
+#: `cli`, `serving`, `testing`, `datasets`, nor `evaluation` but its answerer; tests/test_yaml_trust.py checks),
+#: then the third-party modules of the packaged Milvus YAMLs (`ALLOWED_MODULES`).
+TRUSTED_MODULES = (
+    "haystack_agentic.components.embedders.minilm_document_embedder",
+    "haystack_agentic.components.embedders.minilm_text_embedder",
+    "haystack_agentic.components.evidence.evidence_checker",
+    "haystack_agentic.components.extractors.short_answer_extractor",
+    "haystack_agentic.components.generators.answerer",
+    "haystack_agentic.components.generators.embedded_chat_generator",
+    "haystack_agentic.components.generators.fallback_synthesizer",
+    "haystack_agentic.components.grounders.hhem_grounder",
+    "haystack_agentic.components.grounders.llm_judge_grounder",
+    "haystack_agentic.components.loop.agentic_rag",
+    "haystack_agentic.components.loop.loop_controller",
+    "haystack_agentic.components.loop.loop_result_builder",
+    "haystack_agentic.components.loop.loop_state_joiner",
+    "haystack_agentic.components.preprocessors.chunk_metadata_cleaner",
+    "haystack_agentic.components.retrievers.safe_retriever",
+    "haystack_agentic.components.routers.agentic_router",
+    "haystack_agentic.components.routers.bridge_entity_router",
+    "haystack_agentic.components.writers.source_replacing_document_writer",
+    "haystack_agentic.dataclasses.loop_state",
+    "haystack_agentic.dataclasses.pending_search",
+    "haystack_agentic.document_stores.sparse_bm25_document_store",
+    # the one component outside `components/` the loaders build (`retrieval_only`): a state transform, no I/O
+    "haystack_agentic.evaluation.retrieval_only_answerer",
+    *ALLOWED_MODULES,
+)
+#: Parameters whose `type` the Milvus classes import themselves (`importlib`, outside Haystack's allow-list): the
+#: modules each may name.
+MILVUS_SELF_IMPORTS = {"builtin_function": ("milvus_haystack.function",), "reranker": ("pymilvus.client.abstract",)}
+#: A dotted name in a serialised type (`pkg.module.Class`, also inside `list[...]`).
+_DOTTED_NAME = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+")
 
 #: Components every loop pipeline YAML has (see `build_loop_pipeline`).
 REQUIRED_COMPONENTS = ("controller", "retriever", "result")
@@ -64,14 +101,70 @@ def read_loop_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def allowed_modules_for(pipeline: dict[str, Any] | str) -> list[str]:
+    """
+    The modules to pass as `allowed_modules` to Haystack's `Pipeline.loads` / `Pipeline.from_dict` for one pipeline:
+    those of `TRUSTED_MODULES` that hold a class the pipeline names (every `type` and `type_` value, nested ones
+    too: chat generators, document stores, tools' classes), in order, without repeats. Anything else it names stays
+    refused by Haystack unless the caller allows it.
+
+    :param pipeline: The pipeline's dict (`Pipeline.to_dict()`, or a YAML parsed) or its YAML text.
+    :raises ValueError: If the YAML text cannot be parsed, or a Milvus class's `builtin_function` or `reranker` names
+        a type outside `MILVUS_SELF_IMPORTS` (the Milvus classes import those themselves, unchecked by Haystack).
+    """
+    if isinstance(pipeline, str):
+        try:
+            pipeline = yaml.safe_load(pipeline)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"Cannot parse the pipeline YAML: {exc}") from exc
+    found: list[str] = []
+    pending, seen = [pipeline], set()
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (list, dict)):
+            if id(node) in seen:  # YAML aliases may repeat a node, or nest it in itself
+                continue
+            seen.add(id(node))
+        if isinstance(node, list):
+            pending.extend(reversed(node))
+        elif isinstance(node, dict):
+            _check_milvus_self_imports(node)
+            for key, value in node.items():
+                if key in ("type", "type_") and isinstance(value, str):
+                    for name in _DOTTED_NAME.findall(value):
+                        module = name.rsplit(".", 1)[0]
+                        if module in TRUSTED_MODULES and module not in found:
+                            found.append(module)
+            pending.extend(reversed(list(node.values())))
+    return found
+
+
+def _check_milvus_self_imports(node: dict[str, Any]) -> None:
+    """Refuse a Milvus class's self-imported parameter (`MILVUS_SELF_IMPORTS`) naming a type of another module."""
+    params = node.get("init_parameters")
+    if not str(node.get("type", "")).startswith("milvus_haystack.") or not isinstance(params, dict):
+        return
+    for key, modules in MILVUS_SELF_IMPORTS.items():
+        value = params.get(key)
+        for item in value if isinstance(value, list) else [value] if value is not None else []:
+            named = str(item.get("type", "")) if isinstance(item, dict) else ""
+            if named.rsplit(".", 1)[0] not in modules:
+                raise ValueError(
+                    f"Refusing {node['type']}: its `{key}` names {named or item!r}, which the Milvus class would "
+                    f"import itself, outside Haystack's allow-list; it may name a type of {', '.join(modules)} only."
+                )
+
+
 def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool = False) -> Pipeline:
     """
-    Build a pipeline from its dict (from the file `path`) with the allow-list, its document stores opened and checked
-    (`must_exist`: refuse a Milvus Lite database that does not exist yet, so loading writes nothing).
+    Build a pipeline from its dict (from the file `path`) allowing only `allowed_modules_for(data)`, its document
+    stores opened and checked (`must_exist`: refuse a Milvus Lite database that does not exist yet, so loading writes
+    nothing).
 
     :raises StoreError: If a document store of it cannot be opened (one line, with the store's path or address).
     :raises ValueError: If it does not load for another reason.
     """
+    allowed = allowed_modules_for(data)
     stores = store_addresses(data.get("components") or {})
     for kind, address in stores:
         if kind == "milvus":
@@ -80,7 +173,7 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool 
     where = ", ".join(f"the {kind} store at {address}" for kind, address in stores) or f"the stores of {path}"
     try:
         with watch_store(where, milvus):
-            pipeline = Pipeline.from_dict(data, allowed_modules=ALLOWED_MODULES)
+            pipeline = Pipeline.from_dict(data, allowed_modules=allowed)
             link_collection_store(pipeline)  # `collections` names are checked against the retriever's store
             for _, instance in pipeline.walk():  # open each store (loading leaves them closed) and check its count
                 store = getattr(instance, "document_store", None)
@@ -177,9 +270,11 @@ def check_pipeline_stores(path: Path | str) -> None:
     database is one line now rather than a traceback in the server's log later.
 
     :raises StoreError: If a Milvus Lite database does not exist or a Milvus store cannot be opened.
-    :raises ValueError: If the YAML cannot be read.
+    :raises ValueError: If the YAML cannot be read, or names a type the Milvus classes would import unchecked.
     """
-    for spec in _specs(_read_yaml(path), REMOTE_STORE_TYPES):
+    data = _read_yaml(path)
+    allowed_modules_for(data)  # refuses a Milvus store whose `builtin_function` would import another module
+    for spec in _specs(data, REMOTE_STORE_TYPES):
         if not str(spec["type"]).endswith("MilvusDocumentStore"):
             continue  # Weaviate connects on first use; `SafeRetriever.warm_up` reports an unreachable server
         from milvus_haystack import MilvusDocumentStore  # noqa: PLC0415 - only with a Milvus store

@@ -23,9 +23,18 @@ from haystack_agentic import (  # noqa: E402
     Answerer,
     FallbackSynthesizer,
     LoopController,
+    allowed_modules_for,
     build_loop_pipeline,
 )
 from haystack_agentic.testing import ScriptedChatGenerator  # noqa: E402
+
+#: The scripted test generator's module: no loader of the package trusts it, so a test that loads it allows it.
+SCRIPTED_MODULE = ScriptedChatGenerator.__module__
+
+
+def load_yaml(text: str) -> Pipeline:
+    """`Pipeline.loads(text)` allowing the package's modules it names (`allowed_modules_for`) and the scripted LLM."""
+    return Pipeline.loads(text, allowed_modules=[*allowed_modules_for(text), SCRIPTED_MODULE])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -240,6 +249,12 @@ def actions(result: dict[str, Any]) -> list[str]:
 def calls(result: dict[str, Any], role: str) -> int:
     """LLM calls of `role` in a result's usage (0 when the role never ran)."""
     return result["usage"].get(role, {}).get("calls", 0)
+
+
+@pytest.fixture
+def allow_scripted_llm(monkeypatch):
+    """Trust the scripted test LLM's module (the user's part: the package's loaders trust only its own components)."""
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", SCRIPTED_MODULE)
 
 
 @pytest.fixture

@@ -104,7 +104,9 @@ def packaged(
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "loop.yml"
         path.write_text(yaml.safe_dump(data), encoding="utf-8")
-        pipeline = load_loop_pipeline(path)
+        # The package's loaders trust its components only; the scripted test LLM is this benchmark's to allow.
+        with environment("HAYSTACK_DESERIALIZATION_ALLOWLIST", SCRIPTED.rsplit(".", 1)[0]):
+            pipeline = load_loop_pipeline(path)
     retriever_store(pipeline).write_documents(documents())
     return pipeline
 
@@ -282,12 +284,7 @@ def _resume_without_the_allow_list():
     pipeline = packaged([search("Big Stone Gap director"), answer(GOLD)])
     with raises(BreakpointException) as stopped:
         pipeline.run(loop_inputs(pipeline, QUESTION), break_point=Breakpoint(component_name="router", visit_count=1))
-    # Haystack's own resume works too: `import haystack_agentic` trusts the package's classes
-    resumed = pipeline.run(data={}, pipeline_snapshot=stopped.value.pipeline_snapshot)["result"]
-    assert strip_markers(resumed["answer"]) == GOLD
-    pipeline = packaged([search("Big Stone Gap director"), answer(GOLD)])
-    with raises(BreakpointException) as stopped:
-        pipeline.run(loop_inputs(pipeline, QUESTION), break_point=Breakpoint(component_name="router", visit_count=1))
+    # `resume_from_snapshot` trusts the one module of the loop's state (importing the package trusts nothing)
     result = result_of(resume_from_snapshot(pipeline, stopped.value.pipeline_snapshot))
     assert result["terminated_by"] == "answered"
 

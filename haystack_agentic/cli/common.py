@@ -2,6 +2,7 @@
 """What every `haystack-agentic` command shares (imports nothing heavy, so `--help` stays fast)."""
 
 import argparse
+import os
 from typing import Any
 
 from haystack_agentic.settings import ENV_MILVUS_URI, ENV_MODEL, default_milvus_uri, default_weaviate_url
@@ -97,3 +98,12 @@ def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
         "answer with a warning.",
     )
     parser.add_argument("--quiet", action="store_true", help="No progress output.")
+
+
+def telemetry_off_unless_asked() -> None:
+    """
+    Turn Haystack's telemetry off in this process and the processes it starts, unless the user set
+    `HAYSTACK_TELEMETRY_ENABLED` (`True` turns it on). Haystack reads the variable once, when it is first imported:
+    call this before anything imports `haystack`.
+    """
+    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")

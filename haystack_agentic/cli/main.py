@@ -11,7 +11,7 @@ from importlib import import_module
 from haystack_agentic.cli.ask import add_ask_parser
 from haystack_agentic.cli.chat import add_chat_parser
 from haystack_agentic.cli.collections import add_collections_parser
-from haystack_agentic.cli.common import CLIError
+from haystack_agentic.cli.common import CLIError, telemetry_off_unless_asked
 from haystack_agentic.cli.eval import add_eval_parser
 from haystack_agentic.cli.index import add_index_parser
 from haystack_agentic.cli.install_model import add_install_model_parser
@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `haystack-agentic` (`argv` default: `sys.argv[1:]`). Exit code: 0 success, 1 the loop ended in
     error (or an unexpected error), 2 bad input or a store fault, 130 interrupted (Ctrl-C)."""
+    telemetry_off_unless_asked()  # before the first import of haystack (store_faults below, or the command's)
     args = build_parser().parse_args(argv)
     from rich.console import Console  # noqa: PLC0415
 

@@ -7,7 +7,9 @@ It writes one hayhooks pipeline directory per served pipeline
 (`<name>/pipeline_wrapper.py`, an `AgenticLoopWrapper` pointing at the YAML)
 and runs the hayhooks app: `POST /<name>/run`, `/v1/chat/completions` (model
 `<name>`) and, on --mcp-port, an MCP server (`/mcp`, `/sse`) listing each
-pipeline as a tool. YAML files already in --pipelines-dir are deployed too.
+pipeline as a tool. YAML files already in --pipelines-dir are deployed too,
+by hayhooks: trust the modules they name in HAYSTACK_DESERIALIZATION_ALLOWLIST
+(`serve` trusts nothing for them).
 
 Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged
 pipeline chosen like `ask` does, served as `agentic_rag`.
@@ -38,7 +40,7 @@ from haystack_agentic.settings import DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, de
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
 
-from haystack_agentic.cli.common import add_command, add_llm_arguments
+from haystack_agentic.cli.common import add_command, add_llm_arguments, telemetry_off_unless_asked
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
@@ -215,21 +217,13 @@ def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
 def set_serving_environment(host: str, port: int, directory: Path, security: "ServeSecurity") -> None:
     """Write what hayhooks (on first import) and `ServeSecurity.from_env` read into `os.environ`, which the worker and
     MCP processes inherit: the one place the package writes the environment."""
-    from haystack_agentic import ALLOWED_MODULES
-
     os.environ["HAYHOOKS_HOST"] = host
     os.environ["HAYHOOKS_PORT"] = str(port)
     os.environ["HAYHOOKS_PIPELINES_DIR"] = str(directory)
     # hayhooks' default parallel start-up imports the wrapper modules from several threads, which sometimes fails
     # ("dictionary changed size during iteration") and leaves a worker without that pipeline: one at a time.
     os.environ.setdefault("HAYHOOKS_STARTUP_DEPLOY_STRATEGY", "sequential")
-    # The servers do not phone home unless the user set HAYSTACK_TELEMETRY_ENABLED=True (read at haystack's import).
-    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-    # YAML pipelines deployed to the workers load with Haystack's allow-list: ours added to the user's.
-    patterns = [p for p in os.environ.get("HAYSTACK_DESERIALIZATION_ALLOWLIST", "").split(",") if p.strip()]
-    os.environ["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join(
-        [*patterns, *(p for p in ALLOWED_MODULES if p not in patterns)]
-    )
+    telemetry_off_unless_asked()  # for the worker and MCP processes (this one's entry points call it earlier)
     security.to_env(os.environ)
 
 
@@ -337,6 +331,7 @@ def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path
 
 def main(argv: list[str] | None = None) -> int:
     """Run `serve` on its own: `python -m haystack_agentic.cli.serve [options]`."""
+    telemetry_off_unless_asked()  # before anything imports haystack
     parser = argparse.ArgumentParser(prog="haystack-agentic")
     add_serve_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])

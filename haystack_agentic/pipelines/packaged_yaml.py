@@ -16,8 +16,8 @@ GENERATED_NOTE = (
     "Written by `make pipelines` (haystack_agentic/pipelines/default_pipelines.py): edit a copy, not this file. "
     "Only the parameters that differ from each component's defaults are listed; the class docstrings list the rest.\n"
     "Load it with `haystack_agentic.load_loop_pipeline(path)`, or with `Pipeline.loads(text, "
-    'allowed_modules=["haystack_agentic.*", ...])` listing the integrations outside haystack_integrations.* '
-    '(e.g. "milvus_haystack.*").'
+    "allowed_modules=haystack_agentic.allowed_modules_for(text))`: the exact modules it names (importing the package "
+    "trusts none)."
 )
 
 _OFFLINE = (

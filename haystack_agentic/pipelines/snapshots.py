@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Resuming a loop pipeline from a Haystack pipeline snapshot (`LoopState` deserialises because importing
-`haystack_agentic` trusts `ALLOWED_MODULES` process-wide)."""
+"""Resuming a loop pipeline from a Haystack pipeline snapshot. `Pipeline.run` takes no `allowed_modules`, so resuming
+trusts the one module of `LoopState` process-wide (docs/decisions.md, "Resuming snapshots")."""
 
 import asyncio
 from pathlib import Path
@@ -8,7 +8,10 @@ from typing import Any
 
 from haystack import Pipeline
 from haystack.core.pipeline.breakpoint import load_pipeline_snapshot
+from haystack.core.serialization import allow_deserialization_module
 from haystack.dataclasses.breakpoints import Breakpoint, PipelineSnapshot
+
+from haystack_agentic.dataclasses.loop_state import LoopState
 
 #: Read a snapshot file written at a breakpoint (`FileNotFoundError`; `ValueError` if it is not a snapshot).
 load_snapshot = load_pipeline_snapshot
@@ -18,7 +21,8 @@ def resume_from_snapshot(
     pipeline: Pipeline, snapshot: PipelineSnapshot | Path | str, *, break_point: Breakpoint | None = None
 ) -> dict[str, Any]:
     """
-    Resume a loop pipeline from a snapshot: `pipeline.run({}, pipeline_snapshot=...)`.
+    Resume a loop pipeline from a snapshot: `pipeline.run({}, pipeline_snapshot=...)`. Haystack's run takes no
+    `allowed_modules`, so this trusts `LoopState`'s module (and no other) process-wide, from the first resume on.
 
     :param pipeline: The pipeline the snapshot was taken from, or an equal one (e.g. loaded from its YAML).
     :param snapshot: A `PipelineSnapshot` or the path of its JSON file.
@@ -29,6 +33,7 @@ def resume_from_snapshot(
     """
     if not isinstance(snapshot, PipelineSnapshot):
         snapshot = load_pipeline_snapshot(snapshot)
+    allow_deserialization_module(LoopState.__module__)  # the loop's state in the snapshot's inputs; a dataclass
     return pipeline.run({}, pipeline_snapshot=snapshot, break_point=break_point)
 
 

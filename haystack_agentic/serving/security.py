@@ -139,13 +139,31 @@ def _is_ipv6(text: str) -> bool:
     return True
 
 
-def host_check(app, hosts: Iterable[str]) -> TrustedHostMiddleware:
+class OneHost:
+    """Refuses (400) an HTTP or WebSocket request with more than one `Host` header before `app` sees it: Starlette's
+    `TrustedHostMiddleware` reads only the first, and a proxy or the app may use another."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] in ("http", "websocket") and sum(name == b"host" for name, _ in scope["headers"]) > 1:
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})  # policy violation
+            else:
+                await send_json(send, 400, {"detail": "Invalid host header: a request may have one Host header only."})
+            return
+        await self.app(scope, receive, send)
+
+
+def host_check(app, hosts: Iterable[str]) -> OneHost:
     """
     `app` behind Starlette's `TrustedHostMiddleware`: an HTTP or WebSocket request whose `Host` header is not a
-    plain `host[:port]` naming one of `hosts` (IPv6 addresses in brackets) gets a 400 "Invalid host header" (a page
-    on another site can make its host name resolve to 127.0.0.1, DNS rebinding, but not change `Host`).
+    plain `host[:port]` naming one of `hosts` (IPv6 addresses in brackets), or that has two `Host` headers, gets a
+    400 "Invalid host header" (a page on another site can make its host name resolve to 127.0.0.1, DNS rebinding,
+    but not change `Host`).
     """
-    return TrustedHostMiddleware(app, allowed_hosts=sorted(hosts), www_redirect=False)
+    return OneHost(TrustedHostMiddleware(app, allowed_hosts=sorted(hosts), www_redirect=False))
 
 
 async def send_json(send, status: int, content: dict, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:

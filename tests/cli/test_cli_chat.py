@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import SCRIPTED_MODULE
 from rich.console import Console
 
 from haystack_agentic.cli.chat import cmd_chat
@@ -19,6 +20,7 @@ SCRIPTED_YAML = Path(__file__).parents[1] / "serving" / "scripted_loop.yml"
 def sample_store(tmp_path, monkeypatch):
     store = tmp_path / "store.json"
     monkeypatch.setenv("HAYSTACK_AGENTIC_STORE", str(store))
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", SCRIPTED_MODULE)  # SCRIPTED_YAML's LLM: the user's trust
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     assert main(["index", "--quiet"]) == 0

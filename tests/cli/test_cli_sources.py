@@ -13,7 +13,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from citing_result import CITING_TYPE, with_citations
-from conftest import DOCS
+from conftest import DOCS, SCRIPTED_MODULE
 from haystack_agentic.cli.ask_output import print_trace
 from haystack_agentic.cli.chat import cmd_chat
 from haystack_agentic.cli.main import build_parser, main
@@ -96,7 +96,7 @@ def test_a_run_without_an_answer_prints_no_sources():
 @pytest.fixture
 def cited_loop(tmp_path, monkeypatch):
     """The scripted loop YAML with citations (the second unsupported) and a store of the unit tests' documents."""
-    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", CITING_TYPE.rsplit(".", 1)[0])
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", f"{CITING_TYPE.rsplit('.', 1)[0]},{SCRIPTED_MODULE}")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.setenv("COLUMNS", "120")

@@ -3,7 +3,8 @@ import pytest
 import yaml
 from haystack import Document, Pipeline
 
-from haystack_agentic import ALLOWED_MODULES, HHEMGrounder
+from conftest import load_yaml
+from haystack_agentic import HHEMGrounder
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.testing import ScriptedChatGenerator
@@ -135,9 +136,9 @@ def test_yaml_round_trip_with_grounder(tiny_hhem):
     )
     text = pipeline.dumps()
     assert "HHEMGrounder" in text and isinstance(yaml.safe_load(text), dict)
-    loaded = Pipeline.loads(text, allowed_modules=ALLOWED_MODULES)
+    loaded = load_yaml(text)
     assert loaded.to_dict()["components"] == pipeline.to_dict()["components"]
-    assert Pipeline.loads(loaded.dumps(), allowed_modules=ALLOWED_MODULES).to_dict() == loaded.to_dict()
+    assert load_yaml(loaded.dumps()).to_dict() == loaded.to_dict()
     assert loaded.get_component("grounder").threshold == 0.4
 
 

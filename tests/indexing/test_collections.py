@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
-from conftest import answer, decide, search, tool_turn
+from conftest import answer, decide, load_yaml, search, tool_turn
 from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.core.errors import PipelineRuntimeError
@@ -26,7 +26,6 @@ from haystack_agentic.indexing.collections import (
     resolve_scope,
     tag_documents,
 )
-from haystack_agentic import ALLOWED_MODULES
 from haystack_agentic.testing import ScriptedChatGenerator
 
 QUESTION = "Where is the director of the film Big Stone Gap based?"
@@ -263,7 +262,7 @@ def test_yaml_round_trip_keeps_the_scope(sparse_store, tmp_path):
         router, SafeRetriever(InMemoryBM25Retriever(sparse_store)),
         controller=LoopController(max_iterations=5, document_store=sparse_store), check_evidence=False,
     )  # fmt: skip
-    loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)
+    loaded = load_yaml(pipeline.dumps())
     controllers = [p.to_dict()["components"]["controller"] for p in (loaded, pipeline)]
     assert controllers[0] == controllers[1]
     result = run(loaded, "films")
@@ -338,7 +337,6 @@ def test_a_pipeline_from_pipeline_loads_scopes_runs_after_fill_in_memory_store(t
     # The README's "From YAML" flow (Pipeline.loads + fill_in_memory_store), then a run scoped to one collection.
     from haystack import Pipeline
 
-    from haystack_agentic import ALLOWED_MODULES
     from haystack_agentic.loop_loading import fill_in_memory_store
     from haystack_agentic.resources import pipeline_path
 
@@ -348,7 +346,7 @@ def test_a_pipeline_from_pipeline_loads_scopes_runs_after_fill_in_memory_store(t
         (folder / f"{name}.txt").write_text(f"The {name} say the device resets with the red button.", "utf-8")
         assert main(["index", str(folder), "--store", str(tmp_path / "s.json"), "--quiet", "--collection", name]) == 0
     text = pipeline_path("agentic_rag_embedded_ungrounded").read_text(encoding="utf-8")
-    pipeline = Pipeline.loads(text, allowed_modules=ALLOWED_MODULES)
+    pipeline = load_yaml(text)
     fill_in_memory_store(pipeline, tmp_path / "s.json")
     out = pipeline.run({"controller": {"query": "How does the device reset?", "collections": ["tickets"]}})
     assert {d["meta"]["collection"] for d in out["result"]["documents"]} == {"tickets"}

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from haystack import Document
 
+from conftest import load_yaml
+
 ROOT = Path(__file__).parents[2]
 COLLECTION = "haystack_agentic"
 
@@ -316,13 +318,12 @@ def test_pipeline_loads_of_the_milvus_yaml_writes_nothing_and_a_run_opens_the_st
     from haystack import Pipeline
     from milvus_lite import server_manager_instance
 
-    from haystack_agentic import ALLOWED_MODULES
     from haystack_agentic.resources import pipeline_path
 
     monkeypatch.chdir(tmp_path)
     text = pipeline_path("agentic_rag_embedded_milvus").read_text(encoding="utf-8")
-    pipeline = Pipeline.loads(text, allowed_modules=ALLOWED_MODULES)
-    again = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)  # a round trip opens nothing either
+    pipeline = load_yaml(text)
+    again = load_yaml(pipeline.dumps())  # a round trip opens nothing either
     assert again.to_dict() == pipeline.to_dict()
     assert list(tmp_path.iterdir()) == []
 

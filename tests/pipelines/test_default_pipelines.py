@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 import yaml
 from haystack import Pipeline
+from haystack.core.errors import DeserializationError
 
-from haystack_agentic import ALLOWED_MODULES
+from conftest import load_yaml
 from haystack_agentic.pipelines.default_pipelines import default_pipelines
 from haystack_agentic.pipelines.packaged_yaml import minimal, packaged_yaml
 from haystack_agentic.resources import pipeline_path, pipelines_dir
@@ -61,10 +62,10 @@ def test_packaged_yaml_loads_and_round_trips(name, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # loading must not need the key
     text = pipeline_path(name).read_text(encoding="utf-8")
     assert isinstance(yaml.safe_load(text), dict)
-    loaded = Pipeline.loads(text, allowed_modules=ALLOWED_MODULES)
+    loaded = load_yaml(text)
     dumped = loaded.dumps()
     assert isinstance(yaml.safe_load(dumped), dict)
-    assert Pipeline.loads(dumped, allowed_modules=ALLOWED_MODULES).to_dict() == loaded.to_dict()
+    assert load_yaml(dumped).to_dict() == loaded.to_dict()
 
 
 @pytest.mark.integration  # default_pipelines() builds its Milvus stores on a Milvus Lite file
@@ -93,7 +94,7 @@ def _comparable(data: dict) -> dict:
 def test_packaged_yaml_loads_into_the_built_pipeline(name, monkeypatch):
     """Leaving the defaults out loses nothing: the short YAML loads into exactly the pipeline the builder makes."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    loaded = Pipeline.loads(pipeline_path(name).read_text(encoding="utf-8"), allowed_modules=ALLOWED_MODULES)
+    loaded = load_yaml(pipeline_path(name).read_text(encoding="utf-8"))
     assert _comparable(_opened(loaded).to_dict()) == _comparable(default_pipelines()[name].to_dict())
 
 
@@ -165,14 +166,14 @@ def test_readme_diff_to_milvus_lite_is_short_and_loads_like_the_packaged_milvus_
     edited = (tmp_path / "pipelines" / "agentic_rag_embedded.yml").read_text(encoding="utf-8")
     packaged = pipeline_path("agentic_rag_embedded_milvus.yml").read_text(encoding="utf-8")
     edited = edited.replace("{uri: my_docs.db}", "{uri: haystack_agentic_milvus.db}")  # the packaged file's name
-    mine = Pipeline.loads(edited, allowed_modules=ALLOWED_MODULES)
-    theirs = Pipeline.loads(packaged, allowed_modules=ALLOWED_MODULES)
+    mine = load_yaml(edited)
+    theirs = load_yaml(packaged)
     assert _comparable(_opened(mine).to_dict()) == _comparable(_opened(theirs).to_dict())
 
 
-def test_loading_without_allow_list_works_once_the_package_is_imported():
-    pipeline = Pipeline.loads(pipeline_path("agentic_rag_embedded").read_text(encoding="utf-8"))
-    assert pipeline.get_component("controller") is not None
+def test_loading_without_allow_list_is_refused_although_the_package_is_imported():
+    with pytest.raises(DeserializationError, match="haystack_agentic"):
+        Pipeline.loads(pipeline_path("agentic_rag_embedded").read_text(encoding="utf-8"))
 
 
 def test_unknown_pipeline_name_lists_the_known_ones():
@@ -207,7 +208,7 @@ def test_packaged_yaml_declares_a_flat_result_for_hayhooks(name, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     text = pipeline_path(name).read_text(encoding="utf-8")
     declared = yaml.safe_load(text)
-    outputs = Pipeline.loads(text, allowed_modules=ALLOWED_MODULES).outputs()
+    outputs = load_yaml(text).outputs()
     assert declared["inputs"] == {"query": "controller.query"}
     assert set(declared["outputs"]) == set(outputs["result"]) >= {"answer", "terminated_by", "documents", "usage"}
     assert all(path == f"result.{key}" for key, path in declared["outputs"].items())

@@ -11,6 +11,11 @@ from haystack_agentic.pipelines.loop_pipeline import max_runs_for
 SCRIPTED_YAML = Path(__file__).parents[1] / "serving" / "scripted_loop.yml"
 
 
+@pytest.fixture(autouse=True)
+def _scripted_llm_allowed(allow_scripted_llm):
+    """SCRIPTED_YAML's test LLM is trusted here, as a user trusts their own components."""
+
+
 def test_options_reach_the_components_they_name():
     options = LoopOptions(llm="embedded", max_iterations=2, on_insufficient_evidence="answer_with_warning")
     pipeline = build_loop(options)

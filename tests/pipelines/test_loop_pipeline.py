@@ -6,14 +6,14 @@ import json
 import time
 
 import pytest
+from haystack.core.errors import DeserializationError
 import yaml
-from conftest import DOC_TEXT, QUESTION, ScriptedRetriever, actions, answer, calls, decide, search
+from conftest import DOC_TEXT, QUESTION, actions, answer, calls, decide, load_yaml, ScriptedRetriever, search
 from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.core.errors import PipelineRuntimeError
 
 from haystack_agentic import (
-    ALLOWED_MODULES,
     AgenticRouter,
     Answerer,
     FallbackSynthesizer,
@@ -82,8 +82,8 @@ def test_dumps_loads_round_trip(store):
     pipeline = _full_pipeline(store)
     dumped = pipeline.dumps()
     assert isinstance(yaml.safe_load(dumped), dict)  # plain data only
-    loaded = Pipeline.loads(dumped, allowed_modules=ALLOWED_MODULES)
-    reloaded = Pipeline.loads(loaded.dumps(), allowed_modules=ALLOWED_MODULES)
+    loaded = load_yaml(dumped)
+    reloaded = load_yaml(loaded.dumps())
     assert loaded.to_dict() == reloaded.to_dict()
     assert loaded.dumps() == reloaded.dumps()
     # The builder adds connections in another order than loading yields them.
@@ -96,7 +96,7 @@ def test_dumps_loads_round_trip(store):
 @pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_loaded_pipeline_runs_like_the_original(store):
     pipeline = _full_pipeline(store)
-    loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)
+    loaded = load_yaml(pipeline.dumps())
     original = pipeline.run({"controller": {"query": QUESTION}})["result"]
     again = loaded.run({"controller": {"query": QUESTION}})["result"]
     assert original == again
@@ -104,8 +104,9 @@ def test_loaded_pipeline_runs_like_the_original(store):
     assert original["tool_history"][1]["returned_chunk_ids"][0] == "trigiani"
 
 
-def test_loading_without_the_allow_list_works_once_the_package_is_imported(store):
-    assert Pipeline.loads(_full_pipeline(store).dumps()).get_component("router") is not None
+def test_loading_without_the_allow_list_is_refused_although_the_package_is_imported(store):
+    with pytest.raises(DeserializationError, match="haystack_agentic"):
+        Pipeline.loads(_full_pipeline(store).dumps())
 
 
 # --- concurrency --------------------------------------------------------------------------------------------

@@ -28,8 +28,9 @@ import yaml
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from citing_result import CITING_TYPE, with_citations  # tests/citing_result.py
+from haystack_agentic import allowed_modules_for
 from haystack_agentic.grounding.markers import strip_markers
-from conftest import DOCS  # the unit tests' documents
+from conftest import DOCS, SCRIPTED_MODULE  # the unit tests' documents
 
 HERE = Path(__file__).resolve().parent
 SCRIPTED_YAML = HERE / "scripted_loop.yml"
@@ -134,6 +135,8 @@ class Server:
 def server_env() -> dict:
     env = dict(os.environ)
     env["HAYSTACK_TELEMETRY_ENABLED"] = "False"
+    # The scripted test LLM of the served YAMLs: the user's trust (`serve` and its loaders trust none of it).
+    env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = SCRIPTED_MODULE
     env["HAYHOOKS_TRACING_ENABLED"] = "false"
     env.pop("OPENAI_API_KEY", None)
     # The server imports this checkout's package (the virtualenv's editable install may point at another one).
@@ -227,7 +230,9 @@ def server(tmp_path_factory) -> Server:
         "--pipeline", f"cited={root / 'cited.yml'}", *marked,
         "--pipelines-dir", str(directory), "--store", str(write_test_store(root / "store.json")),
     ]  # fmt: skip
-    with serve_process(root, args, citing_env()) as running:
+    env = citing_env()  # `plain.yml` is hayhooks' to load, with no allow-list: the user trusts the modules it names
+    env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] += "," + ",".join(allowed_modules_for(SCRIPTED_YAML.read_text()))
+    with serve_process(root, args, env) as running:
         # The pipelines deploy in the app's start-up, so /status answering means they are deployed.
         yield running
 

@@ -66,6 +66,11 @@ def test_a_request_without_host_is_refused():
     assert not passes()
 
 
+@pytest.mark.parametrize("second", [b"evil.com", b"127.0.0.1"])
+def test_two_host_headers_are_refused(second):
+    assert not passes(b"127.0.0.1", second)
+
+
 AROUND = st.text(alphabet=":@[] /\\#?%.\t\r\n0123456789abcdefEVIL", max_size=12)
 
 

@@ -95,7 +95,7 @@ class Wrapper(AgenticLoopWrapper):
     pipeline_file = str(SCRIPTED_YAML)
 
 
-def test_the_served_pipeline_runs_off_the_servers_event_loop(monkeypatch):
+def test_the_served_pipeline_runs_off_the_servers_event_loop(monkeypatch, allow_scripted_llm):
     monkeypatch.setenv("HAYSTACK_AGENTIC_MAX_MESSAGES", "3")
     wrapper = Wrapper()
     wrapper.setup()

@@ -14,6 +14,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from haystack_agentic import allowed_modules_for
+
 from .conftest import SCRIPTED_YAML, serve_process, server_env, spoken, write_test_store
 
 pytestmark = pytest.mark.integration
@@ -140,6 +142,9 @@ def keyed(tmp_path_factory):
     """A server with `--allow-deploy` and an API key from the environment."""
     root = tmp_path_factory.mktemp("keyed")
     env = {**server_env(), "HAYSTACK_AGENTIC_API_KEY": KEY}
+    # hayhooks' deploy-yaml loads with no allow-list and `serve` exports none: the user trusts what they deploy
+    trusted = allowed_modules_for(SCRIPTED_YAML.read_text())
+    env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join([env["HAYSTACK_DESERIALIZATION_ALLOWLIST"], *trusted])
     args = ["--pipeline", f"scripted={SCRIPTED_YAML}", "--store", str(write_test_store(root / "store.json")),
             "--pipelines-dir", str(root / "pipelines"), "--allow-deploy"]  # fmt: skip
     with serve_process(root, args, env=env, health="/health") as server:

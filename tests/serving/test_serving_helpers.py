@@ -162,7 +162,7 @@ async def test_startup_objects_are_frozen_out_of_the_collector():
         gc.unfreeze()
 
 
-def test_serve_timeout_and_max_tokens_reach_every_llm_role(tmp_path):
+def test_serve_timeout_and_max_tokens_reach_every_llm_role(tmp_path, allow_scripted_llm):
     from haystack_agentic.serving.agentic_loop_wrapper import load_served_pipeline  # noqa: PLC0415
 
     args = _args("--pipeline", f"mine={SCRIPTED_YAML}", "--timeout", "7.5", "--max-tokens", "64")

@@ -130,7 +130,7 @@ class AgenticRAG(SuperComponent):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AgenticRAG":
-        """:returns: The component from `to_dict()` output, its loop pipeline loaded with `ALLOWED_MODULES` too."""
+        """:returns: The component from `to_dict()` output, its loop pipeline loaded with `allowed_modules_for` it."""
         params = data.get("init_parameters", {})
         pipeline = params.get("pipeline")
         if isinstance(pipeline, dict):

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 import asyncio
+import contextvars
 import copy
 import inspect
 import threading
@@ -49,7 +50,7 @@ class SafeRetriever:
         Create a SafeRetriever.
 
         :param retriever: A Haystack retriever component (a `documents` output), or its serialised dict: that one
-            is built on first use, so loading a pipeline YAML opens no store.
+            is built on first use, so loading a pipeline YAML opens no store (with the modules the load allowed).
         :param timeout: Seconds one search may take (`None`: no limit); a slower search is reported as failed.
         :raises ValueError: If `retriever` is not a Haystack component with a `documents` output.
         """
@@ -58,6 +59,8 @@ class SafeRetriever:
         if isinstance(retriever, dict):
             self._spec, self._retriever = copy.deepcopy(retriever), None
             retriever_class = import_class_by_name(retriever["type"])
+            # Built later with what this load allowed (Haystack keeps a load's `allowed_modules` in a context variable)
+            self._load_context = contextvars.copy_context()
         else:
             self._retriever = _checked(retriever)
             retriever_class = type(retriever)
@@ -74,7 +77,9 @@ class SafeRetriever:
             with self._lock:
                 if self._retriever is None:
                     spec = copy.deepcopy(self._spec)  # from_dict methods may change what they are given
-                    built = component_from_dict(import_class_by_name(spec["type"]), spec, "retriever")
+                    built = self._load_context.run(
+                        lambda: component_from_dict(import_class_by_name(spec["type"]), spec, "retriever")
+                    )
                     self._retriever = _checked(built)
         return self._retriever
 

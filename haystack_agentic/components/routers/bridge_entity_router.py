@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 
+import contextvars
 import copy
 import json
 import threading
@@ -65,7 +66,8 @@ class BridgeEntityRouter:
         Create a BridgeEntityRouter.
 
         :param document_store: The document store the retriever searches (its `meta["title"]` values are the
-            entities to follow), or its serialised dict: that store is made on first use.
+            entities to follow), or its serialised dict: that store is made on first use, with the modules the load
+            that made this router allowed.
         :param first_top_k: Chunks retrieved for the question itself. Default 4.
         :param follow_up_top_k: Chunks retrieved per bridge-entity search. Default 1.
         :param max_follow_ups: Bridge-entity searches after the first (at most `1 + max_follow_ups` per question).
@@ -76,6 +78,7 @@ class BridgeEntityRouter:
         self._lock = threading.Lock()
         self._store_spec = copy.deepcopy(document_store) if isinstance(document_store, dict) else None
         self._document_store = None if self._store_spec is not None else document_store
+        self._load_context = contextvars.copy_context()  # Haystack keeps a load's `allowed_modules` in a context
         self.first_top_k = first_top_k
         self.follow_up_top_k = follow_up_top_k
         self.max_follow_ups = max_follow_ups
@@ -91,7 +94,7 @@ class BridgeEntityRouter:
         if self._document_store is None:
             with self._lock:
                 if self._document_store is None:
-                    self._document_store = store_from_dict(self._store_spec)
+                    self._document_store = self._load_context.run(store_from_dict, self._store_spec)
         return self._document_store
 
     @document_store.setter

@@ -9,9 +9,8 @@ from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from conftest import QUESTION, actions, answer, calls, decide, give_up, search
+from conftest import QUESTION, actions, answer, calls, decide, give_up, load_yaml, search
 from haystack_agentic import (
-    ALLOWED_MODULES,
     Answerer,
     BridgeEntityRouter,
     EvidenceChecker,
@@ -427,7 +426,7 @@ def test_the_judge_overrules_the_offline_score_both_ways(build_loop):
     assert result["terminated_by"] == "gave_up" and "where she is based" in strip_markers(result["answer"])
 
 
-def test_a_custom_judge_prompt_is_rendered_and_round_trips(build_loop):
+def test_a_custom_judge_prompt_is_rendered_and_round_trips(build_loop, allow_scripted_llm):
     judge = ScriptedChatGenerator([{"text": '{"sufficient": true}'}], per_call=True)
     prompt = "Q={{ question }} N={{ chunks | length }}"
     checker = EvidenceChecker(embedding_model=None, chat_generator=judge, judge_prompt=prompt, search_again=0)
@@ -461,7 +460,7 @@ def test_yaml_round_trip(store):
     checker = EvidenceChecker(on_insufficient_evidence="answer_with_warning", threshold=0.3, chat_generator=judge,
                               search_again=1)
     pipeline, _ = offline_loop(store, checker)
-    loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)
+    loaded = load_yaml(pipeline.dumps())
     again = loaded.get_component("evidence")
     assert isinstance(again, EvidenceChecker)
     assert again.to_dict() == checker.to_dict()

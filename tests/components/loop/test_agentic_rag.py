@@ -8,14 +8,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import QUESTION, answer, search
+from haystack.core.errors import DeserializationError
+from conftest import QUESTION, answer, load_yaml, search
 from haystack import Document, Pipeline
 from haystack.components.builders import PromptBuilder
 from haystack.components.writers import DocumentWriter
 from haystack.dataclasses import ChatMessage, StreamingChunk
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic import ALLOWED_MODULES, AgenticRAG
+from haystack_agentic import AgenticRAG
 from haystack_agentic.llm.streaming import ANSWER_META
 from haystack_agentic.grounding.citations import strip_markers
 
@@ -71,7 +72,7 @@ def test_inside_a_bigger_pipeline_its_answer_and_documents_feed_other_components
     assert out["cite"]["documents_written"] == len(documents)
 
 
-def test_the_bigger_pipeline_round_trips_through_yaml_with_the_package_trusted_by_import(build_loop):
+def test_the_bigger_pipeline_round_trips_through_yaml_with_the_modules_it_names_allowed(build_loop):
     loop = build_loop(HOPS)
     expected = loop.run()
     loop.llm.reset()
@@ -79,9 +80,10 @@ def test_the_bigger_pipeline_round_trips_through_yaml_with_the_package_trusted_b
     text = outer.dumps()
     assert "haystack_agentic.components.loop.agentic_rag.AgenticRAG" in text
     assert "haystack_agentic.components.loop.loop_controller.LoopController" in text  # the loop stays visible
-    assert Pipeline.loads(text).get_component("rag") is not None  # `import haystack_agentic` trusts the package's own modules
-    loaded = Pipeline.loads(text, allowed_modules=ALLOWED_MODULES)
-    assert Pipeline.loads(loaded.dumps(), allowed_modules=ALLOWED_MODULES).dumps() == loaded.dumps()
+    with pytest.raises(DeserializationError, match="agentic_rag"):  # importing the package trusts nothing
+        Pipeline.loads(text)
+    loaded = load_yaml(text)
+    assert load_yaml(loaded.dumps()).dumps() == loaded.dumps()
     out = loaded.run({"rag": {"query": QUESTION}}, include_outputs_from={"rag"})
     assert out["rag"]["result"] == expected
     assert out["report"]["prompt"].startswith("Answer: Greenwich Village [1]\nSources: ")
@@ -114,7 +116,7 @@ def test_filters_scope_the_run(build_loop):
     assert out["documents"] and {d.meta["kind"] for d in out["documents"]} == {"place"}
 
 
-def test_built_from_a_yaml_file_and_from_a_packaged_name(build_loop, tmp_path):
+def test_built_from_a_yaml_file_and_from_a_packaged_name(build_loop, tmp_path, allow_scripted_llm):
     loop = build_loop(HOPS)
     expected = loop.run()
     path = tmp_path / "my_loop.yml"

@@ -6,8 +6,8 @@ from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
+from conftest import load_yaml
 from haystack_agentic import (
-    ALLOWED_MODULES,
     AgenticRouter,
     Answerer,
     BridgeEntityRouter,
@@ -111,10 +111,10 @@ def test_max_follow_ups_zero_is_one_search(store):
 
 def test_yaml_round_trip_keeps_the_shared_store(store):
     pipeline = _pipeline(store)
-    loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=ALLOWED_MODULES)
+    loaded = load_yaml(pipeline.dumps())
     assert loaded.get_component("router").document_store.index == store.index
     assert loaded.get_component("retriever").document_store.index == store.index
-    again = Pipeline.loads(loaded.dumps(), allowed_modules=ALLOWED_MODULES)
+    again = load_yaml(loaded.dumps())
     assert again.to_dict() == loaded.to_dict()
 
 
