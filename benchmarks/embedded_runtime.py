@@ -51,13 +51,15 @@ def child(runtime: str, questions: int) -> None:
         from haystack.components.generators.chat import OpenAIChatGenerator  # noqa: PLC0415
         from haystack.utils import Secret  # noqa: PLC0415
 
-        from haystack_agentic.testing.llamacpp_server import MODEL_ALIAS, LlamaCppServer  # noqa: PLC0415
+        from haystack_agentic.components.generators.embedded_chat_generator import GGUF_FILE_NAME  # noqa: PLC0415
+        from haystack_agentic.llm.gguf_models import MODELS_DIR  # noqa: PLC0415
+        from haystack_agentic.llm.llamacpp_server import LlamaCppServer  # noqa: PLC0415
 
-        server = LlamaCppServer(n_ctx=4096, threads=2).__enter__()
+        server = LlamaCppServer(MODELS_DIR / GGUF_FILE_NAME, n_ctx=4096, threads=2).__enter__()
         for _, component in pipeline.walk():
             if isinstance(getattr(component, "chat_generator", None), EmbeddedChatGenerator):
                 component.chat_generator = OpenAIChatGenerator(
-                    model=MODEL_ALIAS, api_base_url=server.base_url, api_key=Secret.from_token("none"),
+                    model=server.model_name, api_base_url=server.base_url, api_key=Secret.from_token("none"),
                     max_retries=0, timeout=300.0, generation_kwargs={"max_tokens": 64, "temperature": 0.0},
                 )  # fmt: skip
     pipeline.warm_up()

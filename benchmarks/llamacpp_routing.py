@@ -32,14 +32,16 @@ from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
 from haystack_agentic.pipelines.default_pipelines import ROLE_MAX_TOKENS  # noqa: E402
 from haystack_agentic.resources import sample_corpus_path  # noqa: E402
-from haystack_agentic.testing.llamacpp_server import MODEL_ALIAS, LlamaCppServer  # noqa: E402
+from haystack_agentic.components.generators.embedded_chat_generator import GGUF_FILE_NAME  # noqa: E402
+from haystack_agentic.llm.gguf_models import MODELS_DIR  # noqa: E402
+from haystack_agentic.llm.llamacpp_server import LlamaCppServer  # noqa: E402
 
 GOAL = 0.99
 
 
 def generator(base_url: str, max_tokens: int) -> OpenAIChatGenerator:
     return OpenAIChatGenerator(
-        model=MODEL_ALIAS, api_base_url=base_url, api_key=Secret.from_token("none"), max_retries=0, timeout=120.0,
+        model="smollm2", api_base_url=base_url, api_key=Secret.from_token("none"), max_retries=0, timeout=120.0,
         generation_kwargs={"max_tokens": max_tokens, "temperature": 0.0},
     )  # fmt: skip
 
@@ -56,7 +58,7 @@ def main() -> None:
     decisions: collections.Counter = collections.Counter()
     reasons: collections.Counter = collections.Counter()
     endings: collections.Counter = collections.Counter()
-    with LlamaCppServer(n_ctx=4096, threads=2) as server:
+    with LlamaCppServer(MODELS_DIR / GGUF_FILE_NAME, n_ctx=4096, threads=2) as server:
         router = AgenticRouter(chat_generator=generator(server.base_url, ROLE_MAX_TOKENS["controller_json"]),
                                mode="json", temperature=0.0, structured_output=not args.no_schema)  # fmt: skip
         pipeline = build_loop_pipeline(

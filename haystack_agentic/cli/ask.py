@@ -7,13 +7,14 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from haystack_agentic.cli.ask_output import print_trace
 from haystack_agentic.cli.common import (
-    CLIError, add_backend_arguments, add_command, add_loop_arguments, hide_model_progress_bars,
+    CLIError, add_backend_arguments, add_command, add_loop_arguments, hide_model_progress_bars, local_gguf,
 )  # fmt: skip
 from haystack_agentic.presentation import printable
 from haystack_agentic.settings import ENV_OPENAI_BASE_URL, default_store_path, store_path_from_env
@@ -47,6 +48,8 @@ examples:
   haystack-agentic ask 'Who directed Big Stone Gap?'
   # over your own documents (see `haystack-agentic index --help`)
   haystack-agentic ask 'What do my notes say?' --store my_store.json
+  # a local GGUF model, run by llama.cpp in this process (the llamacpp extra)
+  haystack-agentic ask 'Who directed Big Stone Gap?' --gguf model.gguf
   # a local OpenAI-compatible server, JSON routing for models without tools
   haystack-agentic ask 'Who directed Big Stone Gap?' --llm openai \\
       --base-url http://127.0.0.1:11434/v1 --model qwen2.5:7b --mode json
@@ -97,6 +100,14 @@ def check_server(options: LoopOptions, err: Console) -> LoopOptions:
             err.print("The server's chat template has no tool support: routing in JSON mode (--mode json).")
             options = replace(options, mode="json")
     return options
+
+
+def say_on_stderr(quiet: bool) -> Callable[[str], None]:
+    """A function that prints one line on stderr (nothing when `quiet`)."""
+    from rich.console import Console  # noqa: PLC0415
+
+    err = Console(stderr=True, quiet=quiet, soft_wrap=True)
+    return lambda line: err.print(line, highlight=False, markup=False)
 
 
 def load_store_into(pipeline: Pipeline, store_path: Path, console: Console, quiet: bool, auto_index: bool = True):
@@ -258,8 +269,9 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     question = args.question
     if not question or not question.strip():
         raise CLIError("The question is empty: ask something, e.g. haystack-agentic ask 'Who directed Big Stone Gap?'")
-    loop = prepare_loop(args, args.quiet or args.json, question)
-    result, seconds = run_question(loop, args, question)
+    with local_gguf(args, say_on_stderr(args.quiet or args.json)) as args:
+        loop = prepare_loop(args, args.quiet or args.json, question)
+        result, seconds = run_question(loop, args, question)
     if args.json:
         payload = {**result, "question": question, **loop.describe, "seconds": round(seconds, 3)}
         print(json.dumps(payload, ensure_ascii=False, indent=2))

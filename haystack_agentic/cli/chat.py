@@ -9,9 +9,9 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from haystack_agentic.cli.ask import prepare_loop, run_question
+from haystack_agentic.cli.ask import prepare_loop, run_question, say_on_stderr
 from haystack_agentic.cli.ask_output import print_trace
-from haystack_agentic.cli.common import CLIError, add_backend_arguments, add_command, add_loop_arguments
+from haystack_agentic.cli.common import CLIError, add_backend_arguments, add_command, add_loop_arguments, local_gguf
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -56,10 +56,17 @@ def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_chat(args: argparse.Namespace, console: Console, lines: TextIO | None = None) -> int:
     """Run `haystack-agentic chat`: prepare the loop once, then answer each line of `lines` (default: stdin); 0 at the
-    end of input (`CLIError`: bad options, before any question is read)."""
+    end of input (`CLIError`: bad options, before any question is read). With `--gguf`, llama.cpp runs the file for the
+    session."""
+    lines = sys.stdin if lines is None else lines
+    with local_gguf(args, say_on_stderr(args.quiet or args.json)) as local_args:
+        return _chat_session(local_args, console, lines)
+
+
+def _chat_session(args: argparse.Namespace, console: Console, lines: TextIO) -> int:
+    """Prepare the loop once and answer each line of `lines` (see `cmd_chat`)."""
     from haystack.dataclasses import ChatMessage  # noqa: PLC0415
 
-    lines = sys.stdin if lines is None else lines
     interactive = lines.isatty()
     loop = prepare_loop(args, args.quiet or args.json)
     conversation: list[ChatMessage] = []

@@ -2,7 +2,9 @@
 """What every `haystack-agentic` command shares (imports nothing heavy, so `--help` stays fast)."""
 
 import argparse
+import contextlib
 import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from haystack_agentic.settings import ENV_MILVUS_URI, ENV_MODEL, default_milvus_uri, default_weaviate_url
@@ -76,6 +78,11 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
     parser.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
     parser.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
+    parser.add_argument(
+        "--gguf", metavar="PATH",
+        help="A local GGUF model file (or a name from `install-model --model`): llama.cpp runs it in this process "
+        "(the `llamacpp` extra) for the run, tools mode when its chat template has tools, else json mode.",
+    )  # fmt: skip
     parser.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     parser.add_argument(
         "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
@@ -107,3 +114,40 @@ def telemetry_off_unless_asked() -> None:
     call this before anything imports `haystack`.
     """
     os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+
+
+@contextlib.contextmanager
+def local_gguf(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[argparse.Namespace]:
+    """
+    With `--gguf`: llama.cpp serves the file in this process while the block runs (stopped after it) and the block
+    gets a copy of `args` pointing at it: `llm` openai, its `base_url` and `model`, `mode` from its `/props` (tools
+    when the chat template has tools, else json) and `context_tokens` (its context size). Without: `args` unchanged.
+
+    :raises CLIError: If `--gguf` comes with `--llm embedded` or `--base-url`, `--mode tools` meets a template
+        without tools, or the file is missing, not a GGUF, cannot be loaded, or xllamacpp is not installed.
+    """
+    if not args.gguf:
+        yield args
+        return
+    if args.llm == "embedded" or args.base_url:
+        raise CLIError("--gguf runs its own llama.cpp server: drop --llm embedded and --base-url.")
+    from haystack_agentic.llm.gguf_models import resolve_gguf  # noqa: PLC0415
+    from haystack_agentic.llm.llamacpp_server import LlamaCppServer  # noqa: PLC0415
+
+    try:
+        server = LlamaCppServer(resolve_gguf(args.gguf))
+        say(f"Starting llama.cpp on {server.model_path} (in this process)...")
+        server.start()
+    except (FileNotFoundError, ValueError, ImportError, RuntimeError, TimeoutError) as exc:
+        raise CLIError(str(exc)) from exc
+    try:
+        info = server.info()
+        if args.mode == "tools" and info.supports_tools is False:
+            raise CLIError(f"The chat template of {server.model_path} cannot call tools: use --mode json.")
+        mode = args.mode or ("json" if info.supports_tools is False else "tools")
+        yield argparse.Namespace(**{
+            **vars(args), "llm": "openai", "base_url": server.base_url, "model": server.model_name, "mode": mode,
+            "context_tokens": info.n_ctx,
+        })  # fmt: skip
+    finally:
+        server.stop()

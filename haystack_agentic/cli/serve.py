@@ -40,7 +40,7 @@ from haystack_agentic.settings import DEFAULT_SERVE_HOST, DEFAULT_SERVE_PORT, de
 if TYPE_CHECKING:
     from haystack_agentic.serving.security import ServeSecurity
 
-from haystack_agentic.cli.common import add_command, add_llm_arguments, telemetry_off_unless_asked
+from haystack_agentic.cli.common import CLIError, add_command, add_llm_arguments, local_gguf, telemetry_off_unless_asked
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
@@ -66,6 +66,8 @@ examples:
   # ask it
   curl -s 127.0.0.1:1416/agentic_rag/run -H 'Content-Type: application/json' \\
       -d '{"query": "Who directed Big Stone Gap?"}'
+  # a local GGUF model, run by llama.cpp in this process (the llamacpp extra)
+  haystack-agentic serve --gguf model.gguf
   # your store and your own loop YAML, served as `docs`; no MCP
   haystack-agentic serve --store my_store.json --pipeline docs=my_loop.yml \\
       --mcp-port 0
@@ -156,6 +158,7 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
     given = {
         "llm": None if args.llm == "auto" else args.llm, "model": args.model, "base_url": args.base_url,
         "max_iterations": args.max_iterations, "timeout": args.timeout, "max_tokens": args.max_tokens,
+        "context_tokens": vars(args).get("context_tokens"),  # set by `--gguf` (`local_gguf`)
     }  # fmt: skip
     overrides: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
     try:
@@ -228,11 +231,22 @@ def set_serving_environment(host: str, port: int, directory: Path, security: "Se
 
 
 def cmd_serve(args: argparse.Namespace, console: Any = None) -> int:  # noqa: ARG001 - as every command
-    """Run `haystack-agentic serve` until interrupted: 0 after a clean shutdown, 2 on bad arguments."""
-    scratch = None
+    """Run `haystack-agentic serve` until interrupted: 0 after a clean shutdown, 2 on bad arguments. With `--gguf`,
+    llama.cpp runs the file in this process (once, for every worker) until the server stops."""
     try:
         _check_ports(args)
         security = _security(args)
+        with local_gguf(args, lambda line: print(line, file=sys.stderr, flush=True)) as local_args:
+            return _prepare_and_serve(local_args, security)
+    except (ServeError, CLIError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _prepare_and_serve(args: argparse.Namespace, security: "ServeSecurity") -> int:
+    """Plan, check the stores, write the serving directory (a temporary one unless `--pipelines-dir`) and serve."""
+    scratch = None
+    try:
         pipelines, overrides, store = plan(args)
         explicit_store = bool(args.store or store_path_from_env())
         if store and explicit_store and not Path(store).exists():
@@ -248,9 +262,6 @@ def cmd_serve(args: argparse.Namespace, console: Any = None) -> int:  # noqa: AR
         directory = Path(args.pipelines_dir or scratch).resolve()
         write_serving_dir(directory, pipelines, overrides, store)
         return _serve(args, pipelines, directory, security)
-    except ServeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     finally:
         if scratch:  # the wrapper files written for this run
             shutil.rmtree(scratch, ignore_errors=True)

@@ -11,8 +11,6 @@ import sys
 import pytest
 from serving.conftest import serve_process, server_env, write_test_store
 
-from haystack_agentic.testing.llamacpp_server import MODEL_ALIAS
-
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 QUESTION = "Who directed Big Stone Gap?"
@@ -25,7 +23,7 @@ def served(llamacpp, tmp_path_factory):
     root = tmp_path_factory.mktemp("serve-llamacpp")
     store = write_test_store(root / "store.json")
     env = {**server_env(), "OPENAI_API_KEY": "none"}
-    args = ["--llm", "openai", "--mode", "json", "--base-url", llamacpp.base_url, "--model", MODEL_ALIAS,
+    args = ["--llm", "openai", "--mode", "json", "--base-url", llamacpp.base_url, "--model", llamacpp.model_name,
             "--store", str(store), *LIMITS]  # fmt: skip
     with serve_process(root, args, env=env) as server:
         yield server
@@ -48,9 +46,27 @@ def test_ask_says_in_one_line_it_uses_json_mode_when_the_template_has_no_tools(l
     store = write_test_store(tmp_path / "store.json")
     env = {**os.environ, "OPENAI_API_KEY": "none", "HAYSTACK_TELEMETRY_ENABLED": "False"}
     base = [sys.executable, "-m", "haystack_agentic.cli.main", "ask", QUESTION, "--llm", "openai", "--base-url",
-            llamacpp.base_url, "--model", MODEL_ALIAS, "--store", str(store), *LIMITS]  # fmt: skip
+            llamacpp.base_url, "--model", llamacpp.model_name, "--store", str(store), *LIMITS]  # fmt: skip
     done = subprocess.run(base, capture_output=True, text=True, env=env, timeout=900, check=False)
     notes = [line for line in done.stderr.splitlines() if "JSON mode" in line]
     assert done.returncode == 0 and len(notes) == 1 and "no tool support" in notes[0], done.stderr[-2000:]
     refused = subprocess.run([*base, "--mode", "tools"], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert refused.returncode == 2 and "--mode json" in refused.stderr
+
+
+def test_serve_gguf_runs_llama_cpp_once_in_its_own_process_and_answers(tmp_path):
+    import httpx  # noqa: PLC0415
+
+    from llamacpp.conftest import SMOLLM2_GGUF  # noqa: PLC0415
+
+    if not SMOLLM2_GGUF.is_file():
+        pytest.skip(f"no SmolLM2 GGUF at {SMOLLM2_GGUF} (run `haystack-agentic install-model`)")
+    store = write_test_store(tmp_path / "store.json")
+    with serve_process(tmp_path, ["--gguf", str(SMOLLM2_GGUF), "--store", str(store), *LIMITS]) as server:
+        reply = httpx.post(f"{server.url}/agentic_rag/run", json={"query": QUESTION}, timeout=600)
+        assert reply.status_code == 200, reply.text[:2000]
+        result = reply.json()["result"]["result"]  # hayhooks wraps the wrapper's {"result": ...}
+        # not `error`: the pipeline chosen from /props (json mode: SmolLM2's template has no tools) ran on the server
+        assert result["terminated_by"] in ("answered", "gave_up", "max_iterations"), result
+        log = server.log.read_text()
+    assert log.count("Starting llama.cpp on") == 1, log[-3000:]  # once, in the serve process

