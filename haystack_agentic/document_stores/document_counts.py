@@ -114,6 +114,20 @@ def manifest_rollback(database: Path) -> str | None:
     return None
 
 
+def interrupted_write(store: Any) -> str | None:
+    """After opening a store: a description if the last write to its Milvus Lite collection did not finish (the
+    record still says `writing`: the process was killed, or crashed, between `begin_write` and
+    `record_document_count`), else `None`."""
+    found = _lite_store(store)
+    if found is None:
+        return None
+    path, collection = found
+    entry = _read(path).get(collection)
+    if not (isinstance(entry, dict) and entry.get("writing")):
+        return None
+    return f"the last write to its collection {collection} did not finish ({path.name} still records it as under way)"
+
+
 def count_shortfall(store: Any) -> str | None:
     """After opening a store: a description if its Milvus Lite collection holds fewer documents than recorded."""
     found = _lite_store(store)

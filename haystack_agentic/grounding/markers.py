@@ -6,11 +6,14 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from haystack_agentic.llm.valid_text import MAX_JSON_STARTS
+
 #: `metadata` key of the answer's sentences that no chunk of the run backs (no citation found): a list of str.
 UNCITED_KEY = "uncited_claims"
 
-#: A marker: `[3]`, `[1, 2]` (`[1][2]` is two markers). Spaces before it belong to it.
-MARKER_RE = re.compile(r"[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
+#: A marker: `[3]`, `[1, 2]` (`[1][2]` is two markers). Spaces before it belong to it (a match starts where a run of
+#: spaces does: a run not followed by a marker is scanned once, not once per space).
+MARKER_RE = re.compile(r"(?<![ \t])[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 
 
 def strip_markers(text: str | None) -> str | None:
@@ -68,14 +71,15 @@ def _without_calls(text: str) -> tuple[str, int]:
     """The text without the tool calls written in it as JSON (an object, or a list of objects, naming a tool), and
     how many there were."""
     decoder = json.JSONDecoder()
-    kept, calls, index = [], 0, 0
-    while index < len(text):
+    kept, calls, index, tries = [], 0, 0, 0
+    while index < len(text) and tries < MAX_JSON_STARTS:  # each try may scan the rest: the bound keeps it linear
         start = min((i for i in (text.find("{", index), text.find("[", index)) if i >= 0), default=-1)
         if start < 0:
             break
+        tries += 1
         try:
             value, end = decoder.raw_decode(text, start)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than Python's recursion limit
             kept.append(text[index : start + 1])
             index = start + 1
             continue

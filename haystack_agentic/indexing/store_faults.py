@@ -82,8 +82,35 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
 PREVIOUS_MANIFEST = "manifest.json.prev"
 
 
-def check_document_count(store: Any) -> None:
-    """:raises StoreError: After opening, if a Milvus Lite collection holds fewer documents than recorded."""
+#: What to do about an index that did not finish: indexing replaces each file's chunks by source, so the same
+#: command again leaves the store as a finished run would have (with `--replace`: rebuilt).
+INTERRUPTED_FIX = (
+    "so it may hold only part of that run's chunks, next to older chunks of the files it was re-indexing. Run the same "
+    "`haystack-agentic index` command again (it replaces each file's chunks by source; with --replace it rebuilds "
+    "the store) before relying on answers from it"
+)
+
+
+#: The interrupted-write warnings this process gave.
+_WARNED: set[str] = set()
+
+
+def check_document_count(store: Any) -> str | None:
+    """
+    After opening a store: refuse a Milvus Lite collection holding fewer documents than recorded, and report one
+    whose last write did not finish (an `index` killed mid-way): a warning, also returned, saying what to do.
+
+    :returns: The interrupted-write warning, or `None`.
+    :raises StoreError: If a Milvus Lite collection holds fewer documents than recorded.
+    """
+    interrupted = document_counts.interrupted_write(store)
+    if interrupted:
+        uri = store.connection_args["uri"]
+        warning = f"The Milvus Lite database {uri} was not fully written: {interrupted}, {INTERRUPTED_FIX}."
+        if warning not in _WARNED:  # a command opens its store more than once: one warning
+            _WARNED.add(warning)
+            logger.warning("{warning}", warning=warning)
+        return warning
     shortfall = document_counts.count_shortfall(store)
     if shortfall:
         uri = store.connection_args["uri"]
@@ -91,6 +118,7 @@ def check_document_count(store: Any) -> None:
             f"The Milvus Lite database {uri} is damaged ({shortfall}): {_REBUILD}; if documents were deleted on "
             f"purpose with another program, delete {document_counts.record_path(uri)}."
         )
+    return None
 
 
 def manifest_damage(path: Path) -> str | None:

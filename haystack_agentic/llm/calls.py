@@ -25,7 +25,7 @@ from haystack_agentic.llm.retries import (
 from haystack_agentic.llm.special_tokens import neutral_messages, pattern_for
 from haystack_agentic.llm.streaming import for_thread
 from haystack_agentic.llm.timeouts import run_with_timeout
-from haystack_agentic.llm.valid_text import valid_reply, valid_text
+from haystack_agentic.llm.valid_text import valid_replies, valid_text
 from haystack_agentic.tracing import chat_generator_span, tag_chat_call
 
 logger = logging.getLogger(__name__)
@@ -158,10 +158,16 @@ class _Attempts:
             return _NO_SPAN
         return chat_generator_span(self.generator, self.state, self.role, self.number + 1)
 
-    def record(self, span: Any, replies: list[ChatMessage], error: BaseException | None) -> LLMCall:
-        """Count one attempt in `usage` (a failed one has no estimated prompt tokens), tag its span, repair replies."""
+    def record(self, span: Any, result: Any, error: BaseException | None) -> LLMCall:
+        """Count one attempt in `usage` (a failed one has no estimated prompt tokens), tag its span; the replies are
+        the `valid_replies` of the generator's `result` (a result that breaks the contract is the attempt's error)."""
         self.number += 1
-        replies = [valid_reply(reply) for reply in replies]
+        replies: list[ChatMessage] = []
+        if error is None:
+            try:
+                replies = valid_replies(result)
+            except TypeError as exc:
+                error = exc
         before = self.state.usage.get(self.role, {})
         reported = any(((r.meta or {}).get("usage") or {}).get("prompt_tokens") is not None for r in replies)
         estimate = 0 if error or reported else _USAGE_COUNTER.count(list(self.messages), tools=self.tools or None)
@@ -203,10 +209,10 @@ def call_generator(
         with attempts.span() as span:
             try:
                 result = run_with_timeout(generator, attempts.kwargs, attempts.timeout, "the chat generator")
-                replies, error = list(result.get("replies") or []), None
+                error = None
             except Exception as exc:  # noqa: BLE001 - any generator failure is a defined outcome of the loop
-                replies, error = [], exc
-            return attempts.record(span, replies, error)
+                result, error = None, exc
+            return attempts.record(span, result, error)
 
     return attempts.finish(attempts.policy.run(attempt))
 
@@ -228,13 +234,13 @@ async def call_generator_async(
                 run_async = getattr(generator, "run_async", None)
                 call = run_async(**kwargs) if callable(run_async) else asyncio.to_thread(generator.run, **kwargs)
                 result = await asyncio.wait_for(call, timeout)
-                replies, error = list(result.get("replies") or []), None
+                error = None
             except TimeoutError as exc:
                 late = TimeoutError(f"the chat generator did not answer within {timeout} s")
-                replies, error = [], exc if timeout is None else late
+                result, error = None, exc if timeout is None else late
             except Exception as exc:  # noqa: BLE001
-                replies, error = [], exc
-            return attempts.record(span, replies, error)
+                result, error = None, exc
+            return attempts.record(span, result, error)
 
     return attempts.finish(await attempts.policy.run_async(attempt))
 
