@@ -123,6 +123,12 @@ CASES = {
         "grounding_speed.py", (), 180,
         (r"^sentences chunks +pairs +ms/answer$", rf"^ +10 +20 +\d+ +{NUMBER}$"),
     ),
+    "hostile_replies": Case(
+        "hostile_replies.py", ("--runs", "3"), 180,
+        (r"^\| Role \| Runs \| answered \| gave_up \| max_iterations \| error \|",
+         r"^\| controller-tools \| 3 \| \d+ \| \d+ \| \d+ \| \d+ \| \d+ \| 0 \|",  # nothing escaped `run`
+         r"^\| grounding-judge \| 3 \| \d+ \| \d+ \| \d+ \| \d+ \| \d+ \| 0 \|"),
+    ),
     "llamacpp_routing": Case(
         "llamacpp_routing.py", ("--questions", "1"), 300,
         (rf"^1 questions, \d+ decisions in {NUMBER} s", r"^valid decisions: \d+/\d+ = ", r"^endings: \{"),
