@@ -94,7 +94,7 @@ def build_variants(store, titles: list[str], question: str, n: int) -> list[Vari
 
     # haystack-agentic loop pipeline
     llm = ScriptedChatGenerator(script(queries, {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "x"}}]}))
-    retriever = InMemoryBM25Retriever(store)
+    retriever = InMemoryBM25Retriever(store, top_k=5)
     timer = timed_parts(llm, retriever)
     pipeline = build_loop_pipeline(
         AgenticRouter(chat_generator=llm, search_question_first=False),  # the script makes every search, as the Agent's

@@ -168,7 +168,7 @@ def in_process_scenarios(chunks: int, concurrency_levels: list[int], sequential:
     # Without the evidence check: its MiniLM is part of the server figure above; here the loop's own memory is
     # measured (and the scripted answer "x" would be refused by the check, ending the runs `gave_up`).
     pipeline = build_loop_pipeline(
-        AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store), controller=LoopController(10, 30),
+        AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store, top_k=5), controller=LoopController(10, 30),
         check_evidence=False,
     )
     pipeline.warm_up()

@@ -66,7 +66,7 @@ def scripted_yaml(latency: float, first_token: float, token_interval: float) -> 
         latency=latency,
     )
     answer_llm = PacedChatGenerator([{"text": ANSWER}], first_token=first_token, token_interval=token_interval)
-    retriever = SafeRetriever(InMemoryBM25Retriever(SparseBM25DocumentStore(index="ttft-bench")))
+    retriever = SafeRetriever(InMemoryBM25Retriever(SparseBM25DocumentStore(index="ttft-bench"), top_k=5))
     pipeline = build_loop_pipeline(
         AgenticRouter(chat_generator=controller_llm),
         retriever,

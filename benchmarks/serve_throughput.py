@@ -124,7 +124,7 @@ def scripted_loop_yaml(latency: float) -> str:
         {"template": True, "tool_calls": [{"tool_name": "answer", "arguments": {"text": "Answer to: {{ question }}"}}]},
     ]
     llm = ScriptedChatGenerator(script, latency=latency)
-    retriever = SafeRetriever(InMemoryBM25Retriever(SparseBM25DocumentStore(index="serve-bench")))
+    retriever = SafeRetriever(InMemoryBM25Retriever(SparseBM25DocumentStore(index="serve-bench"), top_k=5))
     controller = LoopController(max_iterations=4)
     # Without the evidence check: the goal is the loop's and the server's overhead (the MiniLM check costs ~150 ms
     # CPU a question on its own, `benchmarks/evidence_check.py speed`, and refuses some scripted answers).

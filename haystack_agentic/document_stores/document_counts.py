@@ -11,6 +11,8 @@ from typing import Any
 
 from haystack import logging
 
+from haystack_agentic.extras import is_instance
+
 logger = logging.getLogger(__name__)
 
 #: Appended to the database folder's name to name its record file, and the record's format version.
@@ -33,7 +35,8 @@ def record_path(uri: str | Path) -> Path | None:
 def _lite_store(store: Any, writable: bool = False) -> tuple[Path, str] | None:
     """The record file and collection of a Milvus Lite store (`writable`: in an existing folder), else `None`."""
     uri = (getattr(store, "connection_args", None) or {}).get("uri")
-    path = record_path(uri) if type(store).__name__ == "MilvusDocumentStore" and isinstance(uri, (str, Path)) else None
+    milvus = is_instance(store, "milvus_haystack", "MilvusDocumentStore")
+    path = record_path(uri) if milvus and isinstance(uri, (str, Path)) else None
     return None if path is None or (writable and not path.parent.is_dir()) else (path, store.collection_name)
 
 

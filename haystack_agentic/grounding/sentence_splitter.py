@@ -4,6 +4,7 @@ Split an answer or a chunk into sentences with character offsets (pysbd, else a 
 a chunk's offsets can be stored with it at index time (`sentence_spans`) and read back (`sentences_at`).
 """
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,9 +41,7 @@ def _library_spans(text: str, language: str) -> list[tuple[int, int]] | None:
     try:
         import pysbd  # noqa: PLC0415 - optional dependency (`grounding` extra)
     except ImportError:
-        logger.warning(
-            "pysbd is not installed (pip install 'haystack-agentic[grounding]'); using a simple punctuation splitter."
-        )
+        _warn_without_pysbd()
         return None
     # A new segmenter per call: `segment` keeps the text on the instance, so a shared one is not thread-safe.
     # pysbd's own `char_span` finds each sentence by scanning the whole text for every one (quadratic): each is
@@ -56,6 +55,14 @@ def _library_spans(text: str, language: str) -> list[tuple[int, int]] | None:
             spans.append((start, start + len(sentence)))
             last_end = start + len(sentence)
     return spans
+
+
+@functools.cache
+def _warn_without_pysbd() -> None:
+    """Say once per process that the punctuation splitter stands in for pysbd (a base install: no `grounding` extra)."""
+    logger.warning(
+        "pysbd is not installed (pip install 'haystack-agentic[grounding]'); using a simple punctuation splitter."
+    )
 
 
 def _fallback_spans(text: str) -> list[tuple[int, int]]:

@@ -224,8 +224,9 @@ class _ReplyRouting:
             return {"loop": state}
         return {"loop": state.with_messages(ChatMessage.from_user(_EMPTY_REPLY_NUDGE))}
 
-    def _top_k(self, value: Any) -> int:
-        """The model's `top_k` (1..`max_top_k`, larger capped), the default if absent; else `_InvalidArguments`."""
+    def _top_k(self, value: Any) -> int | None:
+        """The model's `top_k` (1..`max_top_k`, larger capped), the default if absent (`None`: the retriever's own);
+        else `_InvalidArguments`."""
         if value is None:
             return self.default_top_k
         try:
@@ -252,7 +253,7 @@ READ_CHUNK_MAX_CHARS = 8000
 
 
 def _planned_search(
-    state: LoopState, turn: int, query: str, top_k: int, collection: str | None, arguments: dict[str, Any],
+    state: LoopState, turn: int, query: str, top_k: int | None, collection: str | None, arguments: dict[str, Any],
     reasoning: str | None = None, tool_call: ToolCall | None = None,
 ) -> tuple[PendingSearch, ToolStep]:  # fmt: skip
     """A search and its step; a chosen collection narrows the run's filters (which hold its scope) to that one."""
