@@ -250,16 +250,9 @@ def test_the_layer_check_sees_a_function_level_import(tmp_path):
     ]
 
 
-#: Class-name comparisons not replaced yet, in modules other work was changing at the time (issue 40): `(path,
-#: function)`. Exception names of several HTTP client libraries (retries) and OpenAI generator classes (calls) are
-#: still matched by name there. Do not add to this set: compare with `isinstance`, or `extras.is_instance` for a
+#: Class-name comparisons allowed: `(path, function)`. None: compare with `isinstance`, or `extras.is_instance` for a
 #: class of an optional package (it imports nothing).
-NAME_TYPE_CHECKS = {
-    ("llm/retries.py", "is_transient"),
-    ("llm/calls.py", "sends_openai_requests"),
-    ("llm/calls.py", "__init__"),
-    ("indexing/store_faults.py", "_describe"),
-}
+NAME_TYPE_CHECKS: set[tuple[str, str]] = set()
 
 
 def name_type_checks(package_dir: Path = PACKAGE) -> list[tuple[str, str, int]]:

@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 from haystack import logging
 
 from haystack_agentic.document_stores import document_counts
+from haystack_agentic.extras import is_instance
 from haystack_agentic.llm.retries import exception_chain
 
 logger = logging.getLogger(__name__)
@@ -217,7 +218,7 @@ def _describe(
     logged = next((r.exc_info[1] for r in records if r.exc_info and r.exc_info[1] is not None), None)
     if lite is not None:
         causes = exception_chain(logged if logged is not None else exc)
-        if any(type(e).__name__ == "DataDirLockedError" for e in causes):
+        if any(is_instance(e, "milvus_lite.exceptions", "DataDirLockedError") for e in causes):
             return StoreError(
                 f"The Milvus Lite database {uri} is in use by another process (e.g. a running `haystack-agentic "
                 "serve`): stop it, or use another --uri."

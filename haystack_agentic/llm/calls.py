@@ -4,6 +4,7 @@
 import asyncio
 import contextlib
 import inspect
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack, cast
@@ -13,6 +14,7 @@ from haystack.dataclasses import ChatMessage
 from haystack.token_counters import ApproximateTokenCounter
 
 from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.extras import is_instance
 from haystack_agentic.llm.generator_checks import run_takes
 from haystack_agentic.llm.retries import (
     DEFAULT_BACKOFF,
@@ -53,7 +55,7 @@ class LLMCall:
 
 def sends_openai_requests(generator: Any) -> bool:
     """Whether the generator is Haystack's `OpenAIChatGenerator` or a subclass (Azure, OpenAI-compatible servers)."""
-    return any(cls.__name__ == "OpenAIChatGenerator" for cls in type(generator).__mro__)
+    return is_instance(generator, "haystack.components.generators.chat.openai", "OpenAIChatGenerator")
 
 
 def _set_unless_given(generator: Any, kwargs: dict[str, Any], key: str, value: Any) -> None:
@@ -85,7 +87,16 @@ class CallOptions(TypedDict, total=False):
 
 
 #: Chat generators that talk to the OpenAI chat API and accept its `stream_options`.
-_OPENAI_GENERATORS = ("OpenAIChatGenerator", "AzureOpenAIChatGenerator")
+_OPENAI_GENERATORS = {
+    "haystack.components.generators.chat.openai": "OpenAIChatGenerator",
+    "haystack.components.generators.chat.azure": "AzureOpenAIChatGenerator",
+}
+
+
+def _openai_generators() -> tuple[type, ...]:
+    """Haystack's own OpenAI chat generator classes that are imported (an instance exists only once its module is)."""
+    loaded = (getattr(sys.modules.get(module), name, None) for module, name in _OPENAI_GENERATORS.items())
+    return tuple(cls for cls in loaded if isinstance(cls, type))
 
 _ROLE_OPTIONS = ("temperature", "generation_kwargs", "max_retries", "timeout")
 
@@ -120,7 +131,7 @@ class _Attempts:
             logger.debug("The {role} chat generator takes no streaming_callback; its call is not streamed.", role=role)
         elif callback is not None:
             self.kwargs["streaming_callback"] = self._counting(callback)
-            if type(generator).__name__ in _OPENAI_GENERATORS:  # OpenAI reports a streamed usage only when asked
+            if type(generator) in _openai_generators():  # OpenAI reports a streamed usage only when asked
                 _set_unless_given(generator, self.kwargs, "stream_options", {"include_usage": True})
         if self.tools and sends_openai_requests(generator):
             _set_unless_given(generator, self.kwargs, "tool_choice", "auto")
