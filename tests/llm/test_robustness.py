@@ -5,7 +5,6 @@ import asyncio
 import time
 
 import httpx
-
 import pytest
 from haystack import component
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
