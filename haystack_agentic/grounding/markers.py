@@ -6,8 +6,6 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from haystack_agentic.llm.valid_text import MAX_JSON_STARTS
-
 #: `metadata` key of the answer's sentences that no chunk of the run backs (no citation found): a list of str.
 UNCITED_KEY = "uncited_claims"
 
@@ -43,6 +41,10 @@ def insert_markers(text: str, ends: Sequence[int], numbers: Sequence[Sequence[in
 #: What a reply writes around a tool call it puts in its text: tags, code fences, the language tag of a fence.
 _CALL_WRAPPING_RE = re.compile(r"</?\s*(?:tool_call|tools|function_call)\s*>|```[a-zA-Z]*", re.IGNORECASE)
 
+#: The JSON values `has_own_words` tries to decode in one answer, at most: each try may scan the rest of the text, so
+#: the bound keeps the check linear in the answer's length (unbounded, a text of many `[` is quadratic; issue 39).
+MAX_CALL_STARTS = 64
+
 #: Longest lead-in (one line, in characters) a tool call written as text may have and still be only a tool call
 #: ("Searching for it now." before the JSON): longer prose around a call is an answer that quotes one.
 MAX_LEAD_IN_CHARS = 100
@@ -72,7 +74,7 @@ def _without_calls(text: str) -> tuple[str, int]:
     how many there were."""
     decoder = json.JSONDecoder()
     kept, calls, index, tries = [], 0, 0, 0
-    while index < len(text) and tries < MAX_JSON_STARTS:  # each try may scan the rest: the bound keeps it linear
+    while index < len(text) and tries < MAX_CALL_STARTS:
         start = min((i for i in (text.find("{", index), text.find("[", index)) if i >= 0), default=-1)
         if start < 0:
             break
