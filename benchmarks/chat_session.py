@@ -65,8 +65,10 @@ def timed_chat(questions: list[str]) -> tuple[float, list[float], list[float]]:
 def main() -> None:
     """Parse arguments, run both ways and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--questions", type=int, default=5, help="questions asked (default 5)")
+    parser.add_argument("--questions", type=int, default=5, help="questions asked (default 5, at least 2)")
     args = parser.parse_args()
+    if args.questions < 2:
+        parser.error("--questions must be at least 2 (the figures are of the questions after chat's first)")
     questions = [row["question"] for row in load_hotpotqa_questions(DATA)[: args.questions]]
     subprocess.run([*CLI, "ask", questions[0], "--json", "--quiet"], check=True, capture_output=True)  # warm: store
     asks = timed_asks(questions)

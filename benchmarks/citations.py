@@ -208,7 +208,7 @@ def replayed(record: dict, row: dict, store, contents: dict[str, str]) -> dict:
     """The scripted LLM router's run on a question, replaying the offline run's record."""
     router = AgenticRouter(chat_generator=ScriptedChatGenerator(replay_script(record)))
     scripted = build_loop_pipeline(
-        router, InMemoryBM25Retriever(store), controller=LoopController(chunk_cap=6), check_evidence=False
+        router, InMemoryBM25Retriever(store, top_k=5), controller=LoopController(chunk_cap=6), check_evidence=False
     )
     began = time.perf_counter()
     result = scripted.run({"controller": {"query": row["question"]}})["result"]

@@ -52,9 +52,11 @@ _TITLE = re.compile(r"title=(.*?)(?: \[already shown\]| \[shown earlier\]|: |$)"
 
 def _router(llm, mode: str, digests: bool) -> AgenticRouter:
     # `result_digests` is new (issue 12): run against an older checkout, the benchmark measures its behaviour.
-    if "result_digests" in inspect.signature(AgenticRouter.__init__).parameters:
-        return AgenticRouter(chat_generator=llm, mode=mode, default_top_k=5, result_digests=digests)
-    return AgenticRouter(chat_generator=llm, mode=mode, default_top_k=5)
+    # The script makes every search itself: the router's free first search of the question (newer) is off.
+    parameters = inspect.signature(AgenticRouter.__init__).parameters
+    options = {"result_digests": digests, "search_question_first": False}
+    return AgenticRouter(chat_generator=llm, mode=mode, default_top_k=5,
+                         **{name: value for name, value in options.items() if name in parameters})  # fmt: skip
 
 
 def _pipeline(store, llm, mode: str, digests: bool, max_iterations: int, chunk_cap: int):

@@ -196,14 +196,15 @@ def main() -> None:
     parser.add_argument("command", choices=["calibrate", "report", "speed", "casing"])
     parser.add_argument("--hotpotqa", type=Path, default=DEFAULT_HOTPOTQA)
     parser.add_argument("--musique", type=Path, default=DEFAULT_MUSIQUE)
-    parser.add_argument("--limit", type=int, help="report, casing: only the first N questions of each set")
+    parser.add_argument("--limit", type=int,
+                        help="report, casing: only the first N questions of each set; speed: N checks (default 60)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args()
     if args.command == "calibrate":
         out = calibrate(args.hotpotqa)
         print(json.dumps(out, indent=2))
     elif args.command == "speed":
-        out = speed(args.hotpotqa)
+        out = speed(args.hotpotqa, args.limit or 60)
     elif args.command == "casing":
         out = casing(args.hotpotqa, args.musique, args.limit)
     else:

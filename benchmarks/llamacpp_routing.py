@@ -62,7 +62,7 @@ def main() -> None:
         router = AgenticRouter(chat_generator=generator(server.base_url, ROLE_MAX_TOKENS["controller_json"]),
                                mode="json", temperature=0.0, structured_output=not args.no_schema)  # fmt: skip
         pipeline = build_loop_pipeline(
-            router, SafeRetriever(InMemoryBM25Retriever(store, top_k=3)),
+            router, SafeRetriever(InMemoryBM25Retriever(store, top_k=5)),
             controller=LoopController(max_iterations=3),
             answerer=Answerer(chat_generator=generator(server.base_url, 48), temperature=0.0), check_evidence=False,
         )  # fmt: skip

@@ -94,10 +94,10 @@ def build_variants(store, titles: list[str], question: str, n: int) -> list[Vari
 
     # haystack-agentic loop pipeline
     llm = ScriptedChatGenerator(script(queries, {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "x"}}]}))
-    retriever = InMemoryBM25Retriever(store)
+    retriever = InMemoryBM25Retriever(store, top_k=5)
     timer = timed_parts(llm, retriever)
     pipeline = build_loop_pipeline(
-        AgenticRouter(chat_generator=llm),
+        AgenticRouter(chat_generator=llm, search_question_first=False),  # the script makes every search, as the Agent's
         retriever,
         controller=LoopController(max_iterations=n + 1, chunk_cap=30),
         check_evidence=False,  # the Agent has no evidence check; its cost is measured by benchmarks/evidence_check.py

@@ -89,12 +89,12 @@ def build_store(chunks: int):
 
 
 def server_scenario(chunks: int, concurrency: int, questions: list[str]) -> dict:
-    from serve_throughput import _free_port
+    from serve_throughput import free_port
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         build_store(chunks).save_to_disk(str(workdir / "store.json"))
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False", "HAYHOOKS_LOG_LEVEL": "WARNING"}
         log = open(workdir / "server.log", "w")  # noqa: SIM115 - closed with the process
         process = subprocess.Popen(
@@ -168,7 +168,7 @@ def in_process_scenarios(chunks: int, concurrency_levels: list[int], sequential:
     # Without the evidence check: its MiniLM is part of the server figure above; here the loop's own memory is
     # measured (and the scripted answer "x" would be refused by the check, ending the runs `gave_up`).
     pipeline = build_loop_pipeline(
-        AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store), controller=LoopController(10, 30),
+        AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store, top_k=5), controller=LoopController(10, 30),
         check_evidence=False,
     )
     pipeline.warm_up()

@@ -66,7 +66,7 @@ def scripted_yaml(latency: float, first_token: float, token_interval: float) -> 
         latency=latency,
     )
     answer_llm = PacedChatGenerator([{"text": ANSWER}], first_token=first_token, token_interval=token_interval)
-    retriever = SafeRetriever(InMemoryBM25Retriever(SparseBM25DocumentStore(index="ttft-bench")))
+    retriever = SafeRetriever(InMemoryBM25Retriever(SparseBM25DocumentStore(index="ttft-bench"), top_k=5))
     pipeline = build_loop_pipeline(
         AgenticRouter(chat_generator=controller_llm),
         retriever,
@@ -82,7 +82,8 @@ def start_server(workdir: Path, args: argparse.Namespace, store) -> tuple[subpro
     port = free_port()
     env = {**os.environ, **SERVER_ENV}
     env["PYTHONPATH"] = os.pathsep.join([str(BENCHMARKS), SERVER_ENV["PYTHONPATH"]])  # `_paced_llm`
-    env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = "_paced_llm.*"  # the paced LLM: ours to trust (serve trusts none)
+    # the paced and scripted LLMs: ours to trust (serve trusts no module the package does not ship)
+    env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = f"_paced_llm.*,{ScriptedChatGenerator.__module__}"
     command = [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", "0"]
     if args.embedded:
         env["HAYSTACK_AGENTIC_CACHE"] = str(Path(args.cache).resolve())

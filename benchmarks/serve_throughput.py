@@ -63,6 +63,8 @@ SERVER_ENV = {
     "HAYHOOKS_TRACING_INCLUDE_HAYSTACK_SPANS": "false",  # what `serve` turns off itself; the Agent gets it too
     "HAYHOOKS_LOG_LEVEL": "WARNING",
     "PYTHONPATH": PYTHONPATH,
+    # the scripted LLM in the served YAML: ours to trust (serve trusts no module the package does not ship)
+    "HAYSTACK_DESERIALIZATION_ALLOWLIST": ScriptedChatGenerator.__module__,
 }
 
 #: The `hayhooks` command (its console entry point; `python -m hayhooks` does nothing in hayhooks 2.1).
@@ -122,7 +124,7 @@ def scripted_loop_yaml(latency: float) -> str:
         {"template": True, "tool_calls": [{"tool_name": "answer", "arguments": {"text": "Answer to: {{ question }}"}}]},
     ]
     llm = ScriptedChatGenerator(script, latency=latency)
-    retriever = SafeRetriever(InMemoryBM25Retriever(SparseBM25DocumentStore(index="serve-bench")))
+    retriever = SafeRetriever(InMemoryBM25Retriever(SparseBM25DocumentStore(index="serve-bench"), top_k=5))
     controller = LoopController(max_iterations=4)
     # Without the evidence check: the goal is the loop's and the server's overhead (the MiniLM check costs ~150 ms
     # CPU a question on its own, `benchmarks/evidence_check.py speed`, and refuses some scripted answers).

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The optional dependencies (pyproject extras), imported through `require`, and the error a missing one gives."""
 
+import sys
 from importlib import import_module
 from types import ModuleType
+from typing import Any
 
 
 class MissingExtraError(ImportError):
@@ -20,3 +22,13 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
         return import_module(module)
     except ModuleNotFoundError as exc:
         raise MissingExtraError(f"{missing_extra_message(extra, purpose)} (missing module: {exc.name})") from exc
+
+
+def is_instance(value: Any, module: str, *names: str) -> bool:
+    """
+    `isinstance(value, module.<name>)` for any of `names`, classes of an optional `module`, without importing it: an
+    instance of a class exists only once its module has been imported, so a module not in `sys.modules` means `False`.
+    """
+    loaded = sys.modules.get(module)
+    classes = tuple(cls for cls in (getattr(loaded, name, None) for name in names) if isinstance(cls, type))
+    return bool(classes) and isinstance(value, classes)

@@ -17,7 +17,7 @@ WORD_RE = re.compile(r"\w+", re.UNICODE)
 CONTROL_CHARACTERS_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 #: A title's trailing parenthetical disambiguator: "Big Stone Gap (film)", "Mercury (planet)".
-QUALIFIER_RE = re.compile(r"\s*\([^()]*\)\s*$")
+QUALIFIER_RE = re.compile(r"(?<!\s)\s*\([^()]*\)\s*$")  # starts where a whitespace run does: linear
 
 #: English function words: articles, pronouns, prepositions, conjunctions, forms of "be".
 STOPWORDS = frozenset(

@@ -248,3 +248,41 @@ def test_the_layer_check_sees_a_function_level_import(tmp_path):
         ("haystack_agentic.components.loop.rag", "haystack_agentic.pipelines.builder"),
         ("haystack_agentic.serving.app", "haystack_agentic.cli.output"),
     ]
+
+
+#: Class-name comparisons allowed: `(path, function)`. None: compare with `isinstance`, or `extras.is_instance` for a
+#: class of an optional package (it imports nothing).
+NAME_TYPE_CHECKS: set[tuple[str, str]] = set()
+
+
+def name_type_checks(package_dir: Path = PACKAGE) -> list[tuple[str, str, int]]:
+    """Every type check by class-name string: `(path, enclosing function, line)` of a comparison (`==`, `!=`, `in`,
+    `not in`) with `<anything>.__name__` on either side (`if __name__ == "__main__"` is a name, not an attribute)."""
+    found = []
+    for path in sorted(package_dir.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        owner = {id(n): f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(f)}  # innermost last: nested functions overwrite their parent's name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and any(
+                isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops
+            ) and any(isinstance(side, ast.Attribute) and side.attr == "__name__"
+                      for side in (node.left, *node.comparators)):
+                found.append((path.relative_to(package_dir).as_posix(), owner.get(id(node), "<module>"), node.lineno))
+    return sorted(found, key=lambda item: (item[0], item[2]))
+
+
+def test_types_are_checked_by_class_not_by_name():
+    new = [(path, function, line) for path, function, line in name_type_checks()
+           if (path, function) not in NAME_TYPE_CHECKS]
+    assert new == [], "type checks by class name: use isinstance (extras.is_instance for an optional package's class)"
+
+
+def test_the_name_check_sees_every_kind_of_comparison(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "def f(x):\n    return type(x).__name__ == 'A'\n"
+        "def g(x):\n    return 'B' != type(x).__name__ or x.__class__.__name__ in ('C',)\n"
+        "def h(x):\n    return any(c.__name__ not in NAMES for c in type(x).__mro__)\n"
+        "if __name__ == '__main__':\n    print(type(1).__name__)\n"
+    )
+    assert name_type_checks(tmp_path) == [("m.py", "f", 2), ("m.py", "g", 4), ("m.py", "g", 4), ("m.py", "h", 6)]

@@ -81,7 +81,9 @@ def packaged(
     data = yaml.safe_load(pipeline_path("agentic_rag_ungrounded.yml").read_text(encoding="utf-8"))
     components = data["components"]
     components["router"]["init_parameters"]["chat_generator"] = scripted(script, per_call)
-    components["router"]["init_parameters"].update(router or {})
+    # The scripts decide every search themselves: the router's free first search of the question is off, as in
+    # the unit tests' loop factory (tests/conftest.py), unless a check asks for it.
+    components["router"]["init_parameters"].update({"search_question_first": False, **(router or {})})
     components["evidence"]["init_parameters"]["chat_generator"] = scripted(JUDGE_ACCEPTS, True)
     components["fallback"]["init_parameters"]["chat_generator"] = scripted(
         fallback_script or [{"text": "NO ANSWER"}], True

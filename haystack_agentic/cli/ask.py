@@ -259,7 +259,9 @@ def run_question(
             result = run_with_progress(loop.pipeline, {"controller": inputs}, show)
         except PipelineRuntimeError as exc:  # e.g. a filter that does not fit the stored metadata's types
             cause = exc.__cause__ or exc
-            refused = type(cause).__name__ == "InvalidLoopInput"  # e.g. an unknown collection: the message says all
+            from haystack_agentic.components.loop.loop_controller import InvalidLoopInput  # noqa: PLC0415 - loaded
+
+            refused = isinstance(cause, InvalidLoopInput)  # e.g. an unknown collection: the message says all
             raise CLIError(str(cause) if refused else f"The loop failed: {type(cause).__name__}: {cause}") from exc
     return result, time.perf_counter() - start
 

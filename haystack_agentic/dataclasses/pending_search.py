@@ -17,13 +17,13 @@ class PendingSearch:
     A search the router asked for: `LoopState.pending` (in flight) or in `LoopState.queued`.
 
     :param query: The query text sent to the retriever (and to the query embedder, if any).
-    :param top_k: How many chunks to ask for.
+    :param top_k: How many chunks to ask for (`None`: the retriever's own `top_k`).
     :param filters: Haystack metadata filters for this search.
     :param tool_call: The tool call that asked for it (tools mode), so its result goes back to the model.
     """
 
     query: str
-    top_k: int
+    top_k: int | None
     filters: Mapping[str, Any] | None = None
     tool_call: ToolCall | None = None
 

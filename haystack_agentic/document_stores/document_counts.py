@@ -11,6 +11,8 @@ from typing import Any
 
 from haystack import logging
 
+from haystack_agentic.extras import is_instance
+
 logger = logging.getLogger(__name__)
 
 #: Appended to the database folder's name to name its record file, and the record's format version.
@@ -33,7 +35,8 @@ def record_path(uri: str | Path) -> Path | None:
 def _lite_store(store: Any, writable: bool = False) -> tuple[Path, str] | None:
     """The record file and collection of a Milvus Lite store (`writable`: in an existing folder), else `None`."""
     uri = (getattr(store, "connection_args", None) or {}).get("uri")
-    path = record_path(uri) if type(store).__name__ == "MilvusDocumentStore" and isinstance(uri, (str, Path)) else None
+    milvus = is_instance(store, "milvus_haystack", "MilvusDocumentStore")
+    path = record_path(uri) if milvus and isinstance(uri, (str, Path)) else None
     return None if path is None or (writable and not path.parent.is_dir()) else (path, store.collection_name)
 
 
@@ -112,6 +115,20 @@ def manifest_rollback(database: Path) -> str | None:
                     f"last wrote it ({record.name}): Milvus Lite rolled back to an older manifest and lost the "
                     "documents written since")  # fmt: skip
     return None
+
+
+def interrupted_write(store: Any) -> str | None:
+    """After opening a store: a description if the last write to its Milvus Lite collection did not finish (the
+    record still says `writing`: the process was killed, or crashed, between `begin_write` and
+    `record_document_count`), else `None`."""
+    found = _lite_store(store)
+    if found is None:
+        return None
+    path, collection = found
+    entry = _read(path).get(collection)
+    if not (isinstance(entry, dict) and entry.get("writing")):
+        return None
+    return f"the last write to its collection {collection} did not finish ({path.name} still records it as under way)"
 
 
 def count_shortfall(store: Any) -> str | None:

@@ -8,13 +8,14 @@ from typing import Any
 from haystack import logging
 
 from haystack_agentic.document_stores import document_counts
+from haystack_agentic.extras import is_instance
 
 logger = logging.getLogger(__name__)
 
 #: The first Milvus version with the built-in BM25 function and sparse-vector indexes.
 BM25_MIN_VERSION = (2, 5)
 
-#: milvus-haystack retrievers that need BM25 (a sparse field).
+#: milvus-haystack retrievers that need BM25 (a sparse field): class names in `milvus_haystack`.
 BM25_RETRIEVERS = ("MilvusHybridRetriever", "MilvusSparseEmbeddingRetriever")
 
 
@@ -69,10 +70,9 @@ def check_pipeline(pipeline: Any) -> None:
         return
     retriever = pipeline.get_component("retriever")
     inner = getattr(retriever, "retriever", retriever)
-    name = type(inner).__name__
     store = getattr(inner, "document_store", None)
-    if name in BM25_RETRIEVERS and store is not None and hasattr(store, "client"):
-        require_bm25(store, f"The pipeline's {name}")
+    if is_instance(inner, "milvus_haystack", *BM25_RETRIEVERS) and store is not None and hasattr(store, "client"):
+        require_bm25(store, f"The pipeline's {type(inner).__name__}")
 
 
 def flush(store: Any) -> None:
@@ -81,7 +81,7 @@ def flush(store: Any) -> None:
     document count (`document_counts`). Any other store is left alone.
     """
     client = getattr(store, "client", None)
-    if type(store).__name__ != "MilvusDocumentStore" or client is None:
+    if not is_instance(store, "milvus_haystack", "MilvusDocumentStore") or client is None:
         return
     if client.has_collection(store.collection_name):
         client.flush(store.collection_name)
@@ -93,7 +93,7 @@ def reopened_if_stale(store: Any) -> Any:
     A fresh instance of a `MilvusDocumentStore` made before its collection existed (milvus-haystack checks once, so
     it keeps counting 0 documents; the collection's row count decides), else `store`.
     """
-    if type(store).__name__ != "MilvusDocumentStore":
+    if not is_instance(store, "milvus_haystack", "MilvusDocumentStore"):
         return store
     client = getattr(store, "client", None)
     if client is None or not client.has_collection(store.collection_name) or store.count_documents() > 0:

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`SparseBM25DocumentStore`: Haystack's in-memory BM25 with its per-term scores in a `scipy.sparse` matrix (documents x
-vocabulary, `SparseBM25Index`), built once, so a query sums a few columns; term for term Haystack's float64
-arithmetic, so scores and ties are equal.
+`SparseBM25DocumentStore`: Haystack's in-memory BM25 with its per-term scores in a sparse matrix (documents x
+vocabulary, compressed by column in numpy arrays, `SparseBM25Index`), built once, so a query sums a few columns; term
+for term Haystack's float64 arithmetic, so scores and ties are equal.
 """
 
 import contextlib
@@ -29,7 +29,6 @@ from haystack.document_stores.in_memory.document_store import BM25_SCALING_FACTO
 from haystack.document_stores.types import DuplicatePolicy
 from haystack.utils import expit
 from haystack.utils.filters import document_matches_filter
-from scipy import sparse
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,11 @@ _DEFAULTS = {
 
 
 class SparseBM25Index:
-    """Per-term BM25 scores of fixed documents as a CSC matrix (rows in Haystack's tie order), and top-k selection."""
+    """
+    Per-term BM25 scores of fixed documents as a compressed sparse column matrix (`indptr`, `indices`, `data`: the
+    rows and scores of column `c` are `indices[indptr[c]:indptr[c + 1]]`, rows in Haystack's tie order, ascending),
+    and top-k selection.
+    """
 
     def __init__(self, tokens: Mapping[str, list[str]], algorithm: str, parameters: Mapping[str, float]) -> None:
         """Document id -> its BM25 tokens (some non-empty), Haystack's algorithm and its `bm25_parameters`."""
@@ -67,12 +70,13 @@ class SparseBM25Index:
         length = np.repeat(np.asarray(doc_lengths, dtype=np.float64), counts)
         average = sum(doc_lengths) / len(doc_lengths)
         values = self._term_scores(freq, length, average, self.idf[cols], algorithm, params)
-        indptr = np.zeros(len(self.doc_ids) + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        shape = (len(self.doc_ids), len(self.vocabulary))
-        # Built row by row (CSR, no sort needed), then turned into columns: a query reads whole columns.
-        self.matrix = sparse.csr_matrix((values, cols, indptr), shape=shape).tocsc()
-        self.matrix.sort_indices()
+        # Built row by row, then ordered by column (a stable sort keeps each column's rows ascending): a query reads
+        # whole columns.
+        rows = np.repeat(np.arange(len(self.doc_ids), dtype=np.int32), counts)
+        order = _column_order(cols)
+        self.indices, self.data = rows[order], values[order]
+        self.indptr = np.zeros(len(self.vocabulary) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(cols, minlength=len(self.vocabulary)), out=self.indptr[1:])
 
     @staticmethod
     def _idf(frequencies: Mapping[str, int], n_docs: int, algorithm: str, params: Mapping[str, float]) -> np.ndarray:
@@ -106,13 +110,12 @@ class SparseBM25Index:
     def scores(self, tokens: Sequence[str]) -> np.ndarray:
         """The BM25 score (float64) of every row for a tokenised query; each distinct token counts once."""
         total = np.zeros(len(self.doc_ids), dtype=np.float64)
-        matrix = self.matrix
         for token in dict.fromkeys(tokens):
             column = self.vocabulary.get(token)
             if column is None:
                 continue
-            start, end = matrix.indptr[column], matrix.indptr[column + 1]
-            total[matrix.indices[start:end]] += matrix.data[start:end]
+            start, end = self.indptr[column], self.indptr[column + 1]
+            total[self.indices[start:end]] += self.data[start:end]
         return total
 
     @staticmethod
@@ -136,6 +139,13 @@ class SparseBM25Index:
             rows, values = rows[keep], values[keep]
         order = np.lexsort((rows, -values))
         return rows[order][:limit]
+
+
+def _column_order(cols: np.ndarray) -> np.ndarray:
+    """The stable order of non-negative int32 column numbers: two 16-bit radix passes (numpy sorts 16-bit keys by
+    radix, in linear time; a stable sort of the int32 keys takes several times as long)."""
+    low = np.argsort((cols & 0xFFFF).astype(np.uint16), kind="stable")
+    return low[np.argsort((cols[low] >> 16).astype(np.uint16), kind="stable")]
 
 
 def equality_preselection(filters: Mapping[str, Any] | None) -> tuple[str, Any] | None:

@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The prompt and reply parser of `EvidenceChecker`'s LLM judge (whether the chunks can answer the question)."""
 
-import json
 import re
 from typing import Any
 
-from haystack_agentic.llm.valid_text import valid_value
+from haystack_agentic.llm.valid_text import json_objects
 
 #: The judge prompt. Variables: `question`, `chunks` (list of str, numbered from 1).
 DEFAULT_EVIDENCE_PROMPT = """\
@@ -34,7 +33,6 @@ _SAYS_THERE = re.compile(r"\b(?:states?|mentions?|says|contains?|gives?|provides
 #: What a judge writes in `missing` when nothing is missing.
 _NOTHING = frozenset({"", "none", "nothing", "n/a", "na", "-", "null", "empty", "no"})
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", flags=re.DOTALL | re.IGNORECASE)
 _TRUE = {"true", "yes", "sufficient", "supported", "1"}
 _FALSE = {"false", "no", "insufficient", "unsupported", "0"}
 
@@ -45,31 +43,26 @@ def parse_verdict(text: str) -> dict[str, Any] | None:
 
     :returns: `{"sufficient": bool, "missing": str, "reason": str}`, or `None` without a recognisable verdict.
     """
-    if not text:
-        return None
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    decoder = json.JSONDecoder()
-    for candidate in candidates:
-        for start in (m.start() for m in re.finditer(r"\{", candidate)):
-            try:
-                value, _ = decoder.raw_decode(candidate[start:])
-            except json.JSONDecodeError:
-                continue
-            value = valid_value(value)  # a "\ud800" escape decodes to a lone surrogate
-            if not isinstance(value, dict) or "sufficient" not in value:
-                continue
-            verdict = value["sufficient"]
-            if isinstance(verdict, str):
-                word = verdict.strip().lower()
-                verdict = True if word in _TRUE else False if word in _FALSE else None
-            if not isinstance(verdict, bool):
-                continue
-            return {
-                "sufficient": verdict,
-                "missing": str(value.get("missing") or "").strip(),
-                "reason": str(value.get("reason") or "").strip(),
-            }
+    for value in json_objects(text):
+        if "sufficient" not in value:
+            continue
+        verdict = value["sufficient"]
+        if isinstance(verdict, str):
+            word = verdict.strip().lower()
+            verdict = True if word in _TRUE else False if word in _FALSE else None
+        if not isinstance(verdict, bool):
+            continue
+        return {"sufficient": verdict, "missing": _text(value.get("missing")), "reason": _text(value.get("reason"))}
     return None
+
+
+#: Most characters kept of the verdict's `missing` and `reason`.
+_TEXT_CHARS = 500
+
+
+def _text(value: Any) -> str:
+    """A verdict field as text: a string as it is, any other value (a number, a list) '' (not a reason)."""
+    return value.strip()[:_TEXT_CHARS] if isinstance(value, str) else ""
 
 
 def contradicts_itself(verdict: dict[str, Any]) -> bool:

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 #: `metadata` key of the answer's sentences that no chunk of the run backs (no citation found): a list of str.
 UNCITED_KEY = "uncited_claims"
 
-#: A marker: `[3]`, `[1, 2]` (`[1][2]` is two markers). Spaces before it belong to it.
-MARKER_RE = re.compile(r"[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
+#: A marker: `[3]`, `[1, 2]` (`[1][2]` is two markers). Spaces before it belong to it (a match starts where a run of
+#: spaces does: a run not followed by a marker is scanned once, not once per space).
+MARKER_RE = re.compile(r"(?<![ \t])[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 
 
 def strip_markers(text: str | None) -> str | None:
@@ -40,6 +41,10 @@ def insert_markers(text: str, ends: Sequence[int], numbers: Sequence[Sequence[in
 #: What a reply writes around a tool call it puts in its text: tags, code fences, the language tag of a fence.
 _CALL_WRAPPING_RE = re.compile(r"</?\s*(?:tool_call|tools|function_call)\s*>|```[a-zA-Z]*", re.IGNORECASE)
 
+#: The JSON values `has_own_words` tries to decode in one answer, at most: each try may scan the rest of the text, so
+#: the bound keeps the check linear in the answer's length (unbounded, a text of many `[` is quadratic; issue 39).
+MAX_CALL_STARTS = 64
+
 #: Longest lead-in (one line, in characters) a tool call written as text may have and still be only a tool call
 #: ("Searching for it now." before the JSON): longer prose around a call is an answer that quotes one.
 MAX_LEAD_IN_CHARS = 100
@@ -68,14 +73,15 @@ def _without_calls(text: str) -> tuple[str, int]:
     """The text without the tool calls written in it as JSON (an object, or a list of objects, naming a tool), and
     how many there were."""
     decoder = json.JSONDecoder()
-    kept, calls, index = [], 0, 0
-    while index < len(text):
+    kept, calls, index, tries = [], 0, 0, 0
+    while index < len(text) and tries < MAX_CALL_STARTS:
         start = min((i for i in (text.find("{", index), text.find("[", index)) if i >= 0), default=-1)
         if start < 0:
             break
+        tries += 1
         try:
             value, end = decoder.raw_decode(text, start)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than Python's recursion limit
             kept.append(text[index : start + 1])
             index = start + 1
             continue

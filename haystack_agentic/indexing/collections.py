@@ -16,6 +16,8 @@ from haystack import Document, logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
+from haystack_agentic.extras import is_instance
+
 logger = logging.getLogger(__name__)
 
 #: The metadata keys of a chunk's collection (filter field `meta.collection`) and of its description.
@@ -109,7 +111,7 @@ def _collection_rows(store: Any) -> Iterable[Mapping[str, Any]]:
     """The `meta`-like mapping of every chunk of the store, read as cheaply as the backend allows."""
     if isinstance(store, InMemoryDocumentStore):
         return [doc.meta or {} for doc in list(store.storage.values())]
-    if type(store).__name__ == "MilvusDocumentStore":
+    if is_instance(store, "milvus_haystack", "MilvusDocumentStore"):
         if not store.client.has_collection(store.collection_name):
             return []
         rows: list[Mapping[str, Any]] = []

@@ -12,6 +12,8 @@ from typing import Any
 from haystack import Document, logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
+from haystack_agentic.extras import is_instance
+
 logger = logging.getLogger(__name__)
 
 #: The metadata key holding a chunk's source (the resolved path of its file).
@@ -73,7 +75,7 @@ def clear_store(store: Any) -> Any:
 
     :raises RuntimeError: If the store keeps documents after deleting them all.
     """
-    if type(store).__name__ == "MilvusDocumentStore":
+    if is_instance(store, "milvus_haystack", "MilvusDocumentStore"):
         if store.client.has_collection(store.collection_name):
             store.client.drop_collection(store.collection_name)
         return type(store).from_dict(store.to_dict())

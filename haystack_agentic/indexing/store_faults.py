@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 from haystack import logging
 
 from haystack_agentic.document_stores import document_counts
+from haystack_agentic.extras import is_instance
 from haystack_agentic.llm.retries import exception_chain
 
 logger = logging.getLogger(__name__)
@@ -82,8 +83,35 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
 PREVIOUS_MANIFEST = "manifest.json.prev"
 
 
-def check_document_count(store: Any) -> None:
-    """:raises StoreError: After opening, if a Milvus Lite collection holds fewer documents than recorded."""
+#: What to do about an index that did not finish: indexing replaces each file's chunks by source, so the same
+#: command again leaves the store as a finished run would have (with `--replace`: rebuilt).
+INTERRUPTED_FIX = (
+    "so it may hold only part of that run's chunks, next to older chunks of the files it was re-indexing. Run the same "
+    "`haystack-agentic index` command again (it replaces each file's chunks by source; with --replace it rebuilds "
+    "the store) before relying on answers from it"
+)
+
+
+#: The interrupted-write warnings this process gave.
+_WARNED: set[str] = set()
+
+
+def check_document_count(store: Any) -> str | None:
+    """
+    After opening a store: refuse a Milvus Lite collection holding fewer documents than recorded, and report one
+    whose last write did not finish (an `index` killed mid-way): a warning, also returned, saying what to do.
+
+    :returns: The interrupted-write warning, or `None`.
+    :raises StoreError: If a Milvus Lite collection holds fewer documents than recorded.
+    """
+    interrupted = document_counts.interrupted_write(store)
+    if interrupted:
+        uri = store.connection_args["uri"]
+        warning = f"The Milvus Lite database {uri} was not fully written: {interrupted}, {INTERRUPTED_FIX}."
+        if warning not in _WARNED:  # a command opens its store more than once: one warning
+            _WARNED.add(warning)
+            logger.warning("{warning}", warning=warning)
+        return warning
     shortfall = document_counts.count_shortfall(store)
     if shortfall:
         uri = store.connection_args["uri"]
@@ -91,6 +119,7 @@ def check_document_count(store: Any) -> None:
             f"The Milvus Lite database {uri} is damaged ({shortfall}): {_REBUILD}; if documents were deleted on "
             f"purpose with another program, delete {document_counts.record_path(uri)}."
         )
+    return None
 
 
 def manifest_damage(path: Path) -> str | None:
@@ -189,7 +218,7 @@ def _describe(
     logged = next((r.exc_info[1] for r in records if r.exc_info and r.exc_info[1] is not None), None)
     if lite is not None:
         causes = exception_chain(logged if logged is not None else exc)
-        if any(type(e).__name__ == "DataDirLockedError" for e in causes):
+        if any(is_instance(e, "milvus_lite.exceptions", "DataDirLockedError") for e in causes):
             return StoreError(
                 f"The Milvus Lite database {uri} is in use by another process (e.g. a running `haystack-agentic "
                 "serve`): stop it, or use another --uri."

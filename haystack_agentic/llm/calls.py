@@ -4,6 +4,7 @@
 import asyncio
 import contextlib
 import inspect
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack, cast
@@ -13,6 +14,7 @@ from haystack.dataclasses import ChatMessage
 from haystack.token_counters import ApproximateTokenCounter
 
 from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.extras import is_instance
 from haystack_agentic.llm.generator_checks import run_takes
 from haystack_agentic.llm.retries import (
     DEFAULT_BACKOFF,
@@ -25,7 +27,7 @@ from haystack_agentic.llm.retries import (
 from haystack_agentic.llm.special_tokens import neutral_messages, pattern_for
 from haystack_agentic.llm.streaming import for_thread
 from haystack_agentic.llm.timeouts import run_with_timeout
-from haystack_agentic.llm.valid_text import valid_reply, valid_text
+from haystack_agentic.llm.valid_text import valid_replies, valid_text
 from haystack_agentic.tracing import chat_generator_span, tag_chat_call
 
 logger = logging.getLogger(__name__)
@@ -53,7 +55,7 @@ class LLMCall:
 
 def sends_openai_requests(generator: Any) -> bool:
     """Whether the generator is Haystack's `OpenAIChatGenerator` or a subclass (Azure, OpenAI-compatible servers)."""
-    return any(cls.__name__ == "OpenAIChatGenerator" for cls in type(generator).__mro__)
+    return is_instance(generator, "haystack.components.generators.chat.openai", "OpenAIChatGenerator")
 
 
 def _set_unless_given(generator: Any, kwargs: dict[str, Any], key: str, value: Any) -> None:
@@ -85,7 +87,16 @@ class CallOptions(TypedDict, total=False):
 
 
 #: Chat generators that talk to the OpenAI chat API and accept its `stream_options`.
-_OPENAI_GENERATORS = ("OpenAIChatGenerator", "AzureOpenAIChatGenerator")
+_OPENAI_GENERATORS = {
+    "haystack.components.generators.chat.openai": "OpenAIChatGenerator",
+    "haystack.components.generators.chat.azure": "AzureOpenAIChatGenerator",
+}
+
+
+def _openai_generators() -> tuple[type, ...]:
+    """Haystack's own OpenAI chat generator classes that are imported (an instance exists only once its module is)."""
+    loaded = (getattr(sys.modules.get(module), name, None) for module, name in _OPENAI_GENERATORS.items())
+    return tuple(cls for cls in loaded if isinstance(cls, type))
 
 _ROLE_OPTIONS = ("temperature", "generation_kwargs", "max_retries", "timeout")
 
@@ -120,7 +131,7 @@ class _Attempts:
             logger.debug("The {role} chat generator takes no streaming_callback; its call is not streamed.", role=role)
         elif callback is not None:
             self.kwargs["streaming_callback"] = self._counting(callback)
-            if type(generator).__name__ in _OPENAI_GENERATORS:  # OpenAI reports a streamed usage only when asked
+            if type(generator) in _openai_generators():  # OpenAI reports a streamed usage only when asked
                 _set_unless_given(generator, self.kwargs, "stream_options", {"include_usage": True})
         if self.tools and sends_openai_requests(generator):
             _set_unless_given(generator, self.kwargs, "tool_choice", "auto")
@@ -158,10 +169,16 @@ class _Attempts:
             return _NO_SPAN
         return chat_generator_span(self.generator, self.state, self.role, self.number + 1)
 
-    def record(self, span: Any, replies: list[ChatMessage], error: BaseException | None) -> LLMCall:
-        """Count one attempt in `usage` (a failed one has no estimated prompt tokens), tag its span, repair replies."""
+    def record(self, span: Any, result: Any, error: BaseException | None) -> LLMCall:
+        """Count one attempt in `usage` (a failed one has no estimated prompt tokens), tag its span; the replies are
+        the `valid_replies` of the generator's `result` (a result that breaks the contract is the attempt's error)."""
         self.number += 1
-        replies = [valid_reply(reply) for reply in replies]
+        replies: list[ChatMessage] = []
+        if error is None:
+            try:
+                replies = valid_replies(result)
+            except TypeError as exc:
+                error = exc
         before = self.state.usage.get(self.role, {})
         reported = any(((r.meta or {}).get("usage") or {}).get("prompt_tokens") is not None for r in replies)
         estimate = 0 if error or reported else _USAGE_COUNTER.count(list(self.messages), tools=self.tools or None)
@@ -203,10 +220,10 @@ def call_generator(
         with attempts.span() as span:
             try:
                 result = run_with_timeout(generator, attempts.kwargs, attempts.timeout, "the chat generator")
-                replies, error = list(result.get("replies") or []), None
+                error = None
             except Exception as exc:  # noqa: BLE001 - any generator failure is a defined outcome of the loop
-                replies, error = [], exc
-            return attempts.record(span, replies, error)
+                result, error = None, exc
+            return attempts.record(span, result, error)
 
     return attempts.finish(attempts.policy.run(attempt))
 
@@ -228,13 +245,13 @@ async def call_generator_async(
                 run_async = getattr(generator, "run_async", None)
                 call = run_async(**kwargs) if callable(run_async) else asyncio.to_thread(generator.run, **kwargs)
                 result = await asyncio.wait_for(call, timeout)
-                replies, error = list(result.get("replies") or []), None
+                error = None
             except TimeoutError as exc:
                 late = TimeoutError(f"the chat generator did not answer within {timeout} s")
-                replies, error = [], exc if timeout is None else late
+                result, error = None, exc if timeout is None else late
             except Exception as exc:  # noqa: BLE001
-                replies, error = [], exc
-            return attempts.record(span, replies, error)
+                result, error = None, exc
+            return attempts.record(span, result, error)
 
     return attempts.finish(await attempts.policy.run_async(attempt))
 

@@ -169,16 +169,10 @@ def absorb_refusals(routed: dict[str, Any], turn: int) -> dict[str, Any]:
     return routed
 
 
-#: The text the loop gives an assistant message's tool calls ("Calling search." / "Calling search, answer.").
-_CALLING = re.compile(r"^calling \w+(?:, \w+)*\.?$")
-
-
 def _call_text(state: LoopState) -> bool:
-    """Whether the draft only repeats the text of an earlier assistant message that made tool calls ("Calling
-    search.", the text the loop gives its own calls): a small model copies it back as its answer."""
+    """Whether the draft only repeats the text of an earlier assistant message that made tool calls: a small model
+    copies it back as its answer."""
     draft = (state.draft or "").strip().casefold()
-    if _CALLING.match(draft):  # the loop's wording for its calls, with another tool's name ("Calling answer.")
-        return True
     return any(
         message.tool_calls and (message.text or "").strip().casefold() == draft
         for message in state.messages

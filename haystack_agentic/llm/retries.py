@@ -9,20 +9,16 @@ from typing import Any, TypeVar
 from haystack import logging
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_result, stop_after_attempt, wait_exponential
 
+from haystack_agentic.extras import is_instance
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: Exception class names (OpenAI's, httpx's) of transient failures: timeouts, dropped connections, rate limits.
-_TRANSIENT_NAMES = {
-    "APITimeoutError",
-    "APIConnectionError",
-    "RateLimitError",
-    "InternalServerError",
-    "ServiceUnavailableError",
-    "ConnectTimeout",
-    "ReadTimeout",
-    "RemoteProtocolError",
+#: Exception classes (module, class names) of transient failures: timeouts, dropped connections, rate limits.
+_TRANSIENT_CLASSES = {
+    "openai": ("APITimeoutError", "APIConnectionError", "RateLimitError", "InternalServerError"),
+    "httpx": ("ConnectTimeout", "ReadTimeout", "RemoteProtocolError"),
 }
 #: HTTP statuses that mark a transient failure (RFC 9110: timeout, conflict, too many requests, server errors).
 _TRANSIENT_STATUSES = {408, 409, 429, 500, 502, 503, 504}
@@ -79,7 +75,8 @@ def is_transient(exc: BaseException) -> bool:
     if code is not None:
         return code in _TRANSIENT_STATUSES
     return any(
-        isinstance(current, (TimeoutError, ConnectionError)) or type(current).__name__ in _TRANSIENT_NAMES
+        isinstance(current, (TimeoutError, ConnectionError))
+        or any(is_instance(current, module, *names) for module, names in _TRANSIENT_CLASSES.items())
         for current in exception_chain(exc)
     )
 

@@ -2,11 +2,10 @@
 """Reading a model's tool call arguments (text that is not JSON, `null`, numbers JSON cannot hold: `1e999`, `NaN`)
 without raising anything but `ValueError`."""
 
-import json
 import math
 from typing import Any
 
-from haystack_agentic.llm.valid_text import valid_value
+from haystack_agentic.llm.valid_text import decode_json, model_value
 
 
 def decode_arguments(arguments: Any) -> tuple[Any, str | None]:
@@ -14,10 +13,11 @@ def decode_arguments(arguments: Any) -> tuple[Any, str | None]:
     `{}`), or `(None, the decoder's message)` when not JSON."""
     if isinstance(arguments, str):
         try:
-            arguments = valid_value(json.loads(arguments)) if arguments.strip() else {}  # "\ud800" escapes
-        except json.JSONDecodeError as exc:
-            return None, exc.msg
-    return ({} if arguments is None else arguments), None
+            arguments = decode_json(arguments) if arguments.strip() else {}
+        except ValueError as exc:  # not JSON, too deep, too many digits
+            return None, getattr(exc, "msg", str(exc))
+        return arguments, None
+    return ({} if arguments is None else model_value(arguments)), None
 
 
 def finite(value: Any) -> Any:

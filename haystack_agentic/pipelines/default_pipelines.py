@@ -154,7 +154,7 @@ def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
     answer_llm = openai_generator("answer") if mode == "json" else None
     return build_loop_pipeline(
         AgenticRouter(chat_generator=controller_llm, mode=mode, temperature=0.0),
-        SafeRetriever(InMemoryBM25Retriever(document_store=store)),
+        SafeRetriever(InMemoryBM25Retriever(document_store=store, top_k=5)),
         controller=LoopController(),
         answerer=Answerer(chat_generator=answer_llm, temperature=0.0),
         fallback=FallbackSynthesizer(chat_generator=openai_generator("fallback"), temperature=0.0),

@@ -158,7 +158,7 @@ def test_grounder_in_a_running_pipeline(tiny_hhem, store_factory=None):
         ]
     )
     pipeline = build_loop_pipeline(
-        AgenticRouter(chat_generator=llm),
+        AgenticRouter(chat_generator=llm, search_question_first=False),  # the script makes every search
         InMemoryBM25Retriever(document_store=store),
         grounder=HHEMGrounder(model=str(tiny_hhem[0]), device="cpu", threshold=0.0),
     )

@@ -51,10 +51,16 @@ def test_offsets_hold_for_any_text():
     check()
 
 
-def test_without_pysbd_a_punctuation_splitter_is_used(monkeypatch):
+def test_without_pysbd_a_punctuation_splitter_is_used_and_said_once(monkeypatch, caplog):
+    from haystack_agentic.grounding import sentence_splitter
+
     monkeypatch.setitem(__import__("sys").modules, "pysbd", None)  # `import pysbd` raises ImportError
+    sentence_splitter._warn_without_pysbd.cache_clear()  # a fresh process: not said yet
     text = "Paris is in France. It is big!\n- an item"
-    assert [s.text for s in split_sentences(text)] == ["Paris is in France.", "It is big!", "an item"]
+    for _ in range(3):  # a run splits the answer and several chunks
+        assert [s.text for s in split_sentences(text)] == ["Paris is in France.", "It is big!", "an item"]
+    said = [r for r in caplog.records if "pysbd is not installed" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING"
 
 
 def test_threads_splitting_at_once_get_their_own_sentences():

@@ -55,7 +55,9 @@ def test_store_error_goes_back_to_the_llm_and_the_loop_continues():
     llm = ScriptedChatGenerator([search("Big Stone Gap"), answer("I could not search.")])
     # The store error is under test, not the evidence check (which would hold back an answer from no chunks).
     pipeline = build_loop_pipeline(
-        AgenticRouter(chat_generator=llm), SafeRetriever(FailingRetriever()), check_evidence=False
+        AgenticRouter(chat_generator=llm, search_question_first=False),
+        SafeRetriever(FailingRetriever()),
+        check_evidence=False,
     )
     result = pipeline.run({"controller": {"query": QUESTION}})["result"]
     assert result["terminated_by"] == "answered"

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """`LLMJudgeGrounder`: sentence-level grounding of the loop's answer by any chat generator, for users without HHEM."""
 
-import json
 import re
 import time
 from typing import Any
@@ -17,7 +16,7 @@ from haystack_agentic.llm.calls import call_generator, call_generator_async, des
 from haystack_agentic.llm.prompts import render
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.llm.valid_text import valid_value
+from haystack_agentic.llm.valid_text import decode_json
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +62,8 @@ def parse_claims(text: str) -> list[dict[str, Any]] | None:
     """
     for candidate in _json_candidates(text or ""):
         try:
-            data = valid_value(json.loads(candidate))  # a "\ud800" escape decodes to a lone surrogate
-        except (ValueError, TypeError):
+            data = decode_json(candidate)
+        except ValueError:
             continue
         if isinstance(data, dict):
             data = data.get("claims") or data.get("sentences") or data.get("verdicts")
@@ -87,7 +86,7 @@ def _failed(state: LoopState, exc: Exception) -> LoopState:
 def _as_int(value: Any) -> int | None:
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
         return None
 
 

@@ -2,6 +2,7 @@
 
 """How AgenticRouter routes the controller's reply: the json-mode decision and the tools-mode tool calls."""
 
+import json
 from typing import Any
 
 from haystack import logging
@@ -196,7 +197,7 @@ class _ReplyRouting:
         state = state.with_step(step)
         if tool_call is not None:
             held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
-            call = ChatMessage.from_assistant("Calling search.", tool_calls=[tool_call])  # as `_with_call_text` writes
+            call = ChatMessage.from_assistant(call_text([tool_call]), tool_calls=[tool_call])
             state = self._opening(state).with_messages(call, held)
         return _sent(state, [pending])
 
@@ -223,8 +224,9 @@ class _ReplyRouting:
             return {"loop": state}
         return {"loop": state.with_messages(ChatMessage.from_user(_EMPTY_REPLY_NUDGE))}
 
-    def _top_k(self, value: Any) -> int:
-        """The model's `top_k` (1..`max_top_k`, larger capped), the default if absent; else `_InvalidArguments`."""
+    def _top_k(self, value: Any) -> int | None:
+        """The model's `top_k` (1..`max_top_k`, larger capped), the default if absent (`None`: the retriever's own);
+        else `_InvalidArguments`."""
         if value is None:
             return self.default_top_k
         try:
@@ -251,7 +253,7 @@ READ_CHUNK_MAX_CHARS = 8000
 
 
 def _planned_search(
-    state: LoopState, turn: int, query: str, top_k: int, collection: str | None, arguments: dict[str, Any],
+    state: LoopState, turn: int, query: str, top_k: int | None, collection: str | None, arguments: dict[str, Any],
     reasoning: str | None = None, tool_call: ToolCall | None = None,
 ) -> tuple[PendingSearch, ToolStep]:  # fmt: skip
     """A search and its step; a chosen collection narrows the run's filters (which hold its scope) to that one."""
@@ -296,13 +298,23 @@ def _without(state: LoopState, searches: list[tuple[PendingSearch, ToolStep, Cha
 
 
 def _with_call_text(reply: ChatMessage) -> ChatMessage:
-    """The reply with a text naming its tool calls: some local servers' chat templates fail (HTTP 500) on an
-    assistant message with tool calls and no content."""
-    names = ", ".join(dict.fromkeys(call.tool_name for call in reply.tool_calls))
+    """The reply with its tool calls also written as its text (`call_text`): some local servers' chat templates fail
+    (HTTP 500) on an assistant message with tool calls and no content."""
     return ChatMessage.from_assistant(
-        text=f"Calling {names}.", meta=reply.meta, name=reply.name, tool_calls=reply.tool_calls,
+        text=call_text(reply.tool_calls), meta=reply.meta, name=reply.name, tool_calls=reply.tool_calls,
         reasoning=reply.reasoning,
     )  # fmt: skip
+
+
+def call_text(tool_calls: list[ToolCall]) -> str:
+    """
+    The text of an assistant message with `tool_calls`: each call as one JSON object per line, `{"name": ...,
+    "arguments": {...}}`. A small model copies the text of earlier turns; copied, this is a call the router recovers
+    from text, where a description ("Calling search.") came back as the model's answer (Qwen2.5-Coder 0.5B, issue 38).
+    """
+    return "\n".join(
+        json.dumps({"name": call.tool_name, "arguments": call.arguments}, ensure_ascii=False) for call in tool_calls
+    )
 
 
 def _searched_in(state: LoopState, query: str, collection: str | None) -> bool:

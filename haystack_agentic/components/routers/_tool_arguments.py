@@ -2,8 +2,6 @@
 
 """The loop's built-in tools and the parsing of the model's tool-call arguments and json-mode decisions."""
 
-import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +10,7 @@ from haystack.tools import Tool
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.llm.tool_arguments import decode_arguments, finite
-from haystack_agentic.llm.valid_text import valid_value
+from haystack_agentic.llm.valid_text import json_objects
 
 ANSWER_TOOL_NAME = "answer"
 SEARCH_TOOL_NAME = "search"
@@ -129,20 +127,7 @@ _JSON_ACTIONS = ("search", "reflect", "generate")
 def parse_json_decision(text: str) -> dict[str, Any] | None:
     """The routing decision in a json-mode reply: the first JSON object with an `action` key, in a code fence or
     among prose; `None` when there is none."""
-    if not text:
-        return None
-    candidates = [m.group(1) for m in re.finditer(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL)]
-    candidates.append(text)
-    decoder = json.JSONDecoder()
-    for candidate in candidates:
-        for start in [m.start() for m in re.finditer(r"\{", candidate)]:
-            try:
-                value, _ = decoder.raw_decode(candidate[start:])
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict) and "action" in value:
-                return valid_value(value)  # a "\ud800" escape decodes to a lone surrogate
-    return None
+    return next((value for value in json_objects(text) if "action" in value), None)
 
 
 #: Most characters of the decision's `query` and `reasoning` under the JSON schema: a small model that rambles would

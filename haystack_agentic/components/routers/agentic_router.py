@@ -157,7 +157,7 @@ class AgenticRouter(_ReplyRouting):
         json_prompt: str | None = None,
         temperature: float | None = None,
         generation_kwargs: dict[str, Any] | None = None,
-        default_top_k: int = 5,
+        default_top_k: int | None = None,
         max_top_k: int = 20,
         context_budget_tokens: int = DEFAULT_CONTEXT_BUDGET_TOKENS,
         max_retries: int = DEFAULT_MAX_RETRIES,
@@ -179,7 +179,8 @@ class AgenticRouter(_ReplyRouting):
         :param json_prompt: Jinja template replacing `DEFAULT_JSON_PROMPT` (json mode).
         :param temperature: Sampling temperature of the controller role (`None`: the generator's default).
         :param generation_kwargs: Extra generation kwargs for every controller call.
-        :param default_top_k: Chunks per search when the model gives no `top_k`. Default 5.
+        :param default_top_k: Chunks per search when the model gives no `top_k`; `None` (default): the retriever's
+            own `top_k` (the router sends `top_k=None`).
         :param max_top_k: Upper bound on a model-chosen `top_k`. Default 20.
         :param context_budget_tokens: Most prompt tokens of one call (>= 256; the model's tokenizer, else a
             conservative estimate): older results are compacted, then the lowest-ranked chunks left out. Default 16000.
@@ -201,7 +202,7 @@ class AgenticRouter(_ReplyRouting):
         if mode not in ("tools", "json"):
             raise ValueError(f"mode must be 'tools' or 'json', got {mode!r}")
         check_chat_generator(chat_generator, "AgenticRouter(chat_generator=...)", needs_tools=mode == "tools")
-        if not 1 <= default_top_k <= max_top_k:
+        if max_top_k < 1 or default_top_k is not None and not 1 <= default_top_k <= max_top_k:
             raise ValueError(f"need 1 <= default_top_k <= max_top_k, got {default_top_k} and {max_top_k}")
         if context_budget_tokens < 256:
             raise ValueError(f"context_budget_tokens must be at least 256, got {context_budget_tokens}")
@@ -238,7 +239,7 @@ class AgenticRouter(_ReplyRouting):
                 tool.warm_up()
 
     @component.output_types(
-        query=str, filters=dict[str, Any] | None, top_k=int, loop=LoopState, answer=LoopState, finished=LoopState
+        query=str, filters=dict[str, Any] | None, top_k=int | None, loop=LoopState, answer=LoopState, finished=LoopState
     )
     def run(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, Any]:
         """
@@ -247,9 +248,9 @@ class AgenticRouter(_ReplyRouting):
         :param state: The run's state from the controller.
         :param streaming_callback: A sync callback for this turn's chunks and step events (wins over the init one).
         :returns: Exactly one route:
-            - search: `query` (str), `filters` (dict or None), `top_k` (int) for the retriever, and `loop`
-              (LoopState with the pending search) for the controller; a reply's further searches wait in
-              `state.queued` and go out on the next visits without an LLM call;
+            - search: `query` (str), `filters` (dict or None), `top_k` (int; None: the retriever's own) for the
+              retriever, and `loop` (LoopState with the pending search) for the controller; a reply's further
+              searches wait in `state.queued` and go out on the next visits without an LLM call;
             - another turn without a search: `loop`;
             - answer or reflect: `answer` (LoopState with `pending_action`);
             - the end: `finished` (LoopState with `terminated_by` set: `gave_up` or `error`).
@@ -272,7 +273,7 @@ class AgenticRouter(_ReplyRouting):
         return routed
 
     @component.output_types(
-        query=str, filters=dict[str, Any] | None, top_k=int, loop=LoopState, answer=LoopState, finished=LoopState
+        query=str, filters=dict[str, Any] | None, top_k=int | None, loop=LoopState, answer=LoopState, finished=LoopState
     )
     async def run_async(self, state: LoopState, streaming_callback: StreamingCallbackT | None = None) -> dict[str, Any]:
         """Async twin of `run`: awaits the chat generator's `run_async`; the callback may be sync or async."""

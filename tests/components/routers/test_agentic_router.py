@@ -16,10 +16,14 @@ from conftest import (
     search,
     tool_turn,
 )
+from haystack import Document
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage, ChatRole
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.tools import Tool
 
 from haystack_agentic import AgenticRouter, LoopController, LoopState
+from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.components.routers.agentic_router import parse_json_decision
 from haystack_agentic.testing import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
@@ -608,3 +612,21 @@ def test_json_mode_does_not_re_run_the_same_search(build_loop):
     result = loop.run()
     assert [c["query"] for c in retriever.calls] == ["Adriana Trigiani"]
     assert actions(result) == ["search", "invalid", "generate"]
+
+
+def test_the_retrievers_own_top_k_stands_unless_the_model_asks_for_a_number(build_loop):
+    # The user's settings win: a retriever built with top_k=3 returns 3 chunks when the model names no top_k, and
+    # the model's own number (2) when it names one; the router's default no longer overrides the retriever.
+    store = InMemoryDocumentStore()
+    store.write_documents([Document(id=f"d{i}", content=f"Film number {i} is a drama film.") for i in range(8)])
+    retriever = SafeRetriever(InMemoryBM25Retriever(store, top_k=3))
+    loop = build_loop(
+        [search("drama film"), search("film number", top_k=2), answer("x")],
+        retriever=retriever,
+        router_kwargs={"search_question_first": False},
+    )
+    history = [step for step in loop.run()["tool_history"] if step["action"] == "search"]
+    assert [len(step["returned_chunk_ids"]) for step in history] == [3, 2]
+    assert AgenticRouter(chat_generator=ScriptedChatGenerator([]), default_top_k=4).default_top_k == 4
+    with pytest.raises(ValueError, match="max_top_k"):
+        AgenticRouter(chat_generator=ScriptedChatGenerator([]), max_top_k=0)

@@ -62,7 +62,7 @@ def _parallel_turn_loop(build_loop):
 
 def _check_parallel_turn(loop, result):
     calls = [(c["query"], c["filters"], c["top_k"]) for c in loop.retriever.calls]
-    assert calls == [("a", FILTERS, 5), ("b", FILTERS, 2)]  # both searches ran, each with the run's filters
+    assert calls == [("a", FILTERS, None), ("b", FILTERS, 2)]  # both ran, with the run's filters
     assert actions(result) == ["search", "tool", "search", "invalid", "answer"]
     history = result["tool_history"]
     assert history[0]["returned_chunk_ids"] == ["bsg", "trigiani"]
@@ -97,7 +97,7 @@ def test_searches_beyond_the_per_turn_limit_go_back_as_errors():
     state = LoopController(max_searches_per_turn=2).run(query=QUESTION)["state"]
     turn = _calls(("search", {"query": "a"}), ("search", {"query": "b"}), ("search", {"query": "c"}))
     out = AgenticRouter(chat_generator=ScriptedChatGenerator([turn]), search_question_first=False).run(state=state)
-    assert (out["query"], out["top_k"]) == ("a", 5)
+    assert (out["query"], out["top_k"]) == ("a", None)  # no top_k from the model: the retriever uses its own
     routed = out["loop"]
     assert routed.pending.query == "a" and [s.query for s in routed.queued] == ["b"]
     assert routed.queries_tried == ("a", "b")

@@ -23,6 +23,7 @@ from haystack.dataclasses import ChatMessage, ToolCall
 from haystack.utils import Secret
 
 from haystack_agentic import AgenticRouter, LoopController
+from haystack_agentic.components.routers._reply_routing import call_text
 from haystack_agentic.llm.text_tool_calls import recover_tool_calls
 from haystack_agentic.llm.llamacpp_server import LlamaCppServer
 
@@ -87,14 +88,14 @@ def main() -> None:
             if turns < 2:
                 continue
             # Turn 2 as the router sends it: the model's own text with the search recovered from it, else a search for
-            # the question in the native form the router writes ("Calling search." and the call).
+            # the question in the native form the router writes (the call, also as its JSON text).
             recovered = recover_tool_calls(reply1.text, tools, id_prefix="text-call-1")
             recovered = [c for c in recovered if c.tool_name == "search"]
             if recovered and not reply1.tool_calls:
                 call, assistant = recovered[0], ChatMessage.from_assistant(text=reply1.text, tool_calls=recovered[:1])
             else:
                 call = ToolCall(tool_name="search", arguments={"query": row["question"]}, id="call_1")
-                assistant = ChatMessage.from_assistant(text="Calling search.", tool_calls=[call])
+                assistant = ChatMessage.from_assistant(text=call_text([call]), tool_calls=[call])
             result = controller.format_search_result(call.arguments["query"], documents(row))
             second_messages = [*messages, assistant, ChatMessage.from_tool(result, origin=call)]
             started = time.monotonic()
