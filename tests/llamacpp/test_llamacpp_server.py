@@ -36,7 +36,7 @@ def test_a_server_without_props_gives_nothing(llamacpp):
 
 
 def test_tools_mode_request_is_accepted_and_routed(llamacpp_generator):
-    router = AgenticRouter(chat_generator=llamacpp_generator(), mode="tools")
+    router = AgenticRouter(chat_generator=llamacpp_generator(), mode="tools", search_question_first=False)
     routed = router.run(state=first_state())
     assert set(routed) & ROUTES
     state = next(routed[s] for s in ("loop", "answer", "finished") if s in routed)
@@ -46,7 +46,7 @@ def test_tools_mode_request_is_accepted_and_routed(llamacpp_generator):
 
 def test_the_servers_reply_is_routed_by_its_tool_calls(llamacpp_generator):
     # SmolLM2's template has no tools, so llama.cpp mostly returns prose; whichever it returns is routed by it.
-    router = AgenticRouter(chat_generator=llamacpp_generator(64), mode="tools")
+    router = AgenticRouter(chat_generator=llamacpp_generator(64), mode="tools", search_question_first=False)
     routed = router.run(state=first_state())
     state = next(routed[s] for s in ("loop", "answer", "finished") if s in routed)
     assert state.outcome.error is None
@@ -59,21 +59,21 @@ def test_the_servers_reply_is_routed_by_its_tool_calls(llamacpp_generator):
 
 def test_the_controller_streams_token_by_token(llamacpp_generator):
     chunks = []
-    router = AgenticRouter(chat_generator=llamacpp_generator(24), mode="tools")
+    router = AgenticRouter(chat_generator=llamacpp_generator(24), mode="tools", search_question_first=False)
     router.run(state=first_state(), streaming_callback=chunks.append)
     streamed = [c for c in chunks if getattr(c, "content", None)]
     assert len(streamed) > 3
 
 
 def test_run_async_against_the_server(llamacpp_generator):
-    router = AgenticRouter(chat_generator=llamacpp_generator(), mode="json")
+    router = AgenticRouter(chat_generator=llamacpp_generator(), mode="json", search_question_first=False)
     routed = asyncio.run(router.run_async(state=first_state()))
     state = next(routed[s] for s in ("loop", "answer") if s in routed)
     assert state.tool_history[-1].action in {"search", "reflect", "generate"}
 
 
 def test_json_mode_with_the_grammar_gives_valid_decisions(llamacpp_generator):
-    router = AgenticRouter(chat_generator=llamacpp_generator(128), mode="json")
+    router = AgenticRouter(chat_generator=llamacpp_generator(128), mode="json", search_question_first=False)
     state = first_state(max_iterations=4)
     for _ in range(3):
         routed = router.run(state=state)
@@ -89,7 +89,7 @@ def test_json_mode_with_the_grammar_gives_valid_decisions(llamacpp_generator):
 
 
 def test_a_prompt_over_the_context_is_not_retried_and_names_the_fix(llamacpp_generator):
-    router = AgenticRouter(chat_generator=llamacpp_generator(8), mode="json", max_retries=2)
+    router = AgenticRouter(chat_generator=llamacpp_generator(8), mode="json", max_retries=2, search_question_first=False)
     state = first_state().evolve(question="word " * 5000)  # over the server's 4096-token context
     finished = router.run(state=state)["finished"]
     assert finished.outcome.terminated_by == "error"

@@ -42,7 +42,7 @@ def embedded_store() -> InMemoryDocumentStore:
 
 
 def run_loop(script, retriever, query_embedder=None) -> dict:
-    router = AgenticRouter(chat_generator=ScriptedChatGenerator(script))
+    router = AgenticRouter(chat_generator=ScriptedChatGenerator(script), search_question_first=False)
     pipeline = build_loop_pipeline(router, retriever, query_embedder=query_embedder, check_evidence=False)
     return pipeline.run({"controller": {"query": QUESTION}})["result"]
 

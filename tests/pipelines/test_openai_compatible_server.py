@@ -106,13 +106,14 @@ def test_packaged_openai_pipeline_against_a_local_server(fake_server, monkeypatc
     assert strip_markers(result["answer"]) == "Greenwich Village" and result["terminated_by"] == "answered"
     controller = [body for body in fake_server.requests if body.get("tools")]
     judge = [body for body in fake_server.requests if not body.get("tools")]
-    assert len(controller) == 2 and len(judge) == 1
+    assert len(controller) == 1 and len(judge) == 1  # the question is searched first without an LLM call
     for body in controller:
         assert body["tool_choice"] == "auto"
         assert body["max_tokens"] == ROLE_MAX_TOKENS["controller"]
     assert "tool_choice" not in judge[0] and judge[0]["max_tokens"] == ROLE_MAX_TOKENS["evidence"]
-    # The assistant's tool-call turn went back with text, which the strict chat template accepts.
-    assistant = [m for m in controller[1]["messages"] if m["role"] == "assistant"]
+    # The assistant's tool-call turn (the free search of the question) went back with text, which the strict chat
+    # template accepts.
+    assistant = [m for m in controller[0]["messages"] if m["role"] == "assistant"]
     assert assistant[0]["tool_calls"][0]["function"]["name"] == "search"
     assert isinstance(assistant[0]["content"], str) and assistant[0]["content"].strip()
 
