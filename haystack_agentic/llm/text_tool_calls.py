@@ -175,7 +175,7 @@ def _json_value(region: str, pos: int, truncated: bool, values: list[Any]) -> in
     keeps a list's complete calls and drops the rest."""
     try:
         value, end = _DECODER.raw_decode(region, pos)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or an integer over Python's 4,300-digit limit
         if not truncated:
             raise _NotCalls from None
         if region[pos] == "[":
@@ -196,7 +196,7 @@ def _list_head(region: str, pos: int) -> list[Any]:
     while len(elements) <= MAX_CALLS:
         try:
             element, pos = _DECODER.raw_decode(region, _skip_space(region, pos))
-        except json.JSONDecodeError:
+        except ValueError:
             return elements
         elements.append(element)
         pos = _skip_space(region, pos)
