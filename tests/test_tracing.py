@@ -77,7 +77,8 @@ def test_search_spans_carry_query_and_chunk_counts(store, tracer):
     from haystack_agentic.testing import ScriptedChatGenerator
 
     llm = ScriptedChatGenerator([search("Adriana Trigiani"), answer("x")])
-    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm), SafeRetriever(InMemoryBM25Retriever(store)))
+    router = AgenticRouter(chat_generator=llm, search_question_first=False)
+    pipeline = build_loop_pipeline(router, SafeRetriever(InMemoryBM25Retriever(store)))
     pipeline.run({"controller": {"query": "q"}})
     searches = [s.tags for s in tracer.spans if "haystack_agentic.chunks_found" in s.tags]
     assert len(searches) == 1
