@@ -48,10 +48,15 @@ def search_candidates(state: LoopState, limit: int = MAX_CANDIDATES) -> list[str
     :param limit: Most candidates returned.
     :returns: Up to `limit` names; `[]` without chunks.
     """
-    chunks = list(state.chunks)
+    # Only chunks the policy can read: text content, and a title that is a string when there is one (a user tool's
+    # Document may carry anything).
+    chunks = [
+        doc for doc in state.chunks
+        if isinstance(doc.content, str) and isinstance(doc.meta, dict) and isinstance(doc.meta.get("title") or "", str)
+    ]  # fmt: skip
     if not chunks:
         return []
-    pages = PageIndex(((doc.meta or {}).get("title") or "", doc.content or "") for doc in chunks)
+    pages = PageIndex(((doc.meta.get("title") or ""), doc.content) for doc in chunks)
     searched = {query.casefold().strip() for query in state.queries_tried}
     names: list[str] = []
     for entity in entity_names(pages, state.question, chunks, CANDIDATE_SCAN):
@@ -188,3 +193,4 @@ def _close_open_calls(state: LoopState, why: str) -> LoopState:
     answered = {m.tool_call_result.origin.id for m in state.messages[assistant[-1] + 1 :] if m.tool_call_result}
     open_calls = [call for call in state.messages[assistant[-1]].tool_calls if call.id not in answered]
     return state.with_messages(*(ChatMessage.from_tool(why, origin=call, error=True) for call in open_calls))
+
