@@ -18,7 +18,7 @@ the other (the order alternating level by level, so load from other processes hi
 requests per second, median and p95 latency, the wall time of the level against the ideal (LLM calls per
 question x latency x requests / concurrency: no queuing, no overhead), the server's CPU time per question
 (user + system, from psutil), and the ratio of our throughput to the Agent's. `--ceiling` adds a zero-latency
-level at 64 concurrent (the requests/s ceiling) for both.
+level (`--ceiling-concurrency`, default 64; the requests/s ceiling) for both.
 
     python benchmarks/serve_throughput.py [--latency 0.2] [--levels 1,8,64,256] [--requests 64] [--ceiling]
 """
@@ -70,15 +70,44 @@ SERVER_ENV = {
 #: The `hayhooks` command (its console entry point; `python -m hayhooks` does nothing in hayhooks 2.1).
 HAYHOOKS_CLI = "from hayhooks.cli import hayhooks_cli; hayhooks_cli()"
 
-#: Runs a server's command under cProfile (process CPU clock), recording only between SIGUSR1 and SIGUSR2, which
-#: dumps the profile to the file named by the first argument (`--profile`).
+#: Runs a server's command under cProfile, one profiler per thread on that thread's CPU clock (the served loop runs
+#: in a thread of its own, which a main-thread profile does not see), recording between SIGUSR1 (the main thread's
+#: starts, the other threads' are cleared) and SIGUSR2, which dumps all threads' profiles merged to the file named by
+#: the first argument (`--profile`).
 PROFILED = """\
-import cProfile, runpy, signal, sys, time
+import cProfile, pstats, runpy, signal, sys, threading, time
 out, kind, target = sys.argv[1:4]
 sys.argv = [target, *sys.argv[4:]]
-profile = cProfile.Profile(time.process_time)
-signal.signal(signal.SIGUSR1, lambda *_: profile.enable())
-signal.signal(signal.SIGUSR2, lambda *_: (profile.disable(), profile.dump_stats(out)))
+profiles = []
+
+def start(*_):
+    profile = cProfile.Profile(time.thread_time)
+    profiles.append(profile)
+    profile.enable()  # replaces this hook in the new thread
+
+class Snapshot:  # what pstats.Stats loads, read without disabling a profiler that runs in another thread
+    def __init__(self, profile):
+        profile.snapshot_stats()
+        self.stats = profile.stats
+    def create_stats(self):
+        pass
+
+def dump(*_):
+    stats = pstats.Stats(Snapshot(profiles[0]))
+    for profile in profiles[1:]:
+        stats.add(Snapshot(profile))
+    stats.dump_stats(out)
+
+def begin(*_):
+    for profile in profiles:  # the threads' (started with their thread): what they recorded so far is dropped
+        profile.clear()
+    main.enable()
+
+main = cProfile.Profile(time.thread_time)
+profiles.append(main)
+threading.setprofile(start)
+signal.signal(signal.SIGUSR1, begin)
+signal.signal(signal.SIGUSR2, dump)
 if kind == "-m":
     runpy.run_module(target, run_name="__main__", alter_sys=True)
 else:
@@ -378,6 +407,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=64, help="Requests per level, at least the level (default 64).")
     parser.add_argument("--ceiling", action="store_true", help="Also a zero-latency level at 64 concurrent.")
     parser.add_argument("--ceiling-requests", type=int, default=256, help="Requests of the zero-latency level.")
+    parser.add_argument("--ceiling-concurrency", type=int, default=64, help="Concurrency of that level (default 64).")
     parser.add_argument("--workers", type=int, default=1, help="hayhooks worker processes (default 1).")
     parser.add_argument("--split-at-serve", action="store_true",
                         help="Store the chunks without their sentence spans (as a store not written by `index`).")
@@ -416,10 +446,13 @@ def main() -> None:
                 print(f"       {name} failure: {error}")
     print(f"load average {_load()} after the levels", flush=True)
     if args.ceiling:
-        ceiling = run_levels(0.0, [64], args.ceiling_requests, args.workers, store, questions, bool(args.profile))
+        ceiling = run_levels(
+            0.0, [args.ceiling_concurrency], args.ceiling_requests, args.workers, store, questions, bool(args.profile)
+        )
         for name in SERVERS:
             c = ceiling[name][0]
-            print(f"zero-latency LLM, {name}, concurrency 64, {c['requests']} requests: {c['throughput']:.1f} req/s, "
+            print(f"zero-latency LLM, {name}, concurrency {c['concurrency']}, {c['requests']} requests: "
+                  f"{c['throughput']:.1f} req/s, "
                   f"CPU {1000 * c['cpu_per_question']:.2f} ms/question, failures {c['failures']}")
         print(f"ceiling ours/Agent: {ceiling['ours'][0]['throughput'] / ceiling['Agent'][0]['throughput']:.2f}")
         print(f"load average {_load()} at end")

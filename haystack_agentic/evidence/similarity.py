@@ -4,15 +4,19 @@ The evidence check's semantic feature: the cosine similarity between the questio
 (`chunk_head`), with the packaged all-MiniLM-L6-v2. Chunk embeddings are cached by chunk id and text (bounded LRU).
 """
 
+import json
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from haystack import Document
 
+from haystack_agentic.components.embedders._packaged_minilm import PACKAGED_MINILM, resolve_model
 from haystack_agentic.evidence.features import chunk_title
+from haystack_agentic.extras import require
 
 #: Chunk embeddings kept per `QuestionChunkSimilarity` (each is 384 floats).
 CACHE_SIZE = 4096
@@ -31,6 +35,59 @@ def chunk_head(doc: Document, max_chars: int = 300) -> str:
     return head[:max_chars]
 
 
+class MeanPoolingEncoder:
+    """
+    A sentence-transformers model made of a transformer, mean pooling and unit-length normalisation (the packaged
+    all-MiniLM-L6-v2), run with transformers alone: importing sentence-transformers also imports scikit-learn, SciPy
+    and pandas (its `util.similarity` imports `sklearn.metrics`), about a second that the similarity never uses.
+    """
+
+    def __init__(self, folder: str, batch_size: int = 32) -> None:
+        """
+        :param folder: The model's folder (a sentence-transformers save; `sentence_bert_config.json` gives the most
+            tokens a text keeps, default 256).
+        :param batch_size: Texts per forward pass.
+        """
+        self.folder = folder
+        self.batch_size = batch_size
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._max_tokens = 256
+        self._lock = threading.Lock()  # a fast tokenizer refuses concurrent calls that set truncation and padding
+
+    def warm_up(self) -> None:
+        """Load the tokenizer and the model (`MissingExtraError` without transformers, `OSError` for a bad folder)."""
+        if self._model is not None:
+            return
+        transformers = require("transformers", "embeddings", "The evidence check's similarity")
+        config = Path(self.folder) / "sentence_bert_config.json"
+        if config.is_file():
+            self._max_tokens = int(json.loads(config.read_text()).get("max_seq_length") or self._max_tokens)
+        self._tokenizer = transformers.AutoTokenizer.from_pretrained(self.folder, local_files_only=True)
+        self._model = transformers.AutoModel.from_pretrained(self.folder, local_files_only=True).eval()
+
+    def embed_texts(self, texts: Sequence[str]) -> Any:
+        """The texts' unit-length embeddings, one row each (a float32 numpy array); `warm_up` first."""
+        import torch  # comes with transformers
+
+        rows = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                with self._lock:
+                    batch = self._tokenizer(
+                        list(texts[start : start + self.batch_size]),
+                        padding=True,
+                        truncation=True,
+                        max_length=self._max_tokens,
+                        return_tensors="pt",
+                    )
+                tokens = self._model(**batch).last_hidden_state
+                mask = batch["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+                mean = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+                rows.append(torch.nn.functional.normalize(mean, p=2, dim=1))
+        return torch.cat(rows).numpy()
+
+
 class QuestionChunkSimilarity:
     """Cosine similarity of a question to its closest chunk's head (`chunk_chars` of it) with `model` (MiniLM)."""
 
@@ -42,12 +99,18 @@ class QuestionChunkSimilarity:
         self._lock = threading.Lock()
 
     def warm_up(self) -> None:
-        """Load the model (`RuntimeError` without the packaged model, `ImportError` without sentence-transformers)."""
+        """
+        Load the model: the packaged MiniLM with `MeanPoolingEncoder`, any other with sentence-transformers
+        (`RuntimeError` without the packaged model, `ImportError` without the `embeddings` extra).
+        """
         if self._embedder is not None:
             return
-        from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
+        if self.model == PACKAGED_MINILM:
+            embedder: Any = MeanPoolingEncoder(resolve_model(self.model))
+        else:
+            from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
 
-        embedder = MiniLMTextEmbedder(model=self.model)
+            embedder = MiniLMTextEmbedder(model=self.model)
         embedder.warm_up()
         self._embedder = embedder
 
