@@ -13,6 +13,7 @@ from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.dataclasses.pending_search import PendingSearch
 from haystack_agentic.grounding.markers import strip_markers
+from haystack_agentic.grounding.sentence_splitter import SENTENCE_SPANS_KEY
 
 #: Values of `LoopOutcome.terminated_by`.
 TERMINATIONS = ("answered", "gave_up", "max_iterations", "error")
@@ -232,10 +233,10 @@ class LoopState:
     def to_result(self) -> dict[str, Any]:
         """
         The run's result, JSON-serialisable (for hayhooks and `--json`): `answer`, `terminated_by`, `iterations`,
-        `tool_history`, `documents` (`Document.to_dict()`, embeddings dropped), `grounding`, `usage` (per role and
-        `total`), `error`, `metadata`, `evidence`, `tool_state`, `messages` (the conversation to feed back next turn:
-        the one the run started from, or the question, and the answer without its `[n]` markers) and `citations`
-        (`[]` without an answer).
+        `tool_history`, `documents` (`Document.to_dict()`, embeddings and stored sentence offsets dropped),
+        `grounding`, `usage` (per role and `total`), `error`, `metadata`, `evidence`, `tool_state`, `messages` (the
+        conversation to feed back next turn: the one the run started from, or the question, and the answer without its
+        `[n]` markers) and `citations` (`[]` without an answer).
         """
         conversation, answer = self.conversation or (ChatMessage.from_user(self.question),), self.outcome.answer
         if answer is not None:  # its markers number this run's citations, which the next run does not have
@@ -301,12 +302,17 @@ _PARSERS = {
 
 
 def _document_result(doc: Document) -> dict[str, Any]:
-    """`doc.to_dict(flatten=False)` without the embeddings, JSON-compatible (field by field: no deep copy)."""
+    """
+    `doc.to_dict(flatten=False)` without the embeddings and the stored sentence offsets (index data for citations,
+    which the result carries), JSON-compatible (field by field: no deep copy). Few values: Haystack's pipeline copies
+    the result value by value after the run.
+    """
+    meta = {key: value for key, value in doc.meta.items() if key != SENTENCE_SPANS_KEY}
     return {
         "id": doc.id,
         "content": doc.content,
         "blob": _jsonable(doc.blob),
-        "meta": _jsonable(doc.meta),
+        "meta": _jsonable(meta),
         "score": _jsonable(doc.score),
     }
 

@@ -18,7 +18,7 @@ from typing import Any
 from haystack import Document, logging
 
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.evidence.features import chunk_title, contains_phrase, key_entities, question_terms, tokens
+from haystack_agentic.evidence.features import chunk_title, key_entities, question_terms, tokens
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
 from haystack_agentic.grounding.markers import (  # noqa: F401
     MARKER_RE, UNCITED_KEY, append_markers, insert_markers, strip_markers,
@@ -330,26 +330,35 @@ def _best_in(claim: str, pool: Sequence[Document], question: str) -> tuple[Docum
     return (best[1], best[2]) if best else None
 
 
-def _terms(claim: str, question: str) -> tuple[list[tuple[str, ...]], set[str]]:
+@functools.lru_cache(maxsize=1024)
+def _terms(claim: str, question: str) -> tuple[tuple[tuple[str, ...], ...], frozenset[str]]:
     """The claim's key entities (folded token tuples) and content-word stems; a yes/no claim's are the question's."""
     if set(tokens(claim)) <= _YES_NO:
         claim = question
-    return [toks for _, toks in key_entities(claim)], {stem(w) for w in question_terms(claim)}
+    return tuple(toks for _, toks in key_entities(claim)), frozenset(stem(w) for w in question_terms(claim))
 
 
-def _overlap(terms: tuple[list[tuple[str, ...]], set[str]], sentence: str) -> float:
+@functools.lru_cache(maxsize=8192)
+def _words(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A text's folded tokens and their stems, as sets. Cached: the same chunks and sentences are scored for every
+    claim of an answer, and question after question."""
+    found = tokens(text)
+    return frozenset(found), frozenset(stem(t) for t in found)
+
+
+def _overlap(terms: tuple[Sequence[tuple[str, ...]], frozenset[str]], sentence: str) -> float:
     """How much of the claim's terms a sentence holds, in [0, 2]: entity share plus word share."""
     entities, words = terms
-    found_tokens = tokens(sentence)
-    stems = {stem(t) for t in found_tokens}
-    entity_share = sum(_phrase_in(e, found_tokens) for e in entities) / len(entities) if entities else 0.0
+    found, stems = _words(sentence)
+    entity_share = sum(set(e) <= found for e in entities) / len(entities) if entities else 0.0
     word_share = len(words & stems) / len(words) if words else 0.0
     return entity_share + word_share
 
 
 def _phrase_in(phrase: Sequence[str], words: Sequence[str]) -> bool:
-    """Whether a name is in the words: as a phrase, or all its words ("Lev Ivanovich Yashin" has "Lev Yashin")."""
-    return contains_phrase(words, phrase) or (len(phrase) > 1 and set(phrase) <= set(words))
+    """Whether a name is in the words: as a phrase, or all its words ("Lev Ivanovich Yashin" has "Lev Yashin").
+    Either way every word of the name is in the words, and that alone is the test."""
+    return set(phrase) <= set(words)
 
 
 def offline_support(claim: str, quote: str, question: str, title: str | None = None) -> bool:

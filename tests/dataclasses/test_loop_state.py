@@ -271,3 +271,14 @@ def test_to_result_documents_match_haystack_to_dict_without_embeddings():
     expected.pop("embedding")
     expected.pop("sparse_embedding")
     assert result["documents"] == [json.loads(json.dumps(expected))]
+
+
+def test_to_result_documents_leave_out_the_stored_sentence_offsets():
+    """Index data for citations (which the result carries as `citations`): every value is one more leaf that Haystack's
+    pipeline copies after a run, and a chunk's offsets were most of a served result's."""
+    from haystack_agentic.grounding.sentence_splitter import SENTENCE_SPANS_KEY
+
+    doc = Document(id="x", content="One. Two.", meta={"title": "T", SENTENCE_SPANS_KEY: [0, 4, 5, 9]})
+    result = LoopState(question="q", chunks=(doc,)).finish("answered", answer="a").to_result()
+    assert result["documents"][0]["meta"] == {"title": "T"}
+    assert doc.meta[SENTENCE_SPANS_KEY] == [0, 4, 5, 9]  # the chunk itself is not changed
