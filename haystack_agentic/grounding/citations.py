@@ -342,8 +342,12 @@ def _terms(claim: str, question: str) -> tuple[tuple[tuple[str, ...], ...], froz
 def _words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """A text's folded tokens and their stems, as sets. Cached: the same chunks and sentences are scored for every
     claim of an answer, and question after question."""
-    found = tokens(text)
-    return frozenset(found), frozenset(stem(t) for t in found)
+    found = frozenset(tokens(text))
+    return found, frozenset(_stem(t) for t in found)
+
+
+#: `stem`, cached: a chunk's words are mostly words already seen.
+_stem = functools.lru_cache(maxsize=65536)(stem)
 
 
 def _overlap(terms: tuple[Sequence[tuple[str, ...]], frozenset[str]], sentence: str) -> float:
