@@ -88,13 +88,15 @@ def cite(
         and, when the LLM cited something that does not exist, `metadata["citations_dropped"]`.
     """
     dropped: list[dict[str, str]] = []
+    claims = _claims(text, language)
     if not shown:  # nothing was numbered (a tool call's text, never streamed): its markers point at nothing
         dropped.extend(
             {"cited": f"[{number}]", "reason": "no numbered chunks were shown here; cite ids"}
-            for _, numbers, _ in _claims(text, language) for number in numbers
+            for _, numbers, _ in claims for number in numbers
         )  # fmt: skip
-        text = MARKER_RE.sub("", text or "")
-    claims = _claims(text, language)
+        unmarked = MARKER_RE.sub("", text or "")
+        if unmarked != text:  # the answer is split again only if it changed (pysbd: the largest cost left here)
+            text, claims = unmarked, _claims(unmarked, language)
     beyond = [number for _, numbers, _ in claims for number in numbers if not 1 <= number <= len(shown)]
     if beyond:  # a marker whose citation is dropped does not stay in the answer
         dropped.extend(
