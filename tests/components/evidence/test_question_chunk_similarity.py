@@ -88,6 +88,8 @@ def test_the_evidence_check_imports_neither_sentence_transformers_nor_what_it_pu
         print(sorted(name for name in sys.modules if name.startswith("scipy.stats")))
         """
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split("\n")[:2] == ["[]", "[]"]
