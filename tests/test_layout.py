@@ -382,11 +382,8 @@ def private_name_uses(package_dir: Path = PACKAGE) -> list[tuple[str, int, str]]
                 names = [f"import {alias.name}" for alias in node.names
                          if alias.name.split(".")[0] != package_dir.name
                          and any(_is_private(part) for part in alias.name.split("."))]
-            for name in names:
-                if name.startswith("import "):
-                    found.append((where, node.lineno, name))
-                elif HAYSTACK_DUNDER.fullmatch(name) or (_is_private(name) and name not in ours):
-                    found.append((where, node.lineno, name))
+            found += [(where, node.lineno, name) for name in names if name.startswith("import ")
+                      or HAYSTACK_DUNDER.fullmatch(name) or (_is_private(name) and name not in ours)]
     return sorted(set(found))
 
 
