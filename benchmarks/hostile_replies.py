@@ -16,6 +16,7 @@ Prints a Markdown table (docs/robustness.md has the last one), then each role's 
 
 import argparse
 import collections
+import gc
 import heapq
 import itertools
 import logging
@@ -62,6 +63,25 @@ def describe(value, depth: int = 0) -> str:
     return repr(value)
 
 
+class GarbageCollections:
+    """CPU seconds spent in Python's garbage collector, and full (generation 2) collections, since the process
+    started: a full collection walks every object alive, hypothesis's own included, so it is counted apart."""
+
+    def __init__(self) -> None:
+        self.seconds, self.full, self._started = 0.0, 0, 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._started
+            self.full += info["generation"] == 2
+
+
+GC = GarbageCollections()
+
+
 class TimeUp(BaseException):
     """Raised in a run to stop a role at its time limit (a `BaseException`: hypothesis does not replay it)."""
 
@@ -74,6 +94,8 @@ def run_role(role: str, runs: int, slowest: int = 3, seconds: float = math.inf) 
     escaped: collections.Counter = collections.Counter()
     cpu: list[float] = []
     kept: list = []  # a heap of the slowest (seconds, n, draw)
+    without_gc: list[float] = []  # each run's CPU seconds outside the garbage collector
+    full_collections: list[int] = []
     counter = itertools.count()
 
     @settings(max_examples=runs, phases=[Phase.generate], deadline=None, database=None,
@@ -86,7 +108,7 @@ def run_role(role: str, runs: int, slowest: int = 3, seconds: float = math.inf) 
     def one(results, evidence, through):
         if time.perf_counter() > deadline:
             raise TimeUp
-        started = time.process_time()
+        started, gc_started, full_started = time.process_time(), GC.seconds, GC.full
         try:
             result = run_hostile(role, results, evidence, through)
             ended[result["terminated_by"] if result["terminated_by"] in TERMINATIONS else "undocumented"] += 1
@@ -94,10 +116,13 @@ def run_role(role: str, runs: int, slowest: int = 3, seconds: float = math.inf) 
             escaped[type(exc).__name__] += 1
         seconds = time.process_time() - started
         cpu.append(seconds)
-        heapq.heappush(kept, (seconds, next(counter), (results, evidence, through)))
+        collected = (GC.seconds - gc_started, GC.full - full_started)
+        without_gc.append(seconds - collected[0])
+        full_collections.append(collected[1])
+        heapq.heappush(kept, (seconds, next(counter), (results, evidence, through, collected)))
         if len(kept) > slowest:
             heapq.heappop(kept)
-        if len(cpu) % 1000 == 0:
+        if len(cpu) % 500 == 0:
             print(f"{role}: {len(cpu)} runs", file=sys.stderr, flush=True)
 
     try:
@@ -105,7 +130,9 @@ def run_role(role: str, runs: int, slowest: int = 3, seconds: float = math.inf) 
     except (TimeUp, KeyboardInterrupt):
         print(f"{role}: stopped after {len(cpu)} runs", file=sys.stderr, flush=True)
     cpu.sort()
-    return {"ended": ended, "escaped": escaped, "cpu": cpu, "slowest": sorted(kept, reverse=True)}
+    return {"ended": ended, "escaped": escaped, "cpu": cpu, "slowest": sorted(kept, reverse=True),
+            "without_gc": max(without_gc, default=math.nan), "full_collections": sum(full_collections),
+            "gc_seconds": sum(cpu) - sum(without_gc)}  # fmt: skip
 
 
 def main() -> None:
@@ -125,7 +152,7 @@ def main() -> None:
     for role in args.roles.split(","):
         started = time.perf_counter()
         out = run_role(role, args.runs, args.slowest, args.seconds)
-        slow[role] = out["slowest"]
+        slow[role] = out
         wall = time.perf_counter() - started
         ended, cpu = out["ended"], out["cpu"] or [math.nan]
         escaped = sum(out["escaped"].values())
@@ -134,8 +161,12 @@ def main() -> None:
                ended["undocumented"], escaped_text, f"{cpu[len(cpu) // 2]:.3f}",
                f"{cpu[min(len(cpu) - 1, int(len(cpu) * 0.99))]:.3f}", f"{cpu[-1]:.2f}", f"{wall:.0f}"]  # fmt: skip
         print("| " + " | ".join(str(cell) for cell in row) + " |", flush=True)
-    for role, kept in slow.items():
-        for seconds, _, (results, evidence, through) in kept:
+    for role, out in slow.items():
+        print(f"garbage collector, {role}: {out['gc_seconds']:.1f} s of the runs' {sum(out['cpu']):.1f} s CPU, "
+              f"{out['full_collections']} full collections; slowest run without its collections "
+              f"{out['without_gc']:.2f} s")  # fmt: skip
+    for role, out in slow.items():
+        for seconds, _, (results, evidence, through, (gc_seconds, full)) in out["slowest"]:
             again = []
             for _ in range(args.rerun):
                 started = time.process_time()
@@ -145,7 +176,8 @@ def main() -> None:
                     pass
                 again.append(f"{time.process_time() - started:.2f}")
             rerun = f" (again: {', '.join(again)} s)" if again else ""
-            print(f"slowest {role}: {seconds:.2f} s CPU{rerun}, evidence={evidence}, through={through}: "
+            print(f"slowest {role}: {seconds:.2f} s CPU ({gc_seconds:.2f} s in the garbage collector, {full} full "
+                  f"collections){rerun}, evidence={evidence}, through={through}: "
                   f"{describe(results)}", flush=True)  # fmt: skip
 
 
