@@ -243,6 +243,9 @@ _SEARCHES = [{"tool_calls": [{"tool_name": "search", "arguments": {"query": q}}]
 _FALLBACK_SCRIPT = [{"text": "Adriana Trigiani is based in Greenwich Village."}]
 
 
+_STORES: dict[str, Any] = {}
+
+
 def hostile_pipeline(role: str, results: list[Any], evidence: bool) -> Any:
     """The loop pipeline with a `HostileChatGenerator` playing `results` in `role` (one of `ROLES`), a BM25
     retriever over three documents and the offline lexical evidence check when `evidence` (always for the evidence
@@ -259,8 +262,13 @@ def hostile_pipeline(role: str, results: list[Any], evidence: bool) -> Any:
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     hostile = HostileChatGenerator(results)
-    store = InMemoryDocumentStore()
-    store.write_documents([Document(id=doc_id, content=text) for doc_id, text in _DOCS])
+    store = _STORES.get("docs")
+    if store is None:
+        # One store for every run: a dropped `InMemoryDocumentStore` that served an async search joins its
+        # executor's threads in `__del__`, and run by the garbage collector while a new thread is starting that
+        # deadlocks (CPython's `threading._shutdown_locks_lock` is held; seen: a benchmark process hung for good).
+        store = _STORES["docs"] = InMemoryDocumentStore()
+        store.write_documents([Document(id=doc_id, content=text) for doc_id, text in _DOCS])
     mode = "json" if role == "controller-json" else "tools"
     script = _SEARCHES if role == "fallback" else _TOOLS_SCRIPT
     controller_llm = hostile if role.startswith("controller") else ScriptedChatGenerator(script)

@@ -210,6 +210,14 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     ```
     """
 
+    def __del__(self) -> None:
+        """Stop the store's own async executor without waiting for its threads (they end once idle). Haystack's
+        store waits for them, and when the garbage collector runs that while a new thread is starting (CPython holds
+        its thread-shutdown lock there) the process deadlocks: a dropped store that served an async search hung a
+        `run_async` for good (issue 39)."""
+        if getattr(self, "_owns_executor", False) and hasattr(self, "executor"):
+            self.executor.shutdown(wait=False)
+
     def save_to_disk(self, path: str) -> None:
         """Write the store as `InMemoryDocumentStore.save_to_disk` does (its `type` too: either class loads it)."""
         data: dict[str, Any] = {
