@@ -110,6 +110,9 @@ def big_texts(size: str = "big") -> list[str]:
         "word " * LONG,
         "a" * MEGA,
         "Adriana Trigiani is based in Greenwich Village. " * (MEGA // 48),
+        # Short sentences naming the chunks' entities: each is a claim scored against every chunk sentence
+        # (a chunk re-read per claim took 7 s of CPU for 5,500 claims and 5 chunks of 300 characters).
+        "Adriana Trigiani. " * (MEGA // 18),
         ". " * LONG,
         " " * LONG + "x",
         "\u200b" * LONG,
@@ -232,6 +235,18 @@ _DOCS = [
     ("bsg", "Big Stone Gap is a 2014 American drama romance film written and directed by Adriana Trigiani."),
     ("trigiani", "Adriana Trigiani is an Italian American author and film director based in Greenwich Village."),
     ("greenwich", "Greenwich Village is a neighborhood on the west side of Lower Manhattan, New York City."),
+    # A chunk of the usual size (about 1,000 characters): work per claim and chunk shows here.
+    ("town", "Big Stone Gap is a town in Wise County, in the southwest of Virginia. It lies in a gap of the "
+             "Appalachian Mountains where the Powell River cuts through Stone Mountain. The town grew with the coal "
+             "and iron boom of the late nineteenth century. Adriana Trigiani set her first novel there, and the "
+             "film Big Stone Gap was shot in the town and the valleys around it. Many people of the town appeared "
+             "in the film. The town has a museum of the region's history, a state park, and a theatre where an "
+             "outdoor drama is played each summer. Its main street keeps many buildings of the boom years. The "
+             "novel follows the town's pharmacist through one eventful year. Adriana Trigiani wrote several more "
+             "books about the town and its people. She lives in Greenwich Village, in New York City, where she "
+             "writes. Visitors come to the town for the mountains, the trails and the places of the story. Coal "
+             "mining declined in the second half of the twentieth century, and the town now lives from services, "
+             "schools and visitors."),
 ]
 _TOOLS_SCRIPT = [
     {"tool_calls": [{"tool_name": "search", "arguments": {"query": "Adriana Trigiani"}}]},
@@ -241,6 +256,9 @@ _TOOLS_SCRIPT = [
 _SEARCHES = [{"tool_calls": [{"tool_name": "search", "arguments": {"query": q}}]}
              for q in ("Adriana Trigiani", "Greenwich Village", "director", "film")]  # fmt: skip
 _FALLBACK_SCRIPT = [{"text": "Adriana Trigiani is based in Greenwich Village."}]
+
+
+_STORES: dict[str, Any] = {}
 
 
 def hostile_pipeline(role: str, results: list[Any], evidence: bool) -> Any:
@@ -259,8 +277,13 @@ def hostile_pipeline(role: str, results: list[Any], evidence: bool) -> Any:
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     hostile = HostileChatGenerator(results)
-    store = InMemoryDocumentStore()
-    store.write_documents([Document(id=doc_id, content=text) for doc_id, text in _DOCS])
+    store = _STORES.get("docs")
+    if store is None:
+        # One store for every run: a dropped `InMemoryDocumentStore` that served an async search joins its
+        # executor's threads in `__del__`, and run by the garbage collector while a new thread is starting that
+        # deadlocks (CPython's `threading._shutdown_locks_lock` is held; seen: a benchmark process hung for good).
+        store = _STORES["docs"] = InMemoryDocumentStore()
+        store.write_documents([Document(id=doc_id, content=text) for doc_id, text in _DOCS])
     mode = "json" if role == "controller-json" else "tools"
     script = _SEARCHES if role == "fallback" else _TOOLS_SCRIPT
     controller_llm = hostile if role.startswith("controller") else ScriptedChatGenerator(script)

@@ -210,6 +210,20 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     ```
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """`InMemoryDocumentStore`'s arguments; whether the store made its async executor is kept for `__del__`."""
+        super().__init__(*args, **kwargs)
+        given = kwargs.get("async_executor", args[6] if len(args) > 6 else None)
+        self._made_executor = given is None
+
+    def __del__(self) -> None:
+        """Stop the store's own async executor without waiting for its threads (they end once idle). Haystack's
+        store waits for them, and when the garbage collector runs that while a new thread is starting (CPython holds
+        its thread-shutdown lock there) the process deadlocks: a dropped store that served an async search hung a
+        `run_async` for good (issue 39)."""
+        if getattr(self, "_made_executor", False) and hasattr(self, "executor"):
+            self.executor.shutdown(wait=False)
+
     def save_to_disk(self, path: str) -> None:
         """Write the store as `InMemoryDocumentStore.save_to_disk` does (its `type` too: either class loads it)."""
         data: dict[str, Any] = {

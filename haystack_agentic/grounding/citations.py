@@ -106,6 +106,7 @@ def cite(
         claims = _claims(text, language)
     # Where a claim nobody cited is looked up: the shown chunks first, then the run's others.
     pool = [*shown, *(doc for doc in state.chunks if all(doc.id != s.id for s in shown))]
+    looked_up: dict[str, tuple[Document, tuple[int, int]] | None] = {}  # a claim said again is looked up once
     cited: list[Cited] = [[] for _ in claims]
     by_llm: set[int] = set()  # the claims cited by the LLM (a valid marker or id) or by where they were read
     for index, (_, markers, _) in enumerate(claims):
@@ -128,7 +129,9 @@ def cite(
     for index, (claim, _, _) in enumerate(claims):
         if index in by_llm or not claim:
             continue  # what the LLM cited stands; a name is cited from its own page when that page supports it
-        found = _own_page(claim, pool, state.question) or _best_in(claim, pool, state.question)
+        if claim not in looked_up:
+            looked_up[claim] = _own_page(claim, pool, state.question) or _best_in(claim, pool, state.question)
+        found = looked_up[claim]
         if found is not None:
             cited[index] = [found]
     return _with_citations(state, text, claims, cited, dropped, shown)
@@ -233,8 +236,8 @@ def _with_citations(
 
 def _sentences(doc: Document) -> list[Sentence]:
     """The chunk's sentences, its title line left out (a title is not evidence of a claim)."""
-    title = set(tokens(chunk_title(doc.content or "", doc.meta)))
-    return [s for s in _chunk_sentences(doc) if not title or not set(tokens(s.text)) <= title]
+    title = _words(chunk_title(doc.content or "", doc.meta))[0]
+    return [s for s in _chunk_sentences(doc) if not title or not _words(s.text)[0] <= title]
 
 
 def _chunk_sentences(doc: Document) -> tuple[Sentence, ...]:

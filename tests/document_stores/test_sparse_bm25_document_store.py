@@ -156,3 +156,28 @@ def test_equality_preselection_only_takes_plain_equalities():
     assert equality_preselection({"operator": "OR", "conditions": [anded]}) is None
     assert equality_preselection({"field": "meta.a.b", "operator": "==", "value": 1}) is None
     assert equality_preselection({"field": "content", "operator": "==", "value": "x"}) is None
+
+
+def test_a_dropped_store_does_not_wait_for_its_threads_where_the_garbage_collector_may_run_it():
+    """Issue 39: the garbage collector can finalize a store in a thread that holds CPython's thread-shutdown lock
+    (a thread being started); a finalizer that joins the executor's threads then deadlocks (Haystack's does; a
+    hostile-replies benchmark process hung for good). Here the lock is held and the store finalized: it must return."""
+    import asyncio  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    shutdown_lock = getattr(threading, "_shutdown_locks_lock", None)
+    if shutdown_lock is None:
+        pytest.skip("this Python's threading has no _shutdown_locks_lock (the deadlock needs it)")
+    store = SparseBM25DocumentStore()
+    store.write_documents([Document(content="Adriana Trigiani lives in Greenwich Village.")])
+    found = asyncio.run(store.bm25_retrieval_async(query="Trigiani", top_k=1))  # the executor starts a thread
+    assert found and store.executor._threads
+
+    def finalize():
+        with shutdown_lock:
+            store.__del__()
+
+    finalizer = threading.Thread(target=finalize, daemon=True)
+    finalizer.start()
+    finalizer.join(timeout=10)
+    assert not finalizer.is_alive(), "the store's finalizer waited for its threads while the shutdown lock was held"

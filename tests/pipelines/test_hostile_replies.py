@@ -198,3 +198,25 @@ def test_a_good_verdict_is_still_read():
     assert parse_verdict(reply) == {"sufficient": True, "missing": "", "reason": "It says so."}
     result = run_hostile("evidence-judge", [{"replies": [ChatMessage.from_assistant(reply)]}], evidence=True)
     assert result["evidence"]["method"] == "llm_judge" and result["terminated_by"] == "answered"
+
+
+def test_citing_a_long_answer_reads_each_chunk_once(monkeypatch):
+    """An answer of many short claims (the `"Adriana Trigiani. "` shape): the text the citation code tokenizes grows
+    with the answer plus the chunks, not with their product (before: every chunk and its sentences were tokenized
+    again for every claim, 1,364x the input here; 7 s of CPU for 5,500 claims and 5 chunks of 300 characters)."""
+    import uuid  # noqa: PLC0415
+
+    from haystack import Document  # noqa: PLC0415
+
+    from haystack_agentic.dataclasses.loop_state import LoopState  # noqa: PLC0415
+    from haystack_agentic.grounding import citations  # noqa: PLC0415
+
+    read: list[int] = []
+    tokens = citations.tokens
+    monkeypatch.setattr(citations, "tokens", lambda text: read.append(len(text)) or tokens(text))
+    sentence = f"Adriana Trigiani wrote the film Big Stone Gap in Greenwich Village ({uuid.uuid4().hex}). "
+    chunks = tuple(Document(id=f"d{i}", content=sentence * 45, meta={"title": f"Doc {i}"}) for i in range(5))
+    answer = "".join(f"Adriana Trigiani wrote book {i}. " for i in range(1_000))
+    state = citations.cite(LoopState(question="Where is the director of Big Stone Gap based?", chunks=chunks), answer)
+    assert len(state.outcome.citations) == 1_000  # every claim still cited
+    assert sum(read) < 30 * (len(answer) + sum(len(chunk.content) for chunk in chunks))
