@@ -50,7 +50,7 @@ from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever 
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
 from haystack_agentic.grounding.markers import strip_markers  # noqa: E402
 from haystack_agentic.pipelines.default_pipelines import servable  # noqa: E402
-from haystack_agentic.testing import ScriptedChatGenerator  # noqa: E402
+from scripted_chat_generator import ScriptedChatGenerator  # noqa: E402
 
 LLM_CALLS_PER_QUESTION = 2  # search, answer
 TARGET = 1.15  # wall of 64 concurrent questions / ideal
@@ -95,7 +95,7 @@ from haystack.tools import ComponentTool
 
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 SCRIPT = [
     {{"template": True, "tool_calls": [{{"tool_name": "search", "arguments": {{"query": "{{{{ question }}}}"}}}}]}},

@@ -32,7 +32,7 @@ from comparison_support import (
     raises,
     recording_tracer,
 )
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, ROLE_META
 from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
@@ -41,7 +41,7 @@ from haystack_agentic.pipelines.loop_pipeline import loop_inputs, max_runs_for
 from haystack_agentic.pipelines.snapshots import resume_from_snapshot
 from haystack_agentic.resources import pipeline_path
 
-SCRIPTED = "haystack_agentic.testing.scripted_chat_generator.ScriptedChatGenerator"
+SCRIPTED = "scripted_chat_generator.ScriptedChatGenerator"
 JUDGE_ACCEPTS = [{"text": '{"sufficient": true, "reason": "the passages say it"}'}]
 
 
