@@ -37,12 +37,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks.harn
 
 from rich.console import Console  # noqa: E402
 from rich.progress import (  # noqa: E402
-    BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 from haystack_agentic.resources import sample_corpus_path  # noqa: E402
 from haystack_agentic.settings import (  # noqa: E402
-    DEFAULT_OPENAI_MODEL, ENV_OPENAI_BASE_URL, model_from_env, openai_configured,
+    DEFAULT_OPENAI_MODEL,
+    ENV_OPENAI_BASE_URL,
+    model_from_env,
+    openai_configured,
 )
 
 _EXAMPLES = """\
@@ -159,7 +167,10 @@ def _router_generator(args: argparse.Namespace) -> Any:
 def _answer_generator(args: argparse.Namespace) -> Any:
     if args.no_answer:
         return None
-    from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator, embedded_model_available
+    from haystack_agentic.components.generators.embedded_chat_generator import (
+        EmbeddedChatGenerator,
+        embedded_model_available,
+    )
 
     if not embedded_model_available():
         raise EvalError(
@@ -186,7 +197,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Run the evaluation, tables on `console`: 0. :raises EvalError: On bad arguments or a missing dataset/model."""
     from benchmarks.harness.report import render_table, write_json
     from benchmarks.harness.runner import (
-        bridge_entity_config, build_store, llm_router_config, one_shot_config, run_eval,
+        bridge_entity_config,
+        build_store,
+        llm_router_config,
+        one_shot_config,
+        run_eval,
     )  # fmt: skip
     from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
 

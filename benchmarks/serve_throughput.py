@@ -55,8 +55,9 @@ from scripted_chat_generator import ScriptedChatGenerator  # noqa: E402
 LLM_CALLS_PER_QUESTION = 2  # search, answer
 TARGET = 1.15  # wall of 64 concurrent questions / ideal
 REPO = Path(__file__).resolve().parents[1]
-#: The servers import this checkout's package (a worktree), not whichever one is installed in the venv.
-PYTHONPATH = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+#: The servers import this checkout's package (a worktree), not whichever one is installed in the venv, and the
+#: scripted LLM of the tests.
+PYTHONPATH = os.pathsep.join([str(REPO), str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])])
 SERVER_ENV = {
     "HAYSTACK_TELEMETRY_ENABLED": "False",
     "HAYHOOKS_TRACING_ENABLED": "false",

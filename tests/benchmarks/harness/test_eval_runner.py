@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from scripted_chat_generator import ScriptedChatGenerator
 
 from benchmarks.eval import EvalError, build_parser, main, run
 from benchmarks.harness.gold import gold_document_ids
@@ -15,14 +16,17 @@ from benchmarks.harness.plot import plot_report
 from benchmarks.harness.report import render_table, write_json
 from benchmarks.harness.retrieval_only_answerer import RetrievalOnlyAnswerer
 from benchmarks.harness.runner import (
-    bridge_entity_config, build_store, llm_router_config, one_shot_config, run_eval,
+    bridge_entity_config,
+    build_store,
+    llm_router_config,
+    one_shot_config,
+    run_eval,
 )
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.markers import strip_markers
 from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
 from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
 from haystack_agentic.resources import sample_corpus_path
-from scripted_chat_generator import ScriptedChatGenerator
 
 SCRIPTED_YAML = Path(__file__).parents[2] / "serving" / "scripted_loop.yml"
 
