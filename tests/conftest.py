@@ -263,7 +263,7 @@ def allow_scripted_llm(monkeypatch):
 @pytest.fixture
 def allow_deserialization(monkeypatch):
     """Let `from_dict` outside `Pipeline.loads` import our classes (and test modules' callables)."""
-    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*,test_*,conftest")
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", f"haystack_agentic.*,test_*,conftest,{SCRIPTED_MODULE}")
 
 
 @pytest.fixture(scope="session")

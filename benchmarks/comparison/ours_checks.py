@@ -272,7 +272,7 @@ def ours_stops_at_a_breakpoint_between_turns_and_resumes_with_the_allow_list():
     with raises(BreakpointException) as stopped:
         pipeline.run(loop_inputs(pipeline, QUESTION), break_point=Breakpoint(component_name="router", visit_count=1))
     assert len(llm(pipeline).calls) == 1  # stopped before the second turn
-    with environment("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*"):
+    with environment("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*,scripted_chat_generator"):
         result = result_of(pipeline.run(data={}, pipeline_snapshot=stopped.value.pipeline_snapshot))
     assert result["terminated_by"] == "answered" and result["iterations"] == 3
 

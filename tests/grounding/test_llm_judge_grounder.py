@@ -100,7 +100,7 @@ def test_parse_claims_variants():
 
 def test_serialisation_round_trip(monkeypatch):
     # the nested chat generator is deserialised with the process-wide allow-list
-    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*")
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", f"haystack_agentic.*,{ScriptedChatGenerator.__module__}")
     grounder = judge("{}")
     data = grounder.to_dict()
     restored = LLMJudgeGrounder.from_dict(data)
