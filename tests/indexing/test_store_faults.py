@@ -96,7 +96,7 @@ def docs(tmp_path) -> Path:
 
 #: Lost documents: Milvus Lite opens the database (falling back to `manifest.json.prev`, or without the data files)
 #: with fewer documents than the package recorded after its last write.
-LOST = ("is damaged", "holds 0 documents, 3 when haystack-agentic last wrote it", "good.db.counts.json")
+LOST = ("is damaged", "holds 0 documents, 3 when haystack-agentic last wrote it", ".db.counts.json records")
 KINDS = {
     "corrupt-schema": ("schema.json", "damaged"),
     "random-bytes": ("not a Milvus Lite database",),
