@@ -342,4 +342,137 @@ def test_the_library_check_sees_every_kind_of_escape(tmp_path):
         ("haystack_agentic.components.a", "scripted_chat_generator"),
         ("haystack_agentic.components.a", "scripted_chat_generator.ScriptedChatGenerator"),
         ("haystack_agentic.components.a", "tests.doubles.Fake"),
+
+
+#: A dunder of Haystack's component machinery (`__haystack_input__`, `__haystack_output__`, ...).
+HAYSTACK_DUNDER = re.compile(r"__haystack_\w+__")
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def package_names(package_dir: Path = PACKAGE) -> set[str]:
+    """Every name the package binds: functions, classes, arguments, assigned names and attributes, import aliases."""
+    names: set[str] = set()
+    for path in package_dir.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ast.alias) and node.asname:
+                names.add(node.asname)
+    return names
+
+
+def _read_attributes(trees: list[ast.AST]) -> set[str]:
+    """The attribute names the package reads (`x.name`, `getattr(x, "name")`)."""
+    read = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                read.add(node.attr)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and (
+                len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+            ):
+                read.add(str(node.args[1].value))
+    return read
+
+
+def _private_overrides(tree: ast.AST, classes: set[str], read: set[str]) -> list[tuple[int, str]]:
+    """`(line, name)` of the `_name` methods of a class with a base from outside the package that the package never
+    calls itself: hooks of the dependency's own machinery (e.g. `Secret._to_dict`)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        bases = {ast.unparse(base).split("[")[0].rsplit(".", 1)[-1] for base in node.bases}
+        if not bases - classes:
+            continue
+        for item in node.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_private(item.name) and (
+                item.name not in read
+            ):
+                found.append((item.lineno, f"def {node.name}.{item.name}"))
+    return found
+
+
+def private_name_uses(package_dir: Path = PACKAGE) -> list[tuple[str, int, str]]:
+    """
+    Every use of a dependency's private name: `(path, line, what)` for an attribute `x._name` (also as
+    `getattr`/`setattr`/`hasattr`/`delattr(x, "_name")`) whose `_name` the package never binds itself, a Haystack
+    dunder (`__haystack_input__`, as an attribute or a string), an import of a `_`-prefixed name or module from
+    outside the package, and a `_name` method the package never calls in a subclass of a dependency's class.
+    """
+    ours = package_names(package_dir)
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(package_dir.rglob("*.py"))}
+    classes = {node.name for tree in trees.values() for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    read = _read_attributes(list(trees.values()))
+    found = []
+    for path, tree in trees.items():
+        where = path.relative_to(package_dir).as_posix()
+        found += [(where, line, what) for line, what in _private_overrides(tree, classes | {"object"}, read)]
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Attribute):
+                names = [node.attr]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                "getattr", "setattr", "hasattr", "delattr"
+            ) and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+                names = [node.args[1].value]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and HAYSTACK_DUNDER.fullmatch(node.value):
+                found.append((where, node.lineno, node.value))
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and (
+                node.module.split(".")[0] != package_dir.name
+            ):
+                modules = [node.module]
+                names = [f"import {node.module}.{alias.name}" for alias in node.names if _is_private(alias.name)]
+                names += [f"import {m}" for m in modules if any(_is_private(part) for part in m.split("."))]
+            elif isinstance(node, ast.Import):
+                names = [f"import {alias.name}" for alias in node.names
+                         if alias.name.split(".")[0] != package_dir.name
+                         and any(_is_private(part) for part in alias.name.split("."))]
+            found += [(where, node.lineno, name) for name in names if name.startswith("import ")
+                      or HAYSTACK_DUNDER.fullmatch(name) or (_is_private(name) and name not in ours)]
+    return sorted(set(found))
+
+
+def test_the_package_uses_no_private_name_of_a_dependency():
+    uses = private_name_uses()
+    assert uses == [], f"private names of dependencies (use their public API, see docs/decisions.md): {uses}"
+
+
+def test_the_private_name_check_sees_every_kind_of_use(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "ours.py").write_text(
+        "class Mine:\n    def __init__(self):\n        self._cache = {}\n    def _helper(self):\n"
+        "        return self._cache, getattr(self, '_cache')\n"
+    )
+    (package / "theirs.py").write_text(
+        "import haystack._private\nfrom haystack.utils.auth import _secret\nfrom hayhooks._internal import thing\n"
+        "from pkg._own import fine\n"
+        "def f(store, component, pipeline):\n"
+        "    store._url\n    getattr(store, '_url', None)\n    component.__haystack_input__._sockets_dict\n"
+        "    getattr(component, '__haystack_output__')\n    store.url, store.__class__, pipeline.inputs()\n"
+        "    return Mine()._helper()\n"
+        "class Key(Secret):\n    def _to_dict(self):\n        return self._helper()\n"
+        "class Wrapper(BasePipelineWrapper):\n    def _helper(self):\n        return 1\n"
+        "class Plain(Mine):\n    def _unused(self):\n        return 2\n"
+    )
+    assert private_name_uses(package) == [
+        ("theirs.py", 1, "import haystack._private"),
+        ("theirs.py", 2, "import haystack.utils.auth._secret"),
+        ("theirs.py", 3, "import hayhooks._internal"),
+        ("theirs.py", 6, "_url"),
+        ("theirs.py", 7, "_url"),
+        ("theirs.py", 8, "__haystack_input__"),
+        ("theirs.py", 8, "_sockets_dict"),
+        ("theirs.py", 9, "__haystack_output__"),
+        ("theirs.py", 13, "def Key._to_dict"),
     ]

@@ -150,7 +150,7 @@ def load_store_into(pipeline: Pipeline, store_path: Path, console: Console, quie
         raise CLIError(f"Cannot reach the store {where}: {type(exc).__name__}: {exc}") from exc
     if count == 0:
         raise CLIError(f"The store {where} has no documents: index some first with `haystack-agentic index`.")
-    if "query_embedder" in pipeline.graph.nodes and in_memory:
+    if "query_embedder" in dict(pipeline.walk()) and in_memory:
         sample = store.filter_documents()[:1]
         if sample and sample[0].embedding is None:
             raise CLIError(
@@ -163,7 +163,7 @@ def warm_grounder(pipeline: Pipeline, err: Console) -> None:
     """Load the pipeline's grounding model before the run, with a status line on `err` (its warnings muted)."""
     import logging as std_logging  # noqa: PLC0415
 
-    grounder = pipeline.graph.nodes.get("grounder", {}).get("instance")
+    grounder = dict(pipeline.walk()).get("grounder")
     if grounder is None or not hasattr(grounder, "warm_up"):
         return
     grounder_logger = std_logging.getLogger("haystack_agentic.components.grounders.hhem_grounder")
@@ -220,7 +220,7 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
     explicit_store = bool(args.store or store_path_from_env())
     store_path = Path(args.store) if args.store else default_store_path()
     load_store_into(pipeline, store_path, err, quiet, auto_index=not explicit_store)
-    controller = pipeline.graph.nodes.get("controller", {}).get("instance")
+    controller = dict(pipeline.walk()).get("controller")
     if first_question is not None and hasattr(controller, "validate_inputs"):  # e.g. too long: before models load
         try:
             controller.validate_inputs(query=first_question, collections=args.collection)

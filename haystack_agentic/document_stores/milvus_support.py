@@ -66,9 +66,9 @@ def check_pipeline(pipeline: Any) -> None:
 
     :raises MilvusBM25UnsupportedError: When it is a Milvus BM25 or hybrid retriever and the server is older than 2.5.
     """
-    if "retriever" not in pipeline.graph.nodes:
+    retriever = dict(pipeline.walk()).get("retriever")
+    if retriever is None:
         return
-    retriever = pipeline.get_component("retriever")
     inner = getattr(retriever, "retriever", retriever)
     store = getattr(inner, "document_store", None)
     if is_instance(inner, "milvus_haystack", *BM25_RETRIEVERS) and store is not None and hasattr(store, "client"):

@@ -238,7 +238,7 @@ def run_indexing_pipeline(
         writer = pipeline.get_component("writer")
     except ValueError as exc:
         raise ValueError("The indexing pipeline has no component named `writer`.") from exc
-    embedder = pipeline.get_component("embedder") if "embedder" in pipeline.graph.nodes else None
+    embedder = dict(pipeline.walk()).get("embedder")
     store = writer.document_store = _ready_store(writer.document_store, embedder, progress, replace)
     advance, chunks, removed = _stages(progress), 0, 0
     advance(INDEXING, 0, len(files))

@@ -2,10 +2,9 @@
 """The `api_key` for a local OpenAI-compatible server (which ignores it) when `OPENAI_API_KEY` is not set."""
 
 import os
-from typing import Any
 
 from haystack.utils import Secret
-from haystack.utils.auth import SecretType
+from haystack.utils.auth import EnvVarSecret
 
 from haystack_agentic.settings import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL
 
@@ -13,22 +12,15 @@ from haystack_agentic.settings import ENV_OPENAI_API_KEY, ENV_OPENAI_BASE_URL
 LOCAL_SERVER_API_KEY = "not-needed-for-a-local-server"
 
 
-class LocalServerKey(Secret):
-    """`OPENAI_API_KEY` when it is set, else `LOCAL_SERVER_API_KEY`; serialised as the environment variable's secret."""
+class LocalServerKey(EnvVarSecret):
+    """`OPENAI_API_KEY` when it is set, else `LOCAL_SERVER_API_KEY`. It is Haystack's secret of that environment
+    variable in every other way (it serialises as one and loads back as one); only `resolve_value` differs."""
+
+    def __init__(self) -> None:
+        super().__init__((ENV_OPENAI_API_KEY,), True)  # the dataclass fields, by position: the variable, strict
 
     def resolve_value(self) -> str:
         return os.environ.get(ENV_OPENAI_API_KEY) or LOCAL_SERVER_API_KEY
-
-    @property
-    def type(self) -> SecretType:
-        return SecretType.ENV_VAR
-
-    def _to_dict(self) -> dict[str, Any]:
-        return {"env_vars": [ENV_OPENAI_API_KEY], "strict": True}
-
-    @staticmethod
-    def _from_dict(data: dict[str, Any]) -> Secret:
-        return Secret.from_dict({"type": SecretType.ENV_VAR.value, **data})
 
 
 def openai_api_key(base_url: str | None = None) -> Secret | None:

@@ -15,6 +15,7 @@ from haystack_agentic.components.loop.loop_result_builder import LoopResultBuild
 from haystack_agentic.components.loop.loop_state_joiner import LoopStateJoiner
 from haystack_agentic.llm.streaming import plain_function
 from haystack_agentic.loop_loading import link_collection_store
+from haystack_agentic.sockets import component_sockets
 
 
 def max_runs_for(max_iterations: int, max_searches_per_turn: int = DEFAULT_MAX_SEARCHES_PER_TURN) -> int:
@@ -62,9 +63,11 @@ def build_loop_pipeline(
     :param check_evidence: `False` builds the loop without an evidence check.
     :returns: The pipeline: inputs `controller.query` / `controller.messages` (optional `controller.filters`,
         `controller.collections`), outputs the result's keys under `result` (see `LoopResultBuilder`).
-    :raises ValueError: If the retriever searches by embedding only and no `query_embedder` is given.
+    :raises ValueError: If the retriever searches by embedding only and no `query_embedder` is given, is not a
+        Haystack component, or is already in another pipeline.
     """
-    takes = {name for name in ("query", "query_text", "query_embedding") if _has_socket(retriever, "__haystack_input__", name)}
+    retriever_inputs, retriever_outputs = component_sockets(retriever)
+    takes = {name for name in ("query", "query_text", "query_embedding") if name in retriever_inputs}
     text_input = next((name for name in ("query", "query_text") if name in takes), None)
     if query_embedder is None and text_input is None and "query_embedding" in takes:
         raise ValueError(
@@ -109,7 +112,7 @@ def build_loop_pipeline(
     pipeline.connect("router.top_k", "retriever.top_k")
     pipeline.connect("router.loop", "controller.state")
     pipeline.connect("retriever.documents", "controller.documents")
-    if _has_socket(retriever, "__haystack_output__", "error"):  # e.g. a SafeRetriever: failed searches
+    if "error" in retriever_outputs:  # e.g. a SafeRetriever: failed searches
         pipeline.connect("retriever.error", "controller.search_error")
     checking = ("evidence.state", "evidence.answer") if check_evidence else None
     _connect_through(pipeline, "router.answer", checking, "answerer.state")
@@ -168,12 +171,7 @@ def loop_inputs(
     data: dict[str, Any] = {"controller": controller}
     if streaming_callback is not None:
         callback = plain_function(streaming_callback)
-        for name, instance in pipeline.walk():
-            if _has_socket(instance, "__haystack_input__", "streaming_callback"):
+        for name, sockets in pipeline.inputs(include_components_with_connected_inputs=True).items():
+            if "streaming_callback" in sockets:
                 data.setdefault(name, {})["streaming_callback"] = callback
     return data
-
-
-def _has_socket(instance: Any, attribute: str, name: str) -> bool:
-    """Whether a component has an input (`__haystack_input__`) or output (`__haystack_output__`) socket `name`."""
-    return name in (getattr(instance, attribute, None) or ())

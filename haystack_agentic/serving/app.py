@@ -18,18 +18,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from haystack_agentic.serving.agentic_loop_wrapper import invalid_input
 from haystack_agentic.serving.security import (
     HEALTH_PATH,
-    BearerAuth,
     BodyLimit,
     ClosedPaths,
     ServeSecurity,
+    bearer_auth,
     host_check,
 )
 
 logger = logging.getLogger(__name__)
 
-#: hayhooks' runtime-deployment routes (paths as declared by hayhooks 2.1); undeploy is `/undeploy/{name}`.
+#: hayhooks' runtime-deployment routes (paths as declared by hayhooks 2.1), served with `--allow-deploy` only.
 DEPLOY_PATHS = frozenset({"/deploy-yaml", "/deploy_files"})
-UNDEPLOY_PREFIX = "/undeploy/"
 #: hayhooks routes that cannot work offline (`/draw/{name}` calls an outside renderer) or do nothing (file uploads
 #: are discarded): they answer 404.
 CLOSED_PATHS = frozenset({"/v1/files", "/files", "/draw"})
@@ -43,14 +42,16 @@ TRACE_BUFFER_ENV = "HAYHOOKS_TRACING_INCLUDE_HAYSTACK_SPANS"
 
 
 def create_app(security: ServeSecurity | None = None) -> FastAPI:
-    """hayhooks' app for the pipelines in `HAYHOOKS_PIPELINES_DIR` (deployed at start-up), restricted by `security`
-    (default: `ServeSecurity.from_env()`)."""
+    """hayhooks' app for the pipelines in `HAYHOOKS_PIPELINES_DIR`, restricted by `security` (default:
+    `ServeSecurity.from_env()`). Without `allow_deploy`, hayhooks' durable mode: the pipelines load once, here, into a
+    fixed registry (`app.state.pipeline_registry`), and the deploy routes do not exist."""
     from hayhooks.server.app import create_app as create_hayhooks_app
     from hayhooks.settings import settings
 
     security = security or ServeSecurity.from_env()
     skip_unread_trace_buffer()
     settings.cors_allow_origins = list(security.cors_origins)  # hayhooks' default is `*`
+    settings.durable_mode = not security.allow_deploy
     app = create_hayhooks_app()
     app.router.lifespan_context = freeze_after_startup(app.router.lifespan_context)
     app.add_api_route(HEALTH_PATH, _health, methods=["GET"], tags=["status"], summary="Liveness (no key needed)")
@@ -59,15 +60,11 @@ def create_app(security: ServeSecurity | None = None) -> FastAPI:
     # fails because of what was sent a 422 (`deployment_error`).
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    if security.allow_deploy:
-        closed, prefixes = CLOSED_PATHS, CLOSED_PREFIXES
-    else:
-        closed, prefixes = CLOSED_PATHS | DEPLOY_PATHS, (*CLOSED_PREFIXES, UNDEPLOY_PREFIX)
-    app.add_middleware(ClosedPaths, paths=closed, prefixes=prefixes)
-    _hide_from_openapi(app, closed, prefixes)
+    app.add_middleware(ClosedPaths, paths=CLOSED_PATHS, prefixes=CLOSED_PREFIXES)
+    _hide_from_openapi(app, CLOSED_PATHS, CLOSED_PREFIXES)
     if security.api_key:
         app.add_middleware(
-            BearerAuth, api_key=security.api_key, open_paths={HEALTH_PATH}, open_prefixes=SELF_AUTHENTICATED_PREFIXES
+            bearer_auth, api_key=security.api_key, open_paths={HEALTH_PATH}, open_prefixes=SELF_AUTHENTICATED_PREFIXES
         )
     app.add_middleware(BodyLimit, max_bytes=security.max_body_bytes)
     app.add_middleware(host_check, hosts=security.accepted_hosts())

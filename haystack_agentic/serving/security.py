@@ -11,9 +11,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from fastapi.security import HTTPBearer
 from haystack import logging
+from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, SimpleUser
 from starlette.exceptions import HTTPException
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp
 
 from haystack_agentic.settings import DEFAULT_SERVE_HOST
 
@@ -43,6 +49,8 @@ UNAUTHORIZED_MESSAGE = (
     "Missing or wrong API key: send the header `Authorization: Bearer <key>` with the key the server was started "
     "with (`haystack-agentic serve --api-key` or $HAYSTACK_AGENTIC_API_KEY)."
 )
+#: The `WWW-Authenticate` header of a 401.
+UNAUTHORIZED_CHALLENGE = 'Bearer realm="haystack-agentic"'
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
 
@@ -266,35 +274,37 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class BearerAuth:
-    """ASGI middleware: HTTP and WebSocket requests must carry `Authorization: Bearer <api_key>` (compared in constant
-    time), else 401; CORS preflights, `open_paths` and paths under `open_prefixes` pass without it."""
+class APIKeyBackend(AuthenticationBackend):
+    """
+    Starlette authentication backend: HTTP and WebSocket requests must carry `Authorization: Bearer <api_key>`
+    (parsed by FastAPI's `HTTPBearer`, compared in constant time; one such header only), else `AuthenticationError`;
+    CORS preflights, `open_paths` and paths under `open_prefixes` pass without it.
+    """
 
-    def __init__(self, app, api_key: str, open_paths: Iterable[str] = (), open_prefixes: Iterable[str] = ()) -> None:
-        self.app = app
-        self._expected = api_key.encode("ascii")
-        self._open_paths = frozenset(open_paths)
-        self._open_prefixes = tuple(open_prefixes)
+    def __init__(self, api_key: str, open_paths: Iterable[str] = (), open_prefixes: Iterable[str] = ()) -> None:
+        self.expected = api_key.encode("ascii")
+        self.open_paths = frozenset(open_paths)
+        self.open_prefixes = tuple(open_prefixes)
+        self.bearer = HTTPBearer(auto_error=False)
 
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] not in ("http", "websocket") or self._is_open(scope) or self._authorized(scope):
-            await self.app(scope, receive, send)
-            return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008, "reason": "API key required"})
-            return
-        challenge = [(b"www-authenticate", b'Bearer realm="haystack-agentic"')]
-        await send_json(send, 401, {"detail": UNAUTHORIZED_MESSAGE}, challenge)
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, SimpleUser] | None:
+        path = conn.scope.get("path", "")
+        if conn.scope.get("method") == "OPTIONS" or path in self.open_paths or path.startswith(self.open_prefixes):
+            return None
+        credentials = await self.bearer(conn) if len(conn.headers.getlist("authorization")) == 1 else None
+        if credentials is None or not hmac.compare_digest(credentials.credentials.encode("latin-1"), self.expected):
+            raise AuthenticationError(UNAUTHORIZED_MESSAGE)
+        return AuthCredentials(["authenticated"]), SimpleUser("api-key")
 
-    def _is_open(self, scope) -> bool:
-        if scope["type"] == "http" and scope.get("method") == "OPTIONS":
-            return True
-        path = scope.get("path", "")
-        return path in self._open_paths or path.startswith(self._open_prefixes)
 
-    def _authorized(self, scope) -> bool:
-        values = [value for name, value in scope.get("headers", []) if name.lower() == b"authorization"]
-        if len(values) != 1:
-            return False
-        scheme, _, token = values[0].strip().partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._expected)
+def _unauthorized(conn: HTTPConnection, exc: AuthenticationError) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=401, headers={"WWW-Authenticate": UNAUTHORIZED_CHALLENGE})
+
+
+def bearer_auth(
+    app: ASGIApp, api_key: str, open_paths: Iterable[str] = (), open_prefixes: Iterable[str] = ()
+) -> AuthenticationMiddleware:
+    """`app` behind Starlette's `AuthenticationMiddleware` with an `APIKeyBackend`: a request without the key gets a
+    401 (JSON `detail` naming the header, `WWW-Authenticate: Bearer`); a WebSocket is closed before it opens."""
+    backend = APIKeyBackend(api_key, open_paths, open_prefixes)
+    return AuthenticationMiddleware(app, backend=backend, on_error=_unauthorized)

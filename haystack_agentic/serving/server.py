@@ -62,11 +62,13 @@ def _uvicorn_server(app: Any, host: str, port: int) -> Any:
 async def _serve_one_process(host: str, port: int, mcp_port: int) -> None:
     from haystack_agentic.serving.app import create_app
 
-    servers = [_uvicorn_server(create_app(), host, port)]
+    app = create_app()
+    servers = [_uvicorn_server(app, host, port)]
     if mcp_port:
         from haystack_agentic.serving.mcp_server import create_mcp_app
 
-        servers.append(_uvicorn_server(create_mcp_app(), host, mcp_port))
+        # One registry: the MCP tools run the HTTP app's pipelines (fixed, or hayhooks' deployed ones).
+        servers.append(_uvicorn_server(create_mcp_app(registry=app.state.pipeline_registry), host, mcp_port))
 
     def stop() -> None:
         for server in servers:

@@ -22,6 +22,7 @@ from haystack_agentic.indexing.indexing_pipeline import build_indexing_pipeline,
 from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
 from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder
 from haystack_agentic.components.retrievers.safe_retriever import DocumentStoreUnavailableError, SafeRetriever
+from haystack_agentic.sockets import component_sockets
 from scripted_chat_generator import ScriptedChatGenerator
 
 TENANT = {"field": "meta.kind", "operator": "==", "value": "place"}
@@ -39,7 +40,7 @@ class FailingRetriever:
 
 def test_safe_retriever_mirrors_inputs_and_catches_errors():
     safe = SafeRetriever(FailingRetriever())
-    assert set(safe.__haystack_input__._sockets_dict) == {"query", "filters", "top_k"}
+    assert set(component_sockets(safe)[0]) == {"query", "filters", "top_k"}
     assert safe.run(query="x") == {"documents": [], "error": "ConnectionError: store is down"}
     store = InMemoryDocumentStore()
     store.write_documents(DOCS)

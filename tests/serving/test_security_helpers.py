@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Unit tests of the serving layer's safety pieces (no server): the API-key middleware, key and host checks,
-JSON-safe error bodies, the MCP deploy-tool filter, and what `serve` prints and refuses before it starts."""
+JSON-safe error bodies, the MCP app without deploy tools, and what `serve` prints and refuses before it starts."""
 
-import asyncio
 import json
 import math
 
@@ -13,7 +12,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from haystack_agentic.serving.app import MAX_ECHOED_CHARS, json_safe
-from haystack_agentic.serving.security import BearerAuth, ServeSecurity, check_api_key, is_loopback
+from haystack_agentic.serving.security import ServeSecurity, bearer_auth, check_api_key, is_loopback
 
 from .conftest import SCRIPTED_YAML
 
@@ -26,7 +25,7 @@ def _client() -> TestClient:
 
     app = Starlette(routes=[Route("/x", hello, methods=["GET", "POST", "OPTIONS"]), Route("/health", hello),
                             Route("/traces/y", hello)])  # fmt: skip
-    return TestClient(BearerAuth(app, api_key=KEY, open_paths={"/health"}, open_prefixes=("/traces",)))
+    return TestClient(bearer_auth(app, api_key=KEY, open_paths={"/health"}, open_prefixes=("/traces",)))
 
 
 @pytest.mark.parametrize(
@@ -120,22 +119,43 @@ def test_json_safe_makes_any_error_body_encodable():
     assert safe["input"][4:] == ["b'raw'", {"1": None}] and safe["ok"] == 1.5
 
 
-def test_the_mcp_filter_hides_and_refuses_the_deploy_tools():
-    from hayhooks.server.utils.mcp_utils import create_mcp_server
-    from mcp import types
+def _mcp_rpc(client: TestClient, method: str, params: dict, headers: dict | None = None) -> dict:
+    """One JSON-RPC request to the MCP app's streamable HTTP transport (stateless): the reply's message."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    reply = client.post("/mcp/", json=body, headers={"accept": "application/json, text/event-stream", **(headers or {})})
+    assert reply.status_code == 200, reply.text
+    data = [line[5:].strip() for line in reply.text.splitlines() if line.startswith("data:")]
+    return json.loads([d for d in data if d][-1])
 
-    from haystack_agentic.serving.mcp_server import DEPLOY_TOOLS, adapt_tools
 
-    server = create_mcp_server()
-    adapt_tools(server, allow_deploy=False)
-    listed = asyncio.run(server.request_handlers[types.ListToolsRequest](types.ListToolsRequest(method="tools/list")))
-    names = {tool.name for tool in listed.root.tools}
-    assert "get_all_pipeline_statuses" in names and not DEPLOY_TOOLS & names
-    for tool in sorted(DEPLOY_TOOLS):
-        params = types.CallToolRequestParams(name=tool, arguments={})
-        request = types.CallToolRequest(method="tools/call", params=params)
-        result = asyncio.run(server.request_handlers[types.CallToolRequest](request)).root
-        assert result.isError and result.content[0].text == f"Unknown tool: {tool}"
+def test_without_deploy_the_mcp_app_neither_lists_nor_runs_the_deploy_tools():
+    from hayhooks.server.pipelines.registry import ImmutablePipelineRegistry
+
+    from haystack_agentic.serving.mcp_server import create_mcp_app
+
+    app = create_mcp_app(ServeSecurity(), registry=ImmutablePipelineRegistry())  # hayhooks' fixed registry
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        names = {tool["name"] for tool in _mcp_rpc(client, "tools/list", {})["result"]["tools"]}
+        assert names == {"get_all_pipeline_statuses", "get_pipeline_status"}
+        for tool in ("deploy_pipeline", "undeploy_pipeline"):
+            arguments = {"name": "x", "files": {}, "save_files": False, "overwrite": False, "pipeline_name": "x"}
+            result = _mcp_rpc(client, "tools/call", {"name": tool, "arguments": arguments})["result"]
+            assert result["isError"] is True and "cannot be deployed or undeployed" in result["content"][0]["text"]
+
+
+def test_the_mcp_app_asks_for_the_key_and_checks_the_host():
+    from hayhooks.server.pipelines.registry import ImmutablePipelineRegistry
+
+    from haystack_agentic.serving.mcp_server import create_mcp_app
+
+    app = create_mcp_app(ServeSecurity(api_key=KEY), registry=ImmutablePipelineRegistry())
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        refused = client.post("/mcp/", json=body)
+        assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+        assert client.get("/status").json() == {"status": "ok"}  # the health check stays open
+        assert _mcp_rpc(client, "tools/list", {}, {"authorization": f"Bearer {KEY}"})["result"]["tools"]
+        assert client.get("/status", headers={"host": "evil.example"}).status_code == 400
 
 
 # --- what `serve` says and refuses before it serves ---------------------------------------------------------

@@ -96,7 +96,7 @@ async def test_mcp_neither_lists_nor_accepts_the_deploy_tools(server, tmp_path):
     assert not DEPLOY_TOOLS & names
     assert {"scripted", "get_all_pipeline_statuses"} <= names  # the pipelines and the read-only tools stay
     for refused, tool in ((deploy, "deploy_pipeline"), (undeploy, "undeploy_pipeline")):
-        assert refused.isError and refused.content[0].text == f"Unknown tool: {tool}"
+        assert refused.isError and "cannot be deployed or undeployed" in refused.content[0].text  # hayhooks' refusal
     assert not marker.exists()
     assert not still.isError and spoken(json.loads(still.content[0].text)["result"]["answer"]) == f"Answer to: {QUESTION}"
 

@@ -18,6 +18,7 @@ from haystack.core.serialization import (
 )
 
 from haystack_agentic.llm.timeouts import run_with_timeout
+from haystack_agentic.sockets import NotAComponentError, component_sockets
 from haystack_agentic.tracing import tag_current_span
 from haystack_agentic.llm.valid_text import valid_text
 
@@ -167,13 +168,16 @@ def _traced(inputs: dict[str, Any], documents: list[Document], error: str | None
 
 
 def describe_store_address(store: Any) -> str:
-    """Where a document store lives, for error messages: its URL or Milvus URI, if it has one."""
-    for attr in ("url", "_url"):
-        if getattr(store, attr, None):
-            return str(getattr(store, attr))
-    connection = getattr(store, "connection_args", None)
-    if isinstance(connection, dict) and connection.get("uri"):
-        return str(connection["uri"])
+    """Where a document store lives, for error messages: the `url`, or the Milvus `connection_args` `uri`, of its
+    `to_dict()` init parameters, if it has one."""
+    try:
+        parameters = store.to_dict()["init_parameters"]
+    except Exception:  # noqa: BLE001 - no serialisable address: say so
+        parameters = {}
+    connection = parameters.get("connection_args")
+    for address in (parameters.get("url"), connection.get("uri") if isinstance(connection, dict) else None):
+        if isinstance(address, str) and address:
+            return address
     return "its configured address"
 
 
@@ -197,10 +201,13 @@ def store_from_dict(data: dict[str, Any]) -> Any:
 
 
 def _checked(retriever: Any) -> Any:
-    """`retriever`, if it is a Haystack component with a `documents` output."""
-    inputs = getattr(retriever, "__haystack_input__", None)
-    outputs = getattr(retriever, "__haystack_output__", None)
-    if inputs is None or outputs is None or "documents" not in outputs:
+    """`retriever`, if it is a Haystack component with a `documents` output (`ValueError` otherwise, or if it is
+    already in a pipeline)."""
+    try:
+        _, outputs = component_sockets(retriever)
+    except NotAComponentError:
+        outputs = {}
+    if "documents" not in outputs:
         raise ValueError(
             "SafeRetriever wraps a Haystack retriever component with a `documents` output, "
             f"got {type(retriever).__name__}."

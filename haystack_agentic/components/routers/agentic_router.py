@@ -23,12 +23,7 @@ from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
 from haystack_agentic.llm.refused_turns import (
-    FORCED_AT_CAP,
-    SUGGESTED_SEARCH_REASON,
-    absorb_refusals,
-    refused_turn_note,
-    suggested_search,
-    with_refused_turn_note,
+    FORCED_AT_CAP, SUGGESTED_SEARCH_REASON, absorb_refusals, refused_turn_note, suggested_search, with_refused_turn_note
 )
 from haystack_agentic.llm.calls import (
     CallOptions,
@@ -372,18 +367,16 @@ class AgenticRouter(_ReplyRouting):
 
     def _prepare(self, state: LoopState) -> dict[str, Any] | tuple[LoopState, list[ChatMessage], Any]:
         """Return an early route, or (state, messages, tools) for the LLM call."""
-        if self.mode == "json":
-            turn = state.iteration + 1
-            if state.is_last_iteration:
-                step = ToolStep(iteration=turn, action="generate", result="last iteration: generate without a call")
-                forced = state.with_step(step).evolve(metadata={**(state.metadata or {}), FORCED_AT_CAP: True})
-                routed = {"answer": forced.evolve(pending_action="answer")}
-                return trace_turn("AgenticRouter", count_final_turn(routed, turn))
+        turn = state.iteration + 1
+        if self.mode == "json" and state.is_last_iteration:
+            step = ToolStep(iteration=turn, action="generate", result="last iteration: generate without a call")
+            forced = state.with_step(step).evolve(metadata={**(state.metadata or {}), FORCED_AT_CAP: True})
+            routed = {"answer": forced.evolve(pending_action="answer")}
+            return trace_turn("AgenticRouter", count_final_turn(routed, turn))
         suggested = suggested_search(state)  # a refused turn: the chunks' next search instead of another call
         if suggested is not None:
-            return self._free_search(state, suggested, SUGGESTED_SEARCH_REASON, f"search-suggested-{state.iteration}")
+            return self._free_search(state, suggested, SUGGESTED_SEARCH_REASON, f"search-suggested-{turn}")
         if self.mode == "json":
-            turn = state.iteration + 1
             prompt = render(
                 self.json_prompt or DEFAULT_JSON_PROMPT,
                 question=state.question,
