@@ -342,6 +342,7 @@ def test_the_library_check_sees_every_kind_of_escape(tmp_path):
         ("haystack_agentic.components.a", "scripted_chat_generator"),
         ("haystack_agentic.components.a", "scripted_chat_generator.ScriptedChatGenerator"),
         ("haystack_agentic.components.a", "tests.doubles.Fake"),
+    ]
 
 
 #: A dunder of Haystack's component machinery (`__haystack_input__`, `__haystack_output__`, ...).
