@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from haystack import Document  # noqa: E402
 
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy  # noqa: E402
 
 

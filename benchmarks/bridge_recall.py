@@ -32,7 +32,8 @@ from haystack import Document  # noqa: E402
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
 from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
 
-from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
+from benchmarks.harness.gold import gold_document_ids  # noqa: E402
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy  # noqa: E402
 
 #: The policy's defaults are the router's; each other variant turns one rule off or changes the budget (the history

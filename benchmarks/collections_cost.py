@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from haystack import Document  # noqa: E402
 
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
 from haystack_agentic.indexing.collections import collection_filter, list_collections, tag_documents  # noqa: E402
 from haystack_agentic.resources import sample_corpus_path  # noqa: E402

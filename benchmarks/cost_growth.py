@@ -41,8 +41,8 @@ from haystack.dataclasses import ChatMessage
 from haystack_agentic import AgenticRouter, Answerer, LoopController, build_loop_pipeline
 from haystack_agentic.components.routers.agentic_router import _builtin_tools
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
-from haystack_agentic.testing import ScriptedChatGenerator
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
+from scripted_chat_generator import ScriptedChatGenerator
 
 #: The target ratio of `tools` to `naive` prompt tokens per question at 10 turns.
 TARGET_RATIO = 0.5
@@ -93,11 +93,11 @@ COUNTING = {"how": "chars"}
 def _prompts(llm: ScriptedChatGenerator) -> list[int]:
     """Prompt tokens of each call the generator got (it records (messages, kwargs, tools)); schemas not counted."""
     from haystack_agentic.llm.tokens import CONSERVATIVE
-    from haystack_agentic.testing.scripted_chat_generator import _message_chars
+    from scripted_chat_generator import message_chars
 
     if COUNTING["how"] == "conservative":
         return [CONSERVATIVE.count(messages) for messages, _kwargs, _tools in llm.calls]
-    return [sum(_message_chars(m) for m in messages) // 4 for messages, _kwargs, _tools in llm.calls]
+    return [sum(message_chars(m) for m in messages) // 4 for messages, _kwargs, _tools in llm.calls]
 
 
 def naive_run(store, question: str, queries: list[str]) -> list[int]:

@@ -31,8 +31,8 @@ def child(runtime: str, questions: int) -> None:
     """Run one runtime and print its figures as one JSON line."""
     from haystack_agentic.cli.index import index_path  # noqa: PLC0415
     from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator  # noqa: PLC0415
-    from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions  # noqa: PLC0415
-    from haystack_agentic.evaluation.metrics import f1  # noqa: PLC0415
+    from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions  # noqa: PLC0415
+    from benchmarks.harness.metrics import f1  # noqa: PLC0415
     from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
     from haystack_agentic.loop_loading import fill_in_memory_store  # noqa: PLC0415
     from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415

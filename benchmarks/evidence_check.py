@@ -4,7 +4,7 @@ Calibrate and measure the evidence check (`EvidenceChecker`) on an unanswerable 
 
 Every question runs through the offline default loop (bridge-entity policy, in-memory BM25, 6 chunks; no answer
 LLM, which the check does not depend on) twice over the pooled store of all paragraphs: as it is, and with its
-gold paragraphs removed (see `haystack_agentic/evaluation/unanswerable.py`).
+gold paragraphs removed (see `benchmarks/harness/unanswerable.py`).
 
 - `calibrate`: on the CALIBRATION questions only (the first half of the HotpotQA sample), run with a checker that
   never refuses (threshold 0) and record the features of the chunks each run ends with; fit the logistic weights
@@ -32,10 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker  # noqa: E402
-from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions  # noqa: E402
-from haystack_agentic.evaluation.calibration import choose_threshold, fit_logistic  # noqa: E402
-from haystack_agentic.evaluation.runner import bridge_entity_config, build_store  # noqa: E402
-from haystack_agentic.evaluation.unanswerable import run_abstention_eval  # noqa: E402
+from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions  # noqa: E402
+from benchmarks.harness.calibration import choose_threshold, fit_logistic  # noqa: E402
+from benchmarks.harness.runner import bridge_entity_config, build_store  # noqa: E402
+from benchmarks.harness.unanswerable import run_abstention_eval  # noqa: E402
 from haystack_agentic.evidence.scoring import LEXICAL_MODEL, OFFLINE_MODEL, TARGET_ANSWER_RATE  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

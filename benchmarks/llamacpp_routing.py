@@ -28,7 +28,7 @@ from haystack.utils import Secret  # noqa: E402
 from haystack_agentic import AgenticRouter, Answerer, LoopController, build_loop_pipeline  # noqa: E402
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever  # noqa: E402
 from haystack_agentic.components.routers._tool_arguments import _JSON_ACTIONS  # noqa: E402
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
 from haystack_agentic.pipelines.default_pipelines import ROLE_MAX_TOKENS  # noqa: E402
 from haystack_agentic.resources import sample_corpus_path  # noqa: E402

@@ -34,7 +34,7 @@ from haystack.dataclasses import ChatMessage
 from haystack.tools import Tool
 
 from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 FORMATTER = LoopController()
 

@@ -32,6 +32,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the scripted LLM
 
 LEAK_TARGET_MB = 5.0
 
@@ -154,8 +155,8 @@ def in_process_scenarios(chunks: int, concurrency_levels: list[int], sequential:
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 
     from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline
-    from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
-    from haystack_agentic.testing import ScriptedChatGenerator
+    from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
+    from scripted_chat_generator import ScriptedChatGenerator
     from store_latency import DATA
 
     process = psutil.Process()
@@ -219,7 +220,7 @@ def main() -> None:
         return
     print(f"machine: {os.cpu_count()} CPUs, {_mb(psutil.virtual_memory().total) / 1024:.0f} GB RAM, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.chunks:,} chunks")  # fmt: skip
-    from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
+    from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
     from store_latency import DATA
 
     questions = [r["question"] for r in load_hotpotqa_questions(DATA)]

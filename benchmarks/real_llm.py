@@ -53,11 +53,10 @@ from haystack.tools import Tool  # noqa: E402
 from haystack.utils import Secret  # noqa: E402
 
 from haystack_agentic import LoopOptions, build_loop  # noqa: E402
-from haystack_agentic.datasets.hotpotqa import (  # noqa: E402
-    gold_document_ids, hotpotqa_documents, load_hotpotqa_questions,
-)
+from benchmarks.harness.gold import gold_document_ids  # noqa: E402
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
-from haystack_agentic.evaluation.metrics import (  # noqa: E402
+from benchmarks.harness.metrics import (  # noqa: E402
     best_answer_scores, gold_answers, normalize_answer, supporting_recall,
 )
 from haystack_agentic.grounding.markers import strip_markers  # noqa: E402

@@ -47,8 +47,8 @@ from haystack_agentic.components.generators.answerer import Answerer  # noqa: E4
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever  # noqa: E402
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
 from haystack_agentic.pipelines.default_pipelines import servable  # noqa: E402
-from haystack_agentic.testing import ScriptedChatGenerator  # noqa: E402
-from haystack_agentic.testing.scripted_chat_generator import stream_chunks  # noqa: E402
+from scripted_chat_generator import ScriptedChatGenerator  # noqa: E402
+from scripted_chat_generator import stream_chunks  # noqa: E402
 
 CONTROLLER_CALLS = 2  # search, answer (the draft)
 #: The answer LLM's reply: 24 words, streamed one by one.

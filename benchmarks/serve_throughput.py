@@ -50,13 +50,14 @@ from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever 
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
 from haystack_agentic.grounding.markers import strip_markers  # noqa: E402
 from haystack_agentic.pipelines.default_pipelines import servable  # noqa: E402
-from haystack_agentic.testing import ScriptedChatGenerator  # noqa: E402
+from scripted_chat_generator import ScriptedChatGenerator  # noqa: E402
 
 LLM_CALLS_PER_QUESTION = 2  # search, answer
 TARGET = 1.15  # wall of 64 concurrent questions / ideal
 REPO = Path(__file__).resolve().parents[1]
-#: The servers import this checkout's package (a worktree), not whichever one is installed in the venv.
-PYTHONPATH = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+#: The servers import this checkout's package (a worktree), not whichever one is installed in the venv, and the
+#: scripted LLM of the tests.
+PYTHONPATH = os.pathsep.join([str(REPO), str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])])
 SERVER_ENV = {
     "HAYSTACK_TELEMETRY_ENABLED": "False",
     "HAYHOOKS_TRACING_ENABLED": "false",
@@ -124,7 +125,7 @@ from haystack.tools import ComponentTool
 
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 SCRIPT = [
     {{"template": True, "tool_calls": [{{"tool_name": "search", "arguments": {{"query": "{{{{ question }}}}"}}}}]}},

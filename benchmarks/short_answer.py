@@ -32,9 +32,9 @@ from haystack_agentic.components.extractors.short_answer_extractor import (  # n
     extract_short_answer,
 )
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator  # noqa: E402
-from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions  # noqa: E402
-from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers  # noqa: E402
-from haystack_agentic.evaluation.runner import bridge_entity_config, build_store, run_eval  # noqa: E402
+from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions  # noqa: E402
+from benchmarks.harness.metrics import best_answer_scores, gold_answers  # noqa: E402
+from benchmarks.harness.runner import bridge_entity_config, build_store, run_eval  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 

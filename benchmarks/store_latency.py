@@ -38,10 +38,10 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E4
 from haystack_agentic.components.loop.loop_controller import LoopController  # noqa: E402
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever  # noqa: E402
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter  # noqa: E402
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.document_stores import milvus_support  # noqa: E402
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
-from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer  # noqa: E402
+from benchmarks.harness.retrieval_only_answerer import RetrievalOnlyAnswerer  # noqa: E402
 from haystack_agentic.indexing.document_stores import milvus_document_store  # noqa: E402
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline  # noqa: E402
 

@@ -32,8 +32,8 @@ from haystack_agentic.settings import DEFAULT_WEAVIATE_URL, ENV_OPENAI_API_KEY
 
 #: The package's modules a pipeline YAML may name (exact module names): its components, its document store and its
 #: dataclasses, none with a function that runs commands, writes files or opens connections from its arguments (not
-#: `cli`, `serving`, `testing`, `datasets`, nor `evaluation` but its answerer; tests/test_yaml_trust.py checks),
-#: then the third-party modules of the packaged Milvus YAMLs (`ALLOWED_MODULES`).
+#: `cli` nor `serving`; tests/test_yaml_trust.py checks), then the third-party modules of the packaged Milvus YAMLs
+#: (`ALLOWED_MODULES`).
 TRUSTED_MODULES = (
     "haystack_agentic.components.embedders.minilm_document_embedder",
     "haystack_agentic.components.embedders.minilm_text_embedder",
@@ -57,8 +57,6 @@ TRUSTED_MODULES = (
     "haystack_agentic.dataclasses.loop_state",
     "haystack_agentic.dataclasses.pending_search",
     "haystack_agentic.document_stores.sparse_bm25_document_store",
-    # the one component outside `components/` the loaders build (`retrieval_only`): a state transform, no I/O
-    "haystack_agentic.evaluation.retrieval_only_answerer",
     *ALLOWED_MODULES,
 )
 #: Parameters whose `type` the Milvus classes import themselves (`importlib`, outside Haystack's allow-list): the

@@ -26,7 +26,7 @@ from haystack_agentic import (  # noqa: E402
     allowed_modules_for,
     build_loop_pipeline,
 )
-from haystack_agentic.testing import ScriptedChatGenerator  # noqa: E402
+from scripted_chat_generator import ScriptedChatGenerator  # noqa: E402
 
 #: The scripted test generator's module: no loader of the package trusts it, so a test that loads it allows it.
 SCRIPTED_MODULE = ScriptedChatGenerator.__module__
@@ -263,7 +263,7 @@ def allow_scripted_llm(monkeypatch):
 @pytest.fixture
 def allow_deserialization(monkeypatch):
     """Let `from_dict` outside `Pipeline.loads` import our classes (and test modules' callables)."""
-    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*,test_*,conftest")
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", f"haystack_agentic.*,test_*,conftest,{SCRIPTED_MODULE}")
 
 
 @pytest.fixture(scope="session")

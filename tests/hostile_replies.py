@@ -272,7 +272,7 @@ def hostile_pipeline(role: str, results: list[Any], evidence: bool) -> Any:
     from haystack_agentic import build_loop_pipeline  # noqa: PLC0415
     from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker  # noqa: PLC0415
     from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder  # noqa: PLC0415
-    from haystack_agentic.testing import ScriptedChatGenerator  # noqa: PLC0415
+    from scripted_chat_generator import ScriptedChatGenerator  # noqa: PLC0415
 
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")

@@ -83,7 +83,7 @@ def test_a_scripted_run_without_extras_uses_the_lexical_evidence_check():
         from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
         from haystack_agentic import AgenticRAG, AgenticRouter, build_loop_pipeline
         from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
-        from haystack_agentic.testing import ScriptedChatGenerator
+        from scripted_chat_generator import ScriptedChatGenerator
 
         store = SparseBM25DocumentStore()  # the packaged pipelines' in-memory store: numpy only, no scipy
         store.write_documents([

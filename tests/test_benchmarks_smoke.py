@@ -106,6 +106,12 @@ CASES = {
         (r"^runtime +start-up s +s/question", rf"^transformers +{NUMBER} +{NUMBER}", rf"^llamacpp +{NUMBER} +{NUMBER}",
          r"^identical answers: \d/1$"),
     ),
+    "eval": Case(
+        "eval.py", ("--no-answer", "--limit", "2", "--configs", "one-shot,bridge-entity", "--out", "{tmp}/eval",
+                    "--no-plot", "--quiet"), 300,
+        (r"^Evaluation: hotpotqa_dev_sample \(2 questions, 6 chunks\)", rf"one-shot +│ +{NUMBER}% +│ +{NUMBER}%",
+         rf"bridge-entity +│ +{NUMBER}% +│ +{NUMBER}%", r"^2 questions, 3572 documents, "),
+    ),
     "evidence_check_report": Case(
         "evidence_check.py", ("report", "--limit", "2"), 240,
         (r"^hotpotqa \(held-out half\) / bridge-entity: threshold ",

@@ -289,6 +289,62 @@ def test_the_name_check_sees_every_kind_of_comparison(tmp_path):
     assert name_type_checks(tmp_path) == [("m.py", "f", 2), ("m.py", "g", 4), ("m.py", "g", 4), ("m.py", "h", 6)]
 
 
+#: The application: the package folders the library (everything else in the package) may not import.
+APPLICATION = ("haystack_agentic.cli", "haystack_agentic.serving")
+#: Top-level names of code outside the package that the library may not import or name: the benchmarks with the
+#: evaluation harness, and the tests with their doubles (imported by module name, `tests/` being on the path).
+OUTSIDE = ("benchmarks", "tests", *sorted(p.stem for p in (PACKAGE.parent / "tests").glob("*.py")))
+
+
+def library_escapes(package_dir: Path = PACKAGE, outside: tuple[str, ...] = OUTSIDE) -> list[tuple[str, str]]:
+    """`(library module, name)` for every import (function-level and `TYPE_CHECKING` ones included) or dotted string
+    constant (a YAML `type`, an `importlib` target) of the library that names the application or code outside the
+    package."""
+    banned = (*APPLICATION, *outside)
+    found = []
+    for path in sorted(package_dir.rglob("*.py")):
+        module = _module_name(path, package_dir)
+        if any(_under(module, prefix) for prefix in APPLICATION):
+            continue
+        names: list[str] = []
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"[\w.]+", node.value):
+                names.append(node.value)
+        found += [(module, name) for name in names if any(_under(name, prefix) for prefix in banned)]
+    return sorted(set(found))
+
+
+def test_the_library_imports_no_application_benchmark_or_test_code():
+    assert library_escapes() == [], "the library may not use cli/, serving/, benchmarks/ or tests/ (see README layout)"
+
+
+def test_the_library_check_sees_every_kind_of_escape(tmp_path):
+    package = tmp_path / "haystack_agentic"
+    for folder in ("components", "cli", "serving"):
+        (package / folder).mkdir(parents=True)
+    (package / "cli" / "main.py").write_text("from haystack_agentic.serving import app\nimport benchmarks\n")  # may
+    (package / "components" / "a.py").write_text(
+        "import benchmarks.harness.metrics\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from haystack_agentic.cli.main import main\n"
+        "def f():\n    from scripted_chat_generator import ScriptedChatGenerator\n"
+        "TYPE = 'tests.doubles.Fake'\nTEXT = 'benchmarks are slow'\nfrom haystack_agentic.serving import app\n"
+    )
+    assert library_escapes(package, ("benchmarks", "tests", "scripted_chat_generator")) == [
+        ("haystack_agentic.components.a", "benchmarks.harness.metrics"),
+        ("haystack_agentic.components.a", "haystack_agentic.cli.main"),
+        ("haystack_agentic.components.a", "haystack_agentic.cli.main.main"),
+        ("haystack_agentic.components.a", "haystack_agentic.serving"),
+        ("haystack_agentic.components.a", "haystack_agentic.serving.app"),
+        ("haystack_agentic.components.a", "scripted_chat_generator"),
+        ("haystack_agentic.components.a", "scripted_chat_generator.ScriptedChatGenerator"),
+        ("haystack_agentic.components.a", "tests.doubles.Fake"),
+    ]
+
+
 #: A dunder of Haystack's component machinery (`__haystack_input__`, `__haystack_output__`, ...).
 HAYSTACK_DUNDER = re.compile(r"__haystack_\w+__")
 

@@ -23,7 +23,7 @@ from haystack.tools import Tool
 from haystack.tracing import Span, Tracer
 
 from haystack_agentic import AgenticRouter, LoopController, LoopState, build_loop_pipeline
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 RUN, ITERATION, SEARCH = "haystack_agentic.loop.run", "haystack_agentic.loop.iteration", "haystack_agentic.search"
 COMPONENT, TOOL = "haystack.component.run", "haystack.agent.step.tool"

@@ -74,7 +74,7 @@ def test_search_spans_carry_query_and_chunk_counts(store, tracer):
 
     from haystack_agentic import AgenticRouter, build_loop_pipeline
     from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
-    from haystack_agentic.testing import ScriptedChatGenerator
+    from scripted_chat_generator import ScriptedChatGenerator
 
     llm = ScriptedChatGenerator([search("Adriana Trigiani"), answer("x")])
     router = AgenticRouter(chat_generator=llm, search_question_first=False)

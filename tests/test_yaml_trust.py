@@ -81,7 +81,7 @@ connections: []
 SCRIPTED_LLM = """
 components:
   llm:
-    type: haystack_agentic.testing.scripted_chat_generator.ScriptedChatGenerator
+    type: scripted_chat_generator.ScriptedChatGenerator
     init_parameters: {script: [{text: hi}]}
 connections: []
 """
@@ -145,7 +145,7 @@ def test_the_import_and_every_loader_leave_haystacks_refusals_as_in_a_plain_proc
     assert plain["environment"] is None
     assert "haystack_agentic.cli.main" in plain["agent_runs_the_cli"]
     assert "milvus_haystack" in plain["milvus_at_a_new_file"]
-    assert "haystack_agentic.testing.scripted_chat_generator" in plain["scripted_llm"]
+    assert "scripted_chat_generator" in plain["scripted_llm"]
     for name in attacks:
         assert plain[name].startswith("DeserializationError"), (name, plain[name])
     for stage in STAGES:
@@ -184,9 +184,9 @@ def test_the_package_loaders_refuse_the_attacks_too(tmp_path):
 
 def test_allowed_modules_for_names_exact_trusted_modules_only():
     assert all("*" not in m for m in TRUSTED_MODULES) and len(set(TRUSTED_MODULES)) == len(TRUSTED_MODULES)
-    untrusted = tuple(f"haystack_agentic.{p}" for p in ("cli", "serving", "testing", "evaluation", "datasets"))
-    retrieval_only = "haystack_agentic.evaluation.retrieval_only_answerer"  # `build_loop(retrieval_only=True)`
-    assert not any(m.startswith(untrusted) for m in TRUSTED_MODULES if m != retrieval_only)
+    untrusted = tuple(f"haystack_agentic.{p}" for p in ("cli", "serving"))
+    assert not any(m.startswith(untrusted) for m in TRUSTED_MODULES)
+    assert all(m.startswith("haystack_agentic.") for m in TRUSTED_MODULES if m not in ALLOWED_MODULES)  # no test double
     assert set(ALLOWED_MODULES) <= set(TRUSTED_MODULES) and "pymilvus" not in TRUSTED_MODULES
     text = pipeline_path("agentic_rag_embedded").read_text(encoding="utf-8")
     allowed = allowed_modules_for(text)

@@ -27,7 +27,7 @@ from comparison_support import (
     recording_tracer,
     shared_store,
 )
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 
 def search(*queries: str) -> dict:
@@ -65,7 +65,7 @@ def agent_streams_llm_tokens_tool_call_deltas_and_tool_results_on_one_callback()
     assert len(results) == 1 and HOP2_WORDS in results[0].tool_call_result.result  # the tool's result too
     # no tag tells the answer's chunks from a controller's prose: every chunk is the same generator's
     assert {c.component_info.type for c in chunks if c.component_info} <= {
-        "haystack_agentic.testing.scripted_chat_generator.ScriptedChatGenerator"
+        "scripted_chat_generator.ScriptedChatGenerator"
     }
 
 

@@ -19,6 +19,8 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the check modules and comparison_support
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[1:1] = [str(ROOT), str(ROOT / "tests")]  # this checkout's package and the scripted LLM of the checks
 
 from comparison_support import ASPECTS  # noqa: E402
 

@@ -23,7 +23,7 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.tracing import Span, Tracer
 
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents
 from haystack_agentic.resources import sample_corpus_path
 
 #: A bridge question of the sample (row 3): its two hops are the film's page, then the director's.

@@ -32,7 +32,7 @@ from comparison_support import (
     raises,
     recording_tracer,
 )
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, ROLE_META
 from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
@@ -41,7 +41,7 @@ from haystack_agentic.pipelines.loop_pipeline import loop_inputs, max_runs_for
 from haystack_agentic.pipelines.snapshots import resume_from_snapshot
 from haystack_agentic.resources import pipeline_path
 
-SCRIPTED = "haystack_agentic.testing.scripted_chat_generator.ScriptedChatGenerator"
+SCRIPTED = "scripted_chat_generator.ScriptedChatGenerator"
 JUDGE_ACCEPTS = [{"text": '{"sufficient": true, "reason": "the passages say it"}'}]
 
 
@@ -272,7 +272,7 @@ def ours_stops_at_a_breakpoint_between_turns_and_resumes_with_the_allow_list():
     with raises(BreakpointException) as stopped:
         pipeline.run(loop_inputs(pipeline, QUESTION), break_point=Breakpoint(component_name="router", visit_count=1))
     assert len(llm(pipeline).calls) == 1  # stopped before the second turn
-    with environment("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*"):
+    with environment("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*,scripted_chat_generator"):
         result = result_of(pipeline.run(data={}, pipeline_snapshot=stopped.value.pipeline_snapshot))
     assert result["terminated_by"] == "answered" and result["iterations"] == 3
 

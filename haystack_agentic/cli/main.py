@@ -12,7 +12,6 @@ from haystack_agentic.cli.ask import add_ask_parser
 from haystack_agentic.cli.chat import add_chat_parser
 from haystack_agentic.cli.collections import add_collections_parser
 from haystack_agentic.cli.common import CLIError, telemetry_off_unless_asked
-from haystack_agentic.cli.eval import add_eval_parser
 from haystack_agentic.cli.index import add_index_parser
 from haystack_agentic.cli.install_model import add_install_model_parser
 from haystack_agentic.cli.serve import add_serve_parser
@@ -28,8 +27,6 @@ examples:
   haystack-agentic index manuals/ --store my_store.json --collection docs
   haystack-agentic collections --store my_store.json
   haystack-agentic ask 'How do I reset it?' --store my_store.json --collection docs
-  # retrieval-only comparison of loop policies (seconds)
-  haystack-agentic eval --limit 60 --no-answer
   # REST, OpenAI-compatible chat and MCP on 127.0.0.1
   haystack-agentic serve --port 1416
 
@@ -44,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `haystack-agentic`."""
     parser = argparse.ArgumentParser(
         prog="haystack-agentic",
-        description="Agentic RAG loops for Haystack: index documents, ask questions, evaluate, serve.",
+        description="Agentic RAG loops for Haystack: index documents, ask questions, serve.",
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -54,7 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_ask_parser(sub)
     add_chat_parser(sub)
     add_collections_parser(sub)
-    add_eval_parser(sub)
     add_serve_parser(sub)
     add_install_model_parser(sub)
     for command in sub.choices.values():  # also accepted after the command; SUPPRESS keeps a global --debug
@@ -75,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if not debug:
         quiet_store_logs()
 
-    # Piped output has no terminal width; tables (eval) then get room instead of rich's 80-column fallback.
+    # Piped output has no terminal width; tables then get room instead of rich's 80-column fallback.
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     try:
         if args.command in ("ask", "chat") and args.filters:

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 What each Milvus Lite collection held when this package last wrote it (`<database>.counts.json`: document count,
-manifest version, `writing` while a write is under way), checked on open: Milvus Lite can lose documents silently.
+`writing` while a write is under way), checked on open with the store's own count: Milvus Lite can lose documents
+silently.
 """
 
 import json
@@ -18,10 +19,6 @@ logger = logging.getLogger(__name__)
 #: Appended to the database folder's name to name its record file, and the record's format version.
 RECORD_SUFFIX = ".counts.json"
 RECORD_FORMAT = 1
-
-#: The file in each Milvus Lite collection folder that lists its data files (with its `version`).
-MANIFEST = "manifest.json"
-
 
 def record_path(uri: str | Path) -> Path | None:
     """The record file of a Milvus `connection_args.uri`: `<uri>.counts.json`, or `None` for a server."""
@@ -76,45 +73,16 @@ def begin_write(store: Any) -> None:
 
 
 def record_document_count(store: Any) -> None:
-    """After writing to a store: record its Milvus Lite collection's document count and manifest version."""
+    """After writing to a store: record its Milvus Lite collection's document count (`count_documents`)."""
     found = _lite_store(store, writable=True)
     if found is not None:
         path, collection = found
-        version = _manifest_version(path.with_name(path.name.removesuffix(RECORD_SUFFIX)), collection)
-        _write(path, collection, {"documents": store.count_documents(), "manifest_version": version, "writing": False})
-
-
-def _manifest_version(database: Path, collection: str) -> int | None:
-    """The `version` of a collection's manifest (`None` when it has none, or it does not read)."""
-    try:
-        data = json.loads((database / "collections" / collection / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    version = data.get("version") if isinstance(data, dict) else None
-    return version if isinstance(version, int) else None
+        _write(path, collection, {"documents": store.count_documents(), "writing": False})
 
 
 def _recorded(path: Path) -> dict[str, dict[str, Any]]:
     """The record's entries that can be compared (the last write ended)."""
     return {name: entry for name, entry in _read(path).items() if isinstance(entry, dict) and not entry.get("writing")}
-
-
-def manifest_rollback(database: Path) -> str | None:
-    """Before Milvus Lite opens a database folder: what is wrong with the first collection gone or rolled back."""
-    record = record_path(database)
-    for collection, entry in sorted(_recorded(record).items()):
-        recorded = entry.get("manifest_version")
-        if not isinstance(recorded, int):
-            continue
-        if not (database / "collections" / collection).is_dir():
-            return (f"its collection {collection} is gone, which held {entry.get('documents')} documents when "
-                    f"haystack-agentic last wrote it ({record.name})")  # fmt: skip
-        version = _manifest_version(database, collection)
-        if version is not None and version < recorded:
-            return (f"collections/{collection}/{MANIFEST} is version {version}, {recorded} when haystack-agentic "
-                    f"last wrote it ({record.name}): Milvus Lite rolled back to an older manifest and lost the "
-                    "documents written since")  # fmt: skip
-    return None
 
 
 def interrupted_write(store: Any) -> str | None:

@@ -23,7 +23,7 @@ from haystack.components.routers import FileTypeRouter
 from haystack_agentic.components.preprocessors.chunk_metadata_cleaner import ChunkMetadataCleaner
 from haystack_agentic.components.preprocessors.sentence_span_annotator import SentenceSpanAnnotator
 from haystack_agentic.components.writers.source_replacing_document_writer import SourceReplacingDocumentWriter
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents
 from haystack_agentic.indexing.source_sync import SOURCE_FIELD, source_key
 
 logger = logging.getLogger(__name__)

@@ -1,14 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 Document-store faults as one line (`StoreError`: which store, what is wrong, what to do) instead of a traceback, a
-pymilvus RPC log or Haystack's dump of a configuration; Milvus Lite damage it would only log is found and named.
+pymilvus RPC log or Haystack's dump of a configuration.
 """
 
 import contextlib
 import logging as std_logging
 import sys
 from collections.abc import Iterator
-from logging.handlers import BufferingHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -49,12 +48,12 @@ def milvus_lite_path(uri: str | Path) -> Path | None:
 
 def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
     """
-    Before Milvus Lite opens (or creates) it: refuse a path that cannot hold a database, or a damaged one (a
-    manifest missing, unreadable or older than recorded). Server URIs pass unchecked.
+    Before Milvus Lite opens (or creates) it: refuse a path that cannot hold a database. Server URIs pass unchecked.
+    (Damage inside a database shows when it is opened: `watch_store`, `check_document_count`.)
 
     :param must_exist: Also refuse a path with no database yet (a query run must not create an empty one).
     :raises StoreError: If the path is a file, lacks `.db`, sits in a missing folder, or (with `must_exist`) does not
-        exist; or the database is damaged.
+        exist.
     """
     path = milvus_lite_path(uri)
     if path is None:
@@ -73,14 +72,6 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
             f"There is no Milvus Lite database at {uri}: index into it first with "
             f"`haystack-agentic index PATH --backend milvus --uri {uri}`."
         )
-    if path.is_dir():
-        damage = manifest_damage(path) or document_counts.manifest_rollback(path)
-        if damage:
-            raise StoreError(f"The Milvus Lite database {uri} is damaged ({damage}): {_REBUILD}.")
-
-
-#: The copy of the previous `manifest.json` in each Milvus Lite collection folder.
-PREVIOUS_MANIFEST = "manifest.json.prev"
 
 
 #: What to do about an index that did not finish: indexing replaces each file's chunks by source, so the same
@@ -122,30 +113,6 @@ def check_document_count(store: Any) -> str | None:
     return None
 
 
-def manifest_damage(path: Path) -> str | None:
-    """
-    What is wrong with the manifests of the Milvus Lite database folder `path`, or `None`: one missing or unreadable
-    is damage (Milvus Lite would open `manifest.json.prev` and lose what was written since).
-    """
-    import json  # noqa: PLC0415
-
-    for collection in sorted((path / "collections").glob("*/")):
-        manifest, previous = collection / document_counts.MANIFEST, collection / PREVIOUS_MANIFEST
-        where = f"collections/{collection.name}/{document_counts.MANIFEST}"
-        if not manifest.exists():
-            if previous.exists():
-                return f"{where} is missing: Milvus Lite would open the older {PREVIOUS_MANIFEST} and lose documents"
-            continue
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            return (f"{where} does not read ({one_line(exc)}): Milvus Lite would open the older {PREVIOUS_MANIFEST} "
-                    "and lose documents")  # fmt: skip
-        if not isinstance(data, dict) or not isinstance(data.get("partitions"), dict):
-            return f"{where} lists no partitions"
-    return None
-
-
 #: Modules whose exceptions are store faults (others, e.g. a YAML mistake, pass through `watch_store` unchanged).
 _STORE_MODULES = ("pymilvus", "milvus_lite", "milvus_haystack", "weaviate", "grpc", "httpx", "httpcore",
                   "haystack_integrations.document_stores", "haystack.document_stores")
@@ -158,19 +125,6 @@ def _is_store_fault(exc: BaseException) -> bool:
     )
 
 
-#: Milvus Lite loggers whose warnings mean lost documents: missing data files, or a manifest that did not load.
-_DAMAGE_LOGGERS = ("milvus_lite.engine.recovery", "milvus_lite.storage.manifest")
-
-
-def _lost_documents(record: std_logging.LogRecord) -> bool:
-    """Whether a Milvus Lite log record says documents are gone."""
-    recovery, manifest = _DAMAGE_LOGGERS
-    message = record.getMessage()
-    return record.name.startswith(recovery) or (
-        record.name.startswith(manifest) and ("falling back" in message or "loaded manifest from" in message)
-    )
-
-
 @contextlib.contextmanager
 def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
     """
@@ -178,20 +132,12 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
 
     :param where: How to name the store in messages (e.g. `the milvus store at ./docs.db`).
     :param uri: The Milvus URI, if it is a Milvus store.
-    :raises StoreError: On an exception of a store library (or an `OSError`) in the block, and after it when Milvus
-        Lite logged lost documents. Other exceptions pass through unchanged.
+    :raises StoreError: On an exception of a store library (or an `OSError`) in the block. Other exceptions pass
+        through unchanged.
     """
     lite = milvus_lite_path(uri) if uri is not None else None
     if uri is not None and _QUIET:
         _quiet_pymilvus()
-    recorder = BufferingHandler(capacity=sys.maxsize)  # keeps the warnings Milvus Lite logs meanwhile
-    recorder.setLevel(std_logging.WARNING)
-    lite_logger = std_logging.getLogger("milvus_lite")
-    watched = {std_logging.getLogger(name): std_logging.getLogger(name).level for name in _DAMAGE_LOGGERS}
-    for watched_logger in watched:
-        if not watched_logger.isEnabledFor(std_logging.WARNING):
-            watched_logger.setLevel(std_logging.WARNING)
-    lite_logger.addHandler(recorder)
     try:
         yield
     except StoreError:
@@ -199,25 +145,14 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
     except Exception as exc:
         if not _is_store_fault(exc):
             raise
-        raise _describe(exc, where, uri, lite, recorder.buffer) from exc
-    finally:
-        lite_logger.removeHandler(recorder)
-        for watched_logger, level in watched.items():
-            watched_logger.setLevel(level)
-    missing = [r.getMessage() for r in recorder.buffer if _lost_documents(r)]
-    if missing:
-        detail = "; ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
-        raise StoreError(f"The Milvus Lite database {uri} is damaged ({detail}): {_REBUILD}.")
+        raise _describe(exc, where, uri, lite) from exc
 
 
-def _describe(
-    exc: Exception, where: str, uri: Any, lite: Path | None, records: list[std_logging.LogRecord]
-) -> StoreError:
+def _describe(exc: Exception, where: str, uri: Any, lite: Path | None) -> StoreError:
     """The one-line `StoreError` for a store exception (Haystack's wrappers are skipped: they dump configuration)."""
     root = exception_chain(exc)[-1]
-    logged = next((r.exc_info[1] for r in records if r.exc_info and r.exc_info[1] is not None), None)
     if lite is not None:
-        causes = exception_chain(logged if logged is not None else exc)
+        causes = exception_chain(exc)
         if any(is_instance(e, "milvus_lite.exceptions", "DataDirLockedError") for e in causes):
             return StoreError(
                 f"The Milvus Lite database {uri} is in use by another process (e.g. a running `haystack-agentic "
@@ -226,8 +161,11 @@ def _describe(
         cause = causes[-1]
         if isinstance(cause, (FileExistsError, NotADirectoryError)):
             return StoreError(f"{uri} is not a Milvus Lite database (it is not a folder): give another --uri.")
-        if lite.is_dir():
-            return StoreError(f"The Milvus Lite database {uri} is damaged or unreadable ({one_line(cause)}): {_REBUILD}.")
+        if lite.is_dir():  # Milvus Lite raises the same error for a database another process holds and a damaged one
+            return StoreError(
+                f"Cannot open the Milvus Lite database {uri} ({one_line(cause)}): it is in use by another process (e.g. "
+                f"a running `haystack-agentic serve`: stop it, or use another --uri), or damaged ({_REBUILD})."
+            )
         return StoreError(f"Cannot open the Milvus Lite database {uri}: {one_line(cause)}.")
     details = getattr(root, "details", None)  # gRPC errors: the reason without the debug dump
     reason = details() if callable(details) else one_line(root)

@@ -21,7 +21,6 @@ from haystack_agentic.settings import default_milvus_uri, default_weaviate_url, 
 logger = logging.getLogger(__name__)
 
 _JUDGE_GROUNDER = "haystack_agentic.components.grounders.llm_judge_grounder.LLMJudgeGrounder"
-_RETRIEVAL_ONLY = "haystack_agentic.evaluation.retrieval_only_answerer.RetrievalOnlyAnswerer"
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,6 @@ class LoopOptions:
     :param grounding: `auto`: an `HHEMGrounder` without its local model becomes the router's LLM as judge
         (`LLMJudgeGrounder`) in an `openai` run and is skipped (with the reason) otherwise; `pipeline`: as written.
     :param context_tokens: The LLM server's context size (llama.cpp's `/props`): every role's prompt budget fits it.
-    :param retrieval_only: The answerer is a `RetrievalOnlyAnswerer` and the fallback is off (no answer LLM).
     :param new_store: A Milvus Lite database the pipeline names may be created (a run otherwise writes nothing).
     :raises ValueError: If an option is out of range (the message names the command-line flag).
     """
@@ -69,7 +67,6 @@ class LoopOptions:
     on_insufficient_evidence: str | None = None
     grounding: str = "auto"
     context_tokens: int | None = None
-    retrieval_only: bool = False
     new_store: bool = False
 
     def __post_init__(self) -> None:
@@ -190,10 +187,6 @@ def build_loop(options: LoopOptions | None = None, notify: Callable[[str], None]
         if "evidence" not in components:
             raise ValueError("--on-insufficient-evidence needs a pipeline with an `evidence` component.")
         components["evidence"]["init_parameters"]["on_insufficient_evidence"] = options.on_insufficient_evidence
-    if options.retrieval_only:
-        components["answerer"] = {"type": _RETRIEVAL_ONLY, "init_parameters": {}}
-        if "fallback" in components:
-            components["fallback"]["init_parameters"]["enabled"] = False
     if options.grounding == "auto":
         _choose_grounder(components, options.resolved_llm() == "openai", notify)
     _set_limits(data, options)  # after the grounder is chosen: a judge grounder's generator gets the limits too

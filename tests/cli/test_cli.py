@@ -8,7 +8,7 @@ import pytest
 
 from haystack_agentic.cli.main import main
 from haystack_agentic.components.generators.embedded_chat_generator import embedded_model_available
-from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
+from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
 from haystack_agentic.resources import sample_corpus_path
 
 BIG_STONE_GAP = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'
@@ -159,21 +159,6 @@ def test_ask_arthurs_magazine_offline_gives_up_honestly(sample_store, capsys):
     assert "Evidence: insufficient" in out
 
 
-@pytest.mark.slow  # runs for many seconds
-def test_eval_unanswerable_reports_abstention(tmp_path, store_env, capsys):
-    out_dir = tmp_path / "eval"
-    code = main(["eval", "--unanswerable", "--no-answer", "--limit", "3", "--configs", "bridge-entity",
-                 "--out", str(out_dir), "--json", "--quiet"])
-    assert code == 0
-    totals = json.loads(capsys.readouterr().out)
-    summary = totals["hotpotqa_dev_sample"]["bridge-entity"]
-    assert summary["unanswerable"] == 3 and summary["normal"] == 3
-    assert 0.0 <= summary["abstention_rate"] <= 1.0 and summary["threshold"] is not None
-    assert summary["checks"] >= 6 and summary["ms_per_check_mean"] > 0
-    report = json.loads((out_dir / "hotpotqa_dev_sample-unanswerable.json").read_text())
-    assert {q["condition"] for q in report["configs"]["bridge-entity"]["questions"]} == {"normal", "unanswerable"}
-
-
 @pytest.mark.integration
 @needs_model
 def test_console_script_runs_as_a_user_would(sample_store):
@@ -256,15 +241,6 @@ def test_serve_refuses_bad_ports_before_anything_loads(args, says, capsys, monke
     monkeypatch.setattr("haystack_agentic.cli.serve.plan", lambda *_: pytest.fail("plan() ran before the checks"))
     assert serve_main(args) == 2
     assert says in capsys.readouterr().err
-
-
-def test_eval_out_that_is_a_file_is_refused_before_the_run(tmp_path, store_env, capsys, monkeypatch):
-    taken = tmp_path / "results.txt"
-    taken.write_text("keep me")
-    monkeypatch.setattr("haystack_agentic.datasets.hotpotqa.load_hotpotqa_questions", lambda *_: pytest.fail("ran"))
-    assert main(["eval", "--no-answer", "--limit", "2", "--out", str(taken)]) == 2
-    assert f"--out {taken} is a file: pass a folder" in capsys.readouterr().err
-    assert taken.read_text() == "keep me"
 
 
 @pytest.mark.parametrize(

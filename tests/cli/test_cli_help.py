@@ -9,7 +9,7 @@ import pytest
 
 from haystack_agentic.cli.main import build_parser
 
-COMMANDS = ["index", "ask", "collections", "eval", "serve"]
+COMMANDS = ["index", "ask", "collections", "serve"]
 
 #: Top-level packages `--help` must not import: each one costs from a second (haystack) to ten (torch).
 HEAVY = ("haystack", "haystack_integrations", "torch", "transformers", "hayhooks", "matplotlib", "milvus_haystack")

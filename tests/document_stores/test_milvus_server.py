@@ -20,7 +20,7 @@ from haystack_agentic.grounding.markers import strip_markers
 from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.indexing.document_stores import milvus_document_store
 from haystack_agentic.resources import pipeline_path
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 pytest.importorskip("milvus", reason="the `milvus` wheel (dev extra) starts the Milvus server these tests use")
 pytestmark = pytest.mark.integration

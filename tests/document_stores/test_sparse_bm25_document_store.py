@@ -10,7 +10,7 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.document_stores.sparse_bm25_document_store import equality_preselection
 

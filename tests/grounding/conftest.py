@@ -3,7 +3,7 @@ import pytest
 from haystack import Document
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
-from haystack_agentic.testing.tiny_hhem import build_tiny_hhem
+from tiny_hhem import build_tiny_hhem
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from haystack_agentic import AgenticRAG, Answerer, LLMJudgeGrounder, LoopState, 
 from haystack_agentic.components.extractors.short_answer_extractor import ShortAnswerExtractor, extract_short_answer
 from haystack_agentic.grounding.citations import DROPPED_KEY, UNCITED_KEY, cite, offline_support, strip_markers
 from haystack_agentic.presentation import unsupported_note
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 from conftest import DOC_TEXT, DOCS, QUESTION, decide, search, tool_turn
 

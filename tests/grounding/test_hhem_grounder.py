@@ -7,7 +7,7 @@ from conftest import load_yaml
 from haystack_agentic import HHEMGrounder
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 from haystack_agentic.grounding.citations import strip_markers
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 from .conftest import ended_state
 

@@ -8,7 +8,7 @@ from conftest import load_yaml
 from haystack_agentic import LLMJudgeGrounder
 from haystack_agentic.components.grounders.llm_judge_grounder import parse_claims
 from haystack_agentic.grounding.citations import strip_markers
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 from .conftest import ended_state
 
@@ -100,7 +100,7 @@ def test_parse_claims_variants():
 
 def test_serialisation_round_trip(monkeypatch):
     # the nested chat generator is deserialised with the process-wide allow-list
-    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*")
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", f"haystack_agentic.*,{ScriptedChatGenerator.__module__}")
     grounder = judge("{}")
     data = grounder.to_dict()
     restored = LLMJudgeGrounder.from_dict(data)
@@ -118,7 +118,7 @@ def test_the_builder_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm
 
     from haystack_agentic import AgenticRouter, HHEMGrounder, LLMJudgeGrounder, build_loop_pipeline
     from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
-    from haystack_agentic.testing import ScriptedChatGenerator
+    from scripted_chat_generator import ScriptedChatGenerator
 
     llm = ScriptedChatGenerator([{"text": "x"}])
     missing = HHEMGrounder(model=str(tmp_path / "no-model"), foundation=str(tmp_path / "no-t5"), local_files_only=True)

@@ -26,7 +26,7 @@ from haystack_agentic.indexing.collections import (
     resolve_scope,
     tag_documents,
 )
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 QUESTION = "Where is the director of the film Big Stone Gap based?"
 
@@ -365,8 +365,8 @@ def test_served_inputs_carry_the_scope():
 
 @pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
 def test_eval_reports_per_collection():
-    from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
-    from haystack_agentic.evaluation.runner import bridge_entity_config, build_store, run_eval
+    from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
+    from benchmarks.harness.runner import bridge_entity_config, build_store, run_eval
     from haystack_agentic.resources import sample_corpus_path
 
     rows = load_hotpotqa_questions(sample_corpus_path())[:6]

@@ -23,7 +23,7 @@ from haystack_agentic.components.embedders.minilm_document_embedder import MiniL
 from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder
 from haystack_agentic.components.retrievers.safe_retriever import DocumentStoreUnavailableError, SafeRetriever
 from haystack_agentic.sockets import component_sockets
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 TENANT = {"field": "meta.kind", "operator": "==", "value": "place"}
 

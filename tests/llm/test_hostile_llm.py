@@ -18,7 +18,7 @@ from haystack_agentic.components.embedders.minilm_document_embedder import MiniL
 from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.llm.valid_text import valid_reply, valid_text
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 
 LONE = "\ud83d"

@@ -7,8 +7,8 @@ from haystack.dataclasses import ChatMessage, ChatRole
 
 from haystack_agentic import AgenticRouter, LoopController
 from haystack_agentic.llm.result_digests import DIGEST_META_KEY, find_chunk, search_digest, short_id
-from haystack_agentic.testing import ScriptedChatGenerator
-from haystack_agentic.testing.scripted_chat_generator import _message_chars
+from scripted_chat_generator import ScriptedChatGenerator
+from scripted_chat_generator import message_chars
 
 RESULTS = {
     "film": [("bsg", 2.0), ("trigiani", 1.0)],
@@ -76,9 +76,9 @@ def test_older_results_are_sent_as_digests_and_the_state_keeps_them_whole():
     assert DOC_TEXT["bsg"] in kept[0].tool_call_result.result
     assert kept[0].meta[DIGEST_META_KEY] == texts[0]
     # The usage counts what was sent: the scripted generator reports chars / 4 of the messages it got.
-    sent_tokens = sum(sum(_message_chars(m) for m in messages) // 4 for messages, _, _ in llm.calls)
+    sent_tokens = sum(sum(message_chars(m) for m in messages) // 4 for messages, _, _ in llm.calls)
     assert states[-1].usage["controller"]["prompt_tokens"] == sent_tokens
-    assert sum(_message_chars(m) for m in sent) < sum(_message_chars(m) for m in states[2].messages)
+    assert sum(message_chars(m) for m in sent) < sum(message_chars(m) for m in states[2].messages)
 
 
 def test_a_chunk_shown_before_is_referenced_not_resent():
@@ -167,7 +167,7 @@ def _prompt_sizes(build_loop, **router_kwargs) -> list[int]:
     loop = build_loop([*(search(q) for q in queries), answer("x")], max_iterations=10, retriever=LongChunks(),
                       router_kwargs=router_kwargs)  # fmt: skip
     assert loop.run()["terminated_by"] == "answered"
-    return [sum(_message_chars(m) for m in messages) // 4 for messages, _, _ in loop.llm.calls]
+    return [sum(message_chars(m) for m in messages) // 4 for messages, _, _ in loop.llm.calls]
 
 
 def test_the_prompt_grows_by_a_digest_per_turn_not_by_a_result(build_loop):

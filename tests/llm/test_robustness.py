@@ -14,7 +14,7 @@ from haystack_agentic import AgenticRouter, FallbackSynthesizer, LoopController,
 from haystack_agentic.llm.calls import call_generator, call_generator_async
 from haystack_agentic.llm.retries import is_transient
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 from conftest import actions, answer, search
 from haystack_agentic.grounding.citations import strip_markers

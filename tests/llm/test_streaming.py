@@ -10,7 +10,7 @@ from haystack.dataclasses import ChatMessage, StreamingChunk
 from haystack_agentic import AgenticRouter, Answerer, FallbackSynthesizer
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, ROLE_META, STEP_META
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 
 LONG_ANSWER = "Adriana Trigiani is based in Greenwich Village, New York City."

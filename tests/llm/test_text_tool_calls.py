@@ -15,7 +15,7 @@ from haystack.tools import Tool
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.llm.streaming import CallTextHold
 from haystack_agentic.llm.text_tool_calls import LEAD_IN_MAX_CHARS, MAX_REPLY_CHARS, could_be_calls, recover_tool_calls
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 
 def _year_tool() -> Tool:

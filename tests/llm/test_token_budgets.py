@@ -141,7 +141,7 @@ def test_compaction_with_a_model_tokenizer_stays_within_the_budget(smollm2_token
 
 def test_token_counter_for_picks_the_model_tokenizer(smollm2_tokenizer):
     from haystack_agentic.llm.tokens import CONSERVATIVE, HuggingFaceTokenCounter, token_counter_for
-    from haystack_agentic.testing import ScriptedChatGenerator
+    from scripted_chat_generator import ScriptedChatGenerator
 
     assert token_counter_for(None) is CONSERVATIVE
     assert token_counter_for(ScriptedChatGenerator([])) is CONSERVATIVE

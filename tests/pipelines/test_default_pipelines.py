@@ -98,20 +98,18 @@ def test_packaged_yaml_loads_into_the_built_pipeline(name, monkeypatch):
     assert _comparable(_opened(loaded).to_dict()) == _comparable(default_pipelines()[name].to_dict())
 
 
-@pytest.mark.parametrize("retrieval_only", [False, True])
-def test_the_embedded_loop_cuts_short_answers_in_its_own_stage(retrieval_only):
+def test_the_embedded_loop_cuts_short_answers_in_its_own_stage():
     """`build_loop` builds the embedded graph with the extractor between the answerer and the end; the OpenAI
     pipelines have none (their Answerer streams its answer itself)."""
     from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
 
-    pipeline = build_loop(LoopOptions(llm="embedded", retrieval_only=retrieval_only), notify=lambda _: None)
+    pipeline = build_loop(LoopOptions(llm="embedded"), notify=lambda _: None)
     edges = {(c["sender"], c["receiver"]) for c in pipeline.to_dict()["connections"]}
     assert {("answerer.finished", "extractor.state"), ("extractor.state", "finish.value")} <= edges
     assert not any(sender == "answerer.finished" and receiver != "extractor.state" for sender, receiver in edges)
     extractor, answerer = pipeline.get_component("extractor"), pipeline.get_component("answerer")
-    if not retrieval_only:
-        assert answerer.stream_answer is False
-        assert (extractor.max_chunks, extractor.chunks_per_search) == (answerer.max_chunks, answerer.chunks_per_search)
+    assert answerer.stream_answer is False
+    assert (extractor.max_chunks, extractor.chunks_per_search) == (answerer.max_chunks, answerer.chunks_per_search)
     for name in ("agentic_rag.yml", "agentic_rag_json.yml"):
         assert "extractor" not in yaml.safe_load(pipeline_path(name).read_text(encoding="utf-8"))["components"]
 

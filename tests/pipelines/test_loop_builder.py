@@ -46,12 +46,6 @@ def test_timeout_and_max_tokens_reach_every_chat_generator_of_the_packaged_pipel
         assert generator.generation_kwargs["max_tokens"] == 77, role
 
 
-def test_retrieval_only_has_no_answer_llm():
-    pipeline = build_loop(LoopOptions(pipeline=str(SCRIPTED_YAML), retrieval_only=True))
-    assert type(pipeline.get_component("answerer")).__name__ == "RetrievalOnlyAnswerer"
-    assert pipeline.get_component("fallback").enabled is False
-
-
 @pytest.mark.parametrize(
     ("options", "says"),
     [

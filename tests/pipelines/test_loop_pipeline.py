@@ -24,7 +24,7 @@ from haystack_agentic import (
     build_loop_pipeline,
 )
 from haystack_agentic.pipelines.loop_pipeline import max_runs_for
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 
 HOPS = [search("Big Stone Gap film director"), search("Adriana Trigiani"), answer("Greenwich Village")]

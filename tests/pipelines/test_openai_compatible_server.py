@@ -19,7 +19,7 @@ from haystack_agentic import AgenticRouter
 from haystack_agentic.pipelines.default_pipelines import ROLE_MAX_TOKENS
 from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 from haystack_agentic.loop_loading import retriever_store
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 
 PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"

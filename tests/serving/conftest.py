@@ -139,15 +139,16 @@ def server_env() -> dict:
     env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = SCRIPTED_MODULE
     env["HAYHOOKS_TRACING_ENABLED"] = "false"
     env.pop("OPENAI_API_KEY", None)
-    # The server imports this checkout's package (the virtualenv's editable install may point at another one).
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent.parent), env.get("PYTHONPATH")]))
+    # The server imports this checkout's package (the virtualenv's editable install may point at another one) and
+    # the test doubles in tests/ (the scripted LLM of the served YAMLs).
+    paths = [str(HERE.parent), str(HERE.parent.parent), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
     return env
 
 
 def citing_env() -> dict:
-    """`server_env()` with the citation test double importable (`tests/` on the path) and allowed in YAML."""
+    """`server_env()` with the citation test double (in `tests/`, on the path) allowed in YAML."""
     env = server_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env["PYTHONPATH"]])
     allowed = env.get("HAYSTACK_DESERIALIZATION_ALLOWLIST")
     env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join(filter(None, [allowed, CITING_TYPE.rsplit(".", 1)[0]]))
     return env

@@ -32,17 +32,18 @@ class AgenticRAG(SuperComponent):
     ### Usage example
     ```python
     from haystack import Document
+    from haystack.components.generators.chat import MockChatGenerator
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from haystack.dataclasses import ChatMessage, ToolCall
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
     from haystack_agentic import AgenticRAG, AgenticRouter, build_loop_pipeline
-    from haystack_agentic.testing import ScriptedChatGenerator
 
     store = InMemoryDocumentStore()
     store.write_documents([Document(id="bsg", content="Big Stone Gap is a film directed by Adriana Trigiani.")])
-    llm = ScriptedChatGenerator([  # any Haystack chat generator with tool calling, e.g. OpenAIChatGenerator()
-        {"tool_calls": [{"tool_name": "search", "arguments": {"query": "Big Stone Gap director"}}]},
-        {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "Adriana Trigiani"}}]},
+    llm = MockChatGenerator([  # any Haystack chat generator with tool calling, e.g. OpenAIChatGenerator()
+        ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="search", arguments={"query": "Big Stone Gap"})]),
+        ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="answer", arguments={"text": "Adriana Trigiani"})]),
     ])
     loop = build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store), check_evidence=False)
     rag = AgenticRAG(pipeline=loop)  # or AgenticRAG("agentic_rag"), AgenticRAG("my.yml"); add it to any Pipeline

@@ -21,12 +21,12 @@ from haystack_agentic import (
     build_loop_pipeline,
 )
 from haystack_agentic.components.evidence.evidence_checker import DEFAULT_GIVE_UP_TEMPLATE, STRONG_OFFLINE_SCORE
-from haystack_agentic.datasets.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
 from haystack_agentic.evidence.features import chunk_title, key_entities, lexical_coverage, truecase
 from haystack_agentic.evidence.similarity import chunk_head
 from haystack_agentic.evidence.judge import parse_verdict
 from haystack_agentic.resources import sample_corpus_path
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 
 ARTHUR = "Which magazine was started first Arthur's Magazine or First for Women?"

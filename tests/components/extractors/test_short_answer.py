@@ -19,7 +19,7 @@ from haystack_agentic.components.extractors._comparison_answer import compare_by
 from haystack_agentic.components.extractors.short_answer_extractor import extract_short_answer
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.streaming import ANSWER_META, ROLE_META
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 
 def short_answer(question, reply, chunks=(), option_pages=None) -> str:

@@ -9,7 +9,7 @@ from haystack import Document
 
 from haystack_agentic import Answerer, LoopState, ToolStep
 from haystack_agentic.components.generators.answerer import DEFAULT_ANSWER_PROMPT, prompt_chunks
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.refused_turns import FORCED_AT_CAP
 

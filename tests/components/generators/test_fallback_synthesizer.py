@@ -8,7 +8,7 @@ from conftest import DOC_TEXT, QUESTION, actions, calls, search
 from haystack import Document
 
 from haystack_agentic import FallbackSynthesizer, LoopLimits, LoopState
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 
 CHUNKS = (

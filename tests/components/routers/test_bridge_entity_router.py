@@ -15,7 +15,7 @@ from haystack_agentic import (
     build_loop_pipeline,
 )
 from haystack_agentic.indexing.collections import and_filters
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 
 QUESTION = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'

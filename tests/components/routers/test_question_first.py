@@ -10,7 +10,7 @@ from haystack.dataclasses import ChatRole
 from haystack_agentic import AgenticRouter
 from haystack_agentic.grounding.markers import strip_markers
 from haystack_agentic.llm.refused_turns import MAX_REFUSED_TURNS, SUGGESTED_SEARCH_REASON
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 FIRST = {"search_question_first": True}
 #: The free first search puts an assistant message (its `search` call) in the conversation: count calls, not those.

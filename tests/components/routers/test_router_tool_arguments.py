@@ -122,7 +122,7 @@ def test_give_up_with_a_reason_keeps_it(build_loop):
 
 def test_the_give_up_tool_schema_does_not_require_a_reason():
     from haystack_agentic import AgenticRouter
-    from haystack_agentic.testing import ScriptedChatGenerator
+    from scripted_chat_generator import ScriptedChatGenerator
 
     router = AgenticRouter(chat_generator=ScriptedChatGenerator([]))
     give_up = next(tool for tool in router._all_tools if tool.name == "give_up")

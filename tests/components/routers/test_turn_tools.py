@@ -18,7 +18,7 @@ from haystack.tracing import Span, Tracer
 
 from haystack_agentic import AgenticRouter, LoopController, LoopState, build_loop_pipeline
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 FILTERS = {"field": "meta.kind", "operator": "in", "value": ["film", "person", "place"]}
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from haystack_agentic.evidence.scoring import EvidenceModel
 
-
 #: The L2 penalty of `fit_logistic` (not on the intercept), its most Newton steps, and `curve_summary`'s recall step.
 L2 = 1.0
 NEWTON_STEPS = 50

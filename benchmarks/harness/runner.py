@@ -18,17 +18,18 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
+from benchmarks.harness.gold import gold_document_ids
+from benchmarks.harness.metrics import best_answer_scores, gold_answers, supporting_recall
+from benchmarks.harness.retrieval_only_answerer import RetrievalOnlyAnswerer
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.loop.loop_controller import LoopController
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.dataclasses.loop_state import ROLES
-from haystack_agentic.datasets.hotpotqa import gold_document_ids, hotpotqa_documents
-from haystack_agentic.evaluation.metrics import best_answer_scores, gold_answers, supporting_recall
-from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
 from haystack_agentic.grounding.markers import strip_markers
 from haystack_agentic.indexing.collections import COLLECTION_FIELD
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents
 from haystack_agentic.pipelines.default_pipelines import embedded_answer_stages, embedded_fallback
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 

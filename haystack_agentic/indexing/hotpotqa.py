@@ -67,7 +67,8 @@ def hotpotqa_document_id(title: str, text: str | None = None, source: str = "hot
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def _is_musique(row: dict[str, Any]) -> bool:
+def is_musique(row: dict[str, Any]) -> bool:
+    """Whether a row is MuSiQue's (it lists `supporting_paragraph_idx`), whose titles may have several paragraphs."""
     return "supporting_paragraph_idx" in row
 
 
@@ -85,7 +86,7 @@ def hotpotqa_documents(
     :raises ValueError: If the file is malformed (see `load_hotpotqa_questions`).
     """
     rows = load_hotpotqa_questions(path_or_rows) if isinstance(path_or_rows, (str, PathLike)) else list(path_or_rows)
-    by_text = bool(rows) and _is_musique(rows[0])
+    by_text = bool(rows) and is_musique(rows[0])
     source = ("musique" if by_text else "hotpotqa") if source is None else source
     paragraphs: dict[Any, tuple[str, str]] = {}  # key -> (title, text), insertion-ordered
     for row in rows:
@@ -112,18 +113,3 @@ def hotpotqa_documents(
         for title, text in paragraphs.values()
     ]
 
-
-def gold_titles(row: dict[str, Any]) -> list[str]:
-    """The distinct titles of a question's supporting facts, in first-mention order."""
-    return list(dict.fromkeys(title for title, _ in row["supporting_facts"]))
-
-
-def gold_document_ids(row: dict[str, Any]) -> list[str]:
-    """
-    The distinct `hotpotqa_documents` ids of a question's gold paragraphs: MuSiQue's `context[i]` for `i` in
-    `supporting_paragraph_idx`, HotpotQA's titles in `supporting_facts`.
-    """
-    if not _is_musique(row):
-        return [hotpotqa_document_id(t, source="hotpotqa") for t in gold_titles(row)]
-    paragraphs = (row["context"][i] for i in row["supporting_paragraph_idx"])
-    return list(dict.fromkeys(hotpotqa_document_id(t, "".join(s), source="musique") for t, s in paragraphs))

@@ -8,16 +8,19 @@ import struct
 
 import pytest
 from rich.console import Console
+from scripted_chat_generator import ScriptedChatGenerator
 
-from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
-from haystack_agentic.evaluation.plot import bootstrap_mean_interval, wilson_interval
-from haystack_agentic.evaluation.plot import plot_points, plot_report
-from haystack_agentic.evaluation.report import left_out_note, render_table
-from haystack_agentic.evaluation.runner import (
-    bridge_entity_config, build_store, llm_router_config, one_shot_config, run_eval,
+from benchmarks.harness.plot import bootstrap_mean_interval, plot_points, plot_report, wilson_interval
+from benchmarks.harness.report import left_out_note, render_table
+from benchmarks.harness.runner import (
+    bridge_entity_config,
+    build_store,
+    llm_router_config,
+    one_shot_config,
+    run_eval,
 )
+from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
 from haystack_agentic.resources import sample_corpus_path
-from haystack_agentic.testing import ScriptedChatGenerator
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ class ScriptedChatGenerator:
     ### Usage example
     ```python
     from haystack.dataclasses import ChatMessage
-    from haystack_agentic.testing import ScriptedChatGenerator
+    from scripted_chat_generator import ScriptedChatGenerator
 
     llm = ScriptedChatGenerator(
         script=[
@@ -177,7 +177,7 @@ class ScriptedChatGenerator:
                 if variables is not None:
                     arguments = _render_strings(arguments, variables)
                 tool_calls.append(ToolCall(call["tool_name"], arguments, id=call.get("id") or f"call_{index}_{number}"))
-        prompt = sum(_message_chars(m) for m in messages) // 4
+        prompt = sum(message_chars(m) for m in messages) // 4
         completion = (len(text or "") + sum(_arguments_chars(tc.arguments) for tc in tool_calls)) // 4
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         finish = "tool_calls" if tool_calls else "stop"
@@ -218,7 +218,7 @@ def stream_chunks(reply: ChatMessage, component_info: ComponentInfo | None = Non
     return chunks
 
 
-def _message_chars(message: ChatMessage) -> int:
+def message_chars(message: ChatMessage) -> int:
     chars = len(message.text or "")
     for tool_call in message.tool_calls:
         chars += len(tool_call.tool_name) + _arguments_chars(tool_call.arguments)

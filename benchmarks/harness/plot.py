@@ -12,7 +12,6 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-
 #: Coverage of the intervals, and bootstrap resamples (seeded: the same values give the same interval).
 CONFIDENCE = 0.95
 RESAMPLES = 2000

@@ -8,8 +8,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.cells import cell_len
+from rich.console import Console
 from rich.table import Table
 
 _MISSING = "-"

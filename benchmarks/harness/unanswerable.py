@@ -14,9 +14,9 @@ from typing import Any
 from haystack import logging
 from haystack.document_stores.types import DuplicatePolicy
 
-from haystack_agentic.datasets.hotpotqa import gold_document_ids
-from haystack_agentic.evaluation.calibration import average_precision, curve_summary, precision_recall_curve, roc_auc
-from haystack_agentic.evaluation.runner import run_question
+from benchmarks.harness.calibration import average_precision, curve_summary, precision_recall_curve, roc_auc
+from benchmarks.harness.gold import gold_document_ids
+from benchmarks.harness.runner import run_question
 
 logger = logging.getLogger(__name__)
 

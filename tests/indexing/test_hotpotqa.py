@@ -5,9 +5,8 @@ from pathlib import Path
 import pytest
 from haystack import Document
 
-from haystack_agentic.datasets.hotpotqa import (
-    gold_document_ids,
-    gold_titles,
+from benchmarks.harness.gold import gold_document_ids, gold_titles
+from haystack_agentic.indexing.hotpotqa import (
     hotpotqa_document_id,
     hotpotqa_documents,
     load_hotpotqa_questions,

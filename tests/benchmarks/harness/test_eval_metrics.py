@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 import pytest
 
-from haystack_agentic.evaluation.metrics import (
+from benchmarks.harness.metrics import (
     best_answer_scores,
     exact_match,
     f1,

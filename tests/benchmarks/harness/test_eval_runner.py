@@ -1,24 +1,34 @@
 # SPDX-License-Identifier: Apache-2.0
-import argparse
+"""The evaluation harness (`benchmarks/harness/`) and its script (`benchmarks/eval.py`)."""
+
 import json
+from pathlib import Path
 
 import pytest
 from rich.console import Console
+from scripted_chat_generator import ScriptedChatGenerator
 
-from haystack_agentic.cli.eval import add_eval_parser, cmd_eval
-from haystack_agentic.evaluation.metrics import exact_match, f1, supporting_recall
-from haystack_agentic.grounding.markers import strip_markers
-from haystack_agentic.evaluation.plot import plot_report
-from haystack_agentic.evaluation.report import render_table, write_json
-from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
-from haystack_agentic.evaluation.runner import (
-    bridge_entity_config, build_store, llm_router_config, one_shot_config, run_eval,
+from benchmarks.eval import EvalError, build_parser, main, run
+from benchmarks.harness.gold import gold_document_ids
+from benchmarks.harness.metrics import exact_match, f1, supporting_recall
+from benchmarks.harness.pipeline_configs import retrieval_only
+from benchmarks.harness.plot import plot_report
+from benchmarks.harness.report import render_table, write_json
+from benchmarks.harness.retrieval_only_answerer import RetrievalOnlyAnswerer
+from benchmarks.harness.runner import (
+    bridge_entity_config,
+    build_store,
+    llm_router_config,
+    one_shot_config,
+    run_eval,
 )
-from haystack_agentic.datasets.hotpotqa import gold_document_ids, load_hotpotqa_questions
 from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.grounding.markers import strip_markers
+from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
+from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
 from haystack_agentic.resources import sample_corpus_path
-from haystack_agentic.testing import ScriptedChatGenerator
 
+SCRIPTED_YAML = Path(__file__).parents[2] / "serving" / "scripted_loop.yml"
 
 @pytest.fixture(scope="module")
 def rows():
@@ -89,17 +99,36 @@ def test_retrieval_only_answerer_keeps_draft_and_skips_llm():
     assert "state" in RetrievalOnlyAnswerer().run(state=LoopState(question="q", pending_action="reflect"))
 
 
+def test_retrieval_only_replaces_the_answerer_and_turns_the_fallback_off(allow_scripted_llm):
+    """`SCRIPTED_YAML`'s test LLM is trusted here, as a user trusts their own components."""
+    pipeline = build_loop(LoopOptions(pipeline=str(SCRIPTED_YAML)))
+    before = {(c["sender"], c["receiver"]) for c in pipeline.to_dict()["connections"]}
+    retrieval_only(pipeline)
+    assert isinstance(pipeline.get_component("answerer"), RetrievalOnlyAnswerer)
+    assert pipeline.get_component("fallback").enabled is False
+    assert {(c["sender"], c["receiver"]) for c in pipeline.to_dict()["connections"]} == before
+    with pytest.raises(ValueError, match="has none"):
+        pipeline.remove_component("answerer")
+        retrieval_only(pipeline)
+
+
+def test_the_embedded_loop_stays_whole_when_retrieval_only():
+    """The short-answer stage stays between the answerer and the end (`agentic_rag_embedded` has one)."""
+    pipeline = build_loop(LoopOptions(llm="embedded"), notify=lambda _: None)
+    retrieval_only(pipeline)
+    edges = {(c["sender"], c["receiver"]) for c in pipeline.to_dict()["connections"]}
+    assert {("answerer.finished", "extractor.state"), ("extractor.state", "finish.value")} <= edges
+
+
 @pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
-def test_eval_command_retrieval_only_writes_files(tmp_path, monkeypatch):
+def test_eval_script_retrieval_only_writes_files(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     data = tmp_path / "qa.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in load_hotpotqa_questions(sample_corpus_path())[:3]))
-    parser = argparse.ArgumentParser()
-    add_eval_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["eval", "--data", str(data), "--no-answer", "--out", str(tmp_path / "res"), "--quiet"])
+    args = build_parser().parse_args(["--data", str(data), "--no-answer", "--out", str(tmp_path / "res"), "--quiet"])
     console = Console(record=True, width=250)
-    assert cmd_eval(args, console) == 0
+    assert run(args, console) == 0
     report = json.loads((tmp_path / "res" / "qa.json").read_text())
     assert set(report["configs"]) == {"one-shot", "bridge-entity"}
     assert report["meta"]["retrieval_only"] is True
@@ -108,11 +137,33 @@ def test_eval_command_retrieval_only_writes_files(tmp_path, monkeypatch):
     assert "one-shot" in console.export_text()
 
 
-def test_eval_command_rejects_unknown_config(tmp_path):
-    from haystack_agentic.cli.common import CLIError
+def test_eval_script_rejects_unknown_config():
+    args = build_parser().parse_args(["--configs", "one-shot,magic", "--no-answer"])
+    with pytest.raises(EvalError, match="magic"):
+        run(args, Console())
 
-    parser = argparse.ArgumentParser()
-    add_eval_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["eval", "--configs", "one-shot,magic", "--no-answer"])
-    with pytest.raises(CLIError, match="magic"):
-        cmd_eval(args, Console())
+
+@pytest.mark.slow  # runs for many seconds
+def test_eval_unanswerable_reports_abstention(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    out_dir = tmp_path / "eval"
+    code = main(["--unanswerable", "--no-answer", "--limit", "3", "--configs", "bridge-entity",
+                 "--out", str(out_dir), "--json", "--quiet"])
+    assert code == 0
+    totals = json.loads(capsys.readouterr().out)
+    summary = totals["hotpotqa_dev_sample"]["bridge-entity"]
+    assert summary["unanswerable"] == 3 and summary["normal"] == 3
+    assert 0.0 <= summary["abstention_rate"] <= 1.0 and summary["threshold"] is not None
+    assert summary["checks"] >= 6 and summary["ms_per_check_mean"] > 0
+    report = json.loads((out_dir / "hotpotqa_dev_sample-unanswerable.json").read_text())
+    assert {q["condition"] for q in report["configs"]["bridge-entity"]["questions"]} == {"normal", "unanswerable"}
+
+
+def test_eval_out_that_is_a_file_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    taken = tmp_path / "results.txt"
+    taken.write_text("keep me")
+    monkeypatch.setattr("haystack_agentic.indexing.hotpotqa.load_hotpotqa_questions", lambda *_: pytest.fail("ran"))
+    assert main(["--no-answer", "--limit", "2", "--out", str(taken)]) == 2
+    assert f"--out {taken} is a file: pass a folder" in capsys.readouterr().err
+    assert taken.read_text() == "keep me"

@@ -9,7 +9,7 @@ from haystack import Pipeline
 from haystack.core.serialization import component_from_dict, component_to_dict
 from haystack.dataclasses import ChatMessage, ToolCall
 
-from haystack_agentic.testing import ScriptedChatGenerator
+from scripted_chat_generator import ScriptedChatGenerator
 
 USER = ChatMessage.from_user("Who directed Big Stone Gap?")
 
@@ -230,7 +230,7 @@ def test_to_dict_from_dict_round_trip_with_plain_data():
     llm = ScriptedChatGenerator(script, latency=0.5, model="m", repeat_last=False, per_call=True)
     data = llm.to_dict()
     assert data == {
-        "type": "haystack_agentic.testing.scripted_chat_generator.ScriptedChatGenerator",
+        "type": "scripted_chat_generator.ScriptedChatGenerator",
         "init_parameters": {"script": script, "latency": 0.5, "model": "m", "repeat_last": False, "per_call": True},
     }
     assert yaml.safe_load(yaml.safe_dump(data)) == data
@@ -254,5 +254,5 @@ def test_works_as_a_pipeline_component():
     pipeline = Pipeline()
     pipeline.add_component("llm", ScriptedChatGenerator([{"text": "hi"}]))
     assert pipeline.run({"llm": {"messages": [USER]}})["llm"]["replies"][0].text == "hi"
-    loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=["haystack_agentic.*"])
+    loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=[ScriptedChatGenerator.__module__])
     assert loaded.run({"llm": {"messages": [USER]}})["llm"]["replies"][0].text == "hi"

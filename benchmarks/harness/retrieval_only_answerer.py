@@ -15,7 +15,7 @@ class RetrievalOnlyAnswerer:
 
     ### Usage example
     ```python
-    from haystack_agentic.evaluation.retrieval_only_answerer import RetrievalOnlyAnswerer
+    from benchmarks.harness.retrieval_only_answerer import RetrievalOnlyAnswerer
     from haystack_agentic.dataclasses.loop_state import LoopState
 
     out = RetrievalOnlyAnswerer().run(state=LoopState(question="q", pending_action="answer"))

@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`eval --pipeline X`: a loop pipeline YAML (a packaged name or a path) loaded as `ask` loads it, its own retriever
-store filled with the QA set's paragraphs (MiniLM embeddings when it embeds queries)."""
+"""`benchmarks/eval.py --pipeline X`: a loop pipeline YAML (a packaged name or a path) loaded as `ask` loads it, its
+own retriever store filled with the QA set's paragraphs (MiniLM embeddings when it embeds queries)."""
 
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from haystack import logging
+from haystack import Pipeline, logging
 
-from haystack_agentic.evaluation.runner import EvalConfig, eval_documents
+from benchmarks.harness.retrieval_only_answerer import RetrievalOnlyAnswerer
+from benchmarks.harness.runner import EvalConfig, eval_documents
 from haystack_agentic.indexing.indexer import write_documents
 from haystack_agentic.loop_loading import read_loop_yaml, retriever_store, store_addresses
 from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
@@ -33,15 +34,14 @@ def pipeline_config(
     store_uri = None
     if any(kind == "milvus" for kind, _ in store_addresses(read_loop_yaml(path)["components"])):
         store_uri = str((out / f"eval-{path.stem}-{uuid.uuid4().hex[:8]}.db").resolve())
-    options = LoopOptions(
-        pipeline=str(path), store_uri=store_uri, retrieval_only=not with_answer, new_store=True, grounding="pipeline"
-    )
-    pipeline = build_loop(options)
+    pipeline = build_loop(LoopOptions(pipeline=str(path), store_uri=store_uri, new_store=True, grounding="pipeline"))
+    if not with_answer:
+        retrieval_only(pipeline)
     store = retriever_store(pipeline)
     if store is None:
         raise ValueError(f"{path}: its retriever has no document_store to fill with the QA set's paragraphs.")
     embedder = None
-    if "query_embedder" in pipeline.graph.nodes:
+    if "query_embedder" in dict(pipeline.walk()):
         from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
 
         embedder = MiniLMDocumentEmbedder()
@@ -49,3 +49,26 @@ def pipeline_config(
     retriever = pipeline.get_component("retriever")
     retriever_name = type(getattr(retriever, "retriever", retriever)).__name__
     return EvalConfig(path.stem, f"{path.name}: {retriever_name} over {type(store).__name__}", pipeline)
+
+
+def retrieval_only(pipeline: Pipeline) -> None:
+    """
+    Turn a built loop pipeline into a retrieval-only one, in place: its `answerer` becomes a `RetrievalOnlyAnswerer`
+    on the same connections and its `fallback` (if any) is off, so no run makes an answer LLM call. (The library's
+    builder has no such option: only this harness needs it.)
+
+    :raises ValueError: If the pipeline has no `answerer`.
+    """
+    if "answerer" not in dict(pipeline.walk()):
+        raise ValueError("A retrieval-only run replaces the pipeline's `answerer` component; this pipeline has none.")
+    edges = [
+        (c["sender"], c["receiver"])
+        for c in pipeline.to_dict()["connections"]
+        if "answerer" in (c["sender"].split(".")[0], c["receiver"].split(".")[0])
+    ]
+    pipeline.remove_component("answerer")
+    pipeline.add_component("answerer", RetrievalOnlyAnswerer())
+    for sender, receiver in edges:
+        pipeline.connect(sender, receiver)
+    if "fallback" in dict(pipeline.walk()):
+        pipeline.get_component("fallback").enabled = False
