@@ -84,7 +84,7 @@ def packaged(
     # The scripts decide every search themselves: the router's free first search of the question is off, as in
     # the unit tests' loop factory (tests/conftest.py), unless a check asks for it.
     components["router"]["init_parameters"].update({"search_question_first": False, **(router or {})})
-    components["evidence"]["init_parameters"]["chat_generator"] = scripted(JUDGE_ACCEPTS, True)
+    components["evidence"].setdefault("init_parameters", {})["chat_generator"] = scripted(JUDGE_ACCEPTS, True)
     components["fallback"]["init_parameters"]["chat_generator"] = scripted(
         fallback_script or [{"text": "NO ANSWER"}], True
     )
@@ -221,9 +221,10 @@ def ours_keeps_every_controller_prompt_within_its_token_budget():
         return [sum(len(m.text or (m.tool_call_result.result if m.tool_call_result else "")) for m in messages) // 4
                 for messages, _, _ in llm(pipeline).calls]  # fmt: skip
 
-    unbounded = packaged(script)  # the default budget, 16000
+    turns = len(queries) + 2  # more than the packaged 5: every search of the script runs
+    unbounded = packaged(script, max_iterations=turns)  # the default budget, 16000
     assert run(unbounded)["terminated_by"] == "answered" and max(prompt_tokens(unbounded)) > 2 * budget
-    bounded = packaged(script, router={"context_budget_tokens": budget})
+    bounded = packaged(script, max_iterations=turns, router={"context_budget_tokens": budget})
     result = run(bounded)
     assert result["terminated_by"] == "answered" and len(prompt_tokens(bounded)) == len(queries) + 1
     assert max(prompt_tokens(bounded)) <= budget  # older results compacted to digests, the same seven turns
