@@ -81,6 +81,36 @@ def recover_tool_calls(
     return [ToolCall(tool_name=name, arguments=args, id=f"{id_prefix}-{n}") for n, (name, args) in enumerate(calls, 1)]
 
 
+def is_only_calls(text: str | None) -> bool:
+    """
+    Whether a text is nothing but tool calls written as text, whichever tools were offered: the shapes
+    `recover_tool_calls` reads, after at most one short lead-in line, the last call possibly cut off by the token
+    limit, each a JSON object with a string `name` and its `arguments` or `parameters` (or in OpenAI's `function`
+    form). An answer like this has no words of its own (`grounding.markers.has_own_words`).
+
+    :param text: The text (`None` or blank: not calls).
+    :returns: `True` when at least one complete call and nothing else was written. Never raises.
+    """
+    if not text or not text.strip():
+        return False
+    try:
+        body = text.strip()
+        values = _blocks(body[_lead_in_end(body) :], True, 0)
+    except (_NotCalls, RecursionError):
+        return False
+    return bool(values) and all(_names_a_call(value) for value in values)
+
+
+def _names_a_call(value: Any) -> bool:
+    """Whether a JSON value has a call's shape (in OpenAI's `function` form too): a string `name` with `arguments`
+    or `parameters` (a tool definition copied back has them too), or with no other keys than a call's."""
+    if isinstance(value, dict) and isinstance(value.get("function"), dict):
+        value = value["function"]
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return False
+    return any(key in value for key in _ARGUMENT_KEYS) or not set(value) - _CALL_EXTRA_KEYS - {"name"}
+
+
 def could_be_calls(text: str) -> bool:
     """Whether a reply that starts with `text` (a streamed prefix) could still turn out to be calls written as text:
     empty, or an opener after at most a short lead-in line, or a lead-in line still being written."""
