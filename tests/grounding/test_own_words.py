@@ -14,7 +14,7 @@ from haystack_agentic.llm.text_tool_calls import recover_tool_calls
 from haystack_agentic.testing import ScriptedChatGenerator
 
 CALL = '{"name": "search", "arguments": {"query": "Dow Chemical Company headquarters"}}'
-#: A tool definition copied back, as small models do: not words of the model's own either.
+#: A tool definition copied back, as small models do: not a call (the router takes it as text, as the recovery does).
 DEFINITION = '{"type": "function", "function": {"name": "search", "description": "Search.", "parameters": {}}}'
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "text_tool_calls"
 
@@ -23,7 +23,7 @@ RECORDED = Path(__file__).resolve().parents[1] / "data" / "text_tool_calls"
     "text",
     [None, "", "  \n ", "\u200b\u2060", "[5]", "[5][6].", "[1, 2]", CALL, f"<tool_call>{CALL}</tool_call>",
      f"<tools>\n{CALL}\n</tools>", f"```json\n{CALL}\n```", f"[{CALL}, {CALL}]", f"Calling search.\n{CALL} [1]",
-     f"Searching for the question first.\n{CALL}", '{"name": "give_up"}', f"<tool_call>{CALL}", DEFINITION,
+     f"Searching for the question first.\n{CALL}", '{"name": "give_up"}', f"<tool_call>{CALL}",
      f"{CALL}\n{CALL[:30]}", f"\u200b```json\n{CALL}\n```\u200b", f"{'x' * 150}\n{CALL}"],
 )  # fmt: skip
 def test_no_words_of_its_own(text):
@@ -36,7 +36,7 @@ def test_no_words_of_its_own(text):
      f"The headquarters are in Midland, Michigan.\nI searched with {CALL} and read the second result, which says so.",
      # prose after the calls, or a lead-in of more than one line, makes the reply an answer (it is not run as calls)
      f"{CALL}\nThe headquarters are in Midland, Michigan.", f"I searched.\nThen I read.\n{CALL}", "[Paris]",
-     '{"name": "Midland", "state": "Michigan"}', f"{'x' * 250} {CALL}"],
+     '{"name": "Midland", "state": "Michigan"}', f"{'x' * 250} {CALL}", DEFINITION, f"<tools>\n{DEFINITION}"],
 )  # fmt: skip
 def test_words_of_its_own(text):
     assert has_own_words(text) is True
