@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tool calls a model wrote as text instead of native tool calls, as small local models often do: a reply whose
-content is nothing but calls (fenced JSON, bare `{"name": ..., "arguments": ...}` objects or a list of them,
+content is nothing but calls (fenced JSON, bare `{"name": ..., "arguments": ...}` objects (or with the arguments
+beside the name) or a list of them,
 `<tool_call>`/`<tools>` tags), after at most one short lead-in line, becomes those calls, when every call names an
 offered tool and its arguments validate against the tool's schema. Anything else (prose, prose quoting JSON, a tool
 definition copied back, an unknown tool, invalid arguments) is not a call.
@@ -268,12 +269,15 @@ def _call_parts(value: Any) -> tuple[str, Any]:
         if not isinstance(value, dict):
             raise _NotCalls
     argument_keys = [key for key in _ARGUMENT_KEYS if key in value]
-    if set(value) - _CALL_EXTRA_KEYS - {"name", *_ARGUMENT_KEYS} or len(argument_keys) > 1:
+    flat = {key: item for key, item in value.items() if key not in _CALL_EXTRA_KEYS and key != "name"}
+    if argument_keys and (set(flat) - set(_ARGUMENT_KEYS) or len(argument_keys) > 1):
         raise _NotCalls  # e.g. a tool definition copied back: it has a "description"
     name = value.get("name")
     if not isinstance(name, str):
         raise _NotCalls
-    return name, value[argument_keys[0]] if argument_keys else {}
+    # No "arguments" key: the arguments written beside the name (`{"name": "answer", "text": ...}`), which must
+    # validate against the tool's schema like any others (`_call`).
+    return name, value[argument_keys[0]] if argument_keys else flat
 
 
 def _valid(arguments: dict[str, Any], schema: dict[str, Any]) -> bool:
