@@ -83,7 +83,7 @@ def packaged(
     components["router"]["init_parameters"]["chat_generator"] = scripted(script, True)
     # The router as shipped: its first search is the question, with no LLM call; the scripts decide the rest.
     components["router"]["init_parameters"].update(router or {})
-    components["evidence"]["init_parameters"]["chat_generator"] = scripted(JUDGE_ACCEPTS, True)
+    components["evidence"].setdefault("init_parameters", {})["chat_generator"] = scripted(JUDGE_ACCEPTS, True)
     components["fallback"]["init_parameters"]["chat_generator"] = scripted(
         fallback_script or [{"text": "NO ANSWER"}], True
     )
@@ -221,9 +221,9 @@ def ours_keeps_every_controller_prompt_within_its_token_budget():
         return [sum(len(m.text or (m.tool_call_result.result if m.tool_call_result else "")) for m in messages) // 4
                 for messages, _, _ in llm(pipeline).calls]  # fmt: skip
 
-    unbounded = packaged(script)  # the default budget, 16000
+    unbounded = packaged(script, max_iterations=8)  # the default budget, 16000; turns for the question and all
     assert run(unbounded)["terminated_by"] == "answered" and max(prompt_tokens(unbounded)) > 2 * budget
-    bounded = packaged(script, router={"context_budget_tokens": budget})
+    bounded = packaged(script, max_iterations=8, router={"context_budget_tokens": budget})
     result = run(bounded)
     assert result["terminated_by"] == "answered" and len(prompt_tokens(bounded)) == len(queries) + 1
     assert max(prompt_tokens(bounded)) <= budget  # older results compacted to digests, the same six calls
