@@ -4,8 +4,10 @@ Cost growth: controller prompt tokens per turn and per question as the number of
 evidence recall of a policy that follows what it is shown, with and without result digests (issue 12, goal 4).
 
 Each run makes N-1 searches (distinct HotpotQA titles as queries, top_k=5, over ~500 paragraphs in memory) and
-then answers, with a `ScriptedChatGenerator` that reports prompt tokens as characters / 4 of the messages it is
-sent (tool schemas, identical for `tools` and `naive`, are not counted). Compared:
+then answers (N LLM calls), with a `ScriptedChatGenerator` that reports prompt tokens as characters / 4 of the
+messages it is sent (tool schemas, identical for `tools` and `naive`, are not counted). Our loop runs as shipped: its
+router first searches the question itself, with no LLM call, so its first prompt already holds those results
+(`naive` does not search the question). Compared:
 
 - `tools`: `AgenticRouter(mode="tools")` in our loop, as shipped: every search result older than the latest reply
   is sent as a digest (short ids, titles, first words), a chunk shown before is referenced, not resent, and the
@@ -52,9 +54,9 @@ _TITLE = re.compile(r"title=(.*?)(?: \[already shown\]| \[shown earlier\]|: |$)"
 
 def _router(llm, mode: str, digests: bool) -> AgenticRouter:
     # `result_digests` is new (issue 12): run against an older checkout, the benchmark measures its behaviour.
-    # The script makes every search itself: the router's free first search of the question (newer) is off.
+    # The router runs as shipped: its first search is the question (no LLM call), then the script's searches.
     parameters = inspect.signature(AgenticRouter.__init__).parameters
-    options = {"result_digests": digests, "search_question_first": False}
+    options = {"result_digests": digests}
     return AgenticRouter(chat_generator=llm, mode=mode, default_top_k=5,
                          **{name: value for name, value in options.items() if name in parameters})  # fmt: skip
 
@@ -73,13 +75,13 @@ def loop_run(store, question: str, queries: list[str], mode: str, chunk_cap: int
     if mode == "tools":
         turns = [{"tool_calls": [{"tool_name": "search", "arguments": {"query": q, "top_k": 5}}]} for q in queries]
         turns.append({"tool_calls": [{"tool_name": "answer", "arguments": {"text": "x"}}]})
-        llm = ScriptedChatGenerator(turns)
+        llm = ScriptedChatGenerator(turns, per_call=True)  # by call: the free first search is a turn with no call
     else:
         turns = [{"text": json.dumps({"action": "search", "query": q, "reasoning": "need more"})} for q in queries]
         turns.append({"text": json.dumps({"action": "generate", "reasoning": "enough"})})
         llm = ScriptedChatGenerator(turns, per_call=True)
     n = len(queries) + 1
-    pipeline = _pipeline(store, llm, mode, digests, n + 1, chunk_cap)
+    pipeline = _pipeline(store, llm, mode, digests, n + 2, chunk_cap)  # n calls, the free search, room to spare
     result = pipeline.run({"controller": {"query": question}})["result"]
     assert result["terminated_by"] == "answered", result
     return _prompts(llm)
@@ -119,9 +121,9 @@ def naive_run(store, question: str, queries: list[str]) -> list[int]:
 
 class TitleFollower(ScriptedChatGenerator):
     """
-    A controller that acts on what it is sent: it searches the question, then each turn the title shown most often
-    (first shown first on ties) in the tool results of its prompt that it has not searched yet; it answers at the
-    last of `turns` turns or when no title is left.
+    A controller that acts on what it is sent: it searches the question (unless the router did, with no LLM call),
+    then each turn the title shown most often (first shown first on ties) in the tool results of its prompt that it
+    has not searched yet; it answers at the last of `turns` turns or when no title is left.
     """
 
     def __init__(self, turns: int) -> None:

@@ -2,12 +2,13 @@
 """
 Loop overhead: time per iteration spent OUTSIDE the LLM and the retriever.
 
-The same tool calls (N-1 searches of distinct queries, top_k=5, then an answer) are made three ways, with a
-zero-latency `ScriptedChatGenerator` and an `InMemoryBM25Retriever` over ~500 HotpotQA paragraphs:
+The same N turns (N-1 searches, top_k=5: the question, then distinct titles; then an answer) are made three ways,
+with a zero-latency `ScriptedChatGenerator` and an `InMemoryBM25Retriever` over ~500 HotpotQA paragraphs:
 
 - `haystack-agentic`: our loop pipeline (LoopController -> AgenticRouter (tools mode) -> retriever -> ...),
   `Pipeline.run` and `Pipeline.run_async`, without the evidence check (the Agent has none; one MiniLM check costs
-  ~150-300 ms CPU a run, see `benchmarks/evidence_check.py speed`);
+  ~150-300 ms CPU a run, see `benchmarks/evidence_check.py speed`); as shipped, its router searches the question
+  first with no LLM call, so it makes N-1 LLM calls where the others make N;
 - `haystack Agent`: `haystack.components.agents.Agent` with a `search` tool calling the same retriever (the last
   turn is a text reply, which ends an Agent run), `run` and `run_async`;
 - `bare loop`: a Python loop calling the generator and the retriever and appending messages (the floor).
@@ -55,8 +56,9 @@ def timed_parts(llm, retriever) -> Timer:
 class Variant:
     """One way of running the same scripted turns, with the timers around its LLM and retriever."""
 
-    def __init__(self, name: str, run_once, timer: Timer, llm, iterations: int) -> None:
+    def __init__(self, name: str, run_once, timer: Timer, llm, iterations: int, calls: int | None = None) -> None:
         self.name, self.run_once, self.timer, self.llm, self.iterations = name, run_once, timer, llm, iterations
+        self.calls = iterations if calls is None else calls  # LLM calls of a run
         self.overheads: list[float] = []
         self.cpu: list[float] = []
         self.walls: list[float] = []
@@ -68,7 +70,7 @@ class Variant:
         cpu_start, start = time.process_time(), time.perf_counter()
         self.run_once()
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-        assert len(self.llm.calls) == self.iterations, f"{self.name}: {len(self.llm.calls)} LLM calls"
+        assert len(self.llm.calls) == self.calls, f"{self.name}: {len(self.llm.calls)} LLM calls"
         if keep:
             n = self.iterations
             self.walls.append(wall / n)
@@ -88,16 +90,17 @@ def run_interleaved(variants: list["Variant"], runs: int, warm: int = 5) -> None
 
 
 def build_variants(store, titles: list[str], question: str, n: int) -> list[Variant]:
-    queries = titles[1:n]  # N-1 searches
+    queries = [question, *titles[1 : n - 1]]  # N-1 searches
     loop = asyncio.new_event_loop()
     variants = []
 
-    # haystack-agentic loop pipeline
-    llm = ScriptedChatGenerator(script(queries, {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "x"}}]}))
+    # haystack-agentic loop pipeline: the router's free first search is the question, the script makes the others
+    answer = {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "x"}}]}
+    llm = ScriptedChatGenerator(script(queries[1:], answer), per_call=True)  # by call: the free search has none
     retriever = InMemoryBM25Retriever(store, top_k=5)
     timer = timed_parts(llm, retriever)
     pipeline = build_loop_pipeline(
-        AgenticRouter(chat_generator=llm, search_question_first=False),  # the script makes every search, as the Agent's
+        AgenticRouter(chat_generator=llm),
         retriever,
         controller=LoopController(max_iterations=n + 1, chunk_cap=30),
         check_evidence=False,  # the Agent has no evidence check; its cost is measured by benchmarks/evidence_check.py
@@ -109,11 +112,12 @@ def build_variants(store, titles: list[str], question: str, n: int) -> list[Vari
         result = pipeline.run(inputs)["result"]
         assert result["terminated_by"] == "answered" and result["iterations"] == n, result["terminated_by"]
 
-    variants.append(Variant("haystack-agentic run", ours, timer, llm, n))
+    variants.append(Variant("haystack-agentic run", ours, timer, llm, n, calls=n - 1))
     variants.append(
         Variant(
-            "haystack-agentic run_async", lambda: loop.run_until_complete(pipeline.run_async(inputs)), timer, llm, n
-        )
+            "haystack-agentic run_async", lambda: loop.run_until_complete(pipeline.run_async(inputs)), timer, llm, n,
+            calls=n - 1,
+        )  # fmt: skip
     )
 
     # haystack Agent with the same tool calls (its own retriever: the closures below must not see another's)
@@ -176,9 +180,11 @@ def build_variants(store, titles: list[str], question: str, n: int) -> list[Vari
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, nargs="+", default=[5, 10], help="LLM turns per run")
+    parser.add_argument("--iterations", type=int, nargs="+", default=[5, 10], help="turns per run (searches, answer)")
     parser.add_argument("--runs", type=int, default=50, help="timed runs per variant (median reported)")
     args = parser.parse_args()
+    if min(args.iterations) < 2:
+        parser.error("--iterations: at least 2 (the question's search, then the answer)")
     store, titles, rows = corpus_store(50)
     question = rows[0]["question"]
     print(f"corpus: {store.count_documents()} paragraphs; question: {question!r}")

@@ -74,16 +74,15 @@ def packaged(
     answer_script: list[dict[str, Any]] | None = None,
     grounder_script: list[dict[str, Any]] | None = None,
     max_iterations: int | None = None,
-    per_call: bool = False,
     router: dict[str, Any] | None = None,
 ):
     """The packaged ungrounded pipeline with scripted LLMs, its store holding the HotpotQA paragraphs."""
     data = yaml.safe_load(pipeline_path("agentic_rag_ungrounded.yml").read_text(encoding="utf-8"))
     components = data["components"]
-    components["router"]["init_parameters"]["chat_generator"] = scripted(script, per_call)
-    # The scripts decide every search themselves: the router's free first search of the question is off, as in
-    # the unit tests' loop factory (tests/conftest.py), unless a check asks for it.
-    components["router"]["init_parameters"].update({"search_question_first": False, **(router or {})})
+    # Turns by call: the router's free first search adds an assistant message without an LLM call.
+    components["router"]["init_parameters"]["chat_generator"] = scripted(script, True)
+    # The router as shipped: its first search is the question, with no LLM call; the scripts decide the rest.
+    components["router"]["init_parameters"].update(router or {})
     components["evidence"].setdefault("init_parameters", {})["chat_generator"] = scripted(JUDGE_ACCEPTS, True)
     components["fallback"]["init_parameters"]["chat_generator"] = scripted(
         fallback_script or [{"text": "NO ANSWER"}], True
@@ -157,13 +156,14 @@ def ours_takes_the_conversation_and_the_controller_sees_all_of_it():
         ChatMessage.from_assistant(GOLD),
         ChatMessage.from_user(FOLLOW_UP),
     ]
-    pipeline = packaged([search("Adriana Trigiani"), answer("She attended Vassar College.")], per_call=True)
+    pipeline = packaged([search("Adriana Trigiani"), answer("She attended Vassar College.")])
     result = run(pipeline, None, messages=history)
     assert result["terminated_by"] == "answered"
     loop_system, *conversation = llm(pipeline).calls[0][0]
     assert loop_system.is_from("system")  # the loop's own prompt, then the whole conversation, system included
-    assert [(m.role, m.text) for m in conversation] == [(m.role, m.text) for m in history]
-    assert result["answer"] == "She attended Vassar College."
+    assert [(m.role, m.text) for m in conversation[: len(history)]] == [(m.role, m.text) for m in history]
+    assert [m.role for m in conversation[len(history) :]] == ["assistant", "tool"]  # then the free first search
+    assert strip_markers(result["answer"]) == "She attended Vassar College."
 
 
 # --- tools --------------------------------------------------------------------------------------------------
@@ -173,12 +173,12 @@ def ours_runs_every_search_of_a_turn_merges_chunks_once_and_shows_readable_text(
     pipeline = packaged([search("Big Stone Gap director", "Adriana Trigiani"), answer(GOLD)])
     result = run(pipeline)
     steps = [s for s in result["tool_history"] if s["action"] == "search"]
-    assert [s["query"] for s in steps] == ["Big Stone Gap director", "Adriana Trigiani"]
-    assert result["iterations"] == 2  # the two searches are one turn
+    assert [s["query"] for s in steps] == [QUESTION, "Big Stone Gap director", "Adriana Trigiani"]
+    assert result["iterations"] == 3  # the question first, then the two searches are one turn
     ids = [doc.id if hasattr(doc, "id") else doc["id"] for doc in result["documents"]]
-    assert len(ids) == len(set(ids))  # "Big Stone Gap (film)" came back from both searches, kept once
-    tool_results = [m.tool_call_result.result for m in llm(pipeline).calls[1][0] if m.tool_call_result]
-    assert len(tool_results) == 2 and HOP1_WORDS in tool_results[0] and HOP2_WORDS in tool_results[1]
+    assert len(ids) == len(set(ids))  # "Big Stone Gap (film)" came back from more than one search, kept once
+    tool_results = [m.tool_call_result.result for m in llm(pipeline).calls[1][0] if m.tool_call_result][-2:]
+    assert "[already shown]" in tool_results[0] and HOP2_WORDS in tool_results[1]  # a chunk is sent once
     assert tool_results[0].startswith('5 result(s) for "Big Stone Gap director":\n\n[1] id=')  # numbered text
 
 
@@ -213,7 +213,7 @@ def ours_answers_from_the_chunks_at_the_iteration_cap():
 
 
 def ours_keeps_every_controller_prompt_within_its_token_budget():
-    queries = ["Big Stone Gap", "Adriana Trigiani", "Greenwich Village", "Virginia", "New York", "film director"]
+    queries = ["Big Stone Gap", "Adriana Trigiani", "Greenwich Village", "Virginia", "New York"]  # after the question
     script = [search(q) for q in queries] + [answer(GOLD)]
     budget = 600  # the default router sends older results as digests: its prompts peak at ~1,400 tokens here
 
@@ -221,13 +221,12 @@ def ours_keeps_every_controller_prompt_within_its_token_budget():
         return [sum(len(m.text or (m.tool_call_result.result if m.tool_call_result else "")) for m in messages) // 4
                 for messages, _, _ in llm(pipeline).calls]  # fmt: skip
 
-    turns = len(queries) + 2  # more than the packaged 5: every search of the script runs
-    unbounded = packaged(script, max_iterations=turns)  # the default budget, 16000
+    unbounded = packaged(script, max_iterations=8)  # the default budget, 16000; turns for the question and all
     assert run(unbounded)["terminated_by"] == "answered" and max(prompt_tokens(unbounded)) > 2 * budget
-    bounded = packaged(script, max_iterations=turns, router={"context_budget_tokens": budget})
+    bounded = packaged(script, max_iterations=8, router={"context_budget_tokens": budget})
     result = run(bounded)
     assert result["terminated_by"] == "answered" and len(prompt_tokens(bounded)) == len(queries) + 1
-    assert max(prompt_tokens(bounded)) <= budget  # older results compacted to digests, the same seven turns
+    assert max(prompt_tokens(bounded)) <= budget  # older results compacted to digests, the same six calls
     assert result["usage"]["controller"]["calls"] == len(queries) + 1  # and the tokens per role, in the result
     assert result["usage"]["controller"]["prompt_tokens"] > 0
 
@@ -243,7 +242,7 @@ def ours_grounds_the_answer_sentence_by_sentence_and_flags_the_unsupported_one()
     result = run(pipeline)
     grounding = result["grounding"]
     assert [s["text"] for s in grounding["hallucinated_spans"]] == [UNSUPPORTED]
-    assert grounding["faithful_spans"][0]["sources"][0]["query"] == "Adriana Trigiani"
+    assert grounding["faithful_spans"][0]["sources"][0]["query"] in (QUESTION, "Adriana Trigiani")  # what found it
     assert 0 < grounding["score"] < 1
     assert result["answer"].endswith(UNSUPPORTED)  # flagged, not rewritten
 
@@ -256,13 +255,14 @@ def ours_traces_run_iteration_llm_and_search_spans():
         run(packaged([search("Big Stone Gap director", "Adriana Trigiani"), answer(GOLD)]))
     [loop_run] = [s for s in tracer.spans if s.name == "haystack_agentic.loop.run"]
     iterations = [s for s in tracer.spans if s.name == "haystack_agentic.loop.iteration"]
-    assert [s.tags["haystack_agentic.iteration"] for s in iterations] == [1, 2]
+    assert [s.tags["haystack_agentic.iteration"] for s in iterations] == [1, 2, 3]
     assert all(s.parent is loop_run for s in iterations)
     controller_calls = [s for s in tracer.spans if s.tags.get("haystack.component.name") == "controller.chat_generator"]
-    assert [s.parent for s in controller_calls] == iterations  # each LLM call under its own iteration
+    assert [s.parent for s in controller_calls] == iterations[1:]  # each LLM call under its own iteration (the
+    # first, the question's search, makes none)
     assert all(s.tags["haystack.component.type"] == "ScriptedChatGenerator" for s in controller_calls)
     searches = [s for s in tracer.spans if s.name == "haystack_agentic.search"]
-    assert len(searches) == 2 and all(s.parent is iterations[0] for s in searches)  # both searches of turn 1
+    assert [s.parent for s in searches] == [iterations[0], iterations[1], iterations[1]]  # both searches of turn 2
 
 
 # --- breakpoints ------------------------------------------------------------------------------------------
@@ -270,12 +270,12 @@ def ours_traces_run_iteration_llm_and_search_spans():
 
 def ours_stops_at_a_breakpoint_between_turns_and_resumes_with_the_allow_list():
     pipeline = packaged([search("Big Stone Gap director"), search("Adriana Trigiani"), answer(GOLD)])
-    with raises(BreakpointException) as stopped:
-        pipeline.run(loop_inputs(pipeline, QUESTION), break_point=Breakpoint(component_name="router", visit_count=1))
-    assert len(llm(pipeline).calls) == 1  # stopped before the second turn
+    with raises(BreakpointException) as stopped:  # the router's third visit: the question and one LLM turn before
+        pipeline.run(loop_inputs(pipeline, QUESTION), break_point=Breakpoint(component_name="router", visit_count=2))
+    assert len(llm(pipeline).calls) == 1  # stopped before the second LLM turn
     with environment("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.*,scripted_chat_generator"):
         result = result_of(pipeline.run(data={}, pipeline_snapshot=stopped.value.pipeline_snapshot))
-    assert result["terminated_by"] == "answered" and result["iterations"] == 3
+    assert result["terminated_by"] == "answered" and result["iterations"] == 4
 
 
 def ours_resumes_from_a_snapshot_without_setting_the_allow_list():

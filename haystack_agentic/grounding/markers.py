@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `[n]` citation markers of an answer: how they are written and how they are taken out."""
 
-import json
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -38,59 +37,18 @@ def insert_markers(text: str, ends: Sequence[int], numbers: Sequence[Sequence[in
     return answer.strip()
 
 
-#: What a reply writes around a tool call it puts in its text: tags, code fences, the language tag of a fence.
-_CALL_WRAPPING_RE = re.compile(r"</?\s*(?:tool_call|tools|function_call)\s*>|```[a-zA-Z]*", re.IGNORECASE)
-
-#: The JSON values `has_own_words` tries to decode in one answer, at most: each try may scan the rest of the text, so
-#: the bound keeps the check linear in the answer's length (unbounded, a text of many `[` is quadratic; issue 39).
-MAX_CALL_STARTS = 64
-
-#: Longest lead-in (one line, in characters) a tool call written as text may have and still be only a tool call
-#: ("Searching for it now." before the JSON): longer prose around a call is an answer that quotes one.
-MAX_LEAD_IN_CHARS = 100
-
-
 def has_own_words(text: str | None) -> bool:
     """
     Whether an answer has words of its own: not empty, not only whitespace or invisible characters (format
-    characters such as U+200B), not only `[n]` markers, and not only tool calls written as text (JSON objects with a
-    `name` and `arguments` or `parameters`, bare, in `<tool_call>`/`<tools>` tags or code fences, with at most a
-    one-line lead-in of `MAX_LEAD_IN_CHARS`).
+    characters such as U+200B), not only `[n]` markers, and not only tool calls written as text (the shapes the
+    recovery of text tool calls reads: `llm.text_tool_calls.is_only_calls`).
 
     :param text: The answer, or `None`.
-    :returns: `True` when a letter or digit remains outside markers and tool-call text.
+    :returns: `True` when a letter or digit remains outside markers, and the text is not only tool calls.
     """
+    # Imported here: the recovery module imports Haystack, which the CLI's `--help` (it loads this module) must not.
+    from haystack_agentic.llm.text_tool_calls import is_only_calls  # noqa: PLC0415
+
     body = strip_markers(text) or ""
     body = "".join(ch for ch in body if unicodedata.category(ch) not in ("Cf", "Cc", "Co", "Cn") or ch == "\n")
-    rest, calls = _without_calls(_CALL_WRAPPING_RE.sub(" ", body))
-    rest = rest.strip()
-    if calls and "\n" not in rest and len(rest) <= MAX_LEAD_IN_CHARS:
-        return False
-    return re.search(r"\w", rest if not calls else body) is not None
-
-
-def _without_calls(text: str) -> tuple[str, int]:
-    """The text without the tool calls written in it as JSON (an object, or a list of objects, naming a tool), and
-    how many there were."""
-    decoder = json.JSONDecoder()
-    kept, calls, index, tries = [], 0, 0, 0
-    while index < len(text) and tries < MAX_CALL_STARTS:
-        start = min((i for i in (text.find("{", index), text.find("[", index)) if i >= 0), default=-1)
-        if start < 0:
-            break
-        tries += 1
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except (ValueError, RecursionError):  # not JSON, or nested deeper than Python's recursion limit
-            kept.append(text[index : start + 1])
-            index = start + 1
-            continue
-        found = value if isinstance(value, list) else [value]
-        if found and all(isinstance(v, dict) and "name" in v and {"arguments", "parameters"} & set(v) for v in found):
-            kept.append(text[index:start])
-            calls += len(found)
-        else:
-            kept.append(text[index:end])
-        index = end
-    kept.append(text[index:])
-    return "".join(kept), calls
+    return re.search(r"\w", body) is not None and not is_only_calls(body)

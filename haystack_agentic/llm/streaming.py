@@ -12,6 +12,7 @@ from haystack import logging
 from haystack.dataclasses import StreamingCallbackT, StreamingChunk
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
+from haystack_agentic.grounding.markers import MARKER_RE
 from haystack_agentic.llm.text_tool_calls import LEAD_IN_MAX_CHARS, RECOVERED_TOOL_CALLS, could_be_calls
 from haystack_agentic.llm.valid_text import valid_text
 
@@ -58,12 +59,78 @@ def tagged(chunk: StreamingChunk, role: str, answer: bool) -> StreamingChunk:
     return replace(chunk, content=content, meta={**(chunk.meta or {}), ROLE_META: role, ANSWER_META: answer})
 
 
-def marker_chunks(streamed: str, answer: str, role: str = "answer") -> list[StreamingChunk]:
-    """The answer-tagged chunk with the citation markers appended to a streamed answer (none when nothing was)."""
-    head = (streamed or "").lstrip()
-    if not head.strip() or not answer.startswith(head) or answer == head:
-        return []
-    return [tagged(StreamingChunk(content=answer[len(head) :]), role, answer=True)]
+class AnswerTextHold:
+    """Streams an answer call's text as the final answer reads it: the loop writes the answer without the model's own
+    `[n]` markers and without surrounding whitespace (`grounding.markers.strip_markers`), then appends the citations
+    it found in the chunks. So the model's markers are dropped as they stream, and what could still become one (an
+    unclosed `[12`, the spaces before it) or be trailing whitespace is held; `rest` then sends what the final answer
+    has beyond the streamed text: the held part it kept and the loop's markers."""
+
+    def __init__(self) -> None:
+        #: The text passed on so far: a prefix of the final answer.
+        self.sent = ""
+        self._open = ""  # raw text at the end that could still be (the start of) a marker
+        self._bracket = False  # `_open` has the marker's `[`
+        self._space = ""  # whitespace passed on only once text follows it
+
+    def accept(self, chunks: list[StreamingChunk]) -> list[StreamingChunk]:
+        """The chunks with their text as the answer will read it; a chunk whose text was all held is left out (unless
+        it ends the reply)."""
+        passed = []
+        for chunk in chunks:
+            if not isinstance(chunk.content, str) or not chunk.content:
+                passed.append(chunk)
+                continue
+            text = self._visible(chunk.content)
+            if text or chunk.finish_reason is not None:
+                passed.append(replace(chunk, content=text))
+        return passed
+
+    def _visible(self, piece: str) -> str:
+        if self._open and all(_in_marker(c) for c in piece) and (self._bracket or piece.isspace()):
+            self._open += piece  # still an unclosed marker (or the spaces that may start one)
+            return ""
+        raw = self._open + piece
+        cut = _open_marker_start(raw)
+        self._open = raw[cut:]
+        self._bracket = "[" in self._open
+        text = self._space + MARKER_RE.sub("", raw[:cut])
+        if not self.sent:
+            text = text.lstrip()
+        kept = text.rstrip()
+        self._space = text[len(kept) :]
+        self.sent += kept
+        return kept
+
+    def rest(self, answer: str, role: str) -> list[StreamingChunk]:
+        """The answer-tagged chunk of what `answer` (the final answer) has beyond the streamed text; none when it
+        has nothing more, or when it does not start with the streamed text (a reply replaced after it streamed)."""
+        if not answer.startswith(self.sent):
+            logger.debug("The final answer does not continue the streamed {role} text; nothing more is sent.", role=role)
+            return []
+        rest = answer[len(self.sent) :]
+        self.sent = answer
+        return [tagged(StreamingChunk(content=rest), role, answer=True)] if rest else []
+
+
+def _in_marker(char: str) -> bool:
+    """Whether a character may stand inside an unclosed marker (`MARKER_RE`: digits, commas, whitespace)."""
+    return char == "," or char.isdecimal() or char.isspace()
+
+
+def _open_marker_start(text: str) -> int:
+    """Where `text`'s end that could still grow into a marker starts: an unclosed `[` of digits and commas with the
+    spaces and tabs before it, else the trailing spaces and tabs (`len(text)` when there is none)."""
+    start = len(text)
+    while start > 0 and _in_marker(text[start - 1]):
+        start -= 1
+    if start > 0 and text[start - 1] == "[":
+        start -= 1
+    else:  # no open bracket: only the trailing spaces and tabs may start a marker
+        start = len(text)
+    while start > 0 and text[start - 1] in " \t":
+        start -= 1
+    return start
 
 
 class _NoAnswerHold:
@@ -130,16 +197,17 @@ def role_callback(
     *,
     answer: bool,
     hold_no_answer: bool = False,
-    hold_calls: CallTextHold | None = None,
+    hold: CallTextHold | AnswerTextHold | None = None,
 ) -> Callable[[StreamingChunk], None] | None:
     """A sync callback for a chat generator that tags each chunk (`tagged`) and passes it on (`None` without a
     callback); `hold_no_answer` holds text back while it could be the fallback's `NO ANSWER` (dropped if it is);
-    `hold_calls` holds tagged chunks back while the reply could be tool calls written as text."""
+    `hold` holds tagged chunks back while the reply could be tool calls written as text (`CallTextHold`), or
+    streams them as the final answer will read them (`AnswerTextHold`)."""
     if callback is None:
         return None
     pieces = _tagger(role, answer, hold_no_answer)
-    if hold_calls is not None:
-        return lambda chunk: emit(callback, hold_calls.accept(pieces(chunk)))
+    if hold is not None:
+        return lambda chunk: emit(callback, hold.accept(pieces(chunk)))
     return lambda chunk: emit(callback, pieces(chunk))
 
 
@@ -149,7 +217,7 @@ def role_callback_async(
     *,
     answer: bool,
     hold_no_answer: bool = False,
-    hold_calls: CallTextHold | None = None,
+    hold: CallTextHold | AnswerTextHold | None = None,
 ) -> Callable[[StreamingChunk], Awaitable[None]] | None:
     """Async twin of `role_callback`, for a chat generator's `run_async`; the run's callback may be sync or async."""
     if callback is None:
@@ -158,7 +226,7 @@ def role_callback_async(
 
     async def on_chunk(chunk: StreamingChunk) -> None:
         tagged_chunks = pieces(chunk)
-        await emit_async(callback, hold_calls.accept(tagged_chunks) if hold_calls is not None else tagged_chunks)
+        await emit_async(callback, hold.accept(tagged_chunks) if hold is not None else tagged_chunks)
 
     return on_chunk
 

@@ -82,6 +82,28 @@ def recover_tool_calls(
     return [ToolCall(tool_name=name, arguments=args, id=f"{id_prefix}-{n}") for n, (name, args) in enumerate(calls, 1)]
 
 
+def is_only_calls(text: str | None) -> bool:
+    """
+    Whether a text is nothing but tool calls written as text, whichever tools were offered: what `recover_tool_calls`
+    reads (after at most one short lead-in line, the last call possibly cut off by the token limit), each call a JSON
+    object with a string `name` and its arguments, before they are checked against an offered tool. An answer like
+    this has no words of its own (`grounding.markers.has_own_words`); a tool definition copied back is not a call.
+
+    :param text: The text (`None` or blank: not calls).
+    :returns: `True` when at least one complete call and nothing else was written. Never raises.
+    """
+    if not text or not text.strip():
+        return False
+    try:
+        body = text.strip()
+        values = _blocks(body[_lead_in_end(body) :], True, 0)
+        for value in values:
+            _call_parts(value)
+    except (_NotCalls, RecursionError):
+        return False
+    return bool(values)
+
+
 def could_be_calls(text: str) -> bool:
     """Whether a reply that starts with `text` (a streamed prefix) could still turn out to be calls written as text:
     empty, or an opener after at most a short lead-in line, or a lead-in line still being written."""
@@ -222,6 +244,22 @@ def _cut(region: str, truncated: bool) -> int:
 def _call(value: Any, offered: dict[str, Tool]) -> tuple[str, dict[str, Any]]:
     """The (tool name, arguments) of a call object; `_NotCalls` unless it names an offered tool with valid
     arguments."""
+    name, written = _call_parts(value)
+    tool = offered.get(name)
+    if tool is None:
+        raise _NotCalls
+    arguments, problem = decode_arguments(written)
+    if problem or not isinstance(arguments, dict) or _depth(arguments) > MAX_DEPTH:
+        raise _NotCalls
+    arguments = finite(valid_value(arguments))
+    if not _valid(arguments, tool.parameters):
+        raise _NotCalls
+    return name, arguments
+
+
+def _call_parts(value: Any) -> tuple[str, Any]:
+    """The (name, arguments as written) of a JSON value with a call's shape, whichever tools exist; `_NotCalls` for
+    any other value."""
     if not isinstance(value, dict) or _depth(value) > MAX_DEPTH:
         raise _NotCalls
     if "function" in value:  # {"type": "function", "function": {"name": ..., "arguments": ...}}
@@ -235,18 +273,11 @@ def _call(value: Any, offered: dict[str, Tool]) -> tuple[str, dict[str, Any]]:
     if argument_keys and (set(flat) - set(_ARGUMENT_KEYS) or len(argument_keys) > 1):
         raise _NotCalls  # e.g. a tool definition copied back: it has a "description"
     name = value.get("name")
-    tool = offered.get(name) if isinstance(name, str) else None
-    if tool is None:
+    if not isinstance(name, str):
         raise _NotCalls
     # No "arguments" key: the arguments written beside the name (`{"name": "answer", "text": ...}`), which must
-    # validate against the tool's schema like any others.
-    arguments, problem = decode_arguments(value[argument_keys[0]] if argument_keys else flat)
-    if problem or not isinstance(arguments, dict) or _depth(arguments) > MAX_DEPTH:
-        raise _NotCalls
-    arguments = finite(valid_value(arguments))
-    if not _valid(arguments, tool.parameters):
-        raise _NotCalls
-    return name, arguments
+    # validate against the tool's schema like any others (`_call`).
+    return name, value[argument_keys[0]] if argument_keys else flat
 
 
 def _valid(arguments: dict[str, Any], schema: dict[str, Any]) -> bool:

@@ -1,18 +1,31 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`has_own_words`: what counts as an answer with no words of its own (never a result `answered`)."""
+"""`has_own_words`: what counts as an answer with no words of its own (never a result `answered`). Tool calls
+written as text are read by the recovery's own parser (`llm.text_tool_calls`): a reply the loop runs as calls is
+never an answer in words."""
+
+import json
+from pathlib import Path
 
 import pytest
 
+from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.grounding.markers import has_own_words
+from haystack_agentic.llm.text_tool_calls import recover_tool_calls
+from haystack_agentic.testing import ScriptedChatGenerator
 
 CALL = '{"name": "search", "arguments": {"query": "Dow Chemical Company headquarters"}}'
+#: A tool definition copied back, as small models do: not a call (the router takes it as text, as the recovery does).
+DEFINITION = '{"type": "function", "function": {"name": "search", "description": "Search.", "parameters": {}}}'
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "text_tool_calls"
 
 
 @pytest.mark.parametrize(
     "text",
     [None, "", "  \n ", "\u200b\u2060", "[5]", "[5][6].", "[1, 2]", CALL, f"<tool_call>{CALL}</tool_call>",
      f"<tools>\n{CALL}\n</tools>", f"```json\n{CALL}\n```", f"[{CALL}, {CALL}]", f"Calling search.\n{CALL} [1]",
-     f"Searching for the question first.\n{CALL}"],
+     f"Searching for the question first.\n{CALL}", '{"name": "give_up"}', f"<tool_call>{CALL}",
+     '{"name": "answer", "text": "Midland"}',  # the arguments beside the name (the real 0.5B's shape)
+     f"{CALL}\n{CALL[:30]}", f"\u200b```json\n{CALL}\n```\u200b", f"{'x' * 150}\n{CALL}"],
 )  # fmt: skip
 def test_no_words_of_its_own(text):
     assert has_own_words(text) is False
@@ -21,7 +34,25 @@ def test_no_words_of_its_own(text):
 @pytest.mark.parametrize(
     "text",
     ["Midland, Michigan", "1998 [2]", "Yes.", '{"answer": 1}', "Greenwich Village [1][2]",
-     f"The headquarters are in Midland, Michigan.\nI searched with {CALL} and read the second result, which says so."],
+     f"The headquarters are in Midland, Michigan.\nI searched with {CALL} and read the second result, which says so.",
+     # prose after the calls, or a lead-in of more than one line, makes the reply an answer (it is not run as calls)
+     f"{CALL}\nThe headquarters are in Midland, Michigan.", f"I searched.\nThen I read.\n{CALL}", "[Paris]",
+     f"{'x' * 250} {CALL}", DEFINITION, f"<tools>\n{DEFINITION}"],
 )  # fmt: skip
 def test_words_of_its_own(text):
     assert has_own_words(text) is True
+
+
+def _recorded_replies() -> list[str]:
+    return [reply["content"] for path in sorted(RECORDED.glob("*.json"))
+            for reply in json.loads(path.read_text())["replies"] if reply["content"]]  # fmt: skip
+
+
+@pytest.mark.parametrize("truncated", [False, True])
+def test_a_reply_run_as_tool_calls_has_no_words_of_its_own(truncated):
+    # One parser: the replies recorded from the real models, and the shapes above, that the loop runs as calls.
+    tools = AgenticRouter(chat_generator=ScriptedChatGenerator())._all_tools
+    texts = [*_recorded_replies(), CALL, f"<tools>\n{CALL}\n</tools>", f"[{CALL}, {CALL}]", f"{CALL}\n{CALL[:30]}"]
+    run = [text for text in texts if recover_tool_calls(text, tools, truncated=truncated)]
+    assert len(run) >= (5 if truncated else 4)
+    assert not [text for text in run if has_own_words(text)]

@@ -4,11 +4,14 @@ events travel on the same callback without any text, so the answer's chunks conc
 
 import pytest
 from conftest import QUESTION, answer, decide, search
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from haystack.components.generators.utils import print_streaming_chunk
 from haystack.dataclasses import ChatMessage, StreamingChunk
 
 from haystack_agentic import AgenticRouter, Answerer, FallbackSynthesizer
-from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, ROLE_META, STEP_META
+from haystack_agentic.grounding.markers import append_markers
+from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, ROLE_META, STEP_META, AnswerTextHold
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
@@ -78,6 +81,67 @@ async def test_async_run_streams_to_an_async_callback(build_loop):
     out = await loop.pipeline.run_async(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=collect))
     assert answer_text(chunks) == out["result"]["answer"] and strip_markers(answer_text(chunks)) == LONG_ANSWER
     assert [kind for kind, _ in events(chunks)] == ["search", "documents", "answer"]
+
+
+#: An answer LLM that numbers chunks itself: its markers (and the space before them) are not in the final answer.
+MARKED_ANSWER = "Adriana Trigiani is based in Greenwich Village [2], New York City [1, 2].\n"
+
+
+@pytest.mark.parametrize("written", [LONG_ANSWER, MARKED_ANSWER, "[2] Greenwich Village", "[1][2]"])
+def test_the_streamed_answer_is_the_final_answer_with_or_without_the_model_s_own_markers(build_loop, written):
+    # The final answer is the model's words (its own markers left out) and the loop's citations; "[1][2]" has no
+    # words: the controller's draft is kept, and streamed whole.
+    loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], answer_script=[{"text": written}])
+    chunks: list[StreamingChunk] = []
+    result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
+    result = result["result"]
+    streamed = "".join(c.content for c in chunks if c.meta.get(ANSWER_META))
+    assert streamed == result["answer"] and result["terminated_by"] == "answered"
+    words = strip_markers(written) or "Greenwich Village"
+    assert result["answer"].startswith(words) and result["answer"] != words  # the loop cited it
+    assert all("[" not in c.content for c in chunks[:-1] if c.meta.get(ANSWER_META))  # no marker before the end
+
+
+def _pieces(text: str, cuts: list[int]) -> list[str]:
+    bounds = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
+    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab ,.\t\n[]12", max_size=40), st.lists(st.integers(0, 40), max_size=12))
+def test_an_answer_streamed_in_any_pieces_is_the_final_answer_s_prefix_and_rest_completes_it(text, cuts):
+    hold = AnswerTextHold()
+    for piece in _pieces(text, cuts):
+        hold.accept([StreamingChunk(content=piece)])
+    words = strip_markers(text)
+    assert words.startswith(hold.sent) and (hold.sent == "" or not hold.sent[-1].isspace())
+    final = append_markers(words, [7]) if words else "the kept draft"
+    streamed = hold.sent
+    rest = hold.rest(final, "answer")
+    assert streamed + "".join(c.content for c in rest) == final == hold.sent
+    assert all(c.meta[ANSWER_META] and c.meta[ROLE_META] == "answer" for c in rest)
+
+
+def test_a_marker_split_across_chunks_is_held_until_it_closes_and_a_bracket_that_is_no_marker_is_passed_on():
+    hold = AnswerTextHold()
+    sent = [c.content for c in hold.accept([StreamingChunk(content=p) for p in ["Paris", " [", "1", ",", " 2"]])]
+    assert sent == ["Paris"]
+    assert [c.content for c in hold.accept([StreamingChunk(content="].")])] == ["."]
+    assert [c.content for c in hold.accept([StreamingChunk(content=" [see"), StreamingChunk(content=" note]")])] == [
+        " [see", " note]"
+    ]
+    assert hold.sent == "Paris. [see note]"
+    # A final answer that does not continue what streamed (a reply replaced after streaming): nothing more is sent.
+    assert hold.rest("Another answer", "answer") == []
+
+
+def test_a_hostile_stream_of_brackets_digits_and_spaces_is_held_in_linear_time():
+    hold = AnswerTextHold()
+    pieces = ["x", " " * 50_000, "[1", *(" , 1" for _ in range(20_000)), "]"]
+    for piece in pieces:
+        hold.accept([StreamingChunk(content=piece)])
+    assert hold.sent == "x"  # all of it was one marker
+    assert hold.rest("x [1]", "answer")[0].content == " [1]"
 
 
 def test_controller_prose_streams_as_controller_text(build_loop):

@@ -56,8 +56,8 @@ def with_script(script: list) -> str:
 STREAMED_ANSWER = "Adriana Trigiani is based in Greenwich Village, New York City."
 
 #: Answer LLM replies that mark their chunks in different ways, one `streaming`-like pipeline each (the real citation
-#: step): the model marks chunk [3] only; an earlier sentence only (the loop cites the last one); the last sentence
-#: only (the loop cites an earlier one). `streaming` itself is the reply that marks nothing.
+#: step, which leaves the model's markers out and cites from the chunks): the model marks chunk [3] only; an earlier
+#: sentence only; the last sentence only. `streaming` itself is the reply that marks nothing.
 MARKED_ANSWERS = {
     "marks-3": "Adriana Trigiani is based in Greenwich Village, New York City [3].",
     "marks-earlier": "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village, New York City.",

@@ -14,6 +14,7 @@ from haystack_agentic.llm.calls import call_generator, call_generator_async, des
 from haystack_agentic.llm.prompts import format_chunks, render, role_messages
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.streaming import (
+    AnswerTextHold,
     emit,
     emit_async,
     pick_callback,
@@ -21,8 +22,6 @@ from haystack_agentic.llm.streaming import (
     role_callback_async,
     routed_state,
     step_chunks,
-    marker_chunks,
-    tagged,
 )
 from haystack_agentic.llm.serialization import role_from_dict, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
@@ -123,8 +122,9 @@ class Answerer:
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
         :param streaming_callback: Called with each `StreamingChunk` of the answer calls, tagged with their role
             (`answer`; `draft`, `reflect`: not the answer), and with step events. The run input wins over it.
-        :param stream_answer: `True` (default): the final answer's tokens stream tagged as the answer, then the
-            citation markers. `False` (before a `ShortAnswerExtractor`, which streams the answer): untagged.
+        :param stream_answer: `True` (default): the final answer's tokens stream tagged as the answer, as the final
+            answer reads them (the model's own `[n]` markers left out), then the loop's citation markers. `False`
+            (before a `ShortAnswerExtractor`, which streams the answer): untagged.
         :raises ValueError: If `max_chunks`, `chunk_chars` or `chunks_per_search` is below 1.
         """
         if max_chunks < 1 or chunk_chars < 1 or (chunks_per_search is not None and chunks_per_search < 1):
@@ -166,12 +166,13 @@ class Answerer:
         if isinstance(prepared, dict):
             return prepared
         role, final = self._role(state)
+        hold = AnswerTextHold() if final and self.stream_answer else None
         call = call_generator(
             self.chat_generator, state, "answer", prepared, **role_options(self),
-            streaming_callback=role_callback(callback, role, answer=final and self.stream_answer),
+            streaming_callback=role_callback(callback, role, answer=hold is not None, hold=hold),
         )  # fmt: skip
         outputs = self._complete(state, call.state, call.text, call.error)
-        emit(callback, [*self._answer_chunks(final, call.text, outputs), *step_chunks(state, routed_state(outputs))])
+        emit(callback, [*_answer_chunks(hold, outputs), *step_chunks(state, routed_state(outputs))])
         return outputs
 
     @component.output_types(state=LoopState, finished=LoopState)
@@ -184,22 +185,14 @@ class Answerer:
         if isinstance(prepared, dict):
             return prepared
         role, final = self._role(state)
+        hold = AnswerTextHold() if final and self.stream_answer else None
         call = await call_generator_async(
             self.chat_generator, state, "answer", prepared, **role_options(self),
-            streaming_callback=role_callback_async(callback, role, answer=final and self.stream_answer),
+            streaming_callback=role_callback_async(callback, role, answer=hold is not None, hold=hold),
         )  # fmt: skip
         outputs = self._complete(state, call.state, call.text, call.error)
-        await emit_async(callback, [*self._answer_chunks(final, call.text, outputs), *step_chunks(state, routed_state(outputs))])
+        await emit_async(callback, [*_answer_chunks(hold, outputs), *step_chunks(state, routed_state(outputs))])
         return outputs
-
-    def _answer_chunks(self, final: bool, text: str, outputs: dict[str, LoopState]) -> list[StreamingChunk]:
-        """What completes the streamed answer: the loop's markers, or the kept draft after a blank reply."""
-        finished = outputs.get("finished")
-        if not final or not self.stream_answer or finished is None or finished.outcome.answer is None:
-            return []
-        if (text or "").strip():
-            return marker_chunks(text, finished.outcome.answer)
-        return [tagged(StreamingChunk(content=finished.outcome.answer), "answer", answer=True)]
 
     @staticmethod
     def _role(state: LoopState) -> tuple[str, bool]:
@@ -277,6 +270,15 @@ class Answerer:
     def from_dict(cls, data: dict[str, Any]) -> "Answerer":
         """:returns: The component from `to_dict()` output (`role_from_dict`)."""
         return role_from_dict(cls, data)
+
+
+def _answer_chunks(hold: AnswerTextHold | None, outputs: dict[str, LoopState]) -> list[StreamingChunk]:
+    """What completes the streamed final answer (`AnswerTextHold.rest`): the loop's markers after the model's words,
+    or the whole kept draft after a reply with no words."""
+    finished = outputs.get("finished")
+    if hold is None or finished is None or finished.outcome.answer is None:
+        return []
+    return hold.rest(finished.outcome.answer, "answer")
 
 
 def _kept_draft(state: LoopState, draft: str, ended: str = "answered") -> LoopState:

@@ -11,7 +11,9 @@ from haystack_agentic.llm.prompts import format_chunks, render, role_messages
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.grounding.citations import cite, draft_sources
 from haystack_agentic.grounding.markers import has_own_words, strip_markers
-from haystack_agentic.llm.streaming import emit, emit_async, marker_chunks, pick_callback, role_callback, role_callback_async
+from haystack_agentic.llm.streaming import (
+    AnswerTextHold, emit, emit_async, pick_callback, role_callback, role_callback_async,
+)  # fmt: skip
 from haystack_agentic.llm.serialization import role_from_dict, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
 from haystack_agentic.dataclasses.loop_state import LoopState
@@ -122,13 +124,14 @@ class FallbackSynthesizer:
         messages = self._prepare(state)
         if messages is None:
             return {"finished": self._without_call(state)}
+        hold = AnswerTextHold()
         call = call_generator(
             self.chat_generator, state, "fallback", messages, **role_options(self),
-            streaming_callback=role_callback(callback, "fallback", answer=True, hold_no_answer=True),
+            streaming_callback=role_callback(callback, "fallback", answer=True, hold_no_answer=True, hold=hold),
         )  # fmt: skip
         finished = self._complete(state, call.state, call.text, call.error)
         answer = finished.outcome.answer
-        emit(callback, marker_chunks(call.text, answer, "fallback") if answer else [])
+        emit(callback, hold.rest(answer, "fallback") if answer else [])
         return {"finished": finished}
 
     @component.output_types(finished=LoopState)
@@ -140,13 +143,14 @@ class FallbackSynthesizer:
         messages = self._prepare(state)
         if messages is None:
             return {"finished": self._without_call(state)}
+        hold = AnswerTextHold()
         call = await call_generator_async(
             self.chat_generator, state, "fallback", messages, **role_options(self),
-            streaming_callback=role_callback_async(callback, "fallback", answer=True, hold_no_answer=True),
+            streaming_callback=role_callback_async(callback, "fallback", answer=True, hold_no_answer=True, hold=hold),
         )  # fmt: skip
         finished = self._complete(state, call.state, call.text, call.error)
         answer = finished.outcome.answer
-        await emit_async(callback, marker_chunks(call.text, answer, "fallback") if answer else [])
+        await emit_async(callback, hold.rest(answer, "fallback") if answer else [])
         return {"finished": finished}
 
     def _without_call(self, state: LoopState) -> LoopState:

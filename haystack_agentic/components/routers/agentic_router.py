@@ -263,7 +263,7 @@ class AgenticRouter(_ReplyRouting):
                 first = self._question_first(state)  # the run's free first search: no LLM call
                 prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
                 if not isinstance(prepared, dict):
-                    stream = role_callback(callback, "controller", answer=False, hold_calls=hold)
+                    stream = role_callback(callback, "controller", answer=False, hold=hold)
                     prepared = self._route(self._call(*prepared, stream))
                 routed = prepared
         emit(callback, [*held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
@@ -283,7 +283,7 @@ class AgenticRouter(_ReplyRouting):
                 first = self._question_first(state)  # the run's free first search: no LLM call
                 prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
                 if not isinstance(prepared, dict):
-                    stream = role_callback_async(callback, "controller", answer=False, hold_calls=hold)
+                    stream = role_callback_async(callback, "controller", answer=False, hold=hold)
                     prepared = self._route(await self._call_async(*prepared, stream))
                 routed = prepared
         await emit_async(callback, [*held_text(hold, state, routed), *step_chunks(state, routed_state(routed))])
