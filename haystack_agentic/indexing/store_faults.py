@@ -26,6 +26,10 @@ MILVUS_SERVER_SCHEMES = ("unix", "http", "https", "tcp", "grpc")
 
 #: Loggers whose error records repeat what `StoreError` says, with tracebacks (silenced by `quiet_store_logs`).
 NOISY_LOGGERS = ("pymilvus", "milvus_lite", "milvus_haystack")
+#: Most characters of an exception's one-line message.
+ONE_LINE_MAX_CHARS = 600
+#: Missing pieces a store check names before "(+N more)".
+SHOWN_MISSING = 3
 
 _REBUILD = "restore it from a backup, or move it aside and index again"
 
@@ -38,7 +42,7 @@ def one_line(exc: BaseException) -> str:
     """An exception's message on one line, at most 600 characters (pymilvus' `message` when it has one)."""
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     text = " ".join(str(message).split())
-    return text if len(text) <= 600 else text[:597] + "..."
+    return text if len(text) <= ONE_LINE_MAX_CHARS else text[: ONE_LINE_MAX_CHARS - 3] + "..."
 
 
 def milvus_lite_path(uri: str | Path) -> Path | None:
@@ -206,7 +210,8 @@ def watch_store(where: str, uri: str | Path | None = None) -> Iterator[None]:
             watched_logger.setLevel(level)
     missing = [r.getMessage() for r in recorder.buffer if _lost_documents(r)]
     if missing:
-        detail = "; ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
+        detail = "; ".join(missing[:SHOWN_MISSING])
+        detail += f" (+{len(missing) - SHOWN_MISSING} more)" if len(missing) > SHOWN_MISSING else ""
         raise StoreError(f"The Milvus Lite database {uri} is damaged ({detail}): {_REBUILD}.")
 
 
