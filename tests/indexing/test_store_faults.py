@@ -182,7 +182,7 @@ def test_loading_the_packaged_milvus_yaml_writes_nothing(tmp_path, monkeypatch):
     from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(StoreError, match="There is no Milvus Lite database at haystack_agentic_milvus.db"):
+    with pytest.raises(StoreError, match=r"There is no Milvus Lite database at haystack_agentic_milvus.db"):
         load_loop_pipeline("agentic_rag_embedded_milvus")
     assert list(tmp_path.iterdir()) == []
 
@@ -218,7 +218,7 @@ def test_watch_store_reports_milvus_lite_falling_back_to_the_previous_manifest(g
 
     path = damaged(good_db, tmp_path, "corrupt-manifest")
     try:
-        with pytest.raises(StoreError, match="is damaged .*falling back to manifest.json.prev"):
+        with pytest.raises(StoreError, match=r"is damaged .*falling back to manifest.json.prev"):
             with watch_store(f"the milvus store at {path}", str(path)):
                 milvus_document_store(str(path)).count_documents()
     finally:
