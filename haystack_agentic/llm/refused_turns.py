@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """
 What `AgenticRouter` does with a refused decision (a repeated or empty search, an invalid reply, an answer with no
-words of its own): it tells the model why, offers the searches the chunks suggest (the bridge entities of
-`policies.mention_search`, numbered, no LLM call), and after `MAX_REFUSED_TURNS` refused turns in a row stops the
-loop so that the run answers from its chunks instead of spending the rest of its turns.
+words of its own): in place of the model's next decision it searches what the chunks suggest (the first bridge
+entity of `policies.mention_search` not searched yet, no LLM call), else tells the model why; after
+`MAX_REFUSED_TURNS` refused turns in a row (the loop's own searches between them do not count) it stops the loop so
+that the run answers from its chunks instead of spending the rest of its turns.
 """
 
-import re
 from typing import Any
 
 from haystack import logging
@@ -23,23 +23,17 @@ logger = logging.getLogger(__name__)
 #: feedback can fix; a second in a row shows the model is not getting anywhere, and each further turn costs a call.
 MAX_REFUSED_TURNS = 2
 
-#: Most candidate searches offered after a refusal (a short numbered list a small model can pick from).
-MAX_CANDIDATES = 4
-
 #: How many of the run's best chunks the candidates are read from (the bridge policy scans its best chunks too).
 CANDIDATE_SCAN = 3
 
-#: `LoopState.metadata` key: the candidate searches offered after the last refused turn, in their numbered order.
-CANDIDATES_KEY = "search_candidates"
+#: The step reasoning of a search the loop makes in place of a refused decision (no LLM call).
+SUGGESTED_SEARCH_REASON = "suggested by the chunks after a refused decision, searched without an LLM call"
 
 #: `LoopState.metadata` key set when the run's answer is forced at the turn limit (it ends `max_iterations`).
 FORCED_AT_CAP = "answer_forced_at_cap"
 
-#: A pick of a numbered candidate: "2", "#2", "2.", "(2)", "option 2".
-_NUMBER_PICK = re.compile(r"^\s*(?:option|candidate|number|no\.?)?\s*[#(]?\s*(\d{1,2})\s*[.)]?\s*$", re.IGNORECASE)
 
-
-def search_candidates(state: LoopState, limit: int = MAX_CANDIDATES) -> list[str]:
+def search_candidates(state: LoopState, limit: int = 1) -> list[str]:
     """
     The next searches the run's chunks suggest: names in its best chunks that the question does not contain and
     that were not searched yet (the bridge entities), best first.
@@ -68,23 +62,31 @@ def search_candidates(state: LoopState, limit: int = MAX_CANDIDATES) -> list[str
     return names
 
 
-def picked_candidate(state: LoopState, query: str) -> str:
-    """The search a query picks: the candidate it numbers ("2" -> the second one offered), else the query itself."""
-    offered = list((state.metadata or {}).get(CANDIDATES_KEY) or ())
-    match = _NUMBER_PICK.match(query or "")
-    if match and offered and 1 <= int(match.group(1)) <= len(offered):
-        return offered[int(match.group(1)) - 1]
-    return query
+def suggested_search(state: LoopState) -> str | None:
+    """
+    The search the loop makes in place of the model's next decision after a refused turn: the first candidate the
+    chunks suggest (`search_candidates`), so that a refused decision costs the run no progress and no further call.
+
+    :returns: The candidate, or `None` when the latest turn was not refused or the chunks suggest nothing new.
+    """
+    if not _last_turn_refusals(state):
+        return None
+    candidates = search_candidates(state, limit=1)
+    return candidates[0] if candidates else None
 
 
 def refused_turns(state: LoopState) -> int:
-    """How many of the latest router turns in a row were refused (every step of the turn `invalid`)."""
+    """How many of the latest router turns in a row were refused (every step of the turn `invalid`); the searches the
+    loop made in place of refused decisions (`SUGGESTED_SEARCH_REASON`) do not break the row."""
     turns: dict[int, list[ToolStep]] = {}
     for step in state.tool_history:
         turns.setdefault(step.iteration, []).append(step)
     count = 0
     for iteration in sorted(turns, reverse=True):
-        if not all(step.action == "invalid" for step in turns[iteration]):
+        steps = turns[iteration]
+        if all(step.action == "search" and step.reasoning == SUGGESTED_SEARCH_REASON for step in steps):
+            continue
+        if not all(step.action == "invalid" for step in steps):
             break
         count += 1
     return count
@@ -92,56 +94,36 @@ def refused_turns(state: LoopState) -> int:
 
 def _last_turn_refusals(state: LoopState) -> list[str]:
     """Why each step of the latest turn was refused; `[]` when that turn was not refused."""
-    if not state.tool_history or refused_turns(state) == 0:
+    if not state.tool_history:
         return []
-    last = state.tool_history[-1].iteration
-    return [step.result or "invalid reply" for step in state.tool_history if step.iteration == last]
+    last = [step for step in state.tool_history if step.iteration == state.tool_history[-1].iteration]
+    if not all(step.action == "invalid" for step in last):
+        return []
+    return [step.result or "invalid reply" for step in last]
 
 
-def refused_turn_note(state: LoopState, mode: str = "json", say_why: bool = True) -> str | None:
-    """The feedback after a refused turn: why (unless `say_why` is off: a tool error said it), and the numbered
-    candidate searches; `None` after any other turn."""
+def refused_turn_note(state: LoopState, say_why: bool = True) -> str | None:
+    """The feedback after a refused turn the loop made no search in place of (the chunks suggest nothing new): why
+    (unless `say_why` is off: a tool error said it), and what to do instead; `None` after any other turn."""
     reasons = _last_turn_refusals(state)
     if not reasons:
         return None
     why = "; ".join(dict.fromkeys(reason.strip().rstrip(".") for reason in reasons))
     note = f"Your last reply was not used ({why})." if say_why else ""
-    offered = list((state.metadata or {}).get(CANDIDATES_KEY) or ()) or search_candidates(state)
-    if offered:
-        listed = "\n".join(f"{number}. {name}" for number, name in enumerate(offered, 1))
-        how = 'search(query="1")' if mode == "tools" else '"action": "search", "query": "1"'
-        note += (
-            f"{chr(10) if note else ''}Searches the chunks found so far suggest:\n{listed}\n"
-            f"Pick one by its number or its name ({how}), search for something else that is new, or answer from the "
-            "chunks."
-        )
-    else:
-        note = f"{note} Search for something new, or answer from the chunks.".strip()
-    return note
+    return f"{note} Search for something new, or answer from the chunks.".strip()
 
 
-def with_candidates(state: LoopState, mode: str) -> LoopState:
-    """
-    Before a router turn: after a refused turn, the candidate searches in `metadata` (so a number picks one) and, in
-    tools mode, the feedback added to the refusal's last tool error (or user nudge; else a new user message);
-    otherwise no candidates.
-    """
-    metadata = dict(state.metadata or {})
+def with_refused_turn_note(state: LoopState) -> LoopState:
+    """Tools mode, before a router turn after a refused turn: the feedback added to the refusal's last tool error (or
+    to the user's nudge; else a new user message). Any other turn: the state as it is."""
     if not _last_turn_refusals(state):
-        if CANDIDATES_KEY in metadata:
-            metadata.pop(CANDIDATES_KEY)
-            return state.evolve(metadata=metadata)
-        return state
-    metadata[CANDIDATES_KEY] = search_candidates(state)
-    state = state.evolve(metadata=metadata)
-    if mode != "tools":
         return state
     last = state.messages[-1] if state.messages else None
     if last is not None and last.tool_call_result is not None:  # the refusal's tool error said why: the rest follows
-        note, result = refused_turn_note(state, mode, say_why=False), last.tool_call_result
+        note, result = refused_turn_note(state, say_why=False), last.tool_call_result
         told = ChatMessage.from_tool(f"{result.result}\n{note}", origin=result.origin, error=result.error)
         return state.evolve(messages=(*state.messages[:-1], told))
-    note = refused_turn_note(state, mode) or ""
+    note = refused_turn_note(state) or ""
     if last is not None and last.role == ChatRole.USER and last.text:
         return state.evolve(messages=(*state.messages[:-1], ChatMessage.from_user(f"{last.text}\n{note}")))
     return state.with_messages(ChatMessage.from_user(note))

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tool calls a model wrote as text instead of native tool calls, as small local models often do: a reply whose
-content is nothing but calls (fenced JSON, bare `{"name": ..., "arguments": ...}` objects or a list of them,
+content is nothing but calls (fenced JSON, bare `{"name": ..., "arguments": ...}` objects (or with the arguments
+beside the name) or a list of them,
 `<tool_call>`/`<tools>` tags), after at most one short lead-in line, becomes those calls, when every call names an
 offered tool and its arguments validate against the tool's schema. Anything else (prose, prose quoting JSON, a tool
 definition copied back, an unknown tool, invalid arguments) is not a call.
@@ -230,13 +231,16 @@ def _call(value: Any, offered: dict[str, Tool]) -> tuple[str, dict[str, Any]]:
         if not isinstance(value, dict):
             raise _NotCallsError
     argument_keys = [key for key in _ARGUMENT_KEYS if key in value]
-    if set(value) - _CALL_EXTRA_KEYS - {"name", *_ARGUMENT_KEYS} or len(argument_keys) > 1:
+    flat = {key: item for key, item in value.items() if key not in _CALL_EXTRA_KEYS and key != "name"}
+    if argument_keys and (set(flat) - set(_ARGUMENT_KEYS) or len(argument_keys) > 1):
         raise _NotCallsError  # e.g. a tool definition copied back: it has a "description"
     name = value.get("name")
     tool = offered.get(name) if isinstance(name, str) else None
     if tool is None:
         raise _NotCallsError
-    arguments, problem = decode_arguments(value[argument_keys[0]] if argument_keys else {})
+    # No "arguments" key: the arguments written beside the name (`{"name": "answer", "text": ...}`), which must
+    # validate against the tool's schema like any others.
+    arguments, problem = decode_arguments(value[argument_keys[0]] if argument_keys else flat)
     if problem or not isinstance(arguments, dict) or _depth(arguments) > MAX_DEPTH:
         raise _NotCallsError
     arguments = finite(valid_value(arguments))

@@ -58,7 +58,14 @@ MILVUS_URI = "haystack_agentic_milvus.db"
 #: `max_tokens` of each LLM role in the packaged OpenAI pipelines, sized to what the role writes so that a CPU server
 #: finishes within the 60 s timeout and a rambling small model stops (json mode: the schema caps `query` at 120 and
 #: `reasoning` at 160 characters, about 80 tokens). Raise them in the YAML or with `--max-tokens`.
-ROLE_MAX_TOKENS = {"controller": 256, "controller_json": 160, "answer": 256, "fallback": 256, "evidence": 128}
+ROLE_MAX_TOKENS = {"controller": 256, "controller_json": 160, "answer": 256, "fallback": 256}
+
+
+#: Turns of the packaged LLM-routed loops, as the offline default's: the question's free search, up to three
+#: searches the model picks (HotpotQA questions take two hops, MuSiQue's up to four), and one turn for an answer
+#: the evidence check refuses. With a small local model each turn costs tens of seconds; raise it in the YAML or
+#: with `--max-iterations`.
+LLM_MAX_ITERATIONS = 5
 
 
 class HayhooksPipeline(Pipeline):
@@ -155,10 +162,12 @@ def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
     return build_loop_pipeline(
         AgenticRouter(chat_generator=controller_llm, mode=mode, temperature=0.0),
         SafeRetriever(InMemoryBM25Retriever(document_store=store, top_k=5)),
-        controller=LoopController(),
+        controller=LoopController(max_iterations=LLM_MAX_ITERATIONS),
         answerer=Answerer(chat_generator=answer_llm, temperature=0.0),
         fallback=FallbackSynthesizer(chat_generator=openai_generator("fallback"), temperature=0.0),
-        evidence_checker=EvidenceChecker(chat_generator=openai_generator("evidence")),
+        # The offline check, not an LLM judge: no call per answer, and a small model's verdicts contradicted its own
+        # reasons (issue 38's measurement with Qwen2.5-Coder-1.5B). Give it a chat_generator for an LLM judge.
+        evidence_checker=EvidenceChecker(),
         grounder=HHEMGrounder(local_files_only=True) if grounded else None,
         metadata={"llm": f"OpenAI-compatible ({DEFAULT_OPENAI_MODEL})", "policy": f"LLM router ({mode} mode)"},
     )

@@ -126,8 +126,9 @@ def test_reading_an_unknown_chunk_is_a_tool_error_and_the_run_goes_on(build_loop
     loop = build_loop([search("film"), tool_turn("read_chunk", {"id": "nope"}), answer("x")],
                       retriever=ScriptedRetriever(RESULTS))  # fmt: skip
     result = loop.run()
-    assert actions(result) == ["search", "invalid", "answer"]
-    error = [m for m in loop.llm.calls[2][0] if m.role == ChatRole.TOOL][-1].tool_call_result
+    assert actions(result) == ["search", "invalid", "search", "answer"]  # the loop searched the chunks' suggestion
+    tool_results = [m.tool_call_result for m in loop.llm.calls[2][0] if m.role == ChatRole.TOOL]
+    error = next(r for r in tool_results if r.origin.tool_name == "read_chunk")
     assert error.error and "no chunk with id 'nope' is held" in error.result
 
 

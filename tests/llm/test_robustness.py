@@ -143,7 +143,7 @@ def test_blank_answer_twice_hands_over_to_the_fallback_with_the_chunks(build_loo
         fallback_script=[{"text": "Greenwich Village"}],
     )
     result = loop.run()
-    assert actions(result) == ["search", "invalid", "invalid"]
+    assert actions(result) == ["search", "invalid", "search", "invalid"]  # a suggested search between them
     assert (result["terminated_by"], strip_markers(result["answer"])) == ("max_iterations", "Greenwich Village")
     assert len(loop.fallback_llm.calls) == 1
 

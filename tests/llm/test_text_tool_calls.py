@@ -57,6 +57,10 @@ BOTH = [*SEARCH_CALL, ("answer", {"text": "Greenwich Village"})]
         (f"```json\n{json.dumps(SEARCH)}\n```\n```json\n{json.dumps(ANSWER)}\n```", BOTH),
         (f"<tool_call>{json.dumps(SEARCH)}</tool_call>\n<tool_call>{json.dumps(ANSWER)}</tool_call>", BOTH),
         ('{"name": "give_up"}', [("give_up", {})]),
+        # the arguments beside the name, as the real 0.5B wrote an answer after a search (benchmarks/real_llm.py)
+        ('{"name": "answer", "text": "Greenwich Village"}', [("answer", {"text": "Greenwich Village"})]),
+        (f'{json.dumps(SEARCH)}\n{{"name": "answer", "text": "Greenwich Village"}}', BOTH),
+        ('{"name": "search", "query": "Big Stone Gap director"}', SEARCH_CALL),
         ('{"name": "film_year", "arguments": {"title": "Big Stone Gap"}}', [("film_year", {"title": "Big Stone Gap"})]),
     ],
 )
@@ -98,6 +102,9 @@ def test_a_reply_cut_by_the_token_limit_keeps_its_complete_calls(text, expected)
         '{"name": "search", "arguments": {"query": "x", "color": "red"}}',  # a key the tool does not declare
         '{"name": "search", "arguments": "not json"}',
         '{"name": "search", "arguments": [1, 2]}',
+        '{"name": "search", "query": "x", "color": "red"}',  # beside the name, a key the tool does not declare
+        '{"name": "search", "query": "x", "arguments": {"query": "y"}}',  # both shapes at once
+        '{"name": "give_up", "description": "Stop."}',  # a definition without parameters copied back
         # a tool definition copied back
         '{"type": "function", "function": {"name": "give_up", "description": "Stop.", "parameters": '
         '{"type": "object", "properties": {"reason": {"type": "string"}}}}}',

@@ -40,7 +40,7 @@ def test_timeout_and_max_tokens_reach_every_chat_generator_of_the_packaged_pipel
     options = LoopOptions(pipeline=name, base_url="http://127.0.0.1:9/v1", timeout=300.0, max_tokens=77)
     pipeline = build_loop(options)
     generators = {n: c.chat_generator for n, c in pipeline.walk() if getattr(c, "chat_generator", None) is not None}
-    assert {"router", "fallback", "evidence", "grounder"} <= set(generators)  # json mode: the answerer too
+    assert {"router", "fallback", "grounder"} <= set(generators)  # json mode: the answerer too
     for role, generator in generators.items():
         assert generator.timeout == 300.0, role
         assert generator.generation_kwargs["max_tokens"] == 77, role

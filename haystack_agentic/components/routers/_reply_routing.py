@@ -29,7 +29,6 @@ from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, To
 from haystack_agentic.dataclasses.pending_search import SEARCH_PLACEHOLDER
 from haystack_agentic.indexing.collections import and_filters, collection_filter
 from haystack_agentic.llm.calls import LLMCall
-from haystack_agentic.llm.refused_turns import picked_candidate
 from haystack_agentic.llm.result_digests import find_chunk, read_chunk_text, short_id, with_digest
 from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS, recover_tool_calls
 from haystack_agentic.llm.tool_arguments import decode_arguments, whole_number
@@ -73,7 +72,7 @@ class _ReplyRouting:
             return {"loop": state.with_step(step)}
         if action == "search":
             query = decision.get("query") if isinstance(decision.get("query"), str) else ""
-            query = picked_candidate(state, query.strip())
+            query = query.strip()
             query = query or (state.question if state.question not in state.queries_tried else "")
             query = query or (reasoning or "").strip()
             try:
@@ -166,7 +165,7 @@ class _ReplyRouting:
     ) -> LoopState:
         """Add a search to `searches` (run after the reply), with a placeholder for its result; a repeated one is
         answered at once."""
-        query = picked_candidate(state, _required_text(arguments, "query"))
+        query = _required_text(arguments, "query")
         top_k = self._top_k(arguments.get("top_k"))
         collection = _chosen_collection(state.collections, arguments.get("collection"))
         limit = state.limits.max_searches_per_turn
@@ -187,13 +186,16 @@ class _ReplyRouting:
     def _search_question(self, state: LoopState) -> dict[str, Any]:
         """The run's first search, sent without an LLM call: the question itself (in tools mode as a `search` call of
         the model's, so its result comes back to the model in the conversation)."""
-        turn, arguments = state.iteration + 1, {"query": state.question}
+        return self._free_search(state, state.question, QUESTION_SEARCH_REASON, QUESTION_SEARCH_ID)
+
+    def _free_search(self, state: LoopState, query: str, reason: str, call_id: str) -> dict[str, Any]:
+        """A search the loop makes without an LLM call (the question first, or the chunks' suggestion after a
+        refused decision); in tools mode it enters the conversation as a `search` call with id `call_id`."""
+        turn, arguments = state.iteration + 1, {"query": query}
         tool_call = None
         if self.mode == "tools":
-            tool_call = ToolCall(tool_name=SEARCH_TOOL_NAME, arguments=arguments, id=QUESTION_SEARCH_ID)
-        pending, step = _planned_search(
-            state, turn, state.question, self.default_top_k, None, arguments, QUESTION_SEARCH_REASON, tool_call
-        )
+            tool_call = ToolCall(tool_name=SEARCH_TOOL_NAME, arguments=arguments, id=call_id)
+        pending, step = _planned_search(state, turn, query, self.default_top_k, None, arguments, reason, tool_call)
         state = state.with_step(step)
         if tool_call is not None:
             held = ChatMessage.from_tool(_PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})

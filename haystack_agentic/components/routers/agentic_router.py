@@ -24,9 +24,11 @@ from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
 from haystack_agentic.llm.refused_turns import (
     FORCED_AT_CAP,
+    SUGGESTED_SEARCH_REASON,
     absorb_refusals,
     refused_turn_note,
-    with_candidates,
+    suggested_search,
+    with_refused_turn_note,
 )
 from haystack_agentic.llm.calls import (
     CallOptions,
@@ -379,7 +381,11 @@ class AgenticRouter(_ReplyRouting):
                 forced = state.with_step(step).evolve(metadata={**(state.metadata or {}), FORCED_AT_CAP: True})
                 routed = {"answer": forced.evolve(pending_action="answer")}
                 return trace_turn("AgenticRouter", count_final_turn(routed, turn))
-            state = with_candidates(state, self.mode)
+        suggested = suggested_search(state)  # a refused turn: the chunks' next search instead of another call
+        if suggested is not None:
+            return self._free_search(state, suggested, SUGGESTED_SEARCH_REASON, f"search-suggested-{state.iteration}")
+        if self.mode == "json":
+            turn = state.iteration + 1
             prompt = render(
                 self.json_prompt or DEFAULT_JSON_PROMPT,
                 question=state.question,
@@ -397,7 +403,7 @@ class AgenticRouter(_ReplyRouting):
             earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 4, self._token_counter())
             return state, [*earlier, ChatMessage.from_user(prompt)], None
         state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
-        state = with_candidates(self._opening(state), self.mode)  # a refused turn: why, and what to search next
+        state = with_refused_turn_note(self._opening(state))  # a refused turn the chunks suggest nothing after: why
         tools = self._offered_tools(state)
         sent = digest_older_results(state.messages) if self.result_digests else state.messages
         return state, compact_messages(sent, self.context_budget_tokens, tools, self._token_counter()), tools

@@ -27,6 +27,7 @@ from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.components.routers.agentic_router import parse_json_decision
 from haystack_agentic.testing import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.llm.refused_turns import SUGGESTED_SEARCH_REASON
 
 
 def _start(max_iterations: int = 6, **kwargs) -> LoopState:
@@ -163,16 +164,19 @@ def test_the_same_search_twice_is_not_re_run(build_loop):
         [search("Adriana Trigiani"), search("  adriana TRIGIANI "), answer("Greenwich Village")], retriever=retriever
     )
     result = loop.run()
-    assert [c["query"] for c in retriever.calls] == ["Adriana Trigiani"]
-    assert actions(result) == ["search", "invalid", "answer"]
+    queries = [c["query"] for c in retriever.calls]
+    assert queries[0] == "Adriana Trigiani" and "adriana TRIGIANI" not in queries
+    assert actions(result) == ["search", "invalid", "search", "answer"]
     assert result["tool_history"][1]["query"] == "adriana TRIGIANI"
     assert "already searched" in result["tool_history"][1]["result"]
-    tool_message = loop.llm.calls[2][0][-1]
-    assert tool_message.role == ChatRole.TOOL
-    assert "already searched" in tool_message.tool_call_result.result
-    assert "Pick one by its number" in tool_message.tool_call_result.result  # the candidate searches follow
+    # In place of another decision, the loop searched what the chunks suggest (no LLM call for it).
+    suggested = result["tool_history"][2]
+    assert suggested["reasoning"] == SUGGESTED_SEARCH_REASON and queries[1] == suggested["query"]
+    assert len(loop.llm.calls) == 3
+    results = [m.tool_call_result.result for m in loop.llm.calls[2][0] if m.tool_call_result is not None]
+    assert any("already searched" in result for result in results)  # the model is told why
     assert strip_markers(result["answer"]) == "Greenwich Village"
-    assert result["iterations"] == 3
+    assert result["iterations"] == 4
 
 
 def test_run_filters_reach_the_retriever_on_every_search(build_loop):
@@ -601,7 +605,7 @@ def test_search_with_json_string_arguments_records_the_parsed_arguments(build_lo
 
 
 def test_json_mode_does_not_re_run_the_same_search(build_loop):
-    """Tools mode refuses a query already searched; json mode runs it again (wasting a retrieval and a turn)."""
+    """A query already searched is refused; the loop searches the chunks' suggestion in place of another call."""
     retriever = ScriptedRetriever({"Adriana Trigiani": [("trigiani", 1.0)]})
     loop = build_loop(
         [decide("search", query="Adriana Trigiani"), decide("search", query="adriana trigiani"), decide("generate")],
@@ -610,8 +614,10 @@ def test_json_mode_does_not_re_run_the_same_search(build_loop):
         retriever=retriever,
     )
     result = loop.run()
-    assert [c["query"] for c in retriever.calls] == ["Adriana Trigiani"]
-    assert actions(result) == ["search", "invalid", "generate"]
+    queries = [c["query"] for c in retriever.calls]
+    assert queries[0] == "Adriana Trigiani" and "adriana trigiani" not in queries and len(queries) == 2
+    assert actions(result) == ["search", "invalid", "search", "generate"]
+    assert result["tool_history"][2]["reasoning"] == SUGGESTED_SEARCH_REASON
 
 
 def test_the_retrievers_own_top_k_stands_unless_the_model_asks_for_a_number(build_loop):

@@ -9,7 +9,7 @@ from haystack.dataclasses import ChatRole
 
 from haystack_agentic import AgenticRouter
 from haystack_agentic.grounding.markers import strip_markers
-from haystack_agentic.llm.refused_turns import MAX_REFUSED_TURNS
+from haystack_agentic.llm.refused_turns import MAX_REFUSED_TURNS, SUGGESTED_SEARCH_REASON
 from haystack_agentic.testing import ScriptedChatGenerator
 
 FIRST = {"search_question_first": True}
@@ -31,7 +31,7 @@ def test_the_free_searchs_text_copied_back_is_a_recovered_repeat_not_an_answer(b
     first_call = loop.llm.calls[0][0]
     assistant = next(m for m in first_call if m.role == ChatRole.ASSISTANT)
     assert assistant.text == copied and assistant.tool_calls[0].arguments == {"query": QUESTION}
-    assert searched(result) == [QUESTION] and "answer" not in [s["action"] for s in result["tool_history"]]
+    assert searched(result).count(QUESTION) == 1 and "answer" not in [s["action"] for s in result["tool_history"]]
     assert calls(result, "controller") == MAX_REFUSED_TURNS and result["terminated_by"] != "answered"
 
 
@@ -62,42 +62,33 @@ def test_the_option_turns_it_off_and_round_trips(allow_deserialization):
     assert AgenticRouter(chat_generator=ScriptedChatGenerator([])).search_question_first is True
 
 
-def test_a_router_repeating_itself_gets_candidates_then_the_loop_answers_from_the_chunks(build_loop):
+def test_a_router_repeating_itself_gets_the_chunks_suggestion_then_the_loop_answers_from_the_chunks(build_loop):
     loop = build_loop([search(QUESTION)] * 6, **TOOLS, max_iterations=8,
                       fallback_script=[{"text": "Adriana Trigiani"}])  # fmt: skip
     result = loop.run()
     assert calls(result, "controller") == MAX_REFUSED_TURNS  # not the 7 turns left
     assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == "Adriana Trigiani"
-    told = loop.llm.calls[1][0][-1].tool_call_result.result
-    assert "already searched" in told and "\n1. " in told and "\n2. " in told and 'search(query="1")' in told
+    # Between the two refused turns the loop searched what the chunks suggest, without a call: a name from the
+    # chunks, not from the question.
+    steps = result["tool_history"]
+    assert [s["action"] for s in steps] == ["search", "invalid", "search", "invalid"]
+    assert steps[2]["reasoning"] == SUGGESTED_SEARCH_REASON
+    assert steps[2]["query"].casefold() not in QUESTION.casefold()
+    told = loop.llm.calls[1][0]
+    assert any("already searched" in (m.tool_call_result.result or "") for m in told if m.tool_call_result)
+    assert told[-2].tool_calls[0].arguments == {"query": steps[2]["query"]}  # the suggestion, as a search call
 
 
-def offered(text):
-    """The numbered candidates of a refusal note."""
-    return [line.split(". ", 1)[1] for line in text.splitlines() if line[:1].isdigit() and ". " in line]
-
-
-@pytest.mark.parametrize("pick", ["1", "2", "#2", "name"])
-def test_a_candidate_is_picked_by_number_or_name_in_tools_mode(build_loop, pick):
-    probe = build_loop([search(QUESTION), answer("x")], **TOOLS)
-    probe.run()
-    candidates = offered(probe.llm.calls[1][0][-1].tool_call_result.result)
-    assert len(candidates) >= 2 and all(c.casefold() not in QUESTION.casefold() for c in candidates)
-    wanted = candidates[0] if pick in ("1", "name") else candidates[1]
-    loop = build_loop([search(QUESTION), search(wanted if pick == "name" else pick), answer("Greenwich Village")],
-                      **TOOLS)  # fmt: skip
-    result = loop.run()
-    assert searched(result) == [QUESTION, wanted]
-    assert result["terminated_by"] == "answered"
-
-
-def test_a_candidate_is_picked_by_number_in_json_mode(build_loop):
-    loop = build_loop([decide("search", query=QUESTION), decide("search", query="1"), decide("generate")],
+def test_json_mode_a_refused_search_is_followed_by_the_chunks_suggestion(build_loop):
+    loop = build_loop([decide("search", query=QUESTION), decide("generate")],
                       mode="json", router_kwargs=FIRST, answer_script=[{"text": "Greenwich Village"}])  # fmt: skip
     result = loop.run()
+    steps = result["tool_history"]
+    assert [s["action"] for s in steps] == ["search", "invalid", "search", "generate"]
+    assert searched(result) == [QUESTION, steps[2]["query"]] and steps[2]["reasoning"] == SUGGESTED_SEARCH_REASON
     prompt = loop.llm.calls[1][0][-1].text
-    assert "already searched" in prompt and '"query": "1"' in prompt
-    assert searched(result) == [QUESTION, offered(prompt)[0]]
+    assert steps[2]["query"] in prompt and "already searched" in prompt  # the model sees the step and its chunks
+    assert calls(result, "controller") == 2
 
 
 def test_json_invalid_replies_twice_end_the_loop_early(build_loop):
