@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 Q ?= The director of the romantic comedy "Big Stone Gap" is based in what New York city?
 
-.PHONY: ask test test-unit install pipelines
+.PHONY: ask test test-unit lint install pipelines
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ test: $(STAMP)
 # The unit tests only (no real model, service or wall-clock assertion): the quick check while editing.
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m unit
+
+# Lint as haystack-core-integrations does (rules in pyproject.toml): ruff, ruff's formatter, mypy on the library.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy -p haystack_agentic
 
 # Rewrite pipelines/*.yml from haystack_agentic.pipelines.default_pipelines.py.
 pipelines: $(STAMP)

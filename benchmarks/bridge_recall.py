@@ -78,14 +78,14 @@ def evaluate(policy: BridgeEntityPolicy, rows: list[dict], retrieve, budget: int
     for row in rows:
         log: list[list] = []
 
-        def logged(query, top_k, filters):
+        def logged(query, top_k, filters, log=log):
             found = retrieve(query, top_k, filters)
             log.append(found)
             return found
 
         original = policy.next_searches
 
-        def timed(*args, **kwargs):
+        def timed(*args, original=original, **kwargs):
             start = time.process_time()
             out = original(*args, **kwargs)
             decision_cpu.append(time.process_time() - start)
@@ -142,7 +142,7 @@ def main() -> None:
         retriever = InMemoryBM25Retriever(store)
         cache: dict[str, list] = {}
 
-        def retrieve(query: str, top_k: int, filters: dict | None) -> list:
+        def retrieve(query: str, top_k: int, filters: dict | None, cache=cache, retriever=retriever) -> list:
             key = json.dumps([query, top_k, filters])
             if key not in cache:
                 cache[key] = retriever.run(query=query, top_k=top_k, filters=filters)["documents"]

@@ -63,12 +63,12 @@ def main() -> None:
         store = SparseBM25DocumentStore(index=f"bench-{size}")
         store.write_documents(docs)
         store.bm25_retrieval(query="warm up", top_k=5)
-        median, p95 = timed(lambda: list_collections(store), 5)
+        median, p95 = timed(lambda store=store: list_collections(store), 5)
         print(f"in-memory {size:>7} chunks: list_collections median {median:.1f} ms, p95 {p95:.1f} ms")
         scope = collection_filter(["beta"])
         for label, filters in (("unscoped", None), ("one of 3", scope)):
             it = iter(queries * 2)
-            search = lambda f=filters: store.bm25_retrieval(query=next(it), top_k=5, filters=f)  # noqa: E731
+            search = lambda f=filters, it=it, store=store: store.bm25_retrieval(query=next(it), top_k=5, filters=f)  # noqa: E731
             median, p95 = timed(search, len(queries))
             print(f"in-memory {size:>7} chunks: BM25 top-5 {label:<9} median {median:.2f} ms, p95 {p95:.2f} ms")
         if args.milvus:

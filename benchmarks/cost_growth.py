@@ -31,6 +31,7 @@ Run: `python benchmarks/cost_growth.py [--max-turns 20] [--chunk-cap 30] [--reca
 """
 
 import argparse
+import itertools
 import inspect
 import json
 import re
@@ -171,7 +172,7 @@ def recall_runs(questions: int, turns: int, chunk_cap: int, digests: bool) -> tu
 
 
 def _curve(name: str, prompts: list[int]) -> str:
-    steps = [b - a for a, b in zip(prompts, prompts[1:])]
+    steps = [b - a for a, b in itertools.pairwise(prompts)]
     return f"{name:>6}: " + " ".join(f"{p:>6}" for p in prompts) + "\n" + f"{'+turn':>6}:        " + " ".join(
         f"{d:>6}" for d in steps
     )

@@ -95,7 +95,7 @@ def main() -> None:
         if done.returncode != 0:
             sys.exit(f"{runtime} failed:\n{done.stderr[-3000:]}")
         figures[runtime] = json.loads(done.stdout.strip().splitlines()[-1])
-    same = sum(a == b for a, b in zip(figures["transformers"]["answers"], figures["llamacpp"]["answers"]))
+    same = sum(a == b for a, b in zip(figures["transformers"]["answers"], figures["llamacpp"]["answers"], strict=True))
     print(f"{args.questions} HotpotQA sample questions, agentic_rag_embedded (bridge-entity policy), fresh process each")
     print(f"{'runtime':<14}{'start-up s':>12}{'s/question':>12}{'peak RSS MB':>13}{'answer F1':>11}")
     for runtime, fig in figures.items():

@@ -99,8 +99,8 @@ def report(hotpotqa: Path, musique: Path, limit: int | None) -> dict:
     else:
         print(f"MuSiQue left out: {musique} does not exist (pass --musique PATH).")
     out = {}
-    for name, (pool, questions) in sets.items():
-        questions = questions[:limit] if limit else questions
+    for name, (pool, every_question) in sets.items():
+        questions = every_question[:limit] if limit else every_question
         store = build_store(pool)
         configs = [
             bridge_entity_config(store, 6, None, evidence_checker=EvidenceChecker()),

@@ -65,7 +65,7 @@ def record_runs(data: Path, start: int, limit: int | None, out: Path) -> list[di
         extractor_module.extract_short_answer = extract_short_answer
     runs = []
     with out.open("w", encoding="utf-8") as handle:
-        for row, record in zip(rows, report["configs"]["bridge-entity"]["questions"]):
+        for row, record in zip(rows, report["configs"]["bridge-entity"]["questions"], strict=True):
             answered = record["terminated_by"] == "answered"
             reply = replies.get(" ".join(record["question"].split())) if answered else None
             run = {

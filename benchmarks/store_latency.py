@@ -136,7 +136,7 @@ def in_memory_rows(rows, size, docs, queries, questions, baseline_queries: int) 
         searches = queries[:baseline_queries] if slow else queries
         asked = questions[: max(3, baseline_queries // 4)] if slow else questions
         ask = question_loop(store, retriever)
-        measure(rows, size, name, lambda q: retriever.run(query=q[0]), ask, searches, asked, index_s)
+        measure(rows, size, name, lambda q, retriever=retriever: retriever.run(query=q[0]), ask, searches, asked, index_s)
 
 
 def milvus_rows(rows, size, docs, queries, questions, flush: bool) -> None:

@@ -46,7 +46,36 @@ _EXPORTS = {
     "merge_chunks": "haystack_agentic.dataclasses.loop_state",
 }
 
-__all__ = sorted([*_EXPORTS, "ALLOWED_MODULES"])
+__all__ = [  # ALLOWED_MODULES and the keys of _EXPORTS (tests/test_layout.py checks it)
+    "ALLOWED_MODULES",
+    "AgenticRAG",
+    "AgenticRAGError",
+    "AgenticRouter",
+    "Answerer",
+    "BridgeEntityRouter",
+    "EvidenceChecker",
+    "FallbackSynthesizer",
+    "HHEMGrounder",
+    "LLMJudgeGrounder",
+    "LoopController",
+    "LoopLimits",
+    "LoopOptions",
+    "LoopOutcome",
+    "LoopResultBuilder",
+    "LoopState",
+    "LoopStateJoiner",
+    "PendingSearch",
+    "ShortAnswerExtractor",
+    "ToolStep",
+    "allowed_modules_for",
+    "build_loop",
+    "build_loop_pipeline",
+    "load_loop_pipeline",
+    "load_snapshot",
+    "merge_chunks",
+    "resume_from_snapshot",
+    "resume_from_snapshot_async",
+]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily
     from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker

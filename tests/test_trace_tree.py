@@ -233,7 +233,7 @@ def test_every_search_of_a_turn_hangs_under_that_turn(store, tracer):
     pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm, search_question_first=False), InMemoryBM25Retriever(store),
                                    check_evidence=False)  # fmt: skip
     _run(pipeline, QUESTION, run_async=False)
-    first, second = tracer.named(ITERATION)
+    first, _second = tracer.named(ITERATION)
     assert first.tags["haystack_agentic.query"] == "Adriana Trigiani; Greenwich Village"
     searches = tracer.named(SEARCH)
     assert [s.tags["haystack_agentic.query"] for s in searches] == ["Adriana Trigiani", "Greenwich Village"]

@@ -159,7 +159,7 @@ def test_the_package_loaders_refuse_the_attacks_too(tmp_path):
     from haystack_agentic.loop_loading import check_pipeline_stores, pipeline_from_dict
 
     for text in (AGENT_RUNS_THE_CLI, SCRIPTED_LLM):
-        with pytest.raises(ValueError, match="Cannot load the pipeline attack.yml") as caught:
+        with pytest.raises(ValueError, match=r"Cannot load the pipeline attack.yml") as caught:
             pipeline_from_dict(yaml.safe_load(text), "attack.yml")
         assert isinstance(caught.value.__cause__, DeserializationError)
     # The Milvus store is the user's choice when the YAML names it, but loading never creates its database...
@@ -177,7 +177,7 @@ def test_the_package_loaders_refuse_the_attacks_too(tmp_path):
         lambda: allowed_modules_for(text),
         lambda: check_pipeline_stores(tmp_path / "attack.yml"),
     ):
-        with pytest.raises(ValueError, match="subprocess.Popen"):
+        with pytest.raises(ValueError, match=r"subprocess.Popen"):
             load()
     assert not marker.exists() and not new_file.exists()
 

@@ -91,7 +91,7 @@ def agent_takes_the_conversation_as_messages_and_returns_it_extended():
 
 
 def agent_runs_every_tool_call_of_a_turn_and_the_model_reads_documents_as_json():
-    agent, llm = agent_with([search("Big Stone Gap director", "Adriana Trigiani"), {"text": GOLD}])
+    agent, _llm = agent_with([search("Big Stone Gap director", "Adriana Trigiani"), {"text": GOLD}])
     out = agent.run(messages=[ChatMessage.from_user(QUESTION)])
     assert out["tool_call_counts"] == {"search": 2}
     results = [m.tool_call_result for m in out["messages"] if m.tool_call_result is not None]

@@ -73,7 +73,7 @@ def main(argv: list[str]) -> int:
             continue
         rows += [(aspect, system, outcome, name, seconds) for aspect, name, outcome, seconds in checks]
     rows.sort(key=lambda row: ASPECTS.index(row[0]) if row[0] in ASPECTS else -1)
-    widths = [max(len(str(row[i])) for row in [("aspect", "system", "outcome")] + rows) for i in range(3)]
+    widths = [max(len(str(row[i])) for row in [("aspect", "system", "outcome"), *rows]) for i in range(3)]
     print(f"{'aspect':<{widths[0]}}  {'system':<{widths[1]}}  {'outcome':<{widths[2]}}  {'s':>6}  check")
     for aspect, system, outcome, name, seconds in rows:
         shown = f"{seconds:6.2f}" if seconds is not None else " " * 6

@@ -83,7 +83,7 @@ def langgraph_keeps_history_per_thread_but_grades_and_answers_the_first_question
     out = recipe.graph.invoke(user(FOLLOW_UP), thread)
     # the follow-up's first call saw the whole first exchange (MessagesState appends; the checkpointer keeps it)
     follow_up_call = recipe.response_model.calls[2][0]
-    assert [m.content for m in follow_up_call][0] == QUESTION and follow_up_call[-1].content == FOLLOW_UP
+    assert follow_up_call[0].content == QUESTION and follow_up_call[-1].content == FOLLOW_UP
     assert any(isinstance(m, ToolMessage) for m in follow_up_call)
     # ...but grade_documents and generate_answer take messages[0] as the question: the first turn's, not the follow-up
     answer_prompt = recipe.response_model.calls[3][0][0].content
@@ -144,7 +144,7 @@ def langgraph_at_the_recursion_limit_raises_graph_recursion_error_without_an_ans
 
 def langgraph_bounds_super_steps_not_prompt_tokens_the_messages_grow():
     rewrites = [retrieve("Big Stone Gap"), AIMessage(content="Who directed Big Stone Gap?")] * 3
-    recipe = Recipe(rewrites + [retrieve("Adriana Trigiani"), AIMessage(content=GOLD)],
+    recipe = Recipe([*rewrites, retrieve("Adriana Trigiani"), AIMessage(content=GOLD)],
                     [grade("no")] * 3 + [grade("yes")])  # fmt: skip
     out = recipe.invoke(config={"recursion_limit": 50})
     assert out["messages"][-1].content == GOLD

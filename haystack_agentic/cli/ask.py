@@ -110,7 +110,9 @@ def say_on_stderr(quiet: bool) -> Callable[[str], None]:
     return lambda line: err.print(line, highlight=False, markup=False)
 
 
-def load_store_into(pipeline: Pipeline, store_path: Path, console: Console, quiet: bool, auto_index: bool = True):
+def load_store_into(
+    pipeline: Pipeline, store_path: Path, console: Console, quiet: bool, auto_index: bool = True
+) -> None:
     """
     Fill the pipeline's empty in-memory store from a store file (with `auto_index`, a missing one is first made from
     the shipped sample), then check the retriever's store.
@@ -259,9 +261,9 @@ def run_question(
             result = run_with_progress(loop.pipeline, {"controller": inputs}, show)
         except PipelineRuntimeError as exc:  # e.g. a filter that does not fit the stored metadata's types
             cause = exc.__cause__ or exc
-            from haystack_agentic.components.loop.loop_controller import InvalidLoopInput  # noqa: PLC0415 - loaded
+            from haystack_agentic.components.loop.loop_controller import InvalidLoopInputError  # noqa: PLC0415 - loaded
 
-            refused = isinstance(cause, InvalidLoopInput)  # e.g. an unknown collection: the message says all
+            refused = isinstance(cause, InvalidLoopInputError)  # e.g. an unknown collection: the message says all
             raise CLIError(str(cause) if refused else f"The loop failed: {type(cause).__name__}: {cause}") from exc
     return result, time.perf_counter() - start
 
@@ -271,9 +273,9 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     question = args.question
     if not question or not question.strip():
         raise CLIError("The question is empty: ask something, e.g. haystack-agentic ask 'Who directed Big Stone Gap?'")
-    with local_gguf(args, say_on_stderr(args.quiet or args.json)) as args:
-        loop = prepare_loop(args, args.quiet or args.json, question)
-        result, seconds = run_question(loop, args, question)
+    with local_gguf(args, say_on_stderr(args.quiet or args.json)) as served:
+        loop = prepare_loop(served, args.quiet or args.json, question)
+        result, seconds = run_question(loop, served, question)
     if args.json:
         payload = {**result, "question": question, **loop.describe, "seconds": round(seconds, 3)}
         print(json.dumps(payload, ensure_ascii=False, indent=2))

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def print_trace(console: Console, question: str, result: dict[str, Any], seconds: float, describe: dict[str, str]):
+def print_trace(
+    console: Console, question: str, result: dict[str, Any], seconds: float, describe: dict[str, str]
+) -> None:
     """Print a run's trace and answer (`result`: the loop's result dict, `describe`: its `llm` and `policy`)."""
     console.print(f"[bold]LLM:[/bold] {describe['llm']}   [bold]Policy:[/bold] {describe['policy']}")
     console.print(f"[bold]Question:[/bold] {printable(question)}", highlight=False)

@@ -46,12 +46,16 @@ def open_backend_store(
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the document store options (`--backend`, `--uri`, and for `index`/`collections` `--store-collection`)."""
     parser.add_argument(
         "--backend", choices=["memory", "milvus", "weaviate"], default="memory",
-        help="Document store: memory (JSON file, BM25), milvus (Milvus Lite file or server, hybrid), weaviate (server).",
+        help="Document store: memory (JSON file, BM25), milvus (Milvus Lite file or server, hybrid), "
+        "weaviate (server).",
     )
     parser.add_argument(
-        "--uri", help=f"Milvus Lite file or server URI (default: ${ENV_MILVUS_URI} or milvus.db in the cache); Weaviate URL."
+        "--uri",
+        help=f"Milvus Lite file or server URI (default: ${ENV_MILVUS_URI} or milvus.db in the cache); "
+        "Weaviate URL.",
     )
     if parser.prog.endswith(("index", "collections")):
         parser.add_argument(

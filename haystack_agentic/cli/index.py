@@ -7,7 +7,7 @@ import argparse
 import contextlib
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from haystack_agentic.cli.collections import collection_options
 from haystack_agentic.cli.common import (
@@ -16,7 +16,12 @@ from haystack_agentic.cli.common import (
 from haystack_agentic.settings import default_store_path
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from rich.console import Console
+
+#: The progress clock shows seconds below a minute, then minutes:seconds
+SECONDS_PER_MINUTE = 60
 
 _DESCRIPTION = """\
 Index documents into a document store: an in-memory store saved as a JSON
@@ -120,7 +125,7 @@ class IndexProgress:
     """The indexer's `progress` callback as a context manager: a line per stage with a bar, the count done and the ETA
     (nothing when `quiet` or `console` is not a terminal)."""
 
-    UNITS = {"converting": "files", "indexing": "files", "embedding": "chunks", "writing": "chunks"}
+    UNITS: ClassVar[dict[str, str]] = {"converting": "files", "indexing": "files", "embedding": "chunks", "writing": "chunks"}
 
     def __init__(self, console: Console, quiet: bool = False) -> None:
         from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn  # noqa: PLC0415
@@ -128,9 +133,10 @@ class IndexProgress:
 
         class EtaColumn(ProgressColumn):
             def render(self, task: Any) -> Text:
+                """The task's time: elapsed, its ETA, or its total once done."""
                 def clock(seconds: float | None) -> str:
                     seconds = seconds or 0.0
-                    return f"{seconds:.1f} s" if seconds < 60 else f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+                    return f"{seconds:.1f} s" if seconds < SECONDS_PER_MINUTE else f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
 
                 if task.finished:
                     return Text(f"done in {clock(task.finished_time)}", style="green")
@@ -153,6 +159,7 @@ class IndexProgress:
         self.progress.stop()
 
     def __call__(self, stage: str, done: int, total: int | None) -> None:
+        """Show `done` of `total` (`None`: unknown) for `stage`."""
         unit = self.UNITS.get(stage)
         count = f"{done}/{total} {unit}" if unit and total is not None else ""
         task = self.tasks.get(stage)
@@ -179,7 +186,7 @@ def index_path(path: Path, store_path: Path, console: Console, quiet: bool = Fal
 
 
 @contextlib.contextmanager
-def _as_cli_errors(target: object):
+def _as_cli_errors(target: object) -> Iterator[None]:
     """Indexing failures as one-line `CLIError`s: bad input and store faults as they are, anything else named."""
     from haystack_agentic.indexing.store_faults import one_line  # noqa: PLC0415
 

@@ -44,6 +44,8 @@ from haystack_agentic.cli.common import CLIError, add_command, add_llm_arguments
 
 #: The name the packaged pipeline is served under (the `model` of chat requests, the MCP tool's name).
 DEFAULT_NAME = "agentic_rag"
+#: The highest TCP port number
+MAX_PORT = 65535
 #: Names of hayhooks' own MCP tools, which a pipeline (an MCP tool too) cannot take.
 RESERVED_NAMES = frozenset({"deploy_pipeline", "undeploy_pipeline", "get_pipeline_status", "get_all_pipeline_statuses"})
 
@@ -269,11 +271,11 @@ def _prepare_and_serve(args: argparse.Namespace, security: "ServeSecurity") -> i
 
 def _check_ports(args: argparse.Namespace) -> None:
     """Refuse (`ServeError`) a port outside 1-65535 (`--mcp-port` may be 0) or `--workers` below 1."""
-    if not 1 <= args.port <= 65535:
+    if not 1 <= args.port <= MAX_PORT:
         raise ServeError(f"--port must be between 1 and 65535, got {args.port}.")
-    if args.mcp_port is not None and not 0 <= args.mcp_port <= 65535:
+    if args.mcp_port is not None and not 0 <= args.mcp_port <= MAX_PORT:
         raise ServeError(f"--mcp-port must be between 0 (no MCP) and 65535, got {args.mcp_port}.")
-    if args.mcp_port is None and args.port == 65535:
+    if args.mcp_port is None and args.port == MAX_PORT:
         raise ServeError("--port 65535 leaves no port for MCP (--port + 1): pass --mcp-port PORT, or 0 for no MCP.")
     if args.workers < 1:
         raise ServeError("--workers must be at least 1.")

@@ -1,2 +1,2 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Support code of the evidence check (`EvidenceChecker`): lexical features, similarity, the calibrated score, the LLM judge."""
+"""Support code of the evidence check (`EvidenceChecker`): lexical features, similarity, calibrated score, LLM judge."""

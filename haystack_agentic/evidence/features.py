@@ -146,35 +146,43 @@ class LexicalCoverage:
 
     @property
     def entity_coverage(self) -> float:
+        """The mean key-entity score (1.0 without key entities)."""
         return sum(self.entity_scores) / len(self.entity_scores) if self.entity_scores else 1.0
 
     @property
     def entity_min(self) -> float:
+        """The lowest key-entity score (1.0 without key entities)."""
         return min(self.entity_scores, default=1.0)
 
     @property
-    def subject_min(self) -> float:  # every key entity is the subject of some chunk
+    def subject_min(self) -> float:
+        """1.0 if every key entity is the subject of some chunk, else 0.0."""
         return 1.0 if all(self.entity_subjects) else 0.0
 
     @property
-    def title_share(self) -> float:  # of the non-numeric key entities, those with a passage of their own
+    def title_share(self) -> float:
+        """The share of the non-numeric key entities that have a passage of their own."""
         counted = [t for t in self.entity_titles if t is not None]
         return sum(counted) / len(counted) if counted else 1.0
 
     @property
-    def entities_without_passage(self) -> list[str]:  # found somewhere, but with no passage of their own
-        return [e for e, t in zip(self.entities, self.entity_titles) if t is False]
+    def entities_without_passage(self) -> list[str]:
+        """The key entities found somewhere, but with no passage of their own."""
+        return [e for e, t in zip(self.entities, self.entity_titles, strict=True) if t is False]
 
     @property
-    def word_coverage(self) -> float:  # content words found in some chunk
+    def word_coverage(self) -> float:
+        """The share of the question's content words found in some chunk."""
         return len(self.words_found) / len(self.words) if self.words else 1.0
 
     @property
-    def missing_entities(self) -> list[str]:  # not found as a phrase in any chunk
-        return [e for e, s in zip(self.entities, self.entity_scores) if s < 1.0]
+    def missing_entities(self) -> list[str]:
+        """The key entities not found as a phrase in any chunk."""
+        return [e for e, s in zip(self.entities, self.entity_scores, strict=True) if s < 1.0]
 
     @property
     def missing_words(self) -> list[str]:
+        """The question's content words found in no chunk."""
         return [w for w in self.words if w not in set(self.words_found)]
 
 
@@ -221,7 +229,7 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
             for j, titles_ in enumerate(title_phrases):
                 if i != j and any(title in text for title in titles_):
                     best_pair = max(best_pair, _share(stems, chunk_stems[i] | chunk_stems[j]))
-    found = [w for w, st in zip(words, stems) if st in union]
+    found = [w for w, st in zip(words, stems, strict=True) if st in union]
     names = [text for text, _ in entities]
     return LexicalCoverage(names, entity_scores, entity_subjects, words, found, best, entity_titles, best_pair)
 

@@ -131,11 +131,11 @@ class QuestionChunkSimilarity:
         keys = [(chunks[i].id, hash(text)) for i, text in indexed]
         with self._lock:
             cached = {key: self._cache[key] for key in keys if key in self._cache}
-        todo = [(key, text) for key, (_, text) in zip(keys, indexed) if key not in cached]
+        todo = [(key, text) for key, (_, text) in zip(keys, indexed, strict=True) if key not in cached]
         vectors = np.asarray(self._embedder.embed_texts([question] + [text for _, text in todo]), dtype="float32")
         query, fresh = vectors[0], vectors[1:]
         with self._lock:
-            for (key, _), vector in zip(todo, fresh):
+            for (key, _), vector in zip(todo, fresh, strict=True):
                 self._cache[key] = vector
                 cached[key] = vector
             for key in keys:

@@ -5,6 +5,7 @@ a chunk's offsets can be stored with it at index time (`sentence_spans`) and rea
 """
 
 import functools
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,8 +49,8 @@ def _library_spans(text: str, language: str) -> list[tuple[int, int]] | None:
     # looked for after the previous one instead; one it changed is not found, and `_fill_gaps` covers its text.
     segmenter = pysbd.Segmenter(language=language, clean=False, char_span=False)
     spans, last_end = [], 0
-    for sentence in segmenter.segment(text):
-        sentence = sentence.strip()
+    for segment in segmenter.segment(text):
+        sentence = segment.strip()
         start = text.find(sentence, last_end) if sentence else -1
         if start >= 0:
             spans.append((start, start + len(sentence)))
@@ -67,7 +68,7 @@ def _warn_without_pysbd() -> None:
 
 def _fallback_spans(text: str) -> list[tuple[int, int]]:
     cuts = [0, *(match.end() for match in _FALLBACK_END.finditer(text)), len(text)]
-    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if a < b]
+    return [(a, b) for a, b in itertools.pairwise(cuts) if a < b]
 
 
 def _fill_gaps(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -86,7 +87,7 @@ def _fill_gaps(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]
 def _split_blocks(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """Split one span at line breaks that start a Markdown block (list item, heading, quote, blank line)."""
     cuts = [start, *(match.start() + 1 for match in _BLOCK_START.finditer(text, start, end)), end]
-    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if a < b]
+    return [(a, b) for a, b in itertools.pairwise(cuts) if a < b]
 
 
 def _trim(text: str, start: int, end: int) -> tuple[int, int] | None:

@@ -86,7 +86,7 @@ def and_filters(*filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
     of two filters whose logical operators differ).
     """
     present = [dict(f) for f in filters if f]
-    if len(present) < 2:
+    if len(present) <= 1:
         return present[0] if present else None
     return {"operator": "AND", "conditions": present}
 

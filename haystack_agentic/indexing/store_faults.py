@@ -25,6 +25,10 @@ MILVUS_SERVER_SCHEMES = ("unix", "http", "https", "tcp", "grpc")
 
 #: Loggers whose error records repeat what `StoreError` says, with tracebacks (silenced by `quiet_store_logs`).
 NOISY_LOGGERS = ("pymilvus", "milvus_lite", "milvus_haystack")
+#: Most characters of an exception's one-line message.
+ONE_LINE_MAX_CHARS = 600
+#: Missing pieces a store check names before "(+N more)".
+SHOWN_MISSING = 3
 
 _REBUILD = "restore it from a backup, or move it aside and index again"
 
@@ -37,7 +41,7 @@ def one_line(exc: BaseException) -> str:
     """An exception's message on one line, at most 600 characters (pymilvus' `message` when it has one)."""
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     text = " ".join(str(message).split())
-    return text if len(text) <= 600 else text[:597] + "..."
+    return text if len(text) <= ONE_LINE_MAX_CHARS else text[: ONE_LINE_MAX_CHARS - 3] + "..."
 
 
 def milvus_lite_path(uri: str | Path) -> Path | None:

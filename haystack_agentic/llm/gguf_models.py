@@ -169,7 +169,7 @@ def download_model(
     :raises OSError: If `folder` cannot be written.
     """
     model = known_model(name)
-    say = progress or (lambda text: None)
+    say = progress or (lambda _text: None)
     target = Path(folder or MODELS_DIR) / model.file_name
     if installed_model(name, folder) is not None and file_sha256(target) == model.sha256:
         say(f"{target} is already installed (sha256 checked).")

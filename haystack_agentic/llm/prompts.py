@@ -36,7 +36,7 @@ def fit_turns(turns: Sequence[ChatMessage], budget_tokens: int, counter: TokenCo
     sizes = [counter.count([message]) for message in turns]
     excess = sum(sizes) - budget_tokens
     kept = []
-    for message, size in zip(turns, sizes):
+    for message, size in zip(turns, sizes, strict=True):
         if excess > 0 and message.role != ChatRole.SYSTEM:
             excess -= size
         else:

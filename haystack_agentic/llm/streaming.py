@@ -50,7 +50,7 @@ def pick_callback(
 
 
 def _is_async(callback: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(getattr(callback, "__call__", None))
+    return inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(type(callback).__call__)
 
 
 def tagged(chunk: StreamingChunk, role: str, answer: bool) -> StreamingChunk:
@@ -247,7 +247,11 @@ def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
             await callback(chunk)  # type: ignore[misc]
 
         return forward_async
-    return lambda chunk: callback(chunk)
+
+    def forward(chunk: StreamingChunk) -> None:
+        callback(chunk)
+
+    return forward
 
 
 def step_chunks(before: LoopState, after: LoopState | None) -> Iterator[StreamingChunk]:

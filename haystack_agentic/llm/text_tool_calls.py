@@ -48,7 +48,7 @@ _FENCE_LANGUAGE_MAX_CHARS = 20
 _DECODER = json.JSONDecoder()
 
 
-class _NotCalls(Exception):
+class _NotCallsError(Exception):
     """The text is not a sequence of calls."""
 
 
@@ -75,7 +75,7 @@ def recover_tool_calls(
         if not values or len(values) > MAX_CALLS:
             return []
         calls = [_call(value, offered) for value in values]
-    except (_NotCalls, RecursionError):
+    except (_NotCallsError, RecursionError):
         return []
     # A model stuck in a loop repeats the same call until the token limit: the same call runs once.
     calls = [call for n, call in enumerate(calls) if call not in calls[:n]]
@@ -99,7 +99,7 @@ def is_only_calls(text: str | None) -> bool:
         values = _blocks(body[_lead_in_end(body) :], True, 0)
         for value in values:
             _call_parts(value)
-    except (_NotCalls, RecursionError):
+    except (_NotCallsError, RecursionError):
         return False
     return bool(values)
 
@@ -129,7 +129,7 @@ def _lead_in_end(body: str) -> int:
     """Where the calls start: at the first opener, after at most one short line of lead-in."""
     opener = _first_opener(body)
     if opener is None or "\n" in body[:opener].strip():
-        raise _NotCalls
+        raise _NotCallsError
     return opener
 
 
@@ -137,7 +137,7 @@ def _blocks(region: str, truncated: bool, nesting: int) -> list[Any]:
     """The JSON values of a region made only of calls: fences, tags and JSON values separated by whitespace (or a
     comma between JSON values). A trailing incomplete block is dropped when `truncated`; anything else raises."""
     if nesting > _MAX_BLOCK_NESTING:
-        raise _NotCalls
+        raise _NotCallsError
     values: list[Any] = []
     pos = _skip_space(region, 0)
     while pos < len(region):
@@ -150,7 +150,7 @@ def _blocks(region: str, truncated: bool, nesting: int) -> list[Any]:
             if values and region.startswith(",", _skip_space(region, pos)):
                 pos = _skip_space(region, pos) + 1
         else:
-            raise _NotCalls
+            raise _NotCallsError
         pos = _skip_space(region, pos)
     return values
 
@@ -162,16 +162,16 @@ def _fence(region: str, pos: int, truncated: bool, nesting: int, values: list[An
         return _cut(region, truncated)
     language = region[pos + len(FENCE) : line_end].strip()
     if len(language) > _FENCE_LANGUAGE_MAX_CHARS or not all(c.isalnum() or c in "_-" for c in language):
-        raise _NotCalls
+        raise _NotCallsError
     close = region.find(FENCE, line_end)
     if close < 0:
         if not truncated:
-            raise _NotCalls
+            raise _NotCallsError
         values.extend(_blocks(region[line_end:], True, nesting + 1))
         return len(region)
     inner = _blocks(region[line_end:close], False, nesting + 1)
     if not inner:
-        raise _NotCalls
+        raise _NotCallsError
     values.extend(inner)
     return close + len(FENCE)
 
@@ -182,13 +182,13 @@ def _tag(region: str, pos: int, truncated: bool, nesting: int, values: list[Any]
     if tag is None:
         if truncated and any(f"<{t}>".startswith(region[pos:]) for t in TAGS):  # cut inside the opening tag
             return len(region)
-        raise _NotCalls
+        raise _NotCallsError
     start = pos + len(tag) + 2
     close = region.find(f"</{tag}>", start)
     end = len(region) if close < 0 else close
     inner = _blocks(region[start:end], truncated and close < 0, nesting + 1)
     if not inner and not (truncated and close < 0):
-        raise _NotCalls
+        raise _NotCallsError
     values.extend(inner)
     return len(region) if close < 0 else close + len(tag) + 3
 
@@ -200,13 +200,13 @@ def _json_value(region: str, pos: int, truncated: bool, values: list[Any]) -> in
         value, end = _DECODER.raw_decode(region, pos)
     except ValueError:  # not JSON, or an integer over Python's 4,300-digit limit
         if not truncated:
-            raise _NotCalls from None
+            raise _NotCallsError from None
         if region[pos] == "[":
             values.extend(_list_head(region, pos + 1))
         return len(region)
     if isinstance(value, list):
         if not value:
-            raise _NotCalls
+            raise _NotCallsError
         values.extend(value)
     else:
         values.append(value)
@@ -237,44 +237,44 @@ def _skip_space(text: str, pos: int) -> int:
 
 def _cut(region: str, truncated: bool) -> int:
     if not truncated:
-        raise _NotCalls
+        raise _NotCallsError
     return len(region)
 
 
 def _call(value: Any, offered: dict[str, Tool]) -> tuple[str, dict[str, Any]]:
-    """The (tool name, arguments) of a call object; `_NotCalls` unless it names an offered tool with valid
+    """The (tool name, arguments) of a call object; `_NotCallsError` unless it names an offered tool with valid
     arguments."""
     name, written = _call_parts(value)
     tool = offered.get(name)
     if tool is None:
-        raise _NotCalls
+        raise _NotCallsError
     arguments, problem = decode_arguments(written)
     if problem or not isinstance(arguments, dict) or _depth(arguments) > MAX_DEPTH:
-        raise _NotCalls
+        raise _NotCallsError
     arguments = finite(valid_value(arguments))
     if not _valid(arguments, tool.parameters):
-        raise _NotCalls
+        raise _NotCallsError
     return name, arguments
 
 
 def _call_parts(value: Any) -> tuple[str, Any]:
-    """The (name, arguments as written) of a JSON value with a call's shape, whichever tools exist; `_NotCalls` for
+    """The (name, arguments as written) of a JSON value with a call's shape, whichever tools exist; `_NotCallsError` for
     any other value."""
     if not isinstance(value, dict) or _depth(value) > MAX_DEPTH:
-        raise _NotCalls
+        raise _NotCallsError
     if "function" in value:  # {"type": "function", "function": {"name": ..., "arguments": ...}}
         if set(value) - _CALL_EXTRA_KEYS - {"function"} or value.get("type", "function") != "function":
-            raise _NotCalls
+            raise _NotCallsError
         value = value["function"]
         if not isinstance(value, dict):
-            raise _NotCalls
+            raise _NotCallsError
     argument_keys = [key for key in _ARGUMENT_KEYS if key in value]
     flat = {key: item for key, item in value.items() if key not in _CALL_EXTRA_KEYS and key != "name"}
     if argument_keys and (set(flat) - set(_ARGUMENT_KEYS) or len(argument_keys) > 1):
-        raise _NotCalls  # e.g. a tool definition copied back: it has a "description"
+        raise _NotCallsError  # e.g. a tool definition copied back: it has a "description"
     name = value.get("name")
     if not isinstance(name, str):
-        raise _NotCalls
+        raise _NotCallsError
     # No "arguments" key: the arguments written beside the name (`{"name": "answer", "text": ...}`), which must
     # validate against the tool's schema like any others (`_call`).
     return name, value[argument_keys[0]] if argument_keys else flat

@@ -34,6 +34,11 @@ _ASCII_OTHER = re.compile(r"[0-9!-/:-@\[-`{-~]")
 _WHITESPACE = re.compile(r"\s+")
 _SPACE_BEFORE_NON_LETTER = re.compile(r" (?=[^A-Za-z\s])")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+#: Tokens of a non-ASCII character by its UTF-8 size: 1.5 for two bytes (accented Latin, Greek, Cyrillic), else
+#: one per byte.
+_UTF8_SIZE_TOKENS = {2: 1.5}
+#: Chunk ids a compacted tool result still names.
+_DIGEST_SHOWN_IDS = 10
 
 
 V = TypeVar("V")
@@ -50,6 +55,7 @@ class IdentityMemo(Generic[V]):
         self._values: dict[int, tuple[weakref.ref, V]] = {}
 
     def get(self, obj: Any, compute: Callable[[Any], V]) -> V:
+        """The value `compute(obj)` computed for this very object, computed now if it has none yet."""
         key = id(obj)
         entry = self._values.get(key)
         if entry is not None and entry[0]() is obj:
@@ -101,7 +107,7 @@ class TokenCounter:
             return self.count_text(render_tools(tools))
         key = tuple(map(id, tools))
         known = self._tool_counts.get(key)
-        if known is not None and all(a is b for a, b in zip(known[0], tools)):
+        if known is not None and all(a is b for a, b in zip(known[0], tools, strict=True)):
             return known[1]
         tokens = self.count_text(render_tools(tools))
         if len(self._tool_counts) >= _TOOL_COUNTS_KEPT:
@@ -175,14 +181,14 @@ class ConservativeTokenCounter(TokenCounter):
     name = "conservative estimate"
 
     def _count_text(self, text: str) -> int:
-        tokens = sum(math.ceil(len(run) / 4) for run in _ASCII_LETTERS.findall(text))
+        tokens: float = sum(math.ceil(len(run) / 4) for run in _ASCII_LETTERS.findall(text))
         tokens += len(_ASCII_OTHER.findall(text))
         tokens += sum(1 for run in _WHITESPACE.findall(text) if run != " ")
         tokens += len(_SPACE_BEFORE_NON_LETTER.findall(text))
         for run in _NON_ASCII.findall(text):
             for char in run:
                 size = len(char.encode("utf-8"))
-                tokens += 1.5 if size == 2 else size
+                tokens += _UTF8_SIZE_TOKENS.get(size, size)
         return math.ceil(tokens)
 
 
@@ -340,7 +346,9 @@ def compact_messages(
 def _digest(text: str) -> str:
     first_line = (text or "").split("\n", 1)[0][:200]
     ids = re.findall(r"id=(\S+)", text or "")
-    shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+    shown = ", ".join(ids[:_DIGEST_SHOWN_IDS])
+    if len(ids) > _DIGEST_SHOWN_IDS:
+        shown += f" and {len(ids) - _DIGEST_SHOWN_IDS} more"
     return f"[compacted to save context] {first_line}" + (f" Chunk ids: {shown}." if ids else "")
 
 

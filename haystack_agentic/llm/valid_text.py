@@ -150,10 +150,9 @@ def valid_usage(usage: Any) -> dict[str, Any]:
         if not (isinstance(key, str) and key.endswith("_tokens")):
             kept[key] = value
             continue
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            value = int(value)
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
-            kept[key] = value
+        count = int(value) if isinstance(value, float) and math.isfinite(value) and value.is_integer() else value
+        if isinstance(count, int) and not isinstance(count, bool) and 0 <= count <= MAX_TOKEN_COUNT:
+            kept[key] = count
     return kept
 
 
@@ -198,8 +197,8 @@ def _valid_part(part: Any) -> Any:
         name = valid_text(part.tool_name) if isinstance(part.tool_name, str) and part.tool_name.strip() else ""
         call_id = part.id if part.id is None or isinstance(part.id, str) else valid_text(str(part.id)[:200])
         arguments, extra = model_value(part.arguments), model_value(part.extra)
-        same = (name, call_id, arguments, extra)
-        if all(new is old for new, old in zip(same, (part.tool_name, part.id, part.arguments, part.extra), strict=True)):
+        fields = (name, call_id, arguments, extra)
+        if all(new is old for new, old in zip(fields, (part.tool_name, part.id, part.arguments, part.extra), strict=True)):
             return part
         return ToolCall(tool_name=name, arguments=arguments, id=call_id, extra=extra)
     if isinstance(part, ReasoningContent) and isinstance(part.reasoning_text, str):

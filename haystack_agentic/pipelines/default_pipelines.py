@@ -212,4 +212,4 @@ def write_pipelines(directory: Path | None = None) -> list[Path]:
 
 if __name__ == "__main__":
     for written_path in write_pipelines(Path(sys.argv[1]) if len(sys.argv) > 1 else None):
-        print(written_path)
+        sys.stdout.write(f"{written_path}\n")

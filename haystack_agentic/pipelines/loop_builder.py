@@ -173,7 +173,7 @@ def build_loop(options: LoopOptions | None = None, notify: Callable[[str], None]
     :raises FileNotFoundError: For a bare name that is no packaged pipeline (the message lists them).
     """
     options = options or LoopOptions()
-    notify = notify or (lambda text: logger.warning(text))
+    notify = notify or logger.warning
     path = options.pipeline_path()
     data = read_loop_yaml(path)
     components = data["components"]

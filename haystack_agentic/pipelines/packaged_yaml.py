@@ -183,7 +183,7 @@ class _Dumper(yaml.SafeDumper):
     def ignore_aliases(self, data: Any) -> bool:
         return not (isinstance(data, dict) and str(data.get("type", "")).endswith("DocumentStore"))
 
-    def generate_anchor(self, node: Any) -> str:
+    def generate_anchor(self, _node: Any) -> str:
         self.anchor_count = getattr(self, "anchor_count", 0) + 1
         return "store" if self.anchor_count == 1 else f"store{self.anchor_count}"
 

@@ -102,7 +102,7 @@ class BridgeEntityPolicy:
         self._mention_cache: dict[str, list[Mention]] = {}
 
     @classmethod
-    def from_documents(cls, documents: Iterable[Document], **kwargs) -> "BridgeEntityPolicy":
+    def from_documents(cls, documents: Iterable[Document], **kwargs: Any) -> "BridgeEntityPolicy":
         """Build the policy from the documents' `meta["title"]` (untitled ones skipped); `kwargs` go to `__init__`."""
         documents = list(documents)
         if kwargs.get("pages") is None:

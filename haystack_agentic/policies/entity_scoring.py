@@ -48,6 +48,7 @@ class Candidate:
     position: float
 
     def explain(self) -> str:
+        """One line for the trace: where the title is named, the words its page shares, its scores."""
         shared = ", ".join(self.shared[:5]) or "none"
         return (
             f"{self.title!r}: named in chunk {self.chunk_rank + 1} ({self.chunk_title!r}); its page shares "

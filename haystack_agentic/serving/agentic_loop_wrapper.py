@@ -13,7 +13,7 @@ from haystack import Pipeline, logging
 from haystack.dataclasses import StreamingChunk
 from hayhooks import BasePipelineWrapper
 
-from haystack_agentic.components.loop.loop_controller import InvalidLoopInput, validate_filters, validate_question
+from haystack_agentic.components.loop.loop_controller import InvalidLoopInputError, validate_filters, validate_question
 from haystack_agentic.indexing.collections import normalise_scope
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
 from haystack_agentic.dataclasses.loop_state import LoopState
@@ -220,10 +220,10 @@ def error_result(question: str, exc: BaseException) -> dict[str, Any]:
     return LoopResultBuilder().run(state=state)
 
 
-def invalid_input(exc: BaseException | None) -> InvalidLoopInput | None:
-    """The `InvalidLoopInput` in `exc`'s chain of causes (a pipeline wraps a component's error), or `None`."""
+def invalid_input(exc: BaseException | None) -> InvalidLoopInputError | None:
+    """The `InvalidLoopInputError` in `exc`'s chain of causes (a pipeline wraps a component's error), or `None`."""
     seen = set()
-    while exc is not None and id(exc) not in seen and not isinstance(exc, InvalidLoopInput):
+    while exc is not None and id(exc) not in seen and not isinstance(exc, InvalidLoopInputError):
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
-    return exc if isinstance(exc, InvalidLoopInput) else None
+    return exc if isinstance(exc, InvalidLoopInputError) else None

@@ -236,7 +236,7 @@ class ChatReplyStream:
         return [self._delta(content=kept)]
 
     def finish(self, result: dict[str, Any], include_usage: bool) -> list[ChatCompletion]:
-        """The last chunks: the rest of the answer, the `stop`, and (`include_usage`) one with `usage` and no choices."""
+        """The last chunks: the rest of the answer, the `stop`, and (`include_usage`) one with `usage`, no choices."""
         # Steps that no component streamed (e.g. the evidence check's) come from the result, before the answer's end.
         shown = list(self._steps_shown)
         chunks = []

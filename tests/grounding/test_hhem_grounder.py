@@ -14,7 +14,7 @@ from .conftest import ended_state
 
 @pytest.fixture
 def grounder(tiny_hhem):
-    checkpoint, foundation = tiny_hhem
+    checkpoint, _foundation = tiny_hhem
     g = HHEMGrounder(model=str(checkpoint), device="cpu", batch_size=3)
     g.warm_up()
     assert g.load_error is None

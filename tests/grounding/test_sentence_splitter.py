@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
+import itertools
 import pytest
 
 from haystack_agentic.grounding.sentence_splitter import plain, split_sentences
@@ -22,7 +23,7 @@ def test_split_sentences(text, expected):
     assert [s.text for s in sentences] == expected
     for s in sentences:
         assert text[s.start : s.end] == s.text
-    assert all(a.end <= b.start for a, b in zip(sentences, sentences[1:]))
+    assert all(a.end <= b.start for a, b in itertools.pairwise(sentences))
 
 
 def test_blank_text_has_no_sentences():
@@ -38,7 +39,7 @@ def test_offsets_hold_for_any_text():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    alphabet = st.sampled_from(list("ab .!?。\n-#*1)\"'") + ["Dr.", "e.g.", "3.5", "  ", "东京", "\t"])
+    alphabet = st.sampled_from([*"ab .!?。\n-#*1)\"'", "Dr.", "e.g.", "3.5", "  ", "东京", "\t"])
 
     @settings(max_examples=300, deadline=None)
     @given(st.lists(alphabet, max_size=40).map("".join))
@@ -46,7 +47,7 @@ def test_offsets_hold_for_any_text():
         sentences = split_sentences(text)
         for s in sentences:
             assert s.text and text[s.start : s.end] == s.text and s.text == s.text.strip()
-        assert all(a.end <= b.start for a, b in zip(sentences, sentences[1:]))
+        assert all(a.end <= b.start for a, b in itertools.pairwise(sentences))
 
     check()
 

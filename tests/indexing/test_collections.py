@@ -116,7 +116,7 @@ def test_scope_shapes_and_the_unknown_name_error(sparse_store):
     assert normalise_scope("all") == "all" and normalise_scope(["people", "people"]) == ("people",)
     assert resolve_scope("all", known) == {n: k.description for n, k in known.items()}
     assert resolve_scope(["people"], known) == {"people": "Biographies"}
-    with pytest.raises(UnknownCollectionError, match="'manuals'.*films, people, places"):
+    with pytest.raises(UnknownCollectionError, match=r"'manuals'.*films, people, places"):
         resolve_scope(["people", "manuals"], known)
     for bad in ([], 3, ["all", "people"], [""], "x\x1b[31m"):
         with pytest.raises(ValueError):
@@ -376,7 +376,7 @@ def test_eval_reports_per_collection():
     configs = [bridge_entity_config(store, budget=6)]
     summary = run_eval(rows, configs, with_answer=False)["configs"]["bridge-entity"]["summary"]
     assert set(summary["by_collection"]) == {"first", "second"}
-    for name, totals in summary["by_collection"].items():
+    for totals in summary["by_collection"].values():
         assert totals["questions"] == 3 and totals["foreign_chunk_rate"] == 0.0
         assert totals["all_gold_recall"] is not None
 

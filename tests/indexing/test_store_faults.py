@@ -194,7 +194,7 @@ def test_loading_the_packaged_milvus_yaml_writes_nothing(tmp_path, monkeypatch):
     from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(StoreError, match="There is no Milvus Lite database at haystack_agentic_milvus.db"):
+    with pytest.raises(StoreError, match=r"There is no Milvus Lite database at haystack_agentic_milvus.db"):
         load_loop_pipeline("agentic_rag_embedded_milvus")
     assert list(tmp_path.iterdir()) == []
 

@@ -43,7 +43,7 @@ def test_an_unreadable_file_is_one_store_error_naming_it(tmp_path, content):
     path = tmp_path / "bad.json"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(StoreError, match="bad.json"):
+    with pytest.raises(StoreError, match=r"bad.json"):
         read_store_file(path)
 
 

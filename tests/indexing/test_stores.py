@@ -79,7 +79,7 @@ def test_safe_retriever_round_trips_and_checks_the_store_at_warm_up():
     safe = SafeRetriever(InMemoryBM25Retriever(InMemoryDocumentStore()))
     assert SafeRetriever.from_dict(safe.to_dict()).to_dict() == safe.to_dict()
     unreachable = SafeRetriever(_weaviate_retriever("http://127.0.0.1:9"))
-    with pytest.raises(DocumentStoreUnavailableError, match="127.0.0.1:9"):
+    with pytest.raises(DocumentStoreUnavailableError, match=r"127.0.0.1:9"):
         unreachable.warm_up()
 
 
@@ -155,7 +155,7 @@ def test_milvus_lite_write_overwrite_search_filters(tmp_path, embedded_docs, que
     assert hybrid[0].id == "stonehenge"
     scoped = MilvusEmbeddingRetriever(store).run(query_embedding=q, top_k=10, filters=TENANT)["documents"]
     assert scoped and all(d.meta["kind"] == "place" for d in scoped)
-    with pytest.raises(EmbeddingDimensionError, match="768.*384"):
+    with pytest.raises(EmbeddingDimensionError, match=r"768.*384"):
         check_embedding_dimension(store, 768)
     before = store.count_documents()
     bad = [Document(content="new", embedding=[0.1] * 8)]
@@ -164,7 +164,7 @@ def test_milvus_lite_write_overwrite_search_filters(tmp_path, embedded_docs, que
         def run(self, documents):
             return {"documents": [Document(content=d.content, embedding=[0.1] * 8) for d in documents]}
 
-    with pytest.raises(EmbeddingDimensionError, match="8-dimensional.*384"):
+    with pytest.raises(EmbeddingDimensionError, match=r"8-dimensional.*384"):
         write_documents(bad, store, EightDim())
     assert store.count_documents() == before  # nothing written
 
@@ -279,7 +279,7 @@ def test_in_memory_store_with_embeddings_saves_and_loads(tmp_path, embedded_docs
     store.save_to_disk(str(tmp_path / "s.json"))
     loaded = InMemoryDocumentStore.load_from_disk(str(tmp_path / "s.json"))
     assert loaded.count_documents() == len(DOCS)
-    q = [d for d in embedded_docs if d.id == "stonehenge"][0].embedding
+    q = next(d for d in embedded_docs if d.id == "stonehenge").embedding
     assert InMemoryEmbeddingRetriever(loaded).run(query_embedding=q, top_k=1)["documents"][0].id == "stonehenge"
     assert InMemoryBM25Retriever(loaded).run(query="Stonehenge", top_k=1)["documents"][0].id == "stonehenge"
 
@@ -309,7 +309,7 @@ def test_written_chunks_carry_their_sentence_spans(tmp_path):
     """`index` (files) and `write_documents` (Documents) store each chunk's sentence boundaries with it."""
     (tmp_path / "a.txt").write_text("Alpha is a letter.\n\nIt comes first.")
     store = InMemoryDocumentStore()
-    write_documents(convert_files(collect_files(tmp_path)) + [Document(content="Beta. Gamma.")], store)
+    write_documents([*convert_files(collect_files(tmp_path)), Document(content="Beta. Gamma.")], store)
     written = {d.content: d.meta["sentence_spans"] for d in store.filter_documents()}
     assert written["Beta. Gamma."] == [0, 5, 6, 12]
     [(text, spans)] = [(c, s) for c, s in written.items() if c.startswith("Alpha")]

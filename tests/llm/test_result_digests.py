@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the controller LLM is sent of earlier results: digests, chunks referenced once shown, `read_chunk(id)`."""
 
+import itertools
 from conftest import DOC_TEXT, QUESTION, ScriptedRetriever, actions, answer, search, tool_turn
 from haystack import Document, component
 from haystack.dataclasses import ChatMessage, ChatRole
@@ -82,7 +83,7 @@ def test_older_results_are_sent_as_digests_and_the_state_keeps_them_whole():
 
 
 def test_a_chunk_shown_before_is_referenced_not_resent():
-    llm, states = _turns([search("film"), search("director"), answer("x")])
+    llm, _states = _turns([search("film"), search("director"), answer("x")])
     latest = _tool_texts(llm.calls[2][0])[-1]
     assert "[1] id=trigiani title=Trigiani [already shown]" in latest
     assert DOC_TEXT["trigiani"] not in latest and DOC_TEXT["greenwich"] in latest
@@ -173,7 +174,7 @@ def _prompt_sizes(build_loop, **router_kwargs) -> list[int]:
 def test_the_prompt_grows_by_a_digest_per_turn_not_by_a_result(build_loop):
     digested, whole = _prompt_sizes(build_loop), _prompt_sizes(build_loop, result_digests=False)
     result_tokens = 3 * 1500 // 4  # one full result: three chunks of ~1,500 characters
-    growth = [b - a for a, b in zip(digested[2:], digested[3:])]
+    growth = [b - a for a, b in itertools.pairwise(digested[2:])]
     assert growth and max(growth) < 150 < result_tokens  # one digest (three lines) and one reply a turn
-    assert min(b - a for a, b in zip(whole[2:], whole[3:])) > result_tokens * 0.9
+    assert min(b - a for a, b in itertools.pairwise(whole[2:])) > result_tokens * 0.9
     assert sum(digested) < 0.4 * sum(whole)  # 0.32 here

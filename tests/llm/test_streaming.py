@@ -193,7 +193,7 @@ def test_a_sync_run_refuses_an_async_callback_with_a_clear_error(build_loop):
     from haystack_agentic import LoopState  # noqa: PLC0415
 
     state = LoopState(question="q", draft="d", pending_action="answer")
-    with pytest.raises(ValueError, match="coroutine|async"):
+    with pytest.raises(ValueError, match=r"coroutine|async"):
         answerer.run(state=state, streaming_callback=collect)
 
 

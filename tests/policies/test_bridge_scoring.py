@@ -37,7 +37,7 @@ def _setup(case_id: str, **kwargs):
 
 
 def test_scored_ranking_follows_the_page_that_answers_not_the_first_mention():
-    row, docs, retrieve, scored = _setup(TI_AUTOMOTIVE)
+    row, _docs, retrieve, scored = _setup(TI_AUTOMOTIVE)
     first = retrieve(row["question"], 4, None)
     searched = [row["question"]]
     # The first chunk names Walbro before Bain Capital; only Bain Capital's page says "investment firm".
@@ -47,7 +47,7 @@ def test_scored_ranking_follows_the_page_that_answers_not_the_first_mention():
 
 
 def test_candidates_carry_lookahead_and_specificity():
-    row, docs, retrieve, scored = _setup(TI_AUTOMOTIVE)
+    row, _docs, retrieve, scored = _setup(TI_AUTOMOTIVE)
     first = retrieve(row["question"], 4, None)
     by_title = {c.title: c for c in scored.scored_candidates(row["question"], first, [row["question"]])}
     assert by_title["Bain Capital"].lookahead > by_title["Walbro"].lookahead
@@ -72,9 +72,9 @@ def test_mentions_search_reaches_a_page_that_is_not_the_entitys_own():
 
 
 def test_mentions_search_excludes_the_pages_already_retrieved():
-    row, docs, retrieve, scored = _setup(GMINA, mentions=True)
+    row, _docs, retrieve, scored = _setup(GMINA, mentions=True)
     first = retrieve(row["question"], 4, None)
-    search = [s for s in scored.next_searches(row["question"], first, [row["question"]]) if "mentions" in s["why"]][0]
+    search = next(s for s in scored.next_searches(row["question"], first, [row["question"]]) if "mentions" in s["why"])
     assert search["filters"]["operator"] == "not in"
     assert set(search["filters"]["value"]) == {c.meta["title"] for c in first}
 

@@ -55,7 +55,7 @@ def test_serve_defaults_to_localhost_and_the_packaged_pipeline(monkeypatch, tmp_
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     args = _args("--store", str(tmp_path / "s.json"))
     assert (args.host, args.port) == ("127.0.0.1", 1416)
-    pipelines, overrides, store = plan(args)
+    pipelines, _overrides, store = plan(args)
     assert list(pipelines) == ["agentic_rag"] and pipelines["agentic_rag"].name == "agentic_rag_embedded.yml"
     assert store.endswith("s.json")
     with pytest.raises(ServeError, match="OPENAI_API_KEY"):

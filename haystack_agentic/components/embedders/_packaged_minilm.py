@@ -2,7 +2,7 @@
 """What the two MiniLM embedders share: the packaged all-MiniLM-L6-v2's name and folder, and their base class."""
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from haystack_agentic.extras import require
 
@@ -37,7 +37,7 @@ class PackagedMiniLM:
 
     #: The sentence-transformers-haystack embedder class this component runs, and its extra init parameters.
     _embedder_class = ""
-    _embedder_kwargs: dict[str, Any] = {}
+    _embedder_kwargs: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, model: str = PACKAGED_MINILM, batch_size: int = 32, progress_bar: bool = False) -> None:
         """

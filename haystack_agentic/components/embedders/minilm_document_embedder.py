@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 
-from typing import Any
+from typing import Any, ClassVar
 
 from haystack import Document, component, logging
 
@@ -29,7 +29,7 @@ class MiniLMDocumentEmbedder(PackagedMiniLM):
 
     _embedder_class = "SentenceTransformersDocumentEmbedder"
 
-    _embedder_kwargs = {"meta_fields_to_embed": ["title"]}
+    _embedder_kwargs: ClassVar[dict[str, Any]] = {"meta_fields_to_embed": ["title"]}
 
     @component.output_types(documents=list[Document])
     def run(self, documents: list[Document]) -> dict[str, Any]:

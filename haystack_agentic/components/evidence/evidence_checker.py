@@ -27,7 +27,8 @@ UNCHECKABLE_REASON = "the question names nothing to look for in the documents (n
 #: `threshold`.
 DEFAULT_GIVE_UP_TEMPLATE = """\
 I could not find the answer in the documents. \
-{% if queries %}I searched for {% for q in queries %}"{{ q }}"{% if not loop.last %}{% if loop.revindex == 2 %} and {% else %}, {% endif %}{% endif %}{% endfor %}, \
+{% if queries %}I searched for {% for q in queries %}"{{ q }}"\
+{% if not loop.last %}{% if loop.revindex == 2 %} and {% else %}, {% endif %}{% endif %}{% endfor %}, \
 but the passages found do not contain the answer{% else %}The evidence is not enough{% endif %}: {{ reason }} \
 (evidence score {{ "%.2f" | format(score) }}, needed {{ "%.2f" | format(threshold) }})."""
 
@@ -159,7 +160,7 @@ class EvidenceChecker:
         model = self.model
         threshold = model.threshold if self.threshold is None else self.threshold
         texts = [doc.content or "" for doc in chunks]
-        coverage = lexical_coverage(question, texts, [chunk_title(text, doc.meta) for text, doc in zip(texts, chunks)])
+        coverage = lexical_coverage(question, texts, [chunk_title(text, doc.meta) for text, doc in zip(texts, chunks, strict=True)])
         features = {name: getattr(coverage, name) for name in _COVERAGE_FEATURES}
         best_id = None
         if model is OFFLINE_MODEL:

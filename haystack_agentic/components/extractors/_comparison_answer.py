@@ -17,6 +17,8 @@ _YEAR_RE = re.compile(r"(?<![\d,.])(1[0-9]{3}|20[0-9]{2})(?![\d,]|\.\d|\s?(?:m|k
 OPENING_CHARS = 300
 #: The longest lifespan, in years, taken as one (a larger gap between two years is not a birth and a death).
 MAX_LIFESPAN_YEARS = 130
+#: A lifespan needs two years in the opening: a birth and a death.
+LIFESPAN_YEAR_COUNT = 2
 #: How many characters past an untitled chunk's opening option may sit before its text ("Terry Richardson (born").
 _OPENING_SLACK = 8
 
@@ -55,7 +57,7 @@ def compare_by_year(question: str, options: tuple[str, str], chunk_texts: Sequen
         chunk = _own_chunk(option, chunk_texts)
         years = [int(y) for y in _YEAR_RE.findall(chunk[:OPENING_CHARS])] if chunk else []
         if lifespan:
-            if len(years) < 2 or not 0 < years[1] - years[0] < MAX_LIFESPAN_YEARS:
+            if len(years) < LIFESPAN_YEAR_COUNT or not 0 < years[1] - years[0] < MAX_LIFESPAN_YEARS:
                 return None
             keys.append(years[1] - years[0])
         elif years:

@@ -37,6 +37,10 @@ _SPAN_FUNCTION_WORDS = (NON_CONTENT_WORDS - MONTHS) | _REPLY_WORDS
 _MAX_REPLY_CHARS = 2000
 #: The longest part of a run looked up in the chunks (a name or date is rarely longer; keeps the lookup linear).
 _MAX_PART_WORDS = 8
+#: Connector words (`of`, `de`...) a name may run through in a row.
+_MAX_PENDING_CONNECTORS = 2
+#: Question word stems a chunk sentence must share to be searched for the answer span.
+_MIN_SHARED_STEMS = 2
 #: Where a small model starts inventing the next example of its prompt: the reply is cut there.
 _RUNAWAY_RE = re.compile(r"\n\s*(?:question|context|documents?|q|a)\s*:", re.IGNORECASE)
 #: A sentence end between two words: ., ! or ? (after a word of 3+ characters, so "D.C." and "St. Louis" stay
@@ -125,7 +129,7 @@ def _runs(answer: str, question_words: set[str]) -> list[tuple[int, int, int]]:
         if new:
             start = match.start() if start is None else start
             end, pending = match.end(), 0
-        elif start is not None and word in NAME_CONNECTORS and pending < 2:
+        elif start is not None and word in NAME_CONNECTORS and pending < _MAX_PENDING_CONNECTORS:
             pending += 1  # may continue the run
         elif start is not None:
             spans.append((start, end, sentence))
@@ -162,7 +166,7 @@ def _from_chunks(
             words = [(m.start(), fold(m.group(0))[:5]) for m in _WORD_RE.finditer(sentence)]
             shared = [pos for pos, stem in words if stem in q_stems]
             overlap = len({stem for _, stem in words if stem in q_stems})
-            if overlap < 2:
+            if overlap < _MIN_SHARED_STEMS:
                 continue
             pattern = _NUMBER_SPAN_RE if wants_number else _CAPITALISED_RUN_RE
             for match in pattern.finditer(sentence):
@@ -186,7 +190,11 @@ def _texts(chunk_texts: Sequence[str] | str | None) -> list[str]:
 
 
 class ShortAnswer(NamedTuple):
-    """A short answer; `location` is `(chunk index, start, end)` of the first chunk holding it (case aside), or `None`."""
+    """
+    A short answer and where it is.
+
+    `location` is `(chunk index, start, end)` of the first chunk holding it (case aside), or `None`.
+    """
 
     text: str
     location: tuple[int, int, int] | None = None

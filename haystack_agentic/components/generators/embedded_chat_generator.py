@@ -69,7 +69,10 @@ class EmbeddedChatGenerator:
     ```python
     from haystack.dataclasses import ChatMessage
 
-    from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator, embedded_model_available
+    from haystack_agentic.components.generators.embedded_chat_generator import (
+        EmbeddedChatGenerator,
+        embedded_model_available,
+    )
 
     if embedded_model_available():  # after `haystack-agentic install-model`
         context = "Adriana Trigiani is an Italian American author based in Greenwich Village, New York City."

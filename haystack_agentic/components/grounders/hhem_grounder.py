@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 #: Overlap, in tokens, between the pieces of a chunk longer than a window.
 WINDOW_OVERLAP_TOKENS = 64
+#: The smallest window, in tokens, `max_input_tokens` may set.
+MIN_INPUT_TOKENS = 16
 
 
 @component
@@ -79,7 +81,7 @@ class HHEMGrounder:
         """
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold}")
-        if batch_size < 1 or max_input_tokens < 16:
+        if batch_size < 1 or max_input_tokens < MIN_INPUT_TOKENS:
             raise ValueError("batch_size must be >= 1 and max_input_tokens >= 16")
         self.model = model
         self.revision = revision

@@ -38,7 +38,8 @@ Answer sentences:
 {% endfor %}
 
 For every sentence, reply with one JSON object and nothing else:
-{"claims": [{"sentence": <number>, "claim": "<the claim it makes>", "supported": true or false, "chunks": [<indices of the chunks that support it>]}]}"""
+{"claims": [{"sentence": <number>, "claim": "<the claim it makes>", "supported": true or false, \
+"chunks": [<indices of the chunks that support it>]}]}"""
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", flags=re.DOTALL | re.IGNORECASE)
 _TRUE_WORDS = {"true", "yes", "supported", "faithful", "entailed", "correct"}
@@ -170,7 +171,7 @@ class LLMJudgeGrounder:
         prompt = render(self.judge_prompt or DEFAULT_JUDGE_PROMPT, question=state.question, chunks=texts, sentences=claims)
         return state, sentences, chunks, [ChatMessage.from_user(prompt)]
 
-    def _judge(self, state: LoopState, sentences: list[Any], chunks: list[Any], call: Any, seconds: float):
+    def _judge(self, state: LoopState, sentences: list[Any], chunks: list[Any], call: Any, seconds: float) -> LoopState:
         state = call.state
         if call.error is not None:
             return skipped(state, f"the judge failed: {describe_error(call.error)}")

@@ -106,7 +106,7 @@ class AgenticRAG(SuperComponent):
             and `answer`, `terminated_by`, `evidence`, `grounding`, `citations` in `meta`); `messages` (the
             conversation with the answer appended, ready to pass as `messages` next turn).
         :raises ValueError: If neither `query` nor `messages` is given.
-        :raises PipelineRuntimeError: If the question or filters are refused (`InvalidLoopInput` as its cause).
+        :raises PipelineRuntimeError: If the question or filters are refused (`InvalidLoopInputError` as its cause).
         :raises AgenticRAGError: If the run ended with `terminated_by="error"` and `raise_on_failure` is set.
         """
         return self._checked(_outputs(SuperComponent.run(self, **_run_inputs(kwargs)), _question(kwargs)))

@@ -35,7 +35,7 @@ _AT_LEAST_ONE = ("max_iterations", "chunk_cap", "chunk_preview_chars", "max_ques
 DEFAULT_MAX_QUESTION_CHARS = 4000
 
 
-class InvalidLoopInput(ValueError):
+class InvalidLoopInputError(ValueError):
     """A question or filters a run cannot start with; the message says what to send instead."""
 
 
@@ -50,28 +50,28 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
     :param query: The question.
     :param max_chars: Longest question accepted, in characters, or `None` for no limit.
     :returns: The cleaned question, stripped.
-    :raises InvalidLoopInput: (a `ValueError`) If it is missing, not a string, blank, holds a lone UTF-16
+    :raises InvalidLoopInputError: (a `ValueError`) If it is missing, not a string, blank, holds a lone UTF-16
         surrogate, or is longer than `max_chars`.
     """
     if query is None:
-        raise InvalidLoopInput(
+        raise InvalidLoopInputError(
             "LoopController needs a `query` to start a run: pass the question as a string (or a conversation as "
             "`messages`)."
         )
     if not isinstance(query, str):
-        raise InvalidLoopInput(f"The query must be a string, got {type(query).__name__}.")
+        raise InvalidLoopInputError(f"The query must be a string, got {type(query).__name__}.")
     surrogate = LONE_SURROGATE.search(query)
     if surrogate:
-        raise InvalidLoopInput(
+        raise InvalidLoopInputError(
             f"The query holds a lone UTF-16 surrogate (U+{ord(surrogate.group()):04X} at character "
             f"{surrogate.start()}), which is not Unicode text: send the question as valid UTF-8, without unpaired "
             "\\ud800-\\udfff escapes."
         )
     cleaned = CONTROL_CHARACTERS_RE.sub(" ", unicodedata.normalize("NFC", query)).strip()
     if not cleaned:
-        raise InvalidLoopInput("The query is empty: pass a question with some text in it.")
+        raise InvalidLoopInputError("The query is empty: pass a question with some text in it.")
     if max_chars is not None and len(cleaned) > max_chars:
-        raise InvalidLoopInput(
+        raise InvalidLoopInputError(
             f"The query is {len(cleaned)} characters long; the limit is {max_chars} "
             "(LoopController max_question_chars): shorten the question."
         )
@@ -89,34 +89,34 @@ def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[
     :param messages: The conversation, ending with the user's question.
     :param max_chars: Longest question accepted, in characters, or `None` for no limit.
     :returns: The question (cleaned as `validate_question` does) and the conversation as a tuple.
-    :raises InvalidLoopInput: (a `ValueError`) If it is not a non-empty list of `ChatMessage`, holds a tool message
+    :raises InvalidLoopInputError: (a `ValueError`) If it is not a non-empty list of `ChatMessage`, holds a tool message
         or tool calls, does not end with the user's question, or the question is not valid.
     """
     if not isinstance(messages, (list, tuple)):
-        raise InvalidLoopInput(f"`messages` must be a list of ChatMessage, got {type(messages).__name__}.")
+        raise InvalidLoopInputError(f"`messages` must be a list of ChatMessage, got {type(messages).__name__}.")
     if not messages:
-        raise InvalidLoopInput("`messages` is empty: pass the conversation, ending with the user's question.")
+        raise InvalidLoopInputError("`messages` is empty: pass the conversation, ending with the user's question.")
     for index, message in enumerate(messages):
         if not isinstance(message, ChatMessage):
-            raise InvalidLoopInput(
+            raise InvalidLoopInputError(
                 f"messages[{index}] is a {type(message).__name__}, not a ChatMessage: build it with "
                 "ChatMessage.from_user / from_assistant / from_system."
             )
         if message.role not in _CONVERSATION_ROLES:
-            raise InvalidLoopInput(
+            raise InvalidLoopInputError(
                 f"messages[{index}] has role '{message.role.value}': a conversation for the loop holds system, "
                 "user and assistant messages only (the loop runs its own tools)."
             )
         if message.tool_calls:
-            raise InvalidLoopInput(
+            raise InvalidLoopInputError(
                 f"messages[{index}] is an assistant message with tool calls: send earlier answers as text only."
             )
     users = [i for i, m in enumerate(messages) if m.role == ChatRole.USER]
     if not users:
-        raise InvalidLoopInput("`messages` has no user message: end the conversation with the user's question.")
+        raise InvalidLoopInputError("`messages` has no user message: end the conversation with the user's question.")
     if users[-1] != len(messages) - 1:
         after = messages[users[-1] + 1].role.value
-        raise InvalidLoopInput(
+        raise InvalidLoopInputError(
             f"The conversation must end with the user's question; a {after} message comes after the last user "
             "message: drop it, or ask the question last."
         )
@@ -137,16 +137,16 @@ def validate_filters(filters: Any) -> dict[str, Any] | None:
 
     :param filters: The filters, or `None`.
     :returns: The filters (`None` for none or empty).
-    :raises InvalidLoopInput: (a `ValueError`) If they are not a dict or not valid Haystack filters; the message
+    :raises InvalidLoopInputError: (a `ValueError`) If they are not a dict or not valid Haystack filters; the message
         names the offending node (e.g. `filters.conditions[1]`) and what is wrong with it.
     """
     if filters is not None and not isinstance(filters, dict):
-        raise InvalidLoopInput(_filters_type_error(filters))
+        raise InvalidLoopInputError(_filters_type_error(filters))
     if not filters:
         return None
     problem = _filter_problem(filters)
     if problem is not None:
-        raise InvalidLoopInput(f"Not a valid Haystack filter: {problem}. See {_FILTERS_DOCS}")
+        raise InvalidLoopInputError(f"Not a valid Haystack filter: {problem}. See {_FILTERS_DOCS}")
     return filters
 
 
@@ -333,23 +333,23 @@ class LoopController:
         :param collections: The collection scope, or `None`.
         :param messages: The conversation, or `None` with `query`.
         :returns: `(question, conversation, filters with the scope's filter added, scope)`.
-        :raises InvalidLoopInput: On the inputs `run` refuses.
+        :raises InvalidLoopInputError: On the inputs `run` refuses.
         """
         conversation: tuple[ChatMessage, ...] = ()
         if messages is not None:
             if query is not None:
-                raise InvalidLoopInput("Pass either `query` or `messages` to LoopController, not both.")
+                raise InvalidLoopInputError("Pass either `query` or `messages` to LoopController, not both.")
             question, conversation = validate_conversation(messages, self.max_question_chars)
         else:
             question = validate_question(query, self.max_question_chars)
         if filters is not None and not isinstance(filters, dict):
-            raise InvalidLoopInput(_filters_type_error(filters))
+            raise InvalidLoopInputError(_filters_type_error(filters))
         scope = None
         if collections is not None:
             try:
                 scope = resolve_scope(collections, self._collections.known())
             except ValueError as exc:
-                raise InvalidLoopInput(str(exc)) from exc
+                raise InvalidLoopInputError(str(exc)) from exc
             filters = and_filters(filters, scope_filter(collections, scope))
         return question, conversation, filters, scope
 

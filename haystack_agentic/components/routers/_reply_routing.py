@@ -19,7 +19,7 @@ from haystack_agentic.components.routers._tool_arguments import (
     SEARCH_TOOL_NAME,
     _chosen_collection,
     _give_up,
-    _InvalidArguments,
+    _InvalidArgumentsError,
     _parse_arguments,
     _required_text,
     _safe_arguments,
@@ -53,7 +53,7 @@ class _ReplyRouting:
     """`AgenticRouter`'s reply routing (a mixin using its `strict`, `default_top_k`, `max_top_k`, `_user_tools`)."""
 
     def _offered_tools(self, state: LoopState) -> list[Tool]:
-        """The tools of a tools-mode call: the loop's own (`search` takes a `collection` in a scoped run), the user's."""
+        """The tools of a tools-mode call: the loop's own (a scoped run's `search` takes a `collection`), the user's."""
         if state.collections:
             return [*_builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
         return self._all_tools
@@ -77,11 +77,11 @@ class _ReplyRouting:
             query = query or (reasoning or "").strip()
             try:
                 if not query:
-                    raise _InvalidArguments("search without query")
+                    raise _InvalidArgumentsError("search without query")
                 collection = _chosen_collection(state.collections, decision.get("collection"))
                 if _searched_in(state, query, collection):
-                    raise _InvalidArguments(f'already searched for "{query}"')
-            except _InvalidArguments as exc:
+                    raise _InvalidArgumentsError(f'already searched for "{query}"')
+            except _InvalidArgumentsError as exc:
                 step = ToolStep(
                     turn, "invalid", query=query or None, arguments=decision, reasoning=reasoning if query else None,
                     result=str(exc),
@@ -140,8 +140,8 @@ class _ReplyRouting:
                     state = self._invoke_user_tool(state, turn, tool_call, arguments)
                 else:
                     known = ", ".join([*_BUILTIN_TOOL_NAMES, *self._user_tools])
-                    raise _InvalidArguments(f"unknown tool '{name}'; the tools are: {known}")
-            except _InvalidArguments as exc:
+                    raise _InvalidArgumentsError(f"unknown tool '{name}'; the tools are: {known}")
+            except _InvalidArgumentsError as exc:
                 message = f"Error in {name}: {exc}."
                 step = ToolStep(turn, "invalid", tool_name=name, arguments=_safe_arguments(tool_call), result=message)
                 state = state.with_messages(ChatMessage.from_tool(message, origin=tool_call, error=True))
@@ -149,7 +149,7 @@ class _ReplyRouting:
         return _sent(state, [pending for pending, _, _ in searches]) if searches else {"loop": state}
 
     def _end_turn(self, state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
-        """An `answer` or `give_up` call (`_InvalidArguments` for an answer without text)."""
+        """An `answer` or `give_up` call (`_InvalidArgumentsError` for an answer without text)."""
         if tool_call.tool_name == GIVE_UP_TOOL_NAME:
             return {"finished": _give_up(state, turn, tool_call, arguments)}
         if isinstance(arguments.get("text"), str) and not arguments["text"].strip():
@@ -170,7 +170,7 @@ class _ReplyRouting:
         collection = _chosen_collection(state.collections, arguments.get("collection"))
         limit = state.limits.max_searches_per_turn
         if len(searches) >= limit:
-            raise _InvalidArguments(f"at most {limit} searches run per turn; search again next turn")
+            raise _InvalidArgumentsError(f"at most {limit} searches run per turn; search again next turn")
         pending, step = _planned_search(state, turn, query, top_k, collection, arguments, tool_call=tool_call)
         if _searched_in(state, query, collection) or any(
             earlier.query.casefold() == query.casefold() and earlier_step.collections == step.collections
@@ -228,13 +228,13 @@ class _ReplyRouting:
 
     def _top_k(self, value: Any) -> int | None:
         """The model's `top_k` (1..`max_top_k`, larger capped), the default if absent (`None`: the retriever's own);
-        else `_InvalidArguments`."""
+        else `_InvalidArgumentsError`."""
         if value is None:
             return self.default_top_k
         try:
             return whole_number(value, 1, self.max_top_k)
         except ValueError as exc:
-            raise _InvalidArguments(f"'top_k' {exc}") from exc
+            raise _InvalidArgumentsError(f"'top_k' {exc}") from exc
 
     def _invoke_user_tool(
         self, state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]
@@ -276,10 +276,10 @@ def _sent(state: LoopState, searches: list[PendingSearch]) -> dict[str, Any]:
 
 
 def _read_chunk(state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]) -> LoopState:
-    """Answer a `read_chunk(id)` call with the chunk's full text (`_InvalidArguments` for an id the run lacks)."""
+    """Answer a `read_chunk(id)` call with the chunk's full text (`_InvalidArgumentsError` for an id the run lacks)."""
     doc, problem = find_chunk(state.chunks, _required_text(arguments, "id"))
     if doc is None:
-        raise _InvalidArguments(problem)
+        raise _InvalidArgumentsError(problem)
     message = ChatMessage.from_tool(read_chunk_text(doc, READ_CHUNK_MAX_CHARS), origin=tool_call)
     title = (doc.meta or {}).get("title")
     digest = f"Read earlier: id={short_id(doc.id)}" + (f" title={title}" if title else "") + " (read_chunk again)."

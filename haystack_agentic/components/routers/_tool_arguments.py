@@ -19,7 +19,7 @@ READ_TOOL_NAME = "read_chunk"
 _BUILTIN_TOOL_NAMES = (SEARCH_TOOL_NAME, ANSWER_TOOL_NAME, GIVE_UP_TOOL_NAME, READ_TOOL_NAME)
 
 
-def _not_invoked(**kwargs: Any) -> str:
+def _not_invoked(**_kwargs: Any) -> str:
     raise RuntimeError("Built-in loop tools are handled by AgenticRouter, not invoked directly.")
 
 
@@ -74,20 +74,20 @@ def _builtin_tools(max_top_k: int, collections: Mapping[str, str] | None = None)
 
 
 def _chosen_collection(collections: Mapping[str, str] | None, value: Any) -> str | None:
-    """The collection a search asked for (`None`: the whole scope); `_InvalidArguments` for one outside it."""
+    """The collection a search asked for (`None`: the whole scope); `_InvalidArgumentsError` for one outside it."""
     if value is None:
         return None
     if not collections:
-        raise _InvalidArguments("this run has no collections to choose from; search without 'collection'")
+        raise _InvalidArgumentsError("this run has no collections to choose from; search without 'collection'")
     if not isinstance(value, str) or value not in collections:
-        raise _InvalidArguments(
+        raise _InvalidArgumentsError(
             f"'collection' {value!r} is not one you may search; choose one of: {', '.join(collections)} "
             "(or leave it out to search all of them)"
         )
     return value
 
 
-class _InvalidArguments(ValueError):
+class _InvalidArgumentsError(ValueError):
     pass
 
 
@@ -95,9 +95,9 @@ def _parse_arguments(tool_call: ToolCall) -> dict[str, Any]:
     """The tool call's arguments as a dict (non-finite numbers as strings, for the JSON trace), else raise."""
     arguments, problem = decode_arguments(tool_call.arguments)
     if problem:
-        raise _InvalidArguments(f"arguments are not valid JSON ({problem})")
+        raise _InvalidArgumentsError(f"arguments are not valid JSON ({problem})")
     if not isinstance(arguments, dict):
-        raise _InvalidArguments(f"arguments must be a JSON object, got {type(arguments).__name__}")
+        raise _InvalidArgumentsError(f"arguments must be a JSON object, got {type(arguments).__name__}")
     return finite(arguments)
 
 
@@ -112,7 +112,7 @@ def _give_up(state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[s
 def _required_text(arguments: dict[str, Any], name: str) -> str:
     value = arguments.get(name)
     if not isinstance(value, str) or not value.strip():
-        raise _InvalidArguments(f"'{name}' is required and must be a non-empty string")
+        raise _InvalidArgumentsError(f"'{name}' is required and must be a non-empty string")
     return value.strip()
 
 

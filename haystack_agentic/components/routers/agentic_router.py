@@ -116,6 +116,8 @@ Reply with one JSON object and nothing else, with these keys:
 DEFAULT_CONTEXT_BUDGET_TOKENS = 16000
 #: Most characters of each chunk in the json-mode prompt.
 JSON_CHUNK_PREVIEW_CHARS = 600
+#: The smallest `context_budget_tokens` (a turn's prompt must fit the question, state and tools).
+MIN_CONTEXT_BUDGET_TOKENS = 256
 
 
 @component
@@ -141,7 +143,7 @@ class AgenticRouter(_ReplyRouting):
 
     router = AgenticRouter(chat_generator=OpenAIChatGenerator(model="gpt-4o-mini"), mode="tools")
     state = LoopController().run(query="Who directed Big Stone Gap?")["state"]
-    out = router.run(state=state)  # turn 1 searches the question itself, no LLM call: {"query": "Who directed ...", ...}
+    out = router.run(state=state)  # turn 1 searches the question itself, no LLM call: {"query": "Who directed ..."}
     ```
     """
 
@@ -201,7 +203,7 @@ class AgenticRouter(_ReplyRouting):
         check_chat_generator(chat_generator, "AgenticRouter(chat_generator=...)", needs_tools=mode == "tools")
         if max_top_k < 1 or default_top_k is not None and not 1 <= default_top_k <= max_top_k:
             raise ValueError(f"need 1 <= default_top_k <= max_top_k, got {default_top_k} and {max_top_k}")
-        if context_budget_tokens < 256:
+        if context_budget_tokens < MIN_CONTEXT_BUDGET_TOKENS:
             raise ValueError(f"context_budget_tokens must be at least 256, got {context_budget_tokens}")
         user_tools = flatten_tools_or_toolsets(tools) if tools else []
         clashes = [t.name for t in user_tools if t.name in _BUILTIN_TOOL_NAMES]

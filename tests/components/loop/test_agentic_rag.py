@@ -134,7 +134,7 @@ def test_built_from_a_yaml_file_and_from_a_packaged_name(build_loop, tmp_path, a
 
 
 def test_an_unknown_name_or_a_pipeline_that_is_not_a_loop_is_refused():
-    with pytest.raises(FileNotFoundError, match="Known pipelines: .*agentic_rag_embedded"):
+    with pytest.raises(FileNotFoundError, match=r"Known pipelines: .*agentic_rag_embedded"):
         AgenticRAG("no_such_pipeline")
     other = Pipeline()
     other.add_component("report", PromptBuilder("{{ x }}"))

@@ -8,7 +8,7 @@ from haystack.core.errors import PipelineRuntimeError
 from haystack.dataclasses import ChatMessage, ChatRole, ToolCall
 
 from haystack_agentic import LoopController, LoopState
-from haystack_agentic.components.loop.loop_controller import InvalidLoopInput
+from haystack_agentic.components.loop.loop_controller import InvalidLoopInputError
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 from haystack_agentic.grounding.citations import strip_markers
 
@@ -81,7 +81,7 @@ def test_the_state_keeps_the_conversation_and_round_trips():
     ],
 )
 def test_bad_conversations_are_refused_with_a_clear_error(messages, says):
-    with pytest.raises(InvalidLoopInput, match=says):
+    with pytest.raises(InvalidLoopInputError, match=says):
         LoopController().run(messages=messages)
 
 

@@ -504,7 +504,7 @@ def test_json_mode_strict_raises_with_the_raw_text():
     with pytest.raises(ValueError, match=r"unknown action 'dance'.*\{\"action\": \"dance\"\}"):
         router.run(state=_start())
     prose = AgenticRouter(chat_generator=ScriptedChatGenerator([{"text": "hmm"}]), mode="json", strict=True, search_question_first=False)
-    with pytest.raises(ValueError, match="no JSON object.*'hmm'"):
+    with pytest.raises(ValueError, match=r"no JSON object.*'hmm'"):
         prose.run(state=_start())
 
 def test_json_mode_search_without_query_uses_the_question_once(build_loop):

@@ -7,7 +7,7 @@ from haystack.dataclasses import ToolCall
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from haystack_agentic.components.routers._tool_arguments import _InvalidArguments, _parse_arguments, parse_json_decision
+from haystack_agentic.components.routers._tool_arguments import _InvalidArgumentsError, _parse_arguments, parse_json_decision
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
@@ -42,7 +42,7 @@ def test_arguments_are_a_dict_or_a_clear_error(arguments):
     call = ToolCall(tool_name="search", arguments=arguments)  # the generator may hand over anything
     try:
         parsed = _parse_arguments(call)
-    except _InvalidArguments as exc:
+    except _InvalidArgumentsError as exc:
         assert "arguments" in str(exc)
     else:
         assert isinstance(parsed, dict)
@@ -58,6 +58,6 @@ def test_raw_string_arguments_never_raise_anything_else(raw):
     call = ToolCall(tool_name="search", arguments=raw)
     try:
         parsed = _parse_arguments(call)
-    except _InvalidArguments:
+    except _InvalidArgumentsError:
         return
     assert isinstance(parsed, dict)

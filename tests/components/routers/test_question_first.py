@@ -24,7 +24,8 @@ def searched(result):
 def test_the_free_searchs_text_copied_back_is_a_recovered_repeat_not_an_answer(build_loop):
     # The 0.5B model copied the text of the free search's assistant message back as its answer; that text is the
     # call itself as JSON, so a copy is recovered as the same search, refused as a repeat, never the answer.
-    copied = '{"name": "search", "arguments": {"query": "%s"}}' % QUESTION.replace('"', '\\"')
+    escaped = QUESTION.replace('"', '\\"')
+    copied = f'{{"name": "search", "arguments": {{"query": "{escaped}"}}}}'
     loop = build_loop([{"text": copied}] * 4, **TOOLS, fallback_script=[{"text": "Adriana Trigiani"}])
     result = loop.run()
     first_call = loop.llm.calls[0][0]

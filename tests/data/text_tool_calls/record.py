@@ -10,7 +10,7 @@ returned the question's gold paragraphs and distractors). max_tokens 256, temper
 come.
 """
 
-import datetime
+import datetime as dt
 import hashlib
 import json
 import sys
@@ -60,7 +60,7 @@ def main() -> None:
     first = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     rows = [json.loads(line) for line in DATA.read_text().splitlines()[first : first + count]]
     meta = {
-        "model": model.name, "sha256_prefix": sha256_prefix(model), "recorded": datetime.date.today().isoformat(),
+        "model": model.name, "sha256_prefix": sha256_prefix(model), "recorded": dt.datetime.now(dt.UTC).date().isoformat(),
         "max_tokens": 256, "temperature": 0.0, "n_ctx": 4096, "threads": 2, "data": DATA.name, "first": first,
     }
     server = LlamaCppServer(model, n_ctx=4096, threads=2)
