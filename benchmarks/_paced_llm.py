@@ -42,7 +42,7 @@ class PacedChatGenerator(ScriptedChatGenerator):
 
     @component.output_types(replies=list[ChatMessage])
     def run(self, messages: list[ChatMessage], generation_kwargs: Any = None, tools: Any = None,
-            streaming_callback: Any = None) -> dict[str, list[ChatMessage]]:  # fmt: skip
+            streaming_callback: Any = None) -> dict[str, list[ChatMessage]]:
         """Play the next turn, sleeping as the stream would take."""
         reply = ScriptedChatGenerator.run(self, messages, generation_kwargs, tools)["replies"][0]
         time.sleep(self.first_token)
@@ -55,7 +55,7 @@ class PacedChatGenerator(ScriptedChatGenerator):
 
     @component.output_types(replies=list[ChatMessage])
     async def run_async(self, messages: list[ChatMessage], generation_kwargs: Any = None, tools: Any = None,
-                        streaming_callback: Any = None) -> dict[str, list[ChatMessage]]:  # fmt: skip
+                        streaming_callback: Any = None) -> dict[str, list[ChatMessage]]:
         """Async twin of `run` (`asyncio.sleep`)."""
         reply = (await ScriptedChatGenerator.run_async(self, messages, generation_kwargs, tools))["replies"][0]
         await asyncio.sleep(self.first_token)

@@ -46,7 +46,7 @@ STAGES = [
 
 def _env(cache: Path) -> dict[str, str]:
     return {**os.environ, "HAYSTACK_AGENTIC_CACHE": str(cache), "HAYSTACK_TELEMETRY_ENABLED": "False",
-            "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
+            "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
 def commands(question: str, cache: Path) -> dict[str, list[str]]:
@@ -54,7 +54,7 @@ def commands(question: str, cache: Path) -> dict[str, list[str]]:
         "ask": [sys.executable, "-m", "haystack_agentic.cli.main", "ask", question],
         "plain": [sys.executable, str(REPO / "benchmarks" / "plain_rag.py"), question, "--store",
                   str(cache / "store.json")],
-    }  # fmt: skip
+    }
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
@@ -87,7 +87,7 @@ def stage_costs(profile: Path) -> list[tuple[str, float, int]]:
     rows = []
     for label, (fragment, function) in STAGES:
         matches = [(ct, nc) for (file, _, name), (_, nc, _, ct, _) in stats.items()
-                   if name == function and fragment in file]  # fmt: skip
+                   if name == function and fragment in file]
         if matches:
             ct, nc = max(matches)
             rows.append((label, ct, nc))

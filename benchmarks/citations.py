@@ -132,11 +132,11 @@ def recited(record: dict, row: dict, contents: dict[str, str]) -> dict:
     cited = citations_module.cite(
         state, inputs["text"], shown=[by_id[i] for i in inputs["shown"]], cited_ids=inputs["cited_ids"],
         located=located,
-    )  # fmt: skip
+    )
     result = {
         **record, "answer": cited.outcome.answer, "citations": [dict(c) for c in cited.outcome.citations],
         "documents": [{"id": chunk_id} for chunk_id in record["documents"]], "terminated_by": cited.outcome.terminated_by,
-    }  # fmt: skip
+    }
     return {**scored(row, result, contents, record["seconds"]), "cite_inputs": inputs}
 
 
@@ -154,7 +154,7 @@ def oracle(data: Path) -> dict[str, list[dict]]:
             continue
         shown = list(retriever.run(query=row["question"])["documents"])
         shown += [by_title[t] for t in dict.fromkeys(t for t, _ in row["supporting_facts"])
-                  if t in by_title and all(d.id != by_title[t].id for d in shown)]  # fmt: skip
+                  if t in by_title and all(d.id != by_title[t].id for d in shown)]
         located = None
         if answer.lower() not in row["question"].lower():
             found = [(i, (d.content or "").lower().find(answer.lower())) for i, d in enumerate(shown)]
@@ -162,7 +162,7 @@ def oracle(data: Path) -> dict[str, list[dict]]:
         state = LoopState(question=row["question"], chunks=tuple(shown)).finish("answered", answer=answer)
         cited = citations_module.cite(state, answer, shown=shown, located=located)
         result = {"answer": cited.outcome.answer, "terminated_by": "answered", "citations": [dict(c) for c in cited.outcome.citations],
-                  "documents": [{"id": d.id} for d in shown], "tool_history": []}  # fmt: skip
+                  "documents": [{"id": d.id} for d in shown], "tool_history": []}
         records.append(scored(row, result, contents, 0.0))
     return {"oracle (gold answer, no LLM)": records}
 
@@ -251,7 +251,7 @@ def replay(data: Path, recorded: Path, recite: bool = False) -> dict[str, list[d
         recited(line["offline default"], by_id[line["offline default"]["id"]], contents)
         if recite else rechecked(line["offline default"])
         for line in lines
-    ]  # fmt: skip
+    ]
     return {
         "offline default": offline,
         "scripted LLM router": [replayed(record, by_id[record["id"]], store, contents) for record in offline],

@@ -59,7 +59,7 @@ def _router(llm, mode: str, digests: bool) -> AgenticRouter:
     parameters = inspect.signature(AgenticRouter.__init__).parameters
     options = {"result_digests": digests}
     return AgenticRouter(chat_generator=llm, mode=mode, default_top_k=5,
-                         **{name: value for name, value in options.items() if name in parameters})  # fmt: skip
+                         **{name: value for name, value in options.items() if name in parameters})
 
 
 def _pipeline(store, llm, mode: str, digests: bool, max_iterations: int, chunk_cap: int):

@@ -61,7 +61,7 @@ def child(runtime: str, questions: int) -> None:
                 component.chat_generator = OpenAIChatGenerator(
                     model=server.model_name, api_base_url=server.base_url, api_key=Secret.from_token("none"),
                     max_retries=0, timeout=300.0, generation_kwargs={"max_tokens": 64, "temperature": 0.0},
-                )  # fmt: skip
+                )
     pipeline.warm_up()
     startup = time.perf_counter() - START
     rows = load_hotpotqa_questions(sample_corpus_path())[:questions]
@@ -77,7 +77,7 @@ def child(runtime: str, questions: int) -> None:
     print(json.dumps({
         "startup": startup, "seconds": seconds, "answers": answers, "f1": scores,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }))  # fmt: skip
+    }))
 
 
 def main() -> None:
@@ -91,7 +91,7 @@ def main() -> None:
     figures = {}
     for runtime in ("transformers", "llamacpp"):
         done = subprocess.run([sys.executable, __file__, "--child", runtime, "--questions", str(args.questions)],
-                              capture_output=True, text=True, check=False)  # fmt: skip
+                              capture_output=True, text=True, check=False)
         if done.returncode != 0:
             sys.exit(f"{runtime} failed:\n{done.stderr[-3000:]}")
         figures[runtime] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -100,7 +100,7 @@ def main() -> None:
     print(f"{'runtime':<14}{'start-up s':>12}{'s/question':>12}{'peak RSS MB':>13}{'answer F1':>11}")
     for runtime, fig in figures.items():
         print(f"{runtime:<14}{fig['startup']:>12.1f}{statistics.median(fig['seconds']):>12.2f}{fig['rss_mb']:>13.0f}"
-              f"{statistics.mean(fig['f1']):>11.3f}")  # fmt: skip
+              f"{statistics.mean(fig['f1']):>11.3f}")
     print(f"identical answers: {same}/{args.questions}")
 
 

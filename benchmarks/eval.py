@@ -161,7 +161,7 @@ def _router_generator(args: argparse.Namespace) -> Any:
         **({"api_key": api_key} if api_key else {}), model=options.model or model_from_env() or DEFAULT_OPENAI_MODEL,
         api_base_url=options.base_url, timeout=options.timeout,
         generation_kwargs={"max_tokens": options.max_tokens} if options.max_tokens else None,
-    )  # fmt: skip
+    )
 
 
 def _answer_generator(args: argparse.Namespace) -> Any:
@@ -202,7 +202,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         llm_router_config,
         one_shot_config,
         run_eval,
-    )  # fmt: skip
+    )
     from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
 
     configs_arg = args.configs if args.configs is not None else ("" if args.pipeline else ",".join(CONFIG_NAMES))
@@ -269,7 +269,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             "router_llm": getattr(router_llm, "model", None), "retrieval_only": bool(args.no_answer),
             "seconds": time.perf_counter() - started,
             "command": " ".join(["python benchmarks/eval.py", *sys.argv[1:]]),
-        }  # fmt: skip
+        }
         json_path = write_json(report, out_dir / f"{path.stem}.json")
         written = [json_path]
         if not args.no_plot:
@@ -338,7 +338,7 @@ def _progress(err: Console, args: argparse.Namespace) -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TimeRemainingColumn(), console=err, disable=args.quiet or args.json, transient=True,
-    )  # fmt: skip
+    )
 
 
 def _check_out_dir(out_dir: Path) -> None:

@@ -117,7 +117,7 @@ def build_variants(store, titles: list[str], question: str, n: int) -> list[Vari
         Variant(
             "haystack-agentic run_async", lambda: loop.run_until_complete(pipeline.run_async(inputs)), timer, llm, n,
             calls=n - 1,
-        )  # fmt: skip
+        )
     )
 
     # haystack Agent with the same tool calls (its own retriever: the closures below must not see another's)

@@ -102,7 +102,7 @@ def server_scenario(chunks: int, concurrency: int, questions: list[str]) -> dict
             [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", "0", "--llm",
              "embedded", "--store", str(workdir / "store.json"), "--pipelines-dir", str(workdir / "p")],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir,
-        )  # fmt: skip
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 1200  # loading 100k chunks on a busy 2-core machine is slow
@@ -140,7 +140,7 @@ def server_scenario(chunks: int, concurrency: int, questions: list[str]) -> dict
                 "per_run_mb": _mb(sampler.peak - loaded) / concurrency, "first_question_s": first_s,
                 "start_s": started_s,
                 "concurrent_s": seconds, "ended": ended,
-            }  # fmt: skip
+            }
         finally:
             process.terminate()
             try:
@@ -177,7 +177,7 @@ def in_process_scenarios(chunks: int, concurrency_levels: list[int], sequential:
 
     async def runs(k: int, offset: int = 0) -> list:
         tasks = [pipeline.run_async({"controller": {"query": questions[(offset + i) % len(questions)]}})
-                 for i in range(k)]  # fmt: skip
+                 for i in range(k)]
         outputs = await asyncio.gather(*tasks)
         llm.calls.clear()  # the scripted LLM records every call: not the loop's memory
         return [o["result"]["terminated_by"] for o in outputs]
@@ -190,7 +190,7 @@ def in_process_scenarios(chunks: int, concurrency_levels: list[int], sequential:
             ended = asyncio.run(runs(k))
         assert ended == ["answered"] * k, ended
         out["levels"].append({"concurrency": k, "baseline_mb": _mb(baseline), "peak_mb": _mb(sampler.peak),
-                              "per_run_mb": _mb(sampler.peak - baseline) / k})  # fmt: skip
+                              "per_run_mb": _mb(sampler.peak - baseline) / k})
     loop = asyncio.new_event_loop()
     rss = []
     for i in range(sequential):
@@ -219,7 +219,7 @@ def main() -> None:
         print(json.dumps(in_process_scenarios(args.chunks, args.concurrency, args.questions)))
         return
     print(f"machine: {os.cpu_count()} CPUs, {_mb(psutil.virtual_memory().total) / 1024:.0f} GB RAM, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.chunks:,} chunks")  # fmt: skip
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.chunks:,} chunks")
     from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
     from store_latency import DATA
 
@@ -230,22 +230,22 @@ def main() -> None:
               f"{s['started_mb']:.0f} MB, after one "
               f"question {s['loaded_mb']:.0f} MB ({s['first_question_s']:.1f} s), peak with "
               f"{args.server_concurrency} concurrent questions {s['peak_mb']:.0f} MB ({s['concurrent_s']:.1f} s): "
-              f"{s['per_run_mb']:.1f} MB per concurrent run; ended {s['ended']}")  # fmt: skip
+              f"{s['per_run_mb']:.1f} MB per concurrent run; ended {s['ended']}")
     cmd = [sys.executable, __file__, "--child", "--chunks", str(args.chunks), "--questions", str(args.questions),
-           "--concurrency", *map(str, args.concurrency)]  # fmt: skip
+           "--concurrency", *map(str, args.concurrency)]
     r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
     print(f"in-process, scripted LLM: the {args.chunks:,}-chunk store adds {r['store_mb']:.0f} MB (documents, BM25 "
-          "statistics and matrix)")  # fmt: skip
+          "statistics and matrix)")
     for level in r["levels"]:
         print(f"  {level['concurrency']:>3} concurrent runs: baseline {level['baseline_mb']:.0f} MB, peak "
-              f"{level['peak_mb']:.0f} MB, {level['per_run_mb']:.3f} MB per run")  # fmt: skip
+              f"{level['peak_mb']:.0f} MB, {level['per_run_mb']:.3f} MB per run")
     rss = r["sequential_rss_mb"]
     if rss:
         growth = rss[-1] - rss[0]
         print(f"  leak check, {args.questions} sequential questions, RSS every 100: "
-              f"{', '.join(f'{x:.0f}' for x in rss)} MB")  # fmt: skip
+              f"{', '.join(f'{x:.0f}' for x in rss)} MB")
         print(f"  growth from question 100 to {args.questions}: {growth:+.1f} MB (target < {LEAK_TARGET_MB:.0f} MB): "
-              f"{'met' if growth < LEAK_TARGET_MB else 'NOT met'}")  # fmt: skip
+              f"{'met' if growth < LEAK_TARGET_MB else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ INDEXES = {
     "IVF_FLAT nlist=sqrt(N), nprobe=16": ({"index_type": "IVF_FLAT", "metric_type": "L2"}, {"nprobe": 16}),
     "HNSW M=16, ef=64": ({"index_type": "HNSW", "metric_type": "L2", "params": {"M": 16, "efConstruction": 100}},
                          {"ef": 64}),
-}  # fmt: skip
+}
 
 
 def measure(size: int, queries: int, index: dict, search: dict) -> tuple[float, float, float, str]:

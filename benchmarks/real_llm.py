@@ -100,7 +100,7 @@ def chat_generator(server: LlamaCppServer, max_tokens: int, timeout: float) -> O
     return OpenAIChatGenerator(
         model=server.model_name, api_base_url=server.base_url, api_key=Secret.from_token("none"), max_retries=0,
         timeout=timeout, generation_kwargs={"max_tokens": max_tokens, "temperature": 0.0},
-    )  # fmt: skip
+    )
 
 
 def fill_loop_store(pipeline: Pipeline, documents: list, pooled: InMemoryDocumentStore) -> None:
@@ -145,7 +145,7 @@ def one_shot_system(
         return {
             "answer": reply.text, "terminated_by": "answered", "llm_calls": 1, "queries": [question],
             "chunk_ids": [d.id for d in out["retriever"]["documents"]], "recovered": None,
-        }  # fmt: skip
+        }
 
     return System("one-shot", run)
 
@@ -166,11 +166,11 @@ def agent_system(pooled: InMemoryDocumentStore, server: LlamaCppServer, max_toke
         parameters={"type": "object", "properties": {"query": {"type": "string", "description": "What to search for."}},
                     "required": ["query"]},
         function=search,
-    )  # fmt: skip
+    )
     agent = Agent(
         chat_generator=chat_generator(server, max_tokens, timeout), tools=[tool], system_prompt=AGENT_SYSTEM,
         max_agent_steps=AGENT_MAX_STEPS,
-    )  # fmt: skip
+    )
     agent.warm_up()
 
     def run(question: str) -> dict[str, Any]:
@@ -186,7 +186,7 @@ def agent_system(pooled: InMemoryDocumentStore, server: LlamaCppServer, max_toke
             "chunk_ids": list(seen), "recovered": None,
             "steps": [{"role": str(m.role.value), "text": str(m.text)[:300], "tool_calls": len(m.tool_calls)}
                       for m in messages[1:]],
-        }  # fmt: skip
+        }
 
     return System("agent", run)
 
@@ -231,7 +231,7 @@ def loop_system(name: str, options: LoopOptions, documents: list, pooled: InMemo
             "error": result.get("error"),
             "steps": [{key: str(step.get(key))[:300] for key in ("action", "query", "tool_name", "result")}
                       for step in steps],
-        }  # fmt: skip
+        }
 
     return System(name, run)
 
@@ -246,7 +246,7 @@ def score(row: dict[str, Any], partial: dict[str, Any], seconds: float) -> dict[
         "gold_total": gold["total"],
         "terminated_by": partial.get("terminated_by"), "llm_calls": partial.get("llm_calls"), "seconds": seconds,
         "queries": partial.get("queries") or [], "recovered": partial.get("recovered"),
-    }  # fmt: skip
+    }
     for key in ("error", "steps"):
         if partial.get(key):
             record[key] = partial[key]
@@ -351,7 +351,7 @@ def main() -> None:
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"Comma-separated subset of {','.join(SYSTEMS)}.")
     parser.add_argument("--max-tokens", type=int, default=None,
                         help="Most tokens per reply of every LLM call (default: 256 for one-shot and agent, the "
-                             "packaged per-role limits for our loop).")  # fmt: skip
+                             "packaged per-role limits for our loop).")
     parser.add_argument("--timeout", type=float, default=600.0, help="Seconds one LLM call may take (default 600).")
     parser.add_argument("--ctx", type=int, default=8192, help="llama.cpp context size in tokens (default 8192).")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp CPU threads (default 2).")
@@ -382,7 +382,7 @@ def main() -> None:
     load_start = os.getloadavg()
     print(f"{meta['data']}: {len(selected)} of {len(rows)} questions, pooled store {len(documents)} paragraphs; "
           f"model {meta['model']} (sha256 {meta['model_sha256']}...); systems {', '.join(systems)}; "
-          f"{len(done)} records resumed; load average {load_start[0]:.2f}", flush=True)  # fmt: skip
+          f"{len(done)} records resumed; load average {load_start[0]:.2f}", flush=True)
 
     llm_tokens = args.max_tokens or 256
     todo = [
@@ -406,7 +406,7 @@ def main() -> None:
                 options = LoopOptions(
                     llm="openai", mode=name, model=server.model_name, base_url=server.base_url, timeout=args.timeout,
                     max_tokens=args.max_tokens, context_tokens=args.ctx, grounding="pipeline",
-                )  # fmt: skip
+                )
                 built[name] = loop_system(name, options, documents, pooled)
             else:
                 built[name] = loop_system(name, LoopOptions(llm="embedded", grounding="pipeline"), documents, pooled)
@@ -420,7 +420,7 @@ def main() -> None:
             print(f"{number:3d}/{len(selected)} {name:<8} {record['terminated_by']:<14} "
                   f"F1 {record['f1']:.2f} gold {record['gold_found']}/{record['gold_total']} "
                   f"calls {record['llm_calls']} {record['seconds']:.1f}s  {str(record['answer'])[:60]!r}",
-                  flush=True)  # fmt: skip
+                  flush=True)
     # The figures cover the questions every selected system has finished, so the rows compare the same questions.
     finished: dict[str, set[str]] = {}
     for record in records:
@@ -431,7 +431,7 @@ def main() -> None:
     print(f"\n{meta['data']}, model {meta['model']} (sha256 {meta['model_sha256']}...), top {TOP_K}: "
           f"{len(complete)} of {len(selected)} questions finished by every system; "
           f"{time.perf_counter() - wall:.0f} s this run; load average {load_start[0]:.2f} at start, "
-          f"{load_end[0]:.2f} at end")  # fmt: skip
+          f"{load_end[0]:.2f} at end")
     print("\n".join(summary_rows(shown, systems) + goal_lines(shown)))
 
 if __name__ == "__main__":

@@ -156,7 +156,7 @@ def main() -> None:
     timed = [r for r in runs if r["first_content"] is not None]
     print(f"{'set-up':<10} {'questions':>9} {'first chunk s':>13} {'first LLM token s':>17} "
           f"{'first content token s (median / p95)':>37} {'whole answer s (median / p95)':>30} "
-          f"{'first content / whole':>21}")  # fmt: skip
+          f"{'first content / whole':>21}")
     first = [r["first_content"] for r in timed]
     total = [r["total"] for r in timed]
     chunk = [r["first_chunk"] for r in runs]
@@ -165,7 +165,7 @@ def main() -> None:
     print(f"{setup:<10} {len(runs):>9} {statistics.median(chunk):>13.3f} "
           f"{statistics.median(llm) if llm else float('nan'):>17.3f} "
           f"{statistics.median(first):>27.3f} / {_p95(first):.3f} {statistics.median(total):>20.3f} / {_p95(total):.3f} "
-          f"{statistics.median(first) / statistics.median(total):>21.2f}")  # fmt: skip
+          f"{statistics.median(first) / statistics.median(total):>21.2f}")
     if missing:
         print(f"{missing} answers streamed no content token (their answer came whole at the end)")
     if not args.embedded:

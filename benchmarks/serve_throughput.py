@@ -217,7 +217,7 @@ def start_ours(workdir: Path, latency: float, workers: int) -> tuple[subprocess.
          "--workers", str(workers), "--pipeline", f"scripted={yaml_path}", "--pipelines-dir", str(workdir / "p"),
          "--store", str(workdir / "store.json")],
         workdir, "ours.log",
-    )  # fmt: skip
+    )
     url = f"http://127.0.0.1:{port}"
     wait_until_up(process, url, workdir / "ours.log")
     return process, url
@@ -233,7 +233,7 @@ def start_agent(workdir: Path, latency: float, workers: int) -> tuple[subprocess
         [sys.executable, "-c", HAYHOOKS_CLI, "run", "--host", "127.0.0.1", "--port", str(port),
          "--pipelines-dir", str(workdir / "agent_pipelines"), "--workers", str(workers)],
         workdir, "agent.log",
-    )  # fmt: skip
+    )
     url = f"http://127.0.0.1:{port}"
     wait_until_up(process, url, workdir / "agent.log")
     return process, url
@@ -431,9 +431,9 @@ def main() -> None:
     results = run_levels(args.latency, levels, args.requests, args.workers, store, questions)
     print(f"hayhooks, {args.workers} worker(s), {store.count_documents()} paragraphs; scripted LLM "
           f"{args.latency:.3f} s/call, {LLM_CALLS_PER_QUESTION} calls/question "
-          f"-> ideal latency {ideal:.3f} s")  # fmt: skip
+          f"-> ideal latency {ideal:.3f} s")
     print(f"{'server':>6} {'concurrency':>11} {'requests':>8} {'req/s':>8} {'median s':>9} {'p95 s':>7} {'wall s':>7} "
-          f"{'ideal wall s':>12} {'wall/ideal':>10} {'CPU ms/q':>9} {'failures':>8} {'ours/Agent req/s':>16}")  # fmt: skip
+          f"{'ideal wall s':>12} {'wall/ideal':>10} {'CPU ms/q':>9} {'failures':>8} {'ours/Agent req/s':>16}")
     for i, _ in enumerate(levels):
         agent = results["Agent"][i]
         for name in SERVERS:
@@ -442,7 +442,7 @@ def main() -> None:
             ratio = f"{results['ours'][i]['throughput'] / agent['throughput']:>16.2f}" if name == "ours" else ""
             print(f"{name:>6} {r['concurrency']:>11} {r['requests']:>8} {r['throughput']:>8.1f} {r['median']:>9.3f} "
                   f"{r['p95']:>7.3f} {r['wall']:>7.3f} {ideal_wall:>12.3f} {r['wall'] / ideal_wall:>10.2f} "
-                  f"{1000 * r['cpu_per_question']:>9.2f} {r['failures']:>8} {ratio}")  # fmt: skip
+                  f"{1000 * r['cpu_per_question']:>9.2f} {r['failures']:>8} {ratio}")
             for error in r["errors"]:
                 print(f"       {name} failure: {error}")
     print(f"load average {_load()} after the levels", flush=True)

@@ -125,7 +125,7 @@ def measure(rows, size, name, search, ask, queries, questions, index_s) -> None:
 
 def in_memory_rows(rows, size, docs, queries, questions, baseline_queries: int) -> None:
     for name, cls in (("in-memory BM25, SparseBM25DocumentStore", SparseBM25DocumentStore),
-                      ("Haystack InMemoryDocumentStore BM25 (before)", InMemoryDocumentStore)):  # fmt: skip
+                      ("Haystack InMemoryDocumentStore BM25 (before)", InMemoryDocumentStore)):
         store = cls()
         start = time.perf_counter()
         for i in range(0, size, BATCH):
@@ -161,7 +161,7 @@ def milvus_rows(rows, size, docs, queries, questions, flush: bool) -> None:
             ("Milvus Lite BM25", lambda q: sparse.run(query_text=q[0]), question_loop(store, sparse)),
             ("Milvus Lite hybrid", lambda q: hybrid.run(query_embedding=q[1], query_text=q[0]),
              question_loop(store, hybrid, HashEmbedder())),
-        ):  # fmt: skip
+        ):
             measure(rows, size, name + suffix, search, ask, queries, questions, index_s)
         store.client.close()
 
@@ -194,7 +194,7 @@ def main() -> None:
     for size, name, index_s, med, p95, q_med, q_p95, target in rows:
         verdict = "" if target is None or "before" in name else (
             f"<= {target:.0f} ms: {med / target:.2f}x, {'met' if med <= target else 'NOT met'}"
-        )  # fmt: skip
+        )
         print(f"| {size:,} | {name} | {index_s:.1f} | {med:.2f} | {p95:.2f} | {q_med:.1f} | {q_p95:.1f} | {verdict} |")
 
 

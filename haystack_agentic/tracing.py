@@ -124,7 +124,7 @@ def tag_chat_call(
         span.set_tag("gen_ai.request.model", model)
     span.set_tag("gen_ai.operation.name", "chat")
     for ours, gen_ai in (("prompt_tokens", "gen_ai.usage.input_tokens"),
-                         ("completion_tokens", "gen_ai.usage.output_tokens")):  # fmt: skip
+                         ("completion_tokens", "gen_ai.usage.output_tokens")):
         span.set_tag(PREFIX + ours, usage.get(ours, 0))
         span.set_tag(gen_ai, usage.get(ours, 0))
     if tracing.tracer.is_content_tracing_enabled:
@@ -145,9 +145,9 @@ def trace_turn(component: str, routed: dict[str, Any]) -> dict[str, Any]:
     tag_current_span(
         action=",".join(dict.fromkeys(s.action for s in turn)), query="; ".join(queries) or None,
         collections=",".join(step.collections) or None, **common,
-    )  # fmt: skip
+    )
     logger.info(
         "{component} turn {iteration}: {action}", component=component, action=step.action, query=step.query,
         collections=list(step.collections), **common,
-    )  # fmt: skip
+    )
     return routed

@@ -58,7 +58,7 @@ class CitingResultBuilder(LoopResultBuilder):
                     "quote": content[:end], "start": 0, "end": end, "claim": claim,
                     "search": {"iteration": search["iteration"], "query": search["query"]} if search else None,
                     "supported": n not in self.unsupported, "check": "offline",
-                })  # fmt: skip
+                })
             if citations:
                 result["answer"] = claim + " " + "".join(f"[{c['n']}]" for c in citations)
         return {**result, "citations": citations}
@@ -82,5 +82,5 @@ def with_citations(pipeline: dict[str, Any], cite: int = 2, unsupported: list[in
     """A loop pipeline dict whose `result` component is a `CitingResultBuilder` (the dict is changed and returned)."""
     pipeline["components"]["result"] = {
         "type": CITING_TYPE, "init_parameters": {"cite": cite, "unsupported": list(unsupported or [])},
-    }  # fmt: skip
+    }
     return pipeline

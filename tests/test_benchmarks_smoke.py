@@ -218,7 +218,7 @@ def test_benchmark_runs_and_prints_its_figures(name: str, tmp_path: Path) -> Non
         done = subprocess.run(
             [sys.executable, str(BENCHMARKS / case.script), *args], cwd=tmp_path, env=env, capture_output=True,
             text=True, timeout=case.timeout, check=False,
-        )  # fmt: skip
+        )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"{case.script} did not finish in {case.timeout} s; stdout so far:\n{exc.stdout}")
     seconds = time.perf_counter() - started

@@ -32,7 +32,7 @@ def _private_imports() -> set[str]:
                 found.update(
                     f"{a.name}:*" for a in node.names
                     if not a.name.startswith("haystack_agentic") and any(_private(p) for p in a.name.split("."))
-                )  # fmt: skip
+                )
     return found
 
 
@@ -100,7 +100,7 @@ def test_no_private_attribute_the_package_does_not_define():
                 isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id in ("getattr", "hasattr", "setattr") and len(node.args) > 1
                 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
-            ):  # fmt: skip
+            ):
                 name = node.args[1].value
             if name and _private(name) and name not in defined:
                 offences.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {name}")

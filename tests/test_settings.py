@@ -9,7 +9,7 @@ from haystack_agentic import settings
 from haystack_agentic.components.generators.embedded_chat_generator import DEFAULT_MODEL_FOLDER, EmbeddedChatGenerator
 
 _VARS = ("HAYSTACK_AGENTIC_CACHE", "HAYSTACK_AGENTIC_STORE", "HAYSTACK_AGENTIC_MILVUS_URI", "XDG_CACHE_HOME",
-         "WEAVIATE_URL", "HAYSTACK_AGENTIC_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL")  # fmt: skip
+         "WEAVIATE_URL", "HAYSTACK_AGENTIC_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL")
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ class OTelTracer(Tracer):
 
     @contextlib.contextmanager
     def trace(self, operation_name: str, tags: dict[str, Any] | None = None, parent_span: Span | None = None
-              ) -> Iterator[Span]:  # fmt: skip
+              ) -> Iterator[Span]:
         context = None
         if self._honour_parent and isinstance(parent_span, OTelSpan):
             context = otel_trace.set_span_in_context(parent_span.raw_span())

@@ -28,7 +28,7 @@ class RecordingTracer(Tracer):
 
     @contextlib.contextmanager
     def trace(self, operation_name: str, tags: dict[str, Any] | None = None, parent_span: Span | None = None
-              ) -> Iterator[Span]:  # fmt: skip
+              ) -> Iterator[Span]:
         span = RecordingSpan(operation_name, tags)
         self.spans.append(span)
         self.stack.append(span)
@@ -63,7 +63,7 @@ def test_spans_for_turns_llm_calls_and_the_result(build_loop, tracer):
     ]
     assert turns[0]["haystack_agentic.query"] == "Adriana Trigiani"
     final = [s.tags for s in tracer.spans if "haystack_agentic.terminated_by" in s.tags and
-             "haystack_agentic.llm_calls" in s.tags]  # fmt: skip
+             "haystack_agentic.llm_calls" in s.tags]
     assert final and final[-1]["haystack_agentic.terminated_by"] == "answered"
     assert final[-1]["haystack_agentic.llm_calls"] == 2
 

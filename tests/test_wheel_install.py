@@ -83,7 +83,7 @@ def test_the_wheel_installs_without_extras_and_runs_the_readme_own_pipeline(whee
     _run([python, "-m", "pip", "install", "--quiet", str(wheel)])
     assert "No broken requirements" in _run([python, "-m", "pip", "check"])
     heavy = _run([python, "-c", "import importlib.util as u; print([m for m in ('torch', 'transformers', "
-                  "'sentence_transformers', 'pymilvus', 'hayhooks') if u.find_spec(m)])"])  # fmt: skip
+                  "'sentence_transformers', 'pymilvus', 'hayhooks') if u.find_spec(m)])"])
     assert heavy.strip() == "[]"
     blocks = re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S | re.M)
     (tmp_path / "own.py").write_text(next(b for b in blocks if "AgenticRAG(pipeline=loop)" in b), encoding="utf-8")
@@ -91,4 +91,4 @@ def test_the_wheel_installs_without_extras_and_runs_the_readme_own_pipeline(whee
     assert "Greenwich Village [1] (sources: bsg trigiani)" in out and "answered" in out
     # the command-line entry point of the base install, and the shipped sample by name
     assert "Indexed 3572 documents" in _run([str(tmp_path / "venv" / "bin" / "haystack-agentic"), "index", "sample",
-                                             "--store", "s.json", "--quiet"], cwd=tmp_path)  # fmt: skip
+                                             "--store", "s.json", "--quiet"], cwd=tmp_path)

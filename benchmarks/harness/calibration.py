@@ -74,7 +74,7 @@ def precision_recall_curve(positive_scores: Sequence[float], negative_scores: Se
             "precision": tp / (tp + fp) if tp + fp else 1.0,
             "recall": tp / len(positive_scores) if positive_scores else 0.0,
             "abstention": 1.0 - fp / len(negative_scores) if negative_scores else 1.0,
-        })  # fmt: skip
+        })
     return points
 
 

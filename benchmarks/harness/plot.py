@@ -45,7 +45,7 @@ def bootstrap_mean_interval(values: Sequence[float]) -> tuple[float, float]:
     interval = bootstrap(
         (data,), np.mean, n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
         rng=np.random.default_rng(0),
-    ).confidence_interval  # fmt: skip
+    ).confidence_interval
     # a resampled mean never leaves the data's range (summing floats can, by a rounding error)
     return max(float(interval.low), low), min(float(interval.high), high)
 
@@ -148,7 +148,7 @@ def plot_report(report: dict[str, Any], path: str | PathLike) -> Path:
                 yerr=[[100 * (value - low)], [100 * (high - value)]], fmt=_MARKERS[i % len(_MARKERS)],
                 color=colours[i % len(colours)], markersize=8, capsize=4, label=f"{point.name} (n={point.n})",
                 transform=offset_copy(ax.transData, fig=fig, x=offsets[i], units="points"),
-            )  # fmt: skip
+            )
             if key == "recall":
                 handles.append(handle)
         ax.set(title=title, xlabel=x_label, ylabel=y_label, ylim=(-3, 103), xlim=(-0.06 * x_max, x_max))
@@ -162,11 +162,11 @@ def plot_report(report: dict[str, Any], path: str | PathLike) -> Path:
         fig.suptitle("\n".join([first, *textwrap.wrap(details, 70 * len(panels))]))
     means = ("answer F1 and " if len(panels) > 1 else "") + x_label.split(" (")[0]
     note = ("Bars: 95% confidence intervals. Evidence recall: Wilson score interval; "
-            f"{means}: percentile bootstrap, {RESAMPLES:,} resamples of the questions.")  # fmt: skip
+            f"{means}: percentile bootstrap, {RESAMPLES:,} resamples of the questions.")
     legend = fig.legend(
         handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False,
         title="\n".join(textwrap.wrap(note, 85 * len(panels))), title_fontsize="small",
-    )  # fmt: skip
+    )
     legend.get_title().set_color("dimgray")
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -50,7 +50,7 @@ def summary_columns(report: dict[str, Any]) -> tuple[Column, list[tuple[str, lis
         col("EM", lambda s: _pct(s["em"])), col("F1", lambda s: _pct(s["f1"])),
         col("both gold found", lambda s: _pct(s["all_gold_recall"])),
         col("gold recall", lambda s: _pct(s["gold_recall"])), col("grounding", lambda s: _num(s["grounding_mean"])),
-    ]  # fmt: skip
+    ]
     cost = [
         col("searches (max)", lambda s: f"{_num(s['searches_mean'])} ({s['searches_max']})"),
         col("iterations", lambda s: _num(s["iterations_mean"])),
@@ -61,7 +61,7 @@ def summary_columns(report: dict[str, Any]) -> tuple[Column, list[tuple[str, lis
         col("latency s median (p90)", lambda s: f"{_num(s['latency_median_s'], 3)} ({_num(s['latency_p90_s'], 3)})"),
     ]
     ended = [col("ended (runs)", lambda s: ", ".join(f"{k} {v}" for k, v in sorted(s["terminated_by"].items())),
-                 "left")]  # fmt: skip
+                 "left")]
     names = Column("config", list(report["configs"]), "left")
     return names, [("answers and evidence", quality), ("endings", ended), ("cost", cost)]
 
@@ -160,7 +160,7 @@ def per_question_tables(report: dict[str, Any], console: Console) -> list[Table]
         col("gold", lambda r: f"{r['gold_found']}/{r['gold_total']}"), col("searches", lambda r: str(r["searches"])),
         col("LLM calls", lambda r: str(r["llm_calls_total"])), col("s", lambda r: _num(r["latency_s"], 2)),
         col("ended", lambda r: str(r["terminated_by"]), "left"),
-    ]  # fmt: skip
+    ]
     answer = [col("answer", lambda r: r["answer"] if r["answer"] is not None else _MISSING, "left")]
     return fit_tables(keys, [("scores", numbers), ("answers", answer)], console.width)
 

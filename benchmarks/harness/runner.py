@@ -91,7 +91,7 @@ def _loop(
         router, InMemoryBM25Retriever(document_store=store),
         controller=LoopController(max_iterations=iterations, chunk_cap=budget), **answer,
         fallback=embedded_fallback(generator, budget), evidence_checker=evidence_checker,
-    )  # fmt: skip
+    )
 
 
 def one_shot_config(store: Any, budget: int = DEFAULT_BUDGET, answer_generator: Any = None) -> EvalConfig:
@@ -104,7 +104,7 @@ def one_shot_config(store: Any, budget: int = DEFAULT_BUDGET, answer_generator: 
 def bridge_entity_config(
     store: Any, budget: int = DEFAULT_BUDGET, answer_generator: Any = None,
     evidence_checker: Any = None,
-) -> EvalConfig:  # fmt: skip
+) -> EvalConfig:
     """
     The deterministic multi-hop policy: the question (`budget - MAX_FOLLOW_UPS` chunks), then bridge entities.
 
@@ -128,7 +128,7 @@ def bridge_entity_config(
 def llm_router_config(
     store: Any, chat_generator: Any, budget: int = DEFAULT_BUDGET, mode: str = "tools",
     max_iterations: int = DEFAULT_ROUTER_MAX_ITERATIONS,
-) -> EvalConfig:  # fmt: skip
+) -> EvalConfig:
     """
     `AgenticRouter` driven by `chat_generator` (also the fallback's and the evidence check's judge, as in the
     packaged LLM pipelines); a search returns at most `budget` chunks.
@@ -183,7 +183,7 @@ def score_result(row: dict[str, Any], result: dict[str, Any], latency: float, wi
         "grounding_score": grounding.get("score") if isinstance(grounding, dict) else None,
         "error": result.get("error"), "citations": result.get("citations") or [], "collection": row.get("collection"),
         "chunk_collections": dict(Counter(str((d.get("meta") or {}).get(COLLECTION_FIELD)) for d in documents)),
-    }  # fmt: skip
+    }
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -233,7 +233,7 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "grounding_mean": mean("grounding_score"),
         "by_type": {kind: _group([r for r in records if str(r["type"]) == kind]) for kind in kinds},
         "by_collection": by_collection(records),
-    }  # fmt: skip
+    }
 
 
 def by_collection(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -293,5 +293,5 @@ def run_eval(
                 on_question(config.name, done)
         report["configs"][config.name] = {
             "description": config.description, "warm_up_s": warm_up, "summary": summarise(records), "questions": records
-        }  # fmt: skip
+        }
     return report

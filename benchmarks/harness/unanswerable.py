@@ -67,7 +67,7 @@ def _record(row: dict[str, Any], condition: str, result: dict[str, Any], latency
         "evidence_features": evidence.get("features"), "searched_again": int(evidence.get("searched_again", 0)),
         "searches": sum(s["action"] == "search" for s in result.get("tool_history") or []),
         "latency_s": latency, "error": result.get("error"),
-    }  # fmt: skip
+    }
 
 
 def _rate(group: Sequence[dict[str, Any]], abstained: bool) -> float | None:
@@ -97,7 +97,7 @@ def summarise_abstention(
         "ms_per_check_mean": _ms(check_seconds, statistics.fmean),
         "ms_per_check_median": _ms(check_seconds, statistics.median),
         "searched_again_mean": statistics.fmean(r["searched_again"] for r in records) if records else None,
-    }  # fmt: skip
+    }
 
 
 def run_abstention_eval(

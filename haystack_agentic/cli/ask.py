@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from haystack_agentic.cli.ask_output import print_trace
 from haystack_agentic.cli.common import (
     CLIError, add_backend_arguments, add_command, add_loop_arguments, hide_model_progress_bars, local_gguf,
-)  # fmt: skip
+)
 from haystack_agentic.presentation import printable
 from haystack_agentic.settings import ENV_OPENAI_BASE_URL, default_store_path, store_path_from_env
 
@@ -206,7 +206,7 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
             pipeline=args.pipeline, llm=args.llm, mode=args.mode, model=args.model, base_url=args.base_url,
             backend=args.backend, store_uri=args.uri, max_iterations=args.max_iterations, timeout=args.timeout,
             max_tokens=args.max_tokens, on_insufficient_evidence=args.on_insufficient_evidence,
-        )  # fmt: skip
+        )
         options.resolved_llm()  # flags that do not fit the LLM fail now
     except ValueError as exc:
         raise CLIError(str(exc)) from exc

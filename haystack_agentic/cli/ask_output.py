@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from haystack_agentic.presentation import (
     NO_SOURCE_NOTE, document_titles, printable, source_lines, uncited, unsupported_note,
-)  # fmt: skip
+)
 
 if TYPE_CHECKING:
     from rich.console import Console

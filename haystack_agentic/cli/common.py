@@ -19,7 +19,7 @@ def add_command(subparsers: Any, name: str, summary: str, description: str, exam
     return subparsers.add_parser(
         name, help=summary, description=description, epilog=examples,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
 
 
 def open_backend_store(
@@ -86,7 +86,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         "--gguf", metavar="PATH",
         help="A local GGUF model file (or a name from `install-model --model`): llama.cpp runs it in this process "
         "(the `llamacpp` extra) for the run, tools mode when its chat template has tools, else json mode.",
-    )  # fmt: skip
+    )
     parser.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     parser.add_argument(
         "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
@@ -152,6 +152,6 @@ def local_gguf(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator
         yield argparse.Namespace(**{
             **vars(args), "llm": "openai", "base_url": server.base_url, "model": server.model_name, "mode": mode,
             "context_tokens": info.n_ctx,
-        })  # fmt: skip
+        })
     finally:
         server.stop()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from haystack_agentic.cli.collections import collection_options
 from haystack_agentic.cli.common import (
     CLIError, add_backend_arguments, add_command, hide_model_progress_bars, open_backend_store,
-)  # fmt: skip
+)
 from haystack_agentic.settings import default_store_path
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ class IndexProgress:
         self.progress = Progress(
             SpinnerColumn(finished_text="[green]done"), TextColumn("[bold]{task.description:<14}"), BarColumn(),
             TextColumn("{task.fields[count]}"), EtaColumn(), console=console, disable=quiet or not console.is_terminal,
-        )  # fmt: skip
+        )
         self.tasks: dict[str, Any] = {}
 
     def __enter__(self) -> IndexProgress:

@@ -32,7 +32,7 @@ def add_install_model_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--model", choices=[DEFAULT_MODEL, *KNOWN_MODELS], default=DEFAULT_MODEL,
         help=f"Which model (default {DEFAULT_MODEL}). {models}.",
-    )  # fmt: skip
+    )
     return parser
 
 

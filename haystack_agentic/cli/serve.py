@@ -161,7 +161,7 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
         "llm": None if args.llm == "auto" else args.llm, "model": args.model, "base_url": args.base_url,
         "max_iterations": args.max_iterations, "timeout": args.timeout, "max_tokens": args.max_tokens,
         "context_tokens": vars(args).get("context_tokens"),  # set by `--gguf` (`local_gguf`)
-    }  # fmt: skip
+    }
     overrides: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
     try:
         options = LoopOptions(**overrides, mode=args.mode)  # every option checked now, not in each worker
@@ -327,7 +327,7 @@ def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path
             f"warning: serving on {args.host} without an API key: anyone who can reach this address can run "
             "questions (and spend your LLM budget). Pass --api-key KEY or set $HAYSTACK_AGENTIC_API_KEY.",
             file=sys.stderr, flush=True,
-        )  # fmt: skip
+        )
     print(
         f"Serving {', '.join(sorted(pipelines))} from {directory} on http://{args.host}:{args.port}"
         + (f" (MCP on http://{args.host}:{mcp_port}/mcp)" if mcp_port else "")
@@ -335,7 +335,7 @@ def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path
         + ("; API key required" if security.api_key else "")
         + ("; runtime deployment ON (deploy routes, MCP deploy tools)" if security.allow_deploy else ""),
         file=sys.stderr, flush=True,
-    )  # fmt: skip
+    )
     from haystack_agentic.serving.server import run_servers
 
     run_servers(args.host, args.port, mcp_port, args.workers, directory)

@@ -109,4 +109,4 @@ def count_shortfall(store: Any) -> str | None:
     if not isinstance(recorded, int) or (held := store.count_documents()) >= recorded:
         return None
     return (f"its collection {collection} holds {held} documents, {recorded} when haystack-agentic last wrote it, "
-            f"as {path.name} records: Milvus Lite rolled back to an older manifest or lost data files")  # fmt: skip
+            f"as {path.name} records: Milvus Lite rolled back to an older manifest or lost data files")

@@ -283,7 +283,7 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         storage = self.storage
         built_by_index, versions = self._caches()
         fingerprint = (versions.get(self.index, 0), len(storage), self.bm25_algorithm,
-                       tuple(sorted(self.bm25_parameters.items())))  # fmt: skip
+                       tuple(sorted(self.bm25_parameters.items())))
         with _LOCK:
             built = built_by_index.get(self.index)
             if built is not None and built[0] == fingerprint:

@@ -22,7 +22,7 @@ from haystack_agentic.evidence.features import chunk_title, key_entities, questi
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
 from haystack_agentic.grounding.markers import (  # noqa: F401
     MARKER_RE, UNCITED_KEY, append_markers, insert_markers, strip_markers,
-)  # fmt: skip
+)
 from haystack_agentic.grounding.sentence_splitter import (
     SENTENCE_SPANS_KEY,
     Sentence,
@@ -93,7 +93,7 @@ def cite(
         dropped.extend(
             {"cited": f"[{number}]", "reason": "no numbered chunks were shown here; cite ids"}
             for _, numbers, _ in claims for number in numbers
-        )  # fmt: skip
+        )
         unmarked = MARKER_RE.sub("", text or "")
         if unmarked != text:  # the answer is split again only if it changed (pysbd: the largest cost left here)
             text, claims = unmarked, _claims(unmarked, language)

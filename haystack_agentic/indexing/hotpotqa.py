@@ -101,7 +101,7 @@ def hotpotqa_documents(
                     "Title {title} comes with different paragraph texts ({len_a} and {len_b} chars); "
                     "keeping the longest.",
                     title=title, len_a=len(seen[1]), len_b=len(text),
-                )  # fmt: skip
+                )
                 paragraphs[key] = (title, text if len(text) > len(seen[1]) else seen[1])
 
     return [

@@ -120,7 +120,7 @@ NOTHING_CONVERTED = (
 def index_files(
     files: list[Path], store: Any, *, embedder: Any = None, emptied: Iterable[Path] = (), replace: bool = False,
     progress: ProgressCallback | None = None, collection: str | None = None, collection_description: str | None = None,
-) -> IndexResult:  # fmt: skip
+) -> IndexResult:
     """
     Convert files to chunks and write them into any Haystack document store, each file replacing its own earlier
     chunks.
@@ -219,7 +219,7 @@ def load_indexing_pipeline(path: Path | str, store_uri: str | None = None) -> Pi
 def run_indexing_pipeline(
     pipeline: Pipeline, files: list[Path], *, emptied: Iterable[Path] = (), replace: bool = False,
     progress: ProgressCallback | None = None,
-) -> IndexResult:  # fmt: skip
+) -> IndexResult:
     """
     Run a YAML indexing pipeline (components `router`, optional `embedder`, `writer`) over files, a few at a time
     (stage `indexing`), dimension checked first; with a `SourceReplacingDocumentWriter` (the packaged pipelines) each

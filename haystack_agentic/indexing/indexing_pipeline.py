@@ -183,7 +183,7 @@ def file_sources(files: list[Path]) -> list[Any]:
         ByteStream.from_file_path(file, mime_type=MIME_TYPES[file.suffix.lower()],
                                   meta={SOURCE_FIELD: source_key(file), "title": file.stem})
         for file in files
-    ]  # fmt: skip
+    ]
 
 
 def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeline:

@@ -61,7 +61,7 @@ def remove_stale_chunks(
         d.id for d in found
         if (d.meta or {}).get(field) in wanted_set and d.id not in keep
         and (collection is ... or (d.meta or {}).get("collection") == collection)
-    ))  # fmt: skip
+    ))
     if stale:
         store.delete_documents(stale)
         logger.info("Removed {count} stale chunk(s) of {n} re-indexed source(s)", count=len(stale), n=len(wanted))

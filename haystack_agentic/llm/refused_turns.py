@@ -47,7 +47,7 @@ def search_candidates(state: LoopState, limit: int = 1) -> list[str]:
     chunks = [
         doc for doc in state.chunks
         if isinstance(doc.content, str) and isinstance(doc.meta, dict) and isinstance(doc.meta.get("title") or "", str)
-    ]  # fmt: skip
+    ]
     if not chunks:
         return []
     pages = PageIndex(((doc.meta.get("title") or ""), doc.content) for doc in chunks)

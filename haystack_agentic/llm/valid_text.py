@@ -183,7 +183,7 @@ def valid_reply(message: ChatMessage) -> ChatMessage:
     return ChatMessage.from_assistant(
         text="".join(texts) if texts else None, meta=meta, name=message.name, tool_calls=calls,
         reasoning=reasoning if isinstance(reasoning, ReasoningContent) else None,
-    )  # fmt: skip
+    )
 
 
 def _valid_part(part: Any) -> Any:
@@ -231,7 +231,7 @@ def valid_replies(result: Any) -> list[ChatMessage]:
             valid.append(valid_reply(item))
         else:
             logger.warning("A chat generator reply was a {kind}, not a ChatMessage; it is ignored.",
-                           kind=type(item).__name__)  # fmt: skip
+                           kind=type(item).__name__)
     return valid
 
 

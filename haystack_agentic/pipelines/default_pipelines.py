@@ -91,7 +91,7 @@ def embedded_answer_stages(
         chat_generator=chat_generator, system_prompt=EMBEDDED_SYSTEM_PROMPT, generate_prompt=EMBEDDED_GENERATE_PROMPT,
         max_chunks=max_chunks, chunk_chars=EMBEDDED_CHUNK_CHARS, chunks_per_search=chunks_per_search,
         stream_answer=False,  # the extractor streams the answer
-    )  # fmt: skip
+    )
     return {"answerer": answerer, "extractor": ShortAnswerExtractor(max_chunks, chunks_per_search)}
 
 
@@ -100,7 +100,7 @@ def embedded_fallback(chat_generator: Any, max_chunks: int) -> FallbackSynthesiz
     return FallbackSynthesizer(
         chat_generator=chat_generator, max_chunks=max_chunks, chunk_chars=EMBEDDED_CHUNK_CHARS,
         enabled=chat_generator is not None,
-    )  # fmt: skip
+    )
 
 
 def embedded_pipeline(

@@ -213,7 +213,7 @@ def load_loop_pipeline(
     options = LoopOptions(
         pipeline=str(path), model=model, base_url=api_base_url, max_iterations=max_iterations, store_uri=store_uri,
         grounding="pipeline",
-    )  # fmt: skip
+    )
     return build_loop(options)
 
 

@@ -93,7 +93,7 @@ def build_loop_pipeline(
         "answerer": answerer, "extractor": extractor, "fallback": fallback,
         "evidence": evidence_checker if check_evidence else None, "finish": LoopStateJoiner(), "grounder": grounder,
         "result": LoopResultBuilder(),
-    }  # fmt: skip
+    }
     for name, instance in stages.items():
         if instance is not None:
             pipeline.add_component(name, instance)

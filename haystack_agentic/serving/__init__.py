@@ -19,7 +19,7 @@ __all__ = [
 if TYPE_CHECKING:
     from haystack_agentic.serving.agentic_loop_wrapper import (
         AgenticLoopWrapper, BadRequest, answer_text, check_question, load_served_pipeline, progress_line,
-    )  # fmt: skip
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -80,7 +80,7 @@ def _hide_from_openapi(app: FastAPI, paths: frozenset[str], prefixes: tuple[str,
         schema["paths"] = {
             path: item for path, item in schema.get("paths", {}).items()
             if path not in paths and not path.startswith(prefixes) and path.rstrip("/") not in paths
-        }  # fmt: skip
+        }
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]

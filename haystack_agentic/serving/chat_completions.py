@@ -57,7 +57,7 @@ def without_sources(reply: str) -> str:
 
 
 _ROLES = {"system": ChatMessage.from_system, "developer": ChatMessage.from_system,
-          "user": ChatMessage.from_user, "assistant": ChatMessage.from_assistant}  # fmt: skip
+          "user": ChatMessage.from_user, "assistant": ChatMessage.from_assistant}
 
 
 def conversation_from_request(
@@ -173,7 +173,7 @@ def completion(model: str, result: dict[str, Any]) -> ChatCompletion:
     return ChatCompletion(
         id=f"chatcmpl-{uuid.uuid4().hex}", object="chat.completion", created=int(time.time()), model=model,
         choices=[Choice(index=0, message=message, finish_reason="stop")], usage=usage_of(result),
-    )  # fmt: skip
+    )
 
 
 def _step_key(step: dict[str, Any]) -> tuple[Any, ...]:
@@ -197,7 +197,7 @@ class ChatReplyStream:
         return ChatCompletion(
             id=self.id, object="chat.completion.chunk", created=self.created, model=self.model, choices=choices,
             usage=usage,
-        )  # fmt: skip
+        )
 
     def _delta(self, finish_reason: str | None = None, **fields: Any) -> ChatCompletion:
         fields = {name: strict_json(value) for name, value in fields.items()}

@@ -265,7 +265,7 @@ def test_to_result_documents_match_haystack_to_dict_without_embeddings():
         id="x", content="X", blob=ByteStream(b"\x00\x01", mime_type="application/octet-stream"),
         meta={"title": "T", "nested": {"k": (1, 2)}}, score=0.25, embedding=[0.5],
         sparse_embedding=SparseEmbedding(indices=[1], values=[0.5]),
-    )  # fmt: skip
+    )
     result = LoopState(question="q", chunks=(doc,)).finish("answered", answer="a").to_result()
     expected = doc.to_dict(flatten=False)
     expected.pop("embedding")

@@ -33,7 +33,7 @@ def _pair(algorithm: str = "BM25L", parameters: dict | None = None, **kwargs):
     docs, queries = _corpus()
     plain = InMemoryDocumentStore(bm25_algorithm=algorithm, bm25_parameters=parameters, index=f"p-{uuid.uuid4()}")
     sparse = SparseBM25DocumentStore(bm25_algorithm=algorithm, bm25_parameters=parameters,
-                                     index=f"s-{uuid.uuid4()}", **kwargs)  # fmt: skip
+                                     index=f"s-{uuid.uuid4()}", **kwargs)
     for store in (plain, sparse):
         store.write_documents([Document.from_dict(d.to_dict()) for d in docs])
     return plain, sparse, queries
@@ -58,7 +58,7 @@ FILTERS = [
     {"field": "meta.day", "operator": "==", "value": "2024-01-05"},
     {"field": "meta.day", "operator": ">=", "value": "2024-01-20"},
     {"field": "meta.n", "operator": "==", "value": 10_000},
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("algorithm", ["BM25L", "BM25Plus", "BM25Okapi"])
@@ -150,7 +150,7 @@ def test_loads_store_files_saved_by_the_in_memory_store(tmp_path):
 def test_equality_preselection_only_takes_plain_equalities():
     assert equality_preselection({"field": "meta.title", "operator": "==", "value": "X"}) == ("title", "X")
     anded = {"operator": "AND", "conditions": [{"field": "meta.n", "operator": ">", "value": 1},
-                                               {"field": "meta.k", "operator": "==", "value": 3}]}  # fmt: skip
+                                               {"field": "meta.k", "operator": "==", "value": 3}]}
     assert equality_preselection(anded) == ("k", 3)
     assert equality_preselection({"field": "meta.day", "operator": "==", "value": "2024-01-05"}) is None
     assert equality_preselection({"operator": "OR", "conditions": [anded]}) is None

@@ -29,7 +29,7 @@ def check_shape(result):
     by_id = {d["id"]: d for d in result["documents"]}
     numbers = {c["document_id"]: c["n"] for c in result["citations"]}
     assert len(set(numbers.values())) == len(numbers) and all(c["n"] == numbers[c["document_id"]] >= 1
-                                                              for c in result["citations"])  # fmt: skip
+                                                              for c in result["citations"])
     for citation in result["citations"]:
         assert list(citation) == KEYS
         assert by_id[citation["document_id"]]["content"][citation["start"] : citation["end"]] == citation["quote"]
@@ -39,7 +39,7 @@ def check_shape(result):
 
 def test_tools_mode_cites_the_answer_tools_sources_and_drops_unknown_ids(build_loop):
     loop = build_loop([search("Big Stone Gap director"), search("Adriana Trigiani based"),
-                       answer_with("Greenwich Village", ["trigiani", "no-such-chunk"])])  # fmt: skip
+                       answer_with("Greenwich Village", ["trigiani", "no-such-chunk"])])
     result = loop.run()
     check_shape(result)
     assert result["answer"] == "Greenwich Village [1]"
@@ -72,7 +72,7 @@ def test_sources_that_are_not_ids_are_dropped_not_fatal(build_loop):
 
 def test_json_mode_answer_is_asked_in_words_and_cited_from_the_chunks_not_the_models_numbers(build_loop):
     loop = build_loop([decide("search", query="Adriana Trigiani"), decide("generate")], mode="json",
-                      answer_script=[{"text": "Trigiani is based in Greenwich Village [3][7]."}])  # fmt: skip
+                      answer_script=[{"text": "Trigiani is based in Greenwich Village [3][7]."}])
     result = loop.run()
     check_shape(result)
     prompt = loop.answer_llm.calls[0][0][-1].text
@@ -93,7 +93,7 @@ def test_a_marker_whose_citation_is_dropped_does_not_stay_in_the_answer():
 def test_the_answerers_rewrite_is_cited_sentence_by_sentence_from_the_chunks(build_loop):
     loop = build_loop([search("Big Stone Gap film"), search("Adriana Trigiani based"), answer_with("x", [])],
                       answer_script=[{"text": "Adriana Trigiani directed Big Stone Gap [2]. She is based in "
-                                              "Greenwich Village [1]."}])  # fmt: skip
+                                              "Greenwich Village [1]."}])
     result = loop.run()
     check_shape(result)
     assert strip_markers(result["answer"]) == "Adriana Trigiani directed Big Stone Gap. She is based in Greenwich Village."
@@ -104,12 +104,12 @@ def test_the_answerers_rewrite_is_cited_sentence_by_sentence_from_the_chunks(bui
 def test_a_sentence_without_a_marker_is_cited_by_the_loop_after_the_text():
     state = LoopState(question=QUESTION, chunks=tuple(DOCS))
     out = cite(state, "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village.",
-               shown=(DOCS[0],))  # fmt: skip
+               shown=(DOCS[0],))
     assert out.outcome.answer == "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village. [2]"
     assert [(c["n"], c["document_id"]) for c in out.outcome.citations] == [(1, "bsg"), (2, "trigiani")]
     # An earlier sentence the LLM left unmarked: the text is kept as written, the loop's marker goes at its end.
     out = cite(state, "She is based in Greenwich Village. Adriana Trigiani directed Big Stone Gap [1].",
-               shown=(DOCS[0],))  # fmt: skip
+               shown=(DOCS[0],))
     assert out.outcome.answer == "She is based in Greenwich Village. Adriana Trigiani directed Big Stone Gap [1]. [2]"
     assert [(c["n"], c["claim"]) for c in out.outcome.citations] == [
         (2, "She is based in Greenwich Village."), (1, "Adriana Trigiani directed Big Stone Gap.")]
@@ -132,7 +132,7 @@ def test_a_sentence_no_chunk_backs_is_named_in_the_result_and_in_the_note():
 
 def test_the_fallback_cites_its_markers(build_loop):
     loop = build_loop([search("Adriana Trigiani based")] * 2, max_iterations=1,
-                      fallback_script=[{"text": "Greenwich Village [1]"}])  # fmt: skip
+                      fallback_script=[{"text": "Greenwich Village [1]"}])
     result = loop.run()
     assert result["terminated_by"] == "max_iterations"
     check_shape(result)
@@ -168,7 +168,7 @@ def test_a_short_answer_found_in_several_chunks_is_cited_from_the_sentence_that_
     # No other sentence says more of the question: the sentence it was read from stands.
     only = (by_id["greenwich"],)
     [kept] = cite(LoopState(question=QUESTION, chunks=only), "Greenwich Village", shown=only,
-                  located=(0, at, at + len("Greenwich Village"))).outcome.citations  # fmt: skip
+                  located=(0, at, at + len("Greenwich Village"))).outcome.citations
     assert kept["document_id"] == "greenwich"
 
 
@@ -201,11 +201,11 @@ def test_the_offline_check_flags_a_claim_its_sentence_does_not_support():
 
 def test_the_judge_grounder_and_the_citations_are_one_record(build_loop):
     verdicts = {"claims": [{"sentence": 1, "supported": True, "chunks": [0]},
-                           {"sentence": 2, "supported": True, "chunks": [0]}]}  # fmt: skip
+                           {"sentence": 2, "supported": True, "chunks": [0]}]}
     grounder = LLMJudgeGrounder(chat_generator=ScriptedChatGenerator([{"text": json.dumps(verdicts)}], per_call=True))
     loop = build_loop([search("Big Stone Gap film"), search("Adriana Trigiani based"),
                        answer_with("Adriana Trigiani directed it. She is based in Greenwich Village.",
-                                   ["bsg", "trigiani"])])  # fmt: skip
+                                   ["bsg", "trigiani"])])
     pipeline = loop.pipeline
     pipeline.remove_component("result")  # put the judge in front of the result
     from haystack_agentic import LoopResultBuilder  # noqa: PLC0415
@@ -230,7 +230,7 @@ def test_the_judge_grounder_and_the_citations_are_one_record(build_loop):
 
 def test_agentic_rag_answers_feed_haystacks_evaluators(build_loop):
     loop = build_loop([search("Big Stone Gap director"), search("Adriana Trigiani based"),
-                       answer_with("Greenwich Village", ["trigiani"])])  # fmt: skip
+                       answer_with("Greenwich Village", ["trigiani"])])
     out = AgenticRAG(pipeline=loop.pipeline).run(query=QUESTION)
     [generated] = out["answers"]
     assert isinstance(generated, GeneratedAnswer)

@@ -124,7 +124,7 @@ def test_the_builder_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm
     missing = HHEMGrounder(model=str(tmp_path / "no-model"), foundation=str(tmp_path / "no-t5"), local_files_only=True)
     path = tmp_path / "loop.yml"
     path.write_text(build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store),
-                                        grounder=missing).dumps())  # fmt: skip
+                                        grounder=missing).dumps())
     notes: list[str] = []
     with_llm = build_loop(LoopOptions(pipeline=str(path), llm="openai"), notify=notes.append)
     judge = with_llm.get_component("grounder")

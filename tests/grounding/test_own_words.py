@@ -26,7 +26,7 @@ RECORDED = Path(__file__).resolve().parents[1] / "data" / "text_tool_calls"
      f"Searching for the question first.\n{CALL}", '{"name": "give_up"}', f"<tool_call>{CALL}",
      '{"name": "answer", "text": "Midland"}',  # the arguments beside the name (the real 0.5B's shape)
      f"{CALL}\n{CALL[:30]}", f"\u200b```json\n{CALL}\n```\u200b", f"{'x' * 150}\n{CALL}"],
-)  # fmt: skip
+)
 def test_no_words_of_its_own(text):
     assert has_own_words(text) is False
 
@@ -38,14 +38,14 @@ def test_no_words_of_its_own(text):
      # prose after the calls, or a lead-in of more than one line, makes the reply an answer (it is not run as calls)
      f"{CALL}\nThe headquarters are in Midland, Michigan.", f"I searched.\nThen I read.\n{CALL}", "[Paris]",
      f"{'x' * 250} {CALL}", DEFINITION, f"<tools>\n{DEFINITION}"],
-)  # fmt: skip
+)
 def test_words_of_its_own(text):
     assert has_own_words(text) is True
 
 
 def _recorded_replies() -> list[str]:
     return [reply["content"] for path in sorted(RECORDED.glob("*.json"))
-            for reply in json.loads(path.read_text())["replies"] if reply["content"]]  # fmt: skip
+            for reply in json.loads(path.read_text())["replies"] if reply["content"]]
 
 
 @pytest.mark.parametrize("truncated", [False, True])

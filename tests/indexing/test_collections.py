@@ -108,7 +108,7 @@ def test_list_collections_reads_names_descriptions_and_counts(sparse_store):
     assert list(known) == ["films", "people", "places"]
     assert [(k.description, k.documents) for k in known.values()] == [
         ("Films and their makers", 2), ("Biographies", 2), ("Towns and neighbourhoods", 2),
-    ]  # fmt: skip
+    ]
 
 
 def test_scope_shapes_and_the_unknown_name_error(sparse_store):
@@ -193,7 +193,7 @@ def tools_loop(store: Any, script: list[dict[str, Any]], mode: str = "tools") ->
     pipeline = build_loop_pipeline(
         router, SafeRetriever(InMemoryBM25Retriever(store)), controller=LoopController(max_iterations=5),
         answerer=answerer, check_evidence=False,
-    )  # fmt: skip
+    )
     return pipeline, llm
 
 
@@ -261,7 +261,7 @@ def test_yaml_round_trip_keeps_the_scope(sparse_store, tmp_path):
     pipeline = build_loop_pipeline(
         router, SafeRetriever(InMemoryBM25Retriever(sparse_store)),
         controller=LoopController(max_iterations=5, document_store=sparse_store), check_evidence=False,
-    )  # fmt: skip
+    )
     loaded = load_yaml(pipeline.dumps())
     controllers = [p.to_dict()["components"]["controller"] for p in (loaded, pipeline)]
     assert controllers[0] == controllers[1]
@@ -316,7 +316,7 @@ def test_cli_index_into_collections_and_list_them(tmp_path, capsys):
     store = str(tmp_path / "store.json")
     args = ["--store", store, "--quiet"]
     assert main(["index", str(tmp_path / "manuals"), *args, "--collection", "manuals",
-                 "--collection-description", "Product manuals"]) == 0  # fmt: skip
+                 "--collection-description", "Product manuals"]) == 0
     assert main(["index", str(tmp_path / "tickets"), *args, "--collection", "tickets"]) == 0
     capsys.readouterr()
     assert main(["collections", "--store", store, "--json"]) == 0

@@ -212,7 +212,7 @@ def test_an_unreadable_pdf_is_skipped_with_a_one_line_reason(tmp_path):
     assert done.returncode == 0, done.stderr  # the other file was indexed: skipped files do not change the code
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines == [f"Skipped {docs / 'broken.pdf'}: not a readable PDF (PdfStreamError: Stream has ended "
-                     "unexpectedly)."], done.stderr  # fmt: skip
+                     "unexpectedly)."], done.stderr
     assert "ByteStream" not in done.stderr and "garbage" not in done.stderr and "EOF marker" not in done.stderr
     (docs / "ok.txt").unlink()
     nothing = run_cli("index", docs, "--store", tmp_path / "other.json", "--quiet")
@@ -321,7 +321,7 @@ def test_pipeline_loads_of_the_milvus_yaml_writes_nothing_and_a_run_opens_the_st
     store = pipeline.get_component("retriever").document_store  # first use: Milvus Lite creates the database now
     try:
         store.write_documents([Document(id="mayor", content="The mayor of Fnordville is Zorblax Quintessa.",
-                                        meta={"title": "Fnordville"}, embedding=[0.1] * 384)])  # fmt: skip
+                                        meta={"title": "Fnordville"}, embedding=[0.1] * 384)])
         result = pipeline.run({"controller": {"query": "Who is the mayor of Fnordville?"}})["result"]
         assert [d["id"] for d in result["documents"]] == ["mayor"]
         assert result["terminated_by"] != "error", result["error"]

@@ -35,6 +35,6 @@ def llamacpp_generator(llamacpp: LlamaCppServer):
         return OpenAIChatGenerator(
             model=llamacpp.model_name, api_base_url=llamacpp.base_url, api_key=Secret.from_token("none"), max_retries=0,
             timeout=60.0, generation_kwargs={"max_tokens": max_tokens, "temperature": 0.0, **kwargs},
-        )  # fmt: skip
+        )
 
     return make

@@ -30,7 +30,7 @@ def special_pieces(base_url: str, messages: list[ChatMessage]) -> list[str]:
     rendered = [{"role": m.role.value, "content": m.text} for m in messages]
     prompt = post(base_url, "/apply-template", {"messages": rendered})["prompt"]
     tokens = post(base_url, "/tokenize", {"content": prompt, "add_special": False, "parse_special": True,
-                                          "with_pieces": True})["tokens"]  # fmt: skip
+                                          "with_pieces": True})["tokens"]
     specials = {"<|im_start|>", "<|im_end|>", "<|endoftext|>"}
     return [t["piece"] for t in tokens if isinstance(t["piece"], str) and t["piece"] in specials]  # bytes: lists
 

@@ -53,7 +53,7 @@ def test_a_search_query_with_a_lone_surrogate_runs(embedded_store, backend):
     script = [search(f"Adriana Trigiani {LONE}"), answer(f"Greenwich Village {LONE}")]
     if backend == "dense":  # the MiniLM tokenizer raised "TextEncodeInput must be Union[...]" and so did the run
         result = run_loop(script, SafeRetriever(retriever=InMemoryEmbeddingRetriever(embedded_store)),
-                          MiniLMTextEmbedder())  # fmt: skip
+                          MiniLMTextEmbedder())
     else:
         result = run_loop(script, InMemoryBM25Retriever(embedded_store))
     assert result["terminated_by"] == "answered"
@@ -69,7 +69,7 @@ def test_a_reply_is_repaired_in_its_text_tool_arguments_and_reasoning():
     reply = ChatMessage.from_assistant(
         f"t{LONE}", tool_calls=[ToolCall(tool_name=f"search{LONE}", arguments={"query": [f"q{LONE}"]})],
         reasoning=f"r{LONE}",
-    )  # fmt: skip
+    )
     repaired = valid_reply(reply)
     assert repaired.text == "t\ufffd" and repaired.reasoning.reasoning_text == "r\ufffd"
     assert repaired.tool_calls[0].tool_name == "search\ufffd"
@@ -108,7 +108,7 @@ class _StoreWithBrokenText:
             Document(id="a", content=f"Adriana Trigiani {LONE} is based in Greenwich Village.", score=float("nan"),
                      meta={"title": f"Adriana Trigiani {LONE}"}),
             Document(id="b", content="Big Stone Gap is a film directed by Adriana Trigiani.", score=1.0),
-        ]}  # fmt: skip
+        ]}
 
 
 @pytest.mark.integration  # the packaged MiniLM

@@ -80,7 +80,7 @@ def test_compact_messages_gives_what_recounting_after_each_step_gives(results, b
     from haystack.tools import Tool
 
     tools = [Tool(name="search", description="Search the documents.", parameters={"type": "object"},
-                  function=len)] if with_tools else None  # fmt: skip
+                  function=len)] if with_tools else None
     messages = [ChatMessage.from_system("Answer from the results."), ChatMessage.from_user("Where?")]
     for i, text in enumerate(results):
         call = ToolCall(tool_name="search", arguments={"query": f"q{i}"}, id=f"c{i}")
@@ -116,7 +116,7 @@ def test_compact_messages_counts_each_message_once_before_cutting_the_last():
     for i in range(3000):
         call = ToolCall(tool_name="search", arguments={"query": f"q{i}"}, id=f"c{i}")
         messages += [ChatMessage.from_assistant(tool_calls=[call]),
-                     ChatMessage.from_tool(f"Search 'q{i}'\n[1] id=d{i} " + "words " * 50, origin=call)]  # fmt: skip
+                     ChatMessage.from_tool(f"Search 'q{i}'\n[1] id=d{i} " + "words " * 50, origin=call)]
     counter = CountingCounter()
     compacted = compact_messages(messages, 200, counter=counter)
     # every message once, every digest once, the binary search over the last result: one message per step

@@ -97,11 +97,11 @@ def test_a_permanent_failure_is_not_retried():
 def test_timeout_sync_and_async():
     slow = FlakyGenerator([], sleep=0.5)
     call = call_generator(slow, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], timeout=0.05,
-                          max_retries=0)  # fmt: skip
+                          max_retries=0)
     assert isinstance(call.error, TimeoutError) and "0.05 s" in str(call.error)
     call = asyncio.run(
         call_generator_async(slow, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], timeout=0.05,
-                             max_retries=1, backoff=0.01)  # fmt: skip
+                             max_retries=1, backoff=0.01)
     )
     assert isinstance(call.error, TimeoutError)
 
@@ -194,7 +194,7 @@ def test_controller_prompt_stays_within_the_budget_however_many_searches(build_l
     from haystack import Document
 
     long_docs = [Document(id=f"long{i}", content=f"Paragraph {i}. " + "word " * 400, meta={"title": f"Long {i}"})
-                 for i in range(30)]  # fmt: skip
+                 for i in range(30)]
     store.write_documents(long_docs)
     budget = 3000
     script = [search(f"Paragraph {i} word") for i in range(12)] + [answer("done")]
@@ -228,12 +228,12 @@ def test_several_tool_calls_run_in_order_and_answer_stops_the_rest(build_loop):
 
     seen = []
     note = Tool(name="note", description="Take a note.", parameters={"type": "object", "properties": {}},
-                function=lambda: seen.append("note") or "noted")  # fmt: skip
+                function=lambda: seen.append("note") or "noted")
     turn = {"tool_calls": [
         {"tool_name": "note", "arguments": {}},
         {"tool_name": "answer", "arguments": {"text": "Greenwich Village"}},
         {"tool_name": "search", "arguments": {"query": "never run"}},
-    ]}  # fmt: skip
+    ]}
     loop = build_loop([turn], router_kwargs={"tools": [note]})
     result = loop.run()
     assert seen == ["note"]
@@ -364,7 +364,7 @@ def test_retry_policy_refuses_negative_settings():
 def test_an_unknown_call_option_is_a_type_error():
     with pytest.raises(TypeError, match=r"Unknown LLM call option\(s\) \['max_retry'\]"):
         call_generator(FlakyGenerator([]), LoopState(question="q"), "answer", [ChatMessage.from_user("q")],
-                       max_retry=3)  # fmt: skip
+                       max_retry=3)
 
 
 def test_a_first_attempt_that_succeeds_does_not_set_up_tenacity(monkeypatch):

@@ -155,7 +155,7 @@ def test_controller_prose_streams_as_controller_text(build_loop):
 
 def test_fallback_streams_its_answer_and_holds_back_no_answer(build_loop):
     loop = build_loop([search("Adriana Trigiani"), search("Big Stone Gap")], max_iterations=2,
-                      fallback_script=[{"text": LONG_ANSWER}, {"text": "NO ANSWER"}])  # fmt: skip
+                      fallback_script=[{"text": LONG_ANSWER}, {"text": "NO ANSWER"}])
     chunks: list[StreamingChunk] = []
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
     result = result["result"]
@@ -173,7 +173,7 @@ def test_json_mode_reflect_streams_as_reflect_and_the_generated_answer_as_answer
     script = [decide("search", query="Adriana Trigiani"), decide("generate"), decide("reflect"), decide("generate")]
     loop = build_loop(script, mode="json", answer_script=[
         {"text": "Greenwich Village"}, {"text": "Supported.\nImproved answer: Greenwich Village, New York City"},
-        {"text": "Greenwich Village, New York City"}])  # fmt: skip
+        {"text": "Greenwich Village, New York City"}])
     loop.llm.script[1] = decide("reflect")  # first draft, then reflect, then generate
     chunks: list[StreamingChunk] = []
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
@@ -245,7 +245,7 @@ async def test_the_offline_policy_router_streams_its_steps_too(store):
         controller=LoopController(max_iterations=4),
         answerer=Answerer(chat_generator=ScriptedChatGenerator([{"text": "Greenwich Village"}], per_call=True)),
         check_evidence=False,
-    )  # fmt: skip
+    )
     chunks: list[StreamingChunk] = []
     result = (await pipeline.run_async(loop_inputs(pipeline, query=QUESTION, streaming_callback=chunks.append)))
     history = result["result"]["tool_history"]
@@ -292,9 +292,9 @@ def test_a_call_that_streamed_before_failing_is_not_retried():
 
     streamer = _SyncOnlyStreamer(fail_after_first=True)
     call = call_generator(streamer, LoopState(question="q"), "answer", [ChatMessage.from_user("q")],
-                          max_retries=2, backoff=0, streaming_callback=lambda chunk: None)  # fmt: skip
+                          max_retries=2, backoff=0, streaming_callback=lambda chunk: None)
     assert isinstance(call.error, TimeoutError) and streamer.calls == 1
     unstreamed = _SyncOnlyStreamer(fail_after_first=True)
     call_generator(unstreamed, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], max_retries=2,
-                   backoff=0)  # fmt: skip
+                   backoff=0)
     assert unstreamed.calls == 3  # without a stream, a transient failure is retried as before

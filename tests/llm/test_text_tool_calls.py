@@ -227,7 +227,7 @@ _wrappers = st.sampled_from(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_call, min_size=1, max_size=4), _wrappers, st.sampled_from(["", "Searching now.\n", "Let me check: "]),
-       st.booleans())  # fmt: skip
+       st.booleans())
 def test_property_written_calls_are_recovered_in_order(calls, wrapper, lead_in, as_list):
     blocks = [json.dumps(calls)] if as_list else [json.dumps(call) for call in calls]
     if wrapper == "<tools>\n{}":  # an unclosed tag only at the end
@@ -266,7 +266,7 @@ def test_property_calls_followed_by_prose_are_text(calls, prose):
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
                     max_leaves=20),
        st.sampled_from(["{}", "```json\n{}\n```", "<tool_call>{}</tool_call>", "Lead: {}"]),
-       st.booleans())  # fmt: skip
+       st.booleans())
 def test_property_arbitrary_json_never_raises_and_only_names_offered_tools(value, wrapper, truncated):
     text = wrapper.replace("{}", json.dumps(value))
     for call in recover_tool_calls(text, TOOLS, truncated=truncated):

@@ -42,7 +42,7 @@ def real_prompt_tokens(tokenizer, messages: list[ChatMessage], tools=None) -> in
             content = m.tool_call_result.result
         elif m.tool_calls:
             content = json.dumps([{"name": c.tool_name, "arguments": c.arguments} for c in m.tool_calls],
-                                 ensure_ascii=False)  # fmt: skip
+                                 ensure_ascii=False)
         else:
             content = m.text or ""
         role = {"tool": "user"}.get(m.role.value, m.role.value)
@@ -68,7 +68,7 @@ def test_format_chunks_stays_within_the_budget(smollm2_tokenizer, hotpot_paragra
 def test_controller_prompts_stay_within_the_budget_with_chinese_chunks(smollm2_tokenizer, build_loop, store):
     store.write_documents(
         [Document(id=f"zh{i}", content=f"段落 {i}：" + "".join(CHINESE[i % 8 :] + CHINESE[: i % 8])[:900])
-         for i in range(20)]  # fmt: skip
+         for i in range(20)]
     )
     budget = 3000
     script = [search(f"段落 {i}") for i in range(8)] + [answer("格林威治村")]
@@ -87,7 +87,7 @@ def test_json_mode_prompt_stays_within_the_budget_with_chinese_chunks(smollm2_to
     budget = 1000
     script = [decide("search", query="段落"), decide("search", query="段落 3"), decide("generate")]
     loop = build_loop(script, mode="json", router_kwargs={"context_budget_tokens": budget}, answer_script=[
-        {"text": "格林威治村"}])  # fmt: skip
+        {"text": "格林威治村"}])
     loop.run(query="特里贾尼住在哪里？")
     for messages, _, _ in loop.llm.calls:
         assert real_prompt_tokens(smollm2_tokenizer, messages) <= budget
@@ -176,7 +176,7 @@ def test_tiktoken_counts_with_an_encoding():
 
     # A real tiktoken encoding built here (one token per byte), since OpenAI's files are downloaded at run time.
     byte_level = tiktoken.Encoding(name="bytes", pat_str=r"[\s\S]", mergeable_ranks={bytes([i]): i for i in range(256)},
-                                   special_tokens={"<|endoftext|>": 256})  # fmt: skip
+                                   special_tokens={"<|endoftext|>": 256})
     counter = TiktokenTokenCounter(byte_level)
     assert counter.count_text("东京 ok") == len("东京 ok".encode()) == 9
     assert counter.count_text("<|endoftext|>") == len("<|endoftext|>")  # special tokens are plain text here

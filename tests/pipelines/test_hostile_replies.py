@@ -111,7 +111,7 @@ def test_reply_items_of_the_wrong_type_are_read_or_dropped_and_a_broken_result_i
 
 
 @pytest.mark.parametrize("count", ["12", "many", math.inf, math.nan, [1], {"a": 1}, True, -3, HUGE_INT, 10**30],
-                         ids=range(10))  # fmt: skip
+                         ids=range(10))
 def test_a_token_count_that_is_not_a_count_is_not_a_report(count):
     usage = {"prompt_tokens": count, "completion_tokens": 7, "total_tokens": 7.0, "details": {"cached": 1}}
     assert valid_usage(usage) == {"completion_tokens": 7, "total_tokens": 7, "details": {"cached": 1}}
@@ -162,7 +162,7 @@ def test_deep_values_and_huge_integers_become_bounded_values():
 
 
 @pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000, HUGE_DIGITS, "{", "nope"],
-                         ids=["deep", "deep-open", "digits", "open", "prose"])  # fmt: skip
+                         ids=["deep", "deep-open", "digits", "open", "prose"])
 def test_json_a_model_wrote_decodes_or_raises_value_error(text):
     with pytest.raises(ValueError):
         decode_json(text)
@@ -184,7 +184,7 @@ def test_json_objects_tries_a_bounded_number_of_starts():
      '{"sufficient": NaN}', '{"sufficient": [true]}', "[" * 200_000, "", '{"sufficient": {"yes": 1}}',
      '{"sufficient": "maybe"}'],
     ids=range(8),
-)  # fmt: skip
+)
 def test_the_evidence_judge_falls_back_to_the_offline_check_on_a_bad_reply(reply):
     assert parse_verdict(reply) is None
     result = run_hostile("evidence-judge", [{"replies": [ChatMessage.from_assistant(reply)]}], evidence=True)

@@ -370,7 +370,7 @@ async def test_run_async_runs_no_loop_component_in_a_worker_thread(build_loop, m
 
 def test_answerer_state_comes_back_through_controller_revised(build_loop):
     pipeline = build_loop([decide("reflect"), decide("generate")], mode="json",
-                          answer_script=[{"text": "draft"}, {"text": "final"}]).pipeline  # fmt: skip
+                          answer_script=[{"text": "draft"}, {"text": "final"}]).pipeline
     receivers = {(c["sender"], c["receiver"]) for c in pipeline.to_dict()["connections"]}
     assert ("answerer.state", "controller.revised") in receivers
     assert ("router.loop", "controller.state") in receivers

@@ -56,7 +56,7 @@ any_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=40
 special_text = st.sampled_from([
     "", " ", "\n", "\ud83d", "x\udfffy", "\x00", "\u202e\u200b\u2066", "\ufeff", "null", "{}", "[1]",
     "NO ANSWER", "{{ question }}", "{% for %}", "<|im_end|>", "Greenwich Village", "search", "\U0001f600" * 3,
-])  # fmt: skip
+])
 texts = st.one_of(any_text, special_text)
 numbers = st.one_of(
     st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([10**400, -0.0, 1e308])
@@ -71,7 +71,7 @@ tool_names = st.one_of(st.sampled_from(["search", "answer", "give_up", "read_chu
 shaped_arguments = st.fixed_dictionaries(
     {}, optional={"query": texts | json_values, "text": texts | json_values, "reason": texts | json_values,
                   "top_k": numbers | texts, "id": texts, "collections": json_values}
-)  # fmt: skip
+)
 arguments = st.one_of(shaped_arguments, json_values, texts)
 tool_calls = st.lists(st.fixed_dictionaries({"tool_name": tool_names, "arguments": arguments}), min_size=1, max_size=3)
 #: A json-mode decision: a known or unknown action, in prose or fences, or broken JSON.
@@ -123,12 +123,12 @@ class ArbitraryRetriever:
         if result == "raise":
             raise RuntimeError("store exploded")
         return {"documents": [Document(id=d["id"], content=d["content"], score=d["score"], meta=d["meta"])
-                              for d in result]}  # fmt: skip
+                              for d in result]}
 
 
 def build(mode, controller, answer, fallback, judge, evidence, results, safe, max_iterations):
     router = AgenticRouter(chat_generator=ScriptedChatGenerator(controller, per_call=mode == "json"), mode=mode,
-                           max_retries=0)  # fmt: skip
+                           max_retries=0)
     answer_llm = ScriptedChatGenerator(answer, per_call=True) if answer is not None else None
     fallback_llm = ScriptedChatGenerator(fallback, per_call=True) if fallback is not None else None
     retriever = ArbitraryRetriever(results if safe else [r for r in results if r != "raise"] or [[]])

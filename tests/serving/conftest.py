@@ -75,7 +75,7 @@ HISTORY_SCRIPT = [
         "{% for m in messages %}{% if m.role == 'assistant' and m.text %}{{ m.text }}{% endif %}{% endfor %}")}}]},
     {"template": True, "tool_calls": [{"tool_name": "answer", "arguments": {"text": (
         "{% if 'Greenwich Village' in last_message %}Greenwich Village{% else %}not found{% endif %}")}}]},
-]  # fmt: skip
+]
 
 
 def with_answer_llm(text: str) -> str:
@@ -177,7 +177,7 @@ def serve_process(root: Path, args: list[str], env: dict | None = None, health: 
                 [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", str(mcp_port),
                  *args],
                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root,
-            )  # fmt: skip
+            )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_DEADLINE
         try:
@@ -190,7 +190,7 @@ def serve_process(root: Path, args: list[str], env: dict | None = None, health: 
                 raise
     try:
         yield Server(url=url, mcp_url=f"http://127.0.0.1:{mcp_port}/mcp", port=port, directory=root, env=env,
-                     process=process, log=log)  # fmt: skip
+                     process=process, log=log)
     finally:
         stop(process)
 
@@ -230,7 +230,7 @@ def server(tmp_path_factory) -> Server:
         "--pipeline", f"streaming={root / 'streaming.yml'}", "--pipeline", f"history={root / 'history.yml'}",
         "--pipeline", f"cited={root / 'cited.yml'}", *marked,
         "--pipelines-dir", str(directory), "--store", str(write_test_store(root / "store.json")),
-    ]  # fmt: skip
+    ]
     env = citing_env()  # `plain.yml` is hayhooks' to load, with no allow-list: the user trusts the modules it names
     env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] += "," + ",".join(allowed_modules_for(SCRIPTED_YAML.read_text()))
     with serve_process(root, args, env) as running:

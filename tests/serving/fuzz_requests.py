@@ -198,9 +198,9 @@ def mcp_requests(draw: Any) -> FuzzRequest:
             arguments = {"query": draw(st.one_of(questions, json_values)), "pipeline_name": "fz_" + draw(any_text)}
         if draw(st.integers(0, 3)) == 0:
             arguments = {"name": "fz_" + draw(any_text), "files": draw(json_values), "overwrite": False,
-                         "save_files": draw(json_values)}  # fmt: skip
+                         "save_files": draw(json_values)}
         params = {"name": draw(st.sampled_from(names)) if draw(st.integers(0, 4)) else draw(any_text),
-                  "arguments": arguments}  # fmt: skip
+                  "arguments": arguments}
     elif method == "initialize" and draw(st.booleans()):
         params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "0"}}
     request_id = draw(st.integers(0, 10**6)) if draw(st.integers(0, 4)) else draw(json_values)
@@ -231,7 +231,7 @@ def deploy_requests(draw: Any) -> FuzzRequest:
         files: Any = {"pipeline_wrapper.py": draw(st.sampled_from(wrappers))}
         files.update(draw(st.dictionaries(st.sampled_from(["../x.py", "a/b.txt", "/etc/x", "ok.txt", "\x00"]), texts)))
         body: Any = {"name": name, "files": files if draw(st.integers(0, 4)) else draw(json_values),
-                     "overwrite": False, "save_files": draw(st.booleans())}  # fmt: skip
+                     "overwrite": False, "save_files": draw(st.booleans())}
     else:
         source = draw(
             st.sampled_from(
@@ -247,7 +247,7 @@ def deploy_requests(draw: Any) -> FuzzRequest:
             )
         )
         body = {"name": name, "source_code": source if draw(st.integers(0, 4)) else draw(json_values),
-                "overwrite": False, "save_file": draw(st.booleans())}  # fmt: skip
+                "overwrite": False, "save_file": draw(st.booleans())}
     if draw(st.integers(0, 6)) == 0:
         body = draw(json_values)
     data, headers = draw(encoded(body))

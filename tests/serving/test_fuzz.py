@@ -36,7 +36,7 @@ def fuzzed(tmp_path_factory):
     args = [
         "--pipeline", f"scripted={SCRIPTED_YAML}", *bad_script_pipelines(root),
         "--pipelines-dir", str(directory), "--store", str(write_test_store(root / "store.json")),
-    ]  # fmt: skip
+    ]
     if WITH_KEY:
         args += ["--allow-deploy", "--api-key", KEY]
     with serve_process(root, args, health="/health" if WITH_KEY else "/status") as server:
@@ -71,6 +71,6 @@ def test_no_malformed_request_gets_a_5xx_and_the_server_survives(fuzzed):
         # Alive after: health, a real question, and MCP.
         assert client.get(f"{fuzzed.url}/health").status_code == 200
         reply = client.post(f"{fuzzed.url}/scripted/run", json={"query": QUESTION},
-                            headers={"authorization": f"Bearer {KEY}"})  # fmt: skip
+                            headers={"authorization": f"Bearer {KEY}"})
         assert reply.status_code == 200 and spoken(reply.json()["result"]["result"]["answer"]) == f"Answer to: {QUESTION}"
         assert client.get(f"{mcp_base}/status").status_code == 200

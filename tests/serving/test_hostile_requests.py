@@ -33,18 +33,18 @@ def served(tmp_path_factory):
     (root / "surrogate.yml").write_text(with_script([{"tool_calls": [
         {"tool_name": "answer", "arguments": {"text": SURROGATE_ANSWER}}]}]), encoding="utf-8", errors="surrogatepass")
     (root / "surrogate_stream.yml").write_text(with_answer_llm(SURROGATE_ANSWER), encoding="utf-8",
-                                               errors="surrogatepass")  # fmt: skip
+                                               errors="surrogatepass")
     args = ["--pipeline", f"scripted={SCRIPTED_YAML}", "--store", str(write_test_store(root / "store.json")),
             "--pipeline", f"surrogate={root / 'surrogate.yml'}",
             "--pipeline", f"surrogate_stream={root / 'surrogate_stream.yml'}",
-            "--cors-origin", ORIGIN, "--allowed-host", "rag.internal"]  # fmt: skip
+            "--cors-origin", ORIGIN, "--allowed-host", "rag.internal"]
     with serve_process(root, args) as server:
         yield server
 
 
 def chat(stream_options, stream=True) -> dict:
     return {"model": "scripted", "messages": [{"role": "user", "content": QUESTION}], "stream": stream,
-            "stream_options": stream_options}  # fmt: skip
+            "stream_options": stream_options}
 
 
 @pytest.mark.parametrize("options", ["x", ["include_usage"], 3])
@@ -57,7 +57,7 @@ def test_a_malformed_stream_options_is_a_4xx_with_a_message(served, options):
 def test_a_deeply_nested_mcp_argument_is_a_4xx(served):
     nested = "[" * 5000 + "]" * 5000
     body = ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "scripted", '
-            f'"arguments": {{"query": {nested}}}}}}}')  # fmt: skip
+            f'"arguments": {{"query": {nested}}}}}}}')
     reply = httpx.post(served.mcp_url, content=body.encode(), headers=JSON_RPC_HEADERS, timeout=30)
     assert 400 <= reply.status_code < 500, reply.text
     assert "nested" in reply.json()["error"]["message"]
@@ -65,17 +65,17 @@ def test_a_deeply_nested_mcp_argument_is_a_4xx(served):
 
 def test_no_cors_headers_for_an_origin_not_listed(served):
     reply = httpx.post(f"{served.url}/scripted/run", json={"query": QUESTION}, timeout=30,
-                       headers={"origin": "http://evil.example"})  # fmt: skip
+                       headers={"origin": "http://evil.example"})
     assert reply.status_code == 200
     assert "access-control-allow-origin" not in reply.headers
     preflight = httpx.options(f"{served.url}/scripted/run", timeout=30, headers={
-        "origin": "http://evil.example", "access-control-request-method": "POST"})  # fmt: skip
+        "origin": "http://evil.example", "access-control-request-method": "POST"})
     assert preflight.status_code >= 400 and "access-control-allow-origin" not in preflight.headers
 
 
 def test_a_listed_origin_gets_cors_headers(served):
     preflight = httpx.options(f"{served.url}/scripted/run", timeout=30, headers={
-        "origin": ORIGIN, "access-control-request-method": "POST"})  # fmt: skip
+        "origin": ORIGIN, "access-control-request-method": "POST"})
     assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == ORIGIN
 
 

@@ -24,7 +24,7 @@ def _client() -> TestClient:
         return PlainTextResponse("hello")
 
     app = Starlette(routes=[Route("/x", hello, methods=["GET", "POST", "OPTIONS"]), Route("/health", hello),
-                            Route("/traces/y", hello)])  # fmt: skip
+                            Route("/traces/y", hello)])
     return TestClient(bearer_auth(app, api_key=KEY, open_paths={"/health"}, open_prefixes=("/traces",)))
 
 
@@ -80,7 +80,7 @@ def test_a_good_key_is_accepted():
 @pytest.mark.parametrize(
     ("host", "loopback"),
     [("127.0.0.1", True), ("127.4.5.6", True), ("::1", True), ("[::1]", True), ("localhost", True),
-     ("0.0.0.0", False), ("::", False), ("192.168.1.10", False), ("example.org", False), ("", False)],  # fmt: skip
+     ("0.0.0.0", False), ("::", False), ("192.168.1.10", False), ("example.org", False), ("", False)],
 )
 def test_is_loopback(host, loopback):
     assert is_loopback(host) is loopback
@@ -90,7 +90,7 @@ def test_security_settings_travel_through_the_environment():
     env: dict[str, str] = {}
     ServeSecurity(api_key=KEY, allow_deploy=True).to_env(env)
     network = {"HAYSTACK_AGENTIC_CORS_ORIGINS": "", "HAYSTACK_AGENTIC_ALLOWED_HOSTS": "", "HAYHOOKS_HOST": "127.0.0.1",
-               "HAYSTACK_AGENTIC_MAX_BODY_BYTES": "1048576", "HAYSTACK_AGENTIC_MAX_MESSAGES": "1000"}  # fmt: skip
+               "HAYSTACK_AGENTIC_MAX_BODY_BYTES": "1048576", "HAYSTACK_AGENTIC_MAX_MESSAGES": "1000"}
     assert env == {"HAYSTACK_AGENTIC_API_KEY": KEY, "HAYSTACK_AGENTIC_ALLOW_DEPLOY": "1", **network}
     ServeSecurity().to_env(env)
     assert env == {"HAYSTACK_AGENTIC_ALLOW_DEPLOY": "0", **network}

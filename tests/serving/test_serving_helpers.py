@@ -27,11 +27,11 @@ def test_progress_lines_and_answer_text():
 def test_a_reply_s_sources_are_left_out_of_the_conversation_a_client_sends_back():
     citation = {"n": 1, "document_id": "trigiani", "title": "Adriana Trigiani", "quote": "Trigiani is based in NYC.",
                 "start": 0, "end": 25, "claim": "NYC", "search": None, "supported": False,
-                "check": "offline"}  # fmt: skip
+                "check": "offline"}
     reply = answer_text({"answer": "NYC [1]", "citations": [citation]})
     assert reply.startswith('NYC [1]\n\nSources:\n[1] (unsupported) Adriana Trigiani: "Trigiani is based in NYC."\n')
     messages = [{"role": "user", "content": "Where?"}, {"role": "assistant", "content": reply},
-                {"role": "user", "content": "Sources:\n\nSources:\nsince when?"}]  # fmt: skip
+                {"role": "user", "content": "Sources:\n\nSources:\nsince when?"}]
     conversation = conversation_from_request(messages)
     assert [m.text for m in conversation] == ["Where?", "NYC [1]", "Sources:\n\nSources:\nsince when?"]
     assert answer_text({"answer": "NYC", "citations": []}) == answer_text({"answer": "NYC"}) == "NYC"
@@ -40,7 +40,7 @@ def test_a_reply_s_sources_are_left_out_of_the_conversation_a_client_sends_back(
         "NYC\n\nSources: none. No chunk of this run says this answer: it is unsupported, check it before relying on it."
     )
     messages = [{"role": "user", "content": "Where?"}, {"role": "assistant", "content": uncited},
-                {"role": "user", "content": "Since when?"}]  # fmt: skip
+                {"role": "user", "content": "Since when?"}]
     assert [m.text for m in conversation_from_request(messages)] == ["Where?", "NYC", "Since when?"]
 
 

@@ -49,7 +49,7 @@ def workers(tmp_path_factory):
                 "--pipelines-dir", str(root / "pipelines"), "--store", str(store_path),
             ],
             stdout=out, stderr=subprocess.STDOUT, env={**server_env(), "HAYSTACK_AGENTIC_API_KEY": KEY}, cwd=root,
-        )  # fmt: skip
+        )
     try:
         deadline = time.monotonic() + START_DEADLINE
         url = f"http://127.0.0.1:{port}"

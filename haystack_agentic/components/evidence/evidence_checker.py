@@ -47,10 +47,10 @@ STRONG_OFFLINE_SCORE = 0.8
 
 #: Init parameters serialised as they are (`chat_generator` is serialised apart).
 _PLAIN_PARAMETERS = ("on_insufficient_evidence", "threshold", "embedding_model", "temperature", "generation_kwargs",
-                     "judge_prompt", "search_again", "max_chunks", "chunk_chars", "max_retries", "timeout")  # fmt: skip
+                     "judge_prompt", "search_again", "max_chunks", "chunk_chars", "max_retries", "timeout")
 #: The offline features read off the lexical coverage (`haystack_agentic.evidence.features`), in order.
 _COVERAGE_FEATURES = ("entity_coverage", "entity_min", "subject_min", "word_coverage", "best_chunk_word_share",
-                      "title_share", "best_pair_word_share")  # fmt: skip
+                      "title_share", "best_pair_word_share")
 
 
 @component

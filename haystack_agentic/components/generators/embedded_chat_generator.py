@@ -133,7 +133,7 @@ class EmbeddedChatGenerator:
                         logger.warning(
                             "The converted model in {model_dir} does not load ({error}); converting the GGUF again.",
                             model_dir=str(model_dir), error=f"{type(exc).__name__}: {exc}",
-                        )  # fmt: skip
+                        )
                         discard_model_dir(model_dir)
                         convert_gguf(gguf_path, model_dir)
                         generator = _load_converted(model_dir)

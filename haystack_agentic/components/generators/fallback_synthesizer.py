@@ -13,7 +13,7 @@ from haystack_agentic.grounding.citations import cite, draft_sources
 from haystack_agentic.grounding.markers import has_own_words, strip_markers
 from haystack_agentic.llm.streaming import (
     AnswerTextHold, emit, emit_async, pick_callback, role_callback, role_callback_async,
-)  # fmt: skip
+)
 from haystack_agentic.llm.serialization import role_from_dict, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
 from haystack_agentic.dataclasses.loop_state import LoopState
@@ -128,7 +128,7 @@ class FallbackSynthesizer:
         call = call_generator(
             self.chat_generator, state, "fallback", messages, **role_options(self),
             streaming_callback=role_callback(callback, "fallback", answer=True, hold_no_answer=True, hold=hold),
-        )  # fmt: skip
+        )
         finished = self._complete(state, call.state, call.text, call.error)
         answer = finished.outcome.answer
         emit(callback, hold.rest(answer, "fallback") if answer else [])
@@ -147,7 +147,7 @@ class FallbackSynthesizer:
         call = await call_generator_async(
             self.chat_generator, state, "fallback", messages, **role_options(self),
             streaming_callback=role_callback_async(callback, "fallback", answer=True, hold_no_answer=True, hold=hold),
-        )  # fmt: skip
+        )
         finished = self._complete(state, call.state, call.text, call.error)
         answer = finished.outcome.answer
         await emit_async(callback, hold.rest(answer, "fallback") if answer else [])

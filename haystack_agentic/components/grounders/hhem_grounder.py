@@ -201,7 +201,7 @@ class HHEMGrounder:
         seconds = round(time.perf_counter() - started, 4)
         mode = "windows" if windows else "chunk"
         settled = settle(state, verdicts, self.threshold, "hhem", self.model, self.language, premise_mode=mode,
-                         pairs_scored=len(pairs), seconds=seconds)  # fmt: skip
+                         pairs_scored=len(pairs), seconds=seconds)
         return state.with_outcome(**settled)
 
     @component.output_types(state=LoopState)

@@ -213,7 +213,7 @@ class LLMJudgeGrounder:
         settled = settle(
             state, scores, self.threshold, "llm_judge", model, self.language,
             ignored_indices=dropped, judged_sentences=sorted(verdicts), seconds=round(seconds, 4),
-        )  # fmt: skip
+        )
         return state.with_outcome(**settled)
 
     @component.output_types(state=LoopState)

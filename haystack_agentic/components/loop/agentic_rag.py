@@ -87,7 +87,7 @@ class AgenticRAG(SuperComponent):
         component.set_output_types(
             self, answer=str | None, answers=list[GeneratedAnswer], documents=list[Document],
             messages=list[ChatMessage], result=dict[str, Any],
-        )  # fmt: skip
+        )
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """

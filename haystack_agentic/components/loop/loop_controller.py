@@ -29,7 +29,7 @@ DEFAULT_CHUNK_PREVIEW_CHARS = 1500
 
 #: The init parameters that must be at least 1.
 _AT_LEAST_ONE = ("max_iterations", "chunk_cap", "chunk_preview_chars", "max_question_chars", "max_search_failures",
-                 "max_searches_per_turn")  # fmt: skip
+                 "max_searches_per_turn")
 
 #: Longest question accepted by default, in characters.
 DEFAULT_MAX_QUESTION_CHARS = 4000

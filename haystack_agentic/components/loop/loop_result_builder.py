@@ -65,7 +65,7 @@ class LoopResultBuilder:
             terminated_by=result["terminated_by"], iterations=result["iterations"], chunks=len(result["documents"]),
             llm_calls=total["calls"], prompt_tokens=total["prompt_tokens"],
             completion_tokens=total["completion_tokens"], answered=result["answer"] is not None,
-        )  # fmt: skip
+        )
         return result
 
     @component.output_types(**RESULT_TYPES)

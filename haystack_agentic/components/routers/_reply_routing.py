@@ -245,7 +245,7 @@ class _ReplyRouting:
         step = ToolStep(
             turn, "tool", tool_name=tool.name, arguments=arguments, result=outcome.text,
             returned_chunk_ids=tuple(doc.id for doc in outcome.documents),
-        )  # fmt: skip
+        )
         state = state.with_step(step).with_messages(outcome.message).evolve(tool_state=outcome.tool_state)
         return state.merge_chunks(outcome.documents) if outcome.documents else state
 
@@ -257,13 +257,13 @@ READ_CHUNK_MAX_CHARS = 8000
 def _planned_search(
     state: LoopState, turn: int, query: str, top_k: int | None, collection: str | None, arguments: dict[str, Any],
     reasoning: str | None = None, tool_call: ToolCall | None = None,
-) -> tuple[PendingSearch, ToolStep]:  # fmt: skip
+) -> tuple[PendingSearch, ToolStep]:
     """A search and its step; a chosen collection narrows the run's filters (which hold its scope) to that one."""
     filters = and_filters(state.filters, collection_filter([collection] if collection else []))
     step = ToolStep(
         turn, "search", query=query, tool_name=tool_call.tool_name if tool_call else None, arguments=arguments,
         reasoning=reasoning, collections=(collection,) if collection else tuple(state.collections or ()),
-    )  # fmt: skip
+    )
     return PendingSearch(query=query, top_k=top_k, filters=filters, tool_call=tool_call), step
 
 
@@ -305,7 +305,7 @@ def _with_call_text(reply: ChatMessage) -> ChatMessage:
     return ChatMessage.from_assistant(
         text=call_text(reply.tool_calls), meta=reply.meta, name=reply.name, tool_calls=reply.tool_calls,
         reasoning=reply.reasoning,
-    )  # fmt: skip
+    )
 
 
 def call_text(tool_calls: list[ToolCall]) -> str:

@@ -305,7 +305,7 @@ class AgenticRouter(_ReplyRouting):
             call = call_generator(
                 self.chat_generator, _refused(call.state), "controller", messages, tools=tools, **role_options(self),
                 streaming_callback=stream,
-            )  # fmt: skip
+            )
         return call
 
     async def _call_async(self, state: LoopState, messages: list[ChatMessage], tools: Any, stream: Any) -> LLMCall:
@@ -317,7 +317,7 @@ class AgenticRouter(_ReplyRouting):
             call = await call_generator_async(
                 self.chat_generator, _refused(call.state), "controller", messages, tools=tools, **role_options(self),
                 streaming_callback=stream,
-            )  # fmt: skip
+            )
         return call
 
     def _call_options(self, state: LoopState) -> CallOptions:

@@ -438,7 +438,7 @@ def test_a_judge_whose_reason_contradicts_its_verdict_does_not_decide_alone(buil
 STRONG_CHUNK = Document(
     id="t", content="Adriana Trigiani, the director of Big Stone Gap, is based in Greenwich Village.",
     meta={"title": "Adriana Trigiani"}, score=1.0,
-)  # fmt: skip
+)
 
 
 def test_a_judge_refusing_strong_offline_evidence_does_not_decide_alone(build_loop):
@@ -449,7 +449,7 @@ def test_a_judge_refusing_strong_offline_evidence_does_not_decide_alone(build_lo
     assert offline["sufficient"] and offline["score"] >= STRONG_OFFLINE_SCORE
     retriever = ScriptedRetrieverOne([STRONG_CHUNK])
     loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], evidence_checker=checker,
-                      retriever=retriever)  # fmt: skip
+                      retriever=retriever)
     result = loop.run(question)
     assert result["terminated_by"] == "answered" and "strong offline" in result["evidence"]["judge_overruled"]
 

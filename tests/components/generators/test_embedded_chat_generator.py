@@ -234,7 +234,7 @@ def test_special_tokens_in_documents_and_the_question_reach_the_model_as_text(sm
     unmarked = [ChatMessage.from_system(messages[0].text), ChatMessage.from_user(messages[1].text)]
     for token in INJECTED:
         unmarked = [ChatMessage.from_system(unmarked[0].text),
-                    ChatMessage.from_user(unmarked[1].text.replace(token, ""))]  # fmt: skip
+                    ChatMessage.from_user(unmarked[1].text.replace(token, ""))]
     assert len(special_ids(messages)) > len(special_ids(unmarked))  # as sent before: the text's tokens were special
     assert special_ids(sent) == special_ids(unmarked)  # only the template's own turn tokens
     assert "im_end" in sent[1].text and "Greenwich Village" in sent[1].text  # still readable as text

@@ -20,7 +20,7 @@ pytestmark = [
 CHUNKS = (
     Document(id="bsg", content="Big Stone Gap is a 2014 American film directed by Adriana Trigiani.", score=2.0),
     Document(id="trigiani", score=1.0, content="Adriana Trigiani is an author and film director based in "
-             "Greenwich Village, New York City."),  # fmt: skip
+             "Greenwich Village, New York City."),
 )
 STATE = LoopState(question="Where is the director of Big Stone Gap based?", chunks=CHUNKS, pending_action="answer")
 

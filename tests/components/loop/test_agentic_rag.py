@@ -91,7 +91,7 @@ def test_the_bigger_pipeline_round_trips_through_yaml_with_the_modules_it_names_
 
 async def test_run_async_a_conversation_and_a_streaming_callback(build_loop):
     loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")],
-                      answer_script=[{"text": "She is based in Greenwich Village."}])  # fmt: skip
+                      answer_script=[{"text": "She is based in Greenwich Village."}])
     rag = AgenticRAG(pipeline=loop.pipeline)
     chunks: list[StreamingChunk] = []
     history = [
@@ -105,7 +105,7 @@ async def test_run_async_a_conversation_and_a_streaming_callback(build_loop):
     assert "".join(c.content for c in chunks if c.meta.get(ANSWER_META)).strip() == strip_markers(out["answer"])
     first_prompt = loop.llm.calls[0][0]
     assert [m.text for m in first_prompt if m.is_from("user")][:2] == ["Who directed Big Stone Gap?",
-                                                                        "Where is she based?"]  # fmt: skip
+                                                                        "Where is she based?"]
 
 
 def test_filters_scope_the_run(build_loop):

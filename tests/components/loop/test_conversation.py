@@ -25,7 +25,7 @@ SEARCH_FROM_HISTORY = {
     "tool_calls": [{"tool_name": "search", "arguments": {"query": (
         "{% for m in messages %}{% if m.role == 'assistant' and m.text %}{{ m.text }}{% endif %}{% endfor %}"
     )}}],
-}  # fmt: skip
+}
 
 
 def texts(messages: list[ChatMessage]) -> list[str]:
@@ -35,7 +35,7 @@ def texts(messages: list[ChatMessage]) -> list[str]:
 def test_a_follow_up_question_is_answered_from_the_previous_turn(build_loop):
     # One assistant message is in the history, so the (conversation-counting) script starts at turn 1.
     loop = build_loop([give_up("no history reached me"), SEARCH_FROM_HISTORY, answer("Greenwich Village")],
-                      answer_script=[{"text": "Greenwich Village, New York City"}])  # fmt: skip
+                      answer_script=[{"text": "Greenwich Village, New York City"}])
     result = loop.pipeline.run(loop_inputs(loop.pipeline, messages=HISTORY))["result"]
     assert result["terminated_by"] == "answered"
     assert result["tool_history"][0]["query"] == "Adriana Trigiani"
@@ -51,7 +51,7 @@ def test_a_follow_up_question_is_answered_from_the_previous_turn(build_loop):
 
 async def test_the_history_reaches_the_json_controller_and_the_async_path(build_loop):
     loop = build_loop([decide("search", query="Adriana Trigiani"), decide("generate")], mode="json",
-                      answer_script=[{"text": "Greenwich Village"}])  # fmt: skip
+                      answer_script=[{"text": "Greenwich Village"}])
     out = await loop.pipeline.run_async(loop_inputs(loop.pipeline, messages=HISTORY))
     assert strip_markers(out["result"]["answer"]) == "Greenwich Village"
     prompt = loop.llm.calls[0][0]

@@ -112,7 +112,7 @@ def test_searches_beyond_the_per_turn_limit_go_back_as_errors():
 def test_an_answer_in_the_same_turn_drops_the_searches(build_loop):
     retriever = ScriptedRetriever({"a": [("bsg", 1.0)]})
     loop = build_loop([_calls(("search", {"query": "a"}), ("answer", {"text": "Greenwich Village"}))],
-                      retriever=retriever)  # fmt: skip
+                      retriever=retriever)
     result = loop.run()
     assert retriever.calls == [] and result["answer"] == "Greenwich Village"
     assert actions(result) == ["answer"]
@@ -145,7 +145,7 @@ def test_component_tool_retriever_adds_its_documents_and_shows_readable_text(bui
         inputs_from_state={"filters": "filters"},  # the run's filters, not the model's
     )
     loop = build_loop([tool_turn("wiki", {"query": "Adriana Trigiani", "top_k": 2}), search("Trigiani"),
-                       answer("Greenwich Village")], router_kwargs={"tools": [tool]})  # fmt: skip
+                       answer("Greenwich Village")], router_kwargs={"tools": [tool]})
     result = loop.run(filters={"field": "meta.kind", "operator": "==", "value": "person"})
     step = result["tool_history"][0]
     assert step["action"] == "tool" and step["returned_chunk_ids"] == ["trigiani"]
@@ -206,7 +206,7 @@ def test_outputs_to_string_and_outputs_to_state_follow_haystack_semantics(build_
         inputs_from_state={"director": "director"},
     )
     loop = build_loop([tool_turn("film_facts", {"title": "Big Stone Gap"}), tool_turn("director_born", {}),
-                       answer("Giuseppe")], router_kwargs={"tools": [facts, born]})  # fmt: skip
+                       answer("Giuseppe")], router_kwargs={"tools": [facts, born]})
     result = loop.run()
     first = _tool_messages(loop.llm.calls[1][0])[-1].tool_call_result.result
     assert first == "2014"  # outputs_to_string: only the `year` output
@@ -274,7 +274,7 @@ def test_each_search_of_a_turn_and_each_user_tool_call_has_its_own_span(store):
     tracing.enable_tracing(recording)
     try:
         turn = _calls(("search", {"query": "Adriana Trigiani"}), ("film_year", {"title": "Big Stone Gap"}),
-                      ("search", {"query": "Greenwich Village"}))  # fmt: skip
+                      ("search", {"query": "Greenwich Village"}))
         llm = ScriptedChatGenerator([turn, answer("x")])
         router = AgenticRouter(chat_generator=llm, tools=[YEAR_TOOL], search_question_first=False)
         pipeline = build_loop_pipeline(router, SafeRetriever(InMemoryBM25Retriever(store)), check_evidence=False)
@@ -295,9 +295,9 @@ def test_the_same_words_in_two_collections_in_one_turn_are_two_searches(tmp_path
     store.write_documents([
         Document(id="film", content="Big Stone Gap is a 2014 film.", meta={"collection": "films"}),
         Document(id="town", content="Big Stone Gap is a town in Virginia.", meta={"collection": "places"}),
-    ])  # fmt: skip
+    ])
     turn = _calls(("search", {"query": "Big Stone Gap", "collection": "films"}),
-                  ("search", {"query": "Big Stone Gap", "collection": "places"}))  # fmt: skip
+                  ("search", {"query": "Big Stone Gap", "collection": "places"}))
     llm = ScriptedChatGenerator([turn, answer("x")])
     pipeline = build_loop_pipeline(
         AgenticRouter(chat_generator=llm, search_question_first=False), SafeRetriever(InMemoryBM25Retriever(store)), check_evidence=False
