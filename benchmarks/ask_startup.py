@@ -65,7 +65,8 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
-        raise RuntimeError(f"{command[:4]} exited {done.returncode}: {done.stderr[-2000:]}")
+        msg = f"{command[:4]} exited {done.returncode}: {done.stderr[-2000:]}"
+        raise RuntimeError(msg)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, done.stdout
 

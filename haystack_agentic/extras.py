@@ -21,7 +21,8 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
     try:
         return import_module(module)
     except ModuleNotFoundError as exc:
-        raise MissingExtraError(f"{missing_extra_message(extra, purpose)} (missing module: {exc.name})") from exc
+        msg = f"{missing_extra_message(extra, purpose)} (missing module: {exc.name})"
+        raise MissingExtraError(msg) from exc
 
 
 def is_instance(value: Any, module: str, *names: str) -> bool:

@@ -78,7 +78,8 @@ def _read_yaml(path: Path | str) -> Any:
     try:
         return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ValueError(f"Cannot read the pipeline {path}: {exc}") from exc
+        msg = f"Cannot read the pipeline {path}: {exc}"
+        raise ValueError(msg) from exc
 
 
 def read_loop_yaml(path: Path) -> dict[str, Any]:
@@ -91,9 +92,12 @@ def read_loop_yaml(path: Path) -> dict[str, Any]:
     components = data.get("components") if isinstance(data, dict) else None
     missing = [n for n in REQUIRED_COMPONENTS if not isinstance(components, dict) or n not in components]
     if missing:
-        raise ValueError(
+        msg = (
             f"{path} is not an agentic-loop pipeline: it has no component named {', '.join(missing)}. "
             "Start from a copy of a packaged one (its path: haystack_agentic.resources.pipeline_path(\"agentic_rag\"))."
+        )
+        raise ValueError(
+            msg
         )
     for spec in components.values():
         spec["init_parameters"] = spec.get("init_parameters") or {}  # a YAML may list none (null)
@@ -115,7 +119,8 @@ def allowed_modules_for(pipeline: dict[str, Any] | str) -> list[str]:
         try:
             pipeline = yaml.safe_load(pipeline)
         except yaml.YAMLError as exc:
-            raise ValueError(f"Cannot parse the pipeline YAML: {exc}") from exc
+            msg = f"Cannot parse the pipeline YAML: {exc}"
+            raise ValueError(msg) from exc
     found: list[str] = []
     pending, seen = [pipeline], set()
     while pending:
@@ -148,9 +153,12 @@ def _check_milvus_self_imports(node: dict[str, Any]) -> None:
         for item in value if isinstance(value, list) else [value] if value is not None else []:
             named = str(item.get("type", "")) if isinstance(item, dict) else ""
             if named.rsplit(".", 1)[0] not in modules:
-                raise ValueError(
+                msg = (
                     f"Refusing {node['type']}: its `{key}` names {named or item!r}, which the Milvus class would "
                     f"import itself, outside Haystack's allow-list; it may name a type of {', '.join(modules)} only."
+                )
+                raise ValueError(
+                    msg
                 )
 
 
@@ -182,7 +190,8 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool 
     except StoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - report any loading problem with the file named
-        raise ValueError(f"Cannot load the pipeline {path}: {exc}") from exc
+        msg = f"Cannot load the pipeline {path}: {exc}"
+        raise ValueError(msg) from exc
 
 
 def loop_pipeline_from_dict(

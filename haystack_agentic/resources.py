@@ -32,8 +32,9 @@ def pipeline_path(name: str) -> Path:
         stems = sorted(p.stem for p in directory.glob("*.yml"))
         loops = ", ".join(s for s in stems if not s.startswith("indexing_"))
         indexing = ", ".join(s for s in stems if s.startswith("indexing_"))
+        msg = f"No packaged pipeline '{name}' in {directory}. Known pipelines: {loops} (indexing: {indexing})."
         raise FileNotFoundError(
-            f"No packaged pipeline '{name}' in {directory}. Known pipelines: {loops} (indexing: {indexing})."
+            msg
         )
     return path
 

@@ -32,9 +32,11 @@ def component_sockets(instance: Any) -> tuple[dict[str, dict[str, Any]], dict[st
     try:
         probe.add_component(PROBE_NAME, instance)
     except (PipelineValidationError, AttributeError) as exc:  # no `run`; a `run` without `@component`: no sockets
-        raise NotAComponentError(f"{type(instance).__name__} is not a Haystack component.") from exc
+        msg = f"{type(instance).__name__} is not a Haystack component."
+        raise NotAComponentError(msg) from exc
     except PipelineError as exc:
-        raise ValueError(f"{type(instance).__name__} is already in a pipeline: {exc}") from exc
+        msg = f"{type(instance).__name__} is already in a pipeline: {exc}"
+        raise ValueError(msg) from exc
     try:
         inputs = probe.inputs(include_components_with_connected_inputs=True).get(PROBE_NAME, {})
         outputs = probe.outputs(include_components_with_connected_outputs=True).get(PROBE_NAME, {})

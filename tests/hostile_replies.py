@@ -275,7 +275,8 @@ def hostile_pipeline(role: str, results: list[Any], evidence: bool) -> Any:
     from scripted_chat_generator import ScriptedChatGenerator  # noqa: PLC0415
 
     if role not in ROLES:
-        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        msg = f"role must be one of {ROLES}, got {role!r}"
+        raise ValueError(msg)
     hostile = HostileChatGenerator(results)
     store = _STORES.get("docs")
     if store is None:

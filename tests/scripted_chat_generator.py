@@ -66,7 +66,8 @@ class ScriptedChatGenerator:
         :raises ValueError: If a turn is not a dict, has unknown keys or no content, or `latency` is negative.
         """
         if latency < 0:
-            raise ValueError(f"latency must be >= 0 seconds, got {latency}")
+            msg = f"latency must be >= 0 seconds, got {latency}"
+            raise ValueError(msg)
         self.script = [self._check_turn(i, turn) for i, turn in enumerate(copy.deepcopy(list(script or [])))]
         self.latency = latency
         self.model = model
@@ -80,16 +81,20 @@ class ScriptedChatGenerator:
     @staticmethod
     def _check_turn(index: int, turn: Any) -> dict[str, Any]:
         if not isinstance(turn, Mapping):
-            raise ValueError(f"Script turn {index} must be a dict, got {type(turn).__name__}: {turn!r}")
+            msg = f"Script turn {index} must be a dict, got {type(turn).__name__}: {turn!r}"
+            raise ValueError(msg)
         unknown = set(turn) - set(TURN_KEYS)
         if unknown:
-            raise ValueError(f"Script turn {index} has unknown keys {sorted(unknown)}; allowed: {list(TURN_KEYS)}")
+            msg = f"Script turn {index} has unknown keys {sorted(unknown)}; allowed: {list(TURN_KEYS)}"
+            raise ValueError(msg)
         if not any(key in turn for key in ("text", "tool_calls", "raise", "empty")):
-            raise ValueError(f"Script turn {index} needs 'text', 'tool_calls', 'raise' or 'empty': {dict(turn)!r}")
+            msg = f"Script turn {index} needs 'text', 'tool_calls', 'raise' or 'empty': {dict(turn)!r}"
+            raise ValueError(msg)
         calls = turn.get("tool_calls")
         named = all(isinstance(c, Mapping) and isinstance(c.get("tool_name"), str) for c in calls or [])
         if calls is not None and not (isinstance(calls, list) and named):
-            raise ValueError(f"Script turn {index}: 'tool_calls' must be a list of dicts with a 'tool_name' string")
+            msg = f"Script turn {index}: 'tool_calls' must be a list of dicts with a 'tool_name' string"
+            raise ValueError(msg)
         return dict(turn)
 
     def reset(self) -> None:
@@ -158,9 +163,12 @@ class ScriptedChatGenerator:
         if self.script and self.repeat_last:
             return self.script[-1], index
         how = "calls made" if self.per_call else "assistant messages in the conversation"
-        raise IndexError(
+        msg = (
             f"ScriptedChatGenerator has no turn {index} ({how}: {index}); the script has {len(self.script)} "
             "turn(s). Add turns, or set repeat_last=True."
+        )
+        raise IndexError(
+            msg
         )
 
     def _reply(self, turn: Mapping[str, Any], index: int, messages: Sequence[ChatMessage]) -> ChatMessage:

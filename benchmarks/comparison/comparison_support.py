@@ -145,10 +145,12 @@ def raises(kind: type[BaseException], match: str | None = None) -> Iterator[Rais
         yield caught
     except kind as exc:
         if match is not None and not re.search(match, str(exc)):
-            raise AssertionError(f"{type(exc).__name__} raised, but {str(exc)!r} does not match {match!r}") from exc
+            msg = f"{type(exc).__name__} raised, but {str(exc)!r} does not match {match!r}"
+            raise AssertionError(msg) from exc
         caught.value = exc
         return
-    raise AssertionError(f"{kind.__name__} was not raised")
+    msg = f"{kind.__name__} was not raised"
+    raise AssertionError(msg)
 
 
 @contextlib.contextmanager

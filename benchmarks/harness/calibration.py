@@ -29,9 +29,11 @@ def fit_logistic(
     x = np.asarray(rows, dtype=float)
     y = np.asarray(labels, dtype=float)
     if x.ndim != 2 or len(x) == 0 or len(x) != len(y) or x.shape[1] != len(feature_names):
-        raise ValueError("fit_logistic needs one row of len(feature_names) values per label, and some rows")
+        msg = "fit_logistic needs one row of len(feature_names) values per label, and some rows"
+        raise ValueError(msg)
     if y.min() == y.max():
-        raise ValueError("fit_logistic needs examples of both classes")
+        msg = "fit_logistic needs examples of both classes"
+        raise ValueError(msg)
     design = np.hstack([x, np.ones((len(x), 1))])
     weights = np.zeros(design.shape[1])
     penalty = L2 * np.diag([*([1.0] * x.shape[1]), 0.0])
@@ -54,7 +56,8 @@ def choose_threshold(positive_scores: Sequence[float], target_answer_rate: float
     :raises ValueError: Without scores, or with a rate outside (0, 1].
     """
     if not positive_scores or not 0.0 < target_answer_rate <= 1.0:
-        raise ValueError("choose_threshold needs scores and a target rate in (0, 1]")
+        msg = "choose_threshold needs scores and a target rate in (0, 1]"
+        raise ValueError(msg)
     ordered = sorted(positive_scores)
     rejected = math.floor((1.0 - target_answer_rate) * len(ordered) + 1e-9)
     return math.floor(ordered[min(rejected, len(ordered) - 1)] * 10_000) / 10_000

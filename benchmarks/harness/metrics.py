@@ -43,7 +43,8 @@ def best_answer_scores(prediction: str | None, golds: Iterable[str]) -> tuple[fl
     """`(exact_match, f1)`, each the maximum over the gold answers. :raises ValueError: If `golds` is empty."""
     golds = [g for g in golds if g is not None]
     if not golds:
-        raise ValueError("best_answer_scores needs at least one gold answer.")
+        msg = "best_answer_scores needs at least one gold answer."
+        raise ValueError(msg)
     return max(exact_match(prediction, g) for g in golds), max(f1(prediction, g) for g in golds)
 
 

@@ -39,7 +39,8 @@ def pipeline_config(
         retrieval_only(pipeline)
     store = retriever_store(pipeline)
     if store is None:
-        raise ValueError(f"{path}: its retriever has no document_store to fill with the QA set's paragraphs.")
+        msg = f"{path}: its retriever has no document_store to fill with the QA set's paragraphs."
+        raise ValueError(msg)
     embedder = None
     if "query_embedder" in dict(pipeline.walk()):
         from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
@@ -60,7 +61,8 @@ def retrieval_only(pipeline: Pipeline) -> None:
     :raises ValueError: If the pipeline has no `answerer`.
     """
     if "answerer" not in dict(pipeline.walk()):
-        raise ValueError("A retrieval-only run replaces the pipeline's `answerer` component; this pipeline has none.")
+        msg = "A retrieval-only run replaces the pipeline's `answerer` component; this pipeline has none."
+        raise ValueError(msg)
     edges = [
         (c["sender"], c["receiver"])
         for c in pipeline.to_dict()["connections"]

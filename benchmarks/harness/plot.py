@@ -26,7 +26,8 @@ def wilson_interval(successes: int, n: int) -> tuple[float, float]:
     from scipy.stats import binomtest  # noqa: PLC0415 - scipy.stats takes a second to import
 
     if n < 1 or not 0 <= successes <= n:
-        raise ValueError(f"need 0 <= successes <= n and n >= 1, got successes={successes}, n={n}")
+        msg = f"need 0 <= successes <= n and n >= 1, got successes={successes}, n={n}"
+        raise ValueError(msg)
     interval = binomtest(successes, n).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
     return float(interval.low), float(interval.high)
 
@@ -37,7 +38,8 @@ def bootstrap_mean_interval(values: Sequence[float]) -> tuple[float, float]:
     from scipy.stats import bootstrap  # noqa: PLC0415
 
     if not values:
-        raise ValueError("bootstrap_mean_interval needs at least one value")
+        msg = "bootstrap_mean_interval needs at least one value"
+        raise ValueError(msg)
     data = np.asarray(values, dtype=float)
     low, high = float(data.min()), float(data.max())
     if len(data) == 1 or low == high:  # scipy needs two observations; every resample's mean is that value
@@ -122,11 +124,13 @@ def plot_report(report: dict[str, Any], path: str | PathLike) -> Path:
         import matplotlib.pyplot as plt
         from matplotlib.transforms import offset_copy
     except ImportError as exc:
-        raise ImportError('The plot needs matplotlib: pip install "haystack-agentic[eval]"') from exc
+        msg = 'The plot needs matplotlib: pip install "haystack-agentic[eval]"'
+        raise ImportError(msg) from exc
 
     points, x_label = plot_points(report)
     if not points:
-        raise ValueError("The report has no configuration with questions: nothing to plot.")
+        msg = "The report has no configuration with questions: nothing to plot."
+        raise ValueError(msg)
     panels = [("Evidence recall: every gold paragraph found", "% of questions", "recall")]
     if any(p.f1 is not None for p in points):
         panels.append(("Answer quality", "mean answer F1 (%)", "f1"))

@@ -114,7 +114,8 @@ def bridge_entity_config(
     :raises ValueError: If `budget <= MAX_FOLLOW_UPS`.
     """
     if budget <= MAX_FOLLOW_UPS:
-        raise ValueError(f"budget ({budget}) must exceed max_follow_ups ({MAX_FOLLOW_UPS}).")
+        msg = f"budget ({budget}) must exceed max_follow_ups ({MAX_FOLLOW_UPS})."
+        raise ValueError(msg)
     first = budget - MAX_FOLLOW_UPS
     router = BridgeEntityRouter(
         document_store=store, first_top_k=first, follow_up_top_k=1, max_follow_ups=MAX_FOLLOW_UPS

@@ -92,9 +92,12 @@ def check_server(options: LoopOptions, err: Console) -> LoopOptions:
     options = replace(options, context_tokens=info.n_ctx)
     if info.supports_tools is False and not options.pipeline:
         if options.mode == "tools":
-            raise CLIError(
+            msg = (
                 "The server's chat template cannot call tools (its /props: supports_tools false). Use --mode json, or "
                 "start llama.cpp with a template that has tools (--jinja --chat-template-file <template>)."
+            )
+            raise CLIError(
+                msg
             )
         if options.mode is None:
             err.print("The server's chat template has no tool support: routing in JSON mode (--mode json).")
@@ -133,9 +136,12 @@ def load_store_into(
     if in_memory:
         if not store_path.exists():
             if not auto_index:
-                raise CLIError(
+                msg = (
                     f"The store {store_path} does not exist: check the path, or create it with "
                     f"`haystack-agentic index PATH --store {store_path}`."
+                )
+                raise CLIError(
+                    msg
                 )
             corpus = sample_corpus_path()
             if not quiet:
@@ -149,15 +155,20 @@ def load_store_into(
     try:
         count = store.count_documents()
     except Exception as exc:  # noqa: BLE001 - an unreachable server: one line with its address
-        raise CLIError(f"Cannot reach the store {where}: {type(exc).__name__}: {exc}") from exc
+        msg = f"Cannot reach the store {where}: {type(exc).__name__}: {exc}"
+        raise CLIError(msg) from exc
     if count == 0:
-        raise CLIError(f"The store {where} has no documents: index some first with `haystack-agentic index`.")
+        msg = f"The store {where} has no documents: index some first with `haystack-agentic index`."
+        raise CLIError(msg)
     if "query_embedder" in dict(pipeline.walk()) and in_memory:
         sample = store.filter_documents()[:1]
         if sample and sample[0].embedding is None:
-            raise CLIError(
+            msg = (
                 f"The store {where} has no embeddings, which this dense pipeline needs: "
                 "re-index with `haystack-agentic index PATH --embed`."
+            )
+            raise CLIError(
+                msg
             )
 
 
@@ -200,7 +211,8 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
     try:  # malformed filters fail here, once, not mid-loop
         filters = validate_filters(json.loads(args.filters) if args.filters else None)
     except ValueError as exc:
-        raise CLIError(f"--filters is not a valid Haystack filter: {exc}") from exc
+        msg = f"--filters is not a valid Haystack filter: {exc}"
+        raise CLIError(msg) from exc
     try:
         options = loop_builder.LoopOptions(
             pipeline=args.pipeline, llm=args.llm, mode=args.mode, model=args.model, base_url=args.base_url,
@@ -272,7 +284,8 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     """Run `haystack-agentic ask`: prepare the loop, answer the question, print the trace (or `--json`)."""
     question = args.question
     if not question or not question.strip():
-        raise CLIError("The question is empty: ask something, e.g. haystack-agentic ask 'Who directed Big Stone Gap?'")
+        msg = "The question is empty: ask something, e.g. haystack-agentic ask 'Who directed Big Stone Gap?'"
+        raise CLIError(msg)
     with local_gguf(args, say_on_stderr(args.quiet or args.json)) as served:
         loop = prepare_loop(served, args.quiet or args.json, question)
         result, seconds = run_question(loop, served, question)

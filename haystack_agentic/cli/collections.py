@@ -49,16 +49,19 @@ def collection_options(args: argparse.Namespace) -> dict[str, Any]:
     name, description = args.collection, args.collection_description
     if name is None:
         if description:
-            raise CLIError("--collection-description needs --collection NAME: the collection it describes.")
+            msg = "--collection-description needs --collection NAME: the collection it describes."
+            raise CLIError(msg)
         return {}
     if args.pipeline:
-        raise CLIError("--collection works with the built-in indexing, not with --pipeline: leave --pipeline out.")
+        msg = "--collection works with the built-in indexing, not with --pipeline: leave --pipeline out."
+        raise CLIError(msg)
     from haystack_agentic.indexing.collections import validate_collection_name  # noqa: PLC0415
 
     try:
         name = validate_collection_name(name)
     except ValueError as exc:
-        raise CLIError(f"--collection: {exc}") from exc
+        msg = f"--collection: {exc}"
+        raise CLIError(msg) from exc
     return {"collection": name, "collection_description": (description or "").strip() or None}
 
 
@@ -71,7 +74,8 @@ def open_store(args: argparse.Namespace) -> tuple[Any, str]:
 
     path = Path(args.store) if args.store else default_store_path()
     if not path.exists():
-        raise CLIError(f"The store {path} does not exist: create it with `haystack-agentic index PATH`.")
+        msg = f"The store {path} does not exist: create it with `haystack-agentic index PATH`."
+        raise CLIError(msg)
     try:
         return load_store_file(path), str(path)
     except ValueError as exc:

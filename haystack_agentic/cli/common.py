@@ -40,7 +40,8 @@ def open_backend_store(
             check_milvus_lite_uri(address, must_exist=True)
         return open_document_store(backend, address, collection), address
     except ImportError as exc:
-        raise CLIError(f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`.") from exc
+        msg = f"{exc}: install it with `pip install 'haystack-agentic[{backend}]'`."
+        raise CLIError(msg) from exc
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
 
@@ -134,7 +135,8 @@ def local_gguf(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator
         yield args
         return
     if args.llm == "embedded" or args.base_url:
-        raise CLIError("--gguf runs its own llama.cpp server: drop --llm embedded and --base-url.")
+        msg = "--gguf runs its own llama.cpp server: drop --llm embedded and --base-url."
+        raise CLIError(msg)
     from haystack_agentic.llm.gguf_models import resolve_gguf  # noqa: PLC0415
     from haystack_agentic.llm.llamacpp_server import LlamaCppServer  # noqa: PLC0415
 
@@ -147,7 +149,8 @@ def local_gguf(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator
     try:
         info = server.info()
         if args.mode == "tools" and info.supports_tools is False:
-            raise CLIError(f"The chat template of {server.model_path} cannot call tools: use --mode json.")
+            msg = f"The chat template of {server.model_path} cannot call tools: use --mode json."
+            raise CLIError(msg)
         mode = args.mode or ("json" if info.supports_tools is False else "tools")
         yield argparse.Namespace(**{
             **vars(args), "llm": "openai", "base_url": server.base_url, "model": server.model_name, "mode": mode,

@@ -109,8 +109,9 @@ def readable_files(path: Path) -> tuple[list[Path], list[Path]]:
     from haystack_agentic.indexing.indexing_pipeline import EMPTY, collect_files, unreadable_files  # noqa: PLC0415
 
     if not path.exists():
+        msg = f"{path} does not exist: give a .jsonl file in the HotpotQA format, a .txt/.md/.html/.pdf file or a folder."
         raise CLIError(
-            f"{path} does not exist: give a .jsonl file in the HotpotQA format, a .txt/.md/.html/.pdf file or a folder."
+            msg
         )
     files = collect_files(path)
     skipped = unreadable_files(files)
@@ -180,7 +181,8 @@ def index_path(path: Path, store_path: Path, console: Console, quiet: bool = Fal
 
     files, emptied = readable_files(path)
     if not files:
-        raise CLIError(f"No documents found in {path}: supported are .jsonl (HotpotQA format), .txt, .md, .html and .pdf files.")
+        msg = f"No documents found in {path}: supported are .jsonl (HotpotQA format), .txt, .md, .html and .pdf files."
+        raise CLIError(msg)
     with IndexProgress(console, quiet) as progress, _as_cli_errors(store_path):
         return index_files_into_file(files, store_path, emptied=emptied, progress=progress).in_store
 
@@ -197,7 +199,8 @@ def _as_cli_errors(target: object) -> Iterator[None]:
     except ValueError as exc:  # StoreError, a malformed file, a dimension mismatch: nothing was written
         raise CLIError(str(exc)) from exc
     except Exception as exc:  # noqa: BLE001 - e.g. the store's server went away mid-way
-        raise CLIError(f"Indexing into {target} failed: {type(exc).__name__}: {one_line(exc)}") from exc
+        msg = f"Indexing into {target} failed: {type(exc).__name__}: {one_line(exc)}"
+        raise CLIError(msg) from exc
 
 
 def _dense_only_on_old_milvus(store: Any, collection: str | None) -> Any:
@@ -240,9 +243,11 @@ def cmd_index(args: argparse.Namespace, console: Console) -> int:
     start = time.perf_counter()
     files, emptied = readable_files(path)
     if not files and not emptied:
-        raise CLIError(f"No documents found in {path}: supported are .jsonl (HotpotQA format), .txt, .md, .html and .pdf files.")
+        msg = f"No documents found in {path}: supported are .jsonl (HotpotQA format), .txt, .md, .html and .pdf files."
+        raise CLIError(msg)
     if not files and backend == "memory" and not args.pipeline and not store_path.exists():
-        raise CLIError(f"No documents found in {path}: every file is empty.")
+        msg = f"No documents found in {path}: every file is empty."
+        raise CLIError(msg)
     options = {"emptied": emptied, "replace": args.replace, **collection_options(args)}
     err = Console(stderr=True, soft_wrap=True)
     if args.pipeline:

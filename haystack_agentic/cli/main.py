@@ -77,9 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("ask", "chat") and args.filters:
             try:
                 if not isinstance(json.loads(args.filters), dict):
-                    raise ValueError("not an object")
+                    msg = "not an object"
+                    raise ValueError(msg)
             except ValueError as exc:
-                raise CLIError(f"--filters must be a JSON object of Haystack filters ({exc}).") from exc
+                msg = f"--filters must be a JSON object of Haystack filters ({exc})."
+                raise CLIError(msg) from exc
         name = args.command.replace("-", "_")
         return getattr(import_module(f"haystack_agentic.cli.{name}"), f"cmd_{name}")(args, console)
     except CLIError as exc:

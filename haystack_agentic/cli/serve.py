@@ -136,9 +136,11 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _check_name(name: str) -> str:
     if not name.replace("_", "").replace("-", "").isalnum():
-        raise ServeError(f"Pipeline name {name!r} must be letters, digits, '_' or '-' (it becomes a URL path).")
+        msg = f"Pipeline name {name!r} must be letters, digits, '_' or '-' (it becomes a URL path)."
+        raise ServeError(msg)
     if name in RESERVED_NAMES:
-        raise ServeError(f"Pipeline name {name!r} is the name of a hayhooks MCP tool: choose another one.")
+        msg = f"Pipeline name {name!r} is the name of a hayhooks MCP tool: choose another one."
+        raise ServeError(msg)
     return name
 
 
@@ -149,7 +151,8 @@ def _parse_pipeline_arg(value: str) -> tuple[str, Path]:
     _check_name(name)
     resolved = Path(path).expanduser().resolve()
     if not resolved.is_file():
-        raise ServeError(f"Pipeline YAML {resolved} does not exist.")
+        msg = f"Pipeline YAML {resolved} does not exist."
+        raise ServeError(msg)
     return name, resolved
 
 
@@ -252,9 +255,12 @@ def _prepare_and_serve(args: argparse.Namespace, security: "ServeSecurity") -> i
         pipelines, overrides, store = plan(args)
         explicit_store = bool(args.store or store_path_from_env())
         if store and explicit_store and not Path(store).exists():
-            raise ServeError(
+            msg = (
                 f"The store {store} does not exist: check the path, or create it with "
                 f"`haystack-agentic index PATH --store {store}`."
+            )
+            raise ServeError(
+                msg
             )
         if not args.pipeline:
             _ensure_store(store)
@@ -272,13 +278,17 @@ def _prepare_and_serve(args: argparse.Namespace, security: "ServeSecurity") -> i
 def _check_ports(args: argparse.Namespace) -> None:
     """Refuse (`ServeError`) a port outside 1-65535 (`--mcp-port` may be 0) or `--workers` below 1."""
     if not 1 <= args.port <= MAX_PORT:
-        raise ServeError(f"--port must be between 1 and 65535, got {args.port}.")
+        msg = f"--port must be between 1 and 65535, got {args.port}."
+        raise ServeError(msg)
     if args.mcp_port is not None and not 0 <= args.mcp_port <= MAX_PORT:
-        raise ServeError(f"--mcp-port must be between 0 (no MCP) and 65535, got {args.mcp_port}.")
+        msg = f"--mcp-port must be between 0 (no MCP) and 65535, got {args.mcp_port}."
+        raise ServeError(msg)
     if args.mcp_port is None and args.port == MAX_PORT:
-        raise ServeError("--port 65535 leaves no port for MCP (--port + 1): pass --mcp-port PORT, or 0 for no MCP.")
+        msg = "--port 65535 leaves no port for MCP (--port + 1): pass --mcp-port PORT, or 0 for no MCP."
+        raise ServeError(msg)
     if args.workers < 1:
-        raise ServeError("--workers must be at least 1.")
+        msg = "--workers must be at least 1."
+        raise ServeError(msg)
 
 
 def _security(args: argparse.Namespace) -> "ServeSecurity":
@@ -294,9 +304,12 @@ def _security(args: argparse.Namespace) -> "ServeSecurity":
 
     key = args.api_key or os.environ.get(ENV_API_KEY) or None
     if args.allow_deploy and key is None:
-        raise ServeError(
+        msg = (
             "--allow-deploy lets clients upload and run Python code in the server: it needs an API key. "
             f"Pass --api-key KEY or set ${ENV_API_KEY} (e.g. `openssl rand -hex 24`)."
+        )
+        raise ServeError(
+            msg
         )
     try:
         if key is not None:

@@ -99,7 +99,8 @@ class LoopOutcome:
 
     def __post_init__(self) -> None:
         if self.terminated_by is not None and self.terminated_by not in TERMINATIONS:
-            raise ValueError(f"terminated_by must be one of {TERMINATIONS}, got {self.terminated_by!r}")
+            msg = f"terminated_by must be one of {TERMINATIONS}, got {self.terminated_by!r}"
+            raise ValueError(msg)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,8 @@ class LoopState:
         """A new state with the given fields replaced (no `__init__` re-run); `TypeError` for an unknown field."""
         unknown = changes.keys() - _STATE_FIELDS
         if unknown:
-            raise TypeError(f"LoopState has no field(s) {sorted(unknown)}")
+            msg = f"LoopState has no field(s) {sorted(unknown)}"
+            raise TypeError(msg)
         new = object.__new__(LoopState)
         new.__dict__.update(self.__dict__, **changes)
         return new
@@ -222,7 +224,8 @@ class LoopState:
     ) -> "LoopState":
         """End the run: a new `outcome` (`ValueError` unless `terminated_by` is in `TERMINATIONS`), nothing pending."""
         if terminated_by is None:
-            raise ValueError(f"terminated_by must be one of {TERMINATIONS}, got None")
+            msg = f"terminated_by must be one of {TERMINATIONS}, got None"
+            raise ValueError(msg)
         outcome = LoopOutcome(terminated_by=terminated_by, answer=answer, error=error)
         return self.evolve(outcome=outcome, pending=None, queued=(), pending_action=None, **changes)
 
@@ -328,7 +331,8 @@ def merge_chunks(existing: Iterable[Document], new: Iterable[Document], chunk_ca
     seen first), keep the best `chunk_cap` (`ValueError` below 1). Documents are never mutated.
     """
     if chunk_cap < 1:
-        raise ValueError(f"chunk_cap must be at least 1, got {chunk_cap}")
+        msg = f"chunk_cap must be at least 1, got {chunk_cap}"
+        raise ValueError(msg)
     best: dict[str, Document] = {}  # in order of first sight
     for doc in (*existing, *new):
         if doc.id not in best or _score_key(doc) > _score_key(best[doc.id]):

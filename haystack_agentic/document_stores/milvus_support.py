@@ -44,11 +44,14 @@ def require_bm25(store: Any, what: str) -> None:
     if supports_bm25(version):
         return
     uri, shown = store.connection_args.get("uri"), ".".join(map(str, version))
-    raise MilvusBM25UnsupportedError(
+    msg = (
         f"{what} needs BM25 (Milvus' built-in BM25 function and a sparse index), which needs Milvus >= 2.5; the "
         f"server at {uri} runs {shown}. Dense retrieval works on it: `haystack-agentic index PATH --backend milvus "
         f"--uri {uri}` writes a dense-only collection there and `ask ... --backend milvus --uri {uri}` then uses "
         "dense retrieval; or upgrade the server to Milvus 2.5 or later."
+    )
+    raise MilvusBM25UnsupportedError(
+        msg
     )
 
 

@@ -242,14 +242,16 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         :raises FileNotFoundError: If the file does not exist. :raises DocumentStoreError: If it cannot be read.
         """
         if not Path(path).exists():
-            raise FileNotFoundError(f"File {path} not found.")
+            msg = f"File {path} not found."
+            raise FileNotFoundError(msg)
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
             store = cls(**data.get("init_parameters", {}))
             documents = [Document.from_dict(doc) for doc in data["documents"]]
         except Exception as exc:
-            raise DocumentStoreError(f"Error loading {cls.__name__} from disk. error: {exc}") from exc
+            msg = f"Error loading {cls.__name__} from disk. error: {exc}"
+            raise DocumentStoreError(msg) from exc
         store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
         return store
 
@@ -306,10 +308,12 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         :raises ValueError: On an empty query or filters without an `operator`.
         """
         if not query:
-            raise ValueError("Query should be a non-empty string")
+            msg = "Query should be a non-empty string"
+            raise ValueError(msg)
         if filters and "operator" not in filters:
+            msg = "Invalid filter syntax. See https://docs.haystack.deepset.ai/docs/metadata-filtering for details."
             raise ValueError(
-                "Invalid filter syntax. See https://docs.haystack.deepset.ai/docs/metadata-filtering for details."
+                msg
             )
         index = self._bm25_index()
         if index is None:

@@ -194,7 +194,8 @@ def lexical_coverage(question: str, texts: Sequence[str], titles: Sequence[str] 
     :raises ValueError: If `titles` is given with a length other than `texts`'.
     """
     if titles is not None and len(titles) != len(texts):
-        raise ValueError(f"lexical_coverage got {len(titles)} titles for {len(texts)} texts; give one per text")
+        msg = f"lexical_coverage got {len(titles)} titles for {len(texts)} texts; give one per text"
+        raise ValueError(msg)
     pairs = [(t, titles[i] if titles is not None else chunk_title(t)) for i, t in enumerate(texts) if t]
     texts = [t for t, _ in pairs]
     # Per chunk, its titles as phrases of folded tokens: the one given and a short first line (a heading), if any.

@@ -121,7 +121,8 @@ class QuestionChunkSimilarity:
         :raises RuntimeError: If the model is not loaded (`warm_up`).
         """
         if self._embedder is None:
-            raise RuntimeError("QuestionChunkSimilarity needs warm_up() before use.")
+            msg = "QuestionChunkSimilarity needs warm_up() before use."
+            raise RuntimeError(msg)
         import numpy as np  # noqa: PLC0415 - comes with sentence-transformers
 
         indexed = [(i, chunk_head(doc, self.chunk_chars)) for i, doc in enumerate(chunks)]

@@ -67,7 +67,8 @@ def hhem_missing(
         else:
             found = True  # downloaded on warm-up
         if not found:
-            raise HHEMUnavailableError(f"the foundation {foundation} has no config.json here")
+            msg = f"the foundation {foundation} has no config.json here"
+            raise HHEMUnavailableError(msg)
     except Exception as exc:  # noqa: BLE001 - any failure to find the files means the model is not available
         return f"HHEM model {model!r} is not available ({type(exc).__name__}: {exc})"
     return None
@@ -81,7 +82,8 @@ def _read_weights(folder: Path) -> dict[str, Any]:
         return {key: value for file in safetensors_files for key, value in load_file(str(file)).items()}
     bins = sorted(folder.glob("pytorch_model*.bin"))
     if not bins:
-        raise HHEMUnavailableError(f"{folder} has no *.safetensors or pytorch_model*.bin weights")
+        msg = f"{folder} has no *.safetensors or pytorch_model*.bin weights"
+        raise HHEMUnavailableError(msg)
     import torch  # noqa: PLC0415
 
     return {k: v for file in bins for k, v in torch.load(str(file), map_location="cpu", weights_only=True).items()}
@@ -107,9 +109,12 @@ def load_hhem_native(
     missing, unexpected = network.load_state_dict(weights, strict=False)
     missing = [key for key in missing if "embed_tokens" not in key]  # tied to `shared`
     if missing or unexpected:
-        raise HHEMUnavailableError(
+        msg = (
             f"{model} does not look like an HHEM-2.1-Open checkpoint for {foundation}: "
             f"missing {missing[:5]}, unexpected {list(unexpected)[:5]}. Try trust_remote_code=True."
+        )
+        raise HHEMUnavailableError(
+            msg
         )
     tokenizer = AutoTokenizer.from_pretrained(foundation, local_files_only=local_files_only)
     network.to(device).eval()
@@ -131,6 +136,7 @@ def load_hhem_remote_code(model: str, revision: str | None, local_files_only: bo
     network = getattr(wrapper, "t5", None)
     tokenizer = getattr(wrapper, "tokenzier", None) or getattr(wrapper, "tokenizer", None)  # upstream's spelling
     if network is None or tokenizer is None:
-        raise HHEMUnavailableError(f"{model}'s remote code has no `t5` model and tokenizer: not an HHEM-2.x model.")
+        msg = f"{model}'s remote code has no `t5` model and tokenizer: not an HHEM-2.x model."
+        raise HHEMUnavailableError(msg)
     network.to(device).eval()
     return network, tokenizer, getattr(wrapper, "prompt", None) or HHEM_PROMPT

@@ -60,12 +60,15 @@ def validate_collection_name(name: Any) -> str:
     :raises ValueError: If it is not a string, blank, longer than `MAX_NAME_CHARS`, holds control characters, or `all`.
     """
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"A collection name must be a non-empty string, got {name!r}.")
+        msg = f"A collection name must be a non-empty string, got {name!r}."
+        raise ValueError(msg)
     name = name.strip()
     if len(name) > MAX_NAME_CHARS or _BAD_NAME.search(name):
-        raise ValueError(f"A collection name has at most {MAX_NAME_CHARS} printable characters, got {name!r}.")
+        msg = f"A collection name has at most {MAX_NAME_CHARS} printable characters, got {name!r}."
+        raise ValueError(msg)
     if name.casefold() == ALL:
-        raise ValueError(f"'{ALL}' cannot name a collection: it means every collection of the store.")
+        msg = f"'{ALL}' cannot name a collection: it means every collection of the store."
+        raise ValueError(msg)
     return name
 
 
@@ -178,15 +181,18 @@ def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
         return (validate_collection_name(scope),)
     if isinstance(scope, (list, tuple)):
         if not scope:
-            raise ValueError(f"collections is an empty list: name at least one collection, or pass '{ALL}'.")
+            msg = f"collections is an empty list: name at least one collection, or pass '{ALL}'."
+            raise ValueError(msg)
         if any(isinstance(item, str) and item.strip().casefold() == ALL for item in scope):
             if len(scope) == 1:
                 return ALL
+            msg = f"collections {list(scope)!r} mixes '{ALL}' with names: pass '{ALL}' alone, or only names."
             raise ValueError(
-                f"collections {list(scope)!r} mixes '{ALL}' with names: pass '{ALL}' alone, or only names."
+                msg
             )
         return tuple(dict.fromkeys(validate_collection_name(item) for item in scope))
-    raise ValueError(f"collections must be '{ALL}', a collection name or a list of names, got {type(scope).__name__}.")
+    msg = f"collections must be '{ALL}', a collection name or a list of names, got {type(scope).__name__}."
+    raise ValueError(msg)
 
 
 def resolve_scope(scope: Any, known: Mapping[str, CollectionInfo]) -> dict[str, str] | None:
@@ -202,8 +208,9 @@ def resolve_scope(scope: Any, known: Mapping[str, CollectionInfo]) -> dict[str, 
     missing = [name for name in scope if name not in known]
     if missing:
         names = ", ".join(known) if known else "none (index some with `haystack-agentic index PATH --collection NAME`)"
+        msg = f"Unknown collection(s) {', '.join(repr(m) for m in missing)}: the store's collections are {names}."
         raise UnknownCollectionError(
-            f"Unknown collection(s) {', '.join(repr(m) for m in missing)}: the store's collections are {names}."
+            msg
         )
     return {name: known[name].description for name in scope}
 
@@ -234,11 +241,14 @@ class CollectionLookup:
         """Name -> `CollectionInfo` of the store's collections. :raises ValueError: Without a store."""
         store = self.document_store
         if store is None:
-            raise ValueError(
+            msg = (
                 "This run names collections, but the LoopController has no document store to read them from: pass "
                 "`document_store=` to LoopController, or build the loop with `build_loop_pipeline` / "
                 "`load_loop_pipeline`, which give it the retriever's store (for a pipeline from `Pipeline.loads`: "
                 "`haystack_agentic.loop_loading.link_collection_store(pipeline)`)."
+            )
+            raise ValueError(
+                msg
             )
         count = store.count_documents()
         now = time.monotonic()

@@ -111,8 +111,11 @@ def check_embedding_dimension(store: Any, dimension: int) -> None:
     """:raises EmbeddingDimensionError: If the store's collection holds embeddings of another dimension."""
     existing = embedding_dimension(store)
     if existing is not None and existing != dimension:
-        raise EmbeddingDimensionError(
+        msg = (
             f"The embedder makes {dimension}-dimensional embeddings but the existing collection holds "
             f"{existing}-dimensional ones. Use the embedder the collection was built with, or index into a new "
             "collection (--store-collection) or store file."
+        )
+        raise EmbeddingDimensionError(
+            msg
         )

@@ -32,16 +32,20 @@ def load_hotpotqa_questions(path: str | PathLike) -> list[dict[str, Any]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{line_no}: invalid JSON ({e.msg} at column {e.colno}).") from e
+                msg = f"{path}:{line_no}: invalid JSON ({e.msg} at column {e.colno})."
+                raise ValueError(msg) from e
             if not isinstance(row, dict):
-                raise ValueError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}.")
+                msg = f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}."
+                raise ValueError(msg)
             missing = ", ".join(field for field in REQUIRED_FIELDS if field not in row)
             if missing:
                 needed = ", ".join(REQUIRED_FIELDS)
-                raise ValueError(f"{path}:{line_no}: missing field(s) {missing}; a HotpotQA row needs {needed}.")
+                msg = f"{path}:{line_no}: missing field(s) {missing}; a HotpotQA row needs {needed}."
+                raise ValueError(msg)
             problem = _context_problem(row["context"])
             if problem:
-                raise ValueError(f"{path}:{line_no}: malformed 'context': {problem}.")
+                msg = f"{path}:{line_no}: malformed 'context': {problem}."
+                raise ValueError(msg)
             rows.append(row)
     return rows
 

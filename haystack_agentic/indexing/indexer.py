@@ -204,13 +204,16 @@ def load_indexing_pipeline(path: Path | str, store_uri: str | None = None) -> Pi
         try:
             path = pipeline_path(str(path))
         except FileNotFoundError as exc:
-            raise ValueError(f"Cannot use the indexing pipeline {path}: no such file, and {exc}") from exc
+            msg = f"Cannot use the indexing pipeline {path}: no such file, and {exc}"
+            raise ValueError(msg) from exc
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ValueError(f"Cannot use the indexing pipeline {path}: {exc}") from exc
+        msg = f"Cannot use the indexing pipeline {path}: {exc}"
+        raise ValueError(msg) from exc
     if not isinstance(data, dict) or "writer" not in (data.get("components") or {}):
-        raise ValueError(f"Cannot use the indexing pipeline {path}: it is not one (no component named `writer`).")
+        msg = f"Cannot use the indexing pipeline {path}: it is not one (no component named `writer`)."
+        raise ValueError(msg)
     if store_uri:
         set_store_uri(data["components"], store_uri)
     return pipeline_from_dict(data, path)
@@ -230,14 +233,18 @@ def run_indexing_pipeline(
     """
     unsupported = [str(f) for f in files if f.suffix.lower() not in MIME_TYPES]
     if unsupported:
-        raise ValueError(
+        msg = (
             f"An indexing pipeline converts {', '.join(sorted(MIME_TYPES))} files; not: {', '.join(unsupported)}. "
             "Index HotpotQA-format JSONL without --pipeline."
+        )
+        raise ValueError(
+            msg
         )
     try:
         writer = pipeline.get_component("writer")
     except ValueError as exc:
-        raise ValueError("The indexing pipeline has no component named `writer`.") from exc
+        msg = "The indexing pipeline has no component named `writer`."
+        raise ValueError(msg) from exc
     embedder = dict(pipeline.walk()).get("embedder")
     store = writer.document_store = _ready_store(writer.document_store, embedder, progress, replace)
     advance, chunks, removed = _stages(progress), 0, 0

@@ -86,5 +86,6 @@ def clear_store(store: Any) -> Any:
         before = store.count_documents()
         store.delete_documents([d.id for d in store.filter_documents()])
         if store.count_documents() >= before:
-            raise RuntimeError(f"{type(store).__name__} kept its documents after deleting them.")
+            msg = f"{type(store).__name__} kept its documents after deleting them."
+            raise RuntimeError(msg)
     return store

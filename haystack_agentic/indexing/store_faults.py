@@ -63,18 +63,26 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
     if path is None:
         return
     if path.suffix != ".db":
-        raise StoreError(f"The Milvus Lite path {uri} must end in .db (pymilvus' rule), e.g. {path.name or 'store'}.db.")
+        msg = f"The Milvus Lite path {uri} must end in .db (pymilvus' rule), e.g. {path.name or 'store'}.db."
+        raise StoreError(msg)
     if path.exists() and not path.is_dir():
-        raise StoreError(
+        msg = (
             f"{uri} is not a Milvus Lite database: it is a file, and Milvus Lite keeps a database in a folder. "
             "Give another --uri, or move the file away."
         )
-    if not path.exists() and not path.parent.is_dir():
-        raise StoreError(f"The folder of the Milvus Lite database {uri} does not exist: create {path.parent} first.")
-    if must_exist and not path.exists():
         raise StoreError(
+            msg
+        )
+    if not path.exists() and not path.parent.is_dir():
+        msg = f"The folder of the Milvus Lite database {uri} does not exist: create {path.parent} first."
+        raise StoreError(msg)
+    if must_exist and not path.exists():
+        msg = (
             f"There is no Milvus Lite database at {uri}: index into it first with "
             f"`haystack-agentic index PATH --backend milvus --uri {uri}`."
+        )
+        raise StoreError(
+            msg
         )
 
 
@@ -110,9 +118,12 @@ def check_document_count(store: Any) -> str | None:
     shortfall = document_counts.count_shortfall(store)
     if shortfall:
         uri = store.connection_args["uri"]
-        raise StoreError(
+        msg = (
             f"The Milvus Lite database {uri} is damaged ({shortfall}): {_REBUILD}; if documents were deleted on "
             f"purpose with another program, delete {document_counts.record_path(uri)}."
+        )
+        raise StoreError(
+            msg
         )
     return None
 

@@ -35,15 +35,19 @@ def read_store_file(path: Path | str) -> tuple[dict[str, Any], list[Document]]:
     """
     path = Path(path)
     if not path.exists():
-        raise StoreError(
+        msg = (
             f"The store {path} does not exist: check the path, or create it with "
             f"`haystack-agentic index PATH --store {path}`."
+        )
+        raise StoreError(
+            msg
         )
     try:
         with path.open(encoding="utf-8") as file:
             data = json.load(file)
         if not isinstance(data, dict) or not isinstance(data.get("documents"), list):
-            raise ValueError("it is not a saved document store (no `documents` list)")
+            msg = "it is not a saved document store (no `documents` list)"
+            raise ValueError(msg)
         documents = [Document.from_dict(d) for d in data.pop("documents")]
     except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
         raise _unreadable(path, exc) from exc

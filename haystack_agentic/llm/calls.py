@@ -115,7 +115,8 @@ class _Attempts:
         unknown = sorted(set(options) - set(CallOptions.__annotations__))
         if unknown:
             known = list(CallOptions.__annotations__)
-            raise TypeError(f"Unknown LLM call option(s) {unknown}; the options are {known}")
+            msg = f"Unknown LLM call option(s) {unknown}; the options are {known}"
+            raise TypeError(msg)
         self.generator, self.state, self.role, self.messages, self.number = generator, state, role, messages, 0
         self.tools, self.timeout, self.streamed = options.get("tools"), options.get("timeout"), False
         self.kwargs: dict[str, Any] = {"messages": neutral_messages(messages, pattern_for(generator))}

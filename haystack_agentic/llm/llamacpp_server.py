@@ -46,11 +46,13 @@ def check_gguf(model_path: Path | str) -> Path:
     """
     path = Path(model_path).expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f"No GGUF file at {path}: check the path.")
+        msg = f"No GGUF file at {path}: check the path."
+        raise FileNotFoundError(msg)
     with open(path, "rb") as file:
         magic = file.read(len(GGUF_MAGIC))
     if magic != GGUF_MAGIC:
-        raise ValueError(f"{path} is not a GGUF model file (it does not start with {GGUF_MAGIC!r}).")
+        msg = f"{path} is not a GGUF model file (it does not start with {GGUF_MAGIC!r})."
+        raise ValueError(msg)
     return path
 
 
@@ -82,7 +84,8 @@ class LlamaCppServer:
         :raises ValueError: If it is not a GGUF file, or `n_ctx` / `threads` is below 1.
         """
         if n_ctx < 1 or (threads is not None and threads < 1):
-            raise ValueError(f"n_ctx and threads must be at least 1, got n_ctx={n_ctx}, threads={threads}")
+            msg = f"n_ctx and threads must be at least 1, got n_ctx={n_ctx}, threads={threads}"
+            raise ValueError(msg)
         self.model_path = check_gguf(model_path)
         self.n_ctx = n_ctx
         self.threads = threads
@@ -129,12 +132,14 @@ class LlamaCppServer:
         try:
             self._server = xllamacpp.Server(params)
         except Exception as exc:  # noqa: BLE001 - xllamacpp raises plain exceptions for a model it cannot load
-            raise RuntimeError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
+            msg = f"llama.cpp could not load {self.model_path}: {exc}"
+            raise RuntimeError(msg) from exc
         deadline = time.monotonic() + START_DEADLINE
         while not self.healthy():
             if time.monotonic() > deadline:
                 self.stop()
-                raise TimeoutError(f"llama.cpp server on port {self.port} not healthy after {START_DEADLINE} s")
+                msg = f"llama.cpp server on port {self.port} not healthy after {START_DEADLINE} s"
+                raise TimeoutError(msg)
             time.sleep(HEALTH_POLL_INTERVAL)
         return self
 

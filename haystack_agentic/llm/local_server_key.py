@@ -33,5 +33,6 @@ def openai_api_key(base_url: str | None = None) -> Secret | None:
     if os.environ.get(ENV_OPENAI_API_KEY, "").strip():
         return None
     if not (base_url or os.environ.get(ENV_OPENAI_BASE_URL, "").strip()):
-        raise ValueError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL / --base-url for a local server).")
+        msg = "--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL / --base-url for a local server)."
+        raise ValueError(msg)
     return LocalServerKey()

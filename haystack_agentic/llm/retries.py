@@ -110,9 +110,11 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
-            raise ValueError(f"max_retries must be 0 or more, got {self.max_retries}")
+            msg = f"max_retries must be 0 or more, got {self.max_retries}"
+            raise ValueError(msg)
         if self.backoff < 0:
-            raise ValueError(f"backoff must be 0 or more seconds, got {self.backoff}")
+            msg = f"backoff must be 0 or more seconds, got {self.backoff}"
+            raise ValueError(msg)
 
     def _settings(self) -> dict[str, Any]:
         return {

@@ -42,9 +42,12 @@ def pick_callback(
     if not is_async:
         for callback in (runtime_callback, init_callback):
             if callback is not None and _is_async(callback):
-                raise ValueError(
+                msg = (
                     "The streaming_callback is an async function, but the loop runs with `Pipeline.run`: pass a sync "
                     "callback, or run the pipeline with `Pipeline.run_async`."
+                )
+                raise ValueError(
+                    msg
                 )
     return runtime_callback or init_callback
 

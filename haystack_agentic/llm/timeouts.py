@@ -13,6 +13,7 @@ def run_with_timeout(instance: Any, kwargs: dict[str, Any], timeout: float | Non
     try:
         return pool.submit(instance.run, **kwargs).result(timeout=timeout)
     except concurrent.futures.TimeoutError as exc:
-        raise TimeoutError(f"{what} did not answer within {timeout} s") from exc
+        msg = f"{what} did not answer within {timeout} s"
+        raise TimeoutError(msg) from exc
     finally:
         pool.shutdown(wait=False)

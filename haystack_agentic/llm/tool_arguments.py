@@ -38,19 +38,24 @@ def whole_number(value: Any, minimum: int, maximum: int) -> int:
     if isinstance(value, str):
         text = value.strip()
         if not text.lstrip("+-").isdigit():
-            raise ValueError(f"{problem}, got {text[:40]!r}")
+            msg = f"{problem}, got {text[:40]!r}"
+            raise ValueError(msg)
         try:
             number = int(text)
         except ValueError as exc:  # more digits than int() converts: absurdly large
-            raise ValueError(f"{problem}, got a {len(text)}-digit number") from exc
+            msg = f"{problem}, got a {len(text)}-digit number"
+            raise ValueError(msg) from exc
     elif isinstance(value, float):
         if not (math.isfinite(value) and value.is_integer()):
-            raise ValueError(f"{problem}, got {value!r}")
+            msg = f"{problem}, got {value!r}"
+            raise ValueError(msg)
         number = int(value)
     elif isinstance(value, int) and not isinstance(value, bool):
         number = value
     else:
-        raise ValueError(f"{problem}, got {type(value).__name__}")
+        msg = f"{problem}, got {type(value).__name__}"
+        raise ValueError(msg)
     if number < minimum:
-        raise ValueError(f"{problem}, got {number}")
+        msg = f"{problem}, got {number}"
+        raise ValueError(msg)
     return min(maximum, number)

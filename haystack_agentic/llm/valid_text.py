@@ -133,7 +133,8 @@ def _decoded(decode: Any, *args: Any) -> Any:
     try:
         return decode(*args)
     except RecursionError as exc:
-        raise ValueError("JSON nested deeper than Python decodes") from exc
+        msg = "JSON nested deeper than Python decodes"
+        raise ValueError(msg) from exc
 
 
 def valid_usage(usage: Any) -> dict[str, Any]:
@@ -217,12 +218,14 @@ def valid_replies(result: Any) -> list[ChatMessage]:
         broke its contract (a `None` result, `replies` that is a string or a number).
     """
     if not isinstance(result, Mapping):
-        raise TypeError(f"The chat generator returned a {type(result).__name__}, not a dict with 'replies'")
+        msg = f"The chat generator returned a {type(result).__name__}, not a dict with 'replies'"
+        raise TypeError(msg)
     replies = result.get("replies")
     if replies is None:
         return []
     if not isinstance(replies, (list, tuple)):
-        raise TypeError(f"The chat generator returned 'replies' as a {type(replies).__name__}, not a list")
+        msg = f"The chat generator returned 'replies' as a {type(replies).__name__}, not a list"
+        raise TypeError(msg)
     valid = []
     for item in replies:
         if isinstance(item, str):

@@ -79,15 +79,20 @@ class LoopOptions:
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+                msg = f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
+                raise ValueError(msg)
         if self.max_iterations is not None and self.max_iterations < 1:
-            raise ValueError(f"--max-iterations must be at least 1, got {self.max_iterations}")
+            msg = f"--max-iterations must be at least 1, got {self.max_iterations}"
+            raise ValueError(msg)
         if self.timeout is not None and not self.timeout > 0:
-            raise ValueError(f"--timeout must be a positive number of seconds, got {self.timeout}")
+            msg = f"--timeout must be a positive number of seconds, got {self.timeout}"
+            raise ValueError(msg)
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"--max-tokens must be at least 1, got {self.max_tokens}")
+            msg = f"--max-tokens must be at least 1, got {self.max_tokens}"
+            raise ValueError(msg)
         if self.base_url is not None and not urlsplit(self.base_url).netloc.strip():
-            raise ValueError(f"--base-url must be an http(s) URL such as http://127.0.0.1:8080/v1, got {self.base_url!r}")
+            msg = f"--base-url must be an http(s) URL such as http://127.0.0.1:8080/v1, got {self.base_url!r}"
+            raise ValueError(msg)
 
     def resolved_llm(self) -> str:
         """`openai` or `embedded`: the LLM of the run (`ValueError`: `mode` / `base_url` for the embedded one)."""
@@ -97,10 +102,13 @@ class LoopOptions:
         if llm == "embedded" and not self.pipeline:
             given = [flag for flag, value in (("--mode", self.mode), ("--base-url", self.base_url)) if value]
             if given:
-                raise ValueError(
+                msg = (
                     f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to an OpenAI-compatible LLM; "
                     "the embedded LLM runs the bridge-entity policy (no router mode, no server). Add --llm openai, "
                     "or drop them."
+                )
+                raise ValueError(
+                    msg
                 )
         return llm
 
@@ -127,8 +135,9 @@ class LoopOptions:
         llm = self.resolved_llm()
         if self.backend != "memory":
             if llm != "embedded":
+                msg = f"--backend {self.backend} has a packaged pipeline for --llm embedded only; pass --pipeline."
                 raise ValueError(
-                    f"--backend {self.backend} has a packaged pipeline for --llm embedded only; pass --pipeline."
+                    msg
                 )
             if self.backend == "milvus" and not milvus_has_bm25(str(self.resolved_store_uri())):
                 return pipeline_path("agentic_rag_embedded_milvus_dense")
@@ -185,7 +194,8 @@ def build_loop(options: LoopOptions | None = None, notify: Callable[[str], None]
         set_store_uri(components, store_uri)
     if options.on_insufficient_evidence:
         if "evidence" not in components:
-            raise ValueError("--on-insufficient-evidence needs a pipeline with an `evidence` component.")
+            msg = "--on-insufficient-evidence needs a pipeline with an `evidence` component."
+            raise ValueError(msg)
         components["evidence"]["init_parameters"]["on_insufficient_evidence"] = options.on_insufficient_evidence
     if options.grounding == "auto":
         _choose_grounder(components, options.resolved_llm() == "openai", notify)

@@ -70,10 +70,13 @@ def build_loop_pipeline(
     takes = {name for name in ("query", "query_text", "query_embedding") if name in retriever_inputs}
     text_input = next((name for name in ("query", "query_text") if name in takes), None)
     if query_embedder is None and text_input is None and "query_embedding" in takes:
-        raise ValueError(
+        msg = (
             f"The retriever {type(retriever).__name__} searches by embedding and takes no query text: pass the "
             "embedder of its chunks' model as `build_loop_pipeline(..., query_embedder=...)` (for the packaged "
             "MiniLM store: `query_embedder=MiniLMTextEmbedder()`), or use a BM25 or hybrid retriever."
+        )
+        raise ValueError(
+            msg
         )
     controller = controller or LoopController()
     # Unset roles fall back to the controller's chat generator (DESIGN.md).

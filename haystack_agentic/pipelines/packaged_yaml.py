@@ -221,7 +221,8 @@ def _component_note(name: str, spec: dict[str, Any]) -> str:
     class_name = spec["type"].rpartition(".")[2]
     note = NAME_NOTES.get(name) or COMPONENT_NOTES.get(class_name)
     if note is None:
-        raise KeyError(f"No comment for component {name!r} ({class_name}): add one to COMPONENT_NOTES.")
+        msg = f"No comment for component {name!r} ({class_name}): add one to COMPONENT_NOTES."
+        raise KeyError(msg)
     return f"{name} ({class_name}): {note}"
 
 

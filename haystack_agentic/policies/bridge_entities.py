@@ -72,9 +72,11 @@ class BridgeEntityPolicy:
         :raises ValueError: If a top-k, `max_follow_ups` or `scan_top_chunks` is out of range.
         """
         if first_top_k < 1 or follow_up_top_k < 1:
-            raise ValueError("first_top_k and follow_up_top_k must be at least 1.")
+            msg = "first_top_k and follow_up_top_k must be at least 1."
+            raise ValueError(msg)
         if max_follow_ups < 0 or scan_top_chunks < 1:
-            raise ValueError("max_follow_ups must be >= 0 and scan_top_chunks >= 1.")
+            msg = "max_follow_ups must be >= 0 and scan_top_chunks >= 1."
+            raise ValueError(msg)
         self.first_top_k = first_top_k
         self.follow_up_top_k = follow_up_top_k
         self.max_follow_ups = max_follow_ups

@@ -103,7 +103,8 @@ def generic_specificity(share: float, documents: int) -> float:
     `0 < share < 1`.
     """
     if not 0 < share < 1:
-        raise ValueError(f"generic_share must be in (0, 1), got {share!r}.")
+        msg = f"generic_share must be in (0, 1), got {share!r}."
+        raise ValueError(msg)
     return min(math.log(1 + 1 / share), math.log(1 + documents / GENERIC_MIN_CHUNKS))
 
 

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
-        raise AttributeError(f"module 'haystack_agentic.serving' has no attribute {name!r}")
+        msg = f"module 'haystack_agentic.serving' has no attribute {name!r}"
+        raise AttributeError(msg)
     try:
         module = import_module("haystack_agentic.serving.agentic_loop_wrapper")
     except ModuleNotFoundError as exc:

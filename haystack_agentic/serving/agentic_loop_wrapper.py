@@ -107,7 +107,8 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         """Load and warm up the pipeline, once per worker, and start its `PipelineThread` (`ValueError`: no
         `pipeline_file`, it does not load, or `$HAYSTACK_AGENTIC_MAX_MESSAGES` is not a whole number >= 1)."""
         if not self.pipeline_file:
-            raise ValueError(f"{type(self).__name__}.pipeline_file is not set: name the loop pipeline YAML to serve.")
+            msg = f"{type(self).__name__}.pipeline_file is not set: name the loop pipeline YAML to serve."
+            raise ValueError(msg)
         self.max_messages = ServeSecurity.from_env().max_messages
         self.pipeline = load_served_pipeline(self.pipeline_file, dict(self.overrides), self.store_file)
         self.pipeline_thread = PipelineThread(f"pipeline-{type(self).__module__}")
@@ -147,7 +148,8 @@ class AgenticLoopWrapper(BasePipelineWrapper):
             return completion(model, await self._run(data))
         options = body.get("stream_options")
         if options is not None and not isinstance(options, dict):
-            raise BadRequest('`stream_options` must be an object, e.g. {"include_usage": true}.')
+            msg = '`stream_options` must be an object, e.g. {"include_usage": true}.'
+            raise BadRequest(msg)
         include_usage = bool((options or {}).get("include_usage"))
         return self._stream(data, model, include_usage)
 
@@ -202,14 +204,16 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         try:
             filters = validate_filters(filters)  # also refuses a filters value that is not an object
         except ValueError as exc:
-            raise BadRequest(f"`filters`: {exc}") from exc
+            msg = f"`filters`: {exc}"
+            raise BadRequest(msg) from exc
         if filters:
             inputs["filters"] = filters
         if collections is not None:
             try:
                 inputs["collections"] = normalise_scope(collections)
             except ValueError as exc:
-                raise BadRequest(f"`collections`: {exc}") from exc
+                msg = f"`collections`: {exc}"
+                raise BadRequest(msg) from exc
         return {"controller": inputs}
 
 

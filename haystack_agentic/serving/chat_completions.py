@@ -37,9 +37,12 @@ def _message_text(message: dict[str, Any], which: str) -> str:
         for index, part in enumerate(content):
             if isinstance(part, dict) and part.get("type") == "text":
                 if not isinstance(text := part.get("text"), str):
-                    raise BadRequest(
+                    msg = (
                         f"Content part {index} of {which} is of type `text` but its `text` is "
                         f"{type(text).__name__ if text is not None else 'null'}: send the question as a string."
+                    )
+                    raise BadRequest(
+                        msg
                     )
                 texts.append(text)
         content = " ".join(texts)
@@ -73,36 +76,48 @@ def conversation_from_request(
         conversation does not end with it.
     """
     if not isinstance(messages, list) or not messages:
-        raise BadRequest("`messages` must be a non-empty list of chat messages.")
+        msg = "`messages` must be a non-empty list of chat messages."
+        raise BadRequest(msg)
     if max_messages is not None and len(messages) > max_messages:
-        raise BadRequest(
+        msg = (
             f"`messages` has {len(messages):,} messages, more than this server's limit of {max_messages:,}: send "
             f"only the recent turns, or start the server with `haystack-agentic serve --max-messages N` "
             f"(${ENV_MAX_MESSAGES})."
         )
+        raise BadRequest(
+            msg
+        )
     conversation = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise BadRequest(f"messages[{index}] must be an object with `role` and `content`.")
+            msg = f"messages[{index}] must be an object with `role` and `content`."
+            raise BadRequest(msg)
         role = message.get("role")
         if role in ("tool", "function"):
-            raise BadRequest(
+            msg = (
                 f"messages[{index}] has role `{role}`: this model runs its own tools; send system, user and "
                 "assistant messages only."
             )
-        if not isinstance(role, str) or role not in _ROLES:
-            raise BadRequest(f"messages[{index}] has an unknown role `{role}`: use `system`, `user` or `assistant`.")
-        if role == "assistant" and message.get("tool_calls"):
             raise BadRequest(
-                f"messages[{index}] is an assistant message with tool calls: send earlier answers as text."
+                msg
+            )
+        if not isinstance(role, str) or role not in _ROLES:
+            msg = f"messages[{index}] has an unknown role `{role}`: use `system`, `user` or `assistant`."
+            raise BadRequest(msg)
+        if role == "assistant" and message.get("tool_calls"):
+            msg = f"messages[{index}] is an assistant message with tool calls: send earlier answers as text."
+            raise BadRequest(
+                msg
             )
         text = _message_text(message, "the last user message" if role == "user" else f"messages[{index}]")
         if text:
             conversation.append(_ROLES[role](text))
         elif role == "user" and all(m.get("role") != "user" for m in messages[index + 1 :] if isinstance(m, dict)):
-            raise BadRequest("The last user message has no text: put the question in its `content`.")
+            msg = "The last user message has no text: put the question in its `content`."
+            raise BadRequest(msg)
     if not any(m.role.value == "user" for m in conversation):
-        raise BadRequest("`messages` has no user message: send the question as a message with role `user`.")
+        msg = "`messages` has no user message: send the question as a message with role `user`."
+        raise BadRequest(msg)
     try:
         validate_conversation(conversation, max_chars)
     except ValueError as exc:

@@ -107,7 +107,8 @@ def check_limit(value: str | int, name: str) -> int:
     """A request limit as a whole number of at least 1 (`ValueError` naming `name`, its flag or variable)."""
     text = str(value).strip()
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"{name} must be a whole number of at least 1, got {str(value)[:40]!r}.")
+        msg = f"{name} must be a whole number of at least 1, got {str(value)[:40]!r}."
+        raise ValueError(msg)
     return int(text)
 
 
@@ -120,9 +121,12 @@ def check_origin(origin: str) -> str:
     origin = origin.strip().rstrip("/")
     scheme, sep, rest = origin.partition("://")
     if origin == "*" or not sep or scheme not in ("http", "https") or not rest or "/" in rest or "," in rest:
-        raise ValueError(
+        msg = (
             f"--cors-origin {origin!r} must be one origin such as https://app.example.org (scheme and host, no path, "
             "not `*`)."
+        )
+        raise ValueError(
+            msg
         )
     return origin
 
@@ -135,7 +139,8 @@ def check_host_name(name: str) -> str:
     an IPv6 address in brackets: a scheme, port, path, `*`, space, user name...)."""
     cleaned = name.strip().lower()
     if not _PLAIN_HOST.fullmatch(cleaned) or (cleaned.startswith("[") and not _is_ipv6(cleaned[1:-1])):
-        raise ValueError(f"--allowed-host {name!r} must be a host name or address without scheme, port or path.")
+        msg = f"--allowed-host {name!r} must be a host name or address without scheme, port or path."
+        raise ValueError(msg)
     return cleaned
 
 
@@ -257,9 +262,11 @@ class ClosedPaths:
 def check_api_key(key: str) -> str:
     """An API key given to `serve`, unchanged (`ValueError`: under 16 characters, or not printable ASCII)."""
     if len(key) < 16:
-        raise ValueError("The API key must be at least 16 characters long (e.g. `openssl rand -hex 24`).")
+        msg = "The API key must be at least 16 characters long (e.g. `openssl rand -hex 24`)."
+        raise ValueError(msg)
     if not all(33 <= ord(char) <= 126 for char in key):
-        raise ValueError("The API key must be printable ASCII without spaces (it travels in an HTTP header).")
+        msg = "The API key must be printable ASCII without spaces (it travels in an HTTP header)."
+        raise ValueError(msg)
     return key
 
 

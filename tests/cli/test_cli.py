@@ -268,7 +268,8 @@ def test_ask_base_url_alone_picks_the_openai_compatible_pipeline(store_env, monk
 
     def fake_build(options, notify=None):
         chosen["llm"] = options.resolved_llm()
-        raise ValueError("stop here")
+        msg = "stop here"
+        raise ValueError(msg)
 
     monkeypatch.setattr("haystack_agentic.pipelines.loop_builder.build_loop", fake_build)
     assert main(["ask", "Who?", "--base-url", "http://127.0.0.1:9/v1"]) == 2

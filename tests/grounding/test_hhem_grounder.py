@@ -78,7 +78,8 @@ def test_skip_conditions(grounder, changes, reason):
 
 def test_failure_is_swallowed_and_answer_kept(grounder, monkeypatch):
     def boom(pairs):
-        raise RuntimeError("CUDA out of memory")
+        msg = "CUDA out of memory"
+        raise RuntimeError(msg)
 
     monkeypatch.setattr(grounder, "score_pairs", boom)
     state = ended_state()

@@ -53,7 +53,8 @@ def test_fill_in_memory_store_copies_the_documents_without_a_throwaway_store(sav
     from haystack_agentic.loop_loading import fill_in_memory_store
 
     def no_store(*_args, **_kwargs):
-        raise AssertionError("load_store_file builds a store whose BM25 statistics the copy never uses")
+        msg = "load_store_file builds a store whose BM25 statistics the copy never uses"
+        raise AssertionError(msg)
 
     monkeypatch.setattr(store_files, "load_store_file", no_store)
     pipeline = Pipeline()

@@ -32,7 +32,8 @@ TENANT = {"field": "meta.kind", "operator": "==", "value": "place"}
 class FailingRetriever:
     @component.output_types(documents=list[Document])
     def run(self, query: str, filters: dict | None = None, top_k: int | None = None):
-        raise ConnectionError("store is down")
+        msg = "store is down"
+        raise ConnectionError(msg)
 
 
 # --- SafeRetriever and the loop -------------------------------------------------------------------------------

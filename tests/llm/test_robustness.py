@@ -65,9 +65,11 @@ def test_is_transient(exc, transient):
 def test_a_cause_chain_is_inspected():
     try:
         try:
-            raise TimeoutError("inner")
+            msg = "inner"
+            raise TimeoutError(msg)
         except TimeoutError as inner:
-            raise RuntimeError("Pipeline component failed") from inner
+            msg = "Pipeline component failed"
+            raise RuntimeError(msg) from inner
     except RuntimeError as outer:
         assert is_transient(outer)
 
@@ -257,7 +259,8 @@ class FlakyRetriever:
     @component.output_types(documents=list)
     def run(self, query: str, filters: dict | None = None, top_k: int | None = None):
         if query in self.failing:
-            raise ConnectionError(f"store down for {query!r}")
+            msg = f"store down for {query!r}"
+            raise ConnectionError(msg)
         if query == "slow":
             time.sleep(self.sleep)
         return self.inner.run(query=query, filters=filters, top_k=top_k)
@@ -371,7 +374,8 @@ def test_a_first_attempt_that_succeeds_does_not_set_up_tenacity(monkeypatch):
     from haystack_agentic.llm import retries
 
     def refuse(**_):
-        raise AssertionError("tenacity set up for a call that did not fail")
+        msg = "tenacity set up for a call that did not fail"
+        raise AssertionError(msg)
 
     monkeypatch.setattr(retries, "Retrying", refuse)
     monkeypatch.setattr(retries, "AsyncRetrying", refuse)

@@ -266,7 +266,8 @@ class _SyncOnlyStreamer:
         if streaming_callback is not None:
             streaming_callback(StreamingChunk(content="Green"))
         if self.fail_after_first:
-            raise TimeoutError("the server went away")
+            msg = "the server went away"
+            raise TimeoutError(msg)
         if streaming_callback is not None:
             streaming_callback(StreamingChunk(content="wich"))
         return {"replies": [ChatMessage.from_assistant("Greenwich")]}

@@ -121,7 +121,8 @@ class ArbitraryRetriever:
         result = self.results[self.calls % len(self.results)]
         self.calls += 1
         if result == "raise":
-            raise RuntimeError("store exploded")
+            msg = "store exploded"
+            raise RuntimeError(msg)
         return {"documents": [Document(id=d["id"], content=d["content"], score=d["score"], meta=d["meta"])
                               for d in result]}
 

@@ -98,14 +98,16 @@ def wait_until_up(url: str, process: subprocess.Popen, deadline: float, log: Pat
     """Poll `url` until it answers 200, the process dies, or `deadline` (monotonic seconds) passes."""
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"The server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+            msg = f"The server exited with {process.returncode}:\n{log.read_text()[-3000:]}"
+            raise RuntimeError(msg)
         try:
             if httpx.get(url, timeout=1.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"The server did not answer {url} in time:\n{log.read_text()[-3000:]}")
+    msg = f"The server did not answer {url} in time:\n{log.read_text()[-3000:]}"
+    raise RuntimeError(msg)
 
 
 def stop(process: subprocess.Popen) -> None:

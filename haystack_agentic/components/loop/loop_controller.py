@@ -54,26 +54,37 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
         surrogate, or is longer than `max_chars`.
     """
     if query is None:
-        raise InvalidLoopInputError(
+        msg = (
             "LoopController needs a `query` to start a run: pass the question as a string (or a conversation as "
             "`messages`)."
         )
+        raise InvalidLoopInputError(
+            msg
+        )
     if not isinstance(query, str):
-        raise InvalidLoopInputError(f"The query must be a string, got {type(query).__name__}.")
+        msg = f"The query must be a string, got {type(query).__name__}."
+        raise InvalidLoopInputError(msg)
     surrogate = LONE_SURROGATE.search(query)
     if surrogate:
-        raise InvalidLoopInputError(
+        msg = (
             f"The query holds a lone UTF-16 surrogate (U+{ord(surrogate.group()):04X} at character "
             f"{surrogate.start()}), which is not Unicode text: send the question as valid UTF-8, without unpaired "
             "\\ud800-\\udfff escapes."
         )
+        raise InvalidLoopInputError(
+            msg
+        )
     cleaned = CONTROL_CHARACTERS_RE.sub(" ", unicodedata.normalize("NFC", query)).strip()
     if not cleaned:
-        raise InvalidLoopInputError("The query is empty: pass a question with some text in it.")
+        msg = "The query is empty: pass a question with some text in it."
+        raise InvalidLoopInputError(msg)
     if max_chars is not None and len(cleaned) > max_chars:
-        raise InvalidLoopInputError(
+        msg = (
             f"The query is {len(cleaned)} characters long; the limit is {max_chars} "
             "(LoopController max_question_chars): shorten the question."
+        )
+        raise InvalidLoopInputError(
+            msg
         )
     return cleaned
 
@@ -93,32 +104,45 @@ def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[
         or tool calls, does not end with the user's question, or the question is not valid.
     """
     if not isinstance(messages, (list, tuple)):
-        raise InvalidLoopInputError(f"`messages` must be a list of ChatMessage, got {type(messages).__name__}.")
+        msg = f"`messages` must be a list of ChatMessage, got {type(messages).__name__}."
+        raise InvalidLoopInputError(msg)
     if not messages:
-        raise InvalidLoopInputError("`messages` is empty: pass the conversation, ending with the user's question.")
+        msg = "`messages` is empty: pass the conversation, ending with the user's question."
+        raise InvalidLoopInputError(msg)
     for index, message in enumerate(messages):
         if not isinstance(message, ChatMessage):
-            raise InvalidLoopInputError(
+            msg = (
                 f"messages[{index}] is a {type(message).__name__}, not a ChatMessage: build it with "
                 "ChatMessage.from_user / from_assistant / from_system."
             )
-        if message.role not in _CONVERSATION_ROLES:
             raise InvalidLoopInputError(
+                msg
+            )
+        if message.role not in _CONVERSATION_ROLES:
+            msg = (
                 f"messages[{index}] has role '{message.role.value}': a conversation for the loop holds system, "
                 "user and assistant messages only (the loop runs its own tools)."
             )
-        if message.tool_calls:
             raise InvalidLoopInputError(
-                f"messages[{index}] is an assistant message with tool calls: send earlier answers as text only."
+                msg
+            )
+        if message.tool_calls:
+            msg = f"messages[{index}] is an assistant message with tool calls: send earlier answers as text only."
+            raise InvalidLoopInputError(
+                msg
             )
     users = [i for i, m in enumerate(messages) if m.role == ChatRole.USER]
     if not users:
-        raise InvalidLoopInputError("`messages` has no user message: end the conversation with the user's question.")
+        msg = "`messages` has no user message: end the conversation with the user's question."
+        raise InvalidLoopInputError(msg)
     if users[-1] != len(messages) - 1:
         after = messages[users[-1] + 1].role.value
-        raise InvalidLoopInputError(
+        msg = (
             f"The conversation must end with the user's question; a {after} message comes after the last user "
             "message: drop it, or ask the question last."
+        )
+        raise InvalidLoopInputError(
+            msg
         )
     last = messages[-1]
     question = validate_question(last.text, max_chars)
@@ -146,7 +170,8 @@ def validate_filters(filters: Any) -> dict[str, Any] | None:
         return None
     problem = _filter_problem(filters)
     if problem is not None:
-        raise InvalidLoopInputError(f"Not a valid Haystack filter: {problem}. See {_FILTERS_DOCS}")
+        msg = f"Not a valid Haystack filter: {problem}. See {_FILTERS_DOCS}"
+        raise InvalidLoopInputError(msg)
     return filters
 
 
@@ -235,7 +260,8 @@ class LoopController:
         self.max_searches_per_turn = max_searches_per_turn
         for name in _AT_LEAST_ONE:
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+                msg = f"{name} must be at least 1, got {getattr(self, name)}"
+                raise ValueError(msg)
         self._collections = CollectionLookup(document_store)
 
     @component.output_types(state=LoopState, exhausted=LoopState, failed=LoopState)
@@ -284,7 +310,8 @@ class LoopController:
         if not arrived:
             return {"state": self._start(query, filters, collections, messages)}
         if len(arrived) > 1:
-            raise ValueError("LoopController got more than one state (router, answerer, evidence) in one visit.")
+            msg = "LoopController got more than one state (router, answerer, evidence) in one visit."
+            raise ValueError(msg)
         state = self._record_turn(arrived[0], documents, search_error)
         if state.search_failures >= self.max_search_failures:
             error = f"{state.search_failures} searches failed in a row; the last: {search_error}"
@@ -338,7 +365,8 @@ class LoopController:
         conversation: tuple[ChatMessage, ...] = ()
         if messages is not None:
             if query is not None:
-                raise InvalidLoopInputError("Pass either `query` or `messages` to LoopController, not both.")
+                msg = "Pass either `query` or `messages` to LoopController, not both."
+                raise InvalidLoopInputError(msg)
             question, conversation = validate_conversation(messages, self.max_question_chars)
         else:
             question = validate_question(query, self.max_question_chars)

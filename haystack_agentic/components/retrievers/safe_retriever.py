@@ -111,9 +111,12 @@ class SafeRetriever:
             try:
                 store.count_documents()
             except Exception as exc:  # noqa: BLE001 - any failure here means the store is not usable
-                raise DocumentStoreUnavailableError(
+                msg = (
                     f"The document store {type(store).__name__} at {describe_store_address(store)} is not "
                     f"reachable ({type(exc).__name__}: {exc}). Start it, or fix its URL/URI in the pipeline YAML."
+                )
+                raise DocumentStoreUnavailableError(
+                    msg
                 ) from exc
         self._warmed_up = True
 
@@ -208,9 +211,12 @@ def _checked(retriever: Any) -> Any:
     except NotAComponentError:
         outputs = {}
     if "documents" not in outputs:
-        raise ValueError(
+        msg = (
             "SafeRetriever wraps a Haystack retriever component with a `documents` output, "
             f"got {type(retriever).__name__}."
+        )
+        raise ValueError(
+            msg
         )
     return retriever
 
@@ -219,7 +225,8 @@ def _class_inputs(retriever_cls: type) -> dict[str, tuple[Any, Any]]:
     """The inputs of a component class's `run`: name -> (type, default)."""
     run = getattr(retriever_cls, "run", None)
     if not callable(run):
-        raise ValueError(f"SafeRetriever wraps a Haystack retriever component, got the class {retriever_cls.__name__}.")
+        msg = f"SafeRetriever wraps a Haystack retriever component, got the class {retriever_cls.__name__}."
+        raise ValueError(msg)
     hints = typing.get_type_hints(run)
     parameters = list(inspect.signature(run).parameters.values())[1:]  # after `self`
     named = [p for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]

@@ -66,7 +66,8 @@ class _ReplyRouting:
         if action not in _JSON_ACTIONS:
             problem = "no JSON object with an 'action'" if decision is None else f"unknown action {action!r}"
             if self.strict:
-                raise ValueError(f"AgenticRouter (json mode, strict) got {problem} in the reply: {call.text!r}")
+                msg = f"AgenticRouter (json mode, strict) got {problem} in the reply: {call.text!r}"
+                raise ValueError(msg)
             logger.warning("Invalid json-mode decision ({problem}); going on to the next turn", problem=problem)
             step = ToolStep(iteration=turn, action="invalid", arguments=decision or {}, result=problem)
             return {"loop": state.with_step(step)}
@@ -77,10 +78,12 @@ class _ReplyRouting:
             query = query or (reasoning or "").strip()
             try:
                 if not query:
-                    raise _InvalidArgumentsError("search without query")
+                    msg = "search without query"
+                    raise _InvalidArgumentsError(msg)
                 collection = _chosen_collection(state.collections, decision.get("collection"))
                 if _searched_in(state, query, collection):
-                    raise _InvalidArgumentsError(f'already searched for "{query}"')
+                    msg = f'already searched for "{query}"'
+                    raise _InvalidArgumentsError(msg)
             except _InvalidArgumentsError as exc:
                 step = ToolStep(
                     turn, "invalid", query=query or None, arguments=decision, reasoning=reasoning if query else None,
@@ -140,7 +143,8 @@ class _ReplyRouting:
                     state = self._invoke_user_tool(state, turn, tool_call, arguments)
                 else:
                     known = ", ".join([*_BUILTIN_TOOL_NAMES, *self._user_tools])
-                    raise _InvalidArgumentsError(f"unknown tool '{name}'; the tools are: {known}")
+                    msg = f"unknown tool '{name}'; the tools are: {known}"
+                    raise _InvalidArgumentsError(msg)
             except _InvalidArgumentsError as exc:
                 message = f"Error in {name}: {exc}."
                 step = ToolStep(turn, "invalid", tool_name=name, arguments=_safe_arguments(tool_call), result=message)
@@ -170,7 +174,8 @@ class _ReplyRouting:
         collection = _chosen_collection(state.collections, arguments.get("collection"))
         limit = state.limits.max_searches_per_turn
         if len(searches) >= limit:
-            raise _InvalidArgumentsError(f"at most {limit} searches run per turn; search again next turn")
+            msg = f"at most {limit} searches run per turn; search again next turn"
+            raise _InvalidArgumentsError(msg)
         pending, step = _planned_search(state, turn, query, top_k, collection, arguments, tool_call=tool_call)
         if _searched_in(state, query, collection) or any(
             earlier.query.casefold() == query.casefold() and earlier_step.collections == step.collections
@@ -234,7 +239,8 @@ class _ReplyRouting:
         try:
             return whole_number(value, 1, self.max_top_k)
         except ValueError as exc:
-            raise _InvalidArgumentsError(f"'top_k' {exc}") from exc
+            msg = f"'top_k' {exc}"
+            raise _InvalidArgumentsError(msg) from exc
 
     def _invoke_user_tool(
         self, state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]

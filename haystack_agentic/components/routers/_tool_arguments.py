@@ -20,7 +20,8 @@ _BUILTIN_TOOL_NAMES = (SEARCH_TOOL_NAME, ANSWER_TOOL_NAME, GIVE_UP_TOOL_NAME, RE
 
 
 def _not_invoked(**_kwargs: Any) -> str:
-    raise RuntimeError("Built-in loop tools are handled by AgenticRouter, not invoked directly.")
+    msg = "Built-in loop tools are handled by AgenticRouter, not invoked directly."
+    raise RuntimeError(msg)
 
 
 def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> Tool:
@@ -78,11 +79,15 @@ def _chosen_collection(collections: Mapping[str, str] | None, value: Any) -> str
     if value is None:
         return None
     if not collections:
-        raise _InvalidArgumentsError("this run has no collections to choose from; search without 'collection'")
+        msg = "this run has no collections to choose from; search without 'collection'"
+        raise _InvalidArgumentsError(msg)
     if not isinstance(value, str) or value not in collections:
-        raise _InvalidArgumentsError(
+        msg = (
             f"'collection' {value!r} is not one you may search; choose one of: {', '.join(collections)} "
             "(or leave it out to search all of them)"
+        )
+        raise _InvalidArgumentsError(
+            msg
         )
     return value
 
@@ -95,9 +100,11 @@ def _parse_arguments(tool_call: ToolCall) -> dict[str, Any]:
     """The tool call's arguments as a dict (non-finite numbers as strings, for the JSON trace), else raise."""
     arguments, problem = decode_arguments(tool_call.arguments)
     if problem:
-        raise _InvalidArgumentsError(f"arguments are not valid JSON ({problem})")
+        msg = f"arguments are not valid JSON ({problem})"
+        raise _InvalidArgumentsError(msg)
     if not isinstance(arguments, dict):
-        raise _InvalidArgumentsError(f"arguments must be a JSON object, got {type(arguments).__name__}")
+        msg = f"arguments must be a JSON object, got {type(arguments).__name__}"
+        raise _InvalidArgumentsError(msg)
     return finite(arguments)
 
 
@@ -112,7 +119,8 @@ def _give_up(state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[s
 def _required_text(arguments: dict[str, Any], name: str) -> str:
     value = arguments.get(name)
     if not isinstance(value, str) or not value.strip():
-        raise _InvalidArgumentsError(f"'{name}' is required and must be a non-empty string")
+        msg = f"'{name}' is required and must be a non-empty string"
+        raise _InvalidArgumentsError(msg)
     return value.strip()
 
 

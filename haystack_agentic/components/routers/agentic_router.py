@@ -199,16 +199,20 @@ class AgenticRouter(_ReplyRouting):
         :raises TypeError: If `chat_generator` is not a chat generator, or in tools mode takes no `tools`.
         """
         if mode not in ("tools", "json"):
-            raise ValueError(f"mode must be 'tools' or 'json', got {mode!r}")
+            msg = f"mode must be 'tools' or 'json', got {mode!r}"
+            raise ValueError(msg)
         check_chat_generator(chat_generator, "AgenticRouter(chat_generator=...)", needs_tools=mode == "tools")
         if max_top_k < 1 or default_top_k is not None and not 1 <= default_top_k <= max_top_k:
-            raise ValueError(f"need 1 <= default_top_k <= max_top_k, got {default_top_k} and {max_top_k}")
+            msg = f"need 1 <= default_top_k <= max_top_k, got {default_top_k} and {max_top_k}"
+            raise ValueError(msg)
         if context_budget_tokens < MIN_CONTEXT_BUDGET_TOKENS:
-            raise ValueError(f"context_budget_tokens must be at least 256, got {context_budget_tokens}")
+            msg = f"context_budget_tokens must be at least 256, got {context_budget_tokens}"
+            raise ValueError(msg)
         user_tools = flatten_tools_or_toolsets(tools) if tools else []
         clashes = [t.name for t in user_tools if t.name in _BUILTIN_TOOL_NAMES]
         if clashes:
-            raise ValueError(f"User tools may not be named {clashes}: those names are the loop's own tools.")
+            msg = f"User tools may not be named {clashes}: those names are the loop's own tools."
+            raise ValueError(msg)
         self.chat_generator = chat_generator
         self.mode = mode
         self.tools = tools

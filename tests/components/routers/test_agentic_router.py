@@ -335,7 +335,8 @@ def test_user_tool_with_search_in_the_same_turn(build_loop):
 
 def test_failing_user_tool_reports_the_error_to_the_model(build_loop):
     def broken(**kwargs):
-        raise KeyError("missing")
+        msg = "missing"
+        raise KeyError(msg)
 
     tool = Tool(name="broken", description="d", parameters={"type": "object", "properties": {}}, function=broken)
     loop = build_loop([tool_turn("broken", {}), answer("ok")], router_kwargs={"tools": [tool]})

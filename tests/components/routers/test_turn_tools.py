@@ -234,7 +234,8 @@ def test_outputs_to_state_documents_join_the_chunks(build_loop):
 @pytest.mark.parametrize("run_async", [False, True])
 def test_failing_user_tool_is_a_tool_error_on_both_paths(build_loop, run_async):
     def broken(**kwargs):
-        raise KeyError("missing")
+        msg = "missing"
+        raise KeyError(msg)
 
     tool = Tool(name="broken", description="d", parameters={"type": "object", "properties": {}}, function=broken)
     loop = build_loop([tool_turn("broken", {}), answer("ok")], router_kwargs={"tools": [tool]})
