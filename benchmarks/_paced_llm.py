@@ -8,9 +8,7 @@ from typing import Any
 
 from haystack import component, default_from_dict, default_to_dict
 from haystack.dataclasses import ChatMessage, ComponentInfo
-
-from scripted_chat_generator import ScriptedChatGenerator
-from scripted_chat_generator import stream_chunks
+from scripted_chat_generator import ScriptedChatGenerator, stream_chunks
 
 
 @component

@@ -55,7 +55,7 @@ class ScriptedLLM:
         return {"replies": [ChatMessage.from_assistant("Adriana Trigiani")]}
 '''
 
-OURS = '''\
+OURS = """\
 import json
 
 from haystack import Document
@@ -69,9 +69,9 @@ store = InMemoryDocumentStore()
 store.write_documents([Document.from_dict(d) for d in json.load(open("docs.json"))])
 rag = AgenticRAG(pipeline=build_loop_pipeline(AgenticRouter(chat_generator=ScriptedLLM()), InMemoryBM25Retriever(store)))
 print(rag.run(query="Who directed Big Stone Gap?")["answer"])
-'''
+"""
 
-AGENT = '''\
+AGENT = """\
 import json
 
 from haystack import Document
@@ -88,7 +88,7 @@ store.write_documents([Document.from_dict(d) for d in json.load(open("docs.json"
 search = ComponentTool(component=InMemoryBM25Retriever(store), name="search", description="Search the documents.")
 agent = Agent(chat_generator=ScriptedLLM(), tools=[search])
 print(agent.run(messages=[ChatMessage.from_user("Who directed Big Stone Gap?")])["last_message"].text)
-'''
+"""
 
 IMPORT = (
     "import resource, time; t = time.perf_counter(); {statement}; "

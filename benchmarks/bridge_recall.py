@@ -28,13 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from haystack import Document  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
-from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
+from haystack import Document
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from benchmarks.harness.gold import gold_document_ids  # noqa: E402
-from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
-from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy  # noqa: E402
+from benchmarks.harness.gold import gold_document_ids
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
+from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy
 
 #: The policy's defaults are the router's; each other variant turns one rule off or changes the budget (the history
 #: of the rules and their figures is in docs/benchmarks.md).

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions  # noqa: E402
+from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 CLI = [sys.executable, "-m", "haystack_agentic.cli.main"]

@@ -42,22 +42,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the checkout and its test doubles (the scripted LLM)
 
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
+from scripted_chat_generator import ScriptedChatGenerator  # noqa: E402
 
+from benchmarks.harness.metrics import best_answer_scores, gold_answers  # noqa: E402
+from benchmarks.harness.runner import bridge_entity_config, build_store  # noqa: E402
 from haystack_agentic.components.extractors import short_answer_extractor as extractor_module  # noqa: E402
 from haystack_agentic.components.generators import answerer as answerer_module  # noqa: E402
 from haystack_agentic.components.generators import fallback_synthesizer as fallback_module  # noqa: E402
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator  # noqa: E402
 from haystack_agentic.components.loop.loop_controller import LoopController  # noqa: E402
 from haystack_agentic.components.routers.agentic_router import AgenticRouter  # noqa: E402
-from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions  # noqa: E402
-from benchmarks.harness.metrics import best_answer_scores, gold_answers  # noqa: E402
-from benchmarks.harness.runner import bridge_entity_config, build_store  # noqa: E402
 from haystack_agentic.dataclasses.loop_state import LoopState  # noqa: E402
 from haystack_agentic.grounding import citations as citations_module  # noqa: E402
 from haystack_agentic.grounding.citations import offline_support, strip_markers  # noqa: E402
+from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions  # noqa: E402
 from haystack_agentic.llm.result_digests import short_id  # noqa: E402
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline  # noqa: E402
-from scripted_chat_generator import ScriptedChatGenerator  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 

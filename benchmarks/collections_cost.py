@@ -20,12 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from haystack import Document  # noqa: E402
+from haystack import Document
 
-from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
-from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
-from haystack_agentic.indexing.collections import collection_filter, list_collections, tag_documents  # noqa: E402
-from haystack_agentic.resources import sample_corpus_path  # noqa: E402
+from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
+from haystack_agentic.indexing.collections import collection_filter, list_collections, tag_documents
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
+from haystack_agentic.resources import sample_corpus_path
 
 NAMES = ("alpha", "beta", "gamma")
 
@@ -72,7 +72,7 @@ def main() -> None:
             median, p95 = timed(search, len(queries))
             print(f"in-memory {size:>7} chunks: BM25 top-5 {label:<9} median {median:.2f} ms, p95 {p95:.2f} ms")
         if args.milvus:
-            from haystack_agentic.indexing.document_stores import milvus_document_store  # noqa: PLC0415
+            from haystack_agentic.indexing.document_stores import milvus_document_store
 
             rng = random.Random(1)
             with tempfile.TemporaryDirectory() as folder:

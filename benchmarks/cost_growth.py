@@ -31,8 +31,8 @@ Run: `python benchmarks/cost_growth.py [--max-turns 20] [--chunk-cap 30] [--reca
 """
 
 import argparse
-import itertools
 import inspect
+import itertools
 import json
 import re
 from collections import Counter
@@ -40,12 +40,12 @@ from collections import Counter
 from _common import DATA, corpus_store
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, Answerer, LoopController, build_loop_pipeline
 from haystack_agentic.components.routers.agentic_router import _builtin_tools
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
-from scripted_chat_generator import ScriptedChatGenerator
 
 #: The target ratio of `tools` to `naive` prompt tokens per question at 10 turns.
 TARGET_RATIO = 0.5
@@ -95,8 +95,9 @@ COUNTING = {"how": "chars"}
 
 def _prompts(llm: ScriptedChatGenerator) -> list[int]:
     """Prompt tokens of each call the generator got (it records (messages, kwargs, tools)); schemas not counted."""
-    from haystack_agentic.llm.tokens import CONSERVATIVE
     from scripted_chat_generator import message_chars
+
+    from haystack_agentic.llm.tokens import CONSERVATIVE
 
     if COUNTING["how"] == "conservative":
         return [CONSERVATIVE.count(messages) for messages, _kwargs, _tools in llm.calls]

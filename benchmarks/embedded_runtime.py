@@ -29,17 +29,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def child(runtime: str, questions: int) -> None:
     """Run one runtime and print its figures as one JSON line."""
-    from haystack_agentic.cli.index import index_path  # noqa: PLC0415
-    from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator  # noqa: PLC0415
-    from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions  # noqa: PLC0415
-    from benchmarks.harness.metrics import f1  # noqa: PLC0415
+    import tempfile
+
+    from rich.console import Console
+
+    from benchmarks.harness.metrics import f1
+    from haystack_agentic.cli.index import index_path
+    from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
+    from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
+    from haystack_agentic.loop_loading import fill_in_memory_store
     from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
-    from haystack_agentic.loop_loading import fill_in_memory_store  # noqa: PLC0415
-    from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415
-
-    import tempfile  # noqa: PLC0415
-
-    from rich.console import Console  # noqa: PLC0415
+    from haystack_agentic.resources import sample_corpus_path
 
     server = None
     pipeline = load_loop_pipeline("agentic_rag_embedded")
@@ -48,12 +48,12 @@ def child(runtime: str, questions: int) -> None:
         index_path(sample_corpus_path(), store, Console(stderr=True), quiet=True)
         fill_in_memory_store(pipeline, store)
     if runtime == "llamacpp":
-        from haystack.components.generators.chat import OpenAIChatGenerator  # noqa: PLC0415
-        from haystack.utils import Secret  # noqa: PLC0415
+        from haystack.components.generators.chat import OpenAIChatGenerator
+        from haystack.utils import Secret
 
-        from haystack_agentic.components.generators.embedded_chat_generator import GGUF_FILE_NAME  # noqa: PLC0415
-        from haystack_agentic.llm.gguf_models import MODELS_DIR  # noqa: PLC0415
-        from haystack_agentic.llm.llamacpp_server import LlamaCppServer  # noqa: PLC0415
+        from haystack_agentic.components.generators.embedded_chat_generator import GGUF_FILE_NAME
+        from haystack_agentic.llm.gguf_models import MODELS_DIR
+        from haystack_agentic.llm.llamacpp_server import LlamaCppServer
 
         server = LlamaCppServer(MODELS_DIR / GGUF_FILE_NAME, n_ctx=4096, threads=2).__enter__()
         for _, component in pipeline.walk():

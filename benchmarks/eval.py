@@ -35,8 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks.harness` and this checkout's package
 
-from rich.console import Console  # noqa: E402
-from rich.progress import (  # noqa: E402
+from rich.console import Console
+from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
@@ -45,8 +45,8 @@ from rich.progress import (  # noqa: E402
     TimeRemainingColumn,
 )
 
-from haystack_agentic.resources import sample_corpus_path  # noqa: E402
-from haystack_agentic.settings import (  # noqa: E402
+from haystack_agentic.resources import sample_corpus_path
+from haystack_agentic.settings import (
     DEFAULT_OPENAI_MODEL,
     ENV_OPENAI_BASE_URL,
     model_from_env,

@@ -31,12 +31,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker  # noqa: E402
-from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions  # noqa: E402
-from benchmarks.harness.calibration import choose_threshold, fit_logistic  # noqa: E402
-from benchmarks.harness.runner import bridge_entity_config, build_store  # noqa: E402
-from benchmarks.harness.unanswerable import run_abstention_eval  # noqa: E402
-from haystack_agentic.evidence.scoring import LEXICAL_MODEL, OFFLINE_MODEL, TARGET_ANSWER_RATE  # noqa: E402
+from benchmarks.harness.calibration import choose_threshold, fit_logistic
+from benchmarks.harness.runner import bridge_entity_config, build_store
+from benchmarks.harness.unanswerable import run_abstention_eval
+from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
+from haystack_agentic.evidence.scoring import LEXICAL_MODEL, OFFLINE_MODEL, TARGET_ANSWER_RATE
+from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_HOTPOTQA = REPO / "examples" / "data" / "hotpotqa_dev_sample.jsonl"  # the same file as shared/data's
@@ -140,7 +140,7 @@ def print_summary(name: str, summaries: dict) -> None:
 
 def speed(hotpotqa: Path, checks: int = 60) -> dict:
     """Wall and CPU (process) time of one offline check of 6 new chunks, with and without the embedding model."""
-    from haystack import Document  # noqa: PLC0415
+    from haystack import Document
 
     rows = load_hotpotqa_questions(hotpotqa)[:checks]
     out = {}
@@ -167,7 +167,7 @@ def casing(hotpotqa: Path, musique: Path, limit: int | None) -> dict:
     paragraphs as the chunks (should pass) and its first 6 distractors (should be refused; distractors are chosen
     to look like the answer), for the question as written and lower-cased.
     """
-    from haystack import Document  # noqa: PLC0415
+    from haystack import Document
 
     out: dict = {}
     for name, path in (("HotpotQA", hotpotqa), ("MuSiQue", musique)):

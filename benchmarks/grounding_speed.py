@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's package and the tiny HHEM of the tests
 
 from haystack import Document  # noqa: E402
+from tiny_hhem import build_tiny_hhem  # noqa: E402
 
 from haystack_agentic import HHEMGrounder, LoopState  # noqa: E402
-from tiny_hhem import build_tiny_hhem  # noqa: E402
 
 SENTENCE = "Adriana Trigiani directed the film Big Stone Gap in New York. "
 CHUNK = "Big Stone Gap is a film directed by Adriana Trigiani, an author based in Greenwich Village. " * 3

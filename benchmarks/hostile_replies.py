@@ -30,15 +30,14 @@ os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from hostile_replies import ENTRY_POINTS, ROLES, TERMINATIONS, hostile_results, run_hostile  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-
-from hostile_replies import ENTRY_POINTS, ROLES, TERMINATIONS, hostile_results, run_hostile  # noqa: E402
 
 
 def describe(value, depth: int = 0) -> str:
     """A short text for a drawn value: long texts as their start and length, deep values as their depth."""
-    from haystack.dataclasses import ChatMessage, ToolCall  # noqa: PLC0415
+    from haystack.dataclasses import ChatMessage, ToolCall
 
     if isinstance(value, str):
         return repr(value) if len(value) <= 40 else f"{value[:24]!r}...({len(value):,} chars)"
@@ -112,7 +111,7 @@ def run_role(role: str, runs: int, slowest: int = 3, seconds: float = math.inf) 
         try:
             result = run_hostile(role, results, evidence, through)
             ended[result["terminated_by"] if result["terminated_by"] in TERMINATIONS else "undocumented"] += 1
-        except Exception as exc:  # noqa: BLE001 - counted: the property is that none leaves `run`
+        except Exception as exc:
             escaped[type(exc).__name__] += 1
         seconds = time.process_time() - started
         cpu.append(seconds)
@@ -172,7 +171,7 @@ def main() -> None:
                 started = time.process_time()
                 try:
                     run_hostile(role, results, evidence, through)
-                except Exception:  # noqa: BLE001, S110 - counted in the table already
+                except Exception:  # noqa: S110 - counted in the table already
                     pass
                 again.append(f"{time.process_time() - started:.2f}")
             rerun = f" (again: {', '.join(again)} s)" if again else ""

@@ -21,20 +21,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from haystack.components.generators.chat import OpenAIChatGenerator  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
-from haystack.utils import Secret  # noqa: E402
+from haystack.components.generators.chat import OpenAIChatGenerator
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.utils import Secret
 
-from haystack_agentic import AgenticRouter, Answerer, LoopController, build_loop_pipeline  # noqa: E402
-from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever  # noqa: E402
-from haystack_agentic.components.routers._tool_arguments import _JSON_ACTIONS  # noqa: E402
-from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
-from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
-from haystack_agentic.pipelines.default_pipelines import ROLE_MAX_TOKENS  # noqa: E402
-from haystack_agentic.resources import sample_corpus_path  # noqa: E402
-from haystack_agentic.components.generators.embedded_chat_generator import GGUF_FILE_NAME  # noqa: E402
-from haystack_agentic.llm.gguf_models import MODELS_DIR  # noqa: E402
-from haystack_agentic.llm.llamacpp_server import LlamaCppServer  # noqa: E402
+from haystack_agentic import AgenticRouter, Answerer, LoopController, build_loop_pipeline
+from haystack_agentic.components.generators.embedded_chat_generator import GGUF_FILE_NAME
+from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
+from haystack_agentic.components.routers._tool_arguments import _JSON_ACTIONS
+from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
+from haystack_agentic.llm.gguf_models import MODELS_DIR
+from haystack_agentic.llm.llamacpp_server import LlamaCppServer
+from haystack_agentic.pipelines.default_pipelines import ROLE_MAX_TOKENS
+from haystack_agentic.resources import sample_corpus_path
 
 GOAL = 0.99
 

@@ -33,9 +33,9 @@ from haystack.components.agents import Agent
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage
 from haystack.tools import Tool
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline
-from scripted_chat_generator import ScriptedChatGenerator
 
 FORMATTER = LoopController()
 

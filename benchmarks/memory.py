@@ -76,11 +76,11 @@ class PeakSampler:
 
 
 def build_store(chunks: int):
+    import random
+
     from store_latency import synth_chunks
 
     from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
-
-    import random
 
     store = SparseBM25DocumentStore()
     docs = synth_chunks(chunks, random.Random(0), embed=False)
@@ -97,7 +97,7 @@ def server_scenario(chunks: int, concurrency: int, questions: list[str]) -> dict
         build_store(chunks).save_to_disk(str(workdir / "store.json"))
         port = free_port()
         env = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False", "HAYHOOKS_LOG_LEVEL": "WARNING"}
-        log = open(workdir / "server.log", "w")  # noqa: SIM115 - closed with the process
+        log = open(workdir / "server.log", "w")
         process = subprocess.Popen(
             [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", "0", "--llm",
              "embedded", "--store", str(workdir / "store.json"), "--pipelines-dir", str(workdir / "p")],
@@ -153,11 +153,11 @@ def server_scenario(chunks: int, concurrency: int, questions: list[str]) -> dict
 
 def in_process_scenarios(chunks: int, concurrency_levels: list[int], sequential: int) -> dict:
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from scripted_chat_generator import ScriptedChatGenerator
+    from store_latency import DATA
 
     from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline
     from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
-    from scripted_chat_generator import ScriptedChatGenerator
-    from store_latency import DATA
 
     process = psutil.Process()
     before_store = process.memory_info().rss
@@ -220,8 +220,9 @@ def main() -> None:
         return
     print(f"machine: {os.cpu_count()} CPUs, {_mb(psutil.virtual_memory().total) / 1024:.0f} GB RAM, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.chunks:,} chunks")
-    from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
     from store_latency import DATA
+
+    from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
 
     questions = [r["question"] for r in load_hotpotqa_questions(DATA)]
     if not args.skip_server:

@@ -29,7 +29,7 @@ INDEXES = {
 
 def measure(size: int, queries: int, index: dict, search: dict) -> tuple[float, float, float, str]:
     """Write, flush and search one collection: (write + flush s, search p50 ms, search min ms, reported index)."""
-    from pymilvus import DataType, MilvusClient  # noqa: PLC0415
+    from pymilvus import DataType, MilvusClient
 
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((size, 384)).astype("float32")

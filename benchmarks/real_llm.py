@@ -41,29 +41,32 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from haystack import Pipeline  # noqa: E402
-from haystack.components.agents import Agent  # noqa: E402
-from haystack.components.builders import ChatPromptBuilder  # noqa: E402
-from haystack.components.generators.chat import OpenAIChatGenerator  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
-from haystack.dataclasses import ChatMessage  # noqa: E402
-from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
-from haystack.document_stores.types import DuplicatePolicy  # noqa: E402
-from haystack.tools import Tool  # noqa: E402
-from haystack.utils import Secret  # noqa: E402
+from haystack import Pipeline
+from haystack.components.agents import Agent
+from haystack.components.builders import ChatPromptBuilder
+from haystack.components.generators.chat import OpenAIChatGenerator
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.dataclasses import ChatMessage
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.document_stores.types import DuplicatePolicy
+from haystack.tools import Tool
+from haystack.utils import Secret
 
-from haystack_agentic import LoopOptions, build_loop  # noqa: E402
-from benchmarks.harness.gold import gold_document_ids  # noqa: E402
-from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
-from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
-from benchmarks.harness.metrics import (  # noqa: E402
-    best_answer_scores, gold_answers, normalize_answer, supporting_recall,
+from benchmarks.harness.gold import gold_document_ids
+from benchmarks.harness.metrics import (
+    best_answer_scores,
+    gold_answers,
+    normalize_answer,
+    supporting_recall,
 )
-from haystack_agentic.grounding.markers import strip_markers  # noqa: E402
-from haystack_agentic.llm.llamacpp_server import LlamaCppServer  # noqa: E402
-from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS  # noqa: E402
-from haystack_agentic.loop_loading import retriever_store  # noqa: E402
-from haystack_agentic.pipelines.loop_pipeline import loop_inputs  # noqa: E402
+from haystack_agentic import LoopOptions, build_loop
+from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
+from haystack_agentic.grounding.markers import strip_markers
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
+from haystack_agentic.llm.llamacpp_server import LlamaCppServer
+from haystack_agentic.llm.text_tool_calls import RECOVERED_TOOL_CALLS
+from haystack_agentic.loop_loading import retriever_store
+from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 
 SYSTEMS = ("one-shot", "agent", "tools", "json", "offline")
 #: Chunks per search of the one-shot pipeline and the Agent's tool (the loop keeps its own defaults).
@@ -259,7 +262,7 @@ def run_one(system: System, row: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         partial = system.run(row["question"])
-    except Exception as exc:  # noqa: BLE001 - one failing run is recorded and the benchmark goes on
+    except Exception as exc:
         partial = {"terminated_by": "exception", "llm_calls": None, "error": f"{type(exc).__name__}: {exc}"[:500]}
     return score(row, partial, time.perf_counter() - start)
 

@@ -35,20 +35,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import corpus_store  # noqa: E402
-from _paced_llm import PacedChatGenerator  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
-from haystack.dataclasses import ChatMessage  # noqa: E402
-from openai import OpenAI  # noqa: E402
-from serve_throughput import SERVER_ENV, free_port, stop, wait_until_up  # noqa: E402
+from _common import corpus_store
+from _paced_llm import PacedChatGenerator
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.dataclasses import ChatMessage
+from openai import OpenAI
+from scripted_chat_generator import (
+    ScriptedChatGenerator,
+    stream_chunks,
+)
+from serve_throughput import SERVER_ENV, free_port, stop, wait_until_up
 
-from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline  # noqa: E402
-from haystack_agentic.components.generators.answerer import Answerer  # noqa: E402
-from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever  # noqa: E402
-from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
-from haystack_agentic.pipelines.default_pipelines import servable  # noqa: E402
-from scripted_chat_generator import ScriptedChatGenerator  # noqa: E402
-from scripted_chat_generator import stream_chunks  # noqa: E402
+from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline
+from haystack_agentic.components.generators.answerer import Answerer
+from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
+from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
+from haystack_agentic.pipelines.default_pipelines import servable
 
 CONTROLLER_CALLS = 2  # search, answer (the draft)
 #: The answer LLM's reply: 24 words, streamed one by one.

@@ -40,17 +40,17 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import corpus_store  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
-from haystack.document_stores.types import DuplicatePolicy  # noqa: E402
+from _common import corpus_store
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.types import DuplicatePolicy
+from scripted_chat_generator import ScriptedChatGenerator
 
-from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline  # noqa: E402
-from haystack_agentic.components.preprocessors.sentence_span_annotator import SentenceSpanAnnotator  # noqa: E402
-from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever  # noqa: E402
-from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
-from haystack_agentic.grounding.markers import strip_markers  # noqa: E402
-from haystack_agentic.pipelines.default_pipelines import servable  # noqa: E402
-from scripted_chat_generator import ScriptedChatGenerator  # noqa: E402
+from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline
+from haystack_agentic.components.preprocessors.sentence_span_annotator import SentenceSpanAnnotator
+from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
+from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
+from haystack_agentic.grounding.markers import strip_markers
+from haystack_agentic.pipelines.default_pipelines import servable
 
 LLM_CALLS_PER_QUESTION = 2  # search, answer
 TARGET = 1.15  # wall of 64 concurrent questions / ideal
@@ -204,7 +204,7 @@ def stop(process: subprocess.Popen) -> None:
 def _popen(command: list[str], workdir: Path, log_name: str) -> subprocess.Popen:
     if PROFILE_DIR is not None:  # python -m X args / python -c CODE args -> the PROFILED launcher
         command = [command[0], "-c", PROFILED, str(PROFILE_DIR / f"{log_name[:-4]}.prof"), *command[1:]]
-    log = open(workdir / log_name, "w")  # noqa: SIM115 - closed with the process
+    log = open(workdir / log_name, "w")
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **SERVER_ENV}, cwd=workdir)
 
 

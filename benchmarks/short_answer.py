@@ -26,15 +26,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import haystack_agentic.components.extractors.short_answer_extractor as extractor_module  # noqa: E402
-from haystack_agentic.components.extractors.short_answer_extractor import (  # noqa: E402
+import haystack_agentic.components.extractors.short_answer_extractor as extractor_module
+from benchmarks.harness.metrics import best_answer_scores, gold_answers
+from benchmarks.harness.runner import bridge_entity_config, build_store, run_eval
+from haystack_agentic.components.extractors.short_answer_extractor import (
     ShortAnswer,
     extract_short_answer,
 )
-from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator  # noqa: E402
-from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions  # noqa: E402
-from benchmarks.harness.metrics import best_answer_scores, gold_answers  # noqa: E402
-from benchmarks.harness.runner import bridge_entity_config, build_store, run_eval  # noqa: E402
+from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
+from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 

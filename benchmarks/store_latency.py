@@ -31,19 +31,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from haystack import Document, component  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
-from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
+from haystack import Document, component
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic.components.loop.loop_controller import LoopController  # noqa: E402
-from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever  # noqa: E402
-from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter  # noqa: E402
-from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions  # noqa: E402
-from haystack_agentic.document_stores import milvus_support  # noqa: E402
-from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore  # noqa: E402
-from benchmarks.harness.retrieval_only_answerer import RetrievalOnlyAnswerer  # noqa: E402
-from haystack_agentic.indexing.document_stores import milvus_document_store  # noqa: E402
-from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline  # noqa: E402
+from benchmarks.harness.retrieval_only_answerer import RetrievalOnlyAnswerer
+from haystack_agentic.components.loop.loop_controller import LoopController
+from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
+from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
+from haystack_agentic.document_stores import milvus_support
+from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
+from haystack_agentic.indexing.document_stores import milvus_document_store
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
+from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 DIM = 384

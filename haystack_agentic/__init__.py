@@ -91,7 +91,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from haystack_agentic.components.routers.agentic_router import AgenticRouter
     from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
     from haystack_agentic.dataclasses.loop_state import (
-        LoopLimits, LoopOutcome, LoopState, PendingSearch, ToolStep, merge_chunks,
+        LoopLimits,
+        LoopOutcome,
+        LoopState,
+        PendingSearch,
+        ToolStep,
+        merge_chunks,
     )
     from haystack_agentic.loop_loading import allowed_modules_for
     from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop, load_loop_pipeline

@@ -94,7 +94,7 @@ def read_loop_yaml(path: Path) -> dict[str, Any]:
     if missing:
         msg = (
             f"{path} is not an agentic-loop pipeline: it has no component named {', '.join(missing)}. "
-            "Start from a copy of a packaged one (its path: haystack_agentic.resources.pipeline_path(\"agentic_rag\"))."
+            'Start from a copy of a packaged one (its path: haystack_agentic.resources.pipeline_path("agentic_rag")).'
         )
         raise ValueError(
             msg
@@ -189,7 +189,7 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool 
             return pipeline
     except StoreError:
         raise
-    except Exception as exc:  # noqa: BLE001 - report any loading problem with the file named
+    except Exception as exc:
         msg = f"Cannot load the pipeline {path}: {exc}"
         raise ValueError(msg) from exc
 
@@ -258,8 +258,10 @@ def _specs(node: Any, types: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 def store_addresses(node: Any) -> list[tuple[str, str]]:
-    """The Milvus URIs and Weaviate URLs of the document stores in a pipeline dict: `[("milvus" | "weaviate", address)]`
-    without repeats, in order."""
+    """
+    The Milvus URIs and Weaviate URLs of the document stores in a pipeline dict: `[("milvus" | "weaviate", address)]`
+    without repeats, in order.
+    """
     found: list[tuple[str, str]] = []
     for spec in _specs(node, REMOTE_STORE_TYPES):
         params = spec["init_parameters"]

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A component's input and output sockets through Haystack's public API (`Pipeline.inputs` / `Pipeline.outputs`):
-Haystack keeps them in attributes of its own, and names no public way to read one component's."""
+"""
+A component's input and output sockets through Haystack's public API (`Pipeline.inputs` / `Pipeline.outputs`):
+Haystack keeps them in attributes of its own, and names no public way to read one component's.
+"""
 
 from typing import Any
 

@@ -13,12 +13,13 @@ from typing import Any
 # an event, and offline the sender thread retries with sleeps that land in tests patching `time.sleep`.
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
-import pytest  # noqa: E402
-from haystack import Document, Pipeline, component  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
-from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
+import pytest
+from haystack import Document, Pipeline, component
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from scripted_chat_generator import ScriptedChatGenerator
 
-from haystack_agentic import (  # noqa: E402
+from haystack_agentic import (
     AgenticRouter,
     Answerer,
     FallbackSynthesizer,
@@ -26,7 +27,6 @@ from haystack_agentic import (  # noqa: E402
     allowed_modules_for,
     build_loop_pipeline,
 )
-from scripted_chat_generator import ScriptedChatGenerator  # noqa: E402
 
 #: The scripted test generator's module: no loader of the package trusts it, so a test that loads it allows it.
 SCRIPTED_MODULE = ScriptedChatGenerator.__module__
@@ -269,7 +269,7 @@ def allow_deserialization(monkeypatch):
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():
     """The packaged SmolLM2-135M tokenizer (from the converted model folder when there is one)."""
-    from haystack_agentic.components.generators.embedded_chat_generator import (  # noqa: PLC0415
+    from haystack_agentic.components.generators.embedded_chat_generator import (
         EmbeddedChatGenerator,
         _locate_default_gguf,
     )

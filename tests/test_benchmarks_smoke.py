@@ -48,7 +48,7 @@ CASES = {
         (r"^wheel, no extras: reused virtualenv$", r"^  pip check: ",
          rf"^  import time \(s\)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x",
          rf"^  first answer, process start to print \(s\)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x",
-         rf"^  lines of user code\s+\d+\s+\d+$"),
+         r"^  lines of user code\s+\d+\s+\d+$"),
     ),
     "ask_startup": Case(
         "ask_startup.py", ("--trials", "1"), 300,

@@ -8,7 +8,6 @@ import yaml
 from haystack import Pipeline
 from haystack.core.serialization import component_from_dict, component_to_dict
 from haystack.dataclasses import ChatMessage, ToolCall
-
 from scripted_chat_generator import ScriptedChatGenerator
 
 USER = ChatMessage.from_user("Who directed Big Stone Gap?")

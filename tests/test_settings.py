@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The environment variables and default paths of `haystack_agentic.settings`."""
 
-from pathlib import Path
 
 import pytest
 

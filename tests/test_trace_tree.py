@@ -21,9 +21,9 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage
 from haystack.tools import Tool
 from haystack.tracing import Span, Tracer
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, LoopController, LoopState, build_loop_pipeline
-from scripted_chat_generator import ScriptedChatGenerator
 
 RUN, ITERATION, SEARCH = "haystack_agentic.loop.run", "haystack_agentic.loop.iteration", "haystack_agentic.search"
 COMPONENT, TOOL = "haystack.component.run", "haystack.agent.step.tool"

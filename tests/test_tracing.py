@@ -6,10 +6,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest import answer, search
 from haystack import tracing
 from haystack.tracing import Span, Tracer
-
-from conftest import answer, search
 
 
 class RecordingSpan(Span):
@@ -71,10 +70,10 @@ def test_spans_for_turns_llm_calls_and_the_result(build_loop, tracer):
 @pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)
 def test_search_spans_carry_query_and_chunk_counts(store, tracer):
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from scripted_chat_generator import ScriptedChatGenerator
 
     from haystack_agentic import AgenticRouter, build_loop_pipeline
     from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
-    from scripted_chat_generator import ScriptedChatGenerator
 
     llm = ScriptedChatGenerator([search("Adriana Trigiani"), answer("x")])
     router = AgenticRouter(chat_generator=llm, search_question_first=False)

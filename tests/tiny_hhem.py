@@ -17,12 +17,12 @@ village director author based town virginia river population year born
 
 def build_tiny_hhem(folder: Path | str) -> tuple[Path, Path]:
     """Write a tiny HHEM-structured model into `folder/hhem` and `folder/foundation`; returns those two folders."""
-    import torch  # noqa: PLC0415
-    from safetensors.torch import save_file  # noqa: PLC0415
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors  # noqa: PLC0415
-    from transformers import PreTrainedTokenizerFast, T5Config, T5ForTokenClassification  # noqa: PLC0415
+    import torch
+    from safetensors.torch import save_file
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast, T5Config, T5ForTokenClassification
 
-    from haystack_agentic.components.grounders.hhem_grounder import HHEM_PROMPT  # noqa: PLC0415
+    from haystack_agentic.components.grounders.hhem_grounder import HHEM_PROMPT
 
     folder = Path(folder)
     foundation, checkpoint = folder / "foundation", folder / "hhem"

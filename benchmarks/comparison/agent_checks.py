@@ -7,13 +7,6 @@ Each check shows one cell of the README table "Compared with Haystack's Agent an
 `compare.py` runs them (an `AssertionError` means the cell no longer holds).
 """
 
-from haystack import Pipeline
-from haystack.components.agents import Agent
-from haystack.core.errors import BreakpointException
-from haystack.dataclasses import ChatMessage, ChatRole
-from haystack.dataclasses.breakpoints import Breakpoint
-from haystack.tools import ComponentTool
-
 from comparison_support import (
     FOLLOW_UP,
     GOLD,
@@ -27,6 +20,12 @@ from comparison_support import (
     recording_tracer,
     shared_store,
 )
+from haystack import Pipeline
+from haystack.components.agents import Agent
+from haystack.core.errors import BreakpointException
+from haystack.dataclasses import ChatMessage, ChatRole
+from haystack.dataclasses.breakpoints import Breakpoint
+from haystack.tools import ComponentTool
 from scripted_chat_generator import ScriptedChatGenerator
 
 

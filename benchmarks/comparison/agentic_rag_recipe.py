@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 from uuid import UUID
 
+from comparison_support import bm25
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -29,8 +30,6 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import BaseModel, Field
-
-from comparison_support import bm25
 
 GRADE_PROMPT = (
     "You grade whether a retrieved document is relevant to a user question.\n"
@@ -205,13 +204,13 @@ class RecordingCallbacks(BaseCallbackHandler):
         self.runs[run_id] = (kind, name, parent_run_id)
         self.order.append(run_id)
 
-    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):  # noqa: D102
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):
         self._record("chain", kwargs.get("name") or (serialized or {}).get("name", "?"), run_id, parent_run_id)
 
-    def on_chat_model_start(self, serialized, messages, *, run_id, parent_run_id=None, **kwargs):  # noqa: D102
+    def on_chat_model_start(self, serialized, messages, *, run_id, parent_run_id=None, **kwargs):
         self._record("llm", kwargs.get("name") or (serialized or {}).get("name", "?"), run_id, parent_run_id)
 
-    def on_tool_start(self, serialized, input_str, *, run_id, parent_run_id=None, **kwargs):  # noqa: D102
+    def on_tool_start(self, serialized, input_str, *, run_id, parent_run_id=None, **kwargs):
         self._record("tool", kwargs.get("name") or (serialized or {}).get("name", "?"), run_id, parent_run_id)
 
     def path(self, run_id: UUID) -> list[str]:

@@ -49,7 +49,7 @@ def run_checks(module_name: str) -> list[tuple[str, str, str, float]]:
         except AssertionError as exc:
             where = traceback.extract_tb(exc.__traceback__)[-1]
             outcome = f"FAILED at line {where.lineno} ({where.line}) {exc}".strip()
-        except Exception as exc:  # noqa: BLE001 - one broken check must not hide the others
+        except Exception as exc:
             outcome = f"ERROR: {type(exc).__name__}: {exc}"
         rows.append((aspect, check.__name__, outcome, time.perf_counter() - started))
     return rows

@@ -7,10 +7,6 @@ Each check shows one cell of the README table "Compared with Haystack's Agent an
 `compare.py` runs them (an `AssertionError` means the cell no longer holds). langgraph is in the `compare` extra.
 """
 
-from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.errors import GraphRecursionError
-
 from agentic_rag_recipe import (
     RecordingCallbacks,
     ScriptedChatModel,
@@ -30,6 +26,9 @@ from comparison_support import (
     raises,
     shared_store,
 )
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphRecursionError
 
 
 class Recipe:

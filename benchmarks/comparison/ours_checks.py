@@ -15,10 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from haystack.core.errors import BreakpointException
-from haystack.dataclasses import ChatMessage
-from haystack.dataclasses.breakpoints import Breakpoint
-
 from comparison_support import (
     FOLLOW_UP,
     GOLD,
@@ -32,11 +28,15 @@ from comparison_support import (
     raises,
     recording_tracer,
 )
-from haystack_agentic.indexing.hotpotqa import hotpotqa_documents
+from haystack.core.errors import BreakpointException
+from haystack.dataclasses import ChatMessage
+from haystack.dataclasses.breakpoints import Breakpoint
+
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, ROLE_META
-from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 from haystack_agentic.loop_loading import retriever_store
+from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs, max_runs_for
 from haystack_agentic.pipelines.snapshots import resume_from_snapshot
 from haystack_agentic.resources import pipeline_path

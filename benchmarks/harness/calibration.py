@@ -24,7 +24,7 @@ def fit_logistic(
     :returns: The model, with threshold 0.5 (set it with `choose_threshold`).
     :raises ValueError: On empty data, a length mismatch, or labels of one class only.
     """
-    import numpy as np  # noqa: PLC0415 - numpy comes with haystack
+    import numpy as np
 
     x = np.asarray(rows, dtype=float)
     y = np.asarray(labels, dtype=float)

@@ -23,7 +23,7 @@ def wilson_interval(successes: int, n: int) -> tuple[float, float]:
 
     :raises ValueError: If `n < 1` or `successes` is outside [0, n].
     """
-    from scipy.stats import binomtest  # noqa: PLC0415 - scipy.stats takes a second to import
+    from scipy.stats import binomtest
 
     if n < 1 or not 0 <= successes <= n:
         msg = f"need 0 <= successes <= n and n >= 1, got successes={successes}, n={n}"
@@ -34,8 +34,8 @@ def wilson_interval(successes: int, n: int) -> tuple[float, float]:
 
 def bootstrap_mean_interval(values: Sequence[float]) -> tuple[float, float]:
     """The percentile-bootstrap interval `(low, high)` of the mean of `values`. :raises ValueError: If it is empty."""
-    import numpy as np  # noqa: PLC0415
-    from scipy.stats import bootstrap  # noqa: PLC0415
+    import numpy as np
+    from scipy.stats import bootstrap
 
     if not values:
         msg = "bootstrap_mean_interval needs at least one value"

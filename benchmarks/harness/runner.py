@@ -259,7 +259,7 @@ def run_question(config: EvalConfig, row: dict[str, Any], inputs: dict[str, Any]
     start = time.perf_counter()
     try:
         result = config.pipeline.run({"controller": inputs})["result"]
-    except Exception as exc:  # noqa: BLE001 - one failing question must not end the evaluation
+    except Exception as exc:
         logger.warning("{config} failed on {id}: {error}", config=config.name, id=row["id"], error=exc)
         result = {"terminated_by": "exception", "error": f"{type(exc).__name__}: {exc}"}
     return result, time.perf_counter() - start

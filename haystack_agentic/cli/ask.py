@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from haystack_agentic.cli.ask_output import print_trace
 from haystack_agentic.cli.common import (
-    CLIError, add_backend_arguments, add_command, add_loop_arguments, hide_model_progress_bars, local_gguf,
+    CLIError,
+    add_backend_arguments,
+    add_command,
+    add_loop_arguments,
+    hide_model_progress_bars,
+    local_gguf,
 )
 from haystack_agentic.presentation import printable
 from haystack_agentic.settings import ENV_OPENAI_BASE_URL, default_store_path, store_path_from_env
@@ -83,7 +88,7 @@ def check_server(options: LoopOptions, err: Console) -> LoopOptions:
 
     :raises CLIError: With `--mode tools` on a server whose template cannot call tools.
     """
-    from haystack_agentic.llm.server_info import read_server_info  # noqa: PLC0415
+    from haystack_agentic.llm.server_info import read_server_info
 
     base_url = options.base_url or os.environ.get(ENV_OPENAI_BASE_URL)
     if options.resolved_llm() != "openai" or not base_url:
@@ -107,7 +112,7 @@ def check_server(options: LoopOptions, err: Console) -> LoopOptions:
 
 def say_on_stderr(quiet: bool) -> Callable[[str], None]:
     """A function that prints one line on stderr (nothing when `quiet`)."""
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
     err = Console(stderr=True, quiet=quiet, soft_wrap=True)
     return lambda line: err.print(line, highlight=False, markup=False)
@@ -123,15 +128,16 @@ def load_store_into(
     :raises CLIError: If the store cannot be read or reached, is empty, lacks the embeddings a dense pipeline needs,
         or does not exist and `auto_index` is off.
     """
-    from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: PLC0415
-    from haystack_agentic.cli.index import index_path  # noqa: PLC0415
-    from haystack_agentic.components.retrievers.safe_retriever import describe_store_address  # noqa: PLC0415
-    from haystack_agentic.loop_loading import fill_in_memory_store, retriever_store  # noqa: PLC0415
-    from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from haystack_agentic.cli.index import index_path
+    from haystack_agentic.components.retrievers.safe_retriever import describe_store_address
+    from haystack_agentic.loop_loading import fill_in_memory_store, retriever_store
+    from haystack_agentic.resources import sample_corpus_path
 
     store = retriever_store(pipeline)
     in_memory = isinstance(store, InMemoryDocumentStore)
-    if store is None or in_memory and store.count_documents() > 0:
+    if store is None or (in_memory and store.count_documents() > 0):
         return
     if in_memory:
         if not store_path.exists():
@@ -154,7 +160,7 @@ def load_store_into(
     where = f"{type(store).__name__} at {describe_store_address(store)}"
     try:
         count = store.count_documents()
-    except Exception as exc:  # noqa: BLE001 - an unreachable server: one line with its address
+    except Exception as exc:
         msg = f"Cannot reach the store {where}: {type(exc).__name__}: {exc}"
         raise CLIError(msg) from exc
     if count == 0:
@@ -174,7 +180,7 @@ def load_store_into(
 
 def warm_grounder(pipeline: Pipeline, err: Console) -> None:
     """Load the pipeline's grounding model before the run, with a status line on `err` (its warnings muted)."""
-    import logging as std_logging  # noqa: PLC0415
+    import logging as std_logging
 
     grounder = dict(pipeline.walk()).get("grounder")
     if grounder is None or not hasattr(grounder, "warm_up"):
@@ -205,9 +211,10 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
 
     :raises CLIError: On malformed filters, flags that do not fit the LLM, or a refused question.
     """
-    from rich.console import Console  # noqa: PLC0415
-    from haystack_agentic.components.loop.loop_controller import validate_filters  # noqa: PLC0415
-    from haystack_agentic.pipelines import loop_builder  # noqa: PLC0415
+    from rich.console import Console
+
+    from haystack_agentic.components.loop.loop_controller import validate_filters
+    from haystack_agentic.pipelines import loop_builder
     try:  # malformed filters fail here, once, not mid-loop
         filters = validate_filters(json.loads(args.filters) if args.filters else None)
     except ValueError as exc:
@@ -256,8 +263,9 @@ def run_question(
 
     :raises CLIError: When the loop refuses its input or fails outside a defined termination.
     """
-    from haystack.core.errors import PipelineRuntimeError  # noqa: PLC0415
-    from haystack_agentic.pipelines.progress import ProgressEvent, run_with_progress  # noqa: PLC0415
+    from haystack.core.errors import PipelineRuntimeError
+
+    from haystack_agentic.pipelines.progress import ProgressEvent, run_with_progress
 
     start = time.perf_counter()
     with loop.err.status("Running the agentic loop (the first run loads the model)...") as status:
@@ -273,7 +281,7 @@ def run_question(
             result = run_with_progress(loop.pipeline, {"controller": inputs}, show)
         except PipelineRuntimeError as exc:  # e.g. a filter that does not fit the stored metadata's types
             cause = exc.__cause__ or exc
-            from haystack_agentic.components.loop.loop_controller import InvalidLoopInputError  # noqa: PLC0415 - loaded
+            from haystack_agentic.components.loop.loop_controller import InvalidLoopInputError
 
             refused = isinstance(cause, InvalidLoopInputError)  # e.g. an unknown collection: the message says all
             raise CLIError(str(cause) if refused else f"The loop failed: {type(cause).__name__}: {cause}") from exc

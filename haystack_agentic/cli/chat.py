@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`haystack-agentic chat`: load the loop once and answer question after question, each follow-up with the
-conversation so far (the loop's `messages` result fed back as its next input)."""
+"""
+`haystack-agentic chat`: load the loop once and answer question after question, each follow-up with the
+conversation so far (the loop's `messages` result fed back as its next input).
+"""
 
 from __future__ import annotations
 
@@ -55,9 +57,11 @@ def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_chat(args: argparse.Namespace, console: Console, lines: TextIO | None = None) -> int:
-    """Run `haystack-agentic chat`: prepare the loop once, then answer each line of `lines` (default: stdin); 0 at the
+    """
+    Run `haystack-agentic chat`: prepare the loop once, then answer each line of `lines` (default: stdin); 0 at the
     end of input (`CLIError`: bad options, before any question is read). With `--gguf`, llama.cpp runs the file for the
-    session."""
+    session.
+    """
     lines = sys.stdin if lines is None else lines
     with local_gguf(args, say_on_stderr(args.quiet or args.json)) as local_args:
         return _chat_session(local_args, console, lines)
@@ -65,7 +69,7 @@ def cmd_chat(args: argparse.Namespace, console: Console, lines: TextIO | None = 
 
 def _chat_session(args: argparse.Namespace, console: Console, lines: TextIO) -> int:
     """Prepare the loop once and answer each line of `lines` (see `cmd_chat`)."""
-    from haystack.dataclasses import ChatMessage  # noqa: PLC0415
+    from haystack.dataclasses import ChatMessage
 
     interactive = lines.isatty()
     loop = prepare_loop(args, args.quiet or args.json)

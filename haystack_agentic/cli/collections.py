@@ -55,7 +55,7 @@ def collection_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.pipeline:
         msg = "--collection works with the built-in indexing, not with --pipeline: leave --pipeline out."
         raise CLIError(msg)
-    from haystack_agentic.indexing.collections import validate_collection_name  # noqa: PLC0415
+    from haystack_agentic.indexing.collections import validate_collection_name
 
     try:
         name = validate_collection_name(name)
@@ -70,7 +70,7 @@ def open_store(args: argparse.Namespace) -> tuple[Any, str]:
     if args.backend != "memory":
         store, address = open_backend_store(args.backend, args.uri, args.store_collection, must_exist=True)
         return store, f"{args.backend} at {address}"
-    from haystack_agentic.indexing.store_files import load_store_file  # noqa: PLC0415
+    from haystack_agentic.indexing.store_files import load_store_file
 
     path = Path(args.store) if args.store else default_store_path()
     if not path.exists():
@@ -84,7 +84,7 @@ def open_store(args: argparse.Namespace) -> tuple[Any, str]:
 
 def cmd_collections(args: argparse.Namespace, console: Console) -> int:
     """Run `haystack-agentic collections` (0; `CLIError` if the store cannot be read)."""
-    from haystack_agentic.indexing.collections import list_collections  # noqa: PLC0415
+    from haystack_agentic.indexing.collections import list_collections
 
     store, where = open_store(args)
     collections = list_collections(store)

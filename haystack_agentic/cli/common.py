@@ -31,8 +31,8 @@ def open_backend_store(
 
     :raises CLIError: If the integration is missing or the store cannot be opened.
     """
-    from haystack_agentic.indexing.document_stores import open_document_store  # noqa: PLC0415
-    from haystack_agentic.indexing.store_faults import check_milvus_lite_uri  # noqa: PLC0415
+    from haystack_agentic.indexing.document_stores import open_document_store
+    from haystack_agentic.indexing.store_faults import check_milvus_lite_uri
 
     address = uri or str(default_milvus_uri() if backend == "milvus" else default_weaviate_url())
     try:
@@ -69,8 +69,8 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 def hide_model_progress_bars() -> None:
     """Turn off transformers' and huggingface_hub's progress bars while loading weights (ours show the stage)."""
     try:
-        from huggingface_hub.utils import disable_progress_bars  # noqa: PLC0415
-        from transformers.utils import logging as transformers_logging  # noqa: PLC0415
+        from huggingface_hub.utils import disable_progress_bars
+        from transformers.utils import logging as transformers_logging
     except ImportError:
         return
     disable_progress_bars()
@@ -137,8 +137,8 @@ def local_gguf(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator
     if args.llm == "embedded" or args.base_url:
         msg = "--gguf runs its own llama.cpp server: drop --llm embedded and --base-url."
         raise CLIError(msg)
-    from haystack_agentic.llm.gguf_models import resolve_gguf  # noqa: PLC0415
-    from haystack_agentic.llm.llamacpp_server import LlamaCppServer  # noqa: PLC0415
+    from haystack_agentic.llm.gguf_models import resolve_gguf
+    from haystack_agentic.llm.llamacpp_server import LlamaCppServer
 
     try:
         server = LlamaCppServer(resolve_gguf(args.gguf))

@@ -11,7 +11,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from haystack_agentic.cli.collections import collection_options
 from haystack_agentic.cli.common import (
-    CLIError, add_backend_arguments, add_command, hide_model_progress_bars, open_backend_store,
+    CLIError,
+    add_backend_arguments,
+    add_command,
+    hide_model_progress_bars,
+    open_backend_store,
 )
 from haystack_agentic.settings import default_store_path
 
@@ -104,9 +108,9 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def readable_files(path: Path) -> tuple[list[Path], list[Path]]:
     """`(files to index, empty files)` under `path`, other skipped files reported on stderr (`CLIError`: no `path`)."""
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
-    from haystack_agentic.indexing.indexing_pipeline import EMPTY, collect_files, unreadable_files  # noqa: PLC0415
+    from haystack_agentic.indexing.indexing_pipeline import EMPTY, collect_files, unreadable_files
 
     if not path.exists():
         msg = f"{path} does not exist: give a .jsonl file in the HotpotQA format, a .txt/.md/.html/.pdf file or a folder."
@@ -123,14 +127,16 @@ def readable_files(path: Path) -> tuple[list[Path], list[Path]]:
 
 
 class IndexProgress:
-    """The indexer's `progress` callback as a context manager: a line per stage with a bar, the count done and the ETA
-    (nothing when `quiet` or `console` is not a terminal)."""
+    """
+    The indexer's `progress` callback as a context manager: a line per stage with a bar, the count done and the ETA
+    (nothing when `quiet` or `console` is not a terminal).
+    """
 
     UNITS: ClassVar[dict[str, str]] = {"converting": "files", "indexing": "files", "embedding": "chunks", "writing": "chunks"}
 
     def __init__(self, console: Console, quiet: bool = False) -> None:
-        from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn  # noqa: PLC0415
-        from rich.text import Text  # noqa: PLC0415
+        from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn
+        from rich.text import Text
 
         class EtaColumn(ProgressColumn):
             def render(self, task: Any) -> Text:
@@ -177,7 +183,7 @@ def index_path(path: Path, store_path: Path, console: Console, quiet: bool = Fal
 
     :raises CLIError: If there is nothing to index or the store cannot be read or written.
     """
-    from haystack_agentic.indexing.indexer import index_files_into_file  # noqa: PLC0415
+    from haystack_agentic.indexing.indexer import index_files_into_file
 
     files, emptied = readable_files(path)
     if not files:
@@ -190,7 +196,7 @@ def index_path(path: Path, store_path: Path, console: Console, quiet: bool = Fal
 @contextlib.contextmanager
 def _as_cli_errors(target: object) -> Iterator[None]:
     """Indexing failures as one-line `CLIError`s: bad input and store faults as they are, anything else named."""
-    from haystack_agentic.indexing.store_faults import one_line  # noqa: PLC0415
+    from haystack_agentic.indexing.store_faults import one_line
 
     try:
         yield
@@ -198,17 +204,17 @@ def _as_cli_errors(target: object) -> Iterator[None]:
         raise
     except ValueError as exc:  # StoreError, a malformed file, a dimension mismatch: nothing was written
         raise CLIError(str(exc)) from exc
-    except Exception as exc:  # noqa: BLE001 - e.g. the store's server went away mid-way
+    except Exception as exc:
         msg = f"Indexing into {target} failed: {type(exc).__name__}: {one_line(exc)}"
         raise CLIError(msg) from exc
 
 
 def _dense_only_on_old_milvus(store: Any, collection: str | None) -> Any:
     """On a Milvus server older than 2.5 (no BM25), index a dense-only collection instead, and say so."""
-    import sys  # noqa: PLC0415
+    import sys
 
-    from haystack_agentic.document_stores import milvus_support  # noqa: PLC0415
-    from haystack_agentic.indexing import document_stores as ds  # noqa: PLC0415
+    from haystack_agentic.document_stores import milvus_support
+    from haystack_agentic.indexing import document_stores as ds
 
     version = milvus_support.server_version(store.client)
     if milvus_support.supports_bm25(version):
@@ -223,7 +229,7 @@ def _dense_only_on_old_milvus(store: Any, collection: str | None) -> Any:
 
 
 def _embedder() -> Any:
-    from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder  # noqa: PLC0415
+    from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
 
     hide_model_progress_bars()
     return MiniLMDocumentEmbedder()
@@ -231,10 +237,10 @@ def _embedder() -> Any:
 
 def cmd_index(args: argparse.Namespace, console: Console) -> int:
     """Run `haystack-agentic index`: the summary on `console`, progress on stderr (0; `CLIError` on a fault)."""
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
-    from haystack_agentic.indexing import indexer  # noqa: PLC0415
-    from haystack_agentic.resources import sample_corpus_path  # noqa: PLC0415
+    from haystack_agentic.indexing import indexer
+    from haystack_agentic.resources import sample_corpus_path
 
     by_name = not args.path or (args.path == SAMPLE_NAME and not Path(args.path).exists())
     path = sample_corpus_path() if by_name else Path(args.path)

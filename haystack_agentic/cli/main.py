@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`haystack-agentic`: the parser and dispatch of the commands (one module each). Only argument parsing is imported
-up front, so `--help` is fast: a command imports Haystack, models and servers when it runs."""
+"""
+`haystack-agentic`: the parser and dispatch of the commands (one module each). Only argument parsing is imported
+up front, so `--help` is fast: a command imports Haystack, models and servers when it runs.
+"""
 
 import argparse
 import json
@@ -59,13 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `haystack-agentic` (`argv` default: `sys.argv[1:]`). Exit code: 0 success, 1 the loop ended in
-    error (or an unexpected error), 2 bad input or a store fault, 130 interrupted (Ctrl-C)."""
+    """
+    Entry point of `haystack-agentic` (`argv` default: `sys.argv[1:]`). Exit code: 0 success, 1 the loop ended in
+    error (or an unexpected error), 2 bad input or a store fault, 130 interrupted (Ctrl-C).
+    """
     telemetry_off_unless_asked()  # before the first import of haystack (store_faults below, or the command's)
     args = build_parser().parse_args(argv)
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
-    from haystack_agentic.indexing.store_faults import one_line, quiet_store_logs  # noqa: PLC0415
+    from haystack_agentic.indexing.store_faults import one_line, quiet_store_logs
 
     debug = getattr(args, "debug", False)
     if not debug:
@@ -99,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_error(message: str, exc: BaseException | None = None) -> None:
     """One line on stderr (`error: ...`), after the traceback of `exc` if given (`--debug`)."""
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
     if exc is not None:
         traceback.print_exception(exc)

@@ -49,7 +49,7 @@ MAX_PORT = 65535
 #: Names of hayhooks' own MCP tools, which a pipeline (an MCP tool too) cannot take.
 RESERVED_NAMES = frozenset({"deploy_pipeline", "undeploy_pipeline", "get_pipeline_status", "get_all_pipeline_statuses"})
 
-_WRAPPER_TEMPLATE = '''\
+_WRAPPER_TEMPLATE = """\
 # Written by `haystack-agentic serve`: serves {yaml} as `{name}`.
 from haystack_agentic.serving import AgenticLoopWrapper
 
@@ -58,7 +58,7 @@ class PipelineWrapper(AgenticLoopWrapper):
     pipeline_file = {yaml!r}
     overrides = {overrides!r}
     store_file = {store!r}
-'''
+"""
 
 
 _EXAMPLES = """\
@@ -223,8 +223,10 @@ def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
 
 
 def set_serving_environment(host: str, port: int, directory: Path, security: "ServeSecurity") -> None:
-    """Write what hayhooks (on first import) and `ServeSecurity.from_env` read into `os.environ`, which the worker and
-    MCP processes inherit: the one place the package writes the environment."""
+    """
+    Write what hayhooks (on first import) and `ServeSecurity.from_env` read into `os.environ`, which the worker and
+    MCP processes inherit: the one place the package writes the environment.
+    """
     os.environ["HAYHOOKS_HOST"] = host
     os.environ["HAYHOOKS_PORT"] = str(port)
     os.environ["HAYHOOKS_PIPELINES_DIR"] = str(directory)
@@ -236,8 +238,10 @@ def set_serving_environment(host: str, port: int, directory: Path, security: "Se
 
 
 def cmd_serve(args: argparse.Namespace, console: Any = None) -> int:  # noqa: ARG001 - as every command
-    """Run `haystack-agentic serve` until interrupted: 0 after a clean shutdown, 2 on bad arguments. With `--gguf`,
-    llama.cpp runs the file in this process (once, for every worker) until the server stops."""
+    """
+    Run `haystack-agentic serve` until interrupted: 0 after a clean shutdown, 2 on bad arguments. With `--gguf`,
+    llama.cpp runs the file in this process (once, for every worker) until the server stops.
+    """
     try:
         _check_ports(args)
         security = _security(args)

@@ -86,9 +86,11 @@ def _recorded(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def interrupted_write(store: Any) -> str | None:
-    """After opening a store: a description if the last write to its Milvus Lite collection did not finish (the
+    """
+    After opening a store: a description if the last write to its Milvus Lite collection did not finish (the
     record still says `writing`: the process was killed, or crashed, between `begin_write` and
-    `record_document_count`), else `None`."""
+    `record_document_count`), else `None`.
+    """
     found = _lite_store(store)
     if found is None:
         return None

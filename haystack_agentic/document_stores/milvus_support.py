@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What a Milvus server supports, checked before a run (the built-in BM25 function and sparse indexes need Milvus
-2.5), and upkeep after writes to a Milvus store."""
+"""
+What a Milvus server supports, checked before a run (the built-in BM25 function and sparse indexes need Milvus
+2.5), and upkeep after writes to a Milvus store.
+"""
 
 import re
 from typing import Any
@@ -27,7 +29,7 @@ def server_version(client: Any) -> tuple[int, ...] | None:
     """The version of the Milvus server behind a `pymilvus.MilvusClient` (`v2.3.5-lite`: `(2, 3, 5)`), or `None`."""
     try:
         match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", client.get_server_version() or "")
-    except Exception as exc:  # noqa: BLE001 - an unknown version is not an error by itself
+    except Exception as exc:
         logger.debug("Could not read the Milvus server version: {error}", error=exc)
         return None
     return None if match is None else tuple(int(part) for part in match.groups() if part is not None)

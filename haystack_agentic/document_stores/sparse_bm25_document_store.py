@@ -142,8 +142,10 @@ class SparseBM25Index:
 
 
 def _column_order(cols: np.ndarray) -> np.ndarray:
-    """The stable order of non-negative int32 column numbers: two 16-bit radix passes (numpy sorts 16-bit keys by
-    radix, in linear time; a stable sort of the int32 keys takes several times as long)."""
+    """
+    The stable order of non-negative int32 column numbers: two 16-bit radix passes (numpy sorts 16-bit keys by
+    radix, in linear time; a stable sort of the int32 keys takes several times as long).
+    """
     low = np.argsort((cols & 0xFFFF).astype(np.uint16), kind="stable")
     return low[np.argsort((cols[low] >> 16).astype(np.uint16), kind="stable")]
 
@@ -217,10 +219,12 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         self._made_executor = given is None
 
     def __del__(self) -> None:
-        """Stop the store's own async executor without waiting for its threads (they end once idle). Haystack's
+        """
+        Stop the store's own async executor without waiting for its threads (they end once idle). Haystack's
         store waits for them, and when the garbage collector runs that while a new thread is starting (CPython holds
         its thread-shutdown lock there) the process deadlocks: a dropped store that served an async search hung a
-        `run_async` for good (issue 39)."""
+        `run_async` for good (issue 39).
+        """
         if getattr(self, "_made_executor", False) and hasattr(self, "executor"):
             self.executor.shutdown(wait=False)
 

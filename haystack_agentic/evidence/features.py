@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from haystack_agentic.text import (
-    NAME_CONNECTORS, QUESTION_STOPWORDS, WORD_RE, alternation, fold, stem, strip_qualifier,
+    NAME_CONNECTORS,
+    QUESTION_STOPWORDS,
+    WORD_RE,
+    alternation,
+    fold,
+    stem,
+    strip_qualifier,
 )
 
 # Question words that may open a capitalised run without belonging to the entity ("Which", "In", "The").
@@ -40,7 +46,7 @@ TITLE_CHARS = 120
 SCATTERED_ENTITY_CREDIT = 0.5
 
 _WORD_RE = re.compile(r"\w+(?:['’.&-]\w+)*", re.UNICODE)
-_SENTENCE_ENDS = frozenset(".!?:;\n\"“")
+_SENTENCE_ENDS = frozenset('.!?:;\n"“')
 _POSSESSIVE_RE = re.compile(r"(\w)['’]s\b")
 #: Lower-case words inside a question's entity: a name's connectors and those of a work's title ("First for Women").
 _ENTITY_CONNECTORS = NAME_CONNECTORS | frozenset("for in on a an to".split())

@@ -20,8 +20,12 @@ from haystack import Document, logging
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.evidence.features import chunk_title, key_entities, question_terms, tokens
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
-from haystack_agentic.grounding.markers import (  # noqa: F401
-    MARKER_RE, UNCITED_KEY, append_markers, insert_markers, strip_markers,
+from haystack_agentic.grounding.markers import (
+    MARKER_RE,
+    UNCITED_KEY,
+    append_markers,
+    insert_markers,
+    strip_markers,
 )
 from haystack_agentic.grounding.sentence_splitter import (
     SENTENCE_SPANS_KEY,
@@ -345,8 +349,10 @@ def _terms(claim: str, question: str) -> tuple[tuple[tuple[str, ...], ...], froz
 
 @functools.lru_cache(maxsize=8192)
 def _words(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """A text's folded tokens and their stems, as sets. Cached: the same chunks and sentences are scored for every
-    claim of an answer, and question after question."""
+    """
+    A text's folded tokens and their stems, as sets. Cached: the same chunks and sentences are scored for every
+    claim of an answer, and question after question.
+    """
     found = frozenset(tokens(text))
     return found, frozenset(_stem(t) for t in found)
 
@@ -365,8 +371,10 @@ def _overlap(terms: tuple[Sequence[tuple[str, ...]], frozenset[str]], sentence: 
 
 
 def _phrase_in(phrase: Sequence[str], words: Sequence[str]) -> bool:
-    """Whether a name is in the words: as a phrase, or all its words ("Lev Ivanovich Yashin" has "Lev Yashin").
-    Either way every word of the name is in the words, and that alone is the test."""
+    """
+    Whether a name is in the words: as a phrase, or all its words ("Lev Ivanovich Yashin" has "Lev Yashin").
+    Either way every word of the name is in the words, and that alone is the test.
+    """
     return set(phrase) <= set(words)
 
 

@@ -69,7 +69,7 @@ def hhem_missing(
         if not found:
             msg = f"the foundation {foundation} has no config.json here"
             raise HHEMUnavailableError(msg)
-    except Exception as exc:  # noqa: BLE001 - any failure to find the files means the model is not available
+    except Exception as exc:
         return f"HHEM model {model!r} is not available ({type(exc).__name__}: {exc})"
     return None
 

@@ -9,6 +9,7 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
 from haystack import logging
 
 logger = logging.getLogger(__name__)

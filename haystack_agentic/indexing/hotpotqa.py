@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Load HotpotQA-style multi-hop QA files (HotpotQA, MuSiQue: JSONL rows `{"id", "question", "answer",
-"supporting_facts", "context": [[title, [sentence, ...]], ...]}`) as questions and deduplicated Haystack Documents."""
+"""
+Load HotpotQA-style multi-hop QA files (HotpotQA, MuSiQue: JSONL rows `{"id", "question", "answer",
+"supporting_facts", "context": [[title, [sentence, ...]], ...]}`) as questions and deduplicated Haystack Documents.
+"""
 
 import hashlib
 import json

@@ -16,11 +16,15 @@ from haystack import Document, Pipeline, logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
-from haystack_agentic.document_stores import document_counts, milvus_support
 from haystack_agentic.components.preprocessors.sentence_span_annotator import SentenceSpanAnnotator
 from haystack_agentic.components.writers.source_replacing_document_writer import SourceReplacingDocumentWriter
-from haystack_agentic.indexing.collections import describe_collection, list_collections, tag_documents
-from haystack_agentic.indexing.collections import validate_collection_name
+from haystack_agentic.document_stores import document_counts, milvus_support
+from haystack_agentic.indexing.collections import (
+    describe_collection,
+    list_collections,
+    tag_documents,
+    validate_collection_name,
+)
 from haystack_agentic.indexing.document_stores import check_embedding_dimension, embedding_dimension
 from haystack_agentic.indexing.indexing_pipeline import FILES_PER_RUN, MIME_TYPES, convert_files, file_sources
 from haystack_agentic.indexing.source_sync import clear_store, document_sources, remove_stale_chunks, source_key

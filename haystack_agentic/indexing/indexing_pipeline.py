@@ -164,7 +164,7 @@ def pdf_problem(data: bytes) -> str | None:
             reader = PdfReader(io.BytesIO(data))
             for page in reader.pages:
                 page.extract_text()
-    except Exception as exc:  # noqa: BLE001 - pypdf raises many kinds on damaged files
+    except Exception as exc:
         detail = " ".join(str(exc).split())[:_PDF_REASON_CHARS].encode("ascii", "backslashreplace").decode("ascii")
         return f"not a readable PDF ({type(exc).__name__}{': ' + detail if detail else ''})"
     finally:

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""In-memory document stores saved as JSON files (`index --store FILE`): loaded into instance-local stores, saved
-atomically, and changed under a lock (`store_file_lock`) so two `index` runs never lose each other's documents."""
+"""
+In-memory document stores saved as JSON files (`index --store FILE`): loaded into instance-local stores, saved
+atomically, and changed under a lock (`store_file_lock`) so two `index` runs never lose each other's documents.
+"""
 
 import contextlib
 import json
@@ -49,7 +51,7 @@ def read_store_file(path: Path | str) -> tuple[dict[str, Any], list[Document]]:
             msg = "it is not a saved document store (no `documents` list)"
             raise ValueError(msg)
         documents = [Document.from_dict(d) for d in data.pop("documents")]
-    except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
+    except Exception as exc:
         raise _unreadable(path, exc) from exc
     return data, documents
 
@@ -62,7 +64,7 @@ def load_store_file(path: Path | str) -> InMemoryDocumentStore:
         data.setdefault("init_parameters", {})["shared"] = False
         store = InMemoryDocumentStore.from_dict(data)
         store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
-    except Exception as exc:  # noqa: BLE001 - any unreadable store file gets the same one-line advice
+    except Exception as exc:
         raise _unreadable(Path(path), exc) from exc
     return store
 

@@ -40,8 +40,10 @@ _USAGE_COUNTER = ApproximateTokenCounter()
 
 @dataclass(frozen=True)
 class LLMCall:
-    """The outcome of one chat generator call: its `replies` (empty when it raised), the `error` it raised or
-    `None`, and the `state` with this call counted in `usage` for the role."""
+    """
+    The outcome of one chat generator call: its `replies` (empty when it raised), the `error` it raised or
+    `None`, and the `state` with this call counted in `usage` for the role.
+    """
 
     replies: list[ChatMessage]
     error: BaseException | None
@@ -171,8 +173,10 @@ class _Attempts:
         return chat_generator_span(self.generator, self.state, self.role, self.number + 1)
 
     def record(self, span: Any, result: Any, error: BaseException | None) -> LLMCall:
-        """Count one attempt in `usage` (a failed one has no estimated prompt tokens), tag its span; the replies are
-        the `valid_replies` of the generator's `result` (a result that breaks the contract is the attempt's error)."""
+        """
+        Count one attempt in `usage` (a failed one has no estimated prompt tokens), tag its span; the replies are
+        the `valid_replies` of the generator's `result` (a result that breaks the contract is the attempt's error).
+        """
         self.number += 1
         replies: list[ChatMessage] = []
         if error is None:
@@ -222,7 +226,7 @@ def call_generator(
             try:
                 result = run_with_timeout(generator, attempts.kwargs, attempts.timeout, "the chat generator")
                 error = None
-            except Exception as exc:  # noqa: BLE001 - any generator failure is a defined outcome of the loop
+            except Exception as exc:
                 result, error = None, exc
             return attempts.record(span, result, error)
 
@@ -250,7 +254,7 @@ async def call_generator_async(
             except TimeoutError as exc:
                 late = TimeoutError(f"the chat generator did not answer within {timeout} s")
                 result, error = None, exc if timeout is None else late
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 result, error = None, exc
             return attempts.record(span, result, error)
 

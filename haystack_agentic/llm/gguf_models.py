@@ -8,7 +8,6 @@ CLI lists the names without importing Haystack).
 """
 
 import hashlib
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,8 +24,10 @@ COPY_CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class KnownModel:
-    """A GGUF split over PyPI packages `<distribution_prefix>1` ... `<distribution_prefix><parts>` (release
-    `version`), whose joined file has `size` bytes and this `sha256`."""
+    """
+    A GGUF split over PyPI packages `<distribution_prefix>1` ... `<distribution_prefix><parts>` (release
+    `version`), whose joined file has `size` bytes and this `sha256`.
+    """
 
     name: str
     description: str
@@ -85,8 +86,10 @@ def known_model(name: str) -> KnownModel:
 
 
 def installed_model(name: str, folder: Path | str | None = None) -> Path | None:
-    """The file of the known model `name` in `folder` (default `MODELS_DIR`) if it is there with the expected size, else
-    `None`."""
+    """
+    The file of the known model `name` in `folder` (default `MODELS_DIR`) if it is there with the expected size, else
+    `None`.
+    """
     path = Path(folder or MODELS_DIR) / known_model(name).file_name
     return path if path.is_file() and path.stat().st_size == known_model(name).size else None
 

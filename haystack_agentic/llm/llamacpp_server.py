@@ -131,7 +131,7 @@ class LlamaCppServer:
         logger.info("Starting llama.cpp on {path} at {url}", path=str(self.model_path), url=self.base_url)
         try:
             self._server = xllamacpp.Server(params)
-        except Exception as exc:  # noqa: BLE001 - xllamacpp raises plain exceptions for a model it cannot load
+        except Exception as exc:
             msg = f"llama.cpp could not load {self.model_path}: {exc}"
             raise RuntimeError(msg) from exc
         deadline = time.monotonic() + START_DEADLINE
@@ -148,7 +148,7 @@ class LlamaCppServer:
         if self._server is None:
             return False
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1.0) as response:  # noqa: S310
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1.0) as response:
                 return json.loads(response.read()).get("status") == "ok"
         except (OSError, ValueError):  # URLError is an OSError
             return False

@@ -13,8 +13,10 @@ LOCAL_SERVER_API_KEY = "not-needed-for-a-local-server"
 
 
 class LocalServerKey(EnvVarSecret):
-    """`OPENAI_API_KEY` when it is set, else `LOCAL_SERVER_API_KEY`. It is Haystack's secret of that environment
-    variable in every other way (it serialises as one and loads back as one); only `resolve_value` differs."""
+    """
+    `OPENAI_API_KEY` when it is set, else `LOCAL_SERVER_API_KEY`. It is Haystack's secret of that environment
+    variable in every other way (it serialises as one and loads back as one); only `resolve_value` differs.
+    """
 
     def __init__(self) -> None:
         super().__init__((ENV_OPENAI_API_KEY,), True)  # the dataclass fields, by position: the variable, strict

@@ -31,8 +31,10 @@ DEFAULT_HISTORY_BUDGET_TOKENS = 4000
 
 
 def fit_turns(turns: Sequence[ChatMessage], budget_tokens: int, counter: TokenCounter) -> list[ChatMessage]:
-    """The turns that fit `budget_tokens`: the oldest user and assistant messages go first; system messages stay.
-    Each message is counted once (linear in the number of turns)."""
+    """
+    The turns that fit `budget_tokens`: the oldest user and assistant messages go first; system messages stay.
+    Each message is counted once (linear in the number of turns).
+    """
     sizes = [counter.count([message]) for message in turns]
     excess = sum(sizes) - budget_tokens
     kept = []
@@ -47,8 +49,10 @@ def fit_turns(turns: Sequence[ChatMessage], budget_tokens: int, counter: TokenCo
 def role_messages(
     system_prompt: str | None, question: str, conversation: Sequence[ChatMessage], prompt: str, counter: TokenCounter
 ) -> list[ChatMessage]:
-    """An LLM role's messages: a system message rendered from `system_prompt` (variable `question`) when given, the
-    conversation's turns but its last within `DEFAULT_HISTORY_BUDGET_TOKENS`, then `prompt` as the user message."""
+    """
+    An LLM role's messages: a system message rendered from `system_prompt` (variable `question`) when given, the
+    conversation's turns but its last within `DEFAULT_HISTORY_BUDGET_TOKENS`, then `prompt` as the user message.
+    """
     system = [ChatMessage.from_system(render(system_prompt, question=question))] if system_prompt else []
     earlier = fit_turns(conversation[:-1], DEFAULT_HISTORY_BUDGET_TOKENS, counter)
     return [*system, *earlier, ChatMessage.from_user(prompt)]
@@ -57,9 +61,11 @@ def role_messages(
 def format_chunks(
     chunks: Sequence[Any], max_chars: int, budget_tokens: int | None = None, counter: TokenCounter | None = None
 ) -> str:
-    """Chunks as a numbered list for a prompt, `[n] (title) content`, each cut to `max_chars` characters ('' for none).
+    """
+    Chunks as a numbered list for a prompt, `[n] (title) content`, each cut to `max_chars` characters ('' for none).
     With `budget_tokens`, chunks (best first) are added while they fit (counted by `counter`, default `CONSERVATIVE`);
-    a first chunk larger than the whole budget is cut to fit."""
+    a first chunk larger than the whole budget is cut to fit.
+    """
     counter = counter or CONSERVATIVE
     lines: list[str] = []
     used = 0  # tokens of the lines so far, one more for each line break

@@ -76,8 +76,10 @@ def suggested_search(state: LoopState) -> str | None:
 
 
 def refused_turns(state: LoopState) -> int:
-    """How many of the latest router turns in a row were refused (every step of the turn `invalid`); the searches the
-    loop made in place of refused decisions (`SUGGESTED_SEARCH_REASON`) do not break the row."""
+    """
+    How many of the latest router turns in a row were refused (every step of the turn `invalid`); the searches the
+    loop made in place of refused decisions (`SUGGESTED_SEARCH_REASON`) do not break the row.
+    """
     turns: dict[int, list[ToolStep]] = {}
     for step in state.tool_history:
         turns.setdefault(step.iteration, []).append(step)
@@ -103,8 +105,10 @@ def _last_turn_refusals(state: LoopState) -> list[str]:
 
 
 def refused_turn_note(state: LoopState, say_why: bool = True) -> str | None:
-    """The feedback after a refused turn the loop made no search in place of (the chunks suggest nothing new): why
-    (unless `say_why` is off: a tool error said it), and what to do instead; `None` after any other turn."""
+    """
+    The feedback after a refused turn the loop made no search in place of (the chunks suggest nothing new): why
+    (unless `say_why` is off: a tool error said it), and what to do instead; `None` after any other turn.
+    """
     reasons = _last_turn_refusals(state)
     if not reasons:
         return None
@@ -114,8 +118,10 @@ def refused_turn_note(state: LoopState, say_why: bool = True) -> str | None:
 
 
 def with_refused_turn_note(state: LoopState) -> LoopState:
-    """Tools mode, before a router turn after a refused turn: the feedback added to the refusal's last tool error (or
-    to the user's nudge; else a new user message). Any other turn: the state as it is."""
+    """
+    Tools mode, before a router turn after a refused turn: the feedback added to the refusal's last tool error (or
+    to the user's nudge; else a new user message). Any other turn: the state as it is.
+    """
     if not _last_turn_refusals(state):
         return state
     last = state.messages[-1] if state.messages else None
@@ -157,8 +163,10 @@ def absorb_refusals(routed: dict[str, Any], turn: int) -> dict[str, Any]:
 
 
 def _call_text(state: LoopState) -> bool:
-    """Whether the draft only repeats the text of an earlier assistant message that made tool calls: a small model
-    copies it back as its answer."""
+    """
+    Whether the draft only repeats the text of an earlier assistant message that made tool calls: a small model
+    copies it back as its answer.
+    """
     draft = (state.draft or "").strip().casefold()
     return any(
         message.tool_calls and (message.text or "").strip().casefold() == draft

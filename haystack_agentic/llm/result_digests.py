@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Earlier tool results sent to the controller LLM (tools mode) as digests, one line per chunk (held in each tool
-message's `meta[DIGEST_META_KEY]`); the model reads a chunk again with `read_chunk(id)`."""
+"""
+Earlier tool results sent to the controller LLM (tools mode) as digests, one line per chunk (held in each tool
+message's `meta[DIGEST_META_KEY]`); the model reads a chunk again with `read_chunk(id)`.
+"""
 
 import re
 from collections.abc import Iterable, Sequence
@@ -28,8 +30,10 @@ def short_id(doc_id: str) -> str:
 
 
 def numbered_chunks(heading: str, documents: Sequence[Document], preview_chars: int, shown: Iterable[str] = ()) -> str:
-    """A tool result's chunks: `heading`, then per chunk `[n] id=<short id> title=...` and its text cut at
-    `preview_chars` (`[already shown]` instead for an id in `shown`)."""
+    """
+    A tool result's chunks: `heading`, then per chunk `[n] id=<short id> title=...` and its text cut at
+    `preview_chars` (`[already shown]` instead for an id in `shown`).
+    """
     shown = set(shown)
     lines = [heading]
     for number, doc in enumerate(documents, start=1):

@@ -67,8 +67,10 @@ def status_code(exc: BaseException) -> int | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a chat generator's exception is worth retrying: timeouts, dropped connections, HTTP 408, 409, 429 and
-    5xx, unless its text names a server option (`500 tools param requires --jinja flag`)."""
+    """
+    Whether a chat generator's exception is worth retrying: timeouts, dropped connections, HTTP 408, 409, 429 and
+    5xx, unless its text names a server option (`500 tools param requires --jinja flag`).
+    """
     if _SERVER_OPTION.search(str(exc)):
         return False
     code = status_code(exc)
@@ -95,13 +97,15 @@ def refuses_response_format(exc: BaseException) -> bool:
 
 def generator_retries_itself(generator: Any) -> bool:
     """Whether a chat generator retries on its own: a `max_retries` attribute other than 0 (`OpenAIChatGenerator`)."""
-    return hasattr(generator, "max_retries") and getattr(generator, "max_retries") != 0
+    return hasattr(generator, "max_retries") and generator.max_retries != 0
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retry transient failures (`is_failure(outcome)`) up to `max_retries` times, `backoff` seconds before the first
-    retry, doubling each retry; `describe(outcome)` names the failure in the log line before a retry."""
+    """
+    Retry transient failures (`is_failure(outcome)`) up to `max_retries` times, `backoff` seconds before the first
+    retry, doubling each retry; `describe(outcome)` names the failure in the log line before a retry.
+    """
 
     max_retries: int
     backoff: float

@@ -24,8 +24,10 @@ MIN_PROMPT_BUDGET = 256
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """What a llama.cpp-style server reported (`None`: not reported): whether the model's chat template handles
-    tools, and the context size of one slot in tokens."""
+    """
+    What a llama.cpp-style server reported (`None`: not reported): whether the model's chat template handles
+    tools, and the context size of one slot in tokens.
+    """
 
     supports_tools: bool | None = None
     n_ctx: int | None = None

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Token streaming of the LLM calls and step events on one `streaming_callback`: a chunk's `meta` holds its call's
-`ROLE_META` and `ANSWER_META`, or, for a step event (no text), `EVENT_META` and `STEP_META`."""
+"""
+Token streaming of the LLM calls and step events on one `streaming_callback`: a chunk's `meta` holds its call's
+`ROLE_META` and `ANSWER_META`, or, for a step event (no text), `EVENT_META` and `STEP_META`.
+"""
 
 import asyncio
 import inspect
@@ -63,11 +65,13 @@ def tagged(chunk: StreamingChunk, role: str, answer: bool) -> StreamingChunk:
 
 
 class AnswerTextHold:
-    """Streams an answer call's text as the final answer reads it: the loop writes the answer without the model's own
+    """
+    Streams an answer call's text as the final answer reads it: the loop writes the answer without the model's own
     `[n]` markers and without surrounding whitespace (`grounding.markers.strip_markers`), then appends the citations
     it found in the chunks. So the model's markers are dropped as they stream, and what could still become one (an
     unclosed `[12`, the spaces before it) or be trailing whitespace is held; `rest` then sends what the final answer
-    has beyond the streamed text: the held part it kept and the loop's markers."""
+    has beyond the streamed text: the held part it kept and the loop's markers.
+    """
 
     def __init__(self) -> None:
         #: The text passed on so far: a prefix of the final answer.
@@ -77,8 +81,10 @@ class AnswerTextHold:
         self._space = ""  # whitespace passed on only once text follows it
 
     def accept(self, chunks: list[StreamingChunk]) -> list[StreamingChunk]:
-        """The chunks with their text as the answer will read it; a chunk whose text was all held is left out (unless
-        it ends the reply)."""
+        """
+        The chunks with their text as the answer will read it; a chunk whose text was all held is left out (unless
+        it ends the reply).
+        """
         passed = []
         for chunk in chunks:
             if not isinstance(chunk.content, str) or not chunk.content:
@@ -106,8 +112,10 @@ class AnswerTextHold:
         return kept
 
     def rest(self, answer: str, role: str) -> list[StreamingChunk]:
-        """The answer-tagged chunk of what `answer` (the final answer) has beyond the streamed text; none when it
-        has nothing more, or when it does not start with the streamed text (a reply replaced after it streamed)."""
+        """
+        The answer-tagged chunk of what `answer` (the final answer) has beyond the streamed text; none when it
+        has nothing more, or when it does not start with the streamed text (a reply replaced after it streamed).
+        """
         if not answer.startswith(self.sent):
             logger.debug("The final answer does not continue the streamed {role} text; nothing more is sent.", role=role)
             return []
@@ -122,8 +130,10 @@ def _in_marker(char: str) -> bool:
 
 
 def _open_marker_start(text: str) -> int:
-    """Where `text`'s end that could still grow into a marker starts: an unclosed `[` of digits and commas with the
-    spaces and tabs before it, else the trailing spaces and tabs (`len(text)` when there is none)."""
+    """
+    Where `text`'s end that could still grow into a marker starts: an unclosed `[` of digits and commas with the
+    spaces and tabs before it, else the trailing spaces and tabs (`len(text)` when there is none).
+    """
     start = len(text)
     while start > 0 and _in_marker(text[start - 1]):
         start -= 1
@@ -156,9 +166,11 @@ class _NoAnswerHold:
 
 
 class CallTextHold:
-    """Holds a streamed reply's chunks while its text could still be tool calls written as text
+    """
+    Holds a streamed reply's chunks while its text could still be tool calls written as text
     (`llm.text_tool_calls.could_be_calls`): the owner drops them (`drop`) when the reply was calls, else passes them
-    on (`release`) once the reply is over."""
+    on (`release`) once the reply is over.
+    """
 
     #: Characters of the reply's start that decide: the lead-in window and the longest opener.
     _DECIDING_CHARS = 2 * LEAD_IN_MAX_CHARS
@@ -202,10 +214,12 @@ def role_callback(
     hold_no_answer: bool = False,
     hold: CallTextHold | AnswerTextHold | None = None,
 ) -> Callable[[StreamingChunk], None] | None:
-    """A sync callback for a chat generator that tags each chunk (`tagged`) and passes it on (`None` without a
+    """
+    A sync callback for a chat generator that tags each chunk (`tagged`) and passes it on (`None` without a
     callback); `hold_no_answer` holds text back while it could be the fallback's `NO ANSWER` (dropped if it is);
     `hold` holds tagged chunks back while the reply could be tool calls written as text (`CallTextHold`), or
-    streams them as the final answer will read them (`AnswerTextHold`)."""
+    streams them as the final answer will read them (`AnswerTextHold`).
+    """
     if callback is None:
         return None
     pieces = _tagger(role, answer, hold_no_answer)
@@ -235,15 +249,19 @@ def role_callback_async(
 
 
 def for_thread(callback: Callable[[StreamingChunk], Awaitable[None]]) -> Callable[[StreamingChunk], None]:
-    """A sync callback that runs the async one on the current event loop and waits, for a generator's sync `run` in
-    a worker thread. Call it from the event loop's thread."""
+    """
+    A sync callback that runs the async one on the current event loop and waits, for a generator's sync `run` in
+    a worker thread. Call it from the event loop's thread.
+    """
     loop = asyncio.get_running_loop()
     return lambda chunk: asyncio.run_coroutine_threadsafe(callback(chunk), loop).result()
 
 
 def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
-    """The callback as a plain function, sync or async like it (Haystack deep-copies pipeline inputs: a function is
-    copied as itself, a bound method would copy its object)."""
+    """
+    The callback as a plain function, sync or async like it (Haystack deep-copies pipeline inputs: a function is
+    copied as itself, a bound method would copy its object).
+    """
     if _is_async(callback):
 
         async def forward_async(chunk: StreamingChunk) -> None:
@@ -258,8 +276,10 @@ def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
 
 
 def step_chunks(before: LoopState, after: LoopState | None) -> Iterator[StreamingChunk]:
-    """Step events (chunks without text) for the steps `after` recorded beyond `before`'s, after a `documents`
-    event for a search whose chunks came back."""
+    """
+    Step events (chunks without text) for the steps `after` recorded beyond `before`'s, after a `documents`
+    event for a search whose chunks came back.
+    """
     if after is None:
         return
     known = len(before.tool_history)
@@ -297,8 +317,10 @@ def routed_state(outputs: dict[str, Any]) -> LoopState | None:
 
 
 def held_text(hold: CallTextHold | None, before: LoopState, routed: dict[str, Any]) -> list[StreamingChunk]:
-    """The reply's held chunks to stream after a router turn from `before` to `routed` (a router's outputs): none
-    when the turn recovered the reply's text as tool calls (`RECOVERED_TOOL_CALLS` grew), else all of them."""
+    """
+    The reply's held chunks to stream after a router turn from `before` to `routed` (a router's outputs): none
+    when the turn recovered the reply's text as tool calls (`RECOVERED_TOOL_CALLS` grew), else all of them.
+    """
     if hold is None:
         return []
     after = routed_state(routed)

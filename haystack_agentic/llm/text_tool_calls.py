@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Tool calls a model wrote as text instead of native tool calls, as small local models often do: a reply whose
+"""
+Tool calls a model wrote as text instead of native tool calls, as small local models often do: a reply whose
 content is nothing but calls (fenced JSON, bare `{"name": ..., "arguments": ...}` objects (or with the arguments
 beside the name) or a list of them,
 `<tool_call>`/`<tools>` tags), after at most one short lead-in line, becomes those calls, when every call names an
@@ -105,8 +106,10 @@ def is_only_calls(text: str | None) -> bool:
 
 
 def could_be_calls(text: str) -> bool:
-    """Whether a reply that starts with `text` (a streamed prefix) could still turn out to be calls written as text:
-    empty, or an opener after at most a short lead-in line, or a lead-in line still being written."""
+    """
+    Whether a reply that starts with `text` (a streamed prefix) could still turn out to be calls written as text:
+    empty, or an opener after at most a short lead-in line, or a lead-in line still being written.
+    """
     body = text.lstrip()[: LEAD_IN_MAX_CHARS + len(OPENERS[1]) + 1]
     opener = _first_opener(body)
     if opener is not None:
@@ -134,8 +137,10 @@ def _lead_in_end(body: str) -> int:
 
 
 def _blocks(region: str, truncated: bool, nesting: int) -> list[Any]:
-    """The JSON values of a region made only of calls: fences, tags and JSON values separated by whitespace (or a
-    comma between JSON values). A trailing incomplete block is dropped when `truncated`; anything else raises."""
+    """
+    The JSON values of a region made only of calls: fences, tags and JSON values separated by whitespace (or a
+    comma between JSON values). A trailing incomplete block is dropped when `truncated`; anything else raises.
+    """
     if nesting > _MAX_BLOCK_NESTING:
         raise _NotCallsError
     values: list[Any] = []
@@ -194,8 +199,10 @@ def _tag(region: str, pos: int, truncated: bool, nesting: int, values: list[Any]
 
 
 def _json_value(region: str, pos: int, truncated: bool, values: list[Any]) -> int:
-    """Decode the JSON object (a call) or list (of calls) at `pos` into `values`; a cut-off one when `truncated`
-    keeps a list's complete calls and drops the rest."""
+    """
+    Decode the JSON object (a call) or list (of calls) at `pos` into `values`; a cut-off one when `truncated`
+    keeps a list's complete calls and drops the rest.
+    """
     try:
         value, end = _DECODER.raw_decode(region, pos)
     except ValueError:  # not JSON, or an integer over Python's 4,300-digit limit
@@ -242,8 +249,10 @@ def _cut(region: str, truncated: bool) -> int:
 
 
 def _call(value: Any, offered: dict[str, Tool]) -> tuple[str, dict[str, Any]]:
-    """The (tool name, arguments) of a call object; `_NotCallsError` unless it names an offered tool with valid
-    arguments."""
+    """
+    The (tool name, arguments) of a call object; `_NotCallsError` unless it names an offered tool with valid
+    arguments.
+    """
     name, written = _call_parts(value)
     tool = offered.get(name)
     if tool is None:
@@ -258,8 +267,10 @@ def _call(value: Any, offered: dict[str, Tool]) -> tuple[str, dict[str, Any]]:
 
 
 def _call_parts(value: Any) -> tuple[str, Any]:
-    """The (name, arguments as written) of a JSON value with a call's shape, whichever tools exist; `_NotCallsError` for
-    any other value."""
+    """
+    The (name, arguments as written) of a JSON value with a call's shape, whichever tools exist; `_NotCallsError` for
+    any other value.
+    """
     if not isinstance(value, dict) or _depth(value) > MAX_DEPTH:
         raise _NotCallsError
     if "function" in value:  # {"type": "function", "function": {"name": ..., "arguments": ...}}

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Counting prompt tokens (the model's Hugging Face tokenizer, `tiktoken`, or a conservative estimate:
-`token_counter_for`), and fitting a tool-calling conversation into a token budget (`compact_messages`)."""
+"""
+Counting prompt tokens (the model's Hugging Face tokenizer, `tiktoken`, or a conservative estimate:
+`token_counter_for`), and fitting a tool-calling conversation into a token budget (`compact_messages`).
+"""
 
 import json
 import math
@@ -74,8 +76,10 @@ class IdentityMemo(Generic[V]):
 
 
 class TokenCounter:
-    """Counts the tokens of texts and chat prompts (like Haystack's `TokenCounter`, plus `count_text`); subclasses
-    count one text (`_count_text`). Counts of texts (the 1024 most recent) and of each live message are cached."""
+    """
+    Counts the tokens of texts and chat prompts (like Haystack's `TokenCounter`, plus `count_text`); subclasses
+    count one text (`_count_text`). Counts of texts (the 1024 most recent) and of each live message are cached.
+    """
 
     name = "token counter"
 
@@ -120,8 +124,10 @@ class TokenCounter:
 
 
 def render_message(message: ChatMessage) -> str:
-    """One message as plain text: `[role] text`, `[role -> tool_call] name({json})` per tool call, `[tool:name] result`
-    per tool result, `<image>` / `<file: name>` stand-ins."""
+    """
+    One message as plain text: `[role] text`, `[role -> tool_call] name({json})` per tool call, `[tool:name] result`
+    per tool result, `<image>` / `<file: name>` stand-ins.
+    """
     role = message.role.value
     if message.tool_call_results:
         return "\n".join(
@@ -266,7 +272,7 @@ def _load_tiktoken(tiktoken: Any, encoding_name: str) -> TiktokenTokenCounter | 
     def load() -> None:
         try:
             loaded["encoding"] = tiktoken.get_encoding(encoding_name)
-        except Exception as exc:  # noqa: BLE001 - any failure means: use the estimate
+        except Exception as exc:
             loaded["error"] = exc
 
     thread = threading.Thread(target=load, name=f"tiktoken-{encoding_name}", daemon=True)
@@ -284,8 +290,10 @@ def _load_tiktoken(tiktoken: Any, encoding_name: str) -> TiktokenTokenCounter | 
 
 
 def token_counter_for(generator: Any) -> TokenCounter:
-    """The best token counter for a chat generator's model: its Hugging Face tokenizer when exposed (after
-    `warm_up`), else `tiktoken` for an OpenAI model name (`generator.model`) when it loads, else `CONSERVATIVE`."""
+    """
+    The best token counter for a chat generator's model: its Hugging Face tokenizer when exposed (after
+    `warm_up`), else `tiktoken` for an OpenAI model name (`generator.model`) when it loads, else `CONSERVATIVE`.
+    """
     if generator is None:
         return CONSERVATIVE
     tokenizer = hf_tokenizer(generator)

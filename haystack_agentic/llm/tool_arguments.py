@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Reading a model's tool call arguments (text that is not JSON, `null`, numbers JSON cannot hold: `1e999`, `NaN`)
-without raising anything but `ValueError`."""
+"""
+Reading a model's tool call arguments (text that is not JSON, `null`, numbers JSON cannot hold: `1e999`, `NaN`)
+without raising anything but `ValueError`.
+"""
 
 import math
 from typing import Any
@@ -9,8 +11,10 @@ from haystack_agentic.llm.valid_text import decode_json, model_value
 
 
 def decode_arguments(arguments: Any) -> tuple[Any, str | None]:
-    """`ToolCall.arguments` (a dict, JSON text, `None`, anything) decoded: `(value, None)` (blank text and `None` give
-    `{}`), or `(None, the decoder's message)` when not JSON."""
+    """
+    `ToolCall.arguments` (a dict, JSON text, `None`, anything) decoded: `(value, None)` (blank text and `None` give
+    `{}`), or `(None, the decoder's message)` when not JSON.
+    """
     if isinstance(arguments, str):
         try:
             arguments = decode_json(arguments) if arguments.strip() else {}
@@ -32,8 +36,10 @@ def finite(value: Any) -> Any:
 
 
 def whole_number(value: Any, minimum: int, maximum: int) -> int:
-    """A count a model asked for (an int, a whole float `7.0`, a string of digits `"7"`), at least `minimum`, capped at
-    `maximum`; `ValueError` for anything else (bools, `inf`, `2.5`, `"many"`) and numbers below `minimum`."""
+    """
+    A count a model asked for (an int, a whole float `7.0`, a string of digits `"7"`), at least `minimum`, capped at
+    `maximum`; `ValueError` for anything else (bools, `inf`, `2.5`, `"many"`) and numbers below `minimum`.
+    """
     problem = f"must be an integer from {minimum} to {maximum}"
     if isinstance(value, str):
         text = value.strip()

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A user tool run by its public `invoke`, with `inputs_from_state`, `outputs_to_state` and `outputs_to_string` as
-Haystack's `Agent` applies them (its functions for it are private); Documents it returns join the run's chunks."""
+"""
+A user tool run by its public `invoke`, with `inputs_from_state`, `outputs_to_state` and `outputs_to_string` as
+Haystack's `Agent` applies them (its functions for it are private); Documents it returns join the run's chunks.
+"""
 
 import dataclasses
 import inspect
@@ -31,8 +33,10 @@ FILTERS_KEY = "filters"
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """What one user tool call produced: the tool `message` for the model, the `documents` to merge into the run's
-    chunks (within its filters), the `tool_state` after the call, the `text` the model sees, whether it failed."""
+    """
+    What one user tool call produced: the tool `message` for the model, the `documents` to merge into the run's
+    chunks (within its filters), the `tool_state` after the call, the `text` the model sees, whether it failed.
+    """
 
     message: ChatMessage
     documents: tuple[Document, ...] = ()
@@ -66,7 +70,7 @@ def invoke_user_tool(
             _merge_outputs_into_state(tool, result, state)
             text = _result_text(tool, result, filters)
             span.set_content_tag("haystack.agent.step.tool.output", result)
-        except Exception as exc:  # noqa: BLE001 - a failing tool, or an outputs_to_state handler that raised
+        except Exception as exc:
             span.set_tag("haystack.tool.error", True)
             text, failed = f"Error in {tool.name}: {type(exc).__name__}: {exc}", True
     if failed:
@@ -97,7 +101,7 @@ def within_filters(documents: list[Document], filters: Mapping[str, Any] | None)
         try:
             if document_matches_filter(dict(filters), doc):
                 kept.append(doc)
-        except Exception as exc:  # noqa: BLE001 - a filter that does not fit the tool's metadata
+        except Exception as exc:
             logger.warning("Tool document {id} left out: the filters do not apply ({error})", id=doc.id, error=exc)
     return kept
 
@@ -124,7 +128,7 @@ def _arguments_with_state(tool: Tool, arguments: dict[str, Any], state: State) -
     if function is not None and not isinstance(tool, ComponentTool):
         try:
             hints = typing.get_type_hints(function)
-        except Exception:  # noqa: BLE001 - unresolvable annotations: nothing to inject
+        except Exception:
             hints = {}
         for name in inspect.signature(function).parameters:
             if hints.get(name) is State:
@@ -162,7 +166,7 @@ def _output_text(config: Mapping[str, Any], result: Any, tool: Tool) -> str:
     if (handler := config.get("handler")) is not None:
         try:
             return _as_text(handler(value))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             logger.warning("Output handler of tool {tool} failed ({error}); plain text used.", tool=tool.name, error=exc)
     if config.get("raw_result") and isinstance(value, (list, tuple)):  # content parts: their text
         return " ".join(getattr(part, "text", "") or "" for part in value)

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Text an LLM or a store sends, made valid Unicode: a lone UTF-16 surrogate (which UTF-8 encoders downstream
+"""
+Text an LLM or a store sends, made valid Unicode: a lone UTF-16 surrogate (which UTF-8 encoders downstream
 would raise on) becomes U+FFFD; a surrogate pair becomes the character it encodes. And every value a chat generator
-returns, given one defined shape where it enters the loop (`valid_replies`, `model_value`, `decode_json`)."""
+returns, given one defined shape where it enters the loop (`valid_replies`, `model_value`, `decode_json`).
+"""
 
 import dataclasses
 import json
@@ -128,8 +130,10 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", flags=re.DOTALL | re.IGNORECASE)
 
 
 def _decoded(decode: Any, *args: Any) -> Any:
-    """`decode(*args)`, its `RecursionError` as a `ValueError` (the others it raises are: `JSONDecodeError`, and
-    the one for an integer of more than 4,300 digits)."""
+    """
+    `decode(*args)`, its `RecursionError` as a `ValueError` (the others it raises are: `JSONDecodeError`, and
+    the one for an integer of more than 4,300 digits).
+    """
     try:
         return decode(*args)
     except RecursionError as exc:
@@ -239,8 +243,10 @@ def valid_replies(result: Any) -> list[ChatMessage]:
 
 
 def strict_json(value: Any) -> Any:
-    """`value` safe for strict JSON and UTF-8: `valid_text` on every string, `None` for a non-finite float, through
-    dicts, lists and tuples (tuples become lists)."""
+    """
+    `value` safe for strict JSON and UTF-8: `valid_text` on every string, `None` for a non-finite float, through
+    dicts, lists and tuples (tuples become lists).
+    """
     if isinstance(value, str):
         return valid_text(value)
     if isinstance(value, float):
@@ -253,8 +259,10 @@ def strict_json(value: Any) -> Any:
 
 
 def valid_document(doc: Document) -> Document:
-    """A document (itself when nothing needed changing) with valid text in its id, content and meta, and no score
-    for a non-finite one."""
+    """
+    A document (itself when nothing needed changing) with valid text in its id, content and meta, and no score
+    for a non-finite one.
+    """
     changes: dict[str, Any] = {}
     if isinstance(doc.id, str) and valid_text(doc.id) is not doc.id:
         changes["id"] = valid_text(doc.id)

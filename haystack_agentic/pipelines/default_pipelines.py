@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The packaged pipelines, built in Python; `python -m haystack_agentic.pipelines.default_pipelines [DIR]` (`make
-pipelines`) writes them as the YAML files under `pipelines/`."""
+"""
+The packaged pipelines, built in Python; `python -m haystack_agentic.pipelines.default_pipelines [DIR]` (`make
+pipelines`) writes them as the YAML files under `pipelines/`.
+"""
 
 import sys
 import tempfile
@@ -12,22 +14,22 @@ from haystack.components.generators.chat import OpenAIChatGenerator
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic.components.routers.agentic_router import AgenticRouter
-from haystack_agentic.components.generators.answerer import Answerer
-from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.extractors.short_answer_extractor import ShortAnswerExtractor
+from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
 from haystack_agentic.components.loop.loop_controller import LoopController
 from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
+from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
+from haystack_agentic.components.routers.agentic_router import AgenticRouter
+from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
+from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 from haystack_agentic.pipelines.packaged_yaml import packaged_yaml
 from haystack_agentic.resources import pipelines_dir
 from haystack_agentic.settings import DEFAULT_OPENAI_MODEL
-from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
-from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 
 #: The in-memory store index the packaged pipelines share (in-memory stores with one index share storage).
 INDEX_NAME = "haystack-agentic"
@@ -85,8 +87,10 @@ def servable(pipeline: Pipeline) -> HayhooksPipeline:
 def embedded_answer_stages(
     chat_generator: Any, max_chunks: int, chunks_per_search: int | None = None
 ) -> dict[str, Any]:
-    """`build_loop_pipeline`'s `answerer` (SmolLM2's prompts, short chunks) and `extractor` (the 135M model answers in
-    sentences: a `ShortAnswerExtractor` keeps the span) of the embedded pipelines and `eval`'s offline configs."""
+    """
+    `build_loop_pipeline`'s `answerer` (SmolLM2's prompts, short chunks) and `extractor` (the 135M model answers in
+    sentences: a `ShortAnswerExtractor` keeps the span) of the embedded pipelines and `eval`'s offline configs.
+    """
     answerer = Answerer(
         chat_generator=chat_generator, system_prompt=EMBEDDED_SYSTEM_PROMPT, generate_prompt=EMBEDDED_GENERATE_PROMPT,
         max_chunks=max_chunks, chunk_chars=EMBEDDED_CHUNK_CHARS, chunks_per_search=chunks_per_search,
@@ -106,8 +110,10 @@ def embedded_fallback(chat_generator: Any, max_chunks: int) -> FallbackSynthesiz
 def embedded_pipeline(
     grounded: bool = True, store: Any = None, retriever_class: Any = None, query_embedder: Any = None
 ) -> Pipeline:
-    """The offline default: bridge-entity routing, SmolLM2-135M answers, 6 chunks, over in-memory BM25 (a
-    `SparseBM25DocumentStore`) or `store` with `retriever_class` and `query_embedder`; local-only HHEM (`grounded`)."""
+    """
+    The offline default: bridge-entity routing, SmolLM2-135M answers, 6 chunks, over in-memory BM25 (a
+    `SparseBM25DocumentStore`) or `store` with `retriever_class` and `query_embedder`; local-only HHEM (`grounded`).
+    """
     store = store if store is not None else SparseBM25DocumentStore(index=INDEX_NAME)
     router = BridgeEntityRouter(document_store=store, first_top_k=4, follow_up_top_k=1, max_follow_ups=2)
     return build_loop_pipeline(

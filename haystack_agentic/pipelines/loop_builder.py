@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`build_loop`: the one place that turns `LoopOptions` into a loop pipeline (every option is applied to the YAML's
-dict before the pipeline is built)."""
+"""
+`build_loop`: the one place that turns `LoopOptions` into a loop pipeline (every option is applied to the YAML's
+dict before the pipeline is built).
+"""
 
 import copy
 from collections.abc import Callable
@@ -149,8 +151,10 @@ class LoopOptions:
 
 
 def milvus_has_bm25(uri: str) -> bool:
-    """Whether the Milvus at `uri` can serve the hybrid pipeline: `False` when the packaged collection has no BM25
-    field, or none yet on a server older than 2.5; `True` for a Lite file or an unreachable server (loading says so)."""
+    """
+    Whether the Milvus at `uri` can serve the hybrid pipeline: `False` when the packaged collection has no BM25
+    field, or none yet on a server older than 2.5; `True` for a Lite file or an unreachable server (loading says so).
+    """
     if "://" not in uri:
         return True
     from haystack_agentic.document_stores import milvus_support  # noqa: PLC0415
@@ -165,7 +169,7 @@ def milvus_has_bm25(uri: str) -> bool:
             version = milvus_support.server_version(client)
         finally:
             client.close()
-    except Exception:  # noqa: BLE001 - unreachable: loading the pipeline says so with the address
+    except Exception:
         return True
     return not (sparse is False or (sparse is None and not milvus_support.supports_bm25(version)))
 
@@ -253,8 +257,10 @@ def _set_limits(data: dict[str, Any], options: LoopOptions) -> None:
 
 
 def _limit_generator(generator: dict[str, Any], options: LoopOptions) -> None:
-    """A role's serialised chat generator with the run's seconds and tokens per call: its own `timeout` (an HTTP
-    client's, e.g. the packaged YAMLs' 60 s) would otherwise cut a call the role allows longer."""
+    """
+    A role's serialised chat generator with the run's seconds and tokens per call: its own `timeout` (an HTTP
+    client's, e.g. the packaged YAMLs' 60 s) would otherwise cut a call the role allows longer.
+    """
     params = generator.setdefault("init_parameters", {})
     defaults = class_defaults(str(generator.get("type", ""))) or {}
     if options.timeout is not None and ("timeout" in defaults or "timeout" in params):

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Assemble the agentic loop as a Haystack `Pipeline` with a cycle: how the packaged YAMLs are made, and how Python
-users build the same graph around their own retriever and chat generators."""
+"""
+Assemble the agentic loop as a Haystack `Pipeline` with a cycle: how the packaged YAMLs are made, and how Python
+users build the same graph around their own retriever and chat generators.
+"""
 
 from typing import Any
 

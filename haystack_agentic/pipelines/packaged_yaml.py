@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The packaged YAML files written for people: only the init parameters that differ from the defaults, a comment per
-component, one connection per line, a shared document store written once (`&store`, `*store`)."""
+"""
+The packaged YAML files written for people: only the init parameters that differ from the defaults, a comment per
+component, one connection per line, a shared document store written once (`&store`, `*store`).
+"""
 
 import importlib
 import inspect
@@ -93,7 +95,7 @@ COMPONENT_NOTES = {
     "Answerer": "writes the final answer from the chunks (no chat_generator: the router's answer stands).\n"
     "Change: chat_generator, system_prompt, generate_prompt (Jinja: {{ chunks }}, {{ question }}), max_chunks.",
     "ShortAnswerExtractor": "cuts the answer the model wrote in a sentence down to the short answer it adds to the "
-    "question (a name, date, number, yes/no, or an option of an \"A or B\" question), cited by its chunk sentence.\n"
+    'question (a name, date, number, yes/no, or an option of an "A or B" question), cited by its chunk sentence.\n'
     "Change: max_chunks, chunks_per_search, as the answerer's (the chunks the span is looked up in).",
     "FallbackSynthesizer": "when the loop reaches max_iterations, one LLM call answers from the chunks found.\n"
     "Change: chat_generator, synthesis_prompt; enabled: false to end without an answer instead.",

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Progress of a loop run as it happens: one event per recorded step, then the result, read from the states the
-`controller` and `router` emit through Haystack's `Pipeline.run_async_generator`."""
+"""
+Progress of a loop run as it happens: one event per recorded step, then the result, read from the states the
+`controller` and `router` emit through Haystack's `Pipeline.run_async_generator`.
+"""
 
 import asyncio
 from collections.abc import AsyncIterator, Callable

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Resuming a loop pipeline from a Haystack pipeline snapshot. `Pipeline.run` takes no `allowed_modules`, so resuming
-trusts the one module of `LoopState` process-wide (docs/decisions.md, "Resuming snapshots")."""
+"""
+Resuming a loop pipeline from a Haystack pipeline snapshot. `Pipeline.run` takes no `allowed_modules`, so resuming
+trusts the one module of `LoopState` process-wide (docs/decisions.md, "Resuming snapshots").
+"""
 
 import asyncio
 from pathlib import Path

@@ -12,7 +12,11 @@ from haystack import Document
 
 from haystack_agentic.dataclasses.loop_state import merge_chunks
 from haystack_agentic.policies.entity_scoring import (
-    Candidate, PageIndex, generic_specificity, is_generic, score_candidate,
+    Candidate,
+    PageIndex,
+    generic_specificity,
+    is_generic,
+    score_candidate,
 )
 from haystack_agentic.policies.mention_search import covers_open_words, mentions_search
 from haystack_agentic.text import STOPWORDS, WORD_RE, content_words, fold, folded_words, strip_qualifier

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Serving the agentic loop with hayhooks (the `serve` extra). The names below load on first use (PEP 562): without
-the extra, `import haystack_agentic.serving` works and using a name raises one line naming the extra."""
+"""
+Serving the agentic loop with hayhooks (the `serve` extra). The names below load on first use (PEP 562): without
+the extra, `import haystack_agentic.serving` works and using a name raises one line naming the extra.
+"""
 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -18,7 +20,12 @@ __all__ = [
 
 if TYPE_CHECKING:
     from haystack_agentic.serving.agentic_loop_wrapper import (
-        AgenticLoopWrapper, BadRequest, answer_text, check_question, load_served_pipeline, progress_line,
+        AgenticLoopWrapper,
+        BadRequest,
+        answer_text,
+        check_question,
+        load_served_pipeline,
+        progress_line,
     )
 
 

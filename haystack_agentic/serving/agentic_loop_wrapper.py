@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`AgenticLoopWrapper`: a hayhooks `PipelineWrapper` that serves a loop pipeline YAML over REST, the
-OpenAI-compatible chat API (with streamed progress) and MCP."""
+"""
+`AgenticLoopWrapper`: a hayhooks `PipelineWrapper` that serves a loop pipeline YAML over REST, the
+OpenAI-compatible chat API (with streamed progress) and MCP.
+"""
 
 import asyncio
 import threading
@@ -9,16 +11,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from fastapi_openai_compat.chat_completions.models import ChatCompletion
+from hayhooks import BasePipelineWrapper
 from haystack import Pipeline, logging
 from haystack.dataclasses import StreamingChunk
-from hayhooks import BasePipelineWrapper
 
 from haystack_agentic.components.loop.loop_controller import InvalidLoopInputError, validate_filters, validate_question
-from haystack_agentic.indexing.collections import normalise_scope
 from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
+from haystack_agentic.indexing.collections import normalise_scope
 from haystack_agentic.loop_loading import fill_in_memory_store
+from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 from haystack_agentic.serving.chat_completions import (  # noqa: F401 - answer_text, progress_line: public here too
     BadRequest,
@@ -104,8 +106,10 @@ class AgenticLoopWrapper(BasePipelineWrapper):
     store_file: ClassVar[str | None] = None
 
     def setup(self) -> None:
-        """Load and warm up the pipeline, once per worker, and start its `PipelineThread` (`ValueError`: no
-        `pipeline_file`, it does not load, or `$HAYSTACK_AGENTIC_MAX_MESSAGES` is not a whole number >= 1)."""
+        """
+        Load and warm up the pipeline, once per worker, and start its `PipelineThread` (`ValueError`: no
+        `pipeline_file`, it does not load, or `$HAYSTACK_AGENTIC_MAX_MESSAGES` is not a whole number >= 1).
+        """
         if not self.pipeline_file:
             msg = f"{type(self).__name__}.pipeline_file is not set: name the loop pipeline YAML to serve."
             raise ValueError(msg)
@@ -157,7 +161,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         """The loop's result, or an error result if the pipeline failed (`BadRequest`: it refused its input)."""
         try:
             return (await self.pipeline_thread.run(self.pipeline.run_async(data)))["result"]
-        except Exception as exc:  # noqa: BLE001 - the request was valid: report the failed run, not a server error
+        except Exception as exc:
             invalid = invalid_input(exc)
             if invalid is not None:
                 raise BadRequest(str(invalid)) from exc
@@ -187,7 +191,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
                     yield piece
             try:
                 result = run.result()
-            except Exception as exc:  # noqa: BLE001 - the stream has started: report the failure in it
+            except Exception as exc:
                 logger.error("Loop failed while streaming: {error}", error=exc)
                 result = error_result(data["controller"]["messages"][-1].text or "", exc)
             for piece in reply.finish(result, include_usage):

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The HTTP app `haystack-agentic serve` runs: hayhooks' app behind ASGI middleware (closed routes, CORS, `Host`
-check, API key, body size limit, encodable JSON errors). `create_app()` reads its settings from the environment."""
+"""
+The HTTP app `haystack-agentic serve` runs: hayhooks' app behind ASGI middleware (closed routes, CORS, `Host`
+check, API key, body size limit, encodable JSON errors). `create_app()` reads its settings from the environment.
+"""
 
 import gc
 import math
@@ -42,9 +44,11 @@ TRACE_BUFFER_ENV = "HAYHOOKS_TRACING_INCLUDE_HAYSTACK_SPANS"
 
 
 def create_app(security: ServeSecurity | None = None) -> FastAPI:
-    """hayhooks' app for the pipelines in `HAYHOOKS_PIPELINES_DIR`, restricted by `security` (default:
+    """
+    hayhooks' app for the pipelines in `HAYHOOKS_PIPELINES_DIR`, restricted by `security` (default:
     `ServeSecurity.from_env()`). Without `allow_deploy`, hayhooks' durable mode: the pipelines load once, here, into a
-    fixed registry (`app.state.pipeline_registry`), and the deploy routes do not exist."""
+    fixed registry (`app.state.pipeline_registry`), and the deploy routes do not exist.
+    """
     from hayhooks.server.app import create_app as create_hayhooks_app
     from hayhooks.settings import settings
 
@@ -116,8 +120,10 @@ async def _health() -> dict[str, str]:
 
 
 def json_safe(value: Any) -> Any:
-    """`value` made encodable: non-finite floats as strings (`"nan"`), lone surrogates escaped, strings cut at
-    `MAX_ECHOED_CHARS` (with a note), anything else that is not plain data as its `str`."""
+    """
+    `value` made encodable: non-finite floats as strings (`"nan"`), lone surrogates escaped, strings cut at
+    `MAX_ECHOED_CHARS` (with a note), anything else that is not plain data as its `str`.
+    """
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if value is None or isinstance(value, (bool, int)):

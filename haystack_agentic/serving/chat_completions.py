@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The OpenAI-compatible chat replies of a served loop: the request's conversation, and the `ChatCompletion`s,
-whole or streamed (answer and `Sources:` as content, steps as `reasoning_content`, `usage`)."""
+"""
+The OpenAI-compatible chat replies of a served loop: the request's conversation, and the `ChatCompletion`s,
+whole or streamed (answer and `Sources:` as content, steps as `reasoning_content`, `usage`).
+"""
 
 import time
 import uuid
@@ -10,12 +12,11 @@ from fastapi import HTTPException
 from fastapi_openai_compat.chat_completions.models import ChatCompletion, Choice, Message
 from haystack.dataclasses import ChatMessage, StreamingChunk
 
-from haystack_agentic.presentation import NO_SOURCE_NOTE, source_lines, uncited, unsupported_note
 from haystack_agentic.components.loop.loop_controller import validate_conversation
-from haystack_agentic.llm.valid_text import strict_json
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META
+from haystack_agentic.llm.valid_text import strict_json
+from haystack_agentic.presentation import NO_SOURCE_NOTE, source_lines, uncited, unsupported_note
 from haystack_agentic.serving.security import ENV_MAX_MESSAGES
-
 
 #: What the block of sources a reply ends with starts with (after the answer), see `sources_text`.
 SOURCES_HEADING = "\n\nSources:\n"
@@ -196,8 +197,10 @@ def _step_key(step: dict[str, Any]) -> tuple[Any, ...]:
 
 
 class ChatReplyStream:
-    """Turns a run's streaming chunks into `chat.completion.chunk`s of pipeline `model` (the answer's text, stripped),
-    then `finish` sends what the result's answer has beyond what streamed."""
+    """
+    Turns a run's streaming chunks into `chat.completion.chunk`s of pipeline `model` (the answer's text, stripped),
+    then `finish` sends what the result's answer has beyond what streamed.
+    """
 
     def __init__(self, model: str) -> None:
         self.model = model

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Access control for what `haystack-agentic serve` exposes (HTTP and MCP apps alike): an optional API key, a `Host`
+"""
+Access control for what `haystack-agentic serve` exposes (HTTP and MCP apps alike): an optional API key, a `Host`
 check against DNS rebinding (Starlette's `TrustedHostMiddleware`), whether runtime deployment is allowed. The
-settings travel through the environment (`ENV_*`), so every process `serve` starts applies the same rules."""
+settings travel through the environment (`ENV_*`), so every process `serve` starts applies the same rules.
+"""
 
 import hmac
 import ipaddress
@@ -57,9 +59,11 @@ _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-l
 
 @dataclass(frozen=True)
 class ServeSecurity:
-    """What the server exposes and who may use it: the API key (`None`: no authentication), whether hayhooks' runtime
+    """
+    What the server exposes and who may use it: the API key (`None`: no authentication), whether hayhooks' runtime
     deployment stays enabled, CORS origins, host names accepted in `Host` besides `bind_host` and loopback names, the
-    largest request body (bytes) and the most messages of a chat request."""
+    largest request body (bytes) and the most messages of a chat request.
+    """
 
     api_key: str | None = None
     allow_deploy: bool = False
@@ -135,8 +139,10 @@ _PLAIN_HOST = re.compile(r"[a-z0-9_.-]+|\[[0-9a-f:.]+\]")
 
 
 def check_host_name(name: str) -> str:
-    """A `serve --allowed-host` name in lower case (`ValueError`: anything but a plain host name, an IPv4 address or
-    an IPv6 address in brackets: a scheme, port, path, `*`, space, user name...)."""
+    """
+    A `serve --allowed-host` name in lower case (`ValueError`: anything but a plain host name, an IPv4 address or
+    an IPv6 address in brackets: a scheme, port, path, `*`, space, user name...).
+    """
     cleaned = name.strip().lower()
     if not _PLAIN_HOST.fullmatch(cleaned) or (cleaned.startswith("[") and not _is_ipv6(cleaned[1:-1])):
         msg = f"--allowed-host {name!r} must be a host name or address without scheme, port or path."
@@ -153,8 +159,10 @@ def _is_ipv6(text: str) -> bool:
 
 
 class OneHost:
-    """Refuses (400) an HTTP or WebSocket request with more than one `Host` header before `app` sees it: Starlette's
-    `TrustedHostMiddleware` reads only the first, and a proxy or the app may use another."""
+    """
+    Refuses (400) an HTTP or WebSocket request with more than one `Host` header before `app` sees it: Starlette's
+    `TrustedHostMiddleware` reads only the first, and a proxy or the app may use another.
+    """
 
     def __init__(self, app) -> None:
         self.app = app
@@ -203,8 +211,10 @@ class BodyTooLarge(HTTPException):
 
 
 class BodyLimit:
-    """ASGI middleware: an HTTP request whose body is larger than `max_bytes` gets a 413 naming the limit, refused by
-    its `Content-Length` before it is read, or when the bytes read go past the limit (a body sent in chunks)."""
+    """
+    ASGI middleware: an HTTP request whose body is larger than `max_bytes` gets a 413 naming the limit, refused by
+    its `Content-Length` before it is read, or when the bytes read go past the limit (a body sent in chunks).
+    """
 
     def __init__(self, app, max_bytes: int) -> None:
         self.app = app
@@ -311,7 +321,9 @@ def _unauthorized(conn: HTTPConnection, exc: AuthenticationError) -> JSONRespons
 def bearer_auth(
     app: ASGIApp, api_key: str, open_paths: Iterable[str] = (), open_prefixes: Iterable[str] = ()
 ) -> AuthenticationMiddleware:
-    """`app` behind Starlette's `AuthenticationMiddleware` with an `APIKeyBackend`: a request without the key gets a
-    401 (JSON `detail` naming the header, `WWW-Authenticate: Bearer`); a WebSocket is closed before it opens."""
+    """
+    `app` behind Starlette's `AuthenticationMiddleware` with an `APIKeyBackend`: a request without the key gets a
+    401 (JSON `detail` naming the header, `WWW-Authenticate: Bearer`); a WebSocket is closed before it opens.
+    """
     backend = APIKeyBackend(api_key, open_paths, open_prefixes)
     return AuthenticationMiddleware(app, backend=backend, on_error=_unauthorized)

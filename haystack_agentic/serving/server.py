@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Running the HTTP and MCP apps of `haystack-agentic serve`: in one process (two uvicorn servers, one event loop) or,
-with several HTTP workers, uvicorn workers plus one MCP process; they read the environment the caller set."""
+"""
+Running the HTTP and MCP apps of `haystack-agentic serve`: in one process (two uvicorn servers, one event loop) or,
+with several HTTP workers, uvicorn workers plus one MCP process; they read the environment the caller set.
+"""
 
 import asyncio
 import contextlib
@@ -16,8 +18,10 @@ APP_FACTORY = "haystack_agentic.serving.app:create_app"
 
 
 def run_servers(host: str, port: int, mcp_port: int, workers: int, directory: Path) -> None:
-    """Serve until SIGINT / SIGTERM: HTTP on `port` with `workers` processes (1: all in this process), MCP on
-    `mcp_port` (0: none) for hayhooks' pipelines `directory`."""
+    """
+    Serve until SIGINT / SIGTERM: HTTP on `port` with `workers` processes (1: all in this process), MCP on
+    `mcp_port` (0: none) for hayhooks' pipelines `directory`.
+    """
     if workers > 1:
         import uvicorn
 
@@ -53,7 +57,7 @@ def _uvicorn_server(app: Any, host: str, port: int) -> Any:
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
-        def capture_signals(self):  # noqa: D102 - handled once for both servers
+        def capture_signals(self):
             yield
 
     return Server(uvicorn.Config(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=5))

@@ -262,7 +262,6 @@ def test_ask_refuses_bad_arguments_before_any_model_loads(args, says, sample_sto
 
 
 def test_ask_base_url_alone_picks_the_openai_compatible_pipeline(store_env, monkeypatch):
-    from haystack_agentic.cli import ask
 
     chosen = {}
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from citing_result import CITING_TYPE, with_citations
+from conftest import DOCS, SCRIPTED_MODULE
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from rich.cells import cell_len
 from rich.console import Console
 
-from citing_result import CITING_TYPE, with_citations
-from conftest import DOCS, SCRIPTED_MODULE
 from haystack_agentic.cli.ask_output import print_trace
 from haystack_agentic.cli.chat import cmd_chat
 from haystack_agentic.cli.main import build_parser, main

@@ -9,7 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from haystack_agentic.dataclasses.loop_state import (
-    LoopLimits, LoopOutcome, LoopState, PendingSearch, ToolStep, merge_chunks,
+    LoopLimits,
+    LoopOutcome,
+    LoopState,
+    PendingSearch,
+    ToolStep,
+    merge_chunks,
 )
 
 

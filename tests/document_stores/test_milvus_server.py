@@ -13,14 +13,14 @@ import socket
 import pytest
 from conftest import DOCS
 from haystack import Document
-
-from haystack_agentic.pipelines import loop_builder
-from haystack_agentic.cli.main import main
-from haystack_agentic.grounding.markers import strip_markers
-from haystack_agentic.document_stores import milvus_support
-from haystack_agentic.indexing.document_stores import milvus_document_store
-from haystack_agentic.resources import pipeline_path
 from scripted_chat_generator import ScriptedChatGenerator
+
+from haystack_agentic.cli.main import main
+from haystack_agentic.document_stores import milvus_support
+from haystack_agentic.grounding.markers import strip_markers
+from haystack_agentic.indexing.document_stores import milvus_document_store
+from haystack_agentic.pipelines import loop_builder
+from haystack_agentic.resources import pipeline_path
 
 pytest.importorskip("milvus", reason="the `milvus` wheel (dev extra) starts the Milvus server these tests use")
 pytestmark = pytest.mark.integration

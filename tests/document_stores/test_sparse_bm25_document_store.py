@@ -10,9 +10,8 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
+from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore, equality_preselection
 from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
-from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
-from haystack_agentic.document_stores.sparse_bm25_document_store import equality_preselection
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 
@@ -162,8 +161,8 @@ def test_a_dropped_store_does_not_wait_for_its_threads_where_the_garbage_collect
     """Issue 39: the garbage collector can finalize a store in a thread that holds CPython's thread-shutdown lock
     (a thread being started); a finalizer that joins the executor's threads then deadlocks (Haystack's does; a
     hostile-replies benchmark process hung for good). Here the lock is held and the store finalized: it must return."""
-    import asyncio  # noqa: PLC0415
-    import threading  # noqa: PLC0415
+    import asyncio
+    import threading
 
     shutdown_lock = getattr(threading, "_shutdown_locks_lock", None)
     if shutdown_lock is None:

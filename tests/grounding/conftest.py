@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 import pytest
 from haystack import Document
+from tiny_hhem import build_tiny_hhem
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
-from tiny_hhem import build_tiny_hhem
 
 
 @pytest.fixture(scope="session")

@@ -4,17 +4,16 @@ grounders' agreement with them, and `AgenticRAG`'s `GeneratedAnswer`s feeding Ha
 
 import json
 
+from conftest import DOC_TEXT, DOCS, QUESTION, decide, search, tool_turn
 from haystack import Document
 from haystack.components.evaluators import AnswerExactMatchEvaluator, DocumentRecallEvaluator
 from haystack.dataclasses import GeneratedAnswer
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRAG, Answerer, LLMJudgeGrounder, LoopState, ToolStep
 from haystack_agentic.components.extractors.short_answer_extractor import ShortAnswerExtractor, extract_short_answer
 from haystack_agentic.grounding.citations import DROPPED_KEY, UNCITED_KEY, cite, offline_support, strip_markers
 from haystack_agentic.presentation import unsupported_note
-from scripted_chat_generator import ScriptedChatGenerator
-
-from conftest import DOC_TEXT, DOCS, QUESTION, decide, search, tool_turn
 
 #: The contract's keys (notes/citations_shape.md), in this order.
 KEYS = ["n", "document_id", "title", "quote", "start", "end", "claim", "search", "supported", "check"]
@@ -208,7 +207,7 @@ def test_the_judge_grounder_and_the_citations_are_one_record(build_loop):
                                    ["bsg", "trigiani"])])
     pipeline = loop.pipeline
     pipeline.remove_component("result")  # put the judge in front of the result
-    from haystack_agentic import LoopResultBuilder  # noqa: PLC0415
+    from haystack_agentic import LoopResultBuilder
 
     pipeline.add_component("grounder", grounder)
     pipeline.add_component("result", LoopResultBuilder())

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 import pytest
 import yaml
-from haystack import Document, Pipeline
-
 from conftest import load_yaml
-from haystack_agentic import HHEMGrounder
-from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
-from haystack_agentic.grounding.citations import strip_markers
+from haystack import Document
 from scripted_chat_generator import ScriptedChatGenerator
+
+from haystack_agentic import HHEMGrounder
+from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 
 from .conftest import ended_state
 

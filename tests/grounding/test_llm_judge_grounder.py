@@ -2,13 +2,13 @@
 import json
 
 import pytest
-from haystack import Pipeline
-
 from conftest import load_yaml
+from haystack import Pipeline
+from scripted_chat_generator import ScriptedChatGenerator
+
 from haystack_agentic import LLMJudgeGrounder
 from haystack_agentic.components.grounders.llm_judge_grounder import parse_claims
 from haystack_agentic.grounding.citations import strip_markers
-from scripted_chat_generator import ScriptedChatGenerator
 
 from .conftest import ended_state
 
@@ -115,10 +115,10 @@ def test_the_builder_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm
 ):
     """Without HHEM weights an `openai` run grounds with the controller LLM as judge; an embedded one runs without."""
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from scripted_chat_generator import ScriptedChatGenerator
 
     from haystack_agentic import AgenticRouter, HHEMGrounder, LLMJudgeGrounder, build_loop_pipeline
     from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
-    from scripted_chat_generator import ScriptedChatGenerator
 
     llm = ScriptedChatGenerator([{"text": "x"}])
     missing = HHEMGrounder(model=str(tmp_path / "no-model"), foundation=str(tmp_path / "no-t5"), local_files_only=True)

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 import itertools
+
 import pytest
 
 from haystack_agentic.grounding.sentence_splitter import plain, split_sentences

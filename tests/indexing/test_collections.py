@@ -13,6 +13,7 @@ from conftest import answer, decide, load_yaml, search, tool_turn
 from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.core.errors import PipelineRuntimeError
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, BridgeEntityRouter, LoopController, LoopState, build_loop_pipeline
 from haystack_agentic.cli.main import main
@@ -26,7 +27,6 @@ from haystack_agentic.indexing.collections import (
     resolve_scope,
     tag_documents,
 )
-from scripted_chat_generator import ScriptedChatGenerator
 
 QUESTION = "Where is the director of the film Big Stone Gap based?"
 
@@ -335,7 +335,6 @@ def test_cli_index_into_collections_and_list_them(tmp_path, capsys):
 @pytest.mark.slow  # runs for many seconds
 def test_a_pipeline_from_pipeline_loads_scopes_runs_after_fill_in_memory_store(tmp_path):
     # The README's "From YAML" flow (Pipeline.loads + fill_in_memory_store), then a run scoped to one collection.
-    from haystack import Pipeline
 
     from haystack_agentic.loop_loading import fill_in_memory_store
     from haystack_agentic.resources import pipeline_path
@@ -365,8 +364,8 @@ def test_served_inputs_carry_the_scope():
 
 @pytest.mark.integration  # the evaluated configurations warm up the packaged MiniLM
 def test_eval_reports_per_collection():
-    from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
     from benchmarks.harness.runner import bridge_entity_config, build_store, run_eval
+    from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
     from haystack_agentic.resources import sample_corpus_path
 
     rows = load_hotpotqa_questions(sample_corpus_path())[:6]

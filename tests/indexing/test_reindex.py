@@ -256,8 +256,9 @@ def test_source_replacing_writer_round_trips(allow_deserialization):
 
 
 def milvus_contents(uri: str) -> list[str]:
-    from haystack_agentic.indexing.document_stores import milvus_document_store
     from milvus_lite import server_manager_instance
+
+    from haystack_agentic.indexing.document_stores import milvus_document_store
 
     store = milvus_document_store(uri)
     try:

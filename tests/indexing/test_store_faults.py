@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from haystack import Document
-
 from conftest import load_yaml
+from haystack import Document
 
 ROOT = Path(__file__).parents[2]
 COLLECTION = "haystack_agentic"
@@ -306,7 +305,6 @@ def test_the_count_record_follows_the_packages_writes(tmp_path):
 @pytest.mark.integration
 def test_pipeline_loads_of_the_milvus_yaml_writes_nothing_and_a_run_opens_the_store(tmp_path, monkeypatch):
     """Issue 26 case 8: `Pipeline.loads` (what hayhooks deploy-yaml does) leaves the stores closed until first use."""
-    from haystack import Pipeline
     from milvus_lite import server_manager_instance
 
     from haystack_agentic.resources import pipeline_path

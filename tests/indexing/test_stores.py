@@ -5,12 +5,16 @@ import json
 
 import pytest
 from conftest import DOCS, QUESTION, answer, load_yaml, search
-from haystack import Document, Pipeline, component
+from haystack import Document, component
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline
 from haystack_agentic.cli.main import main
+from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
+from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder
+from haystack_agentic.components.retrievers.safe_retriever import DocumentStoreUnavailableError, SafeRetriever
 from haystack_agentic.indexing.document_stores import (
     EmbeddingDimensionError,
     check_embedding_dimension,
@@ -19,11 +23,7 @@ from haystack_agentic.indexing.document_stores import (
 )
 from haystack_agentic.indexing.indexer import write_documents
 from haystack_agentic.indexing.indexing_pipeline import build_indexing_pipeline, collect_files, convert_files
-from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
-from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder
-from haystack_agentic.components.retrievers.safe_retriever import DocumentStoreUnavailableError, SafeRetriever
 from haystack_agentic.sockets import component_sockets
-from scripted_chat_generator import ScriptedChatGenerator
 
 TENANT = {"field": "meta.kind", "operator": "==", "value": "place"}
 

@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("xllamacpp", reason='needs the llamacpp extra: pip install "haystack-agentic[llamacpp]"')
 
-from haystack_agentic.components.generators.embedded_chat_generator import GGUF_FILE_NAME  # noqa: E402
-from haystack_agentic.llm.gguf_models import MODELS_DIR  # noqa: E402
-from haystack_agentic.llm.llamacpp_server import LlamaCppServer  # noqa: E402
+from haystack_agentic.components.generators.embedded_chat_generator import GGUF_FILE_NAME
+from haystack_agentic.llm.gguf_models import MODELS_DIR
+from haystack_agentic.llm.llamacpp_server import LlamaCppServer
 
 #: The packaged SmolLM2-135M GGUF, where `haystack-agentic install-model` puts it.
 SMOLLM2_GGUF: Path = MODELS_DIR / GGUF_FILE_NAME
@@ -28,8 +28,8 @@ def llamacpp() -> Iterator[LlamaCppServer]:
 @pytest.fixture
 def llamacpp_generator(llamacpp: LlamaCppServer):
     """A factory of Haystack `OpenAIChatGenerator`s on the server (`max_tokens` small: CI runs on 2 cores)."""
-    from haystack.components.generators.chat import OpenAIChatGenerator  # noqa: PLC0415
-    from haystack.utils import Secret  # noqa: PLC0415
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack.utils import Secret
 
     def make(max_tokens: int = 48, **kwargs):
         return OpenAIChatGenerator(

@@ -39,7 +39,7 @@ FILLER = frozenset("the a an of in on at to is was and or for by with from as th
 
 def cli(*args: str, env: dict | None = None, timeout: float) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "haystack_agentic.cli.main", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)  # noqa: S603
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def qwen_gguf() -> Path:
 def ask_env(tmp_path_factory) -> dict:
     """The environment of `ask`: this checkout's package, a fresh cache (the shipped sample is indexed into it on
     first use, as on a fresh clone), no OpenAI settings."""
-    from serving.conftest import server_env  # noqa: PLC0415 - tests/ is on the path
+    from serving.conftest import server_env
 
     env = server_env()
     env.pop("OPENAI_BASE_URL", None)

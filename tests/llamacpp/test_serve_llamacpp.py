@@ -30,7 +30,7 @@ def served(llamacpp, tmp_path_factory):
 
 
 def test_serve_answers_the_openai_client_streamed_and_not_with_the_same_text(served):
-    from openai import OpenAI  # noqa: PLC0415
+    from openai import OpenAI
 
     client = OpenAI(base_url=f"{served.url}/v1", api_key="unused", timeout=600)
     messages = [{"role": "user", "content": QUESTION}]
@@ -57,9 +57,9 @@ def test_ask_says_in_one_line_it_uses_json_mode_when_the_template_has_no_tools(l
 
 
 def test_serve_gguf_runs_llama_cpp_once_in_its_own_process_and_answers(tmp_path):
-    import httpx  # noqa: PLC0415
+    import httpx
 
-    from llamacpp.conftest import SMOLLM2_GGUF  # noqa: PLC0415
+    from llamacpp.conftest import SMOLLM2_GGUF
 
     if not SMOLLM2_GGUF.is_file():
         pytest.skip(f"no SmolLM2 GGUF at {SMOLLM2_GGUF} (run `haystack-agentic install-model`)")

@@ -21,7 +21,7 @@ def post(base_url: str, path: str, body: dict) -> dict:
     root = base_url.removesuffix("/v1")
     headers = {"Content-Type": "application/json"}
     request = urllib.request.Request(root + path, data=json.dumps(body).encode(), headers=headers)
-    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - the test's own server on 127.0.0.1
+    with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())
 
 

@@ -8,18 +8,18 @@ query embedder's tokenizer (which raises on a surrogate), the store and the JSON
 import json
 
 import pytest
+from conftest import DOCS, QUESTION, answer, search
 from haystack import Document, component
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from scripted_chat_generator import ScriptedChatGenerator
 
-from conftest import DOCS, QUESTION, answer, search
 from haystack_agentic import AgenticRouter, build_loop_pipeline
 from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
 from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
-from haystack_agentic.llm.valid_text import valid_reply, valid_text
-from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.llm.valid_text import valid_reply, valid_text
 
 LONE = "\ud83d"
 

@@ -7,9 +7,9 @@ below, the package's code before issue 39), and a conversation of thousands of m
 
 import re
 
+from haystack.dataclasses import ChatMessage, ToolCall
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from haystack.dataclasses import ChatMessage, ToolCall
 
 from haystack_agentic.llm.prompts import fit_turns
 from haystack_agentic.llm.tokens import CONSERVATIVE, ConservativeTokenCounter, compact_messages, longest_prefix_within

@@ -2,14 +2,14 @@
 """What the controller LLM is sent of earlier results: digests, chunks referenced once shown, `read_chunk(id)`."""
 
 import itertools
+
 from conftest import DOC_TEXT, QUESTION, ScriptedRetriever, actions, answer, search, tool_turn
 from haystack import Document, component
 from haystack.dataclasses import ChatMessage, ChatRole
+from scripted_chat_generator import ScriptedChatGenerator, message_chars
 
 from haystack_agentic import AgenticRouter, LoopController
 from haystack_agentic.llm.result_digests import DIGEST_META_KEY, find_chunk, search_digest, short_id
-from scripted_chat_generator import ScriptedChatGenerator
-from scripted_chat_generator import message_chars
 
 RESULTS = {
     "film": [("bsg", 2.0), ("trigiani", 1.0)],

@@ -6,18 +6,17 @@ import time
 
 import httpx
 import pytest
+from conftest import actions, answer, search
 from haystack import component
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage, ReasoningContent
-
-from haystack_agentic import AgenticRouter, FallbackSynthesizer, LoopController, build_loop_pipeline
-from haystack_agentic.llm.calls import call_generator, call_generator_async
-from haystack_agentic.llm.retries import is_transient
-from haystack_agentic.dataclasses.loop_state import LoopState
 from scripted_chat_generator import ScriptedChatGenerator
 
-from conftest import actions, answer, search
+from haystack_agentic import AgenticRouter, FallbackSynthesizer, LoopController, build_loop_pipeline
+from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.llm.calls import call_generator, call_generator_async
+from haystack_agentic.llm.retries import is_transient
 
 
 class HTTPError(Exception):

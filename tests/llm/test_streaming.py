@@ -4,17 +4,17 @@ events travel on the same callback without any text, so the answer's chunks conc
 
 import pytest
 from conftest import QUESTION, answer, decide, search
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from haystack.components.generators.utils import print_streaming_chunk
 from haystack.dataclasses import ChatMessage, StreamingChunk
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, Answerer, FallbackSynthesizer
+from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.grounding.markers import append_markers
 from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, ROLE_META, STEP_META, AnswerTextHold
 from haystack_agentic.pipelines.loop_pipeline import loop_inputs
-from scripted_chat_generator import ScriptedChatGenerator
-from haystack_agentic.grounding.citations import strip_markers
 
 LONG_ANSWER = "Adriana Trigiani is based in Greenwich Village, New York City."
 
@@ -190,7 +190,7 @@ def test_a_sync_run_refuses_an_async_callback_with_a_clear_error(build_loop):
         pass
 
     answerer = Answerer(chat_generator=ScriptedChatGenerator([{"text": "x"}]))
-    from haystack_agentic import LoopState  # noqa: PLC0415
+    from haystack_agentic import LoopState
 
     state = LoopState(question="q", draft="d", pending_action="answer")
     with pytest.raises(ValueError, match=r"coroutine|async"):
@@ -205,9 +205,9 @@ def test_streaming_callback_init_parameter_round_trips_and_is_used(allow_deseria
         assert restored.streaming_callback is print_streaming_chunk
     chunks: list[StreamingChunk] = []
     fallback = FallbackSynthesizer(chat_generator=llm, streaming_callback=chunks.append)
-    from haystack import Document  # noqa: PLC0415
+    from haystack import Document
 
-    from haystack_agentic import LoopState  # noqa: PLC0415
+    from haystack_agentic import LoopState
 
     state = LoopState(question="q", chunks=(Document(id="a", content="text", score=1.0),))
     assert fallback.run(state=state)["finished"].outcome.answer == LONG_ANSWER
@@ -215,11 +215,11 @@ def test_streaming_callback_init_parameter_round_trips_and_is_used(allow_deseria
 
 
 def test_a_streamed_openai_call_asks_for_its_usage(monkeypatch):
-    from haystack.components.generators.chat import OpenAIChatGenerator  # noqa: PLC0415
-    from haystack.utils import Secret  # noqa: PLC0415
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack.utils import Secret
 
-    from haystack_agentic import LoopState  # noqa: PLC0415
-    from haystack_agentic.llm.calls import call_generator  # noqa: PLC0415
+    from haystack_agentic import LoopState
+    from haystack_agentic.llm.calls import call_generator
 
     sent = []
 
@@ -236,9 +236,9 @@ def test_a_streamed_openai_call_asks_for_its_usage(monkeypatch):
 
 
 async def test_the_offline_policy_router_streams_its_steps_too(store):
-    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: PLC0415
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 
-    from haystack_agentic import BridgeEntityRouter, LoopController, build_loop_pipeline  # noqa: PLC0415
+    from haystack_agentic import BridgeEntityRouter, LoopController, build_loop_pipeline
 
     pipeline = build_loop_pipeline(
         BridgeEntityRouter(document_store=store), InMemoryBM25Retriever(store),
@@ -274,7 +274,7 @@ class _SyncOnlyStreamer:
 
 
 async def test_an_async_callback_reaches_a_generator_that_only_runs_sync():
-    from haystack_agentic import LoopState  # noqa: PLC0415
+    from haystack_agentic import LoopState
 
     chunks: list[StreamingChunk] = []
 
@@ -288,8 +288,8 @@ async def test_an_async_callback_reaches_a_generator_that_only_runs_sync():
 
 
 def test_a_call_that_streamed_before_failing_is_not_retried():
-    from haystack_agentic import LoopState  # noqa: PLC0415
-    from haystack_agentic.llm.calls import call_generator  # noqa: PLC0415
+    from haystack_agentic import LoopState
+    from haystack_agentic.llm.calls import call_generator
 
     streamer = _SyncOnlyStreamer(fail_after_first=True)
     call = call_generator(streamer, LoopState(question="q"), "answer", [ChatMessage.from_user("q")],

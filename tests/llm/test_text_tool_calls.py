@@ -6,16 +6,15 @@ import json
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from haystack.dataclasses import StreamingChunk
 from haystack.tools import Tool
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.llm.streaming import CallTextHold
 from haystack_agentic.llm.text_tool_calls import LEAD_IN_MAX_CHARS, MAX_REPLY_CHARS, could_be_calls, recover_tool_calls
-from scripted_chat_generator import ScriptedChatGenerator
 
 
 def _year_tool() -> Tool:
@@ -168,7 +167,7 @@ def test_hostile_text_is_not_calls(text):
 @pytest.mark.slow
 @pytest.mark.parametrize("size", [10_000, MAX_REPLY_CHARS - 1])
 def test_hostile_text_is_read_in_linear_time(size):
-    texts = ["{" * size, "[" * size, "<tools>" * (size // 7), "```\n" * (size // 4), "{\"a\": " * (size // 6)]
+    texts = ["{" * size, "[" * size, "<tools>" * (size // 7), "```\n" * (size // 4), '{"a": ' * (size // 6)]
     started = time.perf_counter()
     for text in texts:
         recover_tool_calls(text, TOOLS, truncated=True)

@@ -8,13 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import answer, search
 from haystack import Document
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
 from haystack_agentic.llm.prompts import format_chunks
-
-from conftest import answer, search
 
 CJK = [p for p in (Path(__file__).parents[1] / "data" / "cjk_chunks.txt").read_text(encoding="utf-8").split("\n\n") if p]
 CHINESE = CJK[:8]
@@ -140,8 +139,9 @@ def test_compaction_with_a_model_tokenizer_stays_within_the_budget(smollm2_token
 
 
 def test_token_counter_for_picks_the_model_tokenizer(smollm2_tokenizer):
-    from haystack_agentic.llm.tokens import CONSERVATIVE, HuggingFaceTokenCounter, token_counter_for
     from scripted_chat_generator import ScriptedChatGenerator
+
+    from haystack_agentic.llm.tokens import CONSERVATIVE, HuggingFaceTokenCounter, token_counter_for
 
     assert token_counter_for(None) is CONSERVATIVE
     assert token_counter_for(ScriptedChatGenerator([])) is CONSERVATIVE

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import QUESTION, SCRIPTED_MODULE, answer, load_yaml, search
 from haystack import Pipeline
-from haystack.core.errors import BreakpointException, DeserializationError
+from haystack.core.errors import BreakpointException
 from haystack.dataclasses.breakpoints import Breakpoint
 
 from haystack_agentic.pipelines.snapshots import load_snapshot, resume_from_snapshot, resume_from_snapshot_async

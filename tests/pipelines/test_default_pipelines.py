@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import load_yaml
 from haystack import Pipeline
 from haystack.core.errors import DeserializationError
 
-from conftest import load_yaml
 from haystack_agentic.pipelines.default_pipelines import default_pipelines
 from haystack_agentic.pipelines.packaged_yaml import minimal, packaged_yaml
 from haystack_agentic.resources import pipeline_path, pipelines_dir
@@ -189,8 +189,8 @@ def test_two_loaded_pipelines_do_not_share_documents(tmp_path):
     """In-memory stores with one `index` share storage in Haystack; each loaded pipeline gets its own."""
     from haystack import Document
 
-    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
     from haystack_agentic.loop_loading import retriever_store
+    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 
     path = pipeline_path("agentic_rag_embedded_ungrounded")
     first, second = load_loop_pipeline(path), load_loop_pipeline(path)
@@ -234,8 +234,8 @@ def _openai_generators(pipeline):
 def test_a_local_server_without_a_key_gets_a_placeholder_passed_not_written(name, monkeypatch):
     import os
 
-    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
     from haystack_agentic.llm.local_server_key import LOCAL_SERVER_API_KEY
+    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
@@ -257,8 +257,7 @@ def test_a_local_server_without_a_key_gets_a_placeholder_passed_not_written(name
 
 
 def test_no_key_and_no_base_url_is_left_to_the_generator(monkeypatch):
-    from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
-    from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
+    from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop, load_loop_pipeline
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)

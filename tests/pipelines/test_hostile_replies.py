@@ -21,6 +21,18 @@ import time
 
 import pytest
 from haystack.dataclasses import ChatMessage, ToolCall
+from hostile_replies import (
+    ENTRY_POINTS,
+    HUGE_DIGITS,
+    HUGE_INT,
+    ROLES,
+    TERMINATIONS,
+    big_texts,
+    deep_dict,
+    deep_list,
+    hostile_results,
+    run_hostile,
+)
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -34,18 +46,6 @@ from haystack_agentic.llm.valid_text import (
     model_value,
     valid_replies,
     valid_usage,
-)
-from hostile_replies import (
-    HUGE_DIGITS,
-    HUGE_INT,
-    ENTRY_POINTS,
-    ROLES,
-    TERMINATIONS,
-    big_texts,
-    deep_dict,
-    deep_list,
-    hostile_results,
-    run_hostile,
 )
 
 EXAMPLES = int(os.environ.get("HOSTILE_EXAMPLES", "200"))
@@ -204,12 +204,12 @@ def test_citing_a_long_answer_reads_each_chunk_once(monkeypatch):
     """An answer of many short claims (the `"Adriana Trigiani. "` shape): the text the citation code tokenizes grows
     with the answer plus the chunks, not with their product (before: every chunk and its sentences were tokenized
     again for every claim, 1,364x the input here; 7 s of CPU for 5,500 claims and 5 chunks of 300 characters)."""
-    import uuid  # noqa: PLC0415
+    import uuid
 
-    from haystack import Document  # noqa: PLC0415
+    from haystack import Document
 
-    from haystack_agentic.dataclasses.loop_state import LoopState  # noqa: PLC0415
-    from haystack_agentic.grounding import citations  # noqa: PLC0415
+    from haystack_agentic.dataclasses.loop_state import LoopState
+    from haystack_agentic.grounding import citations
 
     read: list[int] = []
     tokens = citations.tokens

@@ -6,12 +6,12 @@ import json
 import time
 
 import pytest
-from haystack.core.errors import DeserializationError
 import yaml
-from conftest import DOC_TEXT, QUESTION, actions, answer, calls, decide, load_yaml, ScriptedRetriever, search
+from conftest import DOC_TEXT, QUESTION, ScriptedRetriever, actions, answer, calls, decide, load_yaml, search
 from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
-from haystack.core.errors import PipelineRuntimeError
+from haystack.core.errors import DeserializationError, PipelineRuntimeError
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import (
     AgenticRouter,
@@ -23,9 +23,8 @@ from haystack_agentic import (
     LoopState,
     build_loop_pipeline,
 )
-from haystack_agentic.pipelines.loop_pipeline import max_runs_for
-from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.pipelines.loop_pipeline import max_runs_for
 
 HOPS = [search("Big Stone Gap film director"), search("Adriana Trigiani"), answer("Greenwich Village")]
 
@@ -352,7 +351,7 @@ def test_one_pipeline_serves_concurrent_threads_unmixed(build_loop):
 async def test_run_async_runs_no_loop_component_in_a_worker_thread(build_loop, monkeypatch):
     # Pipeline.run_async hands components without run_async to asyncio.to_thread; the loop's own components all
     # have run_async, so a whole run (search, answer, rewrite) makes no such hop.
-    import haystack.utils.async_utils as async_utils
+    from haystack.utils import async_utils
 
     hopped = []
     original = async_utils.asyncio.to_thread

@@ -25,15 +25,14 @@ from collections import Counter
 from typing import Any
 
 import pytest
-
 from haystack import Document, component
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, Answerer, FallbackSynthesizer, LoopController, build_loop_pipeline
 from haystack_agentic.components.evidence.evidence_checker import PACKAGED_MINILM, EvidenceChecker
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
-from scripted_chat_generator import ScriptedChatGenerator
 
 EXAMPLES = int(os.environ.get("LOOP_EXAMPLES", "300"))
 QUESTION = "Where is the director of the film Big Stone Gap based?"

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 from conftest import DOCS, QUESTION, search
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter
+from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.loop_loading import retriever_store
 from haystack_agentic.pipelines.default_pipelines import ROLE_MAX_TOKENS
 from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
-from haystack_agentic.loop_loading import retriever_store
-from scripted_chat_generator import ScriptedChatGenerator
-from haystack_agentic.grounding.citations import strip_markers
 
 PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
 
@@ -33,7 +33,7 @@ class FakeOpenAIServer:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.requests.append(body)
                 status, reply = owner.reply(body)

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 import asyncio
 
-from haystack_agentic.pipelines.progress import ProgressEvent, iter_progress, run_with_progress
-
 from conftest import QUESTION, answer, search
+
+from haystack_agentic.pipelines.progress import ProgressEvent, iter_progress, run_with_progress
 
 
 def test_callback_gets_each_step_in_order_then_the_result(build_loop):

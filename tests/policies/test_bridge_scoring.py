@@ -8,8 +8,8 @@ import pytest
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic.components.extractors.short_answer_extractor import extract_short_answer
 from benchmarks.harness.gold import gold_document_ids
+from haystack_agentic.components.extractors.short_answer_extractor import extract_short_answer
 from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
 from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy
 from haystack_agentic.policies.entity_scoring import PageIndex, generic_specificity

@@ -25,12 +25,12 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from citing_result import CITING_TYPE, with_citations  # tests/citing_result.py
+from conftest import DOCS, SCRIPTED_MODULE  # the unit tests' documents
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from citing_result import CITING_TYPE, with_citations  # tests/citing_result.py
 from haystack_agentic import allowed_modules_for
 from haystack_agentic.grounding.markers import strip_markers
-from conftest import DOCS, SCRIPTED_MODULE  # the unit tests' documents
 
 HERE = Path(__file__).resolve().parent
 SCRIPTED_YAML = HERE / "scripted_loop.yml"

@@ -12,10 +12,10 @@ endpoint (`/messages/`), and the runtime-deployment routes (`/deploy_files`, `/d
 """
 
 import json
-from urllib.parse import quote
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from hypothesis import strategies as st

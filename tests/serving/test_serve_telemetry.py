@@ -15,7 +15,7 @@ import pytest
 from .conftest import SCRIPTED_YAML, serve_process, server_env, write_test_store
 
 #: Installed by Python at start-up in every process with this folder on `PYTHONPATH` (the server's children too).
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import os
 import posthog
 
@@ -30,7 +30,7 @@ def _record(*args, **kwargs):
 posthog.capture = _record
 with open(_LOG, "a", encoding="utf-8") as out:
     out.write(f"intercepting {os.getpid()}\\n")
-'''
+"""
 
 #: A pipeline run in a plain process: what Haystack reports when nothing turns its telemetry off.
 ONE_RUN = """

@@ -76,10 +76,10 @@ def test_serving_dir_has_one_wrapper_per_pipeline(tmp_path):
 
 
 def test_a_reply_stream_sends_the_answer_trimmed_and_every_step_once():
-    from haystack.dataclasses import StreamingChunk  # noqa: PLC0415
+    from haystack.dataclasses import StreamingChunk
 
-    from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META  # noqa: PLC0415
-    from haystack_agentic.serving.chat_completions import ChatReplyStream  # noqa: PLC0415
+    from haystack_agentic.llm.streaming import ANSWER_META, EVENT_META, STEP_META
+    from haystack_agentic.serving.chat_completions import ChatReplyStream
 
     search = {"iteration": 1, "action": "search", "query": "q", "returned_chunk_ids": ["a"]}
     refused = {"iteration": 2, "action": "evidence", "query": None}
@@ -98,10 +98,10 @@ def test_a_reply_stream_sends_the_answer_trimmed_and_every_step_once():
 
 
 def test_a_step_line_after_the_controllers_prose_starts_a_new_line():
-    from haystack.dataclasses import StreamingChunk  # noqa: PLC0415
+    from haystack.dataclasses import StreamingChunk
 
-    from haystack_agentic.llm.streaming import EVENT_META, STEP_META  # noqa: PLC0415
-    from haystack_agentic.serving.chat_completions import ChatReplyStream  # noqa: PLC0415
+    from haystack_agentic.llm.streaming import EVENT_META, STEP_META
+    from haystack_agentic.serving.chat_completions import ChatReplyStream
 
     search = {"iteration": 1, "action": "search", "query": "q", "returned_chunk_ids": ["a"]}
     reply = ChatReplyStream("m")
@@ -163,7 +163,7 @@ async def test_startup_objects_are_frozen_out_of_the_collector():
 
 
 def test_serve_timeout_and_max_tokens_reach_every_llm_role(tmp_path, allow_scripted_llm):
-    from haystack_agentic.serving.agentic_loop_wrapper import load_served_pipeline  # noqa: PLC0415
+    from haystack_agentic.serving.agentic_loop_wrapper import load_served_pipeline
 
     args = _args("--pipeline", f"mine={SCRIPTED_YAML}", "--timeout", "7.5", "--max-tokens", "64")
     pipelines, overrides, _ = plan(args)

@@ -14,11 +14,10 @@ import time
 
 import httpx
 import pytest
+from conftest import DOCS
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-
-from conftest import DOCS
 
 from .conftest import SCRIPTED_YAML, SLOW_LATENCY, START_DEADLINE, free_port, server_env, spoken, stop, wait_until_up
 

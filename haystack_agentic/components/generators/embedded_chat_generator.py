@@ -132,7 +132,7 @@ class EmbeddedChatGenerator:
                         convert_gguf(gguf_path, model_dir)
                     try:
                         generator = _load_converted(model_dir)
-                    except Exception as exc:  # noqa: BLE001 - e.g. a truncated safetensors file in the cache
+                    except Exception as exc:
                         logger.warning(
                             "The converted model in {model_dir} does not load ({error}); converting the GGUF again.",
                             model_dir=str(model_dir), error=f"{type(exc).__name__}: {exc}",

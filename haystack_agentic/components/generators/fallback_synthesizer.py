@@ -6,17 +6,22 @@ from haystack import component, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage, StreamingCallbackT
 
+from haystack_agentic.dataclasses.loop_state import LoopState
+from haystack_agentic.grounding.citations import cite, draft_sources
+from haystack_agentic.grounding.markers import has_own_words, strip_markers
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import format_chunks, render, role_messages
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
-from haystack_agentic.grounding.citations import cite, draft_sources
-from haystack_agentic.grounding.markers import has_own_words, strip_markers
-from haystack_agentic.llm.streaming import (
-    AnswerTextHold, emit, emit_async, pick_callback, role_callback, role_callback_async,
-)
 from haystack_agentic.llm.serialization import role_from_dict, role_to_dict, warm_up_generator
+from haystack_agentic.llm.streaming import (
+    AnswerTextHold,
+    emit,
+    emit_async,
+    pick_callback,
+    role_callback,
+    role_callback_async,
+)
 from haystack_agentic.llm.tokens import token_counter_for
-from haystack_agentic.dataclasses.loop_state import LoopState
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +161,7 @@ class FallbackSynthesizer:
 
     def _without_call(self, state: LoopState) -> LoopState:
         # Disabled: keep a draft if the loop had one (cited by its `answer` call's sources); enabled: no chunks.
-        if self.enabled and self.chat_generator is not None or not state.draft:
+        if (self.enabled and self.chat_generator is not None) or not state.draft:
             return state.finish("max_iterations", answer=None)
         return cite(state.finish("max_iterations", answer=state.draft), state.draft, cited_ids=draft_sources(state))
 

@@ -8,11 +8,12 @@ from typing import Any
 
 from haystack import component, logging
 
+from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.assembly import skip_reason, skipped
 from haystack_agentic.grounding.citations import cite, claim_sentences, settle
 
 # HHEM_MODEL, HHEM_PROMPT and HOW_TO_GET are public names of this module too.
-from haystack_agentic.grounding.hhem_loading import (  # noqa: F401
+from haystack_agentic.grounding.hhem_loading import (
     HHEM_MODEL,
     HHEM_PROMPT,
     HOW_TO_GET,
@@ -21,7 +22,6 @@ from haystack_agentic.grounding.hhem_loading import (  # noqa: F401
     load_hhem_remote_code,
     pick_device,
 )
-from haystack_agentic.dataclasses.loop_state import LoopState
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class HHEMGrounder:
                     args = (self.model, self.revision, self.foundation, self.local_files_only, self._device)
                     loaded = load_hhem_native(*args)
                 self._network, self._tokenizer, self._prompt = loaded
-            except Exception as exc:  # noqa: BLE001 - missing files, no Hub access, wrong checkpoint: all skip
+            except Exception as exc:
                 self.load_error = f"HHEM model {self.model!r} is not available ({type(exc).__name__}: {exc})"
                 logger.warning("{error}. To ground answers: {how}", error=self.load_error, how=HOW_TO_GET)
 
@@ -223,7 +223,7 @@ class HHEMGrounder:
             return {"state": skipped(state, f"{self.load_error}; to ground answers, {HOW_TO_GET}")}
         try:
             grounding = self._ground(state)
-        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
+        except Exception as exc:
             logger.warning("Grounding failed: {error}", error=repr(exc))
             return {"state": skipped(state, f"the grounder failed: {type(exc).__name__}: {exc}")}
         if isinstance(grounding, str):

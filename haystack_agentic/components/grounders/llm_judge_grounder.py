@@ -9,13 +9,13 @@ from haystack import component, default_from_dict, default_to_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.dataclasses import ChatMessage
 
+from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.assembly import skip_reason, skipped
 from haystack_agentic.grounding.citations import cite, claim_sentences, settle, strip_markers
 from haystack_agentic.grounding.sentence_splitter import plain
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
 from haystack_agentic.llm.prompts import render
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, generator_to_dict, warm_up_generator
-from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.llm.valid_text import decode_json
 
 logger = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ class LLMJudgeGrounder:
         try:
             call = call_generator(self.chat_generator, prepared[0], "grounding", prepared[3], **role_options(self))
             return {"state": self._judge(*prepared[:3], call, time.perf_counter() - started)}
-        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
+        except Exception as exc:
             return {"state": _failed(prepared[0], exc)}
 
     @component.output_types(state=LoopState)
@@ -249,7 +249,7 @@ class LLMJudgeGrounder:
                 self.chat_generator, prepared[0], "grounding", prepared[3], **role_options(self)
             )
             return {"state": self._judge(*prepared[:3], call, time.perf_counter() - started)}
-        except Exception as exc:  # noqa: BLE001 - grounding must never lose the answer
+        except Exception as exc:
             return {"state": _failed(prepared[0], exc)}
 
     def to_dict(self) -> dict[str, Any]:

@@ -4,8 +4,8 @@ from pathlib import Path
 from typing import Any
 
 from haystack import Document, Pipeline, component, default_to_dict, logging
-from haystack.dataclasses import ChatMessage, GeneratedAnswer
 from haystack.core.super_component import SuperComponent
+from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
 from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
 from haystack_agentic.grounding.citations import strip_markers

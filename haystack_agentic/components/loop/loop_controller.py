@@ -11,13 +11,13 @@ from haystack.utils.filters import LOGICAL_OPERATORS, document_matches_filter
 from pydantic import StringConstraints
 
 from haystack_agentic.dataclasses.loop_state import LoopLimits, LoopState
-from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step_chunks
-from haystack_agentic.indexing.collections import CollectionLookup, and_filters, resolve_scope, scope_filter
 from haystack_agentic.dataclasses.pending_search import pending_search_step, result_in_place
+from haystack_agentic.indexing.collections import CollectionLookup, and_filters, resolve_scope, scope_filter
 from haystack_agentic.llm.result_digests import numbered_chunks, search_digest, shown_chunk_ids, with_digest
-from haystack_agentic.tracing import start_run, trace_search
+from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, step_chunks
 from haystack_agentic.llm.valid_text import LONE_SURROGATE, valid_document
 from haystack_agentic.text import CONTROL_CHARACTERS_RE
+from haystack_agentic.tracing import start_run, trace_search
 
 logger = logging.getLogger(__name__)
 
@@ -302,7 +302,7 @@ class LoopController:
         emit(callback, step_chunks(arrived, next(iter(outputs.values()))) if arrived is not None else [])
         return outputs
 
-    def _visit(  # noqa: PLR0913 - run's inputs, in order
+    def _visit(
         self, query: Any, filters: Any, state: Any, documents: Any, search_error: Any, revised: Any, refused: Any,
         messages: Any, collections: Any,
     ) -> dict[str, LoopState]:
@@ -428,8 +428,10 @@ class LoopController:
         return state if state.queued else state.evolve(iteration=state.iteration + 1)
 
     def format_search_result(self, query: str, documents: list[Document], shown: Any = ()) -> str:
-        """The tool result text of a search for the LLM: numbered chunks (best first) with short ids and titles; one
-        whose id is in `shown` (earlier results) is marked `[already shown]` instead of sent again."""
+        """
+        The tool result text of a search for the LLM: numbered chunks (best first) with short ids and titles; one
+        whose id is in `shown` (earlier results) is marked `[already shown]` instead of sent again.
+        """
         if not documents:
             return f'No results for "{query}". Try other words, or answer from what you have.'
         heading = f'{len(documents)} result(s) for "{query}":'

@@ -4,9 +4,9 @@ from typing import Any
 
 from haystack import component, logging
 
-from haystack_agentic.tracing import tag_current_span
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.llm.valid_text import strict_json
+from haystack_agentic.tracing import tag_current_span
 
 logger = logging.getLogger(__name__)
 

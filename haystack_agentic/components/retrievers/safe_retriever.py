@@ -18,9 +18,9 @@ from haystack.core.serialization import (
 )
 
 from haystack_agentic.llm.timeouts import run_with_timeout
+from haystack_agentic.llm.valid_text import valid_text
 from haystack_agentic.sockets import NotAComponentError, component_sockets
 from haystack_agentic.tracing import tag_current_span
-from haystack_agentic.llm.valid_text import valid_text
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class SafeRetriever:
         if store is not None:
             try:
                 store.count_documents()
-            except Exception as exc:  # noqa: BLE001 - any failure here means the store is not usable
+            except Exception as exc:
                 msg = (
                     f"The document store {type(store).__name__} at {describe_store_address(store)} is not "
                     f"reachable ({type(exc).__name__}: {exc}). Start it, or fix its URL/URI in the pipeline YAML."
@@ -130,7 +130,7 @@ class SafeRetriever:
         """
         try:
             documents = run_with_timeout(self.retriever, kwargs, self.timeout, "the retriever")["documents"]
-        except Exception as exc:  # noqa: BLE001 - a store error must never crash the loop
+        except Exception as exc:
             return self._failed(kwargs, valid_text(f"{type(exc).__name__}: {exc}"))
         return _traced(kwargs, list(documents or []), None)
 
@@ -141,9 +141,9 @@ class SafeRetriever:
             return self.run(**kwargs)
         try:
             documents = (await asyncio.wait_for(self.retriever.run_async(**kwargs), timeout=self.timeout))["documents"]
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return self._failed(kwargs, f"TimeoutError: the retriever did not answer within {self.timeout} s")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return self._failed(kwargs, valid_text(f"{type(exc).__name__}: {exc}"))
         return _traced(kwargs, list(documents or []), None)
 
@@ -171,11 +171,13 @@ def _traced(inputs: dict[str, Any], documents: list[Document], error: str | None
 
 
 def describe_store_address(store: Any) -> str:
-    """Where a document store lives, for error messages: the `url`, or the Milvus `connection_args` `uri`, of its
-    `to_dict()` init parameters, if it has one."""
+    """
+    Where a document store lives, for error messages: the `url`, or the Milvus `connection_args` `uri`, of its
+    `to_dict()` init parameters, if it has one.
+    """
     try:
         parameters = store.to_dict()["init_parameters"]
-    except Exception:  # noqa: BLE001 - no serialisable address: say so
+    except Exception:
         parameters = {}
     connection = parameters.get("connection_args")
     for address in (parameters.get("url"), connection.get("uri") if isinstance(connection, dict) else None):
@@ -185,14 +187,16 @@ def describe_store_address(store: Any) -> str:
 
 
 def retriever_document_store(retriever: Any) -> Any:
-    """A retriever's document store (`None` if it names none): its `document_store` attribute, else one rebuilt from
-    its `to_dict` (Weaviate's retrievers keep theirs private; the copy talks to the same server)."""
+    """
+    A retriever's document store (`None` if it names none): its `document_store` attribute, else one rebuilt from
+    its `to_dict` (Weaviate's retrievers keep theirs private; the copy talks to the same server).
+    """
     store = getattr(retriever, "document_store", None)
     if store is not None or not callable(getattr(retriever, "to_dict", None)):
         return store
     try:
         return store_from_dict(retriever.to_dict()["init_parameters"]["document_store"])
-    except Exception:  # noqa: BLE001 - no store to name: the caller goes without
+    except Exception:
         return None
 
 
@@ -204,8 +208,10 @@ def store_from_dict(data: dict[str, Any]) -> Any:
 
 
 def _checked(retriever: Any) -> Any:
-    """`retriever`, if it is a Haystack component with a `documents` output (`ValueError` otherwise, or if it is
-    already in a pipeline)."""
+    """
+    `retriever`, if it is a Haystack component with a `documents` output (`ValueError` otherwise, or if it is
+    already in a pipeline).
+    """
     try:
         _, outputs = component_sockets(retriever)
     except NotAComponentError:

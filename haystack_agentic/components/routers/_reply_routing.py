@@ -12,11 +12,11 @@ from haystack.tools import Tool
 from haystack_agentic.components.routers._tool_arguments import (
     _BUILTIN_TOOL_NAMES,
     _JSON_ACTIONS,
-    _builtin_tools,
     ANSWER_TOOL_NAME,
     GIVE_UP_TOOL_NAME,
     READ_TOOL_NAME,
     SEARCH_TOOL_NAME,
+    _builtin_tools,
     _chosen_collection,
     _give_up,
     _InvalidArgumentsError,
@@ -167,8 +167,10 @@ class _ReplyRouting:
     def _plan_search(
         self, state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any], searches: list[Any]
     ) -> LoopState:
-        """Add a search to `searches` (run after the reply), with a placeholder for its result; a repeated one is
-        answered at once."""
+        """
+        Add a search to `searches` (run after the reply), with a placeholder for its result; a repeated one is
+        answered at once.
+        """
         query = _required_text(arguments, "query")
         top_k = self._top_k(arguments.get("top_k"))
         collection = _chosen_collection(state.collections, arguments.get("collection"))
@@ -189,13 +191,17 @@ class _ReplyRouting:
         return state.with_step(step).with_messages(held)
 
     def _search_question(self, state: LoopState) -> dict[str, Any]:
-        """The run's first search, sent without an LLM call: the question itself (in tools mode as a `search` call of
-        the model's, so its result comes back to the model in the conversation)."""
+        """
+        The run's first search, sent without an LLM call: the question itself (in tools mode as a `search` call of
+        the model's, so its result comes back to the model in the conversation).
+        """
         return self._free_search(state, state.question, QUESTION_SEARCH_REASON, QUESTION_SEARCH_ID)
 
     def _free_search(self, state: LoopState, query: str, reason: str, call_id: str) -> dict[str, Any]:
-        """A search the loop makes without an LLM call (the question first, or the chunks' suggestion after a
-        refused decision); in tools mode it enters the conversation as a `search` call with id `call_id`."""
+        """
+        A search the loop makes without an LLM call (the question first, or the chunks' suggestion after a
+        refused decision); in tools mode it enters the conversation as a `search` call with id `call_id`.
+        """
         turn, arguments = state.iteration + 1, {"query": query}
         tool_call = None
         if self.mode == "tools":
@@ -232,8 +238,10 @@ class _ReplyRouting:
         return {"loop": state.with_messages(ChatMessage.from_user(_EMPTY_REPLY_NUDGE))}
 
     def _top_k(self, value: Any) -> int | None:
-        """The model's `top_k` (1..`max_top_k`, larger capped), the default if absent (`None`: the retriever's own);
-        else `_InvalidArgumentsError`."""
+        """
+        The model's `top_k` (1..`max_top_k`, larger capped), the default if absent (`None`: the retriever's own);
+        else `_InvalidArgumentsError`.
+        """
         if value is None:
             return self.default_top_k
         try:
@@ -306,8 +314,10 @@ def _without(state: LoopState, searches: list[tuple[PendingSearch, ToolStep, Cha
 
 
 def _with_call_text(reply: ChatMessage) -> ChatMessage:
-    """The reply with its tool calls also written as its text (`call_text`): some local servers' chat templates fail
-    (HTTP 500) on an assistant message with tool calls and no content."""
+    """
+    The reply with its tool calls also written as its text (`call_text`): some local servers' chat templates fail
+    (HTTP 500) on an assistant message with tool calls and no content.
+    """
     return ChatMessage.from_assistant(
         text=call_text(reply.tool_calls), meta=reply.meta, name=reply.name, tool_calls=reply.tool_calls,
         reasoning=reply.reasoning,

@@ -133,8 +133,10 @@ _JSON_ACTIONS = ("search", "reflect", "generate")
 
 
 def parse_json_decision(text: str) -> dict[str, Any] | None:
-    """The routing decision in a json-mode reply: the first JSON object with an `action` key, in a code fence or
-    among prose; `None` when there is none."""
+    """
+    The routing decision in a json-mode reply: the first JSON object with an `action` key, in a code fence or
+    among prose; `None` when there is none.
+    """
     return next((value for value in json_objects(text) if "action" in value), None)
 
 
@@ -148,8 +150,10 @@ STRUCTURED_OUTPUT_REFUSED = "structured_output_refused"
 
 
 def decision_response_format(collections: Any = None) -> dict[str, Any]:
-    """The `response_format` asking for a decision in the OpenAI structured-outputs form (llama.cpp's server makes it
-    a grammar): `action` one of the allowed actions, `collection` (in a scoped run) one of the run's `collections`."""
+    """
+    The `response_format` asking for a decision in the OpenAI structured-outputs form (llama.cpp's server makes it
+    a grammar): `action` one of the allowed actions, `collection` (in a scoped run) one of the run's `collections`.
+    """
     properties: dict[str, Any] = {
         "action": {"type": "string", "enum": list(_JSON_ACTIONS)},
         "query": {"type": "string", "maxLength": _QUERY_MAX_CHARS},

@@ -22,9 +22,6 @@ from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401 
 )
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
-from haystack_agentic.llm.refused_turns import (
-    FORCED_AT_CAP, SUGGESTED_SEARCH_REASON, absorb_refusals, refused_turn_note, suggested_search, with_refused_turn_note
-)
 from haystack_agentic.llm.calls import (
     CallOptions,
     LLMCall,
@@ -36,14 +33,22 @@ from haystack_agentic.llm.calls import (
 )
 from haystack_agentic.llm.generator_checks import check_chat_generator
 from haystack_agentic.llm.prompts import fit_turns, format_chunks, render
+from haystack_agentic.llm.refused_turns import (
+    FORCED_AT_CAP,
+    SUGGESTED_SEARCH_REASON,
+    absorb_refusals,
+    refused_turn_note,
+    suggested_search,
+    with_refused_turn_note,
+)
 from haystack_agentic.llm.result_digests import digest_older_results
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES, refuses_response_format
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.streaming import (
     CallTextHold,
-    held_text,
     emit,
     emit_async,
+    held_text,
     pick_callback,
     role_callback,
     role_callback_async,
@@ -202,7 +207,7 @@ class AgenticRouter(_ReplyRouting):
             msg = f"mode must be 'tools' or 'json', got {mode!r}"
             raise ValueError(msg)
         check_chat_generator(chat_generator, "AgenticRouter(chat_generator=...)", needs_tools=mode == "tools")
-        if max_top_k < 1 or default_top_k is not None and not 1 <= default_top_k <= max_top_k:
+        if max_top_k < 1 or (default_top_k is not None and not 1 <= default_top_k <= max_top_k):
             msg = f"need 1 <= default_top_k <= max_top_k, got {default_top_k} and {max_top_k}"
             raise ValueError(msg)
         if context_budget_tokens < MIN_CONTEXT_BUDGET_TOKENS:

@@ -10,15 +10,15 @@ from typing import Any
 from haystack import component, default_to_dict, logging
 from haystack.dataclasses import StreamingCallbackT
 
-from haystack_agentic.tracing import iteration_span, trace_turn
-from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.components.retrievers.safe_retriever import store_from_dict
 from haystack_agentic.components.routers.agentic_router import count_final_turn
+from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
+from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.evidence.feedback import missing_evidence_query
 from haystack_agentic.indexing.collections import and_filters
 from haystack_agentic.llm.streaming import emit, emit_async, pick_callback, routed_state, step_chunks
 from haystack_agentic.policies.bridge_entities import BridgeEntityPolicy
-from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
+from haystack_agentic.tracing import iteration_span, trace_turn
 
 logger = logging.getLogger(__name__)
 
@@ -138,8 +138,10 @@ class BridgeEntityRouter:
             return self._policy
 
     def policy_for(self, filters: dict[str, Any] | None) -> BridgeEntityPolicy:
-        """The policy whose title index holds only the titles a run with these `filters` may see (`None`: the whole
-        store within `title_filters`), so a run's trace never names a document outside its scope."""
+        """
+        The policy whose title index holds only the titles a run with these `filters` may see (`None`: the whole
+        store within `title_filters`), so a run's trace never names a document outside its scope.
+        """
         policy = self._current_policy()
         if not filters:
             return policy

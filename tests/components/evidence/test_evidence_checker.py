@@ -5,11 +5,12 @@ import json
 import uuid
 
 import pytest
-from haystack import Document, Pipeline, component
+from conftest import QUESTION, actions, answer, calls, decide, give_up, load_yaml, search
+from haystack import Document, component
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from scripted_chat_generator import ScriptedChatGenerator
 
-from conftest import QUESTION, actions, answer, calls, decide, give_up, load_yaml, search
 from haystack_agentic import (
     Answerer,
     BridgeEntityRouter,
@@ -21,13 +22,12 @@ from haystack_agentic import (
     build_loop_pipeline,
 )
 from haystack_agentic.components.evidence.evidence_checker import DEFAULT_GIVE_UP_TEMPLATE, STRONG_OFFLINE_SCORE
-from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
 from haystack_agentic.evidence.features import chunk_title, key_entities, lexical_coverage, truecase
-from haystack_agentic.evidence.similarity import chunk_head
 from haystack_agentic.evidence.judge import parse_verdict
-from haystack_agentic.resources import sample_corpus_path
-from scripted_chat_generator import ScriptedChatGenerator
+from haystack_agentic.evidence.similarity import chunk_head
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
+from haystack_agentic.resources import sample_corpus_path
 
 ARTHUR = "Which magazine was started first Arthur's Magazine or First for Women?"
 

@@ -7,19 +7,19 @@ import copy
 
 import pytest
 import yaml
+from conftest import load_yaml
 from haystack import Document, Pipeline
-from haystack.dataclasses import StreamingChunk
 from haystack.core.serialization import component_from_dict, component_to_dict
+from haystack.dataclasses import StreamingChunk
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scripted_chat_generator import ScriptedChatGenerator
 
-from conftest import load_yaml
 from haystack_agentic import Answerer, LoopState, ShortAnswerExtractor, ToolStep
 from haystack_agentic.components.extractors._comparison_answer import compare_by_year
 from haystack_agentic.components.extractors.short_answer_extractor import extract_short_answer
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.streaming import ANSWER_META, ROLE_META
-from scripted_chat_generator import ScriptedChatGenerator
 
 
 def short_answer(question, reply, chunks=(), option_pages=None) -> str:
@@ -33,7 +33,7 @@ THAT_70S_SHOW = (
 )
 YAKUZA_KIWAMI = (
     "Yakuza Kiwami\nYakuza Kiwami is a 2016 action-adventure game developed by Sega for the PlayStation 3 and "
-    "PlayStation 4. It is a remake of \"Yakuza\", the first video game in the \"Yakuza\" series."
+    'PlayStation 4. It is a remake of "Yakuza", the first video game in the "Yakuza" series.'
 )
 
 

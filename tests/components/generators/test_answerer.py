@@ -6,10 +6,10 @@ import copy
 import pytest
 from conftest import DOC_TEXT, QUESTION, actions, answer, calls, give_up, search
 from haystack import Document
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import Answerer, LoopState, ToolStep
 from haystack_agentic.components.generators.answerer import DEFAULT_ANSWER_PROMPT, prompt_chunks
-from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.refused_turns import FORCED_AT_CAP
 

@@ -5,8 +5,8 @@ import asyncio
 import pytest
 from haystack.dataclasses import ChatMessage
 
-from haystack_agentic.components.generators import embedded_chat_generator as module
 from haystack_agentic.components.generators import _smollm2_gguf as gguf_files
+from haystack_agentic.components.generators import embedded_chat_generator as module
 from haystack_agentic.components.generators.embedded_chat_generator import (
     MODEL_NAME,
     EmbeddedChatGenerator,

@@ -6,9 +6,9 @@ import copy
 import pytest
 from conftest import DOC_TEXT, QUESTION, actions, calls, search
 from haystack import Document
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import FallbackSynthesizer, LoopLimits, LoopState
-from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 
 CHUNKS = (

@@ -8,17 +8,17 @@ import uuid
 from pathlib import Path
 
 import pytest
-from haystack.core.errors import DeserializationError
 from conftest import QUESTION, answer, load_yaml, search
 from haystack import Document, Pipeline
 from haystack.components.builders import PromptBuilder
 from haystack.components.writers import DocumentWriter
+from haystack.core.errors import DeserializationError
 from haystack.dataclasses import ChatMessage, StreamingChunk
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_agentic import AgenticRAG
-from haystack_agentic.llm.streaming import ANSWER_META
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.llm.streaming import ANSWER_META
 
 HOPS = [search("Big Stone Gap film director"), search("Adriana Trigiani"), answer("Greenwich Village")]
 USER_INPUTS = {"query", "messages", "filters", "collections", "streaming_callback"}

@@ -9,8 +9,8 @@ from haystack.dataclasses import ChatMessage, ChatRole, ToolCall
 
 from haystack_agentic import LoopController, LoopState
 from haystack_agentic.components.loop.loop_controller import InvalidLoopInputError
-from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.pipelines.loop_pipeline import loop_inputs
 
 HISTORY = [
     ChatMessage.from_system("Answer in English."),
@@ -92,7 +92,7 @@ def test_query_and_messages_together_are_refused(build_loop):
 
 
 def test_a_long_conversation_keeps_its_system_messages_and_latest_turns_within_the_budget(build_loop):
-    from haystack_agentic.llm.tokens import CONSERVATIVE  # noqa: PLC0415
+    from haystack_agentic.llm.tokens import CONSERVATIVE
 
     turns = [ChatMessage.from_system("Answer in English.")]
     for number in range(300):

@@ -21,11 +21,11 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage, ChatRole
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.tools import Tool
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, LoopController, LoopState
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.components.routers.agentic_router import parse_json_decision
-from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.refused_turns import SUGGESTED_SEARCH_REASON
 

@@ -2,11 +2,12 @@
 import uuid
 
 import pytest
-from haystack import Document, Pipeline
+from conftest import load_yaml
+from haystack import Document
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from scripted_chat_generator import ScriptedChatGenerator
 
-from conftest import load_yaml
 from haystack_agentic import (
     AgenticRouter,
     Answerer,
@@ -14,9 +15,8 @@ from haystack_agentic import (
     LoopController,
     build_loop_pipeline,
 )
-from haystack_agentic.indexing.collections import and_filters
-from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.indexing.collections import and_filters
 
 QUESTION = 'The director of the romantic comedy "Big Stone Gap" is based in what New York city?'
 

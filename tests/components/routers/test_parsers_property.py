@@ -7,7 +7,11 @@ from haystack.dataclasses import ToolCall
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from haystack_agentic.components.routers._tool_arguments import _InvalidArgumentsError, _parse_arguments, parse_json_decision
+from haystack_agentic.components.routers._tool_arguments import (
+    _InvalidArgumentsError,
+    _parse_arguments,
+    parse_json_decision,
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),

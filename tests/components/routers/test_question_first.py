@@ -6,11 +6,11 @@ with an answer that has no words of its own."""
 import pytest
 from conftest import QUESTION, answer, calls, decide, search
 from haystack.dataclasses import ChatRole
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter
 from haystack_agentic.grounding.markers import strip_markers
 from haystack_agentic.llm.refused_turns import MAX_REFUSED_TURNS, SUGGESTED_SEARCH_REASON
-from scripted_chat_generator import ScriptedChatGenerator
 
 FIRST = {"search_question_first": True}
 #: The free first search puts an assistant message (its `search` call) in the conversation: count calls, not those.

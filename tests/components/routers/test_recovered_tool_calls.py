@@ -89,7 +89,7 @@ def test_calls_that_do_not_validate_neither_run_nor_answer(build_loop, text):
 
 
 def test_a_user_tool_written_as_text_runs(build_loop):
-    from haystack.tools import Tool  # noqa: PLC0415
+    from haystack.tools import Tool
 
     year = Tool(
         name="film_year", description="Year of a film.", function=lambda title: "2014",

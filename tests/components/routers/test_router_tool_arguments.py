@@ -8,9 +8,8 @@ import json
 import math
 
 import pytest
-from haystack.dataclasses import ChatRole
-
 from conftest import ScriptedRetriever, actions, answer, search, tool_turn
+from haystack.dataclasses import ChatRole
 
 # --- search(top_k): a bad number is a tool error back to the model, never an exception ----------------------
 
@@ -121,8 +120,9 @@ def test_give_up_with_a_reason_keeps_it(build_loop):
 
 
 def test_the_give_up_tool_schema_does_not_require_a_reason():
-    from haystack_agentic import AgenticRouter
     from scripted_chat_generator import ScriptedChatGenerator
+
+    from haystack_agentic import AgenticRouter
 
     router = AgenticRouter(chat_generator=ScriptedChatGenerator([]))
     give_up = next(tool for tool in router._all_tools if tool.name == "give_up")

@@ -15,10 +15,10 @@ from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage, ChatRole
 from haystack.tools import ComponentTool, Tool
 from haystack.tracing import Span, Tracer
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, LoopController, LoopState, build_loop_pipeline
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
-from scripted_chat_generator import ScriptedChatGenerator
 
 FILTERS = {"field": "meta.kind", "operator": "in", "value": ["film", "person", "place"]}
 
