@@ -31,7 +31,9 @@ class PacedChatGenerator(ScriptedChatGenerator):
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise to a dict (the script and both delays)."""
-        return default_to_dict(self, script=self.script, first_token=self.first_token, token_interval=self.token_interval)
+        return default_to_dict(
+            self, script=self.script, first_token=self.first_token, token_interval=self.token_interval
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PacedChatGenerator":
@@ -39,8 +41,13 @@ class PacedChatGenerator(ScriptedChatGenerator):
         return default_from_dict(cls, data)
 
     @component.output_types(replies=list[ChatMessage])
-    def run(self, messages: list[ChatMessage], generation_kwargs: Any = None, tools: Any = None,
-            streaming_callback: Any = None) -> dict[str, list[ChatMessage]]:
+    def run(
+        self,
+        messages: list[ChatMessage],
+        generation_kwargs: Any = None,
+        tools: Any = None,
+        streaming_callback: Any = None,
+    ) -> dict[str, list[ChatMessage]]:
         """Play the next turn, sleeping as the stream would take."""
         reply = ScriptedChatGenerator.run(self, messages, generation_kwargs, tools)["replies"][0]
         time.sleep(self.first_token)
@@ -52,8 +59,13 @@ class PacedChatGenerator(ScriptedChatGenerator):
         return {"replies": [reply]}
 
     @component.output_types(replies=list[ChatMessage])
-    async def run_async(self, messages: list[ChatMessage], generation_kwargs: Any = None, tools: Any = None,
-                        streaming_callback: Any = None) -> dict[str, list[ChatMessage]]:
+    async def run_async(
+        self,
+        messages: list[ChatMessage],
+        generation_kwargs: Any = None,
+        tools: Any = None,
+        streaming_callback: Any = None,
+    ) -> dict[str, list[ChatMessage]]:
         """Async twin of `run` (`asyncio.sleep`)."""
         reply = (await ScriptedChatGenerator.run_async(self, messages, generation_kwargs, tools))["replies"][0]
         await asyncio.sleep(self.first_token)

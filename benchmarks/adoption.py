@@ -128,8 +128,9 @@ def twenty_documents() -> list[dict]:
 def time_to_answer(python: Path, script: Path) -> tuple[float, float]:
     """Seconds from process start to the answer line on its stdout, and to the process' exit."""
     start = time.perf_counter()
-    process = subprocess.Popen([str(python), script.name], cwd=script.parent, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [str(python), script.name], cwd=script.parent, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     line = process.stdout.readline()
     answered = time.perf_counter() - start
     process.wait(timeout=300)
@@ -151,7 +152,9 @@ def code_lines(text: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--venv", type=Path, help="Reuse this virtualenv (made by an earlier run) instead of a new one.")
+    parser.add_argument(
+        "--venv", type=Path, help="Reuse this virtualenv (made by an earlier run) instead of a new one."
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -161,8 +164,14 @@ def main() -> None:
         else:
             python, install = fresh_venv(args.venv or work / "venv", work / "wheel")
         check = run([str(python), "-m", "pip", "check"]).stdout.strip()
-        extras = run([str(python), "-c", "import importlib.util as u; print([m for m in ('torch', 'transformers', "
-                      "'sentence_transformers', 'pymilvus', 'hayhooks') if u.find_spec(m)])"]).stdout.strip()
+        extras = run(
+            [
+                str(python),
+                "-c",
+                "import importlib.util as u; print([m for m in ('torch', 'transformers', "
+                "'sentence_transformers', 'pymilvus', 'hayhooks') if u.find_spec(m)])",
+            ]
+        ).stdout.strip()
         (work / "readme.py").write_text(readme_block(), encoding="utf-8")
         readme = run([str(python), "readme.py"], cwd=work).stdout.strip().splitlines()[0]
 
@@ -174,8 +183,10 @@ def main() -> None:
         imports: dict[str, list[tuple[float, float]]] = {"ours": [], "agent": []}
         answers: dict[str, list[float]] = {"ours": [], "agent": []}
         exits: dict[str, list[float]] = {"ours": [], "agent": []}
-        statements = {"ours": "from haystack_agentic import AgenticRAG",
-                      "agent": "from haystack.components.agents import Agent"}
+        statements = {
+            "ours": "from haystack_agentic import AgenticRAG",
+            "agent": "from haystack.components.agents import Agent",
+        }
         for trial in range(args.trials):
             for side in ("ours", "agent") if trial % 2 == 0 else ("agent", "ours"):
                 out = run([str(python), "-c", IMPORT.format(statement=statements[side])], cwd=work).stdout.split()
@@ -195,14 +206,22 @@ def main() -> None:
     print(f"  pip check: {check}; heavy modules importable: {extras}")
     print(f"  README 'own pipeline' block, verbatim, outside the source tree: {readme!r}")
     print(f"median of {args.trials} fresh processes each      ours      Agent     ratio   goal")
-    print(f"  import time (s)                        {seconds['ours']:8.2f}  {seconds['agent']:8.2f}  "
-          f"{seconds['ours'] / seconds['agent']:6.2f}x  <= {IMPORT_GOAL}x")
-    print(f"  import peak RSS (MB)                   {rss['ours']:8.0f}  {rss['agent']:8.0f}  "
-          f"{rss['ours'] / rss['agent']:6.2f}x  <= {IMPORT_GOAL}x")
-    print(f"  first answer, process start to print (s) {first['ours']:6.2f}  {first['agent']:8.2f}  "
-          f"{first['ours'] / first['agent']:6.2f}x  <= {ANSWER_GOAL}x")
-    print(f"  process exit (s)                       {exit_['ours']:8.2f}  {exit_['agent']:8.2f}  "
-          f"{exit_['ours'] / exit_['agent']:6.2f}x  (after the answer: Haystack's telemetry flush of a Pipeline.run)")
+    print(
+        f"  import time (s)                        {seconds['ours']:8.2f}  {seconds['agent']:8.2f}  "
+        f"{seconds['ours'] / seconds['agent']:6.2f}x  <= {IMPORT_GOAL}x"
+    )
+    print(
+        f"  import peak RSS (MB)                   {rss['ours']:8.0f}  {rss['agent']:8.0f}  "
+        f"{rss['ours'] / rss['agent']:6.2f}x  <= {IMPORT_GOAL}x"
+    )
+    print(
+        f"  first answer, process start to print (s) {first['ours']:6.2f}  {first['agent']:8.2f}  "
+        f"{first['ours'] / first['agent']:6.2f}x  <= {ANSWER_GOAL}x"
+    )
+    print(
+        f"  process exit (s)                       {exit_['ours']:8.2f}  {exit_['agent']:8.2f}  "
+        f"{exit_['ours'] / exit_['agent']:6.2f}x  (after the answer: Haystack's telemetry flush of a Pipeline.run)"
+    )
     print(f"  lines of user code                     {code_lines(OURS):8d}  {code_lines(AGENT):8d}")
 
 

@@ -45,15 +45,24 @@ STAGES = [
 
 
 def _env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "HAYSTACK_AGENTIC_CACHE": str(cache), "HAYSTACK_TELEMETRY_ENABLED": "False",
-            "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return {
+        **os.environ,
+        "HAYSTACK_AGENTIC_CACHE": str(cache),
+        "HAYSTACK_TELEMETRY_ENABLED": "False",
+        "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
 
 
 def commands(question: str, cache: Path) -> dict[str, list[str]]:
     return {
         "ask": [sys.executable, "-m", "haystack_agentic.cli.main", "ask", question],
-        "plain": [sys.executable, str(REPO / "benchmarks" / "plain_rag.py"), question, "--store",
-                  str(cache / "store.json")],
+        "plain": [
+            sys.executable,
+            str(REPO / "benchmarks" / "plain_rag.py"),
+            question,
+            "--store",
+            str(cache / "store.json"),
+        ],
     }
 
 
@@ -77,7 +86,7 @@ def import_costs(stderr: str, top: int = 15) -> list[tuple[str, float]]:
     for line in stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, _, name = (part.strip() for part in line[len("import time:"):].split("|"))
+        self_us, _, name = (part.strip() for part in line[len("import time:") :].split("|"))
         per_package[name.split(".")[0]] += int(self_us) / 1e6
     return per_package.most_common(top)
 
@@ -87,8 +96,9 @@ def stage_costs(profile: Path) -> list[tuple[str, float, int]]:
     stats = pstats.Stats(str(profile)).stats  # {(file, line, function): (cc, nc, tt, ct, callers)}
     rows = []
     for label, (fragment, function) in STAGES:
-        matches = [(ct, nc) for (file, _, name), (_, nc, _, ct, _) in stats.items()
-                   if name == function and fragment in file]
+        matches = [
+            (ct, nc) for (file, _, name), (_, nc, _, ct, _) in stats.items() if name == function and fragment in file
+        ]
         if matches:
             ct, nc = max(matches)
             rows.append((label, ct, nc))
@@ -118,12 +128,16 @@ def main() -> None:
             walls[name].append(wall)
             cpus[name].append(cpu)
     for name, values in walls.items():
-        print(f"{name:>6}: wall median {statistics.median(values):.2f} s (each: {', '.join(f'{v:.2f}' for v in values)}); "
-              f"CPU median {statistics.median(cpus[name]):.2f} s (each: {', '.join(f'{v:.2f}' for v in cpus[name])})")
+        print(
+            f"{name:>6}: wall median {statistics.median(values):.2f} s (each: {', '.join(f'{v:.2f}' for v in values)}); "
+            f"CPU median {statistics.median(cpus[name]):.2f} s (each: {', '.join(f'{v:.2f}' for v in cpus[name])})"
+        )
     ratio = statistics.median(walls["ask"]) / statistics.median(walls["plain"])
     cpu_ratio = statistics.median(cpus["ask"]) / statistics.median(cpus["plain"])
-    print(f"ask / plain script: wall {ratio:.2f}x (goal <= 1.0x): {'met' if ratio <= 1.0 else 'NOT met'}; "
-          f"CPU {cpu_ratio:.2f}x")
+    print(
+        f"ask / plain script: wall {ratio:.2f}x (goal <= 1.0x): {'met' if ratio <= 1.0 else 'NOT met'}; "
+        f"CPU {cpu_ratio:.2f}x"
+    )
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} after the trials", flush=True)
     if not args.profile:
         return
@@ -136,7 +150,9 @@ def main() -> None:
         wall = time.perf_counter() - start
         (out / f"{name}_importtime.txt").write_text(done.stderr)
         costs = import_costs(done.stderr)
-        print(f"\n{name} under -X importtime: {wall:.2f} s; imports (self time) {sum(c for _, c in import_costs(done.stderr, 10_000)):.2f} s; by top-level package:")
+        print(
+            f"\n{name} under -X importtime: {wall:.2f} s; imports (self time) {sum(c for _, c in import_costs(done.stderr, 10_000)):.2f} s; by top-level package:"
+        )
         for package, seconds in costs:
             print(f"  {package:<28} {seconds:6.2f} s")
     prof = out / "ask.prof"

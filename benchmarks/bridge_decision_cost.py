@@ -55,8 +55,10 @@ def main() -> None:
                 times.append(time.process_time() - start)
         times.sort()
         ms = [1000 * t for t in times]
-        print(f"{label}: {len(ms)} decisions, CPU ms mean {sum(ms) / len(ms):.2f}, median {ms[len(ms) // 2]:.2f}, "
-              f"p90 {ms[int(0.9 * len(ms))]:.2f}, max {ms[-1]:.2f}")
+        print(
+            f"{label}: {len(ms)} decisions, CPU ms mean {sum(ms) / len(ms):.2f}, median {ms[len(ms) // 2]:.2f}, "
+            f"p90 {ms[int(0.9 * len(ms))]:.2f}, max {ms[-1]:.2f}"
+        )
     print(f"{len(docs)} chunks: index built in {build:.1f} s CPU, +{grown:.0f} MB max RSS")
 
 

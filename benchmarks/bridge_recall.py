@@ -49,6 +49,7 @@ VARIANTS: dict[str, dict] = {
     "3 + 3 x 1": {"first_top_k": 3, "max_follow_ups": 3},
 }
 
+
 def corpus_documents(path: str) -> list[Document]:
     """
     The paragraphs of a `--corpus` file: HotpotQA/MuSiQue rows' `context` (titled), or grounding rows' `context`
@@ -123,8 +124,12 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=6, help="chunk budget (final chunks kept), default 6")
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions of each file")
     parser.add_argument("--pool", action="store_true", help="one store pooling every file's paragraphs")
-    parser.add_argument("--corpus", action="append", default=[],
-                        help="extra paragraphs for every store, questions not asked (HotpotQA/MuSiQue/grounding JSONL)")
+    parser.add_argument(
+        "--corpus",
+        action="append",
+        default=[],
+        help="extra paragraphs for every store, questions not asked (HotpotQA/MuSiQue/grounding JSONL)",
+    )
     parser.add_argument("--only", default=None, help="only variants whose name contains this text")
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
@@ -149,8 +154,10 @@ def main() -> None:
             return cache[key]
 
         questions = rows[: args.limit] if args.limit else rows
-        print(f"\n{name}: {len(questions)} questions, {store.count_documents()} documents"
-              f"{' (pooled)' if pooled is not None else ''}, budget {args.budget} chunks")
+        print(
+            f"\n{name}: {len(questions)} questions, {store.count_documents()} documents"
+            f"{' (pooled)' if pooled is not None else ''}, budget {args.budget} chunks"
+        )
         for variant, kwargs in VARIANTS.items():
             if args.only and args.only not in variant:
                 continue
@@ -159,9 +166,11 @@ def main() -> None:
             figures[f"{name} / {variant}"] = result
             cells = " ".join(f"{k}: {v:.1f}% ({n})" for k, (v, n) in sorted(result["recall"].items()))
             useful = "-" if result["useful_follow_ups"] is None else f"{result['useful_follow_ups']:.0f}%"
-            print(f"  {variant:<40} {cells} | useful follow-ups {useful} of {result['follow_ups']} | "
-                  f"searches {result['searches_mean']:.2f} | decision {result['decision_ms_mean']:.2f} ms "
-                  f"(max {result['decision_ms_max']:.1f})")
+            print(
+                f"  {variant:<40} {cells} | useful follow-ups {useful} of {result['follow_ups']} | "
+                f"searches {result['searches_mean']:.2f} | decision {result['decision_ms_mean']:.2f} ms "
+                f"(max {result['decision_ms_max']:.1f})"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2), encoding="utf-8")
 

@@ -75,14 +75,20 @@ def main() -> None:
     first, further, loop_seconds = timed_chat(questions)
     further_loop = loop_seconds[1:]
     print(f"{len(questions)} questions, embedded default, warm store and model files")
-    print(f"ask, one process per question: median {statistics.median(asks):.2f} s (each: "
-          f"{', '.join(f'{s:.2f}' for s in asks)})")
+    print(
+        f"ask, one process per question: median {statistics.median(asks):.2f} s (each: "
+        f"{', '.join(f'{s:.2f}' for s in asks)})"
+    )
     print(f"chat, first answer: {first:.2f} s (loads the pipeline and models)")
-    print(f"chat, further questions: median {statistics.median(further):.2f} s wall, loop's own "
-          f"{statistics.median(further_loop):.2f} s")
+    print(
+        f"chat, further questions: median {statistics.median(further):.2f} s wall, loop's own "
+        f"{statistics.median(further_loop):.2f} s"
+    )
     ratio = sum(further) / sum(further_loop)
-    print(f"chat further / loop's own time: {ratio:.2f}x (goal <= 1.2x); ask / chat further: "
-          f"{statistics.median(asks) / statistics.median(further):.1f}x")
+    print(
+        f"chat further / loop's own time: {ratio:.2f}x (goal <= 1.2x); ask / chat further: "
+        f"{statistics.median(asks) / statistics.median(further):.1f}x"
+    )
 
 
 if __name__ == "__main__":

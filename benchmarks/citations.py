@@ -130,12 +130,18 @@ def recited(record: dict, row: dict, contents: dict[str, str]) -> dict:
     by_id = {doc.id: doc for doc in state.chunks}
     located = tuple(inputs["located"]) if inputs["located"] is not None else None
     cited = citations_module.cite(
-        state, inputs["text"], shown=[by_id[i] for i in inputs["shown"]], cited_ids=inputs["cited_ids"],
+        state,
+        inputs["text"],
+        shown=[by_id[i] for i in inputs["shown"]],
+        cited_ids=inputs["cited_ids"],
         located=located,
     )
     result = {
-        **record, "answer": cited.outcome.answer, "citations": [dict(c) for c in cited.outcome.citations],
-        "documents": [{"id": chunk_id} for chunk_id in record["documents"]], "terminated_by": cited.outcome.terminated_by,
+        **record,
+        "answer": cited.outcome.answer,
+        "citations": [dict(c) for c in cited.outcome.citations],
+        "documents": [{"id": chunk_id} for chunk_id in record["documents"]],
+        "terminated_by": cited.outcome.terminated_by,
     }
     return {**scored(row, result, contents, record["seconds"]), "cite_inputs": inputs}
 
@@ -153,16 +159,24 @@ def oracle(data: Path) -> dict[str, list[dict]]:
         if answer.lower() in ("yes", "no"):
             continue
         shown = list(retriever.run(query=row["question"])["documents"])
-        shown += [by_title[t] for t in dict.fromkeys(t for t, _ in row["supporting_facts"])
-                  if t in by_title and all(d.id != by_title[t].id for d in shown)]
+        shown += [
+            by_title[t]
+            for t in dict.fromkeys(t for t, _ in row["supporting_facts"])
+            if t in by_title and all(d.id != by_title[t].id for d in shown)
+        ]
         located = None
         if answer.lower() not in row["question"].lower():
             found = [(i, (d.content or "").lower().find(answer.lower())) for i, d in enumerate(shown)]
             located = next(((i, at, at + len(answer)) for i, at in found if at >= 0), None)
         state = LoopState(question=row["question"], chunks=tuple(shown)).finish("answered", answer=answer)
         cited = citations_module.cite(state, answer, shown=shown, located=located)
-        result = {"answer": cited.outcome.answer, "terminated_by": "answered", "citations": [dict(c) for c in cited.outcome.citations],
-                  "documents": [{"id": d.id} for d in shown], "tool_history": []}
+        result = {
+            "answer": cited.outcome.answer,
+            "terminated_by": "answered",
+            "citations": [dict(c) for c in cited.outcome.citations],
+            "documents": [{"id": d.id} for d in shown],
+            "tool_history": [],
+        }
         records.append(scored(row, result, contents, 0.0))
     return {"oracle (gold answer, no LLM)": records}
 
@@ -191,8 +205,9 @@ def summary(records: list[dict]) -> dict:
     wrong = [r for r in answered if r["em"] == 0.0]
 
     def share(part: list[dict], key: str) -> str:
-        return f"{sum(r[key] for r in part)}/{len(part)}" + (f" ({sum(r[key] for r in part) / len(part):.0%})"
-                                                             if part else "")
+        return f"{sum(r[key] for r in part)}/{len(part)}" + (
+            f" ({sum(r[key] for r in part) / len(part):.0%})" if part else ""
+        )
 
     return {
         "questions": len(records),
@@ -249,7 +264,8 @@ def replay(data: Path, recorded: Path, recite: bool = False) -> dict[str, list[d
     lines = [json.loads(line) for line in recorded.read_text(encoding="utf-8").splitlines() if line.strip()]
     offline = [
         recited(line["offline default"], by_id[line["offline default"]["id"]], contents)
-        if recite else rechecked(line["offline default"])
+        if recite
+        else rechecked(line["offline default"])
         for line in lines
     ]
     return {
@@ -262,8 +278,9 @@ def rechecked(record: dict) -> dict:
     """A recorded run with its citations' offline verdicts recomputed."""
     for citation in record["citations"]:
         if citation["check"] == "offline":
-            citation["supported"] = offline_support(citation["claim"], citation["quote"], record["question"],
-                                                    citation["title"])
+            citation["supported"] = offline_support(
+                citation["claim"], citation["quote"], record["question"], citation["title"]
+            )
     return {**record, "flagged": not any(c["supported"] for c in record["citations"])}
 
 
@@ -286,7 +303,9 @@ def main() -> None:
         records = replay(args.data, args.replay)
     elif args.rescore:  # the offline verdicts again, with the check as it is now (quotes as recorded)
         lines = [json.loads(line) for line in args.rescore.read_text(encoding="utf-8").splitlines() if line.strip()]
-        records = {name: [rechecked(line[name]) for line in lines] for name in ("offline default", "scripted LLM router")}
+        records = {
+            name: [rechecked(line[name]) for line in lines] for name in ("offline default", "scripted LLM router")
+        }
     else:
         records = run(args.data, args.start, args.limit, args.out)
     for name, runs in records.items():

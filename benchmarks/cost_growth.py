@@ -58,8 +58,12 @@ def _router(llm, mode: str, digests: bool) -> AgenticRouter:
     # The router runs as shipped: its first search is the question (no LLM call), then the script's searches.
     parameters = inspect.signature(AgenticRouter.__init__).parameters
     options = {"result_digests": digests}
-    return AgenticRouter(chat_generator=llm, mode=mode, default_top_k=5,
-                         **{name: value for name, value in options.items() if name in parameters})
+    return AgenticRouter(
+        chat_generator=llm,
+        mode=mode,
+        default_top_k=5,
+        **{name: value for name, value in options.items() if name in parameters},
+    )
 
 
 def _pipeline(store, llm, mode: str, digests: bool, max_iterations: int, chunk_cap: int):
@@ -174,8 +178,12 @@ def recall_runs(questions: int, turns: int, chunk_cap: int, digests: bool) -> tu
 
 def _curve(name: str, prompts: list[int]) -> str:
     steps = [b - a for a, b in itertools.pairwise(prompts)]
-    return f"{name:>6}: " + " ".join(f"{p:>6}" for p in prompts) + "\n" + f"{'+turn':>6}:        " + " ".join(
-        f"{d:>6}" for d in steps
+    return (
+        f"{name:>6}: "
+        + " ".join(f"{p:>6}" for p in prompts)
+        + "\n"
+        + f"{'+turn':>6}:        "
+        + " ".join(f"{d:>6}" for d in steps)
     )
 
 
@@ -186,14 +194,20 @@ def main() -> None:
     parser.add_argument("--curve-turns", type=int, default=20, help="turns of the run whose per-turn curves print")
     parser.add_argument("--recall-questions", type=int, default=360, help="0: skip the recall runs")
     parser.add_argument("--recall-turns", type=int, default=10)
-    parser.add_argument("--tokens", choices=("chars", "conservative"), default="chars",
-                        help="chars: characters / 4 (default); conservative: the loop's own token estimate")
+    parser.add_argument(
+        "--tokens",
+        choices=("chars", "conservative"),
+        default="chars",
+        help="chars: characters / 4 (default); conservative: the loop's own token estimate",
+    )
     args = parser.parse_args()
     COUNTING["how"] = args.tokens
     store, titles, rows = corpus_store(50)
     question = rows[0]["question"]
-    print(f"corpus: {store.count_documents()} paragraphs, chunk_cap {args.chunk_cap}, top_k 5 per search, "
-          f"tokens counted as {args.tokens}\n")
+    print(
+        f"corpus: {store.count_documents()} paragraphs, chunk_cap {args.chunk_cap}, top_k 5 per search, "
+        f"tokens counted as {args.tokens}\n"
+    )
     header = (
         f"{'turns':>5} | {'turn N prompt tokens: tools':>28} {'full':>7} {'json':>7} {'naive':>7} | "
         f"{'per question: tools':>20} {'full':>8} {'json':>8} {'naive':>8} {'tools/naive':>11}"
@@ -215,20 +229,27 @@ def main() -> None:
         )
     if at_ten is not None:
         verdict = "met" if at_ten <= TARGET_RATIO else "NOT met"
-        print(f"\nratio at 10 turns, tools / naive prompt tokens per question: {at_ten:.2f} "
-              f"(target <= {TARGET_RATIO:.2f}: {verdict})")
+        print(
+            f"\nratio at 10 turns, tools / naive prompt tokens per question: {at_ten:.2f} "
+            f"(target <= {TARGET_RATIO:.2f}: {verdict})"
+        )
     queries = titles[1 : args.curve_turns]
-    print(f"\nper-turn prompt tokens of one {args.curve_turns}-turn run (the prompt of call 1, 2, ...; "
-          "+turn: growth from the previous call)")
+    print(
+        f"\nper-turn prompt tokens of one {args.curve_turns}-turn run (the prompt of call 1, 2, ...; "
+        "+turn: growth from the previous call)"
+    )
     print(_curve("tools", loop_run(store, question, queries, "tools", args.chunk_cap)))
     print(_curve("naive", naive_run(store, question, queries)))
     if args.recall_questions:
-        print(f"\nevidence recall: title-following policy, {args.recall_turns} turns, chunk_cap {args.chunk_cap}, "
-              f"first {args.recall_questions} questions of the sample")
+        print(
+            f"\nevidence recall: title-following policy, {args.recall_turns} turns, chunk_cap {args.chunk_cap}, "
+            f"first {args.recall_questions} questions of the sample"
+        )
         for name, digests in (("digests", True), ("full", False)):
             recall, total, last = recall_runs(args.recall_questions, args.recall_turns, args.chunk_cap, digests)
-            print(f"{name:>8}: recall {recall:.4f}, prompt tokens per question {total:,.0f}, "
-                  f"at the last turn {last:,.0f}")
+            print(
+                f"{name:>8}: recall {recall:.4f}, prompt tokens per question {total:,.0f}, at the last turn {last:,.0f}"
+            )
 
 
 if __name__ == "__main__":

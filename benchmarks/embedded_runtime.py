@@ -59,8 +59,12 @@ def child(runtime: str, questions: int) -> None:
         for _, component in pipeline.walk():
             if isinstance(getattr(component, "chat_generator", None), EmbeddedChatGenerator):
                 component.chat_generator = OpenAIChatGenerator(
-                    model=server.model_name, api_base_url=server.base_url, api_key=Secret.from_token("none"),
-                    max_retries=0, timeout=300.0, generation_kwargs={"max_tokens": 64, "temperature": 0.0},
+                    model=server.model_name,
+                    api_base_url=server.base_url,
+                    api_key=Secret.from_token("none"),
+                    max_retries=0,
+                    timeout=300.0,
+                    generation_kwargs={"max_tokens": 64, "temperature": 0.0},
                 )
     pipeline.warm_up()
     startup = time.perf_counter() - START
@@ -74,10 +78,17 @@ def child(runtime: str, questions: int) -> None:
         scores.append(f1(result["answer"], row["answer"]))
     if server is not None:
         server.__exit__(None, None, None)
-    print(json.dumps({
-        "startup": startup, "seconds": seconds, "answers": answers, "f1": scores,
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }))
+    print(
+        json.dumps(
+            {
+                "startup": startup,
+                "seconds": seconds,
+                "answers": answers,
+                "f1": scores,
+                "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -90,17 +101,25 @@ def main() -> None:
         return
     figures = {}
     for runtime in ("transformers", "llamacpp"):
-        done = subprocess.run([sys.executable, __file__, "--child", runtime, "--questions", str(args.questions)],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", runtime, "--questions", str(args.questions)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode != 0:
             sys.exit(f"{runtime} failed:\n{done.stderr[-3000:]}")
         figures[runtime] = json.loads(done.stdout.strip().splitlines()[-1])
     same = sum(a == b for a, b in zip(figures["transformers"]["answers"], figures["llamacpp"]["answers"], strict=True))
-    print(f"{args.questions} HotpotQA sample questions, agentic_rag_embedded (bridge-entity policy), fresh process each")
+    print(
+        f"{args.questions} HotpotQA sample questions, agentic_rag_embedded (bridge-entity policy), fresh process each"
+    )
     print(f"{'runtime':<14}{'start-up s':>12}{'s/question':>12}{'peak RSS MB':>13}{'answer F1':>11}")
     for runtime, fig in figures.items():
-        print(f"{runtime:<14}{fig['startup']:>12.1f}{statistics.median(fig['seconds']):>12.2f}{fig['rss_mb']:>13.0f}"
-              f"{statistics.mean(fig['f1']):>11.3f}")
+        print(
+            f"{runtime:<14}{fig['startup']:>12.1f}{statistics.median(fig['seconds']):>12.2f}{fig['rss_mb']:>13.0f}"
+            f"{statistics.mean(fig['f1']):>11.3f}"
+        )
     print(f"identical answers: {same}/{args.questions}")
 
 

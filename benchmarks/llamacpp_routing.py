@@ -41,7 +41,11 @@ GOAL = 0.99
 
 def generator(base_url: str, max_tokens: int) -> OpenAIChatGenerator:
     return OpenAIChatGenerator(
-        model="smollm2", api_base_url=base_url, api_key=Secret.from_token("none"), max_retries=0, timeout=120.0,
+        model="smollm2",
+        api_base_url=base_url,
+        api_key=Secret.from_token("none"),
+        max_retries=0,
+        timeout=120.0,
         generation_kwargs={"max_tokens": max_tokens, "temperature": 0.0},
     )
 
@@ -59,12 +63,18 @@ def main() -> None:
     reasons: collections.Counter = collections.Counter()
     endings: collections.Counter = collections.Counter()
     with LlamaCppServer(MODELS_DIR / GGUF_FILE_NAME, n_ctx=4096, threads=2) as server:
-        router = AgenticRouter(chat_generator=generator(server.base_url, ROLE_MAX_TOKENS["controller_json"]),
-                               mode="json", temperature=0.0, structured_output=not args.no_schema)
+        router = AgenticRouter(
+            chat_generator=generator(server.base_url, ROLE_MAX_TOKENS["controller_json"]),
+            mode="json",
+            temperature=0.0,
+            structured_output=not args.no_schema,
+        )
         pipeline = build_loop_pipeline(
-            router, SafeRetriever(InMemoryBM25Retriever(store, top_k=5)),
+            router,
+            SafeRetriever(InMemoryBM25Retriever(store, top_k=5)),
             controller=LoopController(max_iterations=3),
-            answerer=Answerer(chat_generator=generator(server.base_url, 48), temperature=0.0), check_evidence=False,
+            answerer=Answerer(chat_generator=generator(server.base_url, 48), temperature=0.0),
+            check_evidence=False,
         )
         start = time.perf_counter()
         for number, row in enumerate(rows[: args.questions], 1):
@@ -83,8 +93,10 @@ def main() -> None:
         wall = time.perf_counter() - start
     valid = sum(v for k, v in decisions.items() if k.startswith("valid"))
     total = valid + decisions["invalid"]
-    print(f"\n{args.questions} questions, {total} decisions in {wall:.0f} s ({wall / max(total, 1):.1f} s per decision, "
-          f"answers included); response_format {'off' if args.no_schema else 'on'}")
+    print(
+        f"\n{args.questions} questions, {total} decisions in {wall:.0f} s ({wall / max(total, 1):.1f} s per decision, "
+        f"answers included); response_format {'off' if args.no_schema else 'on'}"
+    )
     print(f"valid decisions: {valid}/{total} = {valid / max(total, 1):.1%} (goal >= {GOAL:.0%})")
     for key, count in sorted(decisions.items()):
         print(f"  {key:<36} {count}")

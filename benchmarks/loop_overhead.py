@@ -115,7 +115,11 @@ def build_variants(store, titles: list[str], question: str, n: int) -> list[Vari
     variants.append(Variant("haystack-agentic run", ours, timer, llm, n, calls=n - 1))
     variants.append(
         Variant(
-            "haystack-agentic run_async", lambda: loop.run_until_complete(pipeline.run_async(inputs)), timer, llm, n,
+            "haystack-agentic run_async",
+            lambda: loop.run_until_complete(pipeline.run_async(inputs)),
+            timer,
+            llm,
+            n,
             calls=n - 1,
         )
     )

@@ -99,9 +99,25 @@ def server_scenario(chunks: int, concurrency: int, questions: list[str]) -> dict
         env = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False", "HAYHOOKS_LOG_LEVEL": "WARNING"}
         log = open(workdir / "server.log", "w")
         process = subprocess.Popen(
-            [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", "0", "--llm",
-             "embedded", "--store", str(workdir / "store.json"), "--pipelines-dir", str(workdir / "p")],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir,
+            [
+                sys.executable,
+                "-m",
+                "haystack_agentic.cli.serve",
+                "--port",
+                str(port),
+                "--mcp-port",
+                "0",
+                "--llm",
+                "embedded",
+                "--store",
+                str(workdir / "store.json"),
+                "--pipelines-dir",
+                str(workdir / "p"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=workdir,
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -136,10 +152,14 @@ def server_scenario(chunks: int, concurrency: int, questions: list[str]) -> dict
                 ended = asyncio.run(batch(questions[1 : 1 + concurrency]))
                 seconds = time.perf_counter() - start
             return {
-                "started_mb": _mb(started), "loaded_mb": _mb(loaded), "peak_mb": _mb(sampler.peak),
-                "per_run_mb": _mb(sampler.peak - loaded) / concurrency, "first_question_s": first_s,
+                "started_mb": _mb(started),
+                "loaded_mb": _mb(loaded),
+                "peak_mb": _mb(sampler.peak),
+                "per_run_mb": _mb(sampler.peak - loaded) / concurrency,
+                "first_question_s": first_s,
                 "start_s": started_s,
-                "concurrent_s": seconds, "ended": ended,
+                "concurrent_s": seconds,
+                "ended": ended,
             }
         finally:
             process.terminate()
@@ -169,15 +189,18 @@ def in_process_scenarios(chunks: int, concurrency_levels: list[int], sequential:
     # Without the evidence check: its MiniLM is part of the server figure above; here the loop's own memory is
     # measured (and the scripted answer "x" would be refused by the check, ending the runs `gave_up`).
     pipeline = build_loop_pipeline(
-        AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store, top_k=5), controller=LoopController(10, 30),
+        AgenticRouter(chat_generator=llm),
+        InMemoryBM25Retriever(store, top_k=5),
+        controller=LoopController(10, 30),
         check_evidence=False,
     )
     pipeline.warm_up()
     questions = [r["question"] for r in load_hotpotqa_questions(DATA)]
 
     async def runs(k: int, offset: int = 0) -> list:
-        tasks = [pipeline.run_async({"controller": {"query": questions[(offset + i) % len(questions)]}})
-                 for i in range(k)]
+        tasks = [
+            pipeline.run_async({"controller": {"query": questions[(offset + i) % len(questions)]}}) for i in range(k)
+        ]
         outputs = await asyncio.gather(*tasks)
         llm.calls.clear()  # the scripted LLM records every call: not the loop's memory
         return [o["result"]["terminated_by"] for o in outputs]
@@ -189,14 +212,18 @@ def in_process_scenarios(chunks: int, concurrency_levels: list[int], sequential:
         with PeakSampler(process) as sampler:
             ended = asyncio.run(runs(k))
         assert ended == ["answered"] * k, ended
-        out["levels"].append({"concurrency": k, "baseline_mb": _mb(baseline), "peak_mb": _mb(sampler.peak),
-                              "per_run_mb": _mb(sampler.peak - baseline) / k})
+        out["levels"].append(
+            {
+                "concurrency": k,
+                "baseline_mb": _mb(baseline),
+                "peak_mb": _mb(sampler.peak),
+                "per_run_mb": _mb(sampler.peak - baseline) / k,
+            }
+        )
     loop = asyncio.new_event_loop()
     rss = []
     for i in range(sequential):
-        output = loop.run_until_complete(
-            pipeline.run_async({"controller": {"query": questions[i % len(questions)]}})
-        )
+        output = loop.run_until_complete(pipeline.run_async({"controller": {"query": questions[i % len(questions)]}}))
         llm.calls.clear()
         assert output["result"]["terminated_by"] == "answered"
         if (i + 1) % 100 == 0:
@@ -218,8 +245,10 @@ def main() -> None:
     if args.child:
         print(json.dumps(in_process_scenarios(args.chunks, args.concurrency, args.questions)))
         return
-    print(f"machine: {os.cpu_count()} CPUs, {_mb(psutil.virtual_memory().total) / 1024:.0f} GB RAM, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.chunks:,} chunks")
+    print(
+        f"machine: {os.cpu_count()} CPUs, {_mb(psutil.virtual_memory().total) / 1024:.0f} GB RAM, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.chunks:,} chunks"
+    )
     from store_latency import DATA
 
     from haystack_agentic.indexing.hotpotqa import load_hotpotqa_questions
@@ -227,26 +256,45 @@ def main() -> None:
     questions = [r["question"] for r in load_hotpotqa_questions(DATA)]
     if not args.skip_server:
         s = server_scenario(args.chunks, args.server_concurrency, questions)
-        print(f"server (embedded SmolLM2, {args.chunks:,} chunks): RSS after start ({s['start_s']:.0f} s) "
-              f"{s['started_mb']:.0f} MB, after one "
-              f"question {s['loaded_mb']:.0f} MB ({s['first_question_s']:.1f} s), peak with "
-              f"{args.server_concurrency} concurrent questions {s['peak_mb']:.0f} MB ({s['concurrent_s']:.1f} s): "
-              f"{s['per_run_mb']:.1f} MB per concurrent run; ended {s['ended']}")
-    cmd = [sys.executable, __file__, "--child", "--chunks", str(args.chunks), "--questions", str(args.questions),
-           "--concurrency", *map(str, args.concurrency)]
+        print(
+            f"server (embedded SmolLM2, {args.chunks:,} chunks): RSS after start ({s['start_s']:.0f} s) "
+            f"{s['started_mb']:.0f} MB, after one "
+            f"question {s['loaded_mb']:.0f} MB ({s['first_question_s']:.1f} s), peak with "
+            f"{args.server_concurrency} concurrent questions {s['peak_mb']:.0f} MB ({s['concurrent_s']:.1f} s): "
+            f"{s['per_run_mb']:.1f} MB per concurrent run; ended {s['ended']}"
+        )
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--chunks",
+        str(args.chunks),
+        "--questions",
+        str(args.questions),
+        "--concurrency",
+        *map(str, args.concurrency),
+    ]
     r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
-    print(f"in-process, scripted LLM: the {args.chunks:,}-chunk store adds {r['store_mb']:.0f} MB (documents, BM25 "
-          "statistics and matrix)")
+    print(
+        f"in-process, scripted LLM: the {args.chunks:,}-chunk store adds {r['store_mb']:.0f} MB (documents, BM25 "
+        "statistics and matrix)"
+    )
     for level in r["levels"]:
-        print(f"  {level['concurrency']:>3} concurrent runs: baseline {level['baseline_mb']:.0f} MB, peak "
-              f"{level['peak_mb']:.0f} MB, {level['per_run_mb']:.3f} MB per run")
+        print(
+            f"  {level['concurrency']:>3} concurrent runs: baseline {level['baseline_mb']:.0f} MB, peak "
+            f"{level['peak_mb']:.0f} MB, {level['per_run_mb']:.3f} MB per run"
+        )
     rss = r["sequential_rss_mb"]
     if rss:
         growth = rss[-1] - rss[0]
-        print(f"  leak check, {args.questions} sequential questions, RSS every 100: "
-              f"{', '.join(f'{x:.0f}' for x in rss)} MB")
-        print(f"  growth from question 100 to {args.questions}: {growth:+.1f} MB (target < {LEAK_TARGET_MB:.0f} MB): "
-              f"{'met' if growth < LEAK_TARGET_MB else 'NOT met'}")
+        print(
+            f"  leak check, {args.questions} sequential questions, RSS every 100: "
+            f"{', '.join(f'{x:.0f}' for x in rss)} MB"
+        )
+        print(
+            f"  growth from question 100 to {args.questions}: {growth:+.1f} MB (target < {LEAK_TARGET_MB:.0f} MB): "
+            f"{'met' if growth < LEAK_TARGET_MB else 'NOT met'}"
+        )
 
 
 if __name__ == "__main__":

@@ -22,8 +22,10 @@ INDEXES = {
     "AUTOINDEX (milvus-haystack's default)": ({"index_type": "AUTOINDEX", "metric_type": "L2"}, {}),
     "FLAT": ({"index_type": "FLAT", "metric_type": "L2"}, {}),
     "IVF_FLAT nlist=sqrt(N), nprobe=16": ({"index_type": "IVF_FLAT", "metric_type": "L2"}, {"nprobe": 16}),
-    "HNSW M=16, ef=64": ({"index_type": "HNSW", "metric_type": "L2", "params": {"M": 16, "efConstruction": 100}},
-                         {"ef": 64}),
+    "HNSW M=16, ef=64": (
+        {"index_type": "HNSW", "metric_type": "L2", "params": {"M": 16, "efConstruction": 100}},
+        {"ef": 64},
+    ),
 }
 
 
@@ -68,7 +70,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=30)
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print("| index | N | write + flush (s) | search p50 (ms) | search min (ms) | reported |\n|---|---:|---:|---:|---:|---|")
+    print(
+        "| index | N | write + flush (s) | search p50 (ms) | search min (ms) | reported |\n|---|---:|---:|---:|---:|---|"
+    )
     for name, (index, search) in INDEXES.items():
         try:
             written, p50, fastest, reported = measure(args.size, args.queries, index, search)

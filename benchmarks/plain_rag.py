@@ -39,7 +39,10 @@ def main() -> None:
     chunks = "\n\n".join(f"[{i}] {d.content[:700]}" for i, d in enumerate(documents, 1))
     llm = EmbeddedChatGenerator()
     llm.warm_up()
-    messages = [ChatMessage.from_system(SYSTEM), ChatMessage.from_user(PROMPT.format(chunks=chunks, question=args.question))]
+    messages = [
+        ChatMessage.from_system(SYSTEM),
+        ChatMessage.from_user(PROMPT.format(chunks=chunks, question=args.question)),
+    ]
     reply = llm.run(messages=messages)["replies"][0]
     print(reply.text)
     print(f"usage: {reply.meta.get('usage')}", file=sys.stderr)

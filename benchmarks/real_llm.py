@@ -74,7 +74,11 @@ TOP_K = 5
 #: The Agent's most LLM turns (our loop's packaged `max_iterations` is of the same order).
 AGENT_MAX_STEPS = 6
 #: What the last column says for systems whose runs cannot record recovered tool calls.
-RECOVERY_NOT_RECORDED = {"one-shot": "- (no tools)", "offline": "- (no tools)", "agent": "none (Agent does not recover)"}
+RECOVERY_NOT_RECORDED = {
+    "one-shot": "- (no tools)",
+    "offline": "- (no tools)",
+    "agent": "none (Agent does not recover)",
+}
 
 ONE_SHOT_SYSTEM = "You answer questions from documents. Give the shortest possible answer, a few words, no explanation."
 ONE_SHOT_PROMPT = """\
@@ -101,8 +105,12 @@ def sha256_prefix(path: Path, chars: int = 12) -> str:
 
 def chat_generator(server: LlamaCppServer, max_tokens: int, timeout: float) -> OpenAIChatGenerator:
     return OpenAIChatGenerator(
-        model=server.model_name, api_base_url=server.base_url, api_key=Secret.from_token("none"), max_retries=0,
-        timeout=timeout, generation_kwargs={"max_tokens": max_tokens, "temperature": 0.0},
+        model=server.model_name,
+        api_base_url=server.base_url,
+        api_key=Secret.from_token("none"),
+        max_retries=0,
+        timeout=timeout,
+        generation_kwargs={"max_tokens": max_tokens, "temperature": 0.0},
     )
 
 
@@ -130,9 +138,7 @@ class System:
         self.name, self.run = name, run
 
 
-def one_shot_system(
-    pooled: InMemoryDocumentStore, server: LlamaCppServer, max_tokens: int, timeout: float
-) -> System:
+def one_shot_system(pooled: InMemoryDocumentStore, server: LlamaCppServer, max_tokens: int, timeout: float) -> System:
     pipeline = Pipeline()
     pipeline.add_component("retriever", InMemoryBM25Retriever(pooled, top_k=TOP_K))
     template = [ChatMessage.from_system(ONE_SHOT_SYSTEM), ChatMessage.from_user(ONE_SHOT_PROMPT)]
@@ -148,8 +154,12 @@ def one_shot_system(
         )
         reply = out["llm"]["replies"][0]
         return {
-            "answer": reply.text, "terminated_by": "answered", "llm_calls": 1, "queries": [question],
-            "chunk_ids": [d.id for d in out["retriever"]["documents"]], "recovered": None,
+            "answer": reply.text,
+            "terminated_by": "answered",
+            "llm_calls": 1,
+            "queries": [question],
+            "chunk_ids": [d.id for d in out["retriever"]["documents"]],
+            "recovered": None,
         }
 
     return System("one-shot", run)
@@ -167,13 +177,19 @@ def agent_system(pooled: InMemoryDocumentStore, server: LlamaCppServer, max_toke
         return "\n\n".join(f"[{i}] {d.meta.get('title', '')}\n{d.content}" for i, d in enumerate(documents, 1))
 
     tool = Tool(
-        name="search", description="Search Wikipedia paragraphs; returns the best 5 with their titles.",
-        parameters={"type": "object", "properties": {"query": {"type": "string", "description": "What to search for."}},
-                    "required": ["query"]},
+        name="search",
+        description="Search Wikipedia paragraphs; returns the best 5 with their titles.",
+        parameters={
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What to search for."}},
+            "required": ["query"],
+        },
         function=search,
     )
     agent = Agent(
-        chat_generator=chat_generator(server, max_tokens, timeout), tools=[tool], system_prompt=AGENT_SYSTEM,
+        chat_generator=chat_generator(server, max_tokens, timeout),
+        tools=[tool],
+        system_prompt=AGENT_SYSTEM,
         max_agent_steps=AGENT_MAX_STEPS,
     )
     agent.warm_up()
@@ -186,11 +202,16 @@ def agent_system(pooled: InMemoryDocumentStore, server: LlamaCppServer, max_toke
         last = out.get("last_message") or messages[-1]
         ended = "answered" if last.is_from("assistant") and not last.tool_calls else "max_steps"
         return {
-            "answer": last.text if ended == "answered" else None, "terminated_by": ended,
-            "llm_calls": sum(m.is_from("assistant") for m in messages), "queries": list(queries),
-            "chunk_ids": list(seen), "recovered": None,
-            "steps": [{"role": str(m.role.value), "text": str(m.text)[:300], "tool_calls": len(m.tool_calls)}
-                      for m in messages[1:]],
+            "answer": last.text if ended == "answered" else None,
+            "terminated_by": ended,
+            "llm_calls": sum(m.is_from("assistant") for m in messages),
+            "queries": list(queries),
+            "chunk_ids": list(seen),
+            "recovered": None,
+            "steps": [
+                {"role": str(m.role.value), "text": str(m.text)[:300], "tool_calls": len(m.tool_calls)}
+                for m in messages[1:]
+            ],
         }
 
     return System("agent", run)
@@ -229,13 +250,16 @@ def loop_system(name: str, options: LoopOptions, documents: list, pooled: InMemo
         chunk_ids = [d["id"] for d in result.get("documents") or []]
         chunk_ids += [cid for step in steps for cid in step.get("returned_chunk_ids") or []]
         return {
-            "answer": result.get("answer"), "terminated_by": result.get("terminated_by"),
+            "answer": result.get("answer"),
+            "terminated_by": result.get("terminated_by"),
             "llm_calls": int((result.get("usage") or {}).get("total", {}).get("calls", 0)),
             "queries": [step.get("query") for step in steps if step.get("action") == "search"],
-            "chunk_ids": chunk_ids, "recovered": recovered_calls(result) if count_recovered else None,
+            "chunk_ids": chunk_ids,
+            "recovered": recovered_calls(result) if count_recovered else None,
             "error": result.get("error"),
-            "steps": [{key: str(step.get(key))[:300] for key in ("action", "query", "tool_name", "result")}
-                      for step in steps],
+            "steps": [
+                {key: str(step.get(key))[:300] for key in ("action", "query", "tool_name", "result")} for step in steps
+            ],
         }
 
     return System(name, run)
@@ -246,11 +270,20 @@ def score(row: dict[str, Any], partial: dict[str, Any], seconds: float) -> dict[
     em, f1 = best_answer_scores(answer, gold_answers(row))
     gold = supporting_recall(partial.get("chunk_ids") or [], gold_document_ids(row))
     record = {
-        "id": row["id"], "question": row["question"], "gold": row["answer"], "answer": partial.get("answer"),
-        "em": em, "f1": f1, "all_gold_seen": gold["all_found"], "gold_found": gold["found"],
+        "id": row["id"],
+        "question": row["question"],
+        "gold": row["answer"],
+        "answer": partial.get("answer"),
+        "em": em,
+        "f1": f1,
+        "all_gold_seen": gold["all_found"],
+        "gold_found": gold["found"],
         "gold_total": gold["total"],
-        "terminated_by": partial.get("terminated_by"), "llm_calls": partial.get("llm_calls"), "seconds": seconds,
-        "queries": partial.get("queries") or [], "recovered": partial.get("recovered"),
+        "terminated_by": partial.get("terminated_by"),
+        "llm_calls": partial.get("llm_calls"),
+        "seconds": seconds,
+        "queries": partial.get("queries") or [],
+        "recovered": partial.get("recovered"),
     }
     for key in ("error", "steps"):
         if partial.get(key):
@@ -344,9 +377,7 @@ def load_records(path: Path | None, meta: dict[str, Any]) -> list[dict[str, Any]
                 f"{path}:{number} holds a run of another data file or model ({record.get('data')}, "
                 f"{record.get('model_sha256')}); pass a new --json file."
             )
-            raise SystemExit(
-                msg
-            )
+            raise SystemExit(msg)
         records.append(record)
     return records
 
@@ -357,9 +388,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=40, help="Questions from the start of the file (default 40).")
     parser.add_argument("--gguf", type=Path, required=True, help="The GGUF model every LLM system uses.")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"Comma-separated subset of {','.join(SYSTEMS)}.")
-    parser.add_argument("--max-tokens", type=int, default=None,
-                        help="Most tokens per reply of every LLM call (default: 256 for one-shot and agent, the "
-                             "packaged per-role limits for our loop).")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="Most tokens per reply of every LLM call (default: 256 for one-shot and agent, the "
+        "packaged per-role limits for our loop).",
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="Seconds one LLM call may take (default 600).")
     parser.add_argument("--ctx", type=int, default=8192, help="llama.cpp context size in tokens (default 8192).")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp CPU threads (default 2).")
@@ -388,9 +423,12 @@ def main() -> None:
     records = load_records(args.json, meta)
     done = {(r["system"], r["id"]) for r in records}
     load_start = os.getloadavg()
-    print(f"{meta['data']}: {len(selected)} of {len(rows)} questions, pooled store {len(documents)} paragraphs; "
-          f"model {meta['model']} (sha256 {meta['model_sha256']}...); systems {', '.join(systems)}; "
-          f"{len(done)} records resumed; load average {load_start[0]:.2f}", flush=True)
+    print(
+        f"{meta['data']}: {len(selected)} of {len(rows)} questions, pooled store {len(documents)} paragraphs; "
+        f"model {meta['model']} (sha256 {meta['model_sha256']}...); systems {', '.join(systems)}; "
+        f"{len(done)} records resumed; load average {load_start[0]:.2f}",
+        flush=True,
+    )
 
     llm_tokens = args.max_tokens or 256
     todo = [
@@ -412,8 +450,14 @@ def main() -> None:
                 built[name] = agent_system(pooled, server, llm_tokens, args.timeout)
             elif name in ("tools", "json"):
                 options = LoopOptions(
-                    llm="openai", mode=name, model=server.model_name, base_url=server.base_url, timeout=args.timeout,
-                    max_tokens=args.max_tokens, context_tokens=args.ctx, grounding="pipeline",
+                    llm="openai",
+                    mode=name,
+                    model=server.model_name,
+                    base_url=server.base_url,
+                    timeout=args.timeout,
+                    max_tokens=args.max_tokens,
+                    context_tokens=args.ctx,
+                    grounding="pipeline",
                 )
                 built[name] = loop_system(name, options, documents, pooled)
             else:
@@ -425,10 +469,12 @@ def main() -> None:
             if out:
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 out.flush()
-            print(f"{number:3d}/{len(selected)} {name:<8} {record['terminated_by']:<14} "
-                  f"F1 {record['f1']:.2f} gold {record['gold_found']}/{record['gold_total']} "
-                  f"calls {record['llm_calls']} {record['seconds']:.1f}s  {str(record['answer'])[:60]!r}",
-                  flush=True)
+            print(
+                f"{number:3d}/{len(selected)} {name:<8} {record['terminated_by']:<14} "
+                f"F1 {record['f1']:.2f} gold {record['gold_found']}/{record['gold_total']} "
+                f"calls {record['llm_calls']} {record['seconds']:.1f}s  {str(record['answer'])[:60]!r}",
+                flush=True,
+            )
     # The figures cover the questions every selected system has finished, so the rows compare the same questions.
     finished: dict[str, set[str]] = {}
     for record in records:
@@ -436,11 +482,14 @@ def main() -> None:
     complete = [row["id"] for row in selected if set(systems) <= finished.get(row["id"], set())]
     shown = [r for r in records if r["id"] in set(complete) and r["system"] in systems]
     load_end = os.getloadavg()
-    print(f"\n{meta['data']}, model {meta['model']} (sha256 {meta['model_sha256']}...), top {TOP_K}: "
-          f"{len(complete)} of {len(selected)} questions finished by every system; "
-          f"{time.perf_counter() - wall:.0f} s this run; load average {load_start[0]:.2f} at start, "
-          f"{load_end[0]:.2f} at end")
+    print(
+        f"\n{meta['data']}, model {meta['model']} (sha256 {meta['model_sha256']}...), top {TOP_K}: "
+        f"{len(complete)} of {len(selected)} questions finished by every system; "
+        f"{time.perf_counter() - wall:.0f} s this run; load average {load_start[0]:.2f} at start, "
+        f"{load_end[0]:.2f} at end"
+    )
     print("\n".join(summary_rows(shown, systems) + goal_lines(shown)))
+
 
 if __name__ == "__main__":
     main()

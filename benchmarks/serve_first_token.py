@@ -115,8 +115,10 @@ def ask(client: OpenAI, model: str, question: str) -> dict:
             first_chunk = now
         for choice in chunk.choices:
             extra = choice.delta.model_extra or {}
-            if first_llm is None and (choice.delta.content or extra.get("reasoning_content")) and not extra.get(
-                "agentic_step"
+            if (
+                first_llm is None
+                and (choice.delta.content or extra.get("reasoning_content"))
+                and not extra.get("agentic_step")
             ):
                 first_llm = now  # an LLM's own token (answer content, or model text streamed as reasoning)
             if choice.delta.content:
@@ -124,8 +126,13 @@ def ask(client: OpenAI, model: str, question: str) -> dict:
                     first_content = now
                 parts.append(choice.delta.content)
     total = time.perf_counter() - start
-    return {"first_chunk": first_chunk, "first_content": first_content, "first_llm": first_llm, "total": total,
-            "answer": "".join(parts)}
+    return {
+        "first_chunk": first_chunk,
+        "first_content": first_content,
+        "first_llm": first_llm,
+        "total": total,
+        "answer": "".join(parts),
+    }
 
 
 def _p95(values: list[float]) -> float:
@@ -156,31 +163,39 @@ def main() -> None:
             stop(process)
     missing = sum(r["first_content"] is None for r in runs)
     timed = [r for r in runs if r["first_content"] is not None]
-    print(f"{'set-up':<10} {'questions':>9} {'first chunk s':>13} {'first LLM token s':>17} "
-          f"{'first content token s (median / p95)':>37} {'whole answer s (median / p95)':>30} "
-          f"{'first content / whole':>21}")
+    print(
+        f"{'set-up':<10} {'questions':>9} {'first chunk s':>13} {'first LLM token s':>17} "
+        f"{'first content token s (median / p95)':>37} {'whole answer s (median / p95)':>30} "
+        f"{'first content / whole':>21}"
+    )
     first = [r["first_content"] for r in timed]
     total = [r["total"] for r in timed]
     chunk = [r["first_chunk"] for r in runs]
     llm = [r["first_llm"] for r in runs if r["first_llm"] is not None]
     setup = "embedded" if args.embedded else "scripted"
-    print(f"{setup:<10} {len(runs):>9} {statistics.median(chunk):>13.3f} "
-          f"{statistics.median(llm) if llm else float('nan'):>17.3f} "
-          f"{statistics.median(first):>27.3f} / {_p95(first):.3f} {statistics.median(total):>20.3f} / {_p95(total):.3f} "
-          f"{statistics.median(first) / statistics.median(total):>21.2f}")
+    print(
+        f"{setup:<10} {len(runs):>9} {statistics.median(chunk):>13.3f} "
+        f"{statistics.median(llm) if llm else float('nan'):>17.3f} "
+        f"{statistics.median(first):>27.3f} / {_p95(first):.3f} {statistics.median(total):>20.3f} / {_p95(total):.3f} "
+        f"{statistics.median(first) / statistics.median(total):>21.2f}"
+    )
     if missing:
         print(f"{missing} answers streamed no content token (their answer came whole at the end)")
     if not args.embedded:
         ideal_first = CONTROLLER_CALLS * args.latency + args.first_token
         pieces = sum(1 for c in stream_chunks(ChatMessage.from_assistant(ANSWER)) if c.content)
         ideal_total = ideal_first + (pieces - 1) * args.token_interval
-        print(f"ideal: first token {ideal_first:.3f} s, whole answer {ideal_total:.3f} s; overhead (median): "
-              f"{1000 * (statistics.median(first) - ideal_first):.1f} ms to the first token, "
-              f"{1000 * (statistics.median(total) - ideal_total):.1f} ms to the end")
+        print(
+            f"ideal: first token {ideal_first:.3f} s, whole answer {ideal_total:.3f} s; overhead (median): "
+            f"{1000 * (statistics.median(first) - ideal_first):.1f} ms to the first token, "
+            f"{1000 * (statistics.median(total) - ideal_total):.1f} ms to the end"
+        )
         # The served chat adds what follows the answer (its sources, or a note naming an uncited sentence).
         scripted = all(r["answer"].startswith(ANSWER) for r in runs)
-        print(f"answers {'as scripted' if scripted else 'DIFFER from the script'}; after the answer: "
-              f"{runs[0]['answer'][len(ANSWER):][:160]!r}")
+        print(
+            f"answers {'as scripted' if scripted else 'DIFFER from the script'}; after the answer: "
+            f"{runs[0]['answer'][len(ANSWER) :][:160]!r}"
+        )
     else:
         print(f"sample answer: {runs[0]['answer'][:120]!r}")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at end")

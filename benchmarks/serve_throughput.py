@@ -205,7 +205,9 @@ def _popen(command: list[str], workdir: Path, log_name: str) -> subprocess.Popen
     if PROFILE_DIR is not None:  # python -m X args / python -c CODE args -> the PROFILED launcher
         command = [command[0], "-c", PROFILED, str(PROFILE_DIR / f"{log_name[:-4]}.prof"), *command[1:]]
     log = open(workdir / log_name, "w")
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **SERVER_ENV}, cwd=workdir)
+    return subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **SERVER_ENV}, cwd=workdir
+    )
 
 
 def start_ours(workdir: Path, latency: float, workers: int) -> tuple[subprocess.Popen, str]:
@@ -214,10 +216,25 @@ def start_ours(workdir: Path, latency: float, workers: int) -> tuple[subprocess.
     yaml_path.write_text(scripted_loop_yaml(latency))
     port = free_port()
     process = _popen(
-        [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", "0",
-         "--workers", str(workers), "--pipeline", f"scripted={yaml_path}", "--pipelines-dir", str(workdir / "p"),
-         "--store", str(workdir / "store.json")],
-        workdir, "ours.log",
+        [
+            sys.executable,
+            "-m",
+            "haystack_agentic.cli.serve",
+            "--port",
+            str(port),
+            "--mcp-port",
+            "0",
+            "--workers",
+            str(workers),
+            "--pipeline",
+            f"scripted={yaml_path}",
+            "--pipelines-dir",
+            str(workdir / "p"),
+            "--store",
+            str(workdir / "store.json"),
+        ],
+        workdir,
+        "ours.log",
     )
     url = f"http://127.0.0.1:{port}"
     wait_until_up(process, url, workdir / "ours.log")
@@ -228,12 +245,27 @@ def start_agent(workdir: Path, latency: float, workers: int) -> tuple[subprocess
     """`hayhooks run` serving Haystack's Agent (`AGENT_WRAPPER`) as `agent`, over `workdir/store.json`."""
     folder = workdir / "agent_pipelines" / "agent"
     folder.mkdir(parents=True)
-    (folder / "pipeline_wrapper.py").write_text(AGENT_WRAPPER.format(store=str(workdir / "store.json"), latency=latency))
+    (folder / "pipeline_wrapper.py").write_text(
+        AGENT_WRAPPER.format(store=str(workdir / "store.json"), latency=latency)
+    )
     port = free_port()
     process = _popen(
-        [sys.executable, "-c", HAYHOOKS_CLI, "run", "--host", "127.0.0.1", "--port", str(port),
-         "--pipelines-dir", str(workdir / "agent_pipelines"), "--workers", str(workers)],
-        workdir, "agent.log",
+        [
+            sys.executable,
+            "-c",
+            HAYHOOKS_CLI,
+            "run",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--pipelines-dir",
+            str(workdir / "agent_pipelines"),
+            "--workers",
+            str(workers),
+        ],
+        workdir,
+        "agent.log",
     )
     url = f"http://127.0.0.1:{port}"
     wait_until_up(process, url, workdir / "agent.log")
@@ -268,7 +300,8 @@ class Connection:
         body = json.dumps(payload).encode()
         self.writer.write(
             f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
         )
         head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
         status = int(head.split(" ", 2)[1])
@@ -412,10 +445,17 @@ def main() -> None:
     parser.add_argument("--ceiling-requests", type=int, default=256, help="Requests of the zero-latency level.")
     parser.add_argument("--ceiling-concurrency", type=int, default=64, help="Concurrency of that level (default 64).")
     parser.add_argument("--workers", type=int, default=1, help="hayhooks worker processes (default 1).")
-    parser.add_argument("--split-at-serve", action="store_true",
-                        help="Store the chunks without their sentence spans (as a store not written by `index`).")
-    parser.add_argument("--profile", metavar="DIR", help="Run the servers under cProfile (CPU clock) and write "
-                        "DIR/ours.prof and DIR/agent.prof of the zero-latency level (implies --ceiling).")
+    parser.add_argument(
+        "--split-at-serve",
+        action="store_true",
+        help="Store the chunks without their sentence spans (as a store not written by `index`).",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="Run the servers under cProfile (CPU clock) and write "
+        "DIR/ours.prof and DIR/agent.prof of the zero-latency level (implies --ceiling).",
+    )
     args = parser.parse_args()
     if args.profile:
         global PROFILE_DIR
@@ -431,20 +471,26 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs, load average {_load()} at start", flush=True)
     levels = [int(x) for x in args.levels.split(",")]
     results = run_levels(args.latency, levels, args.requests, args.workers, store, questions)
-    print(f"hayhooks, {args.workers} worker(s), {store.count_documents()} paragraphs; scripted LLM "
-          f"{args.latency:.3f} s/call, {LLM_CALLS_PER_QUESTION} calls/question "
-          f"-> ideal latency {ideal:.3f} s")
-    print(f"{'server':>6} {'concurrency':>11} {'requests':>8} {'req/s':>8} {'median s':>9} {'p95 s':>7} {'wall s':>7} "
-          f"{'ideal wall s':>12} {'wall/ideal':>10} {'CPU ms/q':>9} {'failures':>8} {'ours/Agent req/s':>16}")
+    print(
+        f"hayhooks, {args.workers} worker(s), {store.count_documents()} paragraphs; scripted LLM "
+        f"{args.latency:.3f} s/call, {LLM_CALLS_PER_QUESTION} calls/question "
+        f"-> ideal latency {ideal:.3f} s"
+    )
+    print(
+        f"{'server':>6} {'concurrency':>11} {'requests':>8} {'req/s':>8} {'median s':>9} {'p95 s':>7} {'wall s':>7} "
+        f"{'ideal wall s':>12} {'wall/ideal':>10} {'CPU ms/q':>9} {'failures':>8} {'ours/Agent req/s':>16}"
+    )
     for i, _ in enumerate(levels):
         agent = results["Agent"][i]
         for name in SERVERS:
             r = results[name][i]
             ideal_wall = ideal * -(-r["requests"] // r["concurrency"])
             ratio = f"{results['ours'][i]['throughput'] / agent['throughput']:>16.2f}" if name == "ours" else ""
-            print(f"{name:>6} {r['concurrency']:>11} {r['requests']:>8} {r['throughput']:>8.1f} {r['median']:>9.3f} "
-                  f"{r['p95']:>7.3f} {r['wall']:>7.3f} {ideal_wall:>12.3f} {r['wall'] / ideal_wall:>10.2f} "
-                  f"{1000 * r['cpu_per_question']:>9.2f} {r['failures']:>8} {ratio}")
+            print(
+                f"{name:>6} {r['concurrency']:>11} {r['requests']:>8} {r['throughput']:>8.1f} {r['median']:>9.3f} "
+                f"{r['p95']:>7.3f} {r['wall']:>7.3f} {ideal_wall:>12.3f} {r['wall'] / ideal_wall:>10.2f} "
+                f"{1000 * r['cpu_per_question']:>9.2f} {r['failures']:>8} {ratio}"
+            )
             for error in r["errors"]:
                 print(f"       {name} failure: {error}")
     print(f"load average {_load()} after the levels", flush=True)
@@ -454,21 +500,27 @@ def main() -> None:
         )
         for name in SERVERS:
             c = ceiling[name][0]
-            print(f"zero-latency LLM, {name}, concurrency {c['concurrency']}, {c['requests']} requests: "
-                  f"{c['throughput']:.1f} req/s, "
-                  f"CPU {1000 * c['cpu_per_question']:.2f} ms/question, failures {c['failures']}")
+            print(
+                f"zero-latency LLM, {name}, concurrency {c['concurrency']}, {c['requests']} requests: "
+                f"{c['throughput']:.1f} req/s, "
+                f"CPU {1000 * c['cpu_per_question']:.2f} ms/question, failures {c['failures']}"
+            )
         print(f"ceiling ours/Agent: {ceiling['ours'][0]['throughput'] / ceiling['Agent'][0]['throughput']:.2f}")
         print(f"load average {_load()} at end")
     for i, concurrency in enumerate(levels):
         ours, agent = results["ours"][i], results["Agent"][i]
         if concurrency in (64, 256):
             ratio = ours["throughput"] / agent["throughput"]
-            print(f"{concurrency} concurrent: ours/Agent throughput {ratio:.2f} (goal >= 1.0): "
-                  f"{'met' if ratio >= 1.0 else 'NOT met'}")
+            print(
+                f"{concurrency} concurrent: ours/Agent throughput {ratio:.2f} (goal >= 1.0): "
+                f"{'met' if ratio >= 1.0 else 'NOT met'}"
+            )
         if concurrency == 64:
             ratio = ours["wall"] / (ideal * -(-ours["requests"] // 64))
-            print(f"64 concurrent questions: wall/ideal {ratio:.2f} (target <= {TARGET}): "
-                  f"{'met' if ratio <= TARGET else 'NOT met'}")
+            print(
+                f"64 concurrent questions: wall/ideal {ratio:.2f} (target <= {TARGET}): "
+                f"{'met' if ratio <= TARGET else 'NOT met'}"
+            )
 
 
 if __name__ == "__main__":

@@ -124,8 +124,10 @@ def measure(rows, size, name, search, ask, queries, questions, index_s) -> None:
 
 
 def in_memory_rows(rows, size, docs, queries, questions, baseline_queries: int) -> None:
-    for name, cls in (("in-memory BM25, SparseBM25DocumentStore", SparseBM25DocumentStore),
-                      ("Haystack InMemoryDocumentStore BM25 (before)", InMemoryDocumentStore)):
+    for name, cls in (
+        ("in-memory BM25, SparseBM25DocumentStore", SparseBM25DocumentStore),
+        ("Haystack InMemoryDocumentStore BM25 (before)", InMemoryDocumentStore),
+    ):
         store = cls()
         start = time.perf_counter()
         for i in range(0, size, BATCH):
@@ -136,7 +138,9 @@ def in_memory_rows(rows, size, docs, queries, questions, baseline_queries: int) 
         searches = queries[:baseline_queries] if slow else queries
         asked = questions[: max(3, baseline_queries // 4)] if slow else questions
         ask = question_loop(store, retriever)
-        measure(rows, size, name, lambda q, retriever=retriever: retriever.run(query=q[0]), ask, searches, asked, index_s)
+        measure(
+            rows, size, name, lambda q, retriever=retriever: retriever.run(query=q[0]), ask, searches, asked, index_s
+        )
 
 
 def milvus_rows(rows, size, docs, queries, questions, flush: bool) -> None:
@@ -156,11 +160,17 @@ def milvus_rows(rows, size, docs, queries, questions, flush: bool) -> None:
         sparse = MilvusSparseEmbeddingRetriever(store, top_k=5)
         hybrid = MilvusHybridRetriever(store, top_k=5)
         for name, search, ask in (
-            ("Milvus Lite dense", lambda q: dense.run(query_embedding=q[1]),
-             question_loop(store, dense, HashEmbedder())),
+            (
+                "Milvus Lite dense",
+                lambda q: dense.run(query_embedding=q[1]),
+                question_loop(store, dense, HashEmbedder()),
+            ),
             ("Milvus Lite BM25", lambda q: sparse.run(query_text=q[0]), question_loop(store, sparse)),
-            ("Milvus Lite hybrid", lambda q: hybrid.run(query_embedding=q[1], query_text=q[0]),
-             question_loop(store, hybrid, HashEmbedder())),
+            (
+                "Milvus Lite hybrid",
+                lambda q: hybrid.run(query_embedding=q[1], query_text=q[0]),
+                question_loop(store, hybrid, HashEmbedder()),
+            ),
         ):
             measure(rows, size, name + suffix, search, ask, queries, questions, index_s)
         store.client.close()
@@ -188,12 +198,16 @@ def main() -> None:
             milvus_rows(rows, size, docs, queries, questions, flush=not args.no_flush)
 
     print(f"\nload average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at end")
-    print("| chunks | backend | index (s) | search p50 (ms) | search p95 (ms) | question p50 (ms) | question p95 (ms) "
-          "| target (search p50) |")
+    print(
+        "| chunks | backend | index (s) | search p50 (ms) | search p95 (ms) | question p50 (ms) | question p95 (ms) "
+        "| target (search p50) |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|---|")
     for size, name, index_s, med, p95, q_med, q_p95, target in rows:
-        verdict = "" if target is None or "before" in name else (
-            f"<= {target:.0f} ms: {med / target:.2f}x, {'met' if med <= target else 'NOT met'}"
+        verdict = (
+            ""
+            if target is None or "before" in name
+            else (f"<= {target:.0f} ms: {med / target:.2f}x, {'met' if med <= target else 'NOT met'}")
         )
         print(f"| {size:,} | {name} | {index_s:.1f} | {med:.2f} | {p95:.2f} | {q_med:.1f} | {q_p95:.1f} | {verdict} |")
 

@@ -96,9 +96,7 @@ def read_loop_yaml(path: Path) -> dict[str, Any]:
             f"{path} is not an agentic-loop pipeline: it has no component named {', '.join(missing)}. "
             'Start from a copy of a packaged one (its path: haystack_agentic.resources.pipeline_path("agentic_rag")).'
         )
-        raise ValueError(
-            msg
-        )
+        raise ValueError(msg)
     for spec in components.values():
         spec["init_parameters"] = spec.get("init_parameters") or {}  # a YAML may list none (null)
     return data
@@ -157,9 +155,7 @@ def _check_milvus_self_imports(node: dict[str, Any]) -> None:
                     f"Refusing {node['type']}: its `{key}` names {named or item!r}, which the Milvus class would "
                     f"import itself, outside Haystack's allow-list; it may name a type of {', '.join(modules)} only."
                 )
-                raise ValueError(
-                    msg
-                )
+                raise ValueError(msg)
 
 
 def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool = False) -> Pipeline:

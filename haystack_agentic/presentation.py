@@ -54,8 +54,10 @@ NO_SOURCE_NOTE = "No chunk of this run says this answer: it is unsupported, chec
 
 def uncited(result: dict[str, Any]) -> bool:
     """Whether the result has an answer (answered, or the fallback's at the iteration limit) with no citation."""
-    return bool(result.get("answer")) and result.get("terminated_by") in ("answered", "max_iterations") and not (
-        result.get("citations")
+    return (
+        bool(result.get("answer"))
+        and result.get("terminated_by") in ("answered", "max_iterations")
+        and not (result.get("citations"))
     )
 
 

@@ -33,9 +33,7 @@ def pipeline_path(name: str) -> Path:
         loops = ", ".join(s for s in stems if not s.startswith("indexing_"))
         indexing = ", ".join(s for s in stems if s.startswith("indexing_"))
         msg = f"No packaged pipeline '{name}' in {directory}. Known pipelines: {loops} (indexing: {indexing})."
-        raise FileNotFoundError(
-            msg
-        )
+        raise FileNotFoundError(msg)
     return path
 
 

@@ -84,4 +84,3 @@ def model_from_env() -> str | None:
 def openai_configured() -> bool:
     """Whether `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set."""
     return bool(_env(ENV_OPENAI_API_KEY) or _env(ENV_OPENAI_BASE_URL))
-

@@ -123,8 +123,10 @@ def tag_chat_call(
         span.set_tag(PREFIX + "model", model)
         span.set_tag("gen_ai.request.model", model)
     span.set_tag("gen_ai.operation.name", "chat")
-    for ours, gen_ai in (("prompt_tokens", "gen_ai.usage.input_tokens"),
-                         ("completion_tokens", "gen_ai.usage.output_tokens")):
+    for ours, gen_ai in (
+        ("prompt_tokens", "gen_ai.usage.input_tokens"),
+        ("completion_tokens", "gen_ai.usage.output_tokens"),
+    ):
         span.set_tag(PREFIX + ours, usage.get(ours, 0))
         span.set_tag(gen_ai, usage.get(ours, 0))
     if tracing.tracer.is_content_tracing_enabled:
@@ -143,11 +145,17 @@ def trace_turn(component: str, routed: dict[str, Any]) -> dict[str, Any]:
     queries = [s.query for s in turn if s.query]
     common = {"iteration": step.iteration, "chunks": len(state.chunks), "terminated_by": state.outcome.terminated_by}
     tag_current_span(
-        action=",".join(dict.fromkeys(s.action for s in turn)), query="; ".join(queries) or None,
-        collections=",".join(step.collections) or None, **common,
+        action=",".join(dict.fromkeys(s.action for s in turn)),
+        query="; ".join(queries) or None,
+        collections=",".join(step.collections) or None,
+        **common,
     )
     logger.info(
-        "{component} turn {iteration}: {action}", component=component, action=step.action, query=step.query,
-        collections=list(step.collections), **common,
+        "{component} turn {iteration}: {action}",
+        component=component,
+        action=step.action,
+        query=step.query,
+        collections=list(step.collections),
+        **common,
     )
     return routed

@@ -53,12 +53,20 @@ class CitingResultBuilder(LoopResultBuilder):
                 end = first_sentence_end(content)
                 found = [s for s in result["tool_history"] if document["id"] in (s.get("returned_chunk_ids") or [])]
                 search = found[0] if found else None
-                citations.append({
-                    "n": n, "document_id": document["id"], "title": (document.get("meta") or {}).get("title"),
-                    "quote": content[:end], "start": 0, "end": end, "claim": claim,
-                    "search": {"iteration": search["iteration"], "query": search["query"]} if search else None,
-                    "supported": n not in self.unsupported, "check": "offline",
-                })
+                citations.append(
+                    {
+                        "n": n,
+                        "document_id": document["id"],
+                        "title": (document.get("meta") or {}).get("title"),
+                        "quote": content[:end],
+                        "start": 0,
+                        "end": end,
+                        "claim": claim,
+                        "search": {"iteration": search["iteration"], "query": search["query"]} if search else None,
+                        "supported": n not in self.unsupported,
+                        "check": "offline",
+                    }
+                )
             if citations:
                 result["answer"] = claim + " " + "".join(f"[{c['n']}]" for c in citations)
         return {**result, "citations": citations}
@@ -81,6 +89,7 @@ class CitingResultBuilder(LoopResultBuilder):
 def with_citations(pipeline: dict[str, Any], cite: int = 2, unsupported: list[int] | None = None) -> dict[str, Any]:
     """A loop pipeline dict whose `result` component is a `CitingResultBuilder` (the dict is changed and returned)."""
     pipeline["components"]["result"] = {
-        "type": CITING_TYPE, "init_parameters": {"cite": cite, "unsupported": list(unsupported or [])},
+        "type": CITING_TYPE,
+        "init_parameters": {"cite": cite, "unsupported": list(unsupported or [])},
     }
     return pipeline

@@ -167,9 +167,7 @@ class ScriptedChatGenerator:
             f"ScriptedChatGenerator has no turn {index} ({how}: {index}); the script has {len(self.script)} "
             "turn(s). Add turns, or set repeat_last=True."
         )
-        raise IndexError(
-            msg
-        )
+        raise IndexError(msg)
 
     def _reply(self, turn: Mapping[str, Any], index: int, messages: Sequence[ChatMessage]) -> ChatMessage:
         if "raise" in turn:

@@ -38,6 +38,12 @@ def test_a_package_never_imported_is_not_imported_and_gives_false():
         "import sys\nfrom haystack_agentic.extras import is_instance\n"
         "print(is_instance(object(), 'milvus_haystack', 'MilvusDocumentStore'), 'milvus_haystack' in sys.modules)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
-                            cwd=Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert result.stdout.split() == ["False", "False"]

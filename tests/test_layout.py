@@ -34,8 +34,12 @@ def import_graph(package_dir: Path = PACKAGE, exports: dict[str, str] | None = N
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node)
-                for n in ast.walk(node)}
+        skip = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and _is_type_checking(node)
+            for n in ast.walk(node)
+        }
         for node in ast.walk(tree):
             if id(node) in skip:
                 continue
@@ -105,10 +109,7 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
 
 
 def test_importing_the_package_imports_no_cli_and_no_component():
-    code = (
-        "import sys, haystack_agentic; "
-        "print(sorted(m for m in sys.modules if m.startswith('haystack_agentic.')))"
-    )
+    code = "import sys, haystack_agentic; print(sorted(m for m in sys.modules if m.startswith('haystack_agentic.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -126,6 +127,7 @@ def test_public_names_load_on_first_use():
 #: Most lines a module of the package may have (the style asks for about 400).
 MAX_MODULE_LINES = 450
 
+
 def module_sizes(package_dir: Path = PACKAGE) -> dict[str, int]:
     """Lines of every module of the package, by path relative to the package folder."""
     return {
@@ -135,11 +137,7 @@ def module_sizes(package_dir: Path = PACKAGE) -> dict[str, int]:
 
 
 def test_no_module_is_longer_than_the_limit():
-    too_long = {
-        name: lines
-        for name, lines in module_sizes().items()
-        if lines > MAX_MODULE_LINES
-    }
+    too_long = {name: lines for name, lines in module_sizes().items() if lines > MAX_MODULE_LINES}
     assert too_long == {}, f"modules over {MAX_MODULE_LINES} lines (split them by responsibility): {too_long}"
 
 
@@ -160,24 +158,37 @@ def environment_writes(package_dir: Path = PACKAGE) -> list[tuple[str, str, int]
     call (which may write it), or `os.putenv` / `os.unsetenv`."""
 
     def is_environ(node: ast.AST) -> bool:
-        return isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name) and (
-            node.value.id == "os")
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr == "environ"
+            and isinstance(node.value, ast.Name)
+            and (node.value.id == "os")
+        )
 
     found = []
     for path in sorted(package_dir.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        owner = {id(n): f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 for n in ast.walk(f)}  # innermost last: nested functions overwrite their parent's name
+        owner = {
+            id(n): f.name
+            for f in ast.walk(tree)
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for n in ast.walk(f)
+        }  # innermost last: nested functions overwrite their parent's name
         for node in ast.walk(tree):
             write = (
                 isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete))
-                and any(isinstance(t, ast.Subscript) and is_environ(t.value)
-                        for t in (node.targets if not isinstance(node, ast.AugAssign) else [node.target]))
+                and any(
+                    isinstance(t, ast.Subscript) and is_environ(t.value)
+                    for t in (node.targets if not isinstance(node, ast.AugAssign) else [node.target])
+                )
             ) or (
                 isinstance(node, ast.Call)
                 and (
-                    (isinstance(node.func, ast.Attribute) and is_environ(node.func.value)
-                     and node.func.attr in ("setdefault", "update", "pop", "popitem", "clear", "__setitem__"))
+                    (
+                        isinstance(node.func, ast.Attribute)
+                        and is_environ(node.func.value)
+                        and node.func.attr in ("setdefault", "update", "pop", "popitem", "clear", "__setitem__")
+                    )
                     or any(is_environ(arg) for arg in [*node.args, *(k.value for k in node.keywords)])
                     or (isinstance(node.func, ast.Attribute) and node.func.attr in ("putenv", "unsetenv"))
                 )
@@ -188,8 +199,11 @@ def environment_writes(package_dir: Path = PACKAGE) -> list[tuple[str, str, int]
 
 
 def test_only_serve_writes_the_environment():
-    others = [(path, function, line) for path, function, line in environment_writes()
-              if (path, function) not in ENVIRONMENT_WRITERS]
+    others = [
+        (path, function, line)
+        for path, function, line in environment_writes()
+        if (path, function) not in ENVIRONMENT_WRITERS
+    ]
     assert others == [], f"os.environ written outside {ENVIRONMENT_WRITERS}: pass the value explicitly instead"
     assert {(p, f) for p, f, _ in environment_writes()} == ENVIRONMENT_WRITERS
 
@@ -199,8 +213,13 @@ def test_the_environment_check_sees_every_kind_of_write(tmp_path):
         "import os\nos.environ['A'] = '1'\ndef f():\n    os.environ.setdefault('B', '1')\n"
         "    del os.environ['C']\n    os.putenv('D', '1')\n    g(os.environ)\n    return os.environ.get('E')\n"
     )
-    assert environment_writes(tmp_path) == [("m.py", "<module>", 2), ("m.py", "f", 4), ("m.py", "f", 5),
-                                            ("m.py", "f", 6), ("m.py", "f", 7)]
+    assert environment_writes(tmp_path) == [
+        ("m.py", "<module>", 2),
+        ("m.py", "f", 4),
+        ("m.py", "f", 5),
+        ("m.py", "f", 6),
+        ("m.py", "f", 7),
+    ]
 
 
 #: Layers that must not import the ones above them: package prefix -> prefixes it may not import.
@@ -264,20 +283,31 @@ def name_type_checks(package_dir: Path = PACKAGE) -> list[tuple[str, str, int]]:
     found = []
     for path in sorted(package_dir.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        owner = {id(n): f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 for n in ast.walk(f)}  # innermost last: nested functions overwrite their parent's name
+        owner = {
+            id(n): f.name
+            for f in ast.walk(tree)
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for n in ast.walk(f)
+        }  # innermost last: nested functions overwrite their parent's name
         for node in ast.walk(tree):
-            if isinstance(node, ast.Compare) and any(
-                isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops
-            ) and any(isinstance(side, ast.Attribute) and side.attr == "__name__"
-                      for side in (node.left, *node.comparators)):
+            if (
+                isinstance(node, ast.Compare)
+                and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops)
+                and any(
+                    isinstance(side, ast.Attribute) and side.attr == "__name__"
+                    for side in (node.left, *node.comparators)
+                )
+            ):
                 found.append((path.relative_to(package_dir).as_posix(), owner.get(id(node), "<module>"), node.lineno))
     return sorted(found, key=lambda item: (item[0], item[2]))
 
 
 def test_types_are_checked_by_class_not_by_name():
-    new = [(path, function, line) for path, function, line in name_type_checks()
-           if (path, function) not in NAME_TYPE_CHECKS]
+    new = [
+        (path, function, line)
+        for path, function, line in name_type_checks()
+        if (path, function) not in NAME_TYPE_CHECKS
+    ]
     assert new == [], "type checks by class name: use isinstance (extras.is_instance for an optional package's class)"
 
 
@@ -380,8 +410,11 @@ def _read_attributes(trees: list[ast.AST]) -> set[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 read.add(node.attr)
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and (
-                len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "getattr"
+                and (len(node.args) > 1 and isinstance(node.args[1], ast.Constant))
             ):
                 read.add(str(node.args[1].value))
     return read
@@ -398,8 +431,10 @@ def _private_overrides(tree: ast.AST, classes: set[str], read: set[str]) -> list
         if not bases - classes:
             continue
         for item in node.body:
-            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_private(item.name) and (
-                item.name not in read
+            if (
+                isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and _is_private(item.name)
+                and (item.name not in read)
             ):
                 found.append((item.lineno, f"def {node.name}.{item.name}"))
     return found
@@ -424,24 +459,42 @@ def private_name_uses(package_dir: Path = PACKAGE) -> list[tuple[str, int, str]]
             names: list[str] = []
             if isinstance(node, ast.Attribute):
                 names = [node.attr]
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
-                "getattr", "setattr", "hasattr", "delattr"
-            ) and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
                 names = [node.args[1].value]
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and HAYSTACK_DUNDER.fullmatch(node.value):
+            elif (
+                isinstance(node, ast.Constant) and isinstance(node.value, str) and HAYSTACK_DUNDER.fullmatch(node.value)
+            ):
                 found.append((where, node.lineno, node.value))
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and (
-                node.module.split(".")[0] != package_dir.name
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and node.module
+                and (node.module.split(".")[0] != package_dir.name)
             ):
                 modules = [node.module]
                 names = [f"import {node.module}.{alias.name}" for alias in node.names if _is_private(alias.name)]
                 names += [f"import {m}" for m in modules if any(_is_private(part) for part in m.split("."))]
             elif isinstance(node, ast.Import):
-                names = [f"import {alias.name}" for alias in node.names
-                         if alias.name.split(".")[0] != package_dir.name
-                         and any(_is_private(part) for part in alias.name.split("."))]
-            found += [(where, node.lineno, name) for name in names if name.startswith("import ")
-                      or HAYSTACK_DUNDER.fullmatch(name) or (_is_private(name) and name not in ours)]
+                names = [
+                    f"import {alias.name}"
+                    for alias in node.names
+                    if alias.name.split(".")[0] != package_dir.name
+                    and any(_is_private(part) for part in alias.name.split("."))
+                ]
+            found += [
+                (where, node.lineno, name)
+                for name in names
+                if name.startswith("import ")
+                or HAYSTACK_DUNDER.fullmatch(name)
+                or (_is_private(name) and name not in ours)
+            ]
     return sorted(set(found))
 
 

@@ -30,7 +30,8 @@ def _private_imports() -> set[str]:
                 found.update(f"{node.module}:{a.name}" for a in node.names if _private(a.name))
             elif isinstance(node, ast.Import):
                 found.update(
-                    f"{a.name}:*" for a in node.names
+                    f"{a.name}:*"
+                    for a in node.names
                     if not a.name.startswith("haystack_agentic") and any(_private(p) for p in a.name.split("."))
                 )
     return found
@@ -97,9 +98,12 @@ def test_no_private_attribute_the_package_does_not_define():
             if isinstance(node, ast.Attribute):
                 name = node.attr
             elif (
-                isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in ("getattr", "hasattr", "setattr") and len(node.args) > 1
-                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr", "setattr")
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
             ):
                 name = node.args[1].value
             if name and _private(name) and name not in defined:

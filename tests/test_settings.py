@@ -1,14 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 """The environment variables and default paths of `haystack_agentic.settings`."""
 
-
 import pytest
 
 from haystack_agentic import settings
 from haystack_agentic.components.generators.embedded_chat_generator import DEFAULT_MODEL_FOLDER, EmbeddedChatGenerator
 
-_VARS = ("HAYSTACK_AGENTIC_CACHE", "HAYSTACK_AGENTIC_STORE", "HAYSTACK_AGENTIC_MILVUS_URI", "XDG_CACHE_HOME",
-         "WEAVIATE_URL", "HAYSTACK_AGENTIC_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+_VARS = (
+    "HAYSTACK_AGENTIC_CACHE",
+    "HAYSTACK_AGENTIC_STORE",
+    "HAYSTACK_AGENTIC_MILVUS_URI",
+    "XDG_CACHE_HOME",
+    "WEAVIATE_URL",
+    "HAYSTACK_AGENTIC_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+)
 
 
 @pytest.fixture
@@ -55,10 +62,7 @@ def test_the_embedded_model_is_converted_under_the_cache_dir(clean_env, tmp_path
     clean_env.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     generator = EmbeddedChatGenerator()
     assert generator._model_dir() == tmp_path / "xdg" / "haystack-agentic" / DEFAULT_MODEL_FOLDER
-    assert EmbeddedChatGenerator(cache_dir=str(tmp_path / "c"))._model_dir() == (
-        tmp_path / "c" / DEFAULT_MODEL_FOLDER
-    )
-
+    assert EmbeddedChatGenerator(cache_dir=str(tmp_path / "c"))._model_dir() == (tmp_path / "c" / DEFAULT_MODEL_FOLDER)
 
 
 def test_openai_api_key_is_passed_not_written(clean_env):

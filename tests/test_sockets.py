@@ -20,7 +20,8 @@ def test_sockets_are_read_and_the_component_stays_free():
     pipeline = Pipeline()
     pipeline.add_component("retriever", retriever)  # the probe let it go
     assert component_sockets(BranchJoiner(int)) == (
-        {"value": {"type": int, "is_mandatory": True}}, {"value": {"type": int}}
+        {"value": {"type": int, "is_mandatory": True}},
+        {"value": {"type": int}},
     )
 
 

@@ -34,7 +34,12 @@ def test_fold_keeps_the_combining_marks_of_other_scripts():
 
 def test_content_words_keep_order_and_repeats_and_drop_non_content_words():
     assert content_words("Who directed the film, the FILM Big Stone Gap in March?") == [
-        "directed", "film", "film", "big", "stone", "gap",
+        "directed",
+        "film",
+        "film",
+        "big",
+        "stone",
+        "gap",
     ]
     assert folded_words("Ángel's 2 cats") == ["angel", "s", "2", "cats"]
 
@@ -47,7 +52,13 @@ def test_word_lists_nest_as_their_rules_need():
 
 def test_stem_removes_one_suffix_and_keeps_four_characters():
     assert [stem(w) for w in ("started", "starting", "words", "magazines", "string", "goes", "is")] == [
-        "start", "start", "word", "magazin", "string", "goes", "is",
+        "start",
+        "start",
+        "word",
+        "magazin",
+        "string",
+        "goes",
+        "is",
     ]
 
 

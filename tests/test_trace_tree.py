@@ -47,8 +47,9 @@ class RecordingTracer(Tracer):
         self._active: contextvars.ContextVar[RecordedSpan | None] = contextvars.ContextVar("active", default=None)
 
     @contextlib.contextmanager
-    def trace(self, operation_name: str, tags: dict[str, Any] | None = None, parent_span: Span | None = None
-              ) -> Iterator[Span]:
+    def trace(
+        self, operation_name: str, tags: dict[str, Any] | None = None, parent_span: Span | None = None
+    ) -> Iterator[Span]:
         parent = parent_span if isinstance(parent_span, RecordedSpan) else self._active.get()
         span = RecordedSpan(operation_name, tags, parent)
         self.spans.append(span)
@@ -84,10 +85,20 @@ class RecordingTracer(Tracer):
 
 
 def _label(span: RecordedSpan) -> str:
-    keys = ("haystack.component.name", "haystack.component.type", "haystack_agentic.iteration",
-            "haystack_agentic.action", "haystack_agentic.query", "haystack_agentic.chunks_returned",
-            "haystack_agentic.chunks_new", "haystack_agentic.chunks", "haystack.tool.name", "haystack_agentic.model",
-            "haystack_agentic.prompt_tokens", "haystack_agentic.completion_tokens")
+    keys = (
+        "haystack.component.name",
+        "haystack.component.type",
+        "haystack_agentic.iteration",
+        "haystack_agentic.action",
+        "haystack_agentic.query",
+        "haystack_agentic.chunks_returned",
+        "haystack_agentic.chunks_new",
+        "haystack_agentic.chunks",
+        "haystack.tool.name",
+        "haystack_agentic.model",
+        "haystack_agentic.prompt_tokens",
+        "haystack_agentic.completion_tokens",
+    )
     shown = " ".join(f"{k.split('.')[-1]}={span.tags[k]}" for k in keys if k in span.tags)
     return f"{span.name} {shown}".rstrip()
 
@@ -111,7 +122,9 @@ def year_of(title: str) -> str:
 
 
 YEAR_TOOL = Tool(
-    name="film_year", description="Release year of a film.", function=year_of,
+    name="film_year",
+    description="Release year of a film.",
+    function=year_of,
     parameters={"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
 )
 
@@ -124,8 +137,12 @@ def _run(pipeline: Any, question: str, run_async: bool) -> dict[str, Any]:
 
 @pytest.mark.parametrize("run_async", [False, True], ids=["run", "run_async"])
 def test_a_run_is_one_tree_run_iterations_llm_search_tool(store, tracer, run_async):
-    turn_one = {"tool_calls": [{"tool_name": "search", "arguments": {"query": "Adriana Trigiani"}},
-                               {"tool_name": "film_year", "arguments": {"title": "Big Stone Gap"}}]}
+    turn_one = {
+        "tool_calls": [
+            {"tool_name": "search", "arguments": {"query": "Adriana Trigiani"}},
+            {"tool_name": "film_year", "arguments": {"title": "Big Stone Gap"}},
+        ]
+    }
     llm = ScriptedChatGenerator([turn_one, answer("Greenwich Village")])
     router = AgenticRouter(chat_generator=llm, tools=[YEAR_TOOL], search_question_first=False)
     pipeline = build_loop_pipeline(router, InMemoryBM25Retriever(store), check_evidence=False)
@@ -193,8 +210,11 @@ def test_answer_and_fallback_calls_hang_under_their_iteration_and_the_run(build_
 def test_concurrent_runs_keep_their_spans_apart(store, tracer):
     templated = {**tool_turn("search", {"query": "{{ question }}"}), "template": True}
     llm = ScriptedChatGenerator([templated, answer("x")])
-    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm, search_question_first=False), InMemoryBM25Retriever(store),
-                                   check_evidence=False)
+    pipeline = build_loop_pipeline(
+        AgenticRouter(chat_generator=llm, search_question_first=False),
+        InMemoryBM25Retriever(store),
+        check_evidence=False,
+    )
     questions = [f"Adriana Trigiani {n}" for n in range(6)]
 
     async def all_runs() -> list[dict[str, Any]]:
@@ -227,11 +247,18 @@ def test_no_tracer_no_links_in_the_state_and_links_never_serialised(build_loop):
 
 
 def test_every_search_of_a_turn_hangs_under_that_turn(store, tracer):
-    turn = {"tool_calls": [{"tool_name": "search", "arguments": {"query": "Adriana Trigiani"}},
-                           {"tool_name": "search", "arguments": {"query": "Greenwich Village"}}]}
+    turn = {
+        "tool_calls": [
+            {"tool_name": "search", "arguments": {"query": "Adriana Trigiani"}},
+            {"tool_name": "search", "arguments": {"query": "Greenwich Village"}},
+        ]
+    }
     llm = ScriptedChatGenerator([turn, answer("x")])
-    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=llm, search_question_first=False), InMemoryBM25Retriever(store),
-                                   check_evidence=False)
+    pipeline = build_loop_pipeline(
+        AgenticRouter(chat_generator=llm, search_question_first=False),
+        InMemoryBM25Retriever(store),
+        check_evidence=False,
+    )
     _run(pipeline, QUESTION, run_async=False)
     first, _second = tracer.named(ITERATION)
     assert first.tags["haystack_agentic.query"] == "Adriana Trigiani; Greenwich Village"

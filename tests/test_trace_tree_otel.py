@@ -40,8 +40,9 @@ class OTelTracer(Tracer):
         self._tracer, self._honour_parent = tracer, honour_parent
 
     @contextlib.contextmanager
-    def trace(self, operation_name: str, tags: dict[str, Any] | None = None, parent_span: Span | None = None
-              ) -> Iterator[Span]:
+    def trace(
+        self, operation_name: str, tags: dict[str, Any] | None = None, parent_span: Span | None = None
+    ) -> Iterator[Span]:
         context = None
         if self._honour_parent and isinstance(parent_span, OTelSpan):
             context = otel_trace.set_span_in_context(parent_span.raw_span())

@@ -26,8 +26,9 @@ class RecordingTracer(Tracer):
         self.stack: list[RecordingSpan] = []
 
     @contextlib.contextmanager
-    def trace(self, operation_name: str, tags: dict[str, Any] | None = None, parent_span: Span | None = None
-              ) -> Iterator[Span]:
+    def trace(
+        self, operation_name: str, tags: dict[str, Any] | None = None, parent_span: Span | None = None
+    ) -> Iterator[Span]:
         span = RecordingSpan(operation_name, tags)
         self.spans.append(span)
         self.stack.append(span)
@@ -61,8 +62,11 @@ def test_spans_for_turns_llm_calls_and_the_result(build_loop, tracer):
         (2, "answer"),
     ]
     assert turns[0]["haystack_agentic.query"] == "Adriana Trigiani"
-    final = [s.tags for s in tracer.spans if "haystack_agentic.terminated_by" in s.tags and
-             "haystack_agentic.llm_calls" in s.tags]
+    final = [
+        s.tags
+        for s in tracer.spans
+        if "haystack_agentic.terminated_by" in s.tags and "haystack_agentic.llm_calls" in s.tags
+    ]
     assert final and final[-1]["haystack_agentic.terminated_by"] == "answered"
     assert final[-1]["haystack_agentic.llm_calls"] == 2
 

@@ -30,30 +30,53 @@ def wheel(tmp_path_factory) -> Path:
 
 
 #: Code that must stay out of the wheel: the evaluation harness and benchmarks, the tests and their doubles.
-NOT_SHIPPED = ("benchmarks/", "tests/", "haystack_agentic/evaluation/", "haystack_agentic/datasets/",
-               "haystack_agentic/testing/", "haystack_agentic/cli/eval.py")
+NOT_SHIPPED = (
+    "benchmarks/",
+    "tests/",
+    "haystack_agentic/evaluation/",
+    "haystack_agentic/datasets/",
+    "haystack_agentic/testing/",
+    "haystack_agentic/cli/eval.py",
+)
 
 
 #: Test code by file name, wherever it would sit: the test doubles, conftest and test modules.
-TEST_CODE_NAMES = ("scripted_chat_generator.py", "tiny_hhem.py", "citing_result.py", "hostile_replies.py", "conftest.py")
+TEST_CODE_NAMES = (
+    "scripted_chat_generator.py",
+    "tiny_hhem.py",
+    "citing_result.py",
+    "hostile_replies.py",
+    "conftest.py",
+)
 
 
 def shipped_code_problems(names: list[str]) -> list[str]:
     """The wheel entries that break the layout: anything under `NOT_SHIPPED`, test code by name (`TEST_CODE_NAMES`,
     `test_*.py`), a `.py` file outside the package, compiled files."""
     return sorted(
-        name for name in names
+        name
+        for name in names
         if name.startswith(NOT_SHIPPED)
         or (name.endswith(".py") and not name.startswith("haystack_agentic/"))
-        or Path(name).name in TEST_CODE_NAMES or Path(name).name.startswith("test_")
-        or name.endswith((".pyc", ".pyo")) or "__pycache__" in name
+        or Path(name).name in TEST_CODE_NAMES
+        or Path(name).name.startswith("test_")
+        or name.endswith((".pyc", ".pyo"))
+        or "__pycache__" in name
     )
 
 
 def test_the_layout_check_sees_test_and_benchmark_code():
-    names = ["haystack_agentic/__init__.py", "haystack_agentic/cli/main.py", "haystack_agentic/data/LICENSE",
-             "tests/conftest.py", "benchmarks/harness/metrics.py", "haystack_agentic/testing/__init__.py",
-             "haystack_agentic/scripted_chat_generator.py", "conftest.py", "haystack_agentic/__pycache__/x.pyc"]
+    names = [
+        "haystack_agentic/__init__.py",
+        "haystack_agentic/cli/main.py",
+        "haystack_agentic/data/LICENSE",
+        "tests/conftest.py",
+        "benchmarks/harness/metrics.py",
+        "haystack_agentic/testing/__init__.py",
+        "haystack_agentic/scripted_chat_generator.py",
+        "conftest.py",
+        "haystack_agentic/__pycache__/x.pyc",
+    ]
     assert shipped_code_problems(names) == sorted(names[3:])
 
 
@@ -82,13 +105,21 @@ def test_the_wheel_installs_without_extras_and_runs_the_readme_own_pipeline(whee
     python = str(tmp_path / "venv" / "bin" / "python")
     _run([python, "-m", "pip", "install", "--quiet", str(wheel)])
     assert "No broken requirements" in _run([python, "-m", "pip", "check"])
-    heavy = _run([python, "-c", "import importlib.util as u; print([m for m in ('torch', 'transformers', "
-                  "'sentence_transformers', 'pymilvus', 'hayhooks') if u.find_spec(m)])"])
+    heavy = _run(
+        [
+            python,
+            "-c",
+            "import importlib.util as u; print([m for m in ('torch', 'transformers', "
+            "'sentence_transformers', 'pymilvus', 'hayhooks') if u.find_spec(m)])",
+        ]
+    )
     assert heavy.strip() == "[]"
     blocks = re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S | re.M)
     (tmp_path / "own.py").write_text(next(b for b in blocks if "AgenticRAG(pipeline=loop)" in b), encoding="utf-8")
     out = _run([python, "own.py"], cwd=tmp_path)
     assert "Greenwich Village [1] (sources: bsg trigiani)" in out and "answered" in out
     # the command-line entry point of the base install, and the shipped sample by name
-    assert "Indexed 3572 documents" in _run([str(tmp_path / "venv" / "bin" / "haystack-agentic"), "index", "sample",
-                                             "--store", "s.json", "--quiet"], cwd=tmp_path)
+    assert "Indexed 3572 documents" in _run(
+        [str(tmp_path / "venv" / "bin" / "haystack-agentic"), "index", "sample", "--store", "s.json", "--quiet"],
+        cwd=tmp_path,
+    )

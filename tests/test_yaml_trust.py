@@ -127,8 +127,14 @@ def _outcomes(stage: str, attacks: dict[str, str]) -> dict[str, str]:
     code = textwrap.dedent(STAGES[stage]) + ATTACKS
     env = {k: v for k, v in os.environ.items() if not k.startswith("HAYSTACK_DESERIALIZATION")}
     env["PYTHONPATH"] = str(ROOT)  # this checkout's package
-    result = subprocess.run([sys.executable, "-c", code, json.dumps(attacks)], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(attacks)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -202,7 +208,8 @@ def test_allowed_modules_for_names_exact_trusted_modules_only():
     with pytest.raises(ValueError, match="Cannot parse"):
         allowed_modules_for("a: [")
     assert allowed_modules_for("a: &a [*a, {type: haystack_agentic.dataclasses.loop_state.LoopState}]") == [
-        "haystack_agentic.dataclasses.loop_state"]  # a list that holds itself
+        "haystack_agentic.dataclasses.loop_state"
+    ]  # a list that holds itself
 
 
 @pytest.mark.parametrize("name", [n for n in PACKAGED if n.startswith("agentic_rag") and "milvus" not in n])
@@ -232,10 +239,37 @@ def test_the_loaders_trust_every_component_module_of_the_package():
 
 #: Calls that run commands, touch files or open connections, by the called name.
 IO_CALLS = {
-    "open", "urlopen", "Popen", "system", "popen", "check_call", "check_output", "execv", "execve", "spawnv",
-    "socket", "create_connection", "connect", "write_text", "write_bytes", "read_text", "read_bytes", "unlink",
-    "rmdir", "rmtree", "makedirs", "mkdir", "touch", "chmod", "save_to_disk", "load_from_disk", "MilvusClient",
-    "exec", "eval", "__import__", "import_module",
+    "open",
+    "urlopen",
+    "Popen",
+    "system",
+    "popen",
+    "check_call",
+    "check_output",
+    "execv",
+    "execve",
+    "spawnv",
+    "socket",
+    "create_connection",
+    "connect",
+    "write_text",
+    "write_bytes",
+    "read_text",
+    "read_bytes",
+    "unlink",
+    "rmdir",
+    "rmtree",
+    "makedirs",
+    "mkdir",
+    "touch",
+    "chmod",
+    "save_to_disk",
+    "load_from_disk",
+    "MilvusClient",
+    "exec",
+    "eval",
+    "__import__",
+    "import_module",
 }
 #: Calls that do I/O only on one of these modules (`subprocess.run`, `os.remove`, `requests.get`, ...).
 IO_MODULE_CALLS = {"subprocess", "os", "shutil", "socket", "requests", "httpx", "urllib", "pathlib"}

@@ -183,8 +183,15 @@ def agent_traces_run_step_llm_and_tool_spans():
     paths = [tuple(span.path()) for span in tracer.spans]
     run, step = "haystack.agent.run", "haystack.agent.step"
     llm, tool = "haystack.agent.step.llm", "haystack.agent.step.tool"
-    assert paths == [(run,), (run, step), (run, step, llm), (run, step, tool), (run, step, tool), (run, step),
-                     (run, step, llm)]
+    assert paths == [
+        (run,),
+        (run, step),
+        (run, step, llm),
+        (run, step, tool),
+        (run, step, tool),
+        (run, step),
+        (run, step, llm),
+    ]
     llm_span = next(span for span in tracer.spans if span.name == llm)
     assert "haystack.agent.step.llm.input" in llm_span.tags and "haystack.agent.step.llm.output" in llm_span.tags
     assert [s.tags["haystack.tool.name"] for s in tracer.spans if s.name == tool] == ["search", "search"]

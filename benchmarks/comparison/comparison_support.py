@@ -38,8 +38,18 @@ UNSUPPORTED = "She was born on the Moon."
 
 
 #: The aspects compared, in the README table's order (each check module's `CHECKS` pairs one with each check).
-ASPECTS = ("Corpus", "Streaming", "History", "Tools", "Exit reasons", "Fallback at the cap", "Budget", "Grounding",
-           "Tracing", "Breakpoints")
+ASPECTS = (
+    "Corpus",
+    "Streaming",
+    "History",
+    "Tools",
+    "Exit reasons",
+    "Fallback at the cap",
+    "Budget",
+    "Grounding",
+    "Tracing",
+    "Breakpoints",
+)
 
 
 def hotpot_rows(limit: int = 40) -> list[dict[str, Any]]:

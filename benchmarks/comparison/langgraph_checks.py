@@ -72,8 +72,12 @@ def langgraph_streams_every_models_tokens_tagged_by_node():
 
 def langgraph_keeps_history_per_thread_but_grades_and_answers_the_first_question():
     recipe = Recipe(
-        [retrieve("Adriana Trigiani"), AIMessage(content=GOLD), retrieve("Adriana Trigiani education"),
-         AIMessage(content="Boston University")],
+        [
+            retrieve("Adriana Trigiani"),
+            AIMessage(content=GOLD),
+            retrieve("Adriana Trigiani education"),
+            AIMessage(content="Boston University"),
+        ],
         [grade("yes")],
         checkpointer=InMemorySaver(),
     )
@@ -96,8 +100,7 @@ def langgraph_keeps_history_per_thread_but_grades_and_answers_the_first_question
 
 
 def langgraph_runs_parallel_calls_but_grades_and_answers_from_the_last_tool_message_only():
-    recipe = Recipe([retrieve("Big Stone Gap director", "Adriana Trigiani"), AIMessage(content=GOLD)],
-                    [grade("yes")])
+    recipe = Recipe([retrieve("Big Stone Gap director", "Adriana Trigiani"), AIMessage(content=GOLD)], [grade("yes")])
     out = recipe.invoke()
     results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert len(results) == 2  # ToolNode ran both calls
@@ -143,8 +146,9 @@ def langgraph_at_the_recursion_limit_raises_graph_recursion_error_without_an_ans
 
 def langgraph_bounds_super_steps_not_prompt_tokens_the_messages_grow():
     rewrites = [retrieve("Big Stone Gap"), AIMessage(content="Who directed Big Stone Gap?")] * 3
-    recipe = Recipe([*rewrites, retrieve("Adriana Trigiani"), AIMessage(content=GOLD)],
-                    [grade("no")] * 3 + [grade("yes")])
+    recipe = Recipe(
+        [*rewrites, retrieve("Adriana Trigiani"), AIMessage(content=GOLD)], [grade("no")] * 3 + [grade("yes")]
+    )
     out = recipe.invoke(config={"recursion_limit": 50})
     assert out["messages"][-1].content == GOLD
     query_calls = [messages for messages, tools in recipe.response_model.calls if tools == ["retrieve_paragraphs"]]
@@ -157,8 +161,7 @@ def langgraph_bounds_super_steps_not_prompt_tokens_the_messages_grow():
 
 
 def langgraph_grades_document_relevance_never_the_answer():
-    recipe = Recipe([retrieve("Adriana Trigiani"), AIMessage(content=f"{GOLD}. {UNSUPPORTED}")],
-                    [grade("yes")])
+    recipe = Recipe([retrieve("Adriana Trigiani"), AIMessage(content=f"{GOLD}. {UNSUPPORTED}")], [grade("yes")])
     out = recipe.invoke()
     assert out["messages"][-1].content.endswith(UNSUPPORTED)  # returned as written
     assert len(recipe.grader_model.calls) == 1  # one grading call, before the answer existed
@@ -169,26 +172,49 @@ def langgraph_grades_document_relevance_never_the_answer():
 
 
 def langgraph_traces_graph_node_model_and_tool_runs_through_callbacks():
-    recipe = Recipe([retrieve("Big Stone Gap"), AIMessage(content="Who directed Big Stone Gap?"),
-                            retrieve("Adriana Trigiani"), AIMessage(content=GOLD)], [grade("no"), grade("yes")])
+    recipe = Recipe(
+        [
+            retrieve("Big Stone Gap"),
+            AIMessage(content="Who directed Big Stone Gap?"),
+            retrieve("Adriana Trigiani"),
+            AIMessage(content=GOLD),
+        ],
+        [grade("no"), grade("yes")],
+    )
     callbacks = RecordingCallbacks()
     recipe.invoke(config={"callbacks": [callbacks]})
     nodes = [path[1] for path in callbacks.paths("chain") if len(path) == 2]
-    assert nodes == ["generate_query_or_respond", "retrieve", "rewrite_question", "generate_query_or_respond",
-                     "retrieve", "generate_answer"]
+    assert nodes == [
+        "generate_query_or_respond",
+        "retrieve",
+        "rewrite_question",
+        "generate_query_or_respond",
+        "retrieve",
+        "generate_answer",
+    ]
     # a run per node visit under the graph's run: no span groups one pass of the loop
     assert ["LangGraph", "retrieve", "retrieve_paragraphs"] in callbacks.paths("tool")
     llm_parents = [path[1] for path in callbacks.paths("llm")]
-    assert llm_parents == ["generate_query_or_respond", "retrieve", "rewrite_question", "generate_query_or_respond",
-                           "retrieve", "generate_answer"]  # the grader runs inside `retrieve`'s edge
+    assert llm_parents == [
+        "generate_query_or_respond",
+        "retrieve",
+        "rewrite_question",
+        "generate_query_or_respond",
+        "retrieve",
+        "generate_answer",
+    ]  # the grader runs inside `retrieve`'s edge
 
 
 # --- breakpoints --------------------------------------------------------------------------------------------
 
 
 def langgraph_interrupts_before_a_node_and_resumes_from_the_checkpoint():
-    recipe = Recipe([retrieve("Adriana Trigiani"), AIMessage(content=GOLD)], [grade("yes")],
-                    checkpointer=InMemorySaver(), interrupt_before=["retrieve"])
+    recipe = Recipe(
+        [retrieve("Adriana Trigiani"), AIMessage(content=GOLD)],
+        [grade("yes")],
+        checkpointer=InMemorySaver(),
+        interrupt_before=["retrieve"],
+    )
     thread = {"configurable": {"thread_id": "pause"}}
     recipe.graph.invoke(user(QUESTION), thread)
     paused = recipe.graph.get_state(thread)

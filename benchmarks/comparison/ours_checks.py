@@ -132,8 +132,10 @@ def llm(pipeline, name: str = "router"):
 
 def ours_streams_tokens_tagged_by_role_and_steps_as_events_without_text():
     long_answer = "The director, Adriana Trigiani, is based in Greenwich Village, New York City."
-    pipeline = packaged([search("Big Stone Gap director"), search("Adriana Trigiani"), answer(GOLD)],
-                        answer_script=[{"text": long_answer}])
+    pipeline = packaged(
+        [search("Big Stone Gap director"), search("Adriana Trigiani"), answer(GOLD)],
+        answer_script=[{"text": long_answer}],
+    )
     chunks = []
     result = run(pipeline, streaming_callback=chunks.append)
     streamed = "".join(c.content for c in chunks if c.meta.get(ANSWER_META)).strip()
@@ -191,7 +193,11 @@ def ours_terminates_answered_gave_up_max_iterations_or_error_with_a_result():
     capped = run(packaged([search("Big Stone Gap")], max_iterations=2, fallback_script=[{"text": GOLD}]))
     failed = run(packaged([search("Adriana Trigiani"), {"raise": "endpoint down"}]))
     assert [r["terminated_by"] for r in (answered, gave_up, capped, failed)] == [
-        "answered", "gave_up", "max_iterations", "error"]
+        "answered",
+        "gave_up",
+        "max_iterations",
+        "error",
+    ]
     assert "endpoint down" in failed["error"] and failed["answer"] is None  # a result, not an exception
 
 
@@ -199,8 +205,11 @@ def ours_terminates_answered_gave_up_max_iterations_or_error_with_a_result():
 
 
 def ours_answers_from_the_chunks_at_the_iteration_cap():
-    pipeline = packaged([search("Big Stone Gap director"), search("Adriana Trigiani"), search("Greenwich")],
-                        max_iterations=3, fallback_script=[{"text": GOLD}])
+    pipeline = packaged(
+        [search("Big Stone Gap director"), search("Adriana Trigiani"), search("Greenwich")],
+        max_iterations=3,
+        fallback_script=[{"text": GOLD}],
+    )
     result = run(pipeline)
     assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == GOLD
     assert result["usage"]["fallback"]["calls"] == 1
@@ -218,8 +227,10 @@ def ours_keeps_every_controller_prompt_within_its_token_budget():
     budget = 600  # the default router sends older results as digests: its prompts peak at ~1,400 tokens here
 
     def prompt_tokens(pipeline):  # as the scripted generator counts them: 4 characters a token
-        return [sum(len(m.text or (m.tool_call_result.result if m.tool_call_result else "")) for m in messages) // 4
-                for messages, _, _ in llm(pipeline).calls]
+        return [
+            sum(len(m.text or (m.tool_call_result.result if m.tool_call_result else "")) for m in messages) // 4
+            for messages, _, _ in llm(pipeline).calls
+        ]
 
     unbounded = packaged(script, max_iterations=8)  # the default budget, 16000; turns for the question and all
     assert run(unbounded)["terminated_by"] == "answered" and max(prompt_tokens(unbounded)) > 2 * budget
@@ -235,10 +246,15 @@ def ours_keeps_every_controller_prompt_within_its_token_budget():
 
 
 def ours_grounds_the_answer_sentence_by_sentence_and_flags_the_unsupported_one():
-    verdict = {"claims": [{"sentence": 1, "claim": "based in Greenwich Village", "supported": True, "chunks": [0]},
-                          {"sentence": 2, "claim": "born on the Moon", "supported": False, "chunks": []}]}
-    pipeline = packaged([search("Adriana Trigiani"), answer(f"{GOLD}. {UNSUPPORTED}")],
-                        grounder_script=[{"text": json.dumps(verdict)}])
+    verdict = {
+        "claims": [
+            {"sentence": 1, "claim": "based in Greenwich Village", "supported": True, "chunks": [0]},
+            {"sentence": 2, "claim": "born on the Moon", "supported": False, "chunks": []},
+        ]
+    }
+    pipeline = packaged(
+        [search("Adriana Trigiani"), answer(f"{GOLD}. {UNSUPPORTED}")], grounder_script=[{"text": json.dumps(verdict)}]
+    )
     result = run(pipeline)
     grounding = result["grounding"]
     assert [s["text"] for s in grounding["hallucinated_spans"]] == [UNSUPPORTED]

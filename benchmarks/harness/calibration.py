@@ -63,7 +63,9 @@ def choose_threshold(positive_scores: Sequence[float], target_answer_rate: float
     return math.floor(ordered[min(rejected, len(ordered) - 1)] * 10_000) / 10_000
 
 
-def precision_recall_curve(positive_scores: Sequence[float], negative_scores: Sequence[float]) -> list[dict[str, float]]:
+def precision_recall_curve(
+    positive_scores: Sequence[float], negative_scores: Sequence[float]
+) -> list[dict[str, float]]:
     """
     Precision and recall of "sufficient" (score >= t) at every distinct score t:
     `[{"threshold", "precision", "recall", "abstention"}]` by rising threshold.
@@ -72,12 +74,14 @@ def precision_recall_curve(positive_scores: Sequence[float], negative_scores: Se
     for t in sorted(set(positive_scores) | set(negative_scores)):
         tp = sum(s >= t for s in positive_scores)
         fp = sum(s >= t for s in negative_scores)
-        points.append({
-            "threshold": round(float(t), 4),
-            "precision": tp / (tp + fp) if tp + fp else 1.0,
-            "recall": tp / len(positive_scores) if positive_scores else 0.0,
-            "abstention": 1.0 - fp / len(negative_scores) if negative_scores else 1.0,
-        })
+        points.append(
+            {
+                "threshold": round(float(t), 4),
+                "precision": tp / (tp + fp) if tp + fp else 1.0,
+                "recall": tp / len(positive_scores) if positive_scores else 0.0,
+                "abstention": 1.0 - fp / len(negative_scores) if negative_scores else 1.0,
+            }
+        )
     return points
 
 

@@ -45,7 +45,11 @@ def bootstrap_mean_interval(values: Sequence[float]) -> tuple[float, float]:
     if len(data) == 1 or low == high:  # scipy needs two observations; every resample's mean is that value
         return low, high
     interval = bootstrap(
-        (data,), np.mean, n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
+        (data,),
+        np.mean,
+        n_resamples=RESAMPLES,
+        confidence_level=CONFIDENCE,
+        method="percentile",
         rng=np.random.default_rng(0),
     ).confidence_interval
     # a resampled mean never leaves the data's range (summing floats can, by a rounding error)
@@ -76,15 +80,22 @@ def plot_points(report: dict[str, Any]) -> tuple[list[PlotPoint], str]:
     """The plot's points (one per configuration with questions) and x axis label, from a `run_eval` report."""
     records = {name: entry["questions"] for name, entry in report["configs"].items() if entry["questions"]}
     any_calls = any(r["llm_calls_total"] for rows in records.values() for r in rows)
-    x_key, x_label = ("llm_calls_total", "LLM calls per question") if any_calls else (
-        "searches", "searches per question (no LLM calls in this run)")
+    x_key, x_label = (
+        ("llm_calls_total", "LLM calls per question")
+        if any_calls
+        else ("searches", "searches per question (no LLM calls in this run)")
+    )
     points = []
     for name, rows in records.items():
         xs = [float(r[x_key]) for r in rows]
         found = sum(bool(r["all_gold_found"]) for r in rows)
         point = PlotPoint(
-            name, len(rows), sum(xs) / len(xs), *bootstrap_mean_interval(xs),
-            found / len(rows), *wilson_interval(found, len(rows)),
+            name,
+            len(rows),
+            sum(xs) / len(xs),
+            *bootstrap_mean_interval(xs),
+            found / len(rows),
+            *wilson_interval(found, len(rows)),
         )
         f1s = [r["f1"] for r in rows if r["f1"] is not None]
         if f1s:
@@ -148,9 +159,15 @@ def plot_report(report: dict[str, Any], path: str | PathLike) -> Path:
                 continue
             low, high = getattr(point, f"{key}_low"), getattr(point, f"{key}_high")
             handle = ax.errorbar(
-                point.x, 100 * value, xerr=[[point.x - point.x_low], [point.x_high - point.x]],
-                yerr=[[100 * (value - low)], [100 * (high - value)]], fmt=_MARKERS[i % len(_MARKERS)],
-                color=colours[i % len(colours)], markersize=8, capsize=4, label=f"{point.name} (n={point.n})",
+                point.x,
+                100 * value,
+                xerr=[[point.x - point.x_low], [point.x_high - point.x]],
+                yerr=[[100 * (value - low)], [100 * (high - value)]],
+                fmt=_MARKERS[i % len(_MARKERS)],
+                color=colours[i % len(colours)],
+                markersize=8,
+                capsize=4,
+                label=f"{point.name} (n={point.n})",
                 transform=offset_copy(ax.transData, fig=fig, x=offsets[i], units="points"),
             )
             if key == "recall":
@@ -165,11 +182,17 @@ def plot_report(report: dict[str, Any], path: str | PathLike) -> Path:
         first = f"{meta.get('data_name', '')}: {meta.get('questions', '?')} questions, {meta.get('budget', '?')} chunks"
         fig.suptitle("\n".join([first, *textwrap.wrap(details, 70 * len(panels))]))
     means = ("answer F1 and " if len(panels) > 1 else "") + x_label.split(" (")[0]
-    note = ("Bars: 95% confidence intervals. Evidence recall: Wilson score interval; "
-            f"{means}: percentile bootstrap, {RESAMPLES:,} resamples of the questions.")
+    note = (
+        "Bars: 95% confidence intervals. Evidence recall: Wilson score interval; "
+        f"{means}: percentile bootstrap, {RESAMPLES:,} resamples of the questions."
+    )
     legend = fig.legend(
-        handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False,
-        title="\n".join(textwrap.wrap(note, 85 * len(panels))), title_fontsize="small",
+        handles=handles,
+        loc="outside lower center",
+        ncol=min(len(handles), 4),
+        frameon=False,
+        title="\n".join(textwrap.wrap(note, 85 * len(panels))),
+        title_fontsize="small",
     )
     legend.get_title().set_color("dimgray")
     fig.savefig(path, dpi=100)

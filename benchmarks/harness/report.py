@@ -47,21 +47,26 @@ def summary_columns(report: dict[str, Any]) -> tuple[Column, list[tuple[str, lis
         return "+".join(_num(s["llm_calls_per_role_mean"][r]) for r in ("controller", "answer", "fallback"))
 
     quality = [
-        col("EM", lambda s: _pct(s["em"])), col("F1", lambda s: _pct(s["f1"])),
+        col("EM", lambda s: _pct(s["em"])),
+        col("F1", lambda s: _pct(s["f1"])),
         col("both gold found", lambda s: _pct(s["all_gold_recall"])),
-        col("gold recall", lambda s: _pct(s["gold_recall"])), col("grounding", lambda s: _num(s["grounding_mean"])),
+        col("gold recall", lambda s: _pct(s["gold_recall"])),
+        col("grounding", lambda s: _num(s["grounding_mean"])),
     ]
     cost = [
         col("searches (max)", lambda s: f"{_num(s['searches_mean'])} ({s['searches_max']})"),
         col("iterations", lambda s: _num(s["iterations_mean"])),
         col("LLM calls /q", lambda s: _num(s["llm_calls_mean"])),
         col("calls ctl+ans+fb", roles),
-        col("tokens /q prompt+compl", lambda s: f"{_num(s['prompt_tokens_mean'], 0)}+"
-            f"{_num(s['completion_tokens_mean'], 0)}"),
+        col(
+            "tokens /q prompt+compl",
+            lambda s: f"{_num(s['prompt_tokens_mean'], 0)}+{_num(s['completion_tokens_mean'], 0)}",
+        ),
         col("latency s median (p90)", lambda s: f"{_num(s['latency_median_s'], 3)} ({_num(s['latency_p90_s'], 3)})"),
     ]
-    ended = [col("ended (runs)", lambda s: ", ".join(f"{k} {v}" for k, v in sorted(s["terminated_by"].items())),
-                 "left")]
+    ended = [
+        col("ended (runs)", lambda s: ", ".join(f"{k} {v}" for k, v in sorted(s["terminated_by"].items())), "left")
+    ]
     names = Column("config", list(report["configs"]), "left")
     return names, [("answers and evidence", quality), ("endings", ended), ("cost", cost)]
 
@@ -156,9 +161,12 @@ def per_question_tables(report: dict[str, Any], console: Console) -> list[Table]
 
     keys = [Column("config", [name for name, _ in rows], "left"), col("id", lambda r: str(r["id"]), "left")]
     numbers = [
-        col("EM", lambda r: _num(r["em"], 0)), col("F1", lambda r: _num(r["f1"])),
-        col("gold", lambda r: f"{r['gold_found']}/{r['gold_total']}"), col("searches", lambda r: str(r["searches"])),
-        col("LLM calls", lambda r: str(r["llm_calls_total"])), col("s", lambda r: _num(r["latency_s"], 2)),
+        col("EM", lambda r: _num(r["em"], 0)),
+        col("F1", lambda r: _num(r["f1"])),
+        col("gold", lambda r: f"{r['gold_found']}/{r['gold_total']}"),
+        col("searches", lambda r: str(r["searches"])),
+        col("LLM calls", lambda r: str(r["llm_calls_total"])),
+        col("s", lambda r: _num(r["latency_s"], 2)),
         col("ended", lambda r: str(r["terminated_by"]), "left"),
     ]
     answer = [col("answer", lambda r: r["answer"] if r["answer"] is not None else _MISSING, "left")]

@@ -88,9 +88,12 @@ def _loop(
     router: Any, store: Any, budget: int, iterations: int, generator: Any, evidence_checker: Any, **answer: Any
 ) -> Pipeline:
     return build_loop_pipeline(
-        router, InMemoryBM25Retriever(document_store=store),
-        controller=LoopController(max_iterations=iterations, chunk_cap=budget), **answer,
-        fallback=embedded_fallback(generator, budget), evidence_checker=evidence_checker,
+        router,
+        InMemoryBM25Retriever(document_store=store),
+        controller=LoopController(max_iterations=iterations, chunk_cap=budget),
+        **answer,
+        fallback=embedded_fallback(generator, budget),
+        evidence_checker=evidence_checker,
     )
 
 
@@ -102,7 +105,9 @@ def one_shot_config(store: Any, budget: int = DEFAULT_BUDGET, answer_generator: 
 
 
 def bridge_entity_config(
-    store: Any, budget: int = DEFAULT_BUDGET, answer_generator: Any = None,
+    store: Any,
+    budget: int = DEFAULT_BUDGET,
+    answer_generator: Any = None,
     evidence_checker: Any = None,
 ) -> EvalConfig:
     """
@@ -127,7 +132,10 @@ def bridge_entity_config(
 
 
 def llm_router_config(
-    store: Any, chat_generator: Any, budget: int = DEFAULT_BUDGET, mode: str = "tools",
+    store: Any,
+    chat_generator: Any,
+    budget: int = DEFAULT_BUDGET,
+    mode: str = "tools",
     max_iterations: int = DEFAULT_ROUTER_MAX_ITERATIONS,
 ) -> EvalConfig:
     """
@@ -169,20 +177,31 @@ def score_result(row: dict[str, Any], result: dict[str, Any], latency: float, wi
     usage = result.get("usage") or {}
     grounding = result.get("grounding")
     return {
-        "id": row["id"], "question": row["question"], "type": row.get("type"), "gold_answer": row["answer"],
-        "answer": answer, "em": em, "f1": f1,
-        "gold_found": recall["found"], "gold_total": recall["total"], "gold_recall": recall["recall"],
+        "id": row["id"],
+        "question": row["question"],
+        "type": row.get("type"),
+        "gold_answer": row["answer"],
+        "answer": answer,
+        "em": em,
+        "f1": f1,
+        "gold_found": recall["found"],
+        "gold_total": recall["total"],
+        "gold_recall": recall["recall"],
         "all_gold_found": recall["all_found"],
-        "searches": len(searches), "queries": [step["query"] for step in searches],
+        "searches": len(searches),
+        "queries": [step["query"] for step in searches],
         "iterations": result.get("iterations", 0),
         "llm_calls": {role: _usage(usage, role, "calls") for role in ROLES},
         "tokens": {role: {part: _usage(usage, role, f"{part}_tokens") for part in _PARTS} for role in ROLES},
         "llm_calls_total": _usage(usage, "total", "calls"),
         "prompt_tokens_total": _usage(usage, "total", "prompt_tokens"),
         "completion_tokens_total": _usage(usage, "total", "completion_tokens"),
-        "latency_s": latency, "terminated_by": result.get("terminated_by"),
+        "latency_s": latency,
+        "terminated_by": result.get("terminated_by"),
         "grounding_score": grounding.get("score") if isinstance(grounding, dict) else None,
-        "error": result.get("error"), "citations": result.get("citations") or [], "collection": row.get("collection"),
+        "error": result.get("error"),
+        "citations": result.get("citations") or [],
+        "collection": row.get("collection"),
         "chunk_collections": dict(Counter(str((d.get("meta") or {}).get(COLLECTION_FIELD)) for d in documents)),
     }
 
@@ -217,15 +236,20 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return _mean_of(records, lambda r: r[key])
 
     return {
-        "questions": n, "em": mean("em"), "f1": mean("f1"),
-        "all_gold_recall": _mean_of(records, lambda r: float(r["all_gold_found"])), "gold_recall": mean("gold_recall"),
-        "searches_mean": mean("searches"), "searches_max": max((r["searches"] for r in records), default=0),
-        "iterations_mean": mean("iterations"), "llm_calls_mean": mean("llm_calls_total"),
+        "questions": n,
+        "em": mean("em"),
+        "f1": mean("f1"),
+        "all_gold_recall": _mean_of(records, lambda r: float(r["all_gold_found"])),
+        "gold_recall": mean("gold_recall"),
+        "searches_mean": mean("searches"),
+        "searches_max": max((r["searches"] for r in records), default=0),
+        "iterations_mean": mean("iterations"),
+        "llm_calls_mean": mean("llm_calls_total"),
         "llm_calls_per_role_mean": {role: _mean_of(records, lambda r: r["llm_calls"][role]) for role in ROLES},
-        "prompt_tokens_mean": mean("prompt_tokens_total"), "completion_tokens_mean": mean("completion_tokens_total"),
+        "prompt_tokens_mean": mean("prompt_tokens_total"),
+        "completion_tokens_mean": mean("completion_tokens_total"),
         "tokens_per_role_mean": {
-            role: {part: _mean_of(records, lambda r: r["tokens"][role][part]) for part in _PARTS}
-            for role in ROLES
+            role: {part: _mean_of(records, lambda r: r["tokens"][role][part]) for part in _PARTS} for role in ROLES
         },
         "latency_mean_s": _mean(latencies),
         "latency_median_s": statistics.median(latencies) if latencies else None,
@@ -293,6 +317,9 @@ def run_eval(
             if on_question is not None:
                 on_question(config.name, done)
         report["configs"][config.name] = {
-            "description": config.description, "warm_up_s": warm_up, "summary": summarise(records), "questions": records
+            "description": config.description,
+            "warm_up_s": warm_up,
+            "summary": summarise(records),
+            "questions": records,
         }
     return report

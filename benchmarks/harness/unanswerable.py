@@ -57,16 +57,25 @@ def _record(row: dict[str, Any], condition: str, result: dict[str, Any], latency
     found = {d["id"] for d in result.get("documents") or []}
     evidence = result.get("evidence") or {}
     return {
-        "id": row["id"], "question": row["question"], "type": row.get("type"), "condition": condition,
-        "terminated_by": result.get("terminated_by"), "abstained": result.get("terminated_by") == "gave_up",
+        "id": row["id"],
+        "question": row["question"],
+        "type": row.get("type"),
+        "condition": condition,
+        "terminated_by": result.get("terminated_by"),
+        "abstained": result.get("terminated_by") == "gave_up",
         "answer": result.get("answer"),
-        "gold_found": sum(g in found for g in gold), "gold_total": len(gold),
+        "gold_found": sum(g in found for g in gold),
+        "gold_total": len(gold),
         "all_gold_found": bool(gold) and all(g in found for g in gold),
-        "evidence_score": float(evidence.get("score", 0.0)), "evidence_sufficient": evidence.get("sufficient"),
-        "evidence_action": evidence.get("action"), "evidence_reason": evidence.get("reason"),
-        "evidence_features": evidence.get("features"), "searched_again": int(evidence.get("searched_again", 0)),
+        "evidence_score": float(evidence.get("score", 0.0)),
+        "evidence_sufficient": evidence.get("sufficient"),
+        "evidence_action": evidence.get("action"),
+        "evidence_reason": evidence.get("reason"),
+        "evidence_features": evidence.get("features"),
+        "searched_again": int(evidence.get("searched_again", 0)),
         "searches": sum(s["action"] == "search" for s in result.get("tool_history") or []),
-        "latency_s": latency, "error": result.get("error"),
+        "latency_s": latency,
+        "error": result.get("error"),
     }
 
 
@@ -89,11 +98,18 @@ def summarise_abstention(
     negatives = [r["evidence_score"] for r in unanswerable]
     curve = precision_recall_curve(positives, negatives)
     return {
-        "normal": len(normal), "unanswerable": len(unanswerable), "evidence_found": len(found),
-        "abstention_rate": _rate(unanswerable, True), "answer_rate_evidence_found": _rate(found, False),
-        "answer_rate_normal": _rate(normal, False), "threshold": threshold,
-        "auc": roc_auc(positives, negatives), "average_precision": average_precision(positives, negatives),
-        "pr_curve": curve_summary(curve), "pr_curve_full": curve, "checks": len(check_seconds),
+        "normal": len(normal),
+        "unanswerable": len(unanswerable),
+        "evidence_found": len(found),
+        "abstention_rate": _rate(unanswerable, True),
+        "answer_rate_evidence_found": _rate(found, False),
+        "answer_rate_normal": _rate(normal, False),
+        "threshold": threshold,
+        "auc": roc_auc(positives, negatives),
+        "average_precision": average_precision(positives, negatives),
+        "pr_curve": curve_summary(curve),
+        "pr_curve_full": curve,
+        "checks": len(check_seconds),
         "ms_per_check_mean": _ms(check_seconds, statistics.fmean),
         "ms_per_check_median": _ms(check_seconds, statistics.median),
         "searched_again_mean": statistics.fmean(r["searched_again"] for r in records) if records else None,

@@ -101,9 +101,7 @@ def check_server(options: LoopOptions, err: Console) -> LoopOptions:
                 "The server's chat template cannot call tools (its /props: supports_tools false). Use --mode json, or "
                 "start llama.cpp with a template that has tools (--jinja --chat-template-file <template>)."
             )
-            raise CLIError(
-                msg
-            )
+            raise CLIError(msg)
         if options.mode is None:
             err.print("The server's chat template has no tool support: routing in JSON mode (--mode json).")
             options = replace(options, mode="json")
@@ -146,9 +144,7 @@ def load_store_into(
                     f"The store {store_path} does not exist: check the path, or create it with "
                     f"`haystack-agentic index PATH --store {store_path}`."
                 )
-                raise CLIError(
-                    msg
-                )
+                raise CLIError(msg)
             corpus = sample_corpus_path()
             if not quiet:
                 console.print(f"[dim]No index at {store_path}; indexing the shipped sample {corpus.name} first.[/dim]")
@@ -173,9 +169,7 @@ def load_store_into(
                 f"The store {where} has no embeddings, which this dense pipeline needs: "
                 "re-index with `haystack-agentic index PATH --embed`."
             )
-            raise CLIError(
-                msg
-            )
+            raise CLIError(msg)
 
 
 def warm_grounder(pipeline: Pipeline, err: Console) -> None:
@@ -215,6 +209,7 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
 
     from haystack_agentic.components.loop.loop_controller import validate_filters
     from haystack_agentic.pipelines import loop_builder
+
     try:  # malformed filters fail here, once, not mid-loop
         filters = validate_filters(json.loads(args.filters) if args.filters else None)
     except ValueError as exc:
@@ -222,9 +217,17 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
         raise CLIError(msg) from exc
     try:
         options = loop_builder.LoopOptions(
-            pipeline=args.pipeline, llm=args.llm, mode=args.mode, model=args.model, base_url=args.base_url,
-            backend=args.backend, store_uri=args.uri, max_iterations=args.max_iterations, timeout=args.timeout,
-            max_tokens=args.max_tokens, on_insufficient_evidence=args.on_insufficient_evidence,
+            pipeline=args.pipeline,
+            llm=args.llm,
+            mode=args.mode,
+            model=args.model,
+            base_url=args.base_url,
+            backend=args.backend,
+            store_uri=args.uri,
+            max_iterations=args.max_iterations,
+            timeout=args.timeout,
+            max_tokens=args.max_tokens,
+            on_insufficient_evidence=args.on_insufficient_evidence,
         )
         options.resolved_llm()  # flags that do not fit the LLM fail now
     except ValueError as exc:

@@ -123,12 +123,12 @@ def print_grounding(console: Console, result: dict[str, Any]) -> None:
     spans = sorted([*grounding["faithful_spans"], *grounding["hallucinated_spans"]], key=lambda s: s["start"])
     for span in spans:
         mark = "supported    " if span["supported"] else "NOT supported"
-        line = f"  {mark} {span['score']:.2f}  \"{span['text']}\""
+        line = f'  {mark} {span["score"]:.2f}  "{span["text"]}"'
         if span["sources"]:
             first = span["sources"][0]
             line += f" <- {first.get('title') or first['chunk_id'][:12]}"
             if first.get("iteration") is not None:
-                line += f" (search {first['iteration']}: \"{first.get('query') or ''}\")"
+                line += f' (search {first["iteration"]}: "{first.get("query") or ""}")'
             if len(span["sources"]) > 1:
                 line += f" +{len(span['sources']) - 1} more"
         console.print(printable(line), highlight=False, markup=False)

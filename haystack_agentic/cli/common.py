@@ -17,7 +17,10 @@ class CLIError(Exception):
 def add_command(subparsers: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
     """Add a sub-command whose `--help` shows its description and examples as written (line breaks kept)."""
     return subparsers.add_parser(
-        name, help=summary, description=description, epilog=examples,
+        name,
+        help=summary,
+        description=description,
+        epilog=examples,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
@@ -49,14 +52,15 @@ def open_backend_store(
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the document store options (`--backend`, `--uri`, and for `index`/`collections` `--store-collection`)."""
     parser.add_argument(
-        "--backend", choices=["memory", "milvus", "weaviate"], default="memory",
+        "--backend",
+        choices=["memory", "milvus", "weaviate"],
+        default="memory",
         help="Document store: memory (JSON file, BM25), milvus (Milvus Lite file or server, hybrid), "
         "weaviate (server).",
     )
     parser.add_argument(
         "--uri",
-        help=f"Milvus Lite file or server URI (default: ${ENV_MILVUS_URI} or milvus.db in the cache); "
-        "Weaviate URL.",
+        help=f"Milvus Lite file or server URI (default: ${ENV_MILVUS_URI} or milvus.db in the cache); Weaviate URL.",
     )
     if parser.prog.endswith(("index", "collections")):
         parser.add_argument(
@@ -79,12 +83,15 @@ def hide_model_progress_bars() -> None:
 
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the LLM options `ask`, `chat` and `serve` share: which LLM, its model and server, every role's limits."""
-    parser.add_argument("--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop.")
+    parser.add_argument(
+        "--llm", choices=["auto", "openai", "embedded"], default="auto", help="Which LLM drives the loop."
+    )
     parser.add_argument("--mode", choices=["tools", "json"], help="Router mode for --llm openai (default: tools).")
     parser.add_argument("--model", help=f"Model name for --llm openai (default: ${ENV_MODEL} or the YAML's).")
     parser.add_argument("--base-url", help="OpenAI-compatible base URL (Ollama, vLLM, llama.cpp); or OPENAI_BASE_URL.")
     parser.add_argument(
-        "--gguf", metavar="PATH",
+        "--gguf",
+        metavar="PATH",
         help="A local GGUF model file (or a name from `install-model --model`): llama.cpp runs it in this process "
         "(the `llamacpp` extra) for the run, tools mode when its chat template has tools, else json mode.",
     )
@@ -103,9 +110,12 @@ def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pipeline", help="A pipeline YAML to run instead of the packaged one.")
     parser.add_argument("--store", help="Store file to load (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
     parser.add_argument("--filters", help="Haystack metadata filters as JSON, applied to every search.")
-    parser.add_argument("--collection", action="append", help="Search only this collection (repeatable; all: every one).")
     parser.add_argument(
-        "--on-insufficient-evidence", choices=["give_up", "answer_with_warning"],
+        "--collection", action="append", help="Search only this collection (repeatable; all: every one)."
+    )
+    parser.add_argument(
+        "--on-insufficient-evidence",
+        choices=["give_up", "answer_with_warning"],
         help="When the documents found do not support an answer: give up saying so (the packaged default), or "
         "answer with a warning.",
     )
@@ -152,9 +162,15 @@ def local_gguf(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator
             msg = f"The chat template of {server.model_path} cannot call tools: use --mode json."
             raise CLIError(msg)
         mode = args.mode or ("json" if info.supports_tools is False else "tools")
-        yield argparse.Namespace(**{
-            **vars(args), "llm": "openai", "base_url": server.base_url, "model": server.model_name, "mode": mode,
-            "context_tokens": info.n_ctx,
-        })
+        yield argparse.Namespace(
+            **{
+                **vars(args),
+                "llm": "openai",
+                "base_url": server.base_url,
+                "model": server.model_name,
+                "mode": mode,
+                "context_tokens": info.n_ctx,
+            }
+        )
     finally:
         server.stop()

@@ -80,14 +80,17 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     summary = "Index documents into a document store (adds; re-indexed files replace their chunks)."
     index = add_command(subparsers, "index", summary, _DESCRIPTION, _EXAMPLES)
     index.add_argument(
-        "path", nargs="?", help="A .jsonl (HotpotQA format), .txt, .md, .html or .pdf file, or a folder of them; "
-        f"`{SAMPLE_NAME}` (or nothing) is the shipped HotpotQA sample."
+        "path",
+        nargs="?",
+        help="A .jsonl (HotpotQA format), .txt, .md, .html or .pdf file, or a folder of them; "
+        f"`{SAMPLE_NAME}` (or nothing) is the shipped HotpotQA sample.",
     )
     index.add_argument("--store", help="Store file to write (default: $HAYSTACK_AGENTIC_STORE or the user cache).")
     index.add_argument("--replace", action="store_true", help="Rebuild the store from these files only.")
     index.add_argument("--quiet", action="store_true", help="No progress display.")
     index.add_argument(
-        "--embed", action="store_true",
+        "--embed",
+        action="store_true",
         help="With the in-memory backend: also store MiniLM embeddings (for the packaged agentic_rag_embedded_dense "
         "pipeline).",
     )
@@ -113,10 +116,10 @@ def readable_files(path: Path) -> tuple[list[Path], list[Path]]:
     from haystack_agentic.indexing.indexing_pipeline import EMPTY, collect_files, unreadable_files
 
     if not path.exists():
-        msg = f"{path} does not exist: give a .jsonl file in the HotpotQA format, a .txt/.md/.html/.pdf file or a folder."
-        raise CLIError(
-            msg
+        msg = (
+            f"{path} does not exist: give a .jsonl file in the HotpotQA format, a .txt/.md/.html/.pdf file or a folder."
         )
+        raise CLIError(msg)
     files = collect_files(path)
     skipped = unreadable_files(files)
     err = Console(stderr=True, soft_wrap=True)
@@ -132,7 +135,12 @@ class IndexProgress:
     (nothing when `quiet` or `console` is not a terminal).
     """
 
-    UNITS: ClassVar[dict[str, str]] = {"converting": "files", "indexing": "files", "embedding": "chunks", "writing": "chunks"}
+    UNITS: ClassVar[dict[str, str]] = {
+        "converting": "files",
+        "indexing": "files",
+        "embedding": "chunks",
+        "writing": "chunks",
+    }
 
     def __init__(self, console: Console, quiet: bool = False) -> None:
         from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn
@@ -141,9 +149,14 @@ class IndexProgress:
         class EtaColumn(ProgressColumn):
             def render(self, task: Any) -> Text:
                 """The task's time: elapsed, its ETA, or its total once done."""
+
                 def clock(seconds: float | None) -> str:
                     seconds = seconds or 0.0
-                    return f"{seconds:.1f} s" if seconds < SECONDS_PER_MINUTE else f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+                    return (
+                        f"{seconds:.1f} s"
+                        if seconds < SECONDS_PER_MINUTE
+                        else f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+                    )
 
                 if task.finished:
                     return Text(f"done in {clock(task.finished_time)}", style="green")
@@ -153,8 +166,13 @@ class IndexProgress:
                 return Text(f"ETA {clock(remaining)}", style="cyan")
 
         self.progress = Progress(
-            SpinnerColumn(finished_text="[green]done"), TextColumn("[bold]{task.description:<14}"), BarColumn(),
-            TextColumn("{task.fields[count]}"), EtaColumn(), console=console, disable=quiet or not console.is_terminal,
+            SpinnerColumn(finished_text="[green]done"),
+            TextColumn("[bold]{task.description:<14}"),
+            BarColumn(),
+            TextColumn("{task.fields[count]}"),
+            EtaColumn(),
+            console=console,
+            disable=quiet or not console.is_terminal,
         )
         self.tasks: dict[str, Any] = {}
 

@@ -32,7 +32,9 @@ def add_install_model_parser(subparsers: Any) -> argparse.ArgumentParser:
         "`ask --gguf NAME` then runs it with llama.cpp (the `llamacpp` extra).",
     )
     parser.add_argument(
-        "--model", choices=[DEFAULT_MODEL, *KNOWN_MODELS], default=DEFAULT_MODEL,
+        "--model",
+        choices=[DEFAULT_MODEL, *KNOWN_MODELS],
+        default=DEFAULT_MODEL,
         help=f"Which model (default {DEFAULT_MODEL}). {models}.",
     )
     return parser

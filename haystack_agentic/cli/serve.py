@@ -90,11 +90,15 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     serve.add_argument("--mcp-port", type=int, help="MCP port (default: --port + 1; 0 disables MCP).")
     serve.add_argument(
-        "--workers", type=int, default=1,
+        "--workers",
+        type=int,
+        default=1,
         help="HTTP worker processes (default 1). With more than one, MCP runs as one extra process beside them.",
     )
     serve.add_argument(
-        "--pipeline", action="append", metavar="[NAME=]PATH",
+        "--pipeline",
+        action="append",
+        metavar="[NAME=]PATH",
         help="A loop pipeline YAML to serve (repeatable; default: the packaged one chosen from the environment).",
     )
     serve.add_argument("--pipelines-dir", help="Serving directory to write the wrappers into (default: a temp dir).")
@@ -107,27 +111,36 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         "Default: $HAYSTACK_AGENTIC_API_KEY, else no authentication.",
     )
     serve.add_argument(
-        "--allow-deploy", action="store_true",
+        "--allow-deploy",
+        action="store_true",
         help="Keep hayhooks' runtime deployment (POST /deploy_files, /deploy-yaml, /undeploy/NAME and the MCP "
         "deploy_pipeline / undeploy_pipeline tools), which runs uploaded code. Needs an API key. Default: off.",
     )
     serve.add_argument(
-        "--cors-origin", action="append", metavar="ORIGIN",
+        "--cors-origin",
+        action="append",
+        metavar="ORIGIN",
         help="An origin (e.g. https://app.example.org) whose web pages may read responses (CORS); repeatable. "
         "Default: none (no CORS headers, preflights refused).",
     )
     serve.add_argument(
-        "--allowed-host", action="append", metavar="NAME",
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
         help="A host name clients may use in the Host header, besides the bound address and localhost "
         "(e.g. the machine's DNS name when binding 0.0.0.0); repeatable. Other Host headers get a 400.",
     )
     serve.add_argument(
-        "--max-body-bytes", type=int, metavar="N",
+        "--max-body-bytes",
+        type=int,
+        metavar="N",
         help="Largest request body accepted, in bytes; larger ones get a 413 "
         "(default: $HAYSTACK_AGENTIC_MAX_BODY_BYTES, else 1048576, 1 MiB).",
     )
     serve.add_argument(
-        "--max-messages", type=int, metavar="N",
+        "--max-messages",
+        type=int,
+        metavar="N",
         help="Most messages a chat request may hold; more get a 422 (default: $HAYSTACK_AGENTIC_MAX_MESSAGES, "
         "else 1000).",
     )
@@ -161,8 +174,12 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Any], str
     from haystack_agentic.pipelines.loop_builder import LoopOptions
 
     given = {
-        "llm": None if args.llm == "auto" else args.llm, "model": args.model, "base_url": args.base_url,
-        "max_iterations": args.max_iterations, "timeout": args.timeout, "max_tokens": args.max_tokens,
+        "llm": None if args.llm == "auto" else args.llm,
+        "model": args.model,
+        "base_url": args.base_url,
+        "max_iterations": args.max_iterations,
+        "timeout": args.timeout,
+        "max_tokens": args.max_tokens,
         "context_tokens": vars(args).get("context_tokens"),  # set by `--gguf` (`local_gguf`)
     }
     overrides: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
@@ -263,9 +280,7 @@ def _prepare_and_serve(args: argparse.Namespace, security: "ServeSecurity") -> i
                 f"The store {store} does not exist: check the path, or create it with "
                 f"`haystack-agentic index PATH --store {store}`."
             )
-            raise ServeError(
-                msg
-            )
+            raise ServeError(msg)
         if not args.pipeline:
             _ensure_store(store)
         _check_stores(pipelines, store)
@@ -312,9 +327,7 @@ def _security(args: argparse.Namespace) -> "ServeSecurity":
             "--allow-deploy lets clients upload and run Python code in the server: it needs an API key. "
             f"Pass --api-key KEY or set ${ENV_API_KEY} (e.g. `openssl rand -hex 24`)."
         )
-        raise ServeError(
-            msg
-        )
+        raise ServeError(msg)
     try:
         if key is not None:
             check_api_key(key)
@@ -329,8 +342,13 @@ def _security(args: argparse.Namespace) -> "ServeSecurity":
     except ValueError as exc:
         raise ServeError(str(exc)) from exc
     return ServeSecurity(
-        api_key=key, allow_deploy=args.allow_deploy, cors_origins=origins, allowed_hosts=hosts, bind_host=args.host,
-        max_body_bytes=max_body, max_messages=max_messages,
+        api_key=key,
+        allow_deploy=args.allow_deploy,
+        cors_origins=origins,
+        allowed_hosts=hosts,
+        bind_host=args.host,
+        max_body_bytes=max_body,
+        max_messages=max_messages,
     )
 
 
@@ -343,7 +361,8 @@ def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path
         print(
             f"warning: serving on {args.host} without an API key: anyone who can reach this address can run "
             "questions (and spend your LLM budget). Pass --api-key KEY or set $HAYSTACK_AGENTIC_API_KEY.",
-            file=sys.stderr, flush=True,
+            file=sys.stderr,
+            flush=True,
         )
     print(
         f"Serving {', '.join(sorted(pipelines))} from {directory} on http://{args.host}:{args.port}"
@@ -351,7 +370,8 @@ def _serve(args: argparse.Namespace, pipelines: dict[str, Path], directory: Path
         + (f" with {args.workers} workers" if args.workers > 1 else "")
         + ("; API key required" if security.api_key else "")
         + ("; runtime deployment ON (deploy routes, MCP deploy tools)" if security.allow_deploy else ""),
-        file=sys.stderr, flush=True,
+        file=sys.stderr,
+        flush=True,
     )
     from haystack_agentic.serving.server import run_servers
 

@@ -20,6 +20,7 @@ logger = logging.getLogger(__name__)
 RECORD_SUFFIX = ".counts.json"
 RECORD_FORMAT = 1
 
+
 def record_path(uri: str | Path) -> Path | None:
     """The record file of a Milvus `connection_args.uri`: `<uri>.counts.json`, or `None` for a server."""
     text = str(uri)
@@ -110,5 +111,7 @@ def count_shortfall(store: Any) -> str | None:
     recorded = (_recorded(path).get(collection) or {}).get("documents")
     if not isinstance(recorded, int) or (held := store.count_documents()) >= recorded:
         return None
-    return (f"its collection {collection} holds {held} documents, {recorded} when haystack-agentic last wrote it, "
-            f"as {path.name} records: Milvus Lite rolled back to an older manifest or lost data files")
+    return (
+        f"its collection {collection} holds {held} documents, {recorded} when haystack-agentic last wrote it, "
+        f"as {path.name} records: Milvus Lite rolled back to an older manifest or lost data files"
+    )

@@ -52,9 +52,7 @@ def require_bm25(store: Any, what: str) -> None:
         f"--uri {uri}` writes a dense-only collection there and `ask ... --backend milvus --uri {uri}` then uses "
         "dense retrieval; or upgrade the server to Milvus 2.5 or later."
     )
-    raise MilvusBM25UnsupportedError(
-        msg
-    )
+    raise MilvusBM25UnsupportedError(msg)
 
 
 def collection_has_sparse_field(client: Any, collection: str) -> bool | None:

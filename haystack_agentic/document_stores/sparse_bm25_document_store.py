@@ -288,8 +288,12 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         """The matrix of the current documents, built on first use after a change; `None` when no chunk has a token."""
         storage = self.storage
         built_by_index, versions = self._caches()
-        fingerprint = (versions.get(self.index, 0), len(storage), self.bm25_algorithm,
-                       tuple(sorted(self.bm25_parameters.items())))
+        fingerprint = (
+            versions.get(self.index, 0),
+            len(storage),
+            self.bm25_algorithm,
+            tuple(sorted(self.bm25_parameters.items())),
+        )
         with _LOCK:
             built = built_by_index.get(self.index)
             if built is not None and built[0] == fingerprint:
@@ -316,9 +320,7 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
             raise ValueError(msg)
         if filters and "operator" not in filters:
             msg = "Invalid filter syntax. See https://docs.haystack.deepset.ai/docs/metadata-filtering for details."
-            raise ValueError(
-                msg
-            )
+            raise ValueError(msg)
         index = self._bm25_index()
         if index is None:
             # No tokens at all: Haystack's own path handles this edge (every candidate scores 0).

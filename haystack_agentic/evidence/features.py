@@ -87,8 +87,11 @@ def key_entities(question: str) -> list[tuple[str, tuple[str, ...]]]:
             continue
         found[toks] = text
     # An entity inside a longer one ("Big Stone" in "Big Stone Gap") adds nothing.
-    return [(text, toks) for toks, text in found.items()
-            if not any(other != toks and contains_phrase(other, toks) for other in found)]
+    return [
+        (text, toks)
+        for toks, text in found.items()
+        if not any(other != toks and contains_phrase(other, toks) for other in found)
+    ]
 
 
 def truecase(question: str, texts: Sequence[str]) -> str:

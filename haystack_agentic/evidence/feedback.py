@@ -28,7 +28,9 @@ def refusal_note(state: LoopState) -> str | None:
     if not answer_refused(state):
         return None
     evidence = state.evidence or {}
-    return REFUSAL_MESSAGE.format(reason=evidence.get("reason", "no reason given"), score=float(evidence.get("score", 0)))
+    return REFUSAL_MESSAGE.format(
+        reason=evidence.get("reason", "no reason given"), score=float(evidence.get("score", 0))
+    )
 
 
 def with_refusal_feedback(state: LoopState) -> LoopState:

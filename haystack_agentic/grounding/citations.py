@@ -96,7 +96,8 @@ def cite(
     if not shown:  # nothing was numbered (a tool call's text, never streamed): its markers point at nothing
         dropped.extend(
             {"cited": f"[{number}]", "reason": "no numbered chunks were shown here; cite ids"}
-            for _, numbers, _ in claims for number in numbers
+            for _, numbers, _ in claims
+            for number in numbers
         )
         unmarked = MARKER_RE.sub("", text or "")
         if unmarked != text:  # the answer is split again only if it changed (pysbd: the largest cost left here)
@@ -444,8 +445,10 @@ def settle(
                 "score": round(max((scores[i] for i in mine), default=0.0), 4),
                 "supported": bool(supporting),
                 "chunk_ids": list(dict.fromkeys(c["document_id"] for c in supporting)),
-                "sources": [{"chunk_id": c["document_id"], "title": c["title"], **(c["search"] or _NO_SEARCH)}
-                            for c in supporting],
+                "sources": [
+                    {"chunk_id": c["document_id"], "title": c["title"], **(c["search"] or _NO_SEARCH)}
+                    for c in supporting
+                ],
                 "citations": [citations[i]["n"] for i in mine],
             }
         )

@@ -113,15 +113,15 @@ def load_hhem_native(
             f"{model} does not look like an HHEM-2.1-Open checkpoint for {foundation}: "
             f"missing {missing[:5]}, unexpected {list(unexpected)[:5]}. Try trust_remote_code=True."
         )
-        raise HHEMUnavailableError(
-            msg
-        )
+        raise HHEMUnavailableError(msg)
     tokenizer = AutoTokenizer.from_pretrained(foundation, local_files_only=local_files_only)
     network.to(device).eval()
     return network, tokenizer, hhem_config.get("prompt") or HHEM_PROMPT
 
 
-def load_hhem_remote_code(model: str, revision: str | None, local_files_only: bool, device: str) -> tuple[Any, Any, str]:
+def load_hhem_remote_code(
+    model: str, revision: str | None, local_files_only: bool, device: str
+) -> tuple[Any, Any, str]:
     """
     Load HHEM through the checkpoint repository's own modeling code (`trust_remote_code=True`; pin `revision`).
 

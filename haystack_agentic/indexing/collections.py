@@ -187,9 +187,7 @@ def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
             if len(scope) == 1:
                 return ALL
             msg = f"collections {list(scope)!r} mixes '{ALL}' with names: pass '{ALL}' alone, or only names."
-            raise ValueError(
-                msg
-            )
+            raise ValueError(msg)
         return tuple(dict.fromkeys(validate_collection_name(item) for item in scope))
     msg = f"collections must be '{ALL}', a collection name or a list of names, got {type(scope).__name__}."
     raise ValueError(msg)
@@ -209,9 +207,7 @@ def resolve_scope(scope: Any, known: Mapping[str, CollectionInfo]) -> dict[str, 
     if missing:
         names = ", ".join(known) if known else "none (index some with `haystack-agentic index PATH --collection NAME`)"
         msg = f"Unknown collection(s) {', '.join(repr(m) for m in missing)}: the store's collections are {names}."
-        raise UnknownCollectionError(
-            msg
-        )
+        raise UnknownCollectionError(msg)
     return {name: known[name].description for name in scope}
 
 
@@ -247,9 +243,7 @@ class CollectionLookup:
                 "`load_loop_pipeline`, which give it the retriever's store (for a pipeline from `Pipeline.loads`: "
                 "`haystack_agentic.loop_loading.link_collection_store(pipeline)`)."
             )
-            raise ValueError(
-                msg
-            )
+            raise ValueError(msg)
         count = store.count_documents()
         now = time.monotonic()
         with self._lock:

@@ -118,6 +118,4 @@ def check_embedding_dimension(store: Any, dimension: int) -> None:
             f"{existing}-dimensional ones. Use the embedder the collection was built with, or index into a new "
             "collection (--store-collection) or store file."
         )
-        raise EmbeddingDimensionError(
-            msg
-        )
+        raise EmbeddingDimensionError(msg)

@@ -106,7 +106,9 @@ def hotpotqa_documents(
                 logger.info(
                     "Title {title} comes with different paragraph texts ({len_a} and {len_b} chars); "
                     "keeping the longest.",
-                    title=title, len_a=len(seen[1]), len_b=len(text),
+                    title=title,
+                    len_a=len(seen[1]),
+                    len_b=len(text),
                 )
                 paragraphs[key] = (title, text if len(text) > len(seen[1]) else seen[1])
 
@@ -118,4 +120,3 @@ def hotpotqa_documents(
         )
         for title, text in paragraphs.values()
     ]
-

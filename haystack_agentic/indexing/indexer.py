@@ -122,8 +122,15 @@ NOTHING_CONVERTED = (
 
 
 def index_files(
-    files: list[Path], store: Any, *, embedder: Any = None, emptied: Iterable[Path] = (), replace: bool = False,
-    progress: ProgressCallback | None = None, collection: str | None = None, collection_description: str | None = None,
+    files: list[Path],
+    store: Any,
+    *,
+    embedder: Any = None,
+    emptied: Iterable[Path] = (),
+    replace: bool = False,
+    progress: ProgressCallback | None = None,
+    collection: str | None = None,
+    collection_description: str | None = None,
 ) -> IndexResult:
     """
     Convert files to chunks and write them into any Haystack document store, each file replacing its own earlier
@@ -224,7 +231,11 @@ def load_indexing_pipeline(path: Path | str, store_uri: str | None = None) -> Pi
 
 
 def run_indexing_pipeline(
-    pipeline: Pipeline, files: list[Path], *, emptied: Iterable[Path] = (), replace: bool = False,
+    pipeline: Pipeline,
+    files: list[Path],
+    *,
+    emptied: Iterable[Path] = (),
+    replace: bool = False,
     progress: ProgressCallback | None = None,
 ) -> IndexResult:
     """
@@ -241,9 +252,7 @@ def run_indexing_pipeline(
             f"An indexing pipeline converts {', '.join(sorted(MIME_TYPES))} files; not: {', '.join(unsupported)}. "
             "Index HotpotQA-format JSONL without --pipeline."
         )
-        raise ValueError(
-            msg
-        )
+        raise ValueError(msg)
     try:
         writer = pipeline.get_component("writer")
     except ValueError as exc:

@@ -180,8 +180,9 @@ def file_sources(files: list[Path]) -> list[Any]:
     from haystack.dataclasses import ByteStream  # noqa: PLC0415
 
     return [
-        ByteStream.from_file_path(file, mime_type=MIME_TYPES[file.suffix.lower()],
-                                  meta={SOURCE_FIELD: source_key(file), "title": file.stem})
+        ByteStream.from_file_path(
+            file, mime_type=MIME_TYPES[file.suffix.lower()], meta={SOURCE_FIELD: source_key(file), "title": file.stem}
+        )
         for file in files
     ]
 

@@ -57,11 +57,15 @@ def remove_stale_chunks(
             batch = wanted[start : start + SOURCES_PER_QUERY]
             found.extend(store.filter_documents({"field": f"meta.{field}", "operator": "in", "value": batch}))
     # checked again here: a store's `in` may match more than equal values (e.g. tokenised text in Weaviate)
-    stale = list(dict.fromkeys(
-        d.id for d in found
-        if (d.meta or {}).get(field) in wanted_set and d.id not in keep
-        and (collection is ... or (d.meta or {}).get("collection") == collection)
-    ))
+    stale = list(
+        dict.fromkeys(
+            d.id
+            for d in found
+            if (d.meta or {}).get(field) in wanted_set
+            and d.id not in keep
+            and (collection is ... or (d.meta or {}).get("collection") == collection)
+        )
+    )
     if stale:
         store.delete_documents(stale)
         logger.info("Removed {count} stale chunk(s) of {n} re-indexed source(s)", count=len(stale), n=len(wanted))

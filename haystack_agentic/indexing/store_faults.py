@@ -70,9 +70,7 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
             f"{uri} is not a Milvus Lite database: it is a file, and Milvus Lite keeps a database in a folder. "
             "Give another --uri, or move the file away."
         )
-        raise StoreError(
-            msg
-        )
+        raise StoreError(msg)
     if not path.exists() and not path.parent.is_dir():
         msg = f"The folder of the Milvus Lite database {uri} does not exist: create {path.parent} first."
         raise StoreError(msg)
@@ -81,9 +79,7 @@ def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
             f"There is no Milvus Lite database at {uri}: index into it first with "
             f"`haystack-agentic index PATH --backend milvus --uri {uri}`."
         )
-        raise StoreError(
-            msg
-        )
+        raise StoreError(msg)
 
 
 #: What to do about an index that did not finish: indexing replaces each file's chunks by source, so the same
@@ -122,15 +118,22 @@ def check_document_count(store: Any) -> str | None:
             f"The Milvus Lite database {uri} is damaged ({shortfall}): {_REBUILD}; if documents were deleted on "
             f"purpose with another program, delete {document_counts.record_path(uri)}."
         )
-        raise StoreError(
-            msg
-        )
+        raise StoreError(msg)
     return None
 
 
 #: Modules whose exceptions are store faults (others, e.g. a YAML mistake, pass through `watch_store` unchanged).
-_STORE_MODULES = ("pymilvus", "milvus_lite", "milvus_haystack", "weaviate", "grpc", "httpx", "httpcore",
-                  "haystack_integrations.document_stores", "haystack.document_stores")
+_STORE_MODULES = (
+    "pymilvus",
+    "milvus_lite",
+    "milvus_haystack",
+    "weaviate",
+    "grpc",
+    "httpx",
+    "httpcore",
+    "haystack_integrations.document_stores",
+    "haystack.document_stores",
+)
 
 
 def _is_store_fault(exc: BaseException) -> bool:
@@ -184,8 +187,10 @@ def _describe(exc: Exception, where: str, uri: Any, lite: Path | None) -> StoreE
         return StoreError(f"Cannot open the Milvus Lite database {uri}: {one_line(cause)}.")
     details = getattr(root, "details", None)  # gRPC errors: the reason without the debug dump
     reason = details() if callable(details) else one_line(root)
-    return StoreError(f"Cannot open {where}: {type(root).__name__}: {one_line(Exception(reason))}. Is the server "
-                      "running, at that address?")
+    return StoreError(
+        f"Cannot open {where}: {type(root).__name__}: {one_line(Exception(reason))}. Is the server "
+        "running, at that address?"
+    )
 
 
 #: Whether `quiet_store_logs` was called (pymilvus, imported later, gets quietened when a Milvus store is opened).

@@ -41,9 +41,7 @@ def read_store_file(path: Path | str) -> tuple[dict[str, Any], list[Document]]:
             f"The store {path} does not exist: check the path, or create it with "
             f"`haystack-agentic index PATH --store {path}`."
         )
-        raise StoreError(
-            msg
-        )
+        raise StoreError(msg)
     try:
         with path.open(encoding="utf-8") as file:
             data = json.load(file)

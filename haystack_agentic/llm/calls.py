@@ -100,6 +100,7 @@ def _openai_generators() -> tuple[type, ...]:
     loaded = (getattr(sys.modules.get(module), name, None) for module, name in _OPENAI_GENERATORS.items())
     return tuple(cls for cls in loaded if isinstance(cls, type))
 
+
 _ROLE_OPTIONS = ("temperature", "generation_kwargs", "max_retries", "timeout")
 
 

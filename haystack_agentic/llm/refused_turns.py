@@ -45,7 +45,8 @@ def search_candidates(state: LoopState, limit: int = 1) -> list[str]:
     # Only chunks the policy can read: text content, and a title that is a string when there is one (a user tool's
     # Document may carry anything).
     chunks = [
-        doc for doc in state.chunks
+        doc
+        for doc in state.chunks
         if isinstance(doc.content, str) and isinstance(doc.meta, dict) and isinstance(doc.meta.get("title") or "", str)
     ]
     if not chunks:
@@ -147,9 +148,7 @@ def absorb_refusals(routed: dict[str, Any], turn: int) -> dict[str, Any]:
         if last.action == "answer" and not (has_own_words(answering.draft) and not _call_text(answering)):
             why = f"the answer {(answering.draft or '')[:80]!r} has no words of its own: write the answer in words"
             step = ToolStep(turn, "invalid", tool_name=last.tool_name, arguments=last.arguments, result=why)
-            state = answering.evolve(
-                tool_history=(*answering.tool_history[:-1], step), draft=None, pending_action=None
-            )
+            state = answering.evolve(tool_history=(*answering.tool_history[:-1], step), draft=None, pending_action=None)
             routed = {"loop": _close_open_calls(state, why)}
     state = routed.get("loop")
     if state is None or state.stop_reason or state.pending is not None or state.queued:
@@ -183,4 +182,3 @@ def _close_open_calls(state: LoopState, why: str) -> LoopState:
     answered = {m.tool_call_result.origin.id for m in state.messages[assistant[-1] + 1 :] if m.tool_call_result}
     open_calls = [call for call in state.messages[assistant[-1]].tool_calls if call.id not in answered]
     return state.with_messages(*(ChatMessage.from_tool(why, origin=call, error=True) for call in open_calls))
-

@@ -33,7 +33,14 @@ def warm_up_generator(generator: Any) -> None:
 
 
 #: The init parameters every LLM role component (answerer, fallback) holds besides its `chat_generator`.
-ROLE_PARAMETERS = ("temperature", "generation_kwargs", "max_retries", "timeout", "context_budget_tokens", "system_prompt")
+ROLE_PARAMETERS = (
+    "temperature",
+    "generation_kwargs",
+    "max_retries",
+    "timeout",
+    "context_budget_tokens",
+    "system_prompt",
+)
 
 
 def role_to_dict(role_component: Any, *parameters: str) -> dict[str, Any]:
@@ -43,4 +50,3 @@ def role_to_dict(role_component: Any, *parameters: str) -> dict[str, Any]:
         callback = role_component.streaming_callback
         values["streaming_callback"] = serialize_callable(callback) if callback is not None else None
     return default_to_dict(role_component, chat_generator=generator_to_dict(role_component.chat_generator), **values)
-

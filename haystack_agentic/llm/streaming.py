@@ -48,9 +48,7 @@ def pick_callback(
                     "The streaming_callback is an async function, but the loop runs with `Pipeline.run`: pass a sync "
                     "callback, or run the pipeline with `Pipeline.run_async`."
                 )
-                raise ValueError(
-                    msg
-                )
+                raise ValueError(msg)
     return runtime_callback or init_callback
 
 
@@ -117,7 +115,9 @@ class AnswerTextHold:
         has nothing more, or when it does not start with the streamed text (a reply replaced after it streamed).
         """
         if not answer.startswith(self.sent):
-            logger.debug("The final answer does not continue the streamed {role} text; nothing more is sent.", role=role)
+            logger.debug(
+                "The final answer does not continue the streamed {role} text; nothing more is sent.", role=role
+            )
             return []
         rest = answer[len(self.sent) :]
         self.sent = answer

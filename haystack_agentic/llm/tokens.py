@@ -234,8 +234,10 @@ _LOCK = threading.Lock()
 
 def hf_tokenizer(generator: Any) -> Any:
     """The Hugging Face tokenizer a (warmed-up) local chat generator exposes, or `None`."""
-    for tokenizer in (getattr(generator, "tokenizer", None), getattr(getattr(generator, "pipeline", None),
-                                                                     "tokenizer", None)):
+    for tokenizer in (
+        getattr(generator, "tokenizer", None),
+        getattr(getattr(generator, "pipeline", None), "tokenizer", None),
+    ):
         if tokenizer is not None and callable(getattr(tokenizer, "encode", None)):
             return tokenizer
     return None

@@ -167,7 +167,9 @@ def _output_text(config: Mapping[str, Any], result: Any, tool: Tool) -> str:
         try:
             return _as_text(handler(value))
         except Exception as exc:
-            logger.warning("Output handler of tool {tool} failed ({error}); plain text used.", tool=tool.name, error=exc)
+            logger.warning(
+                "Output handler of tool {tool} failed ({error}); plain text used.", tool=tool.name, error=exc
+            )
     if config.get("raw_result") and isinstance(value, (list, tuple)):  # content parts: their text
         return " ".join(getattr(part, "text", "") or "" for part in value)
     return _as_text(value)

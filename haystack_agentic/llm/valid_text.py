@@ -186,7 +186,10 @@ def valid_reply(message: ChatMessage) -> ChatMessage:
     if same or not message.is_from(ChatRole.ASSISTANT):
         return message
     return ChatMessage.from_assistant(
-        text="".join(texts) if texts else None, meta=meta, name=message.name, tool_calls=calls,
+        text="".join(texts) if texts else None,
+        meta=meta,
+        name=message.name,
+        tool_calls=calls,
         reasoning=reasoning if isinstance(reasoning, ReasoningContent) else None,
     )
 
@@ -203,7 +206,9 @@ def _valid_part(part: Any) -> Any:
         call_id = part.id if part.id is None or isinstance(part.id, str) else valid_text(str(part.id)[:200])
         arguments, extra = model_value(part.arguments), model_value(part.extra)
         fields = (name, call_id, arguments, extra)
-        if all(new is old for new, old in zip(fields, (part.tool_name, part.id, part.arguments, part.extra), strict=True)):
+        if all(
+            new is old for new, old in zip(fields, (part.tool_name, part.id, part.arguments, part.extra), strict=True)
+        ):
             return part
         return ToolCall(tool_name=name, arguments=arguments, id=call_id, extra=extra)
     if isinstance(part, ReasoningContent) and isinstance(part.reasoning_text, str):
@@ -237,8 +242,9 @@ def valid_replies(result: Any) -> list[ChatMessage]:
         elif isinstance(item, ChatMessage):
             valid.append(valid_reply(item))
         else:
-            logger.warning("A chat generator reply was a {kind}, not a ChatMessage; it is ignored.",
-                           kind=type(item).__name__)
+            logger.warning(
+                "A chat generator reply was a {kind}, not a ChatMessage; it is ignored.", kind=type(item).__name__
+            )
     return valid
 
 

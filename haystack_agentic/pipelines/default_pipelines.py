@@ -92,8 +92,12 @@ def embedded_answer_stages(
     sentences: a `ShortAnswerExtractor` keeps the span) of the embedded pipelines and `eval`'s offline configs.
     """
     answerer = Answerer(
-        chat_generator=chat_generator, system_prompt=EMBEDDED_SYSTEM_PROMPT, generate_prompt=EMBEDDED_GENERATE_PROMPT,
-        max_chunks=max_chunks, chunk_chars=EMBEDDED_CHUNK_CHARS, chunks_per_search=chunks_per_search,
+        chat_generator=chat_generator,
+        system_prompt=EMBEDDED_SYSTEM_PROMPT,
+        generate_prompt=EMBEDDED_GENERATE_PROMPT,
+        max_chunks=max_chunks,
+        chunk_chars=EMBEDDED_CHUNK_CHARS,
+        chunks_per_search=chunks_per_search,
         stream_answer=False,  # the extractor streams the answer
     )
     return {"answerer": answerer, "extractor": ShortAnswerExtractor(max_chunks, chunks_per_search)}
@@ -102,7 +106,9 @@ def embedded_answer_stages(
 def embedded_fallback(chat_generator: Any, max_chunks: int) -> FallbackSynthesizer:
     """The fallback of the embedded pipelines (disabled without a `chat_generator`): short chunks, as the answerer."""
     return FallbackSynthesizer(
-        chat_generator=chat_generator, max_chunks=max_chunks, chunk_chars=EMBEDDED_CHUNK_CHARS,
+        chat_generator=chat_generator,
+        max_chunks=max_chunks,
+        chunk_chars=EMBEDDED_CHUNK_CHARS,
         enabled=chat_generator is not None,
     )
 

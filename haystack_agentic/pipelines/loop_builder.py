@@ -109,9 +109,7 @@ class LoopOptions:
                     "the embedded LLM runs the bridge-entity policy (no router mode, no server). Add --llm openai, "
                     "or drop them."
                 )
-                raise ValueError(
-                    msg
-                )
+                raise ValueError(msg)
         return llm
 
     def resolved_store_uri(self) -> str | None:
@@ -138,9 +136,7 @@ class LoopOptions:
         if self.backend != "memory":
             if llm != "embedded":
                 msg = f"--backend {self.backend} has a packaged pipeline for --llm embedded only; pass --pipeline."
-                raise ValueError(
-                    msg
-                )
+                raise ValueError(msg)
             if self.backend == "milvus" and not milvus_has_bm25(str(self.resolved_store_uri())):
                 return pipeline_path("agentic_rag_embedded_milvus_dense")
             return pipeline_path(f"agentic_rag_embedded_{self.backend}")
@@ -225,7 +221,11 @@ def load_loop_pipeline(
     :raises StoreError, ValueError, FileNotFoundError: As `build_loop`.
     """
     options = LoopOptions(
-        pipeline=str(path), model=model, base_url=api_base_url, max_iterations=max_iterations, store_uri=store_uri,
+        pipeline=str(path),
+        model=model,
+        base_url=api_base_url,
+        max_iterations=max_iterations,
+        store_uri=store_uri,
         grounding="pipeline",
     )
     return build_loop(options)

@@ -77,9 +77,7 @@ def build_loop_pipeline(
             "embedder of its chunks' model as `build_loop_pipeline(..., query_embedder=...)` (for the packaged "
             "MiniLM store: `query_embedder=MiniLMTextEmbedder()`), or use a BM25 or hybrid retriever."
         )
-        raise ValueError(
-            msg
-        )
+        raise ValueError(msg)
     controller = controller or LoopController()
     # Unset roles fall back to the controller's chat generator (DESIGN.md).
     controller_llm = getattr(router, "chat_generator", None)
@@ -94,9 +92,16 @@ def build_loop_pipeline(
     if check_evidence and evidence_checker is None:
         evidence_checker = EvidenceChecker()
     stages = {
-        "controller": controller, "router": router, "query_embedder": query_embedder, "retriever": retriever,
-        "answerer": answerer, "extractor": extractor, "fallback": fallback,
-        "evidence": evidence_checker if check_evidence else None, "finish": LoopStateJoiner(), "grounder": grounder,
+        "controller": controller,
+        "router": router,
+        "query_embedder": query_embedder,
+        "retriever": retriever,
+        "answerer": answerer,
+        "extractor": extractor,
+        "fallback": fallback,
+        "evidence": evidence_checker if check_evidence else None,
+        "finish": LoopStateJoiner(),
+        "grounder": grounder,
         "result": LoopResultBuilder(),
     }
     for name, instance in stages.items():

@@ -53,17 +53,20 @@ _MILVUS = (
 FILE_NOTES = {
     "agentic_rag.yml": _OPENAI.format(mode="tools mode: native tool calling") + "\n" + _GROUNDED,
     "agentic_rag_json.yml": _OPENAI.format(mode="json mode, for models without tool calling") + "\n" + _GROUNDED,
-    "agentic_rag_ungrounded.yml": _OPENAI.format(mode="tools mode") + "\n"
+    "agentic_rag_ungrounded.yml": _OPENAI.format(mode="tools mode")
+    + "\n"
     + _UNGROUNDED.format(grounded="agentic_rag.yml"),
     "agentic_rag_embedded.yml": _OFFLINE + " In-memory BM25 store.\n" + _GROUNDED,
-    "agentic_rag_embedded_ungrounded.yml": _OFFLINE + " In-memory BM25 store.\n"
+    "agentic_rag_embedded_ungrounded.yml": _OFFLINE
+    + " In-memory BM25 store.\n"
     + _UNGROUNDED.format(grounded="agentic_rag_embedded.yml"),
     "agentic_rag_embedded_dense.yml": _OFFLINE + "\nIn-memory dense retrieval (MiniLM): index with "
     "`haystack-agentic index PATH --embed`.\n" + _GROUNDED,
     "agentic_rag_embedded_milvus.yml": _OFFLINE + "\n" + _MILVUS + "\n" + _GROUNDED,
     "agentic_rag_embedded_milvus_dense.yml": _OFFLINE + "\nMilvus, dense retrieval only (MiniLM): for Milvus servers "
     "older than 2.5, which have no BM25 (`ask --backend milvus` picks it by itself).\n" + _GROUNDED,
-    "agentic_rag_embedded_weaviate.yml": _OFFLINE + "\nA Weaviate server, hybrid retrieval (dense MiniLM + BM25).\n"
+    "agentic_rag_embedded_weaviate.yml": _OFFLINE
+    + "\nA Weaviate server, hybrid retrieval (dense MiniLM + BM25).\n"
     + _GROUNDED,
     "indexing_milvus.yml": _INDEXING.format(store="Milvus (Lite file or server)", file="indexing_milvus"),
     "indexing_weaviate.yml": _INDEXING.format(store="a Weaviate server", file="indexing_weaviate"),
@@ -115,8 +118,7 @@ COMPONENT_NOTES = {
     "PyPDFToDocument": "reads the text layer of PDF files (scanned pages without text give nothing).\n"
     "Change: extraction_mode.",
     "DocumentJoiner": "merges the converters' documents into one list.\nNothing to change.",
-    "DocumentCleaner": "removes empty lines and extra whitespace.\n"
-    "Change: remove_regex, remove_repeated_substrings.",
+    "DocumentCleaner": "removes empty lines and extra whitespace.\nChange: remove_regex, remove_repeated_substrings.",
     "DocumentSplitter": "splits documents into chunks.\nChange: split_by, split_length, split_overlap.",
     "ChunkMetadataCleaner": "drops metadata a vector store cannot hold (the splitter's _split_overlap) and gives each "
     "chunk an id from its content, so that indexing again overwrites.\nChange: keys (the metadata keys to drop).",
@@ -128,7 +130,6 @@ COMPONENT_NOTES = {
     "the same source files that were not written again: an edited file leaves no stale chunks.\n"
     "Change: document_store (the backend, its uri or url, the collection), source_field.",
 }
-
 
 
 def class_defaults(type_path: str) -> dict[str, Any] | None:
@@ -243,7 +244,9 @@ def packaged_yaml(pipeline: Pipeline, file_name: str) -> str:
     for line in body.splitlines(keepends=True):
         name = line.strip()[:-1]
         if line.startswith("  ") and not line.startswith("   ") and name in components:
-            out.append(("\n" if out[-1] != "components:\n" else "") + _comment(_component_note(name, components[name]), "  "))
+            out.append(
+                ("\n" if out[-1] != "components:\n" else "") + _comment(_component_note(name, components[name]), "  ")
+            )
         out.append(line)
     out.append("\nconnections:\n")
     for connection in data["connections"]:

@@ -181,7 +181,13 @@ class BridgeEntityPolicy:
                     if any(f" {' '.join(alias)} " in q_joined for alias in self._aliases.get(title, ())):
                         continue  # the question names it
                     candidate = score_candidate(
-                        self.pages, title, words, q_words, said, chunk.meta.get("title") or "", rank,
+                        self.pages,
+                        title,
+                        words,
+                        q_words,
+                        said,
+                        chunk.meta.get("title") or "",
+                        rank,
                         mention.start / max(len(text), 1),
                     )
                     if title not in best or candidate.score > best[title].score:
@@ -268,5 +274,3 @@ class BridgeEntityPolicy:
             latest = [d.id for d in found]
             chunks = merge_chunks(chunks, found, cap)
         return list(chunks), queries
-
-

@@ -132,6 +132,10 @@ def score_candidate(
     total = sum(index.idf(w) for w in open_words)
     lookahead = sum(index.idf(w) for w in shared) / total if total else 0.0
     specificity = index.specificity(mention_words)
-    score = (LOOKAHEAD_WEIGHT * lookahead + SPECIFICITY_WEIGHT * specificity
-             - RANK_WEIGHT * chunk_rank - POSITION_WEIGHT * position)
+    score = (
+        LOOKAHEAD_WEIGHT * lookahead
+        + SPECIFICITY_WEIGHT * specificity
+        - RANK_WEIGHT * chunk_rank
+        - POSITION_WEIGHT * position
+    )
     return Candidate(title, score, chunk_rank, chunk_title, lookahead, tuple(shared), specificity, position)

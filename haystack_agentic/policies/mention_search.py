@@ -16,9 +16,7 @@ from haystack_agentic.policies.entity_scoring import PageIndex
 from haystack_agentic.text import NAME_CONNECTORS, alternation, content_words
 
 # A run of capitalised words, optionally joined by lower-case name connectors ("Bank of America").
-_NAME_RE = re.compile(
-    rf"\b[A-Z][\w'’-]*(?: +(?:{alternation(NAME_CONNECTORS)} +)*[A-Z0-9][\w'’-]*)*", re.UNICODE
-)
+_NAME_RE = re.compile(rf"\b[A-Z][\w'’-]*(?: +(?:{alternation(NAME_CONNECTORS)} +)*[A-Z0-9][\w'’-]*)*", re.UNICODE)
 #: Longest name, in content words: a longer capitalised run is a row of table cells, not a name.
 MAX_NAME_WORDS = 6
 _SENTENCE_RE = re.compile(r"[^.!?]+(?:[.!?]+|$)")
@@ -69,8 +67,12 @@ def entity_names(pages: PageIndex, question: str, chunks: Sequence[Document], sc
                     continue  # mostly the question's or the chunk's own subject, or a page already retrieved
                 specificity = pages.specificity(new)
                 position = (sentence.start() + match.start()) / max(len(text), 1)
-                score = (PROXIMITY_WEIGHT * proximity + SPECIFICITY_WEIGHT * specificity
-                         - RANK_WEIGHT * rank - POSITION_WEIGHT * position)
+                score = (
+                    PROXIMITY_WEIGHT * proximity
+                    + SPECIFICITY_WEIGHT * specificity
+                    - RANK_WEIGHT * rank
+                    - POSITION_WEIGHT * position
+                )
                 key = " ".join(words)
                 if key not in out or score > out[key].score:
                     out[key] = MentionEntity(name, rank, title, specificity, position, score)

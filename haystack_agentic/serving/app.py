@@ -82,7 +82,8 @@ def _hide_from_openapi(app: FastAPI, paths: frozenset[str], prefixes: tuple[str,
     def openapi() -> dict:
         schema = schema_of()
         schema["paths"] = {
-            path: item for path, item in schema.get("paths", {}).items()
+            path: item
+            for path, item in schema.get("paths", {}).items()
             if path not in paths and not path.startswith(prefixes) and path.rstrip("/") not in paths
         }
         return schema

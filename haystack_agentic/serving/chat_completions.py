@@ -42,9 +42,7 @@ def _message_text(message: dict[str, Any], which: str) -> str:
                         f"Content part {index} of {which} is of type `text` but its `text` is "
                         f"{type(text).__name__ if text is not None else 'null'}: send the question as a string."
                     )
-                    raise BadRequest(
-                        msg
-                    )
+                    raise BadRequest(msg)
                 texts.append(text)
         content = " ".join(texts)
     if isinstance(content, str) and message.get("role") == "assistant":
@@ -60,8 +58,12 @@ def without_sources(reply: str) -> str:
     return head if heading else reply
 
 
-_ROLES = {"system": ChatMessage.from_system, "developer": ChatMessage.from_system,
-          "user": ChatMessage.from_user, "assistant": ChatMessage.from_assistant}
+_ROLES = {
+    "system": ChatMessage.from_system,
+    "developer": ChatMessage.from_system,
+    "user": ChatMessage.from_user,
+    "assistant": ChatMessage.from_assistant,
+}
 
 
 def conversation_from_request(
@@ -85,9 +87,7 @@ def conversation_from_request(
             f"only the recent turns, or start the server with `haystack-agentic serve --max-messages N` "
             f"(${ENV_MAX_MESSAGES})."
         )
-        raise BadRequest(
-            msg
-        )
+        raise BadRequest(msg)
     conversation = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
@@ -99,17 +99,13 @@ def conversation_from_request(
                 f"messages[{index}] has role `{role}`: this model runs its own tools; send system, user and "
                 "assistant messages only."
             )
-            raise BadRequest(
-                msg
-            )
+            raise BadRequest(msg)
         if not isinstance(role, str) or role not in _ROLES:
             msg = f"messages[{index}] has an unknown role `{role}`: use `system`, `user` or `assistant`."
             raise BadRequest(msg)
         if role == "assistant" and message.get("tool_calls"):
             msg = f"messages[{index}] is an assistant message with tool calls: send earlier answers as text."
-            raise BadRequest(
-                msg
-            )
+            raise BadRequest(msg)
         text = _message_text(message, "the last user message" if role == "user" else f"messages[{index}]")
         if text:
             conversation.append(_ROLES[role](text))
@@ -187,8 +183,12 @@ def completion(model: str, result: dict[str, Any]) -> ChatCompletion:
         role="assistant", content=strict_json(answer_text(result)), reasoning_content=strict_json(steps) or None
     )
     return ChatCompletion(
-        id=f"chatcmpl-{uuid.uuid4().hex}", object="chat.completion", created=int(time.time()), model=model,
-        choices=[Choice(index=0, message=message, finish_reason="stop")], usage=usage_of(result),
+        id=f"chatcmpl-{uuid.uuid4().hex}",
+        object="chat.completion",
+        created=int(time.time()),
+        model=model,
+        choices=[Choice(index=0, message=message, finish_reason="stop")],
+        usage=usage_of(result),
     )
 
 
@@ -213,7 +213,11 @@ class ChatReplyStream:
 
     def _chunk(self, choices: list[Choice], usage: dict[str, int] | None = None) -> ChatCompletion:
         return ChatCompletion(
-            id=self.id, object="chat.completion.chunk", created=self.created, model=self.model, choices=choices,
+            id=self.id,
+            object="chat.completion.chunk",
+            created=self.created,
+            model=self.model,
+            choices=choices,
             usage=usage,
         )
 

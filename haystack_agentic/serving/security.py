@@ -129,9 +129,7 @@ def check_origin(origin: str) -> str:
             f"--cors-origin {origin!r} must be one origin such as https://app.example.org (scheme and host, no path, "
             "not `*`)."
         )
-        raise ValueError(
-            msg
-        )
+        raise ValueError(msg)
     return origin
 
 

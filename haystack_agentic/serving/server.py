@@ -25,8 +25,17 @@ def run_servers(host: str, port: int, mcp_port: int, workers: int, directory: Pa
     if workers > 1:
         import uvicorn
 
-        command = [sys.executable, "-m", "haystack_agentic.serving.mcp_server", "--host", host, "--port", str(mcp_port),
-                   "--pipelines-dir", str(directory)]
+        command = [
+            sys.executable,
+            "-m",
+            "haystack_agentic.serving.mcp_server",
+            "--host",
+            host,
+            "--port",
+            str(mcp_port),
+            "--pipelines-dir",
+            str(directory),
+        ]
         mcp = subprocess.Popen(command) if mcp_port else None
         try:
             uvicorn.run(APP_FACTORY, host=host, port=port, workers=workers, factory=True, log_config=None)

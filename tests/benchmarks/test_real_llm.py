@@ -37,7 +37,9 @@ def run_script(*args: str) -> subprocess.CompletedProcess:
 def test_real_llm_prints_its_figures_and_resumes(tmp_path):
     gguf = small_gguf()
     if gguf is None:
-        pytest.skip(f"{GGUF_NAME} not found (set REAL_LLM_GGUF or run `haystack-agentic install-model --model {MODEL}`)")
+        pytest.skip(
+            f"{GGUF_NAME} not found (set REAL_LLM_GGUF or run `haystack-agentic install-model --model {MODEL}`)"
+        )
     pytest.importorskip("xllamacpp", reason="needs the llamacpp extra")
     records = tmp_path / "records.jsonl"
     args = ["--data", str(DATA), "--n", "1", "--gguf", str(gguf), "--systems", "offline,one-shot"]

@@ -25,16 +25,32 @@ QUOTE_2 = "Big Stone Gap is a 2014 American drama romance film written and direc
 
 
 def citation(n: int, document_id: str, title: str | None, quote: str, supported: bool | None) -> dict:
-    return {"n": n, "document_id": document_id, "title": title, "quote": quote, "start": 0, "end": len(quote),
-            "claim": "Adriana Trigiani is based in Greenwich Village.", "search": {"iteration": 1, "query": "q"},
-            "supported": supported, "check": "offline" if supported is not None else None}
+    return {
+        "n": n,
+        "document_id": document_id,
+        "title": title,
+        "quote": quote,
+        "start": 0,
+        "end": len(quote),
+        "claim": "Adriana Trigiani is based in Greenwich Village.",
+        "search": {"iteration": 1, "query": "q"},
+        "supported": supported,
+        "check": "offline" if supported is not None else None,
+    }
 
 
 def result_with(citations: list[dict] | None) -> dict:
     result = {
-        "answer": "Adriana Trigiani [1] is based in Greenwich Village [2].", "terminated_by": "answered",
-        "iterations": 2, "tool_history": [], "documents": [{"id": "trigiani", "meta": {"title": "Adriana Trigiani"}}],
-        "grounding": None, "usage": {}, "error": None, "metadata": {}, "evidence": None,
+        "answer": "Adriana Trigiani [1] is based in Greenwich Village [2].",
+        "terminated_by": "answered",
+        "iterations": 2,
+        "tool_history": [],
+        "documents": [{"id": "trigiani", "meta": {"title": "Adriana Trigiani"}}],
+        "grounding": None,
+        "usage": {},
+        "error": None,
+        "metadata": {},
+        "evidence": None,
     }
     if citations is not None:
         result["citations"] = citations
@@ -49,10 +65,16 @@ def printed(result: dict) -> str:
 
 def test_sources_follow_the_answer_one_line_each_with_the_unsupported_flagged(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
-    text = printed(result_with([
-        citation(1, "trigiani", "Adriana Trigiani", QUOTE_1, True),
-        citation(2, "bsg", None, "Big Stone Gap is a\n  2014 film.\x1b[2J", False),  # no title: the id stands in
-    ]))
+    text = printed(
+        result_with(
+            [
+                citation(1, "trigiani", "Adriana Trigiani", QUOTE_1, True),
+                citation(
+                    2, "bsg", None, "Big Stone Gap is a\n  2014 film.\x1b[2J", False
+                ),  # no title: the id stands in
+            ]
+        )
+    )
     lines = text.splitlines()
     answer = lines.index("Answer: Adriana Trigiani [1] is based in Greenwich Village [2].")  # the markers kept
     assert lines[answer + 1 : answer + 5] == [
@@ -66,8 +88,11 @@ def test_sources_follow_the_answer_one_line_each_with_the_unsupported_flagged(mo
 def test_a_source_line_is_cut_to_the_terminal_width_with_an_ellipsis(monkeypatch):
     monkeypatch.setenv("COLUMNS", "40")
     wide = "東京は日本の首都であり、最大の都市である。"  # two terminal cells per character
-    text = printed(result_with([citation(1, "trigiani", "Adriana Trigiani", QUOTE_1, None),
-                                citation(2, "tokyo", "東京", wide, True)]))
+    text = printed(
+        result_with(
+            [citation(1, "trigiani", "Adriana Trigiani", QUOTE_1, None), citation(2, "tokyo", "東京", wide, True)]
+        )
+    )
     lines = text.splitlines()
     sources = lines[lines.index("Sources:") + 1 :][:2]
     assert sources[0] == '  [1] Adriana Trigiani: "Adriana Trigia…' and len(sources[0]) == 40
@@ -114,14 +139,17 @@ def test_ask_prints_the_sources_and_json_has_the_citations(cited_loop, capsys):
     start = lines.index("Sources:")
     assert lines[start - 1] == f"Answer: Answer to: {QUESTION} [1][2]"
     assert lines[start + 1] == f'  [1] Adriana Trigiani: "{QUOTE_1}"'
-    assert lines[start + 2].startswith('  [2] (unsupported) Big Stone Gap (film): "Big Stone Gap is') and len(
-        lines[start + 2]
-    ) == 120 and lines[start + 2].endswith("…")
+    assert (
+        lines[start + 2].startswith('  [2] (unsupported) Big Stone Gap (film): "Big Stone Gap is')
+        and len(lines[start + 2]) == 120
+        and lines[start + 2].endswith("…")
+    )
     assert lines[start + 3].startswith("  The offline check found [2] unsupported")
     assert main(["ask", QUESTION, "--json", *cited_loop]) == 0
     result = json.loads(capsys.readouterr().out)
     assert [(c["n"], c["document_id"], c["quote"], c["supported"]) for c in result["citations"]] == [
-        (1, "trigiani", QUOTE_1, True), (2, "bsg", QUOTE_2, False),
+        (1, "trigiani", QUOTE_1, True),
+        (2, "bsg", QUOTE_2, False),
     ]
 
 

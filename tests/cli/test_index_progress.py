@@ -48,8 +48,12 @@ def test_loading_the_model_is_its_own_stage_before_embedding(tmp_path):
     from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
 
     events = []
-    index_files(make_files(tmp_path, 3), InMemoryDocumentStore(), embedder=MiniLMDocumentEmbedder(),
-                progress=lambda *e: events.append(e))
+    index_files(
+        make_files(tmp_path, 3),
+        InMemoryDocumentStore(),
+        embedder=MiniLMDocumentEmbedder(),
+        progress=lambda *e: events.append(e),
+    )
     assert stage_order(events) == [CONVERTING, LOADING_MODEL, EMBEDDING, WRITING]
     loading = [(done, total) for stage, done, total in events if stage == LOADING_MODEL]
     assert loading == [(0, None), (1, 1)]  # no count while the model loads, so no bar sits at 0/N
@@ -76,8 +80,10 @@ def test_the_display_labels_each_stage_with_its_count_and_eta():
 
 
 def test_the_display_is_silent_when_quiet_or_not_a_terminal():
-    for console, quiet in ((Console(file=io.StringIO(), force_terminal=True), True),
-                           (Console(file=io.StringIO(), force_terminal=False), False)):
+    for console, quiet in (
+        (Console(file=io.StringIO(), force_terminal=True), True),
+        (Console(file=io.StringIO(), force_terminal=False), False),
+    ):
         with IndexProgress(console, quiet) as show:
             show(CONVERTING, 0, 1)
             show(CONVERTING, 1, 1)

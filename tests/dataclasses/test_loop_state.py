@@ -40,13 +40,22 @@ def _full_state() -> LoopState:
             ChatMessage.from_tool("1 result(s)", origin=call),
         ),
         tool_history=(
-            ToolStep(1, "search", query="Big Stone Gap", tool_name="search", arguments={"query": "Big Stone Gap"},
-                     returned_chunk_ids=("a", "b"), result=None, reasoning="first hop"),
+            ToolStep(
+                1,
+                "search",
+                query="Big Stone Gap",
+                tool_name="search",
+                arguments={"query": "Big Stone Gap"},
+                returned_chunk_ids=("a", "b"),
+                result=None,
+                reasoning="first hop",
+            ),
             ToolStep(2, "invalid", tool_name="browse", arguments={"raw": "x"}, result="Error"),
         ),
         draft="Greenwich",
-        pending=PendingSearch(query="Adriana Trigiani", top_k=3, filters={"field": "id", "operator": "!=",
-                                                                          "value": "x"}, tool_call=call),
+        pending=PendingSearch(
+            query="Adriana Trigiani", top_k=3, filters={"field": "id", "operator": "!=", "value": "x"}, tool_call=call
+        ),
         pending_action=None,
         queries_tried=("Big Stone Gap", "Adriana Trigiani"),
         usage={"controller": {"calls": 2, "prompt_tokens": 100, "completion_tokens": 10}},
@@ -75,16 +84,32 @@ def test_round_trip_of_a_fresh_state():
 
 
 def test_to_result_keeps_the_public_keys_and_reads_the_outcome():
-    state = _full_state().finish("answered", answer="Greenwich Village [1]").with_outcome(
-        citations=({"n": 1, "document_id": "a"},), grounding={"score": 0.5}
+    state = (
+        _full_state()
+        .finish("answered", answer="Greenwich Village [1]")
+        .with_outcome(citations=({"n": 1, "document_id": "a"},), grounding={"score": 0.5})
     )
     result = state.to_result()
     assert list(result) == [
-        "answer", "terminated_by", "iterations", "tool_history", "documents", "grounding", "usage", "error",
-        "metadata", "evidence", "tool_state", "messages", "citations",
+        "answer",
+        "terminated_by",
+        "iterations",
+        "tool_history",
+        "documents",
+        "grounding",
+        "usage",
+        "error",
+        "metadata",
+        "evidence",
+        "tool_state",
+        "messages",
+        "citations",
     ]
     assert (result["answer"], result["terminated_by"], result["error"], result["iterations"]) == (
-        "Greenwich Village [1]", "answered", None, 2
+        "Greenwich Village [1]",
+        "answered",
+        None,
+        2,
     )
     assert result["citations"] == [{"n": 1, "document_id": "a"}] and result["grounding"] == {"score": 0.5}
     assert "limits" not in result and "outcome" not in result
@@ -122,7 +147,11 @@ def test_finish_sets_the_end_and_clears_pending():
     state = _full_state().evolve(pending_action="answer")
     done = state.finish("answered", answer="Greenwich Village")
     assert (done.outcome.terminated_by, done.outcome.answer, done.outcome.error, done.pending, done.pending_action) == (
-        "answered", "Greenwich Village", None, None, None
+        "answered",
+        "Greenwich Village",
+        None,
+        None,
+        None,
     )
     assert done.outcome.citations == () and done.outcome.grounding is None  # a new end: nothing from before
     with pytest.raises(ValueError, match="terminated_by must be one of"):
@@ -135,7 +164,9 @@ def test_with_outcome_replaces_outcome_fields_only():
     done = _full_state().finish("answered", answer="Greenwich Village")
     cited = done.with_outcome(answer="Greenwich Village [1]", citations=({"n": 1},))
     assert (cited.outcome.terminated_by, cited.outcome.answer, cited.outcome.citations) == (
-        "answered", "Greenwich Village [1]", ({"n": 1},)
+        "answered",
+        "Greenwich Village [1]",
+        ({"n": 1},),
     )
     assert cited.chunks == done.chunks and done.outcome.answer == "Greenwich Village"
     with pytest.raises(TypeError):
@@ -267,8 +298,12 @@ def test_to_result_documents_match_haystack_to_dict_without_embeddings():
     from haystack.dataclasses import ByteStream, SparseEmbedding
 
     doc = Document(
-        id="x", content="X", blob=ByteStream(b"\x00\x01", mime_type="application/octet-stream"),
-        meta={"title": "T", "nested": {"k": (1, 2)}}, score=0.25, embedding=[0.5],
+        id="x",
+        content="X",
+        blob=ByteStream(b"\x00\x01", mime_type="application/octet-stream"),
+        meta={"title": "T", "nested": {"k": (1, 2)}},
+        score=0.25,
+        embedding=[0.5],
         sparse_embedding=SparseEmbedding(indices=[1], values=[0.5]),
     )
     result = LoopState(question="q", chunks=(doc,)).finish("answered", answer="a").to_result()

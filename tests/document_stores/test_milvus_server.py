@@ -80,8 +80,9 @@ def _scripted_answers(monkeypatch, loaded: dict):
     monkeypatch.setattr(loop_builder, "build_loop", spy)
 
 
-def test_cli_index_and_ask_with_dense_retrieval_on_a_milvus_server(milvus_server, corpus, tmp_path, monkeypatch,
-                                                                   capsys):
+def test_cli_index_and_ask_with_dense_retrieval_on_a_milvus_server(
+    milvus_server, corpus, tmp_path, monkeypatch, capsys
+):
     uri, version = milvus_server
     monkeypatch.setenv("HAYSTACK_AGENTIC_CACHE", str(tmp_path))
     assert main(["index", str(corpus), "--backend", "milvus", "--uri", uri, "--quiet"]) == 0
@@ -91,8 +92,21 @@ def test_cli_index_and_ask_with_dense_retrieval_on_a_milvus_server(milvus_server
         assert "has no BM25 (Milvus >= 2.5)" in captured.err
     loaded: dict = {}
     _scripted_answers(monkeypatch, loaded)
-    code = main(["ask", "Who directed Big Stone Gap?", "--llm", "embedded", "--backend", "milvus", "--uri", uri,
-                 "--json", "--store", str(tmp_path / "unused.json")])
+    code = main(
+        [
+            "ask",
+            "Who directed Big Stone Gap?",
+            "--llm",
+            "embedded",
+            "--backend",
+            "milvus",
+            "--uri",
+            uri,
+            "--json",
+            "--store",
+            str(tmp_path / "unused.json"),
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0, out
     retriever = loaded["pipeline"].get_component("retriever").retriever
@@ -109,8 +123,19 @@ def test_bm25_and_hybrid_pipeline_on_an_old_server_fails_saying_why(milvus_serve
     if milvus_support.supports_bm25(version):
         pytest.skip(f"the server runs Milvus {version}, which has BM25: no version error to check")
     monkeypatch.setenv("HAYSTACK_AGENTIC_CACHE", str(tmp_path))
-    code = main(["ask", "Who directed Big Stone Gap?", "--llm", "embedded", "--pipeline",
-                 str(pipeline_path("agentic_rag_embedded_milvus")), "--uri", uri, "--quiet"])
+    code = main(
+        [
+            "ask",
+            "Who directed Big Stone Gap?",
+            "--llm",
+            "embedded",
+            "--pipeline",
+            str(pipeline_path("agentic_rag_embedded_milvus")),
+            "--uri",
+            uri,
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert "MilvusHybridRetriever needs BM25" in err and "Milvus >= 2.5" in err

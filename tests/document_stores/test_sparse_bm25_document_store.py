@@ -31,8 +31,9 @@ def _corpus() -> tuple[list[Document], list[str]]:
 def _pair(algorithm: str = "BM25L", parameters: dict | None = None, **kwargs):
     docs, queries = _corpus()
     plain = InMemoryDocumentStore(bm25_algorithm=algorithm, bm25_parameters=parameters, index=f"p-{uuid.uuid4()}")
-    sparse = SparseBM25DocumentStore(bm25_algorithm=algorithm, bm25_parameters=parameters,
-                                     index=f"s-{uuid.uuid4()}", **kwargs)
+    sparse = SparseBM25DocumentStore(
+        bm25_algorithm=algorithm, bm25_parameters=parameters, index=f"s-{uuid.uuid4()}", **kwargs
+    )
     for store in (plain, sparse):
         store.write_documents([Document.from_dict(d.to_dict()) for d in docs])
     return plain, sparse, queries
@@ -49,10 +50,20 @@ def _same(plain, sparse, query, **kwargs):
 
 FILTERS = [
     {"field": "meta.parity", "operator": "==", "value": 1},
-    {"operator": "AND", "conditions": [{"field": "meta.parity", "operator": "==", "value": 0},
-                                       {"field": "meta.n", "operator": ">", "value": 100}]},
-    {"operator": "OR", "conditions": [{"field": "meta.n", "operator": "<", "value": 20},
-                                      {"field": "meta.n", "operator": "in", "value": [50, 51, 52]}]},
+    {
+        "operator": "AND",
+        "conditions": [
+            {"field": "meta.parity", "operator": "==", "value": 0},
+            {"field": "meta.n", "operator": ">", "value": 100},
+        ],
+    },
+    {
+        "operator": "OR",
+        "conditions": [
+            {"field": "meta.n", "operator": "<", "value": 20},
+            {"field": "meta.n", "operator": "in", "value": [50, 51, 52]},
+        ],
+    },
     {"operator": "NOT", "conditions": [{"field": "meta.parity", "operator": "==", "value": 1}]},
     {"field": "meta.day", "operator": "==", "value": "2024-01-05"},
     {"field": "meta.day", "operator": ">=", "value": "2024-01-20"},
@@ -148,8 +159,13 @@ def test_loads_store_files_saved_by_the_in_memory_store(tmp_path):
 
 def test_equality_preselection_only_takes_plain_equalities():
     assert equality_preselection({"field": "meta.title", "operator": "==", "value": "X"}) == ("title", "X")
-    anded = {"operator": "AND", "conditions": [{"field": "meta.n", "operator": ">", "value": 1},
-                                               {"field": "meta.k", "operator": "==", "value": 3}]}
+    anded = {
+        "operator": "AND",
+        "conditions": [
+            {"field": "meta.n", "operator": ">", "value": 1},
+            {"field": "meta.k", "operator": "==", "value": 3},
+        ],
+    }
     assert equality_preselection(anded) == ("k", 3)
     assert equality_preselection({"field": "meta.day", "operator": "==", "value": "2024-01-05"}) is None
     assert equality_preselection({"operator": "OR", "conditions": [anded]}) is None

@@ -13,12 +13,19 @@ def tiny_hhem(tmp_path_factory):
 
 
 def ended_state(
-    answer="Paris is the capital of France. London is in England.", chunks=None, terminated_by="answered", error=None,
+    answer="Paris is the capital of France. London is in England.",
+    chunks=None,
+    terminated_by="answered",
+    error=None,
     **changes,
 ):
-    chunks = chunks if chunks is not None else (
-        Document(id="paris", content="Paris is the capital city of France.", meta={"title": "Paris"}),
-        Document(id="london", content="London is the capital of England.", meta={"title": "London"}),
+    chunks = (
+        chunks
+        if chunks is not None
+        else (
+            Document(id="paris", content="Paris is the capital city of France.", meta={"title": "Paris"}),
+            Document(id="london", content="London is the capital of England.", meta={"title": "London"}),
+        )
     )
     history = (
         ToolStep(iteration=1, action="search", query="paris", returned_chunk_ids=("paris",)),

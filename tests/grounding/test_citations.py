@@ -27,8 +27,9 @@ def check_shape(result):
     """Every citation follows the contract: its quote is its chunk's content[start:end], one number per chunk."""
     by_id = {d["id"]: d for d in result["documents"]}
     numbers = {c["document_id"]: c["n"] for c in result["citations"]}
-    assert len(set(numbers.values())) == len(numbers) and all(c["n"] == numbers[c["document_id"]] >= 1
-                                                              for c in result["citations"])
+    assert len(set(numbers.values())) == len(numbers) and all(
+        c["n"] == numbers[c["document_id"]] >= 1 for c in result["citations"]
+    )
     for citation in result["citations"]:
         assert list(citation) == KEYS
         assert by_id[citation["document_id"]]["content"][citation["start"] : citation["end"]] == citation["quote"]
@@ -37,8 +38,13 @@ def check_shape(result):
 
 
 def test_tools_mode_cites_the_answer_tools_sources_and_drops_unknown_ids(build_loop):
-    loop = build_loop([search("Big Stone Gap director"), search("Adriana Trigiani based"),
-                       answer_with("Greenwich Village", ["trigiani", "no-such-chunk"])])
+    loop = build_loop(
+        [
+            search("Big Stone Gap director"),
+            search("Adriana Trigiani based"),
+            answer_with("Greenwich Village", ["trigiani", "no-such-chunk"]),
+        ]
+    )
     result = loop.run()
     check_shape(result)
     assert result["answer"] == "Greenwich Village [1]"
@@ -56,7 +62,9 @@ def test_tools_mode_markers_are_dropped_and_recorded_and_the_claim_is_still_cite
     result = loop.run()
     check_shape(result)
     assert result["answer"] == "Greenwich Village [1]" and result["citations"][0]["document_id"] == "trigiani"
-    assert result["metadata"][DROPPED_KEY] == [{"cited": "[4]", "reason": "no numbered chunks were shown here; cite ids"}]
+    assert result["metadata"][DROPPED_KEY] == [
+        {"cited": "[4]", "reason": "no numbered chunks were shown here; cite ids"}
+    ]
 
 
 def test_sources_that_are_not_ids_are_dropped_not_fatal(build_loop):
@@ -70,8 +78,11 @@ def test_sources_that_are_not_ids_are_dropped_not_fatal(build_loop):
 
 
 def test_json_mode_answer_is_asked_in_words_and_cited_from_the_chunks_not_the_models_numbers(build_loop):
-    loop = build_loop([decide("search", query="Adriana Trigiani"), decide("generate")], mode="json",
-                      answer_script=[{"text": "Trigiani is based in Greenwich Village [3][7]."}])
+    loop = build_loop(
+        [decide("search", query="Adriana Trigiani"), decide("generate")],
+        mode="json",
+        answer_script=[{"text": "Trigiani is based in Greenwich Village [3][7]."}],
+    )
     result = loop.run()
     check_shape(result)
     prompt = loop.answer_llm.calls[0][0][-1].text
@@ -90,28 +101,38 @@ def test_a_marker_whose_citation_is_dropped_does_not_stay_in_the_answer():
 
 
 def test_the_answerers_rewrite_is_cited_sentence_by_sentence_from_the_chunks(build_loop):
-    loop = build_loop([search("Big Stone Gap film"), search("Adriana Trigiani based"), answer_with("x", [])],
-                      answer_script=[{"text": "Adriana Trigiani directed Big Stone Gap [2]. She is based in "
-                                              "Greenwich Village [1]."}])
+    loop = build_loop(
+        [search("Big Stone Gap film"), search("Adriana Trigiani based"), answer_with("x", [])],
+        answer_script=[{"text": "Adriana Trigiani directed Big Stone Gap [2]. She is based in Greenwich Village [1]."}],
+    )
     result = loop.run()
     check_shape(result)
-    assert strip_markers(result["answer"]) == "Adriana Trigiani directed Big Stone Gap. She is based in Greenwich Village."
+    assert (
+        strip_markers(result["answer"]) == "Adriana Trigiani directed Big Stone Gap. She is based in Greenwich Village."
+    )
     cited = {c["claim"]: c["document_id"] for c in result["citations"]}
-    assert cited == {"Adriana Trigiani directed Big Stone Gap.": "bsg", "She is based in Greenwich Village.": "trigiani"}
+    assert cited == {
+        "Adriana Trigiani directed Big Stone Gap.": "bsg",
+        "She is based in Greenwich Village.": "trigiani",
+    }
 
 
 def test_a_sentence_without_a_marker_is_cited_by_the_loop_after_the_text():
     state = LoopState(question=QUESTION, chunks=tuple(DOCS))
-    out = cite(state, "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village.",
-               shown=(DOCS[0],))
+    out = cite(
+        state, "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village.", shown=(DOCS[0],)
+    )
     assert out.outcome.answer == "Adriana Trigiani directed Big Stone Gap [1]. She is based in Greenwich Village. [2]"
     assert [(c["n"], c["document_id"]) for c in out.outcome.citations] == [(1, "bsg"), (2, "trigiani")]
     # An earlier sentence the LLM left unmarked: the text is kept as written, the loop's marker goes at its end.
-    out = cite(state, "She is based in Greenwich Village. Adriana Trigiani directed Big Stone Gap [1].",
-               shown=(DOCS[0],))
+    out = cite(
+        state, "She is based in Greenwich Village. Adriana Trigiani directed Big Stone Gap [1].", shown=(DOCS[0],)
+    )
     assert out.outcome.answer == "She is based in Greenwich Village. Adriana Trigiani directed Big Stone Gap [1]. [2]"
     assert [(c["n"], c["claim"]) for c in out.outcome.citations] == [
-        (2, "She is based in Greenwich Village."), (1, "Adriana Trigiani directed Big Stone Gap.")]
+        (2, "She is based in Greenwich Village."),
+        (1, "Adriana Trigiani directed Big Stone Gap."),
+    ]
     # Nothing marked: numbered 1, 2, ... in claim order, one number per chunk, all after the text.
     out = cite(state, "She is based in Greenwich Village.\nTrigiani directed Big Stone Gap.\n", shown=DOCS)
     assert out.outcome.answer == "She is based in Greenwich Village.\nTrigiani directed Big Stone Gap.\n[1][2]"
@@ -123,15 +144,18 @@ def test_a_sentence_no_chunk_backs_is_named_in_the_result_and_in_the_note():
     result = out.to_result()
     assert [c["claim"] for c in result["citations"]] == ["She is based in Greenwich Village, New York City."]
     assert result["metadata"][UNCITED_KEY] == ["She likes kiwis."]
-    assert unsupported_note(result).endswith('No chunk backs "She likes kiwis.": unsupported, check it before relying on it.')
+    assert unsupported_note(result).endswith(
+        'No chunk backs "She likes kiwis.": unsupported, check it before relying on it.'
+    )
     # Every sentence backed: no such key, no note.
     out = cite(out, "She is based in Greenwich Village, New York City.", shown=DOCS)
     assert UNCITED_KEY not in out.metadata and unsupported_note(out.to_result()) is None
 
 
 def test_the_fallback_cites_its_markers(build_loop):
-    loop = build_loop([search("Adriana Trigiani based")] * 2, max_iterations=1,
-                      fallback_script=[{"text": "Greenwich Village [1]"}])
+    loop = build_loop(
+        [search("Adriana Trigiani based")] * 2, max_iterations=1, fallback_script=[{"text": "Greenwich Village [1]"}]
+    )
     result = loop.run()
     assert result["terminated_by"] == "max_iterations"
     check_shape(result)
@@ -160,21 +184,31 @@ def test_a_short_answer_found_in_several_chunks_is_cited_from_the_sentence_that_
     state = LoopState(question=QUESTION, chunks=shown)
     at = DOC_TEXT["greenwich"].index("Greenwich Village")
     # Read from the neighbourhood's page, which names it; the director's page says she is based there.
-    [citation] = cite(state, "Greenwich Village", shown=shown, located=(0, at, at + len("Greenwich Village"))).outcome.citations
+    [citation] = cite(
+        state, "Greenwich Village", shown=shown, located=(0, at, at + len("Greenwich Village"))
+    ).outcome.citations
     assert citation["document_id"] == "trigiani"
     assert citation["quote"] == "Trigiani is based in Greenwich Village, New York City."
     assert citation["supported"] is True
     # No other sentence says more of the question: the sentence it was read from stands.
     only = (by_id["greenwich"],)
-    [kept] = cite(LoopState(question=QUESTION, chunks=only), "Greenwich Village", shown=only,
-                  located=(0, at, at + len("Greenwich Village"))).outcome.citations
+    [kept] = cite(
+        LoopState(question=QUESTION, chunks=only),
+        "Greenwich Village",
+        shown=only,
+        located=(0, at, at + len("Greenwich Village")),
+    ).outcome.citations
     assert kept["document_id"] == "greenwich"
 
 
 def test_the_embedded_answerer_cites_the_sentence_its_short_answer_came_from():
     docs = tuple(d for d in DOCS if d.id in ("bsg", "trigiani"))
-    state = LoopState(question=QUESTION, chunks=docs, pending_action="answer",
-                      tool_history=(ToolStep(1, "search", query="q", returned_chunk_ids=("bsg", "trigiani")),))
+    state = LoopState(
+        question=QUESTION,
+        chunks=docs,
+        pending_action="answer",
+        tool_history=(ToolStep(1, "search", query="q", returned_chunk_ids=("bsg", "trigiani")),),
+    )
     llm = ScriptedChatGenerator([{"text": "The director is based in Greenwich Village."}], per_call=True)
     answered = Answerer(chat_generator=llm, stream_answer=False).run(state=state)["finished"]
     done = ShortAnswerExtractor().run(state=answered)["state"]
@@ -199,12 +233,17 @@ def test_the_offline_check_flags_a_claim_its_sentence_does_not_support():
 
 
 def test_the_judge_grounder_and_the_citations_are_one_record(build_loop):
-    verdicts = {"claims": [{"sentence": 1, "supported": True, "chunks": [0]},
-                           {"sentence": 2, "supported": True, "chunks": [0]}]}
+    verdicts = {
+        "claims": [{"sentence": 1, "supported": True, "chunks": [0]}, {"sentence": 2, "supported": True, "chunks": [0]}]
+    }
     grounder = LLMJudgeGrounder(chat_generator=ScriptedChatGenerator([{"text": json.dumps(verdicts)}], per_call=True))
-    loop = build_loop([search("Big Stone Gap film"), search("Adriana Trigiani based"),
-                       answer_with("Adriana Trigiani directed it. She is based in Greenwich Village.",
-                                   ["bsg", "trigiani"])])
+    loop = build_loop(
+        [
+            search("Big Stone Gap film"),
+            search("Adriana Trigiani based"),
+            answer_with("Adriana Trigiani directed it. She is based in Greenwich Village.", ["bsg", "trigiani"]),
+        ]
+    )
     pipeline = loop.pipeline
     pipeline.remove_component("result")  # put the judge in front of the result
     from haystack_agentic import LoopResultBuilder
@@ -215,8 +254,10 @@ def test_the_judge_grounder_and_the_citations_are_one_record(build_loop):
     pipeline.connect("grounder.state", "result.state")
     result = pipeline.run({"controller": {"query": QUESTION}})["result"]
     check_shape(result)
-    assert [(c["document_id"], c["check"]) for c in result["citations"]] == [("bsg", "llm_judge"),
-                                                                          ("trigiani", "llm_judge")]
+    assert [(c["document_id"], c["check"]) for c in result["citations"]] == [
+        ("bsg", "llm_judge"),
+        ("trigiani", "llm_judge"),
+    ]
     # the judge shows the cited chunks first: index 0 is bsg, so only the first citation holds
     assert [c["supported"] for c in result["citations"]] == [True, False]
     grounding = result["grounding"]
@@ -228,8 +269,13 @@ def test_the_judge_grounder_and_the_citations_are_one_record(build_loop):
 
 
 def test_agentic_rag_answers_feed_haystacks_evaluators(build_loop):
-    loop = build_loop([search("Big Stone Gap director"), search("Adriana Trigiani based"),
-                       answer_with("Greenwich Village", ["trigiani"])])
+    loop = build_loop(
+        [
+            search("Big Stone Gap director"),
+            search("Adriana Trigiani based"),
+            answer_with("Greenwich Village", ["trigiani"]),
+        ]
+    )
     out = AgenticRAG(pipeline=loop.pipeline).run(query=QUESTION)
     [generated] = out["answers"]
     assert isinstance(generated, GeneratedAnswer)
@@ -237,7 +283,9 @@ def test_agentic_rag_answers_feed_haystacks_evaluators(build_loop):
     assert [d.id for d in generated.documents] == ["trigiani"]
     assert generated.meta["answer"] == out["answer"] == "Greenwich Village [1]"
     assert generated.meta["terminated_by"] == "answered" and generated.meta["citations"] == out["result"]["citations"]
-    exact = AnswerExactMatchEvaluator().run(ground_truth_answers=["Greenwich Village"], predicted_answers=[generated.data])
+    exact = AnswerExactMatchEvaluator().run(
+        ground_truth_answers=["Greenwich Village"], predicted_answers=[generated.data]
+    )
     gold = [Document(id="trigiani", content=DOC_TEXT["trigiani"])]
     recall = DocumentRecallEvaluator().run(ground_truth_documents=[gold], retrieved_documents=[generated.documents])
     assert exact["score"] == 1.0 and recall["score"] == 1.0

@@ -35,12 +35,18 @@ def test_wrapped_json_and_out_of_range_indices():
     # chunk sentence, the marker on the sentence it cites
     assert out.outcome.answer == "Paris is the capital of France [1]. London is in England [2]."
     assert [(c["document_id"], c["supported"], c["check"]) for c in out.outcome.citations] == [
-        ("paris", True, "llm_judge"), ("london", False, "llm_judge")]
+        ("paris", True, "llm_judge"),
+        ("london", False, "llm_judge"),
+    ]
     assert [s["text"] for s in g["faithful_spans"]] == ["Paris is the capital of France [1]."]
     assert g["faithful_spans"][0]["chunk_ids"] == ["paris"]  # index 7 dropped
     assert g["faithful_spans"][0]["citations"] == [1]
-    assert g["faithful_spans"][0]["sources"][0] == {"chunk_id": "paris", "title": "Paris", "iteration": 1,
-                                                    "query": "paris"}
+    assert g["faithful_spans"][0]["sources"][0] == {
+        "chunk_id": "paris",
+        "title": "Paris",
+        "iteration": 1,
+        "query": "paris",
+    }
     assert [s["text"] for s in g["hallucinated_spans"]] == ["London is in England [2]."]
     assert g["ignored_indices"] == 2  # chunk 7 and sentence 9
     span = g["faithful_spans"][0]
@@ -123,8 +129,9 @@ def test_the_builder_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm
     llm = ScriptedChatGenerator([{"text": "x"}])
     missing = HHEMGrounder(model=str(tmp_path / "no-model"), foundation=str(tmp_path / "no-t5"), local_files_only=True)
     path = tmp_path / "loop.yml"
-    path.write_text(build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store),
-                                        grounder=missing).dumps())
+    path.write_text(
+        build_loop_pipeline(AgenticRouter(chat_generator=llm), InMemoryBM25Retriever(store), grounder=missing).dumps()
+    )
     notes: list[str] = []
     with_llm = build_loop(LoopOptions(pipeline=str(path), llm="openai"), notify=notes.append)
     judge = with_llm.get_component("grounder")
@@ -136,4 +143,3 @@ def test_the_builder_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm
     assert isinstance(embedded.get_component("grounder"), HHEMGrounder)
     assert "LLMJudgeGrounder" in notes[0] and "is not available" in notes[0]
     assert notes[1].endswith("Running without grounding.")
-

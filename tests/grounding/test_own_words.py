@@ -21,11 +21,28 @@ RECORDED = Path(__file__).resolve().parents[1] / "data" / "text_tool_calls"
 
 @pytest.mark.parametrize(
     "text",
-    [None, "", "  \n ", "\u200b\u2060", "[5]", "[5][6].", "[1, 2]", CALL, f"<tool_call>{CALL}</tool_call>",
-     f"<tools>\n{CALL}\n</tools>", f"```json\n{CALL}\n```", f"[{CALL}, {CALL}]", f"Calling search.\n{CALL} [1]",
-     f"Searching for the question first.\n{CALL}", '{"name": "give_up"}', f"<tool_call>{CALL}",
-     '{"name": "answer", "text": "Midland"}',  # the arguments beside the name (the real 0.5B's shape)
-     f"{CALL}\n{CALL[:30]}", f"\u200b```json\n{CALL}\n```\u200b", f"{'x' * 150}\n{CALL}"],
+    [
+        None,
+        "",
+        "  \n ",
+        "\u200b\u2060",
+        "[5]",
+        "[5][6].",
+        "[1, 2]",
+        CALL,
+        f"<tool_call>{CALL}</tool_call>",
+        f"<tools>\n{CALL}\n</tools>",
+        f"```json\n{CALL}\n```",
+        f"[{CALL}, {CALL}]",
+        f"Calling search.\n{CALL} [1]",
+        f"Searching for the question first.\n{CALL}",
+        '{"name": "give_up"}',
+        f"<tool_call>{CALL}",
+        '{"name": "answer", "text": "Midland"}',  # the arguments beside the name (the real 0.5B's shape)
+        f"{CALL}\n{CALL[:30]}",
+        f"\u200b```json\n{CALL}\n```\u200b",
+        f"{'x' * 150}\n{CALL}",
+    ],
 )
 def test_no_words_of_its_own(text):
     assert has_own_words(text) is False
@@ -33,19 +50,33 @@ def test_no_words_of_its_own(text):
 
 @pytest.mark.parametrize(
     "text",
-    ["Midland, Michigan", "1998 [2]", "Yes.", '{"answer": 1}', "Greenwich Village [1][2]",
-     f"The headquarters are in Midland, Michigan.\nI searched with {CALL} and read the second result, which says so.",
-     # prose after the calls, or a lead-in of more than one line, makes the reply an answer (it is not run as calls)
-     f"{CALL}\nThe headquarters are in Midland, Michigan.", f"I searched.\nThen I read.\n{CALL}", "[Paris]",
-     f"{'x' * 250} {CALL}", DEFINITION, f"<tools>\n{DEFINITION}"],
+    [
+        "Midland, Michigan",
+        "1998 [2]",
+        "Yes.",
+        '{"answer": 1}',
+        "Greenwich Village [1][2]",
+        f"The headquarters are in Midland, Michigan.\nI searched with {CALL} and read the second result, which says so.",
+        # prose after the calls, or a lead-in of more than one line, makes the reply an answer (it is not run as calls)
+        f"{CALL}\nThe headquarters are in Midland, Michigan.",
+        f"I searched.\nThen I read.\n{CALL}",
+        "[Paris]",
+        f"{'x' * 250} {CALL}",
+        DEFINITION,
+        f"<tools>\n{DEFINITION}",
+    ],
 )
 def test_words_of_its_own(text):
     assert has_own_words(text) is True
 
 
 def _recorded_replies() -> list[str]:
-    return [reply["content"] for path in sorted(RECORDED.glob("*.json"))
-            for reply in json.loads(path.read_text())["replies"] if reply["content"]]
+    return [
+        reply["content"]
+        for path in sorted(RECORDED.glob("*.json"))
+        for reply in json.loads(path.read_text())["replies"]
+        if reply["content"]
+    ]
 
 
 @pytest.mark.parametrize("truncated", [False, True])

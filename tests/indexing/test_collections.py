@@ -107,7 +107,9 @@ def test_list_collections_reads_names_descriptions_and_counts(sparse_store):
     known = list_collections(sparse_store)
     assert list(known) == ["films", "people", "places"]
     assert [(k.description, k.documents) for k in known.values()] == [
-        ("Films and their makers", 2), ("Biographies", 2), ("Towns and neighbourhoods", 2),
+        ("Films and their makers", 2),
+        ("Biographies", 2),
+        ("Towns and neighbourhoods", 2),
     ]
 
 
@@ -187,12 +189,17 @@ def test_unknown_collection_is_a_clear_error_listing_the_known_ones(sparse_store
 
 def tools_loop(store: Any, script: list[dict[str, Any]], mode: str = "tools") -> tuple[Pipeline, Any]:
     llm = ScriptedChatGenerator(script, per_call=mode == "json")
-    router = AgenticRouter(chat_generator=llm, mode=mode, search_question_first=False)  # the scripts decide every search
+    router = AgenticRouter(
+        chat_generator=llm, mode=mode, search_question_first=False
+    )  # the scripts decide every search
     answer_llm = ScriptedChatGenerator([{"text": "From the chunks."}]) if mode == "json" else None
     answerer = Answerer(chat_generator=answer_llm)
     pipeline = build_loop_pipeline(
-        router, SafeRetriever(InMemoryBM25Retriever(store)), controller=LoopController(max_iterations=5),
-        answerer=answerer, check_evidence=False,
+        router,
+        SafeRetriever(InMemoryBM25Retriever(store)),
+        controller=LoopController(max_iterations=5),
+        answerer=answerer,
+        check_evidence=False,
     )
     return pipeline, llm
 
@@ -259,8 +266,10 @@ def test_yaml_round_trip_keeps_the_scope(sparse_store, tmp_path):
 
     router = BridgeEntityRouter(document_store=sparse_store, first_top_k=2, max_follow_ups=2)
     pipeline = build_loop_pipeline(
-        router, SafeRetriever(InMemoryBM25Retriever(sparse_store)),
-        controller=LoopController(max_iterations=5, document_store=sparse_store), check_evidence=False,
+        router,
+        SafeRetriever(InMemoryBM25Retriever(sparse_store)),
+        controller=LoopController(max_iterations=5, document_store=sparse_store),
+        check_evidence=False,
     )
     loaded = load_yaml(pipeline.dumps())
     controllers = [p.to_dict()["components"]["controller"] for p in (loaded, pipeline)]
@@ -315,8 +324,20 @@ def test_cli_index_into_collections_and_list_them(tmp_path, capsys):
         (folder / f"{name}.txt").write_text(f"The {name} say the device resets with the red button.", "utf-8")
     store = str(tmp_path / "store.json")
     args = ["--store", store, "--quiet"]
-    assert main(["index", str(tmp_path / "manuals"), *args, "--collection", "manuals",
-                 "--collection-description", "Product manuals"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                str(tmp_path / "manuals"),
+                *args,
+                "--collection",
+                "manuals",
+                "--collection-description",
+                "Product manuals",
+            ]
+        )
+        == 0
+    )
     assert main(["index", str(tmp_path / "tickets"), *args, "--collection", "tickets"]) == 0
     capsys.readouterr()
     assert main(["collections", "--store", store, "--json"]) == 0
@@ -355,7 +376,9 @@ def test_served_inputs_carry_the_scope():
     from haystack_agentic.serving.agentic_loop_wrapper import AgenticLoopWrapper, BadRequest
 
     wrapper = AgenticLoopWrapper()
-    assert wrapper._inputs({"query": "q"}, None, ["docs", "docs"]) == {"controller": {"query": "q", "collections": ("docs",)}}
+    assert wrapper._inputs({"query": "q"}, None, ["docs", "docs"]) == {
+        "controller": {"query": "q", "collections": ("docs",)}
+    }
     assert wrapper._inputs({"query": "q"}, None, "all")["controller"]["collections"] == "all"
     assert "collections" not in wrapper._inputs({"query": "q"}, None, None)["controller"]
     with pytest.raises(BadRequest, match="collections"):

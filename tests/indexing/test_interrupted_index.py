@@ -25,8 +25,11 @@ def cli(*args: object) -> list[str]:
 
 
 def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-            "HAYSTACK_TELEMETRY_ENABLED": "False"}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "HAYSTACK_TELEMETRY_ENABLED": "False",
+    }
 
 
 def writing(record: Path) -> bool:

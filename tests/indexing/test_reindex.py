@@ -41,10 +41,15 @@ def contents(store_file: Path) -> list[str]:
 
 
 def hotpot_row(qid: str, paragraphs: dict[str, str]) -> str:
-    return json.dumps({
-        "id": qid, "question": "q?", "answer": "a", "supporting_facts": [],
-        "context": [[title, [text]] for title, text in paragraphs.items()],
-    })
+    return json.dumps(
+        {
+            "id": qid,
+            "question": "q?",
+            "answer": "a",
+            "supporting_facts": [],
+            "context": [[title, [text]] for title, text in paragraphs.items()],
+        }
+    )
 
 
 # --- in-memory store files -------------------------------------------------------------------------------------
@@ -176,10 +181,16 @@ def test_a_killed_index_leaves_the_previous_store_readable(tmp_path):
     write(tmp_path / "first", "town.txt", ZORBLAX)
     assert index(tmp_path / "first", "--store", store) == 0
     write(tmp_path / "second", "river.txt", BLORT)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
+    }
     done = subprocess.run(
         [sys.executable, "-c", KILLED_SAVE, "index", str(tmp_path / "second"), "--store", str(store), "--quiet"],
-        env=env, capture_output=True, text=True, timeout=300,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == -9, done.stderr
     assert contents(store) == [ZORBLAX]
@@ -197,10 +208,18 @@ def test_concurrent_index_runs_into_one_store_lose_nothing(tmp_path):
         for i in range(30):
             write(folder, f"f{i}.txt", f"Folder {n} file {i} is about Fnordville.")
         folders.append(folder)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
+    }
     runs = [
-        subprocess.Popen([sys.executable, "-m", "haystack_agentic.cli.main", "index", str(f), "--store", str(store), "--quiet"],
-                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "haystack_agentic.cli.main", "index", str(f), "--store", str(store), "--quiet"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for f in folders
     ]
     for run in runs:
@@ -229,11 +248,16 @@ def test_source_replacing_writer_replaces_each_sources_chunks():
 
     store = InMemoryDocumentStore()
     writer = SourceReplacingDocumentWriter(document_store=store)
-    a = [Document(content=ZORBLAX, meta={"file_path": "/d/a.txt"}), Document(content="a2", meta={"file_path": "/d/a.txt"})]
+    a = [
+        Document(content=ZORBLAX, meta={"file_path": "/d/a.txt"}),
+        Document(content="a2", meta={"file_path": "/d/a.txt"}),
+    ]
     b = [Document(content=BLORT, meta={"file_path": "/d/b.txt"})]
     assert writer.run(documents=a + b) == {"documents_written": 3, "documents_removed": 0}
     assert writer.run(documents=[Document(content=EDITED, meta={"file_path": "/d/a.txt"})]) == {
-        "documents_written": 1, "documents_removed": 2}
+        "documents_written": 1,
+        "documents_removed": 2,
+    }
     assert sorted(d.content for d in store.filter_documents()) == sorted([EDITED, BLORT])
     # `sources` names files that gave no chunks this time (emptied): their chunks go too.
     assert writer.run(documents=[], sources=["/d/b.txt"]) == {"documents_written": 0, "documents_removed": 1}
@@ -334,10 +358,16 @@ def test_a_killed_milvus_lite_index_leaves_the_earlier_documents_readable(tmp_pa
 
     server_manager_instance.release_server(uri)  # the subprocess needs the database's lock
     town.write_text(EDITED, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
+    }
     done = subprocess.run(
         [sys.executable, "-c", KILLED_WRITE, "index", str(docs), "--backend", "milvus", "--uri", uri, "--quiet"],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == -9, done.stderr
     after_kill = milvus_contents(uri)

@@ -29,7 +29,10 @@ def run_cli(*args: object, timeout: int = 300) -> subprocess.CompletedProcess:
     env.pop("OPENAI_BASE_URL", None)
     return subprocess.run(
         [sys.executable, "-m", "haystack_agentic.cli.main", *map(str, args)],
-        env=env, capture_output=True, text=True, timeout=timeout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -54,7 +57,9 @@ def good_db(tmp_path_factory) -> Path:
 
     path = tmp_path_factory.mktemp("milvus") / "good.db"
     store = milvus_document_store(str(path))
-    store.write_documents([Document(content=f"Paragraph {i} about Fnordville.", embedding=[0.1] * 384) for i in range(3)])
+    store.write_documents(
+        [Document(content=f"Paragraph {i} about Fnordville.", embedding=[0.1] * 384) for i in range(3)]
+    )
     milvus_support.flush(store)  # records the count (3), as the package's writes do
     store.client.close()
     server_manager_instance.release_server(str(path))
@@ -210,8 +215,9 @@ def test_an_unreadable_pdf_is_skipped_with_a_one_line_reason(tmp_path):
     done = run_cli("index", docs, "--store", tmp_path / "store.json", "--quiet")
     assert done.returncode == 0, done.stderr  # the other file was indexed: skipped files do not change the code
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert lines == [f"Skipped {docs / 'broken.pdf'}: not a readable PDF (PdfStreamError: Stream has ended "
-                     "unexpectedly)."], done.stderr
+    assert lines == [
+        f"Skipped {docs / 'broken.pdf'}: not a readable PDF (PdfStreamError: Stream has ended unexpectedly)."
+    ], done.stderr
     assert "ByteStream" not in done.stderr and "garbage" not in done.stderr and "EOF marker" not in done.stderr
     (docs / "ok.txt").unlink()
     nothing = run_cli("index", docs, "--store", tmp_path / "other.json", "--quiet")
@@ -259,8 +265,13 @@ def test_a_milvus_lite_database_with_fewer_documents_than_recorded_is_damage(tmp
 
     rolled_back(path, kind)
     files = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
-    needles = (str(path), "is damaged", "documents", f"{held['documents']} when haystack-agentic last wrote it",
-               "store.db.counts.json")
+    needles = (
+        str(path),
+        "is damaged",
+        "documents",
+        f"{held['documents']} when haystack-agentic last wrote it",
+        "store.db.counts.json",
+    )
     assert_one_line(run_cli(*question), *needles)
     assert_one_line(run_cli("index", more, "--backend", "milvus", "--uri", path, "--quiet"), *needles)
     with pytest.raises(StoreError, match="is damaged"):
@@ -318,8 +329,16 @@ def test_pipeline_loads_of_the_milvus_yaml_writes_nothing_and_a_run_opens_the_st
 
     store = pipeline.get_component("retriever").document_store  # first use: Milvus Lite creates the database now
     try:
-        store.write_documents([Document(id="mayor", content="The mayor of Fnordville is Zorblax Quintessa.",
-                                        meta={"title": "Fnordville"}, embedding=[0.1] * 384)])
+        store.write_documents(
+            [
+                Document(
+                    id="mayor",
+                    content="The mayor of Fnordville is Zorblax Quintessa.",
+                    meta={"title": "Fnordville"},
+                    embedding=[0.1] * 384,
+                )
+            ]
+        )
         result = pipeline.run({"controller": {"query": "Who is the mayor of Fnordville?"}})["result"]
         assert [d["id"] for d in result["documents"]] == ["mayor"]
         assert result["terminated_by"] != "error", result["error"]

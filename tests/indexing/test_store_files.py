@@ -11,8 +11,10 @@ from haystack_agentic.indexing import store_files
 from haystack_agentic.indexing.store_faults import StoreError
 from haystack_agentic.indexing.store_files import load_store_file, read_store_file
 
-DOCUMENTS = [Document(content="Big Stone Gap is a film by Adriana Trigiani.", meta={"title": "Big Stone Gap"}),
-             Document(content="Greenwich Village is in New York City.", meta={"title": "Greenwich Village"})]
+DOCUMENTS = [
+    Document(content="Big Stone Gap is a film by Adriana Trigiani.", meta={"title": "Big Stone Gap"}),
+    Document(content="Greenwich Village is in New York City.", meta={"title": "Greenwich Village"}),
+]
 
 
 @pytest.fixture

@@ -221,7 +221,9 @@ def test_cli_index_and_ask_on_milvus_lite(tmp_path, monkeypatch, capsys):
     folder.mkdir()
     for doc in DOCS:
         (folder / f"{doc.id}.txt").write_text(f"{doc.meta['title']}\n{doc.content}")
-    (folder / "page.html").write_text("<html><body><p>Gamma is the third letter of the Greek alphabet.</p></body></html>")
+    (folder / "page.html").write_text(
+        "<html><body><p>Gamma is the third letter of the Greek alphabet.</p></body></html>"
+    )
     uri = str(tmp_path / "cli.db")
     assert main(["index", str(folder), "--backend", "milvus", "--uri", uri, "--quiet"]) == 0
     assert f"({len(DOCS) + 1} in the store)" in capsys.readouterr().out
@@ -247,8 +249,21 @@ def test_cli_index_and_ask_on_milvus_lite(tmp_path, monkeypatch, capsys):
         return pipeline
 
     monkeypatch.setattr(loop_builder, "build_loop", spy)
-    code = main(["ask", "Who directed Big Stone Gap?", "--llm", "embedded", "--backend", "milvus", "--uri", uri,
-                 "--json", "--store", str(tmp_path / "unused.json")])
+    code = main(
+        [
+            "ask",
+            "Who directed Big Stone Gap?",
+            "--llm",
+            "embedded",
+            "--backend",
+            "milvus",
+            "--uri",
+            uri,
+            "--json",
+            "--store",
+            str(tmp_path / "unused.json"),
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0, out
     assert out["tool_history"][0]["returned_chunk_ids"]
@@ -314,7 +329,10 @@ def test_written_chunks_carry_their_sentence_spans(tmp_path):
     written = {d.content: d.meta["sentence_spans"] for d in store.filter_documents()}
     assert written["Beta. Gamma."] == [0, 5, 6, 12]
     [(text, spans)] = [(c, s) for c, s in written.items() if c.startswith("Alpha")]
-    assert [text[a:b] for a, b in zip(spans[::2], spans[1::2], strict=True)] == ["Alpha is a letter.", "It comes first."]
+    assert [text[a:b] for a, b in zip(spans[::2], spans[1::2], strict=True)] == [
+        "Alpha is a letter.",
+        "It comes first.",
+    ]
 
 
 @pytest.mark.integration
@@ -363,7 +381,9 @@ def test_cli_index_embed_in_memory_then_ask_with_dense_retrieval(tmp_path, capsy
     saved = InMemoryDocumentStore.load_from_disk(str(store)).filter_documents()
     assert all(len(d.embedding) == 384 for d in saved)
     pipeline = str(pipeline_path("agentic_rag_embedded_dense"))
-    assert main(["ask", "Who is the mayor of Fnordville?", "--pipeline", pipeline, "--store", str(store), "--json"]) == 0
+    assert (
+        main(["ask", "Who is the mayor of Fnordville?", "--pipeline", pipeline, "--store", str(store), "--json"]) == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result["tool_history"][0]["returned_chunk_ids"]
     assert result["documents"][0]["content"].startswith("The mayor of Fnordville")  # dense ranking, best first

@@ -33,8 +33,12 @@ def llamacpp_generator(llamacpp: LlamaCppServer):
 
     def make(max_tokens: int = 48, **kwargs):
         return OpenAIChatGenerator(
-            model=llamacpp.model_name, api_base_url=llamacpp.base_url, api_key=Secret.from_token("none"), max_retries=0,
-            timeout=60.0, generation_kwargs={"max_tokens": max_tokens, "temperature": 0.0, **kwargs},
+            model=llamacpp.model_name,
+            api_base_url=llamacpp.base_url,
+            api_key=Secret.from_token("none"),
+            max_retries=0,
+            timeout=60.0,
+            generation_kwargs={"max_tokens": max_tokens, "temperature": 0.0, **kwargs},
         )
 
     return make

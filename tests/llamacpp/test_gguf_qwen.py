@@ -73,8 +73,18 @@ def words(text: str) -> set[str]:
 
 @pytest.mark.parametrize("question", QUESTIONS)
 def test_ask_gguf_searches_and_answers_from_the_chunks(qwen_gguf, ask_env, question):
-    done = cli("ask", question, "--gguf", str(qwen_gguf), "--mode", "tools", "--json", *LIMITS, env=ask_env,
-               timeout=ASK_DEADLINE)
+    done = cli(
+        "ask",
+        question,
+        "--gguf",
+        str(qwen_gguf),
+        "--mode",
+        "tools",
+        "--json",
+        *LIMITS,
+        env=ask_env,
+        timeout=ASK_DEADLINE,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     trace = json.dumps({k: result[k] for k in ("answer", "terminated_by", "tool_history")}, ensure_ascii=False)[:4000]

@@ -89,7 +89,9 @@ def test_json_mode_with_the_grammar_gives_valid_decisions(llamacpp_generator):
 
 
 def test_a_prompt_over_the_context_is_not_retried_and_names_the_fix(llamacpp_generator):
-    router = AgenticRouter(chat_generator=llamacpp_generator(8), mode="json", max_retries=2, search_question_first=False)
+    router = AgenticRouter(
+        chat_generator=llamacpp_generator(8), mode="json", max_retries=2, search_question_first=False
+    )
     state = first_state().evolve(question="word " * 5000)  # over the server's 4096-token context
     finished = router.run(state=state)["finished"]
     assert finished.outcome.terminated_by == "error"

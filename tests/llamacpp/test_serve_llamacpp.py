@@ -23,8 +23,19 @@ def served(llamacpp, tmp_path_factory):
     root = tmp_path_factory.mktemp("serve-llamacpp")
     store = write_test_store(root / "store.json")
     env = {**server_env(), "OPENAI_API_KEY": "none"}
-    args = ["--llm", "openai", "--mode", "json", "--base-url", llamacpp.base_url, "--model", llamacpp.model_name,
-            "--store", str(store), *LIMITS]
+    args = [
+        "--llm",
+        "openai",
+        "--mode",
+        "json",
+        "--base-url",
+        llamacpp.base_url,
+        "--model",
+        llamacpp.model_name,
+        "--store",
+        str(store),
+        *LIMITS,
+    ]
     with serve_process(root, args, env=env) as server:
         yield server
 
@@ -47,12 +58,28 @@ def test_serve_answers_the_openai_client_streamed_and_not_with_the_same_text(ser
 def test_ask_says_in_one_line_it_uses_json_mode_when_the_template_has_no_tools(llamacpp, tmp_path):
     store = write_test_store(tmp_path / "store.json")
     env = {**os.environ, "OPENAI_API_KEY": "none", "HAYSTACK_TELEMETRY_ENABLED": "False"}
-    base = [sys.executable, "-m", "haystack_agentic.cli.main", "ask", QUESTION, "--llm", "openai", "--base-url",
-            llamacpp.base_url, "--model", llamacpp.model_name, "--store", str(store), *LIMITS]
+    base = [
+        sys.executable,
+        "-m",
+        "haystack_agentic.cli.main",
+        "ask",
+        QUESTION,
+        "--llm",
+        "openai",
+        "--base-url",
+        llamacpp.base_url,
+        "--model",
+        llamacpp.model_name,
+        "--store",
+        str(store),
+        *LIMITS,
+    ]
     done = subprocess.run(base, capture_output=True, text=True, env=env, timeout=900, check=False)
     notes = [line for line in done.stderr.splitlines() if "JSON mode" in line]
     assert done.returncode == 0 and len(notes) == 1 and "no tool support" in notes[0], done.stderr[-2000:]
-    refused = subprocess.run([*base, "--mode", "tools"], capture_output=True, text=True, env=env, timeout=300, check=False)
+    refused = subprocess.run(
+        [*base, "--mode", "tools"], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
     assert refused.returncode == 2 and "--mode json" in refused.stderr
 
 

@@ -29,15 +29,18 @@ def special_pieces(base_url: str, messages: list[ChatMessage]) -> list[str]:
     """The special tokens the server reads in its own templated prompt for these messages."""
     rendered = [{"role": m.role.value, "content": m.text} for m in messages]
     prompt = post(base_url, "/apply-template", {"messages": rendered})["prompt"]
-    tokens = post(base_url, "/tokenize", {"content": prompt, "add_special": False, "parse_special": True,
-                                          "with_pieces": True})["tokens"]
+    tokens = post(
+        base_url, "/tokenize", {"content": prompt, "add_special": False, "parse_special": True, "with_pieces": True}
+    )["tokens"]
     specials = {"<|im_start|>", "<|im_end|>", "<|endoftext|>"}
     return [t["piece"] for t in tokens if isinstance(t["piece"], str) and t["piece"] in specials]  # bytes: lists
 
 
 def test_the_server_reads_template_tokens_in_documents_as_text(llamacpp, llamacpp_generator):
-    messages = [ChatMessage.from_system("Answer from the documents."),
-                ChatMessage.from_user(f"Documents:\n[1] {INJECTION}\n\nQuestion: where is she based?{INJECTION}")]
+    messages = [
+        ChatMessage.from_system("Answer from the documents."),
+        ChatMessage.from_user(f"Documents:\n[1] {INJECTION}\n\nQuestion: where is she based?{INJECTION}"),
+    ]
     clean = [ChatMessage.from_system("Answer from the documents."), ChatMessage.from_user("Question?")]
     template_only = special_pieces(llamacpp.base_url, clean)
     assert len(special_pieces(llamacpp.base_url, messages)) == len(template_only) + 6  # as written: 3 each, real

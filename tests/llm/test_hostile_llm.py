@@ -52,8 +52,9 @@ def run_loop(script, retriever, query_embedder=None) -> dict:
 def test_a_search_query_with_a_lone_surrogate_runs(embedded_store, backend):
     script = [search(f"Adriana Trigiani {LONE}"), answer(f"Greenwich Village {LONE}")]
     if backend == "dense":  # the MiniLM tokenizer raised "TextEncodeInput must be Union[...]" and so did the run
-        result = run_loop(script, SafeRetriever(retriever=InMemoryEmbeddingRetriever(embedded_store)),
-                          MiniLMTextEmbedder())
+        result = run_loop(
+            script, SafeRetriever(retriever=InMemoryEmbeddingRetriever(embedded_store)), MiniLMTextEmbedder()
+        )
     else:
         result = run_loop(script, InMemoryBM25Retriever(embedded_store))
     assert result["terminated_by"] == "answered"
@@ -67,7 +68,8 @@ def test_a_reply_is_repaired_in_its_text_tool_arguments_and_reasoning():
     from haystack.dataclasses import ChatMessage, ToolCall
 
     reply = ChatMessage.from_assistant(
-        f"t{LONE}", tool_calls=[ToolCall(tool_name=f"search{LONE}", arguments={"query": [f"q{LONE}"]})],
+        f"t{LONE}",
+        tool_calls=[ToolCall(tool_name=f"search{LONE}", arguments={"query": [f"q{LONE}"]})],
         reasoning=f"r{LONE}",
     )
     repaired = valid_reply(reply)
@@ -86,7 +88,9 @@ def test_streamed_chunks_carry_no_lone_surrogate(embedded_store):
     answer_llm = ScriptedChatGenerator([{"text": f"Greenwich Village {LONE}"}], per_call=True)
     router = AgenticRouter(chat_generator=ScriptedChatGenerator([search("Adriana Trigiani"), answer("draft")]))
     pipeline = build_loop_pipeline(
-        router, InMemoryBM25Retriever(embedded_store), answerer=Answerer(chat_generator=answer_llm),
+        router,
+        InMemoryBM25Retriever(embedded_store),
+        answerer=Answerer(chat_generator=answer_llm),
         check_evidence=False,
     )
     chunks = []
@@ -104,11 +108,17 @@ class _StoreWithBrokenText:
 
     @component.output_types(documents=list[Document])
     def run(self, query: str, filters: dict | None = None, top_k: int | None = None) -> dict:
-        return {"documents": [
-            Document(id="a", content=f"Adriana Trigiani {LONE} is based in Greenwich Village.", score=float("nan"),
-                     meta={"title": f"Adriana Trigiani {LONE}"}),
-            Document(id="b", content="Big Stone Gap is a film directed by Adriana Trigiani.", score=1.0),
-        ]}
+        return {
+            "documents": [
+                Document(
+                    id="a",
+                    content=f"Adriana Trigiani {LONE} is based in Greenwich Village.",
+                    score=float("nan"),
+                    meta={"title": f"Adriana Trigiani {LONE}"},
+                ),
+                Document(id="b", content="Big Stone Gap is a film directed by Adriana Trigiani.", score=1.0),
+            ]
+        }
 
 
 @pytest.mark.integration  # the packaged MiniLM

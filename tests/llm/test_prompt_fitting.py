@@ -79,8 +79,11 @@ def test_fit_turns_gives_what_dropping_one_turn_at_a_time_gives(turns, budget):
 def test_compact_messages_gives_what_recounting_after_each_step_gives(results, budget, with_tools):
     from haystack.tools import Tool
 
-    tools = [Tool(name="search", description="Search the documents.", parameters={"type": "object"},
-                  function=len)] if with_tools else None
+    tools = (
+        [Tool(name="search", description="Search the documents.", parameters={"type": "object"}, function=len)]
+        if with_tools
+        else None
+    )
     messages = [ChatMessage.from_system("Answer from the results."), ChatMessage.from_user("Where?")]
     for i, text in enumerate(results):
         call = ToolCall(tool_name="search", arguments={"query": f"q{i}"}, id=f"c{i}")
@@ -107,16 +110,18 @@ def test_fit_turns_counts_each_message_once():
     counter = CountingCounter()
     kept = fit_turns(turns, 4000, counter)
     assert counter.messages_counted == len(turns)  # the quadratic version asked about ~2 * 10^8 messages
-    assert kept == turns[-len(kept):] and 0 < counter.count(kept) <= 4000
-    assert counter.count(turns[-len(kept) - 1:]) > 4000  # no more turns were dropped than needed
+    assert kept == turns[-len(kept) :] and 0 < counter.count(kept) <= 4000
+    assert counter.count(turns[-len(kept) - 1 :]) > 4000  # no more turns were dropped than needed
 
 
 def test_compact_messages_counts_each_message_once_before_cutting_the_last():
     messages = [ChatMessage.from_user("Where?")]
     for i in range(3000):
         call = ToolCall(tool_name="search", arguments={"query": f"q{i}"}, id=f"c{i}")
-        messages += [ChatMessage.from_assistant(tool_calls=[call]),
-                     ChatMessage.from_tool(f"Search 'q{i}'\n[1] id=d{i} " + "words " * 50, origin=call)]
+        messages += [
+            ChatMessage.from_assistant(tool_calls=[call]),
+            ChatMessage.from_tool(f"Search 'q{i}'\n[1] id=d{i} " + "words " * 50, origin=call),
+        ]
     counter = CountingCounter()
     compacted = compact_messages(messages, 200, counter=counter)
     # every message once, every digest once, the binary search over the last result: one message per step

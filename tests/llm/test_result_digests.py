@@ -51,8 +51,11 @@ def _assert_paired(messages: list[ChatMessage]) -> None:
     for index, message in enumerate(messages):
         if message.tool_calls:
             ids = [call.id for call in message.tool_calls]
-            answers = [m.tool_call_result.origin.id for m in messages[index + 1 : index + 1 + len(ids)]
-                       if m.tool_call_result is not None]
+            answers = [
+                m.tool_call_result.origin.id
+                for m in messages[index + 1 : index + 1 + len(ids)]
+                if m.tool_call_result is not None
+            ]
             assert answers == ids
     answered = [m.tool_call_result.origin.id for m in messages if m.tool_call_result is not None]
     assert len(answered) == len(set(answered))
@@ -112,8 +115,12 @@ def test_the_model_reads_a_chunk_in_full_by_id(build_loop):
 
 
 def test_a_read_in_the_same_turn_as_a_search_answers_in_call_order(build_loop):
-    both = {"tool_calls": [{"tool_name": "search", "arguments": {"query": "director"}},
-                           {"tool_name": "read_chunk", "arguments": {"id": "bsg"}}]}
+    both = {
+        "tool_calls": [
+            {"tool_name": "search", "arguments": {"query": "director"}},
+            {"tool_name": "read_chunk", "arguments": {"id": "bsg"}},
+        ]
+    }
     loop = build_loop([search("film"), both, answer("x")], retriever=ScriptedRetriever(RESULTS))
     assert actions(loop.run()) == ["search", "search", "tool", "answer"]
     sent = loop.llm.calls[2][0]
@@ -123,8 +130,9 @@ def test_a_read_in_the_same_turn_as_a_search_answers_in_call_order(build_loop):
 
 
 def test_reading_an_unknown_chunk_is_a_tool_error_and_the_run_goes_on(build_loop):
-    loop = build_loop([search("film"), tool_turn("read_chunk", {"id": "nope"}), answer("x")],
-                      retriever=ScriptedRetriever(RESULTS))
+    loop = build_loop(
+        [search("film"), tool_turn("read_chunk", {"id": "nope"}), answer("x")], retriever=ScriptedRetriever(RESULTS)
+    )
     result = loop.run()
     assert actions(result) == ["search", "invalid", "search", "answer"]  # the loop searched the chunks' suggestion
     tool_results = [m.tool_call_result for m in loop.llm.calls[2][0] if m.role == ChatRole.TOOL]
@@ -156,17 +164,27 @@ class LongChunks:
 
     @component.output_types(documents=list[Document])
     def run(self, query: str, filters: dict | None = None, top_k: int | None = None) -> dict:
-        return {"documents": [
-            Document(id=f"{query}-{i}", content=f"{query} part {i}. " + "word " * 300, meta={"title": f"{query} {i}"},
-                     score=1.0 - i / 10)
-            for i in range(3)
-        ]}
+        return {
+            "documents": [
+                Document(
+                    id=f"{query}-{i}",
+                    content=f"{query} part {i}. " + "word " * 300,
+                    meta={"title": f"{query} {i}"},
+                    score=1.0 - i / 10,
+                )
+                for i in range(3)
+            ]
+        }
 
 
 def _prompt_sizes(build_loop, **router_kwargs) -> list[int]:
     queries = [f"topic{n}" for n in range(8)]
-    loop = build_loop([*(search(q) for q in queries), answer("x")], max_iterations=10, retriever=LongChunks(),
-                      router_kwargs=router_kwargs)
+    loop = build_loop(
+        [*(search(q) for q in queries), answer("x")],
+        max_iterations=10,
+        retriever=LongChunks(),
+        router_kwargs=router_kwargs,
+    )
     assert loop.run()["terminated_by"] == "answered"
     return [sum(message_chars(m) for m in messages) // 4 for messages, _, _ in loop.llm.calls]
 

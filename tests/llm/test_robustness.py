@@ -97,12 +97,20 @@ def test_a_permanent_failure_is_not_retried():
 
 def test_timeout_sync_and_async():
     slow = FlakyGenerator([], sleep=0.5)
-    call = call_generator(slow, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], timeout=0.05,
-                          max_retries=0)
+    call = call_generator(
+        slow, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], timeout=0.05, max_retries=0
+    )
     assert isinstance(call.error, TimeoutError) and "0.05 s" in str(call.error)
     call = asyncio.run(
-        call_generator_async(slow, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], timeout=0.05,
-                             max_retries=1, backoff=0.01)
+        call_generator_async(
+            slow,
+            LoopState(question="q"),
+            "answer",
+            [ChatMessage.from_user("q")],
+            timeout=0.05,
+            max_retries=1,
+            backoff=0.01,
+        )
     )
     assert isinstance(call.error, TimeoutError)
 
@@ -194,8 +202,10 @@ def test_non_latin_question_runs_through_the_loop(build_loop):
 def test_controller_prompt_stays_within_the_budget_however_many_searches(build_loop, store):
     from haystack import Document
 
-    long_docs = [Document(id=f"long{i}", content=f"Paragraph {i}. " + "word " * 400, meta={"title": f"Long {i}"})
-                 for i in range(30)]
+    long_docs = [
+        Document(id=f"long{i}", content=f"Paragraph {i}. " + "word " * 400, meta={"title": f"Long {i}"})
+        for i in range(30)
+    ]
     store.write_documents(long_docs)
     budget = 3000
     script = [search(f"Paragraph {i} word") for i in range(12)] + [answer("done")]
@@ -228,17 +238,27 @@ def test_several_tool_calls_run_in_order_and_answer_stops_the_rest(build_loop):
     from haystack.tools import Tool
 
     seen = []
-    note = Tool(name="note", description="Take a note.", parameters={"type": "object", "properties": {}},
-                function=lambda: seen.append("note") or "noted")
-    turn = {"tool_calls": [
-        {"tool_name": "note", "arguments": {}},
-        {"tool_name": "answer", "arguments": {"text": "Greenwich Village"}},
-        {"tool_name": "search", "arguments": {"query": "never run"}},
-    ]}
+    note = Tool(
+        name="note",
+        description="Take a note.",
+        parameters={"type": "object", "properties": {}},
+        function=lambda: seen.append("note") or "noted",
+    )
+    turn = {
+        "tool_calls": [
+            {"tool_name": "note", "arguments": {}},
+            {"tool_name": "answer", "arguments": {"text": "Greenwich Village"}},
+            {"tool_name": "search", "arguments": {"query": "never run"}},
+        ]
+    }
     loop = build_loop([turn], router_kwargs={"tools": [note]})
     result = loop.run()
     assert seen == ["note"]
-    assert (result["terminated_by"], strip_markers(result["answer"]), result["iterations"]) == ("answered", "Greenwich Village", 1)
+    assert (result["terminated_by"], strip_markers(result["answer"]), result["iterations"]) == (
+        "answered",
+        "Greenwich Village",
+        1,
+    )
     assert actions(result) == ["tool", "answer"]  # the search after the answer never ran
     assert result["documents"] == []
 
@@ -271,7 +291,9 @@ def _safe_loop(store, script, failing, **controller_kwargs):
     llm = ScriptedChatGenerator(script)
     retriever = SafeRetriever(FlakyRetriever(store, failing, sleep=0.5), timeout=0.1)
     return build_loop_pipeline(  # store failures, not evidence, are under test here
-        AgenticRouter(chat_generator=llm, search_question_first=False), retriever, controller=LoopController(**controller_kwargs),
+        AgenticRouter(chat_generator=llm, search_question_first=False),
+        retriever,
+        controller=LoopController(**controller_kwargs),
         check_evidence=False,
     )
 
@@ -297,7 +319,9 @@ def test_a_successful_search_resets_the_failure_count(store):
 def test_a_slow_search_times_out_into_a_tool_error(store):
     pipeline = _safe_loop(store, [search("slow"), answer("from nothing")], failing=set())
     result = pipeline.run({"controller": {"query": "q"}})["result"]
-    assert result["tool_history"][0]["result"] == "search failed: TimeoutError: the retriever did not answer within 0.1 s"
+    assert (
+        result["tool_history"][0]["result"] == "search failed: TimeoutError: the retriever did not answer within 0.1 s"
+    )
     assert result["terminated_by"] == "answered"
 
 
@@ -365,8 +389,7 @@ def test_retry_policy_refuses_negative_settings():
 
 def test_an_unknown_call_option_is_a_type_error():
     with pytest.raises(TypeError, match=r"Unknown LLM call option\(s\) \['max_retry'\]"):
-        call_generator(FlakyGenerator([]), LoopState(question="q"), "answer", [ChatMessage.from_user("q")],
-                       max_retry=3)
+        call_generator(FlakyGenerator([]), LoopState(question="q"), "answer", [ChatMessage.from_user("q")], max_retry=3)
 
 
 def test_a_first_attempt_that_succeeds_does_not_set_up_tenacity(monkeypatch):

@@ -32,8 +32,12 @@ def special_ids(tokenizer, texts: list[str]) -> list[int]:
 
 def sent_texts(generator: ScriptedChatGenerator) -> list[str]:
     """Every text the generator was sent: message text and tool results."""
-    return [text for messages, _, _ in generator.calls for m in messages
-            for text in [*m.texts, *(r.result for r in m.tool_call_results)]]
+    return [
+        text
+        for messages, _, _ in generator.calls
+        for m in messages
+        for text in [*m.texts, *(r.result for r in m.tool_call_results)]
+    ]
 
 
 def test_every_llm_of_the_loop_gets_template_tokens_as_text(smollm2_tokenizer):
@@ -44,8 +48,9 @@ def test_every_llm_of_the_loop_gets_template_tokens_as_text(smollm2_tokenizer):
     controller = ScriptedChatGenerator([search("Adriana Trigiani"), answer("Greenwich Village")])
     writer = ScriptedChatGenerator([{"text": "Greenwich Village"}])  # the answer LLM: rewrites the draft from chunks
     answerer = Answerer(chat_generator=writer, answer_prompt="{{ chunks }}\n{{ question }}\n{{ draft }}")
-    pipeline = build_loop_pipeline(AgenticRouter(chat_generator=controller), InMemoryBM25Retriever(store),
-                                   answerer=answerer, check_evidence=False)
+    pipeline = build_loop_pipeline(
+        AgenticRouter(chat_generator=controller), InMemoryBM25Retriever(store), answerer=answerer, check_evidence=False
+    )
     result = pipeline.run({"controller": {"query": QUESTION}})["result"]
 
     assert result["terminated_by"] == "answered" and strip_markers(result["answer"]) == "Greenwich Village"

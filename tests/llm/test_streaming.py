@@ -128,7 +128,8 @@ def test_a_marker_split_across_chunks_is_held_until_it_closes_and_a_bracket_that
     assert sent == ["Paris"]
     assert [c.content for c in hold.accept([StreamingChunk(content="].")])] == ["."]
     assert [c.content for c in hold.accept([StreamingChunk(content=" [see"), StreamingChunk(content=" note]")])] == [
-        " [see", " note]"
+        " [see",
+        " note]",
     ]
     assert hold.sent == "Paris. [see note]"
     # A final answer that does not continue what streamed (a reply replaced after streaming): nothing more is sent.
@@ -154,8 +155,11 @@ def test_controller_prose_streams_as_controller_text(build_loop):
 
 
 def test_fallback_streams_its_answer_and_holds_back_no_answer(build_loop):
-    loop = build_loop([search("Adriana Trigiani"), search("Big Stone Gap")], max_iterations=2,
-                      fallback_script=[{"text": LONG_ANSWER}, {"text": "NO ANSWER"}])
+    loop = build_loop(
+        [search("Adriana Trigiani"), search("Big Stone Gap")],
+        max_iterations=2,
+        fallback_script=[{"text": LONG_ANSWER}, {"text": "NO ANSWER"}],
+    )
     chunks: list[StreamingChunk] = []
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
     result = result["result"]
@@ -171,9 +175,15 @@ def test_fallback_streams_its_answer_and_holds_back_no_answer(build_loop):
 
 def test_json_mode_reflect_streams_as_reflect_and_the_generated_answer_as_answer(build_loop):
     script = [decide("search", query="Adriana Trigiani"), decide("generate"), decide("reflect"), decide("generate")]
-    loop = build_loop(script, mode="json", answer_script=[
-        {"text": "Greenwich Village"}, {"text": "Supported.\nImproved answer: Greenwich Village, New York City"},
-        {"text": "Greenwich Village, New York City"}])
+    loop = build_loop(
+        script,
+        mode="json",
+        answer_script=[
+            {"text": "Greenwich Village"},
+            {"text": "Supported.\nImproved answer: Greenwich Village, New York City"},
+            {"text": "Greenwich Village, New York City"},
+        ],
+    )
     loop.llm.script[1] = decide("reflect")  # first draft, then reflect, then generate
     chunks: list[StreamingChunk] = []
     result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
@@ -241,13 +251,14 @@ async def test_the_offline_policy_router_streams_its_steps_too(store):
     from haystack_agentic import BridgeEntityRouter, LoopController, build_loop_pipeline
 
     pipeline = build_loop_pipeline(
-        BridgeEntityRouter(document_store=store), InMemoryBM25Retriever(store),
+        BridgeEntityRouter(document_store=store),
+        InMemoryBM25Retriever(store),
         controller=LoopController(max_iterations=4),
         answerer=Answerer(chat_generator=ScriptedChatGenerator([{"text": "Greenwich Village"}], per_call=True)),
         check_evidence=False,
     )
     chunks: list[StreamingChunk] = []
-    result = (await pipeline.run_async(loop_inputs(pipeline, query=QUESTION, streaming_callback=chunks.append)))
+    result = await pipeline.run_async(loop_inputs(pipeline, query=QUESTION, streaming_callback=chunks.append))
     history = result["result"]["tool_history"]
     shown = [step for kind, step in events(chunks) if kind != "documents"]
     assert [s["action"] for s in shown] == [s["action"] for s in history] and history[0]["action"] == "search"
@@ -292,10 +303,18 @@ def test_a_call_that_streamed_before_failing_is_not_retried():
     from haystack_agentic.llm.calls import call_generator
 
     streamer = _SyncOnlyStreamer(fail_after_first=True)
-    call = call_generator(streamer, LoopState(question="q"), "answer", [ChatMessage.from_user("q")],
-                          max_retries=2, backoff=0, streaming_callback=lambda chunk: None)
+    call = call_generator(
+        streamer,
+        LoopState(question="q"),
+        "answer",
+        [ChatMessage.from_user("q")],
+        max_retries=2,
+        backoff=0,
+        streaming_callback=lambda chunk: None,
+    )
     assert isinstance(call.error, TimeoutError) and streamer.calls == 1
     unstreamed = _SyncOnlyStreamer(fail_after_first=True)
-    call_generator(unstreamed, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], max_retries=2,
-                   backoff=0)
+    call_generator(
+        unstreamed, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], max_retries=2, backoff=0
+    )
     assert unstreamed.calls == 3  # without a stream, a transient failure is retried as before

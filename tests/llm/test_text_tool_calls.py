@@ -48,8 +48,10 @@ BOTH = [*SEARCH_CALL, ("answer", {"text": "Greenwich Village"})]
         (f"Let me look it up: {json.dumps(SEARCH)}", SEARCH_CALL),
         ('{"name": "search", "arguments": "{\\"query\\": \\"Big Stone Gap director\\"}"}', SEARCH_CALL),
         ('{"name": "search", "parameters": {"query": "Big Stone Gap director"}}', SEARCH_CALL),
-        ('{"type": "function", "function": {"name": "search", "arguments": {"query": "Big Stone Gap director"}}}',
-         SEARCH_CALL),
+        (
+            '{"type": "function", "function": {"name": "search", "arguments": {"query": "Big Stone Gap director"}}}',
+            SEARCH_CALL,
+        ),
         (json.dumps([SEARCH, ANSWER]), BOTH),
         (f"{json.dumps(SEARCH)}\n{json.dumps(ANSWER)}", BOTH),
         (f"{json.dumps(SEARCH)},\n{json.dumps(ANSWER)}", BOTH),
@@ -225,8 +227,12 @@ _wrappers = st.sampled_from(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(_call, min_size=1, max_size=4), _wrappers, st.sampled_from(["", "Searching now.\n", "Let me check: "]),
-       st.booleans())
+@given(
+    st.lists(_call, min_size=1, max_size=4),
+    _wrappers,
+    st.sampled_from(["", "Searching now.\n", "Let me check: "]),
+    st.booleans(),
+)
 def test_property_written_calls_are_recovered_in_order(calls, wrapper, lead_in, as_list):
     blocks = [json.dumps(calls)] if as_list else [json.dumps(call) for call in calls]
     if wrapper == "<tools>\n{}":  # an unclosed tag only at the end
@@ -261,11 +267,15 @@ def test_property_calls_followed_by_prose_are_text(calls, prose):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-                    max_leaves=20),
-       st.sampled_from(["{}", "```json\n{}\n```", "<tool_call>{}</tool_call>", "Lead: {}"]),
-       st.booleans())
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+        max_leaves=20,
+    ),
+    st.sampled_from(["{}", "```json\n{}\n```", "<tool_call>{}</tool_call>", "Lead: {}"]),
+    st.booleans(),
+)
 def test_property_arbitrary_json_never_raises_and_only_names_offered_tools(value, wrapper, truncated):
     text = wrapper.replace("{}", json.dumps(value))
     for call in recover_tool_calls(text, TOOLS, truncated=truncated):

@@ -15,7 +15,9 @@ from haystack.dataclasses import ChatMessage
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
 from haystack_agentic.llm.prompts import format_chunks
 
-CJK = [p for p in (Path(__file__).parents[1] / "data" / "cjk_chunks.txt").read_text(encoding="utf-8").split("\n\n") if p]
+CJK = [
+    p for p in (Path(__file__).parents[1] / "data" / "cjk_chunks.txt").read_text(encoding="utf-8").split("\n\n") if p
+]
 CHINESE = CJK[:8]
 
 
@@ -40,8 +42,9 @@ def real_prompt_tokens(tokenizer, messages: list[ChatMessage], tools=None) -> in
         if m.tool_call_result is not None:
             content = m.tool_call_result.result
         elif m.tool_calls:
-            content = json.dumps([{"name": c.tool_name, "arguments": c.arguments} for c in m.tool_calls],
-                                 ensure_ascii=False)
+            content = json.dumps(
+                [{"name": c.tool_name, "arguments": c.arguments} for c in m.tool_calls], ensure_ascii=False
+            )
         else:
             content = m.text or ""
         role = {"tool": "user"}.get(m.role.value, m.role.value)
@@ -66,8 +69,10 @@ def test_format_chunks_stays_within_the_budget(smollm2_tokenizer, hotpot_paragra
 
 def test_controller_prompts_stay_within_the_budget_with_chinese_chunks(smollm2_tokenizer, build_loop, store):
     store.write_documents(
-        [Document(id=f"zh{i}", content=f"段落 {i}：" + "".join(CHINESE[i % 8 :] + CHINESE[: i % 8])[:900])
-         for i in range(20)]
+        [
+            Document(id=f"zh{i}", content=f"段落 {i}：" + "".join(CHINESE[i % 8 :] + CHINESE[: i % 8])[:900])
+            for i in range(20)
+        ]
     )
     budget = 3000
     script = [search(f"段落 {i}") for i in range(8)] + [answer("格林威治村")]
@@ -85,8 +90,9 @@ def test_json_mode_prompt_stays_within_the_budget_with_chinese_chunks(smollm2_to
     store.write_documents([Document(id=f"zh{i}", content=f"段落 {i}：" + CHINESE[i % 8] * 3) for i in range(20)])
     budget = 1000
     script = [decide("search", query="段落"), decide("search", query="段落 3"), decide("generate")]
-    loop = build_loop(script, mode="json", router_kwargs={"context_budget_tokens": budget}, answer_script=[
-        {"text": "格林威治村"}])
+    loop = build_loop(
+        script, mode="json", router_kwargs={"context_budget_tokens": budget}, answer_script=[{"text": "格林威治村"}]
+    )
     loop.run(query="特里贾尼住在哪里？")
     for messages, _, _ in loop.llm.calls:
         assert real_prompt_tokens(smollm2_tokenizer, messages) <= budget
@@ -175,8 +181,12 @@ def test_tiktoken_counts_with_an_encoding():
     from haystack_agentic.llm.tokens import TiktokenTokenCounter
 
     # A real tiktoken encoding built here (one token per byte), since OpenAI's files are downloaded at run time.
-    byte_level = tiktoken.Encoding(name="bytes", pat_str=r"[\s\S]", mergeable_ranks={bytes([i]): i for i in range(256)},
-                                   special_tokens={"<|endoftext|>": 256})
+    byte_level = tiktoken.Encoding(
+        name="bytes",
+        pat_str=r"[\s\S]",
+        mergeable_ranks={bytes([i]): i for i in range(256)},
+        special_tokens={"<|endoftext|>": 256},
+    )
     counter = TiktokenTokenCounter(byte_level)
     assert counter.count_text("东京 ok") == len("东京 ok".encode()) == 9
     assert counter.count_text("<|endoftext|>") == len("<|endoftext|>")  # special tokens are plain text here

@@ -49,7 +49,9 @@ def test_a_loop_resumed_from_a_snapshot_file_in_a_fresh_pipeline_gives_the_unint
     resumed = resume_from_snapshot(fresh, path)["result"]
     assert resumed == uninterrupted
     assert [s["query"] for s in resumed["tool_history"] if s["action"] == "search"] == [
-        "Big Stone Gap film director", "Adriana Trigiani"]
+        "Big Stone Gap film director",
+        "Adriana Trigiani",
+    ]
 
 
 async def test_resume_from_snapshot_async(build_loop, tmp_path):
@@ -85,6 +87,12 @@ def test_resuming_trusts_the_loop_state_module_and_no_other(build_loop, tmp_path
         except Exception as exc:
             print(type(exc).__name__)
     """
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.stdout.split() == ["plain", "resume", "refused", "3", "DeserializationError"], result.stderr[-3000:]

@@ -43,18 +43,26 @@ def test_backend_variants_differ_only_in_store_retriever_and_embedder(variant):
     """Swapping the backend changes only the retriever, the query embedder and the store the router reads."""
     base = yaml.safe_load((pipelines_dir() / "agentic_rag_embedded.yml").read_text(encoding="utf-8"))
     other = yaml.safe_load((pipelines_dir() / variant).read_text(encoding="utf-8"))
-    changed = {n for n in set(base["components"]) | set(other["components"])
-               if base["components"].get(n) != other["components"].get(n)}
+    changed = {
+        n
+        for n in set(base["components"]) | set(other["components"])
+        if base["components"].get(n) != other["components"].get(n)
+    }
     assert changed <= {"retriever", "query_embedder", "router"}
     for data in (base, other):
         data["components"]["router"]["init_parameters"].pop("document_store")
     assert base["components"]["router"] == other["components"]["router"]
     extra = [c for c in other["connections"] if c not in base["connections"]]
     assert {c["sender"].split(".")[0] for c in extra} | {c["receiver"].split(".")[0] for c in extra} <= {
-        "router", "query_embedder", "retriever", "controller"}
+        "router",
+        "query_embedder",
+        "retriever",
+        "controller",
+    }
     assert all("retriever" in c["sender"] + c["receiver"] or "query_embedder" in c["receiver"] for c in extra)
     assert {k: v for k, v in base.items() if k not in ("components", "connections")} == {
-        k: v for k, v in other.items() if k not in ("components", "connections")}
+        k: v for k, v in other.items() if k not in ("components", "connections")
+    }
 
 
 @pytest.mark.parametrize("name", LOADED_NAMES)
@@ -137,15 +145,17 @@ def test_minimal_keeps_what_differs_from_the_defaults():
     assert full["init_parameters"]["api_key"] == {"type": "env_var", "env_vars": ["OPENAI_API_KEY"], "strict": True}
     reduced = minimal(full)
     assert reduced["init_parameters"] == {"max_retries": 0, "model": "gpt-4o-mini"}  # the Secret default is gone
-    counter = {"type": "haystack_agentic.components.loop.loop_controller.LoopController",
-               "init_parameters": {"max_iterations": 10, "chunk_cap": 1, "max_search_failures": True}}
+    counter = {
+        "type": "haystack_agentic.components.loop.loop_controller.LoopController",
+        "init_parameters": {"max_iterations": 10, "chunk_cap": 1, "max_search_failures": True},
+    }
     assert minimal(counter)["init_parameters"] == {"chunk_cap": 1, "max_search_failures": True}  # True is not 3
     assert minimal({"type": "no.such.Class", "init_parameters": {"a": 1}})["init_parameters"] == {"a": 1}
 
 
 def _readme_diff() -> tuple[str, str]:
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("#### Switching the store by hand"):]
+    section = readme[readme.index("#### Switching the store by hand") :]
     return section, section[section.index("```diff\n") + 8 : section.index("```\n", section.index("```diff"))]
 
 

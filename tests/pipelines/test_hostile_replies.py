@@ -88,8 +88,10 @@ def test_hostile_replies_at_full_size_end_within_a_few_cpu_seconds(role):
     role's reply text and as tool call arguments, evidence check on: each run under `CPU_SECONDS` of our CPU."""
     slowest = 0.0
     for text in big_texts("big"):
-        for reply in (ChatMessage.from_assistant(text),
-                      ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="answer", arguments=text)])):
+        for reply in (
+            ChatMessage.from_assistant(text),
+            ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="answer", arguments=text)]),
+        ):
             started = time.process_time()
             check(run_hostile(role, [{"replies": [reply]}], evidence=True))
             seconds = time.process_time() - started
@@ -110,8 +112,9 @@ def test_reply_items_of_the_wrong_type_are_read_or_dropped_and_a_broken_result_i
             valid_replies(broken)
 
 
-@pytest.mark.parametrize("count", ["12", "many", math.inf, math.nan, [1], {"a": 1}, True, -3, HUGE_INT, 10**30],
-                         ids=range(10))
+@pytest.mark.parametrize(
+    "count", ["12", "many", math.inf, math.nan, [1], {"a": 1}, True, -3, HUGE_INT, 10**30], ids=range(10)
+)
 def test_a_token_count_that_is_not_a_count_is_not_a_report(count):
     usage = {"prompt_tokens": count, "completion_tokens": 7, "total_tokens": 7.0, "details": {"cached": 1}}
     assert valid_usage(usage) == {"completion_tokens": 7, "total_tokens": 7, "details": {"cached": 1}}
@@ -119,8 +122,9 @@ def test_a_token_count_that_is_not_a_count_is_not_a_report(count):
 
 
 def test_usage_that_is_not_a_count_is_estimated_in_the_run():
-    reply = ChatMessage.from_assistant("Greenwich Village.", meta={"usage": {"prompt_tokens": "lots",
-                                                                              "completion_tokens": math.inf}})
+    reply = ChatMessage.from_assistant(
+        "Greenwich Village.", meta={"usage": {"prompt_tokens": "lots", "completion_tokens": math.inf}}
+    )
     result = run_hostile("answer", [{"replies": [reply]}], evidence=False)
     assert result["terminated_by"] == "answered"
     usage = result["usage"]["answer"]
@@ -129,7 +133,9 @@ def test_usage_that_is_not_a_count_is_estimated_in_the_run():
 
 def test_a_tool_call_without_a_name_or_id_goes_back_to_the_model_as_an_unknown_tool():
     nameless = ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name=None, arguments={"query": "x"}, id=None)])
-    answer = ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="answer", arguments={"text": "Greenwich"}, id=7)])
+    answer = ChatMessage.from_assistant(
+        tool_calls=[ToolCall(tool_name="answer", arguments={"text": "Greenwich"}, id=7)]
+    )
     repaired = valid_replies({"replies": [nameless, answer]})
     assert repaired[0].tool_calls[0].tool_name == "" and repaired[1].tool_calls[0].id == "7"
     result = run_hostile("controller-tools", [{"replies": [nameless]}, {"replies": [answer]}], evidence=False)
@@ -161,8 +167,11 @@ def test_deep_values_and_huge_integers_become_bounded_values():
     assert model_value(kept) is kept
 
 
-@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000, HUGE_DIGITS, "{", "nope"],
-                         ids=["deep", "deep-open", "digits", "open", "prose"])
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000, HUGE_DIGITS, "{", "nope"],
+    ids=["deep", "deep-open", "digits", "open", "prose"],
+)
 def test_json_a_model_wrote_decodes_or_raises_value_error(text):
     with pytest.raises(ValueError):
         decode_json(text)
@@ -180,9 +189,16 @@ def test_json_objects_tries_a_bounded_number_of_starts():
 
 @pytest.mark.parametrize(
     "reply",
-    ['{"sufficient": ' + "[" * 100_000 + "]" * 100_000 + "}", '{"sufficient": true, "missing": ' + HUGE_DIGITS + "}",
-     '{"sufficient": NaN}', '{"sufficient": [true]}', "[" * 200_000, "", '{"sufficient": {"yes": 1}}',
-     '{"sufficient": "maybe"}'],
+    [
+        '{"sufficient": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"sufficient": true, "missing": ' + HUGE_DIGITS + "}",
+        '{"sufficient": NaN}',
+        '{"sufficient": [true]}',
+        "[" * 200_000,
+        "",
+        '{"sufficient": {"yes": 1}}',
+        '{"sufficient": "maybe"}',
+    ],
     ids=range(8),
 )
 def test_the_evidence_judge_falls_back_to_the_offline_check_on_a_bad_reply(reply):

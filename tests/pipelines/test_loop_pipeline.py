@@ -48,8 +48,11 @@ async def test_run_and_run_async_give_the_same_result(build_loop):
 
 
 async def test_run_and_run_async_agree_at_max_iterations_and_in_json_mode(build_loop):
-    exhausted = build_loop([search("Adriana Trigiani"), search("Big Stone Gap")], max_iterations=2,
-                           fallback_script=[{"text": "Greenwich Village"}])
+    exhausted = build_loop(
+        [search("Adriana Trigiani"), search("Big Stone Gap")],
+        max_iterations=2,
+        fallback_script=[{"text": "Greenwich Village"}],
+    )
     first = exhausted.run()
     assert first == await exhausted.run_async()
     assert (first["terminated_by"], strip_markers(first["answer"])) == ("max_iterations", "Greenwich Village")
@@ -69,10 +72,12 @@ def _full_pipeline(store) -> Pipeline:
         AgenticRouter(chat_generator=llm, temperature=0.1, system_prompt="Answer {{ question }}."),
         InMemoryBM25Retriever(store),
         controller=LoopController(max_iterations=4, chunk_cap=5),
-        answerer=Answerer(chat_generator=ScriptedChatGenerator([{"text": "Greenwich Village, NYC"}], per_call=True),
-                          temperature=0.2),
-        fallback=FallbackSynthesizer(chat_generator=ScriptedChatGenerator([{"text": "fb"}], per_call=True),
-                                     temperature=0.3),
+        answerer=Answerer(
+            chat_generator=ScriptedChatGenerator([{"text": "Greenwich Village, NYC"}], per_call=True), temperature=0.2
+        ),
+        fallback=FallbackSynthesizer(
+            chat_generator=ScriptedChatGenerator([{"text": "fb"}], per_call=True), temperature=0.3
+        ),
         metadata={"name": "agentic-rag-test"},
     )
 
@@ -115,14 +120,19 @@ def test_loading_without_the_allow_list_is_refused_although_the_package_is_impor
 async def test_one_pipeline_serves_concurrent_runs_unmixed(build_loop):
     # Each run searches for its own question and answers with it and the first line of its own search result.
     script = [
-        {"tool_calls": [{"tool_name": "search", "arguments": {"query": "{{ question }}", "top_k": 2}}],
-         "template": True},
-        {"tool_calls": [{"tool_name": "answer", "arguments": {"text": "{{ question }} => {{ last_message }}"}}],
-         "template": True},
+        {
+            "tool_calls": [{"tool_name": "search", "arguments": {"query": "{{ question }}", "top_k": 2}}],
+            "template": True,
+        },
+        {
+            "tool_calls": [{"tool_name": "answer", "arguments": {"text": "{{ question }} => {{ last_message }}"}}],
+            "template": True,
+        },
     ]
     loop = build_loop(script, latency=0.05)
-    questions = [f"Where is Adriana Trigiani based? ({i})" if i % 2 else f"What is Stonehenge? ({i})"
-                 for i in range(20)]
+    questions = [
+        f"Where is Adriana Trigiani based? ({i})" if i % 2 else f"What is Stonehenge? ({i})" for i in range(20)
+    ]
     start = time.perf_counter()
     results = await asyncio.gather(*(loop.run_async(q) for q in questions))
     elapsed = time.perf_counter() - start
@@ -143,8 +153,12 @@ async def test_one_pipeline_serves_concurrent_runs_unmixed(build_loop):
 
 @pytest.mark.parametrize(
     "query, message",
-    [("   ", "The query is empty"), ("", "The query is empty"), (42, "must be a string, got int"),
-     (["q"], "must be a string, got list")],
+    [
+        ("   ", "The query is empty"),
+        ("", "The query is empty"),
+        (42, "must be a string, got int"),
+        (["q"], "must be a string, got list"),
+    ],
 )
 def test_blank_or_non_string_query_raises_a_clear_error(build_loop, query, message):
     loop = build_loop([answer("x")])
@@ -179,7 +193,10 @@ def test_query_is_stripped_and_filters_start_the_state():
     filters = {"field": "meta.kind", "operator": "==", "value": "person"}
     state = LoopController(max_iterations=3, chunk_cap=7).run(query="  q  ", filters=filters)["state"]
     assert (state.question, state.limits, state.filters, state.iteration) == (
-        "q", LoopLimits(max_iterations=3, chunk_cap=7), filters, 0
+        "q",
+        LoopLimits(max_iterations=3, chunk_cap=7),
+        filters,
+        0,
     )
 
 
@@ -294,10 +311,16 @@ def test_long_runs_stay_within_max_runs_per_component(build_loop):
     assert (result["terminated_by"], result["iterations"]) == ("max_iterations", 10)
     # json mode reflect turns go through the answerer and back around the loop.
     script = [decide("search", query="Adriana Trigiani")] + [decide("reflect")] * 10
-    json_result = build_loop(script, mode="json", max_iterations=8,
-                             answer_script=[{"text": "Improved answer: Greenwich Village"}]).run()
-    assert (json_result["terminated_by"], json_result["iterations"]) == ("max_iterations", 8)  # the answer forced at the cap says so
-    assert strip_markers(json_result["answer"]) == "Improved answer: Greenwich Village"  # the final rewrite of the draft
+    json_result = build_loop(
+        script, mode="json", max_iterations=8, answer_script=[{"text": "Improved answer: Greenwich Village"}]
+    ).run()
+    assert (json_result["terminated_by"], json_result["iterations"]) == (
+        "max_iterations",
+        8,
+    )  # the answer forced at the cap says so
+    assert (
+        strip_markers(json_result["answer"]) == "Improved answer: Greenwich Village"
+    )  # the final rewrite of the draft
     assert actions(json_result).count("reflect") >= 6
 
 
@@ -368,8 +391,9 @@ async def test_run_async_runs_no_loop_component_in_a_worker_thread(build_loop, m
 
 
 def test_answerer_state_comes_back_through_controller_revised(build_loop):
-    pipeline = build_loop([decide("reflect"), decide("generate")], mode="json",
-                          answer_script=[{"text": "draft"}, {"text": "final"}]).pipeline
+    pipeline = build_loop(
+        [decide("reflect"), decide("generate")], mode="json", answer_script=[{"text": "draft"}, {"text": "final"}]
+    ).pipeline
     receivers = {(c["sender"], c["receiver"]) for c in pipeline.to_dict()["connections"]}
     assert ("answerer.state", "controller.revised") in receivers
     assert ("router.loop", "controller.state") in receivers

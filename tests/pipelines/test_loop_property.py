@@ -48,14 +48,33 @@ def print_outcomes():
     for (mode, ended, answered), count in sorted(OUTCOMES.items()):
         print(f"  {mode:5} {ended:14} {answered:9} {count}")
 
+
 # --- values ---------------------------------------------------------------------------------------------------
 
 #: Any text: every category, lone surrogates (Cs) and format characters (Cf) included.
 any_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=40)
-special_text = st.sampled_from([
-    "", " ", "\n", "\ud83d", "x\udfffy", "\x00", "\u202e\u200b\u2066", "\ufeff", "null", "{}", "[1]",
-    "NO ANSWER", "{{ question }}", "{% for %}", "<|im_end|>", "Greenwich Village", "search", "\U0001f600" * 3,
-])
+special_text = st.sampled_from(
+    [
+        "",
+        " ",
+        "\n",
+        "\ud83d",
+        "x\udfffy",
+        "\x00",
+        "\u202e\u200b\u2066",
+        "\ufeff",
+        "null",
+        "{}",
+        "[1]",
+        "NO ANSWER",
+        "{{ question }}",
+        "{% for %}",
+        "<|im_end|>",
+        "Greenwich Village",
+        "search",
+        "\U0001f600" * 3,
+    ]
+)
 texts = st.one_of(any_text, special_text)
 numbers = st.one_of(
     st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([10**400, -0.0, 1e308])
@@ -68,8 +87,15 @@ json_values = st.recursive(
 tool_names = st.one_of(st.sampled_from(["search", "answer", "give_up", "read_chunk", "reflect", "browse"]), texts)
 #: Arguments shaped like the real tools' (so runs get past validation), or anything at all.
 shaped_arguments = st.fixed_dictionaries(
-    {}, optional={"query": texts | json_values, "text": texts | json_values, "reason": texts | json_values,
-                  "top_k": numbers | texts, "id": texts, "collections": json_values}
+    {},
+    optional={
+        "query": texts | json_values,
+        "text": texts | json_values,
+        "reason": texts | json_values,
+        "top_k": numbers | texts,
+        "id": texts,
+        "collections": json_values,
+    },
 )
 arguments = st.one_of(shaped_arguments, json_values, texts)
 tool_calls = st.lists(st.fixed_dictionaries({"tool_name": tool_names, "arguments": arguments}), min_size=1, max_size=3)
@@ -122,13 +148,15 @@ class ArbitraryRetriever:
         if result == "raise":
             msg = "store exploded"
             raise RuntimeError(msg)
-        return {"documents": [Document(id=d["id"], content=d["content"], score=d["score"], meta=d["meta"])
-                              for d in result]}
+        return {
+            "documents": [Document(id=d["id"], content=d["content"], score=d["score"], meta=d["meta"]) for d in result]
+        }
 
 
 def build(mode, controller, answer, fallback, judge, evidence, results, safe, max_iterations):
-    router = AgenticRouter(chat_generator=ScriptedChatGenerator(controller, per_call=mode == "json"), mode=mode,
-                           max_retries=0)
+    router = AgenticRouter(
+        chat_generator=ScriptedChatGenerator(controller, per_call=mode == "json"), mode=mode, max_retries=0
+    )
     answer_llm = ScriptedChatGenerator(answer, per_call=True) if answer is not None else None
     fallback_llm = ScriptedChatGenerator(fallback, per_call=True) if fallback is not None else None
     retriever = ArbitraryRetriever(results if safe else [r for r in results if r != "raise"] or [[]])

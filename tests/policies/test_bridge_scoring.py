@@ -148,7 +148,9 @@ def pooled_hagood():
 def test_generic_pages_wait_behind_the_mentions_search(pooled_hagood):
     row, docs, pages, first = pooled_hagood
     kwargs = {"pages": pages}
-    before = BridgeEntityPolicy.from_documents(docs, **kwargs, generic_share=None).next_searches(row["question"], first, [row["question"]])
+    before = BridgeEntityPolicy.from_documents(docs, **kwargs, generic_share=None).next_searches(
+        row["question"], first, [row["question"]]
+    )
     # 'John Doby Kennedy' names the United States; its page says none of the question's open words.
     assert before[0]["filters"] == {"field": "meta.title", "operator": "==", "value": "United States"}
     after = BridgeEntityPolicy.from_documents(docs, **kwargs, generic_share=0.05).next_searches(

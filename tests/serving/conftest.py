@@ -71,10 +71,32 @@ MARKED_ANSWERS = {
 #: the history, so its first turn is turn 1 (turn 0, giving up, is what it plays when no history reached it).
 HISTORY_SCRIPT = [
     {"tool_calls": [{"tool_name": "give_up", "arguments": {"reason": "no history reached me"}}]},
-    {"template": True, "tool_calls": [{"tool_name": "search", "arguments": {"query": (
-        "{% for m in messages %}{% if m.role == 'assistant' and m.text %}{{ m.text }}{% endif %}{% endfor %}")}}]},
-    {"template": True, "tool_calls": [{"tool_name": "answer", "arguments": {"text": (
-        "{% if 'Greenwich Village' in last_message %}Greenwich Village{% else %}not found{% endif %}")}}]},
+    {
+        "template": True,
+        "tool_calls": [
+            {
+                "tool_name": "search",
+                "arguments": {
+                    "query": (
+                        "{% for m in messages %}{% if m.role == 'assistant' and m.text %}{{ m.text }}{% endif %}{% endfor %}"
+                    )
+                },
+            }
+        ],
+    },
+    {
+        "template": True,
+        "tool_calls": [
+            {
+                "tool_name": "answer",
+                "arguments": {
+                    "text": (
+                        "{% if 'Greenwich Village' in last_message %}Greenwich Village{% else %}not found{% endif %}"
+                    )
+                },
+            }
+        ],
+    },
 ]
 
 
@@ -176,9 +198,20 @@ def serve_process(root: Path, args: list[str], env: dict | None = None, health: 
         port, mcp_port = free_port(), free_port()
         with open(log, "w") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "haystack_agentic.cli.serve", "--port", str(port), "--mcp-port", str(mcp_port),
-                 *args],
-                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root,
+                [
+                    sys.executable,
+                    "-m",
+                    "haystack_agentic.cli.serve",
+                    "--port",
+                    str(port),
+                    "--mcp-port",
+                    str(mcp_port),
+                    *args,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=root,
             )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_DEADLINE
@@ -191,8 +224,15 @@ def serve_process(root: Path, args: list[str], env: dict | None = None, health: 
             if attempt == 2 or "address already in use" not in log.read_text():
                 raise
     try:
-        yield Server(url=url, mcp_url=f"http://127.0.0.1:{mcp_port}/mcp", port=port, directory=root, env=env,
-                     process=process, log=log)
+        yield Server(
+            url=url,
+            mcp_url=f"http://127.0.0.1:{mcp_port}/mcp",
+            port=port,
+            directory=root,
+            env=env,
+            process=process,
+            log=log,
+        )
     finally:
         stop(process)
 
@@ -227,11 +267,24 @@ def server(tmp_path_factory) -> Server:
     cited = with_citations(yaml.safe_load(with_answer_llm(STREAMED_ANSWER)), unsupported=[2])
     (root / "cited.yml").write_text(yaml.safe_dump(cited))
     args = [
-        "--pipeline", f"scripted={SCRIPTED_YAML}", "--pipeline", f"slow={slow_yaml}",
-        "--pipeline", f"crashing={root / 'crashing.yml'}", *bad_script_pipelines(root),
-        "--pipeline", f"streaming={root / 'streaming.yml'}", "--pipeline", f"history={root / 'history.yml'}",
-        "--pipeline", f"cited={root / 'cited.yml'}", *marked,
-        "--pipelines-dir", str(directory), "--store", str(write_test_store(root / "store.json")),
+        "--pipeline",
+        f"scripted={SCRIPTED_YAML}",
+        "--pipeline",
+        f"slow={slow_yaml}",
+        "--pipeline",
+        f"crashing={root / 'crashing.yml'}",
+        *bad_script_pipelines(root),
+        "--pipeline",
+        f"streaming={root / 'streaming.yml'}",
+        "--pipeline",
+        f"history={root / 'history.yml'}",
+        "--pipeline",
+        f"cited={root / 'cited.yml'}",
+        *marked,
+        "--pipelines-dir",
+        str(directory),
+        "--store",
+        str(write_test_store(root / "store.json")),
     ]
     env = citing_env()  # `plain.yml` is hayhooks' to load, with no allow-list: the user trusts the modules it names
     env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] += "," + ",".join(allowed_modules_for(SCRIPTED_YAML.read_text()))

@@ -197,10 +197,16 @@ def mcp_requests(draw: Any) -> FuzzRequest:
         if draw(st.booleans()):
             arguments = {"query": draw(st.one_of(questions, json_values)), "pipeline_name": "fz_" + draw(any_text)}
         if draw(st.integers(0, 3)) == 0:
-            arguments = {"name": "fz_" + draw(any_text), "files": draw(json_values), "overwrite": False,
-                         "save_files": draw(json_values)}
-        params = {"name": draw(st.sampled_from(names)) if draw(st.integers(0, 4)) else draw(any_text),
-                  "arguments": arguments}
+            arguments = {
+                "name": "fz_" + draw(any_text),
+                "files": draw(json_values),
+                "overwrite": False,
+                "save_files": draw(json_values),
+            }
+        params = {
+            "name": draw(st.sampled_from(names)) if draw(st.integers(0, 4)) else draw(any_text),
+            "arguments": arguments,
+        }
     elif method == "initialize" and draw(st.booleans()):
         params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "0"}}
     request_id = draw(st.integers(0, 10**6)) if draw(st.integers(0, 4)) else draw(json_values)
@@ -230,8 +236,12 @@ def deploy_requests(draw: Any) -> FuzzRequest:
         wrappers = ["", "x = (", "import os\n", "class PipelineWrapper: pass\n"]
         files: Any = {"pipeline_wrapper.py": draw(st.sampled_from(wrappers))}
         files.update(draw(st.dictionaries(st.sampled_from(["../x.py", "a/b.txt", "/etc/x", "ok.txt", "\x00"]), texts)))
-        body: Any = {"name": name, "files": files if draw(st.integers(0, 4)) else draw(json_values),
-                     "overwrite": False, "save_files": draw(st.booleans())}
+        body: Any = {
+            "name": name,
+            "files": files if draw(st.integers(0, 4)) else draw(json_values),
+            "overwrite": False,
+            "save_files": draw(st.booleans()),
+        }
     else:
         source = draw(
             st.sampled_from(
@@ -246,8 +256,12 @@ def deploy_requests(draw: Any) -> FuzzRequest:
                 ]
             )
         )
-        body = {"name": name, "source_code": source if draw(st.integers(0, 4)) else draw(json_values),
-                "overwrite": False, "save_file": draw(st.booleans())}
+        body = {
+            "name": name,
+            "source_code": source if draw(st.integers(0, 4)) else draw(json_values),
+            "overwrite": False,
+            "save_file": draw(st.booleans()),
+        }
     if draw(st.integers(0, 6)) == 0:
         body = draw(json_values)
     data, headers = draw(encoded(body))
@@ -267,8 +281,10 @@ def send(client: httpx.Client, base_url: str, request: FuzzRequest, log: FuzzLog
         headers["authorization"] = auth
     try:
         with client.stream(request.method, base_url + request.path, content=request.body, headers=headers) as reply:
-            text = b"".join(reply.iter_bytes()).decode("utf-8", "replace") if request.stream else reply.read().decode(
-                "utf-8", "replace"
+            text = (
+                b"".join(reply.iter_bytes()).decode("utf-8", "replace")
+                if request.stream
+                else reply.read().decode("utf-8", "replace")
             )
             log.record(request, reply.status_code, text)
     except httpx.HTTPError as exc:

@@ -34,8 +34,13 @@ def fuzzed(tmp_path_factory):
     directory.mkdir()
     (directory / "plain.yml").write_text(SCRIPTED_YAML.read_text())
     args = [
-        "--pipeline", f"scripted={SCRIPTED_YAML}", *bad_script_pipelines(root),
-        "--pipelines-dir", str(directory), "--store", str(write_test_store(root / "store.json")),
+        "--pipeline",
+        f"scripted={SCRIPTED_YAML}",
+        *bad_script_pipelines(root),
+        "--pipelines-dir",
+        str(directory),
+        "--store",
+        str(write_test_store(root / "store.json")),
     ]
     if WITH_KEY:
         args += ["--allow-deploy", "--api-key", KEY]
@@ -70,7 +75,10 @@ def test_no_malformed_request_gets_a_5xx_and_the_server_survives(fuzzed):
         assert not log.failures, "\n".join(log.failures[:20])
         # Alive after: health, a real question, and MCP.
         assert client.get(f"{fuzzed.url}/health").status_code == 200
-        reply = client.post(f"{fuzzed.url}/scripted/run", json={"query": QUESTION},
-                            headers={"authorization": f"Bearer {KEY}"})
-        assert reply.status_code == 200 and spoken(reply.json()["result"]["result"]["answer"]) == f"Answer to: {QUESTION}"
+        reply = client.post(
+            f"{fuzzed.url}/scripted/run", json={"query": QUESTION}, headers={"authorization": f"Bearer {KEY}"}
+        )
+        assert (
+            reply.status_code == 200 and spoken(reply.json()["result"]["result"]["answer"]) == f"Answer to: {QUESTION}"
+        )
         assert client.get(f"{mcp_base}/status").status_code == 200

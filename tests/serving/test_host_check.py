@@ -31,8 +31,16 @@ def passes(*hosts: bytes) -> bool:
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "method": "GET", "path": "/x", "raw_path": b"/x", "query_string": b"", "scheme": "http",
-             "server": ("127.0.0.1", 1416), "headers": [(b"host", host) for host in hosts]}
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/x",
+        "raw_path": b"/x",
+        "query_string": b"",
+        "scheme": "http",
+        "server": ("127.0.0.1", 1416),
+        "headers": [(b"host", host) for host in hosts],
+    }
     asyncio.run(host_check(app, SECURITY.accepted_hosts())(scope, receive, send))
     if not reached:
         assert sent[0]["status"] == 400 and b"host" in sent[1]["body"].lower()
@@ -45,19 +53,48 @@ def expected(value: str) -> bool:
     return match is not None and match[1].lower() in ACCEPTED
 
 
-@pytest.mark.parametrize("value", [
-    "127.0.0.1", "localhost", "LOCALHOST:1416", "[::1]", "[::1]:80", "0.0.0.0:1416", "rag.internal:8080",
-    "[fd00::1]:1",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "127.0.0.1",
+        "localhost",
+        "LOCALHOST:1416",
+        "[::1]",
+        "[::1]:80",
+        "0.0.0.0:1416",
+        "rag.internal:8080",
+        "[fd00::1]:1",
+    ],
+)
 def test_a_plain_accepted_host_passes(value):
     assert passes(value.encode("latin-1"))
 
 
-@pytest.mark.parametrize("value", [
-    "127.0.0.1:1@evil.com", "user@127.0.0.1", "127.0.0.1@evil.com:80", "127.0.0.1:80:80", "localhost:", "::1",
-    "127.0.0.1 :80", "127.0.0.1 evil.com", " 127.0.0.1", "[::1", "[::1]]", "[::1]x", "[127.0.0.1]", "",
-    "127.0.0.1/evil", "127.0.0.1#@evil.com", "localhost\\@evil.com", "evil.com", "127.0.0.1.nip.io", "*",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "127.0.0.1:1@evil.com",
+        "user@127.0.0.1",
+        "127.0.0.1@evil.com:80",
+        "127.0.0.1:80:80",
+        "localhost:",
+        "::1",
+        "127.0.0.1 :80",
+        "127.0.0.1 evil.com",
+        " 127.0.0.1",
+        "[::1",
+        "[::1]]",
+        "[::1]x",
+        "[127.0.0.1]",
+        "",
+        "127.0.0.1/evil",
+        "127.0.0.1#@evil.com",
+        "localhost\\@evil.com",
+        "evil.com",
+        "127.0.0.1.nip.io",
+        "*",
+    ],
+)
 def test_anything_else_is_refused(value):
     assert not passes(value.encode("latin-1"))
 
@@ -88,8 +125,22 @@ def test_any_host_value_follows_the_rule(value):
     assert passes(value) == expected(value.decode("latin-1"))
 
 
-@pytest.mark.parametrize("name", ["evil.com:80", "*", "*.evil.com", "user@evil.com", "evil.com/x", "a b", "", "[x]",
-                                  "http://evil.com", "[::1]:80", "::1"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "evil.com:80",
+        "*",
+        "*.evil.com",
+        "user@evil.com",
+        "evil.com/x",
+        "a b",
+        "",
+        "[x]",
+        "http://evil.com",
+        "[::1]:80",
+        "::1",
+    ],
+)
 def test_allowed_host_names_are_plain(name):
     with pytest.raises(ValueError, match="--allowed-host"):
         check_host_name(name)

@@ -30,21 +30,39 @@ SERVED_ANSWER = "Greenwich Village \ufffd"
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     # `surrogate`: the controller answers with a lone surrogate; `surrogate_stream`: the answer LLM streams it.
-    (root / "surrogate.yml").write_text(with_script([{"tool_calls": [
-        {"tool_name": "answer", "arguments": {"text": SURROGATE_ANSWER}}]}]), encoding="utf-8", errors="surrogatepass")
-    (root / "surrogate_stream.yml").write_text(with_answer_llm(SURROGATE_ANSWER), encoding="utf-8",
-                                               errors="surrogatepass")
-    args = ["--pipeline", f"scripted={SCRIPTED_YAML}", "--store", str(write_test_store(root / "store.json")),
-            "--pipeline", f"surrogate={root / 'surrogate.yml'}",
-            "--pipeline", f"surrogate_stream={root / 'surrogate_stream.yml'}",
-            "--cors-origin", ORIGIN, "--allowed-host", "rag.internal"]
+    (root / "surrogate.yml").write_text(
+        with_script([{"tool_calls": [{"tool_name": "answer", "arguments": {"text": SURROGATE_ANSWER}}]}]),
+        encoding="utf-8",
+        errors="surrogatepass",
+    )
+    (root / "surrogate_stream.yml").write_text(
+        with_answer_llm(SURROGATE_ANSWER), encoding="utf-8", errors="surrogatepass"
+    )
+    args = [
+        "--pipeline",
+        f"scripted={SCRIPTED_YAML}",
+        "--store",
+        str(write_test_store(root / "store.json")),
+        "--pipeline",
+        f"surrogate={root / 'surrogate.yml'}",
+        "--pipeline",
+        f"surrogate_stream={root / 'surrogate_stream.yml'}",
+        "--cors-origin",
+        ORIGIN,
+        "--allowed-host",
+        "rag.internal",
+    ]
     with serve_process(root, args) as server:
         yield server
 
 
 def chat(stream_options, stream=True) -> dict:
-    return {"model": "scripted", "messages": [{"role": "user", "content": QUESTION}], "stream": stream,
-            "stream_options": stream_options}
+    return {
+        "model": "scripted",
+        "messages": [{"role": "user", "content": QUESTION}],
+        "stream": stream,
+        "stream_options": stream_options,
+    }
 
 
 @pytest.mark.parametrize("options", ["x", ["include_usage"], 3])
@@ -56,31 +74,40 @@ def test_a_malformed_stream_options_is_a_4xx_with_a_message(served, options):
 
 def test_a_deeply_nested_mcp_argument_is_a_4xx(served):
     nested = "[" * 5000 + "]" * 5000
-    body = ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "scripted", '
-            f'"arguments": {{"query": {nested}}}}}}}')
+    body = (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "scripted", '
+        f'"arguments": {{"query": {nested}}}}}}}'
+    )
     reply = httpx.post(served.mcp_url, content=body.encode(), headers=JSON_RPC_HEADERS, timeout=30)
     assert 400 <= reply.status_code < 500, reply.text
     assert "nested" in reply.json()["error"]["message"]
 
 
 def test_no_cors_headers_for_an_origin_not_listed(served):
-    reply = httpx.post(f"{served.url}/scripted/run", json={"query": QUESTION}, timeout=30,
-                       headers={"origin": "http://evil.example"})
+    reply = httpx.post(
+        f"{served.url}/scripted/run", json={"query": QUESTION}, timeout=30, headers={"origin": "http://evil.example"}
+    )
     assert reply.status_code == 200
     assert "access-control-allow-origin" not in reply.headers
-    preflight = httpx.options(f"{served.url}/scripted/run", timeout=30, headers={
-        "origin": "http://evil.example", "access-control-request-method": "POST"})
+    preflight = httpx.options(
+        f"{served.url}/scripted/run",
+        timeout=30,
+        headers={"origin": "http://evil.example", "access-control-request-method": "POST"},
+    )
     assert preflight.status_code >= 400 and "access-control-allow-origin" not in preflight.headers
 
 
 def test_a_listed_origin_gets_cors_headers(served):
-    preflight = httpx.options(f"{served.url}/scripted/run", timeout=30, headers={
-        "origin": ORIGIN, "access-control-request-method": "POST"})
+    preflight = httpx.options(
+        f"{served.url}/scripted/run", timeout=30, headers={"origin": ORIGIN, "access-control-request-method": "POST"}
+    )
     assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == ORIGIN
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:1416", "127.0.0.1.nip.io", "127.0.0.1:1@evil.com",
-                                  "localhost:", "127.0.0.1:80:80"])
+@pytest.mark.parametrize(
+    "host",
+    ["evil.example", "evil.example:1416", "127.0.0.1.nip.io", "127.0.0.1:1@evil.com", "localhost:", "127.0.0.1:80:80"],
+)
 def test_a_foreign_host_header_is_refused_on_http_and_mcp(served, host):
     reply = httpx.post(f"{served.url}/scripted/run", json={"query": QUESTION}, headers={"host": host}, timeout=30)
     assert reply.status_code in (400, 403) and "host" in reply.text.lower()

@@ -39,7 +39,9 @@ def chat_body(count: int, size: int) -> dict:
 
 def largest_accepted() -> bytes:
     """The largest chat request the defaults accept: `DEFAULT_MAX_MESSAGES` messages, just under the body limit."""
-    per_message = (DEFAULT_MAX_BODY_BYTES - 2000) // DEFAULT_MAX_MESSAGES - len('{"role": "assistant", "content": ""}, ')
+    per_message = (DEFAULT_MAX_BODY_BYTES - 2000) // DEFAULT_MAX_MESSAGES - len(
+        '{"role": "assistant", "content": ""}, '
+    )
     body = json.dumps(chat_body(DEFAULT_MAX_MESSAGES, per_message)).encode()
     assert DEFAULT_MAX_BODY_BYTES * 0.95 < len(body) <= DEFAULT_MAX_BODY_BYTES
     return body
@@ -47,11 +49,16 @@ def largest_accepted() -> bytes:
 
 def test_a_body_over_the_limit_is_413_on_http_and_mcp(served):
     body = json.dumps(chat_body(10, DEFAULT_MAX_BODY_BYTES // 9)).encode()
-    reply = httpx.post(f"{served.url}/v1/chat/completions", content=body, timeout=60,
-                       headers={"content-type": "application/json"})
+    reply = httpx.post(
+        f"{served.url}/v1/chat/completions", content=body, timeout=60, headers={"content-type": "application/json"}
+    )
     assert reply.status_code == 413 and "--max-body-bytes" in reply.text and "1,048,576 bytes" in reply.text
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "scripted", "arguments": {"query": "x" * DEFAULT_MAX_BODY_BYTES}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "scripted", "arguments": {"query": "x" * DEFAULT_MAX_BODY_BYTES}},
+    }
     mcp = httpx.post(served.mcp_url, content=json.dumps(call).encode(), headers=JSON_RPC_HEADERS, timeout=60)
     assert mcp.status_code == 413 and "--max-body-bytes" in mcp.text
     assert httpx.get(f"{served.url}/health", timeout=10).status_code == 200
@@ -69,8 +76,14 @@ def test_health_answers_within_a_second_while_the_largest_requests_run(served):
     replies: list[httpx.Response] = []
 
     def ask() -> None:
-        replies.append(httpx.post(f"{served.url}/v1/chat/completions", content=body, timeout=300,
-                                  headers={"content-type": "application/json"}))
+        replies.append(
+            httpx.post(
+                f"{served.url}/v1/chat/completions",
+                content=body,
+                timeout=300,
+                headers={"content-type": "application/json"},
+            )
+        )
 
     requests = [threading.Thread(target=ask) for _ in range(6)]  # six at once: the original code stalled /health 1 s
     start = time.monotonic()

@@ -23,8 +23,13 @@ def _client() -> TestClient:
     async def hello(request):
         return PlainTextResponse("hello")
 
-    app = Starlette(routes=[Route("/x", hello, methods=["GET", "POST", "OPTIONS"]), Route("/health", hello),
-                            Route("/traces/y", hello)])
+    app = Starlette(
+        routes=[
+            Route("/x", hello, methods=["GET", "POST", "OPTIONS"]),
+            Route("/health", hello),
+            Route("/traces/y", hello),
+        ]
+    )
     return TestClient(bearer_auth(app, api_key=KEY, open_paths={"/health"}, open_prefixes=("/traces",)))
 
 
@@ -79,8 +84,18 @@ def test_a_good_key_is_accepted():
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.4.5.6", True), ("::1", True), ("[::1]", True), ("localhost", True),
-     ("0.0.0.0", False), ("::", False), ("192.168.1.10", False), ("example.org", False), ("", False)],
+    [
+        ("127.0.0.1", True),
+        ("127.4.5.6", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.10", False),
+        ("example.org", False),
+        ("", False),
+    ],
 )
 def test_is_loopback(host, loopback):
     assert is_loopback(host) is loopback
@@ -89,8 +104,13 @@ def test_is_loopback(host, loopback):
 def test_security_settings_travel_through_the_environment():
     env: dict[str, str] = {}
     ServeSecurity(api_key=KEY, allow_deploy=True).to_env(env)
-    network = {"HAYSTACK_AGENTIC_CORS_ORIGINS": "", "HAYSTACK_AGENTIC_ALLOWED_HOSTS": "", "HAYHOOKS_HOST": "127.0.0.1",
-               "HAYSTACK_AGENTIC_MAX_BODY_BYTES": "1048576", "HAYSTACK_AGENTIC_MAX_MESSAGES": "1000"}
+    network = {
+        "HAYSTACK_AGENTIC_CORS_ORIGINS": "",
+        "HAYSTACK_AGENTIC_ALLOWED_HOSTS": "",
+        "HAYHOOKS_HOST": "127.0.0.1",
+        "HAYSTACK_AGENTIC_MAX_BODY_BYTES": "1048576",
+        "HAYSTACK_AGENTIC_MAX_MESSAGES": "1000",
+    }
     assert env == {"HAYSTACK_AGENTIC_API_KEY": KEY, "HAYSTACK_AGENTIC_ALLOW_DEPLOY": "1", **network}
     ServeSecurity().to_env(env)
     assert env == {"HAYSTACK_AGENTIC_ALLOW_DEPLOY": "0", **network}
@@ -122,7 +142,9 @@ def test_json_safe_makes_any_error_body_encodable():
 def _mcp_rpc(client: TestClient, method: str, params: dict, headers: dict | None = None) -> dict:
     """One JSON-RPC request to the MCP app's streamable HTTP transport (stateless): the reply's message."""
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    reply = client.post("/mcp/", json=body, headers={"accept": "application/json, text/event-stream", **(headers or {})})
+    reply = client.post(
+        "/mcp/", json=body, headers={"accept": "application/json, text/event-stream", **(headers or {})}
+    )
     assert reply.status_code == 200, reply.text
     data = [line[5:].strip() for line in reply.text.splitlines() if line.startswith("data:")]
     return json.loads([d for d in data if d][-1])
@@ -166,9 +188,17 @@ def fake_run(monkeypatch, tmp_path):
     """`serve` up to the point it would start the servers: records the call instead; environment restored after."""
     # `serve` writes these into os.environ (for its worker processes): setting them first makes monkeypatch
     # restore (or remove) them afterwards, so no key leaks into later tests.
-    names = ["HAYHOOKS_HOST", "HAYHOOKS_PORT", "HAYHOOKS_PIPELINES_DIR", "HAYHOOKS_STARTUP_DEPLOY_STRATEGY",
-             "HAYSTACK_DESERIALIZATION_ALLOWLIST", "HAYSTACK_AGENTIC_ALLOW_DEPLOY", "HAYSTACK_AGENTIC_API_KEY",
-             "HAYSTACK_AGENTIC_MAX_BODY_BYTES", "HAYSTACK_AGENTIC_MAX_MESSAGES"]
+    names = [
+        "HAYHOOKS_HOST",
+        "HAYHOOKS_PORT",
+        "HAYHOOKS_PIPELINES_DIR",
+        "HAYHOOKS_STARTUP_DEPLOY_STRATEGY",
+        "HAYSTACK_DESERIALIZATION_ALLOWLIST",
+        "HAYSTACK_AGENTIC_ALLOW_DEPLOY",
+        "HAYSTACK_AGENTIC_API_KEY",
+        "HAYSTACK_AGENTIC_MAX_BODY_BYTES",
+        "HAYSTACK_AGENTIC_MAX_MESSAGES",
+    ]
     for name in names:
         monkeypatch.setenv(name, "placeholder")  # records the original value (or its absence) ...
         monkeypatch.delenv(name)  # ... and the test starts without it

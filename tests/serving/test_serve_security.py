@@ -85,8 +85,12 @@ async def test_mcp_neither_lists_nor_accepts_the_deploy_tools(server, tmp_path):
         names = {tool.name for tool in (await session.list_tools()).tools}
         deploy = await session.call_tool(
             "deploy_pipeline",
-            {"name": "evil", "files": {"pipeline_wrapper.py": wrapper_code(marker)}, "save_files": False,
-             "overwrite": False},
+            {
+                "name": "evil",
+                "files": {"pipeline_wrapper.py": wrapper_code(marker)},
+                "save_files": False,
+                "overwrite": False,
+            },
         )
         undeploy = await session.call_tool("undeploy_pipeline", {"pipeline_name": "scripted"})
         still = await session.call_tool("scripted", {"query": QUESTION})
@@ -98,7 +102,9 @@ async def test_mcp_neither_lists_nor_accepts_the_deploy_tools(server, tmp_path):
     for refused, tool in ((deploy, "deploy_pipeline"), (undeploy, "undeploy_pipeline")):
         assert refused.isError and "cannot be deployed or undeployed" in refused.content[0].text  # hayhooks' refusal
     assert not marker.exists()
-    assert not still.isError and spoken(json.loads(still.content[0].text)["result"]["answer"]) == f"Answer to: {QUESTION}"
+    assert (
+        not still.isError and spoken(json.loads(still.content[0].text)["result"]["answer"]) == f"Answer to: {QUESTION}"
+    )
 
 
 def test_mcp_deploy_tools_are_absent_over_raw_json_rpc(server, tmp_path):
@@ -118,7 +124,10 @@ def test_mcp_deploy_tools_are_absent_over_raw_json_rpc(server, tmp_path):
 def _serve_exit(args: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "haystack_agentic.cli.serve", "--pipeline", f"s={SCRIPTED_YAML}", *args],
-        capture_output=True, text=True, timeout=60, env=env or server_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env or server_env(),
     )
 
 
@@ -145,8 +154,15 @@ def keyed(tmp_path_factory):
     # hayhooks' deploy-yaml loads with no allow-list and `serve` exports none: the user trusts what they deploy
     trusted = allowed_modules_for(SCRIPTED_YAML.read_text())
     env["HAYSTACK_DESERIALIZATION_ALLOWLIST"] = ",".join([env["HAYSTACK_DESERIALIZATION_ALLOWLIST"], *trusted])
-    args = ["--pipeline", f"scripted={SCRIPTED_YAML}", "--store", str(write_test_store(root / "store.json")),
-            "--pipelines-dir", str(root / "pipelines"), "--allow-deploy"]
+    args = [
+        "--pipeline",
+        f"scripted={SCRIPTED_YAML}",
+        "--store",
+        str(write_test_store(root / "store.json")),
+        "--pipelines-dir",
+        str(root / "pipelines"),
+        "--allow-deploy",
+    ]
     with serve_process(root, args, env=env, health="/health") as server:
         yield server
 
@@ -155,8 +171,14 @@ AUTH = {"authorization": f"Bearer {KEY}"}
 
 
 @pytest.mark.parametrize(
-    "headers", [{}, {"authorization": "Bearer wrong-key-0123456789"}, {"authorization": KEY},
-                {"authorization": f"Basic {KEY}"}, {"authorization": f"Bearer {KEY}x"}],
+    "headers",
+    [
+        {},
+        {"authorization": "Bearer wrong-key-0123456789"},
+        {"authorization": KEY},
+        {"authorization": f"Basic {KEY}"},
+        {"authorization": f"Bearer {KEY}x"},
+    ],
 )
 @pytest.mark.parametrize(
     ("method", "path", "body"),
@@ -193,11 +215,18 @@ def test_health_answers_without_the_key_and_says_nothing_else(keyed):
 def test_with_the_key_run_and_chat_work_and_an_unlisted_origin_gets_no_cors(keyed):
     run = httpx.post(f"{keyed.url}/scripted/run", json={"query": QUESTION}, headers=AUTH, timeout=30)
     assert run.status_code == 200 and spoken(run.json()["result"]["result"]["answer"]) == f"Answer to: {QUESTION}"
-    chat = httpx.post(f"{keyed.url}/v1/chat/completions", headers=AUTH, timeout=30,
-                      json={"model": "scripted", "messages": [{"role": "user", "content": QUESTION}]})
+    chat = httpx.post(
+        f"{keyed.url}/v1/chat/completions",
+        headers=AUTH,
+        timeout=30,
+        json={"model": "scripted", "messages": [{"role": "user", "content": QUESTION}]},
+    )
     assert spoken(chat.json()["choices"][0]["message"]["content"]) == f"Answer to: {QUESTION}"
-    preflight = httpx.options(f"{keyed.url}/scripted/run", timeout=10, headers={
-        "origin": "http://example.org", "access-control-request-method": "POST"})
+    preflight = httpx.options(
+        f"{keyed.url}/scripted/run",
+        timeout=10,
+        headers={"origin": "http://example.org", "access-control-request-method": "POST"},
+    )
     assert "access-control-allow-origin" not in preflight.headers  # no --cors-origin: no cross-origin reads
 
 
@@ -211,23 +240,33 @@ async def test_mcp_with_the_key_lists_the_deploy_tools_when_deploy_is_allowed(ke
 def test_with_the_key_deployment_works_and_a_refused_yaml_is_a_422(keyed, tmp_path):
     marker = tmp_path / "ran"
     files = {"pipeline_wrapper.py": wrapper_code(marker)}
-    deployed = httpx.post(f"{keyed.url}/deploy_files", headers=AUTH, timeout=60,
-                          json={"name": "uploaded", "files": files, "save_files": False})
+    deployed = httpx.post(
+        f"{keyed.url}/deploy_files",
+        headers=AUTH,
+        timeout=60,
+        json={"name": "uploaded", "files": files, "save_files": False},
+    )
     assert deployed.status_code == 200, deployed.text
     assert marker.read_text() == "ran"  # --allow-deploy does run uploaded code: hence the key
-    yaml_deploy = httpx.post(f"{keyed.url}/deploy-yaml", headers=AUTH, timeout=60,
-                             json={"name": "yaml_deployed", "source_code": SCRIPTED_YAML.read_text()})
+    yaml_deploy = httpx.post(
+        f"{keyed.url}/deploy-yaml",
+        headers=AUTH,
+        timeout=60,
+        json={"name": "yaml_deployed", "source_code": SCRIPTED_YAML.read_text()},
+    )
     assert yaml_deploy.status_code == 200, yaml_deploy.text
     result = httpx.post(f"{keyed.url}/yaml_deployed/run", json={"query": QUESTION}, headers=AUTH, timeout=30)
     assert spoken(result.json()["result"]["result"]["answer"]) == f"Answer to: {QUESTION}"
     refused = "components:\n  x:\n    type: os.system\n    init_parameters: {}\nconnections: []\n"
     refused += "inputs: {q: x.command}\noutputs: {r: x.r}\n"
-    response = httpx.post(f"{keyed.url}/deploy-yaml", headers=AUTH, timeout=60,
-                          json={"name": "refused", "source_code": refused})
+    response = httpx.post(
+        f"{keyed.url}/deploy-yaml", headers=AUTH, timeout=60, json={"name": "refused", "source_code": refused}
+    )
     assert response.status_code == 422, response.text
     assert "allowlist" in response.text and "os" in response.text
-    broken = httpx.post(f"{keyed.url}/deploy-yaml", headers=AUTH, timeout=60,
-                        json={"name": "broken", "source_code": ": : :"})
+    broken = httpx.post(
+        f"{keyed.url}/deploy-yaml", headers=AUTH, timeout=60, json={"name": "broken", "source_code": ": : :"}
+    )
     assert broken.status_code == 422, broken.text
     undeployed = httpx.post(f"{keyed.url}/undeploy/uploaded", headers=AUTH, timeout=30)
     assert undeployed.status_code == 200

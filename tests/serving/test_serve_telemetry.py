@@ -73,8 +73,11 @@ def test_serve_sends_no_telemetry_for_a_run_and_a_chat_request(tmp_path):
     with serve_process(tmp_path, args, env=env) as server:
         run = httpx.post(f"{server.url}/scripted/run", json={"query": "Who directed Big Stone Gap?"}, timeout=60)
         assert run.status_code == 200, run.text
-        chat = httpx.post(f"{server.url}/v1/chat/completions", timeout=60, json={
-            "model": "scripted", "messages": [{"role": "user", "content": "Who directed Big Stone Gap?"}]})
+        chat = httpx.post(
+            f"{server.url}/v1/chat/completions",
+            timeout=60,
+            json={"model": "scripted", "messages": [{"role": "user", "content": "Who directed Big Stone Gap?"}]},
+        )
         assert chat.status_code == 200, chat.text
         assert chat.json()["choices"][0]["message"]["content"]
     lines = log.read_text(encoding="utf-8").splitlines()

@@ -133,8 +133,9 @@ def test_bad_run_requests_get_a_4xx_with_a_message(server, body, message):
 
 
 def test_a_body_that_is_not_json_gets_a_4xx(server):
-    response = httpx.post(f"{server.url}/scripted/run", content=b"{not json", timeout=10,
-                          headers={"content-type": "application/json"})
+    response = httpx.post(
+        f"{server.url}/scripted/run", content=b"{not json", timeout=10, headers={"content-type": "application/json"}
+    )
     assert response.status_code == 422
 
 
@@ -190,8 +191,9 @@ async def test_concurrent_questions_do_not_queue_and_keep_their_own_trace(server
 
 
 def post_raw(server, path: str, text: str) -> httpx.Response:
-    return httpx.post(f"{server.url}{path}", content=text.encode("utf-8"), timeout=30,
-                      headers={"content-type": "application/json"})
+    return httpx.post(
+        f"{server.url}{path}", content=text.encode("utf-8"), timeout=30, headers={"content-type": "application/json"}
+    )
 
 
 @pytest.mark.parametrize("text", [12, {"q": QUESTION}, None, [QUESTION], True, 1.5])
@@ -214,8 +216,11 @@ def test_a_query_given_as_a_non_finite_json_number_is_a_422(server, constant, na
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity"])
 def test_non_finite_numbers_anywhere_in_a_chat_body_are_a_4xx(server, constant):
-    response = post_raw(server, "/v1/chat/completions", f'{{"model": "scripted", "messages": [{{"role": "user", '
-                        f'"content": {constant}}}], "stream": {constant}}}')
+    response = post_raw(
+        server,
+        "/v1/chat/completions",
+        f'{{"model": "scripted", "messages": [{{"role": "user", "content": {constant}}}], "stream": {constant}}}',
+    )
     assert response.status_code == 422, response.text
 
 
@@ -229,8 +234,11 @@ def test_a_query_with_a_lone_surrogate_is_a_422_before_anything_runs(server, nam
 
 
 def test_a_chat_question_with_a_lone_surrogate_is_a_422(server):
-    response = post_raw(server, "/v1/chat/completions",
-                        '{"model": "scripted", "messages": [{"role": "user", "content": "Who \\ud800?"}]}')
+    response = post_raw(
+        server,
+        "/v1/chat/completions",
+        '{"model": "scripted", "messages": [{"role": "user", "content": "Who \\ud800?"}]}',
+    )
     assert response.status_code == 422, response.text
     assert "surrogate" in response.json()["detail"]
 
@@ -266,4 +274,8 @@ def test_one_envelope_whichever_way_the_loop_is_served(server):
     plain = post(server, "/plain/run", {"query": QUESTION}).json()  # the YAML deployed by hayhooks itself
     assert list(wrapped) == list(plain) == ["result"]
     assert list(wrapped["result"]) == list(plain["result"]) == ["result"]  # the `result` component's outputs
-    assert spoken(wrapped["result"]["result"]["answer"]) == spoken(plain["result"]["result"]["answer"]) == f"Answer to: {QUESTION}"
+    assert (
+        spoken(wrapped["result"]["result"]["answer"])
+        == spoken(plain["result"]["result"]["answer"])
+        == f"Answer to: {QUESTION}"
+    )

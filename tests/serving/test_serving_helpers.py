@@ -25,13 +25,25 @@ def test_progress_lines_and_answer_text():
 
 
 def test_a_reply_s_sources_are_left_out_of_the_conversation_a_client_sends_back():
-    citation = {"n": 1, "document_id": "trigiani", "title": "Adriana Trigiani", "quote": "Trigiani is based in NYC.",
-                "start": 0, "end": 25, "claim": "NYC", "search": None, "supported": False,
-                "check": "offline"}
+    citation = {
+        "n": 1,
+        "document_id": "trigiani",
+        "title": "Adriana Trigiani",
+        "quote": "Trigiani is based in NYC.",
+        "start": 0,
+        "end": 25,
+        "claim": "NYC",
+        "search": None,
+        "supported": False,
+        "check": "offline",
+    }
     reply = answer_text({"answer": "NYC [1]", "citations": [citation]})
     assert reply.startswith('NYC [1]\n\nSources:\n[1] (unsupported) Adriana Trigiani: "Trigiani is based in NYC."\n')
-    messages = [{"role": "user", "content": "Where?"}, {"role": "assistant", "content": reply},
-                {"role": "user", "content": "Sources:\n\nSources:\nsince when?"}]
+    messages = [
+        {"role": "user", "content": "Where?"},
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": "Sources:\n\nSources:\nsince when?"},
+    ]
     conversation = conversation_from_request(messages)
     assert [m.text for m in conversation] == ["Where?", "NYC [1]", "Sources:\n\nSources:\nsince when?"]
     assert answer_text({"answer": "NYC", "citations": []}) == answer_text({"answer": "NYC"}) == "NYC"
@@ -39,8 +51,11 @@ def test_a_reply_s_sources_are_left_out_of_the_conversation_a_client_sends_back(
     assert uncited == (
         "NYC\n\nSources: none. No chunk of this run says this answer: it is unsupported, check it before relying on it."
     )
-    messages = [{"role": "user", "content": "Where?"}, {"role": "assistant", "content": uncited},
-                {"role": "user", "content": "Since when?"}]
+    messages = [
+        {"role": "user", "content": "Where?"},
+        {"role": "assistant", "content": uncited},
+        {"role": "user", "content": "Since when?"},
+    ]
     assert [m.text for m in conversation_from_request(messages)] == ["Where?", "NYC", "Since when?"]
 
 

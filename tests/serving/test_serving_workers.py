@@ -42,12 +42,28 @@ def workers(tmp_path_factory):
     with open(log, "w") as out:
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "haystack_agentic.cli.serve", "--workers", "2",
-                "--port", str(port), "--mcp-port", str(mcp_port),
-                "--pipeline", f"scripted={SCRIPTED_YAML}", "--pipeline", f"slow={slow_yaml}",
-                "--pipelines-dir", str(root / "pipelines"), "--store", str(store_path),
+                sys.executable,
+                "-m",
+                "haystack_agentic.cli.serve",
+                "--workers",
+                "2",
+                "--port",
+                str(port),
+                "--mcp-port",
+                str(mcp_port),
+                "--pipeline",
+                f"scripted={SCRIPTED_YAML}",
+                "--pipeline",
+                f"slow={slow_yaml}",
+                "--pipelines-dir",
+                str(root / "pipelines"),
+                "--store",
+                str(store_path),
             ],
-            stdout=out, stderr=subprocess.STDOUT, env={**server_env(), "HAYSTACK_AGENTIC_API_KEY": KEY}, cwd=root,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**server_env(), "HAYSTACK_AGENTIC_API_KEY": KEY},
+            cwd=root,
         )
     try:
         deadline = time.monotonic() + START_DEADLINE

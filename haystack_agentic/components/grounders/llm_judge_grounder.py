@@ -170,7 +170,9 @@ class LLMJudgeGrounder:
         chunks = [by_id[i] for i in ids][: max(self.max_chunks, len(set(cited)))]
         texts = [doc.content[: self.chunk_chars] for doc in chunks]
         claims = [strip_markers(s.text) for s in sentences]
-        prompt = render(self.judge_prompt or DEFAULT_JUDGE_PROMPT, question=state.question, chunks=texts, sentences=claims)
+        prompt = render(
+            self.judge_prompt or DEFAULT_JUDGE_PROMPT, question=state.question, chunks=texts, sentences=claims
+        )
         return state, sentences, chunks, [ChatMessage.from_user(prompt)]
 
     def _judge(self, state: LoopState, sentences: list[Any], chunks: list[Any], call: Any, seconds: float) -> LoopState:
@@ -213,8 +215,15 @@ class LLMJudgeGrounder:
             scores.append(score if not ids or citation["document_id"] in ids else 0.0)
         model = str((call.replies[0].meta or {}).get("model") or type(self.chat_generator).__name__)
         settled = settle(
-            state, scores, self.threshold, "llm_judge", model, self.language,
-            ignored_indices=dropped, judged_sentences=sorted(verdicts), seconds=round(seconds, 4),
+            state,
+            scores,
+            self.threshold,
+            "llm_judge",
+            model,
+            self.language,
+            ignored_indices=dropped,
+            judged_sentences=sorted(verdicts),
+            seconds=round(seconds, 4),
         )
         return state.with_outcome(**settled)
 
@@ -255,7 +264,13 @@ class LLMJudgeGrounder:
     def to_dict(self) -> dict[str, Any]:
         """:returns: The serialised component, with the chat generator serialised."""
         names = (
-            "temperature", "generation_kwargs", "judge_prompt", "threshold", "max_chunks", "chunk_chars", "language"
+            "temperature",
+            "generation_kwargs",
+            "judge_prompt",
+            "threshold",
+            "max_chunks",
+            "chunk_chars",
+            "language",
         )
         generator = generator_to_dict(self.chat_generator)
         return default_to_dict(self, chat_generator=generator, **{name: getattr(self, name) for name in names})

@@ -75,9 +75,7 @@ class AgenticRAG(SuperComponent):
                 "AgenticRAG wraps a loop pipeline: one with a `controller` (LoopController) and a `result` "
                 f"(LoopResultBuilder) component, as `build_loop_pipeline` builds it; this one has {sorted(names)}."
             )
-            raise ValueError(
-                msg
-            )
+            raise ValueError(msg)
         inputs = pipeline.inputs()
         input_mapping = {name: [f"controller.{name}"] for name in LOOP_INPUTS if name in inputs.get("controller", {})}
         streaming = [f"{name}.streaming_callback" for name, socket in inputs.items() if "streaming_callback" in socket]
@@ -88,8 +86,12 @@ class AgenticRAG(SuperComponent):
         SuperComponent.__init__(self, pipeline=pipeline, input_mapping=input_mapping, output_mapping=output_mapping)
         self.raise_on_failure = raise_on_failure
         component.set_output_types(
-            self, answer=str | None, answers=list[GeneratedAnswer], documents=list[Document],
-            messages=list[ChatMessage], result=dict[str, Any],
+            self,
+            answer=str | None,
+            answers=list[GeneratedAnswer],
+            documents=list[Document],
+            messages=list[ChatMessage],
+            result=dict[str, Any],
         )
 
     def run(self, **kwargs: Any) -> dict[str, Any]:

@@ -28,8 +28,14 @@ DEFAULT_MAX_SEARCHES_PER_TURN = 4
 DEFAULT_CHUNK_PREVIEW_CHARS = 1500
 
 #: The init parameters that must be at least 1.
-_AT_LEAST_ONE = ("max_iterations", "chunk_cap", "chunk_preview_chars", "max_question_chars", "max_search_failures",
-                 "max_searches_per_turn")
+_AT_LEAST_ONE = (
+    "max_iterations",
+    "chunk_cap",
+    "chunk_preview_chars",
+    "max_question_chars",
+    "max_search_failures",
+    "max_searches_per_turn",
+)
 
 #: Longest question accepted by default, in characters.
 DEFAULT_MAX_QUESTION_CHARS = 4000
@@ -58,9 +64,7 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
             "LoopController needs a `query` to start a run: pass the question as a string (or a conversation as "
             "`messages`)."
         )
-        raise InvalidLoopInputError(
-            msg
-        )
+        raise InvalidLoopInputError(msg)
     if not isinstance(query, str):
         msg = f"The query must be a string, got {type(query).__name__}."
         raise InvalidLoopInputError(msg)
@@ -71,9 +75,7 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
             f"{surrogate.start()}), which is not Unicode text: send the question as valid UTF-8, without unpaired "
             "\\ud800-\\udfff escapes."
         )
-        raise InvalidLoopInputError(
-            msg
-        )
+        raise InvalidLoopInputError(msg)
     cleaned = CONTROL_CHARACTERS_RE.sub(" ", unicodedata.normalize("NFC", query)).strip()
     if not cleaned:
         msg = "The query is empty: pass a question with some text in it."
@@ -83,9 +85,7 @@ def validate_question(query: Any, max_chars: int | None = None) -> str:
             f"The query is {len(cleaned)} characters long; the limit is {max_chars} "
             "(LoopController max_question_chars): shorten the question."
         )
-        raise InvalidLoopInputError(
-            msg
-        )
+        raise InvalidLoopInputError(msg)
     return cleaned
 
 
@@ -115,22 +115,16 @@ def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[
                 f"messages[{index}] is a {type(message).__name__}, not a ChatMessage: build it with "
                 "ChatMessage.from_user / from_assistant / from_system."
             )
-            raise InvalidLoopInputError(
-                msg
-            )
+            raise InvalidLoopInputError(msg)
         if message.role not in _CONVERSATION_ROLES:
             msg = (
                 f"messages[{index}] has role '{message.role.value}': a conversation for the loop holds system, "
                 "user and assistant messages only (the loop runs its own tools)."
             )
-            raise InvalidLoopInputError(
-                msg
-            )
+            raise InvalidLoopInputError(msg)
         if message.tool_calls:
             msg = f"messages[{index}] is an assistant message with tool calls: send earlier answers as text only."
-            raise InvalidLoopInputError(
-                msg
-            )
+            raise InvalidLoopInputError(msg)
     users = [i for i, m in enumerate(messages) if m.role == ChatRole.USER]
     if not users:
         msg = "`messages` has no user message: end the conversation with the user's question."
@@ -141,9 +135,7 @@ def validate_conversation(messages: Any, max_chars: int | None = None) -> tuple[
             f"The conversation must end with the user's question; a {after} message comes after the last user "
             "message: drop it, or ask the question last."
         )
-        raise InvalidLoopInputError(
-            msg
-        )
+        raise InvalidLoopInputError(msg)
     last = messages[-1]
     question = validate_question(last.text, max_chars)
     if last.text != question:  # control characters removed, whitespace trimmed: the LLMs see the clean question
@@ -303,8 +295,16 @@ class LoopController:
         return outputs
 
     def _visit(
-        self, query: Any, filters: Any, state: Any, documents: Any, search_error: Any, revised: Any, refused: Any,
-        messages: Any, collections: Any,
+        self,
+        query: Any,
+        filters: Any,
+        state: Any,
+        documents: Any,
+        search_error: Any,
+        revised: Any,
+        refused: Any,
+        messages: Any,
+        collections: Any,
     ) -> dict[str, LoopState]:
         arrived = [s for s in (state, revised, refused) if s is not None]
         if not arrived:
@@ -381,16 +381,20 @@ class LoopController:
             filters = and_filters(filters, scope_filter(collections, scope))
         return question, conversation, filters, scope
 
-    def _start(self, query: Any, filters: dict[str, Any] | None, collections: Any = None, messages: Any = None) -> LoopState:
+    def _start(
+        self, query: Any, filters: dict[str, Any] | None, collections: Any = None, messages: Any = None
+    ) -> LoopState:
         question, conversation, filters, scope = self.validate_inputs(query, filters, collections, messages)
-        return start_run(LoopState(
-            question=question,
-            limits=LoopLimits(self.max_iterations, self.chunk_cap, self.max_searches_per_turn),
-            filters=filters or None,
-            conversation=conversation,
-            collections=scope,
-            metadata={"collections": list(scope)} if scope is not None else {},
-        ))
+        return start_run(
+            LoopState(
+                question=question,
+                limits=LoopLimits(self.max_iterations, self.chunk_cap, self.max_searches_per_turn),
+                filters=filters or None,
+                conversation=conversation,
+                collections=scope,
+                metadata={"collections": list(scope)} if scope is not None else {},
+            )
+        )
 
     def _record_turn(
         self, state: LoopState, documents: list[Document] | None, search_error: str | None = None

@@ -62,9 +62,13 @@ class LoopResultBuilder:
         result = strict_json(state.to_result())
         total = result["usage"]["total"]
         tag_current_span(
-            terminated_by=result["terminated_by"], iterations=result["iterations"], chunks=len(result["documents"]),
-            llm_calls=total["calls"], prompt_tokens=total["prompt_tokens"],
-            completion_tokens=total["completion_tokens"], answered=result["answer"] is not None,
+            terminated_by=result["terminated_by"],
+            iterations=result["iterations"],
+            chunks=len(result["documents"]),
+            llm_calls=total["calls"],
+            prompt_tokens=total["prompt_tokens"],
+            completion_tokens=total["completion_tokens"],
+            answered=result["answer"] is not None,
         )
         return result
 

@@ -115,9 +115,7 @@ class SafeRetriever:
                     f"The document store {type(store).__name__} at {describe_store_address(store)} is not "
                     f"reachable ({type(exc).__name__}: {exc}). Start it, or fix its URL/URI in the pipeline YAML."
                 )
-                raise DocumentStoreUnavailableError(
-                    msg
-                ) from exc
+                raise DocumentStoreUnavailableError(msg) from exc
         self._warmed_up = True
 
     @component.output_types(documents=list[Document], error=str | None)
@@ -221,9 +219,7 @@ def _checked(retriever: Any) -> Any:
             "SafeRetriever wraps a Haystack retriever component with a `documents` output, "
             f"got {type(retriever).__name__}."
         )
-        raise ValueError(
-            msg
-        )
+        raise ValueError(msg)
     return retriever
 
 
@@ -237,4 +233,3 @@ def _class_inputs(retriever_cls: type) -> dict[str, tuple[Any, Any]]:
     parameters = list(inspect.signature(run).parameters.values())[1:]  # after `self`
     named = [p for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     return {p.name: (hints.get(p.name, Any), p.default) for p in named}
-

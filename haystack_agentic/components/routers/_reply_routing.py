@@ -86,7 +86,11 @@ class _ReplyRouting:
                     raise _InvalidArgumentsError(msg)
             except _InvalidArgumentsError as exc:
                 step = ToolStep(
-                    turn, "invalid", query=query or None, arguments=decision, reasoning=reasoning if query else None,
+                    turn,
+                    "invalid",
+                    query=query or None,
+                    arguments=decision,
+                    reasoning=reasoning if query else None,
                     result=str(exc),
                 )
                 return {"loop": state.with_step(step)}
@@ -257,7 +261,11 @@ class _ReplyRouting:
         tool = self._user_tools[tool_call.tool_name]
         outcome = invoke_user_tool(tool, tool_call, arguments, state.tool_state, state.filters)
         step = ToolStep(
-            turn, "tool", tool_name=tool.name, arguments=arguments, result=outcome.text,
+            turn,
+            "tool",
+            tool_name=tool.name,
+            arguments=arguments,
+            result=outcome.text,
             returned_chunk_ids=tuple(doc.id for doc in outcome.documents),
         )
         state = state.with_step(step).with_messages(outcome.message).evolve(tool_state=outcome.tool_state)
@@ -269,14 +277,25 @@ READ_CHUNK_MAX_CHARS = 8000
 
 
 def _planned_search(
-    state: LoopState, turn: int, query: str, top_k: int | None, collection: str | None, arguments: dict[str, Any],
-    reasoning: str | None = None, tool_call: ToolCall | None = None,
+    state: LoopState,
+    turn: int,
+    query: str,
+    top_k: int | None,
+    collection: str | None,
+    arguments: dict[str, Any],
+    reasoning: str | None = None,
+    tool_call: ToolCall | None = None,
 ) -> tuple[PendingSearch, ToolStep]:
     """A search and its step; a chosen collection narrows the run's filters (which hold its scope) to that one."""
     filters = and_filters(state.filters, collection_filter([collection] if collection else []))
     step = ToolStep(
-        turn, "search", query=query, tool_name=tool_call.tool_name if tool_call else None, arguments=arguments,
-        reasoning=reasoning, collections=(collection,) if collection else tuple(state.collections or ()),
+        turn,
+        "search",
+        query=query,
+        tool_name=tool_call.tool_name if tool_call else None,
+        arguments=arguments,
+        reasoning=reasoning,
+        collections=(collection,) if collection else tuple(state.collections or ()),
     )
     return PendingSearch(query=query, top_k=top_k, filters=filters, tool_call=tool_call), step
 
@@ -319,7 +338,10 @@ def _with_call_text(reply: ChatMessage) -> ChatMessage:
     (HTTP 500) on an assistant message with tool calls and no content.
     """
     return ChatMessage.from_assistant(
-        text=call_text(reply.tool_calls), meta=reply.meta, name=reply.name, tool_calls=reply.tool_calls,
+        text=call_text(reply.tool_calls),
+        meta=reply.meta,
+        name=reply.name,
+        tool_calls=reply.tool_calls,
         reasoning=reply.reasoning,
     )
 

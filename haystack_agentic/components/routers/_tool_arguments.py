@@ -86,9 +86,7 @@ def _chosen_collection(collections: Mapping[str, str] | None, value: Any) -> str
             f"'collection' {value!r} is not one you may search; choose one of: {', '.join(collections)} "
             "(or leave it out to search all of them)"
         )
-        raise _InvalidArgumentsError(
-            msg
-        )
+        raise _InvalidArgumentsError(msg)
     return value
 
 

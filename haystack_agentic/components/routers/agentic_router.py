@@ -312,7 +312,12 @@ class AgenticRouter(_ReplyRouting):
         )
         if self._refuses_response_format(call, options):
             call = call_generator(
-                self.chat_generator, _refused(call.state), "controller", messages, tools=tools, **role_options(self),
+                self.chat_generator,
+                _refused(call.state),
+                "controller",
+                messages,
+                tools=tools,
+                **role_options(self),
                 streaming_callback=stream,
             )
         return call
@@ -324,7 +329,12 @@ class AgenticRouter(_ReplyRouting):
         )
         if self._refuses_response_format(call, options):
             call = await call_generator_async(
-                self.chat_generator, _refused(call.state), "controller", messages, tools=tools, **role_options(self),
+                self.chat_generator,
+                _refused(call.state),
+                "controller",
+                messages,
+                tools=tools,
+                **role_options(self),
                 streaming_callback=stream,
             )
         return call
@@ -425,7 +435,14 @@ class AgenticRouter(_ReplyRouting):
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary."""
         data = role_to_dict(
-            self, "mode", "json_prompt", "default_top_k", "max_top_k", "result_digests", "structured_output", "strict",
+            self,
+            "mode",
+            "json_prompt",
+            "default_top_k",
+            "max_top_k",
+            "result_digests",
+            "structured_output",
+            "strict",
             "search_question_first",
         )
         data["init_parameters"]["tools"] = serialize_tools_or_toolset(self.tools)

@@ -231,7 +231,11 @@ class BridgeEntityRouter:
         filters = and_filters(state.filters, extra_filters)
         arguments = {"top_k": top_k, **({"filters": extra_filters} if extra_filters else {})}
         step = ToolStep(
-            iteration=turn, action="search", query=query, arguments=arguments, reasoning=why,
+            iteration=turn,
+            action="search",
+            query=query,
+            arguments=arguments,
+            reasoning=why,
             collections=tuple(state.collections or ()),  # the run's whole scope: the policy never picks one
         )
         state = state.with_step(step).evolve(

@@ -37,8 +37,11 @@ def answered(rows):
     ]
     store = build_store(rows)
     answer_llm = ScriptedChatGenerator([{"text": "yes"}], per_call=True)
-    configs = [one_shot_config(store, 6, answer_llm), bridge_entity_config(store, 6, answer_llm),
-               llm_router_config(store, ScriptedChatGenerator(script), 6)]
+    configs = [
+        one_shot_config(store, 6, answer_llm),
+        bridge_entity_config(store, 6, answer_llm),
+        llm_router_config(store, ScriptedChatGenerator(script), 6),
+    ]
     report = run_eval(rows, configs)
     report["meta"] = {"data_name": "sample", "questions": len(rows), "budget": 6, "retrieval_only": False}
     wide = report["configs"]["llm-router"]["summary"]

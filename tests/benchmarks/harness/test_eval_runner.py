@@ -30,6 +30,7 @@ from haystack_agentic.resources import sample_corpus_path
 
 SCRIPTED_YAML = Path(__file__).parents[2] / "serving" / "scripted_loop.yml"
 
+
 @pytest.fixture(scope="module")
 def rows():
     return load_hotpotqa_questions(sample_corpus_path())[:4]
@@ -44,8 +45,11 @@ def router_script():
 def test_short_eval_with_scripted_llms(rows, tmp_path):
     store = build_store(rows)
     answer_llm = ScriptedChatGenerator([{"text": "yes"}], per_call=True)
-    configs = [one_shot_config(store, 6, answer_llm), bridge_entity_config(store, 6, answer_llm),
-               llm_router_config(store, ScriptedChatGenerator(router_script()), 6)]
+    configs = [
+        one_shot_config(store, 6, answer_llm),
+        bridge_entity_config(store, 6, answer_llm),
+        llm_router_config(store, ScriptedChatGenerator(router_script()), 6),
+    ]
     seen = []
     report = run_eval(rows, configs, on_question=lambda name, done: seen.append((name, done)))
     assert list(report["configs"]) == ["one-shot", "bridge-entity", "llm-router"]
@@ -148,8 +152,20 @@ def test_eval_unanswerable_reports_abstention(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     out_dir = tmp_path / "eval"
-    code = main(["--unanswerable", "--no-answer", "--limit", "3", "--configs", "bridge-entity",
-                 "--out", str(out_dir), "--json", "--quiet"])
+    code = main(
+        [
+            "--unanswerable",
+            "--no-answer",
+            "--limit",
+            "3",
+            "--configs",
+            "bridge-entity",
+            "--out",
+            str(out_dir),
+            "--json",
+            "--quiet",
+        ]
+    )
     assert code == 0
     totals = json.loads(capsys.readouterr().out)
     summary = totals["hotpotqa_dev_sample"]["bridge-entity"]

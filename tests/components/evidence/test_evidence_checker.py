@@ -94,8 +94,13 @@ def test_lexical_coverage_names_what_no_chunk_mentions():
     assert coverage.missing_entities == ["Arthur's Magazine"]
     assert coverage.entity_min < 1.0 and coverage.subject_min == 0.0
     assert "arthur" in coverage.missing_words
-    full = lexical_coverage(ARTHUR, ["Arthur's Magazine (1844-1846) was started in Philadelphia.", "First for Women "
-                                     "is a woman's magazine started in 1989."])
+    full = lexical_coverage(
+        ARTHUR,
+        [
+            "Arthur's Magazine (1844-1846) was started in Philadelphia.",
+            "First for Women is a woman's magazine started in 1989.",
+        ],
+    )
     assert full.missing_entities == [] and full.entity_min == 1.0 and full.subject_min == 1.0
 
 
@@ -109,12 +114,14 @@ def test_chunk_title_is_the_meta_title_else_a_short_first_line():
 def test_an_entity_mentioned_only_in_passing_has_no_passage_of_its_own():
     """The unanswerable split's typical case: the entity's own page is gone, its neighbours still name it."""
     question = 'Who directed the film "Big Stone Gap"?'
-    passing = lexical_coverage(question, ["Wise County\nWise County holds the town of Big Stone Gap, where a film "
-                                          "was shot."])
+    passing = lexical_coverage(
+        question, ["Wise County\nWise County holds the town of Big Stone Gap, where a film was shot."]
+    )
     assert passing.missing_entities == [] and passing.entity_min == 1.0
     assert passing.title_share == 0.0 and passing.entities_without_passage == ["Big Stone Gap"]
-    own = lexical_coverage(question, ["Big Stone Gap (film)\nBig Stone Gap is a 2014 film directed by Adriana "
-                                      "Trigiani."])
+    own = lexical_coverage(
+        question, ["Big Stone Gap (film)\nBig Stone Gap is a 2014 film directed by Adriana Trigiani."]
+    )
     assert own.title_share == 1.0 and own.entities_without_passage == []
     # numbers are not counted; a question without entities counts as covered
     assert lexical_coverage("What happened in 1994?", ["1994\nA year."]).entity_titles == [None]
@@ -122,16 +129,25 @@ def test_an_entity_mentioned_only_in_passing_has_no_passage_of_its_own():
     with pytest.raises(ValueError, match="one per text"):
         lexical_coverage(question, ["a", "b"], titles=["a"])
     # the verdict names it, so that a search again looks for the entity's own passage
-    verdict = lexical().check(question, [Document(content="The town of Big Stone Gap, where a film was shot, is in "
-                                                          "Wise County.", meta={"title": "Wise County"})])
+    verdict = lexical().check(
+        question,
+        [
+            Document(
+                content="The town of Big Stone Gap, where a film was shot, is in Wise County.",
+                meta={"title": "Wise County"},
+            )
+        ],
+    )
     assert verdict["missing"] == ["Big Stone Gap"] and verdict["missing_kind"] == "entities"
     assert "no passage is about Big Stone Gap" in verdict["reason"] and verdict["features"]["title_share"] == 0.0
 
 
 def test_words_count_in_one_chunk_or_two_linked_chunks_not_scattered():
     question = "Where was the director of Big Stone Gap born?"
-    linked = ["Big Stone Gap (film)\nBig Stone Gap is a film by Adriana Trigiani.",
-              "Adriana Trigiani\nAdriana Trigiani is a director, born in Roseto."]
+    linked = [
+        "Big Stone Gap (film)\nBig Stone Gap is a film by Adriana Trigiani.",
+        "Adriana Trigiani\nAdriana Trigiani is a director, born in Roseto.",
+    ]
     unlinked = ["Big Stone Gap (film)\nBig Stone Gap is a film.", "Someone Else\nA director, born in Roseto."]
     a, b = lexical_coverage(question, linked), lexical_coverage(question, unlinked)
     assert a.word_coverage == b.word_coverage == 1.0
@@ -140,8 +156,10 @@ def test_words_count_in_one_chunk_or_two_linked_chunks_not_scattered():
 
 
 def test_chunk_head_is_the_title_and_first_sentence():
-    doc = Document(content="Big Stone Gap (film)\nBig Stone Gap is a 2014 film. It was shot in Virginia.",
-                   meta={"title": "Big Stone Gap (film)"})
+    doc = Document(
+        content="Big Stone Gap (film)\nBig Stone Gap is a 2014 film. It was shot in Virginia.",
+        meta={"title": "Big Stone Gap (film)"},
+    )
     assert chunk_head(doc) == "Big Stone Gap (film): Big Stone Gap is a 2014 film."
     assert chunk_head(Document(content="No title here. Second sentence.")) == "No title here."
     assert chunk_head(doc, max_chars=12) == "Big Stone Ga"
@@ -179,9 +197,16 @@ def test_check_of_the_arthurs_magazine_question_over_the_shipped_corpus(sample_s
     assert verdict["method"] == "offline"
     assert verdict["score"] < verdict["threshold"]
     assert "Arthur's Magazine" in verdict["reason"] and "Arthur's Magazine" in verdict["missing"]
-    assert set(verdict["features"]) == {"word_coverage", "similarity", "entity_min", "subject_min",
-                                        "entity_coverage", "best_chunk_word_share", "title_share",
-                                        "best_pair_word_share"}
+    assert set(verdict["features"]) == {
+        "word_coverage",
+        "similarity",
+        "entity_min",
+        "subject_min",
+        "entity_coverage",
+        "best_chunk_word_share",
+        "title_share",
+        "best_pair_word_share",
+    }
 
 
 def test_no_chunks_is_never_sufficient():
@@ -218,8 +243,9 @@ def test_a_question_typed_without_capitals_is_checked_like_the_same_question_wit
     rows = sample_rows[:60]
     for row in rows:
         gold = {title for title, _ in row["supporting_facts"]}
-        distractors = [Document(content=f"{t}\n{''.join(s)}", meta={"title": t}) for t, s in row["context"]
-                       if t not in gold]
+        distractors = [
+            Document(content=f"{t}\n{''.join(s)}", meta={"title": t}) for t, s in row["context"] if t not in gold
+        ]
         refused["original"] += not checker.check(row["question"], distractors)["sufficient"]
         refused["lower"] += not checker.check(row["question"].lower(), distractors)["sufficient"]
     assert refused["lower"] >= 0.75 * refused["original"]
@@ -278,8 +304,9 @@ def test_give_up_path_says_what_was_searched_and_never_calls_the_answer_llm(samp
 
 
 def test_answer_with_warning_path_answers_and_carries_the_warning(sample_store):
-    pipeline, answer_llm = offline_loop(sample_store, EvidenceChecker(embedding_model=None,
-                                                                      on_insufficient_evidence="answer_with_warning"))
+    pipeline, answer_llm = offline_loop(
+        sample_store, EvidenceChecker(embedding_model=None, on_insufficient_evidence="answer_with_warning")
+    )
     result = run(pipeline, ARTHUR)
     assert result["terminated_by"] == "answered" and strip_markers(result["answer"]) == "First for Women"
     assert len(answer_llm.calls) == 1
@@ -299,16 +326,24 @@ def test_sufficient_evidence_goes_on_to_the_answerer(store):
 
 def test_exhausted_run_without_evidence_gives_up_instead_of_the_fallback(build_loop):
     fallback_script = [{"text": "Invented answer"}]
-    loop = build_loop([search(f"unrelated {i}") for i in range(6)], max_iterations=3, fallback_script=fallback_script,
-                      evidence_checker=lexical())
+    loop = build_loop(
+        [search(f"unrelated {i}") for i in range(6)],
+        max_iterations=3,
+        fallback_script=fallback_script,
+        evidence_checker=lexical(),
+    )
     result = loop.run(ARTHUR)
     assert result["terminated_by"] == "gave_up" and loop.fallback_llm.calls == []
     assert result["evidence"]["action"] == "give_up"
 
 
 def test_exhausted_run_with_evidence_goes_to_the_fallback(build_loop):
-    loop = build_loop([search("Adriana Trigiani"), search("Big Stone Gap film")], max_iterations=2,
-                      fallback_script=[{"text": "Greenwich Village"}], evidence_checker=lexical())
+    loop = build_loop(
+        [search("Adriana Trigiani"), search("Big Stone Gap film")],
+        max_iterations=2,
+        fallback_script=[{"text": "Greenwich Village"}],
+        evidence_checker=lexical(),
+    )
     result = loop.run("Where is Adriana Trigiani, the director of Big Stone Gap, based?")
     assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == "Greenwich Village"
     assert result["evidence"]["sufficient"] is True
@@ -318,14 +353,32 @@ def test_exhausted_run_with_evidence_goes_to_the_fallback(build_loop):
 
 
 def refused_state(question=ARTHUR, missing=("Arthur's Magazine",), iteration=2):
-    verdict = {"sufficient": False, "score": 0.1, "threshold": 0.5, "reason": "no passage mentions Arthur's Magazine",
-               "missing": list(missing), "missing_kind": "entities", "entities": ["Arthur's Magazine", "First for Women"],
-               "action": "search_again", "searched_again": 1, "chunk_ids": ["a"]}
-    steps = (ToolStep(1, "search", query=question, returned_chunk_ids=("a",)), ToolStep(2, "answer"),
-             ToolStep(2, "evidence", result="insufficient evidence"))
-    return LoopState(question=question, limits=LoopLimits(max_iterations=5, chunk_cap=6), iteration=iteration,
-                     chunks=(Document(id="a", content="Movieline is a magazine.", score=1.0),),
-                     tool_history=steps, queries_tried=(question,), evidence=verdict)
+    verdict = {
+        "sufficient": False,
+        "score": 0.1,
+        "threshold": 0.5,
+        "reason": "no passage mentions Arthur's Magazine",
+        "missing": list(missing),
+        "missing_kind": "entities",
+        "entities": ["Arthur's Magazine", "First for Women"],
+        "action": "search_again",
+        "searched_again": 1,
+        "chunk_ids": ["a"],
+    }
+    steps = (
+        ToolStep(1, "search", query=question, returned_chunk_ids=("a",)),
+        ToolStep(2, "answer"),
+        ToolStep(2, "evidence", result="insufficient evidence"),
+    )
+    return LoopState(
+        question=question,
+        limits=LoopLimits(max_iterations=5, chunk_cap=6),
+        iteration=iteration,
+        chunks=(Document(id="a", content="Movieline is a magazine.", score=1.0),),
+        tool_history=steps,
+        queries_tried=(question,),
+        evidence=verdict,
+    )
 
 
 def test_bridge_router_searches_what_the_check_found_missing(store):
@@ -356,7 +409,10 @@ def test_llm_router_is_told_why_its_answer_was_refused_and_searches_again(build_
     loop = build_loop(script, max_iterations=6, evidence_checker=lexical())
     result = loop.run(ARTHUR)
     assert actions(result) == ["search", "answer", "evidence", "search", "give_up"]
-    assert result["terminated_by"] == "gave_up" and strip_markers(result["answer"]) == "I could not find an answer: not found"
+    assert (
+        result["terminated_by"] == "gave_up"
+        and strip_markers(result["answer"]) == "I could not find an answer: not found"
+    )
     third_call = loop.llm.calls[2][0]
     feedback = third_call[-1]
     assert feedback.tool_call_result is not None and feedback.tool_call_result.origin.tool_name == "answer"
@@ -366,16 +422,25 @@ def test_llm_router_is_told_why_its_answer_was_refused_and_searches_again(build_
 
 
 def test_llm_router_answering_again_from_the_same_chunks_gives_up(build_loop):
-    loop = build_loop([search("magazines"), answer("First for Women"), answer("First for Women")],
-                      max_iterations=6, evidence_checker=lexical())
+    loop = build_loop(
+        [search("magazines"), answer("First for Women"), answer("First for Women")],
+        max_iterations=6,
+        evidence_checker=lexical(),
+    )
     result = loop.run(ARTHUR)
     assert actions(result) == ["search", "answer", "evidence", "answer", "give_up"]
-    assert result["terminated_by"] == "gave_up" and strip_markers(result["answer"]).startswith("I could not find the answer")
+    assert result["terminated_by"] == "gave_up" and strip_markers(result["answer"]).startswith(
+        "I could not find the answer"
+    )
 
 
 def test_json_router_gets_the_refusal_in_its_prompt(build_loop):
-    script = [decide("search", query="magazines"), decide("generate"), decide("search", query="Arthur's Magazine"),
-              decide("generate")]
+    script = [
+        decide("search", query="magazines"),
+        decide("generate"),
+        decide("search", query="Arthur's Magazine"),
+        decide("generate"),
+    ]
     loop = build_loop(script, mode="json", answer_script=[{"text": "First for Women"}], evidence_checker=lexical())
     result = loop.run(ARTHUR)
     prompts = [c[0][-1].text for c in loop.llm.calls]
@@ -399,15 +464,24 @@ def test_parse_verdict_is_lenient():
 
 
 def test_judge_decides_and_its_call_is_counted(build_loop):
-    judge = ScriptedChatGenerator([{"text": '{"sufficient": false, "missing": "when Arthur\'s Magazine started", '
-                                            '"reason": "only First for Women is described"}'}], per_call=True)
+    judge = ScriptedChatGenerator(
+        [
+            {
+                "text": '{"sufficient": false, "missing": "when Arthur\'s Magazine started", '
+                '"reason": "only First for Women is described"}'
+            }
+        ],
+        per_call=True,
+    )
     checker = EvidenceChecker(embedding_model=None, chat_generator=judge, search_again=0)
     loop = build_loop([search("New York City magazine"), answer("First for Women")], evidence_checker=checker)
     result = loop.run(ARTHUR)
     assert result["terminated_by"] == "gave_up" and calls(result, "evidence") == 1
     evidence = result["evidence"]
     assert evidence["method"] == "llm_judge" and "offline_score" in evidence
-    assert "when Arthur's Magazine started" in evidence["reason"] and "when Arthur's Magazine started" in strip_markers(result["answer"])
+    assert "when Arthur's Magazine started" in evidence["reason"] and "when Arthur's Magazine started" in strip_markers(
+        result["answer"]
+    )
 
 
 def test_the_judge_accepts_where_the_offline_score_would_refuse(build_loop):
@@ -424,7 +498,9 @@ def test_the_judge_accepts_where_the_offline_score_would_refuse(build_loop):
 
 def test_a_judge_whose_reason_contradicts_its_verdict_does_not_decide_alone(build_loop):
     # "sufficient" while its own reason says the documents do not state it: the offline check decides (it refuses).
-    said = '{"sufficient": true, "missing": "", "reason": "The documents do not state when Arthur\'s Magazine started."}'
+    said = (
+        '{"sufficient": true, "missing": "", "reason": "The documents do not state when Arthur\'s Magazine started."}'
+    )
     judge = ScriptedChatGenerator([{"text": said}], per_call=True)
     checker = EvidenceChecker(embedding_model=None, chat_generator=judge, search_again=0)
     result = build_loop([search("New York City magazine"), answer("First for Women")], evidence_checker=checker).run(
@@ -436,8 +512,10 @@ def test_a_judge_whose_reason_contradicts_its_verdict_does_not_decide_alone(buil
 
 
 STRONG_CHUNK = Document(
-    id="t", content="Adriana Trigiani, the director of Big Stone Gap, is based in Greenwich Village.",
-    meta={"title": "Adriana Trigiani"}, score=1.0,
+    id="t",
+    content="Adriana Trigiani, the director of Big Stone Gap, is based in Greenwich Village.",
+    meta={"title": "Adriana Trigiani"},
+    score=1.0,
 )
 
 
@@ -448,8 +526,9 @@ def test_a_judge_refusing_strong_offline_evidence_does_not_decide_alone(build_lo
     offline = checker.check(question, [STRONG_CHUNK])
     assert offline["sufficient"] and offline["score"] >= STRONG_OFFLINE_SCORE
     retriever = ScriptedRetrieverOne([STRONG_CHUNK])
-    loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], evidence_checker=checker,
-                      retriever=retriever)
+    loop = build_loop(
+        [search("Adriana Trigiani"), answer("Greenwich Village")], evidence_checker=checker, retriever=retriever
+    )
     result = loop.run(question)
     assert result["terminated_by"] == "answered" and "strong offline" in result["evidence"]["judge_overruled"]
 
@@ -485,8 +564,9 @@ async def test_run_and_run_async_agree(build_loop):
 
 def test_yaml_round_trip(store):
     judge = ScriptedChatGenerator([{"text": '{"sufficient": true}'}], per_call=True)
-    checker = EvidenceChecker(on_insufficient_evidence="answer_with_warning", threshold=0.3, chat_generator=judge,
-                              search_again=1)
+    checker = EvidenceChecker(
+        on_insufficient_evidence="answer_with_warning", threshold=0.3, chat_generator=judge, search_again=1
+    )
     pipeline, _ = offline_loop(store, checker)
     loaded = load_yaml(pipeline.dumps())
     again = loaded.get_component("evidence")
@@ -494,6 +574,7 @@ def test_yaml_round_trip(store):
     assert again.to_dict() == checker.to_dict()
     assert (again.on_insufficient_evidence, again.threshold, again.search_again) == ("answer_with_warning", 0.3, 1)
     assert isinstance(again.chat_generator, ScriptedChatGenerator)
+
     def edges(p):
         return sorted((c["sender"], c["receiver"]) for c in p.to_dict()["connections"])
 
@@ -511,8 +592,10 @@ def test_give_up_template_lists_the_queries():
     from haystack_agentic.llm.prompts import render
 
     text = render(DEFAULT_GIVE_UP_TEMPLATE, queries=["a", "b", "c"], reason="r", score=0.1, threshold=0.5)
-    assert text == ('I could not find the answer in the documents. I searched for "a", "b" and "c", but the passages '
-                    "found do not contain the answer: r (evidence score 0.10, needed 0.50).")
+    assert text == (
+        'I could not find the answer in the documents. I searched for "a", "b" and "c", but the passages '
+        "found do not contain the answer: r (evidence score 0.10, needed 0.50)."
+    )
 
 
 def test_a_heading_line_counts_as_a_title_besides_the_meta_title():

@@ -236,7 +236,9 @@ NABOKOV_PAGES = [  # real pages of the shared HotpotQA sample, opening sentences
 
 
 def _nabokov_state(**changes) -> LoopState:
-    docs = tuple(Document(id=i, content=text, meta={"title": text.split("\n")[0]}, score=s) for i, text, s in NABOKOV_PAGES)
+    docs = tuple(
+        Document(id=i, content=text, meta={"title": text.split("\n")[0]}, score=s) for i, text, s in NABOKOV_PAGES
+    )
     step = ToolStep(1, "search", query=NABOKOV_QUESTION, returned_chunk_ids=("stories", "lee", "nabokov"))
     return LoopState(question=NABOKOV_QUESTION, chunks=docs, pending_action="answer", tool_history=(step,), **changes)
 
@@ -245,7 +247,9 @@ def _answer_then_extract(reply: str, **answerer_options) -> Pipeline:
     pipeline = Pipeline()
     llm = ScriptedChatGenerator([{"text": reply}], per_call=True)
     pipeline.add_component("answerer", Answerer(chat_generator=llm, stream_answer=False, **answerer_options))
-    pipeline.add_component("extractor", ShortAnswerExtractor(chunks_per_search=answerer_options.get("chunks_per_search")))
+    pipeline.add_component(
+        "extractor", ShortAnswerExtractor(chunks_per_search=answerer_options.get("chunks_per_search"))
+    )
     pipeline.connect("answerer.finished", "extractor.state")
     return pipeline
 
@@ -273,13 +277,17 @@ async def test_in_a_pipeline_the_answer_tagged_stream_is_the_final_answer(run_as
     done = outputs["extractor"]["state"]
     assert strip_markers(done.outcome.answer) == "Vladimir Nabokov"  # the pages' years settle it
     assert "".join(c.content for c in chunks if c.meta.get(ANSWER_META)) == done.outcome.answer
-    assert "".join(c.content for c in chunks if not c.meta.get(ANSWER_META)) == "The novelist Harper Lee was born in 1926."
+    assert (
+        "".join(c.content for c in chunks if not c.meta.get(ANSWER_META)) == "The novelist Harper Lee was born in 1926."
+    )
     assert {c.meta[ROLE_META] for c in chunks} == {"answer"}
 
 
 def test_only_an_answer_written_from_the_chunks_is_cut():
     extractor = ShortAnswerExtractor()
-    kept_draft = _nabokov_state(draft="Harper Lee was born in 1926.").finish("answered", answer="Harper Lee was born in 1926.")
+    kept_draft = _nabokov_state(draft="Harper Lee was born in 1926.").finish(
+        "answered", answer="Harper Lee was born in 1926."
+    )
     error = _nabokov_state().finish("error", error="Answer LLM failed")
     gave_up = _nabokov_state().finish("gave_up", answer="Not enough evidence.")
     for state in (kept_draft, error, gave_up):
@@ -311,6 +319,8 @@ def test_to_dict_from_dict_and_a_yaml_round_trip():
     pipeline = _answer_then_extract("Harper Lee.", chunks_per_search=2)
     loaded = load_yaml(pipeline.dumps())
     assert loaded.to_dict() == pipeline.to_dict()
-    assert yaml.safe_load(pipeline.dumps())["connections"] == [{"sender": "answerer.finished", "receiver": "extractor.state"}]
+    assert yaml.safe_load(pipeline.dumps())["connections"] == [
+        {"sender": "answerer.finished", "receiver": "extractor.state"}
+    ]
     with pytest.raises(ValueError, match="at least 1"):
         ShortAnswerExtractor(chunks_per_search=0)

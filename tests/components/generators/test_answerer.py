@@ -39,7 +39,9 @@ def test_without_an_answer_llm_the_draft_is_the_answer():
     assert set(out) == {"finished"}
     done = out["finished"]
     assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
-        "answered", "Greenwich", None
+        "answered",
+        "Greenwich",
+        None,
     )
     assert done.usage == {}
 
@@ -48,7 +50,8 @@ def test_answer_llm_rewrites_the_draft():
     llm = _llm({"text": "  Greenwich Village, New York City  "})
     done = Answerer(chat_generator=llm).run(state=_state())["finished"]
     assert (done.outcome.terminated_by, strip_markers(done.outcome.answer)) == (
-        "answered", "Greenwich Village, New York City"
+        "answered",
+        "Greenwich Village, New York City",
     )
     assert done.usage["answer"]["calls"] == 1
     prompt = _prompt(llm)
@@ -64,7 +67,9 @@ def test_answer_llm_error_or_blank_reply_keeps_the_draft(turn):
     llm = _llm(turn)
     done = Answerer(chat_generator=llm).run(state=_state())["finished"]
     assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
-        "answered", "Greenwich", None
+        "answered",
+        "Greenwich",
+        None,
     )
     assert done.usage["answer"]["calls"] == 1
     assert len(llm.calls) == 1
@@ -73,7 +78,11 @@ def test_answer_llm_error_or_blank_reply_keeps_the_draft(turn):
 def test_answer_llm_error_keeps_the_draft_in_the_pipeline(build_loop):
     loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], answer_script=[{"raise": "boom"}])
     result = loop.run()
-    assert (result["terminated_by"], strip_markers(result["answer"]), result["error"]) == ("answered", "Greenwich Village", None)
+    assert (result["terminated_by"], strip_markers(result["answer"]), result["error"]) == (
+        "answered",
+        "Greenwich Village",
+        None,
+    )
     assert calls(result, "answer") == 1 and calls(result, "controller") == 2
 
 
@@ -98,7 +107,10 @@ def test_answer_llm_rewrite_in_the_pipeline(build_loop):
 def test_give_up_never_reaches_the_answer_llm(build_loop):
     loop = build_loop([give_up("nothing relevant")], answer_script=[{"text": "REWRITTEN"}])
     result = loop.run()
-    assert (result["terminated_by"], strip_markers(result["answer"])) == ("gave_up", "I could not find an answer: nothing relevant")
+    assert (result["terminated_by"], strip_markers(result["answer"])) == (
+        "gave_up",
+        "I could not find an answer: nothing relevant",
+    )
     assert loop.answer_llm.calls == [] and calls(result, "answer") == 0
 
 
@@ -116,18 +128,24 @@ def test_generate_writes_the_answer_from_the_chunks():
 def test_generate_failure_ends_with_an_error():
     done = Answerer(chat_generator=_llm({"raise": "quota"})).run(state=_state(draft=None))["finished"]
     assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
-        "error", None, "Answer LLM failed: RuntimeError: quota"
+        "error",
+        None,
+        "Answer LLM failed: RuntimeError: quota",
     )
 
 
 def test_generate_blank_ends_with_an_error():
     done = Answerer(chat_generator=_llm({"text": ""})).run(state=_state(draft=None))["finished"]
     assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
-        "error", None, "Answer LLM returned no answer in words (blank, or only citation markers or tool-call text)."
+        "error",
+        None,
+        "Answer LLM returned no answer in words (blank, or only citation markers or tool-call text).",
     )
 
 
-@pytest.mark.parametrize("reply", ["[5]", "[5][6]", " \u200b ", '<tool_call>{"name": "answer", "arguments": {}}</tool_call>'])
+@pytest.mark.parametrize(
+    "reply", ["[5]", "[5][6]", " \u200b ", '<tool_call>{"name": "answer", "arguments": {}}</tool_call>']
+)
 def test_generate_without_words_of_its_own_is_no_answer(reply):
     done = Answerer(chat_generator=_llm({"text": reply})).run(state=_state(draft=None))["finished"]
     assert done.outcome.terminated_by == "error" and done.outcome.answer is None
@@ -254,8 +272,12 @@ def test_bad_limits_are_rejected():
 
 def test_serialisation_round_trip(allow_deserialization):
     answerer = Answerer(
-        chat_generator=_llm({"text": "a"}), temperature=0.3, generation_kwargs={"seed": 1},
-        answer_prompt=DEFAULT_ANSWER_PROMPT + "!", max_chunks=3, chunk_chars=99,
+        chat_generator=_llm({"text": "a"}),
+        temperature=0.3,
+        generation_kwargs={"seed": 1},
+        answer_prompt=DEFAULT_ANSWER_PROMPT + "!",
+        max_chunks=3,
+        chunk_chars=99,
     )
     data = answerer.to_dict()
     restored = Answerer.from_dict(copy.deepcopy(data))

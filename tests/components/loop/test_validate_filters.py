@@ -16,8 +16,10 @@ TITLE = {"field": "meta.title", "operator": "==", "value": "Big Stone Gap"}
         TITLE,
         {"operator": "AND", "conditions": [TITLE, {"field": "meta.year", "operator": ">", "value": 2000}]},
         {"operator": "NOT", "conditions": [{"field": "meta.kind", "operator": "in", "value": ["film", "book"]}]},
-        {"operator": "OR", "conditions": [{"operator": "AND", "conditions": [TITLE]}, {"operator": "AND",
-                                                                                        "conditions": []}]},
+        {
+            "operator": "OR",
+            "conditions": [{"operator": "AND", "conditions": [TITLE]}, {"operator": "AND", "conditions": []}],
+        },
     ],
 )
 def test_valid_filters_pass_and_match_like_a_store(filters):

@@ -72,8 +72,10 @@ def test_answered_by_plain_text(build_loop):
 
 def test_text_with_a_tool_call_is_not_an_answer(build_loop):
     loop = build_loop(
-        [{"text": "Let me search.", "tool_calls": [{"tool_name": "search", "arguments": {"query": "Trigiani"}}]},
-         answer("Greenwich Village")]
+        [
+            {"text": "Let me search.", "tool_calls": [{"tool_name": "search", "arguments": {"query": "Trigiani"}}]},
+            answer("Greenwich Village"),
+        ]
     )
     result = loop.run()
     assert actions(result) == ["search", "answer"]
@@ -112,7 +114,9 @@ def test_generator_error_ends_the_run_with_the_error_kept(build_loop):
 def test_generator_error_on_the_first_turn(build_loop):
     result = build_loop([{"raise": "no such model"}]).run()
     assert (result["terminated_by"], result["error"], result["iterations"]) == (
-        "error", "RuntimeError: no such model", 1
+        "error",
+        "RuntimeError: no such model",
+        1,
     )
     assert result["documents"] == []
 
@@ -242,7 +246,7 @@ def test_bad_tool_calls_go_back_to_the_model_and_the_run_goes_on(build_loop, nam
     tool_message = loop.llm.calls[1][0][-1]
     assert tool_message.role == ChatRole.TOOL
     assert tool_message.tool_call_result.error is True
-    told = f"Error in {name}: {step['result'][len(f'Error in {name}: '):]}\nSearch for something new, or answer"
+    told = f"Error in {name}: {step['result'][len(f'Error in {name}: ') :]}\nSearch for something new, or answer"
     assert tool_message.tool_call_result.result.startswith(told)  # why, then what to do next
     assert problem in tool_message.tool_call_result.result
     assert tool_message.tool_call_result.origin.tool_name == name
@@ -303,7 +307,9 @@ def test_user_tool_runs_inline_and_its_result_goes_back(build_loop):
     assert actions(result) == ["tool", "answer"]
     step = result["tool_history"][0]
     assert (step["tool_name"], step["arguments"], step["result"]) == (
-        "film_year", {"title": "Big Stone Gap"}, "Big Stone Gap was released in 2014."
+        "film_year",
+        {"title": "Big Stone Gap"},
+        "Big Stone Gap was released in 2014.",
     )
     tool_message = loop.llm.calls[1][0][-1]
     assert tool_message.role == ChatRole.TOOL
@@ -393,7 +399,9 @@ def test_controller_temperature_and_generation_kwargs_reach_the_generator(build_
 
 def test_router_run_returns_exactly_one_route():
     llm = ScriptedChatGenerator([search("Adriana Trigiani", top_k=2)])
-    out = AgenticRouter(chat_generator=llm, search_question_first=False).run(state=_start(filters={"field": "id", "operator": "!=", "value": "x"}))
+    out = AgenticRouter(chat_generator=llm, search_question_first=False).run(
+        state=_start(filters={"field": "id", "operator": "!=", "value": "x"})
+    )
     assert set(out) == {"query", "filters", "top_k", "loop"}
     assert (out["query"], out["top_k"]) == ("Adriana Trigiani", 2)
     assert out["filters"] == {"field": "id", "operator": "!=", "value": "x"}
@@ -498,15 +506,19 @@ def test_json_mode_invalid_decision_is_recorded_and_the_loop_goes_on(build_loop,
     assert calls(result, "controller") == 3
 
 
-
 def test_json_mode_strict_raises_with_the_raw_text():
     raw = '{"action": "dance"}'
-    router = AgenticRouter(chat_generator=ScriptedChatGenerator([{"text": raw}]), mode="json", strict=True, search_question_first=False)
+    router = AgenticRouter(
+        chat_generator=ScriptedChatGenerator([{"text": raw}]), mode="json", strict=True, search_question_first=False
+    )
     with pytest.raises(ValueError, match=r"unknown action 'dance'.*\{\"action\": \"dance\"\}"):
         router.run(state=_start())
-    prose = AgenticRouter(chat_generator=ScriptedChatGenerator([{"text": "hmm"}]), mode="json", strict=True, search_question_first=False)
+    prose = AgenticRouter(
+        chat_generator=ScriptedChatGenerator([{"text": "hmm"}]), mode="json", strict=True, search_question_first=False
+    )
     with pytest.raises(ValueError, match=r"no JSON object.*'hmm'"):
         prose.run(state=_start())
+
 
 def test_json_mode_search_without_query_uses_the_question_once(build_loop):
     retriever = ScriptedRetriever({})
@@ -580,7 +592,10 @@ def test_json_mode_reflect_critiques_and_improves_the_draft(build_loop):
 def test_custom_json_prompt_is_rendered(build_loop):
     prompt = "JSON {{ question }} turn {{ iteration }}/{{ max_iterations }} chunks={{ chunks }}"
     loop = build_loop(
-        [decide("generate")], mode="json", max_iterations=3, answer_script=[{"text": "a"}],
+        [decide("generate")],
+        mode="json",
+        max_iterations=3,
+        answer_script=[{"text": "a"}],
         router_kwargs={"json_prompt": prompt},
     )
     loop.run()
@@ -589,7 +604,11 @@ def test_custom_json_prompt_is_rendered(build_loop):
 
 def test_json_mode_generator_error(build_loop):
     result = build_loop([{"raise": "down"}], mode="json", answer_script=[{"text": "a"}]).run()
-    assert (result["terminated_by"], result["error"], strip_markers(result["answer"])) == ("error", "RuntimeError: down", None)
+    assert (result["terminated_by"], result["error"], strip_markers(result["answer"])) == (
+        "error",
+        "RuntimeError: down",
+        None,
+    )
 
 
 # --- found while testing (see the report): expected behaviour the core does not have yet ------------------------

@@ -26,7 +26,10 @@ def store():
     store = InMemoryDocumentStore(index=f"bridge-{uuid.uuid4()}")
     docs = [
         ("Big Stone Gap (film)", "Big Stone Gap is a 2014 American romantic comedy film directed by Adriana Trigiani."),
-        ("Adriana Trigiani", "Adriana Trigiani is an Italian American author based in Greenwich Village, New York City."),
+        (
+            "Adriana Trigiani",
+            "Adriana Trigiani is an Italian American author based in Greenwich Village, New York City.",
+        ),
         ("Kingston Morning", "Kingston Morning is a romantic comedy song about New York."),
         ("Romantic comedy", "Romantic comedy is a genre of film that combines romance and comedy."),
     ]
@@ -96,9 +99,14 @@ def test_and_filters():
 def test_title_index_follows_the_store(store):
     router = BridgeEntityRouter(document_store=store, first_top_k=1)
     router.warm_up()
-    store.write_documents([Document(id="gv", content="Greenwich Village\nA neighborhood.", meta={"title": "Greenwich Village"})])
+    store.write_documents(
+        [Document(id="gv", content="Greenwich Village\nA neighborhood.", meta={"title": "Greenwich Village"})]
+    )
     chunks = [store.filter_documents({"field": "meta.title", "operator": "==", "value": "Adriana Trigiani"})[0]]
-    proposals = [s["query"] for s in router._current_policy().next_searches("Where is she based?", chunks, ["Where is she based?"])]
+    proposals = [
+        s["query"]
+        for s in router._current_policy().next_searches("Where is she based?", chunks, ["Where is she based?"])
+    ]
     assert "Greenwich Village" in proposals
 
 
@@ -201,7 +209,9 @@ def test_another_tenants_titles_do_not_change_a_run():
     shared.write_documents(tenant_documents(with_b=True))
     expected = tenant_a_trace(alone, InMemoryBM25Retriever(alone))
     assert tenant_a_trace(shared, InMemoryBM25Retriever(shared)) == expected
-    assert not any(isinstance(args, dict) and "Adriana Trigiani" in str(args.get("filters")) for _, _, args, _ in expected)
+    assert not any(
+        isinstance(args, dict) and "Adriana Trigiani" in str(args.get("filters")) for _, _, args, _ in expected
+    )
 
 
 def test_the_policy_of_one_scope_only_knows_that_scopes_titles():
@@ -226,7 +236,9 @@ def test_another_tenants_titles_do_not_change_a_run_on_milvus_lite(tmp_path):
 
     def milvus_with(with_b: bool, name: str):
         store = milvus_document_store(str(tmp_path / f"{name}.db"))
-        docs = [Document(id=d.id, content=d.content, meta=d.meta, embedding=[0.01] * dim) for d in tenant_documents(with_b)]
+        docs = [
+            Document(id=d.id, content=d.content, meta=d.meta, embedding=[0.01] * dim) for d in tenant_documents(with_b)
+        ]
         write_documents(docs, store)
         return store
 

@@ -46,8 +46,9 @@ def test_a_router_that_never_searches_still_answers_from_the_questions_chunks(bu
 
 
 def test_json_mode_generating_at_once_writes_the_answer_from_the_questions_chunks(build_loop):
-    loop = build_loop([decide("generate")], mode="json", router_kwargs=FIRST,
-                      answer_script=[{"text": "Adriana Trigiani"}])
+    loop = build_loop(
+        [decide("generate")], mode="json", router_kwargs=FIRST, answer_script=[{"text": "Adriana Trigiani"}]
+    )
     result = loop.run()
     assert searched(result) == [QUESTION]
     assert "Big Stone Gap is a 2014" in loop.answer_llm.calls[0][0][-1].text  # the question's chunk, in the prompt
@@ -63,8 +64,7 @@ def test_the_option_turns_it_off_and_round_trips(allow_deserialization):
 
 
 def test_a_router_repeating_itself_gets_the_chunks_suggestion_then_the_loop_answers_from_the_chunks(build_loop):
-    loop = build_loop([search(QUESTION)] * 6, **TOOLS, max_iterations=8,
-                      fallback_script=[{"text": "Adriana Trigiani"}])
+    loop = build_loop([search(QUESTION)] * 6, **TOOLS, max_iterations=8, fallback_script=[{"text": "Adriana Trigiani"}])
     result = loop.run()
     assert calls(result, "controller") == MAX_REFUSED_TURNS  # not the 7 turns left
     assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == "Adriana Trigiani"
@@ -80,8 +80,12 @@ def test_a_router_repeating_itself_gets_the_chunks_suggestion_then_the_loop_answ
 
 
 def test_json_mode_a_refused_search_is_followed_by_the_chunks_suggestion(build_loop):
-    loop = build_loop([decide("search", query=QUESTION), decide("generate")],
-                      mode="json", router_kwargs=FIRST, answer_script=[{"text": "Greenwich Village"}])
+    loop = build_loop(
+        [decide("search", query=QUESTION), decide("generate")],
+        mode="json",
+        router_kwargs=FIRST,
+        answer_script=[{"text": "Greenwich Village"}],
+    )
     result = loop.run()
     steps = result["tool_history"]
     assert [s["action"] for s in steps] == ["search", "invalid", "search", "generate"]
@@ -92,8 +96,13 @@ def test_json_mode_a_refused_search_is_followed_by_the_chunks_suggestion(build_l
 
 
 def test_json_invalid_replies_twice_end_the_loop_early(build_loop):
-    loop = build_loop([{"text": "I am not sure."}] * 5, mode="json", router_kwargs=FIRST, max_iterations=8,
-                      fallback_script=[{"text": "Adriana Trigiani"}])
+    loop = build_loop(
+        [{"text": "I am not sure."}] * 5,
+        mode="json",
+        router_kwargs=FIRST,
+        max_iterations=8,
+        fallback_script=[{"text": "Adriana Trigiani"}],
+    )
     result = loop.run()
     assert calls(result, "controller") == MAX_REFUSED_TURNS
     assert result["terminated_by"] == "max_iterations" and result["answer"]
@@ -101,9 +110,13 @@ def test_json_invalid_replies_twice_end_the_loop_early(build_loop):
 
 @pytest.mark.parametrize(
     "reply",
-    [{"text": "[5]"}, {"text": "[5][6]"}, {"text": " \u200b "}, answer("[1]"),
-     # a call of a tool the loop does not offer is not recovered (a valid search would run): only tool-call text
-     {"text": '<tools>{"name": "lookup", "arguments": {"query": "x"}}</tools>'},
+    [
+        {"text": "[5]"},
+        {"text": "[5][6]"},
+        {"text": " \u200b "},
+        answer("[1]"),
+        # a call of a tool the loop does not offer is not recovered (a valid search would run): only tool-call text
+        {"text": '<tools>{"name": "lookup", "arguments": {"query": "x"}}</tools>'},
     ],
 )
 def test_an_answer_without_words_of_its_own_is_never_answered(build_loop, reply):
@@ -115,16 +128,22 @@ def test_an_answer_without_words_of_its_own_is_never_answered(build_loop, reply)
 
 
 def test_json_mode_with_one_turn_answers_from_the_chunks_at_the_cap(build_loop):
-    loop = build_loop([], mode="json", router_kwargs=FIRST, max_iterations=1,
-                      fallback_script=[{"text": "Adriana Trigiani"}])
+    loop = build_loop(
+        [], mode="json", router_kwargs=FIRST, max_iterations=1, fallback_script=[{"text": "Adriana Trigiani"}]
+    )
     result = loop.run()
     assert searched(result) == [QUESTION]
     assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == "Adriana Trigiani"
 
 
 def test_an_answer_forced_at_the_cap_says_so(build_loop):
-    loop = build_loop([decide("search", query="Adriana Trigiani")], mode="json", router_kwargs=FIRST,
-                      max_iterations=3, answer_script=[{"text": "Greenwich Village"}])
+    loop = build_loop(
+        [decide("search", query="Adriana Trigiani")],
+        mode="json",
+        router_kwargs=FIRST,
+        max_iterations=3,
+        answer_script=[{"text": "Greenwich Village"}],
+    )
     result = loop.run()
     assert searched(result) == [QUESTION, "Adriana Trigiani"]
     assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == "Greenwich Village"

@@ -49,8 +49,12 @@ def test_text_calls_run_as_tool_calls_and_pair_with_their_results(build_loop):
 
 
 def test_several_text_calls_in_one_reply_all_run(build_loop):
-    both = json.dumps([{"name": "search", "arguments": {"query": "Big Stone Gap film"}},
-                       {"name": "search", "arguments": {"query": "Adriana Trigiani"}}])
+    both = json.dumps(
+        [
+            {"name": "search", "arguments": {"query": "Big Stone Gap film"}},
+            {"name": "search", "arguments": {"query": "Adriana Trigiani"}},
+        ]
+    )
     loop = build_loop([{"text": both}, {"text": _text_call("answer", text="Greenwich Village")}])
     result = loop.run()
     assert actions(result) == ["search", "search", "answer"]
@@ -92,7 +96,9 @@ def test_a_user_tool_written_as_text_runs(build_loop):
     from haystack.tools import Tool
 
     year = Tool(
-        name="film_year", description="Year of a film.", function=lambda title: "2014",
+        name="film_year",
+        description="Year of a film.",
+        function=lambda title: "2014",
         parameters={"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
     )
     loop = build_loop(

@@ -86,7 +86,8 @@ def test_the_server_side_async_path_survives_an_infinite_top_k(build_loop):
 
 
 @pytest.mark.parametrize(
-    "arguments", ["", None, "null", "{}", {}, "   ", {"reason": ""}, {"reason": "  "}, {"reason": 7}, {"why": "x"}],
+    "arguments",
+    ["", None, "null", "{}", {}, "   ", {"reason": ""}, {"reason": "  "}, {"reason": 7}, {"why": "x"}],
     ids=repr,
 )
 def test_give_up_without_a_reason_ends_the_run_with_gave_up(build_loop, arguments):
@@ -137,7 +138,9 @@ def test_whole_number_and_finite_helpers():
     with pytest.raises(ValueError, match="5000-digit"):
         whole_number("9" * 5000, 1, 10)
     assert finite({"a": [math.inf, {"b": -math.inf}], "c": math.nan, "d": 1.5}) == {
-        "a": ["inf", {"b": "-inf"}], "c": "nan", "d": 1.5
+        "a": ["inf", {"b": "-inf"}],
+        "c": "nan",
+        "d": 1.5,
     }
     assert decode_arguments(" ") == ({}, None) and decode_arguments(None) == ({}, None)
     assert decode_arguments('{"top_k": 1e999}') == ({"top_k": math.inf}, None)

@@ -111,8 +111,9 @@ def test_searches_beyond_the_per_turn_limit_go_back_as_errors():
 
 def test_an_answer_in_the_same_turn_drops_the_searches(build_loop):
     retriever = ScriptedRetriever({"a": [("bsg", 1.0)]})
-    loop = build_loop([_calls(("search", {"query": "a"}), ("answer", {"text": "Greenwich Village"}))],
-                      retriever=retriever)
+    loop = build_loop(
+        [_calls(("search", {"query": "a"}), ("answer", {"text": "Greenwich Village"}))], retriever=retriever
+    )
     result = loop.run()
     assert retriever.calls == [] and result["answer"] == "Greenwich Village"
     assert actions(result) == ["answer"]
@@ -129,7 +130,9 @@ def test_turns_of_many_searches_stay_within_max_runs_per_component(build_loop):
 def test_state_with_queued_searches_round_trips():
     state = LoopController().run(query=QUESTION)["state"]
     turn = _calls(("search", {"query": "a"}), ("search", {"query": "b"}))
-    routed = AgenticRouter(chat_generator=ScriptedChatGenerator([turn]), search_question_first=False).run(state=state)["loop"]
+    routed = AgenticRouter(chat_generator=ScriptedChatGenerator([turn]), search_question_first=False).run(state=state)[
+        "loop"
+    ]
     again = LoopState.from_dict(routed.to_dict())
     assert again.queued == routed.queued and again.pending == routed.pending
 
@@ -144,8 +147,10 @@ def test_component_tool_retriever_adds_its_documents_and_shows_readable_text(bui
         description="Search the wiki.",
         inputs_from_state={"filters": "filters"},  # the run's filters, not the model's
     )
-    loop = build_loop([tool_turn("wiki", {"query": "Adriana Trigiani", "top_k": 2}), search("Trigiani"),
-                       answer("Greenwich Village")], router_kwargs={"tools": [tool]})
+    loop = build_loop(
+        [tool_turn("wiki", {"query": "Adriana Trigiani", "top_k": 2}), search("Trigiani"), answer("Greenwich Village")],
+        router_kwargs={"tools": [tool]},
+    )
     result = loop.run(filters={"field": "meta.kind", "operator": "==", "value": "person"})
     step = result["tool_history"][0]
     assert step["action"] == "tool" and step["returned_chunk_ids"] == ["trigiani"]
@@ -205,8 +210,10 @@ def test_outputs_to_string_and_outputs_to_state_follow_haystack_semantics(build_
         function=director_born,
         inputs_from_state={"director": "director"},
     )
-    loop = build_loop([tool_turn("film_facts", {"title": "Big Stone Gap"}), tool_turn("director_born", {}),
-                       answer("Giuseppe")], router_kwargs={"tools": [facts, born]})
+    loop = build_loop(
+        [tool_turn("film_facts", {"title": "Big Stone Gap"}), tool_turn("director_born", {}), answer("Giuseppe")],
+        router_kwargs={"tools": [facts, born]},
+    )
     result = loop.run()
     first = _tool_messages(loop.llm.calls[1][0])[-1].tool_call_result.result
     assert first == "2014"  # outputs_to_string: only the `year` output
@@ -274,8 +281,11 @@ def test_each_search_of_a_turn_and_each_user_tool_call_has_its_own_span(store):
     recording = _Tracer()
     tracing.enable_tracing(recording)
     try:
-        turn = _calls(("search", {"query": "Adriana Trigiani"}), ("film_year", {"title": "Big Stone Gap"}),
-                      ("search", {"query": "Greenwich Village"}))
+        turn = _calls(
+            ("search", {"query": "Adriana Trigiani"}),
+            ("film_year", {"title": "Big Stone Gap"}),
+            ("search", {"query": "Greenwich Village"}),
+        )
         llm = ScriptedChatGenerator([turn, answer("x")])
         router = AgenticRouter(chat_generator=llm, tools=[YEAR_TOOL], search_question_first=False)
         pipeline = build_loop_pipeline(router, SafeRetriever(InMemoryBM25Retriever(store)), check_evidence=False)
@@ -293,15 +303,21 @@ def test_the_same_words_in_two_collections_in_one_turn_are_two_searches(tmp_path
     from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 
     store = SparseBM25DocumentStore(index=f"turn-tools-{tmp_path.name}")
-    store.write_documents([
-        Document(id="film", content="Big Stone Gap is a 2014 film.", meta={"collection": "films"}),
-        Document(id="town", content="Big Stone Gap is a town in Virginia.", meta={"collection": "places"}),
-    ])
-    turn = _calls(("search", {"query": "Big Stone Gap", "collection": "films"}),
-                  ("search", {"query": "Big Stone Gap", "collection": "places"}))
+    store.write_documents(
+        [
+            Document(id="film", content="Big Stone Gap is a 2014 film.", meta={"collection": "films"}),
+            Document(id="town", content="Big Stone Gap is a town in Virginia.", meta={"collection": "places"}),
+        ]
+    )
+    turn = _calls(
+        ("search", {"query": "Big Stone Gap", "collection": "films"}),
+        ("search", {"query": "Big Stone Gap", "collection": "places"}),
+    )
     llm = ScriptedChatGenerator([turn, answer("x")])
     pipeline = build_loop_pipeline(
-        AgenticRouter(chat_generator=llm, search_question_first=False), SafeRetriever(InMemoryBM25Retriever(store)), check_evidence=False
+        AgenticRouter(chat_generator=llm, search_question_first=False),
+        SafeRetriever(InMemoryBM25Retriever(store)),
+        check_evidence=False,
     )
     result = pipeline.run({"controller": {"query": QUESTION, "collections": ["films", "places"]}})["result"]
     steps = [s for s in result["tool_history"] if s["action"] == "search"]

@@ -60,20 +60,37 @@ def main() -> None:
     first = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     rows = [json.loads(line) for line in DATA.read_text().splitlines()[first : first + count]]
     meta = {
-        "model": model.name, "sha256_prefix": sha256_prefix(model), "recorded": dt.datetime.now(dt.UTC).date().isoformat(),
-        "max_tokens": 256, "temperature": 0.0, "n_ctx": 4096, "threads": 2, "data": DATA.name, "first": first,
+        "model": model.name,
+        "sha256_prefix": sha256_prefix(model),
+        "recorded": dt.datetime.now(dt.UTC).date().isoformat(),
+        "max_tokens": 256,
+        "temperature": 0.0,
+        "n_ctx": 4096,
+        "threads": 2,
+        "data": DATA.name,
+        "first": first,
     }
     server = LlamaCppServer(model, n_ctx=4096, threads=2)
     records: list[dict] = []
 
     def record(row: dict, turn: int, reply: ChatMessage, seconds: float) -> None:
-        records.append({"id": row["id"], "turn": turn, "question": row["question"], "seconds": round(seconds, 1),
-                        **reply_record(reply)})
+        records.append(
+            {
+                "id": row["id"],
+                "turn": turn,
+                "question": row["question"],
+                "seconds": round(seconds, 1),
+                **reply_record(reply),
+            }
+        )
         out.write_text(json.dumps({"meta": meta, "replies": records}, indent=1, ensure_ascii=False) + "\n")
 
     with server:
         generator = OpenAIChatGenerator(
-            api_key=Secret.from_token("none"), model=server.model_name, api_base_url=server.base_url, timeout=3600,
+            api_key=Secret.from_token("none"),
+            model=server.model_name,
+            api_base_url=server.base_url,
+            timeout=3600,
             max_retries=0,
             generation_kwargs={"max_tokens": 256, "temperature": 0.0},
         )
