@@ -285,17 +285,19 @@ _DOCS = [
     # A chunk of the usual size (about 1,000 characters): work per claim and chunk shows here.
     (
         "town",
-        "Big Stone Gap is a town in Wise County, in the southwest of Virginia. It lies in a gap of the "
-        "Appalachian Mountains where the Powell River cuts through Stone Mountain. The town grew with the coal "
-        "and iron boom of the late nineteenth century. Adriana Trigiani set her first novel there, and the "
-        "film Big Stone Gap was shot in the town and the valleys around it. Many people of the town appeared "
-        "in the film. The town has a museum of the region's history, a state park, and a theatre where an "
-        "outdoor drama is played each summer. Its main street keeps many buildings of the boom years. The "
-        "novel follows the town's pharmacist through one eventful year. Adriana Trigiani wrote several more "
-        "books about the town and its people. She lives in Greenwich Village, in New York City, where she "
-        "writes. Visitors come to the town for the mountains, the trails and the places of the story. Coal "
-        "mining declined in the second half of the twentieth century, and the town now lives from services, "
-        "schools and visitors.",
+        (
+            "Big Stone Gap is a town in Wise County, in the southwest of Virginia. It lies in a gap of the "
+            "Appalachian Mountains where the Powell River cuts through Stone Mountain. The town grew with the coal "
+            "and iron boom of the late nineteenth century. Adriana Trigiani set her first novel there, and the "
+            "film Big Stone Gap was shot in the town and the valleys around it. Many people of the town appeared "
+            "in the film. The town has a museum of the region's history, a state park, and a theatre where an "
+            "outdoor drama is played each summer. Its main street keeps many buildings of the boom years. The "
+            "novel follows the town's pharmacist through one eventful year. Adriana Trigiani wrote several more "
+            "books about the town and its people. She lives in Greenwich Village, in New York City, where she "
+            "writes. Visitors come to the town for the mountains, the trails and the places of the story. Coal "
+            "mining declined in the second half of the twentieth century, and the town now lives from services, "
+            "schools and visitors."
+        ),
     ),
 ]
 _TOOLS_SCRIPT = [

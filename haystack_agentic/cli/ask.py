@@ -244,8 +244,10 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
     explicit_store = bool(args.store or store_path_from_env())
     store_path = Path(args.store) if args.store else default_store_path()
     load_store_into(pipeline, store_path, err, quiet, auto_index=not explicit_store)
+    from haystack_agentic.components.loop.loop_controller import LoopController
+
     controller = dict(pipeline.walk()).get("controller")
-    if first_question is not None and hasattr(controller, "validate_inputs"):  # e.g. too long: before models load
+    if first_question is not None and isinstance(controller, LoopController):  # e.g. too long: before models load
         try:
             controller.validate_inputs(query=first_question, collections=args.collection)
         except ValueError as exc:

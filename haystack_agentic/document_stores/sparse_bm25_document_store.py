@@ -43,6 +43,10 @@ _DEFAULTS = {
 }
 
 
+#: Position of `async_executor` among `InMemoryDocumentStore.__init__`'s positional arguments.
+_EXECUTOR_ARG = 6
+
+
 class SparseBM25Index:
     """
     Per-term BM25 scores of fixed documents as a compressed sparse column matrix (`indptr`, `indices`, `data`: the
@@ -215,7 +219,7 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """`InMemoryDocumentStore`'s arguments; whether the store made its async executor is kept for `__del__`."""
         super().__init__(*args, **kwargs)
-        given = kwargs.get("async_executor", args[6] if len(args) > 6 else None)
+        given = kwargs.get("async_executor", args[_EXECUTOR_ARG] if len(args) > _EXECUTOR_ARG else None)
         self._made_executor = given is None
 
     def __del__(self) -> None:

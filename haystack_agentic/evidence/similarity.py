@@ -68,7 +68,7 @@ class MeanPoolingEncoder:
 
     def embed_texts(self, texts: Sequence[str]) -> Any:
         """The texts' unit-length embeddings, one row each (a float32 numpy array); `warm_up` first."""
-        import torch  # comes with transformers
+        import torch  # noqa: PLC0415 - comes with transformers, an optional extra
 
         rows = []
         with torch.inference_mode():

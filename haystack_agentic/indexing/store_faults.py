@@ -181,8 +181,8 @@ def _describe(exc: Exception, where: str, uri: Any, lite: Path | None) -> StoreE
             return StoreError(f"{uri} is not a Milvus Lite database (it is not a folder): give another --uri.")
         if lite.is_dir():  # Milvus Lite raises the same error for a database another process holds and a damaged one
             return StoreError(
-                f"Cannot open the Milvus Lite database {uri} ({one_line(cause)}): it is in use by another process (e.g. "
-                f"a running `haystack-agentic serve`: stop it, or use another --uri), or damaged ({_REBUILD})."
+                f"Cannot open the Milvus Lite database {uri} ({one_line(cause)}): it is in use by another process "
+                f"(e.g. a running `haystack-agentic serve`: stop it, or use another --uri), or damaged ({_REBUILD})."
             )
         return StoreError(f"Cannot open the Milvus Lite database {uri}: {one_line(cause)}.")
     details = getattr(root, "details", None)  # gRPC errors: the reason without the debug dump

@@ -312,7 +312,7 @@ class APIKeyBackend(AuthenticationBackend):
         return AuthCredentials(["authenticated"]), SimpleUser("api-key")
 
 
-def _unauthorized(conn: HTTPConnection, exc: AuthenticationError) -> JSONResponse:
+def _unauthorized(_conn: HTTPConnection, exc: AuthenticationError) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=401, headers={"WWW-Authenticate": UNAUTHORIZED_CHALLENGE})
 
 

@@ -2,6 +2,8 @@
 """Token streaming through the loop: the answer, reflect and fallback calls stream; controller prose streams; step
 events travel on the same callback without any text, so the answer's chunks concatenate to the answer."""
 
+import itertools
+
 import pytest
 from conftest import QUESTION, answer, decide, search
 from haystack.components.generators.utils import print_streaming_chunk
@@ -104,7 +106,7 @@ def test_the_streamed_answer_is_the_final_answer_with_or_without_the_model_s_own
 
 def _pieces(text: str, cuts: list[int]) -> list[str]:
     bounds = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
-    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 @settings(max_examples=300, deadline=None)
