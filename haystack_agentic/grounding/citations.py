@@ -311,8 +311,8 @@ def _saying(
 
     doc, start, end = located
     best = (doc, _sentence_around(doc, start, end) or (start, end))
-    holding = [d for d in pool if _phrase_in(name, tokens(d.content or ""))]  # only these can have such a sentence
-    candidates = [(d, (s.start, s.end)) for d in holding for s in _sentences(d) if _phrase_in(name, tokens(s.text))]
+    holding = [d for d in pool if set(name) <= set(tokens(d.content or ""))]  # only these can have such a sentence
+    candidates = [(d, (s.start, s.end)) for d in holding for s in _sentences(d) if set(name) <= set(tokens(s.text))]
     return max([best, *candidates], key=lambda found: key(*found))  # max keeps the first of equals: `best`
 
 
@@ -371,14 +371,6 @@ def _overlap(terms: tuple[Sequence[tuple[str, ...]], frozenset[str]], sentence: 
     return entity_share + word_share
 
 
-def _phrase_in(phrase: Sequence[str], words: Sequence[str]) -> bool:
-    """
-    Whether a name is in the words: as a phrase, or all its words ("Lev Ivanovich Yashin" has "Lev Yashin").
-    Either way every word of the name is in the words, and that alone is the test.
-    """
-    return set(phrase) <= set(words)
-
-
 def offline_support(claim: str, quote: str, question: str, title: str | None = None) -> bool:
     """Whether `quote` (the cited sentence, `title` its subject) supports `claim` for `question` (the offline check)."""
     entities, words = _terms(claim, question)
@@ -386,7 +378,8 @@ def offline_support(claim: str, quote: str, question: str, title: str | None = N
         return False
     quote_tokens = tokens(quote)
     stems = {stem(t) for t in quote_tokens}
-    if not all(_phrase_in(entity, quote_tokens) for entity in entities):
+    found = set(quote_tokens)
+    if not all(set(entity) <= found for entity in entities):  # a name's words, as a phrase or not ("Lev Yashin")
         return False
     if words and len(words & stems) / len(words) < MIN_WORD_SHARE:
         return False
@@ -401,7 +394,7 @@ def _about_question(question: str, context: list[str]) -> bool:
     relation = {stem(w) for w in question_terms(question)} - {stem(t) for toks in names for t in toks}
     if relation:
         return bool(relation & {stem(t) for t in context})
-    return any(_phrase_in(name, context) for name in names)
+    return any(set(name) <= set(context) for name in names)
 
 
 def claim_sentences(answer: str, language: str = "en") -> list[Sentence]:

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.grounding.markers import has_own_words
 from haystack_agentic.llm.text_tool_calls import recover_tool_calls
-from scripted_chat_generator import ScriptedChatGenerator
 
 CALL = '{"name": "search", "arguments": {"query": "Dow Chemical Company headquarters"}}'
 #: A tool definition copied back, as small models do: not a call (the router takes it as text, as the recovery does).
