@@ -40,6 +40,9 @@ _MAX_BLOCK_NESTING = 3
 FENCE = "```"
 TAGS = ("tool_call", "tools")
 OPENERS = (FENCE, *(f"<{tag}>" for tag in TAGS), "{", "[")
+#: Where Qwen's chat template (and others of the Hermes format) puts a tool's result: a reply that writes one
+#: after its calls invented it (seen with Qwen2.5-Coder 1.5B: a search call followed by a made-up result).
+INVENTED_RESULT_TAG = "<tool_response>"
 #: Keys a call object may have besides its name and arguments (OpenAI's `{"id", "type": "function", "function"}`).
 _CALL_EXTRA_KEYS = frozenset({"id", "type"})
 _ARGUMENT_KEYS = ("arguments", "parameters")
@@ -71,7 +74,7 @@ def recover_tool_calls(
         return []
     offered = {tool.name: tool for tool in tools}
     try:
-        body = text.strip()
+        body = _before_invented_results(text)
         values = _blocks(body[_lead_in_end(body) :], truncated, 0)
         if not values or len(values) > MAX_CALLS:
             return []
@@ -96,13 +99,21 @@ def is_only_calls(text: str | None) -> bool:
     if not text or not text.strip():
         return False
     try:
-        body = text.strip()
+        body = _before_invented_results(text)
         values = _blocks(body[_lead_in_end(body) :], True, 0)
         for value in values:
             _call_parts(value)
     except (_NotCallsError, RecursionError):
         return False
     return bool(values)
+
+
+def _before_invented_results(text: str) -> str:
+    """
+    The reply up to a `<tool_response>` tag it wrote itself, stripped: a small model that writes a call sometimes
+    goes on to invent the call's result in the chat template's own tags; the call runs and the invention is dropped.
+    """
+    return text.split(INVENTED_RESULT_TAG, 1)[0].strip()
 
 
 def could_be_calls(text: str) -> bool:

@@ -62,6 +62,12 @@ BOTH = [*SEARCH_CALL, ("answer", {"text": "Greenwich Village"})]
         ('{"name": "answer", "text": "Greenwich Village"}', [("answer", {"text": "Greenwich Village"})]),
         (f'{json.dumps(SEARCH)}\n{{"name": "answer", "text": "Greenwich Village"}}', BOTH),
         ('{"name": "search", "query": "Big Stone Gap director"}', SEARCH_CALL),
+        # a call, then a result the model invented in the template's tags (the real 1.5B, benchmarks/real_llm.py)
+        (
+            f'{json.dumps(SEARCH)}\n<tool_response>\n1 result(s) for "x": Adriana Trigiani\n</tool_response>',
+            SEARCH_CALL,
+        ),
+        (f"{json.dumps(SEARCH)}\n<tool_response>\nAdriana Trigiani lives in", SEARCH_CALL),
         ('{"name": "film_year", "arguments": {"title": "Big Stone Gap"}}', [("film_year", {"title": "Big Stone Gap"})]),
     ],
 )
@@ -115,6 +121,7 @@ def test_a_reply_cut_by_the_token_limit_keeps_its_complete_calls(text, expected)
         json.dumps([]),
         "[1]",
         "```python\nsearch('Big Stone Gap')\n```",
+        "<tool_response>\nAdriana Trigiani lives in Greenwich Village.\n</tool_response>",  # an invented result only
         '{"name": "search", "arguments": {"query": "Big Stone',  # cut with no complete call
         "",
         "   ",
