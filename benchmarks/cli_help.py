@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = [[], ["index"], ["ask"], ["eval"], ["serve"]]
+COMMANDS = [[], ["index"], ["ask"], ["serve"]]
 TARGET_SECONDS = 1.5
 
 

@@ -4,6 +4,7 @@ The base install (no extras) imports every component and runs the loop: a subpro
 the optional heavy packages, as a fresh `pip install haystack-agentic` would.
 """
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -45,6 +46,7 @@ def run_python(code: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", BLOCKER + textwrap.dedent(code)],
         cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},  # the scripted test generator lives in tests/
         capture_output=True,
         text=True,
         timeout=600,

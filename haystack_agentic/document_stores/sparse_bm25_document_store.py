@@ -8,6 +8,7 @@ for term Haystack's float64 arithmetic, so scores and ties are equal.
 import contextlib
 import copy
 import functools
+import inspect
 import json
 import math
 import re
@@ -221,6 +222,9 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
         super().__init__(*args, **kwargs)
         given = kwargs.get("async_executor", args[_EXECUTOR_ARG] if len(args) > _EXECUTOR_ARG else None)
         self._made_executor = given is None
+
+    # The parent's parameters and defaults, for whoever reads them (the packaged YAMLs list only what differs).
+    __init__.__signature__ = inspect.signature(InMemoryDocumentStore.__init__)  # type: ignore[attr-defined]
 
     def __del__(self) -> None:
         """

@@ -93,6 +93,6 @@ def test_resuming_trusts_the_loop_state_module_and_no_other(build_loop, tmp_path
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},  # the scripted generator
     )
     assert result.stdout.split() == ["plain", "resume", "refused", "3", "DeserializationError"], result.stderr[-3000:]

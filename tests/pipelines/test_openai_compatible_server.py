@@ -105,12 +105,12 @@ def test_packaged_openai_pipeline_against_a_local_server(fake_server, monkeypatc
     assert [s["action"] for s in result["tool_history"]][:2] == ["search", "answer"]
     assert strip_markers(result["answer"]) == "Greenwich Village" and result["terminated_by"] == "answered"
     controller = [body for body in fake_server.requests if body.get("tools")]
-    judge = [body for body in fake_server.requests if not body.get("tools")]
-    assert len(controller) == 1 and len(judge) == 1  # the question is searched first without an LLM call
+    others = [body for body in fake_server.requests if not body.get("tools")]
+    # The question is searched first without an LLM call; the packaged evidence check is offline (no judge call).
+    assert len(controller) == 1 and others == []
     for body in controller:
         assert body["tool_choice"] == "auto"
         assert body["max_tokens"] == ROLE_MAX_TOKENS["controller"]
-    assert "tool_choice" not in judge[0] and judge[0]["max_tokens"] == ROLE_MAX_TOKENS["evidence"]
     # The assistant's tool-call turn (the free search of the question) went back with text, which the strict chat
     # template accepts.
     assistant = [m for m in controller[0]["messages"] if m["role"] == "assistant"]

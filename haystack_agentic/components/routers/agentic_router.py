@@ -20,7 +20,6 @@ from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401 
     decision_response_format,
     parse_json_decision,
 )
-from haystack_agentic.components.routers.router_prompts import DEFAULT_JSON_PROMPT, DEFAULT_TOOLS_SYSTEM_PROMPT
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
 from haystack_agentic.llm.calls import (
@@ -33,7 +32,13 @@ from haystack_agentic.llm.calls import (
     sends_openai_requests,
 )
 from haystack_agentic.llm.generator_checks import check_chat_generator
-from haystack_agentic.llm.prompts import fit_turns, format_chunks, render
+from haystack_agentic.llm.prompts import (
+    DEFAULT_JSON_PROMPT,
+    DEFAULT_TOOLS_SYSTEM_PROMPT,
+    fit_turns,
+    format_chunks,
+    render,
+)
 from haystack_agentic.llm.refused_turns import (
     FORCED_AT_CAP,
     SUGGESTED_SEARCH_REASON,
