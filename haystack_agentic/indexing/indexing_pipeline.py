@@ -200,8 +200,8 @@ def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeli
     Build the indexing pipeline for files.
 
     Components: router -> converters -> cleaner -> splitter -> chunk_meta -> sentence_spans -> [embedder] -> writer;
-    YAML with `dumps()`. Run it with `{"router": {"sources": [absolute paths]}}`; the writer replaces each file's earlier
-    chunks (add `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
+    YAML with `dumps()`. Run it with `{"router": {"sources": [absolute paths]}}`; the writer replaces each file's
+    earlier chunks (add `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
     """
     pipeline = Pipeline(metadata={"purpose": "haystack-agentic indexing"})
     _add_converters(pipeline)
