@@ -1,14 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`haystack-agentic serve`: serve the agentic loop with hayhooks (REST, OpenAI-compatible chat, MCP).
+`haystack-agentic serve`: serve the agentic loop with hayhooks.
 
-It writes one hayhooks pipeline directory per served pipeline
-(`<name>/pipeline_wrapper.py`, an `AgenticLoopWrapper` pointing at the YAML)
-and runs the hayhooks app: `POST /<name>/run`, `/v1/chat/completions` (model
-`<name>`) and, on --mcp-port, an MCP server (`/mcp`, `/sse`) listing each
-pipeline as a tool. YAML files already in --pipelines-dir are deployed too,
-by hayhooks: trust the modules they name in HAYSTACK_DESERIALIZATION_ALLOWLIST
-(`serve` trusts nothing for them).
+It serves REST, OpenAI-compatible chat and MCP. It writes one hayhooks pipeline
+directory per served pipeline (`<name>/pipeline_wrapper.py`, an
+`AgenticLoopWrapper` pointing at the YAML) and runs the hayhooks app:
+`POST /<name>/run`, `/v1/chat/completions` (model `<name>`) and, on --mcp-port,
+an MCP server (`/mcp`, `/sse`) listing each pipeline as a tool. YAML files
+already in --pipelines-dir are deployed too, by hayhooks: trust the modules they
+name in HAYSTACK_DESERIALIZATION_ALLOWLIST (`serve` trusts nothing for them).
 
 Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged
 pipeline chosen like `ask` does, served as `agentic_rag`.
