@@ -74,8 +74,8 @@ def print_sources(console: Console, result: dict[str, Any]) -> None:
     """
     Print the sources the answer's `[n]` markers point to.
 
-    One line each cut to the terminal width, and which ones the check found unsupported; an answer without citations
-    gets `NO_SOURCE_NOTE`, a result without an answer nothing.
+    One line each, cut to the terminal width, with the ones the check found unsupported marked; an answer without
+    citations gets `NO_SOURCE_NOTE`, a result without an answer nothing.
     """
     lines = source_lines(result, max(shutil.get_terminal_size().columns - len(_SOURCE_INDENT), _MIN_WIDTH))
     if not lines:
