@@ -264,7 +264,7 @@ def run_question(
 ) -> tuple[dict[str, Any], float]:
     """
     Run the prepared loop on `question` (or `messages`, the question last), each iteration shown on stderr; returns
-    `(result, seconds)`.
+    `(result, seconds)`, `result` as `LoopResultBuilder` outputs it.
 
     :raises CLIError: When the loop refuses its input or fails outside a defined termination.
     """
@@ -302,6 +302,9 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     with local_gguf(args, say_on_stderr(args.quiet or args.json)) as served:
         loop = prepare_loop(served, args.quiet or args.json, question)
         result, seconds = run_question(loop, served, question)
+    from haystack_agentic.components.loop.loop_result_builder import result_to_dict
+
+    result = result_to_dict(result)
     if args.json:
         payload = {**result, "question": question, **loop.describe, "seconds": round(seconds, 3)}
         print(json.dumps(payload, ensure_ascii=False, indent=2))

@@ -51,7 +51,7 @@ EMBEDDED_CHUNK_CHARS = 700
 #: What hayhooks serves of a packaged loop YAML: the input `query` (hayhooks makes every declared input required)
 #: and one output per key of the loop's result (answered as `{"result": {"result": {...}}}`).
 HAYHOOKS_INPUTS = {"query": "controller.query"}
-HAYHOOKS_OUTPUTS = {key: f"result.{key}" for key in RESULT_TYPES}
+HAYHOOKS_OUTPUTS = {key: f"result.{key}" for key in RESULT_TYPES if key != "answers"}
 
 #: Where the packaged Milvus pipelines' Milvus Lite file is (relative to the working directory; `ask --backend
 #: milvus` sets it to the user cache, `--uri` to a file or a server URI).
