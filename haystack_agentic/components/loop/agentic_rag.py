@@ -130,10 +130,7 @@ class AgenticRAG(SuperComponent):
 
     def to_dict(self) -> dict[str, Any]:
         """:returns: The component as a dictionary, the loop pipeline's whole dict under `pipeline`."""
-        data = self.pipeline.to_dict()
-        for key in ("inputs", "outputs"):  # hayhooks' declarations (a packaged pipeline) are not Haystack's
-            data.pop(key, None)
-        return default_to_dict(self, pipeline=data, raise_on_failure=self.raise_on_failure)
+        return default_to_dict(self, pipeline=self.pipeline.to_dict(), raise_on_failure=self.raise_on_failure)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AgenticRAG":
