@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The immutable value that travels around the agentic loop (`LoopState`, with `ToolStep`, `LoopLimits`, `LoopOutcome`)
-and the chunk merge rule. Components build the next state with `evolve()`, so one pipeline serves concurrent runs.
+The immutable state that travels around the agentic loop, and the chunk merge rule.
+
+The state is `LoopState`, with `ToolStep`, `LoopLimits` and `LoopOutcome`; components build the next state with
+`evolve()`, so one pipeline serves concurrent runs.
 """
 
 from collections.abc import Iterable, Mapping
@@ -195,6 +197,8 @@ class LoopState:
 
     def with_usage(self, role: str, replies: Iterable[ChatMessage], prompt_tokens_estimate: int = 0) -> "LoopState":
         """
+        Count one LLM call of `role` and the tokens its replies used; returns the new state.
+
         Count one LLM call of `role` (one of `ROLES`) and the tokens its replies report in `meta["usage"]`; when none
         does, `prompt_tokens_estimate` and 4 characters a completion token (Haystack's `ApproximateTokenCounter`).
         """
@@ -279,8 +283,10 @@ def _score_key(doc: Document) -> float:
 
 def merge_chunks(existing: Iterable[Document], new: Iterable[Document], chunk_cap: int) -> tuple[Document, ...]:
     """
-    Merge chunks: deduplicate by id keeping the highest score, sort by score (a missing one lowest; ties: the first
-    seen first), keep the best `chunk_cap` (`ValueError` below 1). Documents are never mutated.
+    Merge chunks: deduplicate, sort by score and keep the best `chunk_cap`.
+
+    Duplicates by id keep the highest score; the chunks are sorted by score (a missing one lowest; ties: the first seen
+    first) and the best `chunk_cap` kept (`ValueError` below 1). Documents are never mutated.
     """
     if chunk_cap < 1:
         msg = f"chunk_cap must be at least 1, got {chunk_cap}"
@@ -294,8 +300,10 @@ def merge_chunks(existing: Iterable[Document], new: Iterable[Document], chunk_ca
 
 def jsonable(value: Any) -> Any:
     """
-    `value` as plain JSON-compatible data: tuples as lists, mappings with string keys, numpy scalars as numbers,
-    objects with `to_dict` by it, anything else as its `str`.
+    `value` as plain JSON-compatible data.
+
+    Tuples become lists, mappings get string keys, numpy scalars become numbers, objects with `to_dict` go by it,
+    anything else becomes its `str`.
     """
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}

@@ -222,10 +222,7 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
 
 def error_result(question: str, exc: BaseException) -> dict[str, Any]:
-    """
-    The loop result (JSON data) of a run whose pipeline raised: no answer, `terminated_by="error"`, `error`
-    `Type: message`.
-    """
+    """The loop result (JSON data) of a run whose pipeline raised: no answer, `terminated_by="error"`, the error."""
     cause = exc.__cause__ if exc.__cause__ is not None else exc  # a PipelineRuntimeError wraps the component's error
     state = LoopState(question=question).finish("error", error=f"{type(cause).__name__}: {cause}")
     return result_to_dict(LoopResultBuilder().run(state=state))

@@ -36,8 +36,10 @@ RESULT_TYPES: dict[str, Any] = {
 @component
 class LoopResultBuilder:
     """
-    Turns the final `LoopState` of the agentic loop into its result, one socket per key: the answer as text and as
-    Haystack `GeneratedAnswer`s, the chunks as `Document`s, the conversation as `ChatMessage`s, the rest as data.
+    Turns the final `LoopState` of the agentic loop into its result, one output socket per key.
+
+    The answer comes as text and as Haystack `GeneratedAnswer`s, the chunks as `Document`s, the conversation as
+    `ChatMessage`s, the rest as data.
 
     ### Usage example
     ```python
@@ -92,10 +94,11 @@ class LoopResultBuilder:
 
 def result_to_dict(result: dict[str, Any]) -> dict[str, Any]:
     """
-    The loop's result (`LoopResultBuilder`'s outputs, or `AgenticRAG`'s `result`) as strict JSON data, for a server,
-    `--json` or a file: `documents` as `Document.to_dict(flatten=False)` without the embedding keys, `messages` as
-    `ChatMessage.to_dict()`, without `answers` (the same answer, documents and citations again); every other key as
-    it is. Lone surrogates become U+FFFD, non-finite floats `None`.
+    The loop's result (`LoopResultBuilder`'s outputs, or `AgenticRAG`'s `result`) as strict JSON data.
+
+    For a server, `--json` or a file: `documents` as `Document.to_dict(flatten=False)` without the embedding keys,
+    `messages` as `ChatMessage.to_dict()`, without `answers` (the same answer, documents and citations again); every
+    other key as it is. Lone surrogates become U+FFFD, non-finite floats `None`.
     """
     data = {key: value for key, value in result.items() if key != "answers"}
     data["documents"] = [_document_dict(doc) for doc in result.get("documents") or []]
