@@ -100,7 +100,7 @@ def scored(row: dict, result: dict, contents: dict[str, str], seconds: float) ->
         "flagged": not any(c["supported"] for c in citations),
         "seconds": round(seconds, 2),
         "tool_history": result.get("tool_history") or [],
-        "documents": [d["id"] for d in result.get("documents") or []],
+        "documents": [d.id for d in result.get("documents") or []],
     }
 
 

@@ -167,7 +167,7 @@ def recall_runs(questions: int, turns: int, chunk_cap: int, digests: bool) -> tu
             {"controller": {"query": row["question"]}}
         )["result"]
         gold = {title for title, _ in row["supporting_facts"]}
-        found = {(d.get("meta") or {}).get("title") for d in result["documents"]}
+        found = {d.meta.get("title") for d in result["documents"]}
         recalls.append(len(gold & found) / len(gold))
         prompts = _prompts(llm)
         totals.append(sum(prompts))

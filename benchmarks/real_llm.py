@@ -247,7 +247,7 @@ def loop_system(name: str, options: LoopOptions, documents: list, pooled: InMemo
     def run(question: str) -> dict[str, Any]:
         result = pipeline.run(loop_inputs(pipeline, question))["result"]
         steps = result.get("tool_history") or []
-        chunk_ids = [d["id"] for d in result.get("documents") or []]
+        chunk_ids = [d.id for d in result.get("documents") or []]
         chunk_ids += [cid for step in steps for cid in step.get("returned_chunk_ids") or []]
         return {
             "answer": result.get("answer"),

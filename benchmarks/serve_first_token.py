@@ -50,7 +50,6 @@ from haystack_agentic import AgenticRouter, LoopController, build_loop_pipeline
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
-from haystack_agentic.pipelines.default_pipelines import servable
 
 CONTROLLER_CALLS = 2  # search, answer (the draft)
 #: The answer LLM's reply: 24 words, streamed one by one.
@@ -76,7 +75,7 @@ def scripted_yaml(latency: float, first_token: float, token_interval: float) -> 
         answerer=Answerer(chat_generator=answer_llm),
         check_evidence=False,
     )
-    return servable(pipeline).dumps()
+    return pipeline.dumps()
 
 
 def start_server(workdir: Path, args: argparse.Namespace, store) -> tuple[subprocess.Popen, str, str]:

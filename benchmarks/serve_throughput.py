@@ -50,7 +50,6 @@ from haystack_agentic.components.preprocessors.sentence_span_annotator import Se
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.grounding.markers import strip_markers
-from haystack_agentic.pipelines.default_pipelines import servable
 
 LLM_CALLS_PER_QUESTION = 2  # search, answer
 TARGET = 1.15  # wall of 64 concurrent questions / ideal
@@ -162,7 +161,7 @@ def scripted_loop_yaml(latency: float) -> str:
         AgenticRouter(chat_generator=llm), retriever, controller=controller, check_evidence=False
     )
     pipeline.metadata = {"llm": f"scripted ({latency} s/call)", "policy": "search the question, then answer"}
-    return servable(pipeline).dumps()
+    return pipeline.dumps()
 
 
 def free_port() -> int:

@@ -203,8 +203,8 @@ def loop_pipeline_from_dict(
 
     Every `OpenAIChatGenerator` gets `model` and `base_url` when given, and a local server's placeholder key
     (`llm.local_server_key`) where the YAML names no key; the in-memory stores get their own storage
-    (`isolate_in_memory_stores`); hayhooks' `inputs`/`outputs` are dropped; the stores are opened and checked
-    (`pipeline_from_dict`). Returns the pipeline, not warmed up.
+    (`isolate_in_memory_stores`); the stores are opened and checked (`pipeline_from_dict`). Returns the pipeline,
+    not warmed up.
 
     :raises StoreError: If a store cannot be opened, or a Milvus Lite database it names does not exist.
     :raises ValueError: If it does not load, or needs BM25 from a Milvus server older than 2.5.
@@ -224,8 +224,6 @@ def loop_pipeline_from_dict(
                         if secret is not None:
                             generator["api_key"] = secret
     isolate_in_memory_stores(data["components"])
-    data.pop("inputs", None)
-    data.pop("outputs", None)
     pipeline = pipeline_from_dict(data, path, must_exist=must_exist)
     check_pipeline(pipeline)
     return pipeline

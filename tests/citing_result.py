@@ -49,15 +49,15 @@ class CitingResultBuilder(LoopResultBuilder):
         if result["answer"] is not None:
             claim = strip_markers(result["answer"])  # the real citations replaced by controlled ones
             for n, document in enumerate(result["documents"][: self.cite], start=1):
-                content = document["content"] or ""
+                content = document.content or ""
                 end = first_sentence_end(content)
-                found = [s for s in result["tool_history"] if document["id"] in (s.get("returned_chunk_ids") or [])]
+                found = [s for s in result["tool_history"] if document.id in (s.get("returned_chunk_ids") or [])]
                 search = found[0] if found else None
                 citations.append(
                     {
                         "n": n,
-                        "document_id": document["id"],
-                        "title": (document.get("meta") or {}).get("title"),
+                        "document_id": document.id,
+                        "title": document.meta.get("title"),
                         "quote": content[:end],
                         "start": 0,
                         "end": end,

@@ -24,6 +24,7 @@ from benchmarks.harness.retrieval_only_answerer import RetrievalOnlyAnswerer
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.loop.loop_controller import LoopController
+from haystack_agentic.components.loop.loop_result_builder import result_to_dict
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.dataclasses.loop_state import ROLES
@@ -282,7 +283,7 @@ def run_question(config: EvalConfig, row: dict[str, Any], inputs: dict[str, Any]
     """
     start = time.perf_counter()
     try:
-        result = config.pipeline.run({"controller": inputs})["result"]
+        result = result_to_dict(config.pipeline.run({"controller": inputs})["result"])
     except Exception as exc:
         logger.warning("{config} failed on {id}: {error}", config=config.name, id=row["id"], error=exc)
         result = {"terminated_by": "exception", "error": f"{type(exc).__name__}: {exc}"}

@@ -93,7 +93,7 @@ def check_server(options: LoopOptions, err: Console) -> LoopOptions:
     from haystack_agentic.llm.server_info import read_server_info
 
     base_url = options.base_url or os.environ.get(ENV_OPENAI_BASE_URL)
-    if options.resolved_llm() != "openai" or not base_url:
+    if options.llm != "openai" or not base_url:
         return options
     info = read_server_info(base_url)
     options = replace(options, context_tokens=info.n_ctx)
@@ -215,7 +215,15 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
     from haystack_agentic.pipelines import loop_builder
 
     try:  # malformed filters fail here, once, not mid-loop
-        filters = validate_filters(json.loads(args.filters) if args.filters else None)
+        filters = json.loads(args.filters) if args.filters else None
+    except ValueError as exc:
+        msg = f"--filters must be a JSON object of Haystack filters ({exc})."
+        raise CLIError(msg) from exc
+    if filters is not None and not isinstance(filters, dict):
+        msg = f"--filters must be a JSON object of Haystack filters, got {type(filters).__name__}."
+        raise CLIError(msg)
+    try:
+        filters = validate_filters(filters)
     except ValueError as exc:
         msg = f"--filters is not a valid Haystack filter: {exc}"
         raise CLIError(msg) from exc
@@ -232,8 +240,7 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
             timeout=args.timeout,
             max_tokens=args.max_tokens,
             on_insufficient_evidence=args.on_insufficient_evidence,
-        )
-        options.resolved_llm()  # flags that do not fit the LLM fail now
+        )  # flags that do not fit the LLM fail now
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     if quiet:
@@ -269,8 +276,8 @@ def run_question(
     """
     Run the prepared loop on a question, showing each iteration; returns `(result, seconds)`.
 
-    The loop runs on `question` (or `messages`, the question last), each iteration shown on stderr; returns
-    `(result, seconds)`.
+    The loop runs on `question` (or `messages`, the question last), each iteration shown on stderr; `result` is what
+    `LoopResultBuilder` outputs (Haystack objects: `result_to_dict` makes it JSON).
 
     :raises CLIError: When the loop refuses its input or fails outside a defined termination.
     """
@@ -308,6 +315,9 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
     with local_gguf(args, say_on_stderr(args.quiet or args.json)) as served:
         loop = prepare_loop(served, args.quiet or args.json, question)
         result, seconds = run_question(loop, served, question)
+    from haystack_agentic.components.loop.loop_result_builder import result_to_dict
+
+    result = result_to_dict(result)
     if args.json:
         payload = {**result, "question": question, **loop.describe, "seconds": round(seconds, 3)}
         print(json.dumps(payload, ensure_ascii=False, indent=2))

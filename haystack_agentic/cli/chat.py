@@ -74,6 +74,8 @@ def _chat_session(args: argparse.Namespace, console: Console, lines: TextIO) -> 
     """Prepare the loop once and answer each line of `lines` (see `cmd_chat`)."""
     from haystack.dataclasses import ChatMessage
 
+    from haystack_agentic.components.loop.loop_result_builder import result_to_dict
+
     interactive = lines.isatty()
     loop = prepare_loop(args, args.quiet or args.json)
     conversation: list[ChatMessage] = []
@@ -96,6 +98,8 @@ def _chat_session(args: argparse.Namespace, console: Console, lines: TextIO) -> 
             # with --json), keep the session and its conversation
             print(f"error: {exc}", file=sys.stderr)
             continue
+        messages = result["messages"]
+        result = result_to_dict(result)
         if args.json:
             print(json.dumps({**result, "question": question, "seconds": round(seconds, 3)}, ensure_ascii=False))
         else:
@@ -103,4 +107,4 @@ def _chat_session(args: argparse.Namespace, console: Console, lines: TextIO) -> 
         if args.new_each or result["terminated_by"] == "error":
             conversation = []
         else:
-            conversation = [ChatMessage.from_dict(m) for m in result["messages"]]
+            conversation = list(messages)

@@ -7,7 +7,6 @@ runs.
 """
 
 import argparse
-import json
 import sys
 import traceback
 from importlib import import_module
@@ -82,14 +81,6 @@ def main(argv: list[str] | None = None) -> int:
     # Piped output has no terminal width; tables then get room instead of rich's 80-column fallback.
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     try:
-        if args.command in ("ask", "chat") and args.filters:
-            try:
-                if not isinstance(json.loads(args.filters), dict):
-                    msg = "not an object"
-                    raise ValueError(msg)
-            except ValueError as exc:
-                msg = f"--filters must be a JSON object of Haystack filters ({exc})."
-                raise CLIError(msg) from exc
         name = args.command.replace("-", "_")
         return getattr(import_module(f"haystack_agentic.cli.{name}"), f"cmd_{name}")(args, console)
     except CLIError as exc:

@@ -14,8 +14,6 @@ from haystack import Document
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.dataclasses.pending_search import PendingSearch
-from haystack_agentic.grounding.markers import strip_markers
-from haystack_agentic.grounding.sentence_splitter import SENTENCE_SPANS_KEY
 
 #: Values of `LoopOutcome.terminated_by`.
 TERMINATIONS = ("answered", "gave_up", "max_iterations", "error")
@@ -54,7 +52,7 @@ class ToolStep:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field of the step, JSON-compatible (tuples as lists)."""
-        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+        return {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ToolStep":
@@ -237,37 +235,6 @@ class LoopState:
         """Replace fields of `outcome` (`TypeError` for a name that is not a field of `LoopOutcome`)."""
         return self.evolve(outcome=replace(self.outcome, **changes))
 
-    def to_result(self) -> dict[str, Any]:
-        """
-        The run's result as a JSON-serialisable dict (for hayhooks and `--json`).
-
-        Keys: `answer`, `terminated_by`, `iterations`, `tool_history`, `documents` (`Document.to_dict()`, embeddings and
-        stored sentence offsets dropped), `grounding`, `usage` (per role and `total`), `error`, `metadata`, `evidence`,
-        `tool_state`, `messages` (the conversation to feed back next turn: the one the run started from, or the
-        question, and the answer without its `[n]` markers) and `citations` (`[]` without an answer).
-        """
-        conversation, answer = self.conversation or (ChatMessage.from_user(self.question),), self.outcome.answer
-        if answer is not None:  # its markers number this run's citations, which the next run does not have
-            conversation = (*conversation, ChatMessage.from_assistant(strip_markers(answer) or answer))
-        keys = ("calls", "prompt_tokens", "completion_tokens")
-        total = {key: sum(int(counts.get(key, 0)) for counts in self.usage.values()) for key in keys}
-        outcome = self.outcome
-        return {
-            "answer": outcome.answer,
-            "terminated_by": outcome.terminated_by,
-            "iterations": self.iteration,
-            "tool_history": [step.to_dict() for step in self.tool_history],
-            "documents": [_document_result(doc) for doc in self.chunks],
-            "grounding": _jsonable(outcome.grounding),
-            "usage": {**{role: dict(counts) for role, counts in self.usage.items()}, "total": total},
-            "error": outcome.error,
-            "metadata": _jsonable(self.metadata),
-            "evidence": _jsonable(self.evidence),
-            "tool_state": _jsonable(self.tool_state),
-            "messages": [message.to_dict() for message in conversation],
-            "citations": _jsonable(outcome.citations) if answer is not None else [],
-        }
-
     def to_dict(self) -> dict[str, Any]:
         """The whole state as a JSON-compatible dict (checkpoints, debugging); `from_dict` restores an equal state."""
         data: dict[str, Any] = {}
@@ -278,7 +245,7 @@ class LoopState:
             elif f.name in ("limits", "outcome"):
                 value = asdict(value)
             if f.name != "trace":  # tracing spans: live objects of this process, never serialised
-                data[f.name] = _jsonable(value)  # messages, steps and searches by their own `to_dict`
+                data[f.name] = jsonable(value)  # messages, steps and searches by their own `to_dict`
         return data
 
     @classmethod
@@ -309,24 +276,6 @@ _PARSERS = {
 }
 
 
-def _document_result(doc: Document) -> dict[str, Any]:
-    """
-    A Document as a JSON-compatible dict, without its embeddings and stored sentence offsets.
-
-    `doc.to_dict(flatten=False)` without the embeddings and the stored sentence offsets (index data for citations,
-    which the result carries), JSON-compatible (field by field: no deep copy). Few values: Haystack's pipeline copies
-    the result value by value after the run.
-    """
-    meta = {key: value for key, value in doc.meta.items() if key != SENTENCE_SPANS_KEY}
-    return {
-        "id": doc.id,
-        "content": doc.content,
-        "blob": _jsonable(doc.blob),
-        "meta": _jsonable(meta),
-        "score": _jsonable(doc.score),
-    }
-
-
 def _score_key(doc: Document) -> float:
     # A missing score ranks lowest; 0.0 is a real score and ranks above it.
     return float("-inf") if doc.score is None else float(doc.score)
@@ -349,16 +298,21 @@ def merge_chunks(existing: Iterable[Document], new: Iterable[Document], chunk_ca
     return tuple(sorted(best.values(), key=lambda d: -_score_key(d))[:chunk_cap])  # sorted is stable
 
 
-def _jsonable(value: Any) -> Any:
-    """Turn tuples, mappings and numpy scalars into plain JSON-compatible values."""
+def jsonable(value: Any) -> Any:
+    """
+    `value` as plain JSON-compatible data.
+
+    Tuples become lists, mappings get string keys, numpy scalars become numbers, objects with `to_dict` go by it,
+    anything else becomes its `str`.
+    """
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if hasattr(value, "item"):  # numpy scalar
         return value.item()
     if hasattr(value, "to_dict"):
-        return _jsonable(value.to_dict())
+        return jsonable(value.to_dict())
     return str(value)

@@ -23,7 +23,6 @@ from haystack_agentic.components.generators.embedded_chat_generator import Embed
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
 from haystack_agentic.components.loop.loop_controller import LoopController
-from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
@@ -50,11 +49,6 @@ Short answer:"""
 #: Characters of each chunk the embedded answer and fallback prompts show (SmolLM2-135M's short context).
 EMBEDDED_CHUNK_CHARS = 700
 
-#: What hayhooks serves of a packaged loop YAML: the input `query` (hayhooks makes every declared input required)
-#: and one output per key of the loop's result (answered as `{"result": {"result": {...}}}`).
-HAYHOOKS_INPUTS = {"query": "controller.query"}
-HAYHOOKS_OUTPUTS = {key: f"result.{key}" for key in RESULT_TYPES}
-
 #: Where the packaged Milvus pipelines' Milvus Lite file is (relative to the working directory; `ask --backend
 #: milvus` sets it to the user cache, `--uri` to a file or a server URI).
 MILVUS_URI = "haystack_agentic_milvus.db"
@@ -70,20 +64,6 @@ ROLE_MAX_TOKENS = {"controller": 256, "controller_json": 160, "answer": 256, "fa
 #: the evidence check refuses. With a small local model each turn costs tens of seconds; raise it in the YAML or
 #: with `--max-iterations`.
 LLM_MAX_ITERATIONS = 5
-
-
-class HayhooksPipeline(Pipeline):
-    """A `Pipeline` whose `to_dict()` also declares hayhooks' `inputs` and `outputs` (`Pipeline.loads` ignores them)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """`Pipeline.to_dict()` plus `inputs` and `outputs`."""
-        return {**super().to_dict(), "inputs": dict(HAYHOOKS_INPUTS), "outputs": dict(HAYHOOKS_OUTPUTS)}
-
-
-def servable(pipeline: Pipeline) -> HayhooksPipeline:
-    """The same loop pipeline object as a `HayhooksPipeline` (same state, one overridden method: no copy)."""
-    pipeline.__class__ = HayhooksPipeline
-    return pipeline
 
 
 def embedded_answer_stages(
@@ -149,8 +129,7 @@ def _dense(store: Any, retriever_class: Any) -> Pipeline:
     """The offline default over `store` with a MiniLM query embedder (dense or hybrid retrieval)."""
     from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
 
-    pipeline = embedded_pipeline(store=store, retriever_class=retriever_class, query_embedder=MiniLMTextEmbedder())
-    return servable(pipeline)
+    return embedded_pipeline(store=store, retriever_class=retriever_class, query_embedder=MiniLMTextEmbedder())
 
 
 def _milvus_store_for_yaml(bm25: bool = True) -> Any:
@@ -192,7 +171,7 @@ def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
 
 
 def default_pipelines() -> dict[str, Pipeline]:
-    """Every packaged pipeline by file name: the loop pipelines (as `HayhooksPipeline`s) and the indexing ones."""
+    """Every packaged pipeline by file name: the loop pipelines and the indexing ones."""
     from haystack_integrations.components.retrievers.weaviate import WeaviateHybridRetriever  # noqa: PLC0415
     from milvus_haystack import MilvusEmbeddingRetriever, MilvusHybridRetriever  # noqa: PLC0415
 
@@ -201,16 +180,16 @@ def default_pipelines() -> dict[str, Pipeline]:
     from haystack_agentic.indexing.indexing_pipeline import build_indexing_pipeline  # noqa: PLC0415
 
     return {
-        "agentic_rag.yml": servable(openai_pipeline("tools")),
-        "agentic_rag_json.yml": servable(openai_pipeline("json")),
-        "agentic_rag_embedded.yml": servable(embedded_pipeline()),
+        "agentic_rag.yml": openai_pipeline("tools"),
+        "agentic_rag_json.yml": openai_pipeline("json"),
+        "agentic_rag_embedded.yml": embedded_pipeline(),
         "agentic_rag_embedded_dense.yml": _dense(InMemoryDocumentStore(index=INDEX_NAME), InMemoryEmbeddingRetriever),
         "agentic_rag_embedded_milvus.yml": _dense(_milvus_store_for_yaml(), MilvusHybridRetriever),
         # for Milvus servers older than 2.5 (no BM25): `ask --backend milvus` picks it for them
         "agentic_rag_embedded_milvus_dense.yml": _dense(_milvus_store_for_yaml(bm25=False), MilvusEmbeddingRetriever),
         "agentic_rag_embedded_weaviate.yml": _dense(weaviate_document_store(), WeaviateHybridRetriever),
-        "agentic_rag_ungrounded.yml": servable(openai_pipeline("tools", grounded=False)),
-        "agentic_rag_embedded_ungrounded.yml": servable(embedded_pipeline(grounded=False)),
+        "agentic_rag_ungrounded.yml": openai_pipeline("tools", grounded=False),
+        "agentic_rag_embedded_ungrounded.yml": embedded_pipeline(grounded=False),
         "indexing_milvus.yml": build_indexing_pipeline(_milvus_store_for_yaml(), MiniLMDocumentEmbedder()),
         "indexing_weaviate.yml": build_indexing_pipeline(weaviate_document_store(), MiniLMDocumentEmbedder()),
     }

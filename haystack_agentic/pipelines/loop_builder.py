@@ -37,8 +37,8 @@ class LoopOptions:
 
     :param pipeline: A loop pipeline YAML path or a packaged pipeline's name (default: the packaged one for `llm`,
         `mode` and `backend`).
-    :param llm: `auto` (`openai` when `base_url`, `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set, else `embedded`),
-        `openai` or `embedded`.
+    :param llm: `openai`, `embedded` or `auto`, resolved when the options are made (then `llm` holds the result):
+        `openai` when `base_url`, `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set, else `embedded`.
     :param mode: Router mode of the packaged OpenAI-compatible pipeline: `tools` (default) or `json`.
     :param model: Model of every `OpenAIChatGenerator` (default: `$HAYSTACK_AGENTIC_MODEL`, else the YAML's).
     :param base_url: Base URL of every `OpenAIChatGenerator` (a local server, e.g. Ollama or llama.cpp).
@@ -53,7 +53,8 @@ class LoopOptions:
         (`LLMJudgeGrounder`) in an `openai` run and is skipped (with the reason) otherwise; `pipeline`: as written.
     :param context_tokens: The LLM server's context size (llama.cpp's `/props`): every role's prompt budget fits it.
     :param new_store: A Milvus Lite database the pipeline names may be created (a run otherwise writes nothing).
-    :raises ValueError: If an option is out of range (the message names the command-line flag).
+    :raises ValueError: If an option is out of range, or `mode` / `base_url` are given for the embedded LLM (the
+        message names the command-line flag).
     """
 
     pipeline: str | None = None
@@ -95,13 +96,9 @@ class LoopOptions:
         if self.base_url is not None and not urlsplit(self.base_url).netloc.strip():
             msg = f"--base-url must be an http(s) URL such as http://127.0.0.1:8080/v1, got {self.base_url!r}"
             raise ValueError(msg)
-
-    def resolved_llm(self) -> str:
-        """`openai` or `embedded`: the LLM of the run (`ValueError`: `mode` / `base_url` for the embedded one)."""
-        llm = self.llm
-        if llm == "auto":
-            llm = "openai" if self.base_url or openai_configured() else "embedded"
-        if llm == "embedded" and not self.pipeline:
+        if self.llm == "auto":  # resolved once, here: every later step reads `llm`
+            object.__setattr__(self, "llm", "openai" if self.base_url or openai_configured() else "embedded")
+        if self.llm == "embedded" and not self.pipeline:
             given = [flag for flag, value in (("--mode", self.mode), ("--base-url", self.base_url)) if value]
             if given:
                 msg = (
@@ -110,7 +107,6 @@ class LoopOptions:
                     "or drop them."
                 )
                 raise ValueError(msg)
-        return llm
 
     def resolved_store_uri(self) -> str | None:
         """The store URI the run uses: `store_uri`, else the default of `backend` for a packaged pipeline."""
@@ -132,15 +128,14 @@ class LoopOptions:
         if self.pipeline:
             path = Path(self.pipeline)
             return path if path.exists() or path.name != str(path) else pipeline_path(path.name)
-        llm = self.resolved_llm()
         if self.backend != "memory":
-            if llm != "embedded":
+            if self.llm != "embedded":
                 msg = f"--backend {self.backend} has a packaged pipeline for --llm embedded only; pass --pipeline."
                 raise ValueError(msg)
             if self.backend == "milvus" and not milvus_has_bm25(str(self.resolved_store_uri())):
                 return pipeline_path("agentic_rag_embedded_milvus_dense")
             return pipeline_path(f"agentic_rag_embedded_{self.backend}")
-        if llm == "embedded":
+        if self.llm == "embedded":
             return pipeline_path("agentic_rag_embedded")
         openai_api_key(self.base_url)  # refuses a missing key and base URL now, not at warm-up
         return pipeline_path("agentic_rag_json" if self.mode == "json" else "agentic_rag")
@@ -187,7 +182,7 @@ def build_loop(options: LoopOptions | None = None, notify: Callable[[str], None]
     data = read_loop_yaml(path)
     components = data["components"]
     model = options.model or model_from_env()
-    if model and options.resolved_llm() == "openai":
+    if model and options.llm == "openai":
         data["metadata"] = {**(data.get("metadata") or {}), "llm": f"OpenAI-compatible ({model})"}
     store_uri = options.resolved_store_uri()
     if store_uri:
@@ -198,7 +193,7 @@ def build_loop(options: LoopOptions | None = None, notify: Callable[[str], None]
             raise ValueError(msg)
         components["evidence"]["init_parameters"]["on_insufficient_evidence"] = options.on_insufficient_evidence
     if options.grounding == "auto":
-        _choose_grounder(components, options.resolved_llm() == "openai", notify)
+        _choose_grounder(components, options.llm == "openai", notify)
     _set_limits(data, options)  # after the grounder is chosen: a judge grounder's generator gets the limits too
     return loop_pipeline_from_dict(data, path, model=model, base_url=options.base_url, must_exist=not options.new_store)
 

@@ -13,6 +13,14 @@ from typing import Any
 import yaml
 from haystack import Pipeline
 
+from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES, LoopResultBuilder
+
+#: What hayhooks serves of a packaged loop YAML (`hayhooks pipeline deploy-yaml`; `Pipeline.loads` ignores both): the
+#: input `query` (hayhooks makes every declared input required) and one output per key of the loop's JSON result
+#: (answered as `{"result": {"result": {...}}}`).
+HAYHOOKS_INPUTS = {"query": "controller.query"}
+HAYHOOKS_OUTPUTS = {key: f"result.{key}" for key in RESULT_TYPES if key != "answers"}
+
 # The comments of the packaged files: what each file is for, what each component does and what to change in it.
 GENERATED_NOTE = (
     "Written by `make pipelines` (haystack_agentic/pipelines/default_pipelines.py): edit a copy, not this file. "
@@ -231,7 +239,8 @@ def _component_note(name: str, spec: dict[str, Any]) -> str:
 
 def packaged_yaml(pipeline: Pipeline, file_name: str) -> str:
     """
-    The YAML text of a packaged pipeline (`file_name`, e.g. `agentic_rag_embedded.yml`, picks the header comment).
+    The YAML text of a packaged pipeline (`file_name`, e.g. `agentic_rag_embedded.yml`, picks the header comment); a
+    loop pipeline's declares hayhooks' `inputs` and `outputs` too.
 
     :raises KeyError: If the file or one of its components has no comment in `FILE_NOTES`/`COMPONENT_NOTES`.
     """
@@ -254,5 +263,7 @@ def packaged_yaml(pipeline: Pipeline, file_name: str) -> str:
     rest = {k: v for k, v in data.items() if k not in ("components", "connections")}
     if rest.get("connection_type_validation") is True:  # the default
         del rest["connection_type_validation"]
+    if any(isinstance(instance, LoopResultBuilder) for _, instance in pipeline.walk()):
+        rest.update(inputs=dict(HAYHOOKS_INPUTS), outputs=dict(HAYHOOKS_OUTPUTS))
     out.append("\n" + yaml.dump(rest, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True))
     return "".join(out)

@@ -16,7 +16,7 @@ from haystack import Pipeline, logging
 from haystack.dataclasses import StreamingChunk
 
 from haystack_agentic.components.loop.loop_controller import InvalidLoopInputError, validate_filters, validate_question
-from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder
+from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder, result_to_dict
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.indexing.collections import normalise_scope
 from haystack_agentic.loop_loading import fill_in_memory_store
@@ -158,9 +158,9 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         return self._stream(data, model, include_usage)
 
     async def _run(self, data: dict[str, Any]) -> dict[str, Any]:
-        """The loop's result, or an error result if the pipeline failed (`BadRequest`: it refused its input)."""
+        """The loop's result as JSON data, or an error result if the pipeline failed (`BadRequest`: input refused)."""
         try:
-            return (await self.pipeline_thread.run(self.pipeline.run_async(data)))["result"]
+            return result_to_dict((await self.pipeline_thread.run(self.pipeline.run_async(data)))["result"])
         except Exception as exc:
             invalid = invalid_input(exc)
             if invalid is not None:
@@ -222,10 +222,10 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
 
 def error_result(question: str, exc: BaseException) -> dict[str, Any]:
-    """The loop result of a run whose pipeline raised: no answer, `terminated_by="error"`, `error` `Type: message`."""
+    """The loop result (JSON data) of a run whose pipeline raised: no answer, `terminated_by="error"`, the error."""
     cause = exc.__cause__ if exc.__cause__ is not None else exc  # a PipelineRuntimeError wraps the component's error
     state = LoopState(question=question).finish("error", error=f"{type(cause).__name__}: {cause}")
-    return LoopResultBuilder().run(state=state)
+    return result_to_dict(LoopResultBuilder().run(state=state))
 
 
 def invalid_input(exc: BaseException | None) -> InvalidLoopInputError | None:

@@ -266,7 +266,7 @@ def test_ask_base_url_alone_picks_the_openai_compatible_pipeline(store_env, monk
     chosen = {}
 
     def fake_build(options, notify=None):
-        chosen["llm"] = options.resolved_llm()
+        chosen["llm"] = options.llm
         msg = "stop here"
         raise ValueError(msg)
 
@@ -292,3 +292,32 @@ def test_a_missing_embedded_model_names_the_commands_a_wheel_user_runs(tmp_path,
     with pytest.raises(RuntimeError) as info:
         module.EmbeddedChatGenerator(cache_dir=str(tmp_path)).warm_up()
     assert "haystack-agentic install-model" in str(info.value) and "make install" not in str(info.value)
+
+
+def test_ask_resolves_the_llm_and_checks_the_filters_once(store_env, capsys, monkeypatch):
+    from haystack_agentic.cli import ask
+    from haystack_agentic.cli.common import CLIError
+    from haystack_agentic.components.loop import loop_controller
+    from haystack_agentic.pipelines import loop_builder
+
+    calls = {"llm": 0, "filters": 0, "built": 0}
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    def stop(*_args, **_kwargs):
+        msg = "stop before the store is read"
+        raise CLIError(msg)
+
+    monkeypatch.setattr(loop_controller, "validate_filters", counted("filters", loop_controller.validate_filters))
+    monkeypatch.setattr(loop_builder, "openai_configured", counted("llm", loop_builder.openai_configured))
+    monkeypatch.setattr(loop_builder, "build_loop", counted("built", loop_builder.build_loop))
+    monkeypatch.setattr(ask, "load_store_into", stop)
+    filters = json.dumps({"field": "meta.kind", "operator": "==", "value": "person"})
+    assert main(["ask", "Who?", "--filters", filters]) == 2
+    assert "stop before the store is read" in capsys.readouterr().err
+    assert calls == {"llm": 1, "filters": 1, "built": 1}  # the whole preparation of a run: build included

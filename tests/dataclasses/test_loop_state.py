@@ -83,38 +83,6 @@ def test_round_trip_of_a_fresh_state():
     assert LoopState.from_dict(state.to_dict()) == state
 
 
-def test_to_result_keeps_the_public_keys_and_reads_the_outcome():
-    state = (
-        _full_state()
-        .finish("answered", answer="Greenwich Village [1]")
-        .with_outcome(citations=({"n": 1, "document_id": "a"},), grounding={"score": 0.5})
-    )
-    result = state.to_result()
-    assert list(result) == [
-        "answer",
-        "terminated_by",
-        "iterations",
-        "tool_history",
-        "documents",
-        "grounding",
-        "usage",
-        "error",
-        "metadata",
-        "evidence",
-        "tool_state",
-        "messages",
-        "citations",
-    ]
-    assert (result["answer"], result["terminated_by"], result["error"], result["iterations"]) == (
-        "Greenwich Village [1]",
-        "answered",
-        None,
-        2,
-    )
-    assert result["citations"] == [{"n": 1, "document_id": "a"}] and result["grounding"] == {"score": 0.5}
-    assert "limits" not in result and "outcome" not in result
-
-
 def test_tool_step_round_trip():
     step = ToolStep(3, "search", query="q", arguments={"query": "q", "top_k": 2}, returned_chunk_ids=("x",))
     assert ToolStep.from_dict(step.to_dict()) == step
@@ -186,21 +154,6 @@ def test_with_usage_estimates_when_nothing_is_reported():
     assert state.usage["controller"] == {"calls": 1, "prompt_tokens": 12, "completion_tokens": 10}
     failed = state.with_usage("controller", [], prompt_tokens_estimate=5)
     assert failed.usage["controller"] == {"calls": 2, "prompt_tokens": 17, "completion_tokens": 10}
-
-
-def test_to_result_is_json_serialisable_and_drops_embeddings():
-    state = _full_state()
-    state = state.finish("answered", answer="Greenwich Village").with_outcome(grounding=state.outcome.grounding)
-    result = state.to_result()
-    json.dumps(result)
-    assert result["answer"] == "Greenwich Village"
-    assert result["terminated_by"] == "answered"
-    assert result["iterations"] == 2
-    assert [d["id"] for d in result["documents"]] == ["a", "b"]
-    assert "embedding" not in result["documents"][1]
-    assert result["usage"]["total"] == {"calls": 2, "prompt_tokens": 100, "completion_tokens": 10}
-    assert result["tool_history"][0]["returned_chunk_ids"] == ["a", "b"]
-    assert result["grounding"] == {"score": 0.9, "spans": [{"start": 0, "end": 3}]}
 
 
 # --- merge_chunks -------------------------------------------------------------------------------------------
@@ -292,33 +245,3 @@ def test_evolve_rejects_unknown_fields_and_keeps_equality():
     same = state.evolve()
     assert same == state and same is not state
     assert state.evolve(iteration=7) == LoopState.from_dict({**state.to_dict(), "iteration": 7})
-
-
-def test_to_result_documents_match_haystack_to_dict_without_embeddings():
-    from haystack.dataclasses import ByteStream, SparseEmbedding
-
-    doc = Document(
-        id="x",
-        content="X",
-        blob=ByteStream(b"\x00\x01", mime_type="application/octet-stream"),
-        meta={"title": "T", "nested": {"k": (1, 2)}},
-        score=0.25,
-        embedding=[0.5],
-        sparse_embedding=SparseEmbedding(indices=[1], values=[0.5]),
-    )
-    result = LoopState(question="q", chunks=(doc,)).finish("answered", answer="a").to_result()
-    expected = doc.to_dict(flatten=False)
-    expected.pop("embedding")
-    expected.pop("sparse_embedding")
-    assert result["documents"] == [json.loads(json.dumps(expected))]
-
-
-def test_to_result_documents_leave_out_the_stored_sentence_offsets():
-    """Index data for citations (which the result carries as `citations`): every value is one more leaf that Haystack's
-    pipeline copies after a run, and a chunk's offsets were most of a served result's."""
-    from haystack_agentic.grounding.sentence_splitter import SENTENCE_SPANS_KEY
-
-    doc = Document(id="x", content="One. Two.", meta={"title": "T", SENTENCE_SPANS_KEY: [0, 4, 5, 9]})
-    result = LoopState(question="q", chunks=(doc,)).finish("answered", answer="a").to_result()
-    assert result["documents"][0]["meta"] == {"title": "T"}
-    assert doc.meta[SENTENCE_SPANS_KEY] == [0, 4, 5, 9]  # the chunk itself is not changed

@@ -12,6 +12,7 @@ from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRAG, Answerer, LLMJudgeGrounder, LoopState, ToolStep
 from haystack_agentic.components.extractors.short_answer_extractor import ShortAnswerExtractor, extract_short_answer
+from haystack_agentic.components.loop.loop_result_builder import LoopResultBuilder, result_to_dict
 from haystack_agentic.grounding.citations import DROPPED_KEY, UNCITED_KEY, cite, offline_support, strip_markers
 from haystack_agentic.presentation import unsupported_note
 
@@ -25,16 +26,16 @@ def answer_with(text, sources):
 
 def check_shape(result):
     """Every citation follows the contract: its quote is its chunk's content[start:end], one number per chunk."""
-    by_id = {d["id"]: d for d in result["documents"]}
+    by_id = {d.id: d for d in result["documents"]}
     numbers = {c["document_id"]: c["n"] for c in result["citations"]}
     assert len(set(numbers.values())) == len(numbers) and all(
         c["n"] == numbers[c["document_id"]] >= 1 for c in result["citations"]
     )
     for citation in result["citations"]:
         assert list(citation) == KEYS
-        assert by_id[citation["document_id"]]["content"][citation["start"] : citation["end"]] == citation["quote"]
+        assert by_id[citation["document_id"]].content[citation["start"] : citation["end"]] == citation["quote"]
         assert f"[{citation['n']}]" in result["answer"]
-    json.dumps(result, allow_nan=False)  # strict JSON
+    json.dumps(result_to_dict(result), allow_nan=False)  # strict JSON
 
 
 def test_tools_mode_cites_the_answer_tools_sources_and_drops_unknown_ids(build_loop):
@@ -138,10 +139,15 @@ def test_a_sentence_without_a_marker_is_cited_by_the_loop_after_the_text():
     assert out.outcome.answer == "She is based in Greenwich Village.\nTrigiani directed Big Stone Gap.\n[1][2]"
 
 
+def _json_result(state: LoopState) -> dict:
+    """The JSON result (what the CLI and the server print from) of a run that ended in `state`'s answer."""
+    return result_to_dict(LoopResultBuilder().run(state=state.with_outcome(terminated_by="answered")))
+
+
 def test_a_sentence_no_chunk_backs_is_named_in_the_result_and_in_the_note():
     state = LoopState(question=QUESTION, chunks=tuple(DOCS))
     out = cite(state, "She is based in Greenwich Village, New York City. She likes kiwis.", shown=DOCS)
-    result = out.to_result()
+    result = _json_result(out)
     assert [c["claim"] for c in result["citations"]] == ["She is based in Greenwich Village, New York City."]
     assert result["metadata"][UNCITED_KEY] == ["She likes kiwis."]
     assert unsupported_note(result).endswith(
@@ -149,7 +155,7 @@ def test_a_sentence_no_chunk_backs_is_named_in_the_result_and_in_the_note():
     )
     # Every sentence backed: no such key, no note.
     out = cite(out, "She is based in Greenwich Village, New York City.", shown=DOCS)
-    assert UNCITED_KEY not in out.metadata and unsupported_note(out.to_result()) is None
+    assert UNCITED_KEY not in out.metadata and unsupported_note(_json_result(out)) is None
 
 
 def test_the_fallback_cites_its_markers(build_loop):
@@ -159,7 +165,7 @@ def test_the_fallback_cites_its_markers(build_loop):
     result = loop.run()
     assert result["terminated_by"] == "max_iterations"
     check_shape(result)
-    assert result["citations"][0]["document_id"] == result["documents"][0]["id"]
+    assert result["citations"][0]["document_id"] == result["documents"][0].id
 
 
 def test_a_give_up_has_no_citations(build_loop):
@@ -289,8 +295,8 @@ def test_agentic_rag_answers_feed_haystacks_evaluators(build_loop):
     gold = [Document(id="trigiani", content=DOC_TEXT["trigiani"])]
     recall = DocumentRecallEvaluator().run(ground_truth_documents=[gold], retrieved_documents=[generated.documents])
     assert exact["score"] == 1.0 and recall["score"] == 1.0
-    assert "answers" not in out["result"]  # the JSON result stays JSON
-    json.dumps(out["result"], allow_nan=False)
+    assert out["result"]["answers"] == out["answers"]  # `result` holds every output of the loop
+    json.dumps(result_to_dict(out["result"]), allow_nan=False)
     assert strip_markers(out["messages"][-1].text) == out["messages"][-1].text  # no markers carried on
 
 

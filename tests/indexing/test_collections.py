@@ -65,8 +65,8 @@ def corpus_documents() -> list[Document]:
     return docs
 
 
-def collection_of(doc: dict[str, Any]) -> str:
-    return doc["meta"]["collection"]
+def collection_of(doc: Document) -> str:
+    return doc.meta["collection"]
 
 
 @pytest.fixture
@@ -169,7 +169,7 @@ def test_all_searches_everything_and_scope_is_anded_with_filters(sparse_store):
     assert everything["tool_history"][0]["collections"] == ["films", "people", "places"]
     towns = {"field": "meta.title", "operator": "==", "value": "Big Stone Gap, Virginia"}
     scoped = run(pipeline, ["films", "places"], filters=towns)
-    assert [d["meta"]["title"] for d in scoped["documents"]] == ["Big Stone Gap, Virginia"]
+    assert [d.meta["title"] for d in scoped["documents"]] == ["Big Stone Gap, Virginia"]
     assert run(pipeline, ["films"], filters=towns)["documents"] == []
 
 
@@ -369,7 +369,7 @@ def test_a_pipeline_from_pipeline_loads_scopes_runs_after_fill_in_memory_store(t
     pipeline = load_yaml(text)
     fill_in_memory_store(pipeline, tmp_path / "s.json")
     out = pipeline.run({"controller": {"query": "How does the device reset?", "collections": ["tickets"]}})
-    assert {d["meta"]["collection"] for d in out["result"]["documents"]} == {"tickets"}
+    assert {d.meta["collection"] for d in out["result"]["documents"]} == {"tickets"}
 
 
 def test_served_inputs_carry_the_scope():

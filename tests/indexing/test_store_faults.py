@@ -340,7 +340,7 @@ def test_pipeline_loads_of_the_milvus_yaml_writes_nothing_and_a_run_opens_the_st
             ]
         )
         result = pipeline.run({"controller": {"query": "Who is the mayor of Fnordville?"}})["result"]
-        assert [d["id"] for d in result["documents"]] == ["mayor"]
+        assert [d.id for d in result["documents"]] == ["mayor"]
         assert result["terminated_by"] != "error", result["error"]
     finally:
         store.client.close()

@@ -184,7 +184,7 @@ def test_full_loop_on_milvus_lite_with_tenant_filter(tmp_path, embedded_docs):
     )
     result = pipeline.run({"controller": {"query": QUESTION, "filters": TENANT}})["result"]
     assert result["terminated_by"] == "answered"
-    assert result["documents"] and all(d["meta"]["kind"] == "place" for d in result["documents"])
+    assert result["documents"] and all(d.meta["kind"] == "place" for d in result["documents"])
     assert [s["action"] for s in result["tool_history"]] == ["search", "search", "answer"]
 
 
@@ -386,4 +386,4 @@ def test_cli_index_embed_in_memory_then_ask_with_dense_retrieval(tmp_path, capsy
     )
     result = json.loads(capsys.readouterr().out)
     assert result["tool_history"][0]["returned_chunk_ids"]
-    assert result["documents"][0]["content"].startswith("The mayor of Fnordville")  # dense ranking, best first
+    assert result["documents"][0].content.startswith("The mayor of Fnordville")  # dense ranking, best first

@@ -17,6 +17,7 @@ from scripted_chat_generator import ScriptedChatGenerator
 from haystack_agentic import AgenticRouter, build_loop_pipeline
 from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder
 from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder
+from haystack_agentic.components.loop.loop_result_builder import result_to_dict
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.valid_text import valid_reply, valid_text
@@ -61,7 +62,7 @@ def test_a_search_query_with_a_lone_surrogate_runs(embedded_store, backend):
     assert strip_markers(result["answer"]) == "Greenwich Village \ufffd"
     assert result["tool_history"][0]["query"] == "Adriana Trigiani \ufffd"
     assert result["documents"]  # the search found something
-    json.dumps(result, allow_nan=False).encode("utf-8")  # strict JSON, encodable as UTF-8
+    json.dumps(result_to_dict(result), allow_nan=False).encode("utf-8")  # strict JSON, encodable as UTF-8
 
 
 def test_a_reply_is_repaired_in_its_text_tool_arguments_and_reasoning():
@@ -131,6 +132,6 @@ def test_documents_with_lone_surrogates_and_nan_scores_reach_the_evidence_check_
     pipeline = build_loop_pipeline(router, _StoreWithBrokenText(), evidence_checker=EvidenceChecker())
     result = pipeline.run({"controller": {"query": QUESTION}})["result"]
     assert result["terminated_by"] in {"answered", "gave_up"}
-    assert [doc["id"] for doc in result["documents"]] == ["b", "a"]  # the NaN score ranks as no score: last
-    assert result["documents"][1]["score"] is None and "\ufffd" in result["documents"][1]["content"]
-    json.dumps(result, allow_nan=False).encode("utf-8")
+    assert [doc.id for doc in result["documents"]] == ["b", "a"]  # the NaN score ranks as no score: last
+    assert result["documents"][1].score is None and "\ufffd" in result["documents"][1].content
+    json.dumps(result_to_dict(result), allow_nan=False).encode("utf-8")

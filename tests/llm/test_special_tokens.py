@@ -59,7 +59,7 @@ def test_every_llm_of_the_loop_gets_template_tokens_as_text(smollm2_tokenizer):
         assert any("Greenwich Village" in t for t in texts)  # the chunk reached this LLM
         assert any("im_end" in t and "PWNED" in t for t in texts)  # still readable, as text
         assert special_ids(smollm2_tokenizer, texts) == []
-    assert result["documents"][0]["content"] == CONTENT  # the result quotes the document as it is
+    assert result["documents"][0].content == CONTENT  # the result quotes the document as it is
     assert store.filter_documents()[0].content == CONTENT and TOKEN_BREAK not in str(store.filter_documents())
 
 

@@ -36,6 +36,7 @@ from hostile_replies import (
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from haystack_agentic.components.loop.loop_result_builder import result_to_dict
 from haystack_agentic.evidence.judge import parse_verdict
 from haystack_agentic.llm.valid_text import (
     MAX_JSON_STARTS,
@@ -66,7 +67,7 @@ def _settings(examples: int):
 
 def check(result: dict) -> None:
     assert result["terminated_by"] in TERMINATIONS, result["terminated_by"]
-    json.dumps(result, allow_nan=False, ensure_ascii=False).encode("utf-8")  # strict JSON, valid UTF-8
+    json.dumps(result_to_dict(result), allow_nan=False, ensure_ascii=False).encode("utf-8")  # strict JSON, valid UTF-8
     if result["terminated_by"] == "error":
         assert isinstance(result["error"], str) and result["error"].strip()
 

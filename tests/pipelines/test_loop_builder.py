@@ -75,6 +75,6 @@ def test_options_that_do_not_fit_the_pipeline_are_refused_before_it_is_built(mon
         build_loop(LoopOptions(pipeline=str(SCRIPTED_YAML), on_insufficient_evidence="give_up"))
     with pytest.raises(ValueError, match="packaged pipeline for --llm embedded only"):
         build_loop(LoopOptions(llm="openai", base_url="http://127.0.0.1:9/v1", backend="weaviate"))
-    assert LoopOptions(base_url="http://127.0.0.1:9/v1").resolved_llm() == "openai"
+    assert LoopOptions(base_url="http://127.0.0.1:9/v1").llm == "openai"
     assert LoopOptions().pipeline_path().name == "agentic_rag_embedded.yml"
     assert LoopOptions(backend="milvus", store_uri="x.db").pipeline_path().name == "agentic_rag_embedded_milvus.yml"

@@ -23,6 +23,7 @@ from haystack_agentic import (
     LoopState,
     build_loop_pipeline,
 )
+from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES, result_to_dict
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.pipelines.loop_pipeline import max_runs_for
 
@@ -44,7 +45,7 @@ async def test_run_and_run_async_give_the_same_result(build_loop):
     assert sync_result == async_result
     assert strip_markers(sync_result["answer"]) == "Greenwich Village, New York City"
     assert actions(sync_result) == ["search", "search", "answer"]
-    json.dumps(sync_result)
+    json.dumps(result_to_dict(sync_result))
 
 
 async def test_run_and_run_async_agree_at_max_iterations_and_in_json_mode(build_loop):
@@ -142,7 +143,7 @@ async def test_one_pipeline_serves_concurrent_runs_unmixed(build_loop):
         assert [s["query"] for s in result["tool_history"] if s["action"] == "search"] == [question]
         expected_top = "trigiani" if "Trigiani" in question else "stonehenge"
         assert result["tool_history"][0]["returned_chunk_ids"][0] == expected_top
-        assert result["documents"][0]["id"] == expected_top
+        assert result["documents"][0].id == expected_top
         assert result["iterations"] == 2 and calls(result, "controller") == 2
     assert len(loop.llm.calls) == 40
     assert elapsed < 40 * 0.05, "runs overlapped (serial would take 2 s)"
@@ -242,10 +243,10 @@ def test_duplicate_chunk_ids_across_searches_are_kept_once_with_the_highest_scor
     )
     loop = build_loop([search("Big Stone Gap"), search("Adriana Trigiani"), answer("x")], retriever=retriever)
     result = loop.run()
-    assert [(d["id"], d["score"]) for d in result["documents"]] == [("trigiani", 0.9), ("bsg", 0.4)]
+    assert [(d.id, d.score) for d in result["documents"]] == [("trigiani", 0.9), ("bsg", 0.4)]
     assert result["tool_history"][0]["returned_chunk_ids"] == ["bsg", "trigiani"]
     assert result["tool_history"][1]["returned_chunk_ids"] == ["trigiani", "bsg"]
-    assert result["documents"][0]["content"] == DOC_TEXT["trigiani"]
+    assert result["documents"][0].content == DOC_TEXT["trigiani"]
 
 
 @pytest.mark.parametrize(
@@ -257,7 +258,7 @@ def test_chunk_cap_evicts_the_lowest_score_first(build_loop, chunk_cap, kept):
     retriever = ScriptedRetriever({"one": [("a", 0.9), ("b", None), ("c", 0.0)], "two": [("d", 0.5), ("e", 0.1)]})
     loop = build_loop([search("one"), search("two"), answer("x")], retriever=retriever, chunk_cap=chunk_cap)
     result = loop.run()
-    assert [d["id"] for d in result["documents"]] == kept
+    assert [d.id for d in result["documents"]] == kept
     # What each search returned is recorded in full, whatever was evicted.
     assert result["tool_history"][0]["returned_chunk_ids"] == ["a", "b", "c"]
     assert result["tool_history"][1]["returned_chunk_ids"] == ["d", "e"]
@@ -416,10 +417,10 @@ def test_the_result_is_flat_under_the_result_component(store):
     out = pipeline.run({"controller": {"query": QUESTION}})["result"]
     assert strip_markers(out["answer"]) == "Greenwich Village, NYC"
     assert out["terminated_by"] == "answered"
-    expected_keys = set(LoopState(question="q").finish("answered", answer="a").to_result())
+    expected_keys = set(RESULT_TYPES)
     assert set(out) == expected_keys
     assert set(pipeline.outputs()["result"]) == expected_keys
-    json.dumps(out)
+    json.dumps(result_to_dict(out))
 
 
 def test_an_embedding_retriever_without_a_query_embedder_is_refused_with_the_fix():

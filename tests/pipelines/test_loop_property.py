@@ -32,6 +32,7 @@ from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, Answerer, FallbackSynthesizer, LoopController, build_loop_pipeline
 from haystack_agentic.components.evidence.evidence_checker import PACKAGED_MINILM, EvidenceChecker
+from haystack_agentic.components.loop.loop_result_builder import result_to_dict
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 
 EXAMPLES = int(os.environ.get("LOOP_EXAMPLES", "300"))
@@ -177,7 +178,7 @@ def build(mode, controller, answer, fallback, judge, evidence, results, safe, ma
 
 
 def check_result(result: dict[str, Any]) -> None:
-    text = json.dumps(result, allow_nan=False, ensure_ascii=False)  # strict JSON: no NaN, no Infinity, no objects
+    text = json.dumps(result_to_dict(result), allow_nan=False, ensure_ascii=False)  # strict JSON: no NaN, no objects
     text.encode("utf-8")  # no lone surrogate anywhere
     assert result["terminated_by"] in TERMINATIONS
     answer = result["answer"]
@@ -190,7 +191,7 @@ def check_result(result: dict[str, Any]) -> None:
         assert isinstance(result["error"], str) and result["error"].strip(), result
     assert isinstance(result["tool_history"], list) and all(isinstance(s, dict) for s in result["tool_history"])
     for doc in result["documents"]:
-        assert doc.get("score") is None or math.isfinite(doc["score"]), doc
+        assert doc.score is None or math.isfinite(doc.score), doc
 
 
 @settings(

@@ -8,7 +8,6 @@ from haystack.core.super_component import SuperComponent
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
 from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
-from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.streaming import plain_function
 from haystack_agentic.loop_loading import loop_pipeline_from_dict, pipeline_from_dict, read_loop_yaml
 from haystack_agentic.resources import pipeline_path
@@ -105,7 +104,8 @@ class AgenticRAG(SuperComponent):
         :param streaming_callback: Called with each `StreamingChunk` of the run's LLM calls and its step events
             (sync for `run`; sync or async for `run_async`), or `None`.
         :returns: `answer` (str, or `None` when the run gave up or failed); `documents` (the run's chunks as
-            `Document`s, best first, without embeddings); `result` (the loop's JSON-serialisable result);
+            `Document`s, best first, without embeddings); `result` (every output of the loop's
+            `LoopResultBuilder`, the same objects; `result_to_dict` of that module makes it JSON);
             `answers` (what Haystack's `AnswerBuilder` outputs, for its evaluators: one `GeneratedAnswer`, `[]`
             without an answer, with `data` the answer without its `[n]` markers, the cited chunks as `documents`,
             and `answer`, `terminated_by`, `evidence`, `grounding`, `citations` in `meta`); `messages` (the
@@ -114,11 +114,11 @@ class AgenticRAG(SuperComponent):
         :raises PipelineRuntimeError: If the question or filters are refused (`InvalidLoopInputError` as its cause).
         :raises AgenticRAGError: If the run ended with `terminated_by="error"` and `raise_on_failure` is set.
         """
-        return self._checked(_outputs(SuperComponent.run(self, **_run_inputs(kwargs)), _question(kwargs)))
+        return self._checked(_outputs(SuperComponent.run(self, **_run_inputs(kwargs))))
 
     async def run_async(self, **kwargs: Any) -> dict[str, Any]:
         """Async twin of `run` (`Pipeline.run_async`): the same inputs and outputs."""
-        return self._checked(_outputs(await SuperComponent.run_async(self, **_run_inputs(kwargs)), _question(kwargs)))
+        return self._checked(_outputs(await SuperComponent.run_async(self, **_run_inputs(kwargs))))
 
     def _checked(self, outputs: dict[str, Any]) -> dict[str, Any]:
         """The outputs, or `AgenticRAGError` for a failed run when `raise_on_failure` is set."""
@@ -130,10 +130,7 @@ class AgenticRAG(SuperComponent):
 
     def to_dict(self) -> dict[str, Any]:
         """:returns: The component as a dictionary, the loop pipeline's whole dict under `pipeline`."""
-        data = self.pipeline.to_dict()
-        for key in ("inputs", "outputs"):  # hayhooks' declarations (a packaged pipeline) are not Haystack's
-            data.pop(key, None)
-        return default_to_dict(self, pipeline=data, raise_on_failure=self.raise_on_failure)
+        return default_to_dict(self, pipeline=self.pipeline.to_dict(), raise_on_failure=self.raise_on_failure)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AgenticRAG":
@@ -178,35 +175,7 @@ def _run_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def _question(kwargs: dict[str, Any]) -> str:
-    """The run's question: `query`, or the text of the conversation's last message."""
-    if _given(kwargs.get("query")):
-        return str(kwargs["query"])
-    messages = kwargs.get("messages") if _given(kwargs.get("messages")) else None
-    return (messages[-1].text or "") if messages else ""
-
-
-def _outputs(mapped: dict[str, Any], question: str) -> dict[str, Any]:
-    """`answer`, `answers`, `documents` (as `Document`s) and `result` from the result component's outputs."""
+def _outputs(mapped: dict[str, Any]) -> dict[str, Any]:
+    """`answer`, `answers`, `documents`, `messages` and the whole `result` from the result component's outputs."""
     result = {key: mapped.get(key) for key in RESULT_TYPES}
-    documents = [Document.from_dict(doc) for doc in result["documents"] or []]
-    messages = [ChatMessage.from_dict(message) for message in result["messages"] or []]
-    return {
-        "answer": result["answer"],
-        "answers": _generated_answers(result, question, documents),
-        "documents": documents,
-        "messages": messages,
-        "result": result,
-    }
-
-
-def _generated_answers(result: dict[str, Any], question: str, documents: list[Document]) -> list[GeneratedAnswer]:
-    """The run's answer as Haystack's `GeneratedAnswer` (what `AnswerBuilder` outputs), or `[]` without one."""
-    if result["answer"] is None:
-        return []
-    citations = result.get("citations") or []
-    by_id = {doc.id: doc for doc in documents}
-    cited = [by_id[i] for i in dict.fromkeys(c["document_id"] for c in citations) if i in by_id]
-    meta = {key: result[key] for key in ("answer", "terminated_by", "evidence", "grounding")}
-    meta["citations"] = citations
-    return [GeneratedAnswer(data=strip_markers(result["answer"]), query=question, documents=cited, meta=meta)]
+    return {**{key: result[key] for key in ("answer", "answers", "documents", "messages")}, "result": result}

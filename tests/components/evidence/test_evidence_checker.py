@@ -22,6 +22,7 @@ from haystack_agentic import (
     build_loop_pipeline,
 )
 from haystack_agentic.components.evidence.evidence_checker import DEFAULT_GIVE_UP_TEMPLATE, STRONG_OFFLINE_SCORE
+from haystack_agentic.components.loop.loop_result_builder import result_to_dict
 from haystack_agentic.evidence.features import chunk_title, key_entities, lexical_coverage, truecase
 from haystack_agentic.evidence.judge import parse_verdict
 from haystack_agentic.evidence.similarity import chunk_head
@@ -300,7 +301,7 @@ def test_give_up_path_says_what_was_searched_and_never_calls_the_answer_llm(samp
     assert evidence["action"] == "give_up" and evidence["sufficient"] is False
     assert 0.0 <= evidence["score"] < evidence["threshold"] and evidence["reason"] in text
     assert actions(result)[-1] == "give_up"
-    json.dumps(result)  # JSON-serialisable for hayhooks
+    json.dumps(result_to_dict(result))  # JSON-serialisable for hayhooks
 
 
 def test_answer_with_warning_path_answers_and_carries_the_warning(sample_store):

@@ -65,8 +65,8 @@ def test_inside_a_bigger_pipeline_its_answer_and_documents_feed_other_components
     assert result == expected and strip_markers(result["answer"]) == "Greenwich Village"
     documents = out["rag"]["documents"]
     assert documents and all(isinstance(d, Document) for d in documents)
-    assert [d.id for d in documents] == [d["id"] for d in result["documents"]]
-    assert documents[0].score == result["documents"][0]["score"] and documents[0].content
+    assert [d.id for d in documents] == [d.id for d in result["documents"]]
+    assert documents[0].score == result["documents"][0].score and documents[0].content
     assert out["report"]["prompt"] == "Answer: Greenwich Village [1]\nSources: " + " ".join(d.id for d in documents)
     assert {d.id for d in cited.filter_documents()} == {d.id for d in documents}
     assert out["cite"]["documents_written"] == len(documents)
@@ -180,7 +180,7 @@ def test_messages_out_are_the_conversation_with_the_answer_appended(build_loop):
     out = AgenticRAG(pipeline=build_loop(HOPS).pipeline).run(query=QUESTION)
     assert [m.role.value for m in out["messages"]] == ["user", "assistant"]
     assert out["messages"][0].text == QUESTION and out["messages"][-1].text == "Greenwich Village"
-    assert out["result"]["messages"] == [m.to_dict() for m in out["messages"]]
+    assert out["result"]["messages"] is out["messages"]  # built once, by the loop's result component
 
 
 def test_no_query_and_no_messages_is_refused_with_what_to_pass(build_loop):

@@ -54,7 +54,7 @@ def test_answered_via_the_answer_tool(build_loop):
     assert history[0]["returned_chunk_ids"][0] == "bsg"
     assert history[1]["returned_chunk_ids"][0] == "trigiani"
     assert history[2]["arguments"] == {"text": "Greenwich Village"}
-    assert {"bsg", "trigiani"} <= {d["id"] for d in result["documents"]}
+    assert {"bsg", "trigiani"} <= {d.id for d in result["documents"]}
     assert calls(result, "controller") == 3 and calls(result, "answer") == 0 and calls(result, "fallback") == 0
     assert result["usage"]["controller"]["prompt_tokens"] > 0
     assert len(loop.llm.calls) == 3
@@ -107,7 +107,7 @@ def test_generator_error_ends_the_run_with_the_error_kept(build_loop):
     assert result["iterations"] == 2
     assert actions(result) == ["search", "error"]
     assert result["tool_history"][1]["result"] == "RuntimeError: rate limited"
-    assert result["documents"][0]["id"] == "trigiani"  # chunks found before the error are kept
+    assert result["documents"][0].id == "trigiani"  # chunks found before the error are kept
     assert calls(result, "controller") == 2
 
 
@@ -192,7 +192,7 @@ def test_run_filters_reach_the_retriever_on_every_search(build_loop):
     for step in searches:
         assert step["returned_chunk_ids"], "the other documents are still found"
         assert "trigiani" not in step["returned_chunk_ids"]
-    assert "trigiani" not in {d["id"] for d in result["documents"]}
+    assert "trigiani" not in {d.id for d in result["documents"]}
     # Without the filter, the same script finds it.
     unfiltered = build_loop([search("Adriana Trigiani director"), answer("x")]).run()
     assert unfiltered["tool_history"][0]["returned_chunk_ids"][0] == "trigiani"

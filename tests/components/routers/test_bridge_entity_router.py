@@ -196,7 +196,7 @@ def tenant_a_trace(store, retriever) -> list[tuple]:
         answerer=Answerer(chat_generator=ScriptedChatGenerator([{"text": "New York"}], per_call=True)),
     )
     out = pipeline.run({"controller": {"query": QUESTION, "filters": TENANT_A}})["result"]
-    assert all(d["meta"]["tenant"] == "a" for d in out["documents"])
+    assert all(d.meta["tenant"] == "a" for d in out["documents"])
     return trace_of(out)
 
 

@@ -54,7 +54,7 @@ def test_json_mode_generating_at_once_writes_the_answer_from_the_questions_chunk
     assert "Big Stone Gap is a 2014" in loop.answer_llm.calls[0][0][-1].text  # the question's chunk, in the prompt
     assert "Big Stone Gap is a 2014" in loop.llm.calls[0][0][-1].text  # and in the router's first prompt
     assert result["terminated_by"] == "answered" and strip_markers(result["answer"]) == "Adriana Trigiani"
-    assert result["citations"] and result["citations"][0]["document_id"] in {d["id"] for d in result["documents"]}
+    assert result["citations"] and result["citations"][0]["document_id"] in {d.id for d in result["documents"]}
 
 
 def test_the_option_turns_it_off_and_round_trips(allow_deserialization):

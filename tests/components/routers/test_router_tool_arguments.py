@@ -11,6 +11,8 @@ import pytest
 from conftest import ScriptedRetriever, actions, answer, search, tool_turn
 from haystack.dataclasses import ChatRole
 
+from haystack_agentic.components.loop.loop_result_builder import result_to_dict
+
 # --- search(top_k): a bad number is a tool error back to the model, never an exception ----------------------
 
 
@@ -48,7 +50,7 @@ def test_a_bad_top_k_goes_back_to_the_model_as_a_tool_error(build_loop, top_k):
     assert retriever.calls == []
     tool_message = loop.llm.calls[1][0][-1]
     assert tool_message.role == ChatRole.TOOL and tool_message.tool_call_result.error is True
-    json.dumps(result, allow_nan=False)  # the result (its trace included) stays JSON-serialisable
+    json.dumps(result_to_dict(result), allow_nan=False)  # the result (its trace included) stays JSON-serialisable
 
 
 @pytest.mark.parametrize("raw", ['{"query": "x", "top_k": 1e999}', '{"query": "x", "top_k": NaN}'])
@@ -58,7 +60,7 @@ def test_a_non_finite_top_k_in_json_text_arguments_is_a_tool_error(build_loop, r
     result = loop.run()
     assert actions(result) == ["invalid", "answer"]
     assert "'top_k' must be an integer" in result["tool_history"][0]["result"]
-    json.dumps(result, allow_nan=False)
+    json.dumps(result_to_dict(result), allow_nan=False)
 
 
 @pytest.mark.parametrize(

@@ -70,7 +70,7 @@ def _check_parallel_turn(loop, result):
     assert "already searched" in history[3]["result"]
     assert result["iterations"] == 2  # one turn, however many searches it ran
     # Chunks merged once: trigiani kept with its best score.
-    assert {d["id"]: d["score"] for d in result["documents"]} == {"trigiani": 0.9, "bsg": 0.4, "greenwich": 0.3}
+    assert {d.id: d.score for d in result["documents"]} == {"trigiani": 0.9, "bsg": 0.4, "greenwich": 0.3}
     # One tool message per call, in call order, right after the assistant message.
     sent = loop.llm.calls[1][0]
     assistant = max(i for i, m in enumerate(sent) if m.role == ChatRole.ASSISTANT)
@@ -158,7 +158,7 @@ def test_component_tool_retriever_adds_its_documents_and_shows_readable_text(bui
     assert "Document(" not in text and '"id"' not in text
     assert "Adriana Trigiani" in text and "Greenwich Village" in text and "id=trigiani" in text
     # The tool's chunk joined the run's chunks once, deduplicated with the later search's.
-    assert [d["id"] for d in result["documents"]] == ["trigiani"]
+    assert [d.id for d in result["documents"]] == ["trigiani"]
 
 
 def documents_about(topic: str) -> list[Document]:
@@ -178,7 +178,7 @@ def test_tool_returning_documents_joins_chunks_within_the_run_filters(build_loop
     )
     loop = build_loop([tool_turn("about", {"topic": "Trigiani"}), answer("x")], router_kwargs={"tools": [tool]})
     result = loop.run(filters={"field": "meta.kind", "operator": "==", "value": "person"})
-    assert [d["id"] for d in result["documents"]] == ["t1"]  # t2 is outside the run's filters
+    assert [d.id for d in result["documents"]] == ["t1"]  # t2 is outside the run's filters
     text = _tool_messages(loop.llm.calls[1][0])[-1].tool_call_result.result
     assert text.startswith("1 result(s) from about") and "title=Trigiani" in text and "About Trigiani: first." in text
     assert "t2" not in text
@@ -233,7 +233,7 @@ def test_outputs_to_state_documents_join_the_chunks(build_loop):
     )
     loop = build_loop([tool_turn("about", {"topic": "Trigiani"}), answer("x")], router_kwargs={"tools": [tool]})
     result = loop.run()
-    assert sorted(d["id"] for d in result["documents"]) == ["t1", "t2"]
+    assert sorted(d.id for d in result["documents"]) == ["t1", "t2"]
     assert _tool_messages(loop.llm.calls[1][0])[-1].tool_call_result.result == "two found"
     assert "documents" not in result["tool_state"]
 
