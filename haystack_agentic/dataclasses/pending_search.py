@@ -50,7 +50,7 @@ def result_in_place(messages: tuple[ChatMessage, ...], result: ChatMessage) -> t
     :raises ValueError: when `result` holds no tool result.
     """
     if result.tool_call_result is None:
-        msg = f"Only a tool result can take a search's place in the conversation, got a {result.role.value} message"
+        msg = f"Only a tool result can take a search's place, got a message of role {result.role.value!r}"
         raise ValueError(msg)
     origin = result.tool_call_result.origin
     for index in range(len(messages) - 1, -1, -1):

@@ -6,7 +6,7 @@ Token streaming of the LLM calls and step events on one `streaming_callback`: a 
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -248,10 +248,10 @@ def role_callback_async(
     return on_chunk
 
 
-def for_thread(callback: Callable[[StreamingChunk], Awaitable[None]]) -> Callable[[StreamingChunk], None]:
+def for_thread(callback: Callable[[StreamingChunk], Coroutine[Any, Any, None]]) -> Callable[[StreamingChunk], None]:
     """
-    A sync callback that runs the async one on the current event loop and waits, for a generator's sync `run` in
-    a worker thread. Call it from the event loop's thread.
+    A sync callback that runs the async one (an `async def` function) on the current event loop and waits, for a
+    generator's sync `run` in a worker thread. Call it from the event loop's thread.
     """
     loop = asyncio.get_running_loop()
     return lambda chunk: asyncio.run_coroutine_threadsafe(callback(chunk), loop).result()

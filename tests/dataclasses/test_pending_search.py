@@ -13,5 +13,5 @@ def test_a_search_result_is_appended_when_no_place_was_held():
 
 
 def test_a_message_without_a_tool_result_cannot_take_a_search_place():
-    with pytest.raises(ValueError, match="got a user message"):
+    with pytest.raises(ValueError, match="got a message of role 'user'"):
         result_in_place((), ChatMessage.from_user("not a result"))
