@@ -446,3 +446,21 @@ def test_a_file_that_no_longer_converts_keeps_its_earlier_chunks(tmp_path):
     page.write_bytes(page.read_bytes()[:40])  # truncated: the PDF converter skips it now
     assert index(docs, "--store", store) == 0
     assert contents(store) == sorted([ZORBLAX, BLORT])  # its chunks stay until it converts again (or --replace)
+
+
+def test_an_indexing_pipeline_whose_writer_has_no_store_is_refused(tmp_path):
+    from haystack import Pipeline, component
+
+    from haystack_agentic.indexing.indexer import run_indexing_pipeline
+
+    @component
+    class Printer:
+        @component.output_types(documents_written=int)
+        def run(self, documents: list[Document]) -> dict[str, int]:
+            return {"documents_written": len(documents)}
+
+    pipeline = Pipeline()
+    pipeline.add_component("writer", Printer())
+    (tmp_path / "a.txt").write_text("Some text.")
+    with pytest.raises(ValueError, match=r"`writer` \(Printer\) has no `document_store`"):
+        run_indexing_pipeline(pipeline, [tmp_path / "a.txt"])
