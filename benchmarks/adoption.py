@@ -168,8 +168,10 @@ def main() -> None:
             [
                 str(python),
                 "-c",
-                "import importlib.util as u; print([m for m in ('torch', 'transformers', "
-                "'sentence_transformers', 'pymilvus', 'hayhooks') if u.find_spec(m)])",
+                (
+                    "import importlib.util as u; print([m for m in ('torch', 'transformers', "
+                    "'sentence_transformers', 'pymilvus', 'hayhooks') if u.find_spec(m)])"
+                ),
             ]
         ).stdout.strip()
         (work / "readme.py").write_text(readme_block(), encoding="utf-8")

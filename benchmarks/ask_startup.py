@@ -21,6 +21,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -109,7 +110,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=5, help="Timed runs of each (default 5).")
     parser.add_argument("--question", default=QUESTION)
-    parser.add_argument("--cache", default="/tmp/haystack-agentic-bench-cache", help="HAYSTACK_AGENTIC_CACHE.")
+    cache = Path(tempfile.gettempdir()) / "haystack-agentic-bench-cache"
+    parser.add_argument("--cache", default=str(cache), help="HAYSTACK_AGENTIC_CACHE.")
     parser.add_argument("--profile", metavar="DIR", help="Also profile one `ask` (importtime, cProfile) into DIR.")
     args = parser.parse_args()
     cache = Path(args.cache).resolve()
@@ -129,7 +131,8 @@ def main() -> None:
             cpus[name].append(cpu)
     for name, values in walls.items():
         print(
-            f"{name:>6}: wall median {statistics.median(values):.2f} s (each: {', '.join(f'{v:.2f}' for v in values)}); "
+            f"{name:>6}: wall median {statistics.median(values):.2f} s "
+            f"(each: {', '.join(f'{v:.2f}' for v in values)}); "
             f"CPU median {statistics.median(cpus[name]):.2f} s (each: {', '.join(f'{v:.2f}' for v in cpus[name])})"
         )
     ratio = statistics.median(walls["ask"]) / statistics.median(walls["plain"])
@@ -150,9 +153,8 @@ def main() -> None:
         wall = time.perf_counter() - start
         (out / f"{name}_importtime.txt").write_text(done.stderr)
         costs = import_costs(done.stderr)
-        print(
-            f"\n{name} under -X importtime: {wall:.2f} s; imports (self time) {sum(c for _, c in import_costs(done.stderr, 10_000)):.2f} s; by top-level package:"
-        )
+        imports = sum(c for _, c in import_costs(done.stderr, 10_000))
+        print(f"\n{name} under -X importtime: {wall:.2f} s; imports (self time) {imports:.2f} s; by top-level package:")
         for package, seconds in costs:
             print(f"  {package:<28} {seconds:6.2f} s")
     prof = out / "ask.prof"

@@ -277,8 +277,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         with _progress(err, args) as progress:
             task = progress.add_task(path.stem, total=len(rows) * len(configs))
 
-            def advance(name: str, done: int) -> None:
-                progress.update(task, advance=1, description=f"{path.stem} · {name}")
+            def advance(name: str, done: int, task: Any = task, stem: str = path.stem) -> None:
+                progress.update(task, advance=1, description=f"{stem} · {name}")
 
             report = run_eval(rows, configs, with_answer=not args.no_answer, on_question=advance)
         report["meta"] = {
@@ -334,7 +334,7 @@ def _run_unanswerable(
     started = time.perf_counter()
     with _progress(err, args) as progress:
         task = progress.add_task(path.stem, total=len(rows) * len(configs))
-        report = run_abstention_eval(rows, store, configs, on_question=lambda name, done: progress.advance(task))
+        report = run_abstention_eval(rows, store, configs, on_question=lambda _name, _done: progress.advance(task))
     report["meta"] = {
         "data": str(path),
         "questions": len(rows),

@@ -70,9 +70,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=30)
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(
-        "| index | N | write + flush (s) | search p50 (ms) | search min (ms) | reported |\n|---|---:|---:|---:|---:|---|"
-    )
+    print("| index | N | write + flush (s) | search p50 (ms) | search min (ms) | reported |")
+    print("|---|---:|---:|---:|---:|---|")
     for name, (index, search) in INDEXES.items():
         try:
             written, p50, fastest, reported = measure(args.size, args.queries, index, search)

@@ -146,7 +146,8 @@ def main() -> None:
     parser.add_argument("--first-token", type=float, default=0.2, help="Seconds to the answer LLM's first token.")
     parser.add_argument("--token-interval", type=float, default=0.02, help="Seconds per further answer token.")
     parser.add_argument("--embedded", action="store_true", help="Serve the packaged offline default instead.")
-    parser.add_argument("--cache", default="/tmp/haystack-agentic-bench-cache", help="Cache dir for --embedded.")
+    cache = Path(tempfile.gettempdir()) / "haystack-agentic-bench-cache"
+    parser.add_argument("--cache", default=str(cache), help="Cache dir for --embedded.")
     args = parser.parse_args()
     store, _, rows = corpus_store(questions=100_000)
     questions = [row["question"] for row in rows]

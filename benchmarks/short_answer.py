@@ -8,14 +8,15 @@ Answer F1 of the offline default: SmolLM2-135M's full sentences against their sh
         --out held-out.jsonl                                           # questions 201-360 only
     python benchmarks/short_answer.py --rescore short-answer.jsonl     # a changed span rule, in seconds
 
-Every question runs once through `eval`'s `bridge-entity` configuration (the offline default's policy and
-answerer, SmolLM2-135M, greedy; the store holds every paragraph of the file). The answerer's reply is recorded
-where it is written from the chunks, and the same runs are scored twice: the model's sentence as it is, and
+Every question runs once through `eval`'s `bridge-entity` configuration (the offline default's policy and answerer,
+SmolLM2-135M, greedy; the store holds every paragraph of the file). The answerer's reply is recorded where it is
+written from the chunks, and the same runs are scored twice: the model's sentence as it is, and
 `extract_short_answer(question, reply, chunks)`, the rule of the `ShortAnswerExtractor` the packaged pipelines run
-after the answerer (a pure function of those three, so this equals running the pipeline with it on). Runs that end otherwise (the evidence check gives up)
-keep their answer in both, F1 ~0. F1/EM are HotpotQA's (SQuAD normalisation). The table splits the questions into
-blocks of 100 (the rule was written looking at the first 200 questions of the shared HotpotQA sample; later blocks
-are held out) and by question type. Each run is one JSON line of `--out`; `--rescore` reads them back.
+after the answerer (a pure function of those three, so this equals running the pipeline with it on). Runs that end
+otherwise (the evidence check gives up) keep their answer in both, F1 ~0. F1/EM are HotpotQA's (SQuAD normalisation).
+The table splits the questions into blocks of 100 (the rule was written looking at the first 200 questions of the
+shared HotpotQA sample; later blocks are held out) and by question type. Each run is one JSON line of `--out`;
+`--rescore` reads them back.
 """
 
 import argparse

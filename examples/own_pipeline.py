@@ -26,13 +26,17 @@ from haystack_agentic.components.generators.embedded_chat_generator import Embed
 DOCUMENTS = [
     (
         "Big Stone Gap (film)",
-        "Big Stone Gap is a 2014 American drama romantic comedy film written and directed by "
-        "Adriana Trigiani and produced by Donna Gigliotti. It is based on Trigiani's 2000 novel of the same name.",
+        (
+            "Big Stone Gap is a 2014 American drama romantic comedy film written and directed by "
+            "Adriana Trigiani and produced by Donna Gigliotti. It is based on Trigiani's 2000 novel of the same name."
+        ),
     ),
     (
         "Adriana Trigiani",
-        "Adriana Trigiani is an Italian American best-selling author of sixteen books, television "
-        "writer, film director, and entrepreneur based in Greenwich Village, New York City.",
+        (
+            "Adriana Trigiani is an Italian American best-selling author of sixteen books, television "
+            "writer, film director, and entrepreneur based in Greenwich Village, New York City."
+        ),
     ),
     ("Greenwich Village", "Greenwich Village is a neighborhood on the west side of Lower Manhattan, New York City."),
     ("Big Stone Gap, Virginia", "Big Stone Gap is a town in Wise County, Virginia, United States."),

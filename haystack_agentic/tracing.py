@@ -143,7 +143,11 @@ def trace_turn(component: str, routed: dict[str, Any]) -> dict[str, Any]:
     step = state.tool_history[-1]
     turn = [s for s in state.tool_history if s.iteration == step.iteration]
     queries = [s.query for s in turn if s.query]
-    common = {"iteration": step.iteration, "chunks": len(state.chunks), "terminated_by": state.outcome.terminated_by}
+    common: dict[str, Any] = {
+        "iteration": step.iteration,
+        "chunks": len(state.chunks),
+        "terminated_by": state.outcome.terminated_by,
+    }
     tag_current_span(
         action=",".join(dict.fromkeys(s.action for s in turn)),
         query="; ".join(queries) or None,

@@ -192,7 +192,8 @@ def build_loop(store: InMemoryDocumentStore):
     for per-call scripted answer / fallback LLMs), `answerer` / `fallback` (ready components), `fallback_enabled`,
     `retriever` (overrides a fresh BM25 retriever over `store`), `per_call`, `latency`, `router_kwargs`,
     `answerer_kwargs`, `fallback_kwargs`, `evidence_checker` (an `EvidenceChecker`; default: none, so the tests of
-    other behaviour are not held back by the evidence check; tests/components/evidence/test_evidence_checker.py covers it).
+    other behaviour are not held back by the evidence check; tests/components/evidence/test_evidence_checker.py
+    covers it).
     """
 
     def factory(

@@ -88,47 +88,47 @@ def _message(text: Any, calls: list[ToolCall], meta: Any) -> ChatMessage:
 def big_texts(size: str = "big") -> list[str]:
     """Texts that are worst cases at `size` (`SIZES`): deep JSON (also inside a decision, a verdict, claims), huge
     numbers, regex worst cases (runs of `[`, `{`, `(`, spaces, dots, markers, fences), megabyte texts."""
-    DEEP, LONG, MEGA = SIZES[size]
+    deep, long, mega = SIZES[size]
     return [
-        "[" * DEEP + "]" * DEEP,
-        "[" * LONG,
-        "{" * LONG,
-        "(" * LONG,
-        '{"a":' * DEEP,
-        '{"action": "search", "query": ' + "[" * DEEP + "]" * DEEP + "}",
-        '{"action": "generate", "reasoning": ' + '{"x":' * DEEP + "1" + "}" * DEEP + "}",
-        '{"sufficient": ' + "[" * DEEP + "true" + "]" * DEEP + "}",
-        '{"claims": ' + "[" * DEEP + "]" * DEEP + "}",
+        "[" * deep + "]" * deep,
+        "[" * long,
+        "{" * long,
+        "(" * long,
+        '{"a":' * deep,
+        '{"action": "search", "query": ' + "[" * deep + "]" * deep + "}",
+        '{"action": "generate", "reasoning": ' + '{"x":' * deep + "1" + "}" * deep + "}",
+        '{"sufficient": ' + "[" * deep + "true" + "]" * deep + "}",
+        '{"claims": ' + "[" * deep + "]" * deep + "}",
         HUGE_DIGITS,
         '{"action": "search", "query": "Big Stone Gap", "top_k": ' + HUGE_DIGITS + "}",
         '{"query": "Big Stone Gap", "top_k": ' + HUGE_DIGITS + "}",
         '{"sufficient": true, "missing": ' + HUGE_DIGITS + "}",
         '{"claims": [{"sentence": ' + HUGE_DIGITS + ', "supported": true, "chunks": [' + HUGE_DIGITS + "]}]}",
-        "[1]" * (LONG // 3),
-        "[" + "1" * LONG + "]",
-        "Greenwich Village [1" * (LONG // 10),
-        "word " * LONG,
-        "a" * MEGA,
-        "Adriana Trigiani is based in Greenwich Village. " * (MEGA // 48),
+        "[1]" * (long // 3),
+        "[" + "1" * long + "]",
+        "Greenwich Village [1" * (long // 10),
+        "word " * long,
+        "a" * mega,
+        "Adriana Trigiani is based in Greenwich Village. " * (mega // 48),
         # Short sentences naming the chunks' entities: each is a claim scored against every chunk sentence
         # (a chunk re-read per claim took 7 s of CPU for 5,500 claims and 5 chunks of 300 characters).
-        "Adriana Trigiani. " * (MEGA // 18),
-        ". " * LONG,
-        " " * LONG + "x",
-        "\u200b" * LONG,
-        "e.g. " * (LONG // 2),
-        "```json\n" * (LONG // 6),
-        "```" * (LONG // 3),
-        '{"action": ' * (LONG // 4),
+        "Adriana Trigiani. " * (mega // 18),
+        ". " * long,
+        " " * long + "x",
+        "\u200b" * long,
+        "e.g. " * (long // 2),
+        "```json\n" * (long // 6),
+        "```" * (long // 3),
+        '{"action": ' * (long // 4),
     ]
 
 
 def hostile_results(size: str = "small") -> st.SearchStrategy:
     """What a hostile generator's `run` returns, drawn: `{"replies": [...]}` with hostile items, replies that are not
     a list, no replies at all, or an exception to raise. `size`: `"big"` or `"small"` (`SIZES`)."""
-    DEEP, LONG, MEGA = SIZES[size]
-    _BIG_TEXTS = big_texts(size)
-    _SMALL_TEXTS = [
+    deep, long, _ = SIZES[size]
+    big = big_texts(size)
+    small = [
         "",
         " ",
         "\n",
@@ -158,7 +158,7 @@ def hostile_results(size: str = "small") -> st.SearchStrategy:
         "Adriana Trigiani is based in Greenwich Village [1].",
         "NO ANSWER",
     ]
-    texts = _pick("texts", _BIG_TEXTS + _SMALL_TEXTS) | st.text(max_size=30)
+    texts = _pick("texts", big + small) | st.text(max_size=30)
 
     #: JSON-like values of every type, non-finite and huge numbers, deep values.
     _scalars = st.one_of(
@@ -167,10 +167,10 @@ def hostile_results(size: str = "small") -> st.SearchStrategy:
         st.integers(),
         _pick("huge_ints", [HUGE_INT, -HUGE_INT, 10**400]),
         st.floats(allow_nan=True, allow_infinity=True),
-        _pick("small_texts", _SMALL_TEXTS),
+        _pick("small_texts", small),
     )
     _deep_values = st.sampled_from(["list", "dict"]).map(
-        lambda kind: deep_list(DEEP) if kind == "list" else deep_dict(DEEP)
+        lambda kind: deep_list(deep) if kind == "list" else deep_dict(deep)
     )
     values = st.one_of(
         st.recursive(
@@ -184,7 +184,7 @@ def hostile_results(size: str = "small") -> st.SearchStrategy:
 
     #: Decisions, verdicts and claims with a wrong type at every level (drawn for json mode and the judges).
     _json_texts = st.builds(
-        lambda shape: _json_text(shape, DEEP),
+        lambda shape: _json_text(shape, deep),
         st.one_of(
             st.fixed_dictionaries(
                 {"action": st.sampled_from(["search", "reflect", "generate"]) | values},
@@ -210,7 +210,7 @@ def hostile_results(size: str = "small") -> st.SearchStrategy:
 
     tool_names = st.one_of(
         st.sampled_from(["search", "answer", "give_up", "read_chunk"]),
-        _pick("odd_names", [None, "", " ", 5, ["search"], "<|im_end|>", "x" * (LONG // 2)]),
+        _pick("odd_names", [None, "", " ", 5, ["search"], "<|im_end|>", "x" * (long // 2)]),
     )
     tool_arguments = st.one_of(
         st.fixed_dictionaries({}, optional={"query": values, "text": values, "reason": values, "top_k": values}),

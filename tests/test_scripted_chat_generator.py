@@ -88,7 +88,7 @@ def test_per_call_mode_uses_a_counter():
     llm = ScriptedChatGenerator([{"text": "first"}, {"text": "second"}], per_call=True, repeat_last=False)
     assert llm.run(messages=[USER])["replies"][0].text == "first"
     assert llm.run(messages=[USER])["replies"][0].text == "second"
-    with pytest.raises(IndexError, match="no turn 2.*2 turn"):
+    with pytest.raises(IndexError, match=r"no turn 2.*2 turn"):
         llm.run(messages=[USER])
     llm.reset()
     assert llm.calls == []

@@ -109,8 +109,10 @@ def test_the_wheel_installs_without_extras_and_runs_the_readme_own_pipeline(whee
         [
             python,
             "-c",
-            "import importlib.util as u; print([m for m in ('torch', 'transformers', "
-            "'sentence_transformers', 'pymilvus', 'hayhooks') if u.find_spec(m)])",
+            (
+                "import importlib.util as u; print([m for m in ('torch', 'transformers', "
+                "'sentence_transformers', 'pymilvus', 'hayhooks') if u.find_spec(m)])"
+            ),
         ]
     )
     assert heavy.strip() == "[]"

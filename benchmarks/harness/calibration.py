@@ -45,7 +45,7 @@ def fit_logistic(
         weights -= step
         if float(np.abs(step).max()) < 1e-9:
             break
-    weights_by_name = {n: round(float(w), 4) for n, w in zip(feature_names, weights[:-1])}
+    weights_by_name = {n: round(float(w), 4) for n, w in zip(feature_names, weights[:-1], strict=True)}
     return EvidenceModel(name=name, weights=weights_by_name, bias=round(float(weights[-1]), 4), threshold=0.5)
 
 

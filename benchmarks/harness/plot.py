@@ -129,9 +129,9 @@ def plot_report(report: dict[str, Any], path: str | PathLike) -> Path:
     :raises ValueError: If no configuration has any question.
     """
     try:
-        import matplotlib
+        import matplotlib as mpl
 
-        matplotlib.use("Agg")
+        mpl.use("Agg")
         import matplotlib.pyplot as plt
         from matplotlib.transforms import offset_copy
     except ImportError as exc:
@@ -149,10 +149,10 @@ def plot_report(report: dict[str, Any], path: str | PathLike) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 5.2), squeeze=False, layout="constrained")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    x_max = max(1.0, max(p.x_high for p in points)) * 1.12
+    x_max = max(1.0, *(p.x_high for p in points)) * 1.12
     offsets = _dodges([p.x for p in points], x_max)
     handles = []
-    for ax, (title, y_label, key) in zip(axes[0], panels):
+    for ax, (title, y_label, key) in zip(axes[0], panels, strict=True):
         for i, point in enumerate(points):
             value = getattr(point, key)
             if value is None:

@@ -106,9 +106,9 @@ def _fixed_widths(columns: list[Column], width: int) -> list[int | None]:
 
 def _table(title: str | None, columns: list[Column], width: int) -> Table:
     table = Table(title=title, title_justify="left")
-    for column, fixed in zip(columns, _fixed_widths(columns, width)):
+    for column, fixed in zip(columns, _fixed_widths(columns, width), strict=True):
         table.add_column(column.header, justify=column.justify, width=fixed)
-    for row in zip(*(column.cells for column in columns)):
+    for row in zip(*(column.cells for column in columns), strict=False):
         table.add_row(*row)
     return table
 
@@ -119,8 +119,8 @@ def fit_tables(keys: list[Column], groups: list[tuple[str, list[Column]]], width
     titled with its groups when there are several; a group too wide even wrapped is split; empty columns left out.
     """
     packs: list[tuple[list[str], list[Column]]] = []
-    for name, columns in groups:
-        columns = [c for c in columns if not c.empty]
+    for name, group in groups:
+        columns = [c for c in group if not c.empty]
         if not columns:
             continue
         fits = [pack for pack in packs if _total(keys + pack[1] + columns, 2) <= width]

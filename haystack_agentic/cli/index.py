@@ -237,7 +237,7 @@ def _dense_only_on_old_milvus(store: Any, collection: str | None) -> Any:
     from haystack_agentic.indexing import document_stores as ds
 
     version = milvus_support.server_version(store.client)
-    if milvus_support.supports_bm25(version):
+    if version is None or milvus_support.supports_bm25(version):
         return store
     uri = store.connection_args["uri"]
     print(

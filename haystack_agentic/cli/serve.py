@@ -287,9 +287,11 @@ def _prepare_and_serve(args: argparse.Namespace, security: "ServeSecurity") -> i
         if not args.pipeline:
             _ensure_store(store)
         _check_stores(pipelines, store)
-        if not args.pipelines_dir:
+        if args.pipelines_dir:
+            directory = Path(args.pipelines_dir).resolve()
+        else:
             scratch = tempfile.mkdtemp(prefix="haystack-agentic-serve-")
-        directory = Path(args.pipelines_dir or scratch).resolve()
+            directory = Path(scratch).resolve()
         write_serving_dir(directory, pipelines, overrides, store)
         return _serve(args, pipelines, directory, security)
     finally:

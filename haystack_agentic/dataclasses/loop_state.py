@@ -6,7 +6,7 @@ The state is `LoopState`, with `ToolStep`, `LoopLimits` and `LoopOutcome`; compo
 `evolve()`, so one pipeline serves concurrent runs.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -266,7 +266,7 @@ class LoopState:
 #: The names of `LoopState`'s fields (what `evolve` accepts).
 _STATE_FIELDS = frozenset(f.name for f in fields(LoopState))
 #: How `from_dict` restores each tuple field's items.
-_PARSERS = {
+_PARSERS: dict[str, Callable[[Any], Any]] = {
     "chunks": Document.from_dict,
     "messages": ChatMessage.from_dict,
     "conversation": ChatMessage.from_dict,

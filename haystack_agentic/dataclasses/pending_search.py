@@ -44,7 +44,14 @@ class PendingSearch:
 
 
 def result_in_place(messages: tuple[ChatMessage, ...], result: ChatMessage) -> tuple[ChatMessage, ...]:
-    """The conversation with a search's tool result where the router held its place (call order), else at the end."""
+    """
+    The conversation with a search's tool result where the router held its place (call order), else at the end.
+
+    :raises ValueError: when `result` holds no tool result.
+    """
+    if result.tool_call_result is None:
+        msg = f"Only a tool result can take a search's place, got a message of role {result.role.value!r}"
+        raise ValueError(msg)
     origin = result.tool_call_result.origin
     for index in range(len(messages) - 1, -1, -1):
         held = messages[index].tool_call_result

@@ -45,7 +45,7 @@ def supports_bm25(version: tuple[int, ...] | None) -> bool:
 def require_bm25(store: Any, what: str) -> None:
     """:raises MilvusBM25UnsupportedError: If the store's Milvus server is older than 2.5 (`what` needs BM25)."""
     version = server_version(store.client)
-    if supports_bm25(version):
+    if version is None or supports_bm25(version):
         return
     uri, shown = store.connection_args.get("uri"), ".".join(map(str, version))
     msg = (

@@ -346,6 +346,7 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
             return super().bm25_retrieval(query=query, filters=filters, top_k=top_k, scale_score=scale_score)
         scores = index.scores(self._tokens(query))
         positive_only = self.bm25_algorithm != "BM25Okapi"
+        rows: list[int] | np.ndarray
         if filters:
             rows = self._filtered_rows(index, scores, filters, top_k, positive_only)
         else:

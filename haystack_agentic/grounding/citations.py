@@ -124,12 +124,12 @@ def cite(
         by_llm.add(len(claims) - 1)  # where the answer was read stands, as what the LLM cited does
     elif not by_llm and cited_ids and claims:
         for chunk_id in cited_ids:
-            doc, problem = find_chunk(state.chunks, chunk_id)
-            if doc is None:
+            chunk, problem = find_chunk(state.chunks, chunk_id)
+            if chunk is None:
                 dropped.append({"cited": chunk_id, "reason": problem or "unknown chunk"})
                 continue
-            best = max(range(len(claims)), key=lambda i: (_best_sentence(claims[i][0], doc, state.question)[0], i))
-            _add(cited[best], doc, None)
+            best = max(range(len(claims)), key=lambda i: (_best_sentence(claims[i][0], chunk, state.question)[0], i))
+            _add(cited[best], chunk, None)
             by_llm.add(best)
     for index, (claim, _, _) in enumerate(claims):
         if index in by_llm or not claim:
@@ -295,7 +295,7 @@ def _best_sentence(claim: str, doc: Document, question: str) -> tuple[tuple[floa
     return best
 
 
-def _about(asked: tuple[list[tuple[str, ...]], set[str]], doc: Document, sentence: str) -> float:
+def _about(asked: tuple[Sequence[tuple[str, ...]], frozenset[str]], doc: Document, sentence: str) -> float:
     """How much of the question a sentence says, its chunk's title counting as its subject."""
     return _overlap(asked, f"{(doc.meta or {}).get('title') or ''}. {sentence}")
 

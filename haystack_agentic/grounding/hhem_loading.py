@@ -117,7 +117,8 @@ def load_hhem_native(
         )
         raise HHEMUnavailableError(msg)
     tokenizer = AutoTokenizer.from_pretrained(foundation, local_files_only=local_files_only)
-    network.to(device).eval()
+    # transformers declares `to` through `functools.wraps`, which mypy sees as an unbound callable wanting `self`.
+    network.to(device).eval()  # type: ignore[arg-type]
     return network, tokenizer, hhem_config.get("prompt") or HHEM_PROMPT
 
 

@@ -4,6 +4,7 @@
 import re
 import unicodedata
 from collections.abc import Sequence
+from typing import overload
 
 #: `metadata` key of the answer's sentences that no chunk of the run backs (no citation found): a list of str.
 UNCITED_KEY = "uncited_claims"
@@ -13,6 +14,10 @@ UNCITED_KEY = "uncited_claims"
 MARKER_RE = re.compile(r"(?<![ \t])[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 
 
+@overload
+def strip_markers(text: str) -> str: ...
+@overload
+def strip_markers(text: None) -> None: ...
 def strip_markers(text: str | None) -> str | None:
     """The text without its `[n]` markers, stripped ("Adriana Trigiani [1]" -> "Adriana Trigiani"); `None` stays."""
     return None if text is None else MARKER_RE.sub("", text).strip()

@@ -59,9 +59,11 @@ def _context_problem(context: Any) -> str | None:
     if not isinstance(context, list):
         return f"expected a list, got {type(context).__name__}"
     for i, item in enumerate(context):
-        if not (isinstance(item, (list, tuple)) and len(item) == 2):
-            return f"item {i} is not a [title, sentences] pair"
-        title, sentences = item
+        match item:
+            case [title, sentences] if isinstance(item, (list, tuple)):
+                pass
+            case _:
+                return f"item {i} is not a [title, sentences] pair"
         if not isinstance(title, str):
             return f"item {i} has a non-string title"
         if not (isinstance(sentences, list) and all(isinstance(s, str) for s in sentences)):

@@ -160,7 +160,8 @@ def index_files(
         collection = validate_collection_name(collection)
         held = None if collection_description else list_collections(store).get(collection)
         # new chunks take the description the collection already has, unless a new one is given
-        documents = tag_documents(documents, collection, collection_description or (held and held.description))
+        held_description = held.description if held is not None else None
+        documents = tag_documents(documents, collection, collection_description or held_description)
     if replace and not documents:
         raise ValueError(NOTHING_CONVERTED)
     store = _ready_store(store, embedder, progress, replace)
@@ -254,7 +255,8 @@ def run_indexing_pipeline(
     (stage `indexing`), dimension checked first; with a `SourceReplacingDocumentWriter` (the packaged pipelines) each
     file replaces its earlier chunks, and `emptied` files lose theirs. `replace` empties the store first.
 
-    :raises ValueError: If a file is not .txt, .md, .html or .pdf, or the pipeline has no `writer`.
+    :raises ValueError: If a file is not .txt, .md, .html or .pdf, or the pipeline has no `writer` with a
+        `document_store`.
     :raises EmbeddingDimensionError: Before anything is written, if the dimensions differ.
     """
     unsupported = [str(f) for f in files if f.suffix.lower() not in MIME_TYPES]
@@ -269,6 +271,9 @@ def run_indexing_pipeline(
     except ValueError as exc:
         msg = "The indexing pipeline has no component named `writer`."
         raise ValueError(msg) from exc
+    if not hasattr(writer, "document_store"):
+        msg = f"The indexing pipeline's `writer` ({type(writer).__name__}) has no `document_store` to write to."
+        raise ValueError(msg)
     embedder = dict(pipeline.walk()).get("embedder")
     store = writer.document_store = _ready_store(writer.document_store, embedder, progress, replace)
     advance, chunks, removed = _stages(progress), 0, 0

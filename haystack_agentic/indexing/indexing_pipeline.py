@@ -21,6 +21,7 @@ from haystack.components.converters import (
 from haystack.components.joiners import DocumentJoiner
 from haystack.components.preprocessors import DocumentCleaner, DocumentSplitter
 from haystack.components.routers import FileTypeRouter
+from haystack.core.component import Component
 
 from haystack_agentic.components.preprocessors.chunk_metadata_cleaner import ChunkMetadataCleaner
 from haystack_agentic.components.preprocessors.sentence_span_annotator import SentenceSpanAnnotator
@@ -61,12 +62,16 @@ def _add_converters(pipeline: Pipeline) -> None:
     pipeline.add_component("router", FileTypeRouter(mime_types=sorted(set(MIME_TYPES.values()))))
     pipeline.add_component("joiner", DocumentJoiner())
     # store_full_path: `file_path` keeps the path the source names (the resolved one, from `file_sources`).
-    converters = {
+    converters: dict[str, Component] = {
         "text/plain": TextFileToDocument(store_full_path=True),
         "text/markdown": MarkdownToDocument(progress_bar=False, store_full_path=True),
         "text/html": HTMLToDocument(store_full_path=True),
-        # A list, not pypdf's default tuple, so the pipeline's YAML stays loadable with `yaml.safe_load`.
-        "application/pdf": PyPDFToDocument(plain_mode_orientations=[0, 90, 180, 270], store_full_path=True),
+        # A list, not pypdf's default tuple, so the pipeline's YAML stays loadable with `yaml.safe_load`; Haystack
+        # annotates the parameter as a tuple, while pypdf, which uses it, documents a list of orientations.
+        "application/pdf": PyPDFToDocument(
+            plain_mode_orientations=[0, 90, 180, 270],  # type: ignore[arg-type]
+            store_full_path=True,
+        ),
     }
     for mime, converter in converters.items():
         name = "converter_" + mime.split("/")[1]

@@ -255,7 +255,7 @@ async def call_generator_async(
                 run_async = getattr(generator, "run_async", None)
                 call = run_async(**kwargs) if callable(run_async) else asyncio.to_thread(generator.run, **kwargs)
                 result = await asyncio.wait_for(call, timeout)
-                error = None
+                error: Exception | None = None
             except TimeoutError as exc:
                 late = TimeoutError(f"the chat generator did not answer within {timeout} s")
                 result, error = None, exc if timeout is None else late

@@ -24,6 +24,7 @@ class LocalServerKey(EnvVarSecret):
         super().__init__((ENV_OPENAI_API_KEY,), True)  # the dataclass fields, by position: the variable, strict
 
     def resolve_value(self) -> str:
+        """`OPENAI_API_KEY`'s value when it is set and not empty, else `LOCAL_SERVER_API_KEY`."""
         return os.environ.get(ENV_OPENAI_API_KEY) or LOCAL_SERVER_API_KEY
 
 

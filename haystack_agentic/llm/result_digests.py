@@ -71,8 +71,15 @@ def search_digest(query: str, documents: Sequence[Document], shown: Iterable[str
 
 
 def with_digest(message: ChatMessage, digest: str) -> ChatMessage:
-    """A copy of the tool message with `meta[DIGEST_META_KEY]` set to `digest`."""
+    """
+    A copy of the tool message with `meta[DIGEST_META_KEY]` set to `digest`.
+
+    :raises ValueError: when `message` holds no tool result.
+    """
     result = message.tool_call_result
+    if result is None:
+        msg = f"Only a tool result can carry a digest, got a message of role {message.role.value!r}"
+        raise ValueError(msg)
     meta = {**(message.meta or {}), DIGEST_META_KEY: digest}
     return ChatMessage.from_tool(tool_result=result.result, origin=result.origin, error=result.error, meta=meta)
 

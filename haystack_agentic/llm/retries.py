@@ -102,6 +102,18 @@ def generator_retries_itself(generator: Any) -> bool:
     return hasattr(generator, "max_retries") and generator.max_retries != 0
 
 
+def _last_result(retry_state: RetryCallState) -> Any:
+    """
+    The result of the last finished attempt; tenacity sets it before it calls `before_sleep` or `retry_error_callback`.
+
+    :raises RuntimeError: when no attempt has finished yet.
+    """
+    if retry_state.outcome is None:
+        msg = "No attempt has finished yet, so there is no result to retry on or return"
+        raise RuntimeError(msg)
+    return retry_state.outcome.result()
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """
@@ -131,13 +143,13 @@ class RetryPolicy:
             "retry": retry_if_result(self.is_failure),
             "before_sleep": self._log_retry,
             # Out of retries: return the last outcome instead of raising tenacity's RetryError.
-            "retry_error_callback": lambda retry_state: retry_state.outcome.result(),
+            "retry_error_callback": _last_result,
         }
 
     def _log_retry(self, retry_state: RetryCallState) -> None:
         logger.info(
             "Transient LLM failure ({error}); retry {n} in {seconds} s",
-            error=self.describe(retry_state.outcome.result()),
+            error=self.describe(_last_result(retry_state)),
             n=retry_state.attempt_number,
             seconds=retry_state.upcoming_sleep,
         )

@@ -37,8 +37,8 @@ def tokenizer_pattern(tokenizer: Any) -> re.Pattern[str]:
 
 def _build_pattern(tokenizer: Any) -> re.Pattern[str]:
     added = getattr(tokenizer, "get_added_vocab", None)
-    texts = set(added() if callable(added) else ()) | set(getattr(tokenizer, "all_special_tokens", None) or ())
-    texts = sorted((t for t in texts if isinstance(t, str) and len(t) > 1), key=len, reverse=True)
+    tokens = set(added() if callable(added) else ()) | set(getattr(tokenizer, "all_special_tokens", None) or ())
+    texts = sorted((t for t in tokens if isinstance(t, str) and len(t) > 1), key=len, reverse=True)
     return re.compile("|".join([*(re.escape(t) for t in texts), CHAT_MARKUP]))
 
 

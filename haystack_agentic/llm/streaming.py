@@ -8,7 +8,7 @@ Token streaming of the LLM calls and step events on one `streaming_callback`: a 
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -262,12 +262,11 @@ def role_callback_async(
     return on_chunk
 
 
-def for_thread(callback: Callable[[StreamingChunk], Awaitable[None]]) -> Callable[[StreamingChunk], None]:
+def for_thread(callback: Callable[[StreamingChunk], Coroutine[Any, Any, None]]) -> Callable[[StreamingChunk], None]:
     """
-    Wrap an async streaming callback for a generator's sync `run` in a worker thread.
+    Wrap an async streaming callback (an `async def` function) for a generator's sync `run` in a worker thread.
 
-    A sync callback that runs the async one on the current event loop and waits, for a generator's sync `run` in
-    a worker thread. Call it from the event loop's thread.
+    A sync callback that runs the async one on the current event loop and waits. Call it from the event loop's thread.
     """
     loop = asyncio.get_running_loop()
     return lambda chunk: asyncio.run_coroutine_threadsafe(callback(chunk), loop).result()

@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from haystack import logging
-from haystack.dataclasses import ChatMessage, FileContent, ImageContent, TextContent
+from haystack.dataclasses import ChatMessage, FileContent, ImageContent, TextContent, ToolCallResult
 from haystack.tools import flatten_tools_or_toolsets
 
 from haystack_agentic.llm.valid_text import valid_text
@@ -67,9 +67,10 @@ class IdentityMemo(Generic[V]):
         if entry is not None and entry[0]() is obj:
             return entry[1]
         value = compute(obj)
+        values = self._values  # the callback holds the dict, not the memo
         try:
             # The callback runs when `obj` is freed, before its id can be given to another object.
-            ref = weakref.ref(obj, lambda _, key=key, values=self._values: values.pop(key, None))
+            ref = weakref.ref(obj, lambda _: values.pop(key, None))
         except TypeError:
             return value
         self._values[key] = (ref, value)
@@ -343,24 +344,24 @@ def compact_messages(
     total = counter.count([], tools) + sum(sizes)
     if total <= budget_tokens:
         return result
-    tool_indexes = [i for i, m in enumerate(result) if m.tool_call_result is not None]
-    for i in tool_indexes[:-1]:
-        result[i] = _with_tool_text(result[i], _digest(result[i].tool_call_result.result))
+    # A tool result with images or files is compacted from its text, stand-ins included (`render_message`'s).
+    tool_results = [(i, tool) for i, m in enumerate(result) if (tool := m.tool_call_result) is not None]
+    for i, tool in tool_results[:-1]:
+        result[i] = _with_tool_text(tool, _digest(_tool_result_text(tool.result)))
         size = counter.count([result[i]])
         total += size - sizes[i]
         sizes[i] = size
         if total <= budget_tokens:
             return result
-    if tool_indexes:
-        last = tool_indexes[-1]
-        original = result[last]
+    if tool_results:
+        last, original = tool_results[-1]
         others = total - sizes[last]
         marker = " [... cut to fit the context budget]"
 
         def fits(prefix: str) -> bool:
             return others + counter.count([_with_tool_text(original, prefix.rstrip() + marker)]) <= budget_tokens
 
-        kept = longest_prefix_within(original.tool_call_result.result, fits)
+        kept = longest_prefix_within(_tool_result_text(original.result), fits)
         result[last] = _with_tool_text(original, kept.rstrip() + marker)
     return result
 
@@ -374,6 +375,5 @@ def _digest(text: str) -> str:
     return f"[compacted to save context] {first_line}" + (f" Chunk ids: {shown}." if ids else "")
 
 
-def _with_tool_text(message: ChatMessage, text: str) -> ChatMessage:
-    result = message.tool_call_result
+def _with_tool_text(result: ToolCallResult, text: str) -> ChatMessage:
     return ChatMessage.from_tool(tool_result=text, origin=result.origin, error=result.error)

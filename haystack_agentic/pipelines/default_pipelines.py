@@ -9,7 +9,7 @@ The packaged pipelines, built in Python.
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from haystack import Pipeline
 from haystack.components.generators.chat import OpenAIChatGenerator
@@ -150,7 +150,7 @@ def openai_generator(role: str) -> OpenAIChatGenerator:
     )
 
 
-def openai_pipeline(mode: str = "tools", grounded: bool = True) -> Pipeline:
+def openai_pipeline(mode: Literal["tools", "json"] = "tools", grounded: bool = True) -> Pipeline:
     """The LLM-routed loop (`mode` `tools` or `json`) on an OpenAI-compatible endpoint, in-memory BM25."""
     store = SparseBM25DocumentStore(index=INDEX_NAME)
     controller_llm = openai_generator("controller_json" if mode == "json" else "controller")

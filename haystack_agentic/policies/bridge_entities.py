@@ -58,7 +58,7 @@ class BridgeEntityPolicy:
 
     def __init__(
         self,
-        titles: Iterable[str],
+        titles: Iterable[str | None],
         first_top_k: int = 4,
         follow_up_top_k: int = 1,
         max_follow_ups: int = 2,
@@ -72,7 +72,7 @@ class BridgeEntityPolicy:
         """
         Build the title index; the parameters are `BridgeEntityRouter`'s (see there), plus:
 
-        :param titles: The titles of the documents in the store (duplicates are fine).
+        :param titles: The titles of the documents in the store (duplicates are fine; `None` or empty ones skipped).
         :param pages: The store's statistics the candidates are scored with (`from_documents` builds it); without
             it every page looks the same.
         :raises ValueError: If a top-k, `max_follow_ups` or `scan_top_chunks` is out of range.

@@ -62,7 +62,7 @@ class Candidate:
 class PageIndex:
     """Store statistics from `(title, content)` pairs: word document frequencies, each title's first `PAGE_WORDS`."""
 
-    def __init__(self, pages: Iterable[tuple[str, str]]) -> None:
+    def __init__(self, pages: Iterable[tuple[str | None, str | None]]) -> None:
         self._vocab: dict[str, int] = {}
         df: list[int] = []
         self._pages: dict[str, array] = {}

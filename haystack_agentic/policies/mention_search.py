@@ -97,7 +97,7 @@ def mentions_search(
         query = " ".join([entity.name, *open_words]) if open_words else f"{entity.name} {question}"
         if query.strip().lower() in done:
             continue
-        titles = sorted({c.meta.get("title") for c in chunks if c.meta.get("title")})
+        titles = sorted({title for c in chunks if (title := c.meta.get("title"))})
         filters = {"field": "meta.title", "operator": "not in", "value": titles} if titles else None
         why = (
             f"mentions of {entity.name!r} (named in chunk {entity.chunk_rank + 1}, {entity.chunk_title!r}; "

@@ -9,6 +9,7 @@ import math
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -139,7 +140,7 @@ def json_safe(value: Any) -> Any:
     return json_safe(str(value))
 
 
-async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+async def _validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
     return JSONResponse(status_code=422, content={"detail": json_safe(exc.errors())})
 
 
@@ -164,12 +165,13 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> Response
     status, detail = exc.status_code, exc.detail
     if request.url.path in DEPLOY_PATHS and isinstance(exc.__cause__, Exception):  # hayhooks' deploy routes
         status, detail = deployment_error(exc.__cause__)
-    elif status == 500 and (refused := invalid_input(exc.__cause__)) is not None:  # a served YAML refused its input
+    elif status == HTTPStatus.INTERNAL_SERVER_ERROR and (refused := invalid_input(exc.__cause__)) is not None:
+        # a served YAML refused its input
         status, detail = 422, str(refused)
-    elif status == 501:  # hayhooks: the named pipeline has no chat / responses interface
+    elif status == HTTPStatus.NOT_IMPLEMENTED:  # hayhooks: the named pipeline has no chat / responses interface
         status = 400
         detail = f"{detail}: this pipeline has no chat interface; call it with POST /<name>/run instead."
     headers = getattr(exc, "headers", None)
-    if status in (204, 304) or status < 200:  # no body allowed
+    if status in (204, 304) or status < HTTPStatus.OK:  # no body allowed
         return Response(status_code=status, headers=headers)
     return JSONResponse({"detail": json_safe(detail)}, status_code=status, headers=headers)

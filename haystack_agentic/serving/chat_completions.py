@@ -208,7 +208,7 @@ class ChatReplyStream:
         self.created = int(time.time())
         self.sent = ""
         self._held_space = ""
-        self._steps_shown: list[dict[str, Any]] = []
+        self._steps_shown: list[tuple[Any, ...]] = []
         self._mid_line = False  # the last reasoning_content sent (an LLM's text) did not end its line
 
     def _chunk(self, choices: list[Choice], usage: dict[str, int] | None = None) -> ChatCompletion:

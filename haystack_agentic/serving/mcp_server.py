@@ -12,6 +12,7 @@ from typing import Any
 
 from haystack import logging
 from starlette.requests import ClientDisconnect, Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from haystack_agentic.serving.security import BodyLimit, ServeSecurity, bearer_auth, host_check, send_json
 
@@ -31,7 +32,7 @@ def create_mcp_app(security: ServeSecurity | None = None, registry: Any = None) 
     from hayhooks.server.utils.mcp_utils import create_mcp_server, create_starlette_app
 
     security = security or ServeSecurity.from_env()
-    app = TextBodyGuard(create_starlette_app(create_mcp_server(registry=registry)))
+    app: ASGIApp = TextBodyGuard(create_starlette_app(create_mcp_server(registry=registry)))
     if security.api_key:
         app = bearer_auth(app, security.api_key, open_paths={MCP_STATUS_PATH})
     return host_check(BodyLimit(app, security.max_body_bytes), security.accepted_hosts())
@@ -40,10 +41,11 @@ def create_mcp_app(security: ServeSecurity | None = None, registry: Any = None) 
 class TextBodyGuard:
     """ASGI middleware: a POST body that is not JSON text or nests too deeply gets a 400 parse error, not a 500."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on to `app` (a POST with its body read once and replayed), or answer it with the 400."""
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
@@ -58,7 +60,7 @@ class TextBodyGuard:
             return
         replayed = False
 
-        async def replay() -> Any:
+        async def replay() -> Message:
             nonlocal replayed
             if replayed:
                 return await receive()

@@ -10,7 +10,7 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass
 
 from fastapi.security import HTTPBearer
@@ -21,7 +21,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from haystack_agentic.settings import DEFAULT_SERVE_HOST
 
@@ -93,7 +93,7 @@ class ServeSecurity:
         names |= _LOOPBACK_NAMES | {"127.0.0.1", "::1"}
         return frozenset(f"[{name}]" if _is_ipv6(name) else name for name in names)
 
-    def to_env(self, env: dict[str, str]) -> None:
+    def to_env(self, env: MutableMapping[str, str]) -> None:
         """Write the settings into `env` (e.g. `os.environ`) for the processes `serve` starts."""
         if self.api_key:
             env[ENV_API_KEY] = self.api_key
@@ -162,10 +162,11 @@ class OneHost:
     `TrustedHostMiddleware` reads only the first, and a proxy or the app may use another.
     """
 
-    def __init__(self, app) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on to `app`, or answer it with the 400 (HTTP) or close it (WebSocket)."""
         if scope["type"] in ("http", "websocket") and sum(name == b"host" for name, _ in scope["headers"]) > 1:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008})  # policy violation
@@ -175,7 +176,7 @@ class OneHost:
         await self.app(scope, receive, send)
 
 
-def host_check(app, hosts: Iterable[str]) -> OneHost:
+def host_check(app: ASGIApp, hosts: Iterable[str]) -> OneHost:
     """
     `app` behind Starlette's `TrustedHostMiddleware`: an HTTP or WebSocket request whose `Host` header is not a
     plain `host[:port]` naming one of `hosts` (IPv6 addresses in brackets), or that has two `Host` headers, gets a
@@ -185,7 +186,8 @@ def host_check(app, hosts: Iterable[str]) -> OneHost:
     return OneHost(TrustedHostMiddleware(app, allowed_hosts=sorted(hosts), www_redirect=False))
 
 
-async def send_json(send, status: int, content: dict, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+async def send_json(send: Send, status: int, content: dict, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    """Send a whole HTTP response: `status`, `content` as a JSON body, and `headers` besides its type and length."""
     body = json.dumps(content).encode()
     start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
     await send({"type": "http.response.start", "status": status, "headers": start})
@@ -214,11 +216,12 @@ class BodyLimit:
     its `Content-Length` before it is read, or when the bytes read go past the limit (a body sent in chunks).
     """
 
-    def __init__(self, app, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on to `app` while its body stays within the limit, else answer it with the 413."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -229,7 +232,7 @@ class BodyLimit:
         received = 0
         started = False
 
-        async def limited_receive():
+        async def limited_receive() -> Message:
             nonlocal received
             message = await receive()
             if message["type"] == "http.request":
@@ -238,7 +241,7 @@ class BodyLimit:
                     raise BodyTooLarge(self.max_bytes)
             return message
 
-        async def watched_send(message) -> None:
+        async def watched_send(message: Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
@@ -254,12 +257,13 @@ class BodyLimit:
 class ClosedPaths:
     """ASGI middleware: requests for `paths`, or for paths under `prefixes`, get a 404; the route never runs."""
 
-    def __init__(self, app, paths: Iterable[str] = (), prefixes: Iterable[str] = ()) -> None:
+    def __init__(self, app: ASGIApp, paths: Iterable[str] = (), prefixes: Iterable[str] = ()) -> None:
         self.app = app
         self.paths = frozenset(paths)
         self.prefixes = tuple(prefixes)
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on to `app`, or answer it with the 404 when its path is closed."""
         path = scope.get("path", "")
         if scope["type"] == "http" and (path in self.paths or path.startswith(self.prefixes)):
             await send_json(send, 404, {"detail": "Not Found"})
@@ -267,12 +271,16 @@ class ClosedPaths:
         await self.app(scope, receive, send)
 
 
+#: The shortest API key `serve` accepts (characters): a guessable key protects nothing.
+MIN_API_KEY_LENGTH = 16
+
+
 def check_api_key(key: str) -> str:
     """An API key given to `serve`, unchanged (`ValueError`: under 16 characters, or not printable ASCII)."""
-    if len(key) < 16:
-        msg = "The API key must be at least 16 characters long (e.g. `openssl rand -hex 24`)."
+    if len(key) < MIN_API_KEY_LENGTH:
+        msg = f"The API key must be at least {MIN_API_KEY_LENGTH} characters long (e.g. `openssl rand -hex 24`)."
         raise ValueError(msg)
-    if not all(33 <= ord(char) <= 126 for char in key):
+    if not all(char.isascii() and char.isprintable() and char != " " for char in key):
         msg = "The API key must be printable ASCII without spaces (it travels in an HTTP header)."
         raise ValueError(msg)
     return key
@@ -303,6 +311,7 @@ class APIKeyBackend(AuthenticationBackend):
         self.bearer = HTTPBearer(auto_error=False)
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, SimpleUser] | None:
+        """The credentials of a request with the key; `None` for one that needs none (`AuthenticationError`: else)."""
         path = conn.scope.get("path", "")
         if conn.scope.get("method") == "OPTIONS" or path in self.open_paths or path.startswith(self.open_prefixes):
             return None

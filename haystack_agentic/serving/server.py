@@ -9,7 +9,7 @@ import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ def run_servers(host: str, port: int, mcp_port: int, workers: int, directory: Pa
             "--pipelines-dir",
             str(directory),
         ]
-        mcp = subprocess.Popen(command) if mcp_port else None
+        mcp = subprocess.Popen(command) if mcp_port else None  # noqa: S603 - our own module, by this Python
         try:
             uvicorn.run(APP_FACTORY, host=host, port=port, workers=workers, factory=True, log_config=None)
         finally:
@@ -66,7 +66,7 @@ def _uvicorn_server(app: Any, host: str, port: int) -> Any:
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
-        def capture_signals(self):
+        def capture_signals(self) -> Iterator[None]:
             yield
 
     return Server(uvicorn.Config(app, host=host, port=port, log_config=None, timeout_graceful_shutdown=5))

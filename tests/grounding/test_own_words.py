@@ -56,7 +56,10 @@ def test_no_words_of_its_own(text):
         "Yes.",
         '{"answer": 1}',
         "Greenwich Village [1][2]",
-        f"The headquarters are in Midland, Michigan.\nI searched with {CALL} and read the second result, which says so.",
+        (
+            f"The headquarters are in Midland, Michigan.\nI searched with {CALL} and read the second result, which "
+            "says so."
+        ),
         # prose after the calls, or a lead-in of more than one line, makes the reply an answer (it is not run as calls)
         f"{CALL}\nThe headquarters are in Midland, Michigan.",
         f"I searched.\nThen I read.\n{CALL}",

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from haystack import Document
@@ -120,7 +121,7 @@ class TestDocuments:
 
 
 class TestMusique:
-    ROWS = [
+    ROWS: ClassVar[list[dict]] = [
         _row(
             "m1",
             [["Paris", ["Paris is the capital of France."]], ["Paris", ["Paris is a town in Texas."]]],

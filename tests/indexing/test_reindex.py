@@ -420,7 +420,10 @@ def minimal_pdf(text: str) -> bytes:
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        (
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 5 0 R >> >> >>"
+        ),
         b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
@@ -446,3 +449,21 @@ def test_a_file_that_no_longer_converts_keeps_its_earlier_chunks(tmp_path):
     page.write_bytes(page.read_bytes()[:40])  # truncated: the PDF converter skips it now
     assert index(docs, "--store", store) == 0
     assert contents(store) == sorted([ZORBLAX, BLORT])  # its chunks stay until it converts again (or --replace)
+
+
+def test_an_indexing_pipeline_whose_writer_has_no_store_is_refused(tmp_path):
+    from haystack import Pipeline, component
+
+    from haystack_agentic.indexing.indexer import run_indexing_pipeline
+
+    @component
+    class Printer:
+        @component.output_types(documents_written=int)
+        def run(self, documents: list[Document]) -> dict[str, int]:
+            return {"documents_written": len(documents)}
+
+    pipeline = Pipeline()
+    pipeline.add_component("writer", Printer())
+    (tmp_path / "a.txt").write_text("Some text.")
+    with pytest.raises(ValueError, match=r"`writer` \(Printer\) has no `document_store`"):
+        run_indexing_pipeline(pipeline, [tmp_path / "a.txt"])

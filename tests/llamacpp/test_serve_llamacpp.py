@@ -14,7 +14,8 @@ from serving.conftest import serve_process, server_env, write_test_store
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 QUESTION = "Who directed Big Stone Gap?"
-#: One turn, short replies (96 tokens: a whole JSON decision fits; the answerer and the evidence judge use the server too).
+#: One turn, short replies (96 tokens: a whole JSON decision fits; the answerer and the evidence judge use the server
+#: too).
 LIMITS = ["--max-iterations", "1", "--max-tokens", "96", "--timeout", "120"]
 
 

@@ -3,13 +3,14 @@
 
 import itertools
 
+import pytest
 from conftest import DOC_TEXT, QUESTION, ScriptedRetriever, actions, answer, search, tool_turn
 from haystack import Document, component
 from haystack.dataclasses import ChatMessage, ChatRole
 from scripted_chat_generator import ScriptedChatGenerator, message_chars
 
 from haystack_agentic import AgenticRouter, LoopController
-from haystack_agentic.llm.result_digests import DIGEST_META_KEY, find_chunk, search_digest, short_id
+from haystack_agentic.llm.result_digests import DIGEST_META_KEY, find_chunk, search_digest, short_id, with_digest
 
 RESULTS = {
     "film": [("bsg", 2.0), ("trigiani", 1.0)],
@@ -196,3 +197,8 @@ def test_the_prompt_grows_by_a_digest_per_turn_not_by_a_result(build_loop):
     assert growth and max(growth) < 150 < result_tokens  # one digest (three lines) and one reply a turn
     assert min(b - a for a, b in itertools.pairwise(whole[2:])) > result_tokens * 0.9
     assert sum(digested) < 0.4 * sum(whole)  # 0.32 here
+
+
+def test_only_a_tool_result_carries_a_digest():
+    with pytest.raises(ValueError, match="got a message of role 'assistant'"):
+        with_digest(ChatMessage.from_assistant("no result"), "digest")

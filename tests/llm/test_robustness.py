@@ -408,3 +408,15 @@ def test_a_first_attempt_that_succeeds_does_not_set_up_tenacity(monkeypatch):
         return "ok"
 
     assert asyncio.run(policy.run_async(ok)) == "ok"
+
+
+def test_the_last_result_of_a_retry_with_no_finished_attempt_is_a_clear_error():
+    from tenacity import RetryCallState, Retrying
+
+    from haystack_agentic.llm.retries import _last_result
+
+    state = RetryCallState(Retrying(), fn=None, args=(), kwargs={})
+    with pytest.raises(RuntimeError, match="No attempt has finished yet"):
+        _last_result(state)
+    state.set_result("failed")
+    assert _last_result(state) == "failed"

@@ -113,10 +113,14 @@ def test_a_reply_cut_by_the_token_limit_keeps_its_complete_calls(text, expected)
         '{"name": "search", "query": "x", "arguments": {"query": "y"}}',  # both shapes at once
         '{"name": "give_up", "description": "Stop."}',  # a definition without parameters copied back
         # a tool definition copied back
-        '{"type": "function", "function": {"name": "give_up", "description": "Stop.", "parameters": '
-        '{"type": "object", "properties": {"reason": {"type": "string"}}}}}',
-        '<tools>\n{"name": "give_up", "description": "Stop.", "parameters": {"type": "object", "properties": {}}}'
-        "\n</tools>",
+        (
+            '{"type": "function", "function": {"name": "give_up", "description": "Stop.", "parameters": '
+            '{"type": "object", "properties": {"reason": {"type": "string"}}}}}'
+        ),
+        (
+            '<tools>\n{"name": "give_up", "description": "Stop.", "parameters": {"type": "object", "properties": {}}}'
+            "\n</tools>"
+        ),
         json.dumps([SEARCH, {"name": "unknown", "arguments": {}}]),  # one bad call spoils the reply
         json.dumps([]),
         "[1]",

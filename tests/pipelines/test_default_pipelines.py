@@ -79,7 +79,7 @@ def test_packaged_yaml_loads_and_round_trips(name, monkeypatch):
 @pytest.mark.integration  # default_pipelines() builds its Milvus stores on a Milvus Lite file
 @pytest.mark.parametrize("name", NAMES)
 def test_packaged_yaml_matches_the_builder(name):
-    """The committed YAML is what `python -m haystack_agentic.pipelines.default_pipelines` writes (run `make pipelines`)."""
+    """The committed YAML is what `python -m haystack_agentic.pipelines.default_pipelines` writes (`make pipelines`)."""
     committed = (pipelines_dir() / name).read_text(encoding="utf-8")
     assert committed == packaged_yaml(default_pipelines()[name], name)
 

@@ -78,7 +78,8 @@ HISTORY_SCRIPT = [
                 "tool_name": "search",
                 "arguments": {
                     "query": (
-                        "{% for m in messages %}{% if m.role == 'assistant' and m.text %}{{ m.text }}{% endif %}{% endfor %}"
+                        "{% for m in messages %}{% if m.role == 'assistant' and m.text %}{{ m.text }}"
+                        "{% endif %}{% endfor %}"
                     )
                 },
             }

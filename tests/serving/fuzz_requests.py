@@ -246,8 +246,10 @@ def deploy_requests(draw: Any) -> FuzzRequest:
         source = draw(
             st.sampled_from(
                 [
-                    "components: {x: {type: os.system, init_parameters: {}}}\nconnections: []\n"
-                    "inputs: {q: x.command}\noutputs: {r: x.r}\n",
+                    (
+                        "components: {x: {type: os.system, init_parameters: {}}}\nconnections: []\n"
+                        "inputs: {q: x.command}\noutputs: {r: x.r}\n"
+                    ),
                     "components: {x: {type: builtins.eval}}\nconnections: []\n",
                     "components: [1, 2]\n",
                     ": : :\n",

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from haystack import Document, component, default_to_dict, logging
@@ -186,7 +187,7 @@ class EvidenceChecker:
         )
         features = {name: getattr(coverage, name) for name in _COVERAGE_FEATURES}
         best_id = None
-        if model is OFFLINE_MODEL:
+        if model is OFFLINE_MODEL and self._similarity is not None:
             similarity, best = self._similarity.best(question, chunks[: self.max_chunks])
             features["similarity"] = similarity
             best_id = chunks[best].id if best is not None else None
@@ -328,7 +329,7 @@ class EvidenceChecker:
         step = ToolStep(iteration=state.iteration, action="give_up", result=result)
         return {"finished": state.with_step(step).finish("gave_up", answer=answer, evidence=verdict)}
 
-    def _can_search_again(self, state: LoopState, verdict: dict[str, Any], previous: dict[str, Any]) -> bool:
+    def _can_search_again(self, state: LoopState, verdict: dict[str, Any], previous: Mapping[str, Any]) -> bool:
         if verdict["searched_again"] >= self.search_again or state.stop_reason:
             return False
         if state.iteration + 2 > state.limits.max_iterations:  # no room for one more search and an answer

@@ -113,7 +113,8 @@ def _clean_reply(text: str) -> str:
 def _runs(answer: str, question_words: set[str]) -> list[tuple[int, int, int]]:
     """`(start, end, sentence number)` of each maximal run of words the question lacks (joiners inside)."""
     spans: list[tuple[int, int, int]] = []
-    start = end = None
+    start: int | None = None  # of the current run; `end` is its end while it is not None
+    end = 0
     pending = 0
     sentence = 0
     previous_end = 0
@@ -121,7 +122,7 @@ def _runs(answer: str, question_words: set[str]) -> list[tuple[int, int, int]]:
         if _SENTENCE_END_RE.search(answer, previous_end, match.start()):
             if start is not None:
                 spans.append((start, end, sentence))
-                start, end, pending = None, None, 0
+                start, pending = None, 0
             sentence += 1
         previous_end = match.end()
         word = fold(match.group(0))
@@ -133,7 +134,7 @@ def _runs(answer: str, question_words: set[str]) -> list[tuple[int, int, int]]:
             pending += 1  # may continue the run
         elif start is not None:
             spans.append((start, end, sentence))
-            start, end, pending = None, None, 0
+            start, pending = None, 0
     if start is not None:
         spans.append((start, end, sentence))
     return spans

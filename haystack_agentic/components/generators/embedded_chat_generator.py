@@ -175,10 +175,14 @@ class EmbeddedChatGenerator:
         if inspect.iscoroutinefunction(callback):
 
             async def forward_async(chunk: StreamingChunk) -> None:
-                await callback(cleaned(chunk))  # type: ignore[misc]
+                await callback(cleaned(chunk))
 
             return forward_async
-        return lambda chunk: callback(cleaned(chunk))
+
+        def forward(chunk: StreamingChunk) -> None:
+            callback(cleaned(chunk))
+
+        return forward
 
     def neutralise_special_tokens(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """

@@ -133,14 +133,9 @@ class FallbackSynthesizer:
         if messages is None:
             return {"finished": self._without_call(state)}
         hold = AnswerTextHold()
-        call = call_generator(
-            self.chat_generator,
-            state,
-            "fallback",
-            messages,
-            **role_options(self),
-            streaming_callback=role_callback(callback, "fallback", answer=True, hold_no_answer=True, hold=hold),
-        )
+        options = role_options(self)
+        options["streaming_callback"] = role_callback(callback, "fallback", answer=True, hold_no_answer=True, hold=hold)
+        call = call_generator(self.chat_generator, state, "fallback", messages, **options)
         finished = self._complete(state, call.state, call.text, call.error)
         answer = finished.outcome.answer
         emit(callback, hold.rest(answer, "fallback") if answer else [])
@@ -156,14 +151,11 @@ class FallbackSynthesizer:
         if messages is None:
             return {"finished": self._without_call(state)}
         hold = AnswerTextHold()
-        call = await call_generator_async(
-            self.chat_generator,
-            state,
-            "fallback",
-            messages,
-            **role_options(self),
-            streaming_callback=role_callback_async(callback, "fallback", answer=True, hold_no_answer=True, hold=hold),
+        options = role_options(self)
+        options["streaming_callback"] = role_callback_async(
+            callback, "fallback", answer=True, hold_no_answer=True, hold=hold
         )
+        call = await call_generator_async(self.chat_generator, state, "fallback", messages, **options)
         finished = self._complete(state, call.state, call.text, call.error)
         answer = finished.outcome.answer
         await emit_async(callback, hold.rest(answer, "fallback") if answer else [])

@@ -170,7 +170,7 @@ class LLMJudgeGrounder:
         ids = [*dict.fromkeys(i for i in cited if i in by_id)]
         ids += [i for i in by_id if i not in ids]
         chunks = [by_id[i] for i in ids][: max(self.max_chunks, len(set(cited)))]
-        texts = [doc.content[: self.chunk_chars] for doc in chunks]
+        texts = [(doc.content or "")[: self.chunk_chars] for doc in chunks]
         claims = [strip_markers(s.text) for s in sentences]
         prompt = render(
             self.judge_prompt or DEFAULT_JUDGE_PROMPT, question=state.question, chunks=texts, sentences=claims

@@ -58,7 +58,7 @@ class SafeRetriever:
         :raises ValueError: If `retriever` is not a Haystack component with a `documents` output.
         """
         self._lock = threading.Lock()
-        self._spec: dict[str, Any] | None = None
+        self._spec: dict[str, Any] = {}  # the serialised retriever, read only while it is not built
         if isinstance(retriever, dict):
             self._spec, self._retriever = copy.deepcopy(retriever), None
             retriever_class = import_class_by_name(retriever["type"])

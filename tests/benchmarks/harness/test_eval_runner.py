@@ -54,11 +54,11 @@ def test_short_eval_with_scripted_llms(rows, tmp_path):
     report = run_eval(rows, configs, on_question=lambda name, done: seen.append((name, done)))
     assert list(report["configs"]) == ["one-shot", "bridge-entity", "llm-router"]
     assert len(seen) == 3 * len(rows)
-    for name, entry in report["configs"].items():
+    for entry in report["configs"].values():
         summary = entry["summary"]
         assert summary["questions"] == len(rows)
         assert summary["terminated_by"] == {"answered": len(rows)}
-        for row, record in zip(rows, entry["questions"]):
+        for row, record in zip(rows, entry["questions"], strict=True):
             assert strip_markers(record["answer"]) == "yes"
             assert record["em"] == exact_match("yes", row["answer"])
             assert record["f1"] == f1("yes", row["answer"])
@@ -77,7 +77,7 @@ def test_short_eval_with_scripted_llms(rows, tmp_path):
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 
     retriever = InMemoryBM25Retriever(store)
-    for row, record in zip(rows, one_shot["questions"]):
+    for row, record in zip(rows, one_shot["questions"], strict=True):
         docs = retriever.run(query=row["question"], top_k=6)["documents"]
         expected = supporting_recall([d.id for d in docs], gold_document_ids(row))
         retriever_store_hits.append(expected["all_found"] == record["all_gold_found"])

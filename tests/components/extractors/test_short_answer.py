@@ -62,8 +62,10 @@ def test_a_span_never_crosses_a_sentence_end():
     [
         (
             "Does the band God Lives Underwater or the band The Dear Hunter come from a larger state?",
-            "The band God Lives Underwater or the band The Dear Hunter do not come from a larger state. The band "
-            "God Lives Underwater is a product of a larger state.",
+            (
+                "The band God Lives Underwater or the band The Dear Hunter do not come from a larger state. The band "
+                "God Lives Underwater is a product of a larger state."
+            ),
             "God Lives Underwater",
         ),
         (
@@ -150,10 +152,14 @@ def test_a_page_that_only_names_an_option_does_not_date_it():
 def test_released_first_compares_the_years_the_pages_open_with():
     question = "Which was released first, The Greatest Game Ever Played or Hot Lead and Cold Feet?"
     chunks = [
-        "Hot Lead and Cold Feet\nHot Lead and Cold Feet (originally titled Welcome to Bloodshy) is a 1978 American "
-        "comedy-western film produced by Walt Disney Productions.",
-        "The Greatest Game Ever Played\nThe Greatest Game Ever Played is a 2005 biographical sports film based on the "
-        "early life of golf champion Francis Ouimet.",
+        (
+            "Hot Lead and Cold Feet\nHot Lead and Cold Feet (originally titled Welcome to Bloodshy) is a 1978 American "
+            "comedy-western film produced by Walt Disney Productions."
+        ),
+        (
+            "The Greatest Game Ever Played\nThe Greatest Game Ever Played is a 2005 biographical sports film based on "
+            "the early life of golf champion Francis Ouimet."
+        ),
     ]
     reply = "The Greatest Game Ever Played was released first."
     assert short_answer(question, reply, chunks) == "Hot Lead and Cold Feet"
@@ -174,8 +180,10 @@ def test_lived_longer_compares_life_spans_and_gives_up_without_both():
 _TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)
 _WORDY = st.lists(
     st.sampled_from(
-        ["The", "answer", "is", ":", "or", "and", "Between", "Who", "when", "born", "first", "Paris", "1978", "Hot"]
-        + ["Lead", "of", "the", ",", ".", "?", "\n\n", "Question:", "'", '"', "(", ")", "É", "7"]
+        [
+            *"The answer is : or and Between Who when born first Paris 1978 Hot Lead of the , . ?".split(),
+            *["\n\n", "Question:", "'", '"', "(", ")", "É", "7"],
+        ]
     ),
     max_size=40,
 ).map(" ".join)

@@ -27,7 +27,8 @@ SEARCH_FROM_HISTORY = {
             "tool_name": "search",
             "arguments": {
                 "query": (
-                    "{% for m in messages %}{% if m.role == 'assistant' and m.text %}{{ m.text }}{% endif %}{% endfor %}"
+                    "{% for m in messages %}{% if m.role == 'assistant' and m.text %}{{ m.text }}"
+                    "{% endif %}{% endfor %}"
                 )
             },
         }
