@@ -27,8 +27,9 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
 
 def is_milvus_store(value: Any) -> bool:
     """
-    Whether `value` is a milvus-haystack `MilvusDocumentStore` (or a subclass), without importing the milvus extra:
-    an instance of the class exists only once `milvus_haystack` has been imported, so when it is not, `False`.
+    Whether `value` is a milvus-haystack `MilvusDocumentStore` (or a subclass), without importing the milvus extra.
+
+    An instance of the class exists only once `milvus_haystack` has been imported, so when it is not: `False`.
     """
     milvus = sys.modules.get("milvus_haystack")
     return milvus is not None and isinstance(value, milvus.MilvusDocumentStore)
