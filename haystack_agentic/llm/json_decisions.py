@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The json-mode protocol of the controller LLM, for models without tool calling: the prompt, the decision the model
-writes (`{"action": "search|reflect|generate", "reasoning": ..., "query": ...}`), read leniently, the JSON schema
-asked for as `response_format` (dropped for the run when the server refuses it), and the route a decision takes.
+The json-mode protocol of the controller LLM, for models without tool calling.
+
+Here are the prompt, the decision the model writes (`{"action": "search|reflect|generate", "reasoning": ...,
+"query": ...}`), read leniently, the JSON schema asked for as `response_format` (dropped for the run when the server
+refuses it), and the route a decision takes.
 """
 
 from typing import Any
@@ -39,9 +41,11 @@ JSON_CHUNK_PREVIEW_CHARS = 600
 
 def json_messages(state: LoopState, prompt: str | None, budget_tokens: int, counter: TokenCounter) -> list[ChatMessage]:
     """
-    The messages of a json-mode call: the run's earlier turns (at most a quarter of `budget_tokens`, oldest left out
-    first), then the Jinja `prompt` (`None`: `DEFAULT_JSON_PROMPT`) rendered with the question, the chunks (at most
-    half the budget, lowest-ranked left out), the steps, the draft and why an answer or a turn was refused.
+    The messages of a json-mode call: the run's earlier turns, then the rendered `prompt`.
+
+    The earlier turns take at most a quarter of `budget_tokens` (oldest left out first). The Jinja `prompt` (`None`:
+    `DEFAULT_JSON_PROMPT`) is rendered with the question, the chunks (at most half the budget, lowest-ranked left out),
+    the steps, the draft and why an answer or a turn was refused.
     """
     rendered = render(
         prompt or DEFAULT_JSON_PROMPT,
@@ -76,16 +80,19 @@ def without_decision_format(state: LoopState) -> LoopState:
 
 def parse_json_decision(text: str) -> dict[str, Any] | None:
     """
-    The routing decision in a json-mode reply: the first JSON object with an `action` key, in a code fence or
-    among prose; `None` when there is none.
+    The routing decision in a json-mode reply, `None` when there is none.
+
+    It is the first JSON object with an `action` key, in a code fence or among prose.
     """
     return next((value for value in json_objects(text) if "action" in value), None)
 
 
 def decision_response_format(collections: Any = None) -> dict[str, Any]:
     """
-    The `response_format` asking for a decision in the OpenAI structured-outputs form (llama.cpp's server makes it
-    a grammar): `action` one of the allowed actions, `collection` (in a scoped run) one of the run's `collections`.
+    The `response_format` asking for a decision in the OpenAI structured-outputs form.
+
+    llama.cpp's server makes it a grammar: `action` one of the allowed actions, `collection` (in a scoped run) one of
+    the run's `collections`.
     """
     properties: dict[str, Any] = {
         "action": {"type": "string", "enum": list(JSON_ACTIONS)},
@@ -103,9 +110,11 @@ def route_json_decision(
     state: LoopState, text: str, turn: int, *, strict: bool, default_top_k: int | None
 ) -> dict[str, Any]:
     """
-    The route of the reply `text` of 1-based `turn`: a search (`default_top_k` chunks; no query: the question if
-    not searched yet, else the reasoning), `answer` (generate; reflect, or draft when there is none yet), or `loop`
-    with an `invalid` step (no decision, an unknown action, a search without query or repeated).
+    The route of the json-mode reply `text` of 1-based `turn`.
+
+    A search (`default_top_k` chunks; no query: the question if not searched yet, else the reasoning), `answer`
+    (generate; reflect, or draft when there is none yet), or `loop` with an `invalid` step (no decision, an unknown
+    action, a search without query or repeated).
 
     :raises ValueError: With `strict`, if the reply holds no decision or an unknown action.
     """
@@ -122,8 +131,8 @@ def route_json_decision(
         step = ToolStep(iteration=turn, action="invalid", arguments=decision or {}, result=problem)
         return {"loop": state.with_step(step)}
     if action == "search":
-        query = decision.get("query") if isinstance(decision.get("query"), str) else ""
-        query = query.strip()
+        asked = decision.get("query")
+        query = asked.strip() if isinstance(asked, str) else ""
         query = query or (state.question if state.question not in state.queries_tried else "")
         query = query or (reasoning or "").strip()
         try:

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The tools-mode protocol of the controller LLM: the loop's own tools (`search`, `answer`, `give_up`, `read_chunk`) as
-the model sees them, and the route of a reply's calls (`route_tool_calls`): searches planned, deduplicated and queued
-for the retriever, a chunk read, a user tool run, the turn ended by an answer or a give-up, an empty reply nudged once.
+The tools-mode protocol of the controller LLM: the loop's own tools and the route of a reply's calls.
+
+The tools are `search`, `answer`, `give_up` and `read_chunk`. A reply's calls (`route_tool_calls`) plan, deduplicate
+and queue searches for the retriever, read a chunk, run a user tool, end the turn with an answer or a give-up; an
+empty reply is nudged once.
 """
 
 from collections.abc import Mapping
@@ -64,8 +66,9 @@ def _tool(name: str, description: str, properties: dict[str, Any], required: lis
 
 def builtin_tools(max_top_k: int, collections: Mapping[str, str] | None = None) -> list[Tool]:
     """
-    The loop's own tools, for the controller LLM (their functions raise `RuntimeError`: `AgenticRouter` handles their
-    calls); with a run's `collections` (name -> description), `search` takes a `collection`.
+    The loop's own tools, for the controller LLM; with a run's `collections` (name -> description), `search` takes one.
+
+    Their functions raise `RuntimeError`: `AgenticRouter` handles their calls.
     """
     search: dict[str, Any] = {
         "query": {"type": "string", "description": "What to look for: one entity or fact."},
@@ -120,8 +123,9 @@ def give_up(state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[st
 
 def end_turn(state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
     """
-    The route of an `answer` or `give_up` call: `answer` (the draft set) or `finished`; a blank answer is an empty
-    reply (`empty_reply`).
+    The route of an `answer` or `give_up` call: `answer` (the draft set) or `finished`.
+
+    A blank answer is an empty reply (`empty_reply`).
 
     :raises InvalidArgumentsError: For an answer whose `text` is missing or not a string.
     """
@@ -138,8 +142,9 @@ def end_turn(state: LoopState, turn: int, tool_call: ToolCall, arguments: dict[s
 
 def empty_reply(state: LoopState, turn: int, what: str, tool_call: ToolCall | None) -> dict[str, Any]:
     """
-    The `loop` route of an empty reply or a blank answer (`what` happened, from `tool_call` if any), never an answer:
-    the model is nudged once, the second time the state carries a `stop_reason` for the fallback.
+    The `loop` route of an empty reply or a blank answer (`what` happened, from `tool_call` if any), never an answer.
+
+    The model is nudged once; the second time the state carries a `stop_reason` for the fallback.
     """
     state = state.evolve(empty_replies=state.empty_replies + 1)
     name, arguments = (tool_call.tool_name, safe_arguments(tool_call)) if tool_call else (None, {})
@@ -260,11 +265,12 @@ def route_tool_calls(
     max_top_k: int,
 ) -> dict[str, Any]:
     """
-    The route of a tools-mode reply (`call`, of 1-based `turn`). Calls written as text run as calls when they name
-    an `offered` tool with valid arguments; every call runs, in call order: searches (`default_top_k` chunks unless
-    the model asks for up to `max_top_k`) are queued for the retriever, `read_chunk` and `user_tools` answer at once,
-    `answer` or `give_up` end the turn; bad calls go back to the model as tool errors. A reply with text and no call
-    is an answer; an empty one is nudged once (`empty_reply`).
+    The route of a tools-mode reply (`call`, of 1-based `turn`).
+
+    Calls written as text run as calls when they name an `offered` tool with valid arguments; every call runs, in
+    call order: searches (`default_top_k` chunks unless the model asks for up to `max_top_k`) are queued for the
+    retriever, `read_chunk` and `user_tools` answer at once, `answer` or `give_up` end the turn; bad calls go back to
+    the model as tool errors. A reply with text and no call is an answer; an empty one is nudged once (`empty_reply`).
     """
     reply = call.replies[0] if call.replies else None
     tool_calls = list(reply.tool_calls) if reply is not None else []
@@ -331,8 +337,9 @@ def plan_search(
     max_top_k: int,
 ) -> LoopState:
     """
-    Add a `search` call's search to the turn's `searches` (run after the reply), with a placeholder for its result;
-    a repeated one is answered at once. Its `top_k`: `top_k_argument`.
+    Add a `search` call's search to the turn's `searches` (run after the reply), with a placeholder for its result.
+
+    A repeated search is answered at once. Its `top_k`: `top_k_argument`.
 
     :raises InvalidArgumentsError: For a missing query, a bad `top_k`, a collection outside the run's, or a search
         over the run's `max_searches_per_turn`.

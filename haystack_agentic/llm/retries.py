@@ -72,14 +72,16 @@ def is_transient(exc: BaseException) -> bool:
     code = status_code(exc)
     if code is not None:
         return code in _TRANSIENT_STATUSES
-    transient = (TimeoutError, ConnectionError, *_transient_classes())
+    transient: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, *_transient_classes())
     return any(isinstance(current, transient) for current in exception_chain(exc))
 
 
 def _transient_classes() -> tuple[type[BaseException], ...]:
     """
-    The OpenAI client's and httpx's exception classes of transient failures (timeouts, dropped connections, rate
-    limits), of those packages already imported: an exception of a package's class exists only once it is.
+    The OpenAI client's and httpx's exception classes of transient failures, of those packages already imported.
+
+    Transient: timeouts, dropped connections, rate limits. An exception of a package's class exists only once the
+    package is imported, so one not imported is not looked at (nor imported).
     """
     classes: list[type[BaseException]] = []
     if (openai := sys.modules.get("openai")) is not None:

@@ -141,9 +141,11 @@ def could_be_calls(text: str) -> bool:
 
 def call_text(tool_calls: list[ToolCall]) -> str:
     """
-    The text of an assistant message with `tool_calls`: each call as one JSON object per line, `{"name": ...,
-    "arguments": {...}}`. A small model copies the text of earlier turns; copied, this is a call the router recovers
-    from text, where a description ("Calling search.") came back as the model's answer (Qwen2.5-Coder 0.5B, issue 38).
+    The text of an assistant message with `tool_calls`: each call as one JSON object per line.
+
+    Each line is `{"name": ..., "arguments": {...}}`. A small model copies the text of earlier turns; copied, this is
+    a call the router recovers from text, where a description ("Calling search.") came back as the model's answer
+    (Qwen2.5-Coder 0.5B, issue 38).
     """
     return "\n".join(
         json.dumps({"name": call.tool_name, "arguments": call.arguments}, ensure_ascii=False) for call in tool_calls
@@ -152,8 +154,9 @@ def call_text(tool_calls: list[ToolCall]) -> str:
 
 def with_call_text(reply: ChatMessage) -> ChatMessage:
     """
-    The reply with its tool calls also written as its text (`call_text`): some local servers' chat templates fail
-    (HTTP 500) on an assistant message with tool calls and no content.
+    The reply with its tool calls also written as its text (`call_text`).
+
+    Some local servers' chat templates fail (HTTP 500) on an assistant message with tool calls and no content.
     """
     return ChatMessage.from_assistant(
         text=call_text(reply.tool_calls),

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Reading and checking a model's tool call arguments (text that is not JSON, `null`, numbers JSON cannot hold: `1e999`,
-`NaN`) without raising anything but `ValueError`; `InvalidArgumentsError` carries what goes back to the model.
+Reading and checking a model's tool call arguments without raising anything but `ValueError`.
+
+The arguments may be text that is not JSON, `null`, or numbers JSON cannot hold (`1e999`, `NaN`);
+`InvalidArgumentsError` carries what goes back to the model.
 """
 
 import math
@@ -15,8 +17,9 @@ from haystack_agentic.llm.valid_text import decode_json, model_value
 
 def decode_arguments(arguments: Any) -> tuple[Any, str | None]:
     """
-    `ToolCall.arguments` (a dict, JSON text, `None`, anything) decoded: `(value, None)` (blank text and `None` give
-    `{}`), or `(None, the decoder's message)` when not JSON.
+    `ToolCall.arguments` (a dict, JSON text, `None`, anything) decoded.
+
+    :returns: `(value, None)` (blank text and `None` give `{}`), or `(None, the decoder's message)` when not JSON.
     """
     if isinstance(arguments, str):
         try:
@@ -40,8 +43,9 @@ def finite(value: Any) -> Any:
 
 def whole_number(value: Any, minimum: int, maximum: int) -> int:
     """
-    A count a model asked for (an int, a whole float `7.0`, a string of digits `"7"`), at least `minimum`, capped at
-    `maximum`; `ValueError` for anything else (bools, `inf`, `2.5`, `"many"`) and numbers below `minimum`.
+    A count a model asked for (an int, a whole float `7.0`, a string of digits `"7"`), capped at `maximum`.
+
+    :raises ValueError: For anything else (bools, `inf`, `2.5`, `"many"`) and numbers below `minimum`.
     """
     problem = f"must be an integer from {minimum} to {maximum}"
     if isinstance(value, str):
@@ -111,8 +115,9 @@ def required_text(arguments: dict[str, Any], name: str) -> str:
 
 def top_k_argument(value: Any, default: int | None, maximum: int) -> int | None:
     """
-    A search's `top_k` as the model gave it: a whole number from 1 (larger ones capped at `maximum`), `default` when
-    absent (`None`: the retriever's own).
+    A search's `top_k` as the model gave it, `default` when absent (`None`: the retriever's own).
+
+    A whole number from 1; larger ones are capped at `maximum`.
 
     :raises InvalidArgumentsError: For anything else (`2.5`, `0`, `"many"`, bools).
     """

@@ -84,8 +84,9 @@ QUESTION_SEARCH_REASON = "the question itself, searched first without an LLM cal
 @component
 class AgenticRouter:
     """
-    Decides each turn of the agentic loop with one LLM call: search again, reflect, answer, or give up, and routes
-    the `LoopState` to a search, another turn, the answerer, or the end (give-up, generator error).
+    Decides each turn of the agentic loop with one LLM call: search again, reflect, answer, or give up.
+
+    It routes the `LoopState` to a search, another turn, the answerer, or the end (give-up, generator error).
 
     `mode="tools"`: native tool calling with `search(query, top_k?)`, `answer(text, sources?)`, `give_up(reason)`,
     `read_chunk(id)` and any user `tools`; every call of a reply runs, in call order (searches through the
@@ -371,8 +372,10 @@ class AgenticRouter:
 
     def _free_search(self, state: LoopState, query: str, reason: str, call_id: str) -> dict[str, Any]:
         """
-        A search the loop makes without an LLM call (the question first, or the chunks' suggestion after a
-        refused decision); in tools mode it enters the conversation as a `search` call with id `call_id`.
+        The route of a search the loop makes without an LLM call.
+
+        That is the question first, or the chunks' suggestion after a refused decision; in tools mode it enters the
+        conversation as a `search` call with id `call_id`.
         """
         turn, arguments = state.iteration + 1, {"query": query}
         tool_call = None
@@ -413,8 +416,10 @@ class AgenticRouter:
 
 def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:
     """
-    Count the router's 1-based `turn` in the leaving state's `iteration` when it leaves the loop for good (an
-    answer, a give-up, an error): the controller counts only the turns that come back around the loop.
+    Count the router's 1-based `turn` in the leaving state's `iteration` when it leaves the loop for good.
+
+    Leaving for good is an answer, a give-up or an error: the controller counts only the turns that come back around
+    the loop.
     """
     for socket in ("answer", "finished"):
         state = routed.get(socket)
