@@ -25,6 +25,7 @@ SAMPLE = ROOT / "examples" / "data" / "hotpotqa_dev_sample.jsonl"
 #: Runnable scripts the smoke test does not run, with why.
 NOT_RUN = {
     "real_llm.py": "has its own smoke test (tests of the real-LLM benchmark)",
+    "answer_replay.py": "has its own smoke test (tests of the real-LLM benchmark)",
     "plain_rag.py": "the baseline `ask_startup.py` runs and times (its answer is printed there)",
 }
 

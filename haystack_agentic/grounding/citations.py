@@ -202,6 +202,7 @@ def _with_citations(
             start, end = around or _best_sentence(claim, doc, state.question)[1]
             quote = (doc.content or "")[start:end]
             title = (doc.meta or {}).get("title")
+            title = title if isinstance(title, str) else None  # a store or user tool may hold any JSON value
             citations.append(
                 {
                     "n": number,

@@ -71,8 +71,8 @@ def suggested_search(state: LoopState) -> str | None:
     """
     The search the loop makes in place of the model's next decision after a refused turn.
 
-    It is the first candidate the
-    chunks suggest (`search_candidates`), so that a refused decision costs the run no progress and no further call.
+    It is the first candidate the chunks suggest (`search_candidates`), so that a refused decision costs the run no
+    progress and no further call.
 
     :returns: The candidate, or `None` when the latest turn was not refused or the chunks suggest nothing new.
     """
@@ -86,8 +86,8 @@ def refused_turns(state: LoopState) -> int:
     """
     How many of the latest router turns in a row were refused.
 
-    A refused turn has every step of the turn `invalid`); the searches the
-    loop made in place of refused decisions (`SUGGESTED_SEARCH_REASON`) do not break the row.
+    A refused turn has every step `invalid`; the searches the loop made in place of refused decisions
+    (`SUGGESTED_SEARCH_REASON`) do not break the row.
     """
     turns: dict[int, list[ToolStep]] = {}
     for step in state.tool_history:
@@ -179,8 +179,7 @@ def _call_text(state: LoopState) -> bool:
     """
     Whether the draft only repeats the text of an earlier assistant message that made tool calls.
 
-    A small model
-    copies it back as its answer.
+    A small model copies it back as its answer.
     """
     draft = (state.draft or "").strip().casefold()
     return any(

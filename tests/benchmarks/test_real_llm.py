@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Smoke test of `benchmarks/real_llm.py` at its smallest setting: one question, the offline default and one-shot RAG
-with the real Qwen2.5-Coder-0.5B GGUF behind an in-process llama.cpp server; then a resumed run from its records."""
+"""
+Smoke tests of the real-LLM benchmarks with the real Qwen2.5-Coder-0.5B GGUF behind an in-process llama.cpp server.
+
+`benchmarks/real_llm.py` at its smallest setting: one question, the offline default and one-shot RAG, then a resumed
+run from its records. `benchmarks/answer_replay.py` on one recorded run.
+"""
 
 import json
 import os
@@ -26,9 +30,9 @@ def small_gguf() -> Path | None:
     return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
 
 
-def run_script(*args: str) -> subprocess.CompletedProcess:
+def run_script(*args: str, script: Path = SCRIPT) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=900, check=False
+        [sys.executable, str(script), *args], cwd=ROOT, capture_output=True, text=True, timeout=900, check=False
     )
 
 
@@ -68,3 +72,40 @@ def test_real_llm_prints_its_figures_and_resumes(tmp_path):
     assert "2 records resumed" in again.stdout
     assert [line for line in again.stdout.splitlines() if line.startswith("| ")] == table
     assert len(records.read_text(encoding="utf-8").splitlines()) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_answer_replay_prints_each_prompts_figures(tmp_path):
+    gguf = small_gguf()
+    if gguf is None:
+        pytest.skip(
+            f"{GGUF_NAME} not found (set REAL_LLM_GGUF or run `haystack-agentic install-model --model {MODEL}`)"
+        )
+    pytest.importorskip("xllamacpp", reason="needs the llamacpp extra")
+    row = json.loads(DATA.read_text(encoding="utf-8").splitlines()[0])
+    record = {"system": "json", "id": row["id"], "question": row["question"], "queries": [row["question"]], "f1": 0.5}
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    args = ["--records", str(records), "--data", str(DATA), "--gguf", str(gguf), "--variants", "current,lines"]
+
+    done = run_script(*args, script=ROOT / "benchmarks" / "answer_replay.py")
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "1 recorded json runs of hotpotqa_dev_sample.jsonl; the loop's own F1 0.500" in done.stdout
+    table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert table[0] == "| answer prompt | N | exact match | F1 | prompts holding all gold |"
+    assert [line.split("|")[1].strip() for line in table[1:]] == ["current", "lines"]
+    for line in table[1:]:
+        n, em, f1, gold = (cell.strip() for cell in line.split("|")[2:-1])
+        assert n == "1" and em in ("0/1", "1/1") and 0.0 <= float(f1) <= 1.0 and gold in ("0/1", "1/1")
+
+
+def test_answer_replay_refuses_records_of_another_file(tmp_path):
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps({"system": "json", "id": "not-in-the-file", "queries": []}) + "\n", encoding="utf-8")
+    args = ["--records", str(records), "--data", str(DATA), "--gguf", str(tmp_path / "none.gguf")]
+
+    done = run_script(*args, script=ROOT / "benchmarks" / "answer_replay.py")
+
+    assert done.returncode == 2 and "no 'json' record of a question in hotpotqa_dev_sample.jsonl" in done.stderr

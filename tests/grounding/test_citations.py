@@ -86,7 +86,7 @@ def test_json_mode_answer_is_asked_in_words_and_cited_from_the_chunks_not_the_mo
     result = loop.run()
     check_shape(result)
     prompt = loop.answer_llm.calls[0][0][-1].text
-    assert "[1] (Adriana Trigiani)" in prompt and "in words" in prompt and "e.g. [1]" not in prompt
+    assert "[1] Adriana Trigiani\n" in prompt and "short phrase" in prompt and "e.g. [1]" not in prompt
     # The model's numbers ([3] was never shown, [7] does not exist) are not kept: the loop cites the chunk saying it.
     assert result["answer"] == "Trigiani is based in Greenwich Village. [1]"
     [citation] = result["citations"]

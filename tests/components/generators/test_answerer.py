@@ -339,3 +339,12 @@ def test_chunks_per_search_keeps_each_hops_best_chunks_in_search_order():
     assert [d.id for d in prompt_chunks(state, max_chunks=3)] == ["a", "b", "c"]
     with pytest.raises(ValueError):
         Answerer(chunks_per_search=0)
+
+
+@pytest.mark.parametrize("title", [7, ["a", "list"], {"a": 1}, None, 2.5])
+def test_a_chunk_title_of_any_json_type_is_cited_without_it(title):
+    chunk = Document(id="trigiani", content=DOC_TEXT["trigiani"], meta={"title": title}, score=1.0)
+    llm = _llm({"text": "Greenwich Village, New York City"})
+    done = Answerer(chat_generator=llm).run(state=_state(action=None, draft=None, chunks=(chunk,)))["finished"]
+    assert done.outcome.terminated_by == "answered"
+    assert [c["title"] for c in done.outcome.citations] == [None]

@@ -481,7 +481,7 @@ def test_json_mode_fenced_search_then_prose_generate(build_loop):
     assert "(Adriana Trigiani) " + DOC_TEXT["trigiani"] in second_prompt[0].text
     assert loop.llm.calls[0][2] is None  # no tools offered in json mode
     # The answer is written from the chunks.
-    answer_prompt = loop.answer_llm.calls[0][0][0].text
+    answer_prompt = loop.answer_llm.calls[0][0][-1].text
     assert DOC_TEXT["trigiani"] in answer_prompt and QUESTION in answer_prompt
 
 
@@ -579,7 +579,7 @@ def test_json_mode_reflect_critiques_and_improves_the_draft(build_loop):
     assert strip_markers(result["answer"]) == "Greenwich Village, New York City."
     assert actions(result) == ["search", "reflect", "reflect", "reflect", "generate"]
     assert calls(result, "answer") == 3
-    prompts = [c[0][0].text for c in loop.answer_llm.calls]
+    prompts = [c[0][-1].text for c in loop.answer_llm.calls]
     assert "Draft answer" not in prompts[0]  # the first draft is written from the chunks
     assert "Draft answer: Greenwich\n" in prompts[1] + "\n" and "Improved answer:" in prompts[1]
     assert "Draft answer: Greenwich Village, New York City" in prompts[2]  # the improved draft replaced it
