@@ -43,9 +43,9 @@ from haystack.dataclasses import ChatMessage
 from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, Answerer, LoopController, build_loop_pipeline
-from haystack_agentic.components.routers.agentic_router import _builtin_tools
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
+from haystack_agentic.llm.loop_tools import builtin_tools
 
 #: The target ratio of `tools` to `naive` prompt tokens per question at 10 turns.
 TARGET_RATIO = 0.5
@@ -112,7 +112,7 @@ def naive_run(store, question: str, queries: list[str]) -> list[int]:
     retriever = InMemoryBM25Retriever(store)
     turns = [{"tool_calls": [{"tool_name": "search", "arguments": {"query": q, "top_k": 5}}]} for q in queries]
     llm = ScriptedChatGenerator([*turns, {"text": "x"}])
-    tools = _builtin_tools(20)
+    tools = builtin_tools(20)
     conversation = [ChatMessage.from_system("Answer with the search tool."), ChatMessage.from_user(question)]
     while True:
         reply = llm.run(messages=conversation, tools=tools)["replies"][0]

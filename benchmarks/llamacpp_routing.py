@@ -28,10 +28,10 @@ from haystack.utils import Secret
 from haystack_agentic import AgenticRouter, Answerer, LoopController, build_loop_pipeline
 from haystack_agentic.components.generators.embedded_chat_generator import GGUF_FILE_NAME
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
-from haystack_agentic.components.routers._tool_arguments import _JSON_ACTIONS
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
 from haystack_agentic.llm.gguf_models import MODELS_DIR
+from haystack_agentic.llm.json_decisions import JSON_ACTIONS
 from haystack_agentic.llm.llamacpp_server import LlamaCppServer
 from haystack_agentic.pipelines.default_pipelines import ROLE_MAX_TOKENS
 from haystack_agentic.resources import sample_corpus_path
@@ -82,7 +82,7 @@ def main() -> None:
             endings[result["terminated_by"]] += 1
             for step in result["tool_history"]:
                 action = (step.get("arguments") or {}).get("action")
-                if step["action"] == "invalid" and action not in _JSON_ACTIONS:
+                if step["action"] == "invalid" and action not in JSON_ACTIONS:
                     decisions["invalid"] += 1
                     reasons[str(step.get("result"))[:60]] += 1
                 elif step["action"] == "invalid":

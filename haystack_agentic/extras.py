@@ -25,13 +25,11 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
         raise MissingExtraError(msg) from exc
 
 
-def is_instance(value: Any, module: str, *names: str) -> bool:
+def is_milvus_store(value: Any) -> bool:
     """
-    Whether `value` is an instance of one of `names` in an optional `module`, without importing it.
+    Whether `value` is a milvus-haystack `MilvusDocumentStore` (or a subclass), without importing the milvus extra.
 
-    `isinstance(value, module.<name>)` for any of `names`, classes of an optional `module`, without importing it: an
-    instance of a class exists only once its module has been imported, so a module not in `sys.modules` means `False`.
+    An instance of the class exists only once `milvus_haystack` has been imported, so when it is not: `False`.
     """
-    loaded = sys.modules.get(module)
-    classes = tuple(cls for cls in (getattr(loaded, name, None) for name in names) if isinstance(cls, type))
-    return bool(classes) and isinstance(value, classes)
+    milvus = sys.modules.get("milvus_haystack")
+    return milvus is not None and isinstance(value, milvus.MilvusDocumentStore)

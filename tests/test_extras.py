@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`extras.is_instance`: a class check against an optional package that never imports it."""
+"""`extras.is_milvus_store`: a class check against the optional milvus-haystack package that never imports it."""
 
 import subprocess
 import sys
@@ -8,35 +8,32 @@ from pathlib import Path
 
 import pytest
 
-from haystack_agentic.extras import is_instance
+from haystack_agentic.extras import is_milvus_store
 
 
 @pytest.fixture
-def fake_package(monkeypatch):
-    module = types.ModuleType("fake_optional_package")
-    module.Store = type("Store", (), {})
-    module.Retriever = type("Retriever", (), {})
-    module.helper = lambda: None  # not a class: never matched
+def fake_milvus(monkeypatch):
+    module = types.ModuleType("milvus_haystack")
+    module.MilvusDocumentStore = type("MilvusDocumentStore", (), {})
     monkeypatch.setitem(sys.modules, module.__name__, module)
     return module
 
 
-def test_an_instance_of_a_loaded_optional_class_is_found(fake_package):
-    assert is_instance(fake_package.Store(), "fake_optional_package", "Store")
-    assert is_instance(fake_package.Retriever(), "fake_optional_package", "Store", "Retriever")
-    assert not is_instance(fake_package.Retriever(), "fake_optional_package", "Store")
-    assert not is_instance(fake_package.Store(), "fake_optional_package", "Missing", "helper")
+def test_an_instance_of_the_loaded_class_or_a_subclass_is_a_milvus_store(fake_milvus):
+    assert is_milvus_store(fake_milvus.MilvusDocumentStore())
+    assert is_milvus_store(type("Custom", (fake_milvus.MilvusDocumentStore,), {})())
+    assert not is_milvus_store(object())
 
 
-def test_a_class_of_the_same_name_elsewhere_is_not_an_instance(fake_package):
-    impostor = type("Store", (), {})()  # what a class-name comparison would take for the package's store
-    assert not is_instance(impostor, "fake_optional_package", "Store")
+def test_a_class_of_the_same_name_elsewhere_is_not_a_milvus_store(fake_milvus):
+    impostor = type("MilvusDocumentStore", (), {})()  # what a class-name comparison would take for the store
+    assert not is_milvus_store(impostor)
 
 
-def test_a_package_never_imported_is_not_imported_and_gives_false():
+def test_milvus_never_imported_is_not_imported_and_gives_false():
     code = (
-        "import sys\nfrom haystack_agentic.extras import is_instance\n"
-        "print(is_instance(object(), 'milvus_haystack', 'MilvusDocumentStore'), 'milvus_haystack' in sys.modules)"
+        "import sys\nfrom haystack_agentic.extras import is_milvus_store\n"
+        "print(is_milvus_store(object()), 'milvus_haystack' in sys.modules)"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],

@@ -272,8 +272,8 @@ def test_the_layer_check_sees_a_function_level_import(tmp_path):
     ]
 
 
-#: Class-name comparisons allowed: `(path, function)`. None: compare with `isinstance`, or `extras.is_instance` for a
-#: class of an optional package (it imports nothing).
+#: Class-name comparisons allowed: `(path, function)`. None: compare with `isinstance` (a class of an optional package
+#: taken from `sys.modules`, which imports nothing).
 NAME_TYPE_CHECKS: set[tuple[str, str]] = set()
 
 
@@ -308,7 +308,7 @@ def test_types_are_checked_by_class_not_by_name():
         for path, function, line in name_type_checks()
         if (path, function) not in NAME_TYPE_CHECKS
     ]
-    assert new == [], "type checks by class name: use isinstance (extras.is_instance for an optional package's class)"
+    assert new == [], "type checks by class name: use isinstance (sys.modules.get for an optional package's class)"
 
 
 def test_the_name_check_sees_every_kind_of_comparison(tmp_path):

@@ -14,7 +14,7 @@ from typing import Any
 
 from haystack import logging
 
-from haystack_agentic.extras import is_instance
+from haystack_agentic.extras import is_milvus_store
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def record_path(uri: str | Path) -> Path | None:
 def _lite_store(store: Any, writable: bool = False) -> tuple[Path, str] | None:
     """The record file and collection of a Milvus Lite store (`writable`: in an existing folder), else `None`."""
     uri = (getattr(store, "connection_args", None) or {}).get("uri")
-    milvus = is_instance(store, "milvus_haystack", "MilvusDocumentStore")
+    milvus = is_milvus_store(store)
     path = record_path(uri) if milvus and isinstance(uri, (str, Path)) else None
     return None if path is None or (writable and not path.parent.is_dir()) else (path, store.collection_name)
 

@@ -7,20 +7,18 @@ What a Milvus server supports, checked before a run (the built-in BM25 function 
 """
 
 import re
+import sys
 from typing import Any
 
 from haystack import logging
 
 from haystack_agentic.document_stores import document_counts
-from haystack_agentic.extras import is_instance
+from haystack_agentic.extras import is_milvus_store
 
 logger = logging.getLogger(__name__)
 
 #: The first Milvus version with the built-in BM25 function and sparse-vector indexes.
 BM25_MIN_VERSION = (2, 5)
-
-#: milvus-haystack retrievers that need BM25 (a sparse field): class names in `milvus_haystack`.
-BM25_RETRIEVERS = ("MilvusHybridRetriever", "MilvusSparseEmbeddingRetriever")
 
 
 class MilvusBM25UnsupportedError(ValueError):
@@ -76,7 +74,11 @@ def check_pipeline(pipeline: Any) -> None:
         return
     inner = getattr(retriever, "retriever", retriever)
     store = getattr(inner, "document_store", None)
-    if is_instance(inner, "milvus_haystack", *BM25_RETRIEVERS) and store is not None and hasattr(store, "client"):
+    milvus = sys.modules.get("milvus_haystack")  # not imported: `inner` is none of its retrievers
+    # The milvus-haystack retrievers that need BM25 (a sparse field).
+    bm25_retrievers = (milvus.MilvusHybridRetriever, milvus.MilvusSparseEmbeddingRetriever) if milvus else ()
+    bm25 = isinstance(inner, bm25_retrievers)
+    if bm25 and store is not None and hasattr(store, "client"):
         require_bm25(store, f"The pipeline's {type(inner).__name__}")
 
 
@@ -88,7 +90,7 @@ def flush(store: Any) -> None:
     document count (`document_counts`). Any other store is left alone.
     """
     client = getattr(store, "client", None)
-    if not is_instance(store, "milvus_haystack", "MilvusDocumentStore") or client is None:
+    if not is_milvus_store(store) or client is None:
         return
     if client.has_collection(store.collection_name):
         client.flush(store.collection_name)
@@ -102,7 +104,7 @@ def reopened_if_stale(store: Any) -> Any:
     A fresh instance of a `MilvusDocumentStore` made before its collection existed (milvus-haystack checks once, so
     it keeps counting 0 documents; the collection's row count decides), else `store`.
     """
-    if not is_instance(store, "milvus_haystack", "MilvusDocumentStore"):
+    if not is_milvus_store(store):
         return store
     client = getattr(store, "client", None)
     if client is None or not client.has_collection(store.collection_name) or store.count_documents() > 0:

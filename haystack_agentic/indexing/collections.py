@@ -18,7 +18,7 @@ from haystack import Document, logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 
-from haystack_agentic.extras import is_instance
+from haystack_agentic.extras import is_milvus_store
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def _collection_rows(store: Any) -> Iterable[Mapping[str, Any]]:
     """The `meta`-like mapping of every chunk of the store, read as cheaply as the backend allows."""
     if isinstance(store, InMemoryDocumentStore):
         return [doc.meta or {} for doc in list(store.storage.values())]
-    if is_instance(store, "milvus_haystack", "MilvusDocumentStore"):
+    if is_milvus_store(store):
         if not store.client.has_collection(store.collection_name):
             return []
         rows: list[Mapping[str, Any]] = []

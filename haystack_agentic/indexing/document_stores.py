@@ -11,7 +11,7 @@ from typing import Any
 from haystack import logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic.extras import is_instance
+from haystack_agentic.extras import is_milvus_store
 from haystack_agentic.indexing.store_faults import check_document_count, check_milvus_lite_uri, watch_store
 from haystack_agentic.settings import DEFAULT_WEAVIATE_URL
 
@@ -91,7 +91,7 @@ def open_document_store(backend: str, address: str, collection: str | None = Non
 def embedding_dimension(store: Any) -> int | None:
     """The embedding dimension of a store's collection or documents, or `None` when it has none yet."""
     client = getattr(store, "client", None)
-    if is_instance(store, "milvus_haystack", "MilvusDocumentStore"):
+    if is_milvus_store(store):
         if not client.has_collection(store.collection_name):
             return None
         vector_field = store.to_dict()["init_parameters"].get("vector_field", "vector")  # private on the store itself

@@ -14,7 +14,7 @@ from typing import Any
 from haystack import Document, logging
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from haystack_agentic.extras import is_instance
+from haystack_agentic.extras import is_milvus_store
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def clear_store(store: Any) -> Any:
 
     :raises RuntimeError: If the store keeps documents after deleting them all.
     """
-    if is_instance(store, "milvus_haystack", "MilvusDocumentStore"):
+    if is_milvus_store(store):
         if store.client.has_collection(store.collection_name):
             store.client.drop_collection(store.collection_name)
         return type(store).from_dict(store.to_dict())

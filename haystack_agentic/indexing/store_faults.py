@@ -17,7 +17,6 @@ from urllib.parse import urlparse
 from haystack import logging
 
 from haystack_agentic.document_stores import document_counts
-from haystack_agentic.extras import is_instance
 from haystack_agentic.llm.retries import exception_chain
 
 logger = logging.getLogger(__name__)
@@ -177,7 +176,8 @@ def _describe(exc: Exception, where: str, uri: Any, lite: Path | None) -> StoreE
     root = exception_chain(exc)[-1]
     if lite is not None:
         causes = exception_chain(exc)
-        if any(is_instance(e, "milvus_lite.exceptions", "DataDirLockedError") for e in causes):
+        lite_errors = sys.modules.get("milvus_lite.exceptions")  # not imported: none of its errors was raised
+        if lite_errors is not None and any(isinstance(e, lite_errors.DataDirLockedError) for e in causes):
             return StoreError(
                 f"The Milvus Lite database {uri} is in use by another process (e.g. a running `haystack-agentic "
                 "serve`): stop it, or use another --uri."

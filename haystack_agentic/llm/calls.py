@@ -14,7 +14,6 @@ from haystack.dataclasses import ChatMessage
 from haystack.token_counters import ApproximateTokenCounter
 
 from haystack_agentic.dataclasses.loop_state import LoopState
-from haystack_agentic.extras import is_instance
 from haystack_agentic.llm.generator_checks import run_takes
 from haystack_agentic.llm.retries import (
     DEFAULT_BACKOFF,
@@ -59,7 +58,8 @@ class LLMCall:
 
 def sends_openai_requests(generator: Any) -> bool:
     """Whether the generator is Haystack's `OpenAIChatGenerator` or a subclass (Azure, OpenAI-compatible servers)."""
-    return is_instance(generator, "haystack.components.generators.chat.openai", "OpenAIChatGenerator")
+    openai = sys.modules.get("haystack.components.generators.chat.openai")  # not imported: no such generator exists
+    return openai is not None and isinstance(generator, openai.OpenAIChatGenerator)
 
 
 def _set_unless_given(generator: Any, kwargs: dict[str, Any], key: str, value: Any) -> None:

@@ -2,6 +2,7 @@
 """The retry policy of every LLM call, sync and async, on `tenacity`, and which failures are transient."""
 
 import re
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -9,17 +10,10 @@ from typing import Any, TypeVar
 from haystack import logging
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_result, stop_after_attempt, wait_exponential
 
-from haystack_agentic.extras import is_instance
-
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: Exception classes (module, class names) of transient failures: timeouts, dropped connections, rate limits.
-_TRANSIENT_CLASSES = {
-    "openai": ("APITimeoutError", "APIConnectionError", "RateLimitError", "InternalServerError"),
-    "httpx": ("ConnectTimeout", "ReadTimeout", "RemoteProtocolError"),
-}
 #: HTTP statuses that mark a transient failure (RFC 9110: timeout, conflict, too many requests, server errors).
 _TRANSIENT_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 
@@ -78,11 +72,24 @@ def is_transient(exc: BaseException) -> bool:
     code = status_code(exc)
     if code is not None:
         return code in _TRANSIENT_STATUSES
-    return any(
-        isinstance(current, (TimeoutError, ConnectionError))
-        or any(is_instance(current, module, *names) for module, names in _TRANSIENT_CLASSES.items())
-        for current in exception_chain(exc)
-    )
+    transient: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, *_transient_classes())
+    return any(isinstance(current, transient) for current in exception_chain(exc))
+
+
+def _transient_classes() -> tuple[type[BaseException], ...]:
+    """
+    The OpenAI client's and httpx's exception classes of transient failures, of those packages already imported.
+
+    Transient: timeouts, dropped connections, rate limits. An exception of a package's class exists only once the
+    package is imported, so one not imported is not looked at (nor imported).
+    """
+    classes: list[type[BaseException]] = []
+    if (openai := sys.modules.get("openai")) is not None:
+        classes += [openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError]
+        classes.append(openai.InternalServerError)
+    if (httpx := sys.modules.get("httpx")) is not None:
+        classes += [httpx.ConnectTimeout, httpx.ReadTimeout, httpx.RemoteProtocolError]
+    return tuple(classes)
 
 
 def fix_for(exc: BaseException) -> str | None:

@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from haystack.dataclasses import ToolCall
+from haystack.dataclasses import ChatMessage, ToolCall
 from haystack.tools import Tool
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -137,6 +137,34 @@ def could_be_calls(text: str) -> bool:
         return len(lead) <= LEAD_IN_MAX_CHARS
     rest = rest.lstrip()
     return len(lead) <= LEAD_IN_MAX_CHARS and any(opener.startswith(rest) for opener in OPENERS)
+
+
+def call_text(tool_calls: list[ToolCall]) -> str:
+    """
+    The text of an assistant message with `tool_calls`: each call as one JSON object per line.
+
+    Each line is `{"name": ..., "arguments": {...}}`. A small model copies the text of earlier turns; copied, this is
+    a call the router recovers from text, where a description ("Calling search.") came back as the model's answer
+    (Qwen2.5-Coder 0.5B, issue 38).
+    """
+    return "\n".join(
+        json.dumps({"name": call.tool_name, "arguments": call.arguments}, ensure_ascii=False) for call in tool_calls
+    )
+
+
+def with_call_text(reply: ChatMessage) -> ChatMessage:
+    """
+    The reply with its tool calls also written as its text (`call_text`).
+
+    Some local servers' chat templates fail (HTTP 500) on an assistant message with tool calls and no content.
+    """
+    return ChatMessage.from_assistant(
+        text=call_text(reply.tool_calls),
+        meta=reply.meta,
+        name=reply.name,
+        tool_calls=reply.tool_calls,
+        reasoning=reply.reasoning,
+    )
 
 
 def _first_opener(body: str) -> int | None:

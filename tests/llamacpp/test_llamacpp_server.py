@@ -10,7 +10,7 @@ import pytest
 from haystack.dataclasses import ChatMessage
 
 from haystack_agentic import AgenticRouter, LoopController
-from haystack_agentic.components.routers._tool_arguments import STRUCTURED_OUTPUT_REFUSED
+from haystack_agentic.llm.json_decisions import STRUCTURED_OUTPUT_REFUSED
 from haystack_agentic.llm.server_info import read_server_info
 
 pytestmark = pytest.mark.integration

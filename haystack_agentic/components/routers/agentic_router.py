@@ -4,24 +4,18 @@ from typing import Any, Literal
 
 from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
-from haystack.dataclasses import ChatMessage, StreamingCallbackT
+from haystack.dataclasses import ChatMessage, StreamingCallbackT, ToolCall
 from haystack.tools import (
+    Tool,
     ToolsType,
     deserialize_tools_or_toolset_inplace,
     flatten_tools_or_toolsets,
     serialize_tools_or_toolset,
 )
 
-from haystack_agentic.components.routers._reply_routing import _ReplyRouting
-from haystack_agentic.components.routers._tool_arguments import (  # noqa: F401 - parse_json_decision: public here too
-    _BUILTIN_TOOL_NAMES,
-    STRUCTURED_OUTPUT_REFUSED,
-    _builtin_tools,
-    decision_response_format,
-    parse_json_decision,
-)
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
-from haystack_agentic.evidence.feedback import refusal_note, with_refusal_feedback
+from haystack_agentic.dataclasses.pending_search import SEARCH_PLACEHOLDER
+from haystack_agentic.evidence.feedback import with_refusal_feedback
 from haystack_agentic.llm.calls import (
     CallOptions,
     LLMCall,
@@ -32,23 +26,34 @@ from haystack_agentic.llm.calls import (
     sends_openai_requests,
 )
 from haystack_agentic.llm.generator_checks import check_chat_generator
-from haystack_agentic.llm.prompts import (
-    DEFAULT_JSON_PROMPT,
-    DEFAULT_TOOLS_SYSTEM_PROMPT,
-    fit_turns,
-    format_chunks,
-    render,
+from haystack_agentic.llm.json_decisions import (
+    STRUCTURED_OUTPUT_REFUSED,
+    decision_response_format,
+    json_messages,
+    refused_decision_format,
+    route_json_decision,
+    without_decision_format,
 )
+from haystack_agentic.llm.loop_tools import (
+    BUILTIN_TOOL_NAMES,
+    PLACEHOLDER_TEXT,
+    SEARCH_TOOL_NAME,
+    builtin_tools,
+    planned_search,
+    route_tool_calls,
+    send_queued,
+    send_searches,
+)
+from haystack_agentic.llm.prompts import DEFAULT_TOOLS_SYSTEM_PROMPT, fit_turns, render
 from haystack_agentic.llm.refused_turns import (
     FORCED_AT_CAP,
     SUGGESTED_SEARCH_REASON,
     absorb_refusals,
-    refused_turn_note,
     suggested_search,
     with_refused_turn_note,
 )
 from haystack_agentic.llm.result_digests import digest_older_results
-from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES, refuses_response_format
+from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.serialization import generator_from_dict_inplace, role_to_dict, warm_up_generator
 from haystack_agentic.llm.streaming import (
     CallTextHold,
@@ -61,6 +66,7 @@ from haystack_agentic.llm.streaming import (
     routed_state,
     step_chunks,
 )
+from haystack_agentic.llm.text_tool_calls import call_text
 from haystack_agentic.llm.tokens import TokenCounter, compact_messages, token_counter_for
 from haystack_agentic.tracing import iteration_span, trace_turn
 
@@ -68,17 +74,19 @@ logger = logging.getLogger(__name__)
 
 #: Default most prompt tokens of one controller call.
 DEFAULT_CONTEXT_BUDGET_TOKENS = 16000
-#: Most characters of each chunk in the json-mode prompt.
-JSON_CHUNK_PREVIEW_CHARS = 600
 #: The smallest `context_budget_tokens` (a turn's prompt must fit the question, state and tools).
 MIN_CONTEXT_BUDGET_TOKENS = 256
+#: Tool call id and step reasoning of the run's first search (the question, sent without an LLM call).
+QUESTION_SEARCH_ID = "search-question"
+QUESTION_SEARCH_REASON = "the question itself, searched first without an LLM call"
 
 
 @component
-class AgenticRouter(_ReplyRouting):
+class AgenticRouter:
     """
-    Decides each turn of the agentic loop with one LLM call: search again, reflect, answer, or give up, and routes
-    the `LoopState` to a search, another turn, the answerer, or the end (give-up, generator error).
+    Decides each turn of the agentic loop with one LLM call: search again, reflect, answer, or give up.
+
+    It routes the `LoopState` to a search, another turn, the answerer, or the end (give-up, generator error).
 
     `mode="tools"`: native tool calling with `search(query, top_k?)`, `answer(text, sources?)`, `give_up(reason)`,
     `read_chunk(id)` and any user `tools`; every call of a reply runs, in call order (searches through the
@@ -163,7 +171,7 @@ class AgenticRouter(_ReplyRouting):
             msg = f"context_budget_tokens must be at least 256, got {context_budget_tokens}"
             raise ValueError(msg)
         user_tools = flatten_tools_or_toolsets(tools) if tools else []
-        clashes = [t.name for t in user_tools if t.name in _BUILTIN_TOOL_NAMES]
+        clashes = [t.name for t in user_tools if t.name in BUILTIN_TOOL_NAMES]
         if clashes:
             msg = f"User tools may not be named {clashes}: those names are the loop's own tools."
             raise ValueError(msg)
@@ -185,7 +193,7 @@ class AgenticRouter(_ReplyRouting):
         self.strict = strict
         self.search_question_first = search_question_first
         self._user_tools = {t.name: t for t in user_tools}
-        self._all_tools = [*_builtin_tools(max_top_k), *user_tools]
+        self._all_tools = [*builtin_tools(max_top_k), *user_tools]
 
     def warm_up(self) -> None:
         """Warm up the chat generator (and user tools that need it), and find how to count its tokens."""
@@ -217,11 +225,10 @@ class AgenticRouter(_ReplyRouting):
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=False)
         hold = self._call_text_hold(callback)
         if state.queued:
-            routed = self._dispatch_queued(state)
+            routed = send_queued(state)
         else:
             with iteration_span(state) as turn_state:  # the turn's span: its LLM call and user tools nest under it
-                first = self._question_first(state)  # the run's free first search: no LLM call
-                prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
+                prepared = self._start_turn(turn_state)
                 if not isinstance(prepared, dict):
                     stream = role_callback(callback, "controller", answer=False, hold=hold)
                     prepared = self._route(self._call(*prepared, stream))
@@ -237,11 +244,10 @@ class AgenticRouter(_ReplyRouting):
         callback = pick_callback(self.streaming_callback, streaming_callback, is_async=True)
         hold = self._call_text_hold(callback)
         if state.queued:
-            routed = self._dispatch_queued(state)
+            routed = send_queued(state)
         else:
             with iteration_span(state) as turn_state:
-                first = self._question_first(state)  # the run's free first search: no LLM call
-                prepared = self._search_question(turn_state) if first else self._prepare(turn_state)
+                prepared = self._start_turn(turn_state)
                 if not isinstance(prepared, dict):
                     stream = role_callback_async(callback, "controller", answer=False, hold=hold)
                     prepared = self._route(await self._call_async(*prepared, stream))
@@ -259,15 +265,10 @@ class AgenticRouter(_ReplyRouting):
         call = call_generator(
             self.chat_generator, state, "controller", messages, tools=tools, **options, streaming_callback=stream
         )
-        if self._refuses_response_format(call, options):
+        if refused_decision_format(call, options):
+            state, options = without_decision_format(call.state), role_options(self)
             call = call_generator(
-                self.chat_generator,
-                _refused(call.state),
-                "controller",
-                messages,
-                tools=tools,
-                **role_options(self),
-                streaming_callback=stream,
+                self.chat_generator, state, "controller", messages, tools=tools, **options, streaming_callback=stream
             )
         return call
 
@@ -276,15 +277,10 @@ class AgenticRouter(_ReplyRouting):
         call = await call_generator_async(
             self.chat_generator, state, "controller", messages, tools=tools, **options, streaming_callback=stream
         )
-        if self._refuses_response_format(call, options):
+        if refused_decision_format(call, options):
+            state, options = without_decision_format(call.state), role_options(self)
             call = await call_generator_async(
-                self.chat_generator,
-                _refused(call.state),
-                "controller",
-                messages,
-                tools=tools,
-                **role_options(self),
-                streaming_callback=stream,
+                self.chat_generator, state, "controller", messages, tools=tools, **options, streaming_callback=stream
             )
         return call
 
@@ -301,24 +297,14 @@ class AgenticRouter(_ReplyRouting):
             options["generation_kwargs"] = {**(self.generation_kwargs or {}), "response_format": response_format}
         return options
 
-    @staticmethod
-    def _refuses_response_format(call: LLMCall, options: CallOptions) -> bool:
-        """Whether the call sent `response_format` and the server refused it."""
-        sent = "response_format" in (options.get("generation_kwargs") or {})
-        if sent and call.error is not None and refuses_response_format(call.error):
-            logger.warning(
-                "The server refused response_format ({error}); this run's decisions are sent without it.",
-                error=repr(call.error),
-            )
-            return True
-        return False
-
     def _token_counter(self) -> TokenCounter:
         return token_counter_for(self.chat_generator)
 
-    def _question_first(self, state: LoopState) -> bool:
-        """Whether this turn is the run's free first search: the question, before any step or message."""
-        return self.search_question_first and not state.tool_history and not state.messages and state.pending is None
+    def _start_turn(self, state: LoopState) -> dict[str, Any] | tuple[LoopState, list[ChatMessage], Any]:
+        """`_prepare`, but the run's first search is the question itself, sent without an LLM call."""
+        if self.search_question_first and not state.tool_history and not state.messages and state.pending is None:
+            return self._free_search(state, state.question, QUESTION_SEARCH_REASON, QUESTION_SEARCH_ID)
+        return self._prepare(state)
 
     def _opening(self, state: LoopState) -> LoopState:
         """Tools mode: the state with the system prompt and the run's conversation (else the question) first."""
@@ -347,22 +333,11 @@ class AgenticRouter(_ReplyRouting):
         if suggested is not None:
             return self._free_search(state, suggested, SUGGESTED_SEARCH_REASON, f"search-suggested-{turn}")
         if self.mode == "json":
-            prompt = render(
-                self.json_prompt or DEFAULT_JSON_PROMPT,
-                question=state.question,
-                # Half the budget for the chunks, a quarter for earlier turns; the rest is the prompt and the reply.
-                chunks=format_chunks(
-                    state.chunks, JSON_CHUNK_PREVIEW_CHARS, self.context_budget_tokens // 2, self._token_counter()
-                ),
-                history=state.tool_history,
-                draft=state.draft,
-                iteration=turn,
-                max_iterations=state.limits.max_iterations,
-                refusal=refusal_note(state) or refused_turn_note(state),
-                collections=state.collections,
+            return (
+                state,
+                json_messages(state, self.json_prompt, self.context_budget_tokens, self._token_counter()),
+                None,
             )
-            earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 4, self._token_counter())
-            return state, [*earlier, ChatMessage.from_user(prompt)], None
         state = with_refusal_feedback(state)  # an answer the evidence check refused: tell the model why
         state = with_refused_turn_note(self._opening(state))  # a refused turn the chunks suggest nothing after: why
         tools = self._offered_tools(state)
@@ -376,10 +351,43 @@ class AgenticRouter(_ReplyRouting):
             step = ToolStep(iteration=turn, action="error", result=describe_error(call.error))
             routed = {"finished": state.with_step(step).finish("error", error=describe_error(call.error))}
         elif self.mode == "json":
-            routed = self._route_json(state, call, turn)
+            routed = route_json_decision(state, call.text, turn, strict=self.strict, default_top_k=self.default_top_k)
         else:
-            routed = self._route_tools(state, call, turn)
+            routed = route_tool_calls(
+                state,
+                call,
+                turn,
+                offered=self._offered_tools(state),
+                user_tools=self._user_tools,
+                default_top_k=self.default_top_k,
+                max_top_k=self.max_top_k,
+            )
         return trace_turn("AgenticRouter", count_final_turn(absorb_refusals(routed, turn), turn))
+
+    def _offered_tools(self, state: LoopState) -> list[Tool]:
+        """The tools of a tools-mode call: the loop's own (a scoped run's `search` takes a `collection`), the user's."""
+        if state.collections:
+            return [*builtin_tools(self.max_top_k, state.collections), *self._user_tools.values()]
+        return self._all_tools
+
+    def _free_search(self, state: LoopState, query: str, reason: str, call_id: str) -> dict[str, Any]:
+        """
+        The route of a search the loop makes without an LLM call.
+
+        That is the question first, or the chunks' suggestion after a refused decision; in tools mode it enters the
+        conversation as a `search` call with id `call_id`.
+        """
+        turn, arguments = state.iteration + 1, {"query": query}
+        tool_call = None
+        if self.mode == "tools":
+            tool_call = ToolCall(tool_name=SEARCH_TOOL_NAME, arguments=arguments, id=call_id)
+        pending, step = planned_search(state, turn, query, self.default_top_k, None, arguments, reason, tool_call)
+        state = state.with_step(step)
+        if tool_call is not None:
+            held = ChatMessage.from_tool(PLACEHOLDER_TEXT, origin=tool_call, meta={SEARCH_PLACEHOLDER: True})
+            call = ChatMessage.from_assistant(call_text([tool_call]), tool_calls=[tool_call])
+            state = self._opening(state).with_messages(call, held)
+        return send_searches(state, [pending])
 
     def to_dict(self) -> dict[str, Any]:
         """Serialize the component to a dictionary."""
@@ -406,15 +414,12 @@ class AgenticRouter(_ReplyRouting):
         return default_from_dict(cls, data)
 
 
-def _refused(state: LoopState) -> LoopState:
-    """The state noting that the server refused `response_format` (the run's later decisions go without it)."""
-    return state.evolve(metadata={**(state.metadata or {}), STRUCTURED_OUTPUT_REFUSED: True})
-
-
 def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:
     """
-    Count the router's 1-based `turn` in the leaving state's `iteration` when it leaves the loop for good (an
-    answer, a give-up, an error): the controller counts only the turns that come back around the loop.
+    Count the router's 1-based `turn` in the leaving state's `iteration` when it leaves the loop for good.
+
+    Leaving for good is an answer, a give-up or an error: the controller counts only the turns that come back around
+    the loop.
     """
     for socket in ("answer", "finished"):
         state = routed.get(socket)

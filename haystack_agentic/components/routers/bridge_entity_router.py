@@ -139,8 +139,9 @@ class BridgeEntityRouter:
 
     def policy_for(self, filters: dict[str, Any] | None) -> BridgeEntityPolicy:
         """
-        The policy whose title index holds only the titles a run with these `filters` may see (`None`: the whole
-        store within `title_filters`), so a run's trace never names a document outside its scope.
+        The policy whose title index holds only the titles a run with these `filters` may see.
+
+        `None`: the whole store within `title_filters`. So a run's trace never names a document outside its scope.
         """
         policy = self._current_policy()
         if not filters:

@@ -25,8 +25,8 @@ from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import AgenticRouter, LoopController, LoopState
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
-from haystack_agentic.components.routers.agentic_router import parse_json_decision
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.llm.json_decisions import parse_json_decision
 from haystack_agentic.llm.refused_turns import SUGGESTED_SEARCH_REASON
 
 

@@ -7,11 +7,8 @@ from haystack.dataclasses import ToolCall
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from haystack_agentic.components.routers._tool_arguments import (
-    _InvalidArgumentsError,
-    _parse_arguments,
-    parse_json_decision,
-)
+from haystack_agentic.llm.json_decisions import parse_json_decision
+from haystack_agentic.llm.tool_arguments import InvalidArgumentsError, parse_arguments
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
@@ -45,8 +42,8 @@ def test_any_text_parses_to_a_dict_with_action_or_none(text):
 def test_arguments_are_a_dict_or_a_clear_error(arguments):
     call = ToolCall(tool_name="search", arguments=arguments)  # the generator may hand over anything
     try:
-        parsed = _parse_arguments(call)
-    except _InvalidArgumentsError as exc:
+        parsed = parse_arguments(call)
+    except InvalidArgumentsError as exc:
         assert "arguments" in str(exc)
     else:
         assert isinstance(parsed, dict)
@@ -61,7 +58,7 @@ def test_arguments_are_a_dict_or_a_clear_error(arguments):
 def test_raw_string_arguments_never_raise_anything_else(raw):
     call = ToolCall(tool_name="search", arguments=raw)
     try:
-        parsed = _parse_arguments(call)
-    except _InvalidArgumentsError:
+        parsed = parse_arguments(call)
+    except InvalidArgumentsError:
         return
     assert isinstance(parsed, dict)

@@ -23,9 +23,8 @@ from haystack.dataclasses import ChatMessage, ToolCall
 from haystack.utils import Secret
 
 from haystack_agentic import AgenticRouter, LoopController
-from haystack_agentic.components.routers._reply_routing import call_text
 from haystack_agentic.llm.llamacpp_server import LlamaCppServer
-from haystack_agentic.llm.text_tool_calls import recover_tool_calls
+from haystack_agentic.llm.text_tool_calls import call_text, recover_tool_calls
 
 DATA = Path("/work/shared/data/hotpotqa_dev_sample.jsonl")
 
