@@ -80,7 +80,7 @@ def pysbd_segments(segmenter: Any, text: str) -> list[str]:
 
 
 def _occurrence_after(text: str, sentence: str, prior_end: int) -> tuple[int, int] | None:
-    """pysbd's match of `re.escape(sentence) + r"\\s*"` in `text`: the first of `finditer`'s ending after `prior_end`."""
+    """Where pysbd finds `sentence` (pattern: it, escaped, then `\\s*`): the first match ending past `prior_end`."""
     if not sentence:  # an empty pattern matches everywhere: left to `re` (a pattern it keeps cached)
         match = next((m for m in re.finditer(r"\s*", text) if m.end() > prior_end), None)
         return match.span() if match else None

@@ -141,7 +141,9 @@ def test_pysbd_segments_are_pysbds_own_for_any_text():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    alphabet = st.sampled_from([*"ab .!?\n-*1)\"'(", "Dr.", "Mr. ", "U.S.", "e.g.", "3.5", "  ", "\u00a0", "\t", "Hi. "])
+    alphabet = st.sampled_from(
+        [*"ab .!?\n-*1)\"'(", "Dr.", "Mr. ", "U.S.", "e.g.", "3.5", "  ", "\u00a0", "\t", "Hi. "]
+    )
 
     @settings(max_examples=300, deadline=None)
     @given(st.lists(alphabet, max_size=30).map("".join))
