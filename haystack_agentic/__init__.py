@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-haystack-agentic: Haystack components for agentic RAG loops. The public names below are imported on first use
-(PEP 562), as Haystack does for its own packages, so importing `haystack_agentic` (or its CLI) stays cheap.
+haystack-agentic: Haystack components for agentic RAG loops.
+
+The public names below are imported on first use (PEP 562), as Haystack does for its own packages, so importing
+`haystack_agentic` (or its CLI) stays cheap.
 """
 
 from importlib import import_module

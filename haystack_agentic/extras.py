@@ -27,6 +27,8 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
 
 def is_instance(value: Any, module: str, *names: str) -> bool:
     """
+    Whether `value` is an instance of one of `names` in an optional `module`, without importing it.
+
     `isinstance(value, module.<name>)` for any of `names`, classes of an optional `module`, without importing it: an
     instance of a class exists only once its module has been imported, so a module not in `sys.modules` means `False`.
     """

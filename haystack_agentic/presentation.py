@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+A loop result as text for people, shared by `haystack-agentic ask` and the served chat answers.
+
 A loop result as text for people, shared by `haystack-agentic ask` and the served chat answers: control characters
 escaped, one line per citation (`[n] Title: "quoted sentence"`) and the note on unsupported citations.
 """
@@ -27,6 +29,8 @@ _WHITESPACE = re.compile(r"\s+")
 
 def source_lines(result: dict[str, Any], width: int | None = None) -> list[str]:
     """
+    One line per citation of a loop result, in the order of `n`.
+
     One line per citation of a loop result, in the order of `n`: `[n] Title: "quoted sentence"`, with
     `(unsupported) ` after `[n]` when the check found the quote does not support its claim; each cut to `width`
     terminal cells with an ellipsis (`None`: whole).
@@ -63,6 +67,8 @@ def uncited(result: dict[str, Any]) -> bool:
 
 def unsupported_note(result: dict[str, Any]) -> str | None:
     """
+    What the reader should check in an answer, or `None`.
+
     What the reader should check, or `None`: the citations the check found unsupported ("The offline check found [2]
     unsupported: ..."), then the answer's sentences no chunk backs (`metadata["uncited_claims"]`: no citation to flag).
     """

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+A component's input and output sockets through Haystack's public API.
+
 A component's input and output sockets through Haystack's public API (`Pipeline.inputs` / `Pipeline.outputs`):
 Haystack keeps them in attributes of its own, and names no public way to read one component's.
 """
@@ -19,6 +21,8 @@ class NotAComponentError(ValueError):
 
 def component_sockets(instance: Any) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """
+    A component's input and output sockets, as `(inputs, outputs)`.
+
     A component's sockets: `(inputs, outputs)`, each socket name -> its description (`type`; inputs also
     `is_mandatory` and, when optional, `default_value`), as `Pipeline.inputs()` / `Pipeline.outputs()` give them.
 

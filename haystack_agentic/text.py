@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+The word-level pieces the deterministic text rules share.
+
 The word-level pieces the deterministic text rules share: folding, word lists, a light stem, the words that join
 the capitalised words of a name, and a title's trailing "(qualifier)".
 """

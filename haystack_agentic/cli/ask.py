@@ -83,7 +83,9 @@ def add_ask_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def check_server(options: LoopOptions, err: Console) -> LoopOptions:
     """
-    The options with what the server at `--base-url` reports (llama.cpp's `/props`): its context size, and json
+    Complete the options with what the server at `--base-url` reports.
+
+    Returns the options with what the server at `--base-url` reports (llama.cpp's `/props`): its context size, and json
     routing (said on `err`) when its chat template has no tools and no `--mode` was given.
 
     :raises CLIError: With `--mode tools` on a server whose template cannot call tools.
@@ -120,8 +122,10 @@ def load_store_into(
     pipeline: Pipeline, store_path: Path, console: Console, quiet: bool, auto_index: bool = True
 ) -> None:
     """
-    Fill the pipeline's empty in-memory store from a store file (with `auto_index`, a missing one is first made from
-    the shipped sample), then check the retriever's store.
+    Fill the pipeline's empty in-memory store from a store file and check the retriever's store.
+
+    The store file is read into the pipeline's empty in-memory store (with `auto_index`, a missing one is first made
+    from the shipped sample), then the retriever's store is checked.
 
     :raises CLIError: If the store cannot be read or reached, is empty, lacks the embeddings a dense pipeline needs,
         or does not exist and `auto_index` is off.
@@ -263,7 +267,9 @@ def run_question(
     loop: PreparedLoop, args: argparse.Namespace, question: str, messages: list[Any] | None = None
 ) -> tuple[dict[str, Any], float]:
     """
-    Run the prepared loop on `question` (or `messages`, the question last), each iteration shown on stderr; returns
+    Run the prepared loop on a question, showing each iteration; returns `(result, seconds)`.
+
+    The loop runs on `question` (or `messages`, the question last), each iteration shown on stderr; returns
     `(result, seconds)`.
 
     :raises CLIError: When the loop refuses its input or fails outside a defined termination.

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+What `haystack-agentic ask` prints: iterations, answer, sources, evidence verdict and grounding.
+
 What `haystack-agentic ask` prints: each iteration's action, query and chunks, the answer with its `[n]` markers and
 the sources they point to, the evidence check's verdict and the grounding of the answer's sentences.
 """
@@ -70,8 +72,10 @@ _MIN_WIDTH = 20
 
 def print_sources(console: Console, result: dict[str, Any]) -> None:
     """
-    The sources the answer's `[n]` markers point to, one line each cut to the terminal width, and which ones the
-    check found unsupported; an answer without citations gets `NO_SOURCE_NOTE`, a result without an answer nothing.
+    Print the sources the answer's `[n]` markers point to.
+
+    One line each, cut to the terminal width, with the ones the check found unsupported marked; an answer without
+    citations gets `NO_SOURCE_NOTE`, a result without an answer nothing.
     """
     lines = source_lines(result, max(shutil.get_terminal_size().columns - len(_SOURCE_INDENT), _MIN_WIDTH))
     if not lines:

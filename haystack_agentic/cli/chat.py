@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`haystack-agentic chat`: load the loop once and answer question after question, each follow-up with the
-conversation so far (the loop's `messages` result fed back as its next input).
+`haystack-agentic chat`: answer question after question with the conversation so far.
+
+The loop is loaded once and answers question after question, each follow-up with the conversation so far (the loop's
+`messages` result fed back as its next input).
 """
 
 from __future__ import annotations
@@ -58,9 +60,10 @@ def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_chat(args: argparse.Namespace, console: Console, lines: TextIO | None = None) -> int:
     """
-    Run `haystack-agentic chat`: prepare the loop once, then answer each line of `lines` (default: stdin); 0 at the
-    end of input (`CLIError`: bad options, before any question is read). With `--gguf`, llama.cpp runs the file for the
-    session.
+    Run `haystack-agentic chat`: answer each line of input; returns the exit code.
+
+    Prepare the loop once, then answer each line of `lines` (default: stdin); 0 at the end of input (`CLIError`: bad
+    options, before any question is read). With `--gguf`, llama.cpp runs the file for the session.
     """
     lines = sys.stdin if lines is None else lines
     with local_gguf(args, say_on_stderr(args.quiet or args.json)) as local_args:

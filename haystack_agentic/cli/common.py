@@ -29,8 +29,10 @@ def open_backend_store(
     backend: str, uri: str | None, collection: str | None, must_exist: bool = False
 ) -> tuple[Any, str]:
     """
-    `(store, address)`: the `milvus` / `weaviate` store at `uri` (default: from `settings`), collection `collection`
-    (default: the packaged pipelines'); `must_exist` refuses a Milvus Lite path with no database yet.
+    Open the `milvus` or `weaviate` document store the CLI options name; returns `(store, address)`.
+
+    Returns `(store, address)`: the `milvus` / `weaviate` store at `uri` (default: from `settings`), collection
+    `collection` (default: the packaged pipelines'); `must_exist` refuses a Milvus Lite path with no database yet.
 
     :raises CLIError: If the integration is missing or the store cannot be opened.
     """
@@ -124,9 +126,11 @@ def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
 
 def telemetry_off_unless_asked() -> None:
     """
-    Turn Haystack's telemetry off in this process and the processes it starts, unless the user set
-    `HAYSTACK_TELEMETRY_ENABLED` (`True` turns it on). Haystack reads the variable once, when it is first imported:
-    call this before anything imports `haystack`.
+    Turn Haystack's telemetry off unless the user set `HAYSTACK_TELEMETRY_ENABLED`.
+
+    It is turned off in this process and the processes it starts, unless the user set `HAYSTACK_TELEMETRY_ENABLED`
+    (`True` turns it on). Haystack reads the variable once, when it is first imported: call this before anything imports
+    `haystack`.
     """
     os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
@@ -134,6 +138,8 @@ def telemetry_off_unless_asked() -> None:
 @contextlib.contextmanager
 def local_gguf(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator[argparse.Namespace]:
     """
+    Serve the `--gguf` file with llama.cpp while the block runs and point `args` at it.
+
     With `--gguf`: llama.cpp serves the file in this process while the block runs (stopped after it) and the block
     gets a copy of `args` pointing at it: `llm` openai, its `base_url` and `model`, `mode` from its `/props` (tools
     when the chat template has tools, else json) and `context_tokens` (its context size). Without: `args` unchanged.

@@ -131,8 +131,9 @@ def readable_files(path: Path) -> tuple[list[Path], list[Path]]:
 
 class IndexProgress:
     """
-    The indexer's `progress` callback as a context manager: a line per stage with a bar, the count done and the ETA
-    (nothing when `quiet` or `console` is not a terminal).
+    Show the indexer's progress: a line per stage with a bar, the count done and the ETA.
+
+    The indexer's `progress` callback as a context manager (nothing when `quiet` or `console` is not a terminal).
     """
 
     UNITS: ClassVar[dict[str, str]] = {
@@ -196,8 +197,9 @@ class IndexProgress:
 
 def index_path(path: Path, store_path: Path, console: Console, quiet: bool = False) -> int:
     """
-    Index a file or folder into an in-memory store file (adding to it), with the progress display; returns the
-    number of documents in the store.
+    Index a file or folder into an in-memory store file; returns the number of documents in it.
+
+    The documents are added to the store file, with the progress display; returns the number of documents in the store.
 
     :raises CLIError: If there is nothing to index or the store cannot be read or written.
     """

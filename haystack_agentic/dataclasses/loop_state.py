@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The immutable value that travels around the agentic loop (`LoopState`, with `ToolStep`, `LoopLimits`, `LoopOutcome`)
-and the chunk merge rule. Components build the next state with `evolve()`, so one pipeline serves concurrent runs.
+The immutable state that travels around the agentic loop, and the chunk merge rule.
+
+The state is `LoopState`, with `ToolStep`, `LoopLimits` and `LoopOutcome`; components build the next state with
+`evolve()`, so one pipeline serves concurrent runs.
 """
 
 from collections.abc import Iterable, Mapping
@@ -197,6 +199,8 @@ class LoopState:
 
     def with_usage(self, role: str, replies: Iterable[ChatMessage], prompt_tokens_estimate: int = 0) -> "LoopState":
         """
+        Count one LLM call of `role` and the tokens its replies used; returns the new state.
+
         Count one LLM call of `role` (one of `ROLES`) and the tokens its replies report in `meta["usage"]`; when none
         does, `prompt_tokens_estimate` and 4 characters a completion token (Haystack's `ApproximateTokenCounter`).
         """
@@ -235,11 +239,12 @@ class LoopState:
 
     def to_result(self) -> dict[str, Any]:
         """
-        The run's result, JSON-serialisable (for hayhooks and `--json`): `answer`, `terminated_by`, `iterations`,
-        `tool_history`, `documents` (`Document.to_dict()`, embeddings and stored sentence offsets dropped),
-        `grounding`, `usage` (per role and `total`), `error`, `metadata`, `evidence`, `tool_state`, `messages` (the
-        conversation to feed back next turn: the one the run started from, or the question, and the answer without its
-        `[n]` markers) and `citations` (`[]` without an answer).
+        The run's result as a JSON-serialisable dict (for hayhooks and `--json`).
+
+        Keys: `answer`, `terminated_by`, `iterations`, `tool_history`, `documents` (`Document.to_dict()`, embeddings and
+        stored sentence offsets dropped), `grounding`, `usage` (per role and `total`), `error`, `metadata`, `evidence`,
+        `tool_state`, `messages` (the conversation to feed back next turn: the one the run started from, or the
+        question, and the answer without its `[n]` markers) and `citations` (`[]` without an answer).
         """
         conversation, answer = self.conversation or (ChatMessage.from_user(self.question),), self.outcome.answer
         if answer is not None:  # its markers number this run's citations, which the next run does not have
@@ -306,6 +311,8 @@ _PARSERS = {
 
 def _document_result(doc: Document) -> dict[str, Any]:
     """
+    A Document as a JSON-compatible dict, without its embeddings and stored sentence offsets.
+
     `doc.to_dict(flatten=False)` without the embeddings and the stored sentence offsets (index data for citations,
     which the result carries), JSON-compatible (field by field: no deep copy). Few values: Haystack's pipeline copies
     the result value by value after the run.
@@ -327,8 +334,10 @@ def _score_key(doc: Document) -> float:
 
 def merge_chunks(existing: Iterable[Document], new: Iterable[Document], chunk_cap: int) -> tuple[Document, ...]:
     """
-    Merge chunks: deduplicate by id keeping the highest score, sort by score (a missing one lowest; ties: the first
-    seen first), keep the best `chunk_cap` (`ValueError` below 1). Documents are never mutated.
+    Merge chunks: deduplicate, sort by score and keep the best `chunk_cap`.
+
+    Duplicates by id keep the highest score; the chunks are sorted by score (a missing one lowest; ties: the first seen
+    first) and the best `chunk_cap` kept (`ValueError` below 1). Documents are never mutated.
     """
     if chunk_cap < 1:
         msg = f"chunk_cap must be at least 1, got {chunk_cap}"

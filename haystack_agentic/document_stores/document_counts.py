@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+What each Milvus Lite collection held when this package last wrote it, checked on open.
+
 What each Milvus Lite collection held when this package last wrote it (`<database>.counts.json`: document count,
 `writing` while a write is under way), checked on open with the store's own count: Milvus Lite can lose documents
 silently.
@@ -88,6 +90,8 @@ def _recorded(path: Path) -> dict[str, dict[str, Any]]:
 
 def interrupted_write(store: Any) -> str | None:
     """
+    Describe an unfinished last write to a store's Milvus Lite collection, or return `None`.
+
     After opening a store: a description if the last write to its Milvus Lite collection did not finish (the
     record still says `writing`: the process was killed, or crashed, between `begin_write` and
     `record_document_count`), else `None`.

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+What a Milvus server supports, checked before a run, and upkeep after writes to a Milvus store.
+
 What a Milvus server supports, checked before a run (the built-in BM25 function and sparse indexes need Milvus
 2.5), and upkeep after writes to a Milvus store.
 """
@@ -80,6 +82,8 @@ def check_pipeline(pipeline: Any) -> None:
 
 def flush(store: Any) -> None:
     """
+    Seal a Milvus store's growing segments and record its document count after writing.
+
     After writing to a Milvus store: seal its growing segments (searched by brute force otherwise) and record its
     document count (`document_counts`). Any other store is left alone.
     """
@@ -93,6 +97,8 @@ def flush(store: Any) -> None:
 
 def reopened_if_stale(store: Any) -> Any:
     """
+    Reopen a `MilvusDocumentStore` made before its collection existed; else return `store`.
+
     A fresh instance of a `MilvusDocumentStore` made before its collection existed (milvus-haystack checks once, so
     it keeps counting 0 documents; the collection's row count decides), else `store`.
     """

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+`SparseBM25DocumentStore`: Haystack's in-memory BM25 with its scores in a sparse matrix.
+
 `SparseBM25DocumentStore`: Haystack's in-memory BM25 with its per-term scores in a sparse matrix (documents x
 vocabulary, compressed by column in numpy arrays, `SparseBM25Index`), built once, so a query sums a few columns; term
 for term Haystack's float64 arithmetic, so scores and ties are equal.
@@ -50,6 +52,8 @@ _EXECUTOR_ARG = 6
 
 class SparseBM25Index:
     """
+    Per-term BM25 scores of fixed documents as a sparse matrix, and top-k selection.
+
     Per-term BM25 scores of fixed documents as a compressed sparse column matrix (`indptr`, `indices`, `data`: the
     rows and scores of column `c` are `indices[indptr[c]:indptr[c + 1]]`, rows in Haystack's tie order, ascending),
     and top-k selection.
@@ -148,6 +152,8 @@ class SparseBM25Index:
 
 def _column_order(cols: np.ndarray) -> np.ndarray:
     """
+    The stable sort order of non-negative int32 column numbers, by radix.
+
     The stable order of non-negative int32 column numbers: two 16-bit radix passes (numpy sorts 16-bit keys by
     radix, in linear time; a stable sort of the int32 keys takes several times as long).
     """
@@ -157,6 +163,8 @@ def _column_order(cols: np.ndarray) -> np.ndarray:
 
 def equality_preselection(filters: Mapping[str, Any] | None) -> tuple[str, Any] | None:
     """
+    Find a `meta.<field> == <value>` condition that `filters` implies, as `(field, value)`, or `None`.
+
     A `meta.<field> == <value>` condition every document matching `filters` must satisfy, as `(field, value)`, or
     `None`. Only values Haystack compares with `==` qualify: numbers, booleans, strings that are not ISO dates.
     """
@@ -201,6 +209,8 @@ def _rebuilding(method: Callable[..., Any]) -> Callable[..., Any]:
 
 class SparseBM25DocumentStore(InMemoryDocumentStore):
     """
+    Haystack's `InMemoryDocumentStore` with faster BM25 retrieval over a sparse matrix.
+
     Haystack's `InMemoryDocumentStore` with BM25 retrieval over a sparse matrix (built on the first query after a
     change): the same scores, ranking, ties and filters, much faster. Writes through a plain store sharing the `index`
     are seen when they change the document count.
@@ -228,10 +238,11 @@ class SparseBM25DocumentStore(InMemoryDocumentStore):
 
     def __del__(self) -> None:
         """
-        Stop the store's own async executor without waiting for its threads (they end once idle). Haystack's
-        store waits for them, and when the garbage collector runs that while a new thread is starting (CPython holds
-        its thread-shutdown lock there) the process deadlocks: a dropped store that served an async search hung a
-        `run_async` for good (issue 39).
+        Stop the store's own async executor without waiting for its threads.
+
+        The threads end once idle. Haystack's store waits for them, and when the garbage collector runs that while a new
+        thread is starting (CPython holds its thread-shutdown lock there) the process deadlocks: a dropped store that
+        served an async search hung a `run_async` for good (issue 39).
         """
         if getattr(self, "_made_executor", False) and hasattr(self, "executor"):
             self.executor.shutdown(wait=False)

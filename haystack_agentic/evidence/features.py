@@ -96,6 +96,8 @@ def key_entities(question: str) -> list[tuple[str, tuple[str, ...]]]:
 
 def truecase(question: str, texts: Sequence[str]) -> str:
     """
+    Capitalise a lower-case question's words as the chunks write them.
+
     A question typed without capitals, its words capitalised as the chunks write them mid-sentence, so that
     `key_entities` finds its names; a question with any capital letter is returned as it is.
     """

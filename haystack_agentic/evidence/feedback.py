@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+What the routers do with an answer `EvidenceChecker` refused.
+
 What the routers do with an answer `EvidenceChecker` refused (its verdict in `state.evidence`, an `evidence` step
 last in the history): `BridgeEntityRouter` searches what was missing, `AgenticRouter` tells the controller LLM why.
 """

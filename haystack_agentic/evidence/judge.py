@@ -67,6 +67,8 @@ def _text(value: Any) -> str:
 
 def contradicts_itself(verdict: dict[str, Any]) -> bool:
     """
+    Whether a parsed verdict's words contradict its `sufficient` flag.
+
     Whether a parsed verdict's words contradict its `sufficient` flag: "sufficient" while its reason or `missing`
     says the documents do not give the answer, or "insufficient" with nothing missing and a reason that says they do.
 

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+The offline evidence score: a logistic model over the evidence check's features.
+
 The offline evidence score: a logistic model over the check's features, its weights and thresholds from
 `benchmarks/evidence_check.py calibrate` on the first half of the HotpotQA sample (docs/benchmarks.md).
 """

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+The evidence check's semantic feature: question-to-chunk cosine similarity with MiniLM.
+
 The evidence check's semantic feature: the cosine similarity between the question and its closest chunk's head
 (`chunk_head`), with the packaged all-MiniLM-L6-v2. Chunk embeddings are cached by chunk id and text (bounded LRU).
 """
@@ -37,6 +39,8 @@ def chunk_head(doc: Document, max_chars: int = 300) -> str:
 
 class MeanPoolingEncoder:
     """
+    A mean-pooling sentence-transformers model run with transformers alone.
+
     A sentence-transformers model made of a transformer, mean pooling and unit-length normalisation (the packaged
     all-MiniLM-L6-v2), run with transformers alone: importing sentence-transformers also imports scikit-learn, SciPy
     and pandas (its `util.similarity` imports `sklearn.metrics`), about a second that the similarity never uses.
@@ -44,6 +48,8 @@ class MeanPoolingEncoder:
 
     def __init__(self, folder: str, batch_size: int = 32) -> None:
         """
+        Create a MeanPoolingEncoder for a model folder; the model loads on first use.
+
         :param folder: The model's folder (a sentence-transformers save; `sentence_bert_config.json` gives the most
             tokens a text keeps, default 256).
         :param batch_size: Texts per forward pass.
@@ -100,8 +106,10 @@ class QuestionChunkSimilarity:
 
     def warm_up(self) -> None:
         """
-        Load the model: the packaged MiniLM with `MeanPoolingEncoder`, any other with sentence-transformers
-        (`RuntimeError` without the packaged model, `ImportError` without the `embeddings` extra).
+        Load the similarity model.
+
+        The packaged MiniLM with `MeanPoolingEncoder`, any other with sentence-transformers (`RuntimeError` without the
+        packaged model, `ImportError` without the `embeddings` extra).
         """
         if self._embedder is not None:
             return

@@ -93,6 +93,8 @@ def load_hhem_native(
     model: str, revision: str | None, foundation: str | None, local_files_only: bool, device: str
 ) -> tuple[Any, Any, str]:
     """
+    Load an HHEM-2.1-Open checkpoint into transformers' `T5ForTokenClassification`.
+
     Load an HHEM-2.1-Open checkpoint (Hub id or folder) into transformers' own `T5ForTokenClassification` (no remote
     code), with its foundation's config and tokenizer (`None`: the one its `config.json` names).
 

@@ -39,6 +39,8 @@ def insert_markers(text: str, ends: Sequence[int], numbers: Sequence[Sequence[in
 
 def has_own_words(text: str | None) -> bool:
     """
+    Whether an answer has words of its own (not only markers, invisible characters or tool calls).
+
     Whether an answer has words of its own: not empty, not only whitespace or invisible characters (format
     characters such as U+200B), not only `[n]` markers, and not only tool calls written as text (the shapes the
     recovery of text tool calls reads: `llm.text_tool_calls.is_only_calls`).

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Split an answer or a chunk into sentences with character offsets, for grounding.
+
 Split an answer or a chunk into sentences with character offsets (pysbd, else a punctuation splitter), for grounding;
 a chunk's offsets can be stored with it at index time (`sentence_spans`) and read back (`sentences_at`).
 """
@@ -165,6 +167,8 @@ def sentence_spans(text: str, language: str = "en") -> list[int]:
 
 def sentences_at(text: str, spans: Sequence[int]) -> list[Sentence] | None:
     """
+    The sentences of `text` at stored flat `spans`, or `None` when they cannot be its sentences.
+
     The sentences of `text` at stored flat `spans` (see `sentence_spans`), or `None` when they cannot be its
     sentences: not integers, an odd count, out of order, overlapping, outside the text, starting or ending on
     whitespace, or none for a text with words. Spans that fit a text but were written for another are not detected.

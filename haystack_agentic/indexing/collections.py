@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Collections: named, described subsets of one document store, and a run's scope over them.
+
 Collections: named, described subsets of one document store (`meta["collection"]`, the description on each of its
 chunks: the one place every backend stores durably), read at run time, and a run's scope over them as a filter.
 """
@@ -85,8 +87,10 @@ def collection_filter(names: Sequence[str]) -> dict[str, Any] | None:
 
 def and_filters(*filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """
-    Combine Haystack metadata filters (any of them `None`) with AND (Haystack's `apply_filter_policy` MERGE drops one
-    of two filters whose logical operators differ).
+    Combine Haystack metadata filters with AND.
+
+    Any of them may be `None`. Haystack's `apply_filter_policy` MERGE drops one of two filters whose logical operators
+    differ.
     """
     present = [dict(f) for f in filters if f]
     if len(present) <= 1:
@@ -96,6 +100,8 @@ def and_filters(*filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 def tag_documents(documents: Iterable[Document], name: str, description: str | None = None) -> list[Document]:
     """
+    Tag copies of the chunks with a collection name (and description).
+
     Copies of the chunks with `meta.collection` (and the description, if any) set. The id is computed again with
     the collection (not the description) in the metadata: one file in two collections gives two sets of chunks.
 
@@ -131,6 +137,8 @@ def _collection_rows(store: Any) -> Iterable[Mapping[str, Any]]:
 
 def list_collections(store: Any) -> dict[str, CollectionInfo]:
     """
+    The collections a Haystack document store holds, read from its chunks' metadata.
+
     The collections any Haystack document store holds, read from its chunks' metadata (the most common description
     wins): name -> `CollectionInfo`, sorted by name.
     """
@@ -170,6 +178,8 @@ def describe_collection(store: Any, name: str, description: str) -> int:
 
 def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
     """
+    Check and normalise a run's `collections` input.
+
     Check a run's `collections` input (`None`: no scope, `"all"`, a name or a list of names): `None`, `"all"`, or the
     names as a tuple (duplicates dropped, order kept). :raises ValueError: On another type, `[]` or a bad name.
     """
@@ -195,6 +205,8 @@ def normalise_scope(scope: Any) -> str | tuple[str, ...] | None:
 
 def resolve_scope(scope: Any, known: Mapping[str, CollectionInfo]) -> dict[str, str] | None:
     """
+    The collections a run's `collections` input may search, with their descriptions.
+
     The collections a run's `collections` input may search among `known`: `None` for no scope, else name ->
     description of each. :raises UnknownCollectionError: Naming the known ones. :raises ValueError: On a bad shape.
     """
@@ -224,6 +236,8 @@ TTL_SECONDS = 300.0
 
 class CollectionLookup:
     """
+    The known collections of a store, cached while its document count is unchanged.
+
     The known collections of a store (or `None`: then `known()` raises), cached while its document count is
     unchanged (`list_collections` takes seconds on a large Milvus Lite store), for at most `TTL_SECONDS`. Thread-safe.
     """

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+The document stores of the packaged pipelines and `haystack-agentic index`, built one way.
+
 The document stores of the packaged pipelines and `haystack-agentic index`, built one way everywhere: Milvus (Lite
 for a local `.db` path, else a server; dense and BM25 fields in one collection), Weaviate, Haystack's in-memory.
 """

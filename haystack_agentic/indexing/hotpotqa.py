@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Load HotpotQA-style multi-hop QA files as questions and deduplicated Haystack Documents.
+
 Load HotpotQA-style multi-hop QA files (HotpotQA, MuSiQue: JSONL rows `{"id", "question", "answer",
 "supporting_facts", "context": [[title, [sentence, ...]], ...]}`) as questions and deduplicated Haystack Documents.
 """
@@ -82,9 +84,10 @@ def hotpotqa_documents(
     path_or_rows: str | PathLike | list[dict[str, Any]], source: str | None = None, title_in_content: bool = False
 ) -> list[Document]:
     """
-    One `Document` per distinct paragraph of all questions' `context`, in first-seen order: `content` is its
-    sentences joined, `meta` `{"title", "source"}`. HotpotQA rows give one per title (the longest text is kept);
-    MuSiQue rows (with `supporting_paragraph_idx`) one per `(title, text)`.
+    One `Document` per distinct paragraph of all questions' `context`, in first-seen order.
+
+    A Document's `content` is its paragraph's sentences joined, `meta` `{"title", "source"}`. HotpotQA rows give one per
+    title (the longest text is kept); MuSiQue rows (with `supporting_paragraph_idx`) one per `(title, text)`.
 
     :param path_or_rows: A JSONL path (`load_hotpotqa_questions`) or loaded rows.
     :param source: `meta["source"]` and id namespace; `None`: `"musique"` for MuSiQue rows, else `"hotpotqa"`.

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Indexing files into a document store without losing anything (`haystack-agentic index`).
+
 Indexing files into a document store without losing anything (what `haystack-agentic index` runs); progress goes to
 an optional `progress(stage, done, total)` (`total` `None` while unknown), called as a stage starts (`done=0`) and
 advances: `converting` (files), `loading model`, `embedding`, `writing` (chunks), or `indexing` (files, YAML).
@@ -81,6 +83,8 @@ def _write_batches(documents: list[Document], store: Any, embedder: Any, advance
 
 def _ready_store(store: Any, embedder: Any, progress: ProgressCallback | None, replace: bool) -> Any:
     """
+    Prepare a store for writing: warm up the embedder, check dimensions, mark the write begun.
+
     Warm up the embedder (stage `loading model`) and check its dimension against the store (one probe document),
     mark the write begun, and empty the store if `replace`: the store to write to.
     """
@@ -101,6 +105,8 @@ def write_documents(
     documents: list[Document], document_store: Any, embedder: Any = None, progress: ProgressCallback | None = None
 ) -> int:
     """
+    Annotate, embed and write Documents into a store in batches; returns the store's count.
+
     Give Documents their sentence spans (`SentenceSpanAnnotator`), embed them (optionally) and write them in batches
     of `BATCH_SIZE`, upserting by id.
 
@@ -133,8 +139,9 @@ def index_files(
     collection_description: str | None = None,
 ) -> IndexResult:
     """
-    Convert files to chunks and write them into any Haystack document store, each file replacing its own earlier
-    chunks.
+    Convert files to chunks and write them into any Haystack document store.
+
+    Each file replaces its own earlier chunks.
 
     :param files: Supported files (`indexing_pipeline.collect_files`; skip unreadable ones first).
     :param embedder: A Haystack document embedder, or `None` to write without embeddings.
@@ -181,6 +188,8 @@ def index_files_into_file(
     files: list[Path], store_path: Path, *, embedder: Any = None, replace: bool = False, **options: Any
 ) -> IndexResult:
     """
+    Index files into an in-memory store saved as a JSON file, under a lock on the file.
+
     `index_files` (`options`: its other keyword arguments) for an in-memory store saved as a JSON file (created with
     its folder when missing): read it (unless `replace` or new), index, save it atomically, under a lock on the file.
 
@@ -239,6 +248,8 @@ def run_indexing_pipeline(
     progress: ProgressCallback | None = None,
 ) -> IndexResult:
     """
+    Run a YAML indexing pipeline over files, a few at a time.
+
     Run a YAML indexing pipeline (components `router`, optional `embedder`, `writer`) over files, a few at a time
     (stage `indexing`), dimension checked first; with a `SourceReplacingDocumentWriter` (the packaged pipelines) each
     file replaces its earlier chunks, and `emptied` files lose theirs. `replace` empties the store first.

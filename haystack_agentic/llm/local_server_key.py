@@ -14,6 +14,8 @@ LOCAL_SERVER_API_KEY = "not-needed-for-a-local-server"
 
 class LocalServerKey(EnvVarSecret):
     """
+    A secret that reads `OPENAI_API_KEY` when it is set, else `LOCAL_SERVER_API_KEY`.
+
     `OPENAI_API_KEY` when it is set, else `LOCAL_SERVER_API_KEY`. It is Haystack's secret of that environment
     variable in every other way (it serialises as one and loads back as one); only `resolve_value` differs.
     """
@@ -27,6 +29,8 @@ class LocalServerKey(EnvVarSecret):
 
 def openai_api_key(base_url: str | None = None) -> Secret | None:
     """
+    The API key to pass an `OpenAIChatGenerator`, or `None` to let it read `OPENAI_API_KEY`.
+
     The API key to pass an `OpenAIChatGenerator`: `None` when `OPENAI_API_KEY` is set (its default reads it), else,
     with a base URL (`base_url` or `OPENAI_BASE_URL`), a `LocalServerKey`.
 

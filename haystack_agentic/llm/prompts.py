@@ -32,7 +32,9 @@ DEFAULT_HISTORY_BUDGET_TOKENS = 4000
 
 def fit_turns(turns: Sequence[ChatMessage], budget_tokens: int, counter: TokenCounter) -> list[ChatMessage]:
     """
-    The turns that fit `budget_tokens`: the oldest user and assistant messages go first; system messages stay.
+    The turns that fit `budget_tokens`, oldest left out first.
+
+    The oldest user and assistant messages go first; system messages stay.
     Each message is counted once (linear in the number of turns).
     """
     sizes = [counter.count([message]) for message in turns]
@@ -50,7 +52,9 @@ def role_messages(
     system_prompt: str | None, question: str, conversation: Sequence[ChatMessage], prompt: str, counter: TokenCounter
 ) -> list[ChatMessage]:
     """
-    An LLM role's messages: a system message rendered from `system_prompt` (variable `question`) when given, the
+    An LLM role's messages: system message, earlier turns within budget, then the prompt.
+
+    They are a system message rendered from `system_prompt` (variable `question`) when given, the
     conversation's turns but its last within `DEFAULT_HISTORY_BUDGET_TOKENS`, then `prompt` as the user message.
     """
     system = [ChatMessage.from_system(render(system_prompt, question=question))] if system_prompt else []
@@ -59,20 +63,29 @@ def role_messages(
 
 
 def format_chunks(
-    chunks: Sequence[Any], max_chars: int, budget_tokens: int | None = None, counter: TokenCounter | None = None
+    chunks: Sequence[Any],
+    max_chars: int,
+    budget_tokens: int | None = None,
+    counter: TokenCounter | None = None,
+    blocks: bool = False,
 ) -> str:
     """
-    Chunks as a numbered list for a prompt, `[n] (title) content`, each cut to `max_chars` characters ('' for none).
+    Chunks as a numbered list for a prompt, each cut to `max_chars` characters ('' for none).
+
+    One line per chunk, `[n] (title) content`; with `blocks`, one block per chunk, a `[n] title` line then the
+    content, blocks apart by a blank line (the layout of Haystack's RAG prompt examples).
     With `budget_tokens`, chunks (best first) are added while they fit (counted by `counter`, default `CONSERVATIVE`);
     a first chunk larger than the whole budget is cut to fit.
     """
     counter = counter or CONSERVATIVE
+    joint = "\n\n" if blocks else "\n"
     lines: list[str] = []
     used = 0  # tokens of the lines so far, one more for each line break
     for number, doc in enumerate(chunks, start=1):
         title = (doc.meta or {}).get("title")
-        line = f"[{number}] " + (f"({title}) " if title else "") + preview(doc, max_chars)
-        cost = (counter.count_text(line) + (1 if lines else 0)) if budget_tokens is not None else 0
+        heading = (f"{title}\n" if blocks else f"({title}) ") if title else ""
+        line = f"[{number}] {heading}{preview(doc, max_chars)}"
+        cost = (counter.count_text(line) + (len(joint) if lines else 0)) if budget_tokens is not None else 0
         if budget_tokens is not None and used + cost > budget_tokens:
             if not lines:
                 cut = longest_prefix_within(line, lambda p: counter.count_text(p.rstrip() + _CUT) <= budget_tokens)
@@ -81,7 +94,7 @@ def format_chunks(
             break
         lines.append(line)
         used += cost
-    return "\n".join(lines)
+    return joint.join(lines)
 
 
 #: System prompt of the controller LLM in `tools` mode. Variables: `question`, `max_iterations`, `user_tools`.

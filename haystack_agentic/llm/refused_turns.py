@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-What `AgenticRouter` does with a refused decision (a repeated or empty search, an invalid reply, an answer with no
-words of its own): in place of the model's next decision it searches what the chunks suggest (the first bridge
-entity of `policies.mention_search` not searched yet, no LLM call), else tells the model why; after
+What `AgenticRouter` does with a refused decision: search what the chunks suggest, or stop the loop.
+
+A refused decision is a repeated or empty search, an invalid reply, or an answer with no words of its own. In place
+of the model's next decision the loop searches what the chunks suggest (the first bridge entity of
+`policies.mention_search` not searched yet, no LLM call), else tells the model why; after
 `MAX_REFUSED_TURNS` refused turns in a row (the loop's own searches between them do not count) it stops the loop so
 that the run answers from its chunks instead of spending the rest of its turns.
 """
@@ -35,7 +37,9 @@ FORCED_AT_CAP = "answer_forced_at_cap"
 
 def search_candidates(state: LoopState, limit: int = 1) -> list[str]:
     """
-    The next searches the run's chunks suggest: names in its best chunks that the question does not contain and
+    The next searches the run's chunks suggest (the bridge entities), best first.
+
+    They are names in its best chunks that the question does not contain and
     that were not searched yet (the bridge entities), best first.
 
     :param state: The run's state (its question, chunks and searches).
@@ -65,7 +69,9 @@ def search_candidates(state: LoopState, limit: int = 1) -> list[str]:
 
 def suggested_search(state: LoopState) -> str | None:
     """
-    The search the loop makes in place of the model's next decision after a refused turn: the first candidate the
+    The search the loop makes in place of the model's next decision after a refused turn.
+
+    It is the first candidate the
     chunks suggest (`search_candidates`), so that a refused decision costs the run no progress and no further call.
 
     :returns: The candidate, or `None` when the latest turn was not refused or the chunks suggest nothing new.
@@ -78,7 +84,9 @@ def suggested_search(state: LoopState) -> str | None:
 
 def refused_turns(state: LoopState) -> int:
     """
-    How many of the latest router turns in a row were refused (every step of the turn `invalid`); the searches the
+    How many of the latest router turns in a row were refused.
+
+    A refused turn has every step of the turn `invalid`); the searches the
     loop made in place of refused decisions (`SUGGESTED_SEARCH_REASON`) do not break the row.
     """
     turns: dict[int, list[ToolStep]] = {}
@@ -107,8 +115,10 @@ def _last_turn_refusals(state: LoopState) -> list[str]:
 
 def refused_turn_note(state: LoopState, say_why: bool = True) -> str | None:
     """
-    The feedback after a refused turn the loop made no search in place of (the chunks suggest nothing new): why
-    (unless `say_why` is off: a tool error said it), and what to do instead; `None` after any other turn.
+    The feedback after a refused turn the loop made no search in place of.
+
+    The chunks suggested nothing new. It says why (unless `say_why` is off: a tool error said it) and what to do
+    instead; `None` after any other turn.
     """
     reasons = _last_turn_refusals(state)
     if not reasons:
@@ -120,7 +130,9 @@ def refused_turn_note(state: LoopState, say_why: bool = True) -> str | None:
 
 def with_refused_turn_note(state: LoopState) -> LoopState:
     """
-    Tools mode, before a router turn after a refused turn: the feedback added to the refusal's last tool error (or
+    Tools mode: the state with the feedback of a refused turn added to the next turn's messages.
+
+    Before a router turn after a refused turn: the feedback added to the refusal's last tool error (or
     to the user's nudge; else a new user message). Any other turn: the state as it is.
     """
     if not _last_turn_refusals(state):
@@ -138,7 +150,9 @@ def with_refused_turn_note(state: LoopState) -> LoopState:
 
 def absorb_refusals(routed: dict[str, Any], turn: int) -> dict[str, Any]:
     """
-    A router turn's route, with refusals absorbed: an answer with no words of its own (only markers, whitespace or
+    A router turn's route, with refusals absorbed.
+
+    An answer with no words of its own (only markers, whitespace or
     tool-call text) becomes a refused step; after `MAX_REFUSED_TURNS` refused turns in a row the loop stops
     (`stop_reason`) so that the run answers from its chunks.
     """
@@ -163,7 +177,9 @@ def absorb_refusals(routed: dict[str, Any], turn: int) -> dict[str, Any]:
 
 def _call_text(state: LoopState) -> bool:
     """
-    Whether the draft only repeats the text of an earlier assistant message that made tool calls: a small model
+    Whether the draft only repeats the text of an earlier assistant message that made tool calls.
+
+    A small model
     copies it back as its answer.
     """
     draft = (state.draft or "").strip().casefold()

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Earlier tool results sent to the controller LLM as digests, one line per chunk.
+
 Earlier tool results sent to the controller LLM (tools mode) as digests, one line per chunk (held in each tool
 message's `meta[DIGEST_META_KEY]`); the model reads a chunk again with `read_chunk(id)`.
 """
@@ -31,6 +33,8 @@ def short_id(doc_id: str) -> str:
 
 def numbered_chunks(heading: str, documents: Sequence[Document], preview_chars: int, shown: Iterable[str] = ()) -> str:
     """
+    Format a tool result's chunks as a numbered list with short ids and previews.
+
     A tool result's chunks: `heading`, then per chunk `[n] id=<short id> title=...` and its text cut at
     `preview_chars` (`[already shown]` instead for an id in `shown`).
     """

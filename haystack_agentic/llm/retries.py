@@ -68,6 +68,8 @@ def status_code(exc: BaseException) -> int | None:
 
 def is_transient(exc: BaseException) -> bool:
     """
+    Whether a chat generator's exception is worth retrying.
+
     Whether a chat generator's exception is worth retrying: timeouts, dropped connections, HTTP 408, 409, 429 and
     5xx, unless its text names a server option (`500 tools param requires --jinja flag`).
     """
@@ -103,6 +105,8 @@ def generator_retries_itself(generator: Any) -> bool:
 @dataclass(frozen=True)
 class RetryPolicy:
     """
+    Retry transient failures with exponential backoff.
+
     Retry transient failures (`is_failure(outcome)`) up to `max_retries` times, `backoff` seconds before the first
     retry, doubling each retry; `describe(outcome)` names the failure in the log line before a retry.
     """

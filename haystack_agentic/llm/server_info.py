@@ -25,6 +25,8 @@ MIN_PROMPT_BUDGET = 256
 @dataclass(frozen=True)
 class ServerInfo:
     """
+    What a llama.cpp-style server reported: tool support of its chat template and context size.
+
     What a llama.cpp-style server reported (`None`: not reported): whether the model's chat template handles
     tools, and the context size of one slot in tokens.
     """

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Chat-template tokens in prompt text broken with a zero-width space.
+
 Chat-template tokens in prompt text (`<|im_end|>` in a document would end the user's turn for a local model)
 broken with a zero-width space, on the copy of every LLM call's messages sent (`call_generator`).
 """

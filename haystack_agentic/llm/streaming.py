@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Token streaming of the LLM calls and step events on one `streaming_callback`.
+
 Token streaming of the LLM calls and step events on one `streaming_callback`: a chunk's `meta` holds its call's
 `ROLE_META` and `ANSWER_META`, or, for a step event (no text), `EVENT_META` and `STEP_META`.
 """
@@ -64,6 +66,8 @@ def tagged(chunk: StreamingChunk, role: str, answer: bool) -> StreamingChunk:
 
 class AnswerTextHold:
     """
+    Streams an answer call's text as the final answer reads it.
+
     Streams an answer call's text as the final answer reads it: the loop writes the answer without the model's own
     `[n]` markers and without surrounding whitespace (`grounding.markers.strip_markers`), then appends the citations
     it found in the chunks. So the model's markers are dropped as they stream, and what could still become one (an
@@ -80,6 +84,8 @@ class AnswerTextHold:
 
     def accept(self, chunks: list[StreamingChunk]) -> list[StreamingChunk]:
         """
+        The chunks with their text as the answer will read it.
+
         The chunks with their text as the answer will read it; a chunk whose text was all held is left out (unless
         it ends the reply).
         """
@@ -111,6 +117,8 @@ class AnswerTextHold:
 
     def rest(self, answer: str, role: str) -> list[StreamingChunk]:
         """
+        The chunk of what the final answer has beyond the streamed text, if any.
+
         The answer-tagged chunk of what `answer` (the final answer) has beyond the streamed text; none when it
         has nothing more, or when it does not start with the streamed text (a reply replaced after it streamed).
         """
@@ -131,6 +139,8 @@ def _in_marker(char: str) -> bool:
 
 def _open_marker_start(text: str) -> int:
     """
+    Where the end of `text` that could still grow into a marker starts.
+
     Where `text`'s end that could still grow into a marker starts: an unclosed `[` of digits and commas with the
     spaces and tabs before it, else the trailing spaces and tabs (`len(text)` when there is none).
     """
@@ -167,6 +177,8 @@ class _NoAnswerHold:
 
 class CallTextHold:
     """
+    Holds a streamed reply's chunks while its text could still be tool calls written as text.
+
     Holds a streamed reply's chunks while its text could still be tool calls written as text
     (`llm.text_tool_calls.could_be_calls`): the owner drops them (`drop`) when the reply was calls, else passes them
     on (`release`) once the reply is over.
@@ -215,6 +227,8 @@ def role_callback(
     hold: CallTextHold | AnswerTextHold | None = None,
 ) -> Callable[[StreamingChunk], None] | None:
     """
+    A sync callback for a chat generator that tags each chunk and passes it on.
+
     A sync callback for a chat generator that tags each chunk (`tagged`) and passes it on (`None` without a
     callback); `hold_no_answer` holds text back while it could be the fallback's `NO ANSWER` (dropped if it is);
     `hold` holds tagged chunks back while the reply could be tool calls written as text (`CallTextHold`), or
@@ -250,6 +264,8 @@ def role_callback_async(
 
 def for_thread(callback: Callable[[StreamingChunk], Awaitable[None]]) -> Callable[[StreamingChunk], None]:
     """
+    Wrap an async streaming callback for a generator's sync `run` in a worker thread.
+
     A sync callback that runs the async one on the current event loop and waits, for a generator's sync `run` in
     a worker thread. Call it from the event loop's thread.
     """
@@ -259,6 +275,8 @@ def for_thread(callback: Callable[[StreamingChunk], Awaitable[None]]) -> Callabl
 
 def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
     """
+    The callback as a plain function, sync or async like it.
+
     The callback as a plain function, sync or async like it (Haystack deep-copies pipeline inputs: a function is
     copied as itself, a bound method would copy its object).
     """
@@ -277,6 +295,8 @@ def plain_function(callback: StreamingCallbackT) -> StreamingCallbackT:
 
 def step_chunks(before: LoopState, after: LoopState | None) -> Iterator[StreamingChunk]:
     """
+    Step events for the steps `after` recorded beyond `before`'s.
+
     Step events (chunks without text) for the steps `after` recorded beyond `before`'s, after a `documents`
     event for a search whose chunks came back.
     """
@@ -318,6 +338,8 @@ def routed_state(outputs: dict[str, Any]) -> LoopState | None:
 
 def held_text(hold: CallTextHold | None, before: LoopState, routed: dict[str, Any]) -> list[StreamingChunk]:
     """
+    The reply's held chunks to stream after a router turn.
+
     The reply's held chunks to stream after a router turn from `before` to `routed` (a router's outputs): none
     when the turn recovered the reply's text as tool calls (`RECOVERED_TOOL_CALLS` grew), else all of them.
     """

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Tool calls a model wrote as text instead of native tool calls, as small local models often do: a reply whose
-content is nothing but calls (fenced JSON, bare `{"name": ..., "arguments": ...}` objects (or with the arguments
-beside the name) or a list of them,
-`<tool_call>`/`<tools>` tags), after at most one short lead-in line, becomes those calls, when every call names an
-offered tool and its arguments validate against the tool's schema. Anything else (prose, prose quoting JSON, a tool
-definition copied back, an unknown tool, invalid arguments) is not a call.
+Recover tool calls a model wrote as text instead of native tool calls.
+
+Tool calls a model wrote as text instead of native tool calls, as small local models often do: a reply whose content is
+nothing but calls (fenced JSON, bare `{"name": ..., "arguments": ...}` objects (or with the arguments beside the name)
+or a list of them, `<tool_call>`/`<tools>` tags), after at most one short lead-in line, becomes those calls, when every
+call names an offered tool and its arguments validate against the tool's schema. Anything else (prose, prose quoting
+JSON, a tool definition copied back, an unknown tool, invalid arguments) is not a call.
 
 Parsing is bounded: replies longer than `MAX_REPLY_CHARS` are not read, JSON is decoded with the standard decoder
 (deep nesting fails fast), and each part of the reply is decoded once, so the work is linear in the reply's length.
@@ -88,6 +89,8 @@ def recover_tool_calls(
 
 def is_only_calls(text: str | None) -> bool:
     """
+    Whether a text is nothing but tool calls written as text, whichever tools were offered.
+
     Whether a text is nothing but tool calls written as text, whichever tools were offered: what `recover_tool_calls`
     reads (after at most one short lead-in line, the last call possibly cut off by the token limit), each call a JSON
     object with a string `name` and its arguments, before they are checked against an offered tool. An answer like
@@ -110,6 +113,8 @@ def is_only_calls(text: str | None) -> bool:
 
 def _before_invented_results(text: str) -> str:
     """
+    The reply up to a `<tool_response>` tag it wrote itself, stripped.
+
     The reply up to a `<tool_response>` tag it wrote itself, stripped: a small model that writes a call sometimes
     goes on to invent the call's result in the chat template's own tags; the call runs and the invention is dropped.
     """
@@ -118,6 +123,8 @@ def _before_invented_results(text: str) -> str:
 
 def could_be_calls(text: str) -> bool:
     """
+    Whether a streamed reply starting with `text` could still turn out to be calls written as text.
+
     Whether a reply that starts with `text` (a streamed prefix) could still turn out to be calls written as text:
     empty, or an opener after at most a short lead-in line, or a lead-in line still being written.
     """
@@ -149,6 +156,8 @@ def _lead_in_end(body: str) -> int:
 
 def _blocks(region: str, truncated: bool, nesting: int) -> list[Any]:
     """
+    The JSON values of a region made only of calls.
+
     The JSON values of a region made only of calls: fences, tags and JSON values separated by whitespace (or a
     comma between JSON values). A trailing incomplete block is dropped when `truncated`; anything else raises.
     """
@@ -211,6 +220,8 @@ def _tag(region: str, pos: int, truncated: bool, nesting: int, values: list[Any]
 
 def _json_value(region: str, pos: int, truncated: bool, values: list[Any]) -> int:
     """
+    Decode the JSON object or list at `pos` into `values`; returns the position after it.
+
     Decode the JSON object (a call) or list (of calls) at `pos` into `values`; a cut-off one when `truncated`
     keeps a list's complete calls and drops the rest.
     """
@@ -261,6 +272,8 @@ def _cut(region: str, truncated: bool) -> int:
 
 def _call(value: Any, offered: dict[str, Tool]) -> tuple[str, dict[str, Any]]:
     """
+    The (tool name, arguments) of a call object that names an offered tool.
+
     The (tool name, arguments) of a call object; `_NotCallsError` unless it names an offered tool with valid
     arguments.
     """
@@ -279,6 +292,8 @@ def _call(value: Any, offered: dict[str, Tool]) -> tuple[str, dict[str, Any]]:
 
 def _call_parts(value: Any) -> tuple[str, Any]:
     """
+    The (name, arguments as written) of a JSON value with a call's shape.
+
     The (name, arguments as written) of a JSON value with a call's shape, whichever tools exist; `_NotCallsError` for
     any other value.
     """

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Counting prompt tokens, and fitting a tool-calling conversation into a token budget.
+
 Counting prompt tokens (the model's Hugging Face tokenizer, `tiktoken`, or a conservative estimate:
 `token_counter_for`), and fitting a tool-calling conversation into a token budget (`compact_messages`).
 """
@@ -48,6 +50,8 @@ V = TypeVar("V")
 
 class IdentityMemo(Generic[V]):
     """
+    A memo of values computed per object, kept while the object lives.
+
     `get(obj, compute)`: `compute(obj)` the first time, the stored value while `obj` lives (by identity and a weak
     reference; objects that cannot be weakly referenced are computed every time). A value must not refer to its
     object (the memo would keep the object alive). Thread-safe (a race computes a value twice).
@@ -77,6 +81,8 @@ class IdentityMemo(Generic[V]):
 
 class TokenCounter:
     """
+    Counts the tokens of texts and chat prompts, with caches.
+
     Counts the tokens of texts and chat prompts (like Haystack's `TokenCounter`, plus `count_text`); subclasses
     count one text (`_count_text`). Counts of texts (the 1024 most recent) and of each live message are cached.
     """
@@ -125,6 +131,8 @@ class TokenCounter:
 
 def render_message(message: ChatMessage) -> str:
     """
+    Render one message as plain text.
+
     One message as plain text: `[role] text`, `[role -> tool_call] name({json})` per tool call, `[tool:name] result`
     per tool result, `<image>` / `<file: name>` stand-ins.
     """
@@ -293,6 +301,8 @@ def _load_tiktoken(tiktoken: Any, encoding_name: str) -> TiktokenTokenCounter | 
 
 def token_counter_for(generator: Any) -> TokenCounter:
     """
+    The best token counter for a chat generator's model.
+
     The best token counter for a chat generator's model: its Hugging Face tokenizer when exposed (after
     `warm_up`), else `tiktoken` for an OpenAI model name (`generator.model`) when it loads, else `CONSERVATIVE`.
     """
@@ -321,6 +331,8 @@ def compact_messages(
     messages: Sequence[ChatMessage], budget_tokens: int, tools: Any = None, counter: TokenCounter | None = None
 ) -> list[ChatMessage]:
     """
+    Fit the messages into `budget_tokens` by shortening tool results, oldest first.
+
     The messages fitted into `budget_tokens` (tool schemas included; counted by `counter`, default `CONSERVATIVE`):
     tool results are replaced, oldest first, by a one-line digest (first line, chunk ids) until they fit; then the
     latest is cut from its end (its lowest-ranked chunks go first). Other messages are never changed.

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+A user tool run by its public `invoke`, with state handling as Haystack's `Agent` applies it.
+
 A user tool run by its public `invoke`, with `inputs_from_state`, `outputs_to_state` and `outputs_to_string` as
 Haystack's `Agent` applies them (its functions for it are private); Documents it returns join the run's chunks.
 """
@@ -34,6 +36,8 @@ FILTERS_KEY = "filters"
 @dataclass(frozen=True)
 class ToolOutcome:
     """
+    What one user tool call produced: message, documents, state and text.
+
     What one user tool call produced: the tool `message` for the model, the `documents` to merge into the run's
     chunks (within its filters), the `tool_state` after the call, the `text` the model sees, whether it failed.
     """
@@ -53,6 +57,8 @@ def invoke_user_tool(
     filters: Mapping[str, Any] | None = None,
 ) -> ToolOutcome:
     """
+    Run one user tool call; never raises (a failure is a tool error).
+
     Run one user tool call with the model's parsed `arguments`, the run's `tool_state` (`LoopState.tool_state`) and
     its `filters` (in the state under `filters`). Never raises: a failing tool or handler is a tool error.
 

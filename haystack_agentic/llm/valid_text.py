@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Text an LLM or a store sends made valid Unicode, and a chat generator's values given one shape.
+
 Text an LLM or a store sends, made valid Unicode: a lone UTF-16 surrogate (which UTF-8 encoders downstream
 would raise on) becomes U+FFFD; a surrogate pair becomes the character it encodes. And every value a chat generator
 returns, given one defined shape where it enters the loop (`valid_replies`, `model_value`, `decode_json`).
@@ -67,6 +69,8 @@ MAX_JSON_STARTS = 64
 
 def model_value(value: Any, depth: int = 0) -> Any:
     """
+    A value a model sent, made safe for the rest of the loop.
+
     A value a model sent (decoded JSON, tool call arguments, reply `meta`), itself when nothing needed changing, safe
     for the rest of the loop: `model_text` on every string, an integer over `MAX_MODEL_INT_BITS` bits as +-inf,
     nesting cut at `MAX_MODEL_DEPTH` (the deeper part becomes `TOO_DEEP`). Other values (floats, `None`, bools,
@@ -107,6 +111,8 @@ def decode_json(text: str) -> Any:
 
 def json_objects(text: str) -> Iterator[dict[str, Any]]:
     """
+    The JSON objects a model's reply holds, in order.
+
     The JSON objects (dicts, as `model_value`s) a model's reply holds, in order: those inside code fences first,
     then those in the whole text, each decoded from one of its first `MAX_JSON_STARTS` `{`; undecodable ones skipped.
     """
@@ -131,6 +137,8 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", flags=re.DOTALL | re.IGNORECASE)
 
 def _decoded(decode: Any, *args: Any) -> Any:
     """
+    Call `decode(*args)`, raising `ValueError` for its `RecursionError`.
+
     `decode(*args)`, its `RecursionError` as a `ValueError` (the others it raises are: `JSONDecodeError`, and
     the one for an integer of more than 4,300 digits).
     """
@@ -143,6 +151,8 @@ def _decoded(decode: Any, *args: Any) -> Any:
 
 def valid_usage(usage: Any) -> dict[str, Any]:
     """
+    A reply's `meta["usage"]` with only token counts that are counts.
+
     A reply's `meta["usage"]` with only token counts that are counts: an entry under a key ending in `_tokens` is
     kept when it is a whole number from 0 to `MAX_TOKEN_COUNT` (an int, or a whole float, made an int) and left out
     otherwise (a string, `inf`, a list, a negative or huge number, a bool), so the call counts as one that did not
@@ -163,6 +173,8 @@ def valid_usage(usage: Any) -> dict[str, Any]:
 
 def valid_reply(message: ChatMessage) -> ChatMessage:
     """
+    A chat generator's reply in the shape the loop reads.
+
     A chat generator's reply in the shape the loop reads (itself when nothing needed changing): valid text cut at
     `MAX_MODEL_TEXT_CHARS` (`model_text`); a text part that is not a `str` dropped; a tool call whose name is not a
     non-blank `str` named `""` (an unknown tool: the router sends it back as a tool error), a non-`str` id as text,
@@ -220,6 +232,8 @@ def _valid_part(part: Any) -> Any:
 
 def valid_replies(result: Any) -> list[ChatMessage]:
     """
+    The replies of a chat generator's `run` result, each a `valid_reply`.
+
     The replies of a chat generator's `run` result, each a `valid_reply`: a `str` reply item becomes an assistant
     message with that text; an item of any other type (`None`, a number, a dict) is dropped, with a warning.
 
@@ -250,6 +264,8 @@ def valid_replies(result: Any) -> list[ChatMessage]:
 
 def strict_json(value: Any) -> Any:
     """
+    Make `value` safe for strict JSON and UTF-8.
+
     `value` safe for strict JSON and UTF-8: `valid_text` on every string, `None` for a non-finite float, through
     dicts, lists and tuples (tuples become lists).
     """
@@ -266,6 +282,8 @@ def strict_json(value: Any) -> Any:
 
 def valid_document(doc: Document) -> Document:
     """
+    A document with valid text in its id, content and meta, and a finite score or none.
+
     A document (itself when nothing needed changing) with valid text in its id, content and meta, and no score
     for a non-finite one.
     """

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The packaged pipelines, built in Python; `python -m haystack_agentic.pipelines.default_pipelines [DIR]` (`make
-pipelines`) writes them as the YAML files under `pipelines/`.
+The packaged pipelines, built in Python.
+
+`python -m haystack_agentic.pipelines.default_pipelines [DIR]` (`make pipelines`) writes them as the YAML files under
+`pipelines/`.
 """
 
 import sys
@@ -88,6 +90,8 @@ def embedded_answer_stages(
     chat_generator: Any, max_chunks: int, chunks_per_search: int | None = None
 ) -> dict[str, Any]:
     """
+    The `answerer` and `extractor` of the embedded (SmolLM2) pipelines.
+
     `build_loop_pipeline`'s `answerer` (SmolLM2's prompts, short chunks) and `extractor` (the 135M model answers in
     sentences: a `ShortAnswerExtractor` keeps the span) of the embedded pipelines and `eval`'s offline configs.
     """
@@ -117,6 +121,8 @@ def embedded_pipeline(
     grounded: bool = True, store: Any = None, retriever_class: Any = None, query_embedder: Any = None
 ) -> Pipeline:
     """
+    Build the offline default loop pipeline.
+
     The offline default: bridge-entity routing, SmolLM2-135M answers, 6 chunks, over in-memory BM25 (a
     `SparseBM25DocumentStore`) or `store` with `retriever_class` and `query_embedder`; local-only HHEM (`grounded`).
     """

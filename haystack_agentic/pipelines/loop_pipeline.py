@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Assemble the agentic loop as a Haystack `Pipeline` with a cycle: how the packaged YAMLs are made, and how Python
-users build the same graph around their own retriever and chat generators.
+Assemble the agentic loop as a Haystack `Pipeline` with a cycle.
+
+This is how the packaged YAMLs are made, and how Python users build the same graph around their own retriever and chat
+generators.
 """
 
 from typing import Any
@@ -158,6 +160,8 @@ def loop_inputs(
     streaming_callback: StreamingCallbackT | None = None,
 ) -> dict[str, Any]:
     """
+    Build the `data` for `pipeline.run` / `run_async` of a loop pipeline.
+
     The `data` for `pipeline.run` / `run_async` of a loop pipeline: the question (or the conversation `messages`,
     ending with the question) and `filters` for `controller`, and `streaming_callback` (sync, or async for
     `run_async`) for every component that takes one, as a plain function (Haystack deep-copies inputs).

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Progress of a loop run as it happens: one event per recorded step, then the result.
+
 Progress of a loop run as it happens: one event per recorded step, then the result, read from the states the
 `controller` and `router` emit through Haystack's `Pipeline.run_async_generator`.
 """

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Resuming a loop pipeline from a Haystack pipeline snapshot. `Pipeline.run` takes no `allowed_modules`, so resuming
-trusts the one module of `LoopState` process-wide (docs/decisions.md, "Resuming snapshots").
+Resuming a loop pipeline from a Haystack pipeline snapshot.
+
+`Pipeline.run` takes no `allowed_modules`, so resuming trusts the one module of `LoopState` process-wide
+(docs/decisions.md, "Resuming snapshots").
 """
 
 import asyncio
@@ -23,8 +25,10 @@ def resume_from_snapshot(
     pipeline: Pipeline, snapshot: PipelineSnapshot | Path | str, *, break_point: Breakpoint | None = None
 ) -> dict[str, Any]:
     """
-    Resume a loop pipeline from a snapshot: `pipeline.run({}, pipeline_snapshot=...)`. Haystack's run takes no
-    `allowed_modules`, so this trusts `LoopState`'s module (and no other) process-wide, from the first resume on.
+    Resume a loop pipeline from a snapshot.
+
+    It calls `pipeline.run({}, pipeline_snapshot=...)`. Haystack's run takes no `allowed_modules`, so this trusts
+    `LoopState`'s module (and no other) process-wide, from the first resume on.
 
     :param pipeline: The pipeline the snapshot was taken from, or an equal one (e.g. loaded from its YAML).
     :param snapshot: A `PipelineSnapshot` or the path of its JSON file.

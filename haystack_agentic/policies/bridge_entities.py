@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+A deterministic multi-hop search policy that follows bridge entities.
+
 A deterministic multi-hop search policy: search the question, then the *bridge entities* (titles of other documents
 in the store) that the best chunks mention but the question does not, then answer.
 """
@@ -160,6 +162,8 @@ class BridgeEntityPolicy:
         self, question: str, chunks: Sequence[Document], searched: Iterable[str] = ()
     ) -> list[Candidate]:
         """
+        Score the bridge titles the top chunks mention, best first.
+
         The titles the top `scan_top_chunks` chunks mention (not retrieved, searched or named by the question),
         scored by `entity_scoring`, best first; a title mentioned several times keeps its best score.
         """
@@ -202,9 +206,10 @@ class BridgeEntityPolicy:
         self, question: str, chunks: Sequence[Document], searched: Sequence[str], latest: Sequence[str] = ()
     ) -> list[dict[str, Any]]:
         """
-        The searches to run next, best first: titles the question names whose pages are not retrieved, the scanned
-        chunks' bridge titles (`scored_candidates`) but generic pages, a mentions search when no page is left,
-        then the generic pages.
+        The searches to run next, best first.
+
+        In order: titles the question names whose pages are not retrieved, the scanned chunks' bridge titles
+        (`scored_candidates`) but generic pages, a mentions search when no page is left, then the generic pages.
 
         :param chunks: The chunks retrieved so far, best first.
         :param searched: The queries already made (the question included), compared case- and accent-insensitively.

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Score the bridge entities a chunk mentions by what the store says about them: **lookahead** (the IDF share of the
-question's words the chunk does not say that the candidate's page opens with), **specificity** (mean IDF of the
-mention's words: "State" says little, "Adriana Trigiani" a lot) and **proximity** (chunk rank, place in the chunk).
+Score the bridge entities a chunk mentions by what the store says about them.
+
+The scores are **lookahead** (the IDF share of the question's words the chunk does not say that the candidate's page
+opens with), **specificity** (mean IDF of the mention's words: "State" says little, "Adriana Trigiani" a lot) and
+**proximity** (chunk rank, place in the chunk).
 """
 
 import math
@@ -98,6 +100,8 @@ class PageIndex:
 
 def generic_specificity(share: float, documents: int) -> float:
     """
+    The specificity below which a mention is generic.
+
     The specificity below which a mention is generic: its words are (mean IDF) in more than `share` of the store's
     `documents` chunks and in at least `GENERIC_MIN_CHUNKS` of them (0 for an empty store); `ValueError` unless
     `0 < share < 1`.

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Reverse-link follow-ups: search the chunks that mention a bridge entity.
+
 Reverse-link follow-ups: search the chunks that *mention* a bridge entity ("Mountrail County" -> "Mountrail County
 Courthouse"), with the question's words no chunk says yet, excluding the pages already retrieved. The entity is the
 best name in the scanned chunks the question does not contain, by proximity, specificity and position.

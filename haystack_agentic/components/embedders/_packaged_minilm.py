@@ -12,6 +12,8 @@ PACKAGED_MINILM = "packaged:all-MiniLM-L6-v2"
 
 def resolve_model(model: str) -> str:
     """
+    Resolve `model` to the path or name sentence-transformers should load.
+
     The path or name sentence-transformers should load for `model`: the packaged model's folder for
     `PACKAGED_MINILM`, else `model` unchanged.
 
@@ -32,8 +34,10 @@ def resolve_model(model: str) -> str:
 
 class PackagedMiniLM:
     """
-    The init parameters and `warm_up` of the MiniLM embedders: the sentence-transformers-haystack embedder they run
-    (`_embedder_class`, the `embeddings` extra) is built on `warm_up`, so the class loads from YAML without the extra.
+    The init parameters and `warm_up` the MiniLM embedders share.
+
+    The sentence-transformers-haystack embedder they run (`_embedder_class`, the `embeddings` extra) is built on
+    `warm_up`, so the class loads from YAML without the extra.
     """
 
     #: The sentence-transformers-haystack embedder class this component runs, and its extra init parameters.

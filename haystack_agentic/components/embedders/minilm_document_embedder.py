@@ -12,6 +12,8 @@ logger = logging.getLogger(__name__)
 @component
 class MiniLMDocumentEmbedder(PackagedMiniLM):
     """
+    Embeds Documents with the packaged all-MiniLM-L6-v2 model, offline.
+
     Embeds Documents (content, plus `meta.title` when present) with the all-MiniLM-L6-v2 shipped in a PyPI package
     (offline, 384 dimensions, normalised; any other model works too), by a `SentenceTransformersDocumentEmbedder`.
 

@@ -12,6 +12,8 @@ logger = logging.getLogger(__name__)
 @component
 class MiniLMTextEmbedder(PackagedMiniLM):
     """
+    Embeds a query with the packaged all-MiniLM-L6-v2 model, offline.
+
     Embeds a query with the all-MiniLM-L6-v2 shipped in a PyPI package (offline, 384 dimensions, normalised; any
     other model works too), by a `SentenceTransformersTextEmbedder` (the `embeddings` extra, imported on `warm_up`).
 

@@ -74,6 +74,8 @@ _COVERAGE_FEATURES = (
 @component
 class EvidenceChecker:
     """
+    Checks that the chunks found support answering the question, before the final answer.
+
     Checks, before the loop's final answer, that the chunks found support answering the question: with an LLM judge
     when a `chat_generator` is given, else (or when it fails) offline (`haystack_agentic.evidence.scoring`).
 

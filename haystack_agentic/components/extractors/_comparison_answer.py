@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Decide "which came first" comparisons between two named options by the years their own chunks open with
-(a person's birth and death, a film's release): `None` unless each option has a chunk and the years differ.
+Decide "which came first" comparisons between two named options by the years in their chunks.
+
+The years are those the options' own chunks open with (a person's birth and death, a film's release): `None` unless each
+option has a chunk and the years differ.
 """
 
 import re
@@ -48,6 +50,8 @@ def _own_chunk(option: str, chunk_texts: Sequence[str]) -> str | None:
 
 def compare_by_year(question: str, options: tuple[str, str], chunk_texts: Sequence[str]) -> str | None:
     """
+    Pick the option a date comparison question asks for, or `None` when the chunks do not settle it.
+
     The option of `options` the question (earlier, later or longer-lived) asks for, or `None` when the chunks
     (title on the first line, as the shipped datasets write it) do not settle it.
     """

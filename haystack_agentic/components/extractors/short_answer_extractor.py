@@ -218,6 +218,8 @@ def extract_short_answer(
     option_pages: Sequence[str] | None = None,
 ) -> ShortAnswer:
     """
+    Extract the short answer span of `answer`, or return the answer unchanged.
+
     The short answer span of `answer`: the run of words it adds to the question, from its first sentence that has
     one, ranked by a digit (number questions), a chunk containing it (in the chunk's spelling), a name, then length;
     "yes"/"no" for yes/no questions; the option of an "A or B" question (by year for date comparisons); read off the
@@ -290,6 +292,8 @@ def extract_short_answer(
 @component
 class ShortAnswerExtractor:
     """
+    Cuts the loop's final answer down to the short answer span it contains.
+
     Cuts the loop's final answer down to the short answer span it contains (`extract_short_answer`), cited by the
     chunk sentence it was taken from, for models that answer in sentences.
 
@@ -308,8 +312,10 @@ class ShortAnswerExtractor:
 
     def __init__(self, max_chunks: int = 6, chunks_per_search: int | None = None) -> None:
         """
-        Create a ShortAnswerExtractor; set both parameters to the `Answerer`'s, so the span is looked up in the
-        chunks the answer was written from (date comparisons read every chunk of the run).
+        Create a ShortAnswerExtractor.
+
+        Set both parameters to the `Answerer`'s, so the span is looked up in the chunks the answer was written from
+        (date comparisons read every chunk of the run).
 
         :param max_chunks: Most chunks (best first). Default 6.
         :param chunks_per_search: `None` (default): the best `max_chunks` by score; N: the best N of each search.

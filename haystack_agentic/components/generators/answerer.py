@@ -29,30 +29,32 @@ from haystack_agentic.llm.tokens import token_counter_for
 
 logger = logging.getLogger(__name__)
 
-#: Rewrites the controller's draft into the final answer. Variables: `question`, `draft`, `chunks`. The answer is
-#: written in words; its `[n]` citations are added afterwards from the chunks that support it.
-DEFAULT_ANSWER_PROMPT = """\
-Rewrite the draft answer to the question so that it is correct, short and supported by the context.
-Keep only facts the context supports. Reply with the answer only, in words (a name, place, date or short phrase).
+#: The answer role's system message when `system_prompt` is not given (the short-answer instruction that small
+#: models follow best where it opens the conversation).
+DEFAULT_ANSWER_SYSTEM_PROMPT = (
+    "You answer questions from documents. Give the shortest possible answer, a few words, no explanation."
+)
 
-Context:
-{{ chunks }}
+#: Rewrites the controller's draft into the final answer. Variables: `question`, `draft`, `chunks` (one line per
+#: chunk) and `chunk_blocks` (a `[n] title` line, then the text; see `format_chunks`). The answer is written in words;
+#: its `[n]` citations are added afterwards from the chunks that support it.
+DEFAULT_ANSWER_PROMPT = """\
+Documents:
+{{ chunk_blocks }}
 
 Question: {{ question }}
 Draft answer: {{ draft }}
-Answer:"""
+Correct the draft where the documents say otherwise, and keep only what they support.
+Answer with a short phrase (a name, place, date or number), nothing else."""
 
-#: Writes the answer from the chunks. Variables: `question`, `chunks`. The answer is written in words; its `[n]`
-#: citations are added afterwards from the chunks that support it.
+#: Writes the answer from the chunks. Variables: `question`, `chunks`, `chunk_blocks`. The answer is written in words;
+#: its `[n]` citations are added afterwards from the chunks that support it.
 DEFAULT_GENERATE_PROMPT = """\
-Answer the question using only the context. Reply with the answer only, in words: a name, place, date or short
-phrase, not a sentence about the context.
-
-Context:
-{{ chunks }}
+Documents:
+{{ chunk_blocks }}
 
 Question: {{ question }}
-Answer:"""
+Answer with a short phrase (a name, place, date or number), nothing else."""
 
 #: Critique and improve the draft (json mode `reflect`). Variables: `question`, `draft`, `chunks`.
 DEFAULT_REFLECT_PROMPT = """\
@@ -71,6 +73,8 @@ _IMPROVED = re.compile(r"improved answer\s*:\s*(.*)", flags=re.IGNORECASE | re.D
 @component
 class Answerer:
     """
+    The answer role of the agentic loop: the final answer, and json mode's reflect and draft steps.
+
     Writes the final answer of the agentic loop in words (cited from the chunks that support it, or by the draft's
     `sources`), and the json mode's `reflect` (critique + improve) and `draft` steps.
 
@@ -108,7 +112,8 @@ class Answerer:
             answers that must be written from chunks end the run with an error saying a generator is needed.
         :param temperature: Sampling temperature of the answer role (`None`: the generator's default).
         :param generation_kwargs: Extra generation kwargs for every answer call.
-        :param system_prompt: Optional system message (Jinja, variable `question`) sent before every prompt.
+        :param system_prompt: The system message (Jinja, variable `question`) sent before every prompt. `None`
+            (default): `DEFAULT_ANSWER_SYSTEM_PROMPT` for the answer (none for `reflect`); `""`: none.
         :param answer_prompt: Jinja template replacing `DEFAULT_ANSWER_PROMPT` (draft rewrite).
         :param generate_prompt: Jinja template replacing `DEFAULT_GENERATE_PROMPT` (answer from chunks).
         :param reflect_prompt: Jinja template replacing `DEFAULT_REFLECT_PROMPT` (critique + improve).
@@ -222,8 +227,10 @@ class Answerer:
                 return {"finished": _kept_draft(state, state.draft)}
             error = "Answerer has no chat_generator, so it cannot write an answer from the chunks."
             return {"finished": state.finish("error", error=error)}
+        system_prompt = DEFAULT_ANSWER_SYSTEM_PROMPT if self.system_prompt is None else self.system_prompt
         if action == "reflect" and state.draft:
             template, variables = self.reflect_prompt or DEFAULT_REFLECT_PROMPT, {"draft": state.draft}
+            system_prompt = self.system_prompt  # a critique, not a short answer
         elif action == "answer" and state.draft:
             template, variables = self.answer_prompt or DEFAULT_ANSWER_PROMPT, {"draft": state.draft}
         else:
@@ -231,8 +238,9 @@ class Answerer:
         counter = token_counter_for(self.chat_generator)
         shown = prompt_chunks(state, self.max_chunks, self.chunks_per_search)
         chunks = format_chunks(shown, self.chunk_chars, self.context_budget_tokens, counter)
-        prompt = render(template, question=state.question, chunks=chunks, **variables)
-        return role_messages(self.system_prompt, state.question, state.conversation, prompt, counter)
+        blocks = format_chunks(shown, self.chunk_chars, self.context_budget_tokens, counter, blocks=True)
+        prompt = render(template, question=state.question, chunks=chunks, chunk_blocks=blocks, **variables)
+        return role_messages(system_prompt, state.question, state.conversation, prompt, counter)
 
     def _complete(
         self, before: LoopState, state: LoopState, text: str, error: BaseException | None
@@ -289,6 +297,8 @@ class Answerer:
 
 def _answer_chunks(hold: AnswerTextHold | None, outputs: dict[str, LoopState]) -> list[StreamingChunk]:
     """
+    The streamed chunks that complete the final answer.
+
     What completes the streamed final answer (`AnswerTextHold.rest`): the loop's markers after the model's words,
     or the whole kept draft after a reply with no words.
     """
@@ -310,7 +320,9 @@ def _improved_answer(text: str) -> str | None:
 
 def prompt_chunks(state: LoopState, max_chunks: int, chunks_per_search: int | None = None) -> list[Document]:
     """
-    The chunks an answer prompt shows: the run's best `max_chunks` by score, or with `chunks_per_search` N the
+    The chunks an answer prompt shows.
+
+    They are the run's best `max_chunks` by score, or with `chunks_per_search` N the
     best N chunks of each search in search order (at most `max_chunks`).
     """
     if chunks_per_search is None:

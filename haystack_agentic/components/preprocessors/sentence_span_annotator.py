@@ -12,6 +12,8 @@ logger = logging.getLogger(__name__)
 @component
 class SentenceSpanAnnotator:
     """
+    Stores each chunk's sentence boundaries in its metadata (`meta["sentence_spans"]`).
+
     Stores each chunk's sentence boundaries in its metadata (`meta["sentence_spans"]`, flat `[start, end, ...]`
     character offsets), so that citations read them instead of splitting the chunk at every question: put it
     after the splitter (and `ChunkMetadataCleaner`), before the embedder/writer.

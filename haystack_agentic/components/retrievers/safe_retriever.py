@@ -32,6 +32,8 @@ class DocumentStoreUnavailableError(RuntimeError):
 @component
 class SafeRetriever:
     """
+    Wraps a Haystack retriever so that a failing search becomes a tool error, not a crash.
+
     Wraps any Haystack retriever so that a failing search becomes a tool error for the loop instead of a crash, and
     an unreachable store fails at `warm_up`.
 
@@ -170,6 +172,8 @@ def _traced(inputs: dict[str, Any], documents: list[Document], error: str | None
 
 def describe_store_address(store: Any) -> str:
     """
+    Describe where a document store lives, for error messages.
+
     Where a document store lives, for error messages: the `url`, or the Milvus `connection_args` `uri`, of its
     `to_dict()` init parameters, if it has one.
     """
@@ -186,6 +190,8 @@ def describe_store_address(store: Any) -> str:
 
 def retriever_document_store(retriever: Any) -> Any:
     """
+    Return a retriever's document store, or `None` if it names none.
+
     A retriever's document store (`None` if it names none): its `document_store` attribute, else one rebuilt from
     its `to_dict` (Weaviate's retrievers keep theirs private; the copy talks to the same server).
     """
@@ -207,6 +213,8 @@ def store_from_dict(data: dict[str, Any]) -> Any:
 
 def _checked(retriever: Any) -> Any:
     """
+    Check that `retriever` is a Haystack component with a `documents` output; returns it.
+
     `retriever`, if it is a Haystack component with a `documents` output (`ValueError` otherwise, or if it is
     already in a pipeline).
     """

@@ -12,6 +12,8 @@ logger = logging.getLogger(__name__)
 @component
 class SourceReplacingDocumentWriter:
     """
+    Writes chunks so that each source file's chunks replace the ones it had before.
+
     Writes chunks into a document store so that each source file's chunks replace the ones it had before: upserted
     by id first, then the store's other chunks of their sources are deleted (a failure leaves stale chunks at worst).
 
@@ -31,6 +33,8 @@ class SourceReplacingDocumentWriter:
 
     def __init__(self, document_store: DocumentStore, source_field: str = SOURCE_FIELD) -> None:
         """
+        Create a SourceReplacingDocumentWriter.
+
         :param document_store: The store to write to.
         :param source_field: The metadata key that names a chunk's source. Default `file_path`.
         """

@@ -9,7 +9,11 @@ from haystack import Document
 from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic import Answerer, LoopState, ToolStep
-from haystack_agentic.components.generators.answerer import DEFAULT_ANSWER_PROMPT, prompt_chunks
+from haystack_agentic.components.generators.answerer import (
+    DEFAULT_ANSWER_PROMPT,
+    DEFAULT_ANSWER_SYSTEM_PROMPT,
+    prompt_chunks,
+)
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.refused_turns import FORCED_AT_CAP
 
@@ -28,7 +32,7 @@ def _llm(*turns) -> ScriptedChatGenerator:
 
 
 def _prompt(llm: ScriptedChatGenerator, index: int = 0) -> str:
-    return llm.calls[index][0][0].text
+    return llm.calls[index][0][-1].text
 
 
 # --- answer with a draft (tools mode) ------------------------------------------------------------------------
@@ -57,8 +61,8 @@ def test_answer_llm_rewrites_the_draft():
     prompt = _prompt(llm)
     assert "Draft answer: Greenwich" in prompt
     assert f"Question: {QUESTION}" in prompt
-    assert "[1] (Adriana Trigiani) " + DOC_TEXT["trigiani"] in prompt
-    assert "[2] (Big Stone Gap (film)) " + DOC_TEXT["bsg"] in prompt
+    assert "[1] Adriana Trigiani\n" + DOC_TEXT["trigiani"] in prompt
+    assert "[2] Big Stone Gap (film)\n" + DOC_TEXT["bsg"] in prompt
     assert llm.calls[0][2] is None  # no tools for the answer role
 
 
@@ -169,6 +173,38 @@ def test_pending_action_none_means_answer():
     assert (done.outcome.terminated_by, strip_markers(done.outcome.answer)) == ("answered", "x")
 
 
+@pytest.mark.parametrize(
+    ("system_prompt", "action", "expected"),
+    [
+        (None, "answer", [DEFAULT_ANSWER_SYSTEM_PROMPT]),  # the short-answer instruction by default
+        (None, None, [DEFAULT_ANSWER_SYSTEM_PROMPT]),  # also when the answer is written from the chunks
+        ("", "answer", []),  # "" sends no system message
+        ("Answer in French.", "answer", ["Answer in French."]),
+        (None, "reflect", []),  # a critique is no short answer: no default system message
+    ],
+)
+def test_the_answer_roles_system_message(system_prompt, action, expected):
+    llm = _llm({"text": "Greenwich Village\nImproved answer: Greenwich Village"})
+    draft = "Greenwich" if action else None
+    Answerer(chat_generator=llm, system_prompt=system_prompt).run(state=_state(action=action, draft=draft))
+    assert [m.text for m in llm.calls[0][0] if m.is_from("system")] == expected
+
+
+def test_chunks_reach_the_prompt_as_blocks_or_lines():
+    llm = _llm({"text": "a"})
+    template = "{{ chunk_blocks }}|{{ chunks }}"
+    Answerer(chat_generator=llm, generate_prompt=template).run(state=_state(action=None, draft=None))
+    blocks, lines = _prompt(llm).split("|")
+    assert blocks.split("\n\n") == [
+        f"[1] Adriana Trigiani\n{DOC_TEXT['trigiani']}",
+        f"[2] Big Stone Gap (film)\n{DOC_TEXT['bsg']}",
+    ]
+    assert lines.splitlines() == [
+        f"[1] (Adriana Trigiani) {DOC_TEXT['trigiani']}",
+        f"[2] (Big Stone Gap (film)) {DOC_TEXT['bsg']}",
+    ]
+
+
 # --- reflect and first drafts (json mode) --------------------------------------------------------------------
 
 
@@ -240,7 +276,7 @@ def test_max_chunks_and_chunk_chars_limit_the_prompt():
     llm = _llm({"text": "a"})
     Answerer(chat_generator=llm, max_chunks=1, chunk_chars=20).run(state=_state())
     prompt = _prompt(llm)
-    assert f"[1] (Adriana Trigiani) {DOC_TEXT['trigiani'][:20].rstrip()} [...]" in prompt
+    assert f"[1] Adriana Trigiani\n{DOC_TEXT['trigiani'][:20].rstrip()} [...]" in prompt
     assert "[2]" not in prompt
 
 

@@ -54,7 +54,7 @@ def test_a_follow_up_question_is_answered_from_the_previous_turn(build_loop):
     assert first_call[0].role == ChatRole.SYSTEM and "search" in first_call[0].text  # the loop's own prompt first
     assert texts(first_call[1:5]) == texts(HISTORY)  # then the whole conversation, system message included
     answer_call = loop.answer_llm.calls[0][0]
-    assert texts(answer_call[:3]) == texts(HISTORY[:3])  # the answerer sees the earlier turns too
+    assert texts(answer_call[1:4]) == texts(HISTORY[:3])  # after its own system message, the earlier turns too
     assert "And where is she based?" in answer_call[-1].text
 
 
@@ -128,4 +128,4 @@ def test_a_long_conversation_keeps_its_system_messages_and_latest_turns_within_t
     assert CONSERVATIVE.count(sent) < 3000
     assert texts(sent[1:2]) == ["Answer in English."] and texts(sent[-3:]) == texts(turns[-3:])
     assert len(sent) < len(turns)  # the oldest turns were left out
-    assert CONSERVATIVE.count(loop.answer_llm.calls[0][0][:-1]) <= 4000
+    assert CONSERVATIVE.count(loop.answer_llm.calls[0][0][1:-1]) <= 4000  # the answer role's system message aside
