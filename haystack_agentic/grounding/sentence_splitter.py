@@ -11,6 +11,7 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from haystack import logging
 
@@ -41,7 +42,7 @@ class Sentence:
 
 
 def _library_spans(text: str, language: str) -> list[tuple[int, int]] | None:
-    """Sentence spans from pysbd's `char_span` output; `None` when pysbd is not installed."""
+    """Sentence spans from pysbd's segments; `None` when pysbd is not installed."""
     try:
         import pysbd  # noqa: PLC0415 - optional dependency (`grounding` extra)
     except ImportError:
@@ -52,13 +53,48 @@ def _library_spans(text: str, language: str) -> list[tuple[int, int]] | None:
     # looked for after the previous one instead; one it changed is not found, and `_fill_gaps` covers its text.
     segmenter = pysbd.Segmenter(language=language, clean=False, char_span=False)
     spans, last_end = [], 0
-    for segment in segmenter.segment(text):
+    for segment in pysbd_segments(segmenter, text):
         sentence = segment.strip()
         start = text.find(sentence, last_end) if sentence else -1
         if start >= 0:
             spans.append((start, start + len(sentence)))
             last_end = start + len(sentence)
     return spans
+
+
+def pysbd_segments(segmenter: Any, text: str) -> list[str]:
+    """
+    What `segmenter.segment(text)` returns for a segmenter with `clean=False` and no `doc_type`, without its
+    regular expressions: pysbd finds each processed sentence in the text with a pattern built from it (`re.escape`
+    of the sentence, then `\\s*`), which Python compiles anew for every sentence and which pushes pysbd's fixed
+    patterns out of `re`'s 512-entry cache, so they are compiled again too. The same search by `str.find`: the first
+    of the non-overlapping occurrences (with the whitespace after it) that ends after the previous sentence's.
+    """
+    if not text:
+        return []
+    segments, prior_end = [], 0
+    for sentence in segmenter.processor(text).process():
+        found = _occurrence_after(text, sentence, prior_end)
+        if found is not None:
+            segments.append(text[found[0] : found[1]])
+            prior_end = found[1]
+    return segments
+
+
+def _occurrence_after(text: str, sentence: str, prior_end: int) -> tuple[int, int] | None:
+    """Where pysbd finds `sentence` (pattern: it, escaped, then `\\s*`): the first match ending past `prior_end`."""
+    if not sentence:  # an empty pattern matches everywhere: left to `re` (a pattern it keeps cached)
+        match = next((m for m in re.finditer(r"\s*", text) if m.end() > prior_end), None)
+        return match.span() if match else None
+    position = 0
+    while (start := text.find(sentence, position)) >= 0:
+        end = start + len(sentence)
+        while end < len(text) and text[end].isspace():  # `\s` of a str pattern is `str.isspace`
+            end += 1
+        if end > prior_end:
+            return start, end
+        position = end  # finditer's matches do not overlap
+    return None
 
 
 @functools.cache

@@ -3,7 +3,7 @@ import itertools
 
 import pytest
 
-from haystack_agentic.grounding.sentence_splitter import plain, split_sentences
+from haystack_agentic.grounding.sentence_splitter import plain, pysbd_segments, split_sentences
 
 CASES = [
     ("Paris is in France. It is big", ["Paris is in France.", "It is big"]),  # no final period
@@ -113,3 +113,42 @@ def test_no_stored_span_fits_a_text_without_words():
     assert sentence_spans("  --- ") == []
     assert sentences_at("  --- ", []) == []
     assert sentence_spans("Paris is in France. It is big.") == [0, 19, 20, 30]
+
+
+SEGMENT_CASES = [
+    *(text for text, _ in CASES),
+    "Hi. Hi. Hi.",  # the same sentence again: each occurrence after the previous one's
+    "A.  A.\u00a0 A.\n\nA.",  # the whitespace after a sentence, Unicode spaces included, goes with it
+    "U.S.A. is big. U.S.A. is big.",
+    "Answer to: Which magazine was started first, Arthur's Magazine or First for Women?",
+    "...",
+    "x",
+]
+
+
+@pytest.mark.parametrize("text", SEGMENT_CASES)
+def test_pysbd_segments_are_pysbds_own(text):
+    import pysbd
+
+    def segmenter():
+        return pysbd.Segmenter(language="en", clean=False, char_span=False)
+
+    assert pysbd_segments(segmenter(), text) == segmenter().segment(text)
+
+
+def test_pysbd_segments_are_pysbds_own_for_any_text():
+    import pysbd
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    alphabet = st.sampled_from(
+        [*"ab .!?\n-*1)\"'(", "Dr.", "Mr. ", "U.S.", "e.g.", "3.5", "  ", "\u00a0", "\t", "Hi. "]
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(alphabet, max_size=30).map("".join))
+    def check(text):
+        segmenter = pysbd.Segmenter(language="en", clean=False, char_span=False)
+        assert pysbd_segments(segmenter, text) == segmenter.segment(text)
+
+    check()
