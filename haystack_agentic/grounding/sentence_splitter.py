@@ -64,11 +64,13 @@ def _library_spans(text: str, language: str) -> list[tuple[int, int]] | None:
 
 def pysbd_segments(segmenter: Any, text: str) -> list[str]:
     """
-    What `segmenter.segment(text)` returns for a segmenter with `clean=False` and no `doc_type`, without its
-    regular expressions: pysbd finds each processed sentence in the text with a pattern built from it (`re.escape`
-    of the sentence, then `\\s*`), which Python compiles anew for every sentence and which pushes pysbd's fixed
-    patterns out of `re`'s 512-entry cache, so they are compiled again too. The same search by `str.find`: the first
-    of the non-overlapping occurrences (with the whitespace after it) that ends after the previous sentence's.
+    What pysbd's `segmenter.segment(text)` returns, found with `str.find` instead of a regular expression per sentence.
+
+    The result is the same for a segmenter with `clean=False` and no `doc_type`. pysbd finds each processed sentence
+    in the text with a pattern built from it (`re.escape` of the sentence, then `\\s*`), which Python compiles anew
+    for every sentence and which pushes pysbd's fixed patterns out of `re`'s 512-entry cache, so they are compiled
+    again too. The same search by `str.find`: the first of the non-overlapping occurrences (with the whitespace after
+    it) that ends after the previous sentence's.
     """
     if not text:
         return []
