@@ -331,6 +331,8 @@ class AgenticRouter:
             return trace_turn("AgenticRouter", count_final_turn(routed, turn))
         suggested = suggested_search(state)  # a refused turn: the chunks' next search instead of another call
         if suggested is not None:
+            if self.mode == "tools":  # say why before the search (json mode's prompt lists the refused step)
+                state = with_refused_turn_note(self._opening(state))
             return self._free_search(state, suggested, SUGGESTED_SEARCH_REASON, f"search-suggested-{turn}")
         if self.mode == "json":
             return (

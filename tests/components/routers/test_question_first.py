@@ -3,6 +3,8 @@
 the budget (refusals come with numbered candidate searches, two in a row end the loop), and no result is `answered`
 with an answer that has no words of its own."""
 
+import itertools
+
 import pytest
 from conftest import QUESTION, answer, calls, decide, search
 from haystack.dataclasses import ChatRole
@@ -147,3 +149,19 @@ def test_an_answer_forced_at_the_cap_says_so(build_loop):
     result = loop.run()
     assert searched(result) == [QUESTION, "Adriana Trigiani"]
     assert result["terminated_by"] == "max_iterations" and strip_markers(result["answer"]) == "Greenwich Village"
+
+
+@pytest.mark.parametrize("reply", [{"text": "[1]"}, {"text": "[1][2]"}, search(QUESTION)])
+def test_tools_mode_a_refused_turn_is_explained_before_the_loops_own_search(build_loop, reply):
+    # The model is told why its turn was refused, although the loop searches the chunks' suggestion in its place,
+    # and the conversation keeps alternating roles (no two assistant messages in a row).
+    loop = build_loop([reply, answer("Greenwich Village")], **TOOLS, max_iterations=6)
+    result = loop.run()
+    assert [s["action"] for s in result["tool_history"]][:3] == ["search", "invalid", "search"]
+    assert result["tool_history"][2]["reasoning"] == SUGGESTED_SEARCH_REASON
+    told = loop.llm.calls[1][0]
+    notes = [m.text or (m.tool_call_result.result if m.tool_call_result else "") for m in told]
+    assert any("Search for something new, or answer from the chunks." in (note or "") for note in notes)
+    roles = [m.role for m in told if m.role != ChatRole.SYSTEM]
+    assert all(not (a == b == ChatRole.ASSISTANT) for a, b in itertools.pairwise(roles))
+    assert result["terminated_by"] == "answered"
