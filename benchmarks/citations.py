@@ -174,7 +174,7 @@ def oracle(data: Path) -> dict[str, list[dict]]:
             "answer": cited.outcome.answer,
             "terminated_by": "answered",
             "citations": [dict(c) for c in cited.outcome.citations],
-            "documents": [{"id": d.id} for d in shown],
+            "documents": list(shown),
             "tool_history": [],
         }
         records.append(scored(row, result, contents, 0.0))

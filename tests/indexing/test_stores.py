@@ -386,4 +386,4 @@ def test_cli_index_embed_in_memory_then_ask_with_dense_retrieval(tmp_path, capsy
     )
     result = json.loads(capsys.readouterr().out)
     assert result["tool_history"][0]["returned_chunk_ids"]
-    assert result["documents"][0].content.startswith("The mayor of Fnordville")  # dense ranking, best first
+    assert result["documents"][0]["content"].startswith("The mayor of Fnordville")  # dense ranking, best first

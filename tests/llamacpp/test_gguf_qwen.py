@@ -99,7 +99,7 @@ def test_ask_gguf_searches_and_answers_from_the_chunks(qwen_gguf, ask_env, quest
     assert result["terminated_by"] in ("answered", "max_iterations"), (result["terminated_by"], trace)
     assert has_own_words(result["answer"]), trace  # not empty, not only markers or tool-call text
     answer = words(re.sub(r"\[\d+\]", " ", result["answer"]))
-    chunk_words = set().union(*(words(document.content or "") for document in result["documents"]))
+    chunk_words = set().union(*(words(document["content"] or "") for document in result["documents"]))
     # Written from the chunks: its words are the chunks' words (the 0.5B's answer to the first question, "New York
     # city", is wrong but drawn from them; correctness is the benchmark's business, docs/benchmarks.md).
-    assert answer and answer <= chunk_words, (result["answer"], [d.content[:200] for d in result["documents"]])
+    assert answer and answer <= chunk_words, (result["answer"], [d["content"][:200] for d in result["documents"]])
