@@ -39,7 +39,8 @@ def measure(size: int, queries: int, index: dict, search: dict) -> tuple[float, 
     probes = rng.standard_normal((queries, 384)).astype("float32").tolist()
     if index["index_type"] == "IVF_FLAT":
         index = {**index, "params": {"nlist": max(1, int(size**0.5))}}
-    with tempfile.TemporaryDirectory() as tmp:
+    # Milvus Lite may still be writing its files after close(): a leftover file must not fail the measurement
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         client = MilvusClient(os.path.join(tmp, "bench.db"))
         schema = client.create_schema(auto_id=False)
         schema.add_field("id", DataType.INT64, is_primary=True)
