@@ -30,6 +30,18 @@ def small_gguf() -> Path | None:
     return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
 
 
+@pytest.fixture
+def gguf() -> Path:
+    """The 0.5B GGUF and the llamacpp extra, or a skip saying how to get them."""
+    found = small_gguf()
+    if found is None:
+        pytest.skip(
+            f"{GGUF_NAME} not found (set REAL_LLM_GGUF or run `haystack-agentic install-model --model {MODEL}`)"
+        )
+    pytest.importorskip("xllamacpp", reason="needs the llamacpp extra")
+    return found
+
+
 def run_script(*args: str, script: Path = SCRIPT) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(script), *args], cwd=ROOT, capture_output=True, text=True, timeout=900, check=False
@@ -38,13 +50,7 @@ def run_script(*args: str, script: Path = SCRIPT) -> subprocess.CompletedProcess
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_real_llm_prints_its_figures_and_resumes(tmp_path):
-    gguf = small_gguf()
-    if gguf is None:
-        pytest.skip(
-            f"{GGUF_NAME} not found (set REAL_LLM_GGUF or run `haystack-agentic install-model --model {MODEL}`)"
-        )
-    pytest.importorskip("xllamacpp", reason="needs the llamacpp extra")
+def test_real_llm_prints_its_figures_and_resumes(tmp_path, gguf):
     records = tmp_path / "records.jsonl"
     args = ["--data", str(DATA), "--n", "1", "--gguf", str(gguf), "--systems", "offline,one-shot"]
     args += ["--json", str(records)]
@@ -76,13 +82,7 @@ def test_real_llm_prints_its_figures_and_resumes(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_answer_replay_prints_each_prompts_figures(tmp_path):
-    gguf = small_gguf()
-    if gguf is None:
-        pytest.skip(
-            f"{GGUF_NAME} not found (set REAL_LLM_GGUF or run `haystack-agentic install-model --model {MODEL}`)"
-        )
-    pytest.importorskip("xllamacpp", reason="needs the llamacpp extra")
+def test_answer_replay_prints_each_prompts_figures(tmp_path, gguf):
     row = json.loads(DATA.read_text(encoding="utf-8").splitlines()[0])
     record = {"system": "json", "id": row["id"], "question": row["question"], "queries": [row["question"]], "f1": 0.5}
     records = tmp_path / "records.jsonl"
