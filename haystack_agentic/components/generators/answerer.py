@@ -237,9 +237,14 @@ class Answerer:
             template, variables = self.generate_prompt or DEFAULT_GENERATE_PROMPT, {}
         counter = token_counter_for(self.chat_generator)
         shown = prompt_chunks(state, self.max_chunks, self.chunks_per_search)
-        chunks = format_chunks(shown, self.chunk_chars, self.context_budget_tokens, counter)
-        blocks = format_chunks(shown, self.chunk_chars, self.context_budget_tokens, counter, blocks=True)
-        prompt = render(template, question=state.question, chunks=chunks, chunk_blocks=blocks, **variables)
+        # Each layout is counted against the budget only when the template uses it.
+        layouts = {"chunks": False, "chunk_blocks": True}
+        texts = {
+            name: format_chunks(shown, self.chunk_chars, self.context_budget_tokens, counter, blocks=blocks)
+            for name, blocks in layouts.items()
+            if name in template
+        }
+        prompt = render(template, question=state.question, **texts, **variables)
         return role_messages(system_prompt, state.question, state.conversation, prompt, counter)
 
     def _complete(
