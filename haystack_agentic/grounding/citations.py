@@ -52,6 +52,8 @@ _YES_NO = frozenset({"yes", "no"})
 _NO_SEARCH = {"iteration": None, "query": None}
 
 Cited = list[tuple[Document, tuple[int, int] | None]]
+#: A text's folded tokens and their stems, as sets (`_words`).
+Words = tuple[frozenset[str], frozenset[str]]
 
 
 def draft_sources(state: LoopState) -> list[str]:
@@ -242,17 +244,32 @@ def _with_citations(
 
 def _sentences(doc: Document) -> list[Sentence]:
     """The chunk's sentences, its title line left out (a title is not evidence of a claim)."""
-    title = _words(chunk_title(doc.content or "", doc.meta))[0]
-    return [s for s in _chunk_sentences(doc) if not title or not _words(s.text)[0] <= title]
+    return [sentence for sentence, _ in _sentence_words(doc)]
 
 
-def _chunk_sentences(doc: Document) -> tuple[Sentence, ...]:
-    """The chunk's sentences: at the spans its indexing stored in its meta, else split now."""
+def _sentence_words(doc: Document) -> tuple[tuple[Sentence, Words], ...]:
+    """The chunk's sentences with their `_words`, its title line left out; worked out once per chunk (cached)."""
     stored = (doc.meta or {}).get(SENTENCE_SPANS_KEY)
-    if stored is None:
-        return _split(doc.content or "")
-    valid = isinstance(stored, (list, tuple)) and all(isinstance(n, int) for n in stored)
-    return _at(doc.content or "", tuple(stored) if valid else None)
+    spans: tuple[int, ...] | bool | None = False  # `False`: none stored, split the text
+    if stored is not None:
+        valid = isinstance(stored, (list, tuple)) and all(isinstance(n, int) for n in stored)
+        spans = tuple(stored) if valid else None
+    return _chunk_words(doc.content or "", chunk_title(doc.content or "", doc.meta), spans)
+
+
+#: Chunks whose sentences and words `_chunk_words` keeps. Citing a chunk's sentences needs their words; computing
+#: them is per-chunk work (a tokenizer pass per sentence), done once per chunk as long as the chunk stays cached,
+#: not again at every question that retrieves it.
+CHUNK_CACHE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=CHUNK_CACHE_SIZE)
+def _chunk_words(content: str, title: str, spans: tuple[int, ...] | bool | None) -> tuple[tuple[Sentence, Words], ...]:
+    # `spans`: the stored sentence offsets, `None` when stored ones are invalid, `False` when none are stored.
+    sentences = _split(content) if spans is False else _at(content, spans if isinstance(spans, tuple) else None)
+    title_words = _word_sets(title)[0]
+    pairs = ((sentence, _word_sets(sentence.text)) for sentence in sentences)
+    return tuple((sentence, words) for sentence, words in pairs if not title_words or not words[0] <= title_words)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -285,11 +302,11 @@ def _sentence_around(doc: Document, start: int, end: int) -> tuple[int, int] | N
 def _best_sentence(claim: str, doc: Document, question: str) -> tuple[tuple[float, float], tuple[int, int]]:
     """`((claim score, question score), (start, end))` of `doc`'s sentence best for `claim` (score 0: its first)."""
     terms, asked = _terms(claim, question), _terms(question, question)
-    sentences = _sentences(doc)
-    best = ((0.0, 0.0), (sentences[0].start, sentences[0].end) if sentences else (0, 0))
-    for sentence in sentences:
-        score = _overlap(terms, sentence.text)
-        key = (score, _about(asked, doc, sentence.text)) if score > 0 else (0.0, 0.0)
+    sentences = _sentence_words(doc)
+    best = ((0.0, 0.0), (sentences[0][0].start, sentences[0][0].end) if sentences else (0, 0))
+    for sentence, words in sentences:
+        score = _share(terms, words)
+        key = (score, _share(asked, _with_title(doc, words))) if score > 0 else (0.0, 0.0)
         if key > best[0]:
             best = (key, (sentence.start, sentence.end))
     return best
@@ -297,7 +314,16 @@ def _best_sentence(claim: str, doc: Document, question: str) -> tuple[tuple[floa
 
 def _about(asked: tuple[Sequence[tuple[str, ...]], frozenset[str]], doc: Document, sentence: str) -> float:
     """How much of the question a sentence says, its chunk's title counting as its subject."""
-    return _overlap(asked, f"{(doc.meta or {}).get('title') or ''}. {sentence}")
+    return _share(asked, _with_title(doc, _words(sentence)))
+
+
+def _with_title(doc: Document, words: Words) -> Words:
+    """
+    A sentence's `words` with those of its chunk's `meta["title"]`: the words of `"{title}. {sentence}"` (a token
+    never runs across ". "), without tokenizing that string anew for every sentence of every chunk.
+    """
+    title = _words(f"{(doc.meta or {}).get('title') or ''}")
+    return words[0] | title[0], words[1] | title[1]
 
 
 def _saying(
@@ -312,8 +338,8 @@ def _saying(
 
     doc, start, end = located
     best = (doc, _sentence_around(doc, start, end) or (start, end))
-    holding = [d for d in pool if set(name) <= set(tokens(d.content or ""))]  # only these can have such a sentence
-    candidates = [(d, (s.start, s.end)) for d in holding for s in _sentences(d) if set(name) <= set(tokens(s.text))]
+    holding = [d for d in pool if set(name) <= _words(d.content or "")[0]]  # only these can have such a sentence
+    candidates = [(d, (s.start, s.end)) for d in holding for s, words in _sentence_words(d) if set(name) <= words[0]]
     return max([best, *candidates], key=lambda found: key(*found))  # max keeps the first of equals: `best`
 
 
@@ -349,14 +375,15 @@ def _terms(claim: str, question: str) -> tuple[tuple[tuple[str, ...], ...], froz
     return tuple(toks for _, toks in key_entities(claim)), frozenset(stem(w) for w in question_terms(claim))
 
 
-@functools.lru_cache(maxsize=8192)
-def _words(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """
-    A text's folded tokens and their stems, as sets. Cached: the same chunks and sentences are scored for every
-    claim of an answer, and question after question.
-    """
+def _word_sets(text: str) -> Words:
+    """A text's folded tokens and their stems, as sets."""
     found = frozenset(tokens(text))
     return found, frozenset(_stem(t) for t in found)
+
+
+#: `_word_sets`, cached: the same chunks, titles and claims are scored for every claim of an answer, and question
+#: after question (a chunk's sentences are cached with the chunk, `_chunk_words`).
+_words = functools.lru_cache(maxsize=8192)(_word_sets)
 
 
 #: `stem`, cached: a chunk's words are mostly words already seen.
@@ -365,8 +392,13 @@ _stem = functools.lru_cache(maxsize=65536)(stem)
 
 def _overlap(terms: tuple[Sequence[tuple[str, ...]], frozenset[str]], sentence: str) -> float:
     """How much of the claim's terms a sentence holds, in [0, 2]: entity share plus word share."""
+    return _share(terms, _words(sentence))
+
+
+def _share(terms: tuple[Sequence[tuple[str, ...]], frozenset[str]], text_words: Words) -> float:
+    """`_overlap` of a text whose `_words` are `text_words`."""
     entities, words = terms
-    found, stems = _words(sentence)
+    found, stems = text_words
     entity_share = sum(set(e) <= found for e in entities) / len(entities) if entities else 0.0
     word_share = len(words & stems) / len(words) if words else 0.0
     return entity_share + word_share
