@@ -84,9 +84,10 @@ class AgenticRAG(SuperComponent):
         # Explicit: `@component` rebuilds the class, so `super()` would not find it.
         SuperComponent.__init__(self, pipeline=pipeline, input_mapping=input_mapping, output_mapping=output_mapping)
         self.raise_on_failure = raise_on_failure
+        # Haystack annotates these `type[Any]` but takes any type, as its `output_types` do: `str | None` is a union.
         component.set_output_types(
             self,
-            answer=str | None,
+            answer=str | None,  # type: ignore[arg-type]
             answers=list[GeneratedAnswer],
             documents=list[Document],
             messages=list[ChatMessage],
