@@ -25,8 +25,10 @@ LOOP_INPUTS = ("query", "messages", "filters", "collections")
 @component
 class AgenticRAG(SuperComponent):
     """
-    The agentic loop as one component (a `SuperComponent` around a loop pipeline, whose graph stays editable in
-    `agentic_rag.pipeline`): a question or conversation in, the cited answer, its documents and the result out.
+    The agentic loop as one component: a question or conversation in, the cited answer out.
+
+    A `SuperComponent` around a loop pipeline, whose graph stays editable in `agentic_rag.pipeline`: a question or
+    conversation in, the cited answer, its documents and the result out.
 
     ### Usage example
     ```python
