@@ -350,13 +350,10 @@ def _terms(claim: str, question: str) -> tuple[tuple[tuple[str, ...], ...], froz
     return tuple(toks for _, toks in key_entities(claim)), frozenset(stem(w) for w in question_terms(claim))
 
 
+# Cached: the same chunks and sentences are scored for every claim of an answer, and question after question.
 @functools.lru_cache(maxsize=8192)
 def _words(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """
-    A text's folded tokens and their stems, as sets.
-
-    Cached: the same chunks and sentences are scored for every claim of an answer, and question after question.
-    """
+    """A text's folded tokens and their stems, as sets."""
     found = frozenset(tokens(text))
     return found, frozenset(_stem(t) for t in found)
 
