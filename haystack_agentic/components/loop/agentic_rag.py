@@ -86,7 +86,8 @@ class AgenticRAG(SuperComponent):
         # Explicit: `@component` rebuilds the class, so `super()` would not find it.
         SuperComponent.__init__(self, pipeline=pipeline, input_mapping=input_mapping, output_mapping=output_mapping)
         self.raise_on_failure = raise_on_failure
-        # Haystack annotates these `type[Any]` but takes any type, as its `output_types` do: `str | None` is a union.
+        # Haystack's `set_output_types` annotates the types `type[Any]`, too narrow: it takes any type (as
+        # `output_types` does), and `str | None` is a `UnionType`, not a `type`.
         component.set_output_types(
             self,
             answer=str | None,  # type: ignore[arg-type]
