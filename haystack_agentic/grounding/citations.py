@@ -58,8 +58,9 @@ Words = tuple[frozenset[str], frozenset[str]]
 
 def draft_sources(state: LoopState) -> list[str]:
     """
-    The `sources` of the controller's last `answer` tool call, as non-empty strings (a single value counts as a list
-    of one; a non-id is kept as text so `cite` drops and records it); `[]` without any.
+    The `sources` of the controller's last `answer` tool call, as non-empty strings; `[]` without any.
+
+    A single value counts as a list of one; a non-id is kept as text so `cite` drops and records it.
     """
     for step in reversed(state.tool_history):
         if step.action == "answer":
@@ -319,8 +320,10 @@ def _about(asked: tuple[Sequence[tuple[str, ...]], frozenset[str]], doc: Documen
 
 def _with_title(doc: Document, words: Words) -> Words:
     """
-    A sentence's `words` with those of its chunk's `meta["title"]`: the words of `"{title}. {sentence}"` (a token
-    never runs across ". "), without tokenizing that string anew for every sentence of every chunk.
+    A sentence's `words` with those of its chunk's `meta["title"]`.
+
+    They are the words of `"{title}. {sentence}"` (a token never runs across ". "), without tokenizing that string
+    anew for every sentence of every chunk.
     """
     title = _words(f"{(doc.meta or {}).get('title') or ''}")
     return words[0] | title[0], words[1] | title[1]
@@ -445,9 +448,11 @@ def settle(
     **extra: Any,
 ) -> dict[str, Any]:
     """
-    Apply a grounder's `verdicts` (a score in [0, 1] per citation, `None` keeps the offline verdict; supported at
-    `>= threshold`; `method` becomes their `check`) and derive the `grounding` dict (`assembly`) from them: each
-    answer sentence is a span with its citations' best score, supported when one of them is.
+    Apply a grounder's `verdicts` to the citations and derive the `grounding` dict (`assembly`) from them.
+
+    `verdicts` holds a score in [0, 1] per citation (`None` keeps the offline verdict; supported at `>= threshold`;
+    `method` becomes their `check`). In the `grounding` dict, each answer sentence is a span with its citations' best
+    score, supported when one of them is.
 
     :returns: `{"citations": the updated citation dicts (tuple), "grounding": the grounding dict}`.
     """
