@@ -20,6 +20,7 @@ from haystack import Document, logging
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.evidence.features import chunk_title, key_entities, question_terms, tokens
 from haystack_agentic.grounding.assembly import assemble, chunk_sources
+from haystack_agentic.grounding.chunk_sentences import Words, cached_word_sets, chunk_sentences, sentence_words
 from haystack_agentic.grounding.markers import (
     MARKER_RE,
     UNCITED_KEY,
@@ -27,13 +28,7 @@ from haystack_agentic.grounding.markers import (
     insert_markers,
     strip_markers,
 )
-from haystack_agentic.grounding.sentence_splitter import (
-    SENTENCE_SPANS_KEY,
-    Sentence,
-    plain,
-    sentences_at,
-    split_sentences,
-)
+from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
 from haystack_agentic.llm.result_digests import find_chunk
 from haystack_agentic.text import stem, strip_qualifier
 
@@ -52,8 +47,6 @@ _YES_NO = frozenset({"yes", "no"})
 _NO_SEARCH = {"iteration": None, "query": None}
 
 Cited = list[tuple[Document, tuple[int, int] | None]]
-#: A text's folded tokens and their stems, as sets (`_words`).
-Words = tuple[frozenset[str], frozenset[str]]
 
 
 def draft_sources(state: LoopState) -> list[str]:
@@ -243,58 +236,9 @@ def _with_citations(
     return state.with_outcome(answer=answer, citations=tuple(citations)).evolve(metadata=metadata)
 
 
-def _sentences(doc: Document) -> list[Sentence]:
-    """The chunk's sentences, its title line left out (a title is not evidence of a claim)."""
-    return [sentence for sentence, _ in _sentence_words(doc)]
-
-
-def _sentence_words(doc: Document) -> tuple[tuple[Sentence, Words], ...]:
-    """The chunk's sentences with their `_words`, its title line left out; worked out once per chunk (cached)."""
-    stored = (doc.meta or {}).get(SENTENCE_SPANS_KEY)
-    spans: tuple[int, ...] | bool | None = False  # `False`: none stored, split the text
-    if stored is not None:
-        valid = isinstance(stored, (list, tuple)) and all(isinstance(n, int) for n in stored)
-        spans = tuple(stored) if valid else None
-    return _chunk_words(doc.content or "", chunk_title(doc.content or "", doc.meta), spans)
-
-
-#: Chunks whose sentences and words `_chunk_words` keeps. Citing a chunk's sentences needs their words; computing
-#: them is per-chunk work (a tokenizer pass per sentence), done once per chunk as long as the chunk stays cached,
-#: not again at every question that retrieves it.
-CHUNK_CACHE_SIZE = 4096
-
-
-@functools.lru_cache(maxsize=CHUNK_CACHE_SIZE)
-def _chunk_words(content: str, title: str, spans: tuple[int, ...] | bool | None) -> tuple[tuple[Sentence, Words], ...]:
-    # `spans`: the stored sentence offsets, `None` when stored ones are invalid, `False` when none are stored.
-    sentences = _split(content) if spans is False else _at(content, spans if isinstance(spans, tuple) else None)
-    title_words = _word_sets(title)[0]
-    pairs = ((sentence, _word_sets(sentence.text)) for sentence in sentences)
-    return tuple((sentence, words) for sentence, words in pairs if not title_words or not words[0] <= title_words)
-
-
-@functools.lru_cache(maxsize=1024)
-def _split(content: str) -> tuple[Sentence, ...]:
-    # The same chunks are cited turn after turn and question after question; splitting costs 3-10 ms a chunk.
-    return tuple(split_sentences(content))
-
-
-@functools.lru_cache(maxsize=1024)
-def _at(content: str, spans: tuple[int, ...] | None) -> tuple[Sentence, ...]:
-    # Cached so that spans which do not fit are reported once, not at every claim.
-    sentences = sentences_at(content, spans) if spans is not None else None
-    if sentences is None:
-        logger.warning(
-            "A chunk's stored '{key}' do not fit its text (index it again); it is split into sentences instead.",
-            key=SENTENCE_SPANS_KEY,
-        )
-        return _split(content)
-    return tuple(sentences)
-
-
 def _sentence_around(doc: Document, start: int, end: int) -> tuple[int, int] | None:
     """The sentence of `doc` holding `[start, end)`, or `None` when it is only the title line."""
-    for sentence in _sentences(doc):
+    for sentence in chunk_sentences(doc):
         if sentence.start <= start < sentence.end or sentence.start < end <= sentence.end:
             return sentence.start, max(sentence.end, min(end, len(doc.content or "")))
     return None
@@ -303,7 +247,7 @@ def _sentence_around(doc: Document, start: int, end: int) -> tuple[int, int] | N
 def _best_sentence(claim: str, doc: Document, question: str) -> tuple[tuple[float, float], tuple[int, int]]:
     """`((claim score, question score), (start, end))` of `doc`'s sentence best for `claim` (score 0: its first)."""
     terms, asked = _terms(claim, question), _terms(question, question)
-    sentences = _sentence_words(doc)
+    sentences = sentence_words(doc)
     best = ((0.0, 0.0), (sentences[0][0].start, sentences[0][0].end) if sentences else (0, 0))
     for sentence, words in sentences:
         score = _share(terms, words)
@@ -315,7 +259,7 @@ def _best_sentence(claim: str, doc: Document, question: str) -> tuple[tuple[floa
 
 def _about(asked: tuple[Sequence[tuple[str, ...]], frozenset[str]], doc: Document, sentence: str) -> float:
     """How much of the question a sentence says, its chunk's title counting as its subject."""
-    return _share(asked, _with_title(doc, _words(sentence)))
+    return _share(asked, _with_title(doc, cached_word_sets(sentence)))
 
 
 def _with_title(doc: Document, words: Words) -> Words:
@@ -325,7 +269,7 @@ def _with_title(doc: Document, words: Words) -> Words:
     They are the words of `"{title}. {sentence}"` (a token never runs across ". "), without tokenizing that string
     anew for every sentence of every chunk.
     """
-    title = _words(f"{(doc.meta or {}).get('title') or ''}")
+    title = cached_word_sets(f"{(doc.meta or {}).get('title') or ''}")
     return words[0] | title[0], words[1] | title[1]
 
 
@@ -341,8 +285,9 @@ def _saying(
 
     doc, start, end = located
     best = (doc, _sentence_around(doc, start, end) or (start, end))
-    holding = [d for d in pool if set(name) <= _words(d.content or "")[0]]  # only these can have such a sentence
-    candidates = [(d, (s.start, s.end)) for d in holding for s, words in _sentence_words(d) if set(name) <= words[0]]
+    # Only these can have such a sentence:
+    holding = [d for d in pool if set(name) <= cached_word_sets(d.content or "")[0]]
+    candidates = [(d, (s.start, s.end)) for d in holding for s, words in sentence_words(d) if set(name) <= words[0]]
     return max([best, *candidates], key=lambda found: key(*found))  # max keeps the first of equals: `best`
 
 
@@ -378,28 +323,13 @@ def _terms(claim: str, question: str) -> tuple[tuple[tuple[str, ...], ...], froz
     return tuple(toks for _, toks in key_entities(claim)), frozenset(stem(w) for w in question_terms(claim))
 
 
-def _word_sets(text: str) -> Words:
-    """A text's folded tokens and their stems, as sets."""
-    found = frozenset(tokens(text))
-    return found, frozenset(_stem(t) for t in found)
-
-
-#: `_word_sets`, cached: the same chunks, titles and claims are scored for every claim of an answer, and question
-#: after question (a chunk's sentences are cached with the chunk, `_chunk_words`).
-_words = functools.lru_cache(maxsize=8192)(_word_sets)
-
-
-#: `stem`, cached: a chunk's words are mostly words already seen.
-_stem = functools.lru_cache(maxsize=65536)(stem)
-
-
 def _overlap(terms: tuple[Sequence[tuple[str, ...]], frozenset[str]], sentence: str) -> float:
     """How much of the claim's terms a sentence holds, in [0, 2]: entity share plus word share."""
-    return _share(terms, _words(sentence))
+    return _share(terms, cached_word_sets(sentence))
 
 
 def _share(terms: tuple[Sequence[tuple[str, ...]], frozenset[str]], text_words: Words) -> float:
-    """`_overlap` of a text whose `_words` are `text_words`."""
+    """`_overlap` of a text whose `cached_word_sets` are `text_words`."""
     entities, words = terms
     found, stems = text_words
     entity_share = sum(set(e) <= found for e in entities) / len(entities) if entities else 0.0
