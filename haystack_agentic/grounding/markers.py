@@ -3,7 +3,7 @@
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import overload
 
 #: `metadata` key of the answer's sentences that no chunk of the run backs (no citation found): a list of str.
@@ -42,15 +42,17 @@ def insert_markers(text: str, ends: Sequence[int], numbers: Sequence[Sequence[in
     return answer.strip()
 
 
-def has_own_words(text: str | None) -> bool:
+def has_own_words(text: str | None, tool_names: Collection[str]) -> bool:
     """
-    Whether an answer has words of its own (not only markers, invisible characters or tool calls).
+    Whether an answer has words of its own (not only markers, invisible characters or calls to the run's tools).
 
     Whether an answer has words of its own: not empty, not only whitespace or invisible characters (format
-    characters such as U+200B), not only `[n]` markers, and not only tool calls written as text (the shapes the
-    recovery of text tool calls reads: `llm.text_tool_calls.is_only_calls`).
+    characters such as U+200B), not only `[n]` markers, and not only calls to the run's tools written as text (the
+    shapes the recovery of text tool calls reads: `llm.text_tool_calls.is_only_calls`). A JSON object that names
+    no tool of the run (`{"name": "Paris", "country": "France"}`) is an answer in words.
 
     :param text: The answer, or `None`.
+    :param tool_names: The names of the tools the run offers (`llm.loop_tools.run_tool_names`).
     :returns: `True` when a letter or digit remains outside markers, and the text is not only tool calls.
     """
     # Imported here: the recovery module imports Haystack, which the CLI's `--help` (it loads this module) must not.
@@ -58,4 +60,4 @@ def has_own_words(text: str | None) -> bool:
 
     body = strip_markers(text) or ""
     body = "".join(ch for ch in body if unicodedata.category(ch) not in ("Cf", "Cc", "Co", "Cn") or ch == "\n")
-    return re.search(r"\w", body) is not None and not is_only_calls(body)
+    return re.search(r"\w", body) is not None and not is_only_calls(body, tool_names)

@@ -11,6 +11,7 @@ from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.grounding.citations import cite, draft_sources
 from haystack_agentic.grounding.markers import has_own_words, strip_markers
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
+from haystack_agentic.llm.loop_tools import run_tool_names
 from haystack_agentic.llm.prompts import format_chunks, render, role_messages
 from haystack_agentic.llm.refused_turns import FORCED_AT_CAP
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
@@ -254,7 +255,7 @@ class Answerer:
         draft = before.draft
         # The answer in words: its markers go, the citations are found in the chunks (`cite`); no words is no answer.
         text = strip_markers(text) or ""
-        text = text if has_own_words(text) else ""
+        text = text if has_own_words(text, run_tool_names(before)) else ""
         ended = "max_iterations" if (before.metadata or {}).get(FORCED_AT_CAP) else "answered"
         if action == "reflect" and draft:
             improved = None if error else _improved_answer(text)

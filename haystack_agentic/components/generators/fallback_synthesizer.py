@@ -10,6 +10,7 @@ from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.citations import cite, draft_sources
 from haystack_agentic.grounding.markers import has_own_words, strip_markers
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
+from haystack_agentic.llm.loop_tools import run_tool_names
 from haystack_agentic.llm.prompts import format_chunks, render, role_messages
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.serialization import role_from_dict, role_to_dict, warm_up_generator
@@ -180,7 +181,7 @@ class FallbackSynthesizer:
         if error is not None:
             return state.finish("max_iterations", answer=None, error=f"Fallback failed: {describe_error(error)}")
         text = strip_markers(text) or ""  # the answer in words: its citations are found in the chunks (`cite`)
-        if not has_own_words(text) or text.rstrip(".").upper() == _NO_ANSWER:
+        if not has_own_words(text, run_tool_names(before)) or text.rstrip(".").upper() == _NO_ANSWER:
             return state.finish("max_iterations", answer=None)
         return cite(state.finish("max_iterations", answer=text), text, shown=before.chunks[: self.max_chunks])
 
