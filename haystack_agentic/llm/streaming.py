@@ -159,7 +159,7 @@ class AnswerTextHold:
 
 
 def _in_marker(char: str) -> bool:
-    """Whether a character may stand inside an unclosed marker (`grounding.markers.MARKER_RE`: digits, commas, whitespace)."""
+    """Whether a character may stand inside an unclosed marker (`markers.MARKER_RE`: digits, commas, whitespace)."""
     return char == "," or char.isdecimal() or char.isspace()
 
 

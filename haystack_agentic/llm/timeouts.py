@@ -2,18 +2,17 @@
 """
 A time limit on a component's `run`, and what stays of a call the limit gave up on.
 
-A thread cannot be stopped: a synchronous `run` that overruns its limit goes on in its worker thread after the caller
-has been told `TimeoutError` (`abandoned`). Retrying it would start a second call beside the first (against a local llama.cpp
-server with one slot, the calls pile up), so the retry layer does not retry a call while its abandoned attempt still
-runs (`still_running`). An async `run_async` that overruns is cancelled (its client closes the connection): nothing
-is left running, and its `TimeoutError` is retried like any transient failure.
+A thread cannot be stopped: a synchronous `run` that overruns its limit goes on in its worker thread after the
+caller has been told `TimeoutError` (`abandoned`). Retrying it would start a second call beside the first (against
+a local llama.cpp server with one slot, the calls pile up), so the retry layer does not retry a call while its
+abandoned attempt still runs (`still_running`). An async `run_async` that overruns is cancelled (its client closes
+the connection): nothing is left running, and its `TimeoutError` is retried like any transient failure.
 """
 
 import asyncio
 import concurrent.futures
 import contextvars
 from typing import Any
-
 
 #: The attribute of a `TimeoutError` of an abandoned call that holds the call's future (done once the call ends).
 #: The error stays a plain `TimeoutError`, so what the user reads ("TimeoutError: ...") does not change.
@@ -37,7 +36,8 @@ def _in_thread(instance: Any, kwargs: dict[str, Any]) -> concurrent.futures.Futu
     """`instance.run(**kwargs)` started in a worker thread of its own, in a copy of the caller's context."""
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     try:
-        return pool.submit(contextvars.copy_context().run, instance.run, **kwargs)
+        context = contextvars.copy_context()
+        return pool.submit(lambda: context.run(instance.run, **kwargs))
     finally:
         pool.shutdown(wait=False)
 

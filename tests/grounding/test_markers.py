@@ -53,7 +53,8 @@ def test_the_answer_roles_keep_a_year_in_brackets(component):
         state = LoopState(question=QUESTION, chunks=CHUNKS, pending_action="answer", iteration=1)
         done = Answerer(chat_generator=llm).run(state=state)["finished"]
     else:
-        done = FallbackSynthesizer(chat_generator=llm).run(state=LoopState(question=QUESTION, chunks=CHUNKS))["finished"]
+        state = LoopState(question=QUESTION, chunks=CHUNKS)
+        done = FallbackSynthesizer(chat_generator=llm).run(state=state)["finished"]
     assert strip_markers(done.outcome.answer).startswith("Released in [1990, 1991]")
 
 

@@ -143,7 +143,6 @@ class OneSlotGenerator:
             self._leave()
 
 
-
 class AsyncOneSlotGenerator(OneSlotGenerator):
     """The same with `run_async`."""
 

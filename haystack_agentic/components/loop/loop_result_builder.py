@@ -176,4 +176,5 @@ def _generated_answers(result: dict[str, Any], question: str) -> list[GeneratedA
     by_id = {doc.id: doc for doc in result["documents"]}
     cited = [by_id[i] for i in dict.fromkeys(c["document_id"] for c in citations) if i in by_id]
     meta = {key: result[key] for key in ("answer", "terminated_by", "evidence", "grounding", "citations")}
-    return [GeneratedAnswer(data=strip_markers(result["answer"], cited_count(citations)) or "", query=question, documents=cited, meta=meta)]
+    data = strip_markers(result["answer"], cited_count(citations)) or ""
+    return [GeneratedAnswer(data=data, query=question, documents=cited, meta=meta)]
