@@ -21,11 +21,27 @@ Do the documents together state the facts needed to answer the question (every h
 enough: the answer itself must follow from them. Reply with one JSON object and nothing else:
 {"sufficient": true or false, "missing": "<what the documents do not say, or empty>", "reason": "<one sentence>"}"""
 
-#: Phrases by which a reason says the documents do NOT give the answer (a "sufficient" verdict with one contradicts
-#: itself), and by which it says they do (an "insufficient" verdict with one and nothing missing contradicts itself).
+#: How a reason says the documents do NOT give the answer (a "sufficient" verdict with one contradicts itself; an
+#: "insufficient" verdict with nothing missing and a reason that says they do, without this, contradicts itself).
+#: A negation counts only where it denies what the documents say: before a verb of saying or answering ("do not
+#: state", "does not explicitly mention", "neither document gives", "cannot be determined"), with at most
+#: `_DENIAL_GAP` words between them that are adverbs or name the documents. A negation inside the content ("he
+#: never married", "neither parent") says nothing about the documents. Some phrases deny on their own ("no
+#: information", "not enough", "insufficient", "unclear").
+_NEGATION = r"(?:\w+n[’']t|not|never|no|none|neither|nor|cannot|without)"
+_REPORTING = (
+    r"(?:stat|mention|say|said|contain|giv|gave|provid|specif|includ|indicat|answer|determin|establish|confirm|show|"
+    r"tell|told|reveal|know|identif|list|suppl|disclos|describ)\w*"
+)
+_GAP_WORD = (
+    r"(?:\w+ly|be|been|being|is|are|was|were|do|does|did|the|any|of|it|its|they|them|these|those|this|that|"
+    r"documents?|passages?|texts?|contexts?|chunks?|sources?|paragraphs?|articles?|pages?|information)"
+)
+_DENIAL_GAP = 3
 _SAYS_NOT_THERE = re.compile(
-    r"\b(?:do(?:es)?n[o']?t|did\s?n[o']?t|cannot|can't|never|neither|nor|no information|not (?:state|mention|say|"
-    r"contain|give|provide|specify|include|enough|sufficient)|insufficient|unclear|unknown|missing|lacks?)\b",
+    rf"\b{_NEGATION}(?:\s+{_GAP_WORD}){{0,{_DENIAL_GAP}}}\s+{_REPORTING}\b"
+    r"|\b(?:no (?:information|mention|evidence|data|details?|answer)|not (?:enough|sufficient)|insufficient|unclear|"
+    r"lacks? (?:any |the )?(?:information|details?|evidence|mention))\b",
     re.IGNORECASE,
 )
 _SAYS_THERE = re.compile(r"\b(?:states?|mentions?|says|contains?|gives?|provides?|shows?|answers?)\b", re.IGNORECASE)

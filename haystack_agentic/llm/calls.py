@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """One chat generator call with retries, usage accounting and a tracing span, sync and async."""
 
-import asyncio
 import contextlib
 import inspect
 import sys
@@ -25,7 +24,7 @@ from haystack_agentic.llm.retries import (
 )
 from haystack_agentic.llm.special_tokens import neutral_messages, pattern_for
 from haystack_agentic.llm.streaming import for_thread
-from haystack_agentic.llm.timeouts import run_with_timeout
+from haystack_agentic.llm.timeouts import run_async_with_timeout, run_with_timeout, still_running
 from haystack_agentic.llm.valid_text import valid_replies, valid_text
 from haystack_agentic.tracing import chat_generator_span, tag_chat_call
 
@@ -149,9 +148,26 @@ class _Attempts:
         self.policy = RetryPolicy(
             max_retries=max_retries,
             backoff=options.get("backoff", DEFAULT_BACKOFF),
-            is_failure=lambda call: call.error is not None and is_transient(call.error) and not self.streamed,
+            is_failure=self._worth_retrying,
             describe=lambda call: f"{role}: {call.error!r}",
         )
+
+    def _worth_retrying(self, call: LLMCall) -> bool:
+        """
+        Whether a failed attempt is retried: a transient failure, if nothing streamed and no attempt still runs.
+
+        Whether a failed attempt is retried: a transient failure (`is_transient`), unless the attempt streamed
+        something, or it overran the time limit and still runs in its thread (`timeouts.still_running`): a retry
+        would run beside it, and a local server with one slot would queue both.
+        """
+        if call.error is None or not is_transient(call.error) or self.streamed:
+            return False
+        if still_running(call.error):
+            logger.warning(
+                "The {role} chat generator overran its timeout and still runs; not retried beside it.", role=self.role
+            )
+            return False
+        return True
 
     def _counting(self, callback: Any) -> Any:
         """The callback, noting that the attempt streamed something."""
@@ -243,7 +259,6 @@ async def call_generator_async(
 ) -> LLMCall:
     """Async twin of `call_generator`: awaits `run_async` when the generator has one, else runs `run` in a thread."""
     attempts = _Attempts(generator, state, role, messages, options)
-    timeout = attempts.timeout
     kwargs = attempts.kwargs
     if "streaming_callback" in kwargs and not callable(getattr(generator, "run_async", None)):
         # Its sync `run` goes to a worker thread: a sync callback that runs the async one on this loop.
@@ -252,13 +267,8 @@ async def call_generator_async(
     async def attempt() -> LLMCall:
         with attempts.span() as span:
             try:
-                run_async = getattr(generator, "run_async", None)
-                call = run_async(**kwargs) if callable(run_async) else asyncio.to_thread(generator.run, **kwargs)
-                result = await asyncio.wait_for(call, timeout)
+                result = await run_async_with_timeout(generator, kwargs, attempts.timeout, "the chat generator")
                 error: Exception | None = None
-            except TimeoutError as exc:
-                late = TimeoutError(f"the chat generator did not answer within {timeout} s")
-                result, error = None, exc if timeout is None else late
             except Exception as exc:
                 result, error = None, exc
             return attempts.record(span, result, error)

@@ -41,6 +41,23 @@ READ_TOOL_NAME = "read_chunk"
 #: The loop's own tools, which user tools may not be named like.
 BUILTIN_TOOL_NAMES = (SEARCH_TOOL_NAME, ANSWER_TOOL_NAME, GIVE_UP_TOOL_NAME, READ_TOOL_NAME)
 
+#: `LoopState.metadata` key: the names of the user tools the router offers in the run (tools mode), set when the
+#: run's conversation opens, so that the answer roles know which calls written as text are the run's tools.
+USER_TOOLS_KEY = "user_tools"
+
+
+def run_tool_names(state: LoopState) -> tuple[str, ...]:
+    """
+    The names of the tools of a run: the loop's own (`BUILTIN_TOOL_NAMES`) and the user tools the router offers.
+
+    The names of the tools of a run: the loop's own (`BUILTIN_TOOL_NAMES`, which name json mode's actions too) and
+    the user tools the router offers (`USER_TOOLS_KEY`). Text that calls one of them is tool-call text, not an
+    answer in words (`grounding.markers.has_own_words`).
+    """
+    user = (state.metadata or {}).get(USER_TOOLS_KEY) or ()
+    return (*BUILTIN_TOOL_NAMES, *(name for name in user if isinstance(name, str)))
+
+
 #: Most characters of a chunk's text that `read_chunk` returns.
 READ_CHUNK_MAX_CHARS = 8000
 

@@ -16,6 +16,7 @@ from haystack.dataclasses import ChatMessage, ChatRole
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.grounding.markers import has_own_words
+from haystack_agentic.llm.loop_tools import run_tool_names
 from haystack_agentic.policies.entity_scoring import PageIndex
 from haystack_agentic.policies.mention_search import entity_names
 
@@ -159,7 +160,9 @@ def absorb_refusals(routed: dict[str, Any], turn: int) -> dict[str, Any]:
     answering = routed.get("answer")
     if answering is not None and answering.pending_action == "answer" and answering.tool_history:
         last = answering.tool_history[-1]
-        if last.action == "answer" and not (has_own_words(answering.draft) and not _call_text(answering)):
+        if last.action == "answer" and not (
+            has_own_words(answering.draft, run_tool_names(answering)) and not _call_text(answering)
+        ):
             why = f"the answer {(answering.draft or '')[:80]!r} has no words of its own: write the answer in words"
             step = ToolStep(turn, "invalid", tool_name=last.tool_name, arguments=last.arguments, result=why)
             state = answering.evolve(tool_history=(*answering.tool_history[:-1], step), draft=None, pending_action=None)

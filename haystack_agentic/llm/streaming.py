@@ -16,7 +16,7 @@ from haystack import logging
 from haystack.dataclasses import StreamingCallbackT, StreamingChunk
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
-from haystack_agentic.grounding.markers import MARKER_RE
+from haystack_agentic.grounding.markers import markers_within
 from haystack_agentic.llm.text_tool_calls import LEAD_IN_MAX_CHARS, RECOVERED_TOOL_CALLS, could_be_calls
 from haystack_agentic.llm.valid_text import valid_text
 
@@ -69,25 +69,35 @@ class AnswerTextHold:
     Streams an answer call's text as the final answer reads it.
 
     Streams an answer call's text as the final answer reads it: the loop writes the answer without the model's own
-    `[n]` markers and without surrounding whitespace (`grounding.markers.strip_markers`), then appends the citations
-    it found in the chunks. So the model's markers are dropped as they stream, and what could still become one (an
-    unclosed `[12`, the spaces before it) or be trailing whitespace is held; `rest` then sends what the final answer
-    has beyond the streamed text: the held part it kept and the loop's markers.
+    `[n]` markers of the `count` chunks it showed and without surrounding whitespace
+    (`grounding.markers.strip_markers`), then appends the citations it found in the chunks. So the model's markers
+    are dropped as they stream, and what could still become one (an unclosed `[12`, the spaces before it) or be
+    trailing whitespace is held; `rest` then sends what the final answer has beyond the streamed text: the held part
+    it kept and the loop's markers.
+
+    A reply that could still be tool calls written as text (`llm.text_tool_calls.could_be_calls`: its start is a
+    call's opener, or a short line still being written) is held whole, as the controller's is (`CallTextHold`): once
+    it cannot be calls it streams; if it ends while still held, `rest` sends it only when the final answer is that
+    text (a reply of tool-call text has no words of its own, and is never streamed as the answer).
     """
 
-    def __init__(self) -> None:
-        #: The text passed on so far: a prefix of the final answer.
+    def __init__(self, count: int | None = None) -> None:
+        """:param count: How many chunks the answer's prompt numbered (`None`: not known), for its markers."""
+        #: The text passed on so far, or held while the reply could be calls: a prefix of the final answer.
         self.sent = ""
+        self.count = count
         self._open = ""  # raw text at the end that could still be (the start of) a marker
         self._bracket = False  # `_open` has the marker's `[`
         self._space = ""  # whitespace passed on only once text follows it
+        self._calls = CallTextHold()  # the reply's start, held while it could be tool calls written as text
+        self._pending: list[StreamingChunk] = []  # chunks made visible but held by `_calls`
 
     def accept(self, chunks: list[StreamingChunk]) -> list[StreamingChunk]:
         """
         The chunks with their text as the answer will read it.
 
         The chunks with their text as the answer will read it; a chunk whose text was all held is left out (unless
-        it ends the reply).
+        it ends the reply). None while the reply could still be tool calls.
         """
         passed = []
         for chunk in chunks:
@@ -97,6 +107,13 @@ class AnswerTextHold:
             text = self._visible(chunk.content)
             if text or chunk.finish_reason is not None:
                 passed.append(replace(chunk, content=text))
+        if self._calls.released:
+            return passed
+        self._pending.extend(passed)
+        self._calls.accept([c for c in chunks if isinstance(c.content, str)])
+        if not self._calls.released:
+            return []  # the reply could still be tool calls written as text
+        passed, self._pending = self._pending, []
         return passed
 
     def _visible(self, piece: str) -> str:
@@ -107,7 +124,7 @@ class AnswerTextHold:
         cut = _open_marker_start(raw)
         self._open = raw[cut:]
         self._bracket = "[" in self._open
-        text = self._space + MARKER_RE.sub("", raw[:cut])
+        text = self._space + markers_within(raw[:cut], self.count)
         if not self.sent:
             text = text.lstrip()
         kept = text.rstrip()
@@ -117,23 +134,32 @@ class AnswerTextHold:
 
     def rest(self, answer: str, role: str) -> list[StreamingChunk]:
         """
-        The chunk of what the final answer has beyond the streamed text, if any.
+        The chunks of what the final answer has beyond the streamed text, if any.
 
-        The answer-tagged chunk of what `answer` (the final answer) has beyond the streamed text; none when it
-        has nothing more, or when it does not start with the streamed text (a reply replaced after it streamed).
+        The answer-tagged chunks of what `answer` (the final answer) has beyond the streamed text: first the text
+        held while the reply could be tool calls, when the answer is that text, then the rest; none when it has
+        nothing more, or when it does not start with the streamed text (a reply replaced after it streamed).
         """
+        held: list[StreamingChunk] = []
+        if not self._calls.released:
+            self._calls.drop()
+            if answer.startswith(self.sent):
+                held = [tagged(chunk, role, answer=True) for chunk in self._pending]
+            else:  # the held reply (tool-call text, or text the answer replaced) is not the answer: never sent
+                self.sent = ""
+            self._pending = []
         if not answer.startswith(self.sent):
             logger.debug(
                 "The final answer does not continue the streamed {role} text; nothing more is sent.", role=role
             )
-            return []
+            return held
         rest = answer[len(self.sent) :]
         self.sent = answer
-        return [tagged(StreamingChunk(content=rest), role, answer=True)] if rest else []
+        return [*held, *([tagged(StreamingChunk(content=rest), role, answer=True)] if rest else [])]
 
 
 def _in_marker(char: str) -> bool:
-    """Whether a character may stand inside an unclosed marker (`MARKER_RE`: digits, commas, whitespace)."""
+    """Whether a character may stand inside an unclosed marker (`markers.MARKER_RE`: digits, commas, whitespace)."""
     return char == "," or char.isdecimal() or char.isspace()
 
 

@@ -13,7 +13,7 @@ Parsing is bounded: replies longer than `MAX_REPLY_CHARS` are not read, JSON is 
 """
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from haystack.dataclasses import ChatMessage, ToolCall
@@ -87,25 +87,29 @@ def recover_tool_calls(
     return [ToolCall(tool_name=name, arguments=args, id=f"{id_prefix}-{n}") for n, (name, args) in enumerate(calls, 1)]
 
 
-def is_only_calls(text: str | None) -> bool:
+def is_only_calls(text: str | None, tool_names: Collection[str]) -> bool:
     """
-    Whether a text is nothing but tool calls written as text, whichever tools were offered.
+    Whether a text is nothing but calls, written as text, to the tools named `tool_names`.
 
-    Whether a text is nothing but tool calls written as text, whichever tools were offered: what `recover_tool_calls`
-    reads (after at most one short lead-in line, the last call possibly cut off by the token limit), each call a JSON
-    object with a string `name` and its arguments, before they are checked against an offered tool. An answer like
-    this has no words of its own (`grounding.markers.has_own_words`); a tool definition copied back is not a call.
+    Whether a text is nothing but calls, written as text, to the tools named `tool_names` (the tools the run offers):
+    what `recover_tool_calls` reads (after at most one short lead-in line, the last call possibly cut off by the token
+    limit), each call a JSON object whose string `name` is one of `tool_names`, with its arguments (not checked
+    against a schema: a call with bad arguments is still no answer in words). An answer like this has no words of its
+    own (`grounding.markers.has_own_words`); a tool definition copied back is not a call, and neither is a JSON
+    object naming anything else (`{"name": "Paris", "country": "France"}` is an answer written in JSON).
 
     :param text: The text (`None` or blank: not calls).
+    :param tool_names: The names of the tools the run offers (empty: no text is calls).
     :returns: `True` when at least one complete call and nothing else was written. Never raises.
     """
-    if not text or not text.strip():
+    if not text or not text.strip() or not tool_names:
         return False
     try:
         body = _before_invented_results(text)
         values = _blocks(body[_lead_in_end(body) :], True, 0)
         for value in values:
-            _call_parts(value)
+            if _call_parts(value)[0] not in tool_names:
+                return False
     except (_NotCallsError, RecursionError):
         return False
     return bool(values)

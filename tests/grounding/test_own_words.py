@@ -11,6 +11,7 @@ from scripted_chat_generator import ScriptedChatGenerator
 
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.grounding.markers import has_own_words
+from haystack_agentic.llm.loop_tools import BUILTIN_TOOL_NAMES
 from haystack_agentic.llm.text_tool_calls import recover_tool_calls
 
 CALL = '{"name": "search", "arguments": {"query": "Dow Chemical Company headquarters"}}'
@@ -45,7 +46,7 @@ RECORDED = Path(__file__).resolve().parents[1] / "data" / "text_tool_calls"
     ],
 )
 def test_no_words_of_its_own(text):
-    assert has_own_words(text) is False
+    assert has_own_words(text, BUILTIN_TOOL_NAMES) is False
 
 
 @pytest.mark.parametrize(
@@ -67,10 +68,14 @@ def test_no_words_of_its_own(text):
         f"{'x' * 250} {CALL}",
         DEFINITION,
         f"<tools>\n{DEFINITION}",
+        # an answer written as JSON: a call-shaped object that names no tool of the run
+        '{"name": "Paris", "country": "France"}',
+        '```json\n{"name": "Marie Curie", "arguments": {"born": 1867}}\n```',
+        '{"name": "weather", "arguments": {"city": "Paris"}}',
     ],
 )
 def test_words_of_its_own(text):
-    assert has_own_words(text) is True
+    assert has_own_words(text, BUILTIN_TOOL_NAMES) is True
 
 
 def _recorded_replies() -> list[str]:
@@ -89,4 +94,11 @@ def test_a_reply_run_as_tool_calls_has_no_words_of_its_own(truncated):
     texts = [*_recorded_replies(), CALL, f"<tools>\n{CALL}\n</tools>", f"[{CALL}, {CALL}]", f"{CALL}\n{CALL[:30]}"]
     run = [text for text in texts if recover_tool_calls(text, tools, truncated=truncated)]
     assert len(run) >= (5 if truncated else 4)
-    assert not [text for text in run if has_own_words(text)]
+    assert not [text for text in run if has_own_words(text, [tool.name for tool in tools])]
+
+
+def test_calls_to_a_user_tool_are_tool_call_text_only_in_a_run_that_offers_it():
+    weather = '{"name": "weather", "arguments": {"city": "Paris"}}'
+    assert has_own_words(weather, (*BUILTIN_TOOL_NAMES, "weather")) is False
+    assert has_own_words(weather, BUILTIN_TOOL_NAMES) is True
+    assert has_own_words(CALL, ()) is True  # a run that offers no tools: no text is a call

@@ -2,6 +2,7 @@
 """The misbehaving-LLM policies of docs/robustness.md: retries, timeouts, empty and reasoning-only replies."""
 
 import asyncio
+import threading
 import time
 
 import httpx
@@ -113,6 +114,73 @@ def test_timeout_sync_and_async():
         )
     )
     assert isinstance(call.error, TimeoutError)
+
+
+class OneSlotGenerator:
+    """A local server with one slot: each call holds the slot until `release` is set; counts calls running at once."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.calls = self.running = self.most_at_once = 0
+
+    def _enter(self) -> None:
+        with self.lock:
+            self.calls += 1
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+
+    def _leave(self) -> None:
+        with self.lock:
+            self.running -= 1
+
+    def run(self, messages: list[ChatMessage], generation_kwargs=None, tools=None):
+        self._enter()
+        try:
+            self.release.wait(10)
+            return {"replies": [ChatMessage.from_assistant("ok")]}
+        finally:
+            self._leave()
+
+
+class AsyncOneSlotGenerator(OneSlotGenerator):
+    """The same with `run_async`."""
+
+    async def run_async(self, messages: list[ChatMessage], generation_kwargs=None, tools=None):
+        self._enter()
+        try:  # cancelled at the time limit: the client closes the connection, the slot is free again
+            await asyncio.sleep(10)
+            return {"replies": [ChatMessage.from_assistant("ok")]}
+        finally:
+            self._leave()
+
+
+def _slow_call(generator, run_async: bool):
+    options = {"timeout": 0.1, "max_retries": 2, "backoff": 0.01}
+    state, messages = LoopState(question="q"), [ChatMessage.from_user("q")]
+    if run_async:
+        return asyncio.run(call_generator_async(generator, state, "answer", messages, **options))
+    return call_generator(generator, state, "answer", messages, **options)
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_a_call_abandoned_at_its_timeout_is_not_retried_while_it_still_runs(run_async):
+    # A sync `run` cannot be stopped: a retry would be a second call beside it (a one-slot server queues both).
+    generator = OneSlotGenerator()
+    try:
+        call = _slow_call(generator, run_async)
+        assert isinstance(call.error, TimeoutError) and "0.1 s" in str(call.error)
+        assert (generator.calls, generator.most_at_once, call.state.usage["answer"]["calls"]) == (1, 1, 1)
+    finally:
+        generator.release.set()
+
+
+def test_a_cancelled_async_call_is_retried_one_at_a_time():
+    # `run_async` overrunning is cancelled (nothing left running): its timeout is retried like any transient failure.
+    generator = AsyncOneSlotGenerator()
+    call = _slow_call(generator, run_async=True)
+    assert isinstance(call.error, TimeoutError)
+    assert (generator.calls, generator.most_at_once, call.state.usage["answer"]["calls"]) == (3, 1, 3)
 
 
 @pytest.mark.integration  # the packaged MiniLM (the evidence check's embeddings)

@@ -113,12 +113,13 @@ def _pieces(text: str, cuts: list[int]) -> list[str]:
 @given(st.text(alphabet="ab ,.\t\n[]12", max_size=40), st.lists(st.integers(0, 40), max_size=12))
 def test_an_answer_streamed_in_any_pieces_is_the_final_answer_s_prefix_and_rest_completes_it(text, cuts):
     hold = AnswerTextHold()
+    streamed = ""
     for piece in _pieces(text, cuts):
-        hold.accept([StreamingChunk(content=piece)])
+        streamed += "".join(c.content for c in hold.accept([StreamingChunk(content=piece)]))
     words = strip_markers(text)
     assert words.startswith(hold.sent) and (hold.sent == "" or not hold.sent[-1].isspace())
+    assert hold.sent.startswith(streamed)  # what is not streamed yet is held (the reply could still be calls)
     final = append_markers(words, [7]) if words else "the kept draft"
-    streamed = hold.sent
     rest = hold.rest(final, "answer")
     assert streamed + "".join(c.content for c in rest) == final == hold.sent
     assert all(c.meta[ANSWER_META] and c.meta[ROLE_META] == "answer" for c in rest)
@@ -126,14 +127,15 @@ def test_an_answer_streamed_in_any_pieces_is_the_final_answer_s_prefix_and_rest_
 
 def test_a_marker_split_across_chunks_is_held_until_it_closes_and_a_bracket_that_is_no_marker_is_passed_on():
     hold = AnswerTextHold()
-    sent = [c.content for c in hold.accept([StreamingChunk(content=p) for p in ["Paris", " [", "1", ",", " 2"]])]
-    assert sent == ["Paris"]
+    # (a second line that opens no call: the reply can no longer be tool calls written as text, so it streams)
+    sent = [c.content for c in hold.accept([StreamingChunk(content=p) for p in ["Paris\nis", " [", "1", ",", " 2"]])]
+    assert sent == ["Paris\nis"]
     assert [c.content for c in hold.accept([StreamingChunk(content="].")])] == ["."]
     assert [c.content for c in hold.accept([StreamingChunk(content=" [see"), StreamingChunk(content=" note]")])] == [
         " [see",
         " note]",
     ]
-    assert hold.sent == "Paris. [see note]"
+    assert hold.sent == "Paris\nis. [see note]"
     # A final answer that does not continue what streamed (a reply replaced after streaming): nothing more is sent.
     assert hold.rest("Another answer", "answer") == []
 
@@ -320,3 +322,47 @@ def test_a_call_that_streamed_before_failing_is_not_retried():
         unstreamed, LoopState(question="q"), "answer", [ChatMessage.from_user("q")], max_retries=2, backoff=0
     )
     assert unstreamed.calls == 3  # without a stream, a transient failure is retried as before
+
+
+TOOL_CALL_REPLIES = [
+    '{"name": "answer", "arguments": {"text": "Greenwich Village"}}',
+    'Here is my answer.\n```json\n{"name": "search", "arguments": {"query": "Big Stone Gap director"}}\n```',
+    '<tool_call>\n{"name": "give_up", "arguments": {"reason": "none"}}\n</tool_call>',
+]
+
+
+@pytest.mark.parametrize("reply", TOOL_CALL_REPLIES)
+def test_an_answer_reply_of_tool_call_text_is_not_streamed_as_the_answer(build_loop, reply):
+    # The answer LLM wrote calls, not words: the draft is kept, and only the draft streams as the answer.
+    loop = build_loop([search("Adriana Trigiani"), answer("Greenwich Village")], answer_script=[{"text": reply}])
+    chunks: list[StreamingChunk] = []
+    result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
+    result = result["result"]
+    assert strip_markers(result["answer"]) == "Greenwich Village" and result["terminated_by"] == "answered"
+    streamed = [c.content for c in chunks if c.meta.get(ANSWER_META)]
+    assert "".join(streamed) == result["answer"]
+    assert not [text for text in streamed if "{" in text or "<" in text or "`" in text]
+
+
+@pytest.mark.parametrize("reply", TOOL_CALL_REPLIES)
+async def test_a_fallback_reply_of_tool_call_text_streams_nothing(build_loop, reply):
+    loop = build_loop(
+        [search("Adriana Trigiani"), search("Big Stone Gap")], max_iterations=2, fallback_script=[{"text": reply}]
+    )
+    chunks: list[StreamingChunk] = []
+
+    async def collect(chunk: StreamingChunk) -> None:
+        chunks.append(chunk)
+
+    out = await loop.pipeline.run_async(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=collect))
+    assert (out["result"]["terminated_by"], out["result"]["answer"]) == ("max_iterations", None)
+    assert not [c.content for c in chunks if c.meta.get(ANSWER_META) and c.content]
+    assert [c for c in chunks if c.meta.get(ROLE_META) == "fallback"] == []
+
+
+def test_a_short_answer_is_held_until_it_cannot_be_tool_calls_then_streams_whole(build_loop):
+    loop = build_loop([search("Adriana Trigiani"), answer("Greenwich")], answer_script=[{"text": "Greenwich Village"}])
+    chunks: list[StreamingChunk] = []
+    result = loop.pipeline.run(loop_inputs(loop.pipeline, query=QUESTION, streaming_callback=chunks.append))
+    assert answer_text(chunks) == result["result"]["answer"]
+    assert strip_markers(result["result"]["answer"]) == "Greenwich Village"

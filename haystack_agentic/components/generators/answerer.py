@@ -9,8 +9,9 @@ from haystack.dataclasses import ChatMessage, StreamingCallbackT, StreamingChunk
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.grounding.citations import cite, draft_sources
-from haystack_agentic.grounding.markers import has_own_words, strip_markers
+from haystack_agentic.grounding.markers import MAX_MARKER, has_own_words, strip_markers
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
+from haystack_agentic.llm.loop_tools import run_tool_names
 from haystack_agentic.llm.prompts import format_chunks, render, role_messages
 from haystack_agentic.llm.refused_turns import FORCED_AT_CAP
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
@@ -130,10 +131,14 @@ class Answerer:
         :param stream_answer: `True` (default): the final answer's tokens stream tagged as the answer, as the final
             answer reads them (the model's own `[n]` markers left out), then the loop's citation markers. `False`
             (before a `ShortAnswerExtractor`, which streams the answer): untagged.
-        :raises ValueError: If `max_chunks`, `chunk_chars` or `chunks_per_search` is below 1.
+        :raises ValueError: If `max_chunks`, `chunk_chars` or `chunks_per_search` is below 1, or `max_chunks` above
+            `grounding.markers.MAX_MARKER` (99).
         """
         if max_chunks < 1 or chunk_chars < 1 or (chunks_per_search is not None and chunks_per_search < 1):
             msg = "max_chunks, chunk_chars and chunks_per_search must be at least 1"
+            raise ValueError(msg)
+        if max_chunks > MAX_MARKER:
+            msg = f"max_chunks must be at most {MAX_MARKER} (a [n] citation marker numbers at most that many chunks)"
             raise ValueError(msg)
         self.chat_generator = chat_generator
         self.temperature = temperature
@@ -172,7 +177,7 @@ class Answerer:
         if isinstance(prepared, dict):
             return prepared
         role, final = self._role(state)
-        hold = AnswerTextHold() if final and self.stream_answer else None
+        hold = self._answer_hold(state) if final and self.stream_answer else None
         options = role_options(self)
         options["streaming_callback"] = role_callback(callback, role, answer=hold is not None, hold=hold)
         call = call_generator(self.chat_generator, state, "answer", prepared, **options)
@@ -190,13 +195,17 @@ class Answerer:
         if isinstance(prepared, dict):
             return prepared
         role, final = self._role(state)
-        hold = AnswerTextHold() if final and self.stream_answer else None
+        hold = self._answer_hold(state) if final and self.stream_answer else None
         options = role_options(self)
         options["streaming_callback"] = role_callback_async(callback, role, answer=hold is not None, hold=hold)
         call = await call_generator_async(self.chat_generator, state, "answer", prepared, **options)
         outputs = self._complete(state, call.state, call.text, call.error)
         await emit_async(callback, [*_answer_chunks(hold, outputs), *step_chunks(state, routed_state(outputs))])
         return outputs
+
+    def _answer_hold(self, state: LoopState) -> AnswerTextHold:
+        """What streams the final answer's text: the markers of the chunks its prompt shows are dropped."""
+        return AnswerTextHold(len(prompt_chunks(state, self.max_chunks, self.chunks_per_search)))
 
     @staticmethod
     def _role(state: LoopState) -> tuple[str, bool]:
@@ -242,9 +251,11 @@ class Answerer:
     ) -> dict[str, LoopState]:
         action = before.pending_action or "answer"
         draft = before.draft
-        # The answer in words: its markers go, the citations are found in the chunks (`cite`); no words is no answer.
-        text = strip_markers(text) or ""
-        text = text if has_own_words(text) else ""
+        shown = prompt_chunks(before, self.max_chunks, self.chunks_per_search)
+        # The answer in words: its markers of shown chunks go, the citations are found in the chunks (`cite`); no words
+        # is no answer.
+        text = strip_markers(text, len(shown)) or ""
+        text = text if has_own_words(text, run_tool_names(before)) else ""
         ended = "max_iterations" if (before.metadata or {}).get(FORCED_AT_CAP) else "answered"
         if action == "reflect" and draft:
             improved = None if error else _improved_answer(text)
@@ -253,7 +264,6 @@ class Answerer:
             result = text or (describe_error(error) if error else None)
             step = ToolStep(iteration=before.iteration + 1, action="reflect", result=result)
             return {"state": state.with_step(step).evolve(draft=improved or draft, pending_action=None)}
-        shown = prompt_chunks(before, self.max_chunks, self.chunks_per_search)
         if action == "answer" and draft:
             if error is not None or not text:
                 reason = describe_error(error) if error else "blank reply"

@@ -8,8 +8,9 @@ from haystack.dataclasses import ChatMessage, StreamingCallbackT
 
 from haystack_agentic.dataclasses.loop_state import LoopState
 from haystack_agentic.grounding.citations import cite, draft_sources
-from haystack_agentic.grounding.markers import has_own_words, strip_markers
+from haystack_agentic.grounding.markers import MAX_MARKER, has_own_words, strip_markers
 from haystack_agentic.llm.calls import call_generator, call_generator_async, describe_error, role_options
+from haystack_agentic.llm.loop_tools import run_tool_names
 from haystack_agentic.llm.prompts import format_chunks, render, role_messages
 from haystack_agentic.llm.retries import DEFAULT_MAX_RETRIES
 from haystack_agentic.llm.serialization import role_from_dict, role_to_dict, warm_up_generator
@@ -93,10 +94,14 @@ class FallbackSynthesizer:
         :param timeout: Seconds one LLM call may take (`None`: no limit); a timeout counts as transient.
         :param streaming_callback: Called with each `StreamingChunk` of the fallback call (role `fallback`, part of
             the final answer; a reply that is "NO ANSWER" is never passed on). The run input wins over it.
-        :raises ValueError: If `max_chunks` or `chunk_chars` is below 1.
+        :raises ValueError: If `max_chunks` or `chunk_chars` is below 1, or `max_chunks` above
+            `grounding.markers.MAX_MARKER` (99).
         """
         if max_chunks < 1 or chunk_chars < 1:
             msg = "max_chunks and chunk_chars must be at least 1"
+            raise ValueError(msg)
+        if max_chunks > MAX_MARKER:
+            msg = f"max_chunks must be at most {MAX_MARKER} (a [n] citation marker numbers at most that many chunks)"
             raise ValueError(msg)
         self.chat_generator = chat_generator
         self.temperature = temperature
@@ -132,7 +137,7 @@ class FallbackSynthesizer:
         messages = self._prepare(state)
         if messages is None:
             return {"finished": self._without_call(state)}
-        hold = AnswerTextHold()
+        hold = AnswerTextHold(len(state.chunks[: self.max_chunks]))
         options = role_options(self)
         options["streaming_callback"] = role_callback(callback, "fallback", answer=True, hold_no_answer=True, hold=hold)
         call = call_generator(self.chat_generator, state, "fallback", messages, **options)
@@ -150,7 +155,7 @@ class FallbackSynthesizer:
         messages = self._prepare(state)
         if messages is None:
             return {"finished": self._without_call(state)}
-        hold = AnswerTextHold()
+        hold = AnswerTextHold(len(state.chunks[: self.max_chunks]))
         options = role_options(self)
         options["streaming_callback"] = role_callback_async(
             callback, "fallback", answer=True, hold_no_answer=True, hold=hold
@@ -179,10 +184,11 @@ class FallbackSynthesizer:
     def _complete(self, before: LoopState, state: LoopState, text: str, error: BaseException | None) -> LoopState:
         if error is not None:
             return state.finish("max_iterations", answer=None, error=f"Fallback failed: {describe_error(error)}")
-        text = strip_markers(text) or ""  # the answer in words: its citations are found in the chunks (`cite`)
-        if not has_own_words(text) or text.rstrip(".").upper() == _NO_ANSWER:
+        shown = before.chunks[: self.max_chunks]
+        text = strip_markers(text, len(shown)) or ""  # the answer in words: its citations are found in the chunks
+        if not has_own_words(text, run_tool_names(before)) or text.rstrip(".").upper() == _NO_ANSWER:
             return state.finish("max_iterations", answer=None)
-        return cite(state.finish("max_iterations", answer=text), text, shown=before.chunks[: self.max_chunks])
+        return cite(state.finish("max_iterations", answer=text), text, shown=shown)
 
     def to_dict(self) -> dict[str, Any]:
         """:returns: The component as a dictionary, its chat generator serialised (`role_to_dict`)."""

@@ -7,7 +7,7 @@ from haystack import Document, component, logging
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
 from haystack_agentic.dataclasses.loop_state import LoopState, jsonable
-from haystack_agentic.grounding.markers import strip_markers
+from haystack_agentic.grounding.markers import cited_count, strip_markers
 from haystack_agentic.grounding.sentence_splitter import SENTENCE_SPANS_KEY
 from haystack_agentic.llm.valid_text import strict_json, valid_document, valid_value
 from haystack_agentic.tracing import tag_current_span
@@ -115,7 +115,7 @@ def _result(state: LoopState) -> dict[str, Any]:
     documents = [_result_document(doc) for doc in state.chunks]
     conversation = list(state.conversation or (ChatMessage.from_user(state.question),))
     if answer is not None:  # its markers number this run's citations, which the next run does not have
-        conversation.append(ChatMessage.from_assistant(strip_markers(answer) or answer))
+        conversation.append(ChatMessage.from_assistant(strip_markers(answer, cited_count(outcome.citations)) or answer))
     keys = ("calls", "prompt_tokens", "completion_tokens")
     total = {key: sum(int(counts.get(key, 0)) for counts in state.usage.values()) for key in keys}
     data = strict_json(
@@ -176,4 +176,5 @@ def _generated_answers(result: dict[str, Any], question: str) -> list[GeneratedA
     by_id = {doc.id: doc for doc in result["documents"]}
     cited = [by_id[i] for i in dict.fromkeys(c["document_id"] for c in citations) if i in by_id]
     meta = {key: result[key] for key in ("answer", "terminated_by", "evidence", "grounding", "citations")}
-    return [GeneratedAnswer(data=strip_markers(result["answer"]) or "", query=question, documents=cited, meta=meta)]
+    data = strip_markers(result["answer"], cited_count(citations)) or ""
+    return [GeneratedAnswer(data=data, query=question, documents=cited, meta=meta)]

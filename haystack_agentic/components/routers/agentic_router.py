@@ -38,6 +38,7 @@ from haystack_agentic.llm.loop_tools import (
     BUILTIN_TOOL_NAMES,
     PLACEHOLDER_TEXT,
     SEARCH_TOOL_NAME,
+    USER_TOOLS_KEY,
     builtin_tools,
     planned_search,
     route_tool_calls,
@@ -314,6 +315,8 @@ class AgenticRouter:
         # The run's starting conversation (its oldest turns left out beyond half the budget), else the question.
         earlier = fit_turns(state.conversation[:-1], self.context_budget_tokens // 2, self._token_counter())
         conversation = (*earlier, *state.conversation[-1:]) or (ChatMessage.from_user(state.question),)
+        if self._user_tools:  # the answer roles tell calls of these tools written as text from answers
+            state = state.evolve(metadata={**(state.metadata or {}), USER_TOOLS_KEY: list(self._user_tools)})
         return state.with_messages(ChatMessage.from_system(system), *conversation)
 
     def _prepare(self, state: LoopState) -> dict[str, Any] | tuple[LoopState, list[ChatMessage], Any]:

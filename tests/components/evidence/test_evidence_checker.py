@@ -24,7 +24,7 @@ from haystack_agentic import (
 from haystack_agentic.components.evidence.evidence_checker import DEFAULT_GIVE_UP_TEMPLATE, STRONG_OFFLINE_SCORE
 from haystack_agentic.components.loop.loop_result_builder import result_to_dict
 from haystack_agentic.evidence.features import chunk_title, key_entities, lexical_coverage, truecase
-from haystack_agentic.evidence.judge import parse_verdict
+from haystack_agentic.evidence.judge import contradicts_itself, parse_verdict
 from haystack_agentic.evidence.similarity import chunk_head
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
@@ -510,6 +510,39 @@ def test_a_judge_whose_reason_contradicts_its_verdict_does_not_decide_alone(buil
     evidence = result["evidence"]
     assert evidence["method"] == "offline-lexical" and "contradicts" in evidence["judge_overruled"]
     assert result["terminated_by"] == "gave_up"
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "The documents state he never married, which answers the question.",
+        "Neither parent is named in the film, but the documents give her birthplace.",
+        "The first document says the band did not tour in 1990; the second gives the year they split.",
+        "The magazine was never renamed, and the documents state it started in 1844.",
+    ],
+)
+def test_a_negation_in_the_content_of_the_reason_is_no_contradiction(reason):
+    assert contradicts_itself({"sufficient": True, "missing": "", "reason": reason}) is False
+    # ... and an "insufficient" verdict whose reason says the documents do state it contradicts itself
+    assert contradicts_itself({"sufficient": False, "missing": "", "reason": reason}) is True
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "The documents do not state when Arthur's Magazine started.",
+        "The documents don't explicitly mention his birth year.",
+        "Neither document gives the founding year.",
+        "None of the passages mentions the director.",
+        "The year cannot be determined from the documents.",
+        "It is not known where she was born.",
+        "There is no information about the second hop.",
+        "The documents are insufficient: they only cover the film.",
+    ],
+)
+def test_a_reason_that_denies_the_documents_say_it_contradicts_a_sufficient_verdict(reason):
+    assert contradicts_itself({"sufficient": True, "missing": "", "reason": reason}) is True
+    assert contradicts_itself({"sufficient": False, "missing": "", "reason": reason}) is False
 
 
 STRONG_CHUNK = Document(

@@ -15,6 +15,7 @@ from haystack_agentic.components.generators.answerer import (
     prompt_chunks,
 )
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.llm.loop_tools import USER_TOOLS_KEY
 from haystack_agentic.llm.refused_turns import FORCED_AT_CAP
 
 CHUNKS = (
@@ -154,6 +155,19 @@ def test_generate_without_words_of_its_own_is_no_answer(reply):
     done = Answerer(chat_generator=_llm({"text": reply})).run(state=_state(draft=None))["finished"]
     assert done.outcome.terminated_by == "error" and done.outcome.answer is None
     assert "no answer in words" in done.outcome.error
+
+
+def test_an_answer_written_as_json_that_names_no_tool_of_the_run_is_an_answer():
+    reply = '{"name": "Greenwich Village", "country": "United States"}'
+    done = Answerer(chat_generator=_llm({"text": reply})).run(state=_state(draft=None))["finished"]
+    assert (done.outcome.terminated_by, strip_markers(done.outcome.answer)) == ("answered", reply)
+
+
+def test_a_call_of_a_user_tool_the_run_offers_is_no_answer():
+    reply = '{"name": "film_year", "arguments": {"title": "Big Stone Gap"}}'
+    state = _state(draft=None).evolve(metadata={USER_TOOLS_KEY: ["film_year"]})
+    done = Answerer(chat_generator=_llm({"text": reply})).run(state=state)["finished"]
+    assert done.outcome.terminated_by == "error" and "no answer in words" in done.outcome.error
 
 
 def test_an_answer_forced_at_the_turn_limit_says_so():

@@ -117,8 +117,9 @@ def test_json_invalid_replies_twice_end_the_loop_early(build_loop):
         {"text": "[5][6]"},
         {"text": " \u200b "},
         answer("[1]"),
-        # a call of a tool the loop does not offer is not recovered (a valid search would run): only tool-call text
-        {"text": '<tools>{"name": "lookup", "arguments": {"query": "x"}}</tools>'},
+        # a call of an offered tool whose arguments do not validate is not recovered (a valid search would run): only
+        # tool-call text (a call of a tool the run does not offer is text: tests/grounding/test_own_words.py)
+        {"text": '<tools>{"name": "search", "arguments": {"query": "x", "top_k": "lots"}}</tools>'},
     ],
 )
 def test_an_answer_without_words_of_its_own_is_never_answered(build_loop, reply):

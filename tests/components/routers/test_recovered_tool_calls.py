@@ -79,8 +79,8 @@ def test_prose_stays_an_answer(build_loop, text):
 @pytest.mark.parametrize(
     "text",
     [
-        _text_call("delete_files", path="/"),  # not an offered tool
         '{"name": "search", "arguments": {"query": "x", "top_k": "lots"}}',  # arguments that do not validate
+        '{"name": "give_up", "why": "none"}',  # a key the tool does not declare
     ],
 )
 def test_calls_that_do_not_validate_neither_run_nor_answer(build_loop, text):
@@ -108,6 +108,35 @@ def test_a_user_tool_written_as_text_runs(build_loop):
     result = loop.run()
     assert actions(result) == ["tool", "answer"]
     assert result["tool_history"][0]["result"] == "2014"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "Greenwich Village", "country": "United States"}',
+        _text_call("delete_files", path="/"),  # names no tool of the run: text, like any other JSON
+    ],
+)
+def test_json_that_names_no_tool_of_the_run_is_an_answer(build_loop, text):
+    # Only calls of the run's tools are tool-call text; any other JSON object is the model's answer written as JSON.
+    result = build_loop([{"text": text}]).run()
+    assert actions(result) == ["answer"] and result["terminated_by"] == "answered"
+    assert strip_markers(result["answer"]) == text
+
+
+def test_a_user_tool_call_that_does_not_validate_is_not_an_answer(build_loop):
+    from haystack.tools import Tool
+
+    year = Tool(
+        name="film_year",
+        description="Year of a film.",
+        function=lambda title: "2014",
+        parameters={"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
+    )
+    loop = build_loop([{"text": _text_call("film_year", title=5)}] * 4, router_kwargs={"tools": [year]})
+    result = loop.run()
+    assert actions(result)[0] == "invalid" and "answer" not in actions(result)
+    assert result["terminated_by"] != "answered"
 
 
 @component
