@@ -15,6 +15,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from haystack import Pipeline, logging
+from haystack.core.serialization import component_from_dict, component_to_dict
 
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.generators.answerer import Answerer
@@ -25,7 +26,7 @@ from haystack_agentic.components.loop.loop_controller import LoopController
 from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.indexing.store_faults import check_document_count, check_milvus_lite_uri, watch_store
 from haystack_agentic.llm.local_server_key import openai_api_key
-from haystack_agentic.loop_loading import loop_pipeline_from_dict, read_loop_yaml
+from haystack_agentic.loop_loading import loop_pipeline_from_dict, read_loop_yaml, use_openai_server
 from haystack_agentic.pipelines.default_pipelines import (
     INDEX_NAME,
     LOOP_PIPELINES,
@@ -334,13 +335,35 @@ def _user_loop(path: Path, options: LoopOptions, notify: Callable[[str], None]) 
             msg = "--on-insufficient-evidence needs a pipeline with an `evidence` component (an EvidenceChecker)."
             raise ValueError(msg)
         evidence.on_insufficient_evidence = options.on_insufficient_evidence
+    grounder, router_llm = components.get("grounder"), getattr(components.get("router"), "chat_generator", None)
+    if options.grounding == "auto" and isinstance(grounder, HHEMGrounder):
+        judge = options.llm == "openai" and router_llm is not None
+        if _hhem_missing(grounder, judge, notify) and judge:
+            components["grounder"] = LLMJudgeGrounder(chat_generator=_copy_of(router_llm))
+            _replace_component(pipeline, "grounder", components["grounder"])
+            use_openai_server(pipeline, model, options.base_url)  # the copy's key is serialised as the default one
     for instance in components.values():
         if isinstance(instance, LLM_ROLES) and instance.chat_generator is not None:
             _limit_role(instance, options)
-    grounder = components.get("grounder")
-    if options.grounding == "auto" and isinstance(grounder, HHEMGrounder):
-        _hhem_missing(grounder, False, notify)
     return pipeline
+
+
+def _copy_of(generator: Any) -> Any:
+    """A new chat generator made as `generator` was (its serialised parameters)."""
+    return component_from_dict(type(generator), component_to_dict(generator, "chat_generator"), "chat_generator")
+
+
+def _replace_component(pipeline: Pipeline, name: str, instance: Any) -> None:
+    """Put `instance` in the place of the pipeline's component `name`, connected as it was."""
+    links = [
+        (link["sender"], link["receiver"])
+        for link in pipeline.to_dict()["connections"]
+        if name in (link["sender"].split(".")[0], link["receiver"].split(".")[0])
+    ]
+    pipeline.remove_component(name)
+    pipeline.add_component(name, instance)
+    for sender, receiver in links:
+        pipeline.connect(sender, receiver)
 
 
 def _limit_role(role: Any, options: LoopOptions) -> None:

@@ -143,17 +143,28 @@ def test_uri_is_refused_for_a_users_yaml_which_names_its_own_store(tmp_path):
         build_loop(LoopOptions(pipeline=str(_user_copy(tmp_path, "agentic_rag_embedded")), store_uri="x.db"))
 
 
-def test_a_users_hhem_grounder_without_its_model_is_kept_with_a_notice(tmp_path, monkeypatch):
+def test_a_hhem_grounder_without_its_model_becomes_the_routers_llm_as_judge_in_an_openai_run(tmp_path, monkeypatch):
     from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
+    from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder
     from haystack_agentic.grounding.hhem_loading import hhem_missing
 
     if hhem_missing(None, local_files_only=True) is None:
         pytest.skip("the HHEM model is installed here")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     notices = []
-    user = build_loop(LoopOptions(pipeline=str(_user_copy(tmp_path)), llm="openai"), notify=notices.append)
-    assert isinstance(user.get_component("grounder"), HHEMGrounder)
-    assert notices and notices[0].endswith("Running without grounding.")
-    packaged = build_loop(LoopOptions(pipeline="agentic_rag", llm="openai"), notify=notices.append)
-    assert type(packaged.get_component("grounder")).__name__ == "LLMJudgeGrounder"
-    assert notices[1].endswith("(LLMJudgeGrounder).")
+    options = {"llm": "openai", "max_tokens": 40, "base_url": "http://127.0.0.1:9/v1"}
+    packaged = build_loop(LoopOptions(pipeline="agentic_rag", **options), notify=notices.append)
+    user = build_loop(LoopOptions(pipeline=str(_user_copy(tmp_path)), **options), notify=notices.append)
+    for pipeline in (packaged, user):  # the user's YAML: swapped on the loaded pipeline, connected as it was
+        judge = pipeline.get_component("grounder")
+        assert isinstance(judge, LLMJudgeGrounder)
+        assert (
+            judge.generation_kwargs == {"max_tokens": 40} and judge.chat_generator.generation_kwargs["max_tokens"] == 40
+        )
+        assert judge.chat_generator is not pipeline.get_component("router").chat_generator
+        assert judge.chat_generator.api_key.resolve_value() == LOCAL_SERVER_API_KEY
+    assert sorted(map(str, packaged.to_dict()["connections"])) == sorted(map(str, user.to_dict()["connections"]))
+    assert len(notices) == 2 and all(n.endswith("(LLMJudgeGrounder).") for n in notices)
+    embedded = build_loop(LoopOptions(pipeline=str(_user_copy(tmp_path)), llm="embedded"), notify=notices.append)
+    assert isinstance(embedded.get_component("grounder"), HHEMGrounder)
+    assert notices[2].endswith("Running without grounding.")
