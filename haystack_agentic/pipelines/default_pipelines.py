@@ -10,10 +10,9 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from haystack import Pipeline
-from haystack.components.generators.chat import OpenAIChatGenerator
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.utils import Secret
@@ -24,16 +23,17 @@ from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
-from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder
 from haystack_agentic.components.loop.loop_controller import LoopController
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
-from haystack_agentic.components.routers.agentic_router import DEFAULT_CONTEXT_BUDGET_TOKENS, AgenticRouter
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 from haystack_agentic.pipelines.packaged_yaml import packaged_yaml
 from haystack_agentic.resources import pipelines_dir
 from haystack_agentic.settings import DEFAULT_OPENAI_MODEL, ENV_OPENAI_API_KEY
+
+if TYPE_CHECKING:  # the OpenAI client and the LLM router are imported by the pipelines that use them
+    from haystack.components.generators.chat import OpenAIChatGenerator
 
 #: The in-memory store index the packaged pipelines share (in-memory stores with one index share storage).
 INDEX_NAME = "haystack-agentic"
@@ -113,18 +113,21 @@ class LLMSettings:
         """The router's `context_budget_tokens` keyword argument fitting `context_tokens` (none without it)."""
         if not self.context_tokens:
             return {}
+        from haystack_agentic.components.routers.agentic_router import DEFAULT_CONTEXT_BUDGET_TOKENS  # noqa: PLC0415
         from haystack_agentic.llm.server_info import ServerInfo  # noqa: PLC0415
 
         return {
             "context_budget_tokens": ServerInfo(n_ctx=self.context_tokens).prompt_budget(DEFAULT_CONTEXT_BUDGET_TOKENS)
         }
 
-    def openai_generator(self, role: str) -> OpenAIChatGenerator:
+    def openai_generator(self, role: str) -> "OpenAIChatGenerator":
         """
         Build the chat generator of an LLM role (a key of `ROLE_MAX_TOKENS`); no own retries: `llm.calls` retries.
 
         Its HTTP client's timeout is `timeout` (default 60 s), its `max_tokens` is `max_tokens` (default: the role's).
         """
+        from haystack.components.generators.chat import OpenAIChatGenerator  # noqa: PLC0415
+
         return OpenAIChatGenerator(
             api_key=self.api_key or Secret.from_env_var(ENV_OPENAI_API_KEY),
             model=self.model,
@@ -255,6 +258,9 @@ def openai_pipeline(
     (the evidence check's policy, default `give_up`) and `judge` (ground with the router's LLM as judge,
     `LLMJudgeGrounder`, instead of HHEM) are a run's options; `index` names the in-memory store's storage.
     """
+    from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder  # noqa: PLC0415
+    from haystack_agentic.components.routers.agentic_router import AgenticRouter  # noqa: PLC0415
+
     llm = llm or LLMSettings()
     store = SparseBM25DocumentStore(index=index)
     controller_role = "controller_json" if mode == "json" else "controller"

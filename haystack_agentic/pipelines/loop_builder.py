@@ -21,9 +21,7 @@ from haystack_agentic.components.evidence.evidence_checker import EvidenceChecke
 from haystack_agentic.components.generators.answerer import Answerer
 from haystack_agentic.components.generators.fallback_synthesizer import FallbackSynthesizer
 from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
-from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder
 from haystack_agentic.components.loop.loop_controller import LoopController
-from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.indexing.store_faults import check_document_count, check_milvus_lite_uri, watch_store
 from haystack_agentic.llm.local_server_key import openai_api_key
 from haystack_agentic.loop_loading import loop_pipeline_from_dict, read_loop_yaml, use_openai_server
@@ -48,9 +46,6 @@ from haystack_agentic.settings import (
 )
 
 logger = logging.getLogger(__name__)
-
-#: The LLM roles whose limits a run's options set in a user's pipeline YAML.
-LLM_ROLES = (AgenticRouter, Answerer, FallbackSynthesizer, EvidenceChecker, LLMJudgeGrounder)
 
 
 @dataclass(frozen=True)
@@ -310,6 +305,9 @@ def _user_loop(path: Path, options: LoopOptions, notify: Callable[[str], None]) 
             "or url (Weaviate) of its document store in the file."
         )
         raise ValueError(msg)
+    from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder  # noqa: PLC0415
+    from haystack_agentic.components.routers.agentic_router import AgenticRouter  # noqa: PLC0415
+
     data = read_loop_yaml(path)
     if options.max_iterations:  # the run bound is the pipeline's own parameter, fixed when it is made
         searches = data["components"]["controller"]["init_parameters"].get("max_searches_per_turn")
@@ -343,7 +341,8 @@ def _user_loop(path: Path, options: LoopOptions, notify: Callable[[str], None]) 
             _replace_component(pipeline, "grounder", components["grounder"])
             use_openai_server(pipeline, model, options.base_url)  # the copy's key is serialised as the default one
     for instance in components.values():
-        if isinstance(instance, LLM_ROLES) and instance.chat_generator is not None:
+        roles = (AgenticRouter, Answerer, FallbackSynthesizer, EvidenceChecker, LLMJudgeGrounder)  # the LLM roles
+        if isinstance(instance, roles) and instance.chat_generator is not None:
             _limit_role(instance, options)
     return pipeline
 
