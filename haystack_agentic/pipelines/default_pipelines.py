@@ -176,10 +176,6 @@ def embedded_fallback(chat_generator: Any, max_chunks: int, llm: LLMSettings | N
     )
 
 
-def _policy(on_insufficient_evidence: str | None) -> dict[str, Any]:
-    return {"on_insufficient_evidence": on_insufficient_evidence} if on_insufficient_evidence else {}
-
-
 def embedded_pipeline(
     grounded: bool = True,
     store: Any = None,
@@ -188,7 +184,7 @@ def embedded_pipeline(
     *,
     llm: LLMSettings | None = None,
     max_iterations: int | None = None,
-    on_insufficient_evidence: str | None = None,
+    on_insufficient_evidence: Literal["give_up", "answer_with_warning"] = "give_up",
     index: str = INDEX_NAME,
 ) -> Pipeline:
     """
@@ -212,7 +208,7 @@ def embedded_pipeline(
         ),
         **embedded_answer_stages(llm.embedded_generator(), router.max_chunks, chunks_per_search=2, llm=llm),
         fallback=embedded_fallback(llm.embedded_generator(), router.max_chunks, llm=llm),
-        evidence_checker=EvidenceChecker(**_policy(on_insufficient_evidence)),
+        evidence_checker=EvidenceChecker(on_insufficient_evidence=on_insufficient_evidence),
         grounder=HHEMGrounder(local_files_only=True) if grounded else None,
         metadata={
             "llm": "SmolLM2-135M-Instruct (embedded, offline)",
@@ -247,7 +243,7 @@ def openai_pipeline(
     *,
     llm: LLMSettings | None = None,
     max_iterations: int | None = None,
-    on_insufficient_evidence: str | None = None,
+    on_insufficient_evidence: Literal["give_up", "answer_with_warning"] = "give_up",
     judge: bool = False,
     index: str = INDEX_NAME,
 ) -> Pipeline:
@@ -287,7 +283,7 @@ def openai_pipeline(
         fallback=FallbackSynthesizer(chat_generator=llm.openai_generator("fallback"), temperature=0.0, **llm.role()),
         # The offline check, not an LLM judge: no call per answer, and a small model's verdicts contradicted its own
         # reasons (issue 38's measurement with Qwen2.5-Coder-1.5B). Give it a chat_generator for an LLM judge.
-        evidence_checker=EvidenceChecker(**_policy(on_insufficient_evidence)),
+        evidence_checker=EvidenceChecker(on_insufficient_evidence=on_insufficient_evidence),
         grounder=grounder,
         metadata={"llm": f"OpenAI-compatible ({llm.model})", "policy": f"LLM router ({mode} mode)"},
     )

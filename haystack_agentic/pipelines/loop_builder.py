@@ -270,7 +270,7 @@ def _packaged_loop(name: str, options: LoopOptions, notify: Callable[[str], None
     arguments: dict[str, Any] = {
         "llm": llm,
         "max_iterations": options.max_iterations,
-        "on_insufficient_evidence": options.on_insufficient_evidence,
+        "on_insufficient_evidence": options.on_insufficient_evidence or "give_up",
         "index": f"{INDEX_NAME}-{uuid.uuid4().hex[:12]}",  # in-memory stores of one index share storage
     }
     if options.grounding == "auto" and not name.endswith("_ungrounded"):
