@@ -105,7 +105,11 @@ def scored(row: dict, result: dict, contents: dict[str, str], seconds: float) ->
 
 
 class CiteRecorder:
-    """Stands in for the answerer's, the short-answer extractor's and the fallback's `cite`: keeps its last call's inputs, calls the real one."""
+    """
+    Stands in for the answerer's, the short-answer extractor's and the fallback's `cite`.
+
+    It keeps its last call's inputs and calls the real one.
+    """
 
     def __init__(self) -> None:
         self.last: dict | None = None

@@ -5,9 +5,9 @@ test_hostile_replies.py runs a few hundred in CI). Each run draws the results of
 (tests/hostile_replies.py: deep JSON, huge integers, NaN/inf, wrong types at every level, bad `meta.usage`, reply
 items of the wrong type, nameless tool calls, megabyte texts, regex worst cases, special tokens; the small or the
 issue's full sizes, half each), the evidence check on or off, and the entry point (the loop pipeline's `run` or
-`run_async`, or `AgenticRAG(raise_on_failure=False)`), and counts how the run ended, whether an exception left `run`, and the CPU
-seconds it took. The slowest runs of each role are kept, described (`describe`) and, with `--rerun`, run again to
-tell a slow shape from a busy machine.
+`run_async`, or `AgenticRAG(raise_on_failure=False)`), and counts how the run ended, whether an exception left `run`,
+and the CPU seconds it took. The slowest runs of each role are kept, described (`describe`) and, with `--rerun`, run
+again to tell a slow shape from a busy machine.
 
     python benchmarks/hostile_replies.py [--runs 10000] [--roles controller-tools,answer] [--slowest 3] [--rerun 3]
 
@@ -62,7 +62,8 @@ def describe(value, depth: int = 0) -> str:
         ]
         return f"msg({', '.join(parts)}; meta={describe(value._meta, depth + 1)})"
     if isinstance(value, ToolCall):
-        return f"call({describe(value.tool_name, depth + 1)}, {describe(value.arguments, depth + 1)}, id={describe(value.id, depth + 1)})"
+        name, arguments, call_id = (describe(part, depth + 1) for part in (value.tool_name, value.arguments, value.id))
+        return f"call({name}, {arguments}, id={call_id})"
     return repr(value)
 
 

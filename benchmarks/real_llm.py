@@ -14,11 +14,12 @@ Grounding is left as the packaged YAML has it (`grounding="pipeline"`: HHEM, ski
 system spends LLM calls on grounding.
 
 llama.cpp's server runs in this process (the library's `LlamaCppServer`: `xllamacpp`, 127.0.0.1, a free port, Jinja
-chat template, `--threads` threads) and stops at the end. Questions run one after the other, every selected system on a question before the next
-question, so the systems always have the same questions whenever the run is stopped. Per system it prints exact match,
-F1 (SQuAD/HotpotQA normalisation, best over MuSiQue's aliases), all gold paragraphs seen (the gold paragraphs of the
-supporting facts among the chunks retrieved during the run), how runs ended, LLM calls per question (median, mean),
-seconds per question, and tool calls recovered from text (when the loop records them; `n/a` otherwise).
+chat template, `--threads` threads) and stops at the end. Questions run one after the other, every selected system on a
+question before the next question, so the systems always have the same questions whenever the run is stopped. Per
+system it prints exact match, F1 (SQuAD/HotpotQA normalisation, best over MuSiQue's aliases), all gold paragraphs seen
+(the gold paragraphs of the supporting facts among the chunks retrieved during the run), how runs ended, LLM calls per
+question (median, mean), seconds per question, and tool calls recovered from text (when the loop records them; `n/a`
+otherwise).
 
 `--json FILE` appends one record per (system, question) as it finishes; running again with the same file skips what
 it holds (resume), and the figures cover the file's records for the selected questions.
@@ -311,8 +312,10 @@ def without_words(record: dict[str, Any]) -> bool:
 
 def summary_rows(records: list[dict[str, Any]], systems: list[str]) -> list[str]:
     lines = [
-        "| system | N | exact match | F1 | all gold paragraphs seen | how runs ended | answered without words "
-        "| LLM calls / question (median, mean) | seconds / question | tool calls recovered from text |",
+        (
+            "| system | N | exact match | F1 | all gold paragraphs seen | how runs ended | answered without words "
+            "| LLM calls / question (median, mean) | seconds / question | tool calls recovered from text |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in systems:

@@ -200,16 +200,16 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
-def _popen(command: list[str], workdir: Path, log_name: str) -> subprocess.Popen:
-    if PROFILE_DIR is not None:  # python -m X args / python -c CODE args -> the PROFILED launcher
-        command = [command[0], "-c", PROFILED, str(PROFILE_DIR / f"{log_name[:-4]}.prof"), *command[1:]]
+def _popen(command: list[str], workdir: Path, log_name: str, profile_dir: Path | None) -> subprocess.Popen:
+    if profile_dir is not None:  # python -m X args / python -c CODE args -> the PROFILED launcher
+        command = [command[0], "-c", PROFILED, str(profile_dir / f"{log_name[:-4]}.prof"), *command[1:]]
     log = open(workdir / log_name, "w")
     return subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **SERVER_ENV}, cwd=workdir
     )
 
 
-def start_ours(workdir: Path, latency: float, workers: int) -> tuple[subprocess.Popen, str]:
+def start_ours(workdir: Path, latency: float, workers: int, profile_dir: Path | None) -> tuple[subprocess.Popen, str]:
     """`haystack-agentic serve` with the scripted loop pipeline as `scripted`, over `workdir/store.json`."""
     yaml_path = workdir / "bench_loop.yml"
     yaml_path.write_text(scripted_loop_yaml(latency))
@@ -234,13 +234,14 @@ def start_ours(workdir: Path, latency: float, workers: int) -> tuple[subprocess.
         ],
         workdir,
         "ours.log",
+        profile_dir,
     )
     url = f"http://127.0.0.1:{port}"
     wait_until_up(process, url, workdir / "ours.log")
     return process, url
 
 
-def start_agent(workdir: Path, latency: float, workers: int) -> tuple[subprocess.Popen, str]:
+def start_agent(workdir: Path, latency: float, workers: int, profile_dir: Path | None) -> tuple[subprocess.Popen, str]:
     """`hayhooks run` serving Haystack's Agent (`AGENT_WRAPPER`) as `agent`, over `workdir/store.json`."""
     folder = workdir / "agent_pipelines" / "agent"
     folder.mkdir(parents=True)
@@ -265,6 +266,7 @@ def start_agent(workdir: Path, latency: float, workers: int) -> tuple[subprocess
         ],
         workdir,
         "agent.log",
+        profile_dir,
     )
     url = f"http://127.0.0.1:{port}"
     wait_until_up(process, url, workdir / "agent.log")
@@ -387,17 +389,20 @@ def _cpu_seconds(server: psutil.Process) -> float:
     return total
 
 
-#: Set by `--profile DIR`: servers run under cProfile, recording the zero-latency ceiling level.
-PROFILE_DIR: Path | None = None
-
 SERVERS = {"ours": (start_ours, "/scripted/run"), "Agent": (start_agent, "/agent/run")}
 
 
 def run_levels(
-    latency: float, levels: list[int], requests: int, workers: int, store, questions: list[str], profile: bool = False
+    latency: float,
+    levels: list[int],
+    requests: int,
+    workers: int,
+    store,
+    questions: list[str],
+    profile_dir: Path | None = None,
 ) -> dict[str, list[dict]]:
-    """Start both servers, run every level on each (alternating which goes first), stop both; `profile`: record
-    the levels in each server's profile (needs `PROFILE_DIR`)."""
+    """Start both servers, run every level on each (alternating which goes first), stop both; `profile_dir`: the
+    servers run under cProfile, recording the levels, and write their profiles there (`ours.prof`, `agent.prof`)."""
     results: dict[str, list[dict]] = {name: [] for name in SERVERS}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -405,7 +410,7 @@ def run_levels(
         started: dict[str, tuple[subprocess.Popen, str, psutil.Process]] = {}
         try:
             for name, (start, _) in SERVERS.items():
-                process, url = start(workdir, latency, workers)
+                process, url = start(workdir, latency, workers, profile_dir)
                 started[name] = (process, url, psutil.Process(process.pid))
             for name, (_, route) in SERVERS.items():  # warm-up (builds the BM25 matrix, first-call caches)
                 _, url, server = started[name]
@@ -418,12 +423,12 @@ def run_levels(
                 for name in order:
                     process, url, server = started[name]
                     route = SERVERS[name][1]
-                    if profile:
+                    if profile_dir is not None:
                         process.send_signal(signal.SIGUSR1)
                     results[name].append(
                         asyncio.run(_level(url, route, concurrency, max(requests, concurrency), questions, server))
                     )
-                    if profile:
+                    if profile_dir is not None:
                         process.send_signal(signal.SIGUSR2)
         finally:
             for process, _, _ in started.values():
@@ -456,10 +461,9 @@ def main() -> None:
         "DIR/ours.prof and DIR/agent.prof of the zero-latency level (implies --ceiling).",
     )
     args = parser.parse_args()
-    if args.profile:
-        global PROFILE_DIR
-        PROFILE_DIR = Path(args.profile).resolve()
-        PROFILE_DIR.mkdir(parents=True, exist_ok=True)
+    profile_dir = Path(args.profile).resolve() if args.profile else None
+    if profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
         args.ceiling = True
     store, _, rows = corpus_store(questions=100_000)  # every paragraph of the shipped sample
     if not args.split_at_serve:  # the chunks' sentence spans, as `haystack-agentic index` writes them
@@ -495,7 +499,7 @@ def main() -> None:
     print(f"load average {_load()} after the levels", flush=True)
     if args.ceiling:
         ceiling = run_levels(
-            0.0, [args.ceiling_concurrency], args.ceiling_requests, args.workers, store, questions, bool(args.profile)
+            0.0, [args.ceiling_concurrency], args.ceiling_requests, args.workers, store, questions, profile_dir
         )
         for name in SERVERS:
             c = ceiling[name][0]

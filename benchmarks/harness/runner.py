@@ -5,6 +5,8 @@ loop pipelines over one store and chunk budget (`one-shot`, `bridge-entity`, `ll
 `RetrievalOnlyAnswerer` ends each run (retrieval-only).
 """
 
+import functools
+import operator
 import statistics
 import time
 import uuid
@@ -61,10 +63,9 @@ def eval_documents(rows: Sequence[dict[str, Any]]) -> list[Document]:
     documents: dict[str, Document] = {}
     for collection, group in groups.items():
         for doc in hotpotqa_documents(group, title_in_content=True):
-            if collection is not None:
-                doc = replace(doc, meta={**doc.meta, COLLECTION_FIELD: collection})
-            documents.pop(doc.id, None)  # a paragraph of two collections: the last one, as written last
-            documents[doc.id] = doc
+            scoped = doc if collection is None else replace(doc, meta={**doc.meta, COLLECTION_FIELD: collection})
+            documents.pop(scoped.id, None)  # a paragraph of two collections: the last one, as written last
+            documents[scoped.id] = scoped
     return list(documents.values())
 
 
@@ -233,8 +234,9 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     latencies = sorted(r["latency_s"] for r in records)
     kinds = sorted({str(r["type"]) for r in records})
 
-    def mean(key: str) -> float | None:
-        return _mean_of(records, lambda r: r[key])
+    def mean(*path: str) -> float | None:
+        """The mean of the values at `path` (keys, outermost first) in the records."""
+        return _mean_of(records, lambda r: functools.reduce(operator.getitem, path, r))
 
     return {
         "questions": n,
@@ -246,12 +248,10 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "searches_max": max((r["searches"] for r in records), default=0),
         "iterations_mean": mean("iterations"),
         "llm_calls_mean": mean("llm_calls_total"),
-        "llm_calls_per_role_mean": {role: _mean_of(records, lambda r: r["llm_calls"][role]) for role in ROLES},
+        "llm_calls_per_role_mean": {role: mean("llm_calls", role) for role in ROLES},
         "prompt_tokens_mean": mean("prompt_tokens_total"),
         "completion_tokens_mean": mean("completion_tokens_total"),
-        "tokens_per_role_mean": {
-            role: {part: _mean_of(records, lambda r: r["tokens"][role][part]) for part in _PARTS} for role in ROLES
-        },
+        "tokens_per_role_mean": {role: {part: mean("tokens", role, part) for part in _PARTS} for role in ROLES},
         "latency_mean_s": _mean(latencies),
         "latency_median_s": statistics.median(latencies) if latencies else None,
         "latency_p90_s": latencies[min(n - 1, int(0.9 * n))] if latencies else None,

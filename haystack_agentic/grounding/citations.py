@@ -56,8 +56,9 @@ Cited = list[tuple[Document, tuple[int, int] | None]]
 
 def draft_sources(state: LoopState) -> list[str]:
     """
-    The `sources` of the controller's last `answer` tool call, as non-empty strings (a single value counts as a list
-    of one; a non-id is kept as text so `cite` drops and records it); `[]` without any.
+    The `sources` of the controller's last `answer` tool call, as non-empty strings; `[]` without any.
+
+    A single value counts as a list of one; a non-id is kept as text so `cite` drops and records it.
     """
     for step in reversed(state.tool_history):
         if step.action == "answer":
@@ -349,12 +350,10 @@ def _terms(claim: str, question: str) -> tuple[tuple[tuple[str, ...], ...], froz
     return tuple(toks for _, toks in key_entities(claim)), frozenset(stem(w) for w in question_terms(claim))
 
 
+# Cached: the same chunks and sentences are scored for every claim of an answer, and question after question.
 @functools.lru_cache(maxsize=8192)
 def _words(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """
-    A text's folded tokens and their stems, as sets. Cached: the same chunks and sentences are scored for every
-    claim of an answer, and question after question.
-    """
+    """A text's folded tokens and their stems, as sets."""
     found = frozenset(tokens(text))
     return found, frozenset(_stem(t) for t in found)
 
@@ -413,9 +412,11 @@ def settle(
     **extra: Any,
 ) -> dict[str, Any]:
     """
-    Apply a grounder's `verdicts` (a score in [0, 1] per citation, `None` keeps the offline verdict; supported at
-    `>= threshold`; `method` becomes their `check`) and derive the `grounding` dict (`assembly`) from them: each
-    answer sentence is a span with its citations' best score, supported when one of them is.
+    Apply a grounder's `verdicts` to the citations and derive the `grounding` dict (`assembly`) from them.
+
+    `verdicts` holds a score in [0, 1] per citation (`None` keeps the offline verdict; supported at `>= threshold`;
+    `method` becomes their `check`). In the `grounding` dict, each answer sentence is a span with its citations' best
+    score, supported when one of them is.
 
     :returns: `{"citations": the updated citation dicts (tuple), "grounding": the grounding dict}`.
     """

@@ -90,8 +90,8 @@ def open_document_store(backend: str, address: str, collection: str | None = Non
 
 def embedding_dimension(store: Any) -> int | None:
     """The embedding dimension of a store's collection or documents, or `None` when it has none yet."""
-    client = getattr(store, "client", None)
     if is_milvus_store(store):
+        client = store.client
         if not client.has_collection(store.collection_name):
             return None
         vector_field = store.to_dict()["init_parameters"].get("vector_field", "vector")  # private on the store itself

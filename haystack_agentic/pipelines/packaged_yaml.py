@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The packaged YAML files written for people: only the init parameters that differ from the defaults, a comment per
-component, one connection per line, a shared document store written once (`&store`, `*store`).
+The packaged YAML files, written for people to read.
+
+Only the init parameters that differ from the defaults, a comment per component, one connection per line, a shared
+document store written once (`&store`, `*store`).
 """
 
 import importlib
@@ -166,9 +168,11 @@ def _is_default(value: Any, default: Any) -> bool:
 
 def minimal(node: Any, top_level: bool = True) -> Any:
     """
-    A serialised pipeline (or part) without the init parameters equal to their class's defaults, nested objects
-    included. A component left with no parameters loses `init_parameters`; a nested object keeps an empty one (some
-    integrations' `from_dict` read it unconditionally). `top_level`: `node` is a pipeline or a `components` entry.
+    A serialised pipeline (or part) without the init parameters equal to their class's defaults.
+
+    Nested objects lose theirs too. A component left with no parameters loses `init_parameters`; a nested object
+    keeps an empty one (some integrations' `from_dict` read it unconditionally). `top_level`: `node` is a pipeline
+    or a `components` entry.
     """
     if isinstance(node, list):
         return [minimal(value, top_level=False) for value in node]
@@ -239,8 +243,10 @@ def _component_note(name: str, spec: dict[str, Any]) -> str:
 
 def packaged_yaml(pipeline: Pipeline, file_name: str) -> str:
     """
-    The YAML text of a packaged pipeline (`file_name`, e.g. `agentic_rag_embedded.yml`, picks the header comment); a
-    loop pipeline's declares hayhooks' `inputs` and `outputs` too.
+    The YAML text of a packaged pipeline.
+
+    `file_name` (e.g. `agentic_rag_embedded.yml`) picks the header comment; a loop pipeline's text declares hayhooks'
+    `inputs` and `outputs` too.
 
     :raises KeyError: If the file or one of its components has no comment in `FILE_NOTES`/`COMPONENT_NOTES`.
     """

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Serving the agentic loop with hayhooks (the `serve` extra). The names below load on first use (PEP 562): without
-the extra, `import haystack_agentic.serving` works and using a name raises one line naming the extra.
+Serving the agentic loop with hayhooks (the `serve` extra).
+
+The names below load on first use (PEP 562): without the extra, `import haystack_agentic.serving` works and using a
+name raises one line naming the extra.
 """
 
 from importlib import import_module

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-`AgenticLoopWrapper`: a hayhooks `PipelineWrapper` that serves a loop pipeline YAML over REST, the
-OpenAI-compatible chat API (with streamed progress) and MCP.
+`AgenticLoopWrapper`: a hayhooks `PipelineWrapper` that serves a loop pipeline YAML.
+
+It serves it over REST, the OpenAI-compatible chat API (with streamed progress) and MCP.
 """
 
 import asyncio
@@ -48,8 +49,10 @@ def load_served_pipeline(
     path: Path | str, overrides: dict[str, Any] | None = None, store_path: Path | str | None = None
 ) -> Pipeline:
     """
-    The loop pipeline YAML `path` built for serving (`build_loop` with `overrides`, `LoopOptions` fields), its
-    in-memory store filled from `store_path` (default: `$HAYSTACK_AGENTIC_STORE`, if set), warmed up.
+    The loop pipeline YAML `path` built for serving: its store filled, the pipeline warmed up.
+
+    It is built by `build_loop` with `overrides` (`LoopOptions` fields); its in-memory store is filled from
+    `store_path` (default: `$HAYSTACK_AGENTIC_STORE`, if set).
 
     :raises ValueError: If an override is out of range, or the YAML or the store file cannot be loaded.
     """
@@ -63,10 +66,12 @@ def load_served_pipeline(
 
 class PipelineThread:
     """
-    An event loop in a daemon thread, where a served pipeline runs: a request's CPU work (prompt fitting, Haystack's
-    copies of the inputs, parsing replies) then never holds the server's event loop, which keeps answering `/health`,
-    the other routes and MCP. One loop per pipeline, for its whole life: the async clients its components create
-    (e.g. `OpenAIChatGenerator`'s) stay on the loop that made them.
+    An event loop in a daemon thread, where a served pipeline runs.
+
+    A request's CPU work (prompt fitting, Haystack's copies of the inputs, parsing replies) then never holds the
+    server's event loop, which keeps answering `/health`, the other routes and MCP. One loop per pipeline, for its
+    whole life: the async clients its components create (e.g. `OpenAIChatGenerator`'s) stay on the loop that made
+    them.
     """
 
     def __init__(self, name: str) -> None:
@@ -107,8 +112,10 @@ class AgenticLoopWrapper(BasePipelineWrapper):
 
     def setup(self) -> None:
         """
-        Load and warm up the pipeline, once per worker, and start its `PipelineThread` (`ValueError`: no
-        `pipeline_file`, it does not load, or `$HAYSTACK_AGENTIC_MAX_MESSAGES` is not a whole number >= 1).
+        Load and warm up the pipeline, once per worker, and start its `PipelineThread`.
+
+        :raises ValueError: If there is no `pipeline_file`, it does not load, or `$HAYSTACK_AGENTIC_MAX_MESSAGES` is
+            not a whole number >= 1.
         """
         if not self.pipeline_file:
             msg = f"{type(self).__name__}.pipeline_file is not set: name the loop pipeline YAML to serve."
@@ -135,9 +142,11 @@ class AgenticLoopWrapper(BasePipelineWrapper):
         self, model: str, messages: list[dict], body: dict
     ) -> ChatCompletion | AsyncGenerator[ChatCompletion, None]:
         """
-        OpenAI-compatible chat: the conversation goes to the loop (its last user message is the question); the reply
-        is the answer with its `[n]` markers and `Sources:` block, and `usage`; with `stream: true` the answer
-        streams as `delta.content`, each loop step as `delta.reasoning_content` (see `serving.chat_completions`).
+        OpenAI-compatible chat: the conversation goes to the loop, its cited answer comes back.
+
+        The conversation's last user message is the question; the reply is the answer with its `[n]` markers and
+        `Sources:` block, and `usage`; with `stream: true` the answer streams as `delta.content`, each loop step as
+        `delta.reasoning_content` (see `serving.chat_completions`).
 
         :param model: The deployed pipeline's name.
         :param messages: The chat messages (OpenAI format): system, user and assistant messages.

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The HTTP app `haystack-agentic serve` runs: hayhooks' app behind ASGI middleware (closed routes, CORS, `Host`
-check, API key, body size limit, encodable JSON errors). `create_app()` reads its settings from the environment.
+The HTTP app `haystack-agentic serve` runs: hayhooks' app behind ASGI middleware.
+
+The middleware: closed routes, CORS, `Host` check, API key, body size limit, encodable JSON errors. `create_app()`
+reads its settings from the environment.
 """
 
 import gc
@@ -46,9 +48,10 @@ TRACE_BUFFER_ENV = "HAYHOOKS_TRACING_INCLUDE_HAYSTACK_SPANS"
 
 def create_app(security: ServeSecurity | None = None) -> FastAPI:
     """
-    hayhooks' app for the pipelines in `HAYHOOKS_PIPELINES_DIR`, restricted by `security` (default:
-    `ServeSecurity.from_env()`). Without `allow_deploy`, hayhooks' durable mode: the pipelines load once, here, into a
-    fixed registry (`app.state.pipeline_registry`), and the deploy routes do not exist.
+    hayhooks' app for the pipelines in `HAYHOOKS_PIPELINES_DIR`, restricted by `security`.
+
+    `security` defaults to `ServeSecurity.from_env()`. Without `allow_deploy`, hayhooks' durable mode: the pipelines
+    load once, here, into a fixed registry (`app.state.pipeline_registry`), and the deploy routes do not exist.
     """
     from hayhooks.server.app import create_app as create_hayhooks_app
     from hayhooks.settings import settings
@@ -123,8 +126,10 @@ async def _health() -> dict[str, str]:
 
 def json_safe(value: Any) -> Any:
     """
-    `value` made encodable: non-finite floats as strings (`"nan"`), lone surrogates escaped, strings cut at
-    `MAX_ECHOED_CHARS` (with a note), anything else that is not plain data as its `str`.
+    `value` made encodable as JSON.
+
+    Non-finite floats as strings (`"nan"`), lone surrogates escaped, strings cut at `MAX_ECHOED_CHARS` (with a note),
+    anything else that is not plain data as its `str`.
     """
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The OpenAI-compatible chat replies of a served loop: the request's conversation, and the `ChatCompletion`s,
-whole or streamed (answer and `Sources:` as content, steps as `reasoning_content`, `usage`).
+The OpenAI-compatible chat replies of a served loop.
+
+The request's conversation, and the `ChatCompletion`s, whole or streamed (answer and `Sources:` as content, steps as
+`reasoning_content`, `usage`).
 """
 
 import time
@@ -70,9 +72,10 @@ def conversation_from_request(
     messages: Any, max_chars: int | None = None, max_messages: int | None = None
 ) -> list[ChatMessage]:
     """
-    The conversation of an OpenAI-style chat request's `messages`, for `LoopController`'s `messages` input: system
-    and `developer` messages as system messages, user and assistant ones by their text (content parts joined; an
-    assistant's without its Sources block), earlier ones without text left out; the question at most `max_chars`.
+    The conversation of an OpenAI-style chat request's `messages`, for `LoopController`'s `messages` input.
+
+    System and `developer` messages as system messages, user and assistant ones by their text (content parts joined;
+    an assistant's without its Sources block), earlier ones without text left out; the question at most `max_chars`.
 
     :raises BadRequest: If the list is empty or has more than `max_messages` messages, a message is not an object,
         has a tool role, an unknown role or tool calls, there is no user message or it has no text, or the
@@ -144,9 +147,10 @@ def answer_text(result: dict[str, Any]) -> str:
 
 def sources_text(result: dict[str, Any]) -> str:
     """
-    The block a reply ends with: a blank line, `Sources:`, one line per citation (`[n] Title: "quoted sentence"`)
-    and which ones the check found unsupported; `Sources: none.` and `NO_SOURCE_NOTE` for an answer citing nothing,
-    `""` without an answer.
+    The `Sources:` block a reply ends with.
+
+    A blank line, `Sources:`, one line per citation (`[n] Title: "quoted sentence"`) and which ones the check found
+    unsupported; `Sources: none.` and `NO_SOURCE_NOTE` for an answer citing nothing, `""` without an answer.
     """
     lines = source_lines(result)
     if not lines:
@@ -198,8 +202,10 @@ def _step_key(step: dict[str, Any]) -> tuple[Any, ...]:
 
 class ChatReplyStream:
     """
-    Turns a run's streaming chunks into `chat.completion.chunk`s of pipeline `model` (the answer's text, stripped),
-    then `finish` sends what the result's answer has beyond what streamed.
+    Turns a run's streaming chunks into `chat.completion.chunk`s of pipeline `model`.
+
+    The chunks carry the answer's text, stripped; then `finish` sends what the result's answer has beyond what
+    streamed.
     """
 
     def __init__(self, model: str) -> None:

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The MCP server `haystack-agentic serve` runs beside the HTTP app: hayhooks' MCP server (a tool per pipeline, from
-`create_mcp_server`) with the HTTP app's key, body-limit and `Host` checks. Without runtime deployment it serves
+The MCP server `haystack-agentic serve` runs beside the HTTP app.
+
+It is hayhooks' MCP server (a tool per pipeline, from `create_mcp_server`) with the HTTP app's key, body-limit and
+`Host` checks. Without runtime deployment it serves
 hayhooks' fixed registry (durable mode): its deploy tools are neither listed nor run.
 """
 

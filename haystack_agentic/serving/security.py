@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Access control for what `haystack-agentic serve` exposes (HTTP and MCP apps alike): an optional API key, a `Host`
-check against DNS rebinding (Starlette's `TrustedHostMiddleware`), whether runtime deployment is allowed. The
+Access control for what `haystack-agentic serve` exposes (HTTP and MCP apps alike).
+
+An optional API key, a `Host` check against DNS rebinding (Starlette's `TrustedHostMiddleware`), whether runtime
+deployment is allowed. The
 settings travel through the environment (`ENV_*`), so every process `serve` starts applies the same rules.
 """
 
@@ -60,9 +62,11 @@ _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-l
 @dataclass(frozen=True)
 class ServeSecurity:
     """
-    What the server exposes and who may use it: the API key (`None`: no authentication), whether hayhooks' runtime
-    deployment stays enabled, CORS origins, host names accepted in `Host` besides `bind_host` and loopback names, the
-    largest request body (bytes) and the most messages of a chat request.
+    What the server exposes and who may use it.
+
+    The API key (`None`: no authentication), whether hayhooks' runtime deployment stays enabled, CORS origins, host
+    names accepted in `Host` besides `bind_host` and loopback names, the largest request body (bytes) and the most
+    messages of a chat request.
     """
 
     api_key: str | None = None
@@ -138,8 +142,10 @@ _PLAIN_HOST = re.compile(r"[a-z0-9_.-]+|\[[0-9a-f:.]+\]")
 
 def check_host_name(name: str) -> str:
     """
-    A `serve --allowed-host` name in lower case (`ValueError`: anything but a plain host name, an IPv4 address or
-    an IPv6 address in brackets: a scheme, port, path, `*`, space, user name...).
+    A `serve --allowed-host` name in lower case.
+
+    :raises ValueError: On anything but a plain host name, an IPv4 address or an IPv6 address in brackets: a scheme,
+        port, path, `*`, space, user name...
     """
     cleaned = name.strip().lower()
     if not _PLAIN_HOST.fullmatch(cleaned) or (cleaned.startswith("[") and not _is_ipv6(cleaned[1:-1])):
@@ -158,8 +164,9 @@ def _is_ipv6(text: str) -> bool:
 
 class OneHost:
     """
-    Refuses (400) an HTTP or WebSocket request with more than one `Host` header before `app` sees it: Starlette's
-    `TrustedHostMiddleware` reads only the first, and a proxy or the app may use another.
+    Refuses (400) an HTTP or WebSocket request with more than one `Host` header before `app` sees it.
+
+    Starlette's `TrustedHostMiddleware` reads only the first, and a proxy or the app may use another.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -178,10 +185,11 @@ class OneHost:
 
 def host_check(app: ASGIApp, hosts: Iterable[str]) -> OneHost:
     """
-    `app` behind Starlette's `TrustedHostMiddleware`: an HTTP or WebSocket request whose `Host` header is not a
-    plain `host[:port]` naming one of `hosts` (IPv6 addresses in brackets), or that has two `Host` headers, gets a
-    400 "Invalid host header" (a page on another site can make its host name resolve to 127.0.0.1, DNS rebinding,
-    but not change `Host`).
+    `app` behind Starlette's `TrustedHostMiddleware`: only requests to one of `hosts` get through.
+
+    An HTTP or WebSocket request whose `Host` header is not a plain `host[:port]` naming one of `hosts` (IPv6
+    addresses in brackets), or that has two `Host` headers, gets a 400 "Invalid host header" (a page on another site
+    can make its host name resolve to 127.0.0.1, DNS rebinding, but not change `Host`).
     """
     return OneHost(TrustedHostMiddleware(app, allowed_hosts=sorted(hosts), www_redirect=False))
 
@@ -212,8 +220,10 @@ class BodyTooLarge(HTTPException):
 
 class BodyLimit:
     """
-    ASGI middleware: an HTTP request whose body is larger than `max_bytes` gets a 413 naming the limit, refused by
-    its `Content-Length` before it is read, or when the bytes read go past the limit (a body sent in chunks).
+    ASGI middleware: an HTTP request whose body is larger than `max_bytes` gets a 413 naming the limit.
+
+    It is refused by its `Content-Length` before it is read, or when the bytes read go past the limit (a body sent
+    in chunks).
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
@@ -299,9 +309,11 @@ def is_loopback(host: str) -> bool:
 
 class APIKeyBackend(AuthenticationBackend):
     """
-    Starlette authentication backend: HTTP and WebSocket requests must carry `Authorization: Bearer <api_key>`
-    (parsed by FastAPI's `HTTPBearer`, compared in constant time; one such header only), else `AuthenticationError`;
-    CORS preflights, `open_paths` and paths under `open_prefixes` pass without it.
+    Starlette authentication backend: a request must carry the API key as a bearer token.
+
+    HTTP and WebSocket requests must carry `Authorization: Bearer <api_key>` (parsed by FastAPI's `HTTPBearer`,
+    compared in constant time; one such header only), else `AuthenticationError`; CORS preflights, `open_paths` and
+    paths under `open_prefixes` pass without it.
     """
 
     def __init__(self, api_key: str, open_paths: Iterable[str] = (), open_prefixes: Iterable[str] = ()) -> None:
@@ -329,8 +341,10 @@ def bearer_auth(
     app: ASGIApp, api_key: str, open_paths: Iterable[str] = (), open_prefixes: Iterable[str] = ()
 ) -> AuthenticationMiddleware:
     """
-    `app` behind Starlette's `AuthenticationMiddleware` with an `APIKeyBackend`: a request without the key gets a
-    401 (JSON `detail` naming the header, `WWW-Authenticate: Bearer`); a WebSocket is closed before it opens.
+    `app` behind Starlette's `AuthenticationMiddleware` with an `APIKeyBackend`.
+
+    A request without the key gets a 401 (JSON `detail` naming the header, `WWW-Authenticate: Bearer`); a WebSocket
+    is closed before it opens.
     """
     backend = APIKeyBackend(api_key, open_paths, open_prefixes)
     return AuthenticationMiddleware(app, backend=backend, on_error=_unauthorized)

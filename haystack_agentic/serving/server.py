@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Running the HTTP and MCP apps of `haystack-agentic serve`: in one process (two uvicorn servers, one event loop) or,
-with several HTTP workers, uvicorn workers plus one MCP process; they read the environment the caller set.
+Running the HTTP and MCP apps of `haystack-agentic serve`.
+
+In one process (two uvicorn servers, one event loop) or, with several HTTP workers, uvicorn workers plus one MCP
+process; they read the environment the caller set.
 """
 
 import asyncio
@@ -19,8 +21,10 @@ APP_FACTORY = "haystack_agentic.serving.app:create_app"
 
 def run_servers(host: str, port: int, mcp_port: int, workers: int, directory: Path) -> None:
     """
-    Serve until SIGINT / SIGTERM: HTTP on `port` with `workers` processes (1: all in this process), MCP on
-    `mcp_port` (0: none) for hayhooks' pipelines `directory`.
+    Serve the HTTP and MCP apps until SIGINT / SIGTERM.
+
+    HTTP on `port` with `workers` processes (1: all in this process), MCP on `mcp_port` (0: none) for hayhooks'
+    pipelines `directory`.
     """
     if workers > 1:
         import uvicorn

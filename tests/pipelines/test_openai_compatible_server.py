@@ -14,10 +14,13 @@ from pathlib import Path
 
 import pytest
 from conftest import DOCS, QUESTION, search
+from haystack.components.generators.chat import OpenAIChatGenerator
+from haystack.utils import Secret
 from scripted_chat_generator import ScriptedChatGenerator
 
-from haystack_agentic import AgenticRouter
+from haystack_agentic import AgenticRouter, LoopController
 from haystack_agentic.grounding.citations import strip_markers
+from haystack_agentic.llm.json_decisions import STRUCTURED_OUTPUT_REFUSED
 from haystack_agentic.loop_loading import retriever_store
 from haystack_agentic.pipelines.default_pipelines import ROLE_MAX_TOKENS
 from haystack_agentic.pipelines.loop_builder import load_loop_pipeline
@@ -155,3 +158,33 @@ def test_assistant_tool_call_turns_keep_text_for_every_generator(build_loop):
 def test_router_serialises_without_a_tool_choice_it_did_not_have():
     router = AgenticRouter(chat_generator=ScriptedChatGenerator([]))
     assert router.to_dict()["init_parameters"]["generation_kwargs"] is None
+
+
+class RefusingServer(FakeOpenAIServer):
+    """A server without structured output: HTTP 400 naming `response_format` on a request that has one."""
+
+    def reply(self, body: dict) -> tuple[int, dict]:
+        if "response_format" in body:
+            return 400, {"error": {"message": "response_format is not supported"}}
+        return 200, _completion(body, content=json.dumps({"action": "search", "query": "Adriana Trigiani"}))
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_refused_response_format_is_sent_again_without_it(use_async):
+    server = RefusingServer()
+    try:
+        llm = OpenAIChatGenerator(
+            api_key=Secret.from_token("not-needed"), model="local-model", api_base_url=server.url, max_retries=0
+        )
+        router = AgenticRouter(
+            chat_generator=llm, mode="json", search_question_first=False, generation_kwargs={"max_tokens": 64}
+        )
+        state = LoopController().run(query=QUESTION)["state"]
+        out = await router.run_async(state=state) if use_async else router.run(state=state)
+    finally:
+        server.close()
+    assert out["query"] == "Adriana Trigiani"
+    assert out["loop"].metadata[STRUCTURED_OUTPUT_REFUSED] is True  # the run's later decisions go without it
+    first, second = server.requests
+    assert first["response_format"]["type"] == "json_schema" and "response_format" not in second
+    assert first["max_tokens"] == second["max_tokens"] == 64

@@ -173,14 +173,9 @@ class Answerer:
             return prepared
         role, final = self._role(state)
         hold = AnswerTextHold() if final and self.stream_answer else None
-        call = call_generator(
-            self.chat_generator,
-            state,
-            "answer",
-            prepared,
-            **role_options(self),
-            streaming_callback=role_callback(callback, role, answer=hold is not None, hold=hold),
-        )
+        options = role_options(self)
+        options["streaming_callback"] = role_callback(callback, role, answer=hold is not None, hold=hold)
+        call = call_generator(self.chat_generator, state, "answer", prepared, **options)
         outputs = self._complete(state, call.state, call.text, call.error)
         emit(callback, [*_answer_chunks(hold, outputs), *step_chunks(state, routed_state(outputs))])
         return outputs
@@ -196,14 +191,9 @@ class Answerer:
             return prepared
         role, final = self._role(state)
         hold = AnswerTextHold() if final and self.stream_answer else None
-        call = await call_generator_async(
-            self.chat_generator,
-            state,
-            "answer",
-            prepared,
-            **role_options(self),
-            streaming_callback=role_callback_async(callback, role, answer=hold is not None, hold=hold),
-        )
+        options = role_options(self)
+        options["streaming_callback"] = role_callback_async(callback, role, answer=hold is not None, hold=hold)
+        call = await call_generator_async(self.chat_generator, state, "answer", prepared, **options)
         outputs = self._complete(state, call.state, call.text, call.error)
         await emit_async(callback, [*_answer_chunks(hold, outputs), *step_chunks(state, routed_state(outputs))])
         return outputs
@@ -227,7 +217,7 @@ class Answerer:
                 return {"finished": _kept_draft(state, state.draft)}
             error = "Answerer has no chat_generator, so it cannot write an answer from the chunks."
             return {"finished": state.finish("error", error=error)}
-        system_prompt = DEFAULT_ANSWER_SYSTEM_PROMPT if self.system_prompt is None else self.system_prompt
+        system_prompt: str | None = DEFAULT_ANSWER_SYSTEM_PROMPT if self.system_prompt is None else self.system_prompt
         if action == "reflect" and state.draft:
             template, variables = self.reflect_prompt or DEFAULT_REFLECT_PROMPT, {"draft": state.draft}
             system_prompt = self.system_prompt  # a critique, not a short answer
@@ -275,8 +265,8 @@ class Answerer:
         if error is not None:
             return {"finished": state.finish("error", error=f"Answer LLM failed: {describe_error(error)}")}
         if not text:
-            error = "Answer LLM returned no answer in words (blank, or only citation markers or tool-call text)."
-            return {"finished": state.finish("error", error=error)}
+            reason = "Answer LLM returned no answer in words (blank, or only citation markers or tool-call text)."
+            return {"finished": state.finish("error", error=reason)}
         if action == "draft":
             return {"state": state.evolve(draft=text, pending_action=None)}
         return {"finished": cite(state.finish(ended, answer=text), text, shown=shown)}

@@ -25,8 +25,10 @@ LOOP_INPUTS = ("query", "messages", "filters", "collections")
 @component
 class AgenticRAG(SuperComponent):
     """
-    The agentic loop as one component (a `SuperComponent` around a loop pipeline, whose graph stays editable in
-    `agentic_rag.pipeline`): a question or conversation in, the cited answer, its documents and the result out.
+    The agentic loop as one component: a question or conversation in, the cited answer out.
+
+    A `SuperComponent` around a loop pipeline, whose graph stays editable in `agentic_rag.pipeline`: a question or
+    conversation in, the cited answer, its documents and the result out.
 
     ### Usage example
     ```python
@@ -84,9 +86,11 @@ class AgenticRAG(SuperComponent):
         # Explicit: `@component` rebuilds the class, so `super()` would not find it.
         SuperComponent.__init__(self, pipeline=pipeline, input_mapping=input_mapping, output_mapping=output_mapping)
         self.raise_on_failure = raise_on_failure
+        # Haystack's `set_output_types` annotates the types `type[Any]`, too narrow: it takes any type (as
+        # `output_types` does), and `str | None` is a `UnionType`, not a `type`.
         component.set_output_types(
             self,
-            answer=str | None,
+            answer=str | None,  # type: ignore[arg-type]
             answers=list[GeneratedAnswer],
             documents=list[Document],
             messages=list[ChatMessage],

@@ -204,8 +204,10 @@ def _filter_problem(filters: dict[str, Any]) -> str | None:
 @component
 class LoopController:
     """
-    Keeps the books of the agentic loop: starts a run, merges retrieved chunks (dedup by id, capped at `chunk_cap`),
-    gives each search result back to the controller LLM, counts iterations, stops at the limit.
+    Keeps the books of the agentic loop, from the start of a run to the iteration limit.
+
+    It starts a run, merges retrieved chunks (dedup by id, capped at `chunk_cap`), gives each search result back to
+    the controller LLM, counts iterations, stops at the limit.
 
     ### Usage example
     ```python
@@ -433,8 +435,10 @@ class LoopController:
 
     def format_search_result(self, query: str, documents: list[Document], shown: Any = ()) -> str:
         """
-        The tool result text of a search for the LLM: numbered chunks (best first) with short ids and titles; one
-        whose id is in `shown` (earlier results) is marked `[already shown]` instead of sent again.
+        The tool result text of a search for the LLM.
+
+        Numbered chunks (best first) with short ids and titles; one whose id is in `shown` (earlier results) is
+        marked `[already shown]` instead of sent again.
         """
         if not documents:
             return f'No results for "{query}". Try other words, or answer from what you have.'

@@ -261,32 +261,27 @@ class AgenticRouter:
 
     def _call(self, state: LoopState, messages: list[ChatMessage], tools: Any, stream: Any) -> LLMCall:
         """The controller call; once more without `response_format` when the server refuses it."""
-        options = self._call_options(state)
-        call = call_generator(
-            self.chat_generator, state, "controller", messages, tools=tools, **options, streaming_callback=stream
-        )
+        options = self._call_options(state, tools, stream)
+        call = call_generator(self.chat_generator, state, "controller", messages, **options)
         if refused_decision_format(call, options):
-            state, options = without_decision_format(call.state), role_options(self)
-            call = call_generator(
-                self.chat_generator, state, "controller", messages, tools=tools, **options, streaming_callback=stream
-            )
+            state = without_decision_format(call.state)
+            options = self._call_options(state, tools, stream)
+            call = call_generator(self.chat_generator, state, "controller", messages, **options)
         return call
 
     async def _call_async(self, state: LoopState, messages: list[ChatMessage], tools: Any, stream: Any) -> LLMCall:
-        options = self._call_options(state)
-        call = await call_generator_async(
-            self.chat_generator, state, "controller", messages, tools=tools, **options, streaming_callback=stream
-        )
+        options = self._call_options(state, tools, stream)
+        call = await call_generator_async(self.chat_generator, state, "controller", messages, **options)
         if refused_decision_format(call, options):
-            state, options = without_decision_format(call.state), role_options(self)
-            call = await call_generator_async(
-                self.chat_generator, state, "controller", messages, tools=tools, **options, streaming_callback=stream
-            )
+            state = without_decision_format(call.state)
+            options = self._call_options(state, tools, stream)
+            call = await call_generator_async(self.chat_generator, state, "controller", messages, **options)
         return call
 
-    def _call_options(self, state: LoopState) -> CallOptions:
-        """The role's call options, with the decision's `response_format` in json mode with structured output."""
+    def _call_options(self, state: LoopState, tools: Any, stream: Any) -> CallOptions:
+        """The role's call options, `tools` and `stream`; in json mode with structured output, `response_format`."""
         options = role_options(self)
+        options["tools"], options["streaming_callback"] = tools, stream
         if (
             self.mode == "json"
             and self.structured_output

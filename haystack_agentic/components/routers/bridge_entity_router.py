@@ -5,6 +5,7 @@ import copy
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 from haystack import component, default_to_dict, logging
@@ -93,7 +94,7 @@ class BridgeEntityRouter:
         """The document store (a serialised one is made here, once)."""
         if self._document_store is None:
             with self._lock:
-                if self._document_store is None:
+                if self._document_store is None and self._store_spec is not None:
                     self._document_store = self._load_context.run(store_from_dict, self._store_spec)
         return self._document_store
 
@@ -137,7 +138,7 @@ class BridgeEntityRouter:
                 logger.debug("BridgeEntityRouter indexed the titles of {count} documents", count=count)
             return self._policy
 
-    def policy_for(self, filters: dict[str, Any] | None) -> BridgeEntityPolicy:
+    def policy_for(self, filters: Mapping[str, Any] | None) -> BridgeEntityPolicy:
         """
         The policy whose title index holds only the titles a run with these `filters` may see.
 
@@ -146,7 +147,7 @@ class BridgeEntityRouter:
         policy = self._current_policy()
         if not filters:
             return policy
-        key = json.dumps(filters, sort_keys=True, default=str)
+        key = json.dumps(dict(filters), sort_keys=True, default=str)
         with self._lock:
             cached = self._scoped.get(key)
             if cached is not None and cached[0] == self._indexed_count:
