@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
+Read loop pipeline YAMLs and open their stores.
+
 Reading a loop pipeline YAML and its stores: the checks, the allow-list, the store URIs, the in-memory stores'
 isolation and filling them from a saved store. It imports no `pipelines/`, `cli/` or `serving/` module, so
 components may use it. Every function raises `ValueError` with a message that says what to change.
@@ -16,6 +18,7 @@ import yaml
 from haystack import Pipeline
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
+from haystack.utils import Secret
 
 from haystack_agentic import ALLOWED_MODULES
 from haystack_agentic.components.retrievers.safe_retriever import retriever_document_store
@@ -67,8 +70,6 @@ _DOTTED_NAME = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+")
 
 #: Components every loop pipeline YAML has (see `build_loop_pipeline`).
 REQUIRED_COMPONENTS = ("controller", "retriever", "result")
-#: `OpenAIChatGenerator`'s default `api_key`, serialised (what a YAML that names no key means).
-OPENAI_KEY_FROM_ENV = {"type": "env_var", "env_vars": [ENV_OPENAI_API_KEY], "strict": True}
 #: Type names (suffixes) of the served document stores, and of the in-memory stores whose storage `index` shares.
 REMOTE_STORE_TYPES = ("MilvusDocumentStore", "WeaviateDocumentStore")
 IN_MEMORY_STORE_TYPES = ("InMemoryDocumentStore", "SparseBM25DocumentStore")
@@ -90,7 +91,8 @@ def read_loop_yaml(path: Path) -> dict[str, Any]:
     """
     data = _read_yaml(path)
     components = data.get("components") if isinstance(data, dict) else None
-    missing = [n for n in REQUIRED_COMPONENTS if not isinstance(components, dict) or n not in components]
+    components = components if isinstance(components, dict) else {}
+    missing = [n for n in REQUIRED_COMPONENTS if n not in components]
     if missing:
         msg = (
             f"{path} is not an agentic-loop pipeline: it has no component named {', '.join(missing)}. "
@@ -104,6 +106,8 @@ def read_loop_yaml(path: Path) -> dict[str, Any]:
 
 def allowed_modules_for(pipeline: dict[str, Any] | str) -> list[str]:
     """
+    Name the trusted modules one pipeline needs, for its `allowed_modules`.
+
     The modules to pass as `allowed_modules` to Haystack's `Pipeline.loads` / `Pipeline.from_dict` for one pipeline:
     those of `TRUSTED_MODULES` that hold a class the pipeline names (every `type` and `type_` value, nested ones
     too: chat generators, document stores, tools' classes), in order, without repeats. Anything else it names stays
@@ -160,6 +164,8 @@ def _check_milvus_self_imports(node: dict[str, Any]) -> None:
 
 def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool = False) -> Pipeline:
     """
+    Build a pipeline from its dict with the narrowest allow-list, its stores opened and checked.
+
     Build a pipeline from its dict (from the file `path`) allowing only `allowed_modules_for(data)`, its document
     stores opened and checked (`must_exist`: refuse a Milvus Lite database that does not exist yet, so loading writes
     nothing).
@@ -199,34 +205,43 @@ def loop_pipeline_from_dict(
     must_exist: bool = True,
 ) -> Pipeline:
     """
-    Build a loop pipeline from its YAML dict (`read_loop_yaml`, changed in place), the last step of every load.
+    Build a loop pipeline from its YAML dict (`read_loop_yaml`), the last step of loading a loop YAML.
 
-    Every `OpenAIChatGenerator` gets `model` and `base_url` when given, and a local server's placeholder key
-    (`llm.local_server_key`) where the YAML names no key; the in-memory stores get their own storage
-    (`isolate_in_memory_stores`); the stores are opened and checked (`pipeline_from_dict`). Returns the pipeline,
-    not warmed up.
+    The in-memory stores get their own storage (`isolate_in_memory_stores`, in `data`); the stores are opened and
+    checked (`pipeline_from_dict`); then `use_openai_server` gives its `OpenAIChatGenerator`s `model` and `base_url`.
+    Returns the pipeline, not warmed up.
 
     :raises StoreError: If a store cannot be opened, or a Milvus Lite database it names does not exist.
     :raises ValueError: If it does not load, or needs BM25 from a Milvus server older than 2.5.
     """
     from haystack_agentic.document_stores.milvus_support import check_pipeline  # noqa: PLC0415 - Milvus on demand
 
-    for spec in data["components"].values():
-        for value in spec["init_parameters"].values():
-            if isinstance(value, dict) and str(value.get("type", "")).endswith("OpenAIChatGenerator"):
-                generator = value["init_parameters"] = value.get("init_parameters") or {}
-                for key, override in (("model", model), ("api_base_url", base_url)):
-                    if override:
-                        generator[key] = override
-                if generator.get("api_key", OPENAI_KEY_FROM_ENV) == OPENAI_KEY_FROM_ENV:
-                    with contextlib.suppress(ValueError):  # no key, no base URL: the generator says so at warm-up
-                        secret = openai_api_key(generator.get("api_base_url"))
-                        if secret is not None:
-                            generator["api_key"] = secret
     isolate_in_memory_stores(data["components"])
     pipeline = pipeline_from_dict(data, path, must_exist=must_exist)
     check_pipeline(pipeline)
+    use_openai_server(pipeline, model, base_url)
     return pipeline
+
+
+def use_openai_server(pipeline: Pipeline, model: str | None = None, base_url: str | None = None) -> None:
+    """
+    Point the `OpenAIChatGenerator`s the pipeline's components hold at a model and server, before warm-up.
+
+    Each one (a public attribute of a component, e.g. its `chat_generator`) gets `model` and `base_url` when given,
+    and, where it reads the default `$OPENAI_API_KEY`, a local server's placeholder key (`llm.local_server_key`).
+    """
+    from haystack.components.generators.chat.openai import OpenAIChatGenerator  # noqa: PLC0415 - openai on demand
+
+    default_key = Secret.from_env_var(ENV_OPENAI_API_KEY)
+    for _, instance in pipeline.walk():
+        for name, generator in vars(instance).items():
+            if name.startswith("_") or not isinstance(generator, OpenAIChatGenerator):
+                continue
+            generator.model = model or generator.model
+            generator.api_base_url = base_url or generator.api_base_url
+            if generator.api_key == default_key:
+                with contextlib.suppress(ValueError):  # no key, no base URL: the generator says so at warm-up
+                    generator.api_key = openai_api_key(generator.api_base_url) or default_key
 
 
 def link_collection_store(pipeline: Pipeline) -> None:
@@ -253,6 +268,8 @@ def _specs(node: Any, types: tuple[str, ...]) -> list[dict[str, Any]]:
 
 def store_addresses(node: Any) -> list[tuple[str, str]]:
     """
+    List the addresses of the Milvus and Weaviate stores a pipeline dict names.
+
     The Milvus URIs and Weaviate URLs of the document stores in a pipeline dict: `[("milvus" | "weaviate", address)]`
     without repeats, in order.
     """
@@ -270,6 +287,8 @@ def store_addresses(node: Any) -> list[tuple[str, str]]:
 
 def check_pipeline_stores(path: Path | str) -> None:
     """
+    Open and close the Milvus stores a pipeline YAML names, to check them before serving.
+
     Open the Milvus stores a pipeline YAML names, then close them: before serving it, a missing, damaged or busy
     database is one line now rather than a traceback in the server's log later.
 
@@ -308,6 +327,8 @@ def set_store_uri(node: Any, uri: str) -> None:
 
 def isolate_in_memory_stores(node: Any) -> None:
     """
+    Give the in-memory stores of one pipeline dict their own storage.
+
     Give the in-memory stores of one pipeline dict their own storage: Haystack's in-memory stores with the same
     `index` share storage process-wide (so a pipeline's router and retriever see the same documents, but two
     pipelines of one process would too). Each `index` becomes `<index>-<random suffix>`, the same for the pipeline.
@@ -325,6 +346,8 @@ def retriever_store(pipeline: Pipeline) -> Any:
 
 def fill_in_memory_store(pipeline: Pipeline, store_path: Path | str) -> int:
     """
+    Fill the retriever's empty in-memory store from a saved store file.
+
     Copy a saved in-memory store (`haystack-agentic index`) into the retriever's in-memory store, if empty, and let
     the controller read the run's collections from it.
 

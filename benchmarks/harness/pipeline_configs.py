@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from haystack import Pipeline, logging
 
 from benchmarks.harness.retrieval_only_answerer import RetrievalOnlyAnswerer
 from benchmarks.harness.runner import EvalConfig, eval_documents
 from haystack_agentic.indexing.indexer import write_documents
-from haystack_agentic.loop_loading import read_loop_yaml, retriever_store, store_addresses
-from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
+from haystack_agentic.loop_loading import read_loop_yaml, retriever_store, set_store_uri, store_addresses
+from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop, packaged_loop_name
 
 logger = logging.getLogger(__name__)
 
@@ -31,10 +32,16 @@ def pipeline_config(
     path = LoopOptions(pipeline=spec).pipeline_path()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    store_uri = None
-    if any(kind == "milvus" for kind, _ in store_addresses(read_loop_yaml(path)["components"])):
+    store_uri, loaded = None, path
+    data = read_loop_yaml(path)
+    if any(kind == "milvus" for kind, _ in store_addresses(data["components"])):
         store_uri = str((out / f"eval-{path.stem}-{uuid.uuid4().hex[:8]}.db").resolve())
-    pipeline = build_loop(LoopOptions(pipeline=str(path), store_uri=store_uri, new_store=True, grounding="pipeline"))
+        if packaged_loop_name(path) is None:  # `--uri` is for packaged pipelines: a copy of the YAML names the file
+            set_store_uri(data["components"], store_uri)
+            store_uri, loaded = None, out / f"eval-{path.stem}-{uuid.uuid4().hex[:8]}.yml"
+            loaded.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    options = LoopOptions(pipeline=str(loaded), store_uri=store_uri, new_store=True, grounding="pipeline")
+    pipeline = build_loop(options)
     if not with_answer:
         retrieval_only(pipeline)
     store = retriever_store(pipeline)

@@ -8,13 +8,14 @@ The packaged pipelines, built in Python.
 
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from haystack import Pipeline
-from haystack.components.generators.chat import OpenAIChatGenerator
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack.utils import Secret
 
 from haystack_agentic.components.evidence.evidence_checker import EvidenceChecker
 from haystack_agentic.components.extractors.short_answer_extractor import ShortAnswerExtractor
@@ -24,13 +25,15 @@ from haystack_agentic.components.generators.fallback_synthesizer import Fallback
 from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
 from haystack_agentic.components.loop.loop_controller import LoopController
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
-from haystack_agentic.components.routers.agentic_router import AgenticRouter
 from haystack_agentic.components.routers.bridge_entity_router import BridgeEntityRouter
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.pipelines.loop_pipeline import build_loop_pipeline
 from haystack_agentic.pipelines.packaged_yaml import packaged_yaml
 from haystack_agentic.resources import pipelines_dir
-from haystack_agentic.settings import DEFAULT_OPENAI_MODEL
+from haystack_agentic.settings import DEFAULT_OPENAI_MODEL, ENV_OPENAI_API_KEY
+
+if TYPE_CHECKING:  # the OpenAI client and the LLM router are imported by the pipelines that use them
+    from haystack.components.generators.chat import OpenAIChatGenerator
 
 #: The in-memory store index the packaged pipelines share (in-memory stores with one index share storage).
 INDEX_NAME = "haystack-agentic"
@@ -66,14 +69,88 @@ ROLE_MAX_TOKENS = {"controller": 256, "controller_json": 160, "answer": 256, "fa
 LLM_MAX_ITERATIONS = 5
 
 
+@dataclass(frozen=True)
+class LLMSettings:
+    """
+    What the LLM roles of a packaged loop pipeline are built with; `None` keeps each role's own setting.
+
+    ### Usage example
+    ```python
+    pipeline = openai_pipeline("tools", llm=LLMSettings(api_base_url="http://127.0.0.1:8080/v1", timeout=300.0))
+    ```
+
+    :param model: Model of every `OpenAIChatGenerator`. Default: `settings.DEFAULT_OPENAI_MODEL`.
+    :param api_base_url: Base URL of every `OpenAIChatGenerator` (a local server, e.g. Ollama or llama.cpp).
+    :param api_key: Key of every `OpenAIChatGenerator` (`None`: its default, `$OPENAI_API_KEY`).
+    :param timeout: Seconds one LLM call of any role (and its chat generator's HTTP client) may take.
+    :param max_tokens: Most tokens one LLM reply of any role may have.
+    :param context_tokens: The LLM server's context size (llama.cpp's `/props`): the router's prompt budget fits it.
+    """
+
+    model: str = DEFAULT_OPENAI_MODEL
+    api_base_url: str | None = None
+    api_key: Secret | None = None
+    timeout: float | None = None
+    max_tokens: int | None = None
+    context_tokens: int | None = None
+
+    def role(self, timeout: bool = True) -> dict[str, Any]:
+        """
+        Give an LLM role the run's limits.
+
+        :param timeout: `False` for a role without a `timeout` parameter (`LLMJudgeGrounder`).
+        :returns: The role's keyword arguments for the run's seconds (`timeout`) and tokens (`generation_kwargs`) per
+            call; none for a setting left `None`.
+        """
+        kwargs: dict[str, Any] = {}
+        if timeout and self.timeout is not None:
+            kwargs["timeout"] = self.timeout
+        if self.max_tokens is not None:
+            kwargs["generation_kwargs"] = {"max_tokens": self.max_tokens}
+        return kwargs
+
+    def router_budget(self) -> dict[str, Any]:
+        """The router's `context_budget_tokens` keyword argument fitting `context_tokens` (none without it)."""
+        if not self.context_tokens:
+            return {}
+        from haystack_agentic.components.routers.agentic_router import DEFAULT_CONTEXT_BUDGET_TOKENS  # noqa: PLC0415
+        from haystack_agentic.llm.server_info import ServerInfo  # noqa: PLC0415
+
+        return {
+            "context_budget_tokens": ServerInfo(n_ctx=self.context_tokens).prompt_budget(DEFAULT_CONTEXT_BUDGET_TOKENS)
+        }
+
+    def openai_generator(self, role: str) -> "OpenAIChatGenerator":
+        """
+        Build the chat generator of an LLM role (a key of `ROLE_MAX_TOKENS`); no own retries: `llm.calls` retries.
+
+        Its HTTP client's timeout is `timeout` (default 60 s), its `max_tokens` is `max_tokens` (default: the role's).
+        """
+        from haystack.components.generators.chat import OpenAIChatGenerator  # noqa: PLC0415
+
+        return OpenAIChatGenerator(
+            api_key=self.api_key or Secret.from_env_var(ENV_OPENAI_API_KEY),
+            model=self.model,
+            api_base_url=self.api_base_url,
+            max_retries=0,
+            timeout=self.timeout if self.timeout is not None else 60.0,
+            generation_kwargs={"max_tokens": self.max_tokens or ROLE_MAX_TOKENS[role]},
+        )
+
+    def embedded_generator(self) -> EmbeddedChatGenerator:
+        """The packaged SmolLM2 chat generator, its reply capped at `max_tokens` when given."""
+        return EmbeddedChatGenerator(generation_kwargs={"max_tokens": self.max_tokens} if self.max_tokens else None)
+
+
 def embedded_answer_stages(
-    chat_generator: Any, max_chunks: int, chunks_per_search: int | None = None
+    chat_generator: Any, max_chunks: int, chunks_per_search: int | None = None, llm: LLMSettings | None = None
 ) -> dict[str, Any]:
     """
     The `answerer` and `extractor` of the embedded (SmolLM2) pipelines.
 
-    `build_loop_pipeline`'s `answerer` (SmolLM2's prompts, short chunks) and `extractor` (the 135M model answers in
-    sentences: a `ShortAnswerExtractor` keeps the span) of the embedded pipelines and `eval`'s offline configs.
+    `build_loop_pipeline`'s `answerer` (SmolLM2's prompts, short chunks, `llm`'s limits) and `extractor` (the 135M
+    model answers in sentences: a `ShortAnswerExtractor` keeps the span) of the embedded pipelines and `eval`'s
+    offline configs.
     """
     answerer = Answerer(
         chat_generator=chat_generator,
@@ -83,40 +160,55 @@ def embedded_answer_stages(
         chunk_chars=EMBEDDED_CHUNK_CHARS,
         chunks_per_search=chunks_per_search,
         stream_answer=False,  # the extractor streams the answer
+        **(llm.role() if llm and chat_generator is not None else {}),
     )
     return {"answerer": answerer, "extractor": ShortAnswerExtractor(max_chunks, chunks_per_search)}
 
 
-def embedded_fallback(chat_generator: Any, max_chunks: int) -> FallbackSynthesizer:
+def embedded_fallback(chat_generator: Any, max_chunks: int, llm: LLMSettings | None = None) -> FallbackSynthesizer:
     """The fallback of the embedded pipelines (disabled without a `chat_generator`): short chunks, as the answerer."""
     return FallbackSynthesizer(
         chat_generator=chat_generator,
         max_chunks=max_chunks,
         chunk_chars=EMBEDDED_CHUNK_CHARS,
         enabled=chat_generator is not None,
+        **(llm.role() if llm and chat_generator is not None else {}),
     )
 
 
 def embedded_pipeline(
-    grounded: bool = True, store: Any = None, retriever_class: Any = None, query_embedder: Any = None
+    grounded: bool = True,
+    store: Any = None,
+    retriever_class: Any = None,
+    query_embedder: Any = None,
+    *,
+    llm: LLMSettings | None = None,
+    max_iterations: int | None = None,
+    on_insufficient_evidence: Literal["give_up", "answer_with_warning"] = "give_up",
+    index: str = INDEX_NAME,
 ) -> Pipeline:
     """
     Build the offline default loop pipeline.
 
     The offline default: bridge-entity routing, SmolLM2-135M answers, 6 chunks, over in-memory BM25 (a
-    `SparseBM25DocumentStore`) or `store` with `retriever_class` and `query_embedder`; local-only HHEM (`grounded`).
+    `SparseBM25DocumentStore` of `index`) or `store` with `retriever_class` and `query_embedder`; local-only HHEM
+    (`grounded`). `llm` (its limits), `max_iterations` (default: the policy's searches + 3) and
+    `on_insufficient_evidence` (the evidence check's policy, default `give_up`) are a run's options.
     """
-    store = store if store is not None else SparseBM25DocumentStore(index=INDEX_NAME)
+    llm = llm or LLMSettings()
+    store = store if store is not None else SparseBM25DocumentStore(index=index)
     router = BridgeEntityRouter(document_store=store, first_top_k=4, follow_up_top_k=1, max_follow_ups=2)
     return build_loop_pipeline(
         router,
         SafeRetriever((retriever_class or InMemoryBM25Retriever)(document_store=store)),
         query_embedder=query_embedder,
         # One turn more than the policy's searches and answer: room for one answer the evidence check refuses.
-        controller=LoopController(max_iterations=router.max_follow_ups + 3, chunk_cap=router.max_chunks),
-        **embedded_answer_stages(EmbeddedChatGenerator(), router.max_chunks, chunks_per_search=2),
-        fallback=embedded_fallback(EmbeddedChatGenerator(), router.max_chunks),
-        evidence_checker=EvidenceChecker(),
+        controller=LoopController(
+            max_iterations=max_iterations or router.max_follow_ups + 3, chunk_cap=router.max_chunks
+        ),
+        **embedded_answer_stages(llm.embedded_generator(), router.max_chunks, chunks_per_search=2, llm=llm),
+        fallback=embedded_fallback(llm.embedded_generator(), router.max_chunks, llm=llm),
+        evidence_checker=EvidenceChecker(on_insufficient_evidence=on_insufficient_evidence),
         grounder=HHEMGrounder(local_files_only=True) if grounded else None,
         metadata={
             "llm": "SmolLM2-135M-Instruct (embedded, offline)",
@@ -125,11 +217,13 @@ def embedded_pipeline(
     )
 
 
-def _dense(store: Any, retriever_class: Any) -> Pipeline:
+def _dense(store: Any, retriever_class: Any, **options: Any) -> Pipeline:
     """The offline default over `store` with a MiniLM query embedder (dense or hybrid retrieval)."""
     from haystack_agentic.components.embedders.minilm_text_embedder import MiniLMTextEmbedder  # noqa: PLC0415
 
-    return embedded_pipeline(store=store, retriever_class=retriever_class, query_embedder=MiniLMTextEmbedder())
+    return embedded_pipeline(
+        store=store, retriever_class=retriever_class, query_embedder=MiniLMTextEmbedder(), **options
+    )
 
 
 def _milvus_store_for_yaml(bm25: bool = True) -> Any:
@@ -143,56 +237,130 @@ def _milvus_store_for_yaml(bm25: bool = True) -> Any:
     return store
 
 
-def openai_generator(role: str) -> OpenAIChatGenerator:
-    """The packaged chat generator of an LLM role (a key of `ROLE_MAX_TOKENS`); no own retries: `llm.calls` retries."""
-    return OpenAIChatGenerator(
-        model=DEFAULT_OPENAI_MODEL, max_retries=0, timeout=60.0, generation_kwargs={"max_tokens": ROLE_MAX_TOKENS[role]}
-    )
+def openai_pipeline(
+    mode: Literal["tools", "json"] = "tools",
+    grounded: bool = True,
+    *,
+    llm: LLMSettings | None = None,
+    max_iterations: int | None = None,
+    on_insufficient_evidence: Literal["give_up", "answer_with_warning"] = "give_up",
+    judge: bool = False,
+    index: str = INDEX_NAME,
+) -> Pipeline:
+    """
+    Build the LLM-routed loop (`mode` `tools` or `json`) on an OpenAI-compatible endpoint, in-memory BM25.
 
+    `llm` (the endpoint, model and limits), `max_iterations` (default `LLM_MAX_ITERATIONS`), `on_insufficient_evidence`
+    (the evidence check's policy, default `give_up`) and `judge` (ground with the router's LLM as judge,
+    `LLMJudgeGrounder`, instead of HHEM) are a run's options; `index` names the in-memory store's storage.
+    """
+    from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder  # noqa: PLC0415
+    from haystack_agentic.components.routers.agentic_router import AgenticRouter  # noqa: PLC0415
 
-def openai_pipeline(mode: Literal["tools", "json"] = "tools", grounded: bool = True) -> Pipeline:
-    """The LLM-routed loop (`mode` `tools` or `json`) on an OpenAI-compatible endpoint, in-memory BM25."""
-    store = SparseBM25DocumentStore(index=INDEX_NAME)
-    controller_llm = openai_generator("controller_json" if mode == "json" else "controller")
+    llm = llm or LLMSettings()
+    store = SparseBM25DocumentStore(index=index)
+    controller_role = "controller_json" if mode == "json" else "controller"
     # In tools mode the controller's answer is final; json mode needs an answer LLM to write it from the chunks.
-    answer_llm = openai_generator("answer") if mode == "json" else None
+    answer_llm = llm.openai_generator("answer") if mode == "json" else None
+    grounder: Any = None
+    if grounded:
+        grounder = (
+            LLMJudgeGrounder(chat_generator=llm.openai_generator(controller_role), **llm.role(timeout=False))
+            if judge
+            else HHEMGrounder(local_files_only=True)
+        )
     return build_loop_pipeline(
-        AgenticRouter(chat_generator=controller_llm, mode=mode, temperature=0.0),
+        AgenticRouter(
+            chat_generator=llm.openai_generator(controller_role),
+            mode=mode,
+            temperature=0.0,
+            **llm.role(),
+            **llm.router_budget(),
+        ),
         SafeRetriever(InMemoryBM25Retriever(document_store=store, top_k=5)),
-        controller=LoopController(max_iterations=LLM_MAX_ITERATIONS),
-        answerer=Answerer(chat_generator=answer_llm, temperature=0.0),
-        fallback=FallbackSynthesizer(chat_generator=openai_generator("fallback"), temperature=0.0),
+        controller=LoopController(max_iterations=max_iterations or LLM_MAX_ITERATIONS),
+        answerer=Answerer(chat_generator=answer_llm, temperature=0.0, **(llm.role() if answer_llm else {})),
+        fallback=FallbackSynthesizer(chat_generator=llm.openai_generator("fallback"), temperature=0.0, **llm.role()),
         # The offline check, not an LLM judge: no call per answer, and a small model's verdicts contradicted its own
         # reasons (issue 38's measurement with Qwen2.5-Coder-1.5B). Give it a chat_generator for an LLM judge.
-        evidence_checker=EvidenceChecker(),
-        grounder=HHEMGrounder(local_files_only=True) if grounded else None,
-        metadata={"llm": f"OpenAI-compatible ({DEFAULT_OPENAI_MODEL})", "policy": f"LLM router ({mode} mode)"},
+        evidence_checker=EvidenceChecker(on_insufficient_evidence=on_insufficient_evidence),
+        grounder=grounder,
+        metadata={"llm": f"OpenAI-compatible ({llm.model})", "policy": f"LLM router ({mode} mode)"},
     )
+
+
+#: The packaged loop pipelines on an OpenAI-compatible endpoint (the others run the embedded LLM).
+OPENAI_LOOPS = ("agentic_rag", "agentic_rag_json", "agentic_rag_ungrounded")
+#: The packaged loop pipelines whose store is given to `loop_pipeline` (a Milvus or Weaviate one).
+STORE_LOOPS = ("agentic_rag_embedded_milvus", "agentic_rag_embedded_milvus_dense", "agentic_rag_embedded_weaviate")
+#: Every packaged loop pipeline, by name (its file in `pipelines/` is `<name>.yml`).
+LOOP_PIPELINES = (
+    *OPENAI_LOOPS,
+    "agentic_rag_embedded",
+    "agentic_rag_embedded_ungrounded",
+    "agentic_rag_embedded_dense",
+    *STORE_LOOPS,
+)
+
+
+def loop_pipeline(name: str, store: Any = None, **options: Any) -> Pipeline:
+    """
+    Build the packaged loop pipeline `name` (one of `LOOP_PIPELINES`) with a run's options.
+
+    ### Usage example
+    ```python
+    pipeline = loop_pipeline("agentic_rag_json", llm=LLMSettings(api_base_url="http://127.0.0.1:8080/v1"))
+    ```
+
+    :param name: The pipeline's name, its file name in `pipelines/` without `.yml`.
+    :param store: The document store of a pipeline of `STORE_LOOPS` (a `MilvusDocumentStore`, with BM25 for
+        `agentic_rag_embedded_milvus`, or a `WeaviateDocumentStore`); ignored by the others.
+    :param options: Keyword arguments of `openai_pipeline` (for `OPENAI_LOOPS`) or `embedded_pipeline`: `llm`,
+        `max_iterations`, `on_insufficient_evidence`, `index`, and `judge` for `OPENAI_LOOPS`.
+    :returns: The pipeline, not warmed up.
+    :raises ValueError: If `name` is no packaged loop pipeline, or a `STORE_LOOPS` one has no `store`.
+    """
+    if name not in LOOP_PIPELINES:
+        msg = f"{name!r} is no packaged loop pipeline: one of {', '.join(LOOP_PIPELINES)}."
+        raise ValueError(msg)
+    if name in OPENAI_LOOPS:
+        mode: Literal["tools", "json"] = "json" if name == "agentic_rag_json" else "tools"
+        return openai_pipeline(mode, grounded=name != "agentic_rag_ungrounded", **options)
+    if name in STORE_LOOPS and store is None:
+        msg = f"The packaged pipeline {name} needs its document store (`store=`)."
+        raise ValueError(msg)
+    if name == "agentic_rag_embedded_dense":
+        index = options.pop("index", INDEX_NAME)
+        return _dense(InMemoryDocumentStore(index=index), InMemoryEmbeddingRetriever, **options)
+    if name in STORE_LOOPS:
+        from haystack_integrations.components.retrievers.weaviate import WeaviateHybridRetriever  # noqa: PLC0415
+        from milvus_haystack import MilvusEmbeddingRetriever, MilvusHybridRetriever  # noqa: PLC0415
+
+        retrievers = dict(
+            zip(STORE_LOOPS, (MilvusHybridRetriever, MilvusEmbeddingRetriever, WeaviateHybridRetriever), strict=True)
+        )
+        options.pop("index", None)
+        return _dense(store, retrievers[name], **options)
+    return embedded_pipeline(grounded=name != "agentic_rag_embedded_ungrounded", **options)
 
 
 def default_pipelines() -> dict[str, Pipeline]:
     """Every packaged pipeline by file name: the loop pipelines and the indexing ones."""
-    from haystack_integrations.components.retrievers.weaviate import WeaviateHybridRetriever  # noqa: PLC0415
-    from milvus_haystack import MilvusEmbeddingRetriever, MilvusHybridRetriever  # noqa: PLC0415
-
     from haystack_agentic.components.embedders.minilm_document_embedder import MiniLMDocumentEmbedder  # noqa: PLC0415
     from haystack_agentic.indexing.document_stores import weaviate_document_store  # noqa: PLC0415
     from haystack_agentic.indexing.indexing_pipeline import build_indexing_pipeline  # noqa: PLC0415
 
-    return {
-        "agentic_rag.yml": openai_pipeline("tools"),
-        "agentic_rag_json.yml": openai_pipeline("json"),
-        "agentic_rag_embedded.yml": embedded_pipeline(),
-        "agentic_rag_embedded_dense.yml": _dense(InMemoryDocumentStore(index=INDEX_NAME), InMemoryEmbeddingRetriever),
-        "agentic_rag_embedded_milvus.yml": _dense(_milvus_store_for_yaml(), MilvusHybridRetriever),
-        # for Milvus servers older than 2.5 (no BM25): `ask --backend milvus` picks it for them
-        "agentic_rag_embedded_milvus_dense.yml": _dense(_milvus_store_for_yaml(bm25=False), MilvusEmbeddingRetriever),
-        "agentic_rag_embedded_weaviate.yml": _dense(weaviate_document_store(), WeaviateHybridRetriever),
-        "agentic_rag_ungrounded.yml": openai_pipeline("tools", grounded=False),
-        "agentic_rag_embedded_ungrounded.yml": embedded_pipeline(grounded=False),
-        "indexing_milvus.yml": build_indexing_pipeline(_milvus_store_for_yaml(), MiniLMDocumentEmbedder()),
-        "indexing_weaviate.yml": build_indexing_pipeline(weaviate_document_store(), MiniLMDocumentEmbedder()),
-    }
+    stores = dict(
+        zip(
+            STORE_LOOPS,
+            (_milvus_store_for_yaml(), _milvus_store_for_yaml(bm25=False), weaviate_document_store()),
+            strict=True,
+        )
+    )
+    pipelines = {f"{name}.yml": loop_pipeline(name, store=stores.get(name)) for name in LOOP_PIPELINES}
+    pipelines["indexing_milvus.yml"] = build_indexing_pipeline(_milvus_store_for_yaml(), MiniLMDocumentEmbedder())
+    pipelines["indexing_weaviate.yml"] = build_indexing_pipeline(weaviate_document_store(), MiniLMDocumentEmbedder())
+    return pipelines
 
 
 def write_pipelines(directory: Path | None = None) -> list[Path]:

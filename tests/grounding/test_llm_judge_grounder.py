@@ -138,7 +138,8 @@ def test_the_builder_swaps_in_the_judge_grounder_when_hhem_is_missing_and_an_llm
     assert isinstance(judge, LLMJudgeGrounder)
     assert judge.chat_generator.to_dict() == with_llm.get_component("router").chat_generator.to_dict()
     as_written = build_loop(LoopOptions(pipeline=str(path), grounding="pipeline"))
-    assert with_llm.to_dict()["connections"] == as_written.to_dict()["connections"]  # same graph, other grounder
+    links = [sorted(map(str, p.to_dict()["connections"])) for p in (with_llm, as_written)]
+    assert links[0] == links[1]  # same graph, other grounder
     embedded = build_loop(LoopOptions(pipeline=str(path), llm="embedded"), notify=notes.append)
     assert isinstance(embedded.get_component("grounder"), HHEMGrounder)
     assert "LLMJudgeGrounder" in notes[0] and "is not available" in notes[0]

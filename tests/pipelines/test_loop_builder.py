@@ -1,12 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`build_loop`: every option is applied to the pipeline's dict before it is built, and refused when it cannot be."""
+"""`build_loop`: a packaged pipeline is built with the options as the builder's arguments; a user's YAML is loaded as
+it is and the options set on its components; an option that cannot be applied is refused."""
 
+import shutil
 from pathlib import Path
 
 import pytest
+from haystack.components.generators.chat import OpenAIChatGenerator
 
+from haystack_agentic.llm.local_server_key import LOCAL_SERVER_API_KEY
+from haystack_agentic.pipelines.default_pipelines import INDEX_NAME
 from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
 from haystack_agentic.pipelines.loop_pipeline import max_runs_for
+from haystack_agentic.pipelines.packaged_yaml import packaged_yaml
+from haystack_agentic.resources import pipeline_path
 
 SCRIPTED_YAML = Path(__file__).parents[1] / "serving" / "scripted_loop.yml"
 
@@ -78,3 +85,86 @@ def test_options_that_do_not_fit_the_pipeline_are_refused_before_it_is_built(mon
     assert LoopOptions(base_url="http://127.0.0.1:9/v1").llm == "openai"
     assert LoopOptions().pipeline_path().name == "agentic_rag_embedded.yml"
     assert LoopOptions(backend="milvus", store_uri="x.db").pipeline_path().name == "agentic_rag_embedded_milvus.yml"
+
+
+@pytest.mark.parametrize("name", ["agentic_rag", "agentic_rag_json", "agentic_rag_embedded", "agentic_rag_ungrounded"])
+def test_a_packaged_pipeline_is_built_as_its_yaml_says_with_its_own_in_memory_index(name, monkeypatch):
+    # Built in Python with no option set, it is the committed YAML but for the index that isolates its storage.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("HAYSTACK_AGENTIC_MODEL", raising=False)
+    built = build_loop(LoopOptions(pipeline=name, grounding="pipeline"))
+    index = built.get_component("retriever").retriever.document_store.index
+    assert index.startswith(f"{INDEX_NAME}-")
+    committed = pipeline_path(name).read_text(encoding="utf-8")
+    assert packaged_yaml(built, f"{name}.yml").replace(index, INDEX_NAME) == committed
+    # its file's path is the same packaged pipeline (what `serve` hands its wrapper)
+    from_path = build_loop(LoopOptions(pipeline=str(pipeline_path(name)), grounding="pipeline"))
+    assert from_path.get_component("retriever").retriever.document_store.index not in (index, INDEX_NAME)
+
+
+def _user_copy(tmp_path, name="agentic_rag"):
+    path = tmp_path / "my_loop.yml"
+    shutil.copy(pipeline_path(name), path)
+    return path
+
+
+def test_options_reach_the_components_of_a_users_yaml_loaded_as_it_is(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    options = LoopOptions(
+        pipeline=str(_user_copy(tmp_path, "agentic_rag_json")),
+        model="qwen",
+        base_url="http://127.0.0.1:9/v1",
+        max_iterations=3,
+        timeout=30.0,
+        max_tokens=50,
+        on_insufficient_evidence="answer_with_warning",
+        grounding="pipeline",
+    )
+    pipeline = build_loop(options)
+    assert pipeline.get_component("controller").max_iterations == 3
+    assert pipeline.to_dict()["max_runs_per_component"] == max_runs_for(3)
+    assert pipeline.get_component("evidence").on_insufficient_evidence == "answer_with_warning"
+    generators = [v for _, c in pipeline.walk() for v in vars(c).values() if isinstance(v, OpenAIChatGenerator)]
+    assert len(generators) == 3  # router, answerer, fallback
+    for generator in generators:
+        assert (generator.model, generator.api_base_url, generator.timeout) == ("qwen", options.base_url, 30.0)
+        assert generator.generation_kwargs["max_tokens"] == 50
+        assert generator.api_key.resolve_value() == LOCAL_SERVER_API_KEY
+    assert pipeline.metadata["llm"] == "OpenAI-compatible (qwen)"
+    # the file's own values where no option is given
+    untouched = build_loop(LoopOptions(pipeline=options.pipeline, base_url=options.base_url, grounding="pipeline"))
+    assert untouched.get_component("controller").max_iterations == 5
+    assert untouched.get_component("router").chat_generator.generation_kwargs == {"max_tokens": 160}
+
+
+def test_uri_is_refused_for_a_users_yaml_which_names_its_own_store(tmp_path):
+    with pytest.raises(ValueError, match="--uri applies to the packaged pipelines"):
+        build_loop(LoopOptions(pipeline=str(_user_copy(tmp_path, "agentic_rag_embedded")), store_uri="x.db"))
+
+
+def test_a_hhem_grounder_without_its_model_becomes_the_routers_llm_as_judge_in_an_openai_run(tmp_path, monkeypatch):
+    from haystack_agentic.components.grounders.hhem_grounder import HHEMGrounder
+    from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder
+    from haystack_agentic.grounding.hhem_loading import hhem_missing
+
+    if hhem_missing(None, local_files_only=True) is None:
+        pytest.skip("the HHEM model is installed here")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    notices = []
+    options = {"llm": "openai", "max_tokens": 40, "base_url": "http://127.0.0.1:9/v1"}
+    packaged = build_loop(LoopOptions(pipeline="agentic_rag", **options), notify=notices.append)
+    user = build_loop(LoopOptions(pipeline=str(_user_copy(tmp_path)), **options), notify=notices.append)
+    for pipeline in (packaged, user):  # the user's YAML: swapped on the loaded pipeline, connected as it was
+        judge = pipeline.get_component("grounder")
+        assert isinstance(judge, LLMJudgeGrounder)
+        assert (
+            judge.generation_kwargs == {"max_tokens": 40} and judge.chat_generator.generation_kwargs["max_tokens"] == 40
+        )
+        assert judge.chat_generator is not pipeline.get_component("router").chat_generator
+        assert judge.chat_generator.api_key.resolve_value() == LOCAL_SERVER_API_KEY
+    assert sorted(map(str, packaged.to_dict()["connections"])) == sorted(map(str, user.to_dict()["connections"]))
+    assert len(notices) == 2 and all(n.endswith("(LLMJudgeGrounder).") for n in notices)
+    embedded = build_loop(LoopOptions(pipeline=str(_user_copy(tmp_path)), llm="embedded"), notify=notices.append)
+    assert isinstance(embedded.get_component("grounder"), HHEMGrounder)
+    assert notices[2].endswith("Running without grounding.")
