@@ -89,14 +89,15 @@ def recover_tool_calls(
 
 def is_only_calls(text: str | None, tool_names: Collection[str]) -> bool:
     """
-    Whether a text is nothing but calls, written as text, to the tools named `tool_names`.
+    Whether a text is nothing but tool calls written as text (of the run's tools, or in a call's explicit shape).
 
-    Whether a text is nothing but calls, written as text, to the tools named `tool_names` (the tools the run offers):
-    what `recover_tool_calls` reads (after at most one short lead-in line, the last call possibly cut off by the token
-    limit), each call a JSON object whose string `name` is one of `tool_names`, with its arguments (not checked
-    against a schema: a call with bad arguments is still no answer in words). An answer like this has no words of its
-    own (`grounding.markers.has_own_words`); a tool definition copied back is not a call, and neither is a JSON
-    object naming anything else (`{"name": "Paris", "country": "France"}` is an answer written in JSON).
+    It reads what `recover_tool_calls` reads (after at most one short lead-in line, the last call possibly cut off by
+    the token limit). Each value must be a call: a JSON object whose string `name` is one of `tool_names` (the tools
+    the run offers), with its arguments (not checked against a schema: a call with bad arguments is still no answer in
+    words), or an object in a call's explicit shape (an `arguments`/`parameters` key, or `{"type": "function",
+    "function": ...}`) whatever tool it names. An answer like this has no words of its own
+    (`grounding.markers.has_own_words`); a tool definition copied back is not a call, and neither is a JSON object
+    naming something else with no arguments key (`{"name": "Paris", "country": "France"}` is an answer in JSON).
 
     :param text: The text (`None` or blank: not calls).
     :param tool_names: The names of the tools the run offers (empty: no text is calls).
@@ -108,7 +109,9 @@ def is_only_calls(text: str | None, tool_names: Collection[str]) -> bool:
         body = _before_invented_results(text)
         values = _blocks(body[_lead_in_end(body) :], True, 0)
         for value in values:
-            if _call_parts(value)[0] not in tool_names:
+            name = _call_parts(value)[0]  # raises for anything but a dict with a call's shape
+            explicit = "function" in value or any(key in value for key in _ARGUMENT_KEYS)
+            if name not in tool_names and not explicit:
                 return False
     except (_NotCallsError, RecursionError):
         return False

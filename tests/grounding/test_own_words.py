@@ -68,10 +68,9 @@ def test_no_words_of_its_own(text):
         f"{'x' * 250} {CALL}",
         DEFINITION,
         f"<tools>\n{DEFINITION}",
-        # an answer written as JSON: a call-shaped object that names no tool of the run
+        # an answer written as JSON: an object with a name, but no arguments key and no tool of the run
         '{"name": "Paris", "country": "France"}',
-        '```json\n{"name": "Marie Curie", "arguments": {"born": 1867}}\n```',
-        '{"name": "weather", "arguments": {"city": "Paris"}}',
+        '```json\n{"name": "Marie Curie", "born": 1867}\n```',
     ],
 )
 def test_words_of_its_own(text):
@@ -98,7 +97,21 @@ def test_a_reply_run_as_tool_calls_has_no_words_of_its_own(truncated):
 
 
 def test_calls_to_a_user_tool_are_tool_call_text_only_in_a_run_that_offers_it():
-    weather = '{"name": "weather", "arguments": {"city": "Paris"}}'
+    weather = '{"name": "weather", "city": "Paris"}'  # a call with its arguments beside the name (no arguments key)
     assert has_own_words(weather, (*BUILTIN_TOOL_NAMES, "weather")) is False
     assert has_own_words(weather, BUILTIN_TOOL_NAMES) is True
     assert has_own_words(CALL, ()) is True  # a run that offers no tools: no text is a call
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>{"name": "delete_files", "arguments": {"path": "/"}}</tool_call>',
+        '```json\n{"name": "lookup", "parameters": {"q": "x"}}\n```',
+        '{"type": "function", "function": {"name": "browse", "arguments": "{}"}}',
+        '{"name": "weather", "arguments": {"city": "Paris"}}',
+    ],
+)
+def test_a_call_in_its_explicit_shape_is_no_answer_whatever_tool_it_names(text):
+    # An `arguments`/`parameters` key or the `function` wrapper makes it a call, not an answer written in JSON.
+    assert not has_own_words(text, BUILTIN_TOOL_NAMES)

@@ -79,6 +79,7 @@ def test_prose_stays_an_answer(build_loop, text):
 @pytest.mark.parametrize(
     "text",
     [
+        _text_call("delete_files", path="/"),  # not an offered tool, in a call's explicit shape
         '{"name": "search", "arguments": {"query": "x", "top_k": "lots"}}',  # arguments that do not validate
         '{"name": "give_up", "why": "none"}',  # a key the tool does not declare
     ],
@@ -114,7 +115,7 @@ def test_a_user_tool_written_as_text_runs(build_loop):
     "text",
     [
         '{"name": "Greenwich Village", "country": "United States"}',
-        _text_call("delete_files", path="/"),  # names no tool of the run: text, like any other JSON
+        '{"name": "delete_files", "path": "/"}',  # no arguments key and no tool of the run: JSON, like any other
     ],
 )
 def test_json_that_names_no_tool_of_the_run_is_an_answer(build_loop, text):
