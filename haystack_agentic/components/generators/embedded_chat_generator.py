@@ -41,8 +41,16 @@ _SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "typical_p")
 
 
 def _normalize_generation_kwargs(generation_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The kwargs with `temperature` deciding the mode: 0/`None`/absent is greedy (sampling keys dropped)."""
+    """
+    The kwargs for Hugging Face `generate`: `max_tokens` as `max_new_tokens`, `temperature` deciding the mode.
+
+    `max_tokens` is the OpenAI name every other chat generator of the loop takes (and what `--max-tokens` sets); it
+    replaces `max_new_tokens` (transformers refuses the unknown key). A `temperature` of 0/`None`/absent is greedy
+    (sampling keys dropped).
+    """
     kwargs = dict(generation_kwargs)
+    if "max_tokens" in kwargs:
+        kwargs["max_new_tokens"] = kwargs.pop("max_tokens")
     temperature = kwargs.get("temperature")
     if temperature is not None and temperature > 0:
         kwargs.setdefault("do_sample", True)

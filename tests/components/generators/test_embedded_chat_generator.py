@@ -90,6 +90,9 @@ def test_cache_dir_layout(tmp_path, monkeypatch):
         ({"temperature": 0.7}, {"temperature": 0.7, "do_sample": True}),
         ({"do_sample": True, "top_k": 5}, {"do_sample": True, "top_k": 5}),
         ({"do_sample": True, "temperature": 0}, {"do_sample": False}),
+        # `max_tokens` (the OpenAI name `--max-tokens` sets) is `max_new_tokens` for transformers, and wins over it
+        ({"max_tokens": 16}, {"max_new_tokens": 16, "do_sample": False}),
+        ({"max_new_tokens": 64, "max_tokens": 8}, {"max_new_tokens": 8, "do_sample": False}),
     ],
 )
 def test_temperature_zero_or_absent_means_greedy(given, expected):
@@ -148,6 +151,9 @@ def test_real_model_answers_from_context():
     reply = replies[0]
     assert reply.is_from("assistant")
     assert reply.text and reply.text.strip()
+    # `max_tokens` (what `ask --max-tokens` sets on every role) caps the real model's reply (transformers refused it)
+    capped = generator.run(messages, generation_kwargs={"max_tokens": 2})["replies"][0]
+    assert capped.meta["usage"]["completion_tokens"] <= 2
     assert "Greenwich" in reply.text
     assert reply.meta["model"] == MODEL_NAME
     assert reply.meta["usage"]["prompt_tokens"] > 0
