@@ -13,6 +13,7 @@ Parsing is bounded: replies longer than `MAX_REPLY_CHARS` are not read, JSON is 
 """
 
 import json
+import re
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -44,6 +45,8 @@ OPENERS = (FENCE, *(f"<{tag}>" for tag in TAGS), "{", "[")
 #: Where Qwen's chat template (and others of the Hermes format) puts a tool's result: a reply that writes one
 #: after its calls invented it (seen with Qwen2.5-Coder 1.5B: a search call followed by a made-up result).
 INVENTED_RESULT_TAG = "<tool_response>"
+#: The tag opening a line (after spaces or tabs); linear: `^` fails at once off a line start.
+_INVENTED_RESULT_LINE = re.compile(r"^[ \t]*" + re.escape(INVENTED_RESULT_TAG), re.MULTILINE)
 #: Keys a call object may have besides its name and arguments (OpenAI's `{"id", "type": "function", "function"}`).
 _CALL_EXTRA_KEYS = frozenset({"id", "type"})
 _ARGUMENT_KEYS = ("arguments", "parameters")
@@ -120,12 +123,14 @@ def is_only_calls(text: str | None, tool_names: Collection[str]) -> bool:
 
 def _before_invented_results(text: str) -> str:
     """
-    The reply up to a `<tool_response>` tag it wrote itself, stripped.
+    The reply up to a `<tool_response>` tag it wrote itself at the start of a line, stripped.
 
-    The reply up to a `<tool_response>` tag it wrote itself, stripped: a small model that writes a call sometimes
-    goes on to invent the call's result in the chat template's own tags; the call runs and the invention is dropped.
+    A small model that writes a call sometimes goes on to invent the call's result in the chat template's own tags;
+    the call runs and the invention is dropped. Only a tag that opens a line counts: inside a call's JSON (a query
+    `"<tool_response>"`) it is text, and a JSON string cannot hold a raw line break.
     """
-    return text.split(INVENTED_RESULT_TAG, 1)[0].strip()
+    found = _INVENTED_RESULT_LINE.search(text)
+    return (text[: found.start()] if found else text).strip()
 
 
 def could_be_calls(text: str) -> bool:

@@ -303,3 +303,10 @@ def test_property_no_prefix_of_a_recovered_reply_is_streamed(calls, wrapper, lea
     hold = CallTextHold()
     for start in range(0, len(text), 3):  # streamed three characters at a time: nothing passes before the end
         assert hold.accept([StreamingChunk(content=text[start : start + 3])]) == []
+
+
+def test_a_tool_response_tag_inside_a_calls_json_is_text():
+    # Found by the property test: only a tag opening a line is an invented result; inside a JSON string it is text.
+    text = '{"name": "search", "arguments": {"query": "<tool_response>"}}'
+    assert _calls(text) == [("search", {"query": "<tool_response>"})]
+    assert _calls(text + "\n  <tool_response>\nmade up\n</tool_response>") == [("search", {"query": "<tool_response>"})]
