@@ -11,6 +11,8 @@ import pytest
 from conftest import answer, search
 from haystack import Document
 from haystack.dataclasses import ChatMessage
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from haystack_agentic.components.generators.embedded_chat_generator import EmbeddedChatGenerator
 from haystack_agentic.llm.prompts import format_chunks
@@ -221,3 +223,36 @@ def test_a_lone_surrogate_is_counted_as_the_replacement_character():
     assert CONSERVATIVE.count_text(text) == CONSERVATIVE.count_text(text.replace("\ud83d", "\ufffd"))
     assert CONSERVATIVE.count([ChatMessage.from_user(text)]) > 0
     assert render_message(ChatMessage.from_user(text)).startswith("[user] broken")
+
+
+def _estimate_rule_by_rule(text: str) -> int:
+    """The conservative estimate as its docstring states it, one rule at a time (the counter counts with regexes)."""
+    import math
+    import re
+
+    tokens = sum(math.ceil(len(run) / 4) for run in re.findall(r"[A-Za-z]+", text))
+    tokens += sum(
+        1 for char in text if char.isascii() and not char.isalpha() and not char.isspace() and char.isprintable()
+    )
+    tokens += sum(1 for run in re.findall(r"\s+", text) if run != " ")
+    tokens += len(re.findall(r" (?=[^A-Za-z\s])", text))
+    tokens += sum({2: 1.5}.get(len(c.encode("utf-8")), len(c.encode("utf-8"))) for c in text if not c.isascii())
+    return math.ceil(tokens)
+
+
+def test_the_conservative_estimate_counts_letter_runs_and_whitespace_runs():
+    from haystack_agentic.llm.tokens import ConservativeTokenCounter
+
+    count = ConservativeTokenCounter().count_text
+    assert count("abcd") == 1 and count("abcde") == 2 and count("abcdefgh") == 2 and count("abcdefghi") == 3
+    assert count("ab cd") == 2  # one space before a letter costs nothing
+    assert count("ab  cd") == 3 and count("ab\tcd") == 3 and count("ab\n\ncd") == 3  # any other whitespace run: 1
+    assert count("ab \t cd") == 3 and count(" ") == 0 and count("a \n") == 2
+
+
+@given(st.text(alphabet=st.sampled_from("aZq \t\n\r\x0b\u00a0\u2003.,7é中😀"), max_size=60) | st.text(max_size=40))
+@settings(max_examples=400, deadline=None)
+def test_the_conservative_estimate_follows_its_rules(text):
+    from haystack_agentic.llm.tokens import ConservativeTokenCounter
+
+    assert ConservativeTokenCounter().count_text(text) == _estimate_rule_by_rule(text)
