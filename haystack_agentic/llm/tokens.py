@@ -131,6 +131,10 @@ class TokenCounter:
     def _count_message(self, message: ChatMessage) -> int:
         return self.count_text(render_message(message)) + MESSAGE_OVERHEAD_TOKENS + non_text_tokens(message)
 
+    def most_tokens(self, text: str) -> int | None:  # noqa: ARG002 - a counter without a bound
+        """An upper bound of `count_text(text)` found without counting, or `None` when this counter has none."""
+        return None
+
 
 def render_message(message: ChatMessage) -> str:
     """
@@ -196,6 +200,10 @@ class ConservativeTokenCounter(TokenCounter):
     """
 
     name = "conservative estimate"
+
+    def most_tokens(self, text: str) -> int:
+        """At most one token per character of an ASCII text, else at most 4 per character (UTF-8's most bytes)."""
+        return len(text) if text.isascii() else 4 * len(text)
 
     def _count_text(self, text: str) -> int:
         tokens: float = len(_ASCII_LETTER_FOURS.findall(text))
@@ -342,6 +350,8 @@ def compact_messages(
     """
     counter = counter or CONSERVATIVE
     result = list(messages)
+    if _surely_fits(result, budget_tokens, tools, counter):
+        return result
     sizes = [counter.count([message]) for message in result]  # each message counted once, then kept up to date
     total = counter.count([], tools) + sum(sizes)
     if total <= budget_tokens:
@@ -366,6 +376,17 @@ def compact_messages(
         kept = longest_prefix_within(_tool_result_text(original.result), fits)
         result[last] = _with_tool_text(original, kept.rstrip() + marker)
     return result
+
+
+def _surely_fits(messages: list[ChatMessage], budget_tokens: int, tools: Any, counter: TokenCounter) -> bool:
+    """Whether the prompt fits by the counter's upper bound of each message's tokens (`False`: count them)."""
+    total = counter.count([], tools)
+    for message in messages:
+        most = counter.most_tokens(render_message(message))
+        if most is None:
+            return False
+        total += most + MESSAGE_OVERHEAD_TOKENS + non_text_tokens(message)
+    return total <= budget_tokens
 
 
 def _digest(text: str) -> str:

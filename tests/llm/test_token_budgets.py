@@ -256,3 +256,40 @@ def test_the_conservative_estimate_follows_its_rules(text):
     from haystack_agentic.llm.tokens import ConservativeTokenCounter
 
     assert ConservativeTokenCounter().count_text(text) == _estimate_rule_by_rule(text)
+
+
+@given(
+    st.text(alphabet=st.sampled_from("aZq \t\n\u00a0\u2003\u3000.,7é中😀\ud83d"), max_size=60) | st.text(max_size=40)
+)
+@settings(max_examples=400, deadline=None)
+def test_the_conservative_bound_is_never_below_the_count(text):
+    from haystack_agentic.llm.tokens import ConservativeTokenCounter
+
+    counter = ConservativeTokenCounter()
+    assert counter.count_text(text) <= counter.most_tokens(text)
+
+
+def test_a_prompt_within_the_bound_is_not_counted_and_one_beyond_it_is():
+    from haystack.dataclasses import ToolCall
+
+    from haystack_agentic.llm.tokens import ConservativeTokenCounter, compact_messages
+
+    class Refusing(ConservativeTokenCounter):
+        def _count_text(self, text: str) -> int:
+            msg = "counted"
+            raise AssertionError(msg)
+
+    call = ToolCall(tool_name="search", arguments={"query": "q"}, id="1")
+    messages = [
+        ChatMessage.from_user("question " * 40),
+        ChatMessage.from_assistant(tool_calls=[call]),
+        ChatMessage.from_tool(tool_result="chunk text " * 100, origin=call),
+    ]
+    assert compact_messages(messages, 16_000, None, Refusing()) == messages  # 1,540 characters: surely fits
+    with pytest.raises(AssertionError, match="counted"):
+        compact_messages(messages, 1_000, None, Refusing())  # the bound is over the budget: counted
+    counter = ConservativeTokenCounter()
+    assert counter.count(messages) <= 1_000  # ... and then it fits: nothing compacted
+    assert compact_messages(messages, 1_000, None, counter) == messages
+    compacted = compact_messages(messages, 150, None, counter)
+    assert compacted[:2] == messages[:2] and compacted[2].tool_call_result.result.endswith("context budget]")
