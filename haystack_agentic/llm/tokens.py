@@ -202,8 +202,14 @@ class ConservativeTokenCounter(TokenCounter):
     name = "conservative estimate"
 
     def most_tokens(self, text: str) -> int:
-        """At most one token per character of an ASCII text, else at most 4 per character (UTF-8's most bytes)."""
-        return len(text) if text.isascii() else 4 * len(text)
+        """
+        At most a token per UTF-8 byte, plus one per non-ASCII character (a whitespace run's token).
+
+        A non-ASCII character has 2 bytes or more, so `bytes - characters` is at least their number.
+        """
+        if text.isascii():
+            return len(text)
+        return 2 * len(text.encode("utf-8", "surrogatepass")) - len(text)
 
     def _count_text(self, text: str) -> int:
         tokens: float = len(_ASCII_LETTER_FOURS.findall(text))
