@@ -33,11 +33,9 @@ _TOOL_COUNTS_KEPT = 64
 #: Seconds `tiktoken` may take to load an encoding (it downloads it the first time) before the estimate is used.
 TIKTOKEN_LOAD_TIMEOUT = 10.0
 
-#: One match per started group of 4 letters of a run of ASCII letters: a run of n letters makes ceil(n / 4) matches.
-_ASCII_LETTER_FOURS = re.compile(r"[A-Za-z]{1,4}")
+_ASCII_LETTERS = re.compile(r"[A-Za-z]+")
 _ASCII_OTHER = re.compile(r"[0-9!-/:-@\[-`{-~]")
-#: One match per run of whitespace other than a single space (a longer run matches at its start, whole).
-_WHITESPACE_NOT_ONE_SPACE = re.compile(r"\s{2,}|[^\S ]")
+_WHITESPACE = re.compile(r"\s+")
 _SPACE_BEFORE_NON_LETTER = re.compile(r" (?=[^A-Za-z\s])")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 #: Tokens of a non-ASCII character by its UTF-8 size: 1.5 for two bytes (accented Latin, Greek, Cyrillic), else
@@ -212,9 +210,9 @@ class ConservativeTokenCounter(TokenCounter):
         return 2 * len(text.encode("utf-8", "surrogatepass")) - len(text)
 
     def _count_text(self, text: str) -> int:
-        tokens: float = len(_ASCII_LETTER_FOURS.findall(text))
+        tokens: float = sum(math.ceil(len(run) / 4) for run in _ASCII_LETTERS.findall(text))
         tokens += len(_ASCII_OTHER.findall(text))
-        tokens += len(_WHITESPACE_NOT_ONE_SPACE.findall(text))
+        tokens += sum(1 for run in _WHITESPACE.findall(text) if run != " ")
         tokens += len(_SPACE_BEFORE_NON_LETTER.findall(text))
         for run in _NON_ASCII.findall(text):
             for char in run:
@@ -352,7 +350,8 @@ def compact_messages(
 
     The messages fitted into `budget_tokens` (tool schemas included; counted by `counter`, default `CONSERVATIVE`):
     tool results are replaced, oldest first, by a one-line digest (first line, chunk ids) until they fit; then the
-    latest is cut from its end (its lowest-ranked chunks go first). Other messages are never changed.
+    latest is cut from its end (its lowest-ranked chunks go first). Other messages are never changed. A prompt
+    within budget by the counter's `most_tokens` bound is returned without counting.
     """
     counter = counter or CONSERVATIVE
     result = list(messages)
