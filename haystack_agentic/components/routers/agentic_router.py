@@ -297,15 +297,15 @@ class AgenticRouter:
         routed = self.search_policy.run(state=state)
         if "query" not in routed:
             return None
-        why = routed["loop"].tool_history[-1].reasoning or "bridge entity"
-        turn = state.iteration + 1
+        step = routed["loop"].tool_history[-1]  # the policy's own step: its reason, top_k and page filter
         return self._free_search(
             state,
             routed["query"],
-            POLICY_SEARCH_REASON + why,
-            f"search-policy-{turn}",
+            POLICY_SEARCH_REASON + (step.reasoning or "bridge entity"),
+            f"search-policy-{state.iteration + 1}",
             top_k=routed["top_k"],
             filters=routed["filters"],
+            narrowed=(step.arguments or {}).get("filters"),
         )
 
     def _opening(self, state: LoopState) -> LoopState:
@@ -384,13 +384,16 @@ class AgenticRouter:
         call_id: str,
         top_k: int | None = None,
         filters: dict[str, Any] | None = None,
+        narrowed: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """
         The route of a search the loop makes without an LLM call.
 
         That is the question first, the search policy's, or the chunks' suggestion after a refused decision; in tools
         mode it enters the conversation as a `search` call with id `call_id`. `top_k` (default `default_top_k`) and
-        `filters` (the run's own filters already in them; default the run's) are the policy's.
+        `filters` (the run's own filters already in them; default the run's) are the policy's; `narrowed` is the
+        filter that narrows the policy's search to one page (kept in the step's arguments: the model may still search
+        the same words over the whole store).
         """
         turn = state.iteration + 1
         arguments: dict[str, Any] = {"query": query}
@@ -400,7 +403,8 @@ class AgenticRouter:
         if self.mode == "tools":
             tool_call = ToolCall(tool_name=SEARCH_TOOL_NAME, arguments=arguments, id=call_id)
         top_k = self.default_top_k if top_k is None else top_k
-        pending, step = planned_search(state, turn, query, top_k, None, arguments, reason, tool_call)
+        step_arguments = {**arguments, "filters": narrowed} if narrowed else arguments
+        pending, step = planned_search(state, turn, query, top_k, None, step_arguments, reason, tool_call)
         if filters is not None:
             pending = dataclasses.replace(pending, filters=filters)
         state = state.with_step(step)

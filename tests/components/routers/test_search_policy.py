@@ -94,3 +94,21 @@ def test_the_policy_round_trips_through_yaml(store, allow_deserialization):
 def test_a_search_policy_must_be_a_bridge_entity_router():
     with pytest.raises(TypeError, match="search_policy must be a BridgeEntityRouter, got dict"):
         AgenticRouter(chat_generator=ScriptedChatGenerator([]), search_policy={"type": "x"})
+
+
+def test_the_llm_may_search_a_page_the_policy_searched_over_the_whole_store(build_loop, store):
+    # The policy searched "Adriana Trigiani" on her page only (top 1): the same words over the whole store are a new
+    # search, not a repeat; asked a second time they are a repeat.
+    loop = build_loop(
+        [decide("search", query="Adriana Trigiani"), decide("search", query="adriana trigiani"), decide("generate")],
+        mode="json",
+        router_kwargs=policy(store),
+        answer_script=[{"text": "Greenwich Village"}],
+        max_iterations=8,
+    )
+    result = loop.run()
+    steps = [s for s in result["tool_history"] if s["query"] and s["query"].casefold() == "adriana trigiani"]
+    assert [s["action"] for s in steps] == ["search", "search", "invalid"]
+    assert steps[0]["arguments"]["filters"] == {"field": "meta.title", "operator": "==", "value": "Adriana Trigiani"}
+    assert "filters" not in steps[1]["arguments"] and len(steps[1]["returned_chunk_ids"]) > 1
+    assert "already searched" in steps[2]["result"]
