@@ -74,6 +74,8 @@ SYSTEMS = ("one-shot", "agent", "tools", "json", "offline")
 TOP_K = 5
 #: The Agent's most LLM turns (our loop's packaged `max_iterations` is of the same order).
 AGENT_MAX_STEPS = 6
+#: The keys of each recorded step (besides its returned chunk ids), for replays of the run.
+STEP_KEYS = ("action", "query", "tool_name", "result", "reasoning")
 #: What the last column says for systems whose runs cannot record recovered tool calls.
 RECOVERY_NOT_RECORDED = {
     "one-shot": "- (no tools)",
@@ -259,7 +261,11 @@ def loop_system(name: str, options: LoopOptions, documents: list, pooled: InMemo
             "recovered": recovered_calls(result) if count_recovered else None,
             "error": result.get("error"),
             "steps": [
-                {key: str(step.get(key))[:300] for key in ("action", "query", "tool_name", "result")} for step in steps
+                {
+                    **{key: str(step.get(key))[:300] for key in STEP_KEYS},
+                    "returned_chunk_ids": list(step.get("returned_chunk_ids") or []),
+                }
+                for step in steps
             ],
         }
 

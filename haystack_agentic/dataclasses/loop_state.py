@@ -316,3 +316,17 @@ def jsonable(value: Any) -> Any:
     if hasattr(value, "to_dict"):
         return jsonable(value.to_dict())
     return str(value)
+
+
+def count_final_turn(routed: dict[str, Any], turn: int) -> dict[str, Any]:
+    """
+    Count the router's 1-based `turn` in the leaving state's `iteration` when it leaves the loop for good.
+
+    Leaving for good is an answer, a give-up or an error: the controller counts only the turns that come back around
+    the loop.
+    """
+    for socket in ("answer", "finished"):
+        state = routed.get(socket)
+        if state is not None and (socket == "finished" or state.pending_action == "answer"):
+            routed[socket] = state.evolve(iteration=max(state.iteration, turn))
+    return routed

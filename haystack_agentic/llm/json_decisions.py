@@ -14,7 +14,14 @@ from haystack.dataclasses import ChatMessage
 
 from haystack_agentic.dataclasses.loop_state import LoopState, ToolStep
 from haystack_agentic.evidence.feedback import refusal_note
-from haystack_agentic.llm.calls import CallOptions, LLMCall
+from haystack_agentic.llm.calls import (
+    CallOptions,
+    LLMCall,
+    call_generator,
+    call_generator_async,
+    role_options,
+    sends_openai_requests,
+)
 from haystack_agentic.llm.loop_tools import planned_search, searched_in, send_searches
 from haystack_agentic.llm.prompts import DEFAULT_JSON_PROMPT, fit_turns, format_chunks, render
 from haystack_agentic.llm.refused_turns import refused_turn_note
@@ -159,3 +166,47 @@ def route_json_decision(
     pending_action = ("reflect" if state.draft else "draft") if action == "reflect" else "answer"
     step = ToolStep(iteration=turn, action=action, arguments=decision, reasoning=reasoning)
     return {"answer": state.with_step(step).evolve(pending_action=pending_action)}
+
+
+def controller_options(router: Any, state: LoopState, tools: Any, stream: Any) -> CallOptions:
+    """
+    The options of an `AgenticRouter`'s controller call.
+
+    They are the role's options with `tools` and `stream`; in json mode with structured output on an OpenAI-compatible
+    generator (unless refused in this run), the decision's schema as `response_format`.
+    """
+    options = role_options(router)
+    options["tools"], options["streaming_callback"] = tools, stream
+    if (
+        router.mode == "json"
+        and router.structured_output
+        and sends_openai_requests(router.chat_generator)
+        and not (state.metadata or {}).get(STRUCTURED_OUTPUT_REFUSED)
+    ):
+        response_format = decision_response_format(state.collections)
+        options["generation_kwargs"] = {**(router.generation_kwargs or {}), "response_format": response_format}
+    return options
+
+
+def controller_call(router: Any, state: LoopState, messages: list[ChatMessage], tools: Any, stream: Any) -> LLMCall:
+    """An `AgenticRouter`'s controller call; once more without `response_format` when the server refuses it."""
+    options = controller_options(router, state, tools, stream)
+    call = call_generator(router.chat_generator, state, "controller", messages, **options)
+    if refused_decision_format(call, options):
+        state = without_decision_format(call.state)
+        options = controller_options(router, state, tools, stream)
+        call = call_generator(router.chat_generator, state, "controller", messages, **options)
+    return call
+
+
+async def controller_call_async(
+    router: Any, state: LoopState, messages: list[ChatMessage], tools: Any, stream: Any
+) -> LLMCall:
+    """Async twin of `controller_call`: awaits the generator's `run_async`."""
+    options = controller_options(router, state, tools, stream)
+    call = await call_generator_async(router.chat_generator, state, "controller", messages, **options)
+    if refused_decision_format(call, options):
+        state = without_decision_format(call.state)
+        options = controller_options(router, state, tools, stream)
+        call = await call_generator_async(router.chat_generator, state, "controller", messages, **options)
+    return call

@@ -232,15 +232,19 @@ def planned_search(
 
 
 def searched_in(state: LoopState, query: str, collection: str | None) -> bool:
-    """Whether this query (ignoring case) was searched before over the same collections."""
-    if collection is None and not state.collections:
-        return state.already_searched(query)
-    covered = (collection,) if collection else tuple(state.collections or ())
+    """
+    Whether this query (ignoring case) was searched before over the same collections.
+
+    A search narrowed to one page (the search policy's: `filters` in its step's arguments) does not count: the same
+    words over the whole store are a new search.
+    """
     folded = query.casefold()
-    return any(
-        step.action == "search" and (step.query or "").casefold() == folded and step.collections == covered
-        for step in state.tool_history
-    )
+    same = [step for step in state.tool_history if step.action == "search" and (step.query or "").casefold() == folded]
+    narrowed = sum("filters" in (step.arguments or {}) for step in same)
+    if collection is None and not state.collections:
+        return sum(q.casefold() == folded for q in state.queries_tried) > narrowed
+    covered = (collection,) if collection else tuple(state.collections or ())
+    return any(step.collections == covered and "filters" not in (step.arguments or {}) for step in same)
 
 
 def send_searches(state: LoopState, searches: list[PendingSearch]) -> dict[str, Any]:

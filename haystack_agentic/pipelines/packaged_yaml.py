@@ -97,8 +97,11 @@ COMPONENT_NOTES = {
     "then up to max_follow_ups (2) entities named in what it found, follow_up_top_k (1) chunk each; the entities are "
     "the titles in document_store.\n"
     "Change: those numbers. Its document_store is the retriever's (*store): change the store there.",
-    "AgenticRouter": "the controller LLM: one call per turn decides to search (and for what), answer or give up.\n"
-    "Change: chat_generator (model, api_base_url), mode (tools/json), system_prompt, default_top_k, max_top_k.",
+    "AgenticRouter": "the controller LLM: one call per turn decides to search (and for what), answer or give up; "
+    "first, search_policy (the bridge-entity policy) searches the question and the entities its chunks name, with no "
+    "LLM call.\n"
+    "Change: chat_generator (model, api_base_url), mode (tools/json), system_prompt, default_top_k, max_top_k, "
+    "search_policy (null: the LLM picks every search after the question).",
     "MiniLMTextEmbedder": "embeds the search query with the packaged all-MiniLM-L6-v2 (384 dimensions, offline).\n"
     "Change: model, only together with the embedder the documents were indexed with.",
     "SafeRetriever": "the search: wraps a Haystack retriever so that a store error or a timeout is a failed search "

@@ -12,8 +12,7 @@ from haystack import component, default_to_dict, logging
 from haystack.dataclasses import StreamingCallbackT
 
 from haystack_agentic.components.retrievers.safe_retriever import store_from_dict
-from haystack_agentic.components.routers.agentic_router import count_final_turn
-from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep
+from haystack_agentic.dataclasses.loop_state import LoopState, PendingSearch, ToolStep, count_final_turn
 from haystack_agentic.document_stores import milvus_support
 from haystack_agentic.evidence.feedback import missing_evidence_query
 from haystack_agentic.indexing.collections import and_filters
