@@ -404,6 +404,9 @@ def main() -> None:
         help="Most tokens per reply of every LLM call (default: 256 for one-shot and agent, the "
         "packaged per-role limits for our loop).",
     )
+    parser.add_argument(
+        "--max-iterations", type=int, default=None, help="Turns of our LLM loops (default: the packaged pipeline's)."
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="Seconds one LLM call may take (default 600).")
     parser.add_argument("--ctx", type=int, default=8192, help="llama.cpp context size in tokens (default 8192).")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp CPU threads (default 2).")
@@ -465,6 +468,7 @@ def main() -> None:
                     base_url=server.base_url,
                     timeout=args.timeout,
                     max_tokens=args.max_tokens,
+                    max_iterations=args.max_iterations,
                     context_tokens=args.ctx,
                     grounding="pipeline",
                 )

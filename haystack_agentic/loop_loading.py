@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 from haystack import Pipeline
+from haystack.core.serialization_security import DESERIALIZATION_ALLOWLIST_ENV_VAR
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 from haystack.document_stores.types import DuplicatePolicy
 from haystack.utils import Secret
@@ -67,6 +68,10 @@ TRUSTED_MODULES = (
 MILVUS_SELF_IMPORTS = {"builtin_function": ("milvus_haystack.function",), "reranker": ("pymilvus.client.abstract",)}
 #: A dotted name in a serialised type (`pkg.module.Class`, also inside `list[...]`).
 _DOTTED_NAME = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+")
+#: Haystack's error for a component it could not build (its name, then the component's whole dict).
+_FAILED_COMPONENT = re.compile(r"Couldn't deserialize component '([^']*)'")
+#: Haystack's allow-list refusal, naming the module of a class or the full name of a callable.
+_REFUSED_MODULE = re.compile(r"Refusing to deserialize a class from module '([^']*)'")
 
 #: Components every loop pipeline YAML has (see `build_loop_pipeline`).
 REQUIRED_COMPONENTS = ("controller", "retriever", "result")
@@ -192,8 +197,28 @@ def pipeline_from_dict(data: dict[str, Any], path: Path | str, must_exist: bool 
     except StoreError:
         raise
     except Exception as exc:
-        msg = f"Cannot load the pipeline {path}: {exc}"
+        msg = f"Cannot load the pipeline {path}: {_load_problem(exc)}"
         raise ValueError(msg) from exc
+
+
+def _load_problem(exc: Exception) -> str:
+    """
+    Say in one line why a pipeline dict did not load, for a user who has to act on it.
+
+    Haystack's error for a component names the component and dumps its whole dict: keep the component's name and
+    the original error (the cause). An allow-list refusal names the refused callable or class and how to allow it.
+    """
+    component = _FAILED_COMPONENT.match(str(exc))
+    cause = exc.__cause__ if component and exc.__cause__ is not None else exc
+    where = f"component '{component.group(1)}'" if component else "the pipeline"
+    refused = _REFUSED_MODULE.match(str(cause))
+    if refused is None:
+        return f"{where}: {cause}" if component else str(cause)
+    return (
+        f"{where} names {refused.group(1)}, which is not on Haystack's deserialization allow-list. If you trust "
+        f"this file, add its module to {DESERIALIZATION_ALLOWLIST_ENV_VAR} (comma-separated module names or "
+        "`package.*` patterns) and load it again."
+    )
 
 
 def loop_pipeline_from_dict(

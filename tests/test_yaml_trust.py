@@ -160,14 +160,22 @@ def test_the_import_and_every_loader_leave_haystacks_refusals_as_in_a_plain_proc
     assert not new_file.exists()
 
 
-def test_the_package_loaders_refuse_the_attacks_too(tmp_path):
+def test_the_package_loaders_refuse_the_attacks_too(tmp_path, monkeypatch):
     from haystack_agentic.indexing.store_faults import StoreError
     from haystack_agentic.loop_loading import check_pipeline_stores, pipeline_from_dict
 
-    for text in (AGENT_RUNS_THE_CLI, SCRIPTED_LLM):
+    for text, says in (
+        (AGENT_RUNS_THE_CLI, "component 'agent' names haystack_agentic.cli.main.main, which is not on"),
+        (SCRIPTED_LLM, "the pipeline names scripted_chat_generator, which is not on"),
+    ):
         with pytest.raises(ValueError, match=r"Cannot load the pipeline attack.yml") as caught:
             pipeline_from_dict(yaml.safe_load(text), "attack.yml")
         assert isinstance(caught.value.__cause__, DeserializationError)
+        message = str(caught.value)  # one line: what was refused and how to allow it, not the component's dict
+        assert says in message and "HAYSTACK_DESERIALIZATION_ALLOWLIST" in message and "\n" not in message
+    with monkeypatch.context() as patched:  # the advice works: the callable's module, allowed, loads
+        patched.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "haystack_agentic.cli.main")
+        assert pipeline_from_dict(yaml.safe_load(AGENT_RUNS_THE_CLI), "attack.yml").get_component("agent").tools
     # The Milvus store is the user's choice when the YAML names it, but loading never creates its database...
     new_file = tmp_path / "created_by_loading.db"
     data = yaml.safe_load(MILVUS_AT_A_NEW_FILE.format(uri=new_file))

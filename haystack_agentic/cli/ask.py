@@ -225,7 +225,7 @@ def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | No
     try:
         filters = validate_filters(filters)
     except ValueError as exc:
-        msg = f"--filters is not a valid Haystack filter: {exc}"
+        msg = f"--filters: {exc}"  # the message already says it is not a valid Haystack filter, and why
         raise CLIError(msg) from exc
     try:
         options = loop_builder.LoopOptions(

@@ -99,7 +99,10 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     parser.add_argument(
-        "--timeout", type=float, help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server)."
+        "--timeout",
+        type=float,
+        help="Seconds one LLM call may take (default: the pipeline's; 60 s for a server). The embedded LLM cannot be "
+        "stopped: a call over the limit fails the run, and the command exits once that call ends.",
     )
     parser.add_argument(
         "--max-tokens", type=int, help="Most tokens one LLM reply may have, every role (default: sized per role)."

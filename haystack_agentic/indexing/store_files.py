@@ -35,13 +35,20 @@ def read_store_file(path: Path | str) -> tuple[dict[str, Any], list[Document]]:
     Read a saved store (`InMemoryDocumentStore.save_to_disk` format) without building one (and its BM25 statistics).
 
     :returns: `(settings, documents)`: the file's store dict without its `documents`, and the documents.
-    :raises StoreError: If the file does not exist, cannot be read, or is not a saved store (one line, with the path).
+    :raises StoreError: If the file does not exist, is a directory, cannot be read, or is not a saved store (one line,
+        with the path).
     """
     path = Path(path)
     if not path.exists():
         msg = (
             f"The store {path} does not exist: check the path, or create it with "
             f"`haystack-agentic index PATH --store {path}`."
+        )
+        raise StoreError(msg)
+    if path.is_dir():
+        msg = (
+            f"The store {path} is a directory: a store is one JSON file, as `haystack-agentic index PATH --store FILE` "
+            f"writes it (e.g. {path / 'store.json'})."
         )
         raise StoreError(msg)
     try:

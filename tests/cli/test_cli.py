@@ -87,8 +87,13 @@ def test_ask_rejects_bad_pipelines_filters_and_stores(tmp_path, store_env, capsy
     assert main(["ask", "q"]) == 2
     assert "Cannot read the store" in capsys.readouterr().err
     assert store_env.read_text() == '{"documents": ['  # left as it was
+    assert main(["ask", "q", "--store", str(tmp_path)]) == 2  # a directory: no `index --store DIR` advice
+    err = capsys.readouterr().err
+    assert f"The store {tmp_path} is a directory: a store is one JSON file" in err and "--replace" not in err
     assert main(["ask", "q", "--filters", '{"operator": "AND"}']) == 2
-    assert "not a valid Haystack filter" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--filters: Not a valid Haystack filter: filters: a group needs 'conditions'" in err
+    assert err.lower().count("valid haystack filter") == 1  # said once
     assert main(["ask", "q", "--pipeline", "agentic_rag_nosuch"]) == 2  # bad input, not an unexpected error
     assert "Known pipelines: agentic_rag," in capsys.readouterr().err
 

@@ -24,9 +24,11 @@ def _scripted_llm_allowed(allow_scripted_llm):
 
 
 def test_options_reach_the_components_they_name():
-    options = LoopOptions(llm="embedded", max_iterations=2, on_insufficient_evidence="answer_with_warning")
+    options = LoopOptions(llm="embedded", max_iterations=2, on_insufficient_evidence="answer_with_warning", timeout=3.0)
     pipeline = build_loop(options)
     assert pipeline.get_component("controller").max_iterations == 2
+    roles = {n for n, c in pipeline.walk() if getattr(c, "chat_generator", None) is not None and c.timeout == 3.0}
+    assert {"answerer", "fallback"} <= roles  # offline too: the role gives up on the embedded LLM's call
     assert pipeline.to_dict()["max_runs_per_component"] == max_runs_for(2)
     assert pipeline.get_component("evidence").on_insufficient_evidence == "answer_with_warning"
 

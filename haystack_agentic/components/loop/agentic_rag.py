@@ -7,6 +7,7 @@ from haystack import Document, Pipeline, component, default_to_dict, logging
 from haystack.core.super_component import SuperComponent
 from haystack.dataclasses import ChatMessage, GeneratedAnswer
 
+from haystack_agentic.components.loop.loop_controller import validate_filters
 from haystack_agentic.components.loop.loop_result_builder import RESULT_TYPES
 from haystack_agentic.llm.streaming import plain_function
 from haystack_agentic.loop_loading import loop_pipeline_from_dict, pipeline_from_dict, read_loop_yaml
@@ -114,8 +115,9 @@ class AgenticRAG(SuperComponent):
             without an answer, with `data` the answer without its `[n]` markers, the cited chunks as `documents`,
             and `answer`, `terminated_by`, `evidence`, `grounding`, `citations` in `meta`); `messages` (the
             conversation with the answer appended, ready to pass as `messages` next turn).
-        :raises ValueError: If neither `query` nor `messages` is given.
-        :raises PipelineRuntimeError: If the question or filters are refused (`InvalidLoopInputError` as its cause).
+        :raises ValueError: If neither `query` nor `messages` is given, or `filters` are not valid Haystack filters
+            (`InvalidLoopInputError`, naming the bad node), before anything runs.
+        :raises PipelineRuntimeError: If the question is refused (`InvalidLoopInputError` as its cause).
         :raises AgenticRAGError: If the run ended with `terminated_by="error"` and `raise_on_failure` is set.
         """
         return self._checked(_outputs(SuperComponent.run(self, **_run_inputs(kwargs))))
@@ -173,6 +175,8 @@ def _run_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
     if not _given(kwargs.get("query")) and not _given(kwargs.get("messages")):
         msg = "AgenticRAG needs a question: pass `query` (a string) or `messages` (a list of ChatMessage)."
         raise ValueError(msg)
+    if _given(kwargs.get("filters")):  # here, not in a retriever mid-loop (wrapped in PipelineRuntimeError)
+        kwargs = {**kwargs, "filters": validate_filters(kwargs["filters"])}
     callback = kwargs.get("streaming_callback")
     if callable(callback) and _given(callback):
         kwargs = {**kwargs, "streaming_callback": plain_function(callback)}

@@ -17,6 +17,7 @@ from haystack.dataclasses import ChatMessage, StreamingChunk
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from haystack_agentic import AgenticRAG
+from haystack_agentic.components.loop.loop_controller import InvalidLoopInputError
 from haystack_agentic.grounding.citations import strip_markers
 from haystack_agentic.llm.streaming import ANSWER_META
 
@@ -118,6 +119,16 @@ def test_filters_scope_the_run(build_loop):
         query=QUESTION, filters={"field": "meta.kind", "operator": "==", "value": "place"}
     )
     assert out["documents"] and {d.meta["kind"] for d in out["documents"]} == {"place"}
+
+
+async def test_malformed_filters_are_a_value_error_naming_the_node_before_anything_runs(build_loop):
+    loop = build_loop(HOPS)
+    rag = AgenticRAG(pipeline=loop.pipeline)
+    with pytest.raises(InvalidLoopInputError, match=r"Not a valid Haystack filter: filters has neither 'field'"):
+        rag.run(query=QUESTION, filters={"bad": 1})
+    with pytest.raises(InvalidLoopInputError, match=r"filters\.conditions\[0\]"):
+        await rag.run_async(query=QUESTION, filters={"operator": "AND", "conditions": [{"bad": 1}]})
+    assert loop.llm.calls == []
 
 
 def test_built_from_a_yaml_file_and_from_a_packaged_name(build_loop, tmp_path, allow_scripted_llm):
