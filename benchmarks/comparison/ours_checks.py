@@ -2,7 +2,8 @@
 """
 Our loop on the comparison's rows: the packaged `pipelines/agentic_rag_ungrounded.yml` (router, evidence check,
 fallback, answerer, result) loaded with `load_loop_pipeline`, its OpenAI chat generators swapped for
-`ScriptedChatGenerator`s in the YAML data, its store filled with the same HotpotQA paragraphs as the other two.
+`ScriptedChatGenerator`s in the YAML data and its router's search policy off (the scripts decide every search after
+the question), its store filled with the same HotpotQA paragraphs as the other two.
 
 Each check shows one cell of the README table "Compared with Haystack's Agent and LangGraph"; its name says which.
 `compare.py` runs them (an `AssertionError` means the cell no longer holds).
@@ -81,8 +82,9 @@ def packaged(
     components = data["components"]
     # Turns by call: the router's free first search adds an assistant message without an LLM call.
     components["router"]["init_parameters"]["chat_generator"] = scripted(script, True)
-    # The router as shipped: its first search is the question, with no LLM call; the scripts decide the rest.
-    components["router"]["init_parameters"].update(router or {})
+    # The router as shipped, but without its search policy: its first search is the question, with no LLM call, and
+    # the scripts decide the rest (the policy's own searches are tests/components/routers/test_search_policy.py's).
+    components["router"]["init_parameters"].update({"search_policy": None, **(router or {})})
     components["evidence"].setdefault("init_parameters", {})["chat_generator"] = scripted(JUDGE_ACCEPTS, True)
     components["fallback"]["init_parameters"]["chat_generator"] = scripted(
         fallback_script or [{"text": "NO ANSWER"}], True
