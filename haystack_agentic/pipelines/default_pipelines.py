@@ -250,7 +250,6 @@ def openai_pipeline(
     on_insufficient_evidence: Literal["give_up", "answer_with_warning"] = "give_up",
     judge: bool = False,
     index: str = INDEX_NAME,
-    search_policy: bool = True,
 ) -> Pipeline:
     """
     Build the LLM-routed loop (`mode` `tools` or `json`) on an OpenAI-compatible endpoint, in-memory BM25.
@@ -258,8 +257,8 @@ def openai_pipeline(
     `llm` (the endpoint, model and limits), `max_iterations` (default `LLM_MAX_ITERATIONS`), `on_insufficient_evidence`
     (the evidence check's policy, default `give_up`) and `judge` (ground with the router's LLM as judge,
     `LLMJudgeGrounder`, instead of HHEM) are a run's options; `index` names the in-memory store's storage.
-    `search_policy`: the router's first searches are the bridge-entity policy's (the question's top 5, as one-shot
-    RAG's, then up to two entities its chunks name), without LLM calls; `False`: only the question's.
+    The router's first searches are the bridge-entity policy's (the question's top 5, as one-shot RAG's, then up to two
+    entities its chunks name), without LLM calls (`search_policy: null` in the YAML: only the question's).
     """
     from haystack_agentic.components.grounders.llm_judge_grounder import LLMJudgeGrounder  # noqa: PLC0415
     from haystack_agentic.components.routers.agentic_router import AgenticRouter  # noqa: PLC0415
@@ -283,11 +282,7 @@ def openai_pipeline(
             temperature=0.0,
             **llm.role(),
             **llm.router_budget(),
-            search_policy=(
-                BridgeEntityRouter(document_store=store, first_top_k=5, follow_up_top_k=1, max_follow_ups=2)
-                if search_policy
-                else None
-            ),
+            search_policy=BridgeEntityRouter(document_store=store, first_top_k=5, follow_up_top_k=1, max_follow_ups=2),
         ),
         SafeRetriever(InMemoryBM25Retriever(document_store=store, top_k=5)),
         controller=LoopController(max_iterations=max_iterations or LLM_MAX_ITERATIONS),

@@ -294,7 +294,7 @@ class AgenticRouter:
         ):
             return None
         assert self.search_policy is not None  # noqa: S101 - the caller checked
-        routed = self.search_policy.run(state=state)
+        routed = self.search_policy.decide(state)  # inside this router's own turn span
         if "query" not in routed:
             return None
         step = routed["loop"].tool_history[-1]  # the policy's own step: its reason, top_k and page filter

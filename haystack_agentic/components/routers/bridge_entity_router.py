@@ -176,11 +176,17 @@ class BridgeEntityRouter:
         """
         callback = pick_callback(None, streaming_callback, is_async=False)
         with iteration_span(state) as turn_state:
-            routed = trace_turn("BridgeEntityRouter", self._turn(turn_state))
+            routed = trace_turn("BridgeEntityRouter", self.decide(turn_state))
         emit(callback, step_chunks(state, routed_state(routed)))
         return routed
 
-    def _turn(self, state: LoopState) -> dict[str, Any]:
+    def decide(self, state: LoopState) -> dict[str, Any]:
+        """
+        The policy's route for this turn, without the turn's trace span and step event (`run` adds them).
+
+        :returns: What `run` returns; `AgenticRouter(search_policy=...)` takes its searches from here inside its own
+            turn span.
+        """
         turn = state.iteration + 1
         searched = list(state.queries_tried)
         if not searched:
@@ -221,7 +227,7 @@ class BridgeEntityRouter:
         """Async twin of `run` (no I/O but the store's document count); the callback may be sync or async."""
         callback = pick_callback(None, streaming_callback, is_async=True)
         with iteration_span(state) as turn_state:
-            routed = trace_turn("BridgeEntityRouter", self._turn(turn_state))
+            routed = trace_turn("BridgeEntityRouter", self.decide(turn_state))
         await emit_async(callback, step_chunks(state, routed_state(routed)))
         return routed
 
