@@ -50,11 +50,12 @@ _SENTENCE_ENDS = frozenset('.!?:;\n"“')
 _POSSESSIVE_RE = re.compile(r"(\w)['’]s\b")
 #: Lower-case words inside a question's entity: a name's connectors and those of a work's title ("First for Women").
 _ENTITY_CONNECTORS = NAME_CONNECTORS | frozenset("for in on a an to".split())
-# A quoted string, or a run of capitalised words / numbers joined by a few lower-case connectors.
+# A quoted string, or a run of capitalised words / numbers joined by a few lower-case connectors. A connector only
+# joins a capitalised word: "John Bregar in a 2008 film" names John Bregar, not "John Bregar in a 2008".
 _ENTITY_RE = re.compile(
     r"\"([^\"]{2,})\"|“([^”]{2,})”"
-    rf"|(\b[A-Z0-9][\w'’.&-]*(?:\s+(?:{alternation(_ENTITY_CONNECTORS)}\s+)*"
-    r"[A-Z0-9][\w'’.&-]*)*)",
+    rf"|(\b[A-Z0-9][\w'’.&-]*(?:(?:\s+(?:{alternation(_ENTITY_CONNECTORS)}\s+)+[A-Z]|\s+[A-Z0-9])"
+    r"[\w'’.&-]*)*)",
     re.UNICODE,
 )
 

@@ -71,6 +71,12 @@ LLM_MAX_ITERATIONS = 5
 #: up to ~12. Replayed on the same searches, Qwen2.5-Coder-1.5B answered better from 8 than from 6 (docs/benchmarks.md,
 #: issue 38, fourth session: HotpotQA F1 0.519 vs 0.494, MuSiQue 0.251 vs 0.242).
 JSON_ANSWER_CHUNKS = 8
+#: The json-mode answer reads the best 3 chunks of each search, in search order, not the run's best 8 by score: BM25
+#: scores of different queries do not compare (a long query outscores a bridge entity's page), and the page a hop
+#: reached is what the answer needs. Replayed on the exact chunks of the fifth session's runs, Qwen2.5-Coder-1.5B
+#: scored HotpotQA F1 0.554 with 3 per search, 0.499 with 2, 0.510 by score (docs/benchmarks.md, issue 38, sixth
+#: session).
+JSON_ANSWER_CHUNKS_PER_SEARCH = 3
 
 
 @dataclass(frozen=True)
@@ -289,7 +295,11 @@ def openai_pipeline(
         answerer=Answerer(
             chat_generator=answer_llm,
             temperature=0.0,
-            **({"max_chunks": JSON_ANSWER_CHUNKS, **llm.role()} if answer_llm else {}),
+            **(
+                {"max_chunks": JSON_ANSWER_CHUNKS, "chunks_per_search": JSON_ANSWER_CHUNKS_PER_SEARCH, **llm.role()}
+                if answer_llm
+                else {}
+            ),
         ),
         fallback=FallbackSynthesizer(chat_generator=llm.openai_generator("fallback"), temperature=0.0, **llm.role()),
         # The offline check, not an LLM judge: no call per answer, and a small model's verdicts contradicted its own

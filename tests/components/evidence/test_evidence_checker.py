@@ -90,6 +90,18 @@ def test_key_entities_are_the_named_things_of_the_question():
     assert key_entities("who is the president of france") == []
 
 
+@pytest.mark.parametrize(
+    ("question", "entities"),
+    [
+        ("Who stars with John Bregar in a 2008 film?", ["John Bregar", "2008"]),
+        ("Where did the Beatles in 1964 tour?", ["Beatles", "1964"]),
+        ("Who commanded Apollo 13 in 1970?", ["Apollo 13", "1970"]),
+    ],
+)
+def test_a_connector_joins_names_not_a_name_and_a_number(question, entities):
+    assert [e for e, _ in key_entities(question)] == entities
+
+
 def test_lexical_coverage_names_what_no_chunk_mentions():
     coverage = lexical_coverage(ARTHUR, ["Movieline was an American film magazine.", "First for Women is a magazine."])
     assert coverage.missing_entities == ["Arthur's Magazine"]
