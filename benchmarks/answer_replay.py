@@ -2,14 +2,18 @@
 """
 The answer step alone, replayed on recorded loop runs (issue 38): one LLM call per question and answer prompt.
 
-`benchmarks/real_llm.py --json FILE` records each run's searches. This script repeats those searches on the same
-pooled BM25 store (top 5 each, merged as the loop merges them), then writes the answer from the resulting chunks with
-`Answerer` under each prompt variant, so answer prompts can be compared on the same evidence at one call per question
-instead of a whole loop run each:
+`benchmarks/real_llm.py --json FILE` records each run's searches and the chunks each returned. This script rebuilds
+those chunks on the same pooled BM25 store (each search's returned chunks, scored by its query, merged as the loop
+merges them; records without returned chunk ids repeat each search at top 5), then writes the answer from them with
+`Answerer` under each variant, so answer steps can be compared on the same evidence at one call per question instead
+of a whole loop run each:
 
-- `current`: `Answerer`'s defaults (chunks as blocks, the short-answer instruction after the question);
+- `current`: the packaged json loop's answer step (`Answerer`'s prompts, the best `JSON_ANSWER_CHUNKS_PER_SEARCH`
+  chunks of each search in search order, at most `JSON_ANSWER_CHUNKS`);
+- `by-score`: the same prompts over the run's best `JSON_ANSWER_CHUNKS` chunks by score (before issue 38's sixth
+  session);
 - `lines`: the answer prompt before issue 38's third session (one line per chunk, no system message);
-- `one-shot`: `real_llm.py`'s one-shot prompt over the same chunks (no citations).
+- `one-shot`: `real_llm.py`'s one-shot prompt over the same chunks as `current` (no citations).
 
 It prints, per variant, exact match, F1 and how many prompts held every gold paragraph, with the recorded loop's F1
 on the same questions. Usage (a llama.cpp server starts in-process and stops at the end):
@@ -29,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from haystack.components.builders import ChatPromptBuilder
 from haystack.dataclasses import ChatMessage
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from benchmarks.harness.gold import gold_document_ids
 from benchmarks.harness.metrics import best_answer_scores, gold_answers
@@ -36,10 +41,10 @@ from benchmarks.real_llm import ONE_SHOT_PROMPT, ONE_SHOT_SYSTEM, TOP_K, chat_ge
 from haystack_agentic import Answerer, LoopState, ToolStep
 from haystack_agentic.components.generators.answerer import prompt_chunks
 from haystack_agentic.dataclasses.loop_state import merge_chunks
-from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.grounding.markers import strip_markers
 from haystack_agentic.indexing.hotpotqa import hotpotqa_documents, load_hotpotqa_questions
 from haystack_agentic.llm.llamacpp_server import LlamaCppServer
+from haystack_agentic.pipelines.default_pipelines import JSON_ANSWER_CHUNKS, JSON_ANSWER_CHUNKS_PER_SEARCH
 
 #: The answer prompt before issue 38's third session, kept here as the baseline of the comparison.
 LINES_PROMPT = """\
@@ -51,19 +56,33 @@ Context:
 
 Question: {{ question }}
 Answer:"""
-VARIANTS = ("current", "lines", "one-shot")
-#: Chunks the answer prompt shows (`Answerer`'s default `max_chunks`).
-MAX_CHUNKS = 6
+VARIANTS = ("current", "by-score", "lines", "one-shot")
+#: What each variant's prompt shows: `(max_chunks, chunks_per_search)` for `prompt_chunks`.
+SHOWN = {"current": (JSON_ANSWER_CHUNKS, JSON_ANSWER_CHUNKS_PER_SEARCH), "by-score": (JSON_ANSWER_CHUNKS, None)}
 
 
-def replayed_state(record: dict[str, Any], store: SparseBM25DocumentStore) -> LoopState:
-    """The loop state after the record's searches (each searched once, in order), waiting for its answer."""
+def replayed_state(record: dict[str, Any], store: InMemoryDocumentStore) -> LoopState:
+    """
+    The loop state after the record's searches, waiting for its answer.
+
+    Each recorded search step's returned chunks, scored by its query over the whole store (a page search narrowed by
+    a filter returned chunks the unfiltered ranking scores the same); a record without returned chunk ids (written
+    before they were recorded) repeats each distinct query at top 5.
+    """
+    searches = [s for s in record.get("steps") or [] if s.get("action") == "search" and "returned_chunk_ids" in s]
+    if not searches:
+        searches = [{"query": q, "returned_chunk_ids": None} for q in dict.fromkeys(record["queries"])]
     chunks: tuple = ()
     steps = []
-    for number, query in enumerate(dict.fromkeys(record["queries"]), start=1):
-        found = store.bm25_retrieval(query, top_k=TOP_K)
+    for number, search in enumerate(searches, start=1):
+        wanted = search["returned_chunk_ids"]
+        if wanted is None:
+            found = store.bm25_retrieval(search["query"], top_k=TOP_K)
+        else:
+            scored = {d.id: d for d in store.bm25_retrieval(search["query"], top_k=store.count_documents())}
+            found = [scored[i] for i in wanted if i in scored]
         chunks = merge_chunks(chunks, found, chunk_cap=10_000)
-        steps.append(ToolStep(number, "search", query=query, returned_chunk_ids=tuple(d.id for d in found)))
+        steps.append(ToolStep(number, "search", query=search["query"], returned_chunk_ids=tuple(d.id for d in found)))
     return LoopState(question=record["question"], chunks=chunks, tool_history=tuple(steps), pending_action="answer")
 
 
@@ -74,11 +93,14 @@ def answer(variant: str, state: LoopState, generator: Any) -> str:
             template=[ChatMessage.from_system(ONE_SHOT_SYSTEM), ChatMessage.from_user(ONE_SHOT_PROMPT)],
             required_variables="*",
         )
-        documents = prompt_chunks(state, MAX_CHUNKS)
+        documents = prompt_chunks(state, *SHOWN["current"])
         messages = builder.run(documents=documents, question=state.question)["prompt"]
         return generator.run(messages=messages)["replies"][0].text or ""
     options = {"generate_prompt": LINES_PROMPT, "system_prompt": ""} if variant == "lines" else {}
-    answerer = Answerer(chat_generator=generator, temperature=0.0, max_chunks=MAX_CHUNKS, **options)
+    max_chunks, per_search = SHOWN.get(variant, SHOWN["current"])
+    answerer = Answerer(
+        chat_generator=generator, temperature=0.0, max_chunks=max_chunks, chunks_per_search=per_search, **options
+    )
     return answerer.run(state=state)["finished"].outcome.answer or ""
 
 
@@ -97,7 +119,7 @@ def main() -> None:
 
     rows = load_hotpotqa_questions(args.data)
     by_id = {row["id"]: row for row in rows}
-    store = SparseBM25DocumentStore(index="answer-replay")
+    store = InMemoryDocumentStore()  # the pooled store of real_llm.py
     store.write_documents(hotpotqa_documents(rows, title_in_content=True))
     lines = args.records.read_text(encoding="utf-8").splitlines()
     records = [r for r in map(json.loads, lines) if r["system"] == args.system and r["id"] in by_id][: args.n]
@@ -111,8 +133,8 @@ def main() -> None:
             row = by_id[record["id"]]
             state = replayed_state(record, store)
             gold = set(gold_document_ids(row))
-            shown = {doc.id for doc in prompt_chunks(state, MAX_CHUNKS)}
             for variant in variants:
+                shown = {doc.id for doc in prompt_chunks(state, *SHOWN.get(variant, SHOWN["current"]))}
                 text = answer(variant, state, generator)
                 em, f1 = best_answer_scores(strip_markers(text), gold_answers(row))
                 scores[variant].append((em, f1, gold <= shown))

@@ -109,3 +109,26 @@ def test_answer_replay_refuses_records_of_another_file(tmp_path):
     done = run_script(*args, script=ROOT / "benchmarks" / "answer_replay.py")
 
     assert done.returncode == 2 and "no 'json' record of a question in hotpotqa_dev_sample.jsonl" in done.stderr
+
+
+def test_answer_replay_rebuilds_the_recorded_chunks_of_each_search():
+    from haystack import Document
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from benchmarks.answer_replay import replayed_state
+
+    store = InMemoryDocumentStore()
+    store.write_documents([Document(id=f"d{i}", content=f"Paris page {i} " + "river " * i) for i in range(1, 6)])
+    steps = [
+        {"action": "search", "query": "Paris river", "returned_chunk_ids": ["d5", "d4"]},
+        {"action": "generate", "query": "None", "returned_chunk_ids": []},
+        {"action": "search", "query": "page", "returned_chunk_ids": ["d1", "gone"]},  # a narrowed page search
+    ]
+    record = {"question": "Which river?", "queries": ["Paris river", "page"], "steps": steps}
+
+    state = replayed_state(record, store)
+
+    assert [s.returned_chunk_ids for s in state.tool_history] == [("d5", "d4"), ("d1",)]
+    assert {d.id for d in state.chunks} == {"d5", "d4", "d1"} and all(d.score is not None for d in state.chunks)
+    old = replayed_state({"question": "Which river?", "queries": ["Paris river", "Paris river"]}, store)
+    assert len(old.tool_history) == 1 and len(old.tool_history[0].returned_chunk_ids) == 5
