@@ -57,8 +57,13 @@ Context:
 Question: {{ question }}
 Answer:"""
 VARIANTS = ("current", "by-score", "lines", "one-shot")
-#: What each variant's prompt shows: `(max_chunks, chunks_per_search)` for `prompt_chunks`.
+#: What each variant's prompt shows: `(max_chunks, chunks_per_search)` for `prompt_chunks` (the others: `current`'s).
 SHOWN = {"current": (JSON_ANSWER_CHUNKS, JSON_ANSWER_CHUNKS_PER_SEARCH), "by-score": (JSON_ANSWER_CHUNKS, None)}
+
+
+def shown(variant: str) -> tuple[int, int | None]:
+    """`(max_chunks, chunks_per_search)` of a variant's prompt."""
+    return SHOWN.get(variant, SHOWN["current"])
 
 
 def replayed_state(record: dict[str, Any], store: InMemoryDocumentStore) -> LoopState:
@@ -93,11 +98,11 @@ def answer(variant: str, state: LoopState, generator: Any) -> str:
             template=[ChatMessage.from_system(ONE_SHOT_SYSTEM), ChatMessage.from_user(ONE_SHOT_PROMPT)],
             required_variables="*",
         )
-        documents = prompt_chunks(state, *SHOWN["current"])
+        documents = prompt_chunks(state, *shown(variant))
         messages = builder.run(documents=documents, question=state.question)["prompt"]
         return generator.run(messages=messages)["replies"][0].text or ""
     options = {"generate_prompt": LINES_PROMPT, "system_prompt": ""} if variant == "lines" else {}
-    max_chunks, per_search = SHOWN.get(variant, SHOWN["current"])
+    max_chunks, per_search = shown(variant)
     answerer = Answerer(
         chat_generator=generator, temperature=0.0, max_chunks=max_chunks, chunks_per_search=per_search, **options
     )
@@ -134,10 +139,10 @@ def main() -> None:
             state = replayed_state(record, store)
             gold = set(gold_document_ids(row))
             for variant in variants:
-                shown = {doc.id for doc in prompt_chunks(state, *SHOWN.get(variant, SHOWN["current"]))}
+                in_prompt = {doc.id for doc in prompt_chunks(state, *shown(variant))}
                 text = answer(variant, state, generator)
                 em, f1 = best_answer_scores(strip_markers(text), gold_answers(row))
-                scores[variant].append((em, f1, gold <= shown))
+                scores[variant].append((em, f1, gold <= in_prompt))
                 print(f"{variant}\t{f1:.2f}\t{text[:60]!r}\t(gold: {row['answer'][:40]!r})", flush=True)
 
     loop_f1 = statistics.fmean(r["f1"] for r in records)
