@@ -288,7 +288,14 @@ def openai_pipeline(
             temperature=0.0,
             **llm.role(),
             **llm.router_budget(),
-            search_policy=BridgeEntityRouter(document_store=store, first_top_k=5, follow_up_top_k=1, max_follow_ups=2),
+            # json mode only: in tools mode the policy's searches enter the conversation as the model's own calls, and
+            # Qwen2.5-Coder-1.5B then answered about the last (one-chunk) result, not the question: HotpotQA 20 F1
+            # 0.042 with the policy, 0.259 without (docs/benchmarks.md, issue 38, sixth session).
+            search_policy=(
+                BridgeEntityRouter(document_store=store, first_top_k=5, follow_up_top_k=1, max_follow_ups=2)
+                if mode == "json"
+                else None
+            ),
         ),
         SafeRetriever(InMemoryBM25Retriever(document_store=store, top_k=5)),
         controller=LoopController(max_iterations=max_iterations or LLM_MAX_ITERATIONS),
