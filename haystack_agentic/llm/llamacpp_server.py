@@ -71,9 +71,8 @@ class LlamaCppServer:
     from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
 
     with LlamaCppServer("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf") as server:
-        info = server.info()
-        mode = "tools" if info.supports_tools else "json"
-        options = LoopOptions(llm="openai", base_url=server.base_url, model=server.model_name, mode=mode,
+        info = server.info()  # info.supports_tools: whether mode="tools" can work with this chat template
+        options = LoopOptions(llm="openai", base_url=server.base_url, model=server.model_name, mode="json",
                               context_tokens=info.n_ctx)
         result = build_loop(options).run({"controller": {"query": "Who directed Big Stone Gap?"}})["result"]
     ```

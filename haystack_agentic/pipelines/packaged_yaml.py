@@ -98,8 +98,8 @@ COMPONENT_NOTES = {
     "the titles in document_store.\n"
     "Change: those numbers. Its document_store is the retriever's (*store): change the store there.",
     "AgenticRouter": "the controller LLM: one call per turn decides to search (and for what), answer or give up; "
-    "first, search_policy (the bridge-entity policy) searches the question and the entities its chunks name, with no "
-    "LLM call.\n"
+    "first, the question is searched without an LLM call; in json mode search_policy (the bridge-entity policy) then "
+    "searches the entities its chunks name, also without one.\n"
     "Change: chat_generator (model, api_base_url), mode (tools/json), system_prompt, default_top_k, max_top_k, "
     "search_policy (null: the LLM picks every search after the question).",
     "MiniLMTextEmbedder": "embeds the search query with the packaged all-MiniLM-L6-v2 (384 dimensions, offline).\n"
