@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -201,6 +202,12 @@ class PreparedLoop:
     filters: dict[str, Any] | None
     describe: dict[str, str]
     err: Any  # the stderr Console progress goes to
+    #: One event loop for every question of the session (an OpenAI client's connections stay on their loop).
+    runner: asyncio.Runner = field(default_factory=asyncio.Runner)
+
+    def close(self) -> None:
+        """Close the session's event loop."""
+        self.runner.close()
 
 
 def prepare_loop(args: argparse.Namespace, quiet: bool, first_question: str | None = None) -> PreparedLoop:
@@ -296,7 +303,7 @@ def run_question(
         inputs: dict[str, Any] = {"filters": loop.filters, "collections": args.collection}  # None: no scope
         inputs.update({"messages": messages} if messages is not None else {"query": question})
         try:
-            result = run_with_progress(loop.pipeline, {"controller": inputs}, show)
+            result = run_with_progress(loop.pipeline, {"controller": inputs}, show, runner=loop.runner)
         except PipelineRuntimeError as exc:  # e.g. a filter that does not fit the stored metadata's types
             cause = exc.__cause__ or exc
             from haystack_agentic.components.loop.loop_controller import InvalidLoopInputError
@@ -314,7 +321,10 @@ def cmd_ask(args: argparse.Namespace, console: Console) -> int:
         raise CLIError(msg)
     with local_gguf(args, say_on_stderr(args.quiet or args.json)) as served:
         loop = prepare_loop(served, args.quiet or args.json, question)
-        result, seconds = run_question(loop, served, question)
+        try:
+            result, seconds = run_question(loop, served, question)
+        finally:
+            loop.close()
     from haystack_agentic.components.loop.loop_result_builder import result_to_dict
 
     result = result_to_dict(result)

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from haystack_agentic.cli.ask import prepare_loop, run_question, say_on_stderr
+from haystack_agentic.cli.ask import PreparedLoop, prepare_loop, run_question, say_on_stderr
 from haystack_agentic.cli.ask_output import print_trace
 from haystack_agentic.cli.common import CLIError, add_backend_arguments, add_command, add_loop_arguments, local_gguf
 
@@ -72,12 +72,20 @@ def cmd_chat(args: argparse.Namespace, console: Console, lines: TextIO | None = 
 
 def _chat_session(args: argparse.Namespace, console: Console, lines: TextIO) -> int:
     """Prepare the loop once and answer each line of `lines` (see `cmd_chat`)."""
+    loop = prepare_loop(args, args.quiet or args.json)
+    try:
+        return _answer_lines(args, console, lines, loop)
+    finally:
+        loop.close()
+
+
+def _answer_lines(args: argparse.Namespace, console: Console, lines: TextIO, loop: PreparedLoop) -> int:
+    """Answer each line of `lines` with the prepared `loop` until the end of input or `/exit` (see `cmd_chat`)."""
     from haystack.dataclasses import ChatMessage
 
     from haystack_agentic.components.loop.loop_result_builder import result_to_dict
 
     interactive = lines.isatty()
-    loop = prepare_loop(args, args.quiet or args.json)
     conversation: list[ChatMessage] = []
     while True:
         if interactive:

@@ -53,11 +53,22 @@ async def iter_progress(pipeline: Pipeline, data: dict[str, Any]) -> AsyncIterat
 
 
 def run_with_progress(
-    pipeline: Pipeline, data: dict[str, Any], callback: Callable[[ProgressEvent], None] | None = None
+    pipeline: Pipeline,
+    data: dict[str, Any],
+    callback: Callable[[ProgressEvent], None] | None = None,
+    *,
+    runner: asyncio.Runner | None = None,
 ) -> dict[str, Any]:
     """
     Run a loop pipeline, calling `callback` (if given) with each progress event; returns the loop's result dict.
 
+    :param pipeline: A loop pipeline (see `iter_progress`).
+    :param data: The pipeline inputs, e.g. `{"controller": {"query": "..."}}`.
+    :param callback: Called with each `ProgressEvent`, in order.
+    :param runner: The `asyncio.Runner` to run on. Pass the same one to every run of a pipeline whose chat generators
+        keep an async client: `OpenAIChatGenerator`'s pooled connections belong to the event loop of its first
+        request, and a later run on a new loop fails with "Event loop is closed". Default: a new event loop for this
+        run (`asyncio.run`), fine for one run per pipeline.
     :raises RuntimeError: If called from a running event loop (use `iter_progress` there).
     """
 
@@ -69,4 +80,4 @@ def run_with_progress(
             final = event.result or final
         return final
 
-    return asyncio.run(consume())
+    return runner.run(consume()) if runner is not None else asyncio.run(consume())

@@ -130,3 +130,20 @@ def test_ask_gguf_without_mode_routes_in_json_mode_after_the_policy_searches(qwe
     answer = words(re.sub(r"\[\d+\]", " ", result["answer"]))
     chunk_words = set().union(*(words(document["content"] or "") for document in result["documents"]))
     assert answer and answer <= chunk_words, (result["answer"], [d["content"][:200] for d in result["documents"]])
+
+
+def test_chat_gguf_answers_a_follow_up_on_the_same_llama_cpp_server(qwen_gguf, ask_env):
+    # Two questions in one session: the OpenAI client's pooled connections belong to the event loop of its first
+    # request, so a session that ran each question on a new loop failed the second with "Event loop is closed".
+    lines = f"{QUESTIONS[1]}\nWhen was he born?\n"
+    command = [sys.executable, "-m", "haystack_agentic.cli.main", "chat", "--gguf", str(qwen_gguf), "--json", *LIMITS]
+    done = subprocess.run(
+        command, input=lines, capture_output=True, text=True, env=ask_env, timeout=2 * ASK_DEADLINE, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == 2, (done.stdout[-2000:], done.stderr[-3000:])
+    for result in results:
+        assert result["error"] is None and result["terminated_by"] in ("answered", "max_iterations"), result
+        assert has_own_words(result["answer"], BUILTIN_TOOL_NAMES), result["answer"]
+    assert "Event loop is closed" not in done.stderr
