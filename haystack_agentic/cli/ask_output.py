@@ -60,6 +60,8 @@ def print_trace(
     )
     if result.get("error"):
         console.print(f"[bold red]Error:[/bold red] {result['error']}", highlight=False)
+        if "TimeoutError" in result["error"]:  # e.g. openai's APITimeoutError: say which flag moves the limit
+            console.print("An LLM call took longer than its timeout: give it more with --timeout SECONDS.")
     print_evidence(console, result)
     print_grounding(console, result)
 

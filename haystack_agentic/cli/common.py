@@ -51,6 +51,12 @@ def open_backend_store(
         raise CLIError(str(exc)) from exc
 
 
+#: Seconds one LLM call may take with `--gguf` unless `--timeout` is given: a small model on this project's 2-core
+#: test machine took over the servers' usual 60 s for one call under load (0.5B at ~2 tokens/s), and the in-process
+#: server has no other client to wait for.
+GGUF_TIMEOUT = 300.0
+
+
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the document store options (`--backend`, `--uri`, and for `index`/`collections` `--store-collection`)."""
     parser.add_argument(
@@ -98,7 +104,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="A local GGUF model file (or a name from `install-model --model`): llama.cpp runs it in this process "
         "(the `llamacpp` extra) for the run, in json mode unless --mode tools (refused when its chat template has no "
-        "tools).",
+        f"tools), with --timeout {GGUF_TIMEOUT:.0f} unless given.",
     )
     parser.add_argument("--max-iterations", type=int, help="Override the loop's max_iterations.")
     parser.add_argument(
@@ -148,8 +154,9 @@ def local_gguf(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator
 
     With `--gguf`: llama.cpp serves the file in this process while the block runs (stopped after it) and the block
     gets a copy of `args` pointing at it: `llm` openai, its `base_url` and `model`, `mode` (`--mode`, default json:
-    with Qwen2.5-Coder-1.5B json mode scored HotpotQA F1 0.565 against tools mode's 0.259 on the same 20 questions,
-    docs/benchmarks.md) and `context_tokens` (its context size from `/props`). Without: `args` unchanged.
+    with Qwen2.5-Coder-1.5B on 40 HotpotQA questions json mode scored F1 0.549 and tools mode 0.220,
+    docs/benchmarks.md), `context_tokens` (its context size from `/props`) and `timeout` (`--timeout`, default
+    `GGUF_TIMEOUT`). Without: `args` unchanged.
 
     :raises CLIError: If `--gguf` comes with `--llm embedded` or `--base-url`, `--mode tools` meets a template
         without tools, or the file is missing, not a GGUF, cannot be loaded, or xllamacpp is not installed.
@@ -183,6 +190,7 @@ def local_gguf(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator
                 "model": server.model_name,
                 "mode": mode,
                 "context_tokens": info.n_ctx,
+                "timeout": GGUF_TIMEOUT if args.timeout is None else args.timeout,
             }
         )
     finally:

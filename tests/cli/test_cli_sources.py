@@ -166,3 +166,16 @@ def test_chat_prints_the_sources_of_an_answer_that_has_citations_and_json_lines_
     assert cmd_chat(args, Console(file=io.StringIO()), io.StringIO(f"{QUESTION}\n")) == 0
     result = json.loads(capsys.readouterr().out)
     assert [c["n"] for c in result["citations"]] == [1, 2] and result["answer"].endswith("[1][2]")
+
+
+@pytest.mark.parametrize(
+    ("error", "hinted"),
+    [
+        ("Controller LLM failed: APITimeoutError: Request timed out.", True),
+        ("Answer LLM failed: RuntimeError: boom", False),
+    ],
+)
+def test_an_llm_call_over_its_timeout_names_the_flag_that_moves_it(error, hinted):
+    text = printed({**result_with([]), "answer": None, "terminated_by": "error", "error": error})
+    assert error in text
+    assert ("--timeout SECONDS" in text) is hinted

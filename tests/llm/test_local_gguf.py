@@ -153,3 +153,43 @@ def test_ask_chat_and_serve_refuse_a_bad_gguf_in_one_line(argv, message, capsys)
     for command in (["ask", "Who?"], ["chat"], ["serve"]):
         assert main([*command, *argv]) == 2
         assert message in capsys.readouterr().err
+
+
+class StandInServer:
+    """Stands in for `LlamaCppServer` where only `local_gguf`'s reading of `/props` is under test (the real server
+    runs in tests/llamacpp); its template has tools."""
+
+    base_url = "http://127.0.0.1:9/v1"
+    model_name = "stand-in"
+
+    def __init__(self, model_path) -> None:
+        self.model_path = model_path
+        self.stopped = False
+
+    def start(self) -> None:
+        pass
+
+    def info(self):
+        from haystack_agentic.llm.server_info import ServerInfo
+
+        return ServerInfo(supports_tools=True, n_ctx=8192)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+@pytest.mark.parametrize(
+    ("flags", "mode", "timeout"),
+    [([], "json", None), (["--mode", "tools", "--timeout", "45"], "tools", 45.0)],  # None: GGUF_TIMEOUT
+)
+def test_gguf_routes_in_json_mode_with_a_longer_timeout_unless_told_otherwise(flags, mode, timeout, monkeypatch):
+    from haystack_agentic.cli.common import GGUF_TIMEOUT, local_gguf
+    from haystack_agentic.cli.main import build_parser
+    from haystack_agentic.llm import llamacpp_server
+
+    monkeypatch.setattr(llamacpp_server, "LlamaCppServer", StandInServer)
+    monkeypatch.setattr(gguf_models, "resolve_gguf", Path)
+    args = build_parser().parse_args(["ask", "Who?", "--gguf", "x.gguf", *flags])
+    with local_gguf(args, lambda _: None) as served:
+        assert (served.mode, served.timeout, served.llm) == (mode, timeout or GGUF_TIMEOUT, "openai")
+        assert served.context_tokens == 8192 and served.base_url == StandInServer.base_url
