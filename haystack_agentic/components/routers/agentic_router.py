@@ -6,7 +6,7 @@ from typing import Any, Literal
 from haystack import component, default_from_dict, logging
 from haystack.components.generators.chat.types import ChatGenerator
 from haystack.core.serialization import component_to_dict
-from haystack.dataclasses import ChatMessage, StreamingCallbackT, ToolCall
+from haystack.dataclasses import ChatMessage, ChatRole, StreamingCallbackT, ToolCall
 from haystack.tools import (
     Tool,
     ToolsType,
@@ -274,8 +274,14 @@ class AgenticRouter:
         return token_counter_for(self.chat_generator)
 
     def _start_turn(self, state: LoopState) -> dict[str, Any] | tuple[LoopState, list[ChatMessage], Any]:
-        """`_prepare`, but the run's first searches (the question, or the search policy's) go without an LLM call."""
-        if self.search_policy is not None:
+        """
+        `_prepare`, but the run's first searches (the question, or the search policy's) go without an LLM call.
+
+        The policy follows the entities of the question's own words, so it runs on a conversation's first question
+        only: a follow-up ("Where is she based?") is the model's from its first turn, as without a policy (the model
+        sees the conversation; the question-first search is also for a conversation's first question only).
+        """
+        if self.search_policy is not None and not _is_follow_up(state):
             routed = self._policy_search(state)
             if routed is not None:
                 return routed
@@ -442,3 +448,8 @@ class AgenticRouter:
         if init_params.get("search_policy") is not None:
             deserialize_component_inplace(init_params, key="search_policy")
         return default_from_dict(cls, data)
+
+
+def _is_follow_up(state: LoopState) -> bool:
+    """Whether the run's question follows earlier turns of a conversation (a user or assistant message before it)."""
+    return any(message.role in (ChatRole.USER, ChatRole.ASSISTANT) for message in state.conversation[:-1])

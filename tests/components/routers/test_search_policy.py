@@ -112,3 +112,30 @@ def test_the_llm_may_search_a_page_the_policy_searched_over_the_whole_store(buil
     assert steps[0]["arguments"]["filters"] == {"field": "meta.title", "operator": "==", "value": "Adriana Trigiani"}
     assert "filters" not in steps[1]["arguments"] and len(steps[1]["returned_chunk_ids"]) > 1
     assert "already searched" in steps[2]["result"]
+
+
+@pytest.mark.parametrize("mode", ["json", "tools"])
+def test_a_follow_up_is_left_to_the_model_not_the_policy(build_loop, store, mode):
+    # The policy follows the entities of the question's own words; "Where is she based?" names none of its own. As
+    # without a policy, a follow-up's searches are the model's, which sees the conversation.
+    from conftest import search
+    from haystack.dataclasses import ChatMessage
+
+    if mode == "json":
+        script, extra = (
+            [decide("search", query="Adriana Trigiani"), decide("generate")],
+            {"answer_script": [{"text": "Greenwich Village"}]},
+        )
+    else:
+        script, extra = [search("Adriana Trigiani"), answer("Greenwich Village")], {"per_call": True}
+    loop = build_loop(script, mode=mode, router_kwargs=policy(store), **extra)
+    conversation = [
+        ChatMessage.from_user("Who directed Big Stone Gap?"),
+        ChatMessage.from_assistant("Adriana Trigiani [1]"),
+        ChatMessage.from_user("Where is she based?"),
+    ]
+    result = loop.pipeline.run({"controller": {"messages": conversation}})["result"]
+    found = searches(result)
+    assert [query for query, _ in found] == ["Adriana Trigiani"]
+    assert not any((reason or "").startswith(POLICY_SEARCH_REASON) for _, reason in found)
+    assert calls(result, "controller") == 2 and result["terminated_by"] == "answered"
