@@ -67,14 +67,24 @@ class LlamaCppServer:
 
     ### Usage example
     ```python
+    from haystack import Document
+
     from haystack_agentic.llm.llamacpp_server import LlamaCppServer
+    from haystack_agentic.loop_loading import retriever_store
     from haystack_agentic.pipelines.loop_builder import LoopOptions, build_loop
 
     with LlamaCppServer("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf") as server:
         info = server.info()  # info.supports_tools: whether mode="tools" can work with this chat template
         options = LoopOptions(llm="openai", base_url=server.base_url, model=server.model_name, mode="json",
-                              context_tokens=info.n_ctx)
-        result = build_loop(options).run({"controller": {"query": "Who directed Big Stone Gap?"}})["result"]
+                              context_tokens=info.n_ctx, timeout=300)  # s per LLM call: a CPU can be slow
+        pipeline = build_loop(options)  # its in-memory store starts empty: fill it (or fill_in_memory_store)
+        retriever_store(pipeline).write_documents([
+            Document(content="Big Stone Gap is a 2014 film written and directed by Adriana Trigiani.",
+                     meta={"title": "Big Stone Gap (film)"}),
+            Document(content="Adriana Trigiani is an author and film director based in Greenwich Village.",
+                     meta={"title": "Adriana Trigiani"}),
+        ])
+        result = pipeline.run({"controller": {"query": "Who directed Big Stone Gap?"}})["result"]
     ```
     """
 
