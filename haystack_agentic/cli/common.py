@@ -165,7 +165,8 @@ def local_gguf(args: argparse.Namespace, say: Callable[[str], None]) -> Iterator
         yield args
         return
     if args.llm == "embedded" or args.base_url:
-        msg = "--gguf runs its own llama.cpp server: drop --llm embedded and --base-url."
+        given = "--base-url" if args.base_url else "--llm embedded"
+        msg = f"--gguf runs its own llama.cpp server: drop {given}."
         raise CLIError(msg)
     from haystack_agentic.llm.gguf_models import resolve_gguf
     from haystack_agentic.llm.llamacpp_server import LlamaCppServer

@@ -146,7 +146,8 @@ def test_a_model_llama_cpp_cannot_load_is_one_line(tmp_path, capsys):
         (["--gguf", "missing.gguf"], "No GGUF file at missing.gguf"),
         (["--gguf", "README.md"], "README.md is not a GGUF model file"),
         (["--gguf", "x.gguf", "--llm", "embedded"], "--gguf runs its own llama.cpp server"),
-        (["--gguf", "x.gguf", "--base-url", "http://127.0.0.1:9/v1"], "drop --llm embedded and --base-url"),
+        (["--gguf", "x.gguf", "--llm", "embedded"], "drop --llm embedded."),
+        (["--gguf", "x.gguf", "--base-url", "http://127.0.0.1:9/v1"], "llama.cpp server: drop --base-url."),
     ],
 )
 def test_ask_chat_and_serve_refuse_a_bad_gguf_in_one_line(argv, message, capsys):
