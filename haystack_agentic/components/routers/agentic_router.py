@@ -274,13 +274,7 @@ class AgenticRouter:
         return token_counter_for(self.chat_generator)
 
     def _start_turn(self, state: LoopState) -> dict[str, Any] | tuple[LoopState, list[ChatMessage], Any]:
-        """
-        `_prepare`, but the run's first searches (the question, or the search policy's) go without an LLM call.
-
-        The policy follows the entities of the question's own words, so it runs on a conversation's first question
-        only: a follow-up ("Where is she based?") is the model's from its first turn, as without a policy (the model
-        sees the conversation; the question-first search is also for a conversation's first question only).
-        """
+        """`_prepare`, but a first question's first searches (the question, or the policy's) go without an LLM call."""
         if self.search_policy is not None and not _is_follow_up(state):
             routed = self._policy_search(state)
             if routed is not None:
@@ -451,5 +445,6 @@ class AgenticRouter:
 
 
 def _is_follow_up(state: LoopState) -> bool:
-    """Whether the run's question follows earlier turns of a conversation (a user or assistant message before it)."""
+    """Whether the question follows a conversation's earlier turns (a user or assistant message before it)."""
+    # "Where is she based?": the policy follows the question's own words; a follow-up is the model's, which sees them.
     return any(message.role in (ChatRole.USER, ChatRole.ASSISTANT) for message in state.conversation[:-1])
