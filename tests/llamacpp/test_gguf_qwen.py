@@ -74,6 +74,13 @@ def words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in FILLER}
 
 
+def assert_drawn_from_the_chunks(result: dict) -> None:
+    """The answer's words (its markers left out) are all words of the run's chunks."""
+    answer = words(re.sub(r"\[\d+\]", " ", result["answer"]))
+    chunk_words = set().union(*(words(document["content"] or "") for document in result["documents"]))
+    assert answer and answer <= chunk_words, (result["answer"], [d["content"][:200] for d in result["documents"]])
+
+
 @pytest.mark.parametrize("question", QUESTIONS)
 def test_ask_gguf_searches_and_answers_from_the_chunks(qwen_gguf, ask_env, question):
     done = cli(
@@ -107,11 +114,9 @@ def test_ask_gguf_searches_and_answers_from_the_chunks(qwen_gguf, ask_env, quest
     assert own_calls, trace
     assert result["terminated_by"] in ("answered", "max_iterations"), (result["terminated_by"], trace)
     assert has_own_words(result["answer"], BUILTIN_TOOL_NAMES), trace  # not empty, not only markers or tool-call text
-    answer = words(re.sub(r"\[\d+\]", " ", result["answer"]))
-    chunk_words = set().union(*(words(document["content"] or "") for document in result["documents"]))
     # Written from the chunks: its words are the chunks' words (the 0.5B's answer to the first question, "New York
     # city", is wrong but drawn from them; correctness is the benchmark's business, docs/benchmarks.md).
-    assert answer and answer <= chunk_words, (result["answer"], [d["content"][:200] for d in result["documents"]])
+    assert_drawn_from_the_chunks(result)
 
 
 def test_ask_gguf_without_mode_routes_in_json_mode_after_the_policy_searches(qwen_gguf, ask_env):
@@ -127,9 +132,7 @@ def test_ask_gguf_without_mode_routes_in_json_mode_after_the_policy_searches(qwe
     assert steps[0]["reasoning"].startswith(POLICY_SEARCH_REASON) and steps[0]["returned_chunk_ids"], trace
     assert result["terminated_by"] in ("answered", "max_iterations"), (result["terminated_by"], trace)
     assert has_own_words(result["answer"], BUILTIN_TOOL_NAMES), trace
-    answer = words(re.sub(r"\[\d+\]", " ", result["answer"]))
-    chunk_words = set().union(*(words(document["content"] or "") for document in result["documents"]))
-    assert answer and answer <= chunk_words, (result["answer"], [d["content"][:200] for d in result["documents"]])
+    assert_drawn_from_the_chunks(result)
 
 
 def test_chat_gguf_answers_a_follow_up_on_the_same_llama_cpp_server(qwen_gguf, ask_env):

@@ -165,7 +165,6 @@ class StandInServer:
 
     def __init__(self, model_path) -> None:
         self.model_path = model_path
-        self.stopped = False
 
     def start(self) -> None:
         pass
@@ -176,7 +175,7 @@ class StandInServer:
         return ServerInfo(supports_tools=True, n_ctx=8192)
 
     def stop(self) -> None:
-        self.stopped = True
+        pass
 
 
 @pytest.mark.parametrize(
