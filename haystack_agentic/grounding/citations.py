@@ -28,7 +28,7 @@ from haystack_agentic.grounding.markers import (
     insert_markers,
     strip_markers,
 )
-from haystack_agentic.grounding.sentence_splitter import Sentence, plain, split_sentences
+from haystack_agentic.grounding.sentence_splitter import SENTENCE_SPANS_KEY, Sentence, plain, split_sentences
 from haystack_agentic.llm.result_digests import find_chunk
 from haystack_agentic.text import stem, strip_qualifier
 
@@ -308,11 +308,26 @@ def _own_page(claim: str, pool: Sequence[Document], question: str) -> tuple[Docu
 def _best_in(claim: str, pool: Sequence[Document], question: str) -> tuple[Document, tuple[int, int]] | None:
     """The chunk sentence that supports `claim` best among `pool` (as `_best_sentence`; ties: the earlier chunk)."""
     terms = _terms(claim, question)
-    # A chunk holding none of the claim's terms has no sentence that does: it is not split (pysbd: ~3 ms a chunk).
-    pool = [doc for doc in pool if _overlap(terms, doc.content or "") > 0]
+    # A chunk holding none of the claim's terms has no sentence that does, and is not scored sentence by sentence.
+    pool = [doc for doc in pool if _share(terms, _chunk_words(doc)) > 0]
     scored = [(score, doc, span) for doc in pool for score, span in [_best_sentence(claim, doc, question)]]
     best = max([found for found in scored if found[0][0] > 0], key=lambda found: found[0], default=None)
     return (best[1], best[2]) if best else None
+
+
+def _chunk_words(doc: Document) -> Words:
+    """
+    The words a chunk's sentences could match a claim with.
+
+    With its sentence offsets stored: the union of its `sentence_words` (tokenized once, cached with the chunk; its
+    title line left out, which no sentence score counts). Else those of its whole text, so that a chunk no claim
+    matches is never split (pysbd: ~3 ms a chunk).
+    """
+    if SENTENCE_SPANS_KEY not in (doc.meta or {}):
+        return cached_word_sets(doc.content or "")
+    sentences = sentence_words(doc)
+    found: frozenset[str] = frozenset().union(*(words[0] for _, words in sentences))
+    return found, frozenset().union(*(words[1] for _, words in sentences))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -323,13 +338,8 @@ def _terms(claim: str, question: str) -> tuple[tuple[tuple[str, ...], ...], froz
     return tuple(toks for _, toks in key_entities(claim)), frozenset(stem(w) for w in question_terms(claim))
 
 
-def _overlap(terms: tuple[Sequence[tuple[str, ...]], frozenset[str]], sentence: str) -> float:
-    """How much of the claim's terms a sentence holds, in [0, 2]: entity share plus word share."""
-    return _share(terms, cached_word_sets(sentence))
-
-
 def _share(terms: tuple[Sequence[tuple[str, ...]], frozenset[str]], text_words: Words) -> float:
-    """`_overlap` of a text whose `cached_word_sets` are `text_words`."""
+    """How much of the claim's `terms` a text with these `cached_word_sets` holds, in [0, 2]: entity + word share."""
     entities, words = terms
     found, stems = text_words
     entity_share = sum(set(e) <= found for e in entities) / len(entities) if entities else 0.0
