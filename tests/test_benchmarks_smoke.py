@@ -277,6 +277,20 @@ CASES = {
             rf"^ Agent +2 +4 +{NUMBER} +{NUMBER} .* 0 $",
         ),
     ),
+    "served_cpu": Case(
+        "served_cpu.py",
+        ("--questions", "2", "--runs", "2", "--parts"),
+        240,
+        (
+            rf"^ +ours +{NUMBER} +{NUMBER}  {NUMBER} {NUMBER}$",
+            rf"^ +floor +{NUMBER} +{NUMBER}  ",
+            rf"^ +floor, one-leaf result +{NUMBER} +{NUMBER}  ",
+            rf"^ +Agent +{NUMBER} +1\.00  ",
+            rf"^goal: ours <= 1\.5x Agent; the floor alone is {NUMBER}x$",
+            rf"^ +component answerer +{NUMBER} ms/q$",
+            rf"^ +Haystack's copies \(inputs, result\) +{NUMBER} ms/q$",
+        ),
+    ),
     "short_answer": Case(
         "short_answer.py",
         ("--data", str(SAMPLE), "--limit", "1", "--out", "{tmp}/short.jsonl"),
