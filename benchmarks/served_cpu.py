@@ -10,13 +10,15 @@ and Haystack's `Agent` with the same scripted LLM and retriever as a `ComponentT
 - **ours**: process CPU per question, questions never asked before (their chunks not cached);
 - **floor**: the same pipeline with every component replaying the outputs it gave for one recorded question (its
   own work is zero; Haystack still schedules the same 8 component runs and copies the same inputs and outputs):
-  what Haystack costs for this graph. Ours can not cost less than the floor, whatever its components do;
+  what Haystack costs for this graph and these outputs (components that output less would lower it; the recorded
+  question's result is near the median size);
 - **floor, one-leaf result**: the floor with the result component replaying one value per output instead of the
   recorded result: the share of the floor that is Haystack copying the result's values one by one;
 - **Agent**: the whole question (its LLM call, its tool call through `ToolInvoker`, the retriever).
 
 Runs are interleaved (one batch of each in turn); the medians and the ratios to the Agent are the figures. Parts
-of ours (`--parts`, a separate pass) come from timers around each component and around Haystack's copies.
+of ours (`--parts`, a separate pass) come from timers (process CPU, so the BM25 search in the store's executor thread
+counts for the retriever) around each component and around Haystack's copies.
 
 Run: `python benchmarks/served_cpu.py [--questions 40] [--runs 5] [--parts]`
 """
@@ -108,20 +110,20 @@ class Parts:
         if inspect.iscoroutinefunction(original):
 
             async def timed(*args: Any, **kwargs: Any) -> Any:
-                start = time.thread_time()
+                start = time.process_time()
                 try:
                     return await original(*args, **kwargs)
                 finally:
-                    self.cpu[label] += time.thread_time() - start
+                    self.cpu[label] += time.process_time() - start
 
         else:
 
             def timed(*args: Any, **kwargs: Any) -> Any:
-                start = time.thread_time()
+                start = time.process_time()
                 try:
                     return original(*args, **kwargs)
                 finally:
-                    self.cpu[label] += time.thread_time() - start
+                    self.cpu[label] += time.process_time() - start
 
         if isinstance(owner, type):  # a module-level function or a class attribute: replace it there
             setattr(owner, name, staticmethod(timed) if isinstance(owner.__dict__.get(name), staticmethod) else timed)
@@ -200,7 +202,7 @@ def main() -> None:
             cpu[name].append(1000 * (time.process_time() - start) / len(batch))
     replay.use_real()
     agent_ms = statistics.median(cpu["Agent"])
-    print(f"{len(questions)} questions' paragraphs, scripted LLM (zero latency), one question at a time")
+    print(f"{store.count_documents()} paragraphs, scripted LLM (zero latency), one question at a time")
     print(f"{'variant':>24} {'CPU ms/q median':>16} {'x Agent':>8}  runs")
     for name, values in cpu.items():
         median = statistics.median(values)
