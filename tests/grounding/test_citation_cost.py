@@ -57,3 +57,25 @@ def test_a_chunk_cited_again_is_not_tokenized_again(counted_tokens, stored_spans
 def test_a_title_and_a_sentence_tokenize_as_their_join(title, sentence):
     """A sentence's words with its chunk's title are the words of `"{title}. {sentence}"` (what `cite` relies on)."""
     assert set(tokens(f"{title}. {sentence}")) == set(tokens(title)) | set(tokens(sentence))
+
+
+@pytest.mark.parametrize("stored_spans", [True, False])
+def test_a_chunk_with_stored_offsets_is_tokenized_by_sentence_only(monkeypatch, stored_spans):
+    """Finding a claim's sentence tokenizes a chunk once: by its stored sentences, or (none stored) its whole text."""
+    from haystack_agentic.grounding import chunk_sentences
+
+    seen: list[str] = []
+
+    def counting(text):
+        seen.append(text)
+        return tokens(text)
+
+    monkeypatch.setattr(chunk_sentences, "tokens", counting)
+    text = TEXT.replace("Tallinn", f"Tartu-{stored_spans}")  # a text no other test has cached
+    doc = Document(id=f"tartu-{stored_spans}", content=text, meta={"title": "Lumen Quartet"})
+    if stored_spans:
+        (doc,) = SentenceSpanAnnotator().run(documents=[doc])["documents"]
+    state = LoopState(question="Who was the first violinist of the Lumen Quartet?", chunks=(doc,))
+    quotes = [c["quote"] for c in citations.cite(state, "Maarja Kask was its first violinist.").outcome.citations]
+    assert quotes == ["Its first violinist was Maarja Kask."]
+    assert (text in seen) is not stored_spans  # the whole text is tokenized only when no sentences are stored
