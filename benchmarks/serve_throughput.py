@@ -114,6 +114,12 @@ else:
     exec(target)
 """
 
+#: The Agent's scripted LLM: search the question, then answer (the loop's two turns, `scripted_loop_yaml`).
+AGENT_SCRIPT = [
+    {"template": True, "tool_calls": [{"tool_name": "search", "arguments": {"query": "{{ question }}"}}]},
+    {"template": True, "text": "Answer to: {{ question }}"},
+]
+
 #: hayhooks pipeline wrapper serving Haystack's Agent (formatted with the store file and the latency).
 AGENT_WRAPPER = """\
 from hayhooks import BasePipelineWrapper
@@ -126,10 +132,7 @@ from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from scripted_chat_generator import ScriptedChatGenerator
 
-SCRIPT = [
-    {{"template": True, "tool_calls": [{{"tool_name": "search", "arguments": {{"query": "{{{{ question }}}}"}}}}]}},
-    {{"template": True, "text": "Answer to: {{{{ question }}}}"}},
-]
+SCRIPT = {script!r}
 
 
 class PipelineWrapper(BasePipelineWrapper):
@@ -246,7 +249,7 @@ def start_agent(workdir: Path, latency: float, workers: int, profile_dir: Path |
     folder = workdir / "agent_pipelines" / "agent"
     folder.mkdir(parents=True)
     (folder / "pipeline_wrapper.py").write_text(
-        AGENT_WRAPPER.format(store=str(workdir / "store.json"), latency=latency)
+        AGENT_WRAPPER.format(store=str(workdir / "store.json"), latency=latency, script=AGENT_SCRIPT)
     )
     port = free_port()
     process = _popen(

@@ -17,8 +17,8 @@ and Haystack's `Agent` with the same scripted LLM and retriever as a `ComponentT
 - **Agent**: the whole question (its LLM call, its tool call through `ToolInvoker`, the retriever).
 
 Runs are interleaved (one batch of each in turn); the medians and the ratios to the Agent are the figures. Parts
-of ours (`--parts`, a separate pass) come from timers (process CPU, so the BM25 search in the store's executor thread
-counts for the retriever) around each component and around Haystack's copies.
+of ours (`--parts`, a separate pass) come from `_common.Timer`s (process CPU, so the BM25 search in the store's
+executor thread counts for the retriever) around each component and around Haystack's copies.
 
 Run: `python benchmarks/served_cpu.py [--questions 40] [--runs 5] [--parts]`
 """
@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import collections
 import gc
-import inspect
 import os
 import statistics
 import sys
@@ -37,25 +36,19 @@ from pathlib import Path
 from typing import Any
 
 import haystack.core.pipeline.pipeline as haystack_pipeline
-from _common import corpus_store
+from _common import Timer, corpus_store
 from haystack.components.agents import Agent
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage
 from haystack.tools import ComponentTool
 from scripted_chat_generator import ScriptedChatGenerator
-from serve_throughput import scripted_loop_yaml
+from serve_throughput import AGENT_SCRIPT, scripted_loop_yaml
 
 from haystack_agentic.components.loop.loop_result_builder import result_to_dict
 from haystack_agentic.components.preprocessors.sentence_span_annotator import SentenceSpanAnnotator
 from haystack_agentic.components.retrievers.safe_retriever import SafeRetriever
 from haystack_agentic.document_stores.sparse_bm25_document_store import SparseBM25DocumentStore
 from haystack_agentic.serving.agentic_loop_wrapper import load_served_pipeline
-
-#: The Agent's script: the same two LLM turns as ours' (`serve_throughput.AGENT_WRAPPER`).
-AGENT_SCRIPT = [
-    {"template": True, "tool_calls": [{"tool_name": "search", "arguments": {"query": "{{ question }}"}}]},
-    {"template": True, "text": "Answer to: {{ question }}"},
-]
 
 
 class Replay:
@@ -97,38 +90,6 @@ class Replay:
             return recorded[self.visits[name] - 1]
 
         return replay
-
-
-class Parts:
-    """CPU inside each component's `run_async`, `result_to_dict` and Haystack's copies (one question at a time)."""
-
-    def __init__(self) -> None:
-        self.cpu: collections.Counter[str] = collections.Counter()
-
-    def wrap(self, owner: Any, name: str, label: str) -> None:
-        original = getattr(owner, name)
-        if inspect.iscoroutinefunction(original):
-
-            async def timed(*args: Any, **kwargs: Any) -> Any:
-                start = time.process_time()
-                try:
-                    return await original(*args, **kwargs)
-                finally:
-                    self.cpu[label] += time.process_time() - start
-
-        else:
-
-            def timed(*args: Any, **kwargs: Any) -> Any:
-                start = time.process_time()
-                try:
-                    return original(*args, **kwargs)
-                finally:
-                    self.cpu[label] += time.process_time() - start
-
-        if isinstance(owner, type):  # a module-level function or a class attribute: replace it there
-            setattr(owner, name, staticmethod(timed) if isinstance(owner.__dict__.get(name), staticmethod) else timed)
-        else:
-            setattr(owner, name, timed)
 
 
 def build(store: Any, store_dir: Path) -> tuple[Any, Agent]:
@@ -216,18 +177,20 @@ def main() -> None:
 
 def print_parts(pipeline: Any, loop: asyncio.AbstractEventLoop, ours: Any, batch: list[str]) -> None:
     """One batch of ours with timers around each component, `result_to_dict` and Haystack's copies."""
-    parts = Parts()
+    timers = {f"component {name}": Timer() for name, _ in pipeline.graph.nodes(data="instance")}
     for name, _ in pipeline.graph.nodes(data="instance"):
-        parts.wrap(pipeline.get_component(name), "run_async", f"component {name}")
-    parts.wrap(haystack_pipeline, "_deepcopy_with_exceptions", "Haystack's copies (inputs, result)")
-    parts.wrap(sys.modules[__name__], "result_to_dict", "result_to_dict")  # the name `ours` looks up
+        timers[f"component {name}"].wrap(pipeline.get_component(name), "run_async")
+    timers["Haystack's copies (inputs, result)"] = Timer()
+    timers["Haystack's copies (inputs, result)"].wrap(haystack_pipeline, "_deepcopy_with_exceptions")
+    timers["result_to_dict"] = Timer()
+    timers["result_to_dict"].wrap(sys.modules[__name__], "result_to_dict")  # the name `ours` looks up
     start = time.process_time()
     loop.run_until_complete(ours(batch))
     total = time.process_time() - start
     print(f"parts of ours ({len(batch)} new questions, {1000 * total / len(batch):.2f} ms/q):")
-    for label, seconds in parts.cpu.most_common():
-        print(f"  {label:>40} {1000 * seconds / len(batch):6.2f} ms/q")
-    rest = total - sum(parts.cpu.values())
+    for label, timer in sorted(timers.items(), key=lambda item: -item[1].cpu_seconds):
+        print(f"  {label:>40} {1000 * timer.cpu_seconds / len(batch):6.2f} ms/q")
+    rest = total - sum(timer.cpu_seconds for timer in timers.values())
     print(f"  {'the rest (scheduler, tasks, spans)':>40} {1000 * rest / len(batch):6.2f} ms/q")
 
 

@@ -309,13 +309,13 @@ def _best_in(claim: str, pool: Sequence[Document], question: str) -> tuple[Docum
     """The chunk sentence that supports `claim` best among `pool` (as `_best_sentence`; ties: the earlier chunk)."""
     terms = _terms(claim, question)
     # A chunk holding none of the claim's terms has no sentence that does, and is not scored sentence by sentence.
-    pool = [doc for doc in pool if _share(terms, _chunk_words(doc)) > 0]
+    pool = [doc for doc in pool if _share(terms, _words_to_match(doc)) > 0]
     scored = [(score, doc, span) for doc in pool for score, span in [_best_sentence(claim, doc, question)]]
     best = max([found for found in scored if found[0][0] > 0], key=lambda found: found[0], default=None)
     return (best[1], best[2]) if best else None
 
 
-def _chunk_words(doc: Document) -> Words:
+def _words_to_match(doc: Document) -> Words:
     """
     The words a chunk's sentences could match a claim with.
 
